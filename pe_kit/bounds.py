@@ -1,0 +1,185 @@
+"""From confusion counts to a confidence-bounded empirical ε lower bound.
+
+Source: App. E.6 of the paper — Eq. 28 (ε_lower, both branches, clamped at 0) and Eqs. 29–30
+(one-sided Clopper–Pearson endpoints via ``scipy.stats.beta``), and §2.1 Step 5 (a threshold fixed on
+a calibration split, evaluated on fresh trials).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["clopper_pearson", "epsilon_lower_from_counts", "ThresholdAudit", "calibrate_threshold",
+           "evaluate_threshold", "candidate_thresholds"]
+
+
+def clopper_pearson(successes, trials, gamma: float, side: str):
+    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30).
+
+    Args:
+        successes: int or int array x (0 ≤ x ≤ n).
+        trials: int or int array n (≥ 1), broadcast with ``successes``.
+        gamma: tail probability γ in (0, 1) of the one-sided bound.
+        side: ``"lower"`` (p_L; 0 when x = 0) or ``"upper"`` (p_U; 1 when x = n).
+
+    Returns:
+        float or float64 array of bounds.
+
+    Raises:
+        ValueError: on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side.
+
+    Source: ``scipy.stats.beta.ppf``: p_L = Beta(x, n−x+1)⁻¹(γ), p_U = Beta(x+1, n−x)⁻¹(1−γ).
+    """
+    x = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
+    if np.any(n < 1) or np.any(x < 0) or np.any(x > n):
+        raise ValueError("clopper_pearson needs 0 ≤ successes ≤ trials and trials ≥ 1")
+    x, n = np.broadcast_arrays(x, n)
+    with np.errstate(all="ignore"):
+        if side == "lower":
+            out = np.where(x == 0, 0.0, stats.beta.ppf(gamma, np.maximum(x, 1), n - x + 1))
+        elif side == "upper":
+            out = np.where(x == n, 1.0, stats.beta.ppf(1 - gamma, x + 1, np.maximum(n - x, 1)))
+        else:
+            raise ValueError(f"side={side!r} must be 'lower' or 'upper'")
+    return float(out) if out.ndim == 0 else out
+
+
+def epsilon_lower_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float):
+    """ε_lower of Eq. 28 from confusion counts of the event A = "score > threshold".
+
+    Args:
+        true_pos: int (or array) #H1 trials in A; false_pos: #H0 trials in A.
+        n_h1, n_h0: trials per hypothesis.
+        gamma: tail probability of each of the four one-sided bounds.
+        delta: δ.
+
+    Returns:
+        (epsilon, branch) where epsilon = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} and
+        branch is 1 or 2 for the attaining branch, 0 when clamped at 0 (arrays if inputs are arrays).
+        A branch whose numerator is ≤ δ gives no bound.
+    """
+    tp = np.asarray(true_pos)
+    fp = np.asarray(false_pos)
+    tpr_l = clopper_pearson(tp, n_h1, gamma, "lower")
+    fpr_u = clopper_pearson(fp, n_h0, gamma, "upper")
+    tnr_l = clopper_pearson(n_h0 - fp, n_h0, gamma, "lower")
+    fnr_u = clopper_pearson(n_h1 - tp, n_h1, gamma, "upper")
+    b1 = _log_ratio(np.asarray(tpr_l) - delta, np.asarray(fpr_u))
+    b2 = _log_ratio(np.asarray(tnr_l) - delta, np.asarray(fnr_u))
+    eps = np.maximum(0.0, np.maximum(b1, b2))
+    branch = np.where(eps <= 0, 0, np.where(b1 >= b2, 1, 2))
+    if eps.ndim == 0:
+        return float(eps), int(branch)
+    return eps, branch
+
+
+def _log_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        out = np.where((num > 0) & (den > 0), np.log(np.maximum(num, 1e-300) / np.maximum(den, 1e-300)), -np.inf)
+    return out
+
+
+@dataclass(frozen=True)
+class ThresholdAudit:
+    """Counts and bounds of one decision threshold on one set of trials (Eq. 28).
+
+    Attributes: threshold (score units), epsilon (ε bound, ≥ 0), branch (0/1/2), true_pos, false_pos,
+    n_h1, n_h0, tpr, fpr (point estimates), tpr_lower, fpr_upper, tnr_lower, fnr_upper (bounds at γ).
+    """
+
+    threshold: float
+    epsilon: float
+    branch: int
+    true_pos: int
+    false_pos: int
+    n_h1: int
+    n_h0: int
+    tpr: float
+    fpr: float
+    tpr_lower: float
+    fpr_upper: float
+    tnr_lower: float
+    fnr_upper: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def candidate_thresholds(scores_h0: np.ndarray, scores_h1: np.ndarray, per_tail: int = 400) -> np.ndarray:
+    """Candidate thresholds: order statistics log-spaced from both tails of both samples.
+
+    The bound of Eq. 28 is attained in the tails (few false positives for branch 1, few false
+    negatives for branch 2); log-spaced ranks from each end of each sample cover them finely
+    and the bulk coarsely. Returns a sorted float64 array of unique thresholds.
+    """
+    out = []
+    for s in (np.sort(scores_h0), np.sort(scores_h1)):
+        n = s.size
+        ranks = np.unique(np.round(np.logspace(0, np.log10(max(n, 1)), per_tail)).astype(np.int64)) - 1
+        ranks = ranks[(ranks >= 0) & (ranks < n)]
+        out.extend([s[ranks], s[n - 1 - ranks]])
+    return np.unique(np.concatenate(out))
+
+
+def _counts_above(sorted_scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    return sorted_scores.size - np.searchsorted(sorted_scores, thresholds, side="right")
+
+
+def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: float, delta: float,
+                        per_tail: int = 400) -> ThresholdAudit:
+    """Choose the threshold that maximizes the bounded ε on calibration trials (§2.1 Step 5).
+
+    Args:
+        scores_h0, scores_h1: float (n0,), (n1,) scores under H0 and H1 (higher = "canary present").
+        gamma, delta: as in ``epsilon_lower_from_counts``.
+        per_tail: candidate thresholds per tail per sample (see ``candidate_thresholds``).
+
+    Returns:
+        ``ThresholdAudit`` at the best threshold (ties → the lowest threshold). If nothing gives a
+        positive bound, the threshold is the H0 median and epsilon 0.
+
+    Raises:
+        ValueError: if either sample is empty or contains NaN.
+    """
+    s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
+    cand = candidate_thresholds(s0, s1, per_tail)
+    s0s, s1s = np.sort(s0), np.sort(s1)
+    eps, _ = epsilon_lower_from_counts(_counts_above(s1s, cand), _counts_above(s0s, cand), s1.size, s0.size,
+                                       gamma, delta)
+    best = int(np.argmax(eps))
+    threshold = float(cand[best]) if eps[best] > 0 else float(np.median(s0))
+    return evaluate_threshold(s0, s1, threshold, gamma, delta)
+
+
+def evaluate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, threshold: float, gamma: float,
+                       delta: float) -> ThresholdAudit:
+    """Counts, point rates and Clopper–Pearson bounds of A = {score > threshold} (Eqs. 28–30)."""
+    s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
+    tp, fp = int((s1 > threshold).sum()), int((s0 > threshold).sum())
+    return threshold_audit_from_counts(threshold, tp, fp, s1.size, s0.size, gamma, delta)
+
+
+def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0: int, gamma: float,
+                                delta: float) -> ThresholdAudit:
+    """``ThresholdAudit`` from counts alone (for streaming engines that never hold the scores)."""
+    eps, branch = epsilon_lower_from_counts(tp, fp, n1, n0, gamma, delta)
+    return ThresholdAudit(
+        threshold=float(threshold), epsilon=eps, branch=branch, true_pos=tp, false_pos=fp, n_h1=n1, n_h0=n0,
+        tpr=tp / n1, fpr=fp / n0,
+        tpr_lower=clopper_pearson(tp, n1, gamma, "lower"), fpr_upper=clopper_pearson(fp, n0, gamma, "upper"),
+        tnr_lower=clopper_pearson(n0 - fp, n0, gamma, "lower"), fnr_upper=clopper_pearson(n1 - tp, n1, gamma, "upper"),
+    )
+
+
+def _check_scores(s: np.ndarray, name: str) -> np.ndarray:
+    s = np.asarray(s, dtype=np.float64).ravel()
+    if s.size == 0:
+        raise ValueError(f"{name} is empty: run at least one trial per hypothesis")
+    if np.isnan(s).any():
+        raise ValueError(f"{name} contains NaN scores: check the background moments (Σ must be positive definite)")
+    return s
