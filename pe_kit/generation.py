@@ -1080,28 +1080,29 @@ class CachedGenerator:
 # Pools
 # --------------------------------------------------------------------------------------------------
 def _fill_slots(
+    texts: list[str | None],
     slot_prompts: list[str],
     slot_sources: list[str | None],
     generator: TextGenerator,
     rng: np.random.Generator,
-    forbidden: set[str],
-    max_attempts: int,
+    seen: set[str],
+    attempts: int,
+    stats: dict[str, int],
     what: str,
-) -> tuple[list[str | None], dict[str, int]]:
-    """Fill each slot with a non-empty output that differs from its source and from every other
-    output and forbidden text, asking again (fresh seeds) for rejected slots."""
-    n = len(slot_prompts)
-    texts: list[str | None] = [None] * n
-    seen = set(forbidden)
-    stats = {"empty": 0, "verbatim": 0, "duplicate": 0, "requests": 0}
-    for _ in range(max_attempts):
-        todo = [i for i in range(n) if texts[i] is None]
+) -> None:
+    """Fill the empty slots of ``texts`` in place with outputs that are non-empty, differ from their
+    slot's source text and are not in ``seen`` (other outputs, forbidden texts); rejected slots are
+    asked again with fresh seeds, for at most ``attempts`` rounds. ``stats`` counts rejections."""
+    for _ in range(attempts):
+        todo = [i for i, t in enumerate(texts) if t is None]
         if not todo:
-            break
+            return
         try:
             outs = generator.generate([slot_prompts[i] for i in todo], rng)
         except GenerationError as exc:
             raise GenerationError(f"while building the {what}: {exc}", completed=exc.completed) from exc
+        if len(outs) != len(todo):
+            raise GenerationError(f"{generator.name} returned {len(outs)} outputs for {len(todo)} prompts")
         stats["requests"] += len(todo)
         for i, out in zip(todo, outs):
             norm = normalize_text(out) if isinstance(out, str) else ""
@@ -1114,7 +1115,6 @@ def _fill_slots(
             else:
                 seen.add(norm)
                 texts[i] = _WS.sub(" ", out).strip()
-    return texts, stats
 
 
 def _check_int(value: Any, field: str, low: int) -> int:
@@ -1131,19 +1131,24 @@ def make_paraphrase_pool(
     *,
     prompt_fn: Callable[[str], str] | None = None,
     max_attempts: int = 8,
+    on_shortfall: str = "raise",
 ) -> tuple[list[str], np.ndarray]:
     """Build the paraphrase probe pool Q: ``pool_size`` distinct, non-verbatim rewrites spread evenly
     over a canary's records (paper App. B: "non-verbatim rewrites generated across the 64 real-canary
-    records"; M = 512 from 64 records by default in the paper).
+    records"; M = 512 from 64 records in the paper).
 
     Slot j paraphrases record ``j % len(records)`` (round robin). An output is rejected when it is
     empty, equal to its source record or to any record (after :func:`normalize_text`), or a duplicate
     of another pool entry; rejected slots are asked again with fresh seeds, up to ``max_attempts``
-    rounds. Prompts: ``prompt_fn(record)`` if given, else the record itself for generators with
+    rounds. If slots are still empty then: ``on_shortfall="raise"`` raises; ``"reassign"`` moves each
+    empty slot to the next record (cyclically, one more attempt per move, at most ``max_attempts``
+    moves) -- useful for short records with few possible rewrites; ``sources`` then tells the truth.
+    Prompts: ``prompt_fn(record)`` if given, else the record itself for generators with
     ``raw_text_input`` (WordNet), else :func:`paraphrase_prompt`.
 
     Args: ``records`` -- sequence of R non-empty str; ``pool_size`` int >= 1; ``generator`` -- any
-    :class:`TextGenerator` (wrap in :class:`CachedGenerator` to cache); ``rng`` -- numpy Generator.
+    :class:`TextGenerator` (wrap in :class:`CachedGenerator` to cache); ``rng`` -- numpy Generator;
+    ``max_attempts`` int >= 1; ``on_shortfall`` ``"raise"`` | ``"reassign"``.
     Returns ``(texts, sources)``: list of ``pool_size`` str in slot order, and an int64 array of shape
     (pool_size,) with each entry's source-record index.
     Raises ``ValueError`` for bad input; :class:`PoolShortfallError` naming how many slots are missing
@@ -1157,14 +1162,29 @@ def make_paraphrase_pool(
             raise ValueError(f"records[{i}] is empty; drop empty records before building a paraphrase pool")
     pool_size = _check_int(pool_size, "pool_size", 1)
     max_attempts = _check_int(max_attempts, "max_attempts", 1)
+    if on_shortfall not in ("raise", "reassign"):
+        raise ValueError(f"on_shortfall must be 'raise' or 'reassign', got {on_shortfall!r}")
     if prompt_fn is None:
         prompt_fn = (lambda t: t) if getattr(generator, "raw_text_input", False) else paraphrase_prompt
-    sources = np.arange(pool_size, dtype=np.int64) % len(recs)
-    prompts = [prompt_fn(recs[int(s)]) for s in sources]
-    texts, stats = _fill_slots(
-        prompts, [recs[int(s)] for s in sources], generator, rng,
-        {normalize_text(r) for r in recs}, max_attempts, "paraphrase pool",
-    )
+    n = len(recs)
+    rec_prompts = [prompt_fn(r) for r in recs]
+    sources = np.arange(pool_size, dtype=np.int64) % n
+    texts: list[str | None] = [None] * pool_size
+    seen = {normalize_text(r) for r in recs}
+    stats = {"empty": 0, "verbatim": 0, "duplicate": 0, "requests": 0}
+
+    def fill(attempts: int) -> None:
+        _fill_slots(texts, [rec_prompts[int(s)] for s in sources], [recs[int(s)] for s in sources],
+                    generator, rng, seen, attempts, stats, "paraphrase pool")
+
+    fill(max_attempts)
+    if on_shortfall == "reassign" and n > 1:
+        for _ in range(max_attempts):
+            empty = [i for i, t in enumerate(texts) if t is None]
+            if not empty:
+                break
+            sources[empty] = (sources[empty] + 1) % n
+            fill(1)
     missing = sum(t is None for t in texts)
     if missing:
         bad = sorted({int(sources[i]) for i, t in enumerate(texts) if t is None})
@@ -1172,7 +1192,8 @@ def make_paraphrase_pool(
             f"paraphrase pool: {missing} of {pool_size} slots still missing after {max_attempts} attempts "
             f"(rejected: {stats['empty']} empty, {stats['verbatim']} verbatim, {stats['duplicate']} duplicate); "
             f"records without enough distinct paraphrases: {bad[:10]}{'...' if len(bad) > 10 else ''}. "
-            "Raise max_attempts, lower pool_size, or use a generator with more variety (e.g. a higher rate/temperature)",
+            "Raise max_attempts, lower pool_size, pass on_shortfall='reassign', or use a generator with more "
+            "variety (a higher rate / temperature)",
             texts, sources, missing,
         )
     return [t for t in texts if t is not None], sources
@@ -1215,7 +1236,9 @@ def make_label_bank(
             )
         prompt_fn = lambda label, j: label_prompt(label, template=j % n_templates)  # noqa: E731
     prompts = [prompt_fn(lab, j) for j, lab in enumerate(labs)]
-    texts, stats = _fill_slots(prompts, [None] * len(labs), generator, rng, set(), max_attempts, "label bank")
+    texts: list[str | None] = [None] * len(labs)
+    stats = {"empty": 0, "verbatim": 0, "duplicate": 0, "requests": 0}
+    _fill_slots(texts, prompts, [None] * len(labs), generator, rng, set(), max_attempts, stats, "label bank")
     missing = sum(t is None for t in texts)
     if missing:
         raise PoolShortfallError(

@@ -185,3 +185,27 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[f"version_{pkg}"] = None
     return out
+
+
+def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator) -> ProbeDesign:
+    """Build the frozen ``ProbeDesign`` of ``variant`` for the ``canary_slot``-th canary of the study.
+
+    Real-canary variants use ``world.splits.canary[canary_slot]``; nonce variants draw a fresh synthetic
+    canary from ``rng``. Raises ValueError for an unknown variant or slot.
+    """
+    from .probes import VARIANTS, design_nonce, design_ordinary
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+    if variant.startswith("nonce"):
+        if variant == "nonce":
+            return design_nonce(world.encoder, world.bank.shape[0], rng, records=world.config.record_cap,
+                                r=world.config.max_probes)
+    else:
+        if not 0 <= canary_slot < len(world.splits.canary):
+            raise ValueError(f"canary_slot={canary_slot} out of range: the study has {len(world.splits.canary)} "
+                             "canaries (raise StudyConfig.n_canary)")
+        user = world.corpus.by_id()[world.splits.canary[canary_slot]]
+        if variant == "ordinary":
+            return design_ordinary(user.user_id, user.texts, world.encoder.encode(user.texts, desc="canary"))
+    raise NotImplementedError(f"variant {variant!r} is not implemented yet")
