@@ -87,18 +87,16 @@ def _open_text(path: Path, encoding: str) -> io.TextIOBase:
 
 
 def _iter_json_lines(path: Path, fields: Sequence[str], on_error: str, skipped: Counter) -> Iterator[tuple[int, dict]]:
-    with _open_text(path, "utf-8") as fh:
-        lineno = 0
-        while True:
-            lineno += 1
+    raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    with raw:
+        for lineno, data in enumerate(raw, start=1):
             try:
-                line = fh.readline()
+                line = data.decode("utf-8")
             except UnicodeDecodeError as exc:
                 _fail(on_error, skipped, "bad_encoding",
-                      f"{path}: line {lineno}: not UTF-8 ({exc.reason}); re-save the file as UTF-8")
-                raise DataError(f"{path}: line {lineno}: not UTF-8; cannot resynchronize, re-save the file as UTF-8")
-            if not line:
-                return
+                      f"{path}: line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start}); re-save the file "
+                      "as UTF-8 or pass on_error='skip'")
+                continue
             if not line.strip():
                 continue
             try:

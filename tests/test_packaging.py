@@ -1,0 +1,28 @@
+"""environment.yml and pyproject.toml list the same dependencies; CI calls the README's test command."""
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!\[ ;]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_environment_yml_matches_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = set(map(_name, project["dependencies"]))
+    for extra in project["optional-dependencies"].values():
+        deps |= set(map(_name, extra))
+    env = (ROOT / "environment.yml").read_text().split("- pip:", 1)[1]
+    pip = {_name(m) for m in re.findall(r"^\s+- (.+)$", env, flags=re.M) if not m.startswith("-e")}
+    assert pip == deps
+
+
+def test_ci_runs_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    cmd = "bash scripts/bootstrap.sh && .venv/bin/python -m pytest -q"
+    assert cmd in readme and cmd in ci
+    assert "pip install -q \"torch==2.13.0\"" in (ROOT / "scripts" / "bootstrap.sh").read_text()
