@@ -40,7 +40,7 @@ import scipy.linalg as sla
 
 from .audit import aux_moments, null_moments
 from .config import MechanismConfig
-from .mechanism import NeighborIndex, contributions, squared_distances
+from .mechanism import NeighborIndex, contributions, squared_distances, topk_routes
 
 __all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_covariance", "probe_votes",
            "objective_value", "greedy_select"]
@@ -121,12 +121,14 @@ def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, rem
         raise ValueError(f"pool must be (M, {records.shape[1]}); got {pool.shape}")
     b_idx, b_d = base_neighbors(index, removed_positions, top_k)
     p, m_pool = index.bank_size, pool.shape[0]
+    kp = min(top_k, m_pool)
     out = np.empty((records.shape[0], top_k), dtype=np.int64)
-    pool_idx = np.arange(p, p + m_pool, dtype=np.int64)
     for s in range(0, records.shape[0], chunk_size):
         e = min(records.shape[0], s + chunk_size)
-        cd = np.concatenate([b_d[s:e], squared_distances(records[s:e], pool)], axis=1)
-        ci = np.concatenate([b_idx[s:e], np.broadcast_to(pool_idx, (e - s, m_pool))], axis=1)
+        # only a record's k nearest pool entries can enter its top k: merge 2k candidates, not k + M
+        p_idx, p_d = topk_routes(records[s:e], pool, kp, return_distances=True)
+        cd = np.concatenate([b_d[s:e], p_d], axis=1)
+        ci = np.concatenate([b_idx[s:e], p_idx + p], axis=1)
         o = _sort_rows(cd, ci)[:, :top_k]
         out[s:e] = np.take_along_axis(ci, o, axis=1)
     return out

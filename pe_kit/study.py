@@ -16,12 +16,13 @@ import scipy.sparse as sp
 
 from .audit import audit_canary
 from .config import AuditConfig, MechanismConfig
-from .data import Corpus, Splits, load_bank_texts, load_corpus, make_arm, split_users
+from .data import Corpus, Splits, load_corpus, make_arm, split_users
 from .embedding import Encoder
 from .mechanism import NeighborIndex, build_neighbor_index, contributions, routes_with_probes
 from .probes import ProbeDesign
 
-__all__ = ["StudyConfig", "World", "build_world", "audit_design", "versions"]
+__all__ = ["StudyConfig", "World", "build_world", "audit_design", "versions", "make_design", "aux_pool_covariance",
+           "paraphrase_pool"]
 
 SPLITS = ("aux", "calibration", "test")
 
@@ -34,8 +35,9 @@ class StudyConfig:
         data: corpus path (None = bundled Blogs sample); fmt: loader (``auto``).
         arm: ``long`` or ``short`` (App. D).
         n_canary, n_aux, n_calibration, n_test: split sizes (paper: 40 = 8×5, 500, 500, 1000).
-        bank: ``bankA`` (bundled label-only SmolLM2 bank), ``public`` (records of users in no split),
-            or a path to a JSON Lines file with a ``text`` field.
+        bank: ``bankA`` (bundled label-only SmolLM2 bank), ``public`` (label-stratified records of users in
+            no split), ``llm-label`` / ``llm-icl`` (generated, SmolLM2 by default), or ``file:<path>`` / a path
+            to a JSON Lines file with a ``text`` field (``pe_kit.banks.make_bank``).
         bank_size: p (8192). max_probes: r (64), the depth reserve of the neighbour index.
         model: encoder name/path; max_seq_length: token cap (None = model default).
         seed: seed of splits and bank sampling.
@@ -44,7 +46,7 @@ class StudyConfig:
     data: str | None = None
     fmt: str = "auto"
     arm: str = "long"
-    n_canary: int = 5
+    n_canary: int = 25
     n_aux: int = 500
     n_calibration: int = 500
     n_test: int = 1000
@@ -130,19 +132,12 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
 
 
 def _bank_texts(config: StudyConfig, corpus: Corpus, splits: Splits) -> tuple[list[str], dict]:
-    rng = np.random.default_rng([config.seed, 1])
-    if config.bank == "public":
-        by_id = corpus.by_id()
-        texts = sorted({t for uid in splits.public for t in by_id[uid].texts})
-        info = {"bank": "public", "public_users": len(splits.public), "available": len(texts)}
-    else:
-        texts, info = load_bank_texts(None if config.bank == "bankA" else config.bank)
-        info = {"bank": config.bank, **info}
-    if len(texts) < config.bank_size:
-        raise ValueError(f"bank {config.bank!r} has {len(texts)} distinct texts but bank_size={config.bank_size}; "
-                         "lower bank_size or supply more candidates")
-    chosen = np.sort(rng.choice(len(texts), size=config.bank_size, replace=False))
-    return [texts[i] for i in chosen], {**info, "bank_size": config.bank_size}
+    """The study's base bank texts and provenance, built by ``pe_kit.banks.make_bank`` (seed [seed, 1])."""
+    from .banks import make_bank
+
+    bank = make_bank(config.bank, config.bank_size, np.random.default_rng([config.seed, 1]), corpus=corpus,
+                     splits=splits)
+    return list(bank.texts), dict(bank.info)
 
 
 def canary_contribution(world: World, design: ProbeDesign, mechanism: MechanismConfig) -> np.ndarray:
@@ -187,25 +182,135 @@ def versions() -> dict:
     return out
 
 
-def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator) -> ProbeDesign:
-    """Build the frozen ``ProbeDesign`` of ``variant`` for the ``canary_slot``-th canary of the study.
+def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np.ndarray,
+                        mechanism: MechanismConfig, audit: AuditConfig | None = None) -> np.ndarray:
+    """Frozen Σ̂_Q over a whole candidate pool from the world's aux users (Alg. B.1 line 6; Eqs. 31–35).
 
-    Real-canary variants use ``world.splits.canary[canary_slot]``; nonce variants draw a fresh synthetic
-    canary from ``rng``. Raises ValueError for an unknown variant or slot.
+    Aux users are routed to S_base ∪ Q (bank without ``positions`` plus all M pool entries), clipped,
+    and Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)²I + ridge·I with N = the test split size (see
+    ``selection.pool_covariance``). Test users never enter.
+
+    Args:
+        world: the study. pool_embeddings: float32 (M, d). positions: int (r,) reserved positions.
+        mechanism: k, C, σ, q. audit: shrinkage and ridge (defaults: 0.1, 1e-9).
+
+    Returns:
+        float64 (M, M).
     """
-    from .probes import VARIANTS, design_nonce, design_ordinary
+    from .selection import pool_covariance
+
+    audit = audit or AuditConfig()
+    aux = world.records["aux"]
+    return pool_covariance(aux["index"], aux["emb"], aux["owner"], len(aux["ids"]), pool_embeddings, positions,
+                           mechanism, n_users=len(world.splits.test), shrinkage=audit.shrinkage, ridge=audit.ridge)
+
+
+def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
+    """The paraphrase probe pool Q of a real canary: ``pool_size`` non-verbatim rewrites spread over its records.
+
+    Built by ``generation.make_paraphrase_pool`` (round robin over records, verbatim and duplicate outputs
+    rejected, ``on_shortfall="reassign"``). The pool is a property of the canary: its seed is derived from
+    (study seed, canary id), so every variant auditing this canary sees the same pool (and the cached
+    generator / embedding cache make the rebuild cheap).
+
+    Args:
+        world: the study. user: the canary (``data.User``). pool_size: M.
+        generator: a ``generation`` text generator (default: ``CachedGenerator(WordNetParaphraser())``).
+
+    Returns:
+        (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict).
+
+    Raises:
+        ValueError: for pool_size < 1; generation errors from the backend.
+    """
+    from .cache import content_hash
+    from .generation import CachedGenerator, WordNetParaphraser, make_paraphrase_pool
+
+    if int(pool_size) != pool_size or pool_size < 1:
+        raise ValueError(f"pool_size={pool_size!r} must be an integer ≥ 1")
+    generator = generator or CachedGenerator(WordNetParaphraser())
+    pool_seed = [int(world.config.seed), 3, int(content_hash("paraphrase-pool", user.user_id)[:8], 16)]
+    texts, sources = make_paraphrase_pool(list(user.texts), int(pool_size), generator,
+                                          np.random.default_rng(pool_seed), on_shortfall="reassign")
+    cfg = getattr(generator, "config", None)
+    info = {"pool_generator": getattr(generator, "name", type(generator).__name__),
+            "pool_generator_config": cfg() if callable(cfg) else {}, "pool_seed": pool_seed}
+    return texts, np.asarray(sources, np.int64), world.encoder.encode(texts, desc="pool"), info
+
+
+def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator, *,
+                mechanism: MechanismConfig | None = None, audit: AuditConfig | None = None, generator=None,
+                pool_size: int = 512, r: int | None = None) -> ProbeDesign:
+    """Build the frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B) for one canary of the study.
+
+    Real-canary variants audit ``world.splits.canary[canary_slot]`` (which slots a variant uses:
+    ``probes.canary_assignment``); nonce variants draw a fresh synthetic canary (m = record_cap nonce
+    records) and an independent nonce pool from ``rng``. Active variants reserve r ordered replacement
+    positions from ``rng`` *before* selection (exact: r = m), probe t goes to position t, and the design
+    is frozen before any trial:
+
+    * ``ordinary``: no probes. ``exact``: a verbatim copy of each record.
+    * ``paraphrase``: ``pool_size`` WordNet (or ``generator``) rewrites across the records
+      (``paraphrase_pool``), r of them spread across records (``probes.spread_select``).
+    * ``nonce``: r drawn uniformly from the nonce pool (``probes.design_nonce``).
+    * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``probes.design_selected``); μ_eff uses Σ̂_Q from
+      aux users (``aux_pool_covariance``), frozen before selection.
+
+    Args:
+        world: the study (its neighbour indices have depth k + max_probes).
+        variant: one of ``probes.VARIANTS``. canary_slot: index into the canary split (real variants).
+        rng: the only source of randomness (positions, nonce strings, spread draws).
+        mechanism: k, C, σ, q (default ``MechanismConfig(record_cap=world.config.record_cap)``).
+        audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase generator. pool_size: M (512).
+        r: probes (default ``world.config.max_probes``; at most that).
+
+    Raises:
+        ValueError: unknown variant, slot out of range, r > max_probes, r > pool_size, or m > max_probes
+            for ``exact``.
+    """
+    from .probes import (VARIANTS, design_exact, design_nonce, design_ordinary, design_paraphrase,
+                         design_selected, nonce_canary_and_pool, replacement_positions, variant_objective)
 
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+    mechanism = mechanism or MechanismConfig(record_cap=world.config.record_cap)
+    r = world.config.max_probes if r is None else int(r)
+    if not 1 <= r <= world.config.max_probes:
+        raise ValueError(f"r={r} must lie in [1, StudyConfig.max_probes={world.config.max_probes}] (the neighbour "
+                         "index depth); raise max_probes")
+    if variant != "ordinary" and variant != "exact" and r > pool_size:
+        raise ValueError(f"r={r} probes cannot come from a pool of pool_size={pool_size}; raise pool_size")
+    p = world.bank.shape[0]
+    objective = variant_objective(variant)
     if variant.startswith("nonce"):
         if variant == "nonce":
-            return design_nonce(world.encoder, world.bank.shape[0], rng, records=world.config.record_cap,
-                                r=world.config.max_probes)
-    else:
-        if not 0 <= canary_slot < len(world.splits.canary):
-            raise ValueError(f"canary_slot={canary_slot} out of range: the study has {len(world.splits.canary)} "
-                             "canaries (raise StudyConfig.n_canary)")
-        user = world.corpus.by_id()[world.splits.canary[canary_slot]]
-        if variant == "ordinary":
-            return design_ordinary(user.user_id, user.texts, world.encoder.encode(user.texts, desc="canary"))
-    raise NotImplementedError(f"variant {variant!r} is not implemented yet")
+            return design_nonce(world.encoder, p, rng, records=world.config.record_cap, pool_size=pool_size, r=r)
+        canary, pool = nonce_canary_and_pool(world.config.record_cap, pool_size, rng)
+        positions = replacement_positions(p, r, rng)
+        emb = world.encoder.encode(canary + pool, desc="nonce")
+        c_emb, pool_emb = emb[:len(canary)], emb[len(canary):]
+        sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if objective == "mu_eff" else None
+        return design_selected(variant, f"nonce-{int(rng.integers(1 << 31))}", canary, c_emb, pool, pool_emb,
+                               world.bank, positions, mechanism.top_k, sigma, info={"canary": "nonce"})
+    if not 0 <= canary_slot < len(world.splits.canary):
+        raise ValueError(f"canary_slot={canary_slot} out of range: the study has {len(world.splits.canary)} "
+                         "canaries (raise StudyConfig.n_canary)")
+    user = world.corpus.by_id()[world.splits.canary[canary_slot]]
+    rec = world.records["canary"]
+    rows = rec["owner"] == rec["ids"].index(user.user_id)
+    c_emb = rec["emb"][rows]
+    if variant == "ordinary":
+        return design_ordinary(user.user_id, user.texts, c_emb)
+    if variant == "exact":
+        if len(user.texts) > world.config.max_probes:
+            raise ValueError(f"exact needs one probe per record: {len(user.texts)} records > max_probes="
+                             f"{world.config.max_probes}; raise max_probes")
+        return design_exact(user.user_id, user.texts, c_emb, replacement_positions(p, len(user.texts), rng))
+    positions = replacement_positions(p, r, rng)
+    texts, sources, pool_emb, info = paraphrase_pool(world, user, pool_size, generator)
+    if variant == "paraphrase":
+        return design_paraphrase(user.user_id, user.texts, c_emb, texts, pool_emb, sources, positions, rng, info)
+    sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if objective == "mu_eff" else None
+    # the canary's base neighbours are computed exactly as ``canary_contribution`` does (same distances)
+    return design_selected(variant, user.user_id, user.texts, c_emb, texts, pool_emb, world.bank, positions,
+                           mechanism.top_k, sigma, info=info)

@@ -1,0 +1,147 @@
+"""Candidate banks (§3, App. C): public (label-stratified, disjoint), bundled bank A, file, llm-label, llm-icl."""
+import json
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from pe_kit.banks import allocate, label_mix, make_bank, public_bank
+from pe_kit.cache import content_hash
+from pe_kit.data import load_bank_texts, load_blogs, split_users
+from .conftest import TINY_DATA
+
+
+class FakeGenerator:
+    """Fast deterministic stand-in for an LLM: output = hash of (prompt, seed); records every prompt."""
+
+    name = "fake-llm-v1"
+    batch_size = 64
+
+    def __init__(self):
+        self.prompts = []
+
+    def config(self):
+        return {"kind": "fake"}
+
+    def generate(self, prompts, rng):
+        seeds = rng.integers(0, 2**31 - 1, size=len(prompts))
+        self.prompts.extend(prompts)
+        return [f"generated post {content_hash(p, int(s))[:16]}" for p, s in zip(prompts, seeds)]
+
+
+@pytest.fixture(scope="module")
+def corpus_splits():
+    corpus = load_blogs(TINY_DATA, record_cap=16, min_records=16)
+    return corpus, split_users(corpus, 5, 5, 5, 5, seed=0, canary_records=16)
+
+
+def _private_texts(corpus, splits):
+    by_id = corpus.by_id()
+    return {t for name in ("canary", "aux", "calibration", "test") for u in getattr(splits, name) for t in by_id[u].texts}
+
+
+def test_allocate_closed_forms():
+    assert allocate({"a": 50, "b": 30, "c": 20}, 10) == {"a": 5, "b": 3, "c": 2}
+    # shares 3.5 / 2.1 / 1.4 → floors 3,2,1 and the one remaining slot to the largest remainder (a)
+    assert allocate({"a": 50, "b": 30, "c": 20}, 7) == {"a": 4, "b": 2, "c": 1}
+    # capped label passes its excess on: b has only 1 item
+    assert allocate({"a": 10, "b": 1, "c": 10}, 9) == {"a": 4, "b": 1, "c": 4}
+    assert allocate({"a": 3, "b": 0}, 3) == {"a": 3, "b": 0}
+    with pytest.raises(ValueError, match="cannot allocate"):
+        allocate({"a": 2}, 3)
+
+
+def test_label_mix_is_proportional(corpus_splits):
+    corpus, _ = corpus_splits
+    labels, counts = label_mix(corpus.users, 100)
+    share = Counter()
+    for u in corpus.users:
+        share[u.label] += len(u.texts)
+    total = sum(share.values())
+    assert len(labels) == 100 and Counter(labels) == Counter(counts) and sum(counts.values()) == 100
+    for lab, n in counts.items():
+        assert abs(n - 100 * share[lab] / total) < 1  # largest remainder: within one slot of the exact share
+
+
+def test_public_bank_is_stratified_and_disjoint(corpus_splits):
+    corpus, splits = corpus_splits
+    bank = public_bank(corpus, splits, 256, np.random.default_rng(0))
+    by_id = corpus.by_id()
+    public_texts = {t for u in splits.public for t in by_id[u].texts}
+    assert len(bank) == 256 and len(set(bank.texts)) == 256
+    assert set(bank.texts) <= public_texts and not set(bank.texts) & _private_texts(corpus, splits)
+    available = Counter()
+    seen = set()
+    for uid in splits.public:
+        for t in by_id[uid].texts:
+            if t not in seen:
+                seen.add(t)
+                available[by_id[uid].label] += 1
+    assert Counter(bank.labels) == Counter({k: v for k, v in allocate(dict(available), 256).items() if v})
+    assert bank.info["kind"] == "public" and bank.info["label_counts"] == dict(Counter(bank.labels))
+    again = public_bank(corpus, splits, 256, np.random.default_rng(0))
+    assert again.texts == bank.texts
+    with pytest.raises(ValueError, match="lower bank_size"):
+        public_bank(corpus, splits, len(public_texts) + 1, np.random.default_rng(0))
+
+
+def test_bank_a_matches_the_previous_study_draw(tiny_world):
+    """make_bank('bankA') reproduces the study's earlier sampling (seed [seed, 1]) exactly."""
+    texts, _ = load_bank_texts(None)
+    chosen = np.sort(np.random.default_rng([0, 1]).choice(len(texts), size=1024, replace=False))
+    bank = make_bank("bankA", 1024, np.random.default_rng([0, 1]))
+    assert list(bank.texts) == [texts[i] for i in chosen] == tiny_world.bank_texts
+    assert bank.info["kind"] == "bankA" and tiny_world.bank_info["bank_size"] == 1024
+
+
+def test_file_bank(tmp_path):
+    path = tmp_path / "bank.jsonl"
+    path.write_text("\n".join(json.dumps({"text": f"candidate number {i}"}) for i in range(20)) + "\n"
+                    + json.dumps({"text": "candidate number 3"}) + "\n")
+    bank = make_bank(f"file:{path}", 12, np.random.default_rng(4))
+    assert len(set(bank.texts)) == 12 and bank.info["kind"] == "file" and bank.info["available"] == 20
+    assert bank.info["duplicates_removed"] == 1
+    assert make_bank(str(path), 12, np.random.default_rng(4)).texts == bank.texts
+    with pytest.raises(ValueError, match="lower bank_size"):
+        make_bank(f"file:{path}", 21, np.random.default_rng(4))
+    with pytest.raises(ValueError, match="neither a known kind"):
+        make_bank("bankZ", 10, np.random.default_rng(0))
+
+
+def test_llm_label_bank_sees_only_labels(corpus_splits, tmp_path, monkeypatch):
+    monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path))
+    corpus, splits = corpus_splits
+    gen = FakeGenerator()
+    bank = make_bank("llm-label", 64, np.random.default_rng(1), corpus=corpus, splits=splits, generator=gen)
+    by_id = corpus.by_id()
+    labels, counts = label_mix([by_id[u] for u in splits.public + splits.aux], 64)
+    assert list(bank.labels) == labels and bank.info["label_counts"] == counts
+    assert len(set(bank.texts)) == 64 and bank.info["generator"] == "fake-llm-v1"
+    assert len(gen.prompts) == 64
+    all_records = {t for u in corpus.users for t in u.texts}
+    for prompt, lab in zip(gen.prompts, labels):
+        assert lab in prompt and not any(t in prompt for t in all_records)
+    # cached: the same seed asks the generator for nothing new
+    gen2 = FakeGenerator()
+    again = make_bank("llm-label", 64, np.random.default_rng(1), corpus=corpus, splits=splits, generator=gen2)
+    assert again.texts == bank.texts and gen2.prompts == []
+
+
+def test_llm_icl_bank_shows_three_public_examples(corpus_splits, tmp_path, monkeypatch):
+    monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path))
+    corpus, splits = corpus_splits
+    gen = FakeGenerator()
+    bank = make_bank("llm-icl", 40, np.random.default_rng(2), corpus=corpus, splits=splits, generator=gen)
+    by_id = corpus.by_id()
+    public = {t: by_id[u].label for u in splits.public for t in by_id[u].texts}
+    private = _private_texts(corpus, splits)
+    assert len(bank) == 40 and bank.info["examples_per_prompt"] == 3 and bank.info["copied_examples"] == 0
+    for prompt, lab in zip(gen.prompts, bank.labels):
+        shown = [m.group(1) for m in re.finditer(r"^\d+\. (.*)$", prompt, flags=re.M)]
+        assert len(shown) == 3 and all(t in public for t in shown)  # three public records, verbatim
+        assert not set(shown) & (private - set(public))
+        if sum(v == lab for v in public.values()) >= 3:
+            assert all(public[t] == lab for t in shown)
+    with pytest.raises(ValueError, match="needs corpus and splits"):
+        make_bank("llm-icl", 4, np.random.default_rng(0), generator=gen)
