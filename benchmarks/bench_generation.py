@@ -3,7 +3,7 @@
 Usage::
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_generation.py [--prompts 16] [--max-new-tokens 48]
-        [--batch-size 16] [--skip-lm] [--data PATH]
+        [--batch-size 16] [--threads N] [--skip-lm] [--data PATH]
 
 Prompts: the first ``--prompts`` posts of the Blog-corpus test sample (``blogs-120.jsonl.gz``, looked
 up in ``../shared/data/blogs`` or ``--data``), cut to 300 characters; built-in sentences if absent.
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads for the LM (default: torch's)")
     ap.add_argument("--skip-lm", action="store_true")
     ap.add_argument("--data", default=None)
     args = ap.parse_args(argv)
@@ -70,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch
 
-        print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
+        load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"torch {torch.__version__}, threads {args.threads or torch.get_num_threads()}, cpus {os.cpu_count()}, "
+              f"load average {load_avg:.1f}")
     except ImportError:
         pass
     rows = []
@@ -91,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("wordnet-v1", load, len(texts) * reps, dt))
 
     if not args.skip_lm:
-        lm = LocalLMGenerator(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
+        lm = LocalLMGenerator(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, num_threads=args.threads)
         t0 = time.perf_counter()
         try:
             lm.load()
@@ -104,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             outs = lm.generate(prompts, np.random.default_rng(1))
             dt = time.perf_counter() - t0
-            rows.append((f"{lm.name} (batch {args.batch_size}, {args.max_new_tokens} new tokens)", load, len(prompts), dt))
+            new_tokens = sum(len(lm.load()[0](o, add_special_tokens=False)["input_ids"]) for o in outs)
+            rows.append((f"{lm.name} (batch {args.batch_size}, <={args.max_new_tokens} new tokens)", load, len(prompts), dt))
+            print(f"smollm2: {new_tokens} output tokens in {dt:.1f} s = {new_tokens / dt:.1f} tokens/s (after cleaning)")
             print(f"sample SmolLM2 paraphrase: {outs[0][:160]!r}")
 
     print(f"\n{'generator':<60} {'load s':>8} {'texts':>7} {'time s':>8} {'texts/s':>9}")

