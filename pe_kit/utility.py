@@ -38,6 +38,7 @@ class MauveResult:
     num_buckets: int
 
     def as_dict(self) -> dict:
+        """Plain dict (tuples as lists) for result rows."""
         d = asdict(self)
         d["scores"] = list(self.scores)
         d["seeds"] = list(self.seeds)

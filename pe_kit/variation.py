@@ -213,6 +213,7 @@ class PublicRetrievalGenerator:
         self.name = f"public-retrieval:{content_hash('pool', texts)[:12]}"
 
     def config(self) -> dict:
+        """Settings that identify the generator's outputs: ``{"pool_size": N}`` (the pool itself is in ``name``)."""
         return {"pool_size": len(self.texts)}
 
     def register(self, texts: Sequence[str], embeddings: np.ndarray) -> None:
@@ -221,6 +222,18 @@ class PublicRetrievalGenerator:
         for t, e in zip(texts, emb):
             if t not in self._row:
                 self._extra[t] = e
+
+    def embedding_of(self, texts: Sequence[str]) -> np.ndarray | None:
+        """float32 (n, d) embeddings of ``texts`` if every one is in the pool or registered, else None."""
+        rows = []
+        for t in texts:
+            if t in self._row:
+                rows.append(self.embeddings[self._row[t]])
+            elif t in self._extra:
+                rows.append(self._extra[t])
+            else:
+                return None
+        return np.stack(rows) if rows else np.zeros((0, self.embeddings.shape[1]), np.float32)
 
     def _embed(self, prompts: list[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(prompts) if t not in self._row and t not in self._extra]
