@@ -17,6 +17,10 @@ from .bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold
 from .config import AuditConfig, MechanismConfig
 from .trials import scalar_problem, simulate_scores
 
+#: audits with more trials per hypothesis than this use the streaming engine (``engine.audit_scalar``);
+#: smaller ones keep the in-memory score path (bit-identical to earlier releases for a given rng).
+STREAMING_MIN_TRIALS = 1 << 21
+
 __all__ = ["BackgroundMoments", "aux_moments", "null_moments", "llr_weights", "mu_eff", "llr", "mixture_llr",
            "AuditResult", "audit_canary", "restrict"]
 
@@ -167,6 +171,8 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
     Steps (§2.1): aux moments → (m̂0, Σ̂_P) for N = n_test users → w = Σ̂⁻¹v → scalar projections →
     ``audit.trials`` trials per hypothesis on the calibration population → threshold maximizing the
     bounded ε → fresh trials on the test population → ε_lower (Eq. 28, γ = α/(4·n_canaries)).
+    Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine.audit_scalar``: calibration on a
+    fine threshold grid, test counts at the frozen threshold; seeded from one draw of ``rng``).
     The calibration population is resized to n_test users by drawing calibration users with
     replacement (seeded) when the split sizes differ, so that both splits score the same statistic
     under the same population size.
@@ -197,19 +203,26 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
     cal = restrict(calibration, coords)
     if cal.shape[0] != n_test:
         cal = cal[rng.integers(0, cal.shape[0], size=n_test)]
-    scores = {}
-    for split, pop in (("calibration", cal), ("test", restrict(test, coords))):
-        prob = scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
-        scores[split] = (simulate_scores(prob, 0, audit.trials, rng), simulate_scores(prob, 1, audit.trials, rng), prob)
-    cal_audit = calibrate_threshold(scores["calibration"][0], scores["calibration"][1], audit.gamma, audit.delta)
-    test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
-                                    audit.delta)
+    probs = {split: scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
+             for split, pop in (("calibration", cal), ("test", restrict(test, coords)))}
+    if audit.trials > STREAMING_MIN_TRIALS:  # streaming engine: memory bounded by one block, not by the trials
+        from .engine import audit_scalar
+
+        res = audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
+                           delta=audit.delta, seed=int(rng.integers(0, 2**63)))
+        cal_audit, test_audit = res.calibration, res.test
+    else:
+        scores = {split: (simulate_scores(prob, 0, audit.trials, rng), simulate_scores(prob, 1, audit.trials, rng))
+                  for split, prob in probs.items()}
+        cal_audit = calibrate_threshold(scores["calibration"][0], scores["calibration"][1], audit.gamma, audit.delta)
+        test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
+                                        audit.delta)
     eps_theory = (epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
                   if mechanism.noise_multiplier > 0 else float("inf"))
     return AuditResult(
         epsilon_lower=test_audit.epsilon, epsilon_theory=eps_theory, mu_eff=float(np.sqrt(max(0.0, w @ v))),
         mu_eff_ceiling=(1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
         canary_norm=float(np.linalg.norm(v)), n_coords=int(coords.size),
-        background_voters=int(scores["test"][2].projections.size), threshold=cal_audit.threshold,
+        background_voters=int(probs["test"].projections.size), threshold=cal_audit.threshold,
         threshold_mix=mixture_llr(cal_audit.threshold, mechanism.sample_rate), calibration=cal_audit, test=test_audit,
         trials=audit.trials, seconds=time.perf_counter() - t0)

@@ -12,7 +12,8 @@ import numpy as np
 from scipy import stats
 
 __all__ = ["clopper_pearson", "epsilon_lower_from_counts", "ThresholdAudit", "calibrate_threshold",
-           "evaluate_threshold", "candidate_thresholds"]
+           "evaluate_threshold", "candidate_thresholds", "threshold_audit_from_counts", "best_threshold_from_counts",
+           "calibrate_from_counts"]
 
 
 def clopper_pearson(successes, trials, gamma: float, side: str):
@@ -174,6 +175,106 @@ def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0:
         tpr_lower=clopper_pearson(tp, n1, gamma, "lower"), fpr_upper=clopper_pearson(fp, n0, gamma, "upper"),
         tnr_lower=clopper_pearson(n0 - fp, n0, gamma, "lower"), fnr_upper=clopper_pearson(n1 - tp, n1, gamma, "upper"),
     )
+
+
+def best_threshold_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float,
+                               batch: int = 256) -> tuple[int, float]:
+    """Exact argmax of ε (Eq. 28) over candidate thresholds given only their confusion counts.
+
+    For streaming engines: the thresholds are not needed, only the counts above each, in ascending
+    threshold order (so both count arrays are non-increasing). Exact pruning keeps the answer equal to a
+    full scan (``np.argmax`` of ``epsilon_lower_from_counts`` over all candidates):
+
+    * ε > 0 in either branch needs tp/n1 > fp/n0 (both branches reduce to it since TPR_L ≤ tp/n1,
+      FPR_U ≥ fp/n0, TNR_L ≤ tn/n0, FNR_U ≥ fn/n1 for γ < 1/2), so other candidates are skipped;
+    * consecutive candidates with identical (tp, fp) share ε: only the lowest threshold is kept;
+    * branch and bound: the same inequalities make the point-estimate value
+      max{log((tp/n1 − δ)/(fp/n0)), log((tn/n0 − δ)/(fn/n1))} an upper bound of ε; candidates are
+      evaluated in decreasing bound order (``batch`` at a time) until the bound falls below the best ε.
+
+    Args:
+        true_pos, false_pos: int (m,) counts above each candidate, ascending thresholds.
+        n_h1, n_h0: trials per hypothesis. gamma: γ in (0, 1). delta: δ ≥ 0. batch: evaluations per step.
+
+    Returns:
+        (index, epsilon): the lowest-threshold candidate attaining the maximal ε > 0, or (−1, 0.0) if no
+        candidate gives a positive bound.
+
+    Raises:
+        ValueError: on mismatched shapes or counts outside [0, n].
+    """
+    tp = np.asarray(true_pos, dtype=np.int64).ravel()
+    fp = np.asarray(false_pos, dtype=np.int64).ravel()
+    if tp.shape != fp.shape:
+        raise ValueError(f"true_pos {tp.shape} and false_pos {fp.shape} must have the same length")
+    if tp.size and (tp.min() < 0 or fp.min() < 0 or tp.max() > n_h1 or fp.max() > n_h0):
+        raise ValueError("counts must satisfy 0 ≤ true_pos ≤ n_h1 and 0 ≤ false_pos ≤ n_h0")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
+    if gamma < 0.5:
+        cand = np.flatnonzero(tp.astype(np.float64) * n_h0 > fp.astype(np.float64) * n_h1)
+    else:
+        cand = np.arange(tp.size)
+    if cand.size == 0:
+        return -1, 0.0
+    keep = np.ones(cand.size, dtype=bool)
+    keep[1:] = (tp[cand[1:]] != tp[cand[:-1]]) | (fp[cand[1:]] != fp[cand[:-1]])
+    cand = cand[keep]
+    t, f = tp[cand].astype(np.float64), fp[cand].astype(np.float64)
+    if gamma < 0.5:
+        with np.errstate(all="ignore"):
+            u1 = np.where(f > 0, np.log(np.maximum(t / n_h1 - delta, 0) / (f / n_h0)), np.inf)
+            u2 = np.where(t < n_h1, np.log(np.maximum((n_h0 - f) / n_h0 - delta, 0) / ((n_h1 - t) / n_h1)), np.inf)
+        ub = np.maximum(u1, u2)
+        order = np.argsort(-ub, kind="stable")
+    else:
+        ub = np.full(cand.size, np.inf)
+        order = np.arange(cand.size)
+    best_eps, best_idx = 0.0, -1
+    for start in range(0, order.size, batch):
+        sel = order[start:start + batch]
+        if ub[sel[0]] < best_eps:
+            break
+        eps, _ = epsilon_lower_from_counts(tp[cand[sel]], fp[cand[sel]], n_h1, n_h0, gamma, delta)
+        eps = np.atleast_1d(eps)
+        top = eps.max()
+        if top > best_eps:
+            best_eps = float(top)
+            best_idx = int(cand[sel][eps == top].min())
+        elif top == best_eps and top > 0:
+            best_idx = min(best_idx, int(cand[sel][eps == top].min()))
+    return best_idx, best_eps
+
+
+def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int, gamma: float,
+                          delta: float) -> ThresholdAudit:
+    """``calibrate_threshold`` for streaming engines: pick a threshold from counts alone (§2.1 Step 5).
+
+    Args:
+        thresholds: float (m,) ascending candidate thresholds.
+        true_pos, false_pos: int (m,) #H1 / #H0 calibration trials above each threshold.
+        n_h1, n_h0: trials per hypothesis. gamma, delta: as in ``epsilon_lower_from_counts``.
+
+    Returns:
+        ``ThresholdAudit`` at the threshold maximizing Eq. 28 (ties → lowest threshold; exact, see
+        ``best_threshold_from_counts``). If no candidate gives ε > 0: the lowest threshold with at most
+        half of the H0 trials above it (the grid's H0 median) and ε = 0 — as ``calibrate_threshold``.
+
+    Raises:
+        ValueError: on mismatched lengths, an empty candidate set, or unsorted thresholds.
+    """
+    thr = np.asarray(thresholds, dtype=np.float64).ravel()
+    tp = np.asarray(true_pos, dtype=np.int64).ravel()
+    fp = np.asarray(false_pos, dtype=np.int64).ravel()
+    if thr.size == 0 or not (thr.size == tp.size == fp.size):
+        raise ValueError(f"thresholds ({thr.size}), true_pos ({tp.size}) and false_pos ({fp.size}) must be "
+                         "non-empty and of equal length")
+    if np.any(np.diff(thr) <= 0):
+        raise ValueError("thresholds must be strictly ascending")
+    idx, _ = best_threshold_from_counts(tp, fp, n_h1, n_h0, gamma, delta)
+    if idx < 0:
+        idx = int(min(np.searchsorted(-fp, -n_h0 / 2, side="left"), thr.size - 1))
+    return threshold_audit_from_counts(float(thr[idx]), int(tp[idx]), int(fp[idx]), n_h1, n_h0, gamma, delta)
 
 
 def _check_scores(s: np.ndarray, name: str) -> np.ndarray:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["ScalarProblem", "scalar_problem", "simulate_scores", "simulate_scores_full", "background_sums"]
+__all__ = ["ScalarProblem", "scalar_problem", "nonce_problem", "simulate_scores", "simulate_scores_full",
+           "background_sums"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,35 @@ def scalar_problem(weights: np.ndarray, population: sp.spmatrix | np.ndarray, ca
     return ScalarProblem(projections=a[a != 0].astype(np.float64), canary_shift=wv,
                          noise_sd=float(noise_std * np.linalg.norm(w)), offset=float(w @ m0 + wv / 2),
                          sample_rate=float(sample_rate), n_users=int(population.shape[0]))
+
+
+def nonce_problem(mu_eff: float, sample_rate: float, n_users: int = 0) -> ScalarProblem:
+    """The scalar problem of a canary with separation μ_eff and no background voters on P.
+
+    With Σ = (σC)²I and w = Σ⁻¹v: w·v = μ², the projected noise sd σC‖w‖ = μ and the offset w·v/2 = μ²/2,
+    so ℓ | H0 ~ N(−μ²/2, μ²) and ℓ | fixed inclusion ~ N(+μ²/2, μ²) exactly (Eqs. 14–17). A perfect
+    nonce canary (‖v_P‖ = C, no user votes on its probes) has μ_eff = 1/σ (Eq. 20).
+
+    Args:
+        mu_eff: μ ≥ 0 (0 gives a null canary: H0 and H1 identical).
+        sample_rate: q in (0, 1].
+        n_users: N recorded on the problem (the population size; no user votes on P).
+
+    Returns:
+        ``ScalarProblem`` with empty projections.
+
+    Raises:
+        ValueError: on μ < 0 or non-finite, q outside (0, 1], n_users < 0.
+    """
+    if not (np.isfinite(mu_eff) and mu_eff >= 0):
+        raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0")
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
+    if int(n_users) != n_users or n_users < 0:
+        raise ValueError(f"n_users={n_users} must be an integer ≥ 0")
+    mu = float(mu_eff)
+    return ScalarProblem(projections=np.zeros(0), canary_shift=mu * mu, noise_sd=mu if mu > 0 else 1.0,
+                         offset=mu * mu / 2, sample_rate=float(sample_rate), n_users=int(n_users))
 
 
 def background_sums(projections: np.ndarray, sample_rate: float, n_trials: int,
