@@ -313,8 +313,10 @@ def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | 
                for t in u.texts}
     taken = private | {normalize_text(t) for t in world.bank_texts}
     texts: list[str] = []
-    if include_bank_source and world.config.bank != "public":
-        src, _ = load_bank_texts(None if world.config.bank == "bankA" else world.config.bank)
+    bank = world.config.bank
+    if include_bank_source and bank not in ("public", "llm-label", "llm-icl"):  # generated banks have no source file
+        path = None if bank == "bankA" else bank[len("file:"):] if bank.startswith("file:") else bank
+        src, _ = load_bank_texts(path)
         texts.extend(src)
     texts.extend(t for u in world.users("public") for t in u.texts)
     out, seen = [], set()
