@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -129,6 +131,7 @@ def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebo
         raise ValueError(f"notebook {notebook!r} produced no result rows; check its parameters (variants, sizes)")
     path = Path(output_dir) / f"{notebook}.csv"
     atomic_write_bytes(path, pd.DataFrame(list(rows)).to_csv(index=False).encode())
+    os.chmod(path, 0o644)
     return path
 
 
@@ -157,6 +160,10 @@ def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
     return df[first + [c for c in df.columns if c not in first]]
 
 
+_COUNT_COL = re.compile(r"(^|_)(trials|canaries|coords|voters|users|seed|round|releases|participants|true_pos|"
+                        r"false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|max_probes|top_k|rows|slot|index)$")
+
+
 def _fmt(v: Any, floatfmt: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
@@ -178,9 +185,13 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False)
         return "(no rows)\n"
     d = df.reset_index() if index else df
     cols = [str(c) for c in d.columns]
+    # count columns read back from CSV as floats (NaN elsewhere) print as integers
+    whole = [bool(_COUNT_COL.search(str(c))) and pd.api.types.is_float_dtype(d[c])
+             and bool((d[c].dropna() % 1 == 0).all()) for c in d.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in d.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v, floatfmt) for v in row) + " |")
+        lines.append("| " + " | ".join(_fmt(int(v) if w and isinstance(v, float) and not math.isnan(v) else v, floatfmt)
+                                       for v, w in zip(row, whole)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -347,10 +358,18 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
                             "source") if c in tight.columns]
         out.append(_section("Tightness: ε_lower vs trials", markdown_table(tight[cols])))
         done.add("tightness")
+    mr = df[exp == "fig2_multiround"]
+    if not mr.empty:
+        cols = [c for c in ("variant", "round", "releases", "participants", "mauve_mean", "mauve_sd", "mu_eff_composed",
+                            "epsilon_lower", "epsilon_theory", "trials") if c in mr.columns]
+        out.append(_section("Multi-round PE: MAUVE and composed privacy (Fig. 2 analogue, notebook 06)",
+                            markdown_table(mr[cols])))
+        done.add("fig2_multiround")
     for name in sorted(set(exp) - done):
         part = df[exp == name].dropna(axis=1, how="all")
-        keep = [c for c in part.columns if not c.startswith(("param_", "version_", "python"))
-                and c not in ("notebook", "experiment", "preset", "seed")][:10]
+        skip = ("param_", "version_", "python", "study_", "mech_", "audit_", "calibration_", "test_", "pe_")
+        keep = [c for c in part.columns if not c.startswith(skip) and c not in ("notebook", "experiment", "preset", "seed")
+                and part[c].astype(str).nunique() > 1][:10]
         out.append(_section(f"{name} ({', '.join(sorted(set(part['notebook'].astype(str))))})",
                             markdown_table(part[keep])))
     if figures:

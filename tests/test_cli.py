@@ -1,0 +1,103 @@
+"""The pe-kit command: presets, overrides, the headless explorer, argument errors (no notebook execution here)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pe_kit.cli import main
+from pe_kit.reproduce import (NOTEBOOK_KEYS, PRESETS, default_run_id, get_preset, notebook_params, parse_override,
+                              resolve_params)
+
+TINY = Path(__file__).parent / "data" / "blogs-tiny.jsonl.gz"
+
+
+def test_presets_listing(capsys):
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    for name in ("tiny", "quick", "paper"):
+        assert f"{name}: " in out
+    assert "n_test=1000" in out and "trials=1000000" in out  # the paper's sizes (§3, App. D)
+
+
+def test_paper_and_quick_sizes():
+    paper, quick = PRESETS["paper"], PRESETS["quick"]
+    assert (paper.n_aux, paper.n_calibration, paper.n_test, paper.bank_size, paper.max_probes, paper.record_cap,
+            paper.per_variant, paper.trials, paper.pool_size) == (500, 500, 1000, 8192, 64, 64, 5, 10**6, 512)
+    assert quick.max_seq_length == 64 and quick.record_cap == 32 and quick.bank_size == 2048
+    assert 10**5 <= quick.trials <= 10**6 and quick.data is None  # the bundled Blogs sample
+    assert "32" in quick.description and "64 tokens" in quick.description  # says how it differs from the paper
+
+
+def test_explore_json(capsys):
+    assert main(["explore", "--sigma", "1", "--q", "0.1", "--trials", "1e6", "--mu-eff", "1", "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["epsilon_theory"] == pytest.approx(1.695, abs=0.003) and 0.9 < st["epsilon_lower_expected"] < 1.05
+    assert main(["explore", "--sigma", "-1"]) == 2
+    assert "sigma" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["reproduce", "--set", "bogus=1"], "bogus"),
+    (["reproduce", "--set", "trials"], "key=value"),
+    (["reproduce", "--preset", "paper"], "--data"),
+    (["reproduce", "--data", "/no/such/file.jsonl"], "does not exist"),
+    (["reproduce", "--set", "n_test=0"], "n_test"),
+])
+def test_reproduce_argument_errors(argv, message, capsys, tmp_path):
+    assert main(argv + ["--results-dir", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_results_command(tmp_path, capsys):
+    assert main(["results", str(tmp_path)]) == 2
+    (tmp_path / "results.md").write_text("# table\n")
+    assert main(["results", str(tmp_path)]) == 0 and "# table" in capsys.readouterr().out
+
+
+def test_parse_override_types():
+    assert parse_override("trials=100000") == ("trials", 100000)
+    assert parse_override("variants=ordinary,nonce") == ("variants", ["ordinary", "nonce"])
+    assert parse_override("max_seq_length=none") == ("max_seq_length", None)
+    assert parse_override("sigmas=[0.5, 1]") == ("sigmas", [0.5, 1])
+    assert parse_override("bank=public") == ("bank", "public")
+
+
+def test_user_data_arms_and_run_id(tmp_path):
+    yelp = tmp_path / "yelp_academic_dataset_review.json"
+    yelp.write_text("")
+    p = get_preset("quick", data=str(yelp))
+    assert p.arms == ("long",) and p.banks == ("public",) and p.fmt == "auto"
+    s140 = tmp_path / "training.1600000.processed.noemoticon.csv"
+    s140.write_text("")
+    p = get_preset("paper", data=str(s140), overrides={"n_test": 900})
+    assert p.arms == ("short",) and p.n_test == 900 and default_run_id(p) == "paper-training"
+    assert default_run_id(PRESETS["quick"]) == "quick" and default_run_id(PRESETS["tiny"]) == "tiny"
+
+
+def test_notebook_parameters():
+    p = get_preset("tiny", data=str(TINY))
+    params = notebook_params("04_audit", p, Path("/tmp/run"), 7)
+    assert set(params) == set(NOTEBOOK_KEYS["04_audit"])
+    assert params["seed"] == 7 and params["output_dir"] == "/tmp/run" and params["arms"] == ["long", "short"]
+    # a notebook outside the table gets what it declares, plus the preset's extras for it
+    extra = notebook_params("06_multiround_mauve", p, Path("/tmp/run"), 0,
+                            declared=["output_dir", "seed", "n_test", "rounds", "unknown"])
+    assert extra == {"output_dir": "/tmp/run", "seed": 0, "n_test": 25, "rounds": 3}
+    r = resolve_params("04_audit", "tiny", output_dir="/tmp/pe_kit_resolve_test", n_aux=7)
+    assert r["n_aux"] == 7 and r["n_test"] == 25 and r["preset"] == "tiny" and r["seed"] == 0
+
+
+def test_console_script_module():
+    out = subprocess.run([sys.executable, "-m", "pe_kit.cli", "presets"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "quick" in out.stdout
+
+
+def test_readme_commands_and_example(capsys):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "bash scripts/bootstrap.sh && .venv/bin/pe-kit reproduce --preset quick" in readme
+    assert "bash scripts/bootstrap.sh && .venv/bin/python -m pytest -q" in readme
+    example = next(b for b in readme.split("```python\n")[1:] if "explorer_state" in b).split("```")[0]
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == "1.695 0.99"  # the value the README states

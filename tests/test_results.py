@@ -1,0 +1,79 @@
+"""Tidy rows, the step cache, markdown rendering and the ε confidence interval."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pe_kit.bounds import epsilon_lower_from_counts
+from pe_kit.results import (StepCache, collect, epsilon_interval, markdown_table, summary_markdown, table_epsilon,
+                            tidy, write_rows)
+
+
+def test_step_cache_reuses_and_recomputes(tmp_path):
+    cache = StepCache(tmp_path / ".steps")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"epsilon_lower": 0.5, "arr": np.arange(3)}
+
+    a = cache.get_or_compute(("audit", {"n": 1}, 0), compute)
+    b = cache.get_or_compute(("audit", {"n": 1}, 0), compute)
+    assert len(calls) == 1 and a["epsilon_lower"] == b["epsilon_lower"] == 0.5 and b["arr"] == [0, 1, 2]
+    assert (cache.hits, cache.misses) == (1, 1)
+    cache.get_or_compute(("audit", {"n": 2}, 0), compute)  # another key → computed
+    assert len(calls) == 2
+    path = cache.path("audit", {"n": 1}, 0)
+    path.write_text("{truncated")  # a corrupt item is recomputed, not trusted
+    assert cache.get_or_compute(("audit", {"n": 1}, 0), compute)["epsilon_lower"] == 0.5 and len(calls) == 3
+    assert json.loads(path.read_text())["result"]["epsilon_lower"] == 0.5
+
+
+def test_tidy_stamps_provenance_and_write_collect(tmp_path):
+    params = {"output_dir": str(tmp_path), "preset": "tiny", "seed": 3, "variants": ["ordinary", "nonce"], "n_aux": 15}
+    rows = tidy([{"variant": "nonce", "epsilon_lower": 0.4}], "04_audit", "table2", params)
+    r = rows[0]
+    assert (r["notebook"], r["experiment"], r["preset"], r["seed"]) == ("04_audit", "table2", "tiny", 3)
+    assert r["param_variants"] == '["ordinary", "nonce"]' and r["param_n_aux"] == 15 and "param_output_dir" not in r
+    assert r["version_numpy"] == np.__version__ and r["version_pe_kit"]
+    write_rows(rows, tmp_path, "04_audit")
+    write_rows(tidy([{"quantity": "users", "value": 25.0}], "01_mechanism", "mechanism", params), tmp_path, "01_mechanism")
+    df = collect(tmp_path, ["01_mechanism", "02_probe_design", "04_audit"])
+    assert list(df["notebook"]) == ["01_mechanism", "04_audit"] and list(df.columns[:5]) == [
+        "notebook", "experiment", "preset", "seed", "version_pe_kit"]
+    with pytest.raises(ValueError, match="04_audit"):
+        write_rows([], tmp_path, "04_audit")
+
+
+def test_markdown_table():
+    df = pd.DataFrame({"variant": ["a|b", "nonce"], "eps": [0.12345, np.nan], "trials": [1e6, 2.0]})
+    assert markdown_table(df) == ("| variant | eps | trials |\n|---|---|---|\n| a\\|b | 0.123 | 1000000 |\n"
+                                  "| nonce |  | 2 |\n")
+    assert markdown_table(pd.DataFrame()) == "(no rows)\n"
+
+
+def test_epsilon_interval_brackets_the_point_and_matches_eq28():
+    lo, pt, hi = epsilon_interval(120_000, 40_000, 10**6, 10**6, 1e-5)
+    assert lo < pt < hi
+    assert pt == pytest.approx(np.log((0.12 - 1e-5) / 0.04), rel=1e-6)  # point: Eq. 28 with raw rates
+    assert lo == pytest.approx(epsilon_lower_from_counts(120_000, 40_000, 10**6, 10**6, 0.0125, 1e-5)[0])
+    lo2, _, hi2 = epsilon_interval(120_000, 40_000, 10**6, 10**6, 1e-5, level=0.5)
+    assert lo < lo2 and hi2 < hi  # narrower at a lower level
+    assert epsilon_interval(0, 0, 1000, 1000, 1e-5)[:2] == (0.0, 0.0)  # no detections, no bound
+    with pytest.raises(ValueError, match="level"):
+        epsilon_interval(1, 1, 10, 10, 1e-5, level=1.5)
+
+
+def test_summary_markdown_sections():
+    rows = [{"experiment": "table2", "notebook": "04_audit", "study_arm": "long", "bank_source": "bankA",
+             "variant": v, "epsilon_lower": e, "epsilon_theory": 1.695, "mu_eff": 0.7, "mu_eff_ceiling": 1.0,
+             "trials": 1000} for v, e in (("nonce", 0.9), ("ordinary", 0.2), ("nonce", 1.0))]
+    rows.append({"experiment": "mechanism", "notebook": "01_mechanism", "quantity": "users", "value": 25.0,
+                 "note": "test split"})
+    df = pd.DataFrame(rows)
+    t = table_epsilon(df[df.experiment == "table2"])
+    assert list(t.columns) == ["ordinary", "nonce", "epsilon_theory"] and t.iloc[0]["nonce"] == 1.0
+    md = summary_markdown(df, {"preset": "tiny"}, ["figures/x.png"])
+    assert "| long | bankA | 0.200 | 1.000 | 1.695 |" in md
+    assert "| users | 25 | test split |" in md and "- [figures/x.png](figures/x.png)" in md
