@@ -34,7 +34,9 @@ class StudyConfig:
     Attributes:
         data: corpus path (None = bundled Blogs sample); fmt: loader (``auto``).
         arm: ``long`` or ``short`` (App. D).
-        n_canary, n_aux, n_calibration, n_test: split sizes (paper: 40 = 8×5, 500, 500, 1000).
+        n_canary, n_aux, n_calibration, n_test: split sizes (paper: 500 aux, 500 calibration, 1000 test).
+            n_canary ≥ 25 gives each of the five real-canary variants its own five canaries
+            (``probes.canary_assignment``); nonce canaries are synthetic and need no slot.
         bank: ``bankA`` (bundled label-only SmolLM2 bank), ``public`` (label-stratified records of users in
             no split), ``llm-label`` / ``llm-icl`` (generated, SmolLM2 by default), or ``file:<path>`` / a path
             to a JSON Lines file with a ``text`` field (``pe_kit.banks.make_bank``).
