@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--notebooks-dir", default=None, help="folder of the .ipynb files (default: the repository's)")
     r.add_argument("--force", action="store_true", help="re-execute finished notebooks (cached steps are kept)")
     r.add_argument("--keep-going", action="store_true", help="after a failed notebook, run the next ones")
-    r.add_argument("--kernel", default=None, help="Jupyter kernel name (default: the notebooks' own)")
+    r.add_argument("--kernel", default=None, help="Jupyter kernel name (default: a kernel that runs this very Python)")
     r.add_argument("--log-output", action="store_true", help="stream cell output (inner tqdm bars) to the terminal")
     r.add_argument("--no-progress", action="store_true", help="hide papermill's per-cell progress bar")
 

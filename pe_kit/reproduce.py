@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .cache import atomic_write_bytes, content_hash
+from .cache import atomic_write_bytes, cache_dir, content_hash
 
 __all__ = ["Preset", "PRESETS", "NOTEBOOKS", "NOTEBOOK_KEYS", "ReproduceError", "NotebookStatus", "RunSummary",
            "get_preset", "resolve_params", "notebook_params", "text_progress", "notebooks_dir", "default_run_id",
@@ -223,7 +223,30 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = [v.strip() for v in raw.split(",")] if "," in raw else raw
     if raw.lower() in ("none", "null"):
         value = None
-    return key, value
+    default = {f.name: f.default for f in fields(Preset)}.get(key)
+    if isinstance(default, tuple) and value is not None and not isinstance(value, list):
+        value = [value]  # a single value for a list setting (``--set banks=public``)
+    return key, _absolute_paths(key, value)
+
+
+def _absolute_paths(key: str, value: Any) -> Any:
+    """Make relative file paths in path-like settings absolute against the current directory.
+
+    Notebooks run with the run folder as their working directory, so ``--set banks=my_bank.jsonl``
+    must be resolved where the command was typed. Applies to ``data``/``bank``/``banks`` keys (also
+    ``<notebook>.data`` …); ``file:<path>`` keeps its prefix; names that are not existing files are kept.
+    """
+    if key.split(".")[-1] not in ("data", "bank", "banks"):
+        return value
+    if isinstance(value, list):
+        return [_absolute_paths(key, v) for v in value]
+    if not isinstance(value, str):
+        return value
+    prefix, path = ("file:", value[5:]) if value.startswith("file:") else ("", value)
+    candidate = Path(path).expanduser()
+    if not candidate.is_absolute() and candidate.is_file():
+        return prefix + str(candidate.resolve())
+    return value
 
 
 def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, data: str | None = None,
@@ -278,7 +301,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name == "paper" and p.data is None:
         raise ValueError("the paper preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
-                         "CSV, or ../shared/data/blogs/blogs.jsonl.gz with --set n_test=900)")
+                         "CSV, or a Blog-corpus JSON Lines file with --format blogs --set n_test=900)")
     if p.data is not None and not Path(p.data).is_file():
         raise ValueError(f"data={p.data!r} does not exist; pass an existing file with --data PATH")
     return p
@@ -355,6 +378,29 @@ def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
     if declared is not None:
         out = {k: v for k, v in out.items() if k in declared or k == "output_dir"}
     return out
+
+
+def this_python_kernel() -> str:
+    """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only.
+
+    A user-level ``python3`` kernelspec (``~/.local/share/jupyter``) may point at another interpreter and
+    would win over the virtual environment's; papermill would then execute the notebooks with other code.
+    This writes a spec named ``pe_kit-<hash of sys.executable>`` under ``cache_dir()/jupyter`` and puts
+    that folder first on ``JUPYTER_PATH`` (inherited by child processes); nothing outside the cache is
+    touched. Returns the kernel name to pass to ``papermill.execute_notebook``.
+    """
+    name = "pe_kit-" + content_hash(sys.executable)[:12]
+    root = cache_dir() / "jupyter"
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": f"Python (pe_kit, {sys.executable})", "language": "python"}
+    path = root / "kernels" / name / "kernel.json"
+    data = json.dumps(spec, indent=1).encode()
+    if not path.is_file() or path.read_bytes() != data:
+        atomic_write_bytes(path, data)
+    current = os.environ.get("JUPYTER_PATH", "")
+    if str(root) not in current.split(os.pathsep):
+        os.environ["JUPYTER_PATH"] = str(root) + (os.pathsep + current if current else "")
+    return name
 
 
 def notebooks_dir() -> Path:
@@ -440,7 +486,7 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
             for known stems. notebooks_folder: where the ``.ipynb`` live (default :func:`notebooks_dir`).
         force: re-execute notebooks even when their done-marker is valid (audit steps stay cached).
         keep_going: after a failed notebook, run the next ones anyway.
-        kernel_name: Jupyter kernel (default: the notebook's, ``python3``, run with this Python).
+        kernel_name: Jupyter kernel (default: ``this_python_kernel()``, i.e. this very interpreter).
         log_output: stream the cells' stdout/stderr (progress bars, prints) to this process's stdout/stderr.
         progress: papermill's per-cell tqdm bar. echo: where status lines go.
 
@@ -514,7 +560,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         echo(f"{head}: running …")
         t0 = time.perf_counter()
         try:
-            pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name,
+            pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
                                 progress_bar=progress, cwd=str(run_dir),
                                 stdout_file=sys.stdout if log_output else None,
                                 stderr_file=sys.stderr if log_output else None)

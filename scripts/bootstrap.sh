@@ -27,5 +27,6 @@ if [ ! -d /usr/share/wordnet ]; then
     echo "note: WordNet not found; run 'sudo apt-get install wordnet-base' for the offline paraphraser"
   fi
 fi
-python -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
+# a JupyterLab kernel inside the venv only (never the user's global python3 kernelspec)
+python -m ipykernel install --sys-prefix --name pe_kit --display-name "Python (pe_kit)" >/dev/null 2>&1 || true
 echo "pe_kit ready: $(python -c 'import pe_kit; print(pe_kit.__version__)') in $(pwd)/.venv"

@@ -101,3 +101,32 @@ def test_readme_commands_and_example(capsys):
     example = next(b for b in readme.split("```python\n")[1:] if "explorer_state" in b).split("```")[0]
     exec(compile(example, "README.md", "exec"), {})
     assert capsys.readouterr().out.strip() == "1.695 0.99"  # the value the README states
+
+
+def test_set_single_value_for_a_list_setting_and_relative_bank_path(tmp_path, monkeypatch):
+    from pe_kit.reproduce import parse_override
+
+    assert parse_override("banks=public") == ("banks", ["public"])
+    assert parse_override("arms=long") == ("arms", ["long"])
+    assert parse_override("trials=1000") == ("trials", 1000)
+    (tmp_path / "my_bank.jsonl").write_text('{"text": "a"}\n')
+    monkeypatch.chdir(tmp_path)
+    key, value = parse_override("banks=my_bank.jsonl,public")
+    assert value == [str(tmp_path / "my_bank.jsonl"), "public"]
+    assert parse_override("banks=file:my_bank.jsonl")[1] == ["file:" + str(tmp_path / "my_bank.jsonl")]
+
+
+def test_this_python_kernel_runs_this_interpreter():
+    import json
+    import os
+    import sys
+
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from pe_kit.reproduce import this_python_kernel
+
+    name = this_python_kernel()
+    spec = KernelSpecManager().get_kernel_spec(name)
+    assert spec.argv[0] == sys.executable
+    assert json.loads(json.dumps(spec.argv))[1:3] == ["-m", "ipykernel_launcher"]
+    assert os.environ["JUPYTER_PATH"].split(os.pathsep)[0].endswith("jupyter")

@@ -347,10 +347,12 @@ def test_notebook_runs_headless_with_tiny_parameters(tmp_path):
     import pandas as pd
     import papermill as pm
 
+    from pe_kit.reproduce import this_python_kernel
     from tests.conftest import TINY_DATA
 
     out = tmp_path / "out"
     pm.execute_notebook(NOTEBOOK, str(tmp_path / "executed.ipynb"), cwd=str(tmp_path), progress_bar=False,
+                        kernel_name=this_python_kernel(),
                         parameters=dict(output_dir=str(out), preset="tiny", data=str(TINY_DATA), record_cap=16,
                                         n_canary=5, n_aux=15, n_calibration=15, n_test=25, bank_size=256,
                                         max_probes=16, max_seq_length=32, trials=20_000, rounds=2,
