@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "read_verified", "write_verified"]
 
@@ -109,8 +109,3 @@ def read_verified(path: Path | str) -> bytes | None:
         return None
     return data
 
-
-def iter_chunks(seq: list, size: int) -> Iterable[list]:
-    """Yield consecutive slices of ``seq`` of length ``size`` (the last may be shorter)."""
-    for start in range(0, len(seq), size):
-        yield seq[start : start + size]
