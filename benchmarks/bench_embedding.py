@@ -20,9 +20,9 @@ def main() -> None:
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
     args = ap.parse_args()
 
-    from pe_kit.data import load_bank_texts, load_blogs
-    from pe_kit.embedding import Encoder
-    from pe_kit.mechanism import topk_routes
+    from pe_kit.data.loaders import load_bank_texts, load_blogs
+    from pe_kit.pe.mechanism import topk_routes
+    from pe_kit.text.encoder import Encoder
 
     posts = [t for u in load_blogs().users for t in u.texts][: args.n]
     bank_texts, _ = load_bank_texts()

@@ -24,12 +24,10 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pe_kit.generation import (  # noqa: E402
-    GenerationError,
-    LocalLMGenerator,
-    WordNetParaphraser,
-    paraphrase_prompt,
-)
+from pe_kit.text.generators.base import GenerationError  # noqa: E402
+from pe_kit.text.generators.local_lm import LocalLMGenerator  # noqa: E402
+from pe_kit.text.generators.prompts import paraphrase_prompt  # noqa: E402
+from pe_kit.text.generators.wordnet import WordNetParaphraser  # noqa: E402
 
 FALLBACK = [
     "My sister called me last night to complain about her new job and her terrible boss.",

@@ -26,9 +26,9 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pe_kit.attack.selection import base_neighbors, greedy_select, pool_covariance  # noqa: E402
 from pe_kit.config import MechanismConfig  # noqa: E402
-from pe_kit.mechanism import build_neighbor_index, squared_distances  # noqa: E402
-from pe_kit.selection import base_neighbors, greedy_select, pool_covariance  # noqa: E402
+from pe_kit.pe.mechanism import build_neighbor_index, squared_distances  # noqa: E402
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -85,8 +85,11 @@ def bench_selection(args) -> None:
 
 
 def bench_generators(args) -> None:
-    from pe_kit.data import load_blogs
-    from pe_kit.generation import LocalLMGenerator, WordNetParaphraser, make_paraphrase_pool, paraphrase_prompt
+    from pe_kit.data.loaders import load_blogs
+    from pe_kit.text.generators.local_lm import LocalLMGenerator
+    from pe_kit.text.generators.pools import make_paraphrase_pool
+    from pe_kit.text.generators.prompts import paraphrase_prompt
+    from pe_kit.text.generators.wordnet import WordNetParaphraser
 
     corpus = load_blogs(None, record_cap=64, min_records=64)
     records = list(corpus.users[0].texts)

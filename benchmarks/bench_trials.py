@@ -44,11 +44,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pe_kit.audit import aux_moments, llr_weights, null_moments, restrict  # noqa: E402
+from pe_kit.audit.engine import ThresholdGrid, TrialEngine, audit_scalar  # noqa: E402
+from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
+from pe_kit.audit.moments import aux_moments, llr_weights, null_moments, restrict  # noqa: E402
+from pe_kit.audit.trials import nonce_problem, scalar_problem, simulate_scores_full  # noqa: E402
 from pe_kit.config import MechanismConfig  # noqa: E402
-from pe_kit.engine import ThresholdGrid, TrialEngine, audit_scalar, expected_epsilon  # noqa: E402
-from pe_kit.mechanism import contributions  # noqa: E402
-from pe_kit.trials import nonce_problem, scalar_problem, simulate_scores_full  # noqa: E402
+from pe_kit.pe.mechanism import contributions  # noqa: E402
 
 MECH = MechanismConfig()  # k=5, C=0.1, σ=1, q=0.1, m=64
 
@@ -147,7 +148,7 @@ def memory_probe(prob, n: int) -> float:
 
 
 def nonce_1e9(trials: int, workers: int) -> None:
-    from pe_kit.accounting import epsilon_theory
+    from pe_kit.audit.accounting import epsilon_theory
 
     eps_th = epsilon_theory(1.0, 0.1, 1e-5)
     print(f"\n[nonce-μ_eff at {trials:.3g} trials per hypothesis per split] σ=1, q=0.1, γ=0.0025, δ=1e-5; "

@@ -27,10 +27,10 @@ def main() -> None:
 
     import pandas as pd
 
+    from pe_kit.attack.variants import VARIANTS, canary_assignment
     from pe_kit.config import AuditConfig, MechanismConfig
-    from pe_kit.embedding import Encoder
-    from pe_kit.probes import VARIANTS, canary_assignment
-    from pe_kit.study import StudyConfig, audit_design, build_world, make_design
+    from pe_kit.run.study import StudyConfig, audit_design, build_world, make_design
+    from pe_kit.text.encoder import Encoder
 
     t0 = time.perf_counter()
     cfg = StudyConfig(arm=args.arm, bank=args.bank, n_canary=25, n_aux=100, n_calibration=100, n_test=200,

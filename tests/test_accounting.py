@@ -1,7 +1,11 @@
 """ε_theory from Opacus's PRV accountant against the paper's numbers (§3, App. D)."""
 import pytest
 
-from pe_kit.accounting import GaussianReleases, epsilon_theory, epsilon_theory_prefixes
+from pe_kit.audit.accounting import (
+    GaussianReleases,
+    epsilon_theory,
+    epsilon_theory_prefixes,
+)
 
 
 def test_single_release_matches_paper():

@@ -5,10 +5,18 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from pe_kit.accounting import epsilon_theory
-from pe_kit.audit import aux_moments, audit_canary, llr, llr_weights, mixture_llr, mu_eff, null_moments
+from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.canary import audit_canary
+from pe_kit.audit.moments import (
+    aux_moments,
+    llr,
+    llr_weights,
+    mixture_llr,
+    mu_eff,
+    null_moments,
+)
+from pe_kit.audit.trials import scalar_problem, simulate_scores
 from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.trials import scalar_problem, simulate_scores
 
 MECH = MechanismConfig()
 

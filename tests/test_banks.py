@@ -6,9 +6,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pe_kit.banks import allocate, label_mix, make_bank, public_bank
 from pe_kit.cache import content_hash
-from pe_kit.data import load_bank_texts, load_blogs, split_users
+from pe_kit.data.loaders import load_bank_texts, load_blogs
+from pe_kit.data.splits import split_users
+from pe_kit.text.banks import allocate, label_mix, make_bank, public_bank
+
 from .conftest import TINY_DATA
 
 

@@ -5,7 +5,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pe_kit.bounds import calibrate_threshold, clopper_pearson, epsilon_lower_from_counts, evaluate_threshold
+from pe_kit.audit.bounds import (
+    calibrate_threshold,
+    clopper_pearson,
+    epsilon_lower_from_counts,
+    evaluate_threshold,
+)
 
 
 def test_edge_cases_x0_and_xn():

@@ -6,9 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from pe_kit.cli import main
-from pe_kit.reproduce import (NOTEBOOK_KEYS, PRESETS, default_run_id, get_preset, notebook_params, parse_override,
-                              resolve_params)
+from pe_kit.run.cli import main
+from pe_kit.run.presets import (
+    NOTEBOOK_KEYS,
+    PRESETS,
+    get_preset,
+    notebook_params,
+    parse_override,
+    resolve_params,
+)
+from pe_kit.run.reproduce import default_run_id
 
 TINY = Path(__file__).parent / "data" / "blogs-tiny.jsonl.gz"
 
@@ -90,7 +97,7 @@ def test_notebook_parameters():
 
 
 def test_console_script_module():
-    out = subprocess.run([sys.executable, "-m", "pe_kit.cli", "presets"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "pe_kit.run.cli", "presets"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "quick" in out.stdout
 
 
@@ -104,7 +111,7 @@ def test_readme_commands_and_example(capsys):
 
 
 def test_set_single_value_for_a_list_setting_and_relative_bank_path(tmp_path, monkeypatch):
-    from pe_kit.reproduce import parse_override
+    from pe_kit.run.presets import parse_override
 
     assert parse_override("banks=public") == ("banks", ["public"])
     assert parse_override("arms=long") == ("arms", ["long"])
@@ -123,7 +130,7 @@ def test_this_python_kernel_runs_this_interpreter():
 
     from jupyter_client.kernelspec import KernelSpecManager
 
-    from pe_kit.reproduce import this_python_kernel
+    from pe_kit.run.reproduce import this_python_kernel
 
     name = this_python_kernel()
     spec = KernelSpecManager().get_kernel_spec(name)

@@ -4,8 +4,15 @@ import json
 
 import pytest
 
-from pe_kit.data import (DataError, cut_to_length, default_data_path, load_blogs, load_corpus, load_sentiment140,
-                         load_yelp, make_arm, split_users)
+from pe_kit.data.loaders import (
+    DataError,
+    default_data_path,
+    load_blogs,
+    load_corpus,
+    load_sentiment140,
+    load_yelp,
+)
+from pe_kit.data.splits import cut_to_length, make_arm, split_users
 
 from .conftest import TINY_DATA
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from pe_kit.cache import cache_dir
-from pe_kit.embedding import Encoder
+from pe_kit.text.encoder import Encoder
 
 
 def test_encode_normalized_and_cached():

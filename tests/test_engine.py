@@ -1,4 +1,4 @@
-"""Streaming trial engine (pe_kit.engine): exact samplers, counts, seeds, calibration, expected curve,
+"""Streaming trial engine (pe_kit.audit.engine): exact samplers, counts, seeds, calibration, expected curve,
 the never-overclaim property of the calibrated audit (App. E.6), and the tightness table."""
 from fractions import Fraction
 
@@ -7,23 +7,25 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from pe_kit import audit as audit_mod
-from pe_kit.accounting import epsilon_theory
-from pe_kit.bounds import best_threshold_from_counts, calibrate_from_counts, epsilon_lower_from_counts
-from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.engine import (
-    ThresholdGrid,
-    TrialEngine,
-    _groups_numpy,
-    _make_plan,
-    _subset_tables,
-    audit_scalar,
-    expected_epsilon,
-    score_moments,
-    stream_seed,
-    tightness_curve,
+from pe_kit.audit import canary as audit_mod
+from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.bounds import (
+    best_threshold_from_counts,
+    calibrate_from_counts,
+    epsilon_lower_from_counts,
 )
-from pe_kit.trials import ScalarProblem, nonce_problem, simulate_scores, simulate_scores_full
+from pe_kit.audit.engine import ThresholdGrid, TrialEngine, audit_scalar, score_moments
+from pe_kit.audit.expectations import expected_epsilon
+from pe_kit.audit.moments import mixture_llr as mixture_llr_fn
+from pe_kit.audit.samplers import _groups_numpy, _make_plan, _subset_tables, stream_seed
+from pe_kit.audit.sweep import tightness_curve
+from pe_kit.audit.trials import (
+    ScalarProblem,
+    nonce_problem,
+    simulate_scores,
+    simulate_scores_full,
+)
+from pe_kit.config import AuditConfig, MechanismConfig
 
 EPS_THEORY = epsilon_theory(1.0, 0.1, 1e-5)  # 1.695 (design.md)
 
@@ -123,7 +125,7 @@ def test_engine_matches_full_histogram_path():
     v_full[coords] = 0.1 / np.sqrt(10)
     w = rng.random(10) * 20
     m0 = rng.random(10) * 0.01
-    from pe_kit.trials import scalar_problem
+    from pe_kit.audit.trials import scalar_problem
 
     prob = scalar_problem(w, pop[:, coords], v_full[coords], m0, 0.1, 0.1)
     for hyp in (0, 1):
@@ -281,7 +283,7 @@ def test_audit_canary_uses_streaming_engine_above_threshold(monkeypatch):
     assert a.epsilon_lower == b.epsilon_lower and a.threshold == b.threshold  # same rng → same numbers
     assert a.test.n_h0 == a.calibration.n_h1 == a.trials == 200_000
     assert a.mu_eff == pytest.approx(1.0, abs=1e-6) and 0.2 < a.epsilon_lower <= a.epsilon_theory
-    assert a.threshold_mix == pytest.approx(audit_mod.mixture_llr(a.threshold, 0.1))
+    assert a.threshold_mix == pytest.approx(mixture_llr_fn(a.threshold, 0.1))
 
 
 def test_tightness_curve_table():

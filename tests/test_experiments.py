@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from pe_kit import experiments as X
 from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.results import StepCache
+from pe_kit.report.results import StepCache
+from pe_kit.run import checks
+from pe_kit.run import experiments as X
 
 MECH = MechanismConfig(record_cap=16)
 
@@ -56,7 +57,7 @@ def test_audit_variants_resume_and_shortfall(tiny_world, tmp_path, monkeypatch):
     again, _ = X.audit_variants(tiny_world, ["ordinary", "nonce"], 2, MECH, audit, 0, cache, progress=False)
     assert cache.hits == 4 and [r["epsilon_lower"] for r in again] == [r["epsilon_lower"] for r in rows]
 
-    from pe_kit.generation import PoolShortfallError
+    from pe_kit.text.generators.base import PoolShortfallError
 
     real = X.make_design
 
@@ -86,7 +87,7 @@ def test_sweep_keeps_the_design_and_moves_the_setting(tiny_world):
 
 def test_llr_checks_identities_hold_on_real_contributions(tiny_world):
     designs = [X.design_for(tiny_world, v, 0, 0, seed=0, mechanism=MECH) for v in ("ordinary", "nonce")]
-    rows, draws = X.llr_checks(tiny_world, designs, MECH, AuditConfig(trials=10), 20_000,
+    rows, draws = checks.llr_checks(tiny_world, designs, MECH, AuditConfig(trials=10), 20_000,
                                np.random.default_rng(0), ceiling_sigmas=(0.5, 1.0), full_path_trials=500)
     by = {(r["variant"], r["check"]): r for r in rows}
     for v in ("ordinary", "nonce"):
@@ -100,7 +101,7 @@ def test_llr_checks_identities_hold_on_real_contributions(tiny_world):
 
 def test_tightness_uses_the_engine(tiny_world):
     rows = X.tightness(tiny_world, "nonce", [1000, 20_000], MECH, AuditConfig(trials=10, n_canaries=1), 0)
-    assert [r["trials"] for r in rows] == [1000, 20_000] and rows[0]["source"] == "pe_kit.engine.tightness_curve"
+    assert [r["trials"] for r in rows] == [1000, 20_000] and rows[0]["source"] == "pe_kit.audit.sweep.tightness_curve"
     assert rows[0]["epsilon_expected"] <= rows[1]["epsilon_expected"] < rows[1]["epsilon_theory"]
     assert all(0 <= r["epsilon_lower"] <= r["epsilon_theory"] for r in rows)
     with pytest.raises(ValueError, match="tightness_trials"):

@@ -1,4 +1,4 @@
-"""Tests for pe_kit.generation: WordNet paraphraser, OpenAI-compatible backend (against a local
+"""Tests for pe_kit.text.generators: WordNet paraphraser, OpenAI-compatible backend (against a local
 HTTP server bound to 127.0.0.1), local SmolLM2 backend (slow), cache and pool builders."""
 from __future__ import annotations
 
@@ -16,24 +16,21 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from pe_kit.generation import (  # noqa: E402
-    CachedGenerator,
+from pe_kit.text.generators.base import (
     GenerationError,
-    LocalLMGenerator,
-    OpenAIChatGenerator,
     PoolShortfallError,
     SeededGenerator,
     TextGenerator,
-    WordNetParaphraser,
     clean_reply,
     draw_seeds,
-    icl_prompt,
-    label_prompt,
-    make_label_bank,
-    make_paraphrase_pool,
     normalize_text,
-    paraphrase_prompt,
 )
+from pe_kit.text.generators.cached import CachedGenerator
+from pe_kit.text.generators.local_lm import LocalLMGenerator
+from pe_kit.text.generators.openai_chat import OpenAIChatGenerator
+from pe_kit.text.generators.pools import make_label_bank, make_paraphrase_pool
+from pe_kit.text.generators.prompts import icl_prompt, label_prompt, paraphrase_prompt
+from pe_kit.text.generators.wordnet import WordNetParaphraser
 
 WORDNET_DIR = Path("/usr/share/wordnet")
 needs_wordnet = pytest.mark.skipif(
@@ -499,7 +496,7 @@ def test_cached_wordnet_matches_uncached(tmp_path):
 
 
 def test_converted_model_manifest_detects_corruption(tmp_path):
-    from pe_kit.generation import _file_sha256, _verified_dir
+    from pe_kit.text.generators.local_lm import _file_sha256, _verified_dir
 
     (tmp_path / "model.safetensors").write_bytes(b"weights" * 100)
     (tmp_path / "config.json").write_text("{}")
@@ -518,7 +515,7 @@ def _smollm2_available() -> bool:
     if importlib.util.find_spec("gguf") is None:
         return False
     try:
-        from pe_kit.generation import smollm2_gguf_path
+        from pe_kit.text.generators.local_lm import smollm2_gguf_path
 
         smollm2_gguf_path()
     except GenerationError:
@@ -549,7 +546,7 @@ def test_converted_smollm2_copy_matches_gguf(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pe_kit.generation import _save_converted, _verified_dir
+    from pe_kit.text.generators.local_lm import _save_converted, _verified_dir
 
     tok, model = LocalLMGenerator(num_threads=1, convert_cache=False).load()  # shared per process
     dest = tmp_path / "converted"

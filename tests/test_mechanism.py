@@ -3,8 +3,14 @@ import numpy as np
 import pytest
 
 from pe_kit.config import MechanismConfig
-from pe_kit.mechanism import (build_neighbor_index, contributions, release, routes_with_probes, squared_distances,
-                              topk_routes)
+from pe_kit.pe.mechanism import (
+    build_neighbor_index,
+    contributions,
+    release,
+    routes_with_probes,
+    squared_distances,
+    topk_routes,
+)
 
 
 def _unit(rng, n, d=16):

@@ -4,8 +4,14 @@ import zipfile
 
 import pytest
 
-from pe_kit.embedding import resolve_model_path
-from pe_kit.models import MPNET_PARTS, available_encoders, mpnet_available, mpnet_parts, mpnet_path
+from pe_kit.text.encoder import resolve_model_path
+from pe_kit.text.models import (
+    MPNET_PARTS,
+    available_encoders,
+    mpnet_available,
+    mpnet_parts,
+    mpnet_path,
+)
 
 
 def _fake_parts(root, n_parts=5, skip=None):
@@ -54,7 +60,7 @@ def test_missing_part_names_the_package_and_the_fix(tmp_path):
 
 
 def test_resolution_without_parts(tmp_path, monkeypatch):
-    monkeypatch.setattr("pe_kit.models.mpnet_available", lambda search_path=None: False)
+    monkeypatch.setattr("pe_kit.text.models.mpnet_available", lambda search_path=None: False)
     assert available_encoders() == ["all-MiniLM-L6-v2"]
     if not mpnet_available():  # in this environment the parts are not installed: the name passes through
         assert resolve_model_path("all-mpnet-base-v2") == "all-mpnet-base-v2"

@@ -1,16 +1,24 @@
-"""Multi-round PE (Alg. A.1), its composed audit (Eq. 36) and checkpoints (pe_kit.multiround, pe_kit.variation)."""
+"""Multi-round PE (Alg. A.1), its composed audit (Eq. 36) and checkpoints (pe_kit.pe.multiround, pe_kit.text.variation)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import pe_kit.multiround as mr
-from pe_kit.accounting import epsilon_theory, epsilon_theory_prefixes
+import pe_kit.pe.multiround as mr
+from pe_kit.attack.variants import design_nonce
+from pe_kit.audit.accounting import epsilon_theory, epsilon_theory_prefixes
+from pe_kit.audit.composed import RoundProblem, composed_audit, round_problems
+from pe_kit.audit.trials import ScalarProblem
 from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.generation import GenerationError
-from pe_kit.probes import design_nonce
-from pe_kit.trials import ScalarProblem
-from pe_kit.variation import Feedback, PublicRetrievalGenerator, build_feedback, make_variations, public_pool
+from pe_kit.run.multiround_study import multiround_study
+from pe_kit.text.generators.base import GenerationError
+from pe_kit.text.variation import (
+    Feedback,
+    PublicRetrievalGenerator,
+    build_feedback,
+    make_variations,
+    public_pool,
+)
 
 P = 256  # initial bank: the first 256 texts of the tiny world's bank A sample
 R = 16  # probes
@@ -271,7 +279,7 @@ def test_composed_audit_on_blogs_stays_below_theory(loop, tiny_world, design):
     tr, _, _ = loop
     audit = AuditConfig(trials=200_000)
     canary = mr.Population(design.canary_embeddings, np.zeros(16, np.int64), 1, "canary")
-    probs = mr.round_problems(tr, canary, *(mr.Population.from_world(tiny_world, s) for s in
+    probs = round_problems(tr, canary, *(mr.Population.from_world(tiny_world, s) for s in
                                             ("aux", "calibration", "test")), MECH, audit, np.random.default_rng(1))
     assert [p.round for p in probs] == [0, 1, 2]
     for p in probs:
@@ -279,7 +287,7 @@ def test_composed_audit_on_blogs_stays_below_theory(loop, tiny_world, design):
         assert p.canary_norm == pytest.approx(0.1)  # every nonce vote lands on a probe: ‖v_P‖ = C
         assert 0.85 < p.mu_eff <= 1 / 1.1088  # Eq. 20 ceiling 1/σ = 0.9019
         assert p.test.n_users == p.calibration.n_users == 30
-    rows = mr.composed_audit(probs, MECH, audit, np.random.default_rng(2))
+    rows = composed_audit(probs, MECH, audit, np.random.default_rng(2))
     assert [r["releases"] for r in rows] == [1, 2, 3]
     theory = [r["epsilon_theory"] for r in rows]
     np.testing.assert_allclose(theory, [1.345, 1.540, 1.682], atol=0.003)
@@ -294,23 +302,23 @@ def test_composed_audit_on_blogs_stays_below_theory(loop, tiny_world, design):
 def test_composed_audit_null_canary_gives_zero():
     null = ScalarProblem(projections=np.array([0.01, -0.02, 0.03]), canary_shift=0.0, noise_sd=0.5, offset=0.0,
                          sample_rate=0.1, n_users=3)
-    probs = [mr.RoundProblem(t, np.arange(2), 0.0, 0.0, null, null) for t in range(4)]
-    rows = mr.composed_audit(probs, MECH, AuditConfig(trials=20_000), np.random.default_rng(0))
+    probs = [RoundProblem(t, np.arange(2), 0.0, 0.0, null, null) for t in range(4)]
+    rows = composed_audit(probs, MECH, AuditConfig(trials=20_000), np.random.default_rng(0))
     assert [r["epsilon_lower"] for r in rows] == [0.0] * 4
     np.testing.assert_allclose([r["epsilon_theory"] for r in rows], [1.345, 1.540, 1.682, 1.800], atol=0.003)
 
 
 def test_composed_audit_rejects_empty_and_noiseless():
     with pytest.raises(ValueError, match="problems"):
-        mr.composed_audit([], MECH, AuditConfig(trials=10), np.random.default_rng(0))
+        composed_audit([], MECH, AuditConfig(trials=10), np.random.default_rng(0))
     p = ScalarProblem(np.zeros(0), 1.0, 1.0, 0.0, 0.1, 1)
     with pytest.raises(ValueError, match="noise_multiplier"):
-        mr.composed_audit([mr.RoundProblem(0, np.arange(1), 1.0, 0.1, p, p)],
+        composed_audit([RoundProblem(0, np.arange(1), 1.0, 0.1, p, p)],
                           MechanismConfig(noise_multiplier=0.0), AuditConfig(trials=10), np.random.default_rng(0))
 
 
 def test_multiround_study_rows(tiny_world, design, tmp_path):
-    tr, rows = mr.multiround_study(tiny_world, design, _retrieval(tiny_world), MECH, mr.PEConfig(rounds=2),
+    tr, rows = multiround_study(tiny_world, design, _retrieval(tiny_world), MECH, mr.PEConfig(rounds=2),
                                    AuditConfig(trials=5_000), np.random.default_rng(0), mauve_seeds=(0, 1),
                                    mauve_samples=200, checkpoint_dir=tmp_path, bank_texts=tiny_world.bank_texts[:P],
                                    bank_embeddings=tiny_world.bank[:P])
@@ -323,7 +331,7 @@ def test_multiround_study_rows(tiny_world, design, tmp_path):
         assert r["epsilon_lower"] < max(r["epsilon_theory"], 1e-9) or r["round"] == 0
         assert r["mech_noise_multiplier"] == 1.1088 and r["pe_rounds"] == 2 and r["variant"] == "nonce"
     with pytest.raises(ValueError, match="reference_split"):
-        mr.multiround_study(tiny_world, design, _retrieval(tiny_world), MECH, mr.PEConfig(rounds=1),
+        multiround_study(tiny_world, design, _retrieval(tiny_world), MECH, mr.PEConfig(rounds=1),
                             AuditConfig(trials=10), np.random.default_rng(0), reference_split="test")
 
 
@@ -347,7 +355,7 @@ def test_notebook_runs_headless_with_tiny_parameters(tmp_path):
     import pandas as pd
     import papermill as pm
 
-    from pe_kit.reproduce import this_python_kernel
+    from pe_kit.run.reproduce import this_python_kernel
     from tests.conftest import TINY_DATA
 
     out = tmp_path / "out"

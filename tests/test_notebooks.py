@@ -14,7 +14,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from pe_kit.reproduce import NOTEBOOK_KEYS, NOTEBOOKS, _declared, run_reproduction
+from pe_kit.run.presets import NOTEBOOK_KEYS, NOTEBOOKS
+from pe_kit.run.reproduce import _declared, run_reproduction
 
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
@@ -108,7 +109,7 @@ def _mini_notebook(path: Path, body: str) -> None:
     params = nbformat.v4.new_code_cell('output_dir = "."\npreset = "tiny"\nseed = 0')
     params.metadata["tags"] = ["parameters"]
     cells = [nbformat.v4.new_markdown_cell("# mini"), params,
-             nbformat.v4.new_code_cell("from pe_kit import results"), nbformat.v4.new_code_cell(body)]
+             nbformat.v4.new_code_cell("from pe_kit.report import results"), nbformat.v4.new_code_cell(body)]
     nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "language": "python",
                                                                         "display_name": "Python 3"}})
     nbformat.write(nb, path)
@@ -120,7 +121,7 @@ GOOD = ("results.write_rows(results.tidy([{'value': 1.0, 'seed_seen': seed}], '{
 
 @pytest.mark.notebooks
 def test_failure_names_notebook_and_cell_and_resume(tmp_path, capsys):
-    from pe_kit.cli import main
+    from pe_kit.run.cli import main
 
     nbs = tmp_path / "nbs"
     nbs.mkdir()

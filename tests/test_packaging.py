@@ -1,7 +1,8 @@
 """environment.yml and pyproject.toml list the same dependencies; CI calls the README's test command."""
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,8 +7,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from pe_kit import plots  # noqa: E402
-from pe_kit.results import add_epsilon_interval, table_epsilon  # noqa: E402
+from pe_kit.report import plots  # noqa: E402
+from pe_kit.report.results import add_epsilon_interval, table_epsilon
 
 
 def _audit_rows():

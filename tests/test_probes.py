@@ -3,13 +3,21 @@ real-data ε_lower table for all variants on the tiny Blogs world."""
 import numpy as np
 import pytest
 
+from pe_kit.attack.variants import (
+    NONCE_VARIANTS,
+    REAL_VARIANTS,
+    VARIANTS,
+    canary_assignment,
+    design_exact,
+    nonce_canary_and_pool,
+    nonce_strings,
+    spread_select,
+    variant_objective,
+)
 from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.generation import normalize_text
-from pe_kit.mechanism import build_neighbor_index, contributions, routes_with_probes
-from pe_kit.probes import (NONCE_VARIANTS, REAL_VARIANTS, VARIANTS, canary_assignment, design_exact,
-                           nonce_canary_and_pool, nonce_strings, spread_select,
-                           variant_objective)
-from pe_kit.study import audit_design, make_design
+from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
+from pe_kit.run.study import audit_design, make_design
+from pe_kit.text.generators.base import normalize_text
 
 MECH = MechanismConfig(record_cap=16)
 POOL, R = 128, 32  # CI-sized pool and probe budget (paper: 512, 64)

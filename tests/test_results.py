@@ -5,9 +5,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pe_kit.bounds import epsilon_lower_from_counts
-from pe_kit.results import (StepCache, collect, epsilon_interval, markdown_table, summary_markdown, table_epsilon,
-                            tidy, write_rows)
+from pe_kit.audit.bounds import epsilon_lower_from_counts
+from pe_kit.report.results import (
+    StepCache,
+    collect,
+    epsilon_interval,
+    markdown_table,
+    summary_markdown,
+    table_epsilon,
+    tidy,
+    write_rows,
+)
 
 
 def test_step_cache_reuses_and_recomputes(tmp_path):

@@ -2,10 +2,21 @@
 import numpy as np
 import pytest
 
+from pe_kit.attack.selection import (
+    base_neighbors,
+    greedy_select,
+    objective_value,
+    pool_covariance,
+    pool_routes,
+    probe_votes,
+)
 from pe_kit.config import MechanismConfig
-from pe_kit.mechanism import build_neighbor_index, contributions, squared_distances, topk_routes
-from pe_kit.selection import (base_neighbors, greedy_select, objective_value, pool_covariance, pool_routes,
-                              probe_votes)
+from pe_kit.pe.mechanism import (
+    build_neighbor_index,
+    contributions,
+    squared_distances,
+    topk_routes,
+)
 
 FAR = 1e3  # a removed bank position is parked far away in the materialized reference bank
 
@@ -124,7 +135,7 @@ def test_incremental_equals_plain_recomputation(seed):
 
 def test_isotropic_sigma_gives_norm_sequence_on_real_nonce(tiny_world):
     """App. B: with Σ̂ ∝ I, nonce-norm and nonce-μ_eff select the same sequence, ties included."""
-    from pe_kit.probes import nonce_canary_and_pool, replacement_positions
+    from pe_kit.attack.variants import nonce_canary_and_pool, replacement_positions
 
     rng = np.random.default_rng(1)
     canary, pool = nonce_canary_and_pool(16, 128, rng)

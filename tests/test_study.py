@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.study import audit_design, make_design
+from pe_kit.run.study import audit_design, make_design
 
 MECH = MechanismConfig(record_cap=16)
 

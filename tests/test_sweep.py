@@ -1,14 +1,21 @@
-"""Dask sweeps (pe_kit.sweep): rebuilding the scalar problem for a new (σ, q), task products and seeds,
+"""Dask sweeps (pe_kit.audit.sweep): rebuilding the scalar problem for a new (σ, q), task products and seeds,
 and Dask == serial for the same seeds."""
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from pe_kit.audit import aux_moments, llr_weights, mu_eff, null_moments
+from pe_kit.audit.moments import aux_moments, llr_weights, mu_eff, null_moments
+from pe_kit.audit.sweep import (
+    AuditTask,
+    CanaryInputs,
+    run_sweep,
+    run_task,
+    scalar_problems,
+    sweep_tasks,
+)
+from pe_kit.audit.trials import nonce_problem, scalar_problem
 from pe_kit.config import MechanismConfig
-from pe_kit.sweep import AuditTask, CanaryInputs, run_sweep, run_task, scalar_problems, sweep_tasks
-from pe_kit.trials import nonce_problem, scalar_problem
 
 
 def _inputs(seed=0, p=12, n_aux=60, n_cal=40, n_test=50, labels=None) -> CanaryInputs:

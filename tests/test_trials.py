@@ -3,10 +3,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pe_kit.audit import aux_moments, llr_weights, null_moments, restrict
+from pe_kit.audit.moments import aux_moments, llr_weights, null_moments, restrict
+from pe_kit.audit.trials import (
+    background_sums,
+    scalar_problem,
+    simulate_scores,
+    simulate_scores_full,
+)
 from pe_kit.config import MechanismConfig
-from pe_kit.study import canary_contribution, make_design
-from pe_kit.trials import background_sums, scalar_problem, simulate_scores, simulate_scores_full
+from pe_kit.run.study import canary_contribution, make_design
 
 
 def test_background_sums_exact_moments(rng):

@@ -1,10 +1,10 @@
-"""MAUVE on the kit's embeddings (pe_kit.utility; Pillutla et al. 2021, paper Fig. 2)."""
+"""MAUVE on the kit's embeddings (pe_kit.report.mauve; Pillutla et al. 2021, paper Fig. 2)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pe_kit.utility import MauveResult, mauve_score
+from pe_kit.report.mauve import MauveResult, mauve_score
 
 
 def test_mauve_of_a_set_against_itself_is_one(tiny_world):

@@ -3,7 +3,12 @@ import math
 
 import pytest
 
-from pe_kit.widgets import asymptotic_epsilon, expected_epsilon_lower, explorer, explorer_state
+from pe_kit.report.widgets import (
+    asymptotic_epsilon,
+    expected_epsilon_lower,
+    explorer,
+    explorer_state,
+)
 
 
 def test_paper_operating_point():

@@ -1,0 +1,4 @@
+"""Stage 5 — attack design: the eight variants and greedy probe selection.
+
+Modules: ``variants`` (Table 1, App. B), ``selection`` (Alg. B.1, Eq. 6).
+"""

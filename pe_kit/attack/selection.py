@@ -1,0 +1,471 @@
+"""Greedy forward probe selection (Alg. B.1, Eq. 6) and the routing pieces it needs.
+
+Source: "Canaries in the Bank", App. B ("Trial-set routing and scores", "Why forward selection is
+necessary", Algorithm B.1) and App. E.7 (Eqs. 31–35) for the frozen pool covariance Σ̂_Q.
+
+Setting. The bank S has p positions; r ordered replacement positions ρ_1..ρ_r are reserved before
+selection and S_base is S without them. A pool Q = {c_1..c_M} of candidate probes is given. For a trial
+index set T (in selection order), probe T[t] sits at bank position ρ_t. ProbeVotes(S(T), D_can, k)
+re-routes every canary record to its k nearest entries of S_base ∪ {c_j : j ∈ T} (exact Euclidean,
+ties → lowest *final bank index*), and returns w_T = (probe vote counts) / (m·k), the canary's
+*un-clipped* normalized probe votes. The objectives are (Eq. 6)
+
+    J_norm(T) = ‖w_T‖²,        J_μeff(T) = w_Tᵀ [Σ̂_Q]_{T,T}⁻¹ w_T.
+
+Two implementations of Alg. B.1 are provided and tested to select the same sequence:
+
+* ``method="plain"`` – literal Alg. B.1 lines 8–21: for every remaining candidate, re-route all m
+  records by merging the trial probes with each record's k nearest base entries, count votes, and
+  evaluate J with a fresh Cholesky solve on the principal submatrix.
+* ``method="incremental"`` (default) – the same decisions, vectorized. Each record's current top-k
+  list over S(P) is kept; adding one candidate j only lets j displace the current k-th entry of the
+  records it beats, so for *all* remaining candidates at once the trial vote vector is
+  (current counts − evictions, new votes) with evictions = (one-hot k-th owner)ᵀ · enters. J_norm is
+  evaluated in exact integer arithmetic on counts; J_μeff with the bordered (Schur-complement)
+  inverse xᵀΣ_T⁻¹x = x_Pᵀ K x_P + (x_j − bᵀK x_P)² / (c − bᵀK b), K = Σ_P⁻¹ updated rank-one per round.
+  Cost per round O(m·M + |P|·m·M + |P|²·M) instead of O(M·(m·k·|P| + |P|³)).
+
+Ties: J_norm ties are exact (integers). J_μeff scores within ``tie_rtol`` (relative to the best,
+plus the same fraction of the one-vote score scale (1/(mk))²/max diag Σ̂) count as ties, so rounding
+differences between algebraically equal scores can never split a tie; every tie goes to the lowest
+pool index (Alg. B.1 line 19).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+
+from pe_kit.audit.moments import aux_moments, null_moments
+from pe_kit.config import MechanismConfig
+from pe_kit.pe.mechanism import NeighborIndex, contributions, topk_routes
+
+__all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_covariance", "probe_votes",
+           "objective_value", "greedy_select"]
+
+OBJECTIVES = ("norm", "mu_eff")
+
+
+def _sort_rows(d: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per-row permutation ordering (n, c) entries by distance, then by bank index."""
+    o = np.argsort(idx, axis=1, kind="stable")
+    o2 = np.argsort(np.take_along_axis(d, o, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(o, o2, axis=1)
+
+
+def _check_positions(positions, bank_size: int | None = None) -> np.ndarray:
+    pos = np.asarray(positions)
+    if pos.ndim != 1 or (pos.size and not np.issubdtype(pos.dtype, np.integer)):
+        raise ValueError(f"positions must be a 1-D integer array of bank positions; got shape {pos.shape}, "
+                         f"dtype {pos.dtype}")
+    pos = pos.astype(np.int64)
+    if len(np.unique(pos)) != pos.size or (pos.size and pos.min() < 0):
+        raise ValueError("positions must be distinct, non-negative bank positions; draw them with "
+                         "probes.replacement_positions")
+    if bank_size is not None and pos.size and pos.max() >= bank_size:
+        raise ValueError(f"positions must lie in [0, {bank_size}); got max {pos.max()}")
+    return pos
+
+
+def base_neighbors(index: NeighborIndex, removed_positions, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's k nearest entries of S_base = the bank without the reserved positions (App. B).
+
+    Args:
+        index: ``NeighborIndex`` of the records on the full bank, depth ≥ top_k + len(removed_positions).
+        removed_positions: int (r,) reserved replacement positions ρ.
+        top_k: k ≥ 1.
+
+    Returns:
+        (indices int64 (n, k), squared distances float64 (n, k)), nearest first, ties → lowest index.
+
+    Raises:
+        ValueError: if the index is too shallow, or positions are invalid.
+    """
+    pos = _check_positions(removed_positions, index.bank_size)
+    if top_k < 1:
+        raise ValueError(f"top_k={top_k} must be ≥ 1")
+    if index.depth < min(index.bank_size, top_k + pos.size):
+        raise ValueError(f"NeighborIndex depth {index.depth} < top_k + r = {top_k + pos.size}: rebuild it deeper "
+                         "(build_neighbor_index(records, bank, top_k + r))")
+    removed = np.isin(index.indices, pos)
+    keep = np.argsort(removed, axis=1, kind="stable")[:, :top_k]
+    return np.take_along_axis(index.indices, keep, axis=1), np.take_along_axis(index.distances, keep, axis=1)
+
+
+def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, removed_positions, top_k: int,
+                chunk_size: int = 4096) -> np.ndarray:
+    """Top-k routes of ``records`` in S_base ∪ Q, the base bank plus the *whole* pool (Alg. B.1 line 6).
+
+    Pool entry j gets the virtual index p + j (after every base index, so exact ties go to the base).
+
+    Args:
+        index: ``NeighborIndex`` of ``records`` on the full bank (depth ≥ top_k + r).
+        records: float (n, d) embeddings of the same records.
+        pool: float (M, d) candidate embeddings.
+        removed_positions: int (r,) reserved positions (excluded from the base).
+        top_k: k. chunk_size: records per (chunk, M) distance block.
+
+    Returns:
+        int64 (n, k) indices in [0, p + M).
+
+    Raises:
+        ValueError: on a too-shallow index or mismatched shapes.
+    """
+    records = np.asarray(records)
+    pool = np.asarray(pool)
+    if records.shape[0] != index.indices.shape[0]:
+        raise ValueError(f"records has {records.shape[0]} rows but the index has {index.indices.shape[0]}")
+    if pool.ndim != 2 or pool.shape[1] != records.shape[1]:
+        raise ValueError(f"pool must be (M, {records.shape[1]}); got {pool.shape}")
+    b_idx, b_d = base_neighbors(index, removed_positions, top_k)
+    p, m_pool = index.bank_size, pool.shape[0]
+    kp = min(top_k, m_pool)
+    out = np.empty((records.shape[0], top_k), dtype=np.int64)
+    for s in range(0, records.shape[0], chunk_size):
+        e = min(records.shape[0], s + chunk_size)
+        # only a record's k nearest pool entries can enter its top k: merge 2k candidates, not k + M
+        p_idx, p_d = topk_routes(records[s:e], pool, kp, return_distances=True)
+        cd = np.concatenate([b_d[s:e], p_d], axis=1)
+        ci = np.concatenate([b_idx[s:e], p_idx + p], axis=1)
+        o = _sort_rows(cd, ci)[:, :top_k]
+        out[s:e] = np.take_along_axis(ci, o, axis=1)
+    return out
+
+
+def pool_covariance(aux_index: NeighborIndex, aux_records: np.ndarray, aux_owner: np.ndarray, n_aux_users: int,
+                    pool: np.ndarray, removed_positions, mechanism: MechanismConfig, n_users: int,
+                    shrinkage: float = 0.1, ridge: float = 1e-9) -> np.ndarray:
+    """Frozen pool covariance Σ̂_Q from auxiliary users (Alg. B.1 line 6; Eqs. 31–35).
+
+    Design choice (documented): aux users are routed to S_base ∪ Q with *all* M candidates present
+    (``pool_routes``), their normalized votes are clipped to C on the full vector (Eq. 1), and Σ̂_Q =
+    q(1−q)N·shrink_s(M̂_Q) + (σC)² I + ridge·I on the M pool coordinates, N = ``n_users`` (the eligible
+    test population the audit will face). Trial sets use principal submatrices [Σ̂_Q]_{T,T}. The canary's
+    w_T in J_μeff is the *un-clipped* vote fraction (App. B); since J is a quadratic form, a constant
+    rescaling of w would not change the argmax — only the j-dependent clip factor would, and App. B
+    uses w_P, so we do too.
+
+    Args:
+        aux_index: ``NeighborIndex`` of aux records on the full bank (depth ≥ k + r).
+        aux_records: float (n_records, d); aux_owner: int (n_records,) user rows; n_aux_users: rows.
+        pool: float (M, d). removed_positions: int (r,) reserved positions.
+        mechanism: k, C, σ, q. n_users: N. shrinkage: Eq. 33 coefficient. ridge: Eq. 35 ridge.
+
+    Returns:
+        float64 (M, M) symmetric positive definite Σ̂_Q.
+
+    Raises:
+        ValueError: on no aux users or bad shapes (see ``pool_routes``, ``aux_moments``).
+    """
+    if n_aux_users < 1:
+        raise ValueError("n_aux_users must be ≥ 1: Σ̂_Q is estimated from auxiliary users")
+    if n_users < 1:
+        raise ValueError(f"n_users={n_users} must be ≥ 1 (the eligible population N)")
+    pool = np.asarray(pool)
+    routes = pool_routes(aux_index, aux_records, pool, removed_positions, mechanism.top_k)
+    p = aux_index.bank_size
+    c = contributions(routes, aux_owner, n_aux_users, p + pool.shape[0], mechanism.clip_norm)
+    moments = aux_moments(c[:, p:], shrinkage)
+    _, sigma = null_moments(moments, n_users, mechanism, ridge)
+    return sigma
+
+
+def _check_inputs(pool_d2, base_d2, base_idx, positions):
+    pool_d2 = np.asarray(pool_d2, dtype=np.float64)
+    base_d2 = np.asarray(base_d2, dtype=np.float64)
+    base_idx = np.asarray(base_idx)
+    if pool_d2.ndim != 2 or base_d2.ndim != 2:
+        raise ValueError(f"pool_d2 (m, M) and base_d2 (m, k) must be 2-D; got {pool_d2.shape}, {base_d2.shape}")
+    m, k = base_d2.shape
+    if pool_d2.shape[0] != m or base_idx.shape != (m, k):
+        raise ValueError(f"pool_d2 {pool_d2.shape}, base_d2 {base_d2.shape} and base_idx {base_idx.shape} must "
+                         "agree on m records (and k)")
+    if m == 0 or k == 0:
+        raise ValueError("need at least one canary record and top_k ≥ 1")
+    if not (np.isfinite(pool_d2).all() and np.isfinite(base_d2).all()):
+        raise ValueError("distances contain NaN or inf; re-embed the texts")
+    base_idx = base_idx.astype(np.int64)
+    o = _sort_rows(base_d2, base_idx)
+    if not (o == np.arange(k)).all():
+        raise ValueError("base_d2/base_idx rows must be sorted by (distance, index); use base_neighbors")
+    pos = _check_positions(positions)
+    if np.isin(base_idx, pos).any():
+        raise ValueError("base_idx contains a reserved position: remove the positions first (base_neighbors)")
+    return pool_d2, base_d2, base_idx, pos
+
+
+def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, selected) -> np.ndarray:
+    """ProbeVotes(S(T), D_can, k) by full re-routing (App. B; Alg. B.1 line 11), as integer counts.
+
+    Args:
+        pool_d2: float64 (m, M) squared distances canary records → pool entries.
+        base_d2, base_idx: (m, k) each record's k nearest S_base entries (``base_neighbors``).
+        positions: int (≥ |T|,) reserved positions; probe T[t] sits at ``positions[t]``.
+        selected: int (|T|,) pool indices in slot order.
+
+    Returns:
+        int64 (|T|,) canary votes per probe slot; w_T = counts / (m·k).
+
+    Raises:
+        ValueError: on inconsistent shapes or more probes than positions.
+    """
+    pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
+    sel = np.asarray(selected, dtype=np.int64).ravel()
+    if sel.size > pos.size:
+        raise ValueError(f"{sel.size} probes but only {pos.size} reserved positions")
+    m, k = base_d2.shape
+    if sel.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    cd = np.concatenate([base_d2, pool_d2[:, sel]], axis=1)
+    ci = np.concatenate([base_idx, np.broadcast_to(pos[:sel.size], (m, sel.size))], axis=1)
+    slot = np.concatenate([np.full((m, k), -1, np.int64), np.broadcast_to(np.arange(sel.size), (m, sel.size))], axis=1)
+    o = _sort_rows(cd, ci)[:, :k]
+    s = np.take_along_axis(slot, o, axis=1).ravel()
+    return np.bincount(s[s >= 0], minlength=sel.size).astype(np.int64)
+
+
+def objective_value(counts: np.ndarray, n_records: int, top_k: int, objective: str,
+                    sigma_sub: np.ndarray | None = None) -> float:
+    """J_norm or J_μeff of one trial set from its vote counts (Eq. 6).
+
+    Args:
+        counts: int (|T|,) probe vote counts; w = counts / (n_records·top_k).
+        objective: ``"norm"`` or ``"mu_eff"``; sigma_sub: float (|T|, |T|) [Σ̂_Q]_{T,T} for mu_eff.
+
+    Returns:
+        float J(T).
+
+    Raises:
+        ValueError: on an unknown objective, a missing/mis-shaped Σ, or a non-PD Σ.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
+    w = np.asarray(counts, dtype=np.float64) / (n_records * top_k)
+    if objective == "norm":
+        return float(w @ w)
+    if sigma_sub is None or np.shape(sigma_sub) != (w.size, w.size):
+        raise ValueError(f"sigma_sub must be ({w.size}, {w.size}) for objective 'mu_eff'")
+    if w.size == 0:
+        return 0.0
+    try:
+        return float(w @ sla.cho_solve(sla.cho_factor(sigma_sub, lower=True), w))
+    except np.linalg.LinAlgError as exc:
+        raise ValueError("Σ̂_T is not positive definite; use noise_multiplier > 0 or ridge > 0") from exc
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Outcome of Alg. B.1.
+
+    Attributes:
+        order: int64 (r,) pool indices j_1..j_r (selection order; probe t → position ρ_t).
+        scores: float64 (r,) J of the committed set after each round (Eq. 6).
+        counts: int64 (r,) final canary vote counts per probe slot; weights = counts / (m·k).
+        objective: ``norm`` or ``mu_eff``; method: ``incremental`` or ``plain``.
+        n_records: m; top_k: k; seconds: wall time of the selection loop.
+        ties: int (r,) number of candidates tied at the best score in each round.
+    """
+
+    order: np.ndarray
+    scores: np.ndarray
+    counts: np.ndarray
+    objective: str
+    method: str
+    n_records: int
+    top_k: int
+    seconds: float
+    ties: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def weights(self) -> np.ndarray:
+        """float64 (r,) w_P = counts / (m·k): un-clipped normalized probe votes (App. B)."""
+        return self.counts / (self.n_records * self.top_k)
+
+
+def _single_thread_blas():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn, a core dependency
+        import contextlib
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _pick(scores: np.ndarray, cand: np.ndarray, exact: bool, tol_floor: float, rtol: float) -> tuple[int, int]:
+    """Lowest pool index among the best-scoring candidates (Alg. B.1 line 19); returns (index, #ties)."""
+    best = scores.max()
+    if exact:
+        tied = scores == best
+    else:
+        tied = scores >= best - (rtol * abs(best) + tol_floor)
+    hits = cand[tied]
+    return int(hits.min()), int(hits.size)
+
+
+def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, objective: str = "norm",
+                  sigma: np.ndarray | None = None, method: str = "incremental", tie_rtol: float = 1e-10) -> Selection:
+    """Greedy forward selection of r = len(positions) probes from a pool of M (Alg. B.1, Eq. 6).
+
+    Every tentative set P ∪ {j} re-routes all m canary records (exactly; see the module docstring),
+    the best trial set is committed, exact ties → lowest pool index.
+
+    Args:
+        pool_d2: float (m, M) squared distances from each canary record to each pool entry
+            (``mechanism.squared_distances``, the same formula the audit uses).
+        base_d2, base_idx: (m, k) each record's k nearest S_base entries (``base_neighbors``).
+        positions: int (r,) ordered replacement positions ρ (r ≤ M); used for exact-tie routing.
+        objective: ``"norm"`` (J = ‖w‖²) or ``"mu_eff"`` (J = wᵀΣ̂_T⁻¹w).
+        sigma: float (M, M) frozen Σ̂_Q (``pool_covariance``), required for ``mu_eff``.
+        method: ``"incremental"`` (vectorized, default) or ``"plain"`` (literal reference).
+        tie_rtol: relative tolerance under which μ_eff scores count as tied (norm ties are exact).
+
+    Returns:
+        ``Selection``.
+
+    Raises:
+        ValueError: naming the bad argument (shapes, r > M, unknown objective/method, Σ not PD).
+    """
+    pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
+    if method not in ("incremental", "plain"):
+        raise ValueError(f"method={method!r} is unknown; use 'incremental' or 'plain'")
+    m, k = base_d2.shape
+    n_pool = pool_d2.shape[1]
+    r = pos.size
+    if r > n_pool:
+        raise ValueError(f"r={r} probes cannot be selected from a pool of M={n_pool}; raise the pool size or lower r")
+    if not 0 <= tie_rtol < 1e-3:
+        raise ValueError(f"tie_rtol={tie_rtol} must lie in [0, 1e-3)")
+    if objective == "mu_eff":
+        if sigma is None:
+            raise ValueError("objective 'mu_eff' needs sigma, the frozen (M, M) pool covariance (pool_covariance)")
+        sigma = np.asarray(sigma, dtype=np.float64)
+        if sigma.shape != (n_pool, n_pool) or not np.isfinite(sigma).all():
+            raise ValueError(f"sigma must be a finite ({n_pool}, {n_pool}) matrix; got {sigma.shape}")
+        if not np.allclose(sigma, sigma.T, rtol=1e-10, atol=0):
+            raise ValueError("sigma must be symmetric")
+        if (np.diag(sigma) <= 0).any():
+            raise ValueError("sigma must have a positive diagonal (add the DP noise term (σC)² I or a ridge)")
+        tol_floor = tie_rtol / (m * k) ** 2 / float(np.diag(sigma).max())
+    else:
+        tol_floor = 0.0
+    t0 = time.perf_counter()
+    run = _greedy_incremental if method == "incremental" else _greedy_plain
+    with _single_thread_blas():  # tiny matrix products: threads only add contention
+        order, scores, ties = run(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, tie_rtol)
+    counts = probe_votes(pool_d2, base_d2, base_idx, pos, order)
+    return Selection(order=order, scores=scores, counts=counts, objective=objective, method=method, n_records=m,
+                     top_k=k, seconds=time.perf_counter() - t0, ties=ties)
+
+
+def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, rtol):
+    m, k = base_d2.shape
+    n_pool = pool_d2.shape[1]
+    order: list[int] = []
+    scores, ties = np.empty(pos.size), np.empty(pos.size, np.int64)
+    available = np.ones(n_pool, bool)
+    for t in range(pos.size):
+        cand = np.flatnonzero(available)
+        if objective == "norm":
+            s = np.empty(cand.size, dtype=np.int64)
+        else:
+            s = np.empty(cand.size)
+        for a, j in enumerate(cand):
+            trial = order + [int(j)]
+            c = probe_votes(pool_d2, base_d2, base_idx, pos, trial)
+            if objective == "norm":
+                s[a] = int(c @ c)
+            else:
+                s[a] = objective_value(c, m, k, "mu_eff", sigma[np.ix_(trial, trial)])
+        j, n_tied = _pick(s, cand, objective == "norm", tol_floor, rtol)
+        scores[t] = (s.max() / float(m * k) ** 2) if objective == "norm" else s.max()
+        ties[t] = n_tied
+        order.append(j)
+        available[j] = False
+    return np.asarray(order, dtype=np.int64), scores, ties
+
+
+def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, rtol):
+    m, k = base_d2.shape
+    n_pool = pool_d2.shape[1]
+    r = pos.size
+    scale = 1.0 / (m * k)
+    # each record's current top-k over S(P), sorted by (distance, bank index); slot -1 = base entry
+    cur_d = base_d2.copy()
+    cur_i = base_idx.copy()
+    cur_s = np.full((m, k), -1, dtype=np.int64)
+    counts = np.zeros(r, dtype=np.int64)
+    available = np.ones(n_pool, bool)
+    order = np.empty(r, dtype=np.int64)
+    scores, ties = np.empty(r), np.empty(r, np.int64)
+    diag = np.diag(sigma).copy() if sigma is not None else None
+    kinv = np.zeros((0, 0))
+    rows_m = np.arange(m)
+    for t in range(r):
+        cand = np.flatnonzero(available)
+        d_c = pool_d2[:, cand]
+        kd, ki, ks = cur_d[:, -1], cur_i[:, -1], cur_s[:, -1]
+        enters = (d_c < kd[:, None]) | ((d_c == kd[:, None]) & (pos[t] < ki)[:, None])  # (m, |cand|)
+        new_votes = enters.sum(axis=0).astype(np.int64)
+        if t > 0:
+            # evictions: votes each committed probe loses when j enters a record whose k-th entry it holds
+            evict = np.zeros((t, cand.size), dtype=np.int64)
+            held = np.flatnonzero(ks >= 0)
+            if held.size:
+                held = held[np.argsort(ks[held], kind="stable")]
+                slots, starts = np.unique(ks[held], return_index=True)
+                evict[slots] = np.add.reduceat(enters[held].astype(np.int64), starts, axis=0)
+            trial = counts[:t, None] - evict
+        else:
+            trial = np.zeros((0, cand.size), dtype=np.int64)
+        if objective == "norm":
+            s = np.einsum("ij,ij->j", trial, trial) + new_votes * new_votes
+            j, n_tied = _pick(s, cand, True, 0.0, rtol)
+            scores[t] = s.max() * scale * scale
+        else:
+            x = trial * scale
+            xj = new_votes * scale
+            if t > 0:
+                sel = order[:t]
+                b = sigma[np.ix_(sel, cand)]  # (t, |cand|)
+                kb = kinv @ b
+                kx = kinv @ x
+                q1 = np.einsum("ij,ij->j", x, kx)
+                cross = np.einsum("ij,ij->j", kb, x)
+                schur = diag[cand] - np.einsum("ij,ij->j", b, kb)
+                s = q1 + (xj - cross) ** 2 / schur
+            else:
+                s = xj * xj / diag[cand]
+            j, n_tied = _pick(s, cand, False, tol_floor, rtol)
+            scores[t] = s.max()
+        ties[t] = n_tied
+        a = int(np.searchsorted(cand, j))
+        hit = rows_m[enters[:, a]]
+        if hit.size:
+            ev = cur_s[hit, -1]
+            np.subtract.at(counts, ev[ev >= 0], 1)
+            cur_d[hit, -1] = pool_d2[hit, j]
+            cur_i[hit, -1] = pos[t]
+            cur_s[hit, -1] = t
+            o = _sort_rows(cur_d[hit], cur_i[hit])
+            cur_d[hit] = np.take_along_axis(cur_d[hit], o, axis=1)
+            cur_i[hit] = np.take_along_axis(cur_i[hit], o, axis=1)
+            cur_s[hit] = np.take_along_axis(cur_s[hit], o, axis=1)
+        counts[t] = hit.size
+        if objective == "mu_eff":  # bordered inverse: K_{P∪j} from K_P
+            if t == 0:
+                kinv = np.array([[1.0 / sigma[j, j]]])
+            else:
+                bj = sigma[order[:t], j]
+                kbj = kinv @ bj
+                sc = sigma[j, j] - bj @ kbj
+                if not sc > 0:
+                    raise ValueError("Σ̂_T lost positive definiteness during selection; raise the ridge")
+                top = kinv + np.outer(kbj, kbj) / sc
+                kinv = np.block([[top, -kbj[:, None] / sc], [-kbj[None, :] / sc, np.array([[1.0 / sc]])]])
+        order[t] = j
+        available[j] = False
+    return order, scores, ties

@@ -1,0 +1,363 @@
+"""Attack variants: canaries and the probes they place in the shared bank (Table 1, App. B).
+
+The eight variants (paper names; ``mu_eff`` spells μ_eff):
+
+==================  ==============  ===================================================================
+variant             canary          probes (r = 64 at seeded replacement positions ρ_1..ρ_r)
+==================  ==============  ===================================================================
+ordinary            real user       none; P = the canary's natural top-k coordinates
+exact               real user       one verbatim copy of each of its m records (r = m), zero distance
+paraphrase          real user       r of an M = 512 paraphrase pool, spread across records, no score
+paraphrase-norm     real user       Alg. B.1 on the paraphrase pool, J_norm = ‖w_P‖²
+paraphrase-mu_eff   real user       Alg. B.1 on the paraphrase pool, J_μeff = w_Pᵀ Σ̂_P⁻¹ w_P
+nonce               synthetic       r drawn uniformly from an independent 512-nonce pool
+nonce-norm          synthetic       Alg. B.1 on the nonce pool, J_norm
+nonce-mu_eff        synthetic       Alg. B.1 on the nonce pool, J_μeff
+==================  ==============  ===================================================================
+
+Probe t of an active variant is written to bank position ρ_t (App. B); the completed bank is frozen
+in a ``ProbeDesign`` before any trial. The greedy search itself lives in ``pe_kit.attack.selection``; the
+study-level glue (pools from a generator, Σ̂_Q from aux users) is ``pe_kit.run.study.make_design``.
+
+Canaries per variant (``canary_assignment``): "each attack is evaluated on an independently selected
+set of five canaries" (§2). The canary split is a seeded draw disjoint from aux, calibration and test
+users (``data.split_users``); real variant i takes slots [5i, 5i + 5) of it, which are disjoint across
+variants when the split holds ≥ 25 canaries (StudyConfig.n_canary ≥ 25) and wrap around otherwise.
+Nonce canaries are fresh per design.
+"""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS", "ProbeDesign", "CanaryAssignment", "variant_objective",
+           "canary_assignment", "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select",
+           "design_ordinary", "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
+
+VARIANTS = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu_eff", "nonce", "nonce-norm",
+            "nonce-mu_eff")
+REAL_VARIANTS = VARIANTS[:5]
+NONCE_VARIANTS = VARIANTS[5:]
+
+_NONCE_ALPHABET = np.array(list(string.ascii_letters + string.digits))
+
+
+@dataclass(frozen=True)
+class ProbeDesign:
+    """A frozen attack: the canary, and the probes replacing bank positions (App. B).
+
+    Attributes:
+        variant: one of ``VARIANTS``.
+        canary_id: user id (real canary) or ``nonce-<seed>`` (synthetic).
+        canary_texts: tuple of the canary's m records.
+        canary_embeddings: float32 (m, d).
+        probe_texts: tuple of r probe texts (empty for ``ordinary``).
+        probe_embeddings: float32 (r, d) or None.
+        positions: int64 (r,) bank positions; probe t sits at ``positions[t]`` (None for ``ordinary``).
+        pool_indices: int64 (r,) indices of the chosen probes in their pool (selection order).
+        info: free-form provenance (pool size, seeds, scores).
+    """
+
+    variant: str
+    canary_id: str
+    canary_texts: tuple[str, ...]
+    canary_embeddings: np.ndarray
+    probe_texts: tuple[str, ...] = ()
+    probe_embeddings: np.ndarray | None = None
+    positions: np.ndarray | None = None
+    pool_indices: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant={self.variant!r} is unknown; use one of {VARIANTS}")
+        if self.probe_embeddings is not None:
+            if self.positions is None or len(self.positions) != len(self.probe_embeddings):
+                raise ValueError("positions must give one bank position per probe")
+            self.probe_embeddings.setflags(write=False)
+            self.positions.setflags(write=False)
+
+
+def replacement_positions(bank_size: int, r: int, rng: np.random.Generator) -> np.ndarray:
+    """r distinct ordered bank positions, drawn uniformly (App. B: reserved before selection).
+
+    Returns int64 (r,). Raises ValueError if r > bank_size or r < 0.
+    """
+    if not 0 <= r <= bank_size:
+        raise ValueError(f"cannot reserve r={r} positions in a bank of {bank_size}; lower r")
+    return rng.choice(bank_size, size=r, replace=False).astype(np.int64)
+
+
+def nonce_strings(n: int, rng: np.random.Generator, words: int = 4, word_length: int = 6) -> list[str]:
+    """n high-entropy strings of ``words`` random alphanumeric words (Table 1 "nonce").
+
+    Each string carries words·word_length·log2(62) ≈ 143 bits by default; independent of any text.
+    Returns a list of distinct str. Raises ValueError for n < 0.
+    """
+    if n < 0:
+        raise ValueError(f"n={n} must be ≥ 0")
+    out: list[str] = []
+    seen = set()
+    while len(out) < n:
+        chars = rng.choice(_NONCE_ALPHABET, size=(n - len(out), words, word_length))
+        for row in chars:
+            s = " ".join("".join(w) for w in row)
+            if s not in seen:
+                seen.add(s)
+                out.append(s)
+    return out
+
+
+def design_ordinary(canary_id: str, canary_texts, canary_embeddings: np.ndarray) -> ProbeDesign:
+    """The passive baseline: a real canary, the bank unchanged (App. B "Ordinary")."""
+    return ProbeDesign("ordinary", canary_id, tuple(canary_texts), np.asarray(canary_embeddings, np.float32))
+
+
+def design_nonce(encoder, bank_size: int, rng: np.random.Generator, records: int = 64, pool_size: int = 512,
+                 r: int = 64) -> ProbeDesign:
+    """Synthetic nonce canary and r probes drawn uniformly without replacement from an independent pool.
+
+    Args:
+        encoder: object with ``encode(texts) -> float32 (n, d)`` (``pe_kit.text.encoder.Encoder``).
+        bank_size: p, to reserve r replacement positions.
+        rng: seeds the canary strings, the pool, the positions and the draw (in that order).
+        records: m canary records (64); pool_size: M (512); r: probes (64).
+
+    Raises:
+        ValueError: if r > pool_size or r > bank_size.
+    """
+    if r > pool_size:
+        raise ValueError(f"r={r} probes cannot be drawn from a pool of {pool_size}; raise pool_size")
+    canary = nonce_strings(records, rng)
+    pool = nonce_strings(pool_size + records, rng)
+    pool = [s for s in pool if s not in set(canary)][:pool_size]
+    positions = replacement_positions(bank_size, r, rng)
+    chosen = rng.choice(pool_size, size=r, replace=False).astype(np.int64)
+    emb = encoder.encode(canary + [pool[i] for i in chosen], desc="nonce")
+    return ProbeDesign("nonce", f"nonce-{int(rng.integers(1 << 31))}", tuple(canary), emb[:records],
+                       tuple(pool[i] for i in chosen), emb[records:], positions, chosen,
+                       {"pool_size": pool_size, "r": r})
+
+
+def variant_objective(variant: str) -> str | None:
+    """Alg. B.1 objective of a variant: ``"norm"``, ``"mu_eff"`` or None (unoptimized). Raises ValueError."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+    if variant.endswith("-norm"):
+        return "norm"
+    if variant.endswith("-mu_eff"):
+        return "mu_eff"
+    return None
+
+
+@dataclass(frozen=True)
+class CanaryAssignment:
+    """Which canaries of the study's canary split each real-canary variant audits (§2, Table 1).
+
+    Attributes:
+        slots: dict variant → tuple of ``per_variant`` indices into the canary split (REAL_VARIANTS).
+        mode: ``"disjoint"`` (every real variant has its own canaries) or ``"wrapped"`` (the split is too
+            small, blocks wrap around and variants share canaries).
+        per_variant: canaries per variant; n_canary: size of the canary split.
+    """
+
+    slots: dict
+    mode: str
+    per_variant: int
+    n_canary: int
+
+    def ids(self, variant: str, canary_ids) -> tuple[str, ...]:
+        """User ids of ``variant``'s canaries, given the split's ``canary_ids`` (sequence of str)."""
+        canary_ids = tuple(canary_ids)
+        if len(canary_ids) != self.n_canary:
+            raise ValueError(f"canary_ids has {len(canary_ids)} ids but the assignment was made for {self.n_canary}")
+        return tuple(canary_ids[i] for i in self.slots[variant])
+
+
+def canary_assignment(n_canary: int, per_variant: int = 5) -> CanaryAssignment:
+    """Assign canaries of the canary split to the five real-canary variants (§2: "each attack is
+    evaluated on an independently selected set of five canaries").
+
+    Choice: the canary split is already a seeded uniform draw of users with m records, disjoint from
+    aux, calibration and test (``data.split_users``); real variant i (its index in ``REAL_VARIANTS``) takes
+    the block of slots [i·per_variant, (i+1)·per_variant). With n_canary ≥ 5·per_variant (25 in the paper's
+    setting) the blocks are disjoint, so every variant's canaries are an independent, disjoint draw. With
+    fewer, the blocks wrap around (slot mod n_canary) and variants share canaries — still distinct within a
+    variant when n_canary ≥ per_variant; ``mode`` says which case holds. Same rule as
+    ``experiments.canary_slots``. Nonce variants draw fresh synthetic canaries and use no slot.
+
+    Args:
+        n_canary: size of the canary split (``StudyConfig.n_canary``). per_variant: canaries per variant.
+
+    Returns:
+        ``CanaryAssignment``.
+
+    Raises:
+        ValueError: if per_variant < 1 or n_canary < per_variant (raise StudyConfig.n_canary).
+    """
+    if int(per_variant) != per_variant or per_variant < 1:
+        raise ValueError(f"per_variant={per_variant!r} must be an integer ≥ 1")
+    if int(n_canary) != n_canary or n_canary < per_variant:
+        raise ValueError(f"n_canary={n_canary!r} canaries cannot give per_variant={per_variant} distinct canaries to a "
+                         f"variant; raise StudyConfig.n_canary (≥ {per_variant * len(REAL_VARIANTS)} for disjoint sets)")
+    slots = {v: tuple((i * per_variant + j) % n_canary for j in range(per_variant)) for i, v in enumerate(REAL_VARIANTS)}
+    mode = "disjoint" if n_canary >= per_variant * len(REAL_VARIANTS) else "wrapped"
+    return CanaryAssignment(slots, mode, int(per_variant), int(n_canary))
+
+
+def nonce_canary_and_pool(records: int, pool_size: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
+    """A synthetic nonce canary (``records`` strings) and an independent pool of ``pool_size`` nonces.
+
+    Draw order from ``rng``: canary strings, then pool strings (the same order as ``design_nonce``), so
+    the pool is generated independently of natural text and of the canary (App. B "Nonce"); any pool
+    string equal to a canary string is dropped. Returns (canary list[str], pool list[str]).
+    Raises ValueError for records < 1 or pool_size < 1.
+    """
+    if records < 1 or pool_size < 1:
+        raise ValueError(f"records={records} and pool_size={pool_size} must be ≥ 1")
+    canary = nonce_strings(records, rng)
+    taken = set(canary)
+    pool = [s for s in nonce_strings(pool_size + records, rng) if s not in taken][:pool_size]
+    return canary, pool
+
+
+def spread_select(sources: np.ndarray, r: int, rng: np.random.Generator) -> np.ndarray:
+    """r pool indices spread across the canary's records, without any score (App. B "Paraphrase").
+
+    Records are visited round-robin in a seeded random order; each visit takes a uniformly random unused
+    pool entry of that record (records with none left are skipped). With m records and r ≥ m every record
+    gets ⌊r/m⌋ or ⌈r/m⌉ probes when its pool share allows (64 records, r = 64: one each).
+
+    Args:
+        sources: int (M,) source-record index of each pool entry (``make_paraphrase_pool``).
+        r: probes to choose (≤ M). rng: the only randomness.
+
+    Returns:
+        int64 (r,) distinct pool indices in selection order (probe t → position ρ_t).
+
+    Raises:
+        ValueError: if r > M or r < 0.
+    """
+    src = np.asarray(sources, dtype=np.int64).ravel()
+    if not 0 <= r <= src.size:
+        raise ValueError(f"r={r} probes cannot be chosen from a pool of {src.size}; lower r or enlarge the pool")
+    records = np.unique(src)
+    queues = {int(g): list(rng.permutation(np.flatnonzero(src == g))) for g in records}
+    visit = [int(g) for g in rng.permutation(records)]
+    out: list[int] = []
+    while len(out) < r:
+        for g in visit:
+            if queues[g] and len(out) < r:
+                out.append(int(queues[g].pop()))
+    return np.asarray(out, dtype=np.int64)
+
+
+def _emb(x, name: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D float array (n, d); got shape {x.shape}")
+    return x
+
+
+def design_exact(canary_id: str, canary_texts, canary_embeddings: np.ndarray, positions: np.ndarray) -> ProbeDesign:
+    """One verbatim copy of each canary record at the first m reserved positions (App. B "Exact").
+
+    The copy's embedding *is* the record's embedding (same text), so every copy is at zero distance
+    from its source and takes that record's top-1 vote (ties to the lowest bank index).
+
+    Args:
+        canary_id: user id; canary_texts: m str; canary_embeddings: float32 (m, d).
+        positions: int (≥ m,) reserved positions; copy t → positions[t].
+
+    Raises:
+        ValueError: if fewer than m positions are given or shapes disagree.
+    """
+    emb = _emb(canary_embeddings, "canary_embeddings")
+    texts = tuple(canary_texts)
+    pos = np.asarray(positions, dtype=np.int64)
+    if len(texts) != emb.shape[0]:
+        raise ValueError(f"{len(texts)} canary texts but {emb.shape[0]} embeddings")
+    if pos.size < len(texts):
+        raise ValueError(f"exact needs one position per record: {len(texts)} records, {pos.size} positions; "
+                         "raise r (StudyConfig.max_probes)")
+    return ProbeDesign("exact", canary_id, texts, emb, texts, emb.copy(), pos[:len(texts)].copy(),
+                       np.arange(len(texts), dtype=np.int64), {"r": len(texts), "pool_size": len(texts)})
+
+
+def design_paraphrase(canary_id: str, canary_texts, canary_embeddings: np.ndarray, pool_texts, pool_embeddings,
+                      pool_sources, positions: np.ndarray, rng: np.random.Generator, info: dict | None = None) -> ProbeDesign:
+    """Unoptimized paraphrase attack: r = len(positions) pool entries spread across records (App. B).
+
+    Args:
+        canary_*: the real canary (m records). pool_texts: M str; pool_embeddings: float32 (M, d);
+        pool_sources: int (M,) source record per entry. positions: int (r,). rng: draws the spread.
+        info: extra provenance merged into ``ProbeDesign.info``.
+
+    Raises:
+        ValueError: on inconsistent pool shapes or r > M.
+    """
+    pool_emb = _emb(pool_embeddings, "pool_embeddings")
+    pool_texts = list(pool_texts)
+    if len(pool_texts) != pool_emb.shape[0] or np.shape(pool_sources) != (len(pool_texts),):
+        raise ValueError("pool_texts, pool_embeddings and pool_sources must have one row per pool entry")
+    pos = np.asarray(positions, dtype=np.int64)
+    chosen = spread_select(pool_sources, pos.size, rng)
+    src = np.asarray(pool_sources)[chosen]
+    return ProbeDesign("paraphrase", canary_id, tuple(canary_texts), _emb(canary_embeddings, "canary_embeddings"),
+                       tuple(pool_texts[i] for i in chosen), pool_emb[chosen].copy(), pos.copy(), chosen,
+                       {"pool_size": len(pool_texts), "r": int(pos.size),
+                        "records_covered": int(np.unique(src).size), **(info or {})})
+
+
+def design_selected(variant: str, canary_id: str, canary_texts, canary_embeddings: np.ndarray, pool_texts,
+                    pool_embeddings: np.ndarray, bank: np.ndarray, positions: np.ndarray, top_k: int,
+                    sigma: np.ndarray | None = None, index=None, info: dict | None = None,
+                    method: str = "incremental") -> ProbeDesign:
+    """Run Alg. B.1 for a ``*-norm`` / ``*-mu_eff`` variant and freeze the resulting design (App. B).
+
+    The canary's records are indexed once on the full bank (depth k + r), S_base drops the reserved
+    positions, distances to the whole pool are computed once, and ``selection.greedy_select`` picks
+    probe j_t for position ρ_t.
+
+    Args:
+        variant: one of ``paraphrase-norm``, ``paraphrase-mu_eff``, ``nonce-norm``, ``nonce-mu_eff``.
+        canary_texts: m str; canary_embeddings: float32 (m, d).
+        pool_texts: M str; pool_embeddings: float32 (M, d).
+        bank: float32 (p, d) the base bank (before replacement). positions: int (r,) reserved, ordered.
+        top_k: k. sigma: float64 (M, M) frozen Σ̂_Q for μ_eff (``selection.pool_covariance``).
+        index: optional precomputed ``NeighborIndex`` of the canary records on ``bank`` (depth ≥ k + r).
+        info: extra provenance. method: ``incremental`` (default) or ``plain``.
+
+    Returns:
+        ``ProbeDesign`` whose ``pool_indices`` are the selected sequence and whose ``info`` holds the
+        per-round scores, ties, final vote counts and selection seconds.
+
+    Raises:
+        ValueError: for a non-optimized variant, a missing Σ̂ for μ_eff, or shape errors.
+    """
+    from pe_kit.attack.selection import base_neighbors, greedy_select
+    from pe_kit.pe.mechanism import build_neighbor_index, squared_distances
+
+    objective = variant_objective(variant)
+    if objective is None:
+        raise ValueError(f"variant={variant!r} is not optimized; design_selected takes a *-norm or *-mu_eff variant")
+    emb = _emb(canary_embeddings, "canary_embeddings")
+    pool_emb = _emb(pool_embeddings, "pool_embeddings")
+    pool_texts = list(pool_texts)
+    if len(pool_texts) != pool_emb.shape[0]:
+        raise ValueError(f"{len(pool_texts)} pool texts but {pool_emb.shape[0]} pool embeddings")
+    pos = np.asarray(positions, dtype=np.int64)
+    if index is None:
+        index = build_neighbor_index(emb, bank, top_k + pos.size)
+    b_idx, b_d = base_neighbors(index, pos, top_k)
+    sel = greedy_select(squared_distances(emb, pool_emb), b_d, b_idx, pos, objective, sigma, method=method)
+    return ProbeDesign(variant, canary_id, tuple(canary_texts), emb, tuple(pool_texts[i] for i in sel.order),
+                       pool_emb[sel.order].copy(), pos.copy(), sel.order,
+                       {"pool_size": len(pool_texts), "r": int(pos.size), "objective": objective,
+                        "selection_scores": sel.scores.tolist(), "selection_ties": sel.ties.tolist(),
+                        "selection_counts": sel.counts.tolist(), "selection_seconds": sel.seconds,
+                        "selection_method": method, "canary_probe_vote_fraction": float(sel.counts.sum()
+                                                                                        / (emb.shape[0] * top_k)),
+                        **(info or {})})

@@ -1,0 +1,131 @@
+"""One canary's audit end to end on frozen contributions: moments → weights → trials → ε_lower.
+
+Source: "Canaries in the Bank" §2.1 Steps 2–5 (Eqs. 2–5), App. E.6 (Eq. 28).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold
+from pe_kit.audit.moments import (
+    aux_moments,
+    llr_weights,
+    mixture_llr,
+    null_moments,
+    restrict,
+)
+from pe_kit.audit.trials import scalar_problem, simulate_scores
+from pe_kit.config import AuditConfig, MechanismConfig
+
+#: audits with more trials per hypothesis than this use the streaming engine (``engine.audit_scalar``);
+#: smaller ones keep the in-memory score path (bit-identical to earlier releases for a given rng).
+STREAMING_MIN_TRIALS = 1 << 21
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Outcome of one canary audit (one row of a results table).
+
+    Attributes:
+        epsilon_lower: ε_lower on the test split (Eq. 28 at the calibrated threshold).
+        epsilon_theory: Opacus PRV ε for one release at (σ, q, δ).
+        mu_eff: test-population μ_eff (Eq. 15); mu_eff_ceiling: 1/σ (Eq. 20).
+        canary_norm: ‖v_P‖₂ (≤ C).
+        n_coords: |P|; background_voters: test users with a nonzero projection (K).
+        threshold: frozen LLR threshold (ℓ units; the mixture threshold is ``mixture_llr`` of it).
+        calibration, test: ``ThresholdAudit`` records of both splits.
+        trials: per hypothesis per split; seconds: wall time of the trials.
+    """
+
+    epsilon_lower: float
+    epsilon_theory: float
+    mu_eff: float
+    mu_eff_ceiling: float
+    canary_norm: float
+    n_coords: int
+    background_voters: int
+    threshold: float
+    threshold_mix: float
+    calibration: ThresholdAudit
+    test: ThresholdAudit
+    trials: int
+    seconds: float
+
+    def as_row(self) -> dict:
+        """Flat dict: scalar fields plus ``test_*`` / ``calibration_*`` counts and bounds."""
+        row = {k: v for k, v in asdict(self).items() if k not in ("calibration", "test")}
+        for name in ("calibration", "test"):
+            for k, v in getattr(self, name).as_dict().items():
+                row[f"{name}_{k}"] = v
+        row["tpr"], row["fpr"] = self.test.tpr, self.test.fpr
+        return row
+
+
+def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
+                 test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
+                 rng: np.random.Generator) -> AuditResult:
+    """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
+
+    Steps (§2.1): aux moments → (m̂0, Σ̂_P) for N = n_test users → w = Σ̂⁻¹v → scalar projections →
+    ``audit.trials`` trials per hypothesis on the calibration population → threshold maximizing the
+    bounded ε → fresh trials on the test population → ε_lower (Eq. 28, γ = α/(4·n_canaries)).
+    Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine.audit_scalar``: calibration on a
+    fine threshold grid, test counts at the frozen threshold; seeded from one draw of ``rng``).
+    The calibration population is resized to n_test users by drawing calibration users with
+    replacement (seeded) when the split sizes differ, so that both splits score the same statistic
+    under the same population size.
+
+    Args:
+        canary_full: float (p,) the canary's full clipped contribution v_can.
+        coords: int (|P|,) inspected coordinates (probe positions, or the canary's support for ordinary).
+        aux, calibration, test: (n, p) full contributions of each split's users (sparse).
+        mechanism, audit: settings. rng: the only source of randomness.
+
+    Returns:
+        ``AuditResult``.
+
+    Raises:
+        ValueError: on empty coordinates or splits, or a singular covariance.
+    """
+    coords = np.asarray(coords, dtype=np.int64)
+    if coords.size == 0:
+        raise ValueError("coords is empty: the canary votes on no inspected coordinate")
+    if calibration.shape[0] == 0 or test.shape[0] == 0:
+        raise ValueError("calibration and test splits need at least one user each")
+    t0 = time.perf_counter()
+    v = np.asarray(canary_full, dtype=np.float64).ravel()[coords]
+    n_test = test.shape[0]
+    moments = aux_moments(restrict(aux, coords), audit.shrinkage)
+    m0, sigma = null_moments(moments, n_test, mechanism, audit.ridge)
+    w = llr_weights(v, sigma)
+    cal = restrict(calibration, coords)
+    if cal.shape[0] != n_test:
+        cal = cal[rng.integers(0, cal.shape[0], size=n_test)]
+    probs = {split: scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
+             for split, pop in (("calibration", cal), ("test", restrict(test, coords)))}
+    if audit.trials > STREAMING_MIN_TRIALS:  # streaming engine: memory bounded by one block, not by the trials
+        from pe_kit.audit.engine import audit_scalar
+
+        res = audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
+                           delta=audit.delta, seed=int(rng.integers(0, 2**63)))
+        cal_audit, test_audit = res.calibration, res.test
+    else:
+        scores = {split: (simulate_scores(prob, 0, audit.trials, rng), simulate_scores(prob, 1, audit.trials, rng))
+                  for split, prob in probs.items()}
+        cal_audit = calibrate_threshold(scores["calibration"][0], scores["calibration"][1], audit.gamma, audit.delta)
+        test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
+                                        audit.delta)
+    eps_theory = (epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
+                  if mechanism.noise_multiplier > 0 else float("inf"))
+    return AuditResult(
+        epsilon_lower=test_audit.epsilon, epsilon_theory=eps_theory, mu_eff=float(np.sqrt(max(0.0, w @ v))),
+        mu_eff_ceiling=(1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
+        canary_norm=float(np.linalg.norm(v)), n_coords=int(coords.size),
+        background_voters=int(probs["test"].projections.size), threshold=cal_audit.threshold,
+        threshold_mix=mixture_llr(cal_audit.threshold, mechanism.sample_rate), calibration=cal_audit, test=test_audit,
+        trials=audit.trials, seconds=time.perf_counter() - t0)

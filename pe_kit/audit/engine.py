@@ -1,0 +1,531 @@
+"""Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis in
+memory bounded by one block, reduced to counts above candidate thresholds.
+
+Source: design.md ("the score is linear in the released vector"); paper Eq. 14 (ℓ = wᵀ(Y_P − m0 − v/2)),
+App. E.2 (independent Poisson participation; H1 = canary eligible, sampled w.p. q), Eqs. 28–30
+(ε_lower from Clopper–Pearson bounds on confusion counts) and §2.1 Step 5 (threshold frozen on a
+calibration split, evaluated on fresh test trials).
+
+One trial of a ``ScalarProblem`` is the scalar
+
+    ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset,   I_u ~ Bernoulli(q) i.i.d.,
+
+with J ≡ 0 under H0 and J ~ Bernoulli(q) under H1. The engine draws trials in *blocks* of
+``block_trials``; block b of the stream named by ``seed`` uses its own generator seeded by
+``SeedSequence(entropy, spawn_key=(..., b))``, so a result depends only on (seed, n_trials,
+block_trials, method, backend) — never on how many workers processed the blocks or in which order
+(block histograms are summed as integers).
+
+**Calibration** needs counts above many candidate thresholds. The engine bins every score on a
+``ThresholdGrid``: uniform in score units with step sd₀/``resolution`` (sd₀ = the exact H0 score sd),
+covering [min mean − z·sd₀, max mean + z·sd₀] with z = Φ⁻¹(1 − 1/(2n)) + 2. Why this grid: (i) the
+bound of Eq. 28 is attained in the tails, where the extreme of n Gaussian-like scores lies within
+Φ⁻¹(1 − 1/(2n)) sd with probability ≈ 0.6 and 2 more sd cover the rest (scores outside the grid are
+still counted, in the end bins: only *candidate thresholds* are limited to the grid, never the counts);
+(ii) a step of sd₀/256 moves the FPR by < 3% per step even 6 sd out, far below the Clopper–Pearson
+width at the counts that matter, so the grid costs no measurable ε; (iii) fixing the grid from the
+problem's exact moments (not from data) keeps the streaming pass single and the memory O(grid).
+**Evaluation** on the test split needs only the two counts above the frozen threshold (no binning).
+
+Participation sampling (exact in distribution; users with a_u = 0 are already dropped by
+``scalar_problem``), no dense N × trials mask:
+
+* ``groups`` — the K voting users are split into groups of g (zero-padded). A group's participation
+  pattern is one of 2^g subsets with the *product-Bernoulli* probability q^|S|(1−q)^(g−|S|) — the same
+  law for every group — so one inverse-CDF table serves all groups: with the subsets ordered by
+  decreasing probability, the drawn subset is the number of cumulative boundaries ≤ a uniform 62-bit
+  integer (boundaries ⌊2⁶² · C_i⌋ computed in exact rational arithmetic from the float q), found from
+  the integer's top 16 bits by a lookup table, with an exact fallback (46 fresh bits + binary search)
+  for the ≈0.3% of cells that straddle a boundary (q = 0.1, g = 8). Each group adds its precomputed
+  subset sum Σ_{u∈S} a_u. Cost: K/g table draws per trial, independent of q.
+* ``gaps`` — the K × t participation grid of a block (user-major) is a Bernoulli(q) process whose ones
+  are located by cumulative Geometric(q) gaps, ⌊E/λ⌋ + 1 with E ~ Exp(1), λ = −log(1−q). Cost: qK per
+  trial; ``auto`` prefers it below q ≈ 0.03.
+* ``multinomial`` — only for problems without background voters (nonce canaries): given the
+  Binomial(t, q) number of canary inclusions, the bin counts of t i.i.d. Gaussian scores *are*
+  Multinomial(t, p_bins) — exact in distribution with no per-trial work (and the test count is
+  Binomial). Used by ``tightness_curve`` for large trial counts; ``sample`` (the default) simulates every
+  trial.
+
+The canary's inclusion J under H1 is drawn as n_inc ~ Binomial(t, q) per block, added to the block's
+first n_inc trials: trials within a block are i.i.d., so the multiset of scores (all any count
+depends on) has exactly the law of per-trial Bernoulli draws.
+
+Backends: ``numpy`` (default; blocks use ``np.random.Generator(SFC64(block seed))``) and ``torch``
+(CPU, or CUDA when ``device='cuda'`` and present; the ``groups`` sampler, torch generators seeded from
+the block seed). They draw the same distribution from different random streams.
+"""
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+from pe_kit.audit.bounds import (
+    ThresholdAudit,
+    calibrate_from_counts,
+    threshold_audit_from_counts,
+)
+from pe_kit.audit.samplers import (
+    BACKENDS,
+    METHODS,
+    _block_scores_numpy,
+    _block_scores_torch,
+    _generator,
+    _make_plan,
+    _Plan,
+    _resolve_method,
+    _torch,
+    stream_seed,
+)
+from pe_kit.audit.trials import ScalarProblem
+
+__all__ = [
+    "ThresholdGrid", "score_moments", "TrialEngine", "ScalarAudit", "audit_scalar",
+    "stream_seed", "DEFAULT_BLOCK_TRIALS", "METHODS", "BACKENDS",
+]
+
+DEFAULT_BLOCK_TRIALS = 1 << 18
+
+
+# ----------------------------------------------------------------------------------------------- grid
+
+def _check_problem(problem: ScalarProblem) -> ScalarProblem:
+    if not isinstance(problem, ScalarProblem):
+        raise ValueError(f"problem must be a trials.ScalarProblem, got {type(problem).__name__}: build one with "
+                         "trials.scalar_problem or trials.nonce_problem")
+    a = np.asarray(problem.projections, dtype=np.float64)
+    if a.ndim != 1 or not np.isfinite(a).all():
+        raise ValueError("problem.projections must be a finite 1-D float array (the users' a_u = w·c_u)")
+    if not 0 < problem.sample_rate <= 1:
+        raise ValueError(f"problem.sample_rate={problem.sample_rate} must satisfy 0 < q ≤ 1")
+    if not (math.isfinite(problem.noise_sd) and problem.noise_sd >= 0):
+        raise ValueError(f"problem.noise_sd={problem.noise_sd} must be finite and ≥ 0 (σC‖w‖)")
+    if not (math.isfinite(problem.canary_shift) and math.isfinite(problem.offset)):
+        raise ValueError("problem.canary_shift and problem.offset must be finite: check w = Σ⁻¹v")
+    return problem
+
+
+def score_moments(problem: ScalarProblem) -> dict:
+    """Exact mean and sd of the score ℓ under H0, under fixed inclusion, and under H1 (App. E.2).
+
+    mean0 = qΣa − offset, var0 = q(1−q)Σa² + noise_sd²; fixed inclusion adds w·v to the mean;
+    H1 (eligible) adds q·w·v to the mean and q(1−q)(w·v)² to the variance.
+
+    Returns:
+        dict of floats ``mean0, sd0, mean_inc, mean1, sd1``.
+    """
+    _check_problem(problem)
+    a = np.asarray(problem.projections, dtype=np.float64)
+    q, shift = problem.sample_rate, problem.canary_shift
+    mean0 = q * a.sum() - problem.offset
+    var0 = q * (1 - q) * float(a @ a) + problem.noise_sd ** 2
+    return {"mean0": float(mean0), "sd0": math.sqrt(var0), "mean_inc": float(mean0 + shift),
+            "mean1": float(mean0 + q * shift), "sd1": math.sqrt(var0 + q * (1 - q) * shift ** 2)}
+
+
+@dataclass(frozen=True)
+class ThresholdGrid:
+    """Candidate thresholds t_j = start + j·step, j = 0 … size−1 (score units, ascending).
+
+    Scores are binned so that bin b ∈ {0, …, size} holds t_{b−1} < x ≤ t_b (bin 0: x ≤ t_0; bin size:
+    x > t_{size−1}); the count above t_j is then n − Σ_{b≤j} hist_b. Binning computes ⌈(x − start)/step⌉,
+    which agrees with the comparison x > t_j except for scores within a few ulps of a threshold
+    (probability ~1e-13 per trial; only calibration uses the grid, test counts compare exactly).
+
+    Raises:
+        ValueError: on a non-finite start/step, step ≤ 0 or size < 1.
+    """
+
+    start: float
+    step: float
+    size: int
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.start) and math.isfinite(self.step) and self.step > 0):
+            raise ValueError(f"ThresholdGrid start={self.start}, step={self.step}: use a finite start and step > 0")
+        if int(self.size) != self.size or self.size < 1:
+            raise ValueError(f"ThresholdGrid size={self.size} must be an integer ≥ 1")
+
+    @property
+    def thresholds(self) -> np.ndarray:
+        """float64 (size,) t_j."""
+        return self.start + self.step * np.arange(self.size, dtype=np.float64)
+
+    def value(self, j: int) -> float:
+        """t_j as a float."""
+        return float(self.start + self.step * j)
+
+    def bin_index(self, x: np.ndarray) -> np.ndarray:
+        """intp (n,) bin of each score (float64 (n,)); see the class docstring."""
+        return self._bin_index_inplace(np.array(x, dtype=np.float64, copy=True))
+
+    def _bin_index_inplace(self, y: np.ndarray) -> np.ndarray:
+        """``bin_index`` that overwrites the float64 scores ``y`` (same arithmetic, no extra buffer)."""
+        y -= self.start
+        y *= 1.0 / self.step
+        np.ceil(y, out=y)
+        np.clip(y, 0, self.size, out=y)
+        return y.astype(np.intp)
+
+    def counts_above(self, hist: np.ndarray) -> np.ndarray:
+        """int64 (size,) #scores > t_j from a bin histogram int (size+1,)."""
+        hist = np.asarray(hist, dtype=np.int64)
+        if hist.shape != (self.size + 1,):
+            raise ValueError(f"hist has shape {hist.shape}; a grid of size {self.size} needs ({self.size + 1},)")
+        return hist.sum() - np.cumsum(hist)[:-1]
+
+    @classmethod
+    def for_problem(cls, problem: ScalarProblem, n_trials: int, resolution: int = 256,
+                    margin_sd: float = 2.0, max_size: int = 1 << 20) -> "ThresholdGrid":
+        """The default calibration grid of ``problem`` for ``n_trials`` trials per hypothesis (module doc).
+
+        Args:
+            problem: the ``ScalarProblem``.
+            n_trials: trials per hypothesis (sets the tail reach z = Φ⁻¹(1 − 1/(2n)) + margin_sd).
+            resolution: grid steps per H0 score sd (256 by default).
+            margin_sd: extra reach in sd beyond the expected extreme.
+            max_size: cap on the number of thresholds (the step grows if needed).
+
+        Returns:
+            ``ThresholdGrid``; the range is intersected with the support of the background sum ± the
+            noise reach, so heavy single users cannot blow it up.
+
+        Raises:
+            ValueError: on n_trials < 1 or resolution < 1.
+        """
+        if int(n_trials) != n_trials or n_trials < 1:
+            raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
+        if int(resolution) != resolution or resolution < 1:
+            raise ValueError(f"resolution={resolution} must be an integer ≥ 1 (grid steps per score sd)")
+        mom = score_moments(problem)
+        z = float(stats.norm.isf(0.5 / n_trials)) + margin_sd
+        sd = mom["sd0"] if mom["sd0"] > 0 else max(abs(problem.canary_shift), 1.0)
+        lo = min(mom["mean0"], mom["mean_inc"]) - z * sd
+        hi = max(mom["mean0"], mom["mean_inc"]) + z * sd
+        a = np.asarray(problem.projections, dtype=np.float64)
+        reach = z * problem.noise_sd
+        sup_lo = a[a < 0].sum() + min(0.0, problem.canary_shift) - problem.offset - reach
+        sup_hi = a[a > 0].sum() + max(0.0, problem.canary_shift) - problem.offset + reach
+        lo, hi = max(lo, sup_lo), min(hi, sup_hi)
+        if not hi > lo:
+            lo, hi = lo - sd, lo + sd
+        step = sd / resolution
+        size = int(math.ceil((hi - lo) / step)) + 1
+        if size > max_size:
+            step = (hi - lo) / (max_size - 1)
+            size = max_size
+        return cls(start=float(lo), step=float(step), size=int(size))
+
+
+def _gaussian_bin_probs(grid: ThresholdGrid, mean: float, sd: float) -> np.ndarray:
+    """float64 (size+1,) P(bin b) for N(mean, sd²), each from the tail nearer to the bin (no cancellation)."""
+    z = (grid.thresholds - mean) / sd
+    cdf = np.concatenate([[0.0], special.ndtr(z), [1.0]])
+    sf = np.concatenate([[1.0], special.ndtr(-z), [0.0]])
+    lo_cdf, hi_cdf, lo_sf, hi_sf = cdf[:-1], cdf[1:], sf[:-1], sf[1:]
+    upper = np.concatenate([[False], z > 0]) if grid.size else np.array([False])
+    p = np.where(upper, lo_sf - hi_sf, hi_cdf - lo_cdf)
+    p = np.maximum(p, 0.0)
+    return p / p.sum()
+
+
+# ----------------------------------------------------------------------------------------------- engine
+
+_WORKER_PLAN: _Plan | None = None
+
+
+def _set_worker_plan(plan: _Plan) -> None:
+    """Process-pool initializer: the plan every block job of this worker uses."""
+    global _WORKER_PLAN
+    _WORKER_PLAN = plan
+
+
+def _hist_task(args) -> np.ndarray:
+    plan, backend, device, hypothesis, t, ss, grid = args
+    plan = plan if plan is not None else _WORKER_PLAN
+    if backend == "torch":
+        torch = _torch()
+        s = _block_scores_torch(plan, hypothesis, t, ss, device)
+        if s.device.type == "cpu":  # numpy's binning is faster on CPU, and the same arithmetic as below
+            return np.bincount(grid._bin_index_inplace(s.numpy()), minlength=grid.size + 1).astype(np.int64)
+        s -= grid.start
+        s *= 1.0 / grid.step
+        y = s.ceil_().clamp_(0, grid.size).to(torch.int64)
+        return torch.bincount(y, minlength=grid.size + 1).cpu().numpy().astype(np.int64)
+    return np.bincount(grid._bin_index_inplace(_block_scores_numpy(plan, hypothesis, t, ss)),
+                       minlength=grid.size + 1).astype(np.int64)
+
+
+def _count_task(args) -> int:
+    plan, backend, device, hypothesis, t, ss, threshold = args
+    plan = plan if plan is not None else _WORKER_PLAN
+    if backend == "torch":
+        return int((_block_scores_torch(plan, hypothesis, t, ss, device) > threshold).sum().item())
+    return int(np.count_nonzero(_block_scores_numpy(plan, hypothesis, t, ss) > threshold))
+
+
+def _scores_task(args) -> np.ndarray:
+    plan, backend, device, hypothesis, t, ss = args
+    plan = plan if plan is not None else _WORKER_PLAN
+    if backend == "torch":
+        return _block_scores_torch(plan, hypothesis, t, ss, device).cpu().numpy()
+    return _block_scores_numpy(plan, hypothesis, t, ss)
+
+
+class TrialEngine:
+    """Streams membership trials of one ``ScalarProblem`` (module docstring; Eq. 14, App. E.2).
+
+    Args:
+        problem: the ``ScalarProblem`` (projections a_u, w·v, noise sd, offset, q).
+        backend: ``"numpy"`` (default) or ``"torch"``.
+        device: torch device string (``"cpu"``, ``"cuda"``); None → ``"cuda"`` if available else ``"cpu"``.
+        method: ``"auto"`` (cheapest exact sampler), ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial, the
+            only per-trial choice without background), or ``"multinomial"`` (no background only).
+        group_size: g, users per group of the ``groups`` sampler (1 … 12; 8 by default).
+        block_trials: trials per seeded block (memory ∝ block_trials; results depend on it).
+        n_workers: blocks processed concurrently (results do not depend on it).
+        parallel: ``"threads"`` or ``"processes"`` for n_workers > 1.
+        progress: show a tqdm bar over trials.
+
+    Raises:
+        ValueError: on an unknown backend/method/parallel mode, a bad problem, or out-of-range sizes.
+    """
+
+    def __init__(self, problem: ScalarProblem, *, backend: str = "numpy", device: str | None = None,
+                 method: str = "auto", group_size: int = 8, block_trials: int = DEFAULT_BLOCK_TRIALS,
+                 n_workers: int = 1, parallel: str = "threads", progress: bool = False) -> None:
+        self.problem = _check_problem(problem)
+        if backend not in BACKENDS:
+            raise ValueError(f"backend={backend!r} is unknown; use one of {BACKENDS}")
+        if int(group_size) != group_size or not 1 <= group_size <= 12:
+            raise ValueError(f"group_size={group_size} must be an integer in 1 … 12")
+        if int(block_trials) != block_trials or block_trials < 1:
+            raise ValueError(f"block_trials={block_trials} must be an integer ≥ 1")
+        if int(n_workers) != n_workers or n_workers < 1:
+            raise ValueError(f"n_workers={n_workers} must be an integer ≥ 1")
+        if parallel not in ("threads", "processes"):
+            raise ValueError(f"parallel={parallel!r} must be 'threads' or 'processes'")
+        self.backend = backend
+        if backend == "torch":
+            torch = _torch()
+            device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            if device.startswith("cuda") and not torch.cuda.is_available():
+                raise ValueError(f"device={device!r} but CUDA is not available; use device='cpu'")
+        self.device = device or "cpu"
+        self.method = _resolve_method(method, problem, backend, int(group_size))
+        self.group_size = int(group_size)
+        self.block_trials = int(block_trials)
+        self.n_workers = int(n_workers)
+        self.parallel = parallel
+        self.progress = progress
+        self._plan = _make_plan(problem, self.method, self.group_size)
+
+    # -- helpers
+    def _blocks(self, n_trials: int) -> list[tuple[int, int]]:
+        if int(n_trials) != n_trials or n_trials < 1:
+            raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
+        b = self.block_trials
+        return [(i, min(b, n_trials - i * b)) for i in range(-(-int(n_trials) // b))]
+
+    def _map(self, fn, jobs: list, sizes: list[int], desc: str, reduce: bool = True):
+        """Run the block jobs; ``reduce``: sum results as they arrive (memory O(one result)), else list them.
+
+        Process workers receive the plan once (pool initializer), not with every block."""
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(sizes), unit="trial", unit_scale=True, desc=desc, disable=not self.progress,
+                   leave=False)
+        total, parts = None, []
+
+        def take(res, t):
+            nonlocal total
+            if reduce:
+                total = res if total is None else total + res
+            else:
+                parts.append(res)
+            bar.update(t)
+
+        try:
+            if self.n_workers == 1 or len(jobs) == 1:
+                for job, t in zip(jobs, sizes):
+                    take(fn(job), t)
+            elif self.parallel == "threads":
+                with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
+                    for res, t in zip(pool.map(fn, jobs), sizes):
+                        take(res, t)
+            else:
+                light = [(None, *job[1:]) for job in jobs]
+                with ProcessPoolExecutor(max_workers=self.n_workers, initializer=_set_worker_plan,
+                                         initargs=(self._plan,)) as pool:
+                    for res, t in zip(pool.map(fn, light, chunksize=max(1, len(jobs) // (16 * self.n_workers))),
+                                      sizes):
+                        take(res, t)
+        finally:
+            bar.close()
+        return total if reduce else parts
+
+    def _hyp(self, hypothesis: int) -> int:
+        if hypothesis not in (0, 1):
+            raise ValueError(f"hypothesis={hypothesis!r} must be 0 (canary absent) or 1 (canary eligible)")
+        return int(hypothesis)
+
+    # -- public
+    def histogram(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
+        """Bin histogram of ``n_trials`` scores on ``grid`` (bins as in ``ThresholdGrid``).
+
+        Args:
+            hypothesis: 0 (H0, canary absent) or 1 (H1, canary eligible).
+            n_trials: trials (≥ 1). grid: ``ThresholdGrid``. seed: stream seed (see ``stream_seed``).
+
+        Returns:
+            int64 (grid.size + 1,), summing to n_trials. Memory: one block.
+        """
+        h = self._hyp(hypothesis)
+        if not isinstance(grid, ThresholdGrid):
+            raise ValueError("grid must be a ThresholdGrid (e.g. ThresholdGrid.for_problem(problem, n_trials))")
+        blocks = self._blocks(n_trials)
+        if self.method == "multinomial":
+            return self._multinomial_hist(h, int(n_trials), grid, stream_seed(seed, 0))
+        jobs = [(self._plan, self.backend, self.device, h, t, stream_seed(seed, i), grid) for i, t in blocks]
+        return self._map(_hist_task, jobs, [t for _, t in blocks], f"H{h} bins").astype(np.int64)
+
+    def counts_above(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
+        """int64 (grid.size,) #scores > t_j for every grid threshold (``histogram`` + cumulative sums)."""
+        return grid.counts_above(self.histogram(hypothesis, n_trials, grid, seed))
+
+    def count_above(self, hypothesis: int, n_trials: int, threshold: float, seed) -> int:
+        """#scores > ``threshold`` among ``n_trials`` fresh trials (exact comparisons; no grid). int."""
+        h = self._hyp(hypothesis)
+        if not math.isfinite(threshold):
+            raise ValueError(f"threshold={threshold} must be finite")
+        blocks = self._blocks(n_trials)
+        if self.method == "multinomial":
+            return self._multinomial_count(h, int(n_trials), float(threshold), stream_seed(seed, 0))
+        jobs = [(self._plan, self.backend, self.device, h, t, stream_seed(seed, i), float(threshold))
+                for i, t in blocks]
+        return int(self._map(_count_task, jobs, [t for _, t in blocks], f"H{h} count"))
+
+    def scores(self, hypothesis: int, n_trials: int, seed) -> np.ndarray:
+        """float64 (n_trials,) the scores themselves, block by block — the very trials that ``histogram``
+        and ``count_above`` reduce (same seed → same values). Memory O(n_trials): for tests and small runs.
+        Raises ValueError for method='multinomial' (it never draws individual trials)."""
+        h = self._hyp(hypothesis)
+        if self.method == "multinomial":
+            raise ValueError("method='multinomial' draws counts, not individual scores; use method='sample'")
+        blocks = self._blocks(n_trials)
+        jobs = [(self._plan, self.backend, self.device, h, t, stream_seed(seed, i)) for i, t in blocks]
+        return np.concatenate(self._map(_scores_task, jobs, [t for _, t in blocks], f"H{h} scores", reduce=False))
+
+    # -- exact counts without per-trial work (no background)
+    def _components(self, hypothesis: int, n: int, gen: np.random.Generator) -> list[tuple[int, float]]:
+        p = self._plan
+        mean0 = -p.offset
+        if hypothesis == 0:
+            return [(n, mean0)]
+        n_inc = int(gen.binomial(n, p.sample_rate))
+        return [(n - n_inc, mean0), (n_inc, mean0 + p.canary_shift)]
+
+    def _multinomial_hist(self, hypothesis: int, n: int, grid: ThresholdGrid, ss) -> np.ndarray:
+        gen = _generator(ss)
+        hist = np.zeros(grid.size + 1, dtype=np.int64)
+        for count, mean in self._components(hypothesis, n, gen):
+            if count:
+                hist += gen.multinomial(count, _gaussian_bin_probs(grid, mean, self._plan.noise_sd))
+        return hist
+
+    def _multinomial_count(self, hypothesis: int, n: int, threshold: float, ss) -> int:
+        gen = _generator(ss)
+        total = 0
+        for count, mean in self._components(hypothesis, n, gen):
+            if count:
+                total += int(gen.binomial(count, float(special.ndtr(-(threshold - mean) / self._plan.noise_sd))))
+        return total
+
+
+# ----------------------------------------------------------------------------------------------- one audit
+
+@dataclass(frozen=True)
+class ScalarAudit:
+    """One calibrated audit on the scalar projection (§2.1 Step 5, Eq. 28).
+
+    Attributes:
+        epsilon_lower: ε_lower on the fresh test trials at the frozen threshold.
+        threshold: the frozen threshold (ℓ units; a grid point).
+        calibration, test: ``ThresholdAudit`` records (counts, rates, Clopper–Pearson bounds).
+        trials: trials per hypothesis per split. grid: the calibration ``ThresholdGrid``.
+        method, backend: sampler and backend used. seconds: wall time.
+    """
+
+    epsilon_lower: float
+    threshold: float
+    calibration: ThresholdAudit
+    test: ThresholdAudit
+    trials: int
+    grid: ThresholdGrid
+    method: str
+    backend: str
+    seconds: float
+
+    def as_row(self) -> dict:
+        """Flat dict: scalar fields, ``calibration_*`` and ``test_*`` counts/bounds, grid size/step."""
+        row = {"epsilon_lower": self.epsilon_lower, "threshold": self.threshold, "trials": self.trials,
+               "method": self.method, "backend": self.backend, "grid_size": self.grid.size,
+               "grid_step": self.grid.step, "seconds": self.seconds}
+        for name in ("calibration", "test"):
+            for k, v in getattr(self, name).as_dict().items():
+                row[f"{name}_{k}"] = v
+        return row
+
+
+def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
+                 delta: float, seed, grid: ThresholdGrid | None = None, resolution: int = 256, **engine_options
+                 ) -> ScalarAudit:
+    """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on
+    ``trials`` fresh trials per hypothesis of ``test`` (§2.1 Step 5; Eqs. 28–30).
+
+    Calibration streams every trial into ``grid`` (default ``ThresholdGrid.for_problem(calibration,
+    trials, resolution)``) and picks the threshold maximizing the bounded ε (``bounds.calibrate_from_counts``;
+    ties → lowest; no positive ε → the H0 median grid point). The test split only counts the trials above
+    that frozen threshold. Streams: seed keys (0, h) for calibration and (1, h) for the test, h = hypothesis.
+
+    Args:
+        calibration: ``ScalarProblem`` of the calibration population.
+        test: ``ScalarProblem`` of the test population (None → ``calibration``, fresh trials).
+        trials: trials per hypothesis per split (≥ 1).
+        gamma: one-sided Clopper–Pearson tail γ in (0, 1); delta: δ in [0, 1).
+        seed: int / sequence / SeedSequence. grid: candidate thresholds. resolution: grid steps per sd.
+        engine_options: ``TrialEngine`` keywords (backend, device, method, group_size, block_trials,
+            n_workers, parallel, progress).
+
+    Returns:
+        ``ScalarAudit``.
+
+    Raises:
+        ValueError: on bad γ, δ, trials, seed or engine options.
+    """
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_canaries))")
+    if not 0 <= delta < 1:
+        raise ValueError(f"delta={delta} must lie in [0, 1)")
+    if int(trials) != trials or trials < 1:
+        raise ValueError(f"trials={trials} must be an integer ≥ 1")
+    trials = int(trials)
+    test = calibration if test is None else test
+    t0 = time.perf_counter()
+    grid = grid or ThresholdGrid.for_problem(calibration, trials, resolution)
+    cal_engine = TrialEngine(calibration, **engine_options)
+    test_engine = cal_engine if test is calibration else TrialEngine(test, **engine_options)
+    fp = cal_engine.counts_above(0, trials, grid, stream_seed(seed, 0, 0))
+    tp = cal_engine.counts_above(1, trials, grid, stream_seed(seed, 0, 1))
+    cal = calibrate_from_counts(grid.thresholds, tp, fp, trials, trials, gamma, delta)
+    fp_t = test_engine.count_above(0, trials, cal.threshold, stream_seed(seed, 1, 0))
+    tp_t = test_engine.count_above(1, trials, cal.threshold, stream_seed(seed, 1, 1))
+    tst = threshold_audit_from_counts(cal.threshold, tp_t, fp_t, trials, trials, gamma, delta)
+    return ScalarAudit(epsilon_lower=tst.epsilon, threshold=cal.threshold, calibration=cal, test=tst, trials=trials,
+                       grid=grid, method=cal_engine.method, backend=cal_engine.backend,
+                       seconds=time.perf_counter() - t0)

@@ -1,0 +1,326 @@
+"""Exact samplers of the background sum for the trial engine: groups, gaps, multinomial; numpy and torch.
+
+Per-block ``SeedSequence`` seeds; each sampler draws the exact distribution of Σ_u I_u a_u (E.1,
+Eq. 7, projected on w) for a block of trials. Source: "Canaries in the Bank" App. E.1 (Eq. 7),
+App. E.3 (the scalar score, Eq. 14).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+from pe_kit.audit.trials import ScalarProblem
+
+METHODS = ("auto", "groups", "gaps", "sample", "multinomial")
+BACKENDS = ("numpy", "torch")
+_SCALE_BITS = 62            # subset positions are uniform integers in [0, 2^62)
+_CELL_BITS = 16             # lookup-table cells: top 16 of the 62 bits
+_SUB_ELEMS = 1 << 20        # transient elements per sub-batch inside a block (memory bound)
+_BITGEN = np.random.SFC64           # fastest numpy bit generator here (benchmarks/bench_trials.py)
+# ----------------------------------------------------------------------------------------------- seeds
+
+def _seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return np.random.SeedSequence(int(seed))
+    if isinstance(seed, (tuple, list)) and seed and all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in seed):
+        return np.random.SeedSequence([int(s) for s in seed])
+    raise ValueError(f"{name}={seed!r} must be a non-negative int, a non-empty sequence of them, or a "
+                     "numpy SeedSequence")
+
+
+def stream_seed(seed, *key: int) -> np.random.SeedSequence:
+    """The seed of a named sub-stream: ``SeedSequence(entropy, spawn_key=seed.spawn_key + key)``.
+
+    Args:
+        seed: int ≥ 0, sequence of ints ≥ 0, or ``np.random.SeedSequence``.
+        key: non-negative ints naming the sub-stream (e.g. split, hypothesis, block).
+
+    Returns:
+        ``np.random.SeedSequence``; distinct keys give independent streams (numpy's spawn mechanism),
+        and the same (seed, key) always gives the same stream.
+
+    Raises:
+        ValueError: on a malformed seed or a negative key.
+    """
+    ss = _seed_sequence(seed)
+    if any(int(k) < 0 for k in key):
+        raise ValueError(f"stream key {key!r} must hold non-negative ints")
+    return np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + tuple(int(k) for k in key),
+                                  pool_size=ss.pool_size)
+
+
+def _generator(ss: np.random.SeedSequence) -> np.random.Generator:
+    return np.random.Generator(_BITGEN(ss))
+
+
+# ----------------------------------------------------------------------------------------------- samplers
+
+@lru_cache(maxsize=64)
+def _subset_tables(group_size: int, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact inverse-CDF tables of the product-Bernoulli law on the 2^g subsets of a group.
+
+    The subsets are ordered by decreasing probability q^|S|(1−q)^(g−|S|) (ties by index), so that the
+    many tiny atoms cluster in one short stretch of [0, 1) and few lookup cells straddle a boundary.
+    Position r ∈ [0, 2⁶²) belongs to the i-th ordered atom iff B_{i−1} ≤ r < B_i, with
+    B_i = ⌊2⁶² Σ_{j≤i} p_j⌋ computed in exact rationals of the float q: each atom's probability is exact
+    to 2⁻⁶².
+
+    Returns:
+        boundaries uint64 (2^g − 1,) B_i; lut int16 (2^16,) the subset (bit mask) owning all 62-bit
+        positions whose top 16 bits equal the cell, or −1 if the cell straddles a boundary;
+        order int16 (2^g,) subset of each ordered atom (resolves straddles after a binary search).
+    """
+    qf = Fraction(q)
+    pf = 1 - qf
+    n = 1 << group_size
+    pops = [bin(i).count("1") for i in range(n)]
+    order = sorted(range(n), key=lambda i: (-qf ** pops[i] * pf ** (group_size - pops[i]), i))
+    scale = 1 << _SCALE_BITS
+    cum = Fraction(0)
+    bounds = []
+    for i in order[:-1]:
+        cum += qf ** pops[i] * pf ** (group_size - pops[i])
+        bounds.append((cum.numerator * scale) // cum.denominator)
+    b = np.array(bounds, dtype=np.uint64)
+    order_arr = np.array(order, dtype=np.int16)
+    shift = np.uint64(_SCALE_BITS - _CELL_BITS)
+    cells = np.arange(1 << _CELL_BITS, dtype=np.uint64)
+    lo = np.searchsorted(b, cells << shift, side="right")
+    hi = np.searchsorted(b, ((cells + np.uint64(1)) << shift) - np.uint64(1), side="right")
+    lut = np.where(lo == hi, order_arr[np.minimum(lo, n - 1)], -1).astype(np.int16)
+    return b, lut, order_arr
+
+
+def _subset_bits(group_size: int) -> np.ndarray:
+    i = np.arange(1 << group_size)[:, None]
+    return ((i >> np.arange(group_size)[None, :]) & 1).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything a worker needs to draw blocks of one problem (picklable)."""
+
+    projections: np.ndarray
+    sample_rate: float
+    canary_shift: float
+    noise_sd: float
+    offset: float
+    method: str
+    group_size: int
+    sums: np.ndarray | None        # float64 (G, 2^g + 1) subset sums per group, last column NaN (groups)
+    boundaries: np.ndarray | None  # uint64 (2^g − 1,)
+    lut: np.ndarray | None         # intp (2^16,)
+    order: np.ndarray | None       # int16 (2^g,)
+
+
+def _resolve_method(method: str, problem: ScalarProblem, backend: str, group_size: int) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is unknown; use one of {METHODS}")
+    k = np.asarray(problem.projections).size
+    q = problem.sample_rate
+    if method == "multinomial":
+        if k:
+            raise ValueError(f"method='multinomial' needs a problem without background voters (it has K={k}); "
+                             "use 'auto', 'groups' or 'gaps'")
+        if problem.noise_sd <= 0:
+            raise ValueError("method='multinomial' needs noise_sd > 0; use method='sample'")
+        return method
+    if k == 0 or q >= 1:
+        return "sample"
+    if method == "gaps" and backend == "torch":
+        raise ValueError("backend='torch' implements the 'groups' sampler only; use method='groups' or 'auto'")
+    if method in ("groups", "gaps"):
+        return method
+    if method == "sample":
+        method = "auto"
+    # cost model measured on this machine's Xeon cores (benchmarks/bench_trials.py): ≈45 ns per gap hit
+    # (qK per trial) against ≈10 ns per group draw (K/g per trial): gaps win below q ≈ 0.03 at g = 8
+    if backend == "numpy" and 45.0 * q * k < 10.0 * math.ceil(k / group_size):
+        return "gaps"
+    return "groups"
+
+
+def _make_plan(problem: ScalarProblem, method: str, group_size: int) -> _Plan:
+    a = np.ascontiguousarray(problem.projections, dtype=np.float64)
+    sums = bounds = lut = order = None
+    if method == "groups":
+        g = group_size
+        n_groups = -(-a.size // g)
+        padded = np.zeros(n_groups * g)
+        padded[:a.size] = a
+        sums = np.full((n_groups, (1 << g) + 1), np.nan)
+        sums[:, :-1] = padded.reshape(n_groups, g) @ _subset_bits(g).T
+        bounds, lut, order = _subset_tables(g, float(problem.sample_rate))
+        lut = lut.astype(np.intp)
+    return _Plan(projections=a, sample_rate=float(problem.sample_rate), canary_shift=float(problem.canary_shift),
+                 noise_sd=float(problem.noise_sd), offset=float(problem.offset), method=method, group_size=group_size,
+                 sums=sums, boundaries=bounds, lut=lut, order=order)
+
+
+def _groups_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
+    """Σ_u I_u a_u for t trials by exact group-subset draws (module docstring). float64 (t,).
+
+    Per sub-batch of groups: one uniform 16-bit cell per (group, trial) → subset via ``lut`` → the
+    group's subset sum. A straddling cell maps to the NaN column; the affected trials are then redrawn
+    exactly: 46 fresh uniform bits complete the cell to a 62-bit position, resolved by binary search.
+    """
+    out = np.zeros(t)
+    sums, lut, bnd, order = plan.sums, plan.lut, plan.boundaries, plan.order
+    n_groups = sums.shape[0]
+    # ≤ 8 groups per sub-batch: a trial then meets a straddling cell w.p. < 8 × 0.3%, so the exact redraw
+    # of whole trials (below) stays a ~2% side cost
+    per = max(1, min(8, _SUB_ELEMS // max(t, 1)))
+    fine_shift = np.uint64(64 - (_SCALE_BITS - _CELL_BITS))
+    cell_shift = np.uint64(_SCALE_BITS - _CELL_BITS)
+    width = sums.shape[1]
+    flat_sums = sums.reshape(-1)
+    tmp = np.empty(t)
+    idx_buf = np.empty(per * t, dtype=np.intp)
+    for g0 in range(0, n_groups, per):
+        g1 = min(n_groups, g0 + per)
+        rows = g1 - g0
+        cells = gen.bit_generator.random_raw(-(-rows * t // 4)).view(np.uint16)[:rows * t].reshape(rows, t)
+        idx = lut.take(cells, out=idx_buf[:rows * t].reshape(rows, t), mode="wrap")  # 'wrap': no-op, fast path
+        acc = np.zeros(t)
+        for j in range(rows):                        # index −1 wraps to the NaN column
+            acc += sums[g0 + j].take(idx[j], out=tmp, mode="wrap")
+        bad = np.flatnonzero(np.isnan(acc))
+        if bad.size:                                 # redraw the straddled cells exactly, re-add those trials
+            sub = np.ascontiguousarray(idx.take(bad, axis=1))
+            flat_sub = sub.reshape(-1)               # a view: sub is C-contiguous
+            neg = np.flatnonzero(flat_sub < 0)
+            r, col = np.divmod(neg, bad.size)
+            pos = (cells[r, bad[col]].astype(np.uint64) << cell_shift) | (
+                gen.bit_generator.random_raw(neg.size) >> fine_shift)
+            flat_sub[neg] = order[np.searchsorted(bnd, pos, side="right")]
+            sub += (np.arange(g0, g1, dtype=np.intp) * width)[:, None]
+            acc[bad] = flat_sums.take(sub).sum(axis=0)
+        out += acc
+    return out
+
+
+def _gaps_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
+    """Σ_u I_u a_u for t trials from Geometric(q) gaps over the user-major K × t grid. float64 (t,).
+
+    Gap = ⌊E/λ⌋ + 1 with E = −log(1 − U) ~ Exp(1) (U uniform on [0, 1)) and λ = −log(1 − q):
+    P(gap > k) = P(E ≥ kλ) = (1 − q)^k, the Geometric(q) law, so the hit positions are exactly the ones
+    of an i.i.d. Bernoulli(q) grid. Users are processed in slices of ≈2²⁰ expected hits (bounded memory).
+    """
+    a, q = plan.projections, plan.sample_rate
+    k = a.size
+    out = np.zeros(t)
+    scale = 1.0 / math.log1p(-q)                 # negative: log(1 − U) · scale = E / λ ≥ 0
+    per_users = max(1, int(_SUB_ELEMS / max(q * t, 1e-300)))
+    for u0 in range(0, k, per_users):
+        u1 = min(k, u0 + per_users)
+        total = (u1 - u0) * t
+        pos = -1
+        while pos < total - 1:
+            m = int((total - 1 - pos) * q * 1.02) + 64
+            u = gen.random(m)
+            np.subtract(1.0, u, out=u)
+            np.log(u, out=u)
+            u *= scale
+            gaps = u.astype(np.int64)
+            gaps += 1
+            hits = np.cumsum(gaps)
+            hits += pos
+            pos = int(hits[-1])
+            if pos >= total:
+                hits = hits[:np.searchsorted(hits, total)]
+            counts = np.diff(np.searchsorted(hits, np.arange(0, u1 - u0 + 1, dtype=np.int64) * t))
+            trial = hits - np.repeat(np.arange(0, u1 - u0, dtype=np.int64) * t, counts)
+            out += np.bincount(trial, weights=np.repeat(a[u0:u1], counts), minlength=t)
+    return out
+
+
+def _block_scores_numpy(plan: _Plan, hypothesis: int, t: int, ss: np.random.SeedSequence) -> np.ndarray:
+    gen = _generator(ss)
+    if plan.method == "groups":
+        s = _groups_numpy(plan, t, gen)
+    elif plan.method == "gaps":
+        s = _gaps_numpy(plan, t, gen)
+    elif plan.projections.size and plan.sample_rate >= 1:
+        s = np.full(t, plan.projections.sum())
+    else:
+        s = None                                   # no background voters: the score is noise + canary
+    if plan.noise_sd > 0:
+        z = gen.standard_normal(t)
+        z *= plan.noise_sd
+        if s is None:
+            s = z
+        else:
+            s += z
+    elif s is None:
+        s = np.zeros(t)
+    if hypothesis == 1:
+        n_inc = int(gen.binomial(t, plan.sample_rate))
+        s[:n_inc] += plan.canary_shift
+    s -= plan.offset
+    return s
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is a core dependency
+        raise ValueError("backend='torch' needs PyTorch installed; use backend='numpy'") from exc
+    return torch
+
+
+def _torch_tables(plan: _Plan, device: str) -> tuple:
+    """(sums, lut, boundaries, order) of a ``groups`` plan as torch tensors on ``device``, cached on the plan."""
+    torch = _torch()
+    cache = plan.__dict__.setdefault("_torch_cache", {})
+    if device not in cache:
+        dev = torch.device(device)
+        cache[device] = (torch.as_tensor(plan.sums[:, :-1].copy(), device=dev),
+                         torch.as_tensor(plan.lut.astype(np.int64), device=dev),
+                         torch.as_tensor(plan.boundaries.astype(np.int64), device=dev),
+                         torch.as_tensor(plan.order.astype(np.int64), device=dev))
+    return cache[device]
+
+
+def _block_scores_torch(plan: _Plan, hypothesis: int, t: int, ss: np.random.SeedSequence, device: str):
+    torch = _torch()
+    dev = torch.device(device)
+    tseed = int(stream_seed(ss, 0).generate_state(1, np.uint64)[0])
+    gen_t = torch.Generator(device=dev)
+    gen_t.manual_seed(tseed)
+    gen_np = _generator(stream_seed(ss, 1))
+    if plan.method == "groups":
+        sums, lut, bnd, order = _torch_tables(plan, device)
+        n_groups, width = sums.shape
+        s = torch.zeros(t, dtype=torch.float64, device=dev)
+        per = max(1, _SUB_ELEMS // max(t, 1))
+        for g0 in range(0, n_groups, per):
+            g1 = min(n_groups, g0 + per)
+            rows = g1 - g0
+            cells = torch.randint(0, 1 << _CELL_BITS, (rows * t,), generator=gen_t, device=dev, dtype=torch.int64)
+            idx = lut.index_select(0, cells)
+            bad = torch.nonzero(idx < 0).view(-1)
+            if bad.numel():
+                fine = torch.randint(0, 1 << (_SCALE_BITS - _CELL_BITS), (bad.numel(),), generator=gen_t, device=dev,
+                                     dtype=torch.int64)
+                pos = (cells.index_select(0, bad) << (_SCALE_BITS - _CELL_BITS)) | fine
+                idx.index_copy_(0, bad, order.index_select(0, torch.searchsorted(bnd, pos, right=True)))
+            idx = idx.view(rows, t) + (torch.arange(g0, g1, device=dev, dtype=torch.int64) * width)[:, None]
+            s += sums.view(-1).index_select(0, idx.view(-1)).view(rows, t).sum(dim=0)
+    elif plan.projections.size and plan.sample_rate >= 1:
+        s = torch.full((t,), float(plan.projections.sum()), dtype=torch.float64, device=dev)
+    else:
+        s = torch.zeros(t, dtype=torch.float64, device=dev)
+    if plan.noise_sd > 0:
+        s += plan.noise_sd * torch.randn(t, generator=gen_t, device=dev, dtype=torch.float64)
+    if hypothesis == 1:
+        n_inc = int(gen_np.binomial(t, plan.sample_rate))
+        s[:n_inc] += plan.canary_shift
+    s -= plan.offset
+    return s

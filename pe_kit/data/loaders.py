@@ -1,0 +1,268 @@
+"""User-partitioned text: loaders, record caps, data arms and seeded disjoint user splits.
+
+Formats (../shared/data/README.md): Blog Authorship Corpus JSON Lines (gzip or plain; ``user_id``,
+``text``, label field ``industry``), Yelp reviews JSON Lines (``user_id``, ``text``, ``stars``; streamed),
+Sentiment140 CSV (no header, Latin-1; columns polarity, id, date, query, user, text).
+Paper: §3 and App. D ("Users and record cap"): m = 64 records; long arm (exactly 64 records, like Yelp),
+short arm (32–64 records cut to tweet length, like Sentiment140); 500 aux, 500 calibration, 1000 test.
+
+Error policy: a malformed line, a wrong encoding or a missing field raises ``DataError`` naming the
+file, line and field (``on_error="skip"`` counts and reports such lines instead); an empty text is a
+documented, counted skip; users outside [min_records, max_records] are counted and excluded.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+TWEET_LENGTH = 140
+
+
+class DataError(ValueError):
+    """A data file cannot be read as documented; the message names file, line and field."""
+
+
+@dataclass(frozen=True)
+class User:
+    """One user's capped records. ``texts``: tuple of str (≤ m); ``label``: str (industry, stars, polarity)."""
+
+    user_id: str
+    texts: tuple[str, ...]
+    label: str
+
+
+@dataclass
+class Corpus:
+    """Users in file order, plus the counted skips of loading.
+
+    Attributes:
+        users: list of ``User`` (unique ids, first-appearance order).
+        source: file path or description.
+        skipped: Counter of skip reasons → counts (e.g. ``empty_text``, ``too_few_records``).
+    """
+
+    users: list[User]
+    source: str
+    skipped: Counter = field(default_factory=Counter)
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+    def by_id(self) -> dict[str, User]:
+        return {u.user_id: u for u in self.users}
+
+    def report(self) -> dict:
+        """Counts: users, records, records per user (min/median/max), and every skip reason."""
+        n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
+        return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
+                "records_min": int(n.min()), "records_median": float(np.median(n)), "records_max": int(n.max()),
+                **{f"skipped_{k}": v for k, v in sorted(self.skipped.items())}}
+
+
+def default_data_path() -> Path:
+    """Path of the bundled Blog sample (900 bloggers × 64 posts, ≤ 600 chars; Schler et al., 2006)."""
+    return Path(str(resources.files("pe_kit") / "data_files" / "blogs-900.jsonl.gz"))
+
+
+def default_bank_path() -> Path:
+    """Path of the bundled label-only SmolLM2 bank for the Blog corpus (8,192 texts; "bank A")."""
+    return Path(str(resources.files("pe_kit") / "data_files" / "blogs-bankA-smollm2.jsonl.gz"))
+
+
+def _open_text(path: Path, encoding: str) -> io.TextIOBase:
+    raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    return io.TextIOWrapper(raw, encoding=encoding, newline="")
+
+
+def _iter_json_lines(path: Path, fields: Sequence[str], on_error: str, skipped: Counter) -> Iterator[tuple[int, dict]]:
+    raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    with raw:
+        for lineno, data in enumerate(raw, start=1):
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                _fail(on_error, skipped, "bad_encoding",
+                      f"{path}: line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start}); re-save the file "
+                      "as UTF-8 or pass on_error='skip'")
+                continue
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                _fail(on_error, skipped, "malformed_line", f"{path}: line {lineno}: not valid JSON ({exc.msg})")
+                continue
+            if not isinstance(obj, dict):
+                _fail(on_error, skipped, "malformed_line", f"{path}: line {lineno}: expected a JSON object")
+                continue
+            missing = [f for f in fields if f not in obj or obj[f] is None]
+            if missing:
+                _fail(on_error, skipped, "missing_field",
+                      f"{path}: line {lineno}: missing field {missing[0]!r} (needs {', '.join(fields)})")
+                continue
+            yield lineno, obj
+
+
+def _fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
+    if on_error == "skip":
+        skipped[reason] += 1
+        return
+    raise DataError(message)
+
+
+def _collect(rows: Iterable[tuple[str, str, str]], source: str, record_cap: int, min_records: int,
+             max_records: int | None, skipped: Counter, max_users: int | None = None) -> Corpus:
+    """Group (user, text, label) rows into capped users; empty texts are counted skips."""
+    if record_cap < 1:
+        raise ValueError(f"record_cap={record_cap} must be ≥ 1")
+    if min_records < 1 or (max_records is not None and max_records < min_records):
+        raise ValueError(f"need 1 ≤ min_records ≤ max_records; got {min_records}, {max_records}")
+    texts: dict[str, list[str]] = {}
+    labels: dict[str, str] = {}
+    for uid, text, label in rows:
+        text = " ".join(str(text).split())
+        if not text:
+            skipped["empty_text"] += 1
+            continue
+        bucket = texts.setdefault(uid, [])
+        labels.setdefault(uid, label)
+        if len(bucket) < record_cap:
+            bucket.append(text)
+        else:
+            skipped["over_record_cap"] += 1
+    users = []
+    hi = max_records if max_records is not None else record_cap
+    for uid, recs in texts.items():
+        if len(recs) < min_records:
+            skipped["user_too_few_records"] += 1
+        elif len(recs) > hi:
+            skipped["user_too_many_records"] += 1
+        else:
+            users.append(User(uid, tuple(recs), labels[uid]))
+            if max_users is not None and len(users) >= max_users:
+                break
+    return Corpus(users, source, skipped)
+
+
+def _check_path(path) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file {path} does not exist; pass an existing file (default: "
+                                f"pe_kit.data.loaders.default_data_path())")
+    return path
+
+
+def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_records: int | None = None,
+               label_field: str = "industry", on_error: str = "raise") -> Corpus:
+    """Load Blog Authorship Corpus JSON Lines (``user_id``, ``text``, label field), gzip or plain.
+
+    Args:
+        path: file (default: the bundled 900-blogger sample).
+        record_cap: m, first m records per user in file order are kept (App. D).
+        min_records, max_records: admissible records per user after the cap (default max = m).
+        label_field: field used as the user's label (``industry``, ``gender``, ``age``).
+        on_error: ``"raise"`` (default) or ``"skip"`` (count malformed lines / missing fields).
+
+    Returns:
+        ``Corpus``.
+
+    Raises:
+        FileNotFoundError, DataError (file, line, field named).
+    """
+    path = _check_path(path or default_data_path())
+    skipped: Counter = Counter()
+    rows = ((str(o["user_id"]), o["text"], str(o[label_field]))
+            for _, o in _iter_json_lines(path, ("user_id", "text", label_field), on_error, skipped))
+    return _collect(rows, str(path), record_cap, min_records, max_records, skipped)
+
+
+def load_yelp(path, record_cap: int = 64, min_records: int = 64, max_records: int | None = None,
+              on_error: str = "raise", max_users: int | None = None) -> Corpus:
+    """Stream Yelp Open Dataset reviews JSON Lines (``user_id``, ``text``, ``stars``; label = stars).
+
+    Defaults follow the paper's Yelp arm: exactly m = 64 records per user. Arguments, returns and
+    errors as ``load_blogs``; ``max_users`` stops after that many admissible users (handy on the 5 GB file;
+    note users are grouped only after the whole file is read).
+    """
+    path = _check_path(path)
+    skipped: Counter = Counter()
+    rows = ((str(o["user_id"]), o["text"], str(o["stars"]))
+            for _, o in _iter_json_lines(path, ("user_id", "text", "stars"), on_error, skipped))
+    return _collect(rows, str(path), record_cap, min_records, max_records, skipped, max_users)
+
+
+def load_sentiment140(path, record_cap: int = 64, min_records: int = 32, max_records: int | None = None,
+                      on_error: str = "raise") -> Corpus:
+    """Load Sentiment140 CSV: no header, Latin-1, columns polarity, id, date, query, user, text.
+
+    Label = polarity ("0", "2", "4"). Defaults follow the paper's arm: 32–64 tweets per user.
+    Raises DataError naming file, line and column for rows without 6 columns or a bad polarity.
+    """
+    path = _check_path(path)
+    skipped: Counter = Counter()
+
+    def rows():
+        with _open_text(path, "latin-1") as fh:
+            for lineno, rec in enumerate(csv.reader(fh), start=1):
+                if not rec:
+                    continue
+                if len(rec) != 6:
+                    _fail(on_error, skipped, "malformed_line",
+                          f"{path}: line {lineno}: expected 6 columns (polarity, id, date, query, user, text), "
+                          f"got {len(rec)}")
+                    continue
+                if rec[0].strip() not in ("0", "2", "4"):
+                    _fail(on_error, skipped, "bad_label",
+                          f"{path}: line {lineno}: field 'polarity' is {rec[0]!r}, expected 0, 2 or 4")
+                    continue
+                yield rec[4], rec[5], rec[0].strip()
+
+    return _collect(rows(), str(path), record_cap, min_records, max_records, skipped)
+
+
+def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
+    """Dispatch to a loader by ``fmt`` (``blogs``, ``yelp``, ``sentiment140``) or by the file name when ``auto``."""
+    if path is None:
+        return load_blogs(**kwargs)
+    name = Path(path).name.lower()
+    if fmt == "auto":
+        fmt = "sentiment140" if name.endswith((".csv", ".csv.gz")) else "yelp" if "yelp" in name else "blogs"
+    loaders = {"blogs": load_blogs, "yelp": load_yelp, "sentiment140": load_sentiment140}
+    if fmt not in loaders:
+        raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(loaders)} or 'auto'")
+    return loaders[fmt](path, **kwargs)
+
+
+def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) -> tuple[list[str], dict]:
+    """Candidate bank texts from a JSON Lines file with a ``text`` field (default: the bundled bank A).
+
+    Returns (texts, info) where info counts ``rows``, ``duplicates_removed`` and ``empty_removed``.
+    Raises DataError on a malformed line (file and line named).
+    """
+    path = _check_path(path or default_bank_path())
+    skipped: Counter = Counter()
+    texts, seen = [], set()
+    rows = 0
+    for _, obj in _iter_json_lines(path, ("text",), "raise", skipped):
+        rows += 1
+        t = " ".join(str(obj["text"]).split())
+        if not t:
+            skipped["empty_removed"] += 1
+            continue
+        if dedupe and t in seen:
+            skipped["duplicates_removed"] += 1
+            continue
+        seen.add(t)
+        texts.append(t)
+        if limit is not None and len(texts) >= limit:
+            break
+    return texts, {"source": str(path), "rows": rows, **skipped}

@@ -1,0 +1,97 @@
+"""Arms and splits: cut records to a length, the long / short arms, seeded disjoint user splits.
+
+Source: "Canaries in the Bank" §3 and App. D (users and record cap; 500 aux / 500 calibration /
+1,000 test users, disjoint; canary users apart).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from pe_kit.data.loaders import TWEET_LENGTH, Corpus, User
+
+
+def cut_to_length(text: str, max_chars: int) -> str:
+    """Cut ``text`` to at most ``max_chars`` characters on a word boundary (a single long word is cut)."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars + 1].rsplit(" ", 1)[0]
+    return cut if 0 < len(cut) <= max_chars else text[:max_chars]
+
+
+def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
+    """The paper's two data arms (§3, App. D) from one corpus.
+
+    ``long``: users with exactly ``record_cap`` records (Yelp-like). ``short``: users with
+    record_cap/2 … record_cap records, each cut to 140 characters (Sentiment140-like).
+    Raises ValueError for another arm name.
+    """
+    if arm == "long":
+        users = [u for u in corpus.users if len(u.texts) == record_cap]
+    elif arm == "short":
+        users = [User(u.user_id, tuple(cut_to_length(t, TWEET_LENGTH) for t in u.texts), u.label)
+                 for u in corpus.users if record_cap // 2 <= len(u.texts) <= record_cap]
+    else:
+        raise ValueError(f"arm={arm!r} must be 'long' or 'short'")
+    skipped = Counter(corpus.skipped)
+    skipped[f"not_in_{arm}_arm"] += len(corpus.users) - len(users)
+    return Corpus(users, f"{corpus.source} [{arm} arm]", skipped)
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Disjoint user-id lists: canary | aux | calibration | test | public (the rest), seeded."""
+
+    canary: tuple[str, ...]
+    aux: tuple[str, ...]
+    calibration: tuple[str, ...]
+    test: tuple[str, ...]
+    public: tuple[str, ...]
+    seed: int
+
+    def report(self) -> dict:
+        return {name: len(getattr(self, name)) for name in ("canary", "aux", "calibration", "test", "public")}
+
+
+def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: int = 500, n_test: int = 1000,
+                seed: int = 0, canary_records: int | None = None) -> Splits:
+    """Seeded disjoint user splits (App. D). Users left over form the ``public`` split.
+
+    Args:
+        corpus: users to split.
+        n_canary, n_aux, n_calibration, n_test: split sizes (≥ 0; aux, calibration, test ≥ 1).
+        seed: seed of the permutation (``numpy.random.default_rng``).
+        canary_records: if set, canaries are drawn only from users with exactly this many records
+            ("All canaries have 64 records", §3).
+
+    Raises:
+        ValueError: when the corpus has too few (eligible) users; the message gives the counts and the fix.
+    """
+    for name, n in (("n_aux", n_aux), ("n_calibration", n_calibration), ("n_test", n_test)):
+        if n < 1:
+            raise ValueError(f"{name}={n} must be ≥ 1")
+    if n_canary < 0:
+        raise ValueError(f"n_canary={n_canary} must be ≥ 0")
+    rng = np.random.default_rng(seed)
+    ids = [u.user_id for u in corpus.users]
+    if len(set(ids)) != len(ids):
+        raise ValueError("corpus has duplicate user ids; merge them before splitting")
+    order = [ids[i] for i in rng.permutation(len(ids))]
+    lengths = {u.user_id: len(u.texts) for u in corpus.users}
+    eligible = [i for i in order if canary_records is None or lengths[i] == canary_records]
+    if len(eligible) < n_canary:
+        raise ValueError(f"only {len(eligible)} users have {canary_records} records but n_canary={n_canary} "
+                         "canaries are requested; lower n_canary or use a larger corpus")
+    canary = eligible[:n_canary]
+    chosen = set(canary)
+    rest = [i for i in order if i not in chosen]
+    need = n_aux + n_calibration + n_test
+    if len(rest) < need:
+        raise ValueError(f"corpus {corpus.source} has {len(ids)} users; {n_canary} canaries + {n_aux} aux + "
+                         f"{n_calibration} calibration + {n_test} test = {n_canary + need} needed. Lower the split "
+                         "sizes or pass a larger corpus (e.g. the full blogs.jsonl.gz via --data)")
+    a, b = n_aux, n_aux + n_calibration
+    return Splits(tuple(canary), tuple(rest[:a]), tuple(rest[a:b]), tuple(rest[b:b + n_test]),
+                  tuple(rest[b + n_test:]), seed)

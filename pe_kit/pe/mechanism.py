@@ -1,0 +1,255 @@
+"""The PE histogram mechanism: exact top-k routing, vote normalization, clipping, Gaussian release.
+
+Source: Eq. 1 and Alg. A.1 lines 8–20 of "Canaries in the Bank" (../shared/seed). Distances are
+Euclidean in the encoder's space; exact ties go to the lowest bank index (App. B, "Exact score
+ties are resolved by the lowest ... index").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from pe_kit.config import MechanismConfig
+
+__all__ = [
+    "squared_distances",
+    "topk_routes",
+    "NeighborIndex",
+    "build_neighbor_index",
+    "routes_with_probes",
+    "contributions",
+    "release",
+    "sample_participation",
+]
+
+
+def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (n, d); got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or inf; re-embed the texts")
+    return x
+
+
+def squared_distances(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances between rows of ``x`` (n, d) and ``s`` (p, d); returns float64 (n, p).
+
+    Computed as ‖x‖² + ‖s‖² − 2 x·s with the product in float32 (the encoder's precision) and the
+    sums in float64, clipped at 0. The same formula is used everywhere in the kit so that routing
+    decisions are consistent between the full bank and a probe-merged bank.
+    """
+    x32 = np.asarray(x, dtype=np.float32)
+    s32 = np.asarray(s, dtype=np.float32)
+    dots = (x32 @ s32.T).astype(np.float64)
+    xn = np.einsum("ij,ij->i", x32, x32, dtype=np.float64)
+    sn = np.einsum("ij,ij->i", s32, s32, dtype=np.float64)
+    d = xn[:, None] + sn[None, :] - 2.0 * dots
+    np.maximum(d, 0.0, out=d)
+    return d
+
+
+def _stable_topk(d: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise k smallest of ``d`` (n, p) ordered by (distance, index); exact ties → lowest index."""
+    n, p = d.shape
+    if k >= p:
+        order = np.argsort(d, axis=1, kind="stable")
+    else:
+        part = np.argpartition(d, k - 1, axis=1)[:, :k]
+        kth = np.take_along_axis(d, part, axis=1).max(axis=1)
+        n_le = (d <= kth[:, None]).sum(axis=1)
+        ambiguous = np.flatnonzero(n_le > k)
+        for row in ambiguous:  # a tie straddles the k-th place: resolve by index
+            part[row] = np.argsort(d[row], kind="stable")[:k]
+        vals = np.take_along_axis(d, part, axis=1)
+        o = _lexsort_rows(vals, part)
+        order = np.take_along_axis(part, o, axis=1)
+    order = order[:, :k]
+    return order.astype(np.int64), np.take_along_axis(d, order, axis=1)
+
+
+def _lexsort_rows(vals: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per-row permutation sorting by value, then by index (both (n, k))."""
+    o = np.argsort(idx, axis=1, kind="stable")
+    v2 = np.take_along_axis(vals, o, axis=1)
+    o2 = np.argsort(v2, axis=1, kind="stable")
+    return np.take_along_axis(o, o2, axis=1)
+
+
+def topk_routes(records: np.ndarray, bank: np.ndarray, top_k: int, chunk_size: int = 2048,
+                return_distances: bool = False):
+    """Exact Euclidean top-k routing of each record to the bank (Alg. A.1 line 11).
+
+    Args:
+        records: float (n, d) record embeddings.
+        bank: float (p, d) candidate embeddings, in bank order.
+        top_k: k ≥ 1 (≤ p).
+        chunk_size: records per distance block (memory is chunk_size × p float64).
+        return_distances: also return the (n, k) float64 squared distances.
+
+    Returns:
+        int64 (n, k) bank indices per record, nearest first, exact ties → lowest index;
+        and the distances if asked.
+
+    Raises:
+        ValueError: on shape mismatch, k > p, or non-finite embeddings.
+    """
+    records = _as_matrix(records, "records")
+    bank = _as_matrix(bank, "bank")
+    if records.shape[1] != bank.shape[1]:
+        raise ValueError(f"records have dimension {records.shape[1]} but bank has {bank.shape[1]}: "
+                         "embed both with the same encoder")
+    if not 1 <= top_k <= bank.shape[0]:
+        raise ValueError(f"top_k={top_k} must be between 1 and the bank size {bank.shape[0]}")
+    n = records.shape[0]
+    idx = np.empty((n, top_k), dtype=np.int64)
+    dist = np.empty((n, top_k), dtype=np.float64)
+    for start in range(0, n, chunk_size):
+        stop = min(n, start + chunk_size)
+        i, dd = _stable_topk(squared_distances(records[start:stop], bank), top_k)
+        idx[start:stop], dist[start:stop] = i, dd
+    return (idx, dist) if return_distances else idx
+
+
+@dataclass(frozen=True)
+class NeighborIndex:
+    """Each record's ``depth`` nearest bank entries, precomputed once for a base bank.
+
+    With depth ≥ k + r, the top-k among the bank with any r positions removed is the first k of
+    the remaining list, so probe variants re-route by merging (App. B, "Trial-set routing").
+
+    Attributes:
+        indices: int64 (n, depth) bank indices, nearest first (ties → lowest index).
+        distances: float64 (n, depth) squared distances.
+        bank_size: p of the base bank.
+    """
+
+    indices: np.ndarray
+    distances: np.ndarray
+    bank_size: int
+
+    @property
+    def depth(self) -> int:
+        return self.indices.shape[1]
+
+
+def build_neighbor_index(records: np.ndarray, bank: np.ndarray, depth: int,
+                         chunk_size: int = 2048) -> NeighborIndex:
+    """Precompute ``depth`` nearest bank entries per record (see ``NeighborIndex``); shapes as ``topk_routes``."""
+    depth = min(int(depth), np.asarray(bank).shape[0])
+    idx, dist = topk_routes(records, bank, depth, chunk_size=chunk_size, return_distances=True)
+    return NeighborIndex(idx, dist, int(np.asarray(bank).shape[0]))
+
+
+def routes_with_probes(index: NeighborIndex, records: np.ndarray, probes: np.ndarray | None,
+                       probe_positions: np.ndarray | None, top_k: int) -> np.ndarray:
+    """Top-k routes in the bank whose ``probe_positions`` were replaced by ``probes``.
+
+    Exact (App. B): a record's top-k in S_base ∪ probes is the top-k of the merge of its k nearest
+    base entries (positions not replaced) with all probes; ties → lowest *final bank* index.
+
+    Args:
+        index: base-bank neighbours with depth ≥ top_k + len(probe_positions).
+        records: float (n, d) embeddings of the same records as ``index``.
+        probes: float (r, d) probe embeddings, probe t goes to ``probe_positions[t]``; or None.
+        probe_positions: int (r,) distinct bank positions; or None.
+        top_k: k.
+
+    Returns:
+        int64 (n, k) final-bank indices.
+
+    Raises:
+        ValueError: if the index is too shallow or positions are out of range / repeated.
+    """
+    if probes is None or probe_positions is None or len(probe_positions) == 0:
+        return index.indices[:, :top_k].copy()
+    pos = np.asarray(probe_positions, dtype=np.int64)
+    r = pos.size
+    if len(np.unique(pos)) != r or pos.min() < 0 or pos.max() >= index.bank_size:
+        raise ValueError("probe_positions must be distinct bank positions in [0, p)")
+    if index.depth < min(index.bank_size, top_k + r):
+        raise ValueError(f"NeighborIndex depth {index.depth} < top_k + r = {top_k + r}: rebuild it deeper")
+    removed = np.isin(index.indices, pos)
+    # first k kept base entries per row (stable: keeps nearest-first order)
+    keep_order = np.argsort(removed, axis=1, kind="stable")[:, :top_k]
+    base_idx = np.take_along_axis(index.indices, keep_order, axis=1)
+    base_d = np.take_along_axis(index.distances, keep_order, axis=1)
+    probe_d = squared_distances(records, probes)
+    cand_idx = np.concatenate([base_idx, np.broadcast_to(pos, (base_idx.shape[0], r))], axis=1)
+    cand_d = np.concatenate([base_d, probe_d], axis=1)
+    o = _lexsort_rows(cand_d, cand_idx)[:, :top_k]
+    return np.take_along_axis(cand_idx, o, axis=1)
+
+
+def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size: int,
+                  clip_norm: float) -> sp.csr_matrix:
+    """Per-user clipped, normalized vote vectors v_u (Eq. 1; Alg. A.1 lines 12–17).
+
+    Args:
+        routes: int (n_records, k) bank indices voted by each record.
+        owner: int (n_records,) user row (0..n_users-1) of each record.
+        n_users: N, rows of the output.
+        bank_size: p, columns of the output.
+        clip_norm: C > 0.
+
+    Returns:
+        scipy.sparse CSR float64 (N, p): row u is h̄_u · min(1, C/‖h̄_u‖₂) with
+        h̄_u = counts / (|D_u| k). Users without records get an all-zero row.
+
+    Raises:
+        ValueError: on inconsistent shapes or owners out of range.
+    """
+    routes = np.asarray(routes)
+    owner = np.asarray(owner, dtype=np.int64)
+    if routes.ndim != 2 or owner.shape != (routes.shape[0],):
+        raise ValueError(f"routes (n, k) and owner (n,) disagree: {routes.shape} vs {owner.shape}")
+    if owner.size and (owner.min() < 0 or owner.max() >= n_users):
+        raise ValueError(f"owner values must lie in [0, {n_users})")
+    if clip_norm <= 0:
+        raise ValueError(f"clip_norm={clip_norm} must be > 0")
+    n, k = routes.shape
+    per_user = np.bincount(owner, minlength=n_users).astype(np.float64)
+    rows = np.repeat(owner, k)
+    data = 1.0 / (per_user[rows] * k)
+    h = sp.csr_matrix((data, (rows, routes.ravel())), shape=(n_users, bank_size))
+    h.sum_duplicates()
+    norms = np.sqrt(np.asarray(h.multiply(h).sum(axis=1)).ravel())
+    scale = np.ones(n_users)
+    big = norms > clip_norm
+    scale[big] = clip_norm / norms[big]
+    return sp.csr_matrix(sp.diags(scale) @ h)
+
+
+def sample_participation(n_users: int, sample_rate: float, rng: np.random.Generator) -> np.ndarray:
+    """Independent Bernoulli(q) participation indicators (App. E.2), bool (n_users,)."""
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
+    return rng.random(n_users) < sample_rate
+
+
+def release(contribs: sp.spmatrix, config: MechanismConfig, rng: np.random.Generator,
+            participation: np.ndarray | None = None) -> np.ndarray:
+    """One DP histogram release Y = Σ_u I_u v_u + N(0, (σC)² I) (§2, Alg. A.1 line 20).
+
+    Args:
+        contribs: (N, p) clipped contributions from ``contributions``.
+        config: mechanism settings (σ, C, q).
+        rng: the only source of randomness.
+        participation: optional bool (N,) indicators; drawn Bernoulli(q) when None.
+
+    Returns:
+        float64 (p,) released histogram.
+
+    Raises:
+        ValueError: if ``participation`` has the wrong length.
+    """
+    n_users, p = contribs.shape
+    if participation is None:
+        participation = sample_participation(n_users, config.sample_rate, rng)
+    participation = np.asarray(participation, dtype=bool)
+    if participation.shape != (n_users,):
+        raise ValueError(f"participation must have shape ({n_users},); got {participation.shape}")
+    total = np.asarray(contribs[participation].sum(axis=0)).ravel()
+    return total + rng.normal(0.0, config.noise_std, size=p)

@@ -1,0 +1,414 @@
+"""Multi-round Private Evolution (Alg. A.1) with a composed audit (Eq. 36) and per-round checkpoints.
+
+Source: "Canaries in the Bank", App. A (Alg. A.1), §3 "Multi-round PE with ICL" (retain the top 5 %
+of candidates and the probes, generate the next bank, repeat the audit), App. D "Multi-round
+accounting" (T = 6 Poisson releases, q = 0.1, σ = 1.1088, δ = 1e-5; ε_theory per prefix from a fresh
+PRV accountant; "the empirical audit composes the same prefixes by summing their mixture
+log-likelihood ratios"), App. E.8 Eq. 36 (chain rule of the transcript likelihood ratio).
+
+The loop (``run_pe``). Round t publishes one frozen ordered bank S^(t) (``FrozenBank``, read-only
+arrays), releases Y^(t) = Σ_u I_u v_u + N(0, (σC)² I) over the private population with independent
+Bernoulli(q) participation (``release_round``), keeps the top k̃ non-probe candidates by Y plus every
+probe (probes keep their bank positions in every round), builds feedback (positives = retained texts,
+negatives = lowest-Y texts; public bank texts only) and asks a generator for g = p − r − k̃ new texts,
+which fill the non-probe slots after the retained ones: S^(t+1) = R^(t) ∪ V^(t), |S^(t+1)| = p.
+Private records enter only through ``release_round``. Every finished round is written to a
+content-keyed, checksummed checkpoint (``pe_kit.cache.write_verified``); a rerun with the same
+inputs resumes at the last finished round and gives identical results (each round draws from its own
+Generator seeded by (entropy drawn once from the caller's rng, t)).
+
+The composed audit (``round_problems`` → ``composed_audit``). Design decision (documented
+approximation): the transcript is run once, *without* the canary (as under H0), and its banks are
+frozen. For each round's bank the single-release audit is rebuilt exactly as ``pe_kit.audit.moments``: aux
+moments on the inspected coordinates P_t (the probe positions; the canary's own top-k support when
+there are no probes) → (m̂0, Σ̂) for N test users → w_t = Σ̂⁻¹v_t → scalar projections of the
+calibration and test populations (``ScalarProblem``). A T-round trial then draws, independently per
+round, background participation, the canary's participation J_t ~ Bernoulli(q) (under H1; J ≡ 0 under
+H0) and the DP noise, and scores Σ_t ℓ_mix,t with ℓ_mix,t = log[(1−q) + q e^{ℓ_t}] (Eqs. 4, 22, 36).
+Thresholds are calibrated and bounded per prefix as in the single release
+(``bounds.calibrate_threshold`` / ``evaluate_threshold``, Eq. 28).
+What is approximated: (i) in the real adaptive process bank t depends on Y^(<t), which depends on
+the canary's earlier participation; here every trial reuses the one frozen bank sequence, i.e. the
+audit is of T releases on these fixed banks (a non-adaptive instance of the same mechanism, so
+ε_theory(T) still bounds it, and Eq. 36's conditional LLRs reduce to the per-round LLRs on the
+realized banks); (ii) each ℓ_t inherits the Gaussian approximation of Eq. 14 with aux-estimated
+moments, as in the single-release audit.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from pe_kit.cache import cache_dir, content_hash, read_verified, write_verified
+from pe_kit.config import MechanismConfig
+from pe_kit.pe.mechanism import (
+    contributions,
+    release,
+    sample_participation,
+    topk_routes,
+)
+from pe_kit.text.variation import build_feedback, make_variations
+
+_FORMAT = "pe_kit.pe.multiround/v1"
+
+
+def _readonly(a: np.ndarray, dtype) -> np.ndarray:
+    a = np.array(a, dtype=dtype, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class PEConfig:
+    """Settings of the multi-round loop (Alg. A.1; §3; App. D).
+
+    Attributes:
+        rounds: T ≥ 1 histogram releases (paper Fig. 2: 6).
+        retain_fraction: k̃ = max(1, round(retain_fraction · p)) non-probe candidates kept per round
+            (paper: the top 5 %); the g = p − r − k̃ remaining slots are new variations, so |S| stays p.
+        n_negatives: lowest-Y candidates offered as negative ICL examples (≥ 0).
+        icl_examples, icl_negatives: examples per ICL prompt (LM generators only).
+        genre: what the texts are, for ICL prompts.
+        max_attempts: generator calls allowed per round to obtain g valid distinct texts.
+
+    Raises:
+        ValueError: naming the field and the admissible range.
+    """
+
+    rounds: int = 6
+    retain_fraction: float = 0.05
+    n_negatives: int = 16
+    icl_examples: int = 3
+    icl_negatives: int = 2
+    genre: str = "blog post"
+    max_attempts: int = 5
+
+    def __post_init__(self) -> None:
+        if int(self.rounds) != self.rounds or self.rounds < 1:
+            raise ValueError(f"rounds={self.rounds!r} is invalid: use an integer T ≥ 1")
+        if not 0 < self.retain_fraction < 1:
+            raise ValueError(f"retain_fraction={self.retain_fraction!r} is invalid: use 0 < fraction < 1 (paper 0.05)")
+        for name, low in (("n_negatives", 0), ("icl_examples", 1), ("icl_negatives", 0), ("max_attempts", 1)):
+            v = getattr(self, name)
+            if int(v) != v or v < low:
+                raise ValueError(f"{name}={v!r} is invalid: use an integer ≥ {low}")
+
+    def retain_count(self, bank_size: int, n_probes: int) -> int:
+        """k̃ for a bank of ``bank_size`` with ``n_probes`` probes; raises ValueError if no slot is left for g ≥ 1."""
+        k = max(1, int(round(self.retain_fraction * bank_size)))
+        if k + n_probes >= bank_size:
+            raise ValueError(f"retain_fraction={self.retain_fraction} keeps {k} candidates + {n_probes} probes of a "
+                             f"bank of {bank_size}: nothing is left for new variations; lower retain_fraction")
+        return k
+
+    def as_dict(self) -> dict:
+        """Plain dict of the settings (for result rows and checkpoint keys)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Population:
+    """Users' record embeddings, as routed by the mechanism.
+
+    Attributes:
+        embeddings: float32 (n_records, d), read-only.
+        owner: int64 (n_records,) user row in [0, n_users), read-only.
+        n_users: N.
+        name: label for messages (e.g. the split name).
+    """
+
+    embeddings: np.ndarray
+    owner: np.ndarray
+    n_users: int
+    name: str = "population"
+
+    def __post_init__(self) -> None:
+        emb = _readonly(self.embeddings, np.float32)
+        own = _readonly(self.owner, np.int64)
+        if emb.ndim != 2 or own.shape != (emb.shape[0],):
+            raise ValueError(f"{self.name}: embeddings (n, d) and owner (n,) disagree: {emb.shape} vs {own.shape}")
+        if own.size and (own.min() < 0 or own.max() >= self.n_users):
+            raise ValueError(f"{self.name}: owner values must lie in [0, n_users={self.n_users})")
+        object.__setattr__(self, "embeddings", emb)
+        object.__setattr__(self, "owner", own)
+
+    @classmethod
+    def from_world(cls, world, split: str) -> "Population":
+        """The ``split`` users of a ``pe_kit.run.study.World`` (``aux``, ``calibration``, ``test``, ``canary``)."""
+        rec = world.records.get(split)
+        if rec is None:
+            raise ValueError(f"split={split!r} is not in the world; use one of {sorted(world.records)}")
+        return cls(rec["emb"], rec["owner"], len(rec["ids"]), split)
+
+    def digest(self) -> str:
+        """Content hash of the records (part of checkpoint keys)."""
+        return content_hash(self.embeddings.tobytes(), self.owner.tobytes(), int(self.n_users))
+
+    def contributions(self, bank: "FrozenBank", mechanism: MechanismConfig) -> sp.csr_matrix:
+        """Clipped contributions (n_users, p) on ``bank`` (exact top-k routing, Eq. 1)."""
+        routes = topk_routes(self.embeddings, bank.embeddings, mechanism.top_k)
+        return contributions(routes, self.owner, self.n_users, len(bank.texts), mechanism.clip_norm)
+
+
+@dataclass(frozen=True)
+class FrozenBank:
+    """One published ordered bank S^(t) (Alg. A.1 line 6); arrays are copied and made read-only.
+
+    Attributes:
+        texts: tuple of p str (bank order).
+        embeddings: float32 (p, d), read-only.
+        probe_positions: int64 (r,) positions of the probes (empty without probes), read-only.
+    """
+
+    texts: tuple
+    embeddings: np.ndarray
+    probe_positions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        texts = tuple(self.texts)
+        emb = _readonly(self.embeddings, np.float32)
+        pos = _readonly(np.asarray(self.probe_positions).ravel(), np.int64)
+        if emb.ndim != 2 or emb.shape[0] != len(texts):
+            raise ValueError(f"bank embeddings must have shape ({len(texts)}, d); got {emb.shape}")
+        if pos.size and (len(np.unique(pos)) != pos.size or pos.min() < 0 or pos.max() >= len(texts)):
+            raise ValueError("probe_positions must be distinct positions in [0, p)")
+        object.__setattr__(self, "texts", texts)
+        object.__setattr__(self, "embeddings", emb)
+        object.__setattr__(self, "probe_positions", pos)
+
+    @property
+    def size(self) -> int:
+        """p, the number of bank entries (probes included)."""
+        return len(self.texts)
+
+    def candidate_mask(self) -> np.ndarray:
+        """bool (p,): True for non-probe candidates."""
+        m = np.ones(self.size, dtype=bool)
+        m[self.probe_positions] = False
+        return m
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What round t published and released (Alg. A.1 lines 6–25).
+
+    Attributes:
+        round: t (0-based).
+        bank: S^(t) (frozen before the release).
+        histogram: float64 (p,) Y^(t), read-only.
+        participants: |B^(t)|, the number of sampled private users (a count only).
+        retained: int64 (k̃,) indices into S^(t) of the kept candidates, highest Y first.
+        new_texts: tuple of g str, V^(t).
+        new_embeddings: float32 (g, d) of ``new_texts``, read-only.
+    """
+
+    round: int
+    bank: FrozenBank
+    histogram: np.ndarray
+    participants: int
+    retained: np.ndarray
+    new_texts: tuple
+    new_embeddings: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "histogram", _readonly(self.histogram, np.float64))
+        object.__setattr__(self, "retained", _readonly(self.retained, np.int64))
+        object.__setattr__(self, "new_texts", tuple(self.new_texts))
+        object.__setattr__(self, "new_embeddings", _readonly(self.new_embeddings, np.float32))
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A finished multi-round PE run.
+
+    Attributes:
+        rounds: tuple of T ``RoundRecord`` (releases 1..T on banks S^(0..T−1)).
+        final_bank: S^(T), the evolved synthetic population (Alg. A.1 line 27).
+        key: content key of the run (checkpoint folder name).
+        resumed_rounds: rounds read from checkpoints rather than computed (not part of equality).
+    """
+
+    rounds: tuple
+    final_bank: FrozenBank
+    key: str
+    resumed_rounds: int = field(default=0, compare=False)
+
+    @property
+    def banks(self) -> list[FrozenBank]:
+        """[S^(0), ..., S^(T)]."""
+        return [r.bank for r in self.rounds] + [self.final_bank]
+
+
+def release_round(bank: FrozenBank, private: Population, mechanism: MechanismConfig,
+                  rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """Y^(t) over a frozen bank: Poisson participation, exact routing, clipping, Gaussian noise (Alg. A.1 l. 7–20).
+
+    Args:
+        bank: the published ``FrozenBank`` (its arrays must be read-only).
+        private: the private users. mechanism: k, C, σ, q. rng: participation then noise.
+
+    Returns:
+        (float64 (p,) histogram, int number of participants).
+
+    Raises:
+        ValueError: if the bank is not frozen (writeable arrays).
+    """
+    if bank.embeddings.flags.writeable or bank.probe_positions.flags.writeable:
+        raise ValueError("the bank must be frozen (read-only arrays) before its release; build a FrozenBank")
+    contribs = private.contributions(bank, mechanism)
+    part = sample_participation(private.n_users, mechanism.sample_rate, rng)
+    return release(contribs, mechanism, rng, participation=part), int(part.sum())
+
+
+def next_bank(bank: FrozenBank, retained: np.ndarray, new_texts: Sequence[str], new_embeddings: np.ndarray) -> FrozenBank:
+    """S^(t+1) = R^(t) ∪ V^(t) (Alg. A.1 l. 25): probes stay at their positions; the non-probe slots,
+    in increasing position, get the retained candidates (in their S^(t) order) then the new texts.
+
+    Raises:
+        ValueError: if k̃ + g does not fill the p − r non-probe slots.
+    """
+    slots = np.flatnonzero(bank.candidate_mask())
+    kept = np.sort(np.asarray(retained, dtype=np.int64))
+    if kept.size + len(new_texts) != slots.size:
+        raise ValueError(f"{kept.size} retained + {len(new_texts)} new texts must fill {slots.size} non-probe slots")
+    texts = list(bank.texts)
+    emb = np.array(bank.embeddings)
+    fill_t = [bank.texts[i] for i in kept] + list(new_texts)
+    fill_e = np.concatenate([bank.embeddings[kept], np.asarray(new_embeddings, np.float32).reshape(len(new_texts), -1)])
+    for s, t in zip(slots, fill_t):
+        texts[s] = t
+    emb[slots] = fill_e
+    return FrozenBank(tuple(texts), emb, bank.probe_positions)
+
+
+def initial_bank(bank_texts: Sequence[str], bank_embeddings: np.ndarray, design=None) -> FrozenBank:
+    """S^(0): the base bank with the design's probes at their replacement positions (App. B)."""
+    texts = list(bank_texts)
+    emb = np.array(bank_embeddings, dtype=np.float32)
+    pos = np.zeros(0, dtype=np.int64)
+    if design is not None and design.probe_embeddings is not None:
+        pos = np.asarray(design.positions, dtype=np.int64)
+        for j, t in zip(pos, design.probe_texts):
+            texts[j] = t
+        emb[pos] = design.probe_embeddings
+    return FrozenBank(tuple(texts), emb, pos)
+
+
+# ----------------------------------------------------------------------------------------- checkpoints
+def _encode_record(rec: RoundRecord, key: str) -> bytes:
+    meta = {"format": _FORMAT, "key": key, "round": rec.round, "bank_texts": list(rec.bank.texts),
+            "participants": rec.participants, "new_texts": list(rec.new_texts)}
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8),
+             bank_embeddings=rec.bank.embeddings, probe_positions=rec.bank.probe_positions,
+             histogram=rec.histogram, retained=rec.retained, new_embeddings=rec.new_embeddings)
+    return buf.getvalue()
+
+
+def _decode_record(data: bytes, key: str, t: int) -> RoundRecord | None:
+    try:
+        z = np.load(io.BytesIO(data), allow_pickle=False)
+        meta = json.loads(z["meta"].tobytes().decode("utf-8"))
+        if meta.get("format") != _FORMAT or meta.get("key") != key or meta.get("round") != t:
+            return None
+        bank = FrozenBank(tuple(meta["bank_texts"]), z["bank_embeddings"], z["probe_positions"])
+        return RoundRecord(t, bank, z["histogram"], int(meta["participants"]), z["retained"],
+                           tuple(meta["new_texts"]), z["new_embeddings"])
+    except (ValueError, KeyError, OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _generator_id(generator) -> dict:
+    cfg = getattr(generator, "config", None)
+    return {"name": str(getattr(generator, "name", type(generator).__name__)),
+            "config": cfg() if callable(cfg) else {}}
+
+
+def _embed_new(generator, encoder, texts: list[str]) -> np.ndarray:
+    lookup = getattr(generator, "embedding_of", None)
+    if callable(lookup):
+        emb = lookup(texts)
+        if emb is not None:
+            return np.asarray(emb, dtype=np.float32)
+    if encoder is None:
+        raise ValueError("encoder= is required to embed generated texts (pass world.encoder)")
+    return np.asarray(encoder.encode(texts, desc="variations"), dtype=np.float32)
+
+
+def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Population, generator,
+           mechanism: MechanismConfig, config: PEConfig, rng: np.random.Generator, *, design=None, encoder=None,
+           checkpoint_dir: str | Path | None | bool = None) -> Transcript:
+    """Run T rounds of PE (Alg. A.1) and return the transcript; resumes from checkpoints.
+
+    Args:
+        bank_texts: p str, the initial public population S^(0) before probes.
+        bank_embeddings: float32 (p, d) of ``bank_texts``.
+        private: the private (eligible) users whose records vote; the canary is *not* among them
+            (the transcript is run as under H0; see the module docstring).
+        generator: variation generator (``pe_kit.text.variation``): ``name``, ``generate(prompts, rng)``.
+        mechanism: k, C, σ, q. config: ``PEConfig``.
+        rng: numpy Generator; one integer is drawn from it as the run's entropy, and round t uses
+            ``default_rng([entropy, t])`` (so a resumed run is identical to an uninterrupted one).
+        design: optional ``pe_kit.attack.variants.ProbeDesign`` whose probes replace bank positions in every round.
+        encoder: embeds generated texts (not needed for ``PublicRetrievalGenerator``).
+        checkpoint_dir: folder for per-round checkpoints (None = ``cache_dir()/"multiround"``; False = off).
+
+    Returns:
+        ``Transcript`` (T ``RoundRecord`` + S^(T)).
+
+    Raises:
+        ValueError: on inconsistent inputs (named); GenerationError from the generator (the finished
+        rounds are already checkpointed: rerun to resume).
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator; pass np.random.default_rng(seed)")
+    if len(bank_texts) != np.asarray(bank_embeddings).shape[0]:
+        raise ValueError(f"bank_texts ({len(bank_texts)}) and bank_embeddings ({np.asarray(bank_embeddings).shape[0]}) "
+                         "must have one row per text")
+    bank = initial_bank(bank_texts, bank_embeddings, design)
+    if bank.embeddings.shape[1] != private.embeddings.shape[1]:
+        raise ValueError("bank and private records have different embedding dimensions: use one encoder")
+    retain = config.retain_count(bank.size, bank.probe_positions.size)
+    g = bank.size - bank.probe_positions.size - retain
+    entropy = int(rng.integers(0, 2**63 - 1))
+    key = content_hash(_FORMAT, list(bank.texts), bank.embeddings.tobytes(), bank.probe_positions.tolist(),
+                       private.digest(), _generator_id(generator), mechanism.as_dict(), config.as_dict(), entropy)
+    folder = None
+    if checkpoint_dir is not False:
+        folder = Path(checkpoint_dir if checkpoint_dir not in (None, True) else cache_dir() / "multiround") / key[:32]
+    records: list[RoundRecord] = []
+    seen: set[str] = set(bank.texts)
+    resumed = 0
+    for t in range(config.rounds):
+        path = folder / f"round-{t:03d}.npz" if folder is not None else None
+        rec = None
+        if path is not None and len(records) == t:
+            data = read_verified(path)
+            rec = _decode_record(data, key, t) if data is not None else None
+            if rec is not None and rec.bank.texts != bank.texts:
+                rec = None
+        if rec is not None:
+            resumed += 1
+        else:
+            r_rng = np.random.default_rng([entropy, t])
+            y, n_part = release_round(bank, private, mechanism, r_rng)
+            retained, feedback = build_feedback(bank.texts, y, bank.probe_positions, retain, config.n_negatives,
+                                                seen=seen)
+            if hasattr(generator, "register"):
+                generator.register(bank.texts, bank.embeddings)
+            new = make_variations(generator, feedback, g, r_rng, icl_examples=config.icl_examples,
+                                  icl_negatives=config.icl_negatives, genre=config.genre,
+                                  max_attempts=config.max_attempts)
+            rec = RoundRecord(t, bank, y, n_part, retained, tuple(new), _embed_new(generator, encoder, new))
+            if path is not None:
+                write_verified(path, _encode_record(rec, key))
+        records.append(rec)
+        seen.update(rec.new_texts)
+        bank = next_bank(bank, rec.retained, rec.new_texts, rec.new_embeddings)
+    return Transcript(tuple(records), bank, key, resumed)

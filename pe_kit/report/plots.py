@@ -1,0 +1,342 @@
+"""Figures of the narrative notebooks (matplotlib + seaborn), each a function of tidy rows.
+
+Every function returns a ``matplotlib.figure.Figure`` and never calls ``plt.show``; :func:`save_figure`
+writes it as PNG and PDF under ``<output_dir>/figures``. Paper analogues: Fig. 1 (:func:`plot_sweep`),
+Table 2 / Table 4 (:func:`plot_epsilon_heatmap`), Table 3 (:func:`plot_encoder_ablation`), App. E
+(:func:`plot_score_distributions`, :func:`plot_mixture_checks`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = ["set_style", "save_figure", "plot_vote_norms", "plot_release", "plot_design", "plot_score_distributions",
+           "plot_mixture_checks", "plot_epsilon_heatmap", "plot_epsilon_by_canary", "plot_sweep",
+           "plot_encoder_ablation", "plot_tightness", "variant_palette"]
+
+
+def _rotate(ax, degrees: int = 30) -> None:
+    """Rotate x tick labels, anchored at their right end so long variant names do not collide."""
+    for label in ax.get_xticklabels():
+        label.set_rotation(degrees)
+        label.set_horizontalalignment("right")
+        label.set_rotation_mode("anchor")
+
+
+def set_style() -> None:
+    """Seaborn's ``whitegrid`` theme at notebook-friendly sizes."""
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook", font_scale=0.9)
+
+
+def variant_palette(variants: Sequence[str]) -> dict:
+    """Stable colours: real-canary variants in blues/greens, nonce variants in reds (dict name → RGB)."""
+    import seaborn as sns
+
+    from pe_kit.attack.variants import VARIANTS
+
+    cols = sns.color_palette("tab10", len(VARIANTS))
+    return {v: cols[VARIANTS.index(v) % len(cols)] if v in VARIANTS else (0.4, 0.4, 0.4) for v in variants}
+
+
+def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[Path]:
+    """Write ``fig`` to ``<output_dir>/figures/<name>.png`` and ``.pdf`` (tight bounding box).
+
+    Args:
+        fig: a matplotlib Figure; output_dir: run folder; name: file stem (letters, digits, ``_-.``); dpi: PNG.
+
+    Returns:
+        [png path, pdf path].
+
+    Raises:
+        ValueError: if ``name`` is empty or contains a path separator.
+    """
+    if not name or "/" in name or "\\" in name:
+        raise ValueError(f"name={name!r} must be a plain file stem such as '04_audit_heatmap'")
+    folder = Path(output_dir) / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
+    for p in paths:
+        tmp = p.with_name(p.stem + ".tmp" + p.suffix)
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+        tmp.replace(p)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------- 01 mechanism
+def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
+    """Histogram of users' ‖h̄_u‖₂ before clipping, with the clip threshold C (Eq. 1).
+
+    Args: h_norms float (N,); clip_norm C > 0. Returns Figure.
+    """
+    h = np.asarray(h_norms, float)
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    ax.hist(h, bins=40, color="C0", alpha=0.8)
+    ax.axvline(clip_norm, color="C3", ls="--", label=f"C = {clip_norm:g}")
+    ax.set_xlabel("‖h̄_u‖₂ (normalized votes, before clipping)")
+    ax.set_ylabel("users")
+    ax.set_title(f"{(h > clip_norm).mean():.0%} of users are clipped")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_std: float):
+    """Two panels: the canary's contribution on its support against the per-coordinate noise σC, and
+    the released histogram (votes + noise) against votes alone, coordinates sorted by votes.
+
+    Args: y float (p,) release; votes float (p,) Σ_u I_u v_u; canary_v float (p,); noise_std σC. Returns Figure.
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+    cv = np.sort(np.asarray(canary_v, float)[np.asarray(canary_v) > 0])[::-1]
+    axes[0].bar(np.arange(cv.size), cv, color="C2", width=1.0)
+    axes[0].axhline(noise_std, color="C3", ls="--", label=f"noise std σC = {noise_std:g}")
+    axes[0].set_xlabel("canary's voted coordinates (sorted)")
+    axes[0].set_ylabel("v_can,j")
+    axes[0].set_title(f"canary: {cv.size} coordinates, ‖v‖₂ = {np.linalg.norm(cv):.3f}")
+    axes[0].legend()
+    order = np.argsort(np.asarray(votes))[::-1]
+    axes[1].plot(np.asarray(y)[order], ".", ms=1.5, alpha=0.5, color="C0", label="release Y = votes + noise")
+    axes[1].plot(np.asarray(votes)[order], "-", color="k", lw=1, label="votes Σ I_u v_u")
+    axes[1].set_xlabel("bank coordinate (sorted by votes)")
+    axes[1].set_ylabel("histogram value")
+    axes[1].legend(markerscale=6)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- 02 probe design
+def plot_design(df: pd.DataFrame):
+    """Per variant: μ_eff of each canary against the ceiling 1/σ, and the share of the canary's votes on P.
+
+    Args: df rows with ``variant, mu_eff, mu_eff_ceiling, canary_votes_on_P``. Returns Figure.
+    Raises: ValueError naming a missing column.
+    """
+    need = ["variant", "mu_eff", "mu_eff_ceiling", "canary_votes_on_P"]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"plot_design needs columns {missing}")
+    import seaborn as sns
+
+    from pe_kit.attack.variants import VARIANTS
+
+    order = [v for v in VARIANTS if v in set(df["variant"])]
+    pal = variant_palette(order)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    sns.barplot(df, x="variant", y="mu_eff", hue="variant", order=order, palette=pal, errorbar=None, estimator="max",
+                ax=axes[0], alpha=0.5, legend=False)
+    sns.stripplot(df, x="variant", y="mu_eff", order=order, color="k", size=4, ax=axes[0])
+    axes[0].axhline(df["mu_eff_ceiling"].max(), color="C3", ls="--", label="ceiling 1/σ (Eq. 20)")
+    axes[0].set_ylabel("μ_eff")
+    axes[0].set_ylim(0, 1.15 * float(df["mu_eff_ceiling"].max()))
+    axes[0].legend(loc="upper left", fontsize=8, framealpha=0.9)
+    sns.barplot(df, x="variant", y="canary_votes_on_P", hue="variant", order=order, palette=pal, errorbar=None,
+                ax=axes[1], legend=False)
+    axes[1].set_ylabel("share of canary votes on P")
+    axes[1].set_ylim(0, 1.05)
+    for ax in axes:
+        ax.set_xlabel("")
+        _rotate(ax)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- 03 LLR checks
+def plot_score_distributions(data: Mapping[str, Mapping]):
+    """Per design: histograms of ℓ under H0 and under fixed inclusion, with N(∓μ²/2, μ²) overlaid (Eqs. 16–17).
+
+    Args: data as returned by ``pe_kit.run.checks.llr_checks`` (variant → {mu, h0, inc, ...}). Returns Figure.
+    """
+    n = max(1, len(data))
+    fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.4), squeeze=False)
+    for ax, (name, d) in zip(axes[0], data.items()):
+        mu = float(d["mu"])
+        lo, hi = -mu * mu / 2 - 4.5 * mu, mu * mu / 2 + 4.5 * mu
+        bins = np.linspace(lo, hi, 80)
+        ax.hist(d["h0"], bins=bins, density=True, alpha=0.45, color="C0", label="H0 (absent)")
+        ax.hist(d["inc"], bins=bins, density=True, alpha=0.45, color="C3", label="H_inc (sampled)")
+        x = np.linspace(lo, hi, 400)
+        if mu > 0:
+            ax.plot(x, stats.norm.pdf(x, -mu * mu / 2, mu), "C0-", lw=1.5, label="N(−μ²/2, μ²)")
+            ax.plot(x, stats.norm.pdf(x, mu * mu / 2, mu), "C3-", lw=1.5, label="N(+μ²/2, μ²)")
+        ax.set_title(f"{name}: μ_eff = {mu:.3f}")
+        ax.set_xlabel("score ℓ")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_mixture_checks(data: Mapping[str, Mapping]):
+    """Per design: (left) TPR against (1−q)·FPR + q·TPR_inc over thresholds (Eq. 23); (right) empirical
+    log p1/p0 against ℓ_mix = log[(1−q) + q·e^ℓ] (Eq. 22). Returns Figure."""
+    from pe_kit.audit.moments import mixture_llr
+
+    n = max(1, len(data))
+    fig, axes = plt.subplots(2, n, figsize=(5.2 * n, 6.4), squeeze=False)
+    for j, (name, d) in enumerate(data.items()):
+        pred = (1 - d["q"]) * d["fpr"] + d["q"] * d["tpr_inc"]
+        ax = axes[0, j]
+        ax.plot(pred, d["tpr"], "o", ms=3, label="thresholds")
+        m = max(float(np.max(pred)), float(np.max(d["tpr"])))
+        ax.plot([0, m], [0, m], "k--", lw=1, label="identity")
+        ax.set_xlabel("(1−q)·FPR + q·TPR_inc")
+        ax.set_ylabel("TPR (eligible canary)")
+        ax.set_title(f"{name}: mixture identity")
+        ax.legend(fontsize=7)
+        ax = axes[1, j]
+        x = np.asarray(d["bin_centers"])
+        ax.plot(x, d["log_ratio"], "o", ms=3, label="log p1/p0 (histograms)")
+        if x.size:
+            xs = np.linspace(x.min(), x.max(), 200)
+            ax.plot(xs, mixture_llr(xs, d["q"]), "C3-", label="ℓ_mix(ℓ)")
+        ax.set_xlabel("score ℓ")
+        ax.set_ylabel("log likelihood ratio")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- 04 audit
+def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over canaries) vs ε_theory"):
+    """Heatmap of a Table 2 / Table 4 analogue (rows: arm × bank; columns: variants and ε_theory), annotated.
+
+    Args: table from ``pe_kit.report.results.table_epsilon``. Returns Figure.
+    Raises: ValueError if the table is empty.
+    """
+    import seaborn as sns
+
+    if table is None or table.empty:
+        raise ValueError("the ε table is empty: no audit rows to plot")
+    t = table.copy()
+    t.index = [" / ".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in t.index]
+    vmax = float(np.nanmax(t.to_numpy(dtype=float)))
+    fig, ax = plt.subplots(figsize=(1.2 * t.shape[1] + 2.5, 0.6 * t.shape[0] + 1.8))
+    sns.heatmap(t.astype(float), annot=True, fmt=".3f", cmap="viridis", vmin=0, vmax=vmax, ax=ax,
+                cbar_kws={"label": "ε"})
+    ax.set_title(title)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    _rotate(ax)
+    fig.tight_layout()
+    return fig
+
+
+def plot_epsilon_by_canary(df: pd.DataFrame):
+    """ε_lower of every canary, per variant, one panel per (arm, bank), with ε_theory as a dashed line.
+
+    Args: audit rows with ``variant, epsilon_lower, epsilon_theory, study_arm, bank_source``. Returns Figure.
+    """
+    import seaborn as sns
+
+    from pe_kit.attack.variants import VARIANTS
+
+    groups = list(df.groupby(["study_arm", "bank_source"], sort=True))
+    n = max(1, len(groups))
+    fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.6), squeeze=False, sharey=True)
+    order = [v for v in VARIANTS if v in set(df["variant"])]
+    for ax, ((arm, bank), g) in zip(axes[0], groups):
+        sns.stripplot(g, x="variant", y="epsilon_lower", hue="variant", order=order, palette=variant_palette(order),
+                      size=5, ax=ax, legend=False)
+        ax.axhline(g["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
+        ax.set_title(f"{arm} arm / {bank}")
+        ax.set_xlabel("")
+        ax.set_ylabel("ε_lower per canary")
+        _rotate(ax, 40)
+        ax.legend(loc="upper left", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- 05 ablations
+def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequence[float]] | None = None):
+    """Fig. 1 analogue: ε_lower (markers), its 95% band, and ε_theory against σ or q, one line per variant.
+
+    Args:
+        df: sweep rows with ``variant``, ``mech_<field>``, ``epsilon_lower`` and (optional)
+            ``epsilon_point``, ``epsilon_ci_low``, ``epsilon_ci_high`` (see ``pe_kit.report.results.add_epsilon_interval``).
+        field: ``"noise_multiplier"`` or ``"sample_rate"``.
+        theory: optional dense (x, ε_theory) curve; else the rows' ``epsilon_theory`` values are joined.
+
+    Returns Figure. Raises ValueError for another field.
+    """
+    if field not in ("noise_multiplier", "sample_rate"):
+        raise ValueError(f"field={field!r} must be 'noise_multiplier' or 'sample_rate'")
+    col = f"mech_{field}"
+    fig, ax = plt.subplots(figsize=(5.8, 3.8))
+    pal = variant_palette(sorted(set(df["variant"])))
+    for variant, g in df.groupby("variant", sort=False):
+        keep = [c for c in (col, "epsilon_lower", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high") if c in g]
+        g = g[keep].groupby(col, as_index=False).max().sort_values(col)  # max over canaries at each setting
+        c = pal[variant]
+        if {"epsilon_ci_low", "epsilon_ci_high"} <= set(g.columns):
+            ax.fill_between(g[col], g["epsilon_ci_low"], g["epsilon_ci_high"], color=c, alpha=0.2, lw=0)
+        if "epsilon_point" in g.columns:
+            ax.plot(g[col], g["epsilon_point"], "-", color=c, lw=1, alpha=0.8)
+        ax.plot(g[col], g["epsilon_lower"], "o", color=c, ms=4, label=f"{variant}: ε_lower")
+    if theory is not None:
+        ax.plot(theory[0], theory[1], "k--", lw=1.2, label="ε_theory")
+    else:
+        t = df.groupby(col)["epsilon_theory"].max().sort_index()
+        ax.plot(t.index, t.values, "k--", lw=1.2, label="ε_theory")
+    ax.set_xlabel("noise multiplier σ" if field == "noise_multiplier" else "sampling rate q")
+    if field == "sample_rate":
+        from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(sorted(df[col].unique())))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_ylabel("ε")
+    ax.set_ylim(bottom=0)
+    ax.set_title("lines: point estimate; bands: 95% CI; markers: ε_lower", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_encoder_ablation(df: pd.DataFrame):
+    """Table 3 analogue: max ε_lower over canaries per variant, one bar per encoder. Returns Figure."""
+    import seaborn as sns
+
+    from pe_kit.attack.variants import VARIANTS
+
+    t = df.groupby(["variant", "study_model"], as_index=False)["epsilon_lower"].max()
+    order = [v for v in VARIANTS if v in set(t["variant"])]
+    fig, ax = plt.subplots(figsize=(1.6 * len(order) + 3, 3.5))
+    sns.barplot(t, x="variant", y="epsilon_lower", hue="study_model", order=order, ax=ax)
+    if "epsilon_theory" in df.columns:
+        ax.axhline(df["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
+    ax.set_ylabel("ε_lower (max over canaries)")
+    ax.set_xlabel("")
+    _rotate(ax)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_tightness(df: pd.DataFrame):
+    """ε_lower against trials per hypothesis (log scale), with the Gaussian-model expectation and ε_theory.
+
+    Args: rows with ``trials, epsilon_lower`` and optional ``epsilon_expected``, ``epsilon_theory``, ``variant``.
+    Returns Figure.
+    """
+    fig, ax = plt.subplots(figsize=(5.8, 3.6))
+    for i, (variant, g) in enumerate(df.groupby("variant", sort=False) if "variant" in df else [("", df)]):
+        g = g.sort_values("trials")
+        ax.semilogx(g["trials"], g["epsilon_lower"], "o-", color=f"C{i}", label=f"{variant} ε_lower")
+        if "epsilon_expected" in g:
+            ax.semilogx(g["trials"], g["epsilon_expected"], ":", color=f"C{i}", label=f"{variant} expected (Gaussian model)")
+    if "epsilon_theory" in df:
+        ax.axhline(df["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
+    ax.set_xlabel("trials per hypothesis")
+    ax.set_ylabel("ε")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,390 @@
+"""Tidy result rows: provenance, step-level resume cache, CSV files, and the markdown summary.
+
+One row per (dataset arm × bank × variant × canary × setting), carrying every setting that produced it,
+the seed and the package versions (design.md "Every result row records every setting ..."). Notebooks
+write their rows to ``<output_dir>/<notebook>.csv``; ``pe-kit reproduce`` concatenates them into
+``results.csv`` and renders ``results.md`` (Table 2 / Table 4 / Fig. 1 / Table 3 analogues of the paper).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from pe_kit.audit.bounds import epsilon_lower_from_counts
+from pe_kit.cache import atomic_write_bytes, content_hash
+
+__all__ = ["StepCache", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
+           "add_epsilon_interval", "table_epsilon", "summary_markdown", "RUN_COLUMNS"]
+
+#: Columns every row of ``results.csv`` carries (added by ``tidy`` / ``collect``).
+RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
+
+
+class StepCache:
+    """A folder of finished work items (one JSON file per item), keyed by the content hash of their inputs.
+
+    A rerun of a notebook reuses every item whose key parts are unchanged, so an interrupted run resumes
+    at the first unfinished item. Files are written atomically (temp file + rename); an unreadable file
+    is treated as missing and recomputed.
+
+    Args:
+        folder: where the items live (created on first write), e.g. ``<output_dir>/.steps``.
+        enabled: False turns the cache off (every call computes).
+    """
+
+    def __init__(self, folder: str | Path, enabled: bool = True):
+        self.folder = Path(folder)
+        self.enabled = bool(enabled)
+        self.hits = 0
+        self.misses = 0
+
+    def path(self, *key_parts: Any) -> Path:
+        """File of the item keyed by ``key_parts`` (any JSON-able values)."""
+        return self.folder / f"{content_hash(*key_parts)[:32]}.json"
+
+    def get_or_compute(self, key_parts: Sequence[Any], compute: Callable[[], Any]) -> Any:
+        """Return the stored result for ``key_parts``, or ``compute()`` it (JSON-able) and store it.
+
+        Raises whatever ``compute`` raises (nothing is stored then).
+        """
+        path = self.path(*key_parts)
+        if self.enabled and path.is_file():
+            try:
+                value = json.loads(path.read_text())
+                self.hits += 1
+                return value["result"]
+            except (OSError, ValueError, KeyError):
+                pass
+        self.misses += 1
+        result = compute()
+        if self.enabled:
+            atomic_write_bytes(path, json.dumps({"key": _jsonable(list(key_parts)), "result": _jsonable(result)},
+                                                allow_nan=True).encode())
+        return result
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, (np.bool_,)):
+        return bool(x)
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | None = None,
+         params: Mapping[str, Any] | None = None) -> list[dict]:
+    """Stamp rows with their provenance: notebook, experiment, run parameters (``param_*``) and versions.
+
+    Args:
+        rows: dicts (one per result); existing keys win over the stamps except ``notebook``.
+        notebook: notebook stem, e.g. ``"04_audit"``.
+        experiment: short name of the experiment (``"table2"``, ``"sigma_sweep"``…); kept if a row has one.
+        params: the notebook's parameters (sizes, seed, preset, data); lists are stored as JSON strings.
+
+    Returns:
+        list of dicts with ``RUN_COLUMNS`` filled.
+    """
+    from pe_kit.report.results import versions
+
+    vers = versions()
+    stamp: dict[str, Any] = {}
+    for k, v in (params or {}).items():
+        if k == "output_dir":
+            continue
+        stamp[f"param_{k}"] = json.dumps(_jsonable(v)) if isinstance(v, (list, tuple, dict)) else v
+    out = []
+    for row in rows:
+        r = {"notebook": notebook, "experiment": experiment, "preset": (params or {}).get("preset"),
+             "seed": (params or {}).get("seed"), **vers, **stamp}
+        r.update({k: _jsonable(v) for k, v in row.items()})
+        r["notebook"] = notebook
+        if r.get("experiment") is None:
+            r["experiment"] = experiment
+        out.append(r)
+    return out
+
+
+def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebook: str) -> Path:
+    """Write rows to ``<output_dir>/<notebook>.csv`` atomically and return the path.
+
+    Raises:
+        ValueError: if ``rows`` is empty (a notebook must produce at least one row; say why otherwise).
+    """
+    if not rows:
+        raise ValueError(f"notebook {notebook!r} produced no result rows; check its parameters (variants, sizes)")
+    path = Path(output_dir) / f"{notebook}.csv"
+    atomic_write_bytes(path, pd.DataFrame(list(rows)).to_csv(index=False).encode())
+    os.chmod(path, 0o644)
+    return path
+
+
+def read_rows(path: str | Path) -> pd.DataFrame:
+    """Read one notebook's CSV (``pandas.DataFrame``). Raises FileNotFoundError if absent."""
+    return pd.read_csv(path)
+
+
+def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
+    """Concatenate ``<run_dir>/<nb>.csv`` for the given notebook stems (missing ones skipped), union of columns.
+
+    Returns a DataFrame with ``RUN_COLUMNS`` first; empty (no columns) if no CSV exists.
+    """
+    frames = []
+    for nb in notebooks:
+        path = Path(run_dir) / f"{nb}.csv"
+        if path.is_file() and path.stat().st_size > 0:
+            df = pd.read_csv(path)
+            if "notebook" not in df.columns:
+                df.insert(0, "notebook", nb)
+            frames.append(df)
+    if not frames:
+        return pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True, sort=False)
+    first = [c for c in RUN_COLUMNS if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]
+
+
+_COUNT_COL = re.compile(r"(^|_)(trials|canaries|coords|voters|users|seed|round|releases|participants|true_pos|"
+                        r"false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|max_probes|top_k|rows|slot|index)$")
+
+
+def _fmt(v: Any, floatfmt: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, (float, np.floating)):
+        return format(float(v), floatfmt)
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False) -> str:
+    """Render a DataFrame as a GitHub-flavoured markdown table (no ``tabulate`` needed).
+
+    Args:
+        df: the table; floatfmt: format spec for floats; index: include the index as first column(s).
+
+    Returns:
+        str (ends with a newline); ``"(no rows)\\n"`` for an empty frame.
+    """
+    if df is None or df.empty:
+        return "(no rows)\n"
+    d = df.reset_index() if index else df
+    cols = [str(c) for c in d.columns]
+    # count columns read back from CSV as floats (NaN elsewhere) print as integers
+    whole = [bool(_COUNT_COL.search(str(c))) and pd.api.types.is_float_dtype(d[c])
+             and bool((d[c].dropna() % 1 == 0).all()) for c in d.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in d.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(int(v) if w and isinstance(v, float) and not math.isnan(v) else v, floatfmt)
+                                       for v, w in zip(row, whole)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float = 0.95):
+    """Two-sided confidence interval and point estimate of the ε that a frozen threshold test certifies.
+
+    Point: Eq. 28 with the empirical rates. Lower end: Eq. 28 with one-sided Clopper–Pearson bounds at
+    γ = (1 − level)/4 (four one-sided bounds share the error). Upper end: the same with every bound
+    flipped (TPR, TNR upper; FPR, FNR lower), i.e. the largest ε the counts are consistent with. Used for
+    the 95% bands of the Fig. 1 analogue; the audit's own ε_lower uses γ = α/(4·n_canaries).
+
+    Args:
+        true_pos, false_pos: counts (int or array); n_h1, n_h0: trials per hypothesis; delta: δ;
+        level: confidence level in (0, 1).
+
+    Returns:
+        (lower, point, upper) floats (or arrays), each ≥ 0.
+
+    Raises:
+        ValueError: if level is outside (0, 1).
+    """
+    from pe_kit.audit.bounds import clopper_pearson
+
+    if not 0 < level < 1:
+        raise ValueError(f"level={level} must lie in (0, 1), e.g. 0.95")
+    g = (1 - level) / 4
+    tp, fp = np.asarray(true_pos, float), np.asarray(false_pos, float)
+    n1, n0 = np.asarray(n_h1, float), np.asarray(n_h0, float)
+    lo, _ = epsilon_lower_from_counts(tp, fp, n1, n0, g, delta)
+
+    def _eps(tpr, fpr, tnr, fnr):
+        with np.errstate(all="ignore"):
+            b1 = np.where((tpr - delta > 0) & (fpr > 0), np.log(np.maximum(tpr - delta, 1e-300) / np.maximum(fpr, 1e-300)),
+                          np.where(tpr - delta > 0, np.inf, -np.inf))
+            b2 = np.where((tnr - delta > 0) & (fnr > 0), np.log(np.maximum(tnr - delta, 1e-300) / np.maximum(fnr, 1e-300)),
+                          np.where(tnr - delta > 0, np.inf, -np.inf))
+        return np.maximum(0.0, np.maximum(b1, b2))
+
+    point = _eps(tp / n1, fp / n0, (n0 - fp) / n0, (n1 - tp) / n1)
+    hi = _eps(clopper_pearson(tp, n1, g, "upper"), clopper_pearson(fp, n0, g, "lower"),
+              clopper_pearson(n0 - fp, n0, g, "upper"), clopper_pearson(n1 - tp, n1, g, "lower"))
+    conv = (lambda a: float(a)) if np.ndim(point) == 0 else (lambda a: np.asarray(a, float))
+    return conv(lo), conv(point), conv(hi)
+
+
+def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Add ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from the test confusion counts.
+
+    Needs columns ``test_true_pos``, ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``
+    (as written by ``pe_kit.run.study.audit_design``). Returns a copy. Raises ValueError naming a missing column.
+    """
+    need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"add_epsilon_interval needs columns {missing}; pass rows from pe_kit.run.study.audit_design")
+    out = df.copy()
+    lo, pt, hi = [], [], []
+    for r in out.itertuples(index=False):
+        a, b, c = epsilon_interval(r.test_true_pos, r.test_false_pos, r.test_n_h1, r.test_n_h0, r.audit_delta, level)
+        lo.append(a), pt.append(b), hi.append(c)
+    out["epsilon_ci_low"], out["epsilon_point"], out["epsilon_ci_high"] = lo, pt, hi
+    return out
+
+
+def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"), variants: Sequence[str] | None = None
+                  ) -> pd.DataFrame:
+    """Table 2 / Table 4 analogue: max ε_lower over canaries per (index…) × variant, plus ε_theory.
+
+    Args:
+        df: audit rows (columns ``variant``, ``epsilon_lower``, ``epsilon_theory`` and the ``index`` columns).
+        index: row keys (default: data arm and bank).
+        variants: column order (default: ``pe_kit.attack.variants.VARIANTS`` order, present ones only).
+
+    Returns:
+        DataFrame indexed by ``index`` with one column per variant and ``epsilon_theory``.
+    """
+    from pe_kit.attack.variants import VARIANTS
+
+    if df.empty:
+        return pd.DataFrame()
+    index = list(index)
+    order = [v for v in (variants or VARIANTS) if v in set(df["variant"])]
+    table = df.pivot_table(index=index, columns="variant", values="epsilon_lower", aggfunc="max")
+    table = table[[v for v in order if v in table.columns]]
+    table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max()
+    table.columns.name = None
+    return table
+
+
+def _section(title: str, body: str) -> str:
+    return f"\n## {title}\n\n{body}"
+
+
+def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, figures: Sequence[str] = ()) -> str:
+    """Render ``results.md``: run settings, then one table per experiment found in ``df``.
+
+    Experiments recognised (column ``experiment``): ``mechanism`` (01), ``probe_design`` (02),
+    ``llr_check`` (03), ``table2`` (04), ``sigma_sweep`` / ``q_sweep`` / ``encoder`` / ``tightness`` (05),
+    anything else (e.g. 06's rows) as a compact table of its numeric columns.
+
+    Args:
+        df: the concatenated ``results.csv`` frame; meta: run facts (preset, seed, timings, notes);
+        figures: relative paths of figure files to list.
+
+    Returns:
+        markdown str.
+    """
+    meta = dict(meta or {})
+    out = ["# pe_kit reproduction results\n"]
+    if meta:
+        out.append("\n| setting | value |\n|---|---|\n")
+        for k, v in meta.items():
+            out.append(f"| {k} | {_fmt(v, '.3g') if isinstance(v, float) else str(v).replace('|', '/')} |\n")
+    if df is None or df.empty:
+        out.append("\n(no result rows)\n")
+        return "".join(out)
+    exp = df.get("experiment", pd.Series([None] * len(df))).fillna("other")
+    done = set()
+    t2 = df[exp == "table2"]
+    if not t2.empty:
+        tab = table_epsilon(t2)
+        out.append(_section("ε_lower by variant (Table 2 / Table 4 analogue: max over canaries)",
+                            markdown_table(tab, index=True)))
+        agg = (t2.groupby(["study_arm", "bank_source", "variant"], sort=False)
+               .agg(canaries=("epsilon_lower", "size"), epsilon_lower_max=("epsilon_lower", "max"),
+                    epsilon_lower_median=("epsilon_lower", "median"), mu_eff_max=("mu_eff", "max"),
+                    mu_eff_ceiling=("mu_eff_ceiling", "max"), trials=("trials", "max")).reset_index())
+        out.append(_section("Audit detail (per arm, bank and variant)", markdown_table(agg)))
+        done.add("table2")
+    pd_rows = df[exp == "probe_design"]
+    if not pd_rows.empty:
+        cols = [c for c in ("variant", "canary_id", "mu_eff", "mu_eff_ceiling", "canary_norm", "clip_norm",
+                            "canary_votes_on_P", "n_coords", "background_voters") if c in pd_rows.columns]
+        out.append(_section("Probe design: μ_eff per variant (notebook 02)", markdown_table(pd_rows[cols])))
+        done.add("probe_design")
+    mech = df[exp == "mechanism"]
+    if not mech.empty:
+        cols = [c for c in ("quantity", "value", "note") if c in mech.columns]
+        out.append(_section("One PE release on real data (notebook 01)", markdown_table(mech[cols], floatfmt=".4g")))
+        done.add("mechanism")
+    llr = df[exp == "llr_check"]
+    if not llr.empty:
+        cols = [c for c in ("check", "variant", "expected", "observed", "abs_error", "tolerance", "passed")
+                if c in llr.columns]
+        out.append(_section("LLR derivation checks (notebook 03, App. E)", markdown_table(llr[cols], floatfmt=".4g")))
+        done.add("llr_check")
+    for name, xcol, title in (("sigma_sweep", "mech_noise_multiplier", "σ sweep (Fig. 1 analogue)"),
+                              ("q_sweep", "mech_sample_rate", "q sweep (Fig. 1 analogue)")):
+        sw = df[exp == name]
+        if not sw.empty:
+            cols = [c for c in ("variant", xcol, "mu_eff", "epsilon_lower", "epsilon_ci_low", "epsilon_ci_high",
+                                "epsilon_theory", "trials") if c in sw.columns]
+            out.append(_section(title, markdown_table(sw[cols].sort_values(["variant", xcol]))))
+            done.add(name)
+    enc = df[exp == "encoder"]
+    if not enc.empty:
+        tab = enc.pivot_table(index="variant", columns="study_model", values="epsilon_lower", aggfunc="max")
+        out.append(_section("Encoder ablation (Table 3 analogue: max ε_lower over canaries)",
+                            markdown_table(tab, index=True)))
+        done.add("encoder")
+    tight = df[exp == "tightness"]
+    if not tight.empty:
+        cols = [c for c in ("variant", "trials", "epsilon_lower", "epsilon_expected", "mu_eff", "epsilon_theory",
+                            "source") if c in tight.columns]
+        out.append(_section("Tightness: ε_lower vs trials", markdown_table(tight[cols])))
+        done.add("tightness")
+    mr = df[exp == "fig2_multiround"]
+    if not mr.empty:
+        cols = [c for c in ("variant", "round", "releases", "participants", "mauve_mean", "mauve_sd", "mu_eff_composed",
+                            "epsilon_lower", "epsilon_theory", "trials") if c in mr.columns]
+        out.append(_section("Multi-round PE: MAUVE and composed privacy (Fig. 2 analogue, notebook 06)",
+                            markdown_table(mr[cols])))
+        done.add("fig2_multiround")
+    for name in sorted(set(exp) - done):
+        part = df[exp == name].dropna(axis=1, how="all")
+        skip = ("param_", "version_", "python", "study_", "mech_", "audit_", "calibration_", "test_", "pe_")
+        keep = [c for c in part.columns if not c.startswith(skip) and c not in ("notebook", "experiment", "preset", "seed")
+                and part[c].astype(str).nunique() > 1][:10]
+        out.append(_section(f"{name} ({', '.join(sorted(set(part['notebook'].astype(str))))})",
+                            markdown_table(part[keep])))
+    if figures:
+        out.append(_section("Figures", "".join(f"- [{f}]({f})\n" for f in figures)))
+    return "".join(out)
+
+
+def versions() -> dict:
+    """Versions of Python and the packages that shape the numbers (for every result row)."""
+    out = {"python": platform.python_version()}
+    for pkg in ("pe_kit", "numpy", "scipy", "opacus", "sentence-transformers", "torch"):
+        try:
+            out[f"version_{pkg}"] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[f"version_{pkg}"] = None
+    return out

@@ -1,0 +1,183 @@
+"""Interactive explorer: how σ, q, the trial budget and the canary's μ_eff set ε_theory and ε_lower.
+
+The computation is pure and tested (:func:`expected_epsilon_lower`, :func:`explorer_state`); the widget
+(:func:`explorer`) only wires ipywidgets sliders to it, for JupyterLab.
+
+Model (paper App. E.4–E.6): the score ℓ is N(−μ²/2, μ²) without the canary and N(+μ²/2, μ²) with it
+(Eqs. 16–17); under the eligible-canary hypothesis it is the q-mixture (Eq. 23). At threshold a,
+FPR = Φ̄((a + μ²/2)/μ) and TPR = (1−q)·FPR + q·Φ̄((a − μ²/2)/μ). With T trials per hypothesis the
+expected counts are T·FPR, T·TPR; Clopper–Pearson bounds at γ (Eqs. 29–30) turn them into the ε of
+Eq. 28, maximized over a (``pe_kit.audit.expectations.expected_epsilon``). This is what an audit with a perfectly calibrated threshold would report
+on average; a real audit calibrates on one split and evaluates on fresh trials, so it scatters around
+this value (design.md: median ≈0.96 at μ_eff=1, q=0.1, γ=0.0025, 10⁶ trials).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pe_kit.audit.accounting import epsilon_theory
+
+__all__ = ["expected_epsilon_lower", "asymptotic_epsilon", "explorer_state", "explorer"]
+
+
+def _check(mu_eff: float, sample_rate: float, trials: int | None, gamma: float, delta: float) -> None:
+    if not (np.isfinite(mu_eff) and mu_eff >= 0):
+        raise ValueError(f"mu_eff={mu_eff!r} must be a finite number ≥ 0")
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate={sample_rate!r} must satisfy 0 < q ≤ 1")
+    if trials is not None and (int(trials) != trials or trials < 1):
+        raise ValueError(f"trials={trials!r} must be an integer ≥ 1 (trials per hypothesis)")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma!r} must lie in (0, 1), e.g. α/(4·5) = 0.0025")
+    if not 0 <= delta < 1:
+        raise ValueError(f"delta={delta!r} must satisfy 0 ≤ δ < 1")
+
+
+def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma: float = 0.0025,
+                           delta: float = 1e-5) -> float:
+    """Expected ε_lower of a Gaussian-score audit (module docstring), maximized over thresholds.
+
+    Args:
+        mu_eff: the canary's separation μ_eff ≥ 0 (≤ 1/σ for a real mechanism, Eq. 20).
+        sample_rate: q in (0, 1].
+        trials: trials per hypothesis (int ≥ 1).
+        gamma: tail probability of each one-sided Clopper–Pearson bound (paper: 0.05/(5·4)).
+        delta: δ.
+
+    Returns:
+        float ε ≥ 0 (0 when μ_eff = 0); e.g. ≈0.99 at μ_eff=1, q=0.1, 10⁶ trials, γ=0.0025.
+
+    Raises:
+        ValueError: naming the out-of-range argument.
+
+    Source: ``pe_kit.audit.expectations.expected_epsilon`` (expected counts in the Clopper–Pearson endpoints).
+    """
+    from pe_kit.audit.expectations import expected_epsilon
+
+    _check(mu_eff, sample_rate, trials, gamma, delta)
+    return 0.0 if mu_eff == 0 else float(expected_epsilon(float(mu_eff), float(sample_rate), int(trials), gamma, delta))
+
+
+def asymptotic_epsilon(mu_eff: float, sample_rate: float, delta: float = 1e-5) -> float:
+    """The ε an infinitely long threshold audit converges to: max over thresholds of Eq. 28 with exact rates.
+
+    Args/Raises as :func:`expected_epsilon_lower` (no trials). Returns float ≥ 0 (≈1.685 at μ_eff=1, q=0.1,
+    δ=1e-5, just below ε_theory = 1.695: a perfect canary nearly attains the accountant's bound).
+    """
+    from pe_kit.audit.expectations import expected_epsilon
+
+    _check(mu_eff, sample_rate, None, 0.5, delta)
+    return 0.0 if mu_eff == 0 else float(expected_epsilon(float(mu_eff), float(sample_rate), None, 0.0025, delta))
+
+
+def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float | None = None, delta: float = 1e-5,
+                   alpha: float = 0.05, n_canaries: int = 5) -> dict:
+    """Everything the explorer shows, for one slider position.
+
+    Args:
+        sigma: noise multiplier σ > 0.
+        sample_rate: q in (0, 1].
+        trials: trials per hypothesis (int ≥ 1).
+        mu_eff: the canary's μ_eff; None = the ceiling 1/σ (a perfect nonce canary); values above the
+            ceiling are capped (Eq. 20: no admissible canary exceeds it).
+        delta: δ; alpha, n_canaries: γ = α / (4·n_canaries) (App. E.6).
+
+    Returns:
+        dict with ``sigma, sample_rate, trials, delta, gamma, mu_eff, mu_eff_ceiling, mu_eff_capped`` (bool),
+        ``epsilon_theory`` (Opacus PRV, one release), ``epsilon_lower_expected``, ``epsilon_asymptotic``
+        (trials → ∞) and ``fraction_of_theory`` (= expected / theory).
+
+    Raises:
+        ValueError: naming the out-of-range argument.
+    """
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma={sigma!r} must be > 0 (the noise multiplier)")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
+    if int(n_canaries) != n_canaries or n_canaries < 1:
+        raise ValueError(f"n_canaries={n_canaries!r} must be an integer ≥ 1")
+    ceiling = 1.0 / float(sigma)
+    mu = ceiling if mu_eff is None else float(mu_eff)
+    capped = mu > ceiling
+    mu = min(mu, ceiling)
+    gamma = alpha / (4 * int(n_canaries))
+    _check(mu, sample_rate, trials, gamma, delta)
+    theory = epsilon_theory(float(sigma), float(sample_rate), float(delta)) if delta > 0 else math.inf
+    expected = expected_epsilon_lower(mu, sample_rate, int(trials), gamma, delta)
+    return {"sigma": float(sigma), "sample_rate": float(sample_rate), "trials": int(trials), "delta": float(delta),
+            "gamma": gamma, "mu_eff": mu, "mu_eff_ceiling": ceiling, "mu_eff_capped": bool(capped),
+            "epsilon_theory": theory, "epsilon_lower_expected": expected,
+            "epsilon_asymptotic": asymptotic_epsilon(mu, sample_rate, delta),
+            "fraction_of_theory": expected / theory if theory and math.isfinite(theory) else float("nan")}
+
+
+def _html(state: dict) -> str:
+    cap = " (capped at the ceiling 1/σ)" if state["mu_eff_capped"] else ""
+    rows = [("ε_theory (Opacus PRV, 1 release)", f"{state['epsilon_theory']:.3f}"),
+            ("expected ε_lower", f"{state['epsilon_lower_expected']:.3f} "
+                                  f"({100 * state['fraction_of_theory']:.0f}% of ε_theory)"),
+            ("ε as trials → ∞", f"{state['epsilon_asymptotic']:.3f}"),
+            ("μ_eff used", f"{state['mu_eff']:.3f}{cap}"), ("ceiling 1/σ", f"{state['mu_eff_ceiling']:.3f}"),
+            ("γ per bound", f"{state['gamma']:.4g}"), ("trials per hypothesis", f"{state['trials']:,}")]
+    body = "".join(f"<tr><td>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float = 1.0,
+             delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 5, plot: bool = True):
+    """An ipywidgets panel: sliders for σ, q, trials and μ_eff; a live table of :func:`explorer_state`
+    and (``plot=True``) ε_theory and the expected ε_lower against the trial budget.
+
+    Returns:
+        ``ipywidgets.VBox`` (display it in JupyterLab). Its ``.state`` attribute holds the latest
+        :func:`explorer_state` dict and ``.sliders`` the four sliders (for scripted use and tests).
+
+    Raises:
+        ImportError: if ipywidgets is not installed (``pip install ipywidgets``).
+    """
+    import ipywidgets as W
+
+    style = {"description_width": "110px"}
+    layout = W.Layout(width="460px")
+    s_sigma = W.FloatSlider(value=sigma, min=0.3, max=3.0, step=0.05, description="σ (noise)", style=style,
+                            layout=layout, continuous_update=False)
+    s_q = W.FloatLogSlider(value=sample_rate, base=10, min=-3, max=0, step=0.05, description="q (sampling)",
+                           style=style, layout=layout, continuous_update=False)
+    s_t = W.FloatLogSlider(value=trials, base=10, min=3, max=9, step=0.25, description="trials", style=style,
+                           layout=layout, continuous_update=False)
+    s_mu = W.FloatSlider(value=mu_eff, min=0.0, max=3.4, step=0.01, description="μ_eff", style=style,
+                         layout=layout, continuous_update=False)
+    table = W.HTML()
+    out = W.Output()
+    box = W.VBox([s_sigma, s_q, s_t, s_mu, table, out])
+
+    def update(*_):
+        st = explorer_state(s_sigma.value, s_q.value, int(round(s_t.value)), s_mu.value, delta, alpha, n_canaries)
+        box.state = st
+        table.value = _html(st)
+        if plot:
+            import matplotlib.pyplot as plt
+
+            ts = np.unique(np.round(np.logspace(3, 9, 19)).astype(np.int64))
+            ys = [expected_epsilon_lower(st["mu_eff"], st["sample_rate"], int(t), st["gamma"], delta) for t in ts]
+            out.clear_output(wait=True)
+            with out:
+                fig, ax = plt.subplots(figsize=(5.2, 3.0))
+                ax.semilogx(ts, ys, "o-", ms=3, label="expected ε_lower")
+                ax.axhline(st["epsilon_theory"], color="k", ls="--", lw=1, label="ε_theory")
+                ax.axhline(st["epsilon_asymptotic"], color="gray", ls=":", lw=1, label="trials → ∞")
+                ax.axvline(st["trials"], color="C3", lw=0.8)
+                ax.set_xlabel("trials per hypothesis")
+                ax.set_ylabel("ε")
+                ax.set_ylim(bottom=0)
+                ax.legend(fontsize=8, loc="lower right")
+                fig.tight_layout()
+                plt.show()
+
+    for s in (s_sigma, s_q, s_t, s_mu):
+        s.observe(update, names="value")
+    box.sliders = {"sigma": s_sigma, "sample_rate": s_q, "trials": s_t, "mu_eff": s_mu}
+    update()
+    return box

@@ -1,0 +1,152 @@
+"""The ``pe-kit`` command.
+
+Subcommands:
+
+* ``pe-kit reproduce --preset quick`` — run the notebooks headless into ``results/<run-id>/`` (the kit's
+  main job; see ``pe_kit.run.reproduce``). ``--data PATH --format yelp|sentiment140|blogs`` audits your own
+  corpus; ``--set key=value`` changes any preset field; a rerun resumes.
+* ``pe-kit presets`` — list the presets and their sizes.
+* ``pe-kit explore --sigma 1 --q 0.1 --trials 1e6 --mu-eff 1`` — the explorer's numbers without Jupyter
+  (ε_theory, expected ε_lower; ``pe_kit.report.widgets.explorer_state``).
+* ``pe-kit results RUN_DIR`` — print a finished run's ``results.md``.
+
+Exit codes: 0 success, 1 a notebook failed (the message names notebook and cell), 2 bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``pe-kit`` (documented in ``--help``)."""
+    from pe_kit.run.presets import PRESETS
+
+    ap = argparse.ArgumentParser(prog="pe-kit", description="Audit the user-level DP of Private Evolution.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("reproduce", help="run the notebooks headless into results/<run-id>/",
+                       description="Execute notebooks 01–06 with papermill, resumably, and write results.csv, "
+                                   "results.md and figures (PNG + PDF).")
+    r.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes (default: quick)")
+    r.add_argument("--data", default=None, help="your corpus file (default: the bundled Blogs sample)")
+    r.add_argument("--format", dest="fmt", default=None, choices=["auto", "blogs", "yelp", "sentiment140"],
+                   help="format of --data (default: guessed from the file name)")
+    r.add_argument("--seed", type=int, default=0, help="seed of splits, designs and trials (default 0)")
+    r.add_argument("--run-id", default=None, help="run folder name (default: the preset, plus the data file stem)")
+    r.add_argument("--results-dir", default="results", help="parent folder of runs (default: ./results)")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset field, e.g. --set trials=100000 --set variants=ordinary,nonce")
+    r.add_argument("--notebooks", default=None, help="comma list of notebooks to run, e.g. 01,04 (default: all)")
+    r.add_argument("--notebooks-dir", default=None, help="folder of the .ipynb files (default: the repository's)")
+    r.add_argument("--force", action="store_true", help="re-execute finished notebooks (cached steps are kept)")
+    r.add_argument("--keep-going", action="store_true", help="after a failed notebook, run the next ones")
+    r.add_argument("--kernel", default=None, help="Jupyter kernel name (default: a kernel that runs this very Python)")
+    r.add_argument("--log-output", action="store_true", help="stream cell output (inner tqdm bars) to the terminal")
+    r.add_argument("--no-progress", action="store_true", help="hide papermill's per-cell progress bar")
+
+    sub.add_parser("presets", help="list presets and their sizes")
+
+    e = sub.add_parser("explore", help="ε_theory and expected ε_lower for σ, q, trials, μ_eff (no Jupyter)")
+    e.add_argument("--sigma", type=float, default=1.0)
+    e.add_argument("--q", type=float, default=0.1)
+    e.add_argument("--trials", type=float, default=1e6)
+    e.add_argument("--mu-eff", type=float, default=None, help="default: the ceiling 1/σ")
+    e.add_argument("--delta", type=float, default=1e-5)
+    e.add_argument("--json", action="store_true", help="print JSON")
+
+    s = sub.add_parser("results", help="print a run's results.md")
+    s.add_argument("run_dir")
+    return ap
+
+
+def _reproduce(args) -> int:
+    from pe_kit.run.presets import parse_override
+    from pe_kit.run.reproduce import ReproduceError, run_reproduction
+
+    try:
+        overrides = dict(parse_override(x) for x in args.overrides)
+    except ValueError as exc:
+        print(f"pe-kit: {exc}", file=sys.stderr)
+        return 2
+    notebooks = [n.strip() for n in args.notebooks.split(",") if n.strip()] if args.notebooks else None
+    try:
+        summary = run_reproduction(args.preset, run_id=args.run_id, results_dir=args.results_dir, data=args.data,
+                                   fmt=args.fmt, seed=args.seed, overrides=overrides, notebooks=notebooks,
+                                   notebooks_folder=args.notebooks_dir, force=args.force, keep_going=args.keep_going,
+                                   kernel_name=args.kernel, log_output=args.log_output,
+                                   progress=not args.no_progress)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"pe-kit: {exc}", file=sys.stderr)
+        return 2
+    except ReproduceError as exc:  # pragma: no cover - run_reproduction reports failures in the summary
+        print(f"pe-kit: {exc}", file=sys.stderr)
+        return 1
+    print(f"pe-kit: {'finished' if summary.ok else 'FAILED'} in {summary.seconds:.0f} s → {summary.run_dir}")
+    if summary.results_md is not None:
+        print(f"  table: {summary.results_md}")
+    for f in summary.failures:
+        print(f"pe-kit: {f}", file=sys.stderr)
+    return 0 if summary.ok else 1
+
+
+def _presets() -> int:
+    from pe_kit.run.presets import PRESETS
+
+    keys = ("data", "arms", "banks", "record_cap", "n_canary", "per_variant", "n_aux", "n_calibration", "n_test",
+            "bank_size", "max_probes", "max_seq_length", "trials", "sweep_trials", "tightness_trials")
+    for name, p in PRESETS.items():
+        print(f"{name}: {p.description}")
+        d = p.as_dict()
+        print("   " + ", ".join(f"{k}={d[k]}" for k in keys))
+    return 0
+
+
+def _explore(args) -> int:
+    from pe_kit.report.widgets import explorer_state
+
+    try:
+        st = explorer_state(args.sigma, args.q, int(round(args.trials)), args.mu_eff, args.delta)
+    except ValueError as exc:
+        print(f"pe-kit: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(st, indent=1))
+    else:
+        print(f"σ={st['sigma']:g} q={st['sample_rate']:g} trials={st['trials']:,} δ={st['delta']:g} "
+              f"γ={st['gamma']:g}")
+        print(f"ε_theory            {st['epsilon_theory']:.3f}")
+        print(f"expected ε_lower    {st['epsilon_lower_expected']:.3f}  at μ_eff={st['mu_eff']:.3f}"
+              f"{' (capped at 1/σ)' if st['mu_eff_capped'] else ''}")
+        print(f"ε as trials → ∞     {st['epsilon_asymptotic']:.3f}")
+    return 0
+
+
+def _results(args) -> int:
+    path = Path(args.run_dir) / "results.md"
+    if not path.is_file():
+        print(f"pe-kit: {path} not found; run 'pe-kit reproduce' first", file=sys.stderr)
+        return 2
+    print(path.read_text())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``pe-kit`` console script. Returns the exit code (0 ok, 1 failure, 2 usage)."""
+    args = build_parser().parse_args(argv)
+    if args.command == "reproduce":
+        return _reproduce(args)
+    if args.command == "presets":
+        return _presets()
+    if args.command == "explore":
+        return _explore(args)
+    return _results(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,458 @@
+"""The computations behind the narrative notebooks (01–05), as plain functions returning tidy rows.
+
+The notebooks stay thin (narrative + a ``parameters`` cell + calls into these functions + plots); the
+same functions are what ``pe-kit reproduce`` ends up running. Every audit step is cached under
+``<output_dir>/.steps`` by the content hash of everything that fixes its numbers (study settings,
+variant, canary slot, mechanism and audit settings, seed and the numeric code of pe_kit), so a rerun
+resumes where it stopped.
+
+Paper: "Canaries in the Bank" — §3 Table 2, Fig. 1, Table 3; App. C Table 4; App. E.
+"""
+from __future__ import annotations
+
+import hashlib
+import warnings
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from pe_kit.attack.variants import VARIANTS
+from pe_kit.audit.moments import (
+    aux_moments,
+    llr_weights,
+    mu_eff,
+    null_moments,
+    restrict,
+)
+from pe_kit.audit.trials import scalar_problem
+from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.report.results import StepCache
+from pe_kit.run.study import (
+    StudyConfig,
+    World,
+    audit_design,
+    build_world,
+    canary_contribution,
+    make_design,
+)
+
+__all__ = ["code_hash", "study_config", "world_for", "resolve_variants", "canary_slots", "design_for",
+           "try_design", "design_summary", "audit_variants", "sweep", "encoder_ablation", "scalar_problems",
+           "tightness", "mechanism_from", "audit_from", "REAL_VARIANTS", "NONCE_VARIANTS", "PAPER_TABLE2",
+           "PAPER_TABLE4"]
+
+REAL_VARIANTS = tuple(v for v in VARIANTS if not v.startswith("nonce"))
+NONCE_VARIANTS = tuple(v for v in VARIANTS if v.startswith("nonce"))
+_NOT_NUMERIC = {"run/cli.py", "report/widgets.py", "report/plots.py", "run/reproduce.py", "report/results.py",
+                "run/experiments.py"}
+
+
+@lru_cache(maxsize=1)
+def code_hash() -> str:
+    """SHA-256 (16 hex) of the pe_kit modules that shape the numbers (not the CLI, plots or widgets).
+
+    Part of every step-cache key, so a code change recomputes the steps it could affect.
+    """
+    h = hashlib.sha256()
+    pkg = Path(__file__).resolve().parents[1]
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg).as_posix()
+        if rel not in _NOT_NUMERIC and path.name != "__init__.py":
+            h.update(rel.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | None = None,
+                 model: str | None = None) -> StudyConfig:
+    """A ``StudyConfig`` from notebook parameters (keys as in ``pe_kit.run.presets.Preset``).
+
+    Args:
+        params: mapping with ``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size, max_probes,
+            model, max_seq_length, record_cap, seed`` (and ``arm``/``bank`` unless given).
+        arm, bank, model: override the mapping's values.
+
+    Raises:
+        ValueError: naming a missing key.
+    """
+    need = ("n_canary", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "record_cap", "seed")
+    missing = [k for k in need if params.get(k) is None]
+    if missing:
+        raise ValueError(f"parameters {missing} are not set; pass them or a preset (pe_kit.run.presets.PRESETS)")
+    return StudyConfig(data=params.get("data"), fmt=params.get("fmt") or "auto", arm=arm or params.get("arm", "long"),
+                       n_canary=int(params["n_canary"]), n_aux=int(params["n_aux"]),
+                       n_calibration=int(params["n_calibration"]), n_test=int(params["n_test"]),
+                       bank=bank or params.get("bank", "bankA"), bank_size=int(params["bank_size"]),
+                       max_probes=int(params["max_probes"]), model=model or params.get("model") or "all-MiniLM-L6-v2",
+                       max_seq_length=params.get("max_seq_length"), record_cap=int(params["record_cap"]),
+                       seed=int(params["seed"]))
+
+
+def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:
+    """``MechanismConfig`` from parameters (``record_cap``, optional ``noise_multiplier``, ``sample_rate``,
+    ``top_k``, ``clip_norm``; paper defaults otherwise) with keyword overrides."""
+    kw = {k: params[k] for k in ("top_k", "clip_norm", "noise_multiplier", "sample_rate", "record_cap")
+          if params.get(k) is not None}
+    kw.update(overrides)
+    return MechanismConfig(**kw)
+
+
+def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> AuditConfig:
+    """``AuditConfig`` from parameters (``trials``, optional ``alpha``, ``delta``) for ``n_canaries`` canaries
+    per variant (γ = α / (4·n_canaries), App. E.6)."""
+    kw = {k: params[k] for k in ("trials", "alpha", "delta") if params.get(k) is not None}
+    kw["n_canaries"] = max(1, int(n_canaries))
+    kw.update(overrides)
+    return AuditConfig(**kw)
+
+
+_WORLDS: dict[StudyConfig, World] = {}
+
+
+def world_for(config: StudyConfig, progress: bool = True) -> World:
+    """Build (or reuse, within this process) the ``World`` of ``config``; embeddings come from the disk cache.
+
+    Raises what ``pe_kit.run.study.build_world`` raises (too few users, a bank smaller than ``bank_size`` …).
+    """
+    if config not in _WORLDS:
+        from pe_kit.text.encoder import Encoder
+
+        encoder = Encoder(config.model, max_seq_length=config.max_seq_length, progress=progress)
+        _WORLDS[config] = build_world(config, encoder=encoder)
+    return _WORLDS[config]
+
+
+def resolve_variants(variants: str | Sequence[str]) -> list[str]:
+    """``"all"`` → the eight variants of Table 1; else validate a list (order kept, duplicates dropped).
+
+    Raises:
+        ValueError: naming an unknown variant and listing the known ones.
+    """
+    if isinstance(variants, str):
+        variants = list(VARIANTS) if variants == "all" else [v.strip() for v in variants.split(",") if v.strip()]
+    out: list[str] = []
+    for v in variants:
+        if v not in VARIANTS:
+            raise ValueError(f"variants contains {v!r}; use names from {VARIANTS} or 'all'")
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise ValueError("variants is empty; pass at least one of " + ", ".join(VARIANTS))
+    return out
+
+
+def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
+    """Canary slots (indices into the study's canary split) used by ``variant``.
+
+    Real-canary variants get disjoint blocks ``[i·per_variant, (i+1)·per_variant)`` (i = the variant's
+    index among the five real variants) when the study holds enough canaries (paper: 40 = 8 × 5, each
+    attack on "an independently selected set of five canaries"); otherwise the blocks wrap around and
+    variants share canaries. Nonce variants draw synthetic canaries; their slots only index the draws.
+    """
+    if per_variant < 1:
+        raise ValueError(f"per_variant={per_variant} must be ≥ 1 (canaries per variant)")
+    if variant in NONCE_VARIANTS:
+        return list(range(per_variant))
+    if n_canary < 1:
+        raise ValueError("n_canary must be ≥ 1 for real-canary variants")
+    i = REAL_VARIANTS.index(variant)
+    return [(i * per_variant + j) % n_canary for j in range(per_variant)]
+
+
+def _rng(seed: int, variant: str, j: int, purpose: int, salt: int = 0) -> np.random.Generator:
+    return np.random.default_rng([int(seed), VARIANTS.index(variant), int(j), int(purpose), int(salt)])
+
+
+def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,
+               pool_size: int | None = None):
+    """Like :func:`design_for`, but returns ``(design, None)`` or ``(None, reason)`` without warning.
+
+    ``reason`` starts with ``"not implemented"`` (the variant does not exist in this pe_kit) or
+    ``"pool shortfall"`` (this canary's records admit too few distinct candidates); other errors propagate.
+    """
+    from pe_kit.text.generators.base import PoolShortfallError
+
+    kw = {}
+    if mechanism is not None:
+        kw["mechanism"] = mechanism
+    if pool_size is not None:
+        kw["pool_size"] = int(pool_size)
+    try:
+        return make_design(world, variant, slot, _rng(seed, variant, j, 11), **kw), None
+    except NotImplementedError as exc:
+        return None, f"not implemented: {exc}"
+    except PoolShortfallError as exc:  # the canary's records admit too few distinct candidates
+        return None, f"pool shortfall: {exc}"
+
+
+def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,
+               pool_size: int | None = None):
+    """The frozen design of ``variant`` for its j-th canary (slot ``slot``), seeded by (seed, variant, j).
+
+    Args:
+        world, variant: the study and a name from ``VARIANTS``. j: the canary's index within the variant.
+        slot: index into the canary split (real variants). seed: root seed.
+        mechanism: k, C, σ, q used by the design (μ_eff variants freeze Σ̂_Q with it); default: paper values.
+        pool_size: M, candidate pool of paraphrase / nonce variants (default 512, App. B).
+
+    Returns:
+        ``ProbeDesign``, or None (with a warning) when the variant is not implemented (``NotImplementedError``
+        from ``pe_kit.run.study.make_design``) or the canary's candidate pool falls short
+        (``pe_kit.text.generators.base.PoolShortfallError``: e.g. records too short for enough distinct paraphrases),
+        so notebooks run with whatever designs exist. Other errors propagate.
+    """
+    design, reason = try_design(world, variant, j, slot, seed, mechanism, pool_size)
+    if design is None:
+        warnings.warn(f"variant {variant!r}, canary slot {slot} skipped: {reason}", stacklevel=2)
+    return design
+
+
+def design_summary(world: World, design, mechanism: MechanismConfig, audit: AuditConfig) -> dict:
+    """Where the canary's votes go and its μ_eff on a frozen design, without trials (Eqs. 1, 3, 20, 34–35).
+
+    Returns a dict: ``variant, canary_id, n_coords`` (|P|), ``canary_votes_on_P`` (share of the canary's
+    vote mass on P), ``canary_norm`` (‖v_P‖₂ ≤ C), ``canary_norm_full`` (‖v‖₂), ``clip_norm``,
+    ``mu_eff`` (with Σ̂ from the aux users, N = n_test), ``mu_eff_ceiling`` (1/σ),
+    ``background_voters`` (test users with any vote on P), ``background_vote_share`` (mean share of a
+    test user's mass on P).
+    """
+    v_full = canary_contribution(world, design, mechanism)
+    coords = np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64)
+    coords = np.sort(coords)
+    v = v_full[coords]
+    aux = world.contributions("aux", mechanism, design)
+    test = world.contributions("test", mechanism, design)
+    m0, sigma = null_moments(aux_moments(restrict(aux, coords), audit.shrinkage), test.shape[0], mechanism,
+                             audit.ridge)
+    tP = restrict(test, coords)
+    totals = np.asarray(test.sum(axis=1)).ravel()
+    onP = np.asarray(tP.sum(axis=1)).ravel()
+    sigma_ = mechanism.noise_multiplier
+    return {"variant": design.variant, "canary_id": design.canary_id, "n_coords": int(coords.size),
+            "canary_votes_on_P": float(v.sum() / max(v_full.sum(), 1e-300)), "canary_norm": float(np.linalg.norm(v)),
+            "canary_norm_full": float(np.linalg.norm(v_full)), "clip_norm": mechanism.clip_norm,
+            "mu_eff": mu_eff(v, sigma) if coords.size else 0.0,
+            "mu_eff_ceiling": (1 / sigma_) if sigma_ > 0 else float("inf"),
+            "background_voters": int((onP > 0).sum()),
+            "background_vote_share": float(np.mean(onP / np.maximum(totals, 1e-300)))}
+
+
+def audit_variants(world: World, variants: Sequence[str], per_variant: int, mechanism: MechanismConfig,
+                   audit: AuditConfig, seed: int, cache: StepCache | None = None, salt: int = 0,
+                   progress: bool = True, extra: Mapping[str, Any] | None = None,
+                   design_mechanism: MechanismConfig | None = None, pool_size: int | None = None
+                   ) -> tuple[list[dict], list[str]]:
+    """Audit ``per_variant`` canaries of each variant on one world: the rows behind Table 2 / Table 4.
+
+    Args:
+        world: the study (one data arm × one bank × one encoder).
+        variants: names from ``VARIANTS``; unimplemented ones are skipped and reported.
+        per_variant: canaries per variant (paper: 5); slots from ``canary_slots``.
+        mechanism, audit: settings; ``audit.trials`` per hypothesis per split.
+        seed: seeds designs (seed, variant, j) and trials (seed, variant, j, salt).
+        cache: step cache (None = no resume); salt: separates sweep points that share a world.
+        progress: tqdm bar over (variant, canary); extra: fields added to every row.
+        design_mechanism: settings the designs are built with (default ``mechanism``; sweeps keep one frozen
+            design per canary while the audited mechanism varies). pool_size: M of the candidate pools.
+
+    Returns:
+        (rows, skipped): each row is ``pe_kit.run.study.audit_design``'s plus ``canary_slot``, ``canary_index``,
+        ``seed``, ``salt`` and ``extra``; ``skipped`` names unimplemented variants (``"paraphrase"``) and
+        canaries whose design failed on a pool shortfall (``"paraphrase#2: pool shortfall: …"``).
+    """
+    design_mechanism = design_mechanism or mechanism
+    jobs = [(v, j, s) for v in resolve_variants(variants) for j, s in enumerate(
+        canary_slots(v, per_variant, world.config.n_canary))]
+    rows, skipped = [], []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(jobs), desc=f"audit {world.config.arm}/{world.config.bank}", unit="canary")
+    for variant, j, slot in jobs:
+        if variant in skipped:
+            if bar is not None:
+                bar.update(1)
+            continue
+
+        def compute(variant=variant, j=j, slot=slot):
+            design, reason = try_design(world, variant, j, slot, seed, design_mechanism, pool_size)
+            if design is None:
+                return {"skipped": reason}
+            row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
+            return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
+
+        key = ("audit", world.config.as_dict(), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
+               design_mechanism.as_dict(), pool_size, code_hash())
+        row = cache.get_or_compute(key, compute) if cache is not None else compute()
+        if "skipped" in row:
+            reason = row["skipped"]
+            if reason.startswith("not implemented"):
+                skipped.append(variant)
+            else:
+                skipped.append(f"{variant}#{j}: {reason}")
+            warnings.warn(f"variant {variant!r}, canary {j} (slot {slot}) skipped: {reason}", stacklevel=2)
+        else:
+            rows.append({**row, **(extra or {})})
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return rows, skipped
+
+
+def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[float], mechanism: MechanismConfig,
+          audit: AuditConfig, seed: int, cache: StepCache | None = None, per_variant: int = 1,
+          experiment: str | None = None, pool_size: int | None = None) -> tuple[list[dict], list[str]]:
+    """Fig. 1 analogue: audit the same frozen designs while one mechanism setting varies.
+
+    Args:
+        world, variants, mechanism, audit, seed, cache, per_variant: as ``audit_variants`` (paper: one canary).
+        field: ``"noise_multiplier"`` (σ) or ``"sample_rate"`` (q).
+        values: the grid.
+        experiment: row label (default ``"sigma_sweep"`` / ``"q_sweep"``). pool_size: M of the pools.
+        The designs are built once with ``mechanism`` and stay frozen across the grid.
+
+    Returns:
+        (rows, skipped variants); rows carry ``experiment`` and the swept value in ``mech_<field>``.
+
+    Raises:
+        ValueError: for another field or an empty grid.
+    """
+    if field not in ("noise_multiplier", "sample_rate"):
+        raise ValueError(f"field={field!r} must be 'noise_multiplier' (σ) or 'sample_rate' (q)")
+    if len(values) == 0:
+        raise ValueError(f"the {field} grid is empty; pass at least one value")
+    experiment = experiment or ("sigma_sweep" if field == "noise_multiplier" else "q_sweep")
+    rows, skipped = [], []
+    for i, value in enumerate(values):
+        mech = replace(mechanism, **{field: float(value)})
+        r, s = audit_variants(world, variants, per_variant, mech, audit, seed, cache, salt=1000 + i, progress=False,
+                              extra={"experiment": experiment, "sweep_field": field, "sweep_value": float(value)},
+                              design_mechanism=mechanism, pool_size=pool_size)
+        rows += r
+        skipped += [v for v in s if v not in skipped]
+    return rows, skipped
+
+
+def encoder_ablation(params: Mapping[str, Any], encoders: Sequence[str], variants: Sequence[str], per_variant: int,
+                     mechanism: MechanismConfig, audit: AuditConfig, cache: StepCache | None = None,
+                     arm: str | None = None, bank: str | None = None, pool_size: int | None = None
+                     ) -> tuple[list[dict], list[str]]:
+    """Table 3 analogue: the same study with each encoder (any sentence-transformers name or path).
+
+    An encoder that cannot be loaded is skipped with a warning (its name is returned in the skipped list
+    as ``encoder:<name>``), so the ablation runs with whatever models are installed.
+
+    Returns:
+        (rows with ``experiment="encoder"`` and ``study_model``, skipped).
+    """
+    rows, skipped = [], []
+    for name in encoders:
+        cfg = study_config(params, arm=arm, bank=bank, model=name)
+        try:
+            world = world_for(cfg)
+        except (OSError, ValueError, ImportError) as exc:
+            if "bank" in str(exc) and "bank_size" in str(exc):
+                raise
+            warnings.warn(f"encoder {name!r} skipped: {exc}", stacklevel=2)
+            skipped.append(f"encoder:{name}")
+            continue
+        r, s = audit_variants(world, variants, per_variant, mechanism, audit, int(params["seed"]), cache,
+                              extra={"experiment": "encoder"}, pool_size=pool_size)
+        rows += r
+        skipped += [v for v in s if v not in skipped]
+    return rows, skipped
+
+
+def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: AuditConfig,
+                    rng: np.random.Generator):
+    """The (calibration, test) ``ScalarProblem`` pair of one frozen design, exactly as ``audit_canary`` builds it.
+
+    aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v → projections of the calibration users
+    (resampled with replacement to N users when the sizes differ, seeded by ``rng``) and of the test users.
+
+    Returns:
+        (calibration ScalarProblem, test ScalarProblem, coords int64 (|P|,)).
+    """
+    from pe_kit.run.study import SPLITS
+
+    v_full = canary_contribution(world, design, mechanism)
+    coords = np.sort(np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64))
+    v = v_full[coords]
+    contribs = {s: world.contributions(s, mechanism, design) for s in SPLITS}
+    n_test = contribs["test"].shape[0]
+    m0, sigma = null_moments(aux_moments(restrict(contribs["aux"], coords), audit.shrinkage), n_test, mechanism,
+                             audit.ridge)
+    w = llr_weights(v, sigma)
+    cal = restrict(contribs["calibration"], coords)
+    if cal.shape[0] != n_test:
+        cal = cal[rng.integers(0, cal.shape[0], size=n_test)]
+    probs = [scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
+             for pop in (cal, restrict(contribs["test"], coords))]
+    return probs[0], probs[1], coords
+
+
+def tightness(world: World, variant: str, trials: Sequence[int], mechanism: MechanismConfig, audit: AuditConfig,
+              seed: int, cache: StepCache | None = None, pool_size: int | None = None) -> list[dict]:
+    """ε_lower against the number of trials per hypothesis for one canary of ``variant``.
+
+    The frozen design's (calibration, test) scalar problems go to ``pe_kit.audit.sweep.tightness_curve`` (the
+    streaming engine: exact counts, no per-trial memory), which calibrates and tests at every budget and
+    adds ``epsilon_expected`` (the Gaussian-model expectation at the design's μ_eff) and its limit.
+
+    Returns:
+        rows with ``experiment="tightness"``, ``variant``, ``canary_id``, ``trials``, ``epsilon_lower``,
+        ``epsilon_expected``, ``epsilon_expected_limit``, ``epsilon_theory``, ``mu_eff`` and the settings.
+
+    Raises:
+        ValueError: on an empty or non-positive trial list.
+    """
+    from pe_kit.audit.sweep import tightness_curve
+
+    trials = [int(t) for t in trials]
+    if not trials or min(trials) < 1:
+        raise ValueError(f"tightness_trials={trials} must be a non-empty list of positive counts")
+    slot = canary_slots(variant, 1, world.config.n_canary)[0]
+    key = ("tightness", world.config.as_dict(), variant, slot, trials, mechanism.as_dict(), audit.as_dict(), seed,
+           pool_size, code_hash())
+
+    def compute():
+        design = design_for(world, variant, 0, slot, seed, mechanism, pool_size)
+        if design is None:
+            return []
+        cal, test, _ = scalar_problems(world, design, mechanism, audit, _rng(seed, variant, 0, 31))
+        df = tightness_curve({variant: [(cal, test)]}, trials, noise_multiplier=mechanism.noise_multiplier,
+                             delta=audit.delta, gamma=audit.gamma, n_canaries=1, seed=int(seed))
+        base = {"experiment": "tightness", "variant": variant, "canary_id": design.canary_id, "canary_slot": slot,
+                "source": "pe_kit.audit.sweep.tightness_curve", "audit_n_canaries": audit.n_canaries,
+                **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
+                **{f"study_{k}": v for k, v in world.config.as_dict().items()}, "bank_source": world.config.bank}
+        return [{**base, **{k: v for k, v in r.items() if k not in ("attack", "canary")}}
+                for r in df.to_dict("records")]
+
+    return cache.get_or_compute(key, compute) if cache is not None else compute()
+
+
+# ---------------------------------------------------------------------------------------------- paper values
+#: Table 2 of the paper (label-only bank A, max over five canaries, 10⁶ trials; ε_theory = 1.695).
+PAPER_TABLE2 = {
+    "Yelp": {"ordinary": 0.268, "exact": 0.371, "paraphrase": 0.276, "paraphrase-norm": 0.316,
+             "paraphrase-mu_eff": 0.560, "nonce": 1.049, "nonce-norm": 1.110, "nonce-mu_eff": 1.110},
+    "Sentiment140": {"ordinary": 0.252, "exact": 0.363, "paraphrase": 0.599, "paraphrase-norm": 0.327,
+                     "paraphrase-mu_eff": 0.682, "nonce": 1.052, "nonce-norm": 1.088, "nonce-mu_eff": 1.086},
+}
+#: Table 4 of the paper (App. C): the same for bank A and the in-distribution bank B.
+PAPER_TABLE4 = {
+    "Yelp A": {"ordinary": 0.247, "exact": 0.313, "paraphrase": 0.276, "paraphrase-norm": 0.316,
+               "paraphrase-mu_eff": 0.560, "nonce": 1.038, "nonce-norm": 1.110, "nonce-mu_eff": 1.110},
+    "Yelp B": {"ordinary": 0.295, "exact": 0.304, "paraphrase": 0.297, "paraphrase-norm": 0.457,
+               "paraphrase-mu_eff": 0.439, "nonce": 1.047, "nonce-norm": 1.120, "nonce-mu_eff": 0.958},
+    "Sentiment140 A": {"ordinary": 0.475, "exact": 0.363, "paraphrase": 0.599, "paraphrase-norm": 0.327,
+                       "paraphrase-mu_eff": 0.682, "nonce": 1.018, "nonce-norm": 1.088, "nonce-mu_eff": 1.086},
+    "Sentiment140 B": {"ordinary": 0.429, "exact": 0.587, "paraphrase": 0.759, "paraphrase-norm": 0.871,
+                       "paraphrase-mu_eff": 0.932, "nonce": 1.014, "nonce-norm": 1.063, "nonce-mu_eff": 0.977},
+}
+

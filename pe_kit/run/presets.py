@@ -1,0 +1,321 @@
+"""Presets and parameters of the reproduction: the ``tiny`` / ``quick`` / ``paper`` sizes, ``--set`` overrides,
+and each notebook's papermill parameters.
+
+Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64,
+5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
+"""
+from __future__ import annotations
+
+__all__ = ["Preset", "PRESETS", "NOTEBOOKS", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_params",
+           "text_progress", "parse_override"]
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+#: Notebook stems, in run order. 06 belongs to the multi-round work and runs only if its file exists.
+NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve")
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Sizes and settings of one reproduction (every field can be overridden with ``--set key=value``).
+
+    Data and study: ``data`` (None = the bundled 900-blogger sample), ``fmt`` (``auto|blogs|yelp|sentiment140``),
+    ``arms`` / ``banks`` (notebook 04's grid; ``bankA`` = bundled label-only bank, ``public`` = records of
+    users in no split, or a JSON Lines path), ``arm`` / ``bank`` (the single world of notebooks 01–03 and 05),
+    ``record_cap`` (m), ``n_canary`` (canary split size), ``per_variant`` (canaries audited per variant),
+    ``n_aux``, ``n_calibration``, ``n_test`` (N), ``bank_size`` (p), ``max_probes`` (r), ``pool_size`` (M,
+    candidate pool of the paraphrase and nonce variants), ``model``,
+    ``max_seq_length`` (token cap of the encoder; None = model default), ``variants`` (``"all"`` or names).
+
+    Trials (per hypothesis per split): ``trials`` (Table 2/4 and Table 3), ``llr_trials`` (notebook 03),
+    ``sweep_trials`` (Fig. 1), ``tightness_trials`` (a list of budgets).
+
+    Ablations: ``sigmas``, ``qs``, ``sweep_variants``, ``sweep_arm``, ``encoders`` (``"auto"`` = MiniLM-L6 plus
+    MPNet if installed, or names/paths), ``encoder_variants``, ``encoder_per_variant``, ``tightness_variant``,
+    ``ceiling_sigmas`` (notebook 03).
+
+    ``description``: what the preset is for and how it differs from the paper (written into results.md).
+    """
+
+    name: str
+    description: str
+    data: str | None = None
+    fmt: str = "auto"
+    arms: tuple = ("long", "short")
+    banks: tuple = ("bankA", "public")
+    arm: str = "long"
+    bank: str = "bankA"
+    variants: Any = "all"
+    record_cap: int = 64
+    n_canary: int = 40
+    per_variant: int = 5
+    n_aux: int = 500
+    n_calibration: int = 500
+    n_test: int = 1000
+    bank_size: int = 8192
+    max_probes: int = 64
+    pool_size: int = 512
+    model: str = "all-MiniLM-L6-v2"
+    max_seq_length: int | None = None
+    trials: int = 1_000_000
+    llr_trials: int = 1_000_000
+    ceiling_sigmas: tuple = (0.5, 1.0, 2.0)
+    sweep_arm: str = "short"
+    sweep_variants: tuple = ("ordinary", "exact", "paraphrase-mu_eff", "nonce")
+    sigmas: tuple = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+    qs: tuple = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+    sweep_trials: int = 5_000_000
+    encoders: Any = "auto"
+    encoder_variants: tuple = ("ordinary", "exact", "nonce")
+    encoder_per_variant: int = 5
+    tightness_variant: str = "nonce"
+    tightness_trials: tuple = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """Plain dict (tuples as lists)."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(
+        name="tiny",
+        description=("CI sizes on real data (tests/data/blogs-tiny.jsonl.gz, 80 bloggers × 16 posts): 60 users in "
+                     "splits, p=256, r=16, MiniLM-L6 at 32 tokens, 2·10⁴ trials. Checks that everything runs; "
+                     "its numbers are not meant to be read."),
+        data=str(_REPO / "tests" / "data" / "blogs-tiny.jsonl.gz"), record_cap=16, n_canary=5, per_variant=2,
+        n_aux=15, n_calibration=15, n_test=25, bank_size=256, max_probes=16, pool_size=64, max_seq_length=32,
+        trials=20_000,
+        llr_trials=20_000, sweep_arm="short", sweep_variants=("ordinary", "nonce"), sigmas=(0.5, 1.0, 2.0),
+        qs=(0.05, 0.1, 0.3), sweep_trials=20_000, encoders=("all-MiniLM-L6-v2",), encoder_per_variant=1,
+        tightness_trials=(1_000, 5_000, 20_000),
+        extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500}}),
+    "quick": Preset(
+        name="quick",
+        description=("Laptop sizes on the bundled Blogs sample (900 bloggers, posts ≤ 600 chars): record cap m=32; "
+                     "5 real canaries shared by the five real-canary variants (paper: 5 independent ones each); "
+                     "100 aux / 100 calibration / 200 test users; p=2048, r=64, candidate pools of M=256; "
+                     "MiniLM-L6 truncated to 64 tokens; 2·10⁵ trials per hypothesis (paper: m=64, 500/500/1000, "
+                     "p=8192, M=512, full-length texts, 10⁶ trials). Fewer trials and users give looser "
+                     "Clopper–Pearson bounds, so ε_lower here sits below what the paper's sizes give."),
+        record_cap=32, n_canary=5, per_variant=5, n_aux=100, n_calibration=100, n_test=200, bank_size=2048,
+        max_probes=64, pool_size=256, max_seq_length=64, trials=200_000, llr_trials=200_000,
+        sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
+        encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000)),
+    "paper": Preset(
+        name="paper",
+        description=("The paper's sizes (§3, App. D): m=64, 40 canaries (5 per variant), 500 aux / 500 calibration / "
+                     "1000 test users, p=8192, r=64, full-length MiniLM-L6, 10⁶ trials (5·10⁶ for the sweeps). "
+                     "Needs a corpus with ≥ 2,040 eligible users per arm (--data PATH: Yelp, Sentiment140, or "
+                     "the full Blogs corpus with a smaller n_test). Hours on 2 CPU cores."),
+    ),
+}
+
+_COMMON = ("output_dir", "preset", "seed", "data", "fmt", "model", "max_seq_length", "record_cap", "n_canary",
+           "per_variant", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "pool_size", "trials")
+
+#: The parameters each notebook declares in its ``parameters`` cell (besides the common ones).
+NOTEBOOK_KEYS: dict[str, tuple] = {
+    "01_mechanism": _COMMON + ("arm", "bank"),
+    "02_probe_design": _COMMON + ("arm", "bank", "variants"),
+    "03_llr_checks": _COMMON + ("arm", "bank", "llr_trials", "ceiling_sigmas"),
+    "04_audit": _COMMON + ("arms", "banks", "variants"),
+    "05_ablations": _COMMON + ("arm", "bank", "sweep_arm", "sweep_variants", "sigmas", "qs", "sweep_trials", "encoders",
+                               "encoder_variants", "encoder_per_variant", "tightness_variant", "tightness_trials"),
+}
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``key=value`` (value as JSON if it parses, else a comma list for ``a,b``, else a string).
+
+    ``key`` is a ``Preset`` field (``trials``, ``variants`` …) or ``<notebook>.<parameter>`` for one notebook's
+    own parameter, e.g. ``06.generator=openai`` or ``06_multiround_mauve.rounds=3`` (stored in ``Preset.extra``).
+
+    Raises:
+        ValueError: if ``text`` has no ``=``, the key is not a ``Preset`` field, or the notebook is unknown
+            (the message lists the valid keys).
+    """
+    if "=" not in text:
+        raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if "." in key:
+        nb, param = key.split(".", 1)
+        matches = [n for n in NOTEBOOKS if n == nb or n.split("_")[0] == nb]
+        if not matches or not param.isidentifier():
+            raise ValueError(f"--set {key}=…: use <notebook>.<parameter> with a notebook of {', '.join(NOTEBOOKS)} "
+                             "(or its number, e.g. 06.rounds=3)")
+        key = f"{matches[0]}.{param}"
+    else:
+        valid = {f.name for f in fields(Preset)} - {"name", "description", "extra"}
+        if key not in valid:
+            raise ValueError(f"--set {key}=…: unknown setting; valid keys: {', '.join(sorted(valid))} "
+                             "(or <notebook>.<parameter>)")
+    raw = raw.strip()
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = [v.strip() for v in raw.split(",")] if "," in raw else raw
+    if raw.lower() in ("none", "null"):
+        value = None
+    default = {f.name: f.default for f in fields(Preset)}.get(key)
+    if isinstance(default, tuple) and value is not None and not isinstance(value, list):
+        value = [value]  # a single value for a list setting (``--set banks=public``)
+    return key, _absolute_paths(key, value)
+
+
+def _absolute_paths(key: str, value: Any) -> Any:
+    """Make relative file paths in path-like settings absolute against the current directory.
+
+    Notebooks run with the run folder as their working directory, so ``--set banks=my_bank.jsonl``
+    must be resolved where the command was typed. Applies to ``data``/``bank``/``banks`` keys (also
+    ``<notebook>.data`` …); ``file:<path>`` keeps its prefix; names that are not existing files are kept.
+    """
+    if key.split(".")[-1] not in ("data", "bank", "banks"):
+        return value
+    if isinstance(value, list):
+        return [_absolute_paths(key, v) for v in value]
+    if not isinstance(value, str):
+        return value
+    prefix, path = ("file:", value[5:]) if value.startswith("file:") else ("", value)
+    candidate = Path(path).expanduser()
+    if not candidate.is_absolute() and candidate.is_file():
+        return prefix + str(candidate.resolve())
+    return value
+
+
+def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, data: str | None = None,
+               fmt: str | None = None) -> Preset:
+    """A preset by name (or a ``Preset``), with ``data``/``fmt`` and field overrides applied and checked.
+
+    With user data of format ``yelp`` the data arms default to ``("long",)``, with ``sentiment140`` to
+    ``("short",)`` (the paper's two datasets), and banks to ``("public",)`` (the bundled bank A is
+    generated for the Blogs corpus).
+
+    Raises:
+        ValueError: unknown preset or key, a size below 1, or the paper preset without ``data``.
+    """
+    if isinstance(name, Preset):
+        p = name
+    elif name not in PRESETS:
+        raise ValueError(f"preset={name!r} is unknown; use one of {sorted(PRESETS)}")
+    else:
+        p = PRESETS[name]
+    changes: dict[str, Any] = {}
+    if data is not None:
+        changes["data"] = str(Path(data).expanduser().resolve())
+    if fmt is not None and fmt != "auto":
+        changes["fmt"] = fmt
+    if data is not None:
+        f = fmt or "auto"
+        name_l = Path(data).name.lower()
+        kind = f if f != "auto" else ("sentiment140" if name_l.endswith((".csv", ".csv.gz")) else
+                                       "yelp" if "yelp" in name_l else "blogs")
+        if kind == "yelp":
+            changes.update(arms=("long",), arm="long", sweep_arm="long", banks=("public",), bank="public")
+        elif kind == "sentiment140":
+            changes.update(arms=("short",), arm="short", sweep_arm="short", banks=("public",), bank="public")
+    valid = {f.name for f in fields(Preset)}
+    extra = {nb: dict(v) for nb, v in p.extra.items()}
+    for k, v in (overrides or {}).items():
+        if "." in k:  # a notebook's own parameter
+            nb, param = k.split(".", 1)
+            extra.setdefault(nb, {})[param] = v
+            changes["extra"] = extra
+            continue
+        if k not in valid or k in ("name", "extra"):
+            raise ValueError(f"override {k!r} is not a preset field; valid: {', '.join(sorted(valid - {'name', 'extra'}))}")
+        changes[k] = tuple(v) if isinstance(v, list) else v
+    p = replace(p, **changes)
+    for k in ("record_cap", "n_canary", "per_variant", "n_aux", "n_calibration", "n_test", "bank_size", "pool_size", "trials",
+              "llr_trials", "sweep_trials", "encoder_per_variant"):
+        v = getattr(p, k)
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{k}={v!r} must be an integer ≥ 1 (preset {p.name})")
+    if p.max_probes < 0 or p.max_probes > p.bank_size:
+        raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
+    if p.name == "paper" and p.data is None:
+        raise ValueError("the paper preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
+                         "CSV, or a Blog-corpus JSON Lines file with --format blogs --set n_test=900)")
+    if p.data is not None and not Path(p.data).is_file():
+        raise ValueError(f"data={p.data!r} does not exist; pass an existing file with --data PATH")
+    return p
+
+
+def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) -> dict:
+    """The parameter dict a notebook works with: the preset's values for its keys, replaced by ``given``
+    values that are not None. Notebooks call this first, so they run interactively with only ``preset`` set.
+
+    Args:
+        notebook: stem (e.g. ``"04_audit"``); unknown stems get the common keys.
+        preset: a name from ``PRESETS`` or a ``Preset``.
+        given: the notebook's parameters (``output_dir``, ``seed``, sizes …); None means "from the preset".
+
+    Returns:
+        dict with every key of ``NOTEBOOK_KEYS[notebook]`` (``output_dir`` default ``results/interactive``,
+        ``seed`` default 0). Lists stay lists.
+
+    Side effect: when run by ``pe-kit reproduce`` (env ``PE_KIT_HEADLESS=1``) progress bars switch to plain
+    text (:func:`text_progress`), so they stream to the terminal with ``--log-output`` instead of being
+    invisible notebook widgets.
+    """
+    if os.environ.get("PE_KIT_HEADLESS") == "1":
+        text_progress()
+    p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
+    keys = NOTEBOOK_KEYS.get(notebook, _COMMON)
+    base = p.as_dict()
+    out: dict[str, Any] = {}
+    for k in keys:
+        if given.get(k) is not None:
+            out[k] = given[k]
+        elif k == "preset":
+            out[k] = p.name
+        elif k == "output_dir":
+            out[k] = str(Path("results") / "interactive")
+        elif k == "seed":
+            out[k] = 0
+        else:
+            out[k] = base.get(k)
+    for k, v in given.items():  # keys outside the table (e.g. a notebook's own extras) pass through
+        if k not in out and v is not None:
+            out[k] = v
+    Path(out["output_dir"]).mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
+                    declared: Sequence[str] | None = None) -> dict:
+    """Papermill parameters for one notebook: its keys from the preset, plus ``output_dir``/``seed``.
+
+    For a notebook outside ``NOTEBOOK_KEYS`` (e.g. 06), every preset field, entry of
+    ``preset.extra[notebook]`` and common key that the notebook declares in its ``parameters`` cell
+    (``declared``) is passed. JSON-able values only (tuples → lists).
+    """
+    base = {**preset.as_dict(), **dict(preset.extra.get(notebook, {})), "preset": preset.name,
+            "output_dir": str(output_dir), "seed": int(seed)}
+    keys = NOTEBOOK_KEYS.get(notebook)
+    if keys is None:
+        keys = tuple(k for k in base if declared is not None and k in declared)
+        if declared is not None and "output_dir" not in declared:
+            keys = keys + ("output_dir",)
+    out = {k: base.get(k) for k in keys}
+    if declared is not None:
+        out = {k: v for k, v in out.items() if k in declared or k == "output_dir"}
+    return out
+
+
+def text_progress() -> None:
+    """Make ``tqdm.auto`` bars plain text (stderr) in this process, as in a terminal.
+
+    In a Jupyter kernel ``tqdm.auto`` draws ipywidgets, which a headless papermill run cannot show.
+    """
+    import tqdm.auto
+    import tqdm.std
+
+    tqdm.auto.tqdm = tqdm.std.tqdm

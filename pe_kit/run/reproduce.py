@@ -1,0 +1,321 @@
+"""The headless reproduction: run the narrative notebooks in order with papermill into ``results/<run-id>/``.
+
+``pe-kit reproduce --preset quick`` (see ``pe_kit.run.cli``) calls :func:`run_reproduction`, which
+
+1. resolves a :class:`Preset` (``tiny`` for CI, ``quick`` for a laptop, ``paper`` for the paper's sizes) and
+   any ``--set key=value`` overrides, and derives each notebook's papermill parameters
+   (:func:`notebook_params`; every notebook takes ``output_dir``, ``preset``, ``seed``, ``data`` and the
+   sizes it uses, and writes ``<output_dir>/<notebook>.csv`` plus figures under ``<output_dir>/figures``);
+2. executes each notebook unless a done-marker ``<run>/.done/<notebook>.json`` shows it already finished
+   with the same parameters, the same notebook file and the same pe_kit code, and its output files are
+   still there with the recorded sizes (then it is reused);
+3. inside a notebook, every audit step is cached under ``<run>/.steps`` (``pe_kit.report.results.StepCache``),
+   and embeddings under ``PE_KIT_CACHE``, so a rerun after a failure resumes mid-notebook;
+4. on a failure, stops (or, with ``keep_going``, continues with the next notebook), names the notebook,
+   the cell and the error, and keeps the executed notebook and everything that finished;
+5. concatenates the notebooks' CSVs into ``results.csv`` and renders ``results.md``.
+
+Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64,
+5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
+from pe_kit.run.presets import (
+    _REPO,
+    NOTEBOOKS,
+    PRESETS,
+    Preset,
+    get_preset,
+    notebook_params,
+)
+
+__all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
+           "this_python_kernel"]
+
+
+class ReproduceError(RuntimeError):
+    """A notebook of the reproduction failed; the message names the notebook, the cell and the error.
+
+    Attributes: notebook (stem), cell_index (int or None), executed (path of the partially executed notebook).
+    """
+
+    def __init__(self, message: str, notebook: str | None = None, cell_index: int | None = None,
+                 executed: Path | None = None):
+        super().__init__(message)
+        self.notebook, self.cell_index, self.executed = notebook, cell_index, executed
+
+
+@dataclass
+class NotebookStatus:
+    """What happened to one notebook: ``status`` is ``ran``, ``reused`` or ``failed``; seconds of execution."""
+
+    notebook: str
+    status: str
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class RunSummary:
+    """Outcome of :func:`run_reproduction`: the run folder, per-notebook statuses, results files, failures."""
+
+    run_dir: Path
+    statuses: list[NotebookStatus]
+    results_csv: Path | None
+    results_md: Path | None
+    seconds: float
+    failures: list[ReproduceError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no notebook failed."""
+        return not self.failures
+
+
+def this_python_kernel() -> str:
+    """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only.
+
+    A user-level ``python3`` kernelspec (``~/.local/share/jupyter``) may point at another interpreter and
+    would win over the virtual environment's; papermill would then execute the notebooks with other code.
+    This writes a spec named ``pe_kit-<hash of sys.executable>`` under ``cache_dir()/jupyter`` and puts
+    that folder first on ``JUPYTER_PATH`` (inherited by child processes); nothing outside the cache is
+    touched. Returns the kernel name to pass to ``papermill.execute_notebook``.
+    """
+    name = "pe_kit-" + content_hash(sys.executable)[:12]
+    root = cache_dir() / "jupyter"
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": f"Python (pe_kit, {sys.executable})", "language": "python"}
+    path = root / "kernels" / name / "kernel.json"
+    data = json.dumps(spec, indent=1).encode()
+    if not path.is_file() or path.read_bytes() != data:
+        atomic_write_bytes(path, data)
+    current = os.environ.get("JUPYTER_PATH", "")
+    if str(root) not in current.split(os.pathsep):
+        os.environ["JUPYTER_PATH"] = str(root) + (os.pathsep + current if current else "")
+    return name
+
+
+def notebooks_dir() -> Path:
+    """Folder of the notebooks: env ``PE_KIT_NOTEBOOKS`` or the repository's ``notebooks/``.
+
+    Raises:
+        FileNotFoundError: if neither exists (pass ``notebooks_dir=`` / ``--notebooks-dir``).
+    """
+    env = os.environ.get("PE_KIT_NOTEBOOKS")
+    path = Path(env) if env else _REPO / "notebooks"
+    if not path.is_dir():
+        raise FileNotFoundError(f"notebooks folder {path} not found; pass --notebooks-dir or set PE_KIT_NOTEBOOKS")
+    return path
+
+
+def default_run_id(preset: Preset) -> str:
+    """``<preset>`` for the default data, ``<preset>-<data file stem>`` otherwise (so reruns resume)."""
+    if preset.data is None or preset.name == "tiny" and Path(preset.data) == Path(PRESETS["tiny"].data):
+        return preset.name
+    stem = Path(preset.data).name.split(".")[0]
+    return f"{preset.name}-{stem}"
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Atomic write, then the usual read permissions (the temp file starts private)."""
+    atomic_write_bytes(path, data)
+    os.chmod(path, 0o644)
+
+
+def _code_fingerprint() -> str:
+    """Hash of the pe_kit modules a notebook's outputs can depend on (all but the runner and the CLI)."""
+    pkg = Path(__file__).resolve().parents[1]
+    return content_hash(*[(p.relative_to(pkg).as_posix(), p.read_bytes()) for p in sorted(pkg.rglob("*.py"))
+                          if p.relative_to(pkg).as_posix() not in ("run/cli.py", "run/reproduce.py")])[:16]
+
+
+def _outputs(run_dir: Path, nb: str) -> dict:
+    files = [run_dir / f"{nb}.csv"] + sorted((run_dir / "figures").glob(f"{nb}_*"))
+    return {str(f.relative_to(run_dir)): f.stat().st_size for f in files if f.is_file()}
+
+
+def _marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
+    try:
+        info = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    if info.get("key") != key:
+        return False
+    outs = info.get("outputs") or {}
+    if f"{marker.stem}.csv" not in outs:
+        return False
+    return all((run_dir / rel).is_file() and (run_dir / rel).stat().st_size == size and size > 0
+               for rel, size in outs.items())
+
+
+def _declared(path: Path) -> list[str]:
+    """Names assigned at the top level of the notebook's ``parameters`` cell (robust to any comments)."""
+    import re
+
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            return re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)", cell.source, flags=re.M)
+    return []
+
+
+def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, results_dir: str | Path = "results",
+                     data: str | None = None, fmt: str | None = None, seed: int = 0,
+                     overrides: Mapping[str, Any] | None = None, notebooks: Sequence[str] | None = None,
+                     notebooks_folder: str | Path | None = None, force: bool = False, keep_going: bool = False,
+                     kernel_name: str | None = None, log_output: bool = False, progress: bool = True,
+                     echo: Callable[[str], None] = print) -> RunSummary:
+    """Execute the notebooks in order into ``<results_dir>/<run_id>/`` and collect the results.
+
+    Args:
+        preset: ``tiny`` | ``quick`` | ``paper`` or a ``Preset``.
+        run_id: folder name (default :func:`default_run_id`); rerunning the same id resumes.
+        results_dir: parent of run folders. data, fmt: a user corpus (``--data PATH --format …``).
+        seed: seeds splits, designs and trials. overrides: preset fields to change (``--set``).
+        notebooks: stems to run (default all of ``NOTEBOOKS`` whose file exists), always in ``NOTEBOOKS`` order
+            for known stems. notebooks_folder: where the ``.ipynb`` live (default :func:`notebooks_dir`).
+        force: re-execute notebooks even when their done-marker is valid (audit steps stay cached).
+        keep_going: after a failed notebook, run the next ones anyway.
+        kernel_name: Jupyter kernel (default: ``this_python_kernel()``, i.e. this very interpreter).
+        log_output: stream the cells' stdout/stderr (progress bars, prints) to this process's stdout/stderr.
+        progress: papermill's per-cell tqdm bar. echo: where status lines go.
+
+    Returns:
+        ``RunSummary`` (``ok`` is False when a notebook failed; ``failures`` holds the ``ReproduceError``s).
+
+    Raises:
+        ValueError: bad preset, override or notebook name. FileNotFoundError: no notebooks folder.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    headless_before = os.environ.get("PE_KIT_HEADLESS")
+    os.environ["PE_KIT_HEADLESS"] = "1"  # inherited by the kernels: text progress bars
+    try:
+        return _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force,
+                    keep_going, kernel_name, log_output, progress, echo)
+    finally:
+        if headless_before is None:
+            os.environ.pop("PE_KIT_HEADLESS", None)
+        else:
+            os.environ["PE_KIT_HEADLESS"] = headless_before
+
+
+def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
+         kernel_name, log_output, progress, echo) -> RunSummary:
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    from pe_kit.report.results import collect, summary_markdown
+
+    p = get_preset(preset, overrides, data, fmt)
+    folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
+    if notebooks is None:
+        todo = [nb for nb in NOTEBOOKS if (folder / f"{nb}.ipynb").is_file()]
+    else:
+        todo = []
+        for nb in notebooks:
+            stem = nb[:-6] if nb.endswith(".ipynb") else nb
+            matches = [k for k in NOTEBOOKS if k == stem or k.split("_")[0] == stem]
+            stem = matches[0] if matches else stem
+            if not (folder / f"{stem}.ipynb").is_file():
+                raise ValueError(f"notebook {nb!r} not found in {folder}; available: "
+                                 f"{', '.join(sorted(q.stem for q in folder.glob('*.ipynb')))}")
+            todo.append(stem)
+        todo.sort(key=lambda s: NOTEBOOKS.index(s) if s in NOTEBOOKS else len(NOTEBOOKS))
+    if not todo:
+        raise FileNotFoundError(f"no notebooks to run in {folder}")
+    run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p))
+    (run_dir / ".done").mkdir(parents=True, exist_ok=True)
+    (run_dir / "notebooks").mkdir(exist_ok=True)
+    fingerprint = _code_fingerprint()
+    t_run = time.perf_counter()
+    statuses: list[NotebookStatus] = []
+    failures: list[ReproduceError] = []
+    echo(f"pe-kit reproduce: preset {p.name}, seed {seed} → {run_dir}")
+    for i, nb in enumerate(todo, start=1):
+        src = folder / f"{nb}.ipynb"
+        declared = _declared(src)
+        params = notebook_params(nb, p, run_dir, seed, declared)
+        key = content_hash(src.read_bytes(), json.dumps(params, sort_keys=True, default=str), fingerprint)
+        marker = run_dir / ".done" / f"{nb}.json"
+        head = f"[{i}/{len(todo)}] {nb}"
+        if not force and _marker_valid(marker, key, run_dir):
+            info = json.loads(marker.read_text())
+            echo(f"{head}: reused (finished {info.get('finished', '?')}, {info.get('seconds', 0):.0f} s)")
+            statuses.append(NotebookStatus(nb, "reused", float(info.get("seconds", 0.0))))
+            continue
+        marker.unlink(missing_ok=True)
+        out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
+        echo(f"{head}: running …")
+        t0 = time.perf_counter()
+        try:
+            pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
+                                progress_bar=progress, cwd=str(run_dir),
+                                stdout_file=sys.stdout if log_output else None,
+                                stderr_file=sys.stderr if log_output else None)
+        except PapermillExecutionError as exc:
+            err = ReproduceError(
+                f"notebook {nb} failed in cell {exc.cell_index} (execution count {exc.exec_count}; cells counted "
+                f"from 0 in the executed notebook, which includes papermill's injected-parameters cell): "
+                f"{exc.ename}: {exc.evalue}\n  executed notebook with the traceback: {out_nb}\n"
+                f"  finished notebooks and cached steps are kept; rerun the same command to resume",
+                nb, exc.cell_index, out_nb)
+        except Exception as exc:  # kernel death, missing kernel, bad parameters …
+            err = ReproduceError(f"notebook {nb} failed before or between cells: {type(exc).__name__}: {exc}\n"
+                                 f"  partial notebook (if any): {out_nb}", nb, None, out_nb)
+        else:
+            err = None
+            outs = _outputs(run_dir, nb)
+            if f"{nb}.csv" not in outs:
+                err = ReproduceError(f"notebook {nb} finished but wrote no {run_dir / (nb + '.csv')}; every notebook "
+                                     "must write its rows with pe_kit.report.results.write_rows", nb, None, out_nb)
+        dt = time.perf_counter() - t0
+        if err is not None:
+            echo(f"{head}: FAILED after {dt:.0f} s\n  {err}")
+            statuses.append(NotebookStatus(nb, "failed", dt, str(err)))
+            failures.append(err)
+            if not keep_going:
+                break
+            continue
+        info = {"notebook": nb, "key": key, "params": params, "outputs": outs, "seconds": dt,
+                "finished": _dt.datetime.now().isoformat(timespec="seconds")}
+        _write(marker, json.dumps(info, indent=1, default=str).encode())
+        echo(f"{head}: done in {dt:.0f} s ({len(outs)} files)")
+        statuses.append(NotebookStatus(nb, "ran", dt))
+    # every notebook of this run folder that finished (now or before), in run order
+    others = sorted(p.stem for p in (run_dir / ".done").glob("*.json") if p.stem not in NOTEBOOKS)
+    df = collect(run_dir, [nb for nb in (*NOTEBOOKS, *others) if (run_dir / ".done" / f"{nb}.json").is_file()])
+    results_csv = results_md = None
+    total = time.perf_counter() - t_run
+    if not df.empty:
+        results_csv = run_dir / "results.csv"
+        _write(results_csv, df.to_csv(index=False).encode())
+        figures = sorted(str(f.relative_to(run_dir)) for f in (run_dir / "figures").glob("*.png"))
+        meta = {"preset": p.name, "about this preset": p.description, "seed": seed,
+                "data": p.data or "bundled Blogs sample (pe_kit/data_files/blogs-900.jsonl.gz)",
+                "notebooks": ", ".join(f"{s.notebook} ({s.status}, {s.seconds:.0f} s)" for s in statuses),
+                "total notebook time": f"{sum(s.seconds for s in statuses):.0f} s",
+                "this invocation": f"{total:.0f} s", "rows": len(df)}
+        if failures:
+            meta["FAILED"] = "; ".join(f"{f.notebook} (cell {f.cell_index})" for f in failures)
+        results_md = run_dir / "results.md"
+        _write(results_md, summary_markdown(df, meta, figures).encode())
+        echo(f"results: {results_csv} ({len(df)} rows), {results_md}")
+    _write(run_dir / "run.json", json.dumps(
+        {"preset": p.as_dict(), "seed": seed, "statuses": [asdict(s) for s in statuses], "seconds": total,
+         "finished": _dt.datetime.now().isoformat(timespec="seconds")}, indent=1, default=str).encode())
+    return RunSummary(run_dir, statuses, results_csv, results_md, total, failures)
+

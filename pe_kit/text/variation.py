@@ -1,0 +1,375 @@
+"""Variation generators for multi-round PE: histogram feedback in, g new public candidates out.
+
+Source: Alg. A.1 lines 21–25 of "Canaries in the Bank" (App. A): J = Top_k̃(Y), R = {s_j : j ∈ J},
+F = BuildFeedback(S, Y), V = G(F; g), S' = R ∪ V. "The feedback rule is method-dependent and may
+request paraphrases or supply positively and negatively scored ICL examples" (App. A); §3
+"Multi-round PE with ICL" retains the top 5 % plus the probes.
+
+Every generator here has the interface of ``pe_kit.text.generators.base.TextGenerator`` (``name`` and
+``generate(prompts, rng) -> list[str]``), so the probe generators (WordNet paraphraser, local SmolLM2,
+OpenAI-compatible endpoint) are variation generators too. Two prompt styles are used, chosen by the
+generator's ``raw_text_input`` flag:
+
+* ``raw_text_input = True`` — the prompt *is* a positively scored candidate; the generator returns a
+  variation of it (``PublicRetrievalGenerator``: the nearest unused public text; ``WordNetParaphraser``:
+  a paraphrase);
+* otherwise — an ICL instruction (``pe_kit.text.generators.prompts.icl_prompt``) with positive and negative examples.
+
+Privacy by construction: ``Feedback`` holds only bank texts (public) ordered by the released DP
+histogram, and ``make_variations`` builds prompts from ``Feedback`` alone, so no private record can
+reach a generator; selection and generation are post-processing of Y (App. A).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from pe_kit.cache import content_hash
+from pe_kit.text.generators.base import GenerationError, normalize_text
+from pe_kit.text.generators.prompts import icl_prompt
+
+__all__ = ["Feedback", "build_feedback", "make_variations", "PublicRetrievalGenerator", "public_pool",
+           "variation_generator", "VARIATION_KINDS"]
+
+VARIATION_KINDS = ("public-retrieval", "smollm2", "openai", "wordnet")
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """F^(t) = BuildFeedback(S^(t), Y^(t)) (Alg. A.1 line 23): public texts ranked by the DP histogram.
+
+    Attributes:
+        positives: tuple of str, the retained non-probe candidates, highest Y first.
+        negatives: tuple of str, the lowest-Y non-probe candidates, lowest first.
+        seen: frozenset of str, every text of every bank so far; a variation must be none of them.
+    """
+
+    positives: tuple[str, ...]
+    negatives: tuple[str, ...] = ()
+    seen: frozenset = field(default_factory=frozenset)
+
+
+def build_feedback(bank_texts: Sequence[str], histogram: np.ndarray, probe_positions: np.ndarray | None,
+                   retain: int, n_negatives: int = 0, seen: Iterable[str] = ()) -> tuple[np.ndarray, Feedback]:
+    """Top-k̃ retention and ICL feedback from one released histogram (Alg. A.1 lines 21–23).
+
+    Probes are not candidates: they are always kept by the loop (§3 "retains the top 5 % of candidates
+    and the probes") and never shown to a generator, so k̃ counts non-probe candidates only.
+    Ties in Y go to the lowest bank index.
+
+    Args:
+        bank_texts: the p texts of S^(t), in bank order.
+        histogram: float (p,) released Y^(t).
+        probe_positions: int (r,) probe positions in S^(t), or None.
+        retain: k̃ ≥ 1, non-probe candidates to keep (≤ p − r).
+        n_negatives: how many lowest-Y non-probe candidates to offer as negative examples (≥ 0).
+        seen: texts already used in any bank (added to ``Feedback.seen`` with ``bank_texts``).
+
+    Returns:
+        (retained int64 (k̃,) bank indices, highest Y first; ``Feedback``).
+
+    Raises:
+        ValueError: on a length mismatch, non-finite Y, or k̃ outside [1, p − r].
+    """
+    y = np.asarray(histogram, dtype=np.float64).ravel()
+    p = len(bank_texts)
+    if y.shape != (p,):
+        raise ValueError(f"histogram has shape {y.shape} but the bank has {p} texts: pass the bank's own release")
+    if not np.isfinite(y).all():
+        raise ValueError("histogram contains NaN or inf: release it with a finite noise multiplier")
+    probes = np.zeros(p, dtype=bool)
+    if probe_positions is not None and len(probe_positions):
+        probes[np.asarray(probe_positions, dtype=np.int64)] = True
+    cand = np.flatnonzero(~probes)
+    if not 1 <= int(retain) <= cand.size:
+        raise ValueError(f"retain={retain} must lie in [1, {cand.size}] (the non-probe candidates); lower "
+                         "retain_fraction")
+    if n_negatives < 0:
+        raise ValueError(f"n_negatives={n_negatives} must be ≥ 0")
+    order = cand[np.lexsort((cand, -y[cand]))]  # Y descending, ties → lowest index
+    retained = order[: int(retain)].astype(np.int64)
+    rest = order[int(retain):][::-1]  # lowest Y first (ties: highest index first among the lowest)
+    neg = rest[: int(n_negatives)]
+    fb = Feedback(positives=tuple(bank_texts[i] for i in retained), negatives=tuple(bank_texts[i] for i in neg),
+                  seen=frozenset(seen) | frozenset(bank_texts))
+    return retained, fb
+
+
+def _prompts(generator, feedback: Feedback, n: int, rng: np.random.Generator, icl_examples: int,
+             icl_negatives: int, genre: str, offset: int) -> list[str]:
+    pos = list(feedback.positives)
+    if getattr(generator, "raw_text_input", False):
+        return [pos[(offset + i) % len(pos)] for i in range(n)]
+    neg = list(feedback.negatives)
+    out = []
+    for _ in range(n):
+        ex = [pos[j] for j in rng.choice(len(pos), size=min(icl_examples, len(pos)), replace=False)]
+        ng = ([neg[j] for j in rng.choice(len(neg), size=min(icl_negatives, len(neg)), replace=False)]
+              if neg and icl_negatives > 0 else [])
+        out.append(icl_prompt(ex, ng, genre=genre))
+    return out
+
+
+def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Generator, *, icl_examples: int = 3,
+                    icl_negatives: int = 2, genre: str = "blog post", max_attempts: int = 5) -> list[str]:
+    """V^(t) = G(F^(t); g): ``n`` new distinct texts, none already in any bank (Alg. A.1 line 24).
+
+    Raw-text generators (``raw_text_input``) get the positives round-robin (highest Y first); others
+    get ICL prompts with ``icl_examples`` positives and ``icl_negatives`` negatives drawn from ``rng``.
+    Generators with ``accepts_exclude = True`` receive ``exclude=`` the texts they must not return.
+    Outputs that are empty, already seen or duplicated are dropped and the shortfall is asked again,
+    up to ``max_attempts`` calls.
+
+    Args:
+        generator: a ``TextGenerator`` (``name``, ``generate(prompts, rng)``).
+        feedback: the round's ``Feedback`` (the generator's only input).
+        n: g ≥ 0 texts to return. rng: numpy Generator (prompt sampling and generator seeds).
+        icl_examples, icl_negatives: examples per ICL prompt (≥ 1, ≥ 0); genre: what the texts are.
+        max_attempts: generator calls allowed (≥ 1).
+
+    Returns:
+        list of ``n`` str, distinct (after ``normalize_text``) and outside ``feedback.seen``.
+
+    Raises:
+        ValueError: on bad arguments or no positives; GenerationError if ``n`` valid texts are not
+        obtained within ``max_attempts`` (message gives the count and the fix).
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator; pass np.random.default_rng(seed)")
+    if n < 0 or max_attempts < 1 or icl_examples < 1 or icl_negatives < 0:
+        raise ValueError(f"need n ≥ 0, max_attempts ≥ 1, icl_examples ≥ 1, icl_negatives ≥ 0; got n={n}, "
+                         f"max_attempts={max_attempts}, icl_examples={icl_examples}, icl_negatives={icl_negatives}")
+    if n and not feedback.positives:
+        raise ValueError("feedback.positives is empty: retain at least one candidate (retain ≥ 1)")
+    seen_norm = {normalize_text(t) for t in feedback.seen}
+    out: list[str] = []
+    offset = 0
+    for _ in range(int(max_attempts)):
+        need = n - len(out)
+        if need <= 0:
+            break
+        prompts = _prompts(generator, feedback, need, rng, icl_examples, icl_negatives, genre, offset)
+        offset += need
+        if getattr(generator, "accepts_exclude", False):
+            texts = generator.generate(prompts, rng, exclude=feedback.seen | frozenset(out))
+        else:
+            texts = generator.generate(prompts, rng)
+        if len(texts) != len(prompts):
+            raise GenerationError(f"{generator.name} returned {len(texts)} texts for {len(prompts)} prompts")
+        for t in texts:
+            t = " ".join(str(t).split())
+            key = normalize_text(t)
+            if t and key not in seen_norm:
+                seen_norm.add(key)
+                out.append(t)
+    if len(out) < n:
+        raise GenerationError(f"{generator.name}: only {len(out)} of {n} new distinct texts after {max_attempts} "
+                              "attempts; raise max_attempts, sample with a higher temperature, or enlarge the "
+                              "public pool")
+    return out[:n]
+
+
+class PublicRetrievalGenerator:
+    """Offline variation API over public text: each prompt (a positively scored candidate) is answered
+    with the public text nearest to it in embedding space that was never used before.
+
+    Deterministic (``rng`` is accepted for the interface and unused); stateless across calls: what
+    must not be returned comes in ``exclude`` (``make_variations`` passes every text of every bank so
+    far), and within one call no text is returned twice. Ties in distance → lowest pool index.
+    Do not wrap in ``CachedGenerator`` (the answer depends on ``exclude``).
+
+    Args:
+        texts: the public pool (N str, distinct; disjoint from every private split — see ``public_pool``).
+        embeddings: float32 (N, d) L2-normalized embeddings of ``texts`` (same encoder as the bank).
+        encoder: object with ``encode(texts) -> float32 (n, d)``, for prompts whose embedding is not
+            registered (``register``); optional if every prompt is registered or in the pool.
+
+    Attributes: ``name`` (``public-retrieval:<pool hash>``), ``raw_text_input = True``,
+    ``accepts_exclude = True``, ``batch_size``.
+
+    Raises:
+        ValueError: on empty/duplicate texts or a shape mismatch.
+    """
+
+    raw_text_input = True
+    accepts_exclude = True
+    batch_size = 4096
+
+    def __init__(self, texts: Sequence[str], embeddings: np.ndarray, encoder=None):
+        texts = list(texts)
+        emb = np.asarray(embeddings, dtype=np.float32)
+        if not texts:
+            raise ValueError("texts is empty: the public pool needs at least one text")
+        if emb.ndim != 2 or emb.shape[0] != len(texts):
+            raise ValueError(f"embeddings must have shape ({len(texts)}, d); got {emb.shape}")
+        if len(set(texts)) != len(texts):
+            raise ValueError("texts has duplicates: deduplicate the public pool (public_pool does)")
+        self.texts = texts
+        self.embeddings = emb
+        self.encoder = encoder
+        self._row = {t: i for i, t in enumerate(texts)}
+        self._extra: dict[str, np.ndarray] = {}
+        self.name = f"public-retrieval:{content_hash('pool', texts)[:12]}"
+
+    def config(self) -> dict:
+        """Settings that identify the generator's outputs: ``{"pool_size": N}`` (the pool itself is in ``name``)."""
+        return {"pool_size": len(self.texts)}
+
+    def register(self, texts: Sequence[str], embeddings: np.ndarray) -> None:
+        """Remember embeddings (n, d) of texts (e.g. the current bank) so prompts need no encoder."""
+        emb = np.asarray(embeddings, dtype=np.float32)
+        for t, e in zip(texts, emb):
+            if t not in self._row:
+                self._extra[t] = e
+
+    def embedding_of(self, texts: Sequence[str]) -> np.ndarray | None:
+        """float32 (n, d) embeddings of ``texts`` if every one is in the pool or registered, else None."""
+        rows = []
+        for t in texts:
+            if t in self._row:
+                rows.append(self.embeddings[self._row[t]])
+            elif t in self._extra:
+                rows.append(self._extra[t])
+            else:
+                return None
+        return np.stack(rows) if rows else np.zeros((0, self.embeddings.shape[1]), np.float32)
+
+    def _embed(self, prompts: list[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(prompts) if t not in self._row and t not in self._extra]
+        if missing:
+            if self.encoder is None:
+                raise ValueError(f"{len(missing)} prompts have no embedding: pass encoder= or register() them")
+            for t, e in zip(missing, np.asarray(self.encoder.encode(missing), dtype=np.float32)):
+                self._extra[t] = e
+        return np.stack([self.embeddings[self._row[t]] if t in self._row else self._extra[t] for t in prompts])
+
+    def generate(self, prompts: Sequence[str], rng: np.random.Generator | None = None,
+                 exclude: Iterable[str] = ()) -> list[str]:
+        """One unused nearest public text per prompt (n str → n str).
+
+        Raises:
+            ValueError: if a prompt is not a str; GenerationError if the pool runs out.
+        """
+        prompts = list(prompts)
+        for i, t in enumerate(prompts):
+            if not isinstance(t, str):
+                raise ValueError(f"prompts[{i}] must be a str, got {type(t).__name__}")
+        if not prompts:
+            return []
+        used = np.zeros(len(self.texts), dtype=bool)
+        for t in exclude:
+            j = self._row.get(t)
+            if j is not None:
+                used[j] = True
+        uniq = list(dict.fromkeys(prompts))
+        q = self._embed(uniq)
+        sims = q @ self.embeddings.T  # (u, N); nearest in Euclidean = largest cosine for unit vectors
+        order = np.argsort(-sims, axis=1, kind="stable")
+        ptr = np.zeros(len(uniq), dtype=np.int64)
+        slot = {t: i for i, t in enumerate(uniq)}
+        out = []
+        for t in prompts:
+            u = slot[t]
+            row = order[u]
+            k = ptr[u]
+            while k < row.size and used[row[k]]:
+                k += 1
+            if k >= row.size:
+                raise GenerationError(f"{self.name}: public pool of {len(self.texts)} texts is exhausted; "
+                                      "enlarge the pool (public_pool max_texts) or generate fewer variations")
+            used[row[k]] = True
+            ptr[u] = k + 1
+            out.append(self.texts[row[k]])
+        return out
+
+    def __repr__(self) -> str:
+        return f"PublicRetrievalGenerator(name={self.name!r}, pool_size={len(self.texts)})"
+
+
+def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | None = None,
+                include_bank_source: bool = True) -> list[str]:
+    """Public texts for retrieval variations, disjoint from every private split (App. A "public
+    information"): the unused texts of the world's bank source (e.g. bank A's label-only SmolLM2
+    texts) plus the records of users in no split (``world.splits.public``).
+
+    Texts equal (after ``normalize_text``) to any canary / aux / calibration / test record or to an
+    initial bank text are removed; duplicates are removed; order: bank source first, then public users
+    (file order). With ``max_texts`` a uniform subset (kept in that order) is drawn from ``rng``.
+
+    Args:
+        world: a ``pe_kit.run.study.World``. max_texts: cap (None = all). rng: required with max_texts.
+        include_bank_source: add the bank source's unused texts (False = public users' records only).
+
+    Returns:
+        list of distinct str.
+
+    Raises:
+        ValueError: if max_texts is set without rng, or nothing public is left.
+    """
+    from pe_kit.data.loaders import load_bank_texts
+
+    private = {normalize_text(t) for split in ("canary", "aux", "calibration", "test") for u in world.users(split)
+               for t in u.texts}
+    taken = private | {normalize_text(t) for t in world.bank_texts}
+    texts: list[str] = []
+    bank = world.config.bank
+    if include_bank_source and bank not in ("public", "llm-label", "llm-icl"):  # generated banks have no source file
+        path = None if bank == "bankA" else bank[len("file:"):] if bank.startswith("file:") else bank
+        src, _ = load_bank_texts(path)
+        texts.extend(src)
+    texts.extend(t for u in world.users("public") for t in u.texts)
+    out, seen = [], set()
+    for t in texts:
+        k = normalize_text(t)
+        if k not in taken and k not in seen:
+            seen.add(k)
+            out.append(t)
+    if not out:
+        raise ValueError("no public text is left: use a larger corpus or bank source, or smaller splits")
+    if max_texts is not None and len(out) > max_texts:
+        if rng is None:
+            raise ValueError("max_texts needs rng= (a numpy Generator) to draw the subset")
+        keep = np.sort(rng.choice(len(out), size=int(max_texts), replace=False))
+        out = [out[i] for i in keep]
+    return out
+
+
+def variation_generator(kind: str, *, world=None, public_texts: Sequence[str] | None = None, encoder=None,
+                        base_url: str | None = None, model: str | None = None, cache: bool = True, **kwargs):
+    """Build a variation generator by name (one of ``VARIATION_KINDS``).
+
+    * ``public-retrieval`` (offline default): ``PublicRetrievalGenerator`` over ``public_texts``
+      (default ``public_pool(world)``), embedded with ``encoder`` (default ``world.encoder``).
+    * ``smollm2``: ``pe_kit.text.generators.local_lm.LocalLMGenerator(**kwargs)`` (ICL prompts), wrapped in
+      ``CachedGenerator`` when ``cache``.
+    * ``openai``: ``OpenAIChatGenerator(base_url, model, **kwargs)`` (ICL prompts), cached likewise.
+    * ``wordnet``: ``WordNetParaphraser(**kwargs)`` (paraphrase variations of the positives), cached.
+
+    Raises:
+        ValueError: for an unknown kind or missing arguments (named).
+    """
+    from pe_kit.text import generators as gen
+
+    if kind == "public-retrieval":
+        enc = encoder or (world.encoder if world is not None else None)
+        if enc is None:
+            raise ValueError("public-retrieval needs encoder= or world=")
+        if public_texts is None:
+            if world is None:
+                raise ValueError("public-retrieval needs public_texts= or world=")
+            public_texts = public_pool(world)
+        texts = list(public_texts)
+        return PublicRetrievalGenerator(texts, enc.encode(texts, desc="public pool"), encoder=enc)
+    if kind == "smollm2":
+        g = gen.LocalLMGenerator(**kwargs)
+    elif kind == "openai":
+        if not base_url or not model:
+            raise ValueError("kind='openai' needs base_url= (e.g. 'http://localhost:8000/v1') and model=")
+        g = gen.OpenAIChatGenerator(base_url, model, **kwargs)
+    elif kind == "wordnet":
+        g = gen.WordNetParaphraser(**kwargs)
+    else:
+        raise ValueError(f"kind={kind!r} is unknown; use one of {VARIATION_KINDS}")
+    return gen.CachedGenerator(g) if cache else g
