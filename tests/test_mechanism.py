@@ -23,10 +23,27 @@ def test_topk_matches_brute_force_and_breaks_ties_low(rng):
     bank[[10, 30, 40]] = bank[5]  # exact duplicates of entry 5
     records = np.vstack([bank[5], _unit(rng, 20)])
     got = topk_routes(records, bank, 5, chunk_size=7)
-    d = squared_distances(records, bank)
+    # reference: one dot product per (record, entry) pair, so identical entries get identical distances
+    # on every BLAS (a matrix product may round duplicates differently at different column positions)
+    r64, b64 = records.astype(np.float64), bank.astype(np.float64)
+    d = np.array([[float(np.dot(r - b, r - b)) for b in b64] for r in r64])
     ref = np.array([sorted(range(50), key=lambda j: (d[i, j], j))[:5] for i in range(len(records))])
     np.testing.assert_array_equal(got, ref)
     assert list(got[0, :4]) == [5, 10, 30, 40]  # zero-distance ties in index order
+
+
+def test_duplicate_bank_rows_get_identical_distances(rng):
+    """Exact duplicates of a bank row get bit-identical distances whatever their column position."""
+    bank = _unit(rng, 300, d=384)
+    dup = [3, 17, 64, 65, 128, 255, 299]
+    bank[dup] = bank[100]
+    records = _unit(rng, 37, d=384)
+    d = squared_distances(records, bank)
+    for j in dup:
+        np.testing.assert_array_equal(d[:, j], d[:, 100])
+    # and the other columns are the plain formula's values
+    ref = squared_distances(records, np.delete(bank, dup, axis=0))
+    np.testing.assert_allclose(np.delete(d, dup, axis=1), ref, rtol=0, atol=1e-6)
 
 
 def test_routes_with_probes_equals_full_recompute(rng):

@@ -42,13 +42,33 @@ def squared_distances(x: np.ndarray, s: np.ndarray) -> np.ndarray:
     decisions are consistent between the full bank and a probe-merged bank.
     """
     x32 = np.asarray(x, dtype=np.float32)
-    s32 = np.asarray(s, dtype=np.float32)
+    s32 = np.ascontiguousarray(s, dtype=np.float32)
+    first, inverse = _duplicate_rows(s32)
+    if first is not None:  # exact duplicates of a bank row get one column, hence identical distances
+        return squared_distances(x32, s32[first])[:, inverse]
     dots = (x32 @ s32.T).astype(np.float64)
     xn = np.einsum("ij,ij->i", x32, x32, dtype=np.float64)
     sn = np.einsum("ij,ij->i", s32, s32, dtype=np.float64)
     d = xn[:, None] + sn[None, :] - 2.0 * dots
     np.maximum(d, 0.0, out=d)
     return d
+
+
+def _duplicate_rows(s32: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(first index of each distinct row, inverse map) when ``s32`` (p, d) has exact duplicate rows, else (None, None).
+
+    A BLAS matrix product may round the same dot product differently at different column positions
+    (kernel edges, vector lanes), so exact duplicates of a bank row could get distances that differ in
+    the last bit and break the lowest-index tie rule machine by machine. Rows are compared by their
+    bytes (exact equality, −0.0 ≠ +0.0 is harmless: both give the same distances).
+    """
+    if s32.shape[0] < 2:
+        return None, None
+    rows = s32.view(np.dtype((np.void, s32.dtype.itemsize * s32.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    if first.size == s32.shape[0]:
+        return None, None
+    return first, inverse.ravel()
 
 
 def _stable_topk(d: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
