@@ -30,7 +30,7 @@ def _cache_dir(tmp_path_factory):
 def tiny_config():
     from pe_kit.run.study import StudyConfig
 
-    return StudyConfig(data=str(TINY_DATA), arm="long", n_canary=5, n_aux=20, n_calibration=20, n_test=30,
+    return StudyConfig(data=str(TINY_DATA), arm="long", n_canary=5, n_aux=20, n_calibration=25, n_test=25,
                        bank="bankA", bank_size=1024, max_probes=64, max_seq_length=32, record_cap=16, seed=0)
 
 

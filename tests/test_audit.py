@@ -125,9 +125,9 @@ def test_null_canary_gives_zero(rng):
 def test_nonce_canary_one_million_trials_matches_expectation():
     """μ_eff = 1 (σ=1, q=0.1), 10⁶ trials per hypothesis: ε_lower ∈ [0.7, 1.35] every seed, median ∈ [0.85, 1.1]."""
     v_full, coords = _nonce_canary()
-    empty = sp.csr_matrix((50, 100))
+    empty, population = sp.csr_matrix((50, 100)), sp.csr_matrix((1000, 100))
     eps_theory = epsilon_theory(1.0, 0.1, 1e-5)
-    results = [audit_canary(v_full, coords, empty, empty, sp.csr_matrix((1000, 100)), MECH,
+    results = [audit_canary(v_full, coords, empty, population, population, MECH,
                             AuditConfig(trials=1_000_000), np.random.default_rng(seed)) for seed in range(5)]
     eps = np.array([r.epsilon_lower for r in results])
     assert all(r.mu_eff == pytest.approx(1.0, abs=1e-6) for r in results)
@@ -143,3 +143,26 @@ def test_same_seed_same_numbers():
     a = audit_canary(v_full, coords, empty, empty, empty, MECH, AuditConfig(trials=5000), np.random.default_rng(7))
     b = audit_canary(v_full, coords, empty, empty, empty, MECH, AuditConfig(trials=5000), np.random.default_rng(7))
     assert a.epsilon_lower == b.epsilon_lower and a.threshold == b.threshold
+
+
+def test_calibration_and_test_splits_must_have_equal_size():
+    """No resampling: a calibration split of another size is refused, naming the keys and the fix."""
+    v_full, coords = _nonce_canary()
+    with pytest.raises(ValueError, match=r"n_calibration=50 but n_test=1000.*--set n_calibration=1000"):
+        audit_canary(v_full, coords, sp.csr_matrix((10, 100)), sp.csr_matrix((50, 100)), sp.csr_matrix((1000, 100)),
+                     MECH, AuditConfig(trials=1000), np.random.default_rng(0))
+
+
+def test_population_shift_flags_disjoint_fpr_intervals():
+    """bounds.population_shift: equal FPRs are not flagged; a 10× FPR on test is."""
+    from pe_kit.audit.bounds import evaluate_threshold, population_shift
+
+    rng = np.random.default_rng(3)
+    h0, h1 = rng.normal(0, 1, 100_000), rng.normal(1, 1, 100_000)
+    cal = evaluate_threshold(h0, h1, 2.5, 0.0025, 1e-5)
+    same = evaluate_threshold(rng.normal(0, 1, 100_000), h1, 2.5, 0.0025, 1e-5)
+    shifted = evaluate_threshold(rng.normal(0.8, 1, 100_000), h1, 2.5, 0.0025, 1e-5)
+    assert population_shift(cal, same, 0.0025)["population_shift"] is False
+    out = population_shift(cal, shifted, 0.0025)
+    assert out["population_shift"] is True and out["fpr_test"] > 5 * out["fpr_calibration"]
+    assert out["fpr_calibration_lower"] <= out["fpr_calibration"] <= out["fpr_calibration_upper"]

@@ -31,7 +31,7 @@ def test_presets_listing(capsys):
 def test_paper_and_quick_sizes():
     paper, quick = PRESETS["paper"], PRESETS["quick"]
     assert (paper.n_aux, paper.n_calibration, paper.n_test, paper.bank_size, paper.max_probes, paper.record_cap,
-            paper.per_variant, paper.trials, paper.pool_size) == (500, 500, 1000, 8192, 64, 64, 5, 10**6, 512)
+            paper.per_variant, paper.trials, paper.pool_size) == (500, 1000, 1000, 8192, 64, 64, 5, 10**6, 512)
     assert quick.max_seq_length == 64 and quick.record_cap == 32 and quick.bank_size == 2048
     assert 10**5 <= quick.trials <= 10**6 and quick.data is None  # the bundled Blogs sample
     assert "32" in quick.description and "64 tokens" in quick.description  # says how it differs from the paper
@@ -91,9 +91,9 @@ def test_notebook_parameters():
     # a notebook outside the table gets what it declares, plus the preset's extras for it
     extra = notebook_params("06_multiround_mauve", p, Path("/tmp/run"), 0,
                             declared=["output_dir", "seed", "n_test", "rounds", "unknown"])
-    assert extra == {"output_dir": "/tmp/run", "seed": 0, "n_test": 25, "rounds": 3}
+    assert extra == {"output_dir": "/tmp/run", "seed": 0, "n_test": 20, "rounds": 3}
     r = resolve_params("04_audit", "tiny", output_dir="/tmp/pe_kit_resolve_test", n_aux=7)
-    assert r["n_aux"] == 7 and r["n_test"] == 25 and r["preset"] == "tiny" and r["seed"] == 0
+    assert r["n_aux"] == 7 and r["n_test"] == 20 and r["preset"] == "tiny" and r["seed"] == 0
 
 
 def test_console_script_module():

@@ -27,7 +27,7 @@ def test_variants_and_slots():
 def test_study_config_from_params(tiny_config):
     params = {**tiny_config.as_dict(), "bank": "public"}
     cfg = X.study_config(params, arm="short")
-    assert cfg.arm == "short" and cfg.bank == "public" and cfg.n_test == 30 and cfg.max_seq_length == 32
+    assert cfg.arm == "short" and cfg.bank == "public" and cfg.n_test == 25 and cfg.max_seq_length == 32
     with pytest.raises(ValueError, match="n_aux"):
         X.study_config({k: v for k, v in params.items() if k != "n_aux"})
     a = X.audit_from({"trials": 1000}, 5)

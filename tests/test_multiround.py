@@ -286,7 +286,7 @@ def test_composed_audit_on_blogs_stays_below_theory(loop, tiny_world, design):
         np.testing.assert_array_equal(p.coords, np.sort(design.positions))
         assert p.canary_norm == pytest.approx(0.1)  # every nonce vote lands on a probe: ‖v_P‖ = C
         assert 0.85 < p.mu_eff <= 1 / 1.1088  # Eq. 20 ceiling 1/σ = 0.9019
-        assert p.test.n_users == p.calibration.n_users == 30
+        assert p.test.n_users == p.calibration.n_users == 25
     rows = composed_audit(probs, MECH, audit, np.random.default_rng(2))
     assert [r["releases"] for r in rows] == [1, 2, 3]
     theory = [r["epsilon_theory"] for r in rows]
@@ -362,7 +362,7 @@ def test_notebook_runs_headless_with_tiny_parameters(tmp_path):
     pm.execute_notebook(NOTEBOOK, str(tmp_path / "executed.ipynb"), cwd=str(tmp_path), progress_bar=False,
                         kernel_name=this_python_kernel(),
                         parameters=dict(output_dir=str(out), preset="tiny", data=str(TINY_DATA), record_cap=16,
-                                        n_canary=5, n_aux=15, n_calibration=15, n_test=25, bank_size=256,
+                                        n_canary=5, n_aux=15, n_calibration=20, n_test=20, bank_size=256,
                                         max_probes=16, max_seq_length=32, trials=20_000, rounds=2,
                                         mauve_seeds=[0, 1], mauve_samples=200,
                                         checkpoint_dir=str(tmp_path / "ckpt")))

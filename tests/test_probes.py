@@ -104,6 +104,17 @@ def test_exact_copy_takes_the_top1_vote(tiny_world):
         design_exact("u", design.canary_texts, emb, design.positions[:3])
 
 
+def test_exact_injects_one_copy_per_record_at_the_paper_cap():
+    """App. B "Exact": one verbatim copy of each of the m = 64 records, so r = m = 64 probes (not a cap of 32)."""
+    rng = np.random.default_rng(1)
+    emb = rng.normal(size=(64, 8)).astype(np.float32)
+    texts = [f"post {i}" for i in range(64)]
+    design = design_exact("u", texts, emb, np.arange(100, 164))
+    assert design.positions.size == 64 and design.info["r"] == 64 and list(design.probe_texts) == texts
+    np.testing.assert_array_equal(design.probe_embeddings, emb)
+    np.testing.assert_array_equal(design.positions, np.arange(100, 164))
+
+
 @pytest.fixture(scope="module")
 def designs(tiny_world):
     return {v: make_design(tiny_world, v, 1, np.random.default_rng([9, i]), mechanism=MECH, pool_size=POOL, r=R)

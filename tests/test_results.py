@@ -83,5 +83,5 @@ def test_summary_markdown_sections():
     t = table_epsilon(df[df.experiment == "table2"])
     assert list(t.columns) == ["ordinary", "nonce", "epsilon_theory"] and t.iloc[0]["nonce"] == 1.0
     md = summary_markdown(df, {"preset": "tiny"}, ["figures/x.png"])
-    assert "| long | bankA | 0.200 | 1.000 | 1.695 |" in md
+    assert "| long | bankA | 0.200 / 0.200 (0.20–0.20) | 1.000 / 0.950 (0.90–1.00) | 1.695 |" in md
     assert "| users | 25 | test split |" in md and "- [figures/x.png](figures/x.png)" in md

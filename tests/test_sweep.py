@@ -18,7 +18,7 @@ from pe_kit.audit.trials import nonce_problem, scalar_problem
 from pe_kit.config import MechanismConfig
 
 
-def _inputs(seed=0, p=12, n_aux=60, n_cal=40, n_test=50, labels=None) -> CanaryInputs:
+def _inputs(seed=0, p=12, n_aux=60, n_cal=50, n_test=50, labels=None) -> CanaryInputs:
     rng = np.random.default_rng(seed)
 
     def pop(n):
@@ -31,7 +31,7 @@ def _inputs(seed=0, p=12, n_aux=60, n_cal=40, n_test=50, labels=None) -> CanaryI
 def test_scalar_problems_rebuild_for_new_sigma_and_q():
     inp = _inputs()
     for sigma, q in ((1.0, 0.1), (0.5, 0.3)):
-        cal, test, info = scalar_problems(inp, sigma, q, rng=np.random.default_rng(1))
+        cal, test, info = scalar_problems(inp, sigma, q)
         mech = MechanismConfig(noise_multiplier=sigma, sample_rate=q)
         m0, cov = null_moments(aux_moments(inp.aux), inp.test.shape[0], mech)
         w = llr_weights(inp.canary, cov)
@@ -40,11 +40,11 @@ def test_scalar_problems_rebuild_for_new_sigma_and_q():
         assert test.canary_shift == pytest.approx(ref.canary_shift) and test.noise_sd == pytest.approx(ref.noise_sd)
         assert info["mu_eff"] == pytest.approx(mu_eff(inp.canary, cov)) and info["mu_eff"] <= 1 / sigma
         assert cal.n_users == test.n_users == 50 and cal.sample_rate == q
-    lo, _, _ = scalar_problems(inp, 2.0, 0.1, rng=np.random.default_rng(1))
-    hi, _, _ = scalar_problems(inp, 0.5, 0.1, rng=np.random.default_rng(1))
+    lo, _, _ = scalar_problems(inp, 2.0, 0.1)
+    hi, _, _ = scalar_problems(inp, 0.5, 0.1)
     assert lo.canary_shift < hi.canary_shift  # more noise → less separation
-    with pytest.raises(ValueError, match="rng"):
-        scalar_problems(inp, 1.0, 0.1)
+    with pytest.raises(ValueError, match="n_calibration=40 but n_test=50"):  # never resampled
+        scalar_problems(_inputs(n_cal=40), 1.0, 0.1)
     with pytest.raises(ValueError, match="columns"):
         CanaryInputs(np.ones(3), sp.csr_matrix((2, 4)), sp.csr_matrix((2, 3)), sp.csr_matrix((2, 3)))
 

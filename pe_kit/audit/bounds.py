@@ -13,7 +13,7 @@ from scipy import stats
 
 __all__ = ["clopper_pearson", "epsilon_lower_from_counts", "ThresholdAudit", "calibrate_threshold",
            "evaluate_threshold", "candidate_thresholds", "threshold_audit_from_counts", "best_threshold_from_counts",
-           "calibrate_from_counts"]
+           "calibrate_from_counts", "population_shift"]
 
 
 def clopper_pearson(successes, trials, gamma: float, side: str):
@@ -284,3 +284,35 @@ def _check_scores(s: np.ndarray, name: str) -> np.ndarray:
     if np.isnan(s).any():
         raise ValueError(f"{name} contains NaN scores: check the background moments (Σ must be positive definite)")
     return s
+
+
+def population_shift(calibration: ThresholdAudit, test: ThresholdAudit, gamma: float) -> dict:
+    """Does the frozen threshold see the same false-positive rate on the test split as on calibration?
+
+    The threshold is chosen on the calibration users' trials and evaluated on the test users' (§2.1
+    Step 5). If the two populations differ (or calibration was biased), the FPR at that threshold moves
+    and ε_lower on test can collapse. Each split's FPR gets a two-sided Clopper–Pearson interval
+    (Eqs. 29–30, tail γ each side); the check flags the canary when the intervals do not overlap.
+
+    Args:
+        calibration, test: ``ThresholdAudit`` of the two splits at the same threshold.
+        gamma: float in (0, 1), the tail of each one-sided bound (the audit's γ).
+
+    Returns:
+        dict: ``fpr_calibration``, ``fpr_calibration_lower`` / ``_upper``, ``fpr_test``, ``fpr_test_lower`` /
+        ``_upper`` (rates, unitless), ``population_shift`` (bool: the intervals are disjoint).
+
+    Raises:
+        ValueError: if the thresholds differ (not the same frozen event) or γ is outside (0, 1).
+    """
+    if calibration.threshold != test.threshold:
+        raise ValueError(f"population_shift needs one frozen threshold; got {calibration.threshold} (calibration) "
+                         f"and {test.threshold} (test)")
+    out = {}
+    for name, a in (("calibration", calibration), ("test", test)):
+        out[f"fpr_{name}"] = a.false_pos / a.n_h0
+        out[f"fpr_{name}_lower"] = clopper_pearson(a.false_pos, a.n_h0, gamma, "lower")
+        out[f"fpr_{name}_upper"] = clopper_pearson(a.false_pos, a.n_h0, gamma, "upper")
+    out["population_shift"] = bool(out["fpr_test_lower"] > out["fpr_calibration_upper"]
+                                   or out["fpr_test_upper"] < out["fpr_calibration_lower"])
+    return out

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.audit.accounting import epsilon_theory
-from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold
+from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import (
     aux_moments,
     llr_weights,
@@ -19,7 +19,7 @@ from pe_kit.audit.moments import (
     null_moments,
     restrict,
 )
-from pe_kit.audit.trials import scalar_problem, simulate_scores
+from pe_kit.audit.trials import check_equal_populations, scalar_problem, simulate_scores
 from pe_kit.config import AuditConfig, MechanismConfig
 
 #: audits with more trials per hypothesis than this use the streaming engine (``engine.audit_scalar``);
@@ -40,6 +40,8 @@ class AuditResult:
         threshold: frozen LLR threshold (ℓ units; the mixture threshold is ``mixture_llr`` of it).
         calibration, test: ``ThresholdAudit`` records of both splits.
         trials: per hypothesis per split; seconds: wall time of the trials.
+        gamma: tail of each one-sided bound; the row adds ``bounds.population_shift`` (test vs calibration
+            FPR at the frozen threshold, flagged when their Clopper–Pearson intervals are disjoint).
     """
 
     epsilon_lower: float
@@ -55,6 +57,7 @@ class AuditResult:
     test: ThresholdAudit
     trials: int
     seconds: float
+    gamma: float = 0.0025
 
     def as_row(self) -> dict:
         """Flat dict: scalar fields plus ``test_*`` / ``calibration_*`` counts and bounds."""
@@ -63,6 +66,7 @@ class AuditResult:
             for k, v in getattr(self, name).as_dict().items():
                 row[f"{name}_{k}"] = v
         row["tpr"], row["fpr"] = self.test.tpr, self.test.fpr
+        row.update(population_shift(self.calibration, self.test, self.gamma))
         return row
 
 
@@ -76,9 +80,8 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
     bounded ε → fresh trials on the test population → ε_lower (Eq. 28, γ = α/(4·n_canaries)).
     Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine.audit_scalar``: calibration on a
     fine threshold grid, test counts at the frozen threshold; seeded from one draw of ``rng``).
-    The calibration population is resized to n_test users by drawing calibration users with
-    replacement (seeded) when the split sizes differ, so that both splits score the same statistic
-    under the same population size.
+    The calibration and test splits must have the same number of users (``trials.check_equal_populations``):
+    both score the statistic of N users; calibration users are never resampled.
 
     Args:
         canary_full: float (p,) the canary's full clipped contribution v_can.
@@ -90,7 +93,7 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
         ``AuditResult``.
 
     Raises:
-        ValueError: on empty coordinates or splits, or a singular covariance.
+        ValueError: on empty coordinates or splits, splits of different sizes, or a singular covariance.
     """
     coords = np.asarray(coords, dtype=np.int64)
     if coords.size == 0:
@@ -104,8 +107,7 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
     m0, sigma = null_moments(moments, n_test, mechanism, audit.ridge)
     w = llr_weights(v, sigma)
     cal = restrict(calibration, coords)
-    if cal.shape[0] != n_test:
-        cal = cal[rng.integers(0, cal.shape[0], size=n_test)]
+    check_equal_populations(cal.shape[0], n_test)
     probs = {split: scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
              for split, pop in (("calibration", cal), ("test", restrict(test, coords)))}
     if audit.trials > STREAMING_MIN_TRIALS:  # streaming engine: memory bounded by one block, not by the trials
@@ -128,4 +130,4 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
         canary_norm=float(np.linalg.norm(v)), n_coords=int(coords.size),
         background_voters=int(probs["test"].projections.size), threshold=cal_audit.threshold,
         threshold_mix=mixture_llr(cal_audit.threshold, mechanism.sample_rate), calibration=cal_audit, test=test_audit,
-        trials=audit.trials, seconds=time.perf_counter() - t0)
+        trials=audit.trials, seconds=time.perf_counter() - t0, gamma=audit.gamma)

@@ -25,7 +25,12 @@ import scipy.sparse as sp
 from pe_kit.audit.engine import _check_problem, audit_scalar
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.moments import aux_moments, llr_weights, null_moments, restrict
-from pe_kit.audit.trials import ScalarProblem, nonce_problem, scalar_problem
+from pe_kit.audit.trials import (
+    ScalarProblem,
+    check_equal_populations,
+    nonce_problem,
+    scalar_problem,
+)
 from pe_kit.config import MechanismConfig
 
 # ----------------------------------------------------------------------------------------------- tightness
@@ -194,24 +199,23 @@ class CanaryInputs:
 
 
 def scalar_problems(inputs: CanaryInputs, noise_multiplier: float, sample_rate: float, *, clip_norm: float = 0.1,
-                    shrinkage: float = 0.1, ridge: float = 1e-9, rng: np.random.Generator | None = None,
-                    ) -> tuple[ScalarProblem, ScalarProblem, dict]:
+                    shrinkage: float = 0.1, ridge: float = 1e-9) -> tuple[ScalarProblem, ScalarProblem, dict]:
     """Rebuild the calibration and test ``ScalarProblem`` of a design for a new (σ, q) (Eqs. 14, 31–35).
 
     Same steps as ``audit.audit_canary``: aux moments on P (shrinkage s) → m̂0 = qNμ̂, Σ̂ = q(1−q)N·shrink(M̂)
-    + (σC)²I + ridge·I for N = n_test → w = Σ̂⁻¹v → projections of both populations; the calibration
-    population is resized to N users by drawing with replacement from ``rng`` when the sizes differ.
+    + (σC)²I + ridge·I for N = n_test → w = Σ̂⁻¹v → projections of both populations (equal-size splits of
+    distinct users, never resampled: ``trials.check_equal_populations``).
 
     Args:
         inputs: ``CanaryInputs``. noise_multiplier: σ ≥ 0. sample_rate: q in (0, 1]. clip_norm: C.
-        shrinkage, ridge: as in ``AuditConfig``. rng: needed only when the calibration and test sizes differ.
+        shrinkage, ridge: as in ``AuditConfig``.
 
     Returns:
         (calibration problem, test problem, info) with info = {mu_eff, mu_eff_ceiling, canary_norm,
         background_voters (test K), n_coords}.
 
     Raises:
-        ValueError: on invalid settings (via ``MechanismConfig``), a singular Σ̂, or a missing rng.
+        ValueError: on invalid settings (via ``MechanismConfig``), a singular Σ̂, or splits of different sizes.
     """
     mech = MechanismConfig(clip_norm=clip_norm, noise_multiplier=noise_multiplier, sample_rate=sample_rate)
     v = inputs.canary
@@ -219,11 +223,7 @@ def scalar_problems(inputs: CanaryInputs, noise_multiplier: float, sample_rate: 
     m0, sigma = null_moments(aux_moments(inputs.aux, shrinkage), n_test, mech, ridge)
     w = llr_weights(v, sigma)
     cal = inputs.calibration
-    if cal.shape[0] != n_test:
-        if rng is None:
-            raise ValueError(f"calibration has {cal.shape[0]} users but test has {n_test}: pass rng to resample "
-                             "the calibration population to the test size")
-        cal = cal[rng.integers(0, cal.shape[0], size=n_test)]
+    check_equal_populations(cal.shape[0], n_test)
     cal_p = scalar_problem(w, cal, v, m0, mech.noise_std, mech.sample_rate)
     test_p = scalar_problem(w, inputs.test, v, m0, mech.noise_std, mech.sample_rate)
     info = {"mu_eff": float(np.sqrt(max(0.0, w @ v))),
@@ -279,8 +279,7 @@ def sweep_tasks(canaries: Sequence[CanaryInputs], noise_multipliers: Sequence[fl
                 options: Mapping[str, Any] | None = None) -> list[AuditTask]:
     """The product canaries × σ × q × trials as ``AuditTask`` s (variants are canaries with labels).
 
-    Seeds: the calibration resample of (canary c, σ_i, q_j) uses ``default_rng([seed, c, i, j])``; the trials
-    of task (c, i, j, trials_k) use seed ``(seed, c, i, j, k)``.
+    Seeds: the trials of task (c, i, j, trials_k) use seed ``(seed, c, i, j, k)``.
 
     Args:
         canaries: ``CanaryInputs`` (their ``labels`` become columns, e.g. variant, canary_id).
@@ -306,8 +305,7 @@ def sweep_tasks(canaries: Sequence[CanaryInputs], noise_multipliers: Sequence[fl
             raise ValueError(f"canaries[{c}] is a {type(inp).__name__}; build CanaryInputs (CanaryInputs.from_full)")
         for i, sigma in enumerate(noise_multipliers):
             for j, q in enumerate(sample_rates):
-                cal, test, info = scalar_problems(inp, sigma, q, clip_norm=clip_norm, shrinkage=shrinkage, ridge=ridge,
-                                                  rng=np.random.default_rng([seed, c, i, j]))
+                cal, test, info = scalar_problems(inp, sigma, q, clip_norm=clip_norm, shrinkage=shrinkage, ridge=ridge)
                 eps_th = epsilon_theory(sigma, q, delta) if (with_theory and sigma > 0) else float("nan")
                 for k, n in enumerate(trials):
                     labels = (("canary", c), *tuple(inp.labels.items()), ("sigma", float(sigma)), ("q", float(q)),

@@ -27,7 +27,7 @@ from pe_kit.audit.moments import (
     null_moments,
     restrict,
 )
-from pe_kit.audit.trials import scalar_problem
+from pe_kit.audit.trials import check_equal_populations, scalar_problem
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.report.results import StepCache
 from pe_kit.run.study import (
@@ -372,7 +372,7 @@ def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: Aud
     """The (calibration, test) ``ScalarProblem`` pair of one frozen design, exactly as ``audit_canary`` builds it.
 
     aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v → projections of the calibration users
-    (resampled with replacement to N users when the sizes differ, seeded by ``rng``) and of the test users.
+    and of the test users (equal-size splits, never resampled; ``rng`` is unused and kept for callers).
 
     Returns:
         (calibration ScalarProblem, test ScalarProblem, coords int64 (|P|,)).
@@ -388,8 +388,7 @@ def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: Aud
                              audit.ridge)
     w = llr_weights(v, sigma)
     cal = restrict(contribs["calibration"], coords)
-    if cal.shape[0] != n_test:
-        cal = cal[rng.integers(0, cal.shape[0], size=n_test)]
+    check_equal_populations(cal.shape[0], n_test)
     probs = [scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
              for pop in (cal, restrict(contribs["test"], coords))]
     return probs[0], probs[1], coords

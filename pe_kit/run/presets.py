@@ -56,7 +56,7 @@ class Preset:
     n_canary: int = 40
     per_variant: int = 5
     n_aux: int = 500
-    n_calibration: int = 500
+    n_calibration: int = 1000
     n_test: int = 1000
     bank_size: int = 8192
     max_probes: int = 64
@@ -90,7 +90,7 @@ PRESETS: dict[str, Preset] = {
                      "splits, p=256, r=16, MiniLM-L6 at 32 tokens, 2·10⁴ trials. Checks that everything runs; "
                      "its numbers are not meant to be read."),
         data=str(_REPO / "tests" / "data" / "blogs-tiny.jsonl.gz"), record_cap=16, n_canary=5, per_variant=2,
-        n_aux=15, n_calibration=15, n_test=25, bank_size=256, max_probes=16, pool_size=64, max_seq_length=32,
+        n_aux=15, n_calibration=20, n_test=20, bank_size=256, max_probes=16, pool_size=64, max_seq_length=32,
         trials=20_000,
         llr_trials=20_000, sweep_arm="short", sweep_variants=("ordinary", "nonce"), sigmas=(0.5, 1.0, 2.0),
         qs=(0.05, 0.1, 0.3), sweep_trials=20_000, encoders=("all-MiniLM-L6-v2",), encoder_per_variant=1,

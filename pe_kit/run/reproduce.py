@@ -40,7 +40,7 @@ from pe_kit.run.presets import (
 )
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel"]
+           "this_python_kernel", "run_sizes"]
 
 
 class ReproduceError(RuntimeError):
@@ -213,6 +213,19 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
             os.environ["PE_KIT_HEADLESS"] = headless_before
 
 
+def run_sizes(p: Preset) -> str:
+    """One line with the sizes that shape the numbers of a run (what results.md must state).
+
+    Args: p: the resolved ``Preset`` (after ``--set`` overrides). Returns: str such as
+    ``m=64, canaries=25 (5 per variant), aux/calibration/test=200/300/300, p=8192, r=64, M=512, token cap=64,
+    trials=10⁶``.
+    """
+    cap = p.max_seq_length if p.max_seq_length is not None else "model default (256)"
+    return (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
+            f"aux/calibration/test={p.n_aux}/{p.n_calibration}/{p.n_test}, p={p.bank_size}, r={p.max_probes}, "
+            f"M={p.pool_size}, token cap={cap}, trials={p.trials:,} per hypothesis (sweeps {p.sweep_trials:,})")
+
+
 def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
          kernel_name, log_output, progress, echo) -> RunSummary:
     import papermill as pm
@@ -304,7 +317,13 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         results_csv = run_dir / "results.csv"
         _write(results_csv, df.to_csv(index=False).encode())
         figures = sorted(str(f.relative_to(run_dir)) for f in (run_dir / "figures").glob("*.png"))
-        meta = {"preset": p.name, "about this preset": p.description, "seed": seed,
+        base = PRESETS.get(p.name)
+        changed = {k: v for k, v in p.as_dict().items()
+                   if base is not None and k not in ("name", "description") and v != base.as_dict().get(k)}
+        meta = {"preset": p.name, "about this preset": p.description
+                + (" (the preset's own sizes; this run's sizes are below)" if changed else ""), "seed": seed,
+                "sizes of this run": run_sizes(p),
+                "changed from the preset (--set / --data)": ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",
                 "data": p.data or "bundled Blogs sample (pe_kit/data_files/blogs-900.jsonl.gz)",
                 "notebooks": ", ".join(f"{s.notebook} ({s.status}, {s.seconds:.0f} s)" for s in statuses),
                 "total notebook time": f"{sum(s.seconds for s in statuses):.0f} s",

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from pe_kit.attack.variants import ProbeDesign
 from pe_kit.audit.canary import audit_canary
+from pe_kit.audit.trials import check_equal_populations
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.data.loaders import Corpus, load_corpus
 from pe_kit.data.splits import Splits, make_arm, split_users
@@ -31,7 +32,9 @@ class StudyConfig:
     Attributes:
         data: corpus path (None = bundled Blogs sample); fmt: loader (``auto``).
         arm: ``long`` or ``short`` (App. D).
-        n_canary, n_aux, n_calibration, n_test: split sizes (paper: 500 aux, 500 calibration, 1000 test).
+        n_canary, n_aux, n_calibration, n_test: split sizes (paper: 500 aux, 1000 test). Calibration and test
+            are disjoint users of the same size N (``audit.trials.check_equal_populations``; the paper's
+            500 calibration users could not score the statistic of 1000 test users without resampling).
             n_canary ≥ 25 gives each of the five real-canary variants its own five canaries
             (``probes.canary_assignment``); nonce canaries are synthetic and need no slot.
         bank: ``bankA`` (bundled label-only SmolLM2 bank), ``public`` (label-stratified records of users in
@@ -47,7 +50,7 @@ class StudyConfig:
     arm: str = "long"
     n_canary: int = 25
     n_aux: int = 500
-    n_calibration: int = 500
+    n_calibration: int = 1000
     n_test: int = 1000
     bank: str = "bankA"
     bank_size: int = 8192
@@ -56,6 +59,9 @@ class StudyConfig:
     max_seq_length: int | None = None
     record_cap: int = 64
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_equal_populations(self.n_calibration, self.n_test)
 
     def as_dict(self) -> dict:
         return asdict(self)

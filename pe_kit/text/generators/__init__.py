@@ -4,7 +4,14 @@ Modules: ``base`` (interface, errors, seeds, text cleaning), ``prompts``, ``word
 (SmolLM2), ``openai_chat`` (OpenAI-compatible endpoint), ``cached`` (content-keyed disk cache),
 ``pools`` (paraphrase pools, label-only banks). Paper App. B, App. C.
 """
-from .base import GenerationError, PoolShortfallError, SeededGenerator, TextGenerator, draw_seeds, normalize_text
+from .base import (
+           GenerationError,
+           PoolShortfallError,
+           SeededGenerator,
+           TextGenerator,
+           draw_seeds,
+           normalize_text,
+)
 from .cached import CachedGenerator
 from .local_lm import LocalLMGenerator, smollm2_gguf_path
 from .openai_chat import OpenAIChatGenerator

@@ -1,0 +1,121 @@
+"""Does a smaller size change the science? μ_eff per variant on the same canaries, size by size.
+
+μ_eff = √(vᵀ Σ̂⁻¹ v) (Eqs. 3, 15) is the quantity that fixes what an audit can show: the expected ε_lower
+at n trials is a function of (μ_eff, q, n) alone (``pe_kit.audit.expectations.expected_epsilon``). Σ̂ is
+the aux users' shrunk second moment scaled by the test population size N (Eqs. 34–35), so μ_eff at any
+N needs only the canary, the bank and the aux users — not N real test users. This script builds one
+world per (token cap, bank size p) on the same data, arm, seed, canaries and aux users, designs the same
+canaries for each variant, and prints μ_eff per canary at every N asked for, plus the per-variant median,
+and the expected ε_lower at 10⁶ trials of the median.
+
+Usage (defaults: bundled Blogs sample, long arm, record cap 64):
+
+    .venv/bin/python benchmarks/fidelity_mu_eff.py --caps 64 256 --banks 2048 8192 --ns 300 1000 \
+        --variants ordinary exact nonce --n-aux 500 --out docs/fidelity_mu_eff.csv
+
+Every text is embedded once per token cap in a run (a per-text dictionary in front of the kit's encoder).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
+from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict  # noqa: E402
+from pe_kit.config import AuditConfig, MechanismConfig  # noqa: E402
+from pe_kit.run.experiments import canary_slots, try_design  # noqa: E402
+from pe_kit.run.study import StudyConfig, build_world, canary_contribution  # noqa: E402
+from pe_kit.text.encoder import Encoder  # noqa: E402
+
+
+class TextMemo:
+    """An ``Encoder`` stand-in that embeds each distinct text once per process (then looks it up)."""
+
+    def __init__(self, encoder: Encoder):
+        self.inner = encoder
+        self.memo: dict[str, np.ndarray] = {}
+        self.encoded = 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def encode(self, texts, desc: str = "embedding") -> np.ndarray:
+        texts = list(texts)
+        new = list(dict.fromkeys(t for t in texts if t not in self.memo))
+        if new:
+            emb = self.inner.encode(new, desc=desc)
+            self.encoded += len(new)
+            self.memo.update(zip(new, emb))
+        d = self.inner.dimension if not callable(self.inner.dimension) else self.inner.dimension()
+        return np.stack([self.memo[t] for t in texts]) if texts else np.zeros((0, d), np.float32)
+
+
+def mu_eff_at(world, design, mech: MechanismConfig, audit: AuditConfig, ns) -> dict:
+    v_full = canary_contribution(world, design, mech)
+    coords = np.sort(np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full),
+                                np.int64))
+    v = v_full[coords]
+    moments = aux_moments(restrict(world.contributions("aux", mech, design), coords), audit.shrinkage)
+    return {n: mu_eff(v, null_moments(moments, n, mech, audit.ridge)[1]) for n in ns}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=None, help="corpus (default: the bundled Blogs sample)")
+    ap.add_argument("--arm", default="long")
+    ap.add_argument("--record-cap", type=int, default=64)
+    ap.add_argument("--caps", type=int, nargs="+", default=[64, 256], help="encoder token caps")
+    ap.add_argument("--banks", type=int, nargs="+", default=[2048, 8192], help="bank sizes p")
+    ap.add_argument("--ns", type=int, nargs="+", default=[300, 1000], help="test population sizes N")
+    ap.add_argument("--variants", nargs="+", default=["ordinary", "exact", "nonce"])
+    ap.add_argument("--per-variant", type=int, default=5)
+    ap.add_argument("--n-canary", type=int, default=25)
+    ap.add_argument("--n-aux", type=int, default=500)
+    ap.add_argument("--pool-size", type=int, default=512)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="CSV of every (cap, p, variant, canary, N) μ_eff")
+    args = ap.parse_args(argv)
+
+    import pandas as pd
+
+    mech, audit = MechanismConfig(record_cap=args.record_cap), AuditConfig()
+    rows = []
+    t0 = time.perf_counter()
+    for cap in args.caps:
+        enc = TextMemo(Encoder("all-MiniLM-L6-v2", max_seq_length=cap))
+        for p in args.banks:
+            cfg = StudyConfig(data=args.data, arm=args.arm, n_canary=args.n_canary, n_aux=args.n_aux, n_calibration=1,
+                              n_test=1, bank_size=p, record_cap=args.record_cap, seed=args.seed)
+            world = build_world(cfg, encoder=enc, mechanism=mech)
+            for variant in args.variants:
+                for j, slot in enumerate(canary_slots(variant, args.per_variant, args.n_canary)):
+                    design, reason = try_design(world, variant, j, slot, args.seed, mech, args.pool_size)
+                    if design is None:
+                        print(f"  {variant} canary {j}: skipped ({reason})", flush=True)
+                        continue
+                    for n, mu in mu_eff_at(world, design, mech, audit, args.ns).items():
+                        rows.append({"token_cap": cap, "bank_size": p, "n_test": n, "variant": variant, "canary": j,
+                                     "canary_id": design.canary_id, "mu_eff": mu, "n_aux": args.n_aux,
+                                     "record_cap": args.record_cap, "arm": args.arm})
+            print(f"cap {cap}, p {p}: done at {time.perf_counter() - t0:.0f} s ({enc.encoded} texts embedded)",
+                  flush=True)
+    df = pd.DataFrame(rows)
+    if args.out:
+        df.to_csv(args.out, index=False)
+    med = df.groupby(["variant", "token_cap", "bank_size", "n_test"]).mu_eff.agg(["median", "min", "max", "count"])
+    med["eps_expected_1e6"] = [expected_epsilon(m, mech.sample_rate, 10**6) for m in med["median"]]
+    pd.set_option("display.width", 160)
+    print(med.round(3).to_string())
+
+
+if __name__ == "__main__":
+    main()
