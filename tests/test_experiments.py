@@ -106,3 +106,16 @@ def test_tightness_uses_the_engine(tiny_world):
     assert all(0 <= r["epsilon_lower"] <= r["epsilon_theory"] for r in rows)
     with pytest.raises(ValueError, match="tightness_trials"):
         X.tightness(tiny_world, "nonce", [], MECH, AuditConfig(trials=10), 0)
+
+
+def test_paraphrase_examples_pair_each_probe_with_its_source(tiny_world):
+    from pe_kit.run.study import make_design
+
+    design = make_design(tiny_world, "paraphrase", 0, np.random.default_rng(0), pool_size=64)
+    ex = X.paraphrase_examples(design, n=4)
+    assert len(ex) == 4 and ex["record"].is_unique  # one per distinct source record first
+    for r in ex.itertuples():
+        assert r.source == design.canary_texts[r.record] and r.paraphrase in design.probe_texts
+        assert r.paraphrase != r.source and r.generator == design.info["pool_generator"]
+    with pytest.raises(ValueError, match="paraphrase"):
+        X.paraphrase_examples(make_design(tiny_world, "ordinary", 0, np.random.default_rng(0)))

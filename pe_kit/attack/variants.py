@@ -308,7 +308,7 @@ def design_paraphrase(canary_id: str, canary_texts, canary_embeddings: np.ndarra
     return ProbeDesign("paraphrase", canary_id, tuple(canary_texts), _emb(canary_embeddings, "canary_embeddings"),
                        tuple(pool_texts[i] for i in chosen), pool_emb[chosen].copy(), pos.copy(), chosen,
                        {"pool_size": len(pool_texts), "r": int(pos.size),
-                        "records_covered": int(np.unique(src).size), **(info or {})})
+                        "records_covered": int(np.unique(src).size), "probe_sources": src.tolist(), **(info or {})})
 
 
 def design_selected(variant: str, canary_id: str, canary_texts, canary_embeddings: np.ndarray, pool_texts,

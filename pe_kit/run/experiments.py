@@ -41,7 +41,7 @@ from pe_kit.run.study import (
 
 __all__ = ["code_hash", "study_config", "world_for", "resolve_variants", "canary_slots", "design_for",
            "try_design", "design_summary", "audit_variants", "sweep", "encoder_ablation", "scalar_problems",
-           "tightness", "mechanism_from", "audit_from", "REAL_VARIANTS", "NONCE_VARIANTS", "PAPER_TABLE2",
+           "tightness", "paraphrase_examples", "mechanism_from", "audit_from", "REAL_VARIANTS", "NONCE_VARIANTS", "PAPER_TABLE2",
            "PAPER_TABLE4"]
 
 REAL_VARIANTS = tuple(v for v in VARIANTS if not v.startswith("nonce"))
@@ -455,3 +455,32 @@ PAPER_TABLE4 = {
                        "paraphrase-mu_eff": 0.932, "nonce": 1.014, "nonce-norm": 1.063, "nonce-mu_eff": 0.977},
 }
 
+
+def paraphrase_examples(design, n: int = 5):
+    """Source records beside the paraphrase probes made from them (the ``paraphrase`` variant's design).
+
+    Args:
+        design: a ``paraphrase`` ``ProbeDesign`` (its ``info["probe_sources"]`` gives each probe's record).
+        n: int ≥ 1, how many (record, probe) pairs to show, one per distinct source record first.
+
+    Returns:
+        ``pandas.DataFrame`` with columns ``record`` (index in the canary's records), ``source``, ``paraphrase``
+        and ``generator`` (the pool generator's name, e.g. ``wordnet`` or a local LLM).
+
+    Raises:
+        ValueError: if the design is not a paraphrase design with probe sources, or n < 1.
+    """
+    import pandas as pd
+
+    if n < 1:
+        raise ValueError(f"n={n} must be ≥ 1")
+    sources = design.info.get("probe_sources") if design.variant == "paraphrase" else None
+    if sources is None:
+        raise ValueError(f"paraphrase_examples needs a 'paraphrase' design with probe sources; got {design.variant!r}")
+    first = {}
+    for t, s in enumerate(sources):
+        first.setdefault(int(s), t)
+    order = list(first.values()) + [t for t in range(len(sources)) if t not in first.values()]
+    gen = design.info.get("pool_generator", "unknown")
+    return pd.DataFrame([{"record": int(sources[t]), "source": design.canary_texts[int(sources[t])],
+                          "paraphrase": design.probe_texts[t], "generator": gen} for t in order[:n]])
