@@ -59,13 +59,18 @@ class TextMemo:
         return np.stack([self.memo[t] for t in texts]) if texts else np.zeros((0, d), np.float32)
 
 
-def mu_eff_at(world, design, mech: MechanismConfig, audit: AuditConfig, ns) -> dict:
+def mu_eff_at(world, design, mech: MechanismConfig, audit: AuditConfig, ns, aux_sizes) -> dict:
+    """{(n_aux, N): μ_eff} with Σ̂ from the first n_aux aux users (a prefix of the seeded aux split)."""
     v_full = canary_contribution(world, design, mech)
     coords = np.sort(np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full),
                                 np.int64))
     v = v_full[coords]
-    moments = aux_moments(restrict(world.contributions("aux", mech, design), coords), audit.shrinkage)
-    return {n: mu_eff(v, null_moments(moments, n, mech, audit.ridge)[1]) for n in ns}
+    aux = restrict(world.contributions("aux", mech, design), coords)
+    out = {}
+    for a in aux_sizes:
+        moments = aux_moments(aux[:a], audit.shrinkage)
+        out.update({(a, n): mu_eff(v, null_moments(moments, n, mech, audit.ridge)[1]) for n in ns})
+    return out
 
 
 def main(argv=None) -> None:
@@ -80,6 +85,8 @@ def main(argv=None) -> None:
     ap.add_argument("--per-variant", type=int, default=5)
     ap.add_argument("--n-canary", type=int, default=25)
     ap.add_argument("--n-aux", type=int, default=500)
+    ap.add_argument("--aux-sizes", type=int, nargs="+", default=None,
+                    help="Σ̂ from the first n of the aux users (default: all n_aux); the designs always see all")
     ap.add_argument("--pool-size", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="CSV of every (cap, p, variant, canary, N) μ_eff")
@@ -88,6 +95,9 @@ def main(argv=None) -> None:
     import pandas as pd
 
     mech, audit = MechanismConfig(record_cap=args.record_cap), AuditConfig()
+    aux_sizes = sorted(set(args.aux_sizes or [args.n_aux]))
+    if aux_sizes[-1] > args.n_aux:
+        raise SystemExit(f"--aux-sizes {aux_sizes} must be ≤ --n-aux {args.n_aux}")
     rows = []
     t0 = time.perf_counter()
     for cap in args.caps:
@@ -102,16 +112,16 @@ def main(argv=None) -> None:
                     if design is None:
                         print(f"  {variant} canary {j}: skipped ({reason})", flush=True)
                         continue
-                    for n, mu in mu_eff_at(world, design, mech, audit, args.ns).items():
-                        rows.append({"token_cap": cap, "bank_size": p, "n_test": n, "variant": variant, "canary": j,
-                                     "canary_id": design.canary_id, "mu_eff": mu, "n_aux": args.n_aux,
+                    for (a, n), mu in mu_eff_at(world, design, mech, audit, args.ns, aux_sizes).items():
+                        rows.append({"token_cap": cap, "bank_size": p, "n_test": n, "n_aux": a, "variant": variant,
+                                     "canary": j, "canary_id": design.canary_id, "mu_eff": mu,
                                      "record_cap": args.record_cap, "arm": args.arm})
             print(f"cap {cap}, p {p}: done at {time.perf_counter() - t0:.0f} s ({enc.encoded} texts embedded)",
                   flush=True)
     df = pd.DataFrame(rows)
     if args.out:
         df.to_csv(args.out, index=False)
-    med = df.groupby(["variant", "token_cap", "bank_size", "n_test"]).mu_eff.agg(["median", "min", "max", "count"])
+    med = df.groupby(["variant", "token_cap", "bank_size", "n_aux", "n_test"]).mu_eff.agg(["median", "min", "max", "count"])
     med["eps_expected_1e6"] = [expected_epsilon(m, mech.sample_rate, 10**6) for m in med["median"]]
     pd.set_option("display.width", 160)
     print(med.round(3).to_string())

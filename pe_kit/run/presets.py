@@ -1,7 +1,7 @@
 """Presets and parameters of the reproduction: the ``tiny`` / ``quick`` / ``paper`` sizes, ``--set`` overrides,
 and each notebook's papermill parameters.
 
-Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64,
+Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p = 8192, r = 64, m = 64,
 5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
 from __future__ import annotations
@@ -110,10 +110,14 @@ PRESETS: dict[str, Preset] = {
         encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000)),
     "paper": Preset(
         name="paper",
-        description=("The paper's sizes (§3, App. D): m=64, 40 canaries (5 per variant), 500 aux / 500 calibration / "
-                     "1000 test users, p=8192, r=64, full-length MiniLM-L6, 10⁶ trials (5·10⁶ for the sweeps). "
-                     "Needs a corpus with ≥ 2,040 eligible users per arm (--data PATH: Yelp, Sentiment140, or "
-                     "the full Blogs corpus with a smaller n_test). Hours on 2 CPU cores."),
+        description=("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "
+                     "are synthetic), 500 aux users, N=1000 test users and 1000 distinct calibration users (equal "
+                     "size: the threshold is calibrated on the statistic of N users, never on resampled users; the "
+                     "paper lists 500), p=8192, r=64, M=512, MiniLM-L6 at its own 256-token cap, 10⁶ trials "
+                     "(5·10⁶ for the sweeps). Needs ≥ 2,525 eligible users per arm plus users left for the public "
+                     "bank (--data PATH: Yelp, Sentiment140, or the full Blogs corpus with a smaller N, see "
+                     "scripts/paper_run.sh). Hours on 2 CPU cores."),
+        n_canary=25,
     ),
 }
 

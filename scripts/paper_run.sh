@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The paper-size reference run (preset `paper`) on the full Blog Authorship Corpus, in parts that each fit
+# one working session; every part resumes (content-keyed caches, done-markers) and its tables, figures and
+# run.json are copied to docs/paper_run/<part>/ to be committed (never the caches).
+#
+#   bash scripts/paper_run.sh [PART] [DATA]
+#
+# PART: long   — notebook 04 (Table 2/4 analogue), long arm (bloggers with exactly 64 posts)
+#       short  — notebook 04, short arm (32–64 posts cut to tweet length)
+#       checks — notebooks 01–03 and 05 (LLR checks, probe design, Fig. 1 sweeps at 5·10⁶ trials), short arm
+#       multi  — notebook 06 (Fig. 2 analogue)
+# DATA: default ../shared/data/blogs/blogs.jsonl.gz (3,843 bloggers; 1,957 have 64 posts).
+#
+# N (test users = calibration users) is as large as the corpus allows with 25 canaries, 500 aux users and
+# ≥ 128 bloggers left for the public bank (p = 8192 texts): 600 on the long arm, 1000 on the short arm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+part=${1:-long}
+data=${2:-../shared/data/blogs/blogs.jsonl.gz}
+export HF_HUB_OFFLINE=1
+case "$part" in
+  long)   args=(--notebooks 04 --set arms=long --set n_test=600 --set n_calibration=600) ;;
+  short)  args=(--notebooks 04 --set arms=short) ;;
+  checks) args=(--notebooks 01,02,03,05 --set arm=short --set sweep_arm=short) ;;
+  multi)  args=(--notebooks 06 --set arm=long --set n_test=600 --set n_calibration=600) ;;
+  *) echo "unknown part '$part': use long, short, checks or multi" >&2; exit 2 ;;
+esac
+.venv/bin/pe-kit reproduce --preset paper --data "$data" --format blogs --run-id "paper-$part" "${args[@]}"
+dest=docs/paper_run/$part
+mkdir -p "$dest/figures"
+cp results/paper-$part/results.md results/paper-$part/results.csv results/paper-$part/run.json "$dest/"
+cp results/paper-$part/figures/*.png "$dest/figures/" 2>/dev/null || true
+echo "copied to $dest (commit it)"
