@@ -242,11 +242,14 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         v = getattr(p, k)
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{k}={v!r} must be an integer ≥ 1 (preset {p.name})")
+    if p.n_calibration != p.n_test:
+        raise ValueError(f"n_calibration={p.n_calibration} but n_test={p.n_test} (preset {p.name}): calibration and test "
+                         "are disjoint users of the same size N; set both, e.g. --set n_test=600 --set n_calibration=600")
     if p.max_probes < 0 or p.max_probes > p.bank_size:
         raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name == "paper" and p.data is None:
         raise ValueError("the paper preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
-                         "CSV, or a Blog-corpus JSON Lines file with --format blogs --set n_test=900)")
+                         "CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh sets N per arm)")
     if p.data is not None and not Path(p.data).is_file():
         raise ValueError(f"data={p.data!r} does not exist; pass an existing file with --data PATH")
     return p
