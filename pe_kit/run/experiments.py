@@ -39,7 +39,7 @@ from pe_kit.run.study import (
     make_design,
 )
 
-__all__ = ["code_hash", "study_config", "world_for", "resolve_variants", "canary_slots", "design_for",
+__all__ = ["code_hash", "world_key", "study_config", "world_for", "resolve_variants", "canary_slots", "design_for",
            "try_design", "design_summary", "audit_variants", "sweep", "encoder_ablation", "scalar_problems",
            "tightness", "mechanism_from", "audit_from", "REAL_VARIANTS", "NONCE_VARIANTS", "PAPER_TABLE2",
            "PAPER_TABLE4"]
@@ -64,6 +64,17 @@ def code_hash() -> str:
             h.update(rel.encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def world_key(world: World) -> str:
+    """The world's content key (``World.fingerprint``; computed by ``pe_kit.run.study.world_fingerprint``
+    for a ``World`` built by hand). Part of every step-cache key: the data and bank bytes, the bank texts and
+    the encoder's model files, never their paths alone."""
+    if not world.fingerprint:
+        from pe_kit.run.study import world_fingerprint
+
+        world.fingerprint = world_fingerprint(world.config, world.bank_texts, world.encoder)
+    return world.fingerprint
 
 
 def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | None = None,
@@ -109,20 +120,26 @@ def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> Audit
     return AuditConfig(**kw)
 
 
-_WORLDS: dict[StudyConfig, World] = {}
+_WORLDS: dict[tuple, World] = {}
 
 
 def world_for(config: StudyConfig, progress: bool = True) -> World:
     """Build (or reuse, within this process) the ``World`` of ``config``; embeddings come from the disk cache.
 
+    The in-process reuse is keyed by ``config`` *and* ``pe_kit.run.study.input_digests(config)``, so a data or
+    bank file rewritten during a notebook session is reloaded.
+
     Raises what ``pe_kit.run.study.build_world`` raises (too few users, a bank smaller than ``bank_size`` …).
     """
-    if config not in _WORLDS:
+    from pe_kit.run.study import input_digests
+
+    key = (config, tuple(sorted(input_digests(config).items())))
+    if key not in _WORLDS:
         from pe_kit.text.encoder import Encoder
 
         encoder = Encoder(config.model, max_seq_length=config.max_seq_length, progress=progress)
-        _WORLDS[config] = build_world(config, encoder=encoder)
-    return _WORLDS[config]
+        _WORLDS[key] = build_world(config, encoder=encoder)
+    return _WORLDS[key]
 
 
 def resolve_variants(variants: str | Sequence[str]) -> list[str]:
@@ -284,7 +301,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
             row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
             return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
 
-        key = ("audit", world.config.as_dict(), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
+        key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
                design_mechanism.as_dict(), pool_size, code_hash())
         row = cache.get_or_compute(key, compute) if cache is not None else compute()
         if "skipped" in row:
@@ -416,7 +433,7 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
     if not trials or min(trials) < 1:
         raise ValueError(f"tightness_trials={trials} must be a non-empty list of positive counts")
     slot = canary_slots(variant, 1, world.config.n_canary)[0]
-    key = ("tightness", world.config.as_dict(), variant, slot, trials, mechanism.as_dict(), audit.as_dict(), seed,
+    key = ("tightness", world.config.as_dict(), world_key(world), variant, slot, trials, mechanism.as_dict(), audit.as_dict(), seed,
            pool_size, code_hash())
 
     def compute():

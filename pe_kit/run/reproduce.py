@@ -7,7 +7,8 @@
    (:func:`notebook_params`; every notebook takes ``output_dir``, ``preset``, ``seed``, ``data`` and the
    sizes it uses, and writes ``<output_dir>/<notebook>.csv`` plus figures under ``<output_dir>/figures``);
 2. executes each notebook unless a done-marker ``<run>/.done/<notebook>.json`` shows it already finished
-   with the same parameters, the same notebook file and the same pe_kit code, and its output files are
+   with the same parameters, the same bytes of every data / bank / model file they name (:func:`marker_key`,
+   :func:`input_digests`), the same notebook file and the same pe_kit code, and its output files are
    still there with the recorded sizes (then it is reused);
 3. inside a notebook, every audit step is cached under ``<run>/.steps`` (``pe_kit.report.results.StepCache``),
    and embeddings under ``PE_KIT_CACHE``, so a rerun after a failure resumes mid-notebook;
@@ -40,7 +41,7 @@ from pe_kit.run.presets import (
 )
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel"]
+           "this_python_kernel", "input_digests", "marker_key"]
 
 
 class ReproduceError(RuntimeError):
@@ -142,6 +143,55 @@ def _code_fingerprint() -> str:
 def _outputs(run_dir: Path, nb: str) -> dict:
     files = [run_dir / f"{nb}.csv"] + sorted((run_dir / "figures").glob(f"{nb}_*"))
     return {str(f.relative_to(run_dir)): f.stat().st_size for f in files if f.is_file()}
+
+
+def input_digests(params: Mapping[str, Any]) -> dict:
+    """Digests of every file and model a notebook's parameters name, for its done-marker key.
+
+    ``data`` (None = the bundled Blogs sample), ``bank`` / ``banks`` (``bankA`` = the bundled bank file,
+    ``file:<path>`` or a path), ``model`` / ``encoders`` (``"auto"`` = the installed encoders) and
+    ``generator="smollm2"`` (the bundled GGUF) are hashed by content (``pe_kit.cache.file_digest`` /
+    ``pe_kit.text.models.model_fingerprint``); any other string parameter that names an existing file is
+    hashed too. A name stands in for content nowhere: rewriting ``my.jsonl.gz`` in place changes the key.
+
+    Returns a dict ``"<param>" or "<param>[i]"`` → digest str.
+    """
+    from pe_kit.cache import file_digest
+    from pe_kit.data.loaders import default_bank_path, default_data_path
+    from pe_kit.text.models import available_encoders, model_fingerprint
+
+    out: dict[str, str] = {}
+    out["data"] = file_digest(params.get("data") or default_data_path())
+    for key, value in params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for i, v in enumerate(values):
+            name = key if len(values) == 1 and not isinstance(value, (list, tuple)) else f"{key}[{i}]"
+            if not isinstance(v, str) or key == "output_dir":
+                continue
+            if key in ("bank", "banks") and v == "bankA":
+                out[name] = file_digest(default_bank_path())
+            elif key in ("model", "encoders"):
+                for j, m in enumerate(available_encoders() if v == "auto" else [v]):
+                    out[f"{name}:{j}"] = model_fingerprint(m)
+            elif key == "generator" and v == "smollm2":
+                try:
+                    from pe_kit.text.generators.local_lm import smollm2_gguf_path
+
+                    out[name] = model_fingerprint(smollm2_gguf_path())
+                except Exception as exc:  # not installed: the notebook will say so itself
+                    out[name] = f"unavailable: {type(exc).__name__}"
+            else:
+                path = v[5:] if v.startswith("file:") else v
+                if len(path) < 4096 and os.path.isfile(path):
+                    out[name] = file_digest(path)
+    return out
+
+
+def marker_key(src: Path, params: Mapping[str, Any], fingerprint: str | None = None) -> str:
+    """Done-marker key of one notebook: its file's bytes, its parameters, :func:`input_digests` of the
+    files and models they name, and the pe_kit code (``_code_fingerprint``). 64 hex chars."""
+    return content_hash(Path(src).read_bytes(), json.dumps(params, sort_keys=True, default=str),
+                        json.dumps(input_digests(params), sort_keys=True), fingerprint or _code_fingerprint())
 
 
 def _marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
@@ -249,7 +299,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         src = folder / f"{nb}.ipynb"
         declared = _declared(src)
         params = notebook_params(nb, p, run_dir, seed, declared)
-        key = content_hash(src.read_bytes(), json.dumps(params, sort_keys=True, default=str), fingerprint)
+        key = marker_key(src, params, fingerprint)
         marker = run_dir / ".done" / f"{nb}.json"
         head = f"[{i}/{len(todo)}] {nb}"
         if not force and _marker_valid(marker, key, run_dir):

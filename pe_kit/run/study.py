@@ -7,6 +7,7 @@ the base bank, each record's nearest base entries); ``audit_design`` audits one 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -73,6 +74,8 @@ class World:
             embeddings, ``owner`` int (n_records,) user row, ``ids`` user ids, ``index`` NeighborIndex.
         encoder: the ``Encoder`` used everywhere (probes must use it too).
         bank_info: how the bank was made.
+        fingerprint: content key of everything the world holds (:func:`world_fingerprint`); step-cache
+            keys use it instead of the paths in ``config``.
     """
 
     config: StudyConfig
@@ -83,6 +86,7 @@ class World:
     records: dict = field(default_factory=dict)
     encoder: Encoder | None = None
     bank_info: dict = field(default_factory=dict)
+    fingerprint: str = ""
 
     def users(self, split: str) -> list:
         by_id = self.corpus.by_id()
@@ -99,6 +103,45 @@ class World:
         positions = None if design is None else design.positions
         routes = routes_with_probes(rec["index"], rec["emb"], probes, positions, mechanism.top_k)
         return contributions(routes, rec["owner"], len(rec["ids"]), self.bank.shape[0], mechanism.clip_norm)
+
+
+def input_digests(config: StudyConfig) -> dict:
+    """Digests of the files a study reads, so that keys follow their bytes rather than their paths.
+
+    Returns a dict: ``data`` (SHA-256 of the corpus file; the bundled Blogs sample when ``config.data`` is
+    None), ``bank_file`` (SHA-256 of the bank file for ``bankA`` / ``file:<path>`` / a path; None for
+    ``public`` and generated banks, whose texts are hashed by :func:`world_fingerprint`), ``model``
+    (``pe_kit.text.models.model_fingerprint`` of the encoder). Digests come from
+    ``pe_kit.cache.file_digest`` (size+mtime+ctime only short-cut a re-hash).
+
+    Raises:
+        FileNotFoundError: if the data or bank file is missing.
+    """
+    from pe_kit.cache import file_digest
+    from pe_kit.data.loaders import default_bank_path, default_data_path
+    from pe_kit.text.models import model_fingerprint
+
+    bank = config.bank
+    bank_path = default_bank_path() if bank == "bankA" else (bank[5:] if bank.startswith("file:") else bank)
+    bank_digest = None
+    if bank == "bankA" or bank.startswith("file:") or (bank not in ("public", "llm-label", "llm-icl")
+                                                      and os.path.isfile(bank_path)):
+        bank_digest = file_digest(bank_path)
+    return {"data": file_digest(config.data if config.data is not None else default_data_path()),
+            "bank_file": bank_digest, "model": model_fingerprint(config.model)}
+
+
+def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None = None) -> str:
+    """Content key of a ``World`` (64 hex): its settings, :func:`input_digests`, the bank texts themselves
+    (covers generated banks) and the encoder's identity (model file digest and token cap).
+
+    Every step cache of ``pe_kit.run.experiments`` keys on it, so a corpus or bank rewritten in place, or
+    another model under the same folder name, recomputes the steps.
+    """
+    from pe_kit.cache import content_hash
+
+    enc = encoder.model_id if encoder is not None else None
+    return content_hash("world/v1", config.as_dict(), input_digests(config), content_hash(list(bank_texts)), enc)
 
 
 def _stack(users, encoder: Encoder, desc: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -121,7 +164,8 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
                          seed=config.seed, canary_records=config.record_cap)
     bank_texts, bank_info = _bank_texts(config, corpus, splits)
     bank = encoder.encode(bank_texts, desc="bank")
-    world = World(config, corpus, splits, bank_texts, bank, encoder=encoder, bank_info=bank_info)
+    world = World(config, corpus, splits, bank_texts, bank, encoder=encoder, bank_info=bank_info,
+                  fingerprint=world_fingerprint(config, bank_texts, encoder))
     depth = mechanism.top_k + config.max_probes
     for split in SPLITS + ("canary",):
         emb, owner, ids = _stack(world.users(split), encoder, desc=split)
