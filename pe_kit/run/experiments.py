@@ -87,19 +87,19 @@ def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | 
         arm, bank, model: override the mapping's values.
 
     Raises:
-        ValueError: naming a missing key.
+        ValueError: naming a missing key, or a value of the wrong type or range (``StudyConfig`` checks every
+            field with ``pe_kit.config.check_param``; no silent ``int()`` of a bool or a fraction).
     """
     need = ("n_canary", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "record_cap", "seed")
     missing = [k for k in need if params.get(k) is None]
     if missing:
         raise ValueError(f"parameters {missing} are not set; pass them or a preset (pe_kit.run.presets.PRESETS)")
     return StudyConfig(data=params.get("data"), fmt=params.get("fmt") or "auto", arm=arm or params.get("arm", "long"),
-                       n_canary=int(params["n_canary"]), n_aux=int(params["n_aux"]),
-                       n_calibration=int(params["n_calibration"]), n_test=int(params["n_test"]),
-                       bank=bank or params.get("bank", "bankA"), bank_size=int(params["bank_size"]),
-                       max_probes=int(params["max_probes"]), model=model or params.get("model") or "all-MiniLM-L6-v2",
-                       max_seq_length=params.get("max_seq_length"), record_cap=int(params["record_cap"]),
-                       seed=int(params["seed"]))
+                       n_canary=params["n_canary"], n_aux=params["n_aux"], n_calibration=params["n_calibration"],
+                       n_test=params["n_test"], bank=bank or params.get("bank", "bankA"), bank_size=params["bank_size"],
+                       max_probes=params["max_probes"], model=model or params.get("model") or "all-MiniLM-L6-v2",
+                       max_seq_length=params.get("max_seq_length"), record_cap=params["record_cap"],
+                       seed=params["seed"])
 
 
 def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:

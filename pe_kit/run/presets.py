@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pe_kit.config import check_param
+
 #: Notebook stems, in run order. 06 belongs to the multi-round work and runs only if its file exists.
 NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve")
 
@@ -135,11 +137,14 @@ def parse_override(text: str) -> tuple[str, Any]:
     """Parse ``key=value`` (value as JSON if it parses, else a comma list for ``a,b``, else a string).
 
     ``key`` is a ``Preset`` field (``trials``, ``variants`` …) or ``<notebook>.<parameter>`` for one notebook's
-    own parameter, e.g. ``06.generator=openai`` or ``06_multiround_mauve.rounds=3`` (stored in ``Preset.extra``).
+    own parameter, e.g. ``06.generator=openai`` or ``06_multiround_mauve.rounds=3`` (stored in ``Preset.extra``;
+    ``pe_kit.run.reproduce`` checks that the notebook declares it). The value is checked and normalised by
+    ``pe_kit.config.check_param`` (``trials=1e6`` → 1000000; ``trials=true``, ``max_probes=1.5`` rejected).
 
     Raises:
-        ValueError: if ``text`` has no ``=``, the key is not a ``Preset`` field, or the notebook is unknown
-            (the message lists the valid keys).
+        ValueError: if ``text`` has no ``=``, the key is not a ``Preset`` field, the notebook is unknown
+            (the message lists the valid keys), or the value has the wrong type or range (the message names
+            the field and the accepted values).
     """
     if "=" not in text:
         raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
@@ -164,10 +169,25 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = [v.strip() for v in raw.split(",")] if "," in raw else raw
     if raw.lower() in ("none", "null"):
         value = None
+    if isinstance(value, list):  # "a,1e6" → each part parsed as JSON when it parses
+        value = [_json_or_str(v) for v in value]
     default = {f.name: f.default for f in fields(Preset)}.get(key)
     if isinstance(default, tuple) and value is not None and not isinstance(value, list):
         value = [value]  # a single value for a list setting (``--set banks=public``)
+    try:
+        value = check_param(key, value)
+    except ValueError as exc:
+        raise ValueError(f"--set {key}={raw}: {exc}") from None
     return key, _absolute_paths(key, value)
+
+
+def _json_or_str(v: Any) -> Any:
+    if not isinstance(v, str):
+        return v
+    try:
+        return json.loads(v)
+    except json.JSONDecodeError:
+        return v
 
 
 def _absolute_paths(key: str, value: Any) -> Any:
@@ -231,13 +251,21 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             continue
         if k not in valid or k in ("name", "extra"):
             raise ValueError(f"override {k!r} is not a preset field; valid: {', '.join(sorted(valid - {'name', 'extra'}))}")
-        changes[k] = tuple(v) if isinstance(v, list) else v
+        changes[k] = v
     p = replace(p, **changes)
-    for k in ("record_cap", "n_canary", "per_variant", "n_aux", "n_calibration", "n_test", "bank_size", "pool_size", "trials",
-              "llr_trials", "sweep_trials", "encoder_per_variant"):
-        v = getattr(p, k)
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{k}={v!r} must be an integer ≥ 1 (preset {p.name})")
+    checked = {}
+    for f in fields(Preset):  # one typed validation (pe_kit.config.check_param) for every field
+        if f.name in ("name", "description", "extra"):
+            continue
+        try:
+            v = check_param(f.name, getattr(p, f.name))
+        except ValueError as exc:
+            raise ValueError(f"{exc} (preset {p.name})") from None
+        checked[f.name] = tuple(v) if isinstance(v, list) else v
+    for nb, values in p.extra.items():
+        for k, v in values.items():
+            check_param(f"{nb}.{k}", v)
+    p = replace(p, **checked)
     if p.max_probes < 0 or p.max_probes > p.bank_size:
         raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name == "paper" and p.data is None:
@@ -259,7 +287,11 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
 
     Returns:
         dict with every key of ``NOTEBOOK_KEYS[notebook]`` (``output_dir`` default ``results/interactive``,
-        ``seed`` default 0). Lists stay lists.
+        ``seed`` default 0), each checked by ``pe_kit.config.check_param`` (integral floats become ints,
+        list fields lists).
+
+    Raises:
+        ValueError: a value of the wrong type or range (``trials=True``), naming the field and the accepted values.
 
     Side effect: when run by ``pe-kit reproduce`` (env ``PE_KIT_HEADLESS=1``) progress bars switch to plain
     text (:func:`text_progress`), so they stream to the terminal with ``--log-output`` instead of being
@@ -285,6 +317,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     for k, v in given.items():  # keys outside the table (e.g. a notebook's own extras) pass through
         if k not in out and v is not None:
             out[k] = v
+    out = {k: check_param(k, v) for k, v in out.items()}  # the same typed validation as --set and presets
     Path(out["output_dir"]).mkdir(parents=True, exist_ok=True)
     return out
 

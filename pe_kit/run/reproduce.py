@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
 from pe_kit.run.presets import (
     _REPO,
+    NOTEBOOK_KEYS,
     NOTEBOOKS,
     PRESETS,
     Preset,
@@ -221,6 +222,33 @@ def _declared(path: Path) -> list[str]:
     return []
 
 
+_RUNNER_OWNED = ("output_dir", "preset", "seed")
+
+
+def _check_notebook_overrides(preset: Preset, folder: Path) -> None:
+    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook.
+
+    Raises:
+        ValueError: for a parameter the notebook does not declare in its ``parameters`` cell (or does not
+            take from the runner), listing the ones it does; for ``output_dir`` / ``preset`` / ``seed``
+            (set by the runner: use ``--results-dir`` / ``--preset`` / ``--seed``).
+    """
+    for nb, values in preset.extra.items():
+        src = folder / f"{nb}.ipynb"
+        if not src.is_file():
+            continue
+        declared = _declared(src)
+        takes = [k for k in (NOTEBOOK_KEYS[nb] if nb in NOTEBOOK_KEYS else declared)
+                 if k in declared and k not in _RUNNER_OWNED]
+        for k in values:
+            if k in _RUNNER_OWNED:
+                raise ValueError(f"--set {nb}.{k}=…: {k} is set by the runner; use --"
+                                 f"{'results-dir' if k == 'output_dir' else k} instead")
+            if k not in takes:
+                raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}; its parameters are: "
+                                 f"{', '.join(sorted(takes))}")
+
+
 def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, results_dir: str | Path = "results",
                      data: str | None = None, fmt: str | None = None, seed: int = 0,
                      overrides: Mapping[str, Any] | None = None, notebooks: Sequence[str] | None = None,
@@ -246,7 +274,8 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
         ``RunSummary`` (``ok`` is False when a notebook failed; ``failures`` holds the ``ReproduceError``s).
 
     Raises:
-        ValueError: bad preset, override or notebook name. FileNotFoundError: no notebooks folder.
+        ValueError: bad preset, override or notebook name, or a ``<notebook>.<parameter>`` override the notebook
+            does not declare (the message lists its parameters). FileNotFoundError: no notebooks folder.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -287,6 +316,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         todo.sort(key=lambda s: NOTEBOOKS.index(s) if s in NOTEBOOKS else len(NOTEBOOKS))
     if not todo:
         raise FileNotFoundError(f"no notebooks to run in {folder}")
+    _check_notebook_overrides(p, folder)
     run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p))
     (run_dir / ".done").mkdir(parents=True, exist_ok=True)
     (run_dir / "notebooks").mkdir(exist_ok=True)
@@ -313,6 +343,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         t0 = time.perf_counter()
         try:
             pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
+                                language="python",  # our own kernel runs it, whatever the notebook's metadata says
                                 progress_bar=progress, cwd=str(run_dir),
                                 stdout_file=sys.stdout if log_output else None,
                                 stderr_file=sys.stderr if log_output else None)

@@ -8,14 +8,14 @@ the base bank, each record's nearest base entries); ``audit_design`` audits one 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.attack.variants import ProbeDesign
 from pe_kit.audit.canary import audit_canary
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.config import AuditConfig, MechanismConfig, check_param
 from pe_kit.data.loaders import Corpus, load_corpus
 from pe_kit.data.splits import Splits, make_arm, split_users
 from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
@@ -41,6 +41,10 @@ class StudyConfig:
         bank_size: p (8192). max_probes: r (64), the depth reserve of the neighbour index.
         model: encoder name/path; max_seq_length: token cap (None = model default).
         seed: seed of splits and bank sampling.
+
+    Raises:
+        ValueError: a field of the wrong type or range (``pe_kit.config.check_param``: ``n_test=True`` or
+            ``n_test=2.5`` are refused, ``n_test=1e3`` is 1000), naming the field and the accepted values.
     """
 
     data: str | None = None
@@ -57,6 +61,10 @@ class StudyConfig:
     max_seq_length: int | None = None
     record_cap: int = 64
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # the same typed validation as --set, presets and resolve_params
+            object.__setattr__(self, f.name, check_param(f.name, getattr(self, f.name)))
 
     def as_dict(self) -> dict:
         return asdict(self)
