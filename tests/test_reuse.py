@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from pe_kit import cache as C
 from pe_kit.config import AuditConfig, MechanismConfig
