@@ -37,6 +37,7 @@ from pe_kit.run.study import (
     build_world,
     canary_contribution,
     make_design,
+    truncation_fields,
 )
 
 __all__ = ["code_hash", "world_key", "study_config", "world_for", "resolve_variants", "canary_slots", "design_for",
@@ -234,7 +235,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
     vote mass on P), ``canary_norm`` (‖v_P‖₂ ≤ C), ``canary_norm_full`` (‖v‖₂), ``clip_norm``,
     ``mu_eff`` (with Σ̂ from the aux users, N = n_test), ``mu_eff_ceiling`` (1/σ),
     ``background_voters`` (test users with any vote on P), ``background_vote_share`` (mean share of a
-    test user's mass on P).
+    test user's mass on P), and the world's truncation counts (``pe_kit.run.study.truncation_fields``).
     """
     v_full = canary_contribution(world, design, mechanism)
     coords = np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64)
@@ -254,7 +255,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
             "mu_eff": mu_eff(v, sigma) if coords.size else 0.0,
             "mu_eff_ceiling": (1 / sigma_) if sigma_ > 0 else float("inf"),
             "background_voters": int((onP > 0).sum()),
-            "background_vote_share": float(np.mean(onP / np.maximum(totals, 1e-300)))}
+            "background_vote_share": float(np.mean(onP / np.maximum(totals, 1e-300))), **truncation_fields(world)}
 
 
 def audit_variants(world: World, variants: Sequence[str], per_variant: int, mechanism: MechanismConfig,
@@ -446,7 +447,8 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
         base = {"experiment": "tightness", "variant": variant, "canary_id": design.canary_id, "canary_slot": slot,
                 "source": "pe_kit.audit.sweep.tightness_curve", "audit_n_canaries": audit.n_canaries,
                 **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
-                **{f"study_{k}": v for k, v in world.config.as_dict().items()}, "bank_source": world.config.bank}
+                **{f"study_{k}": v for k, v in world.config.as_dict().items()}, "bank_source": world.config.bank,
+                **truncation_fields(world)}
         return [{**base, **{k: v for k, v in r.items() if k not in ("attack", "canary")}}
                 for r in df.to_dict("records")]
 

@@ -104,8 +104,8 @@ PRESETS: dict[str, Preset] = {
                      "5 real canaries shared by the five real-canary variants (paper: 5 independent ones each); "
                      "100 aux / 100 calibration / 200 test users; p=2048, r=64, candidate pools of M=256; "
                      "MiniLM-L6 truncated to 64 tokens; 2·10⁵ trials per hypothesis (paper: m=64, 500/500/1000, "
-                     "p=8192, M=512, full-length texts, 10⁶ trials). Fewer trials and users give looser "
-                     "Clopper–Pearson bounds, so ε_lower here sits below what the paper's sizes give."),
+                     "p=8192, M=512, MiniLM-L6 at its own 256-token cap, 10⁶ trials). Fewer trials and users give "
+                     "looser Clopper–Pearson bounds, so ε_lower here sits below what the paper's sizes give."),
         record_cap=32, n_canary=5, per_variant=5, n_aux=100, n_calibration=100, n_test=200, bank_size=2048,
         max_probes=64, pool_size=256, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
@@ -113,7 +113,8 @@ PRESETS: dict[str, Preset] = {
     "paper": Preset(
         name="paper",
         description=("The paper's sizes (§3, App. D): m=64, 40 canaries (5 per variant), 500 aux / 500 calibration / "
-                     "1000 test users, p=8192, r=64, full-length MiniLM-L6, 10⁶ trials (5·10⁶ for the sweeps). "
+                     "1000 test users, p=8192, r=64, MiniLM-L6 at its own cap of 256 tokens (word pieces; longer "
+                     "texts are cut, and results.md counts them), 10⁶ trials (5·10⁶ for the sweeps). "
                      "Needs a corpus with ≥ 2,040 eligible users per arm (--data PATH: Yelp, Sentiment140, or "
                      "the full Blogs corpus with a smaller n_test). Hours on 2 CPU cores."),
     ),

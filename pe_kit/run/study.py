@@ -84,6 +84,8 @@ class World:
         bank_info: how the bank was made.
         fingerprint: content key of everything the world holds (:func:`world_fingerprint`); step-cache
             keys use it instead of the paths in ``config``.
+        truncation: texts the encoder cuts at its cap (:func:`truncation_fields`): ``token_cap``,
+            ``records_truncated`` / ``records_total`` (every split's records), ``bank_truncated`` / ``bank_total``.
     """
 
     config: StudyConfig
@@ -95,6 +97,7 @@ class World:
     encoder: Encoder | None = None
     bank_info: dict = field(default_factory=dict)
     fingerprint: str = ""
+    truncation: dict = field(default_factory=dict)
 
     def users(self, split: str) -> list:
         by_id = self.corpus.by_id()
@@ -179,7 +182,29 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
         emb, owner, ids = _stack(world.users(split), encoder, desc=split)
         world.records[split] = {"emb": emb, "owner": owner, "ids": ids,
                                 "index": build_neighbor_index(emb, bank, depth) if len(emb) else None}
+    world.truncation = _truncation(world)
     return world
+
+
+def _truncation(world: World) -> dict:
+    from pe_kit.text.tokens import truncation_report
+
+    records = [t for split in SPLITS + ("canary",) for u in world.users(split) for t in u.texts]
+    enc = world.encoder
+    try:
+        return truncation_report({"records": records, "bank": world.bank_texts}, enc.model, enc.max_seq_length)
+    except (OSError, ValueError, ImportError) as exc:  # a model without a local tokenizer: say so in the rows
+        import warnings
+
+        warnings.warn(f"cannot count truncated texts for model {enc.model!r}: {exc}", stacklevel=3)
+        return {"token_cap": None}
+
+
+def truncation_fields(world: World) -> dict:
+    """The world's truncation counts for a result row (``pe_kit.text.tokens.truncation_report``): ``token_cap``
+    (word pieces the encoder keeps), ``records_truncated`` / ``records_total`` (records of every split longer
+    than the cap, embedded truncated) and ``bank_truncated`` / ``bank_total``. Empty for a hand-built world."""
+    return dict(world.truncation)
 
 
 def _bank_texts(config: StudyConfig, corpus: Corpus, splits: Splits) -> tuple[list[str], dict]:
@@ -218,7 +243,7 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
            **result.as_row(), **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
-           "bank_source": world.bank_info.get("bank"), **versions()}
+           "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions()}
     return row
 
 
