@@ -88,7 +88,7 @@ def test_tiny_preset_extra_is_typed():
 
 
 @pytest.mark.notebooks
-def test_notebook_without_kernelspec_runs(tmp_path):
+def test_notebook_without_kernelspec_runs(tmp_path, capfd):
     """case09: no kernelspec and no language_info in the metadata; the runner's own kernel runs it."""
     from pe_kit.run.reproduce import run_reproduction
 
@@ -110,3 +110,5 @@ def test_notebook_without_kernelspec_runs(tmp_path):
     import pandas as pd
 
     assert pd.read_csv(summary.run_dir / "07_nokernel.csv")["executable"].tolist() == [sys.executable]
+    # the kernel's start-up chatter stays off the terminal (issue 10 item 4)
+    assert "Kernel is running over TCP" not in capfd.readouterr().err

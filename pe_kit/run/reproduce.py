@@ -95,7 +95,11 @@ def this_python_kernel() -> str:
     """
     name = "pe_kit-" + content_hash(sys.executable)[:12]
     root = cache_dir() / "jupyter"
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+    # log level ERROR: the kernel's own start-up chatter ("Kernel is running over TCP without encryption", a
+    # local loopback connection) stays off the terminal; the cells' warnings and errors still reach the
+    # executed notebook (and the terminal with --log-output)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                     "--IPKernelApp.log_level=ERROR"],
             "display_name": f"Python (pe_kit, {sys.executable})", "language": "python"}
     path = root / "kernels" / name / "kernel.json"
     data = json.dumps(spec, indent=1).encode()
