@@ -222,3 +222,18 @@ def test_multiround_checkpoints_key_on_encoder_and_generator(tiny_world, tmp_pat
     other_encoder._fingerprint = "sha256:another model in a folder of the same name"
     assert run(encoder=other_encoder).resumed_rounds == 0
     assert run(pool=list(tiny_world.bank_texts[p:500])).resumed_rounds == 0  # another generator (pool)
+
+
+def test_wordnet_paraphrases_key_on_the_wordnet_files(tmp_path):
+    from pe_kit.text.generators.cached import CachedGenerator
+    from pe_kit.text.generators.wordnet import _POS_FILES, WordNetParaphraser
+
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        for f in _POS_FILES.values():
+            for kind in ("index", "data"):
+                (tmp_path / d / f"{kind}.{f}").write_text(f"{kind} {f}\n")
+    (tmp_path / "b" / "data.noun").write_text("another WordNet version\n")
+    a, b = WordNetParaphraser(wordnet_dir=tmp_path / "a"), WordNetParaphraser(wordnet_dir=tmp_path / "b")
+    assert a.identity() != b.identity() and a.identity() == WordNetParaphraser(wordnet_dir=tmp_path / "a").identity()
+    assert CachedGenerator(a, root=tmp_path).key("p", 1) != CachedGenerator(b, root=tmp_path).key("p", 1)
