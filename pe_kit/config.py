@@ -11,6 +11,7 @@ is not, ranges are checked, and a list field takes a single value as a one-eleme
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 
 __all__ = ["MechanismConfig", "AuditConfig", "ParamSpec", "PARAM_TYPES", "check_param", "check_params"]
@@ -120,6 +121,8 @@ def _one(name: str, value, spec: ParamSpec):
         if not isinstance(value, dict):
             raise ValueError(f"{name}={value!r} is not a mapping")
         return value
+    if isinstance(value, os.PathLike):  # a pathlib.Path for data, bank, model, output_dir …
+        value = os.fspath(value)
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name}={value!r} is not {spec.describe()}")
     if spec.choices and value not in spec.choices:

@@ -64,6 +64,9 @@ def test_same_validation_in_configs_and_resolve_params(tmp_path):
     for name in ("tiny", "quick"):
         assert get_preset(name) is not None
     assert check_param("sigmas", 0.5) == [0.5]
+    from pathlib import Path
+
+    assert StudyConfig(data=Path("/x/y.jsonl")).data == "/x/y.jsonl"  # a Path is fine for a path field
 
 
 def test_cli_undeclared_notebook_parameter_exits_2_listing_declared(tmp_path, capsys):
