@@ -36,8 +36,10 @@ def test_world_rows_and_results_md_carry_the_counts(tiny_world):
     assert t["records_truncated"] == int((token_lengths(records, "all-MiniLM-L6-v2") > 32).sum()) > 0
     rows = pd.DataFrame([{"notebook": "04_audit", "experiment": "mini", "study_arm": "long", "study_bank": "bankA",
                           "study_model": "all-MiniLM-L6-v2", **t}] * 3)
-    tab = truncation_table(rows)
+    anon = pd.DataFrame([{"notebook": "03_llr_checks", "experiment": "llr_check", **t}])  # rows without world names
+    tab = truncation_table(pd.concat([rows, anon], ignore_index=True))
     assert len(tab) == 1 and tab.loc[0, "records_truncated"] == t["records_truncated"]
+    assert tab.loc[0, "study_arm"] == "long"
     md = summary_markdown(rows)
     assert "Texts cut by the encoder" in md and f"| {t['records_truncated']} | {t['records_total']} |" in md
 

@@ -298,7 +298,14 @@ def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
     if df is None or df.empty or "token_cap" not in df.columns:
         return pd.DataFrame()
     cols = [c for c in (*_TRUNC_KEYS, *_TRUNC_COUNTS) if c in df.columns]
-    out = df.loc[df["token_cap"].notna(), cols].drop_duplicates().reset_index(drop=True)
+    out = df.loc[df["token_cap"].notna(), cols].drop_duplicates()
+    keys = [c for c in _TRUNC_KEYS[:3] if c in out.columns]
+    counts = [c for c in ("token_cap", *_TRUNC_COUNTS) if c in out.columns]
+    if keys:  # rows without the world's names (e.g. notebook 03's checks) repeat a named world's counts
+        anon = out[keys].isna().all(axis=1)
+        named = set(map(tuple, out.loc[~anon, counts].itertuples(index=False)))
+        out = out[~anon | ~pd.Series([tuple(r) in named for r in out[counts].itertuples(index=False)], index=out.index)]
+    out = out.reset_index(drop=True)
     if "records_truncated" in out and "records_total" in out:
         out["records_truncated_share"] = out["records_truncated"] / out["records_total"].where(out["records_total"] > 0)
     return out
