@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "read_verified", "write_verified"]
+__all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "read_verified", "write_verified", "file_digest",
+           "tree_digest", "source_digest"]
 
 
 def cache_dir() -> Path:
@@ -109,3 +110,95 @@ def read_verified(path: Path | str) -> bytes | None:
         return None
     return data
 
+
+
+# ------------------------------------------------------------------------------------------ file digests
+_DIGEST_COUNT = {"hashed": 0}  # files actually read and hashed in this process (tests check short-cuts)
+
+
+def _stat_key(st: os.stat_result) -> list:
+    # ctime cannot be set by the user (``touch -d`` / ``os.utime`` set mtime only), so an in-place rewrite that
+    # keeps size and mtime still changes it; inode and device catch a replaced file.
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def file_digest(path: Path | str) -> str:
+    """SHA-256 hex digest of a file's bytes, with a stat short-cut that never replaces the digest.
+
+    The digest is what keys depend on; recomputing it for a large file on every call would be slow, so
+    the last digest of each absolute path is kept in a small sidecar ``cache_dir()/digests/<hash>.json``
+    with the file's (size, mtime_ns, ctime_ns, inode, device). When all five are unchanged the stored
+    digest is returned; any change (an in-place rewrite changes ctime even when size and mtime are
+    forced back) re-hashes the bytes. A missing or unreadable sidecar is simply recomputed.
+
+    Args:
+        path: a regular file.
+
+    Returns:
+        64-character hex str.
+
+    Raises:
+        FileNotFoundError / OSError: if the file cannot be read.
+    """
+    path = Path(path).expanduser().resolve()
+    st = path.stat()
+    side = cache_dir() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()[:32]}.json"
+    try:
+        info = json.loads(side.read_text())
+        if info.get("path") == str(path) and info.get("stat") == _stat_key(st) and len(info.get("sha256", "")) == 64:
+            return info["sha256"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    _DIGEST_COUNT["hashed"] += 1
+    digest = h.hexdigest()
+    if _stat_key(path.stat()) == _stat_key(st):  # unchanged while we read it: safe to remember
+        try:
+            atomic_write_bytes(side, json.dumps({"path": str(path), "stat": _stat_key(st), "sha256": digest}).encode())
+        except OSError:
+            pass
+    return digest
+
+
+def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache__", ".cache", ".locks")) -> str:
+    """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`).
+
+    Folders named in ``skip`` are ignored (VCS metadata, bytecode, download locks). Symbolic links are
+    followed (Hugging Face snapshots link into a blob store). Two folders with equal files give equal
+    digests wherever they live; any changed, added or removed file changes it.
+
+    Raises:
+        NotADirectoryError: if ``folder`` is not a folder.
+    """
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder")
+    parts = []
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder)
+        if any(x in skip for x in rel.parts) or not p.is_file():
+            continue
+        parts.append((rel.as_posix(), file_digest(p)))
+    return content_hash("tree/v1", parts)
+
+
+def source_digest(*modules: str) -> str:
+    """SHA-256 (16 hex) of the source files of pe_kit modules given as paths relative to the package
+    (``"pe/multiround.py"``, or a folder such as ``"text/generators"`` for all its ``.py`` files).
+
+    Part of cache keys whose results the named code determines. Raises FileNotFoundError for a missing path.
+    """
+    pkg = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for rel in modules:
+        target = pkg / rel
+        files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        if not files or not all(f.is_file() for f in files):
+            raise FileNotFoundError(f"pe_kit/{rel} does not exist")
+        for f in files:
+            h.update(f.relative_to(pkg).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]

@@ -32,9 +32,24 @@ def test_paper_and_quick_sizes():
     paper, quick = PRESETS["paper"], PRESETS["quick"]
     assert (paper.n_aux, paper.n_calibration, paper.n_test, paper.bank_size, paper.max_probes, paper.record_cap,
             paper.per_variant, paper.trials, paper.pool_size) == (500, 1000, 1000, 8192, 64, 64, 5, 10**6, 512)
-    assert quick.max_seq_length == 64 and quick.record_cap == 32 and quick.bank_size == 2048
+    # quick keeps the paper's operating point (issue 11): m = 64, exact r = m, p = 8192, 5 independent canaries
+    # per real variant, equal-size calibration and test splits of distinct users
+    assert (quick.record_cap, quick.bank_size, quick.max_probes, quick.pool_size) == (64, 8192, 64, 512)
+    assert quick.n_canary == 25 and quick.per_variant == 5 and quick.n_calibration == quick.n_test
     assert 10**5 <= quick.trials <= 10**6 and quick.data is None  # the bundled Blogs sample
-    assert "32" in quick.description and "64 tokens" in quick.description  # says how it differs from the paper
+    assert "64 tokens" in quick.description and "N=290" in quick.description  # says how it differs from the paper
+
+
+def test_quick_splits_fit_the_bundled_sample_with_a_public_bank():
+    """25 canaries + aux + 2N users leave enough bloggers for a p = 8192 public bank (64 posts each)."""
+    from pe_kit.data.loaders import load_corpus
+    from pe_kit.data.splits import make_arm, split_users
+
+    q = PRESETS["quick"]
+    corpus = make_arm(load_corpus(None, record_cap=q.record_cap), "long", q.record_cap)
+    s = split_users(corpus, q.n_canary, q.n_aux, q.n_calibration, q.n_test, canary_records=q.record_cap)
+    assert len(s.public) * q.record_cap >= q.bank_size
+    assert not set(s.calibration) & set(s.test) and len(s.calibration) == len(s.test) == q.n_test
 
 
 def test_explore_json(capsys):
@@ -78,7 +93,7 @@ def test_user_data_arms_and_run_id(tmp_path):
     assert p.arms == ("long",) and p.banks == ("public",) and p.fmt == "auto"
     s140 = tmp_path / "training.1600000.processed.noemoticon.csv"
     s140.write_text("")
-    p = get_preset("paper", data=str(s140), overrides={"n_test": 900})
+    p = get_preset("paper", data=str(s140), overrides={"n_test": 900, "n_calibration": 900})
     assert p.arms == ("short",) and p.n_test == 900 and default_run_id(p) == "paper-training"
     assert default_run_id(PRESETS["quick"]) == "quick" and default_run_id(PRESETS["tiny"]) == "tiny"
 

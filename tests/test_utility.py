@@ -55,3 +55,35 @@ def test_mauve_subsample_is_seeded_and_sized(tiny_world):
 def test_mauve_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         mauve_score(**kwargs)
+
+
+def test_mauve_of_a_set_with_duplicates_against_itself_is_exactly_one():
+    """Copies of a row share one k-means label (mauve itself could split them: MAUVE(P, P) = 0.75)."""
+    z = np.random.default_rng(0).normal(size=(40, 16)).astype(np.float32)
+    p = np.repeat(z, 5, axis=0)  # 200 rows, 40 distinct
+    res = mauve_score(p, p, seeds=(0, 1, 2, 3))
+    assert res.scores == pytest.approx((1.0,) * 4, abs=1e-12) and res.num_buckets == 20
+
+
+def test_mauve_matches_the_mauve_package_on_distinct_rows():
+    import mauve
+
+    rng = np.random.default_rng(1)
+    p, q = rng.normal(size=(300, 16)).astype(np.float32), rng.normal(size=(300, 16)).astype(np.float32) + 0.3
+    ours = mauve_score(p, q, seeds=(0, 1), kmeans_num_redo=5, kmeans_max_iter=500).scores
+    ref = [mauve.compute_mauve(p_features=p, q_features=q, seed=s, verbose=False).mauve for s in (0, 1)]
+    assert ours == pytest.approx(ref, abs=1e-9)
+
+
+def test_mauve_refuses_degenerate_inputs():
+    x = np.random.default_rng(2).normal(size=(2, 8)).astype(np.float32)
+    with pytest.raises(ValueError, match="too few distinct points: P ∪ Q has 2 distinct rows for num_buckets=2"):
+        mauve_score(x, x)  # the issue's 2-point set (was 0.75)
+    with pytest.raises(ValueError, match="zero-variance"):
+        mauve_score(np.ones((20, 8), np.float32), np.ones((20, 8), np.float32))  # all-identical rows
+    scaled = np.outer(np.arange(1, 31), np.ones(8)).astype(np.float32)  # distinct rows, one direction
+    with pytest.raises(ValueError, match="zero-variance"):
+        mauve_score(scaled, scaled)
+    three = np.repeat(np.random.default_rng(3).normal(size=(3, 8)).astype(np.float32), 10, axis=0)
+    with pytest.raises(ValueError, match="3 distinct rows for num_buckets=3 .*need ≥ 6"):
+        mauve_score(three, three)

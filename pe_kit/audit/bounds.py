@@ -3,6 +3,18 @@
 Source: App. E.6 of the paper — Eq. 28 (ε_lower, both branches, clamped at 0) and Eqs. 29–30
 (one-sided Clopper–Pearson endpoints via ``scipy.stats.beta``), and §2.1 Step 5 (a threshold fixed on
 a calibration split, evaluated on fresh trials).
+
+Score direction (issue 10). Eq. 28 bounds the event A = {score > t}; its second branch is the
+complement of the *same* event with H0 and H1 swapped, so a statistic whose H1 scores fall *below*
+H0 (a score of the wrong sign, e.g. a user-supplied distance) gives ε_lower = 0 from both branches. The
+kit therefore audits **both directions**: calibration also scores the reversed event A' = {score ≤ t}
+(``direction = -1``: both branches of Eq. 28 on A'), and keeps the direction and threshold with the
+larger calibrated ε (ties → the usual direction, +1). The direction is chosen on the calibration split
+exactly like the threshold and then frozen; the test split evaluates that single event, so its four
+Clopper–Pearson bounds keep γ = α/(4·n_canaries) — no further γ split is needed, because no second test
+is made on the test trials (splitting γ would be needed only if both directions were bounded on the same
+test trials and the larger one reported). Valid because DP bounds both orderings of a neighbouring pair:
+P1(A') ≤ e^ε P0(A') + δ and P0(A') ≤ e^ε P1(A') + δ for every event.
 """
 from __future__ import annotations
 
@@ -89,8 +101,11 @@ def _log_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 class ThresholdAudit:
     """Counts and bounds of one decision threshold on one set of trials (Eq. 28).
 
-    Attributes: threshold (score units), epsilon (ε bound, ≥ 0), branch (0/1/2), true_pos, false_pos,
-    n_h1, n_h0, tpr, fpr (point estimates), tpr_lower, fpr_upper, tnr_lower, fnr_upper (bounds at γ).
+    Attributes: threshold (score units), epsilon (ε bound, ≥ 0), branch (0/1/2), true_pos, false_pos
+    (#H1 / #H0 trials in the audited event A), n_h1, n_h0, tpr, fpr (point estimates), tpr_lower,
+    fpr_upper, tnr_lower, fnr_upper (bounds at γ), direction (+1: A = {score > threshold}, Eq. 28 as
+    written; −1: A = {score ≤ threshold}, for statistics whose H1 scores fall below H0; see the module
+    docstring).
     """
 
     threshold: float
@@ -106,6 +121,7 @@ class ThresholdAudit:
     fpr_upper: float
     tnr_lower: float
     fnr_upper: float
+    direction: int = 1
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -141,8 +157,9 @@ def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: flo
         per_tail: candidate thresholds per tail per sample (see ``candidate_thresholds``).
 
     Returns:
-        ``ThresholdAudit`` at the best threshold (ties → the lowest threshold). If nothing gives a
-        positive bound, the threshold is the H0 median and epsilon 0.
+        ``ThresholdAudit`` at the best threshold and direction (ties → direction +1, the lowest threshold);
+        both events {score > t} and {score ≤ t} are scored (module docstring). If nothing gives a positive
+        bound, the threshold is the H0 median, direction +1 and epsilon 0.
 
     Raises:
         ValueError: if either sample is empty or contains NaN.
@@ -150,30 +167,46 @@ def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: flo
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
     cand = candidate_thresholds(s0, s1, per_tail)
     s0s, s1s = np.sort(s0), np.sort(s1)
-    eps, _ = epsilon_lower_from_counts(_counts_above(s1s, cand), _counts_above(s0s, cand), s1.size, s0.size,
-                                       gamma, delta)
-    best = int(np.argmax(eps))
+    tp, fp = _counts_above(s1s, cand), _counts_above(s0s, cand)
+    eps, _ = epsilon_lower_from_counts(tp, fp, s1.size, s0.size, gamma, delta)
+    rev, _ = epsilon_lower_from_counts(s1.size - tp, s0.size - fp, s1.size, s0.size, gamma, delta)
+    best, best_rev = int(np.argmax(eps)), int(np.argmax(rev))
+    if rev[best_rev] > eps[best]:  # H1 scores fall below H0: audit A = {score ≤ t} (module docstring)
+        return evaluate_threshold(s0, s1, float(cand[best_rev]), gamma, delta, direction=-1)
     threshold = float(cand[best]) if eps[best] > 0 else float(np.median(s0))
     return evaluate_threshold(s0, s1, threshold, gamma, delta)
 
 
 def evaluate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, threshold: float, gamma: float,
-                       delta: float) -> ThresholdAudit:
-    """Counts, point rates and Clopper–Pearson bounds of A = {score > threshold} (Eqs. 28–30)."""
+                       delta: float, direction: int = 1) -> ThresholdAudit:
+    """Counts, point rates and Clopper–Pearson bounds of A = {score > threshold} (Eqs. 28–30), or of
+    A = {score ≤ threshold} with ``direction=-1`` (the direction a calibration chose)."""
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
     tp, fp = int((s1 > threshold).sum()), int((s0 > threshold).sum())
-    return threshold_audit_from_counts(threshold, tp, fp, s1.size, s0.size, gamma, delta)
+    return threshold_audit_from_counts(threshold, tp, fp, s1.size, s0.size, gamma, delta, direction)
 
 
 def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0: int, gamma: float,
-                                delta: float) -> ThresholdAudit:
-    """``ThresholdAudit`` from counts alone (for streaming engines that never hold the scores)."""
+                                delta: float, direction: int = 1) -> ThresholdAudit:
+    """``ThresholdAudit`` from counts alone (for streaming engines that never hold the scores).
+
+    ``tp``, ``fp``: #H1 / #H0 trials with score > threshold. With ``direction=-1`` the audited event is
+    {score ≤ threshold}, whose counts are n1 − tp and n0 − fp (stored as ``true_pos`` / ``false_pos``).
+
+    Raises:
+        ValueError: for a direction other than +1 / −1.
+    """
+    if direction not in (1, -1):
+        raise ValueError(f"direction={direction!r} must be +1 (score > threshold) or -1 (score ≤ threshold)")
+    if direction == -1:
+        tp, fp = n1 - tp, n0 - fp
     eps, branch = epsilon_lower_from_counts(tp, fp, n1, n0, gamma, delta)
     return ThresholdAudit(
         threshold=float(threshold), epsilon=eps, branch=branch, true_pos=tp, false_pos=fp, n_h1=n1, n_h0=n0,
         tpr=tp / n1, fpr=fp / n0,
         tpr_lower=clopper_pearson(tp, n1, gamma, "lower"), fpr_upper=clopper_pearson(fp, n0, gamma, "upper"),
         tnr_lower=clopper_pearson(n0 - fp, n0, gamma, "lower"), fnr_upper=clopper_pearson(n1 - tp, n1, gamma, "upper"),
+        direction=int(direction),
     )
 
 
@@ -256,9 +289,10 @@ def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int,
         n_h1, n_h0: trials per hypothesis. gamma, delta: as in ``epsilon_lower_from_counts``.
 
     Returns:
-        ``ThresholdAudit`` at the threshold maximizing Eq. 28 (ties → lowest threshold; exact, see
-        ``best_threshold_from_counts``). If no candidate gives ε > 0: the lowest threshold with at most
-        half of the H0 trials above it (the grid's H0 median) and ε = 0 — as ``calibrate_threshold``.
+        ``ThresholdAudit`` at the threshold and direction maximizing Eq. 28 over both events {score > t} and
+        {score ≤ t} (ties → direction +1, lowest threshold; exact, see ``best_threshold_from_counts``). If no
+        candidate gives ε > 0: the lowest threshold with at most half of the H0 trials above it (the grid's
+        H0 median), direction +1 and ε = 0 — as ``calibrate_threshold``.
 
     Raises:
         ValueError: on mismatched lengths, an empty candidate set, or unsorted thresholds.
@@ -271,7 +305,12 @@ def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int,
                          "non-empty and of equal length")
     if np.any(np.diff(thr) <= 0):
         raise ValueError("thresholds must be strictly ascending")
-    idx, _ = best_threshold_from_counts(tp, fp, n_h1, n_h0, gamma, delta)
+    idx, eps = best_threshold_from_counts(tp, fp, n_h1, n_h0, gamma, delta)
+    # the reversed event {score ≤ t}: counts n − (counts above), non-increasing in descending threshold order
+    ridx, reps = best_threshold_from_counts((n_h1 - tp)[::-1], (n_h0 - fp)[::-1], n_h1, n_h0, gamma, delta)
+    if ridx >= 0 and reps > eps:
+        j = thr.size - 1 - ridx
+        return threshold_audit_from_counts(float(thr[j]), int(tp[j]), int(fp[j]), n_h1, n_h0, gamma, delta, -1)
     if idx < 0:
         idx = int(min(np.searchsorted(-fp, -n_h0 / 2, side="left"), thr.size - 1))
     return threshold_audit_from_counts(float(thr[idx]), int(tp[idx]), int(fp[idx]), n_h1, n_h0, gamma, delta)

@@ -121,7 +121,7 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
                   for split, prob in probs.items()}
         cal_audit = calibrate_threshold(scores["calibration"][0], scores["calibration"][1], audit.gamma, audit.delta)
         test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
-                                        audit.delta)
+                                        audit.delta, cal_audit.direction)
     eps_theory = (epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
                   if mechanism.noise_multiplier > 0 else float("inf"))
     return AuditResult(

@@ -164,7 +164,7 @@ def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig,
         cal: ThresholdAudit = calibrate_threshold(scores["calibration", 0], scores["calibration", 1], audit.gamma,
                                                   audit.delta)
         test: ThresholdAudit = evaluate_threshold(scores["test", 0], scores["test", 1], cal.threshold, audit.gamma,
-                                                  audit.delta)
+                                                  audit.delta, cal.direction)
         mu2 += prob.mu_eff ** 2
         row = {"releases": t + 1, "epsilon_lower": test.epsilon, "epsilon_theory": eps_theory[t],
                "mu_eff_round": prob.mu_eff, "mu_eff_composed": float(np.sqrt(mu2)), "canary_norm": prob.canary_norm,

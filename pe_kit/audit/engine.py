@@ -525,7 +525,7 @@ def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, 
     cal = calibrate_from_counts(grid.thresholds, tp, fp, trials, trials, gamma, delta)
     fp_t = test_engine.count_above(0, trials, cal.threshold, stream_seed(seed, 1, 0))
     tp_t = test_engine.count_above(1, trials, cal.threshold, stream_seed(seed, 1, 1))
-    tst = threshold_audit_from_counts(cal.threshold, tp_t, fp_t, trials, trials, gamma, delta)
+    tst = threshold_audit_from_counts(cal.threshold, tp_t, fp_t, trials, trials, gamma, delta, cal.direction)
     return ScalarAudit(epsilon_lower=tst.epsilon, threshold=cal.threshold, calibration=cal, test=tst, trials=trials,
                        grid=grid, method=cal_engine.method, backend=cal_engine.backend,
                        seconds=time.perf_counter() - t0)

@@ -6,9 +6,12 @@ Sentiment140 CSV (no header, Latin-1; columns polarity, id, date, query, user, t
 Paper: §3 and App. D ("Users and record cap"): m = 64 records; long arm (exactly 64 records, like Yelp),
 short arm (32–64 records cut to tweet length, like Sentiment140); 500 aux, 500 calibration, 1000 test.
 
-Error policy: a malformed line, a wrong encoding or a missing field raises ``DataError`` naming the
-file, line and field (``on_error="skip"`` counts and reports such lines instead); an empty text is a
-documented, counted skip; users outside [min_records, max_records] are counted and excluded.
+Error policy: a malformed line, a wrong encoding, a missing field or (Sentiment140) a malformed quote
+raises ``DataError`` naming the file, the *physical* line and the field (``on_error="skip"`` counts and
+reports such lines instead; nothing is silently rewritten); an empty text is a documented, counted skip;
+users outside [min_records, max_records] are counted and excluded. ``Corpus.report()`` gives, per skip
+rule, both what it counted (lines or users: ``skipped_<rule>``) and the records it removed
+(``records_removed_<rule>``). Files may start with a UTF-8 byte-order mark and use CRLF line ends.
 """
 from __future__ import annotations
 
@@ -47,12 +50,17 @@ class Corpus:
     Attributes:
         users: list of ``User`` (unique ids, first-appearance order).
         source: file path or description.
-        skipped: Counter of skip reasons → counts (e.g. ``empty_text``, ``too_few_records``).
+        skipped: Counter of skip rules → what each counted: lines for line rules (``malformed_line``,
+            ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``, ``empty_text``,
+            ``over_record_cap``), users for user rules (``user_too_few_records``, ``user_too_many_records``,
+            ``user_beyond_max_users``, ``not_in_<arm>_arm``).
+        removed: Counter of skip rules → records (lines) each rule removed.
     """
 
     users: list[User]
     source: str
     skipped: Counter = field(default_factory=Counter)
+    removed: Counter = field(default_factory=Counter)
 
     def __len__(self) -> int:
         return len(self.users)
@@ -61,11 +69,15 @@ class Corpus:
         return {u.user_id: u for u in self.users}
 
     def report(self) -> dict:
-        """Counts: users, records, records per user (min/median/max), and every skip reason."""
+        """Counts: users, records, records per user (min/median/max); per skip rule, what it counted
+        (``skipped_<rule>``: lines or users) and the records it removed (``records_removed_<rule>``), and
+        ``records_removed_total``."""
         n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
         return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
                 "records_min": int(n.min()), "records_median": float(np.median(n)), "records_max": int(n.max()),
-                **{f"skipped_{k}": v for k, v in sorted(self.skipped.items())}}
+                **{f"skipped_{k}": v for k, v in sorted(self.skipped.items())},
+                **{f"records_removed_{k}": v for k, v in sorted(self.removed.items())},
+                "records_removed_total": int(sum(self.removed.values()))}
 
 
 def default_data_path() -> Path:
@@ -79,14 +91,21 @@ def default_bank_path() -> Path:
 
 
 def _open_text(path: Path, encoding: str) -> io.TextIOBase:
+    """Text stream of a (gzip or plain) file; a leading UTF-8 byte-order mark is skipped."""
     raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    if raw.peek(3)[:3] == b"\xef\xbb\xbf":
+        raw.read(3)
     return io.TextIOWrapper(raw, encoding=encoding, newline="")
 
 
 def _iter_json_lines(path: Path, fields: Sequence[str], on_error: str, skipped: Counter) -> Iterator[tuple[int, dict]]:
+    """(physical line number, object) per JSON Lines record; a leading UTF-8 BOM is dropped, CRLF is fine
+    (bytes are split on LF only, so U+2028 inside a text does not split a record)."""
     raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     with raw:
         for lineno, data in enumerate(raw, start=1):
+            if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
+                data = data[3:]
             try:
                 line = data.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -116,7 +135,12 @@ def _fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
     if on_error == "skip":
         skipped[reason] += 1
         return
+    if on_error != "raise":
+        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     raise DataError(message)
+
+
+_LINE_RULES = ("malformed_line", "malformed_quote", "bad_encoding", "missing_field", "bad_label")
 
 
 def _collect(rows: Iterable[tuple[str, str, str]], source: str, record_cap: int, min_records: int,
@@ -128,10 +152,12 @@ def _collect(rows: Iterable[tuple[str, str, str]], source: str, record_cap: int,
         raise ValueError(f"need 1 ≤ min_records ≤ max_records; got {min_records}, {max_records}")
     texts: dict[str, list[str]] = {}
     labels: dict[str, str] = {}
+    removed: Counter = Counter()
     for uid, text, label in rows:
         text = " ".join(str(text).split())
         if not text:
             skipped["empty_text"] += 1
+            removed["empty_text"] += 1
             continue
         bucket = texts.setdefault(uid, [])
         labels.setdefault(uid, label)
@@ -139,18 +165,27 @@ def _collect(rows: Iterable[tuple[str, str, str]], source: str, record_cap: int,
             bucket.append(text)
         else:
             skipped["over_record_cap"] += 1
+            removed["over_record_cap"] += 1
+    for rule in _LINE_RULES:  # each skipped line held one record
+        if skipped[rule]:
+            removed[rule] += skipped[rule]
     users = []
     hi = max_records if max_records is not None else record_cap
     for uid, recs in texts.items():
-        if len(recs) < min_records:
-            skipped["user_too_few_records"] += 1
+        rule = None
+        if max_users is not None and len(users) >= max_users:
+            rule = "user_beyond_max_users"
+        elif len(recs) < min_records:
+            rule = "user_too_few_records"
         elif len(recs) > hi:
-            skipped["user_too_many_records"] += 1
-        else:
+            rule = "user_too_many_records"
+        if rule is None:
             users.append(User(uid, tuple(recs), labels[uid]))
-            if max_users is not None and len(users) >= max_users:
-                break
-    return Corpus(users, source, skipped)
+        else:
+            skipped[rule] += 1
+            removed[rule] += len(recs)
+    skipped = Counter({k: v for k, v in skipped.items() if v})
+    return Corpus(users, source, skipped, +removed)
 
 
 def _check_path(path) -> Path:
@@ -205,14 +240,30 @@ def load_sentiment140(path, record_cap: int = 64, min_records: int = 32, max_rec
     """Load Sentiment140 CSV: no header, Latin-1, columns polarity, id, date, query, user, text.
 
     Label = polarity ("0", "2", "4"). Defaults follow the paper's arm: 32–64 tweets per user.
-    Raises DataError naming file, line and column for rows without 6 columns or a bad polarity.
+    Raises DataError naming file, *physical* line (the first line of a record whose quoted text spans
+    lines) and column for rows without 6 columns, a bad polarity, or a malformed quote (``csv`` strict
+    mode; with ``on_error="skip"`` counted as ``malformed_quote``).
     """
     path = _check_path(path)
     skipped: Counter = Counter()
 
     def rows():
         with _open_text(path, "latin-1") as fh:
-            for lineno, rec in enumerate(csv.reader(fh), start=1):
+            reader = csv.reader(fh, strict=True)  # a malformed quote is an error, never silently rewritten
+            end = 0  # physical line where the previous record ended
+            while True:
+                lineno = end + 1  # physical line where this record starts (quoted fields may span lines)
+                try:
+                    rec = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    end = reader.line_num
+                    _fail(on_error, skipped, "malformed_quote",
+                          f"{path}: line {lineno}: malformed quoting ({exc}); fix the quotes (a quote inside a "
+                          "quoted field is written twice) or pass on_error='skip' to count and drop the line")
+                    continue
+                end = reader.line_num
                 if not rec:
                     continue
                 if len(rec) != 6:

@@ -35,9 +35,11 @@ def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
                  for u in corpus.users if record_cap // 2 <= len(u.texts) <= record_cap]
     else:
         raise ValueError(f"arm={arm!r} must be 'long' or 'short'")
-    skipped = Counter(corpus.skipped)
+    skipped, removed = Counter(corpus.skipped), Counter(corpus.removed)
+    kept = {u.user_id for u in users}
     skipped[f"not_in_{arm}_arm"] += len(corpus.users) - len(users)
-    return Corpus(users, f"{corpus.source} [{arm} arm]", skipped)
+    removed[f"not_in_{arm}_arm"] += sum(len(u.texts) for u in corpus.users if u.user_id not in kept)
+    return Corpus(users, f"{corpus.source} [{arm} arm]", skipped, removed)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,11 @@ probe (probes keep their bank positions in every round), builds feedback (positi
 negatives = lowest-Y texts; public bank texts only) and asks a generator for g = p − r − k̃ new texts,
 which fill the non-probe slots after the retained ones: S^(t+1) = R^(t) ∪ V^(t), |S^(t+1)| = p.
 Private records enter only through ``release_round``. Every finished round is written to a
-content-keyed, checksummed checkpoint (``pe_kit.cache.write_verified``); a rerun with the same
-inputs resumes at the last finished round and gives identical results (each round draws from its own
+content-keyed, checksummed checkpoint (``pe_kit.cache.write_verified``; the key is the bank texts and
+embeddings, the probe positions, the private records' digest, ``generator_identity`` (name, sampling
+settings, model file digest, code), the encoder's ``model_id`` (model file digest, token cap), the
+mechanism and loop settings, the run's entropy and the code of ``pe_kit.pe`` and ``text/variation.py``);
+a rerun with the same inputs resumes at the last finished round and gives identical results (each round draws from its own
 Generator seeded by (entropy drawn once from the caller's rng, t)).
 
 The composed audit (``round_problems`` → ``composed_audit``). Design decision (documented
@@ -45,7 +48,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.cache import cache_dir, content_hash, read_verified, write_verified
+from pe_kit.cache import cache_dir, content_hash, read_verified, source_digest, write_verified
 from pe_kit.config import MechanismConfig
 from pe_kit.pe.mechanism import (
     contributions,
@@ -325,9 +328,9 @@ def _decode_record(data: bytes, key: str, t: int) -> RoundRecord | None:
 
 
 def _generator_id(generator) -> dict:
-    cfg = getattr(generator, "config", None)
-    return {"name": str(getattr(generator, "name", type(generator).__name__)),
-            "config": cfg() if callable(cfg) else {}}
+    from pe_kit.text.generators.base import generator_identity
+
+    return generator_identity(generator)
 
 
 def _embed_new(generator, encoder, texts: list[str]) -> np.ndarray:
@@ -378,7 +381,8 @@ def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Popu
     g = bank.size - bank.probe_positions.size - retain
     entropy = int(rng.integers(0, 2**63 - 1))
     key = content_hash(_FORMAT, list(bank.texts), bank.embeddings.tobytes(), bank.probe_positions.tolist(),
-                       private.digest(), _generator_id(generator), mechanism.as_dict(), config.as_dict(), entropy)
+                       private.digest(), _generator_id(generator), mechanism.as_dict(), config.as_dict(), entropy,
+                       getattr(encoder, "model_id", None), source_digest("pe", "text/variation.py"))
     folder = None
     if checkpoint_dir is not False:
         folder = Path(checkpoint_dir if checkpoint_dir not in (None, True) else cache_dir() / "multiround") / key[:32]

@@ -73,10 +73,12 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
         scaling_factor: c of MAUVE's exp(−c·KL) frontier (mauve default 5).
 
     Returns:
-        ``MauveResult`` (MAUVE of a set against itself is 1; against a shifted set it is lower).
+        ``MauveResult`` (MAUVE of a set against itself is exactly 1; against a shifted set it is lower).
 
     Raises:
-        ValueError: on bad shapes, non-finite features, empty seeds, or subsampling without ``rng``.
+        ValueError: on bad shapes, non-finite features, empty seeds, subsampling without ``rng``, and on
+            degenerate inputs where MAUVE means nothing: zero-variance features (all rows the same point)
+            or fewer than 2·num_buckets distinct rows in P ∪ Q (k-means cannot place the clusters).
     """
     p = _features(p_features, "p_features")
     q = _features(q_features, "q_features")
@@ -102,15 +104,49 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
         buckets = int(num_buckets)
     else:
         raise ValueError(f"num_buckets={num_buckets!r} must be 'auto' or an int in [2, n_p + n_q]")
-    import mauve
+    from sklearn.preprocessing import normalize
 
-    scores = []
-    for s in seeds:
-        out = mauve.compute_mauve(p_features=p, q_features=q, num_buckets=buckets, kmeans_num_redo=kmeans_num_redo,
-                                  kmeans_max_iter=kmeans_max_iter, mauve_scaling_factor=scaling_factor, seed=s,
-                                  verbose=False)
-        scores.append(float(out.mauve))
+    raw_uniq, inverse = np.unique(np.vstack([q, p]), axis=0, return_inverse=True)  # mauve's order: Q, then P
+    inverse = inverse.reshape(-1)
+    uniq = normalize(raw_uniq, norm="l2", axis=1)  # as mauve does (norm="l2")
+    if float(np.ptp(uniq, axis=0).max()) <= 1e-6:  # every normalised row is the same point (up to rounding)
+        raise ValueError("P and Q have zero-variance features: every (L2-normalised) row is the same point, so "
+                         "there is nothing to quantize; MAUVE is undefined here (embed real, distinct texts)")
+    if uniq.shape[0] < 2 * buckets:
+        raise ValueError(f"too few distinct points: P ∪ Q has {uniq.shape[0]} distinct rows for num_buckets={buckets} "
+                         f"k-means clusters (need ≥ {2 * buckets}, two per cluster); pass more samples or a smaller "
+                         "num_buckets")
+    scores = [_mauve_once(uniq, inverse, q.shape[0], buckets, s, kmeans_num_redo, kmeans_max_iter, scaling_factor)
+              for s in seeds]
     arr = np.asarray(scores)
     return MauveResult(mean=float(arr.mean()), sd=float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
                        scores=tuple(scores), seeds=seeds, n_p=int(p.shape[0]), n_q=int(q.shape[0]),
                        num_buckets=buckets)
+
+
+def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, seed: int, num_redo: int,
+                max_iter: int, scaling_factor: float) -> float:
+    """One MAUVE value, as ``mauve.compute_mauve`` computes it (PCA to 90 % variance, faiss k-means with
+    ``seed + 2``, histograms, divergence frontier at 25 mixture weights, area under it), except that every
+    *distinct* row is projected and assigned once and its label shared by all its copies: identical rows of
+    P and Q always fall in the same cluster (in mauve itself BLAS rounding can split copies between two
+    close centroids, so MAUVE(P, P) could come out 0.75).
+    """
+    import faiss
+    from mauve.compute_mauve import compute_area_under_curve, get_divergence_curve_for_multinomials
+    from sklearn.decomposition import PCA
+
+    pca = PCA(n_components=None, whiten=False, random_state=seed + 1).fit(uniq[inverse])
+    keep = int(np.argmax(np.cumsum(pca.explained_variance_ratio_) >= 0.9)) + 1
+    low = np.ascontiguousarray(pca.transform(uniq)[:, :keep], dtype=np.float32)
+    km = faiss.Kmeans(low.shape[1], buckets, niter=max_iter, verbose=False, nredo=num_redo, update_index=True,
+                      seed=seed + 2, min_points_per_centroid=1)  # no "please provide ≥ 39·k points" chatter
+    km.train(np.ascontiguousarray(low[inverse]))
+    _, lab = km.index.search(low, 1)
+    labels = lab.reshape(-1)[inverse]
+    q_hist = np.bincount(labels[:n_q], minlength=buckets) / n_q
+    p_hist = np.bincount(labels[n_q:], minlength=buckets) / (labels.size - n_q)
+    weights = np.linspace(1e-6, 1 - 1e-6, 25)
+    x, y = get_divergence_curve_for_multinomials(p_hist, q_hist, weights, scaling_factor).T
+    i1, i2 = np.argsort(x), np.argsort(y)
+    return float(0.5 * (compute_area_under_curve(x[i1], y[i1]) + compute_area_under_curve(y[i2], x[i2])))

@@ -23,7 +23,8 @@ from pe_kit.audit.bounds import epsilon_lower_from_counts
 from pe_kit.cache import atomic_write_bytes, content_hash
 
 __all__ = ["StepCache", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
-           "add_epsilon_interval", "table_epsilon", "table_epsilon_spread", "summary_markdown", "RUN_COLUMNS"]
+           "add_epsilon_interval", "table_epsilon", "table_epsilon_spread", "summary_markdown", "truncation_table",
+           "RUN_COLUMNS"]
 
 #: Columns every row of ``results.csv`` carries (added by ``tidy`` / ``collect``).
 RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
@@ -162,8 +163,9 @@ def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
     return df[first + [c for c in df.columns if c not in first]]
 
 
-_COUNT_COL = re.compile(r"(^|_)(trials|canaries|coords|voters|users|seed|round|releases|participants|true_pos|"
-                        r"false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|max_probes|top_k|rows|slot|index)$")
+_COUNT_COL = re.compile(r"(^|_)(trials|canaries|truncated|total|token_cap|coords|voters|users|seed|round|"
+                        r"releases|participants|true_pos|false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|"
+                        r"max_probes|top_k|rows|slot|index)$")
 
 
 def _fmt(v: Any, floatfmt: str) -> str:
@@ -313,6 +315,33 @@ def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", 
     return table
 
 
+_TRUNC_KEYS = ("study_arm", "study_bank", "study_model", "token_cap")
+_TRUNC_COUNTS = ("records_truncated", "records_total", "bank_truncated", "bank_total")
+
+
+def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct world of a run (arm, bank, encoder, token cap) with its truncation counts.
+
+    Reads the ``token_cap``, ``records_truncated`` / ``records_total``, ``bank_truncated`` / ``bank_total``
+    columns that ``pe_kit.run.study.truncation_fields`` puts on every audit row. Returns an empty frame when
+    the rows carry no counts.
+    """
+    if df is None or df.empty or "token_cap" not in df.columns:
+        return pd.DataFrame()
+    cols = [c for c in (*_TRUNC_KEYS, *_TRUNC_COUNTS) if c in df.columns]
+    out = df.loc[df["token_cap"].notna(), cols].drop_duplicates()
+    keys = [c for c in _TRUNC_KEYS[:3] if c in out.columns]
+    counts = [c for c in ("token_cap", *_TRUNC_COUNTS) if c in out.columns]
+    if keys:  # rows without the world's names (e.g. notebook 03's checks) repeat a named world's counts
+        anon = out[keys].isna().all(axis=1)
+        named = set(map(tuple, out.loc[~anon, counts].itertuples(index=False)))
+        out = out[~anon | ~pd.Series([tuple(r) in named for r in out[counts].itertuples(index=False)], index=out.index)]
+    out = out.reset_index(drop=True)
+    if "records_truncated" in out and "records_total" in out:
+        out["records_truncated_share"] = out["records_truncated"] / out["records_total"].where(out["records_total"] > 0)
+    return out
+
+
 def _section(title: str, body: str) -> str:
     return f"\n## {title}\n\n{body}"
 
@@ -320,7 +349,8 @@ def _section(title: str, body: str) -> str:
 def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, figures: Sequence[str] = ()) -> str:
     """Render ``results.md``: run settings, then one table per experiment found in ``df``.
 
-    Experiments recognised (column ``experiment``): ``mechanism`` (01), ``probe_design`` (02),
+    First the texts the encoder truncated (:func:`truncation_table`), then the experiments recognised
+    (column ``experiment``): ``mechanism`` (01), ``probe_design`` (02),
     ``llr_check`` (03), ``table2`` (04), ``sigma_sweep`` / ``q_sweep`` / ``encoder`` / ``tightness`` (05),
     anything else (e.g. 06's rows) as a compact table of its numeric columns.
 
@@ -340,6 +370,10 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     if df is None or df.empty:
         out.append("\n(no result rows)\n")
         return "".join(out)
+    trunc = truncation_table(df)
+    if not trunc.empty:
+        out.append(_section("Texts cut by the encoder (longer than its token cap, embedded truncated)",
+                            markdown_table(trunc)))
     exp = df.get("experiment", pd.Series([None] * len(df))).fillna("other")
     done = set()
     t2 = df[exp == "table2"]

@@ -158,7 +158,8 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
             rows.append({"experiment": "llr_check", "check": check, "variant": name, "canary_id": design.canary_id,
                          "expected": float(expected), "observed": float(observed), "abs_error": float(err),
                          "tolerance": float(tol), "rule": kind, "passed": bool(passed), "mu_eff": mu,
-                         "trials": trials, "note": note, **{f"mech_{k}": x for k, x in mechanism.as_dict().items()}})
+                         "trials": trials, "note": note, **{f"mech_{k}": x for k, x in mechanism.as_dict().items()},
+                         **dict(getattr(world, "truncation", {}) or {})})
 
         add("h0_mean", -mu2 / 2, s0.mean(), 5 * se_mean, "Eq. 16, exact test-population moments")
         add("h0_var", mu2, s0.var(ddof=1), 5 * se_var, "Eq. 16")

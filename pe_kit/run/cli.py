@@ -110,8 +110,10 @@ def _presets() -> int:
 def _explore(args) -> int:
     from pe_kit.report.widgets import explorer_state
 
+    from pe_kit.config import check_param
+
     try:
-        st = explorer_state(args.sigma, args.q, int(round(args.trials)), args.mu_eff, args.delta)
+        st = explorer_state(args.sigma, args.q, check_param("trials", args.trials), args.mu_eff, args.delta)
     except ValueError as exc:
         print(f"pe-kit: {exc}", file=sys.stderr)
         return 2

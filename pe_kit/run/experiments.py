@@ -37,9 +37,10 @@ from pe_kit.run.study import (
     build_world,
     canary_contribution,
     make_design,
+    truncation_fields,
 )
 
-__all__ = ["code_hash", "study_config", "world_for", "resolve_variants", "canary_slots", "design_for",
+__all__ = ["code_hash", "world_key", "study_config", "world_for", "resolve_variants", "canary_slots", "design_for",
            "try_design", "design_summary", "audit_variants", "sweep", "encoder_ablation", "scalar_problems",
            "tightness", "paraphrase_examples", "mechanism_from", "audit_from", "REAL_VARIANTS", "NONCE_VARIANTS", "PAPER_TABLE2",
            "PAPER_TABLE4"]
@@ -66,6 +67,17 @@ def code_hash() -> str:
     return h.hexdigest()[:16]
 
 
+def world_key(world: World) -> str:
+    """The world's content key (``World.fingerprint``; computed by ``pe_kit.run.study.world_fingerprint``
+    for a ``World`` built by hand). Part of every step-cache key: the data and bank bytes, the bank texts and
+    the encoder's model files, never their paths alone."""
+    if not world.fingerprint:
+        from pe_kit.run.study import world_fingerprint
+
+        world.fingerprint = world_fingerprint(world.config, world.bank_texts, world.encoder)
+    return world.fingerprint
+
+
 def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | None = None,
                  model: str | None = None) -> StudyConfig:
     """A ``StudyConfig`` from notebook parameters (keys as in ``pe_kit.run.presets.Preset``).
@@ -76,19 +88,19 @@ def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | 
         arm, bank, model: override the mapping's values.
 
     Raises:
-        ValueError: naming a missing key.
+        ValueError: naming a missing key, or a value of the wrong type or range (``StudyConfig`` checks every
+            field with ``pe_kit.config.check_param``; no silent ``int()`` of a bool or a fraction).
     """
     need = ("n_canary", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "record_cap", "seed")
     missing = [k for k in need if params.get(k) is None]
     if missing:
         raise ValueError(f"parameters {missing} are not set; pass them or a preset (pe_kit.run.presets.PRESETS)")
     return StudyConfig(data=params.get("data"), fmt=params.get("fmt") or "auto", arm=arm or params.get("arm", "long"),
-                       n_canary=int(params["n_canary"]), n_aux=int(params["n_aux"]),
-                       n_calibration=int(params["n_calibration"]), n_test=int(params["n_test"]),
-                       bank=bank or params.get("bank", "bankA"), bank_size=int(params["bank_size"]),
-                       max_probes=int(params["max_probes"]), model=model or params.get("model") or "all-MiniLM-L6-v2",
-                       max_seq_length=params.get("max_seq_length"), record_cap=int(params["record_cap"]),
-                       seed=int(params["seed"]))
+                       n_canary=params["n_canary"], n_aux=params["n_aux"], n_calibration=params["n_calibration"],
+                       n_test=params["n_test"], bank=bank or params.get("bank", "bankA"), bank_size=params["bank_size"],
+                       max_probes=params["max_probes"], model=model or params.get("model") or "all-MiniLM-L6-v2",
+                       max_seq_length=params.get("max_seq_length"), record_cap=params["record_cap"],
+                       seed=params["seed"])
 
 
 def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:
@@ -109,20 +121,26 @@ def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> Audit
     return AuditConfig(**kw)
 
 
-_WORLDS: dict[StudyConfig, World] = {}
+_WORLDS: dict[tuple, World] = {}
 
 
 def world_for(config: StudyConfig, progress: bool = True) -> World:
     """Build (or reuse, within this process) the ``World`` of ``config``; embeddings come from the disk cache.
 
+    The in-process reuse is keyed by ``config`` *and* ``pe_kit.run.study.input_digests(config)``, so a data or
+    bank file rewritten during a notebook session is reloaded.
+
     Raises what ``pe_kit.run.study.build_world`` raises (too few users, a bank smaller than ``bank_size`` …).
     """
-    if config not in _WORLDS:
+    from pe_kit.run.study import input_digests
+
+    key = (config, tuple(sorted(input_digests(config).items())))
+    if key not in _WORLDS:
         from pe_kit.text.encoder import Encoder
 
         encoder = Encoder(config.model, max_seq_length=config.max_seq_length, progress=progress)
-        _WORLDS[config] = build_world(config, encoder=encoder)
-    return _WORLDS[config]
+        _WORLDS[key] = build_world(config, encoder=encoder)
+    return _WORLDS[key]
 
 
 def resolve_variants(variants: str | Sequence[str]) -> list[str]:
@@ -217,7 +235,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
     vote mass on P), ``canary_norm`` (‖v_P‖₂ ≤ C), ``canary_norm_full`` (‖v‖₂), ``clip_norm``,
     ``mu_eff`` (with Σ̂ from the aux users, N = n_test), ``mu_eff_ceiling`` (1/σ),
     ``background_voters`` (test users with any vote on P), ``background_vote_share`` (mean share of a
-    test user's mass on P).
+    test user's mass on P), and the world's truncation counts (``pe_kit.run.study.truncation_fields``).
     """
     v_full = canary_contribution(world, design, mechanism)
     coords = np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64)
@@ -237,7 +255,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
             "mu_eff": mu_eff(v, sigma) if coords.size else 0.0,
             "mu_eff_ceiling": (1 / sigma_) if sigma_ > 0 else float("inf"),
             "background_voters": int((onP > 0).sum()),
-            "background_vote_share": float(np.mean(onP / np.maximum(totals, 1e-300)))}
+            "background_vote_share": float(np.mean(onP / np.maximum(totals, 1e-300))), **truncation_fields(world)}
 
 
 def audit_variants(world: World, variants: Sequence[str], per_variant: int, mechanism: MechanismConfig,
@@ -284,7 +302,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
             row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
             return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
 
-        key = ("audit", world.config.as_dict(), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
+        key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
                design_mechanism.as_dict(), pool_size, code_hash())
         row = cache.get_or_compute(key, compute) if cache is not None else compute()
         if "skipped" in row:
@@ -415,7 +433,7 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
     if not trials or min(trials) < 1:
         raise ValueError(f"tightness_trials={trials} must be a non-empty list of positive counts")
     slot = canary_slots(variant, 1, world.config.n_canary)[0]
-    key = ("tightness", world.config.as_dict(), variant, slot, trials, mechanism.as_dict(), audit.as_dict(), seed,
+    key = ("tightness", world.config.as_dict(), world_key(world), variant, slot, trials, mechanism.as_dict(), audit.as_dict(), seed,
            pool_size, code_hash())
 
     def compute():
@@ -428,7 +446,8 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
         base = {"experiment": "tightness", "variant": variant, "canary_id": design.canary_id, "canary_slot": slot,
                 "source": "pe_kit.audit.sweep.tightness_curve", "audit_n_canaries": audit.n_canaries,
                 **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
-                **{f"study_{k}": v for k, v in world.config.as_dict().items()}, "bank_source": world.config.bank}
+                **{f"study_{k}": v for k, v in world.config.as_dict().items()}, "bank_source": world.config.bank,
+                **truncation_fields(world)}
         return [{**base, **{k: v for k, v in r.items() if k not in ("attack", "canary")}}
                 for r in df.to_dict("records")]
 

@@ -69,7 +69,7 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
                 **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
                 **{f"study_{k}": v for k, v in world.config.as_dict().items()},
                 "variant": design.variant, "canary_id": design.canary_id, "generator": _generator_id(generator)["name"],
-                "reference_split": reference_split, "transcript_key": transcript.key}
+                "reference_split": reference_split, "transcript_key": transcript.key, **dict(world.truncation)}
     rows = []
     for t, bank in enumerate(transcript.banks):
         cand = bank.candidate_mask()

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pe_kit.config import check_param
+
 #: Notebook stems, in run order. 06 belongs to the multi-round work and runs only if its file exists.
 NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve")
 
@@ -98,14 +100,18 @@ PRESETS: dict[str, Preset] = {
         extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500}}),
     "quick": Preset(
         name="quick",
-        description=("Laptop sizes on the bundled Blogs sample (900 bloggers, posts ≤ 600 chars): record cap m=32; "
-                     "5 real canaries shared by the five real-canary variants (paper: 5 independent ones each); "
-                     "100 aux / 100 calibration / 200 test users; p=2048, r=64, candidate pools of M=256; "
-                     "MiniLM-L6 truncated to 64 tokens; 2·10⁵ trials per hypothesis (paper: m=64, 500/500/1000, "
-                     "p=8192, M=512, full-length texts, 10⁶ trials). Fewer trials and users give looser "
-                     "Clopper–Pearson bounds, so ε_lower here sits below what the paper's sizes give."),
-        record_cap=32, n_canary=5, per_variant=5, n_aux=100, n_calibration=100, n_test=200, bank_size=2048,
-        max_probes=64, pool_size=256, max_seq_length=64, trials=200_000, llr_trials=200_000,
+        description=("The paper's protocol on the bundled Blogs sample (900 bloggers with 64 posts, each cut at 600 "
+                     "chars), sizes reduced only where measured not to move μ_eff (benchmarks/fidelity_mu_eff.py, "
+                     "docs/fidelity.md): m=64 records per user, exact with r=m=64 copies, 25 real canaries (5 "
+                     "independent ones per real-canary variant), p=8192, r=64, M=512, 150 aux users (μ_eff moves "
+                     "< 0.01 from 100 to 300 aux users). Reduced where the data or the clock forces it: N=290 test "
+                     "users and 290 distinct calibration users (paper N=1000: the sample has 900 bloggers; at "
+                     "N=290 a natural canary's median μ_eff is 0.58 against 0.53 at N=1000, exact's 0.77 against "
+                     "0.68), MiniLM-L6 cut at 64 tokens (the model's own cap is 256; results.md counts the cut "
+                     "records), 2·10⁵ trials per hypothesis (paper 10⁶: looser Clopper–Pearson bounds, so ε_lower "
+                     "sits below what μ_eff allows at 10⁶)."),
+        record_cap=64, n_canary=25, per_variant=5, n_aux=150, n_calibration=290, n_test=290, bank_size=8192,
+        max_probes=64, pool_size=512, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
         encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000)),
     "paper": Preset(
@@ -113,7 +119,7 @@ PRESETS: dict[str, Preset] = {
         description=("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "
                      "are synthetic), 500 aux users, N=1000 test users and 1000 distinct calibration users (equal "
                      "size: the threshold is calibrated on the statistic of N users, never on resampled users; the "
-                     "paper lists 500), p=8192, r=64, M=512, MiniLM-L6 at its own 256-token cap, 10⁶ trials "
+                     "paper lists 500), p=8192, r=64, M=512, MiniLM-L6 at its own 256-token cap (longer texts are cut; results.md counts them), 10⁶ trials "
                      "(5·10⁶ for the sweeps). Needs ≥ 2,525 eligible users per arm plus users left for the public "
                      "bank (--data PATH: Yelp, Sentiment140, or the full Blogs corpus with a smaller N, see "
                      "scripts/paper_run.sh). Hours on 2 CPU cores."),
@@ -139,11 +145,14 @@ def parse_override(text: str) -> tuple[str, Any]:
     """Parse ``key=value`` (value as JSON if it parses, else a comma list for ``a,b``, else a string).
 
     ``key`` is a ``Preset`` field (``trials``, ``variants`` …) or ``<notebook>.<parameter>`` for one notebook's
-    own parameter, e.g. ``06.generator=openai`` or ``06_multiround_mauve.rounds=3`` (stored in ``Preset.extra``).
+    own parameter, e.g. ``06.generator=openai`` or ``06_multiround_mauve.rounds=3`` (stored in ``Preset.extra``;
+    ``pe_kit.run.reproduce`` checks that the notebook declares it). The value is checked and normalised by
+    ``pe_kit.config.check_param`` (``trials=1e6`` → 1000000; ``trials=true``, ``max_probes=1.5`` rejected).
 
     Raises:
-        ValueError: if ``text`` has no ``=``, the key is not a ``Preset`` field, or the notebook is unknown
-            (the message lists the valid keys).
+        ValueError: if ``text`` has no ``=``, the key is not a ``Preset`` field, the notebook is unknown
+            (the message lists the valid keys), or the value has the wrong type or range (the message names
+            the field and the accepted values).
     """
     if "=" not in text:
         raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
@@ -168,10 +177,25 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = [v.strip() for v in raw.split(",")] if "," in raw else raw
     if raw.lower() in ("none", "null"):
         value = None
+    if isinstance(value, list):  # "a,1e6" → each part parsed as JSON when it parses
+        value = [_json_or_str(v) for v in value]
     default = {f.name: f.default for f in fields(Preset)}.get(key)
     if isinstance(default, tuple) and value is not None and not isinstance(value, list):
         value = [value]  # a single value for a list setting (``--set banks=public``)
+    try:
+        value = check_param(key, value)
+    except ValueError as exc:
+        raise ValueError(f"--set {key}={raw}: {exc}") from None
     return key, _absolute_paths(key, value)
+
+
+def _json_or_str(v: Any) -> Any:
+    if not isinstance(v, str):
+        return v
+    try:
+        return json.loads(v)
+    except json.JSONDecodeError:
+        return v
 
 
 def _absolute_paths(key: str, value: Any) -> Any:
@@ -235,13 +259,21 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             continue
         if k not in valid or k in ("name", "extra"):
             raise ValueError(f"override {k!r} is not a preset field; valid: {', '.join(sorted(valid - {'name', 'extra'}))}")
-        changes[k] = tuple(v) if isinstance(v, list) else v
+        changes[k] = v
     p = replace(p, **changes)
-    for k in ("record_cap", "n_canary", "per_variant", "n_aux", "n_calibration", "n_test", "bank_size", "pool_size", "trials",
-              "llr_trials", "sweep_trials", "encoder_per_variant"):
-        v = getattr(p, k)
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{k}={v!r} must be an integer ≥ 1 (preset {p.name})")
+    checked = {}
+    for f in fields(Preset):  # one typed validation (pe_kit.config.check_param) for every field
+        if f.name in ("name", "description", "extra"):
+            continue
+        try:
+            v = check_param(f.name, getattr(p, f.name))
+        except ValueError as exc:
+            raise ValueError(f"{exc} (preset {p.name})") from None
+        checked[f.name] = tuple(v) if isinstance(v, list) else v
+    for nb, values in p.extra.items():
+        for k, v in values.items():
+            check_param(f"{nb}.{k}", v)
+    p = replace(p, **checked)
     if p.n_calibration != p.n_test:
         raise ValueError(f"n_calibration={p.n_calibration} but n_test={p.n_test} (preset {p.name}): calibration and test "
                          "are disjoint users of the same size N; set both, e.g. --set n_test=600 --set n_calibration=600")
@@ -266,7 +298,11 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
 
     Returns:
         dict with every key of ``NOTEBOOK_KEYS[notebook]`` (``output_dir`` default ``results/interactive``,
-        ``seed`` default 0). Lists stay lists.
+        ``seed`` default 0), each checked by ``pe_kit.config.check_param`` (integral floats become ints,
+        list fields lists).
+
+    Raises:
+        ValueError: a value of the wrong type or range (``trials=True``), naming the field and the accepted values.
 
     Side effect: when run by ``pe-kit reproduce`` (env ``PE_KIT_HEADLESS=1``) progress bars switch to plain
     text (:func:`text_progress`), so they stream to the terminal with ``--log-output`` instead of being
@@ -292,6 +328,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     for k, v in given.items():  # keys outside the table (e.g. a notebook's own extras) pass through
         if k not in out and v is not None:
             out[k] = v
+    out = {k: check_param(k, v) for k, v in out.items()}  # the same typed validation as --set and presets
     Path(out["output_dir"]).mkdir(parents=True, exist_ok=True)
     return out
 

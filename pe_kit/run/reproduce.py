@@ -7,7 +7,8 @@
    (:func:`notebook_params`; every notebook takes ``output_dir``, ``preset``, ``seed``, ``data`` and the
    sizes it uses, and writes ``<output_dir>/<notebook>.csv`` plus figures under ``<output_dir>/figures``);
 2. executes each notebook unless a done-marker ``<run>/.done/<notebook>.json`` shows it already finished
-   with the same parameters, the same notebook file and the same pe_kit code, and its output files are
+   with the same parameters, the same bytes of every data / bank / model file they name (:func:`marker_key`,
+   :func:`input_digests`), the same notebook file and the same pe_kit code, and its output files are
    still there with the recorded sizes (then it is reused);
 3. inside a notebook, every audit step is cached under ``<run>/.steps`` (``pe_kit.report.results.StepCache``),
    and embeddings under ``PE_KIT_CACHE``, so a rerun after a failure resumes mid-notebook;
@@ -32,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
 from pe_kit.run.presets import (
     _REPO,
+    NOTEBOOK_KEYS,
     NOTEBOOKS,
     PRESETS,
     Preset,
@@ -40,7 +42,7 @@ from pe_kit.run.presets import (
 )
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes"]
+           "this_python_kernel", "run_sizes", "input_digests", "marker_key"]
 
 
 class ReproduceError(RuntimeError):
@@ -93,7 +95,11 @@ def this_python_kernel() -> str:
     """
     name = "pe_kit-" + content_hash(sys.executable)[:12]
     root = cache_dir() / "jupyter"
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+    # log level ERROR: the kernel's own start-up chatter ("Kernel is running over TCP without encryption", a
+    # local loopback connection) stays off the terminal; the cells' warnings and errors still reach the
+    # executed notebook (and the terminal with --log-output)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                     "--IPKernelApp.log_level=ERROR"],
             "display_name": f"Python (pe_kit, {sys.executable})", "language": "python"}
     path = root / "kernels" / name / "kernel.json"
     data = json.dumps(spec, indent=1).encode()
@@ -144,6 +150,55 @@ def _outputs(run_dir: Path, nb: str) -> dict:
     return {str(f.relative_to(run_dir)): f.stat().st_size for f in files if f.is_file()}
 
 
+def input_digests(params: Mapping[str, Any]) -> dict:
+    """Digests of every file and model a notebook's parameters name, for its done-marker key.
+
+    ``data`` (None = the bundled Blogs sample), ``bank`` / ``banks`` (``bankA`` = the bundled bank file,
+    ``file:<path>`` or a path), ``model`` / ``encoders`` (``"auto"`` = the installed encoders) and
+    ``generator="smollm2"`` (the bundled GGUF) are hashed by content (``pe_kit.cache.file_digest`` /
+    ``pe_kit.text.models.model_fingerprint``); any other string parameter that names an existing file is
+    hashed too. A name stands in for content nowhere: rewriting ``my.jsonl.gz`` in place changes the key.
+
+    Returns a dict ``"<param>" or "<param>[i]"`` → digest str.
+    """
+    from pe_kit.cache import file_digest
+    from pe_kit.data.loaders import default_bank_path, default_data_path
+    from pe_kit.text.models import available_encoders, model_fingerprint
+
+    out: dict[str, str] = {}
+    out["data"] = file_digest(params.get("data") or default_data_path())
+    for key, value in params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for i, v in enumerate(values):
+            name = key if len(values) == 1 and not isinstance(value, (list, tuple)) else f"{key}[{i}]"
+            if not isinstance(v, str) or key == "output_dir":
+                continue
+            if key in ("bank", "banks") and v == "bankA":
+                out[name] = file_digest(default_bank_path())
+            elif key in ("model", "encoders"):
+                for j, m in enumerate(available_encoders() if v == "auto" else [v]):
+                    out[f"{name}:{j}"] = model_fingerprint(m)
+            elif key == "generator" and v == "smollm2":
+                try:
+                    from pe_kit.text.generators.local_lm import smollm2_gguf_path
+
+                    out[name] = model_fingerprint(smollm2_gguf_path())
+                except Exception as exc:  # not installed: the notebook will say so itself
+                    out[name] = f"unavailable: {type(exc).__name__}"
+            else:
+                path = v[5:] if v.startswith("file:") else v
+                if len(path) < 4096 and os.path.isfile(path):
+                    out[name] = file_digest(path)
+    return out
+
+
+def marker_key(src: Path, params: Mapping[str, Any], fingerprint: str | None = None) -> str:
+    """Done-marker key of one notebook: its file's bytes, its parameters, :func:`input_digests` of the
+    files and models they name, and the pe_kit code (``_code_fingerprint``). 64 hex chars."""
+    return content_hash(Path(src).read_bytes(), json.dumps(params, sort_keys=True, default=str),
+                        json.dumps(input_digests(params), sort_keys=True), fingerprint or _code_fingerprint())
+
+
 def _marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
     try:
         info = json.loads(marker.read_text())
@@ -171,6 +226,33 @@ def _declared(path: Path) -> list[str]:
     return []
 
 
+_RUNNER_OWNED = ("output_dir", "preset", "seed")
+
+
+def _check_notebook_overrides(preset: Preset, folder: Path) -> None:
+    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook.
+
+    Raises:
+        ValueError: for a parameter the notebook does not declare in its ``parameters`` cell (or does not
+            take from the runner), listing the ones it does; for ``output_dir`` / ``preset`` / ``seed``
+            (set by the runner: use ``--results-dir`` / ``--preset`` / ``--seed``).
+    """
+    for nb, values in preset.extra.items():
+        src = folder / f"{nb}.ipynb"
+        if not src.is_file():
+            continue
+        declared = _declared(src)
+        takes = [k for k in (NOTEBOOK_KEYS[nb] if nb in NOTEBOOK_KEYS else declared)
+                 if k in declared and k not in _RUNNER_OWNED]
+        for k in values:
+            if k in _RUNNER_OWNED:
+                raise ValueError(f"--set {nb}.{k}=…: {k} is set by the runner; use --"
+                                 f"{'results-dir' if k == 'output_dir' else k} instead")
+            if k not in takes:
+                raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}; its parameters are: "
+                                 f"{', '.join(sorted(takes))}")
+
+
 def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, results_dir: str | Path = "results",
                      data: str | None = None, fmt: str | None = None, seed: int = 0,
                      overrides: Mapping[str, Any] | None = None, notebooks: Sequence[str] | None = None,
@@ -196,7 +278,8 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
         ``RunSummary`` (``ok`` is False when a notebook failed; ``failures`` holds the ``ReproduceError``s).
 
     Raises:
-        ValueError: bad preset, override or notebook name. FileNotFoundError: no notebooks folder.
+        ValueError: bad preset, override or notebook name, or a ``<notebook>.<parameter>`` override the notebook
+            does not declare (the message lists its parameters). FileNotFoundError: no notebooks folder.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -250,6 +333,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         todo.sort(key=lambda s: NOTEBOOKS.index(s) if s in NOTEBOOKS else len(NOTEBOOKS))
     if not todo:
         raise FileNotFoundError(f"no notebooks to run in {folder}")
+    _check_notebook_overrides(p, folder)
     run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p))
     (run_dir / ".done").mkdir(parents=True, exist_ok=True)
     (run_dir / "notebooks").mkdir(exist_ok=True)
@@ -262,7 +346,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         src = folder / f"{nb}.ipynb"
         declared = _declared(src)
         params = notebook_params(nb, p, run_dir, seed, declared)
-        key = content_hash(src.read_bytes(), json.dumps(params, sort_keys=True, default=str), fingerprint)
+        key = marker_key(src, params, fingerprint)
         marker = run_dir / ".done" / f"{nb}.json"
         head = f"[{i}/{len(todo)}] {nb}"
         if not force and _marker_valid(marker, key, run_dir):
@@ -276,6 +360,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         t0 = time.perf_counter()
         try:
             pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
+                                language="python",  # our own kernel runs it, whatever the notebook's metadata says
                                 progress_bar=progress, cwd=str(run_dir),
                                 stdout_file=sys.stdout if log_output else None,
                                 stderr_file=sys.stderr if log_output else None)

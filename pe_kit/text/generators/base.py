@@ -123,6 +123,31 @@ def _check_seeds(seeds: Any, n: int) -> list[int]:
     return [int(s) for s in arr]
 
 
+def generator_identity(generator) -> dict:
+    """Everything that fixes a generator's outputs besides (prompt, seed): the key part of every generation
+    cache and multi-round checkpoint.
+
+    Returns a JSON-able dict: ``name``; ``config`` (its ``config()``: sampling settings such as temperature,
+    top_p, max tokens, system prompt); ``model`` (its ``identity()`` when it has one: a digest of the model
+    files, ``pe_kit.text.models.model_fingerprint``, so two models in same-named folders differ; None
+    otherwise, e.g. a remote endpoint known only by name and URL); ``code`` (SHA-256 of the source file of
+    the generator's class, so a change to its cleaning or sampling code regenerates).
+    """
+    import hashlib
+    import inspect
+
+    target = generator  # a CachedGenerator reports its wrapped generator's identity through identity()
+    cfg = getattr(target, "config", None)
+    ident = getattr(target, "identity", None)
+    try:
+        src = inspect.getsourcefile(type(target))
+        code = hashlib.sha256(open(src, "rb").read()).hexdigest()[:16] if src else None
+    except (OSError, TypeError):
+        code = None
+    return {"name": str(getattr(target, "name", type(target).__name__)), "config": cfg() if callable(cfg) else {},
+            "model": ident() if callable(ident) else None, "code": code}
+
+
 class SeededGenerator:
     """Base class for generators whose output for a prompt depends only on (prompt, seed, settings).
 

@@ -1,5 +1,8 @@
 """``CachedGenerator``: every output stored on disk, keyed by (generator identity, settings, prompt, seed).
 
+The identity is ``generator_identity``: name, sampling settings, a digest of the model's files and the
+generator's code.
+
 Outputs are written as soon as each batch returns, so a failure part-way keeps what was generated.
 """
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pe_kit.text.generators.base import (
     _check_prompts,
     _check_seeds,
     draw_seeds,
+    generator_identity,
 )
 
 
@@ -26,7 +30,7 @@ from pe_kit.text.generators.base import (
 # --------------------------------------------------------------------------------------------------
 class CachedGenerator:
     """Wraps any :class:`TextGenerator` and caches each output on disk, keyed by content hash of
-    (generator name, generator ``config()``, prompt, seed).
+    (``generator_identity``: name, ``config()``, model file digest, code; prompt; seed).
 
     ``generate(prompts, rng)`` draws one seed per prompt from ``rng`` (as the backends do), returns
     cached outputs where present and asks the wrapped generator only for the missing prompts, in
@@ -48,6 +52,7 @@ class CachedGenerator:
         self.root = Path(root) if root is not None else cache_dir() / "generation"
         self.hits = 0
         self.misses = 0
+        self._identity: dict | None = None
 
     @property
     def name(self) -> str:
@@ -65,9 +70,16 @@ class CachedGenerator:
         cfg = getattr(self.inner, "config", None)
         return cfg() if callable(cfg) else {}
 
+    def identity(self) -> dict:
+        """The wrapped generator's ``generator_identity`` (name, settings, model digest, code), computed once."""
+        if self._identity is None:
+            self._identity = generator_identity(self.inner)
+        return self._identity
+
     def key(self, prompt: str, seed: int) -> str:
-        """Cache key (64 hex chars) of one (prompt, seed) under this generator's name and settings."""
-        return content_hash("pe_kit.text.generators/v1", self.name, self.config(), prompt, int(seed))
+        """Cache key (64 hex chars) of one (prompt, seed) under this generator's identity
+        (``pe_kit.text.generators.base.generator_identity``: name, sampling settings, model file digest, code)."""
+        return content_hash("pe_kit.text.generators/v2", self.identity(), prompt, int(seed))
 
     def path(self, key: str) -> Path:
         """File that holds the entry with ``key``."""

@@ -7,7 +7,6 @@ the paper's Qwen3 generator (§3, App. C).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -21,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pe_kit.cache import cache_dir, content_hash
+from pe_kit.cache import cache_dir, content_hash, file_digest
 from pe_kit.text.generators.base import (
     GenerationError,
     SeededGenerator,
@@ -65,19 +64,8 @@ def smollm2_gguf_path() -> Path:
     )
 
 
-_SHA_CACHE: dict[tuple[str, int, int], str] = {}
-
-
 def _file_sha256(path: Path) -> str:
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _SHA_CACHE:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
-        _SHA_CACHE[key] = h.hexdigest()
-    return _SHA_CACHE[key]
+    return file_digest(path)  # stat short-cut via a sidecar, never instead of the digest
 
 
 def _converted_dir(gguf_path: Path) -> Path:
@@ -296,6 +284,19 @@ class LocalLMGenerator(SeededGenerator):
             "clean": self.clean,
             "gguf_file": self.gguf_file,
         }
+
+    def identity(self) -> str:
+        """Digest of the model's files (``pe_kit.text.models.model_fingerprint`` of ``model_path``, or of the
+        bundled SmolLM2 GGUF file), so that outputs are cached per model bytes, not per folder name.
+        Raises :class:`GenerationError` if the default model is not installed."""
+        from pe_kit.text.models import model_fingerprint
+
+        if self.model_path is None:
+            return model_fingerprint(smollm2_gguf_path())
+        path = Path(self.model_path)
+        if self.gguf_file and (path / self.gguf_file).is_file():
+            return model_fingerprint(path / self.gguf_file)
+        return model_fingerprint(self.model_path)
 
     def load(self) -> tuple[Any, Any]:
         """Load (or fetch from the per-process cache) and return ``(tokenizer, model)``."""

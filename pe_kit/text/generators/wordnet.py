@@ -183,6 +183,16 @@ class WordNetParaphraser(SeededGenerator):
     def config(self) -> dict:
         return {"rate": self.rate, "senses": self.senses}
 
+    def identity(self) -> str:
+        """Digest of the WNDB ``index.*`` / ``data.*`` files the paraphraser reads (``pe_kit.cache.file_digest``),
+        so cached paraphrases follow the WordNet version, not the folder path. Missing files: ``"missing"``."""
+        from pe_kit.cache import content_hash, file_digest
+
+        files = [f"{kind}.{f}" for f in _POS_FILES.values() for kind in ("index", "data")]
+        if not all((self.wordnet_dir / f).is_file() for f in files):
+            return "missing"
+        return "sha256:" + content_hash([(f, file_digest(self.wordnet_dir / f)) for f in files])
+
     @property
     def wordnet(self) -> _WordNet:
         if self._wn is None:

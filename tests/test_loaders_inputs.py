@@ -1,0 +1,101 @@
+"""Loaders read what real files contain (issue 10, item 3): BOM + CRLF, physical lines, malformed quotes,
+per-rule skip counts."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from pe_kit.data.loaders import DataError, load_bank_texts, load_blogs, load_sentiment140, load_yelp
+from pe_kit.data.splits import make_arm
+
+BOM = b"\xef\xbb\xbf"
+
+
+def _crlf_jsonl(path, rows, bom=True, gz=False):
+    data = (BOM if bom else b"") + b"".join(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\r\n" for r in rows)
+    if gz:
+        with gzip.open(path, "wb") as fh:
+            fh.write(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+YELP = [{"review_id": "r0", "user_id": "user_0", "stars": 4.0, "text": "Great café\u2028second line 😀 first"},
+        {"review_id": "r1", "user_id": "user_0", "stars": 4.0, "text": "Second review"},
+        {"review_id": "r2", "user_id": "user_1", "stars": 2.0, "text": "Third review"}]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_yelp_bom_crlf_loads_every_record(tmp_path, gz):
+    p = _crlf_jsonl(tmp_path / ("yelp.json.gz" if gz else "yelp.json"), YELP, gz=gz)
+    for on_error in ("raise", "skip"):
+        c = load_yelp(p, min_records=1, on_error=on_error)
+        assert [len(u.texts) for u in c.users] == [2, 1] and sum(c.skipped.values()) == 0
+        assert c.users[0].texts[0] == "Great café second line 😀 first"  # U+2028 is whitespace inside one record
+        assert c.users[0].label == "4.0"
+
+
+def test_blogs_and_bank_with_bom_crlf(tmp_path):
+    rows = [{"user_id": "b1", "text": f"post {i}", "industry": "Arts"} for i in range(3)]
+    c = load_blogs(_crlf_jsonl(tmp_path / "blogs.jsonl", rows))
+    assert len(c) == 1 and c.users[0].texts == ("post 0", "post 1", "post 2") and c.users[0].label == "Arts"
+    texts, info = load_bank_texts(_crlf_jsonl(tmp_path / "bank.jsonl.gz", [{"text": "alpha"}, {"text": "beta"}], gz=True))
+    assert texts == ["alpha", "beta"] and info["rows"] == 2
+
+
+def test_bom_only_at_the_start(tmp_path):
+    p = tmp_path / "y.json"
+    p.write_bytes(json.dumps(YELP[0]).encode() + b"\n" + BOM + json.dumps(YELP[1]).encode() + b"\n")
+    with pytest.raises(DataError, match="line 2"):  # a BOM in the middle is a malformed line, named
+        load_yelp(p, min_records=1)
+
+
+def _s140(path, lines):
+    path.write_bytes("".join(lines).encode("latin-1"))
+    return path
+
+
+def test_sentiment140_physical_lines_and_malformed_quotes(tmp_path):
+    ok = [f'"0","{i}","Mon","NO_QUERY","u1","tweet {i}"\n' for i in range(3)]
+    multi = '"4","10","Mon","NO_QUERY","u2","two\nlines"\n'  # physical lines 4-5
+    bad_quote = '"0","11","Mon","NO_QUERY","u2","he said "hi" ok"\n'  # physical line 6
+    bad_label = '"7","12","Mon","NO_QUERY","u2","x"\n'  # physical line 7
+    p = _s140(tmp_path / "s.csv", ok + [multi, bad_label])
+    with pytest.raises(DataError, match=r"s\.csv: line 6: field 'polarity' is '7'"):  # the physical line
+        load_sentiment140(p, min_records=1)
+    p = _s140(tmp_path / "q.csv", ok + [multi, bad_quote, bad_label])
+    with pytest.raises(DataError, match=r"q\.csv: line 6: malformed quoting"):
+        load_sentiment140(p, min_records=1)
+    c = load_sentiment140(p, min_records=1, on_error="skip")
+    assert c.skipped["malformed_quote"] == 1 and c.skipped["bad_label"] == 1
+    assert c.by_id()["u2"].texts == ("two lines",)  # the malformed line is counted and dropped, never rewritten
+    rep = c.report()
+    assert rep["skipped_malformed_quote"] == 1 and rep["records_removed_malformed_quote"] == 1
+    # a BOM at the start of the CSV
+    p = tmp_path / "bom.csv"
+    p.write_bytes(BOM + "".join(ok).encode("latin-1"))
+    assert len(load_sentiment140(p, min_records=1).users[0].texts) == 3
+
+
+def test_report_counts_records_removed_per_rule(tmp_path):
+    rows = ([{"user_id": "big", "text": f"t{i}", "stars": 5} for i in range(6)]  # 2 over the cap of 4
+            + [{"user_id": "small", "text": f"s{i}", "stars": 1} for i in range(2)]  # too few records (< 3)
+            + [{"user_id": "ok", "text": f"o{i}", "stars": 3} for i in range(3)]
+            + [{"user_id": "ok", "text": "   ", "stars": 3}])  # empty text
+    p = tmp_path / "y.json"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{broken\n")
+    c = load_yelp(p, record_cap=4, min_records=3, on_error="skip")
+    rep = c.report()
+    assert [u.user_id for u in c.users] == ["big", "ok"]
+    assert rep["skipped_over_record_cap"] == 2 and rep["records_removed_over_record_cap"] == 2
+    assert rep["skipped_user_too_few_records"] == 1 and rep["records_removed_user_too_few_records"] == 2
+    assert rep["skipped_empty_text"] == 1 and rep["records_removed_empty_text"] == 1
+    assert rep["skipped_malformed_line"] == 1 and rep["records_removed_malformed_line"] == 1
+    assert rep["records_removed_total"] == 6 and rep["records"] == 7  # 13 lines = 7 kept + 6 removed
+    arm = make_arm(c, "long", record_cap=4)  # 'ok' has 3 < 4 records: not in the long arm
+    assert arm.report()["skipped_not_in_long_arm"] == 1 and arm.report()["records_removed_not_in_long_arm"] == 3
+    capped = load_yelp(p, record_cap=4, min_records=3, on_error="skip", max_users=1)
+    assert capped.report()["records_removed_user_beyond_max_users"] == 5  # small (2) and ok (3) after the first user
