@@ -23,7 +23,8 @@ from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, topk_routes
 
 __all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_one_run_design", "one_run_release",
-           "one_run_rows", "multi_trial_row", "idealised_rows", "largest_m"]
+           "one_run_rows", "multi_trial_row", "idealised_rows", "largest_m", "DEFAULTS", "with_defaults",
+           "one_run_study"]
 
 
 @dataclass(frozen=True)
@@ -212,3 +213,54 @@ def idealised_rows(mu: float, sample_rate: float, ms, seed: int, *, delta: float
 def largest_m(bank_size: int, probe_share: float, copies: int, records_per_canary: int = 1) -> int:
     """``attack.one_run_design.max_canaries``, re-exported for the notebook."""
     return max_canaries(bank_size, probe_share, copies, records_per_canary)
+
+
+#: notebook 08's own parameters and their defaults (a preset may override them in ``Preset.extra``).
+DEFAULTS = {"one_run_qs": (1.0, 0.1), "probe_shares": (0.125, 0.25, 0.5, 1.0), "one_run_variants": ("nonce", "natural"),
+            "copies": None, "idealised_ms": (100, 1000, 10_000), "idealised_repeats": 5}
+
+
+def with_defaults(params: dict) -> dict:
+    """``params`` with notebook 08's own parameters filled from ``DEFAULTS`` where None (``copies`` None = k)."""
+    out = dict(params)
+    for k, v in DEFAULTS.items():
+        if out.get(k) is None:
+            out[k] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: float = 1e-5,
+                  alpha: float = 0.05) -> list[dict]:
+    """Notebook 08's grid on one world: for each q in ``one_run_qs`` (σ, k, C from ``mechanism``), each variant and
+    each probe share, the one-run rows at the largest m that fits the share (natural: capped by the real users
+    available); then the kit's multi-trial audit (``trials`` per hypothesis per split) of the nonce design's first
+    canary at the largest share. Rows as ``one_run_rows`` / ``multi_trial_row``; ``largest_share`` marks the
+    headline rows.
+    """
+    from dataclasses import replace
+
+    params = with_defaults(params)
+    copies = int(params["copies"] or mechanism.top_k)
+    p = world.bank.shape[0]
+    shares = sorted(float(s) for s in params["probe_shares"])
+    rows: list[dict] = []
+    n_natural = len(natural_candidates(world)) if "natural" in params["one_run_variants"] else 0
+    for q in params["one_run_qs"]:
+        mech = replace(mechanism, sample_rate=float(q))
+        for variant in params["one_run_variants"]:
+            done: set[int] = set()
+            for share in shares:
+                m = max_canaries(p, share, copies)
+                if variant == "natural":
+                    m = min(m, n_natural)
+                if m < 1 or m in done:  # natural canaries capped by the users available: one row per m
+                    continue
+                done.add(m)
+                for r in one_run_rows(world, variant, m, mech, int(params["seed"]), delta=delta, alpha=alpha,
+                                      copies=copies):
+                    rows.append({**r, "probe_share_budget": share, "largest_share": share == shares[-1]})
+        design = make_one_run_design(world, "nonce", max_canaries(p, shares[-1], copies), int(params["seed"]),
+                                     copies=copies)
+        rows.append({**multi_trial_row(world, design, mech, int(params["trials"]), int(params["seed"]), delta=delta,
+                                       alpha=alpha), "probe_share_budget": shares[-1], "largest_share": True})
+    return rows

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 #: Notebook stems, in run order. 06 belongs to the multi-round work and runs only if its file exists.
-NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve")
+NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve",
+             "08_one_run_audit")
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -95,7 +96,8 @@ PRESETS: dict[str, Preset] = {
         llr_trials=20_000, sweep_arm="short", sweep_variants=("ordinary", "nonce"), sigmas=(0.5, 1.0, 2.0),
         qs=(0.05, 0.1, 0.3), sweep_trials=20_000, encoders=("all-MiniLM-L6-v2",), encoder_per_variant=1,
         tightness_trials=(1_000, 5_000, 20_000),
-        extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500}}),
+        extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500},
+               "08_one_run_audit": {"probe_shares": [0.5, 1.0], "idealised_ms": [100, 1000], "idealised_repeats": 2}}),
     "quick": Preset(
         name="quick",
         description=("Laptop sizes on the bundled Blogs sample (900 bloggers, posts ≤ 600 chars): record cap m=32; "
@@ -107,13 +109,15 @@ PRESETS: dict[str, Preset] = {
         record_cap=32, n_canary=5, per_variant=5, n_aux=100, n_calibration=100, n_test=200, bank_size=2048,
         max_probes=64, pool_size=256, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
-        encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000)),
+        encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000),
+        extra={"08_one_run_audit": {"idealised_ms": [100, 1000, 10_000], "idealised_repeats": 5}}),
     "paper": Preset(
         name="paper",
         description=("The paper's sizes (§3, App. D): m=64, 40 canaries (5 per variant), 500 aux / 500 calibration / "
                      "1000 test users, p=8192, r=64, full-length MiniLM-L6, 10⁶ trials (5·10⁶ for the sweeps). "
                      "Needs a corpus with ≥ 2,040 eligible users per arm (--data PATH: Yelp, Sentiment140, or "
                      "the full Blogs corpus with a smaller n_test). Hours on 2 CPU cores."),
+        extra={"08_one_run_audit": {"idealised_ms": [1000, 10_000], "idealised_repeats": 10}},
     ),
 }
 
@@ -128,6 +132,9 @@ NOTEBOOK_KEYS: dict[str, tuple] = {
     "04_audit": _COMMON + ("arms", "banks", "variants"),
     "05_ablations": _COMMON + ("arm", "bank", "sweep_arm", "sweep_variants", "sigmas", "qs", "sweep_trials", "encoders",
                                "encoder_variants", "encoder_per_variant", "tightness_variant", "tightness_trials"),
+    # notebook 08's own keys live in ``Preset.extra["08_one_run_audit"]`` (None = ``pe_kit.run.one_run.DEFAULTS``)
+    "08_one_run_audit": _COMMON + ("arm", "bank", "one_run_qs", "probe_shares", "one_run_variants", "copies",
+                                   "idealised_ms", "idealised_repeats"),
 }
 
 
@@ -269,7 +276,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
         text_progress()
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
     keys = NOTEBOOK_KEYS.get(notebook, _COMMON)
-    base = p.as_dict()
+    base = {**p.as_dict(), **dict(p.extra.get(notebook, {}))}
     out: dict[str, Any] = {}
     for k in keys:
         if given.get(k) is not None:
