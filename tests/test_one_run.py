@@ -143,10 +143,17 @@ def test_null_run_gives_zero_in_at_least_95_percent_of_200_repeats():
 # ------------------------------------------------------------------------------------------ design and PE release
 
 class _Encoder:
-    """Deterministic fake encoder: a unit vector per text from its hash (d = 16)."""
+    """Deterministic fake encoder (d = 16): a unit vector per text from its SHA-256; nonce strings (they contain
+    spaces) live in dimensions 8–15, the users' texts in 0–7 — as nonce strings sit far from natural text."""
 
     def encode(self, texts, desc=None):
-        out = np.stack([np.random.default_rng(abs(hash(t)) % (2**32)).normal(size=16) for t in texts])
+        import hashlib
+
+        out = np.zeros((len(texts), 16))
+        for i, t in enumerate(texts):
+            g = np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:8], 16)).normal(size=8)
+            out[i, 8:] = g if " " in t else 0.0
+            out[i, :8] = 0.0 if " " in t else g
         return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -183,14 +190,25 @@ def test_pe_release_with_nonce_blocks_matches_the_idealised_game():
 
     world = _world()
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
-    design = design_one_run(world.encoder, 600, 120, np.random.default_rng(1), copies=5)
+    design = design_one_run(world.encoder, 600, 100, np.random.default_rng(1), copies=5)
     res = one_run_release(world, design, mech, np.random.default_rng(2))
-    # every canary's votes sit on its own block with ‖v_P‖ = C: μ_eff = 1/σ (Eq. 20) up to the background
-    assert np.all(res.mu_eff <= 1 + 1e-9) and np.median(res.mu_eff) > 0.97
+    # every canary's votes sit on its own block with ‖v_P‖ = C and no background voter: μ_eff = 1/σ (Eq. 20)
+    assert res.background_voters.max() == 0 and np.allclose(res.mu_eff, 1.0, atol=1e-6)
     # at q = 1 ℓ ~ N(±μ²/2, μ²): the included and excluded means differ by μ² ≈ 1
     ell = res.scores  # mixture LLR at q = 1 is ℓ itself
     gap = ell[res.included].mean() - ell[~res.included].mean()
-    assert gap == pytest.approx(float(np.median(res.mu_eff)) ** 2, abs=0.45)
+    assert gap == pytest.approx(1.0, abs=0.45)  # sd of the gap ≈ 0.2 at m = 100
     assert res.releases == 1
     for a in res.audits.values():
         assert 0 <= a.epsilon_lower <= epsilon_from_mu(1.0, 1.0, 1e-5)
+
+
+def test_fast_inverse_blowup_agrees_with_the_bisection():
+    from pe_kit.audit.one_run import _FastInverseBlowup
+
+    mu = np.geomspace(1e-3, 20, 64)
+    for q in (0.1, 0.7):
+        fast = _FastInverseBlowup(mu, q)
+        for y in (1e-9, 1e-4, 0.05, 0.4, 0.8, 0.999):
+            want = tradeoff_inverse_blowup(np.full(64, y), mu, q)
+            assert np.allclose(fast(np.full(64, y)), want, rtol=1e-9, atol=0)
