@@ -16,7 +16,11 @@ guesses, v of them correct):
   μ-GDP (q = 1) or the Poisson-subsampled Gaussian C_q(G_μ) (Dong, Roth, Su 2022, Prop. on C_p for symmetric
   f: f_q on [0, x*], the −1 slope segment, f_q⁻¹ after, with x* = Φ(−μ/2) the point where f_q' = −1). The
   largest rejected μ is turned into ε at δ (q = 1: the GDP closed form δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2);
-  q < 1: the kit's PRV accountant, ``accounting.epsilon_theory(1/μ, q, δ)``).
+  q < 1: the kit's PRV accountant, ``accounting.epsilon_theory(1/μ, q, δ)``). As in the paper, this ε is the
+  "empirical privacy" *within the family*: the audit rejects the trade-off curve C_q(G_μ), and ε is that curve's
+  ε at δ. It is a lower bound on the mechanism's (ε, δ) when the mechanism's trade-off curve lies in the family
+  (a PE nonce canary: its score is Gaussian on its block, Eqs. 14–17, so it does); for an arbitrary mechanism
+  only the Steinke et al. bound is an (ε, δ) statement.
 
 Both are reported at a family-wise level α over the (k₊, k₋) pairs searched: each pair is tested at
 β = α / (number of pairs) (Bonferroni), so the maximum over pairs is a valid 1 − α lower bound.
@@ -338,7 +342,8 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
     """ε at δ of the mechanism C_q(G_μ): one Poisson-subsampled Gaussian release with noise multiplier 1/μ.
 
     q = 1: the μ-GDP closed form (Dong, Roth, Su 2022, Cor. 2.13), solved by bisection. q < 1: the kit's PRV
-    accountant ``pe_kit.audit.accounting.epsilon_theory(1/μ, q, δ)`` (Opacus). Returns 0.0 for μ = 0.
+    accountant ``pe_kit.audit.accounting.epsilon_theory(1/μ, q, δ)`` (Opacus) minus its discretisation error 0.01
+    (clamped at 0), so that a lower bound is never rounded up. Returns 0.0 for μ = 0.
 
     Raises:
         ValueError: for μ < 0, q outside (0, 1] or δ outside (0, 1).
@@ -353,7 +358,7 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
     if sample_rate < 1:
         from pe_kit.audit.accounting import epsilon_theory
 
-        return epsilon_theory(1.0 / mu, sample_rate, delta)
+        return max(0.0, epsilon_theory(1.0 / mu, sample_rate, delta, eps_error=0.01) - 0.01)
     if _gdp_delta(0.0, mu) <= delta:
         return 0.0
     lo, hi = 0.0, 1.0
@@ -444,8 +449,9 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
         if method == "fdp":
             if best_mu > 0:
                 best_mu = mu_lower_fdp(m, *counts[best_j], beta, sample_rate)
-            best = epsilon_from_mu(best_mu, sample_rate, delta) if best_mu > 0 else 0.0
-            best_mu = max(best_mu, 0.0)
+                best = epsilon_from_mu(best_mu, sample_rate, delta)
+            else:
+                best, best_mu = 0.0, 0.0
         (kp, km), (r, v) = pairs[best_j], counts[best_j]
         out[method] = OneRunAudit(method=method, epsilon_lower=max(0.0, float(best)), mu_lower=float(best_mu),
                                   k_plus=kp, k_minus=km, guesses=r, correct=v, m=m, n_included=int(inc.sum()),
