@@ -126,8 +126,8 @@ def test_abstaining_guesser_counts():
     assert abstaining_guesses(scores, inc, 3, 2) == (5, 3)  # top 3: 2 right; bottom 2: 1 right
     with pytest.raises(ValueError, match="k_plus"):
         abstaining_guesses(scores, inc, 4, 3)
-    assert guess_pairs(100) == sorted({(2, 0), (5, 0), (10, 0), (20, 0), (35, 0), (50, 0), (2, 2), (5, 5),
-                                        (10, 10), (20, 20), (35, 35), (50, 50)})
+    assert guess_pairs(100) == sorted({(1, 0), (2, 0), (5, 0), (10, 0), (20, 0), (35, 0), (50, 0), (1, 1), (2, 2),
+                                        (5, 5), (10, 10), (20, 20), (35, 35), (50, 50)})
 
 
 def test_null_run_gives_zero_in_at_least_95_percent_of_200_repeats():

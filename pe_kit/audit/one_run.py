@@ -82,7 +82,7 @@ def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_
     return int(k_plus + k_minus), v
 
 
-def guess_pairs(m: int, fractions=(0.02, 0.05, 0.1, 0.2, 0.35, 0.5)) -> list[tuple[int, int]]:
+def guess_pairs(m: int, fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)) -> list[tuple[int, int]]:
     """The (k₊, k₋) pairs searched: (k, 0) and (k, k) for k = round(f·m) ≥ 1, with 2k ≤ m for (k, k).
 
     Args:

@@ -110,7 +110,7 @@ PRESETS: dict[str, Preset] = {
         max_probes=64, pool_size=256, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
         encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000),
-        extra={"08_one_run_audit": {"idealised_ms": [100, 1000, 10_000], "idealised_repeats": 5}}),
+        extra={"08_one_run_audit": {"idealised_ms": [100, 1000], "idealised_repeats": 3}}),
     "paper": Preset(
         name="paper",
         description=("The paper's sizes (§3, App. D): m=64, 40 canaries (5 per variant), 500 aux / 500 calibration / "
