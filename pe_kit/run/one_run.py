@@ -221,11 +221,14 @@ DEFAULTS = {"one_run_qs": (1.0, 0.1), "probe_shares": (0.125, 0.25, 0.5, 1.0), "
 
 
 def with_defaults(params: dict) -> dict:
-    """``params`` with notebook 08's own parameters filled from ``DEFAULTS`` where None (``copies`` None = k)."""
+    """``params`` with notebook 08's own parameters filled from ``DEFAULTS`` where None (``copies`` None = k); a single
+    value of a list parameter (``--set 08.one_run_variants=nonce``) becomes a one-element list."""
     out = dict(params)
     for k, v in DEFAULTS.items():
         if out.get(k) is None:
             out[k] = list(v) if isinstance(v, tuple) else v
+        elif isinstance(v, tuple) and not isinstance(out[k], (list, tuple)):
+            out[k] = [out[k]]
     return out
 
 
