@@ -212,3 +212,11 @@ def test_fast_inverse_blowup_agrees_with_the_bisection():
         for y in (1e-9, 1e-4, 0.05, 0.4, 0.8, 0.999):
             want = tradeoff_inverse_blowup(np.full(64, y), mu, q)
             assert np.allclose(fast(np.full(64, y)), want, rtol=1e-9, atol=0)
+
+
+def test_notebook_parameters_defaults_and_single_values():
+    from pe_kit.run.one_run import DEFAULTS, with_defaults
+
+    p = with_defaults({"one_run_variants": "nonce", "probe_shares": 0.5, "copies": None})
+    assert p["one_run_variants"] == ["nonce"] and p["probe_shares"] == [0.5]
+    assert p["one_run_qs"] == list(DEFAULTS["one_run_qs"]) == [1.0, 0.1] and p["copies"] is None
