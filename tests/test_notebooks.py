@@ -20,7 +20,7 @@ from pe_kit.run.reproduce import _declared, run_reproduction
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 TINY = Path(__file__).parent / "data" / "blogs-tiny.jsonl.gz"
-OURS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations")
+OURS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "08_one_run_audit")
 
 
 def test_notebooks_are_committed_clean():

@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 from pe_kit.config import check_param
 
 #: Notebook stems, in run order. 06 belongs to the multi-round work and runs only if its file exists.
-NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve")
+NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve",
+             "08_one_run_audit")
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -97,7 +98,8 @@ PRESETS: dict[str, Preset] = {
         llr_trials=20_000, sweep_arm="short", sweep_variants=("ordinary", "nonce"), sigmas=(0.5, 1.0, 2.0),
         qs=(0.05, 0.1, 0.3), sweep_trials=20_000, encoders=("all-MiniLM-L6-v2",), encoder_per_variant=1,
         tightness_trials=(1_000, 5_000, 20_000),
-        extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500}}),
+        extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500},
+               "08_one_run_audit": {"probe_shares": [0.5, 1.0], "idealised_ms": [100, 1000], "idealised_repeats": 2}}),
     "quick": Preset(
         name="quick",
         description=("The paper's protocol on the bundled Blogs sample (900 bloggers with 64 posts, each cut at 600 "
@@ -113,7 +115,8 @@ PRESETS: dict[str, Preset] = {
         record_cap=64, n_canary=25, per_variant=5, n_aux=150, n_calibration=290, n_test=290, bank_size=8192,
         max_probes=64, pool_size=512, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
-        encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000)),
+        encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000),
+        extra={"08_one_run_audit": {"idealised_ms": [100, 1000], "idealised_repeats": 3}}),
     "paper": Preset(
         name="paper",
         description=("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "
@@ -124,6 +127,7 @@ PRESETS: dict[str, Preset] = {
                      "bank (--data PATH: Yelp, Sentiment140, or the full Blogs corpus with a smaller N, see "
                      "scripts/paper_run.sh). Hours on 2 CPU cores."),
         n_canary=25,
+        extra={"08_one_run_audit": {"idealised_ms": [1000, 10_000], "idealised_repeats": 10}},
     ),
 }
 
@@ -138,6 +142,9 @@ NOTEBOOK_KEYS: dict[str, tuple] = {
     "04_audit": _COMMON + ("arms", "banks", "variants"),
     "05_ablations": _COMMON + ("arm", "bank", "sweep_arm", "sweep_variants", "sigmas", "qs", "sweep_trials", "encoders",
                                "encoder_variants", "encoder_per_variant", "tightness_variant", "tightness_trials"),
+    # notebook 08's own keys live in ``Preset.extra["08_one_run_audit"]`` (None = ``pe_kit.run.one_run.DEFAULTS``)
+    "08_one_run_audit": _COMMON + ("arm", "bank", "one_run_qs", "probe_shares", "one_run_variants", "copies",
+                                   "idealised_ms", "idealised_repeats"),
 }
 
 
@@ -312,7 +319,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
         text_progress()
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
     keys = NOTEBOOK_KEYS.get(notebook, _COMMON)
-    base = p.as_dict()
+    base = {**p.as_dict(), **dict(p.extra.get(notebook, {}))}
     out: dict[str, Any] = {}
     for k in keys:
         if given.get(k) is not None:

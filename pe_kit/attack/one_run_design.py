@@ -1,0 +1,155 @@
+"""The multi-canary design of a one-run audit of PE: m canaries, each with its own block of probe coordinates.
+
+One shared bank holds every canary's block. Canary i is a user with ``records_per_canary`` records; its block is
+``copies`` verbatim copies of each of its records written at bank positions reserved for it (``copies`` = k by
+default). Exact duplicates share one distance column and ties go to the lowest index (``pe.mechanism``), so each
+record of canary i votes only for its own copies: all of canary i's votes land on its own block and on no other
+canary's, whatever the encoder does with the texts. With one record and k copies, h̄ = 1/k on k coordinates,
+‖h̄‖ = 1/√k ≥ C for the paper's k = 5, C = 0.1, so ‖v_P‖ = C and μ_eff = 1/σ when no background user votes
+on the block (Eq. 20). This replaces the single-canary nonce design (probes drawn from an independent nonce
+pool, ``attack.variants.design_nonce``), whose probes any nonce canary would vote for: with m canaries, the
+blocks must be bound to their own canary.
+
+Variants (Table 1 names): ``nonce`` — synthetic records from ``attack.variants.nonce_strings`` (no background
+user routes to them); ``natural`` — records of real users (background users whose records lie near a copy vote
+on the block too, as for the paper's ``exact`` variant).
+
+Each canary is then inserted into the population independently with probability ½ (Steinke et al. 2023, §2),
+on top of the mechanism's own Poisson participation q (App. E.2): ``pe_kit.run.one_run`` does that.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pe_kit.attack.variants import nonce_strings, replacement_positions
+
+__all__ = ["ONE_RUN_VARIANTS", "OneRunDesign", "max_canaries", "design_one_run"]
+
+ONE_RUN_VARIANTS = ("nonce", "natural")
+
+
+@dataclass(frozen=True)
+class OneRunDesign:
+    """A frozen multi-canary design: the canaries and the bank positions of their blocks.
+
+    Attributes:
+        variant: ``"nonce"`` or ``"natural"``.
+        canary_ids: tuple of m ids. canary_texts: tuple of m tuples of records.
+        canary_embeddings: float32 (m·n_rec, d), canary i's records at rows [i·n_rec, (i+1)·n_rec).
+        owner: int64 (m·n_rec,) canary of each record row.
+        blocks: int64 (m, n_rec·copies) bank positions of canary i's block; column j holds a copy of its record
+            j // copies.
+        bank_size: p. copies: copies per record. info: provenance.
+    """
+
+    variant: str
+    canary_ids: tuple
+    canary_texts: tuple
+    canary_embeddings: np.ndarray
+    owner: np.ndarray
+    blocks: np.ndarray
+    bank_size: int
+    copies: int
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.variant not in ONE_RUN_VARIANTS:
+            raise ValueError(f"variant={self.variant!r} is unknown; use one of {ONE_RUN_VARIANTS}")
+        if self.blocks.ndim != 2 or self.blocks.shape[0] != len(self.canary_ids):
+            raise ValueError("blocks must have one row of bank positions per canary")
+        for a in (self.canary_embeddings, self.owner, self.blocks):
+            a.setflags(write=False)
+
+    @property
+    def m(self) -> int:
+        """Number of canaries."""
+        return int(self.blocks.shape[0])
+
+    @property
+    def n_probes(self) -> int:
+        """Probe coordinates in the bank (m · n_rec · copies)."""
+        return int(self.blocks.size)
+
+    @property
+    def probe_share(self) -> float:
+        """Share of the bank's p coordinates taken by probes."""
+        return self.n_probes / self.bank_size
+
+    def bank(self, base_bank: np.ndarray) -> np.ndarray:
+        """The frozen bank: ``base_bank`` (p, d) with each block's positions overwritten by its copies.
+
+        Raises:
+            ValueError: if the base bank's shape does not match (p, d of the canary embeddings).
+        """
+        base = np.asarray(base_bank, dtype=np.float32)
+        if base.shape != (self.bank_size, self.canary_embeddings.shape[1]):
+            raise ValueError(f"base_bank has shape {base.shape}; the design needs ({self.bank_size}, "
+                             f"{self.canary_embeddings.shape[1]})")
+        out = base.copy()
+        n_rec = self.blocks.shape[1] // self.copies
+        rows = (np.arange(self.m)[:, None] * n_rec + np.arange(self.blocks.shape[1])[None, :] // self.copies)
+        out[self.blocks.ravel()] = self.canary_embeddings[rows.ravel()]
+        return out
+
+
+def max_canaries(bank_size: int, probe_share: float, copies: int = 5, records_per_canary: int = 1) -> int:
+    """Largest m whose blocks fit in ``probe_share`` of the bank: ⌊share·p / (copies·records_per_canary)⌋.
+
+    Raises:
+        ValueError: for p < 1, share outside (0, 1], copies or records < 1.
+    """
+    if int(bank_size) != bank_size or bank_size < 1:
+        raise ValueError(f"bank_size={bank_size} must be an integer ≥ 1")
+    if not 0 < probe_share <= 1:
+        raise ValueError(f"probe_share={probe_share} must lie in (0, 1] (a share of the bank's p coordinates)")
+    if copies < 1 or records_per_canary < 1:
+        raise ValueError(f"copies={copies} and records_per_canary={records_per_canary} must be ≥ 1")
+    return int(probe_share * bank_size) // (int(copies) * int(records_per_canary))
+
+
+def design_one_run(encoder, bank_size: int, n_canaries: int, rng: np.random.Generator, *, variant: str = "nonce",
+                   copies: int = 5, records_per_canary: int = 1, natural=None) -> OneRunDesign:
+    """Build a frozen ``OneRunDesign`` of ``n_canaries`` canaries with disjoint blocks in one bank.
+
+    Args:
+        encoder: object with ``encode(texts, desc=...) -> float32 (n, d)`` (``pe_kit.text.encoder.Encoder``).
+        bank_size: p. n_canaries: m ≥ 1 with m·records_per_canary·copies ≤ p.
+        rng: the only source of randomness (nonce strings, then the reserved positions).
+        variant: ``"nonce"`` (synthetic strings) or ``"natural"`` (``natural`` users' records).
+        copies: copies of each record in its canary's block (≥ top_k puts every vote on the block).
+        records_per_canary: n_rec records per canary.
+        natural: for ``natural``: a sequence of at least m (user_id, texts) pairs; each canary keeps its first
+            n_rec texts (users with fewer are skipped).
+
+    Returns:
+        ``OneRunDesign``.
+
+    Raises:
+        ValueError: on an unknown variant, blocks that do not fit in the bank, or too few natural users.
+    """
+    if variant not in ONE_RUN_VARIANTS:
+        raise ValueError(f"variant={variant!r} is unknown; use one of {ONE_RUN_VARIANTS}")
+    m, n_rec, copies = int(n_canaries), int(records_per_canary), int(copies)
+    if m < 1 or n_rec < 1 or copies < 1:
+        raise ValueError(f"n_canaries={m}, records_per_canary={n_rec}, copies={copies} must all be ≥ 1")
+    if m * n_rec * copies > bank_size:
+        raise ValueError(f"{m} canaries × {n_rec} records × {copies} copies = {m * n_rec * copies} probes do not fit "
+                         f"in a bank of p={bank_size}; lower n_canaries (max_canaries gives the largest m)")
+    if variant == "nonce":
+        texts = nonce_strings(m * n_rec, rng)
+        ids = tuple(f"nonce-canary-{i}" for i in range(m))
+        per = tuple(tuple(texts[i * n_rec:(i + 1) * n_rec]) for i in range(m))
+    else:
+        users = [(uid, tuple(t[:n_rec])) for uid, t in (natural or []) if len(t) >= n_rec]
+        if len(users) < m:
+            raise ValueError(f"natural needs {m} users with ≥ {n_rec} records; got {len(users)}: lower n_canaries")
+        ids = tuple(u for u, _ in users[:m])
+        per = tuple(t for _, t in users[:m])
+    emb = np.asarray(encoder.encode([t for ts in per for t in ts], desc=f"one-run {variant}"), dtype=np.float32)
+    positions = replacement_positions(bank_size, m * n_rec * copies, rng).reshape(m, n_rec * copies)
+    return OneRunDesign(variant=variant, canary_ids=ids, canary_texts=per, canary_embeddings=emb,
+                        owner=np.repeat(np.arange(m, dtype=np.int64), n_rec), blocks=positions,
+                        bank_size=int(bank_size), copies=copies,
+                        info={"records_per_canary": n_rec, "copies": copies, "probe_share": m * n_rec * copies / bank_size})

@@ -1,0 +1,269 @@
+"""One-run audits of one PE release (notebook 08): the multi-canary release, per-canary scores, both bounds,
+and the multi-trial audit of the kit on the same bank for comparison.
+
+Flow of ``one_run_release``: the frozen multi-canary bank (``attack.one_run_design``) → every user's top-k routes
+on it (exact, ``pe.mechanism.topk_routes``) → each canary inserted with probability ½ → one Poisson-sampled
+Gaussian release over the test population plus the inserted canaries (Eq. 1) → per canary i, on its block B_i:
+aux moments (Eqs. 31–35), w = Σ̂⁻¹v, ℓ_i = wᵀ(Y_B − m̂0 − v/2) (Eq. 14), score ℓ_mix = log[(1−q) + q e^ℓ]
+(Eq. 4) → the abstaining guesser and both one-run bounds (``audit.one_run``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from pe_kit.attack.one_run_design import OneRunDesign, design_one_run, max_canaries
+from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
+from pe_kit.audit.one_run import idealised_scores, one_run_audit
+from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.pe.mechanism import contributions, release, topk_routes
+
+__all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_one_run_design", "one_run_release",
+           "one_run_rows", "multi_trial_row", "idealised_rows", "largest_m", "DEFAULTS", "with_defaults",
+           "one_run_study"]
+
+
+@dataclass(frozen=True)
+class OneRunRelease:
+    """One PE release with m canaries and what the auditor concludes from it.
+
+    Attributes:
+        scores: float64 (m,) mixture-LLR score per canary. included: bool (m,) S_i. participated: bool (m,)
+        (S_i and the canary's Poisson draw). mu_eff: float64 (m,) per-canary μ_eff on its block (Eq. 15).
+        background_voters: int (m,) test users with a vote on each block. audits: method → ``OneRunAudit``.
+        releases: releases made (1). seconds: wall time (routing, release, scoring, bounds).
+    """
+
+    scores: np.ndarray
+    included: np.ndarray
+    participated: np.ndarray
+    mu_eff: np.ndarray
+    background_voters: np.ndarray
+    audits: dict
+    releases: int
+    seconds: float
+
+
+def routed_contributions(emb: np.ndarray, owner: np.ndarray, n_users: int, bank: np.ndarray,
+                         mechanism: MechanismConfig):
+    """(n_users, p) clipped contributions of records ``emb`` (n, d) owned by ``owner`` (n,) on ``bank`` (Eq. 1)."""
+    routes = topk_routes(emb, bank, mechanism.top_k)
+    return contributions(routes, owner, n_users, bank.shape[0], mechanism.clip_norm)
+
+
+def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tuple]]:
+    """Real users usable as natural canaries: the canary split first, then users in no split; texts that also sit
+    in the base bank are dropped (a verbatim bank entry would tie with the canary's copies).
+
+    Returns a list of (user_id, texts) with at least ``records_per_canary`` texts each.
+    """
+    used = set(world.splits.aux) | set(world.splits.calibration) | set(world.splits.test)
+    in_bank = set(world.bank_texts)
+    order = list(world.splits.canary) + [u.user_id for u in world.corpus.users
+                                         if u.user_id not in used and u.user_id not in set(world.splits.canary)]
+    by_id = world.corpus.by_id()
+    out = []
+    for uid in order:
+        texts = tuple(t for t in by_id[uid].texts if t not in in_bank)
+        if len(texts) >= records_per_canary:
+            out.append((uid, texts))
+    return out
+
+
+def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5,
+                        records_per_canary: int = 1) -> OneRunDesign:
+    """The frozen multi-canary design of ``variant`` on ``world``'s bank, seeded by (seed, variant, m)."""
+    rng = np.random.default_rng([int(seed), 16, 0 if variant == "nonce" else 1, int(n_canaries)])
+    natural = natural_candidates(world, records_per_canary) if variant == "natural" else None
+    return design_one_run(world.encoder, world.bank.shape[0], n_canaries, rng, variant=variant, copies=copies,
+                          records_per_canary=records_per_canary, natural=natural)
+
+
+def _population(world, bank: np.ndarray, mechanism: MechanismConfig, split: str):
+    rec = world.records[split]
+    return routed_contributions(rec["emb"], rec["owner"], len(rec["ids"]), bank, mechanism)
+
+
+def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng: np.random.Generator, *,
+                    delta: float = 1e-5, alpha: float = 0.05, shrinkage: float = 0.1, ridge: float = 1e-9,
+                    pairs=None, methods=("steinke", "fdp")) -> OneRunRelease:
+    """Make one PE release with the design's canaries inserted w.p. ½ each, score every canary, bound ε.
+
+    Args:
+        world: the study (``run.study.World``): test users form the population, aux users give the moments.
+        design: the frozen ``OneRunDesign`` (its bank size must be the world's p).
+        mechanism: k, C, σ, q. rng: the only randomness (inclusion, participation, noise).
+        delta, alpha: δ and the family-wise level over the (k₊, k₋) pairs. shrinkage, ridge: Eqs. 33, 35.
+        pairs, methods: passed to ``audit.one_run.one_run_audit``.
+
+    Returns:
+        ``OneRunRelease``.
+
+    Raises:
+        ValueError: if the design was made for another bank size, or a block's covariance is singular.
+    """
+    t0 = time.perf_counter()
+    if design.bank_size != world.bank.shape[0]:
+        raise ValueError(f"design bank_size={design.bank_size} but the world's bank has p={world.bank.shape[0]}")
+    bank = design.bank(world.bank)
+    test = _population(world, bank, mechanism, "test")
+    aux = _population(world, bank, mechanism, "aux")
+    canaries = routed_contributions(design.canary_embeddings, design.owner, design.m, bank, mechanism)
+    m, n_test = design.m, test.shape[0]
+    included = rng.random(m) < 0.5
+    population = sp.vstack([test, canaries[np.flatnonzero(included)]]).tocsr()
+    participation = rng.random(population.shape[0]) < mechanism.sample_rate
+    y = release(population, mechanism, rng, participation)
+    participated = np.zeros(m, dtype=bool)
+    participated[np.flatnonzero(included)] = participation[n_test:]
+    scores, mu, voters = np.empty(m), np.empty(m), np.empty(m, dtype=np.int64)
+    for i in range(m):
+        coords = np.sort(design.blocks[i])
+        v = np.asarray(canaries[i].toarray()).ravel()[coords]
+        m0, sigma = null_moments(aux_moments(restrict(aux, coords), shrinkage), n_test, mechanism, ridge)
+        w = llr_weights(v, sigma)
+        ell = float((y[coords] - m0 - v / 2) @ w)
+        scores[i] = mixture_llr(ell, mechanism.sample_rate)
+        mu[i] = np.sqrt(max(0.0, float(w @ v)))
+        voters[i] = int((restrict(test, coords).getnnz(axis=1) > 0).sum())
+    audits = one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=mechanism.sample_rate,
+                           pairs=pairs, methods=methods)
+    return OneRunRelease(scores=scores, included=included, participated=participated, mu_eff=mu,
+                         background_voters=voters, audits=audits, releases=1, seconds=time.perf_counter() - t0)
+
+
+def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfig, seed: int, *, delta: float = 1e-5,
+                 alpha: float = 0.05, copies: int | None = None, records_per_canary: int = 1) -> list[dict]:
+    """Tidy rows (one per bound) of one one-run audit of ``variant`` with ``n_canaries`` canaries.
+
+    Each row: experiment ``one_run``, method, variant, m, probe share, ε_lower, μ_lower, the attaining (k₊, k₋)
+    and counts, median μ_eff over the canaries, ε_theory (one release at σ, q, δ), releases and seconds,
+    and the mechanism settings (``mech_*``).
+    """
+    copies = mechanism.top_k if copies is None else int(copies)
+    design = make_one_run_design(world, variant, n_canaries, seed, copies=copies,
+                                 records_per_canary=records_per_canary)
+    rng = np.random.default_rng([int(seed), 16, 2, int(n_canaries), int(round(mechanism.sample_rate * 1e6))])
+    res = one_run_release(world, design, mechanism, rng, delta=delta, alpha=alpha)
+    eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+    rows = []
+    for method, a in res.audits.items():
+        rows.append({"experiment": "one_run", "method": method, "variant": variant, "m": design.m,
+                     "probe_share": design.probe_share, "copies": copies, "records_per_canary": records_per_canary,
+                     "epsilon_lower": a.epsilon_lower, "mu_lower": a.mu_lower, "k_plus": a.k_plus,
+                     "k_minus": a.k_minus, "guesses": a.guesses, "correct": a.correct, "n_included": a.n_included,
+                     "n_pairs": a.n_pairs, "alpha": a.alpha, "delta": a.delta,
+                     "mu_eff": float(np.median(res.mu_eff)), "mu_eff_ceiling": 1 / mechanism.noise_multiplier,
+                     "background_voters": float(np.mean(res.background_voters)),
+                     "epsilon_theory": eps_theory, "releases": res.releases, "seconds": res.seconds,
+                     **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}})
+    return rows
+
+
+def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, trials: int, seed: int, *,
+                    delta: float = 1e-5, alpha: float = 0.05) -> dict:
+    """The kit's multi-trial audit (``audit.canary.audit_canary``: calibrated threshold, Clopper–Pearson, Eq. 28)
+    of the design's first canary on the same frozen bank, for comparison. One canary, so γ = α/4.
+
+    Returns a row with ``method="multi_trial"``, ε_lower, μ_eff, ε_theory, ``releases`` = 4·trials (calibration and
+    test splits, H0 and H1) and ``seconds``.
+    """
+    from pe_kit.audit.canary import audit_canary
+
+    t0 = time.perf_counter()
+    bank = design.bank(world.bank)
+    pops = {s: _population(world, bank, mechanism, s) for s in ("aux", "calibration", "test")}
+    v_full = np.asarray(routed_contributions(design.canary_embeddings[design.owner == 0], np.zeros(
+        int((design.owner == 0).sum()), dtype=np.int64), 1, bank, mechanism).toarray()).ravel()
+    audit = AuditConfig(trials=int(trials), alpha=alpha, delta=delta, n_canaries=1)
+    res = audit_canary(v_full, np.sort(design.blocks[0]), pops["aux"], pops["calibration"], pops["test"], mechanism,
+                       audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
+    return {"experiment": "multi_trial", "method": "multi_trial", "variant": design.variant, "m": 1,
+            "probe_share": design.blocks.shape[1] / design.bank_size, "epsilon_lower": res.epsilon_lower,
+            "mu_eff": res.mu_eff, "mu_eff_ceiling": res.mu_eff_ceiling, "epsilon_theory": res.epsilon_theory,
+            "trials": int(trials), "releases": 4 * int(trials), "seconds": time.perf_counter() - t0,
+            **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}}
+
+
+def idealised_rows(mu: float, sample_rate: float, ms, seed: int, *, delta: float = 1e-5, alpha: float = 0.05,
+                   repeats: int = 1) -> list[dict]:
+    """One-run bounds on the idealised game (``audit.one_run.idealised_scores``: per-canary Gaussian LLR, no PE)
+    for each m in ``ms`` and ``repeats`` seeds: the reference a perfect nonce design (μ_eff = 1/σ) would reach."""
+    rows = []
+    noise = 1 / mu if mu > 0 else float("inf")
+    eps_theory = epsilon_theory(noise, sample_rate, delta) if mu > 0 else 0.0
+    for m in ms:
+        for rep in range(int(repeats)):
+            t0 = time.perf_counter()
+            s, inc = idealised_scores(mu, sample_rate, int(m), np.random.default_rng([int(seed), 16, 4, int(m), rep]))
+            audits = one_run_audit(s, inc, delta=delta, alpha=alpha, sample_rate=sample_rate)
+            for method, a in audits.items():
+                rows.append({"experiment": "one_run_idealised", "method": method, "m": int(m), "repeat": rep,
+                             "epsilon_lower": a.epsilon_lower, "mu_lower": a.mu_lower, "k_plus": a.k_plus,
+                             "k_minus": a.k_minus, "guesses": a.guesses, "correct": a.correct, "mu_eff": mu,
+                             "epsilon_theory": eps_theory, "mech_sample_rate": sample_rate,
+                             "mech_noise_multiplier": noise, "releases": 1, "seconds": time.perf_counter() - t0})
+    return rows
+
+
+def largest_m(bank_size: int, probe_share: float, copies: int, records_per_canary: int = 1) -> int:
+    """``attack.one_run_design.max_canaries``, re-exported for the notebook."""
+    return max_canaries(bank_size, probe_share, copies, records_per_canary)
+
+
+#: notebook 08's own parameters and their defaults (a preset may override them in ``Preset.extra``).
+DEFAULTS = {"one_run_qs": (1.0, 0.1), "probe_shares": (0.125, 0.25, 0.5, 1.0), "one_run_variants": ("nonce", "natural"),
+            "copies": None, "idealised_ms": (100, 1000), "idealised_repeats": 3}
+
+
+def with_defaults(params: dict) -> dict:
+    """``params`` with notebook 08's own parameters filled from ``DEFAULTS`` where None (``copies`` None = k); a single
+    value of a list parameter (``--set 08.one_run_variants=nonce``) becomes a one-element list."""
+    out = dict(params)
+    for k, v in DEFAULTS.items():
+        if out.get(k) is None:
+            out[k] = list(v) if isinstance(v, tuple) else v
+        elif isinstance(v, tuple) and not isinstance(out[k], (list, tuple)):
+            out[k] = [out[k]]
+    return out
+
+
+def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: float = 1e-5,
+                  alpha: float = 0.05) -> list[dict]:
+    """Notebook 08's grid on one world: for each q in ``one_run_qs`` (σ, k, C from ``mechanism``), each variant and
+    each probe share, the one-run rows at the largest m that fits the share (natural: capped by the real users
+    available); then the kit's multi-trial audit (``trials`` per hypothesis per split) of the nonce design's first
+    canary at the largest share. Rows as ``one_run_rows`` / ``multi_trial_row``; ``largest_share`` marks the
+    headline rows.
+    """
+    from dataclasses import replace
+
+    params = with_defaults(params)
+    copies = int(params["copies"] or mechanism.top_k)
+    p = world.bank.shape[0]
+    shares = sorted(float(s) for s in params["probe_shares"])
+    rows: list[dict] = []
+    n_natural = len(natural_candidates(world)) if "natural" in params["one_run_variants"] else 0
+    for q in params["one_run_qs"]:
+        mech = replace(mechanism, sample_rate=float(q))
+        for variant in params["one_run_variants"]:
+            done: set[int] = set()
+            for share in shares:
+                m = max_canaries(p, share, copies)
+                if variant == "natural":
+                    m = min(m, n_natural)
+                if m < 1 or m in done:  # natural canaries capped by the users available: one row per m
+                    continue
+                done.add(m)
+                for r in one_run_rows(world, variant, m, mech, int(params["seed"]), delta=delta, alpha=alpha,
+                                      copies=copies):
+                    rows.append({**r, "probe_share_budget": share, "largest_share": share == shares[-1]})
+        design = make_one_run_design(world, "nonce", max_canaries(p, shares[-1], copies), int(params["seed"]),
+                                     copies=copies)
+        rows.append({**multi_trial_row(world, design, mech, int(params["trials"]), int(params["seed"]), delta=delta,
+                                       alpha=alpha), "probe_share_budget": shares[-1], "largest_share": True})
+    return rows
