@@ -85,3 +85,15 @@ def test_summary_markdown_sections():
     md = summary_markdown(df, {"preset": "tiny"}, ["figures/x.png"])
     assert "| long | bankA | 0.200 / 0.200 (0.20–0.20) | 1.000 / 0.950 (0.90–1.00) | 1.695 |" in md
     assert "| users | 25 | test split |" in md and "- [figures/x.png](figures/x.png)" in md
+
+
+def test_llr_check_table_states_the_rule():
+    """results.md shows what makes an LLR check pass (issue 14: 'expected 1 | observed 0.935 | passed True')."""
+    df = pd.DataFrame([{"experiment": "llr_check", "notebook": "03_llr_checks", "check": "gaussian_ks", "variant": "nonce",
+                        "expected": 0.0, "observed": 0.004, "abs_error": float("nan"), "tolerance": 0.01,
+                        "rule": "at_most", "passed": True},
+                       {"experiment": "llr_check", "notebook": "03_llr_checks", "check": "mean_h0", "variant": "nonce",
+                        "expected": -0.5, "observed": -0.5004, "abs_error": 0.0004, "tolerance": 0.001,
+                        "rule": "close", "passed": True}])
+    md = summary_markdown(df)
+    assert "| observed ≤ tolerance |" in md and "| abs(observed − expected) ≤ tolerance |" in md

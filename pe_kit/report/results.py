@@ -407,7 +407,12 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
         done.add("mechanism")
     llr = df[exp == "llr_check"]
     if not llr.empty:
-        cols = [c for c in ("check", "variant", "expected", "observed", "abs_error", "tolerance", "passed")
+        llr = llr.copy()
+        if "rule" in llr.columns:  # say what makes a row pass, not only the numbers
+            rules = {"close": "abs(observed − expected) ≤ tolerance", "at_most": "observed ≤ tolerance",
+                     "at_least": "observed ≥ tolerance"}
+            llr["rule"] = llr["rule"].map(lambda r: rules.get(r, r))
+        cols = [c for c in ("check", "variant", "expected", "observed", "abs_error", "rule", "tolerance", "passed")
                 if c in llr.columns]
         out.append(_section("LLR derivation checks (notebook 03, App. E)", markdown_table(llr[cols], floatfmt=".4g")))
         done.add("llr_check")
