@@ -228,9 +228,12 @@ def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over c
 
 
 def plot_epsilon_by_canary(df: pd.DataFrame):
-    """ε_lower of every canary, per variant, one panel per (arm, bank), with ε_theory as a dashed line.
+    """ε_lower of every canary, per variant, one panel per (arm, bank), with ε_theory as a dashed line and,
+    when the rows carry it, each canary's attack ceiling ``epsilon_ceiling`` (PRV ε at noise multiplier
+    1/μ_eff) as a grey bar behind its point, the tightness ε_lower/ceiling of the best canary written on it.
 
-    Args: audit rows with ``variant, epsilon_lower, epsilon_theory, study_arm, bank_source``. Returns Figure.
+    Args: audit rows with ``variant, epsilon_lower, epsilon_theory, study_arm, bank_source`` (optional
+    ``epsilon_ceiling``, ``tightness``). Returns Figure.
     """
     import seaborn as sns
 
@@ -241,12 +244,21 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
     fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.6), squeeze=False, sharey=True)
     order = [v for v in VARIANTS if v in set(df["variant"])]
     for ax, ((arm, bank), g) in zip(axes[0], groups):
+        if "epsilon_ceiling" in g.columns and g["epsilon_ceiling"].notna().any():
+            ceil = g.groupby("variant")["epsilon_ceiling"].max().reindex(order)
+            ax.bar(range(len(order)), ceil.to_numpy(dtype=float), color="0.85", width=0.6, zorder=0,
+                   label="ceiling (1/μ_eff)")
+            if "tightness" in g.columns:
+                best = g.loc[g.groupby("variant")["epsilon_lower"].idxmax()].set_index("variant").reindex(order)
+                for i, (c, t) in enumerate(zip(ceil.to_numpy(dtype=float), best["tightness"].to_numpy(dtype=float))):
+                    if np.isfinite(c) and np.isfinite(t):
+                        ax.text(i, c, f"{t:.2f}", ha="center", va="bottom", fontsize=6, color="0.3")
         sns.stripplot(g, x="variant", y="epsilon_lower", hue="variant", order=order, palette=variant_palette(order),
                       size=5, ax=ax, legend=False)
         ax.axhline(g["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
         ax.set_title(f"{arm} arm / {bank}")
         ax.set_xlabel("")
-        ax.set_ylabel("ε_lower per canary")
+        ax.set_ylabel("ε_lower per canary (grey: ceiling; text: tightness)")
         _rotate(ax, 40)
         ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
