@@ -52,23 +52,26 @@ def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Seque
     return cases
 
 
-def _row(audit, impl, level: float) -> dict:
+def _row(audit, impl, level: float | None) -> dict:
     row = audit.as_row()
+    level = 1 - 4 * audit.gamma if level is None else level  # its lower end is then ε_lower itself
     lo, pt, hi = epsilon_interval(row["test_true_pos"], row["test_false_pos"], row["test_n_h1"], row["test_n_h0"],
                                   row["delta"], level)
-    row.update({"bug": getattr(impl, "bug", "") or "none (reference)", "epsilon_ci_low": lo, "epsilon_point": pt,
+    row.update({"bug": getattr(impl, "bug", "") or "none (reference)", "band_level": level,
+                "epsilon_ci_low": lo, "epsilon_point": pt,
                 "epsilon_ci_high": hi, "flag_correct": (row["violation"] == bool(row["expected_violation"]))})
     return row
 
 
 def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float = SUITE_DELTA,
               mechanism: MechanismConfig = SUITE_MECHANISM, sizes: dict | None = None, cases: Sequence | None = None,
-              level: float = 0.95) -> list[dict]:
+              level: float | None = None) -> list[dict]:
     """Audit every case of ``suite_cases`` at ``trials`` per hypothesis (family-wise α over the cases).
 
     Returns:
-        list of row dicts (``BlackBoxAudit.as_row`` plus ``bug``, a ``level`` two-sided ε band
-        ``epsilon_ci_low/epsilon_point/epsilon_ci_high`` (``report.results.epsilon_interval``) and
+        list of row dicts (``BlackBoxAudit.as_row`` plus ``bug``, a two-sided ε band
+        ``epsilon_ci_low/epsilon_point/epsilon_ci_high`` (``report.results.epsilon_interval`` at ``level``; default
+        1 − 4γ, whose lower end is the row's ε_lower), ``band_level`` and
         ``flag_correct`` = (violation == expected_violation)).
 
     Raises:

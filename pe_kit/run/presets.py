@@ -15,8 +15,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-#: Notebook stems, in run order. 06 belongs to the multi-round work and runs only if its file exists.
-NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve")
+#: Notebook stems, in run order. 06 (multi-round) and 07 (black-box implementation audits) run only if their
+#: files exist; like 06, 07 takes its own parameters from ``Preset.extra`` (defaults in its parameters cell).
+NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve",
+             "07_audit_an_implementation")
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -95,7 +97,9 @@ PRESETS: dict[str, Preset] = {
         llr_trials=20_000, sweep_arm="short", sweep_variants=("ordinary", "nonce"), sigmas=(0.5, 1.0, 2.0),
         qs=(0.05, 0.1, 0.3), sweep_trials=20_000, encoders=("all-MiniLM-L6-v2",), encoder_per_variant=1,
         tightness_trials=(1_000, 5_000, 20_000),
-        extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500}}),
+        extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500},
+               "07_audit_an_implementation": {"suite_trials": 20_000, "ladder": [1_000, 3_000, 10_000, 30_000],
+                                              "repeats": 2, "repeat_trials": 5_000}}),
     "quick": Preset(
         name="quick",
         description=("Laptop sizes on the bundled Blogs sample (900 bloggers, posts ≤ 600 chars): record cap m=32; "
