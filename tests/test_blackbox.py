@@ -89,7 +89,6 @@ def test_derived_verdicts_at_the_suite_setting_and_closed_cases():
 
 def test_each_mutant_changes_only_its_step():
     bank, rec, owner, n = _toy(n_users=20)
-    coords = np.arange(bank.shape[0])
     rng = np.random.default_rng
     # participation
     m = mutants.CanaryAlwaysIncluded().participation(n, MECH, rng(0), 500)

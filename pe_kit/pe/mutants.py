@@ -19,8 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.config import MechanismConfig
-from pe_kit.pe.mechanism import topk_routes
+from pe_kit.pe.mechanism import contributions, topk_routes
 from pe_kit.pe.release_protocol import ReferenceRelease, ReleasePipeline
 
 __all__ = ["NoiseStdNotScaled", "NoClipping", "CanaryAlwaysIncluded", "FixedSizeSample", "FixedNoiseSeed",
@@ -67,8 +66,6 @@ class NoClipping(_Mutant):
     name, bug = "no_clipping", "no L2 clipping of h̄_u"
 
     def contributions(self, routes, owner, n_users, bank_size, config):
-        from pe_kit.pe.mechanism import contributions
-
         return contributions(routes, owner, n_users, bank_size, np.inf)
 
     def breaks_guarantee(self, config, n_users):

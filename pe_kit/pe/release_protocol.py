@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.config import MechanismConfig
-from pe_kit.pe.mechanism import contributions, sample_participation, topk_routes
+from pe_kit.pe.mechanism import contributions, release, sample_participation, topk_routes
 
 __all__ = ["PERelease", "BatchedPERelease", "ReleasePipeline", "ReferenceRelease", "reference_release",
            "HistogramAdapter", "check_release_inputs", "user_records", "stack_users"]
@@ -179,8 +179,6 @@ def reference_release(bank, records, owner, n_users: int, config: MechanismConfi
     Raises:
         ValueError: on bad data arguments (``check_release_inputs``).
     """
-    from pe_kit.pe.mechanism import release
-
     bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
     c = contributions(topk_routes(records, bank, config.top_k), owner, n_users, bank.shape[0], config.clip_norm)
     return release(c, config, rng, sample_participation(n_users, config.sample_rate, rng))
