@@ -247,7 +247,7 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
         if "epsilon_ceiling" in g.columns and g["epsilon_ceiling"].notna().any():
             ceil = g.groupby("variant")["epsilon_ceiling"].max().reindex(order)
             ax.bar(range(len(order)), ceil.to_numpy(dtype=float), color="0.85", width=0.6, zorder=0,
-                   label="ceiling (1/μ_eff)")
+                   label="ceiling at 1/μ_eff (number: tightness)")
             if "tightness" in g.columns:
                 best = g.loc[g.groupby("variant")["epsilon_lower"].idxmax()].set_index("variant").reindex(order)
                 for i, (c, t) in enumerate(zip(ceil.to_numpy(dtype=float), best["tightness"].to_numpy(dtype=float))):
@@ -258,7 +258,7 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
         ax.axhline(g["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
         ax.set_title(f"{arm} arm / {bank}")
         ax.set_xlabel("")
-        ax.set_ylabel("ε_lower per canary (grey: ceiling; text: tightness)")
+        ax.set_ylabel("ε_lower per canary")
         _rotate(ax, 40)
         ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
