@@ -5,8 +5,9 @@ of one audit, lower stages never importing higher ones (``docs/architecture.md``
 ``tests/test_layout.py``):
 
 ``config`` / ``cache`` (settings, content-addressed files) → ``data`` (users, arms, splits) → ``text``
-(encoders, generators, banks, variation) → ``pe`` (mechanism, multi-round loop) → ``audit`` (moments,
-LLRs, bounds, trial engine, sweeps, accounting) → ``attack`` (variants, greedy selection) → ``report``
+(encoders, generators, banks, variation) → ``pe`` (mechanism, multi-round loop, release protocol, mutants) →
+``audit`` (moments, LLRs, bounds, trial engine, sweeps, accounting, black-box audits) → ``attack`` (variants,
+greedy selection, bug canaries) → ``report``
 (tidy rows, figures, widgets, MAUVE) → ``run`` (studies, notebooks' steps, presets, papermill, CLI).
 """
 from .config import AuditConfig, MechanismConfig

@@ -1,4 +1,5 @@
 """ε_theory from Opacus's PRV accountant against the paper's numbers (§3, App. D)."""
+import numpy as np
 import pytest
 
 from pe_kit.audit.accounting import (
@@ -35,3 +36,48 @@ def test_bad_event_names_field(kwargs, field):
 def test_bad_delta():
     with pytest.raises(ValueError, match="delta"):
         epsilon_theory(1.0, 0.1, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------- attack ceiling
+
+def _gaussian_epsilon(mu, delta):
+    """ε of the (un-subsampled) Gaussian mechanism with μ = Δ/s at δ, from Balle & Wang (2018)'s exact
+    δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)."""
+    from scipy import optimize, stats
+
+    f = lambda e: stats.norm.cdf(-e / mu + mu / 2) - np.exp(e) * stats.norm.cdf(-e / mu - mu / 2) - delta
+    return 0.0 if f(0.0) <= 0 else optimize.brentq(f, 0.0, 50.0)
+
+
+@pytest.mark.parametrize("sigma, q, delta", [(1.0, 0.1, 1e-5), (1.1088, 0.1, 1e-5), (2.0, 0.3, 1e-3)])
+def test_ceiling_at_perfect_canary_is_epsilon_theory(sigma, q, delta):
+    from pe_kit.audit.accounting import epsilon_ceiling
+
+    # equal up to the accountant's eps_error (1/(1/σ) may differ from σ in the last bit: another PRV grid)
+    assert epsilon_ceiling(1 / sigma, q, delta) == pytest.approx(epsilon_theory(sigma, q, delta), abs=0.01)
+
+
+def test_ceiling_vanishes_with_mu_eff():
+    from pe_kit.audit.accounting import epsilon_ceiling, tightness
+
+    mus = [0.3, 0.1, 0.03, 0.01]
+    ceil = [epsilon_ceiling(m, 0.1, 1e-5) for m in mus]
+    assert all(a > b for a, b in zip(ceil, ceil[1:]))  # strictly decreasing as μ_eff → 0
+    for m, c in zip(mus, ceil):  # subsampling only helps: ≤ the full Gaussian's ε at μ, which → 0 like μ√(2 log 1/δ)
+        assert 0 < c <= _gaussian_epsilon(m, 1e-5) + 0.01 * m
+    assert ceil[-1] < 0.005 and epsilon_ceiling(0.0, 0.1, 1e-5) == 0.0
+    assert tightness(0.5, 1.0) == 0.5 and np.isnan(tightness(0.0, 0.0))
+    with pytest.raises(ValueError, match="mu_eff"):
+        epsilon_ceiling(-1.0, 0.1, 1e-5)
+    with pytest.raises(ValueError, match="delta"):
+        epsilon_ceiling(1.0, 0.1, 0.0)
+
+
+def test_tidy_rows_carry_ceiling_and_tightness():
+    from pe_kit.report.results import tidy
+
+    rows = tidy([{"epsilon_lower": 0.9, "mu_eff": 1.0, "mech_sample_rate": 0.1, "audit_delta": 1e-5},
+                 {"epsilon_lower": 0.2, "mu_eff": 0.5, "sample_rate": 0.1, "delta": 1e-5}, {"value": 1.0}], "nb", "x")
+    assert rows[0]["epsilon_ceiling"] == pytest.approx(1.695, abs=0.003)
+    assert rows[0]["tightness"] == pytest.approx(0.9 / rows[0]["epsilon_ceiling"])
+    assert 0 < rows[1]["epsilon_ceiling"] < rows[0]["epsilon_ceiling"] and "epsilon_ceiling" not in rows[2]

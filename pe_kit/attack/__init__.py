@@ -1,4 +1,5 @@
 """Stage 5 — attack design: the eight variants and greedy probe selection.
 
-Modules: ``variants`` (Table 1, App. B), ``selection`` (Alg. B.1, Eq. 6).
+Modules: ``variants`` (Table 1, App. B), ``selection`` (Alg. B.1, Eq. 6), ``bug_canaries`` (canaries designed
+for implementation bugs).
 """

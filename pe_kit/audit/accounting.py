@@ -6,11 +6,12 @@ then accounted for, in the style of google dp_accounting's events/accountants sp
 """
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes"]
+__all__ = ["GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,52 @@ def epsilon_theory_prefixes(noise_multiplier: float, sample_rate: float, delta: 
     1.345, 1.540, 1.682, 1.800, 1.905, 2.000.
     """
     return [epsilon_theory(noise_multiplier, sample_rate, delta, t) for t in range(1, int(rounds) + 1)]
+
+
+def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: int = 1,
+                    eps_error: float | None = None) -> float:
+    """The attack ceiling: ε of the Poisson-subsampled Gaussian mechanism at noise multiplier 1/μ_eff.
+
+    A canary whose LLR statistic has separation μ_eff (Eq. 15) under H0 vs fixed inclusion turns the audit
+    into exactly the pair of distributions of the subsampled Gaussian mechanism with sensitivity μ_eff·s and
+    noise std s (Eqs. 16–17, 21–23; App. E.4), so no threshold test on this statistic can show more than that
+    mechanism's ε at (q, δ, T), however many trials it runs. With μ_eff = 1/σ (a perfect canary, Eq. 20) the
+    ceiling is ε_theory; as μ_eff → 0 it falls to 0.
+
+    Args:
+        mu_eff: μ_eff ≥ 0 (finite). sample_rate: q in (0, 1]. delta: δ in (0, 1). releases: T ≥ 1.
+        eps_error: PRV discretisation error; default min(0.01, 0.01·μ_eff) so the ceiling stays resolved as
+            μ_eff → 0 (the accountant's floor is ≈ eps_error).
+
+    Returns:
+        float ε ≥ 0 (0.0 exactly for μ_eff = 0).
+
+    Raises:
+        ValueError: on μ_eff < 0 or non-finite, or an out-of-range q, δ, T.
+
+    Source: ``opacus.accountants.PRVAccountant`` (as ``epsilon_theory``) at noise multiplier 1/μ_eff.
+    """
+    mu = float(mu_eff)
+    if not (math.isfinite(mu) and mu >= 0):
+        raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0 (√(vᵀΣ⁻¹v), Eq. 15)")
+    GaussianReleases(1.0, float(sample_rate), int(releases))  # validates q and T
+    if not 0 < delta < 1:
+        raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
+    if mu == 0:
+        return 0.0
+    err = float(eps_error) if eps_error is not None else min(0.01, 0.01 * mu)
+    return _prv_epsilon(1.0 / mu, float(sample_rate), float(delta), int(releases), err)
+
+
+def epsilon_ceiling_rounded(mu_eff: float, sample_rate: float, delta: float, releases: int = 1) -> float:
+    """``epsilon_ceiling`` at μ_eff rounded to 4 decimals (cached): for tables with many rows.
+
+    The rounding moves the ceiling by < 10⁻³ relative for μ_eff ≥ 0.05 (ε is smooth in the noise
+    multiplier), below the accountant's own eps_error.
+    """
+    return epsilon_ceiling(round(float(mu_eff), 4), sample_rate, delta, releases)
+
+
+def tightness(epsilon_lower: float, ceiling: float) -> float:
+    """ε_lower / epsilon_ceiling: the fraction of the attack ceiling an audit reached (NaN if the ceiling is 0)."""
+    return float(epsilon_lower) / float(ceiling) if ceiling > 0 else float("nan")

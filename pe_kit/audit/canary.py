@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory, tightness
 from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import (
     aux_moments,
@@ -35,6 +35,9 @@ class AuditResult:
         epsilon_lower: ε_lower on the test split (Eq. 28 at the calibrated threshold).
         epsilon_theory: Opacus PRV ε for one release at (σ, q, δ).
         mu_eff: test-population μ_eff (Eq. 15); mu_eff_ceiling: 1/σ (Eq. 20).
+        epsilon_ceiling: the attack ceiling, PRV ε at noise multiplier 1/μ_eff (same q, δ; ``accounting.epsilon_ceiling``):
+            the most a threshold test on this statistic can show with unlimited trials.
+        tightness: epsilon_lower / epsilon_ceiling (NaN when the ceiling is 0).
         canary_norm: ‖v_P‖₂ (≤ C).
         n_coords: |P|; background_voters: test users with a nonzero projection (K).
         threshold: frozen LLR threshold (ℓ units; the mixture threshold is ``mixture_llr`` of it).
@@ -48,6 +51,8 @@ class AuditResult:
     epsilon_theory: float
     mu_eff: float
     mu_eff_ceiling: float
+    epsilon_ceiling: float
+    tightness: float
     canary_norm: float
     n_coords: int
     background_voters: int
@@ -124,8 +129,11 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
                                         audit.delta, cal_audit.direction)
     eps_theory = (epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
                   if mechanism.noise_multiplier > 0 else float("inf"))
+    mu = float(np.sqrt(max(0.0, w @ v)))
+    ceiling = epsilon_ceiling(mu, mechanism.sample_rate, audit.delta) if audit.delta > 0 else float("nan")
     return AuditResult(
-        epsilon_lower=test_audit.epsilon, epsilon_theory=eps_theory, mu_eff=float(np.sqrt(max(0.0, w @ v))),
+        epsilon_lower=test_audit.epsilon, epsilon_theory=eps_theory, mu_eff=mu, epsilon_ceiling=ceiling,
+        tightness=tightness(test_audit.epsilon, ceiling) if ceiling == ceiling else float("nan"),
         mu_eff_ceiling=(1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
         canary_norm=float(np.linalg.norm(v)), n_coords=int(coords.size),
         background_voters=int(probs["test"].projections.size), threshold=cal_audit.threshold,

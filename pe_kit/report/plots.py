@@ -228,9 +228,12 @@ def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over c
 
 
 def plot_epsilon_by_canary(df: pd.DataFrame):
-    """ε_lower of every canary, per variant, one panel per (arm, bank), with ε_theory as a dashed line.
+    """ε_lower of every canary, per variant, one panel per (arm, bank), with ε_theory as a dashed line and,
+    when the rows carry it, each canary's attack ceiling ``epsilon_ceiling`` (PRV ε at noise multiplier
+    1/μ_eff) as a grey bar behind its point, the tightness ε_lower/ceiling of the best canary written on it.
 
-    Args: audit rows with ``variant, epsilon_lower, epsilon_theory, study_arm, bank_source``. Returns Figure.
+    Args: audit rows with ``variant, epsilon_lower, epsilon_theory, study_arm, bank_source`` (optional
+    ``epsilon_ceiling``, ``tightness``). Returns Figure.
     """
     import seaborn as sns
 
@@ -241,6 +244,15 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
     fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.6), squeeze=False, sharey=True)
     order = [v for v in VARIANTS if v in set(df["variant"])]
     for ax, ((arm, bank), g) in zip(axes[0], groups):
+        if "epsilon_ceiling" in g.columns and g["epsilon_ceiling"].notna().any():
+            ceil = g.groupby("variant")["epsilon_ceiling"].max().reindex(order)
+            ax.bar(range(len(order)), ceil.to_numpy(dtype=float), color="0.85", width=0.6, zorder=0,
+                   label="ceiling at 1/μ_eff (number: tightness)")
+            if "tightness" in g.columns:
+                best = g.loc[g.groupby("variant")["epsilon_lower"].idxmax()].set_index("variant").reindex(order)
+                for i, (c, t) in enumerate(zip(ceil.to_numpy(dtype=float), best["tightness"].to_numpy(dtype=float))):
+                    if np.isfinite(c) and np.isfinite(t):
+                        ax.text(i, c, f"{t:.2f}", ha="center", va="bottom", fontsize=6, color="0.3")
         sns.stripplot(g, x="variant", y="epsilon_lower", hue="variant", order=order, palette=variant_palette(order),
                       size=5, ax=ax, legend=False)
         ax.axhline(g["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
@@ -338,5 +350,64 @@ def plot_tightness(df: pd.DataFrame):
     ax.set_ylabel("ε")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- 07 implementations
+def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
+    """Notebook 07: ε_lower of every audited implementation with its two-sided band, against ε_theory, coloured
+    by verdict; and (if given) the trials each violation needed to be flagged (log scale).
+
+    Args:
+        df: rows of ``run.implementation_audit.run_suite`` (``implementation, design, epsilon_lower,
+            epsilon_ci_low, epsilon_ci_high, epsilon_theory, violation, expected_violation``).
+        needed: rows of ``trials_needed_rows`` (``implementation, trials_needed``), or None.
+
+    Returns:
+        Figure.
+
+    Raises:
+        ValueError: naming a missing column.
+    """
+    need = ["implementation", "design", "epsilon_lower", "epsilon_ci_low", "epsilon_ci_high", "epsilon_theory",
+            "violation", "expected_violation"]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"plot_mutant_suite needs columns {missing}: pass rows of run_suite")
+    d = df.reset_index(drop=True)
+    labels = [f"{i} ({g})" for i, g in zip(d["implementation"], d["design"])]
+    n_panels = 2 if needed is not None and len(needed) else 1
+    fig, axes = plt.subplots(1, n_panels, figsize=(5.5 * n_panels + 1.5, 0.38 * len(d) + 1.6), squeeze=False)
+    ax = axes[0][0]
+    y = np.arange(len(d))[::-1]
+    cap = float(np.nanmax(np.where(np.isfinite(d["epsilon_ci_high"]), d["epsilon_ci_high"], np.nan)))
+    cap = max(cap if np.isfinite(cap) else 0.0, float(d["epsilon_lower"].max()), float(d["epsilon_theory"].max())) * 1.1
+    hi = np.minimum(np.where(np.isfinite(d["epsilon_ci_high"]), d["epsilon_ci_high"], cap), cap)
+    colours = np.where(d["violation"].astype(bool), "C3", "C0")
+    for yi, lo_, hi_, c in zip(y, d["epsilon_ci_low"], hi, colours):
+        ax.plot([lo_, hi_], [yi, yi], color=c, lw=3, alpha=0.35)
+    ax.scatter(d["epsilon_lower"], y, c=list(colours), zorder=3, s=25)
+    ax.axvline(float(d["epsilon_theory"].max()), color="k", ls="--", lw=1, label="ε_theory (claimed)")
+    wrong = d["violation"].astype(bool) != d["expected_violation"].astype(bool)
+    ax.set_yticks(y, [lab + ("  ✗" if w else "") for lab, w in zip(labels, wrong)], fontsize=7)
+    lvl = f"{float(d['band_level'].iloc[0]):.4g}" if "band_level" in d.columns else "two-sided"
+    ax.set_xlabel(f"ε_lower (band: {lvl} two-sided confidence)")
+    ax.set_title("red: flagged (ε_lower > ε_theory)")
+    ax.legend(fontsize=7, loc="lower right")
+    if n_panels == 2:
+        ax2 = axes[0][1]
+        nd = needed.reset_index(drop=True)
+        t = nd["trials_needed"].astype(float)
+        yy = np.arange(len(nd))[::-1]
+        ax2.barh(yy, np.where(np.isfinite(t), t, 0.0), color="C3", alpha=0.7)
+        for yi, ti in zip(yy, t):
+            ax2.text(ti if np.isfinite(ti) else 1, yi, f" {int(ti):,}" if np.isfinite(ti) else " not flagged",
+                     va="center", fontsize=7)
+        ax2.set_xscale("log")
+        ax2.set_xlim(left=300)
+        ax2.set_yticks(yy, list(nd["implementation"]), fontsize=7)
+        ax2.set_xlabel("trials per hypothesis to flag")
+        ax2.set_title("trials each violation needed")
     fig.tight_layout()
     return fig

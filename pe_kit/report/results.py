@@ -120,8 +120,38 @@ def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | Non
         r["notebook"] = notebook
         if r.get("experiment") is None:
             r["experiment"] = experiment
+        add_attack_ceiling(r)
         out.append(r)
     return out
+
+
+def _first(row: Mapping[str, Any], keys: Sequence[str]):
+    for k in keys:
+        v = row.get(k)
+        if v is not None and isinstance(v, (int, float)) and math.isfinite(float(v)):
+            return float(v)
+    return None
+
+
+def add_attack_ceiling(row: dict) -> dict:
+    """Add ``epsilon_ceiling`` and ``tightness`` to an audit row in place (and return it).
+
+    A row qualifies when it has a finite ``epsilon_lower`` and ``mu_eff``, a sample rate (``mech_sample_rate``
+    or ``sample_rate``) and a δ > 0 (``audit_delta`` or ``delta``), and no ``epsilon_ceiling`` yet; the
+    ceiling is the PRV ε at noise multiplier 1/μ_eff for one release (``audit.accounting.epsilon_ceiling``,
+    μ_eff rounded to 4 decimals) and tightness = ε_lower / ceiling. Other rows are left alone.
+    """
+    from pe_kit.audit.accounting import epsilon_ceiling_rounded, tightness
+
+    if "epsilon_ceiling" in row and row["epsilon_ceiling"] is not None:
+        return row
+    eps, mu = _first(row, ("epsilon_lower",)), _first(row, ("mu_eff",))
+    q, delta = _first(row, ("mech_sample_rate", "sample_rate")), _first(row, ("audit_delta", "delta"))
+    if eps is None or mu is None or q is None or delta is None or not (0 < q <= 1 and 0 < delta < 1) or mu < 0:
+        return row
+    ceiling = epsilon_ceiling_rounded(mu, q, delta)
+    row["epsilon_ceiling"], row["tightness"] = ceiling, tightness(eps, ceiling)
+    return row
 
 
 def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebook: str) -> Path:
@@ -389,7 +419,12 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
         if "population_shift" in t2.columns:
             spec["population_shift"] = ("population_shift", lambda s: int(pd.Series(s).astype(bool).sum()))
         agg = t2.groupby(["study_arm", "bank_source", "variant"], sort=False).agg(**spec).reset_index()
-        out.append(_section("Audit detail (per arm, bank and variant)",
+        if "epsilon_ceiling" in t2.columns:  # the attack ceiling of the best canary, and how close the audit came
+            best = t2.loc[t2.groupby(["study_arm", "bank_source", "variant"], sort=False)["epsilon_lower"].idxmax()]
+            agg["epsilon_ceiling"] = best["epsilon_ceiling"].to_numpy()
+            agg["tightness"] = best["tightness"].to_numpy()
+            agg["epsilon_theory"] = best["epsilon_theory"].to_numpy()
+        out.append(_section("Audit detail (per arm, bank and variant; ceiling and tightness of the best canary)",
                             "`population_shift`: canaries whose test-split FPR at the frozen threshold falls outside "
                             "the calibration split's Clopper–Pearson interval (the intervals are disjoint).\n\n"
                             + markdown_table(agg)))
@@ -436,6 +471,13 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
                             "source") if c in tight.columns]
         out.append(_section("Tightness: ε_lower vs trials", markdown_table(tight[cols])))
         done.add("tightness")
+    impl = df[exp == "implementation_audit"]
+    if not impl.empty:
+        cols = [c for c in ("implementation", "design", "expected_violation", "violation", "epsilon_lower",
+                            "epsilon_ci_low", "epsilon_ci_high", "epsilon_theory", "epsilon_ceiling", "mu_eff",
+                            "trials", "trials_needed", "seconds") if c in impl.columns]
+        out.append(_section("Black-box implementation audit: seeded bugs (notebook 07)", markdown_table(impl[cols])))
+        done.add("implementation_audit")
     mr = df[exp == "fig2_multiround"]
     if not mr.empty:
         cols = [c for c in ("variant", "round", "releases", "participants", "mauve_mean", "mauve_sd", "mu_eff_composed",

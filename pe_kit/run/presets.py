@@ -17,9 +17,10 @@ from typing import Any, Mapping, Sequence
 
 from pe_kit.config import check_param
 
-#: Notebook stems, in run order. 06 belongs to the multi-round work and runs only if its file exists.
+#: Notebook stems, in run order. 06 (multi-round) and 07 (black-box implementation audits) run only if their
+#: files exist; like 06, 07 takes its own parameters from ``Preset.extra`` (defaults in its parameters cell).
 NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve",
-             "08_one_run_audit")
+             "07_audit_an_implementation", "08_one_run_audit")
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -99,6 +100,8 @@ PRESETS: dict[str, Preset] = {
         qs=(0.05, 0.1, 0.3), sweep_trials=20_000, encoders=("all-MiniLM-L6-v2",), encoder_per_variant=1,
         tightness_trials=(1_000, 5_000, 20_000),
         extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500},
+               "07_audit_an_implementation": {"suite_trials": 20_000, "ladder": [1_000, 3_000, 10_000, 30_000],
+                                              "repeats": 2, "repeat_trials": 5_000},
                "08_one_run_audit": {"probe_shares": [0.5, 1.0], "idealised_ms": [100, 1000], "idealised_repeats": 2}}),
     "quick": Preset(
         name="quick",

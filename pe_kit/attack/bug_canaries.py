@@ -1,0 +1,166 @@
+"""Canary designs for black-box implementation audits: the auditor designs the canary for the bug.
+
+A design is everything the auditor controls (``audit.blackbox.audit_implementation`` reads it duck-typed):
+the frozen bank embeddings, the probe coordinates P, the canary's record embeddings and the aux /
+calibration / test users' record embeddings. The designs here are geometric constructions in the
+embedding space (no encoder, no text), so they are exact about who votes where:
+
+* ``concentrated`` — the canary's records sit on a tight cluster of exactly k bank entries (the probes),
+  far from everyone else: every one of its votes lands on the k probes and no other user votes there.
+  ‖h̄_can‖ = 1/√k before clipping (the maximum, ``pe.mutants`` F3) and ‖v_P‖ = C after, so under the
+  specification μ_eff = 1/σ (Eq. 20's ceiling, like the paper's nonce canary) — and a missing clip shows
+  as μ_eff = 1/(σC√k) (4.47/σ at k = 5, C = 0.1). A probe nobody else votes on also makes noise that skips
+  zero coordinates, a fixed noise vector, or a canary exempt from sampling visible.
+* ``displacement`` — for fixed-size sampling (``pe.mutants.FixedSizeSample``): the calibration and test
+  users are identical and vote on a second cluster B of k entries (contribution c ⊥ v, ‖c‖ = C); the aux
+  users vote half on A and half on B, so the specification's Σ̂ (Eqs. 31–35) is dominated by the
+  direction v + c and the LLR weight w = Σ̂⁻¹v leans towards v − c. With Poisson sampling the test users'
+  sampling noise along c swamps the score (μ_eff small); with a fixed-size sample the background sum is
+  constant and a sampled canary displaces one c: the score shifts by w·(v − c), the √2C displacement of
+  the mutant's derivation. P = A ∪ B.
+
+Source: the bug derivations in ``pe.mutants``; Eq. 1 (routing, normalisation, clipping), Eqs. 14–15, 31–35.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["ImplementationDesign", "concentrated_design", "displacement_design", "DESIGNS", "DESIGN_FOR_BUG",
+           "design_for"]
+
+
+@dataclass(frozen=True)
+class ImplementationDesign:
+    """A frozen black-box audit design.
+
+    Attributes:
+        name: design name (``concentrated`` / ``displacement``).
+        bank: float32 (p, d) bank embeddings, in bank order.
+        coords: int64 (|P|,) probe coordinates the score reads.
+        canary: float32 (m, d) the canary's record embeddings.
+        aux, calibration, test: lists of float32 (n_u, d) record embeddings, one array per user.
+        info: how it was built (sizes, seed-free).
+    """
+
+    name: str
+    bank: np.ndarray
+    coords: np.ndarray
+    canary: np.ndarray
+    aux: list
+    calibration: list
+    test: list
+    info: dict = field(default_factory=dict)
+
+
+def _check_sizes(**sizes) -> None:
+    for name, v in sizes.items():
+        if int(v) != v or v < 1:
+            raise ValueError(f"{name}={v!r} must be an integer ≥ 1")
+
+
+def _background(rng: np.random.Generator, dim: int, bank_size: int, reserved: int):
+    """Background bank rows (unit Gaussian directions) and the positions left for the clusters."""
+    if bank_size < reserved + 8:
+        raise ValueError(f"bank_size={bank_size} must be ≥ {reserved + 8} (the probe clusters need {reserved} "
+                         "entries and the background at least 8)")
+    bank = rng.normal(size=(bank_size, dim)).astype(np.float32)
+    bank /= np.linalg.norm(bank, axis=1, keepdims=True)
+    positions = rng.choice(bank_size, size=reserved, replace=False)
+    background = np.setdiff1d(np.arange(bank_size), positions)
+    return bank, positions.astype(np.int64), background
+
+
+def _cluster(rng, centre: np.ndarray, n: int, spread: float) -> np.ndarray:
+    return (centre[None, :] + spread * rng.normal(size=(n, centre.size))).astype(np.float32)
+
+
+def _natural_users(rng, bank, background, n_users: int, records: int, spread: float = 0.05) -> list:
+    """Users whose records sit near random background entries (they never vote on a cluster)."""
+    out = []
+    for _ in range(n_users):
+        anchors = bank[rng.choice(background, size=records)]
+        out.append((anchors + spread * rng.normal(size=anchors.shape)).astype(np.float32))
+    return out
+
+
+def _centre(rng, dim: int, radius: float) -> np.ndarray:
+    c = rng.normal(size=dim)
+    return radius * c / np.linalg.norm(c)
+
+
+def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
+                        n_aux: int = 50, n_calibration: int = 50, n_test: int = 50, records: int = 4,
+                        canary_records: int = 8) -> ImplementationDesign:
+    """The ``concentrated`` design (module docstring): k probes, all canary votes on them, nobody else there.
+
+    Args:
+        rng: the only source of randomness (bank, positions, records).
+        top_k: k of the audited mechanism (the cluster has exactly k entries).
+        dim: embedding dimension d. bank_size: p. n_aux, n_calibration, n_test: users per split.
+        records: records per background user. canary_records: the canary's m.
+
+    Returns:
+        ``ImplementationDesign`` with |P| = k.
+
+    Raises:
+        ValueError: on a size < 1 or a bank too small for the cluster.
+    """
+    _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
+                 n_test=n_test, records=records, canary_records=canary_records)
+    bank, probes, background = _background(rng, dim, bank_size, top_k)
+    a = _centre(rng, dim, 10.0)
+    bank[probes] = _cluster(rng, a, top_k, 0.01)
+    canary = _cluster(rng, a, canary_records, 0.001)
+    users = {s: _natural_users(rng, bank, background, n, records)
+             for s, n in (("aux", n_aux), ("calibration", n_calibration), ("test", n_test))}
+    return ImplementationDesign("concentrated", bank, np.sort(probes), canary, users["aux"], users["calibration"],
+                                users["test"], {"design": "concentrated", "top_k": top_k, "dim": dim,
+                                                "bank_size": bank_size, "n_aux": n_aux, "n_calibration": n_calibration,
+                                                "n_test": n_test, "records": records, "canary_records": canary_records})
+
+
+def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
+                        n_aux: int = 50, n_calibration: int = 100, n_test: int = 100, records: int = 4,
+                        canary_records: int = 8) -> ImplementationDesign:
+    """The ``displacement`` design (module docstring) for fixed-size sampling; P = A ∪ B, |P| = 2k.
+
+    Args and Raises: as ``concentrated_design`` (``records`` must be even: aux users put half on each cluster).
+    The default population is larger (100) so that the specification's Σ̂ is dominated by v + c.
+    """
+    _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
+                 n_test=n_test, records=records, canary_records=canary_records)
+    if records % 2:
+        raise ValueError(f"records={records} must be even: aux users put half their records on each cluster")
+    bank, positions, background = _background(rng, dim, bank_size, 2 * top_k)
+    pa, pb = positions[:top_k], positions[top_k:]
+    a, b = _centre(rng, dim, 10.0), _centre(rng, dim, 10.0)
+    while np.linalg.norm(a - b) < 5.0:
+        b = _centre(rng, dim, 10.0)
+    bank[pa], bank[pb] = _cluster(rng, a, top_k, 0.01), _cluster(rng, b, top_k, 0.01)
+    canary = _cluster(rng, a, canary_records, 0.001)
+    same = [_cluster(rng, b, records, 0.001) for _ in range(max(n_calibration, n_test))]
+    aux = [np.concatenate([_cluster(rng, a, records // 2, 0.001), _cluster(rng, b, records // 2, 0.001)])
+           for _ in range(n_aux)]
+    return ImplementationDesign("displacement", bank, np.sort(positions), canary, aux, same[:n_calibration],
+                                same[:n_test], {"design": "displacement", "top_k": top_k, "dim": dim,
+                                                "bank_size": bank_size, "n_aux": n_aux, "n_calibration": n_calibration,
+                                                "n_test": n_test, "records": records, "canary_records": canary_records,
+                                                "background": bool(len(background))})
+
+
+DESIGNS = {"concentrated": concentrated_design, "displacement": displacement_design}
+
+#: the design the auditor uses against each bug class (``pe.mutants`` names; others: ``concentrated``)
+DESIGN_FOR_BUG = {"fixed_size_sample": "displacement"}
+
+
+def design_for(implementation, rng: np.random.Generator, **sizes) -> ImplementationDesign:
+    """The design for ``implementation`` (its ``name``; ``DESIGN_FOR_BUG``, default ``concentrated``).
+
+    Raises:
+        ValueError: on sizes the design does not accept.
+    """
+    name = DESIGN_FOR_BUG.get(getattr(implementation, "name", ""), "concentrated")
+    return DESIGNS[name](rng, **sizes)

@@ -1,0 +1,325 @@
+"""Black-box audits of a PE release implementation (not of the specification).
+
+Source: §2.1 Steps 2–5 of "Canaries in the Bank" (Eqs. 2–5, 14–15, 22, 28–35), with the trials run through
+a *given* release function (``pe.release_protocol``) instead of the scalar projection of the specified
+mechanism. The auditor controls the bank, the users (the canary is the last user row under H1, absent
+under H0) and the seeds; participation, routing, clipping and noise are the implementation's job.
+
+The statistic is the kit's: weights from aux users *under the specification* (the reference mechanism's
+contributions, Eqs. 31–35: m̂0, Σ̂_P for N = n_test users, w = Σ̂⁻¹v with v the canary's specified
+contribution on P), score ℓ = wᵀ(Y_P − m̂0 − v/2) (Eq. 14; ℓ_mix = log[(1−q) + q e^ℓ] is monotone in ℓ, so a
+threshold on either is the same test). A threshold is calibrated on calibration-user trials and ε_lower
+(Eq. 28) bounded on fresh test-user trials with one-sided Clopper–Pearson endpoints at γ.
+
+``violation = ε_lower > ε_theory``: ε_lower holds with probability ≥ 1 − 4γ (four one-sided bounds), so a
+flagged row is a level-4γ test of "the implementation meets (ε_theory, δ)"; ``audit_suite`` sets
+γ = α/(4·n_audits) so that the whole suite's family-wise error is ≤ α by construction (Bonferroni).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory
+from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold
+from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments
+from pe_kit.audit.trials import ScalarProblem, scalar_problem
+from pe_kit.config import MechanismConfig
+from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
+
+__all__ = ["SpecStatistic", "spec_statistic", "BlackBoxAudit", "implementation_scores", "audit_implementation",
+           "audit_suite", "trials_needed", "MAX_TRIALS"]
+
+#: the per-hypothesis trial budget of one black-box audit (issue 15: ≤ 10⁵)
+MAX_TRIALS = 100_000
+
+_SPLITS = ("calibration", "test")
+
+
+def _users(design, split: str) -> list:
+    users = getattr(design, split, None)
+    if users is None or len(users) == 0:
+        raise ValueError(f"design.{split} must be a non-empty list of per-user (n_u, d) record embeddings")
+    return list(users)
+
+
+@dataclass(frozen=True)
+class SpecStatistic:
+    """The specification's LLR statistic of one design (Eqs. 14, 15, 31–35).
+
+    Attributes:
+        coords: int64 (|P|,). canary: float64 (|P|,) v (the canary's specified contribution on P).
+        weights: float64 (|P|,) w = Σ̂⁻¹v. m0: float64 (|P|,) m̂0 for N = n_test. mu_eff: √(vᵀΣ̂⁻¹v).
+        n_users: N. populations: split → CSR (N, |P|) specified contributions (calibration resized to N).
+    """
+
+    coords: np.ndarray
+    canary: np.ndarray
+    weights: np.ndarray
+    m0: np.ndarray
+    mu_eff: float
+    n_users: int
+    populations: dict
+
+    def score(self, y_p: np.ndarray) -> np.ndarray:
+        """ℓ = (Y_P − m̂0 − v/2)·w for float (t, |P|) releases restricted to P; float64 (t,)."""
+        return (np.asarray(y_p, dtype=np.float64) - self.m0 - self.canary / 2) @ self.weights
+
+    def scalar_problems(self, mechanism: MechanismConfig) -> tuple[ScalarProblem, ScalarProblem]:
+        """(calibration, test) ``ScalarProblem`` of the specified mechanism on this design (for ``engine``)."""
+        return tuple(scalar_problem(self.weights, self.populations[s], self.canary, self.m0, mechanism.noise_std,
+                                    mechanism.sample_rate) for s in _SPLITS)
+
+
+def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1, ridge: float = 1e-9,
+                   rng: np.random.Generator | None = None) -> SpecStatistic:
+    """The specification's statistic of a design: reference contributions → aux moments → w (Eqs. 14, 31–35).
+
+    Args:
+        design: duck-typed: ``bank`` float (p, d), ``coords`` int (|P|,), ``canary`` float (m, d) and ``aux``,
+            ``calibration``, ``test`` lists of per-user float (n_u, d) (``attack.bug_canaries.ImplementationDesign``).
+        mechanism: the settings the implementation claims (k, C, σ, q).
+        shrinkage, ridge: Eq. 33 / Eq. 35 (0.1, 1e-9 in the paper).
+        rng: resamples calibration users to n_test when the split sizes differ (default: seeded 0).
+
+    Returns:
+        ``SpecStatistic``.
+
+    Raises:
+        ValueError: on a malformed design, empty coordinates, a canary with no vote on P, or σ = 0.
+    """
+    if mechanism.noise_multiplier <= 0:
+        raise ValueError("mechanism.noise_multiplier must be > 0: a black-box audit needs a finite ε_theory")
+    bank = np.asarray(design.bank, dtype=np.float32)
+    coords = np.asarray(design.coords, dtype=np.int64).ravel()
+    if coords.size == 0 or coords.min() < 0 or coords.max() >= bank.shape[0]:
+        raise ValueError(f"design.coords must be non-empty bank positions in [0, {bank.shape[0]})")
+    ref = ReferenceRelease()
+
+    def contribs(users):
+        rec, own, n = stack_users(users)
+        return sp.csr_matrix(ref.prepare(bank, rec, own, n, mechanism)[:, coords])
+
+    v = np.asarray(contribs([np.asarray(design.canary)]).todense()).ravel()
+    if not np.any(v):
+        raise ValueError("the canary casts no vote on design.coords under the specification: redesign the probes")
+    pops = {s: contribs(_users(design, s)) for s in ("aux",) + _SPLITS}
+    n = pops["test"].shape[0]
+    if pops["calibration"].shape[0] != n:
+        rng = rng or np.random.default_rng(0)
+        pops["calibration"] = pops["calibration"][rng.integers(0, pops["calibration"].shape[0], size=n)]
+    m0, sigma = null_moments(aux_moments(pops["aux"], shrinkage), n, mechanism, ridge)
+    w = llr_weights(v, sigma)
+    return SpecStatistic(coords, v, w, m0, float(np.sqrt(max(0.0, w @ v))), n,
+                         {s: pops[s] for s in _SPLITS})
+
+
+def _population(design, split: str, hypothesis: int, n_users: int, rng: np.random.Generator | None):
+    users = _users(design, split)
+    if len(users) != n_users:  # the calibration split resized to N (as spec_statistic)
+        rng = rng or np.random.default_rng(0)
+        users = [users[i] for i in rng.integers(0, len(users), size=n_users)]
+    if hypothesis == 1:
+        users = users + [np.asarray(design.canary)]
+    return stack_users(users)
+
+
+def implementation_scores(release, design, mechanism: MechanismConfig, stat: SpecStatistic, split: str,
+                          hypothesis: int, n_trials: int, rng: np.random.Generator, *, batch: int = 8192,
+                          use_batch: bool | None = None) -> np.ndarray:
+    """Scores of ``n_trials`` releases of ``release`` on one split under H0 (canary absent) or H1 (canary
+    eligible, the last user row). float64 (n_trials,).
+
+    Uses ``release.release_batch`` on P (``batch`` releases per call) when the implementation offers it and
+    ``use_batch`` is not False; otherwise one full ``release(...)`` call per trial, read on P.
+
+    Raises:
+        ValueError: on a bad split / hypothesis / n_trials, or a release of the wrong shape.
+    """
+    if split not in _SPLITS or hypothesis not in (0, 1):
+        raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
+    if int(n_trials) != n_trials or n_trials < 1:
+        raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
+    records, owner, n = _population(design, split, hypothesis, stat.n_users,
+                                    np.random.default_rng(0) if split == "calibration" else None)
+    bank = np.asarray(design.bank, dtype=np.float32)
+    batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
+    out = np.empty(int(n_trials))
+    if batched:
+        for start in range(0, int(n_trials), batch):
+            t = min(batch, int(n_trials) - start)
+            y = np.asarray(release.release_batch(bank, records, owner, n, mechanism, rng, t, stat.coords))
+            if y.shape != (t, stat.coords.size):
+                raise ValueError(f"release_batch returned shape {y.shape}; expected ({t}, {stat.coords.size})")
+            out[start:start + t] = stat.score(y)
+        return out
+    for i in range(int(n_trials)):
+        y = np.asarray(release(bank, records, owner, n, mechanism, rng), dtype=np.float64)
+        if y.shape != (bank.shape[0],):
+            raise ValueError(f"the release returned shape {y.shape}; a PE histogram has shape ({bank.shape[0]},)")
+        out[i] = stat.score(y[stat.coords][None, :])[0]
+    return out
+
+
+@dataclass(frozen=True)
+class BlackBoxAudit:
+    """One black-box audit of one implementation on one design (one tidy row).
+
+    Attributes:
+        implementation: its ``name``; design: the design's ``name``.
+        epsilon_lower: ε_lower on the test trials (Eq. 28). epsilon_theory: the claimed ε (Opacus PRV at σ, q, δ).
+        epsilon_ceiling: the PRV ε at noise multiplier 1/μ_eff (``accounting.epsilon_ceiling``): the most a
+            threshold test on this statistic can show against the *specified* mechanism.
+        tightness: ε_lower / epsilon_ceiling (NaN when the ceiling is 0).
+        violation: ε_lower > ε_theory. expected_violation: the implementation's derived verdict
+            (``breaks_guarantee``; None if it has none).
+        mu_eff: the specification's μ_eff of the design. threshold, threshold_mix: the frozen threshold (ℓ, ℓ_mix).
+        calibration, test: ``ThresholdAudit`` records. trials: per hypothesis per split. gamma, delta.
+        batched: whether ``release_batch`` was used. seconds: wall time of the trials and bounds.
+    """
+
+    implementation: str
+    design: str
+    epsilon_lower: float
+    epsilon_theory: float
+    epsilon_ceiling: float
+    tightness: float
+    violation: bool
+    expected_violation: bool | None
+    mu_eff: float
+    threshold: float
+    threshold_mix: float
+    calibration: ThresholdAudit
+    test: ThresholdAudit
+    trials: int
+    gamma: float
+    delta: float
+    batched: bool
+    seconds: float
+
+    def as_row(self) -> dict:
+        """Flat dict: scalar fields plus ``calibration_*`` / ``test_*`` counts and bounds, ``tpr``, ``fpr``."""
+        row = {k: v for k, v in asdict(self).items() if k not in ("calibration", "test")}
+        for name in _SPLITS:
+            for k, v in getattr(self, name).as_dict().items():
+                row[f"{name}_{k}"] = v
+        row["tpr"], row["fpr"] = self.test.tpr, self.test.fpr
+        return row
+
+
+def audit_implementation(release, design, mechanism: MechanismConfig, *, trials: int = MAX_TRIALS,
+                         gamma: float = 0.0025, delta: float = 1e-5, seed=0, shrinkage: float = 0.1,
+                         ridge: float = 1e-9, batch: int = 8192, use_batch: bool | None = None,
+                         stat: SpecStatistic | None = None, return_scores: bool = False):
+    """Audit a PE release implementation through its own function (module docstring; §2.1 Steps 2–5).
+
+    Args:
+        release: a ``pe.release_protocol.PERelease`` (optionally with ``release_batch``), e.g. the reference,
+            a ``pe.mutants`` mutant, or a ``HistogramAdapter`` around third-party code.
+        design: duck-typed design (``spec_statistic``).
+        mechanism: the settings the implementation claims; ε_theory is computed from them at ``delta``.
+        trials: trials per hypothesis per split (calibration and test each), ≥ 1.
+        gamma: one-sided Clopper–Pearson tail in (0, 1). delta: δ in (0, 1).
+        seed: int / sequence / SeedSequence; the four trial streams are its spawns (calibration H0, H1,
+            test H0, H1).
+        shrinkage, ridge: of the specification's Σ̂. batch, use_batch: see ``implementation_scores``.
+        stat: a precomputed ``spec_statistic`` of this design and mechanism (saves the routing).
+        return_scores: also return {(split, hypothesis): scores}.
+
+    Returns:
+        ``BlackBoxAudit`` (and the scores dict if asked).
+
+    Raises:
+        ValueError: on bad γ, δ, trials or design; errors of the implementation propagate.
+    """
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_audits))")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta={delta} must lie in (0, 1)")
+    if int(trials) != trials or trials < 1:
+        raise ValueError(f"trials={trials} must be an integer ≥ 1")
+    t0 = time.perf_counter()
+    stat = stat or spec_statistic(design, mechanism, shrinkage=shrinkage, ridge=ridge)
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    gens = [np.random.Generator(np.random.PCG64(s)) for s in root.spawn(4)]
+    scores, i = {}, 0
+    for split in _SPLITS:
+        for h in (0, 1):
+            scores[(split, h)] = implementation_scores(release, design, mechanism, stat, split, h, int(trials),
+                                                       gens[i], batch=batch, use_batch=use_batch)
+            i += 1
+    cal = calibrate_threshold(scores[("calibration", 0)], scores[("calibration", 1)], gamma, delta)
+    tst = evaluate_threshold(scores[("test", 0)], scores[("test", 1)], cal.threshold, gamma, delta)
+    eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+    ceiling = epsilon_ceiling(stat.mu_eff, mechanism.sample_rate, delta)
+    expected = getattr(release, "breaks_guarantee", None)
+    n_h1 = stat.n_users + 1
+    out = BlackBoxAudit(
+        implementation=str(getattr(release, "name", type(release).__name__)), design=str(getattr(design, "name", "")),
+        epsilon_lower=tst.epsilon, epsilon_theory=eps_theory, epsilon_ceiling=ceiling,
+        tightness=(tst.epsilon / ceiling) if ceiling > 0 else math.nan, violation=bool(tst.epsilon > eps_theory),
+        expected_violation=None if expected is None else bool(expected(mechanism, n_h1)), mu_eff=stat.mu_eff,
+        threshold=cal.threshold, threshold_mix=float(mixture_llr(cal.threshold, mechanism.sample_rate)),
+        calibration=cal, test=tst, trials=int(trials), gamma=float(gamma), delta=float(delta),
+        batched=hasattr(release, "release_batch") if use_batch is None else bool(use_batch),
+        seconds=time.perf_counter() - t0)
+    return (out, scores) if return_scores else out
+
+
+def audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
+                delta: float = 1e-3, seed=0, **options) -> list[BlackBoxAudit]:
+    """Audit several (release, design) pairs with a family-wise level α (γ = α/(4·len(cases))).
+
+    Args:
+        cases: sequence of (release, design).
+        mechanism, trials, delta: as ``audit_implementation``. alpha: family-wise error in (0, 1).
+        seed: the i-th case uses ``SeedSequence(seed).spawn`` child i (independent, reproducible).
+        options: further ``audit_implementation`` keywords.
+
+    Returns:
+        list of ``BlackBoxAudit``, one per case, in order.
+
+    Raises:
+        ValueError: on an empty suite or α outside (0, 1).
+    """
+    if len(cases) == 0:
+        raise ValueError("cases is empty: give (release, design) pairs")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} must lie in (0, 1)")
+    gamma = alpha / (4 * len(cases))
+    seeds = np.random.SeedSequence(seed).spawn(len(cases))
+    return [audit_implementation(r, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, **options)
+            for (r, d), s in zip(cases, seeds)]
+
+
+def trials_needed(release, design, mechanism: MechanismConfig, *, ladder: Sequence[int] = (1_000, 3_000, 10_000,
+                  30_000, 100_000), gamma: float = 0.0025, delta: float = 1e-3, seed=0,
+                  **options) -> tuple[int | None, list[BlackBoxAudit]]:
+    """The smallest trial budget of ``ladder`` at which ``release`` is flagged (the tightness curve of a mutant).
+
+    Every rung is a fresh audit (its own seed spawn) at γ/len(ladder), so the ladder as a whole keeps the
+    level 4γ of one audit (Bonferroni over the rungs). Stops at the first flagged rung.
+
+    Returns:
+        (trials or None if never flagged, the audits run).
+
+    Raises:
+        ValueError: on an empty or non-increasing ladder.
+    """
+    ladder = [int(t) for t in ladder]
+    if not ladder or any(b <= a for a, b in zip(ladder, ladder[1:])):
+        raise ValueError(f"ladder={ladder} must be a non-empty increasing sequence of trial counts")
+    stat = options.pop("stat", None) or spec_statistic(design, mechanism)
+    seeds = np.random.SeedSequence(seed).spawn(len(ladder))
+    runs = []
+    for t, s in zip(ladder, seeds):
+        runs.append(audit_implementation(release, design, mechanism, trials=t, gamma=gamma / len(ladder), delta=delta,
+                                         seed=s, stat=stat, **options))
+        if runs[-1].violation:
+            return t, runs
+    return None, runs

@@ -1,0 +1,262 @@
+"""The PE release protocol: what a black-box audit may call, the reference implementation, and an adapter.
+
+A *PE release* (paper Eq. 1, Alg. A.1 lines 7–20) is any callable
+
+    release(bank, records, owner, n_users, config, rng) -> float64 (p,)
+
+that, given the frozen bank embeddings ``bank`` (p, d), the eligible users' record embeddings ``records``
+(n, d) with their user rows ``owner`` (n,) in [0, n_users), the mechanism settings ``config``
+(``MechanismConfig``: k, C, σ, q) and a ``numpy.random.Generator``, samples the participating users itself
+(Poisson, Bernoulli(q) each), routes, normalises and clips their votes, and returns one noisy histogram.
+The auditor controls the bank, the users (and so whether the canary is present: it is always the *last*
+user row when present) and the generator; everything else is the implementation's job.
+
+An implementation may also offer the batched form
+
+    release.release_batch(bank, records, owner, n_users, config, rng, n_releases, coords) -> float64 (n_releases, |coords|)
+
+— ``n_releases`` independent releases restricted to the coordinates ``coords`` (the audit's probe
+coordinates). The audit score reads only those coordinates, and the noise of the other coordinates is
+independent of them, so the batched form is exact in distribution for the audit while skipping the p-wide
+noise and routing per release. ``ReleasePipeline`` provides both forms from six overridable steps; the
+seeded bugs of ``pe.mutants`` each override one step.
+
+``ReferenceRelease`` is the kit's own mechanism (``pe.mechanism``) behind the protocol; ``HistogramAdapter``
+wraps a third-party histogram function with its own signature (private user embeddings and synthetic
+embeddings in, counts out).
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import scipy.sparse as sp
+
+from pe_kit.config import MechanismConfig
+from pe_kit.pe.mechanism import contributions, release, sample_participation, topk_routes
+
+__all__ = ["PERelease", "BatchedPERelease", "ReleasePipeline", "ReferenceRelease", "reference_release",
+           "HistogramAdapter", "check_release_inputs", "user_records", "stack_users"]
+
+
+@runtime_checkable
+class PERelease(Protocol):
+    """One PE histogram release (module docstring): ``(bank, records, owner, n_users, config, rng) -> (p,)``."""
+
+    def __call__(self, bank: np.ndarray, records: np.ndarray, owner: np.ndarray, n_users: int,
+                 config: MechanismConfig, rng: np.random.Generator) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BatchedPERelease(Protocol):
+    """A release that also offers ``release_batch`` (n_releases releases on ``coords`` per call)."""
+
+    def release_batch(self, bank: np.ndarray, records: np.ndarray, owner: np.ndarray, n_users: int,
+                      config: MechanismConfig, rng: np.random.Generator, n_releases: int,
+                      coords: np.ndarray) -> np.ndarray: ...
+
+
+def check_release_inputs(bank, records, owner, n_users: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Validate and normalise the protocol's data arguments.
+
+    Returns (bank float32 (p, d), records float32 (n, d), owner int64 (n,), n_users int).
+
+    Raises:
+        ValueError: on non-2-D or mismatched embeddings, owner of the wrong length or out of [0, n_users),
+            or n_users < 1.
+    """
+    bank = np.asarray(bank, dtype=np.float32)
+    records = np.asarray(records, dtype=np.float32)
+    owner = np.asarray(owner, dtype=np.int64)
+    if bank.ndim != 2 or records.ndim != 2 or bank.shape[1] != records.shape[1]:
+        raise ValueError(f"bank (p, d) and records (n, d) must be 2-D with the same d; got {bank.shape} and "
+                         f"{records.shape}: embed both with the same encoder")
+    if owner.shape != (records.shape[0],):
+        raise ValueError(f"owner must have shape ({records.shape[0]},) (one user row per record); got {owner.shape}")
+    if int(n_users) != n_users or n_users < 1:
+        raise ValueError(f"n_users={n_users} must be an integer ≥ 1")
+    if owner.size and (owner.min() < 0 or owner.max() >= n_users):
+        raise ValueError(f"owner values must lie in [0, n_users={n_users})")
+    return bank, records, owner, int(n_users)
+
+
+def user_records(records: np.ndarray, owner: np.ndarray, n_users: int) -> list[np.ndarray]:
+    """Split stacked records (n, d) by ``owner`` (n,) into a list of n_users arrays (n_u, d), in user order."""
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(n_users + 1))
+    return [records[order[bounds[u]:bounds[u + 1]]] for u in range(n_users)]
+
+
+class ReleasePipeline:
+    """The reference release as six steps; a subclass that overrides one step is a variant of the mechanism.
+
+    Steps (Eq. 1, Alg. A.1): ``routes`` (top-k, ties → lowest index) → ``contributions`` (by-vote
+    normalisation h̄_u = counts/(|D_u|k), clip to C) → ``participation`` (Bernoulli(q) per user, per release)
+    → ``accumulate`` (Σ_u I_u v_u, float64) → ``noise`` (+ N(0, (σC)²) on every coordinate). The class is
+    callable with the ``PERelease`` signature and offers ``release_batch`` (exact on ``coords``).
+    """
+
+    name = "reference"
+
+    # -- steps (override one to seed a bug)
+    def routes(self, bank: np.ndarray, records: np.ndarray, config: MechanismConfig) -> np.ndarray:
+        """int64 (n, k) bank indices of each record's top-k (``mechanism.topk_routes``)."""
+        return topk_routes(records, bank, config.top_k)
+
+    def contributions(self, routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size: int,
+                      config: MechanismConfig) -> sp.csr_matrix:
+        """CSR float64 (N, p) clipped, normalised vote vectors (``mechanism.contributions``)."""
+        return contributions(routes, owner, n_users, bank_size, config.clip_norm)
+
+    def participation(self, n_users: int, config: MechanismConfig, rng: np.random.Generator,
+                      n_releases: int) -> np.ndarray:
+        """bool (n_releases, N) participation indicators, independent Bernoulli(q) (App. E.2)."""
+        return rng.random((n_releases, n_users)) < config.sample_rate
+
+    def accumulate(self, mask: np.ndarray, contribs: np.ndarray) -> np.ndarray:
+        """float64 (n_releases, |P|) Σ_u I_u v_u from the mask (t, N) and dense contributions (N, |P|)."""
+        return mask.astype(np.float64) @ contribs
+
+    def noise(self, totals: np.ndarray, coords: np.ndarray, bank_size: int, config: MechanismConfig,
+              rng: np.random.Generator) -> np.ndarray:
+        """float64 (t, |P|) totals + N(0, (σC)²) i.i.d. (noise of the other coordinates is never needed)."""
+        return totals + rng.normal(0.0, config.noise_std, size=totals.shape)
+
+    # -- the protocol
+    def prepare(self, bank, records, owner, n_users: int, config: MechanismConfig) -> sp.csr_matrix:
+        """The (N, p) contributions of the eligible users (deterministic: done once per batch)."""
+        bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
+        routes = self.routes(bank, records, config) if len(records) else np.zeros((0, config.top_k), np.int64)
+        return self.contributions(routes, owner, n_users, bank.shape[0], config)
+
+    def release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
+                      n_releases: int, coords, chunk_size: int = 8192) -> np.ndarray:
+        """``n_releases`` independent releases on ``coords`` (float64 (n_releases, |coords|)); see module doc.
+
+        Raises:
+            ValueError: on bad data arguments, n_releases < 1 or coords outside [0, p).
+        """
+        if int(n_releases) != n_releases or n_releases < 1:
+            raise ValueError(f"n_releases={n_releases} must be an integer ≥ 1")
+        coords = np.asarray(coords, dtype=np.int64).ravel()
+        p = np.asarray(bank).shape[0]
+        if coords.size == 0 or coords.min() < 0 or coords.max() >= p:
+            raise ValueError(f"coords must be non-empty bank positions in [0, {p})")
+        contribs = self.prepare(bank, records, owner, n_users, config)
+        dense = np.asarray(contribs[:, coords].todense(), dtype=np.float64)
+        out = np.empty((int(n_releases), coords.size))
+        for start in range(0, int(n_releases), chunk_size):
+            t = min(chunk_size, int(n_releases) - start)
+            mask = self.participation(contribs.shape[0], config, rng, t)
+            out[start:start + t] = self.noise(self.accumulate(mask, dense), coords, p, config, rng)
+        return out
+
+    def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
+                 rng: np.random.Generator) -> np.ndarray:
+        """One full release, float64 (p,) (``PERelease``)."""
+        p = np.asarray(bank).shape[0]
+        return self.release_batch(bank, records, owner, n_users, config, rng, 1, np.arange(p))[0]
+
+    def breaks_guarantee(self, config: MechanismConfig, n_users: int) -> bool:
+        """False: the steps above are the mechanism the accountant prices (Eq. 1; sensitivity C, std σC, rate q)."""
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class ReferenceRelease(ReleasePipeline):
+    """The kit's mechanism (``pe.mechanism``, Eq. 1) behind the release protocol; the audit's control."""
+
+    name = "reference"
+
+
+def reference_release(bank, records, owner, n_users: int, config: MechanismConfig,
+                      rng: np.random.Generator) -> np.ndarray:
+    """One release by the kit's mechanism through its own functions (topk_routes → contributions →
+    sample_participation → release): float64 (p,). The unbatched reference of the protocol (Eq. 1).
+
+    Raises:
+        ValueError: on bad data arguments (``check_release_inputs``).
+    """
+    bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
+    c = contributions(topk_routes(records, bank, config.top_k), owner, n_users, bank.shape[0], config.clip_norm)
+    return release(c, config, rng, sample_participation(n_users, config.sample_rate, rng))
+
+
+class HistogramAdapter:
+    """Wrap a third-party PE histogram with its own signature as a ``PERelease``.
+
+    A typical third-party function takes the private users' embeddings and the synthetic (bank) embeddings
+    and returns counts, e.g. ``histogram_fn(private, synthetic, *, noise_multiplier, clip, k, sample_rate,
+    rng)`` with ``private`` a list of per-user (n_u, d) arrays. The adapter splits the protocol's stacked
+    records by user, maps the ``MechanismConfig`` to the function's keywords, calls it and checks the output.
+
+    Args:
+        histogram_fn: the third-party callable.
+        settings: ``MechanismConfig`` field → keyword of ``histogram_fn`` (fields not listed are not passed),
+            default ``{"top_k": "k", "clip_norm": "clip", "noise_multiplier": "noise_multiplier",
+            "sample_rate": "sample_rate"}``.
+        private_arg, synthetic_arg: keywords of the two embedding arguments (None: positional, private first).
+        rng_arg: keyword receiving the generator (None: pass ``seed=int`` drawn from it under ``seed_arg``).
+        seed_arg: keyword for an integer seed when the function takes no generator.
+        per_user: pass a list of per-user arrays (True) or the stacked (n, d) records with ``owner_arg``.
+        owner_arg: keyword of the owner array when ``per_user`` is False.
+        name: label of the implementation in audit rows.
+
+    Calling it returns float64 (p,) and raises ValueError naming the function when it returns anything else.
+    """
+
+    def __init__(self, histogram_fn: Callable, *, settings: Mapping[str, str] | None = None,
+                 private_arg: str | None = None, synthetic_arg: str | None = None, rng_arg: str | None = "rng",
+                 seed_arg: str = "seed", per_user: bool = True, owner_arg: str = "owner", name: str | None = None):
+        if not callable(histogram_fn):
+            raise ValueError(f"histogram_fn must be callable, got {type(histogram_fn).__name__}")
+        self.histogram_fn = histogram_fn
+        self.settings = dict(settings) if settings is not None else {
+            "top_k": "k", "clip_norm": "clip", "noise_multiplier": "noise_multiplier", "sample_rate": "sample_rate"}
+        bad = set(self.settings) - set(MechanismConfig.__dataclass_fields__)
+        if bad:
+            raise ValueError(f"settings keys {sorted(bad)} are not MechanismConfig fields "
+                             f"{sorted(MechanismConfig.__dataclass_fields__)}")
+        self.private_arg, self.synthetic_arg = private_arg, synthetic_arg
+        self.rng_arg, self.seed_arg = rng_arg, seed_arg
+        self.per_user, self.owner_arg = per_user, owner_arg
+        self.name = name or getattr(histogram_fn, "__name__", "third-party")
+
+    def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
+                 rng: np.random.Generator) -> np.ndarray:
+        bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
+        kwargs = {kw: getattr(config, field) for field, kw in self.settings.items()}
+        if self.rng_arg is not None:
+            kwargs[self.rng_arg] = rng
+        else:
+            kwargs[self.seed_arg] = int(rng.integers(0, 2**63))
+        private = user_records(records, owner, n_users) if self.per_user else records
+        if not self.per_user:
+            kwargs[self.owner_arg] = owner
+        args: list = []
+        if self.private_arg is None and self.synthetic_arg is None:
+            args = [private, bank]
+        else:
+            kwargs[self.private_arg or "private"] = private
+            kwargs[self.synthetic_arg or "synthetic"] = bank
+        out = np.asarray(self.histogram_fn(*args, **kwargs), dtype=np.float64).ravel()
+        if out.shape != (bank.shape[0],) or not np.isfinite(out).all():
+            raise ValueError(f"{self.name} returned shape {out.shape} (finite={np.isfinite(out).all()}); a PE "
+                             f"histogram must be {bank.shape[0]} finite counts, one per synthetic sample")
+        return out
+
+    def __repr__(self) -> str:
+        return f"HistogramAdapter({self.name})"
+
+
+def stack_users(users: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Stack a list of per-user (n_u, d) arrays into (records float32 (n, d), owner int64 (n,), n_users).
+
+    Raises ValueError on an empty list (the protocol needs at least one user)."""
+    if len(users) == 0:
+        raise ValueError("users is empty: a release needs at least one eligible user")
+    users = [np.asarray(u, dtype=np.float32) for u in users]
+    owner = np.repeat(np.arange(len(users)), [len(u) for u in users]).astype(np.int64)
+    return np.concatenate(users), owner, len(users)
