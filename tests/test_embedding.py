@@ -95,3 +95,13 @@ def test_verification_rejects_changed_routes():
 def test_empty_text_rejected():
     with pytest.raises(ValueError, match=r"texts\[1\]"):
         Encoder(progress=False).encode(["ok", "  "])
+
+
+def test_encoder_pickles_settings_only():
+    import pickle
+
+    enc = Encoder(max_seq_length=32, progress=False)
+    x = enc.encode(["a sentence to pickle around"])
+    clone = pickle.loads(pickle.dumps(enc))
+    assert clone._st is None and clone._onnx is None and clone.max_seq_length == 32
+    np.testing.assert_array_equal(clone.encode(["a sentence to pickle around"]), x)

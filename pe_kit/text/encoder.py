@@ -122,6 +122,12 @@ class Encoder:
         if self.num_threads != "auto":
             resolve_threads(self.num_threads)
 
+    def __getstate__(self) -> dict:
+        """Pickle the settings only: loaded models and runtime sessions are rebuilt on first use."""
+        state = dict(self.__dict__)
+        state.update(_st=None, _onnx=None, _backend_id=None, _threads=None)
+        return state
+
     @property
     def model_id(self) -> str:
         """Model identity and sequence cap, e.g. ``all-MiniLM-L6-v2|maxlen=64`` (backend not included)."""
