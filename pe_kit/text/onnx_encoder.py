@@ -222,7 +222,7 @@ class OnnxSentenceEncoder:
         return out if out is not None else np.zeros((0, 0), np.float32)
 
 
-def probe_texts(n_posts: int = 96) -> list[str]:
+def probe_texts(n_posts: int = 64) -> list[str]:
     """Verification texts: ``n_posts`` bundled blog posts (their first records) + edge cases.
 
     Edge cases: a one-letter text, a text far over any token cap, accents / CJK / emoji, repeated
@@ -245,7 +245,7 @@ def _routes(x: np.ndarray, bank: np.ndarray, top_k: int) -> np.ndarray:
     return np.sort(np.argsort(-scores, axis=1, kind="stable")[:, :top_k], axis=1)
 
 
-def verify_against_torch(onnx_emb: np.ndarray, torch_emb: np.ndarray, n_records: int = 24, top_k: int = 5,
+def verify_against_torch(onnx_emb: np.ndarray, torch_emb: np.ndarray, n_records: int = 20, top_k: int = 5,
                          max_abs: float = PROBE_MAX_ABS) -> dict:
     """Compare ONNX and torch embeddings of the same probe texts.
 
@@ -314,9 +314,9 @@ def load_verified_backend(model_path: str, max_seq_length: int | None, load_torc
             ref = _normalize(st.encode(probe, batch_size=32, convert_to_numpy=True, normalize_embeddings=True,
                                        show_progress_bar=False))
             got = _normalize(enc.encode(probe, batch_size=32, num_threads=1))
-            got_small = _normalize(enc.encode(probe, batch_size=7, num_threads=1))
+            got_small = _normalize(enc.encode(probe[:21], batch_size=7, num_threads=1))  # other padding widths
             verdict = verify_against_torch(got, ref)
-            batch_diff = float(np.max(np.abs(got - got_small)))
+            batch_diff = float(np.max(np.abs(got[:21] - got_small)))
             verdict["batch_invariance"] = batch_diff
             verdict["passed"] = bool(verdict["passed"] and batch_diff <= PROBE_MAX_ABS)
             verdict["max_seq_length"] = int(st.max_seq_length)
