@@ -219,7 +219,10 @@ class LocalLMGenerator(SeededGenerator):
     threads while loading / generating: ``"auto"`` (default; the cores other processes leave free,
     re-measured before each batch by ``pe_kit.text.threads.auto_threads``, env ``PE_KIT_THREADS``
     overrides), an int >= 1, or None (leave torch's setting). On 2 cores with one busy process, torch's
-    default 2 threads ran 6.9x slower than 1; ``convert_cache`` -- keep a dequantized copy of a GGUF model
+    default 2 threads ran 6.9x slower than 1 (benchmarks/bench_speed.py: 2.5x at 16 prompts, 24 tokens).
+    torch's CPU kernels may sum in another order at another thread count, so a sampled text can differ
+    between thread counts (cached outputs are reused as they are); pin ``num_threads`` (or
+    ``PE_KIT_THREADS``) where bit-identical regeneration across machine loads matters; ``convert_cache`` -- keep a dequantized copy of a GGUF model
     under ``cache_dir()/"models"`` (~0.5 GB for SmolLM2) so later processes load in ~1 s instead of
     tens of seconds; ``name`` overrides the cache id.
     Raises ``ValueError`` for bad settings; :class:`GenerationError` if the model cannot be found or
