@@ -21,6 +21,13 @@ m = 64 records, k = 5 votes, C = 0.1, σ = 1, q = 0.1, projections from the real
 Rates are printed per wall second and per CPU second (this process plus its finished worker processes):
 the 2 cores are shared with other jobs, so the CPU rate (× 2 for two idle cores) is the machine's capacity.
 
+``--limit`` (also in the default run): the natural canary's ``groups`` sampler (K ≈ 1000, q = 0.1) against
+its *tiled minimal-work limit* — the same number of 16-bit cell draws, one lookup-table take, one subset-sum
+gather and one add per (group, trial), in the same cache tiles, with no exactness work (no straddle
+completion) — as a fraction (target ≥ 0.8), the untiled sampler of the previous release as a speed-up, and
+the nonce audit through ``audit_scalar`` with ``method="auto"`` (exact multinomial counts) vs per-trial
+``"sample"``, all CPU-time ratios measured side by side in one process.
+
 ``--nonce-1e9``: five nonce-μ_eff canaries (μ = 1, σ = 1, q = 0.1, γ = 0.0025, δ = 1e-5; five seeds) audited
 with ``--trials-1e9`` per-trial samples per hypothesis per split (calibration grid + fresh test trials), each
 canary on ``--workers`` processes; prints every ε_lower, the maximum against 0.95 ε_theory, and the same
@@ -136,6 +143,96 @@ def bench_case(name: str, prob, full_args, n: int, n_full: int, workers: int, me
           f"{2 * fast1[2]:.3g}, test {2 * fast1[3]:.3g} trials/s per hypothesis")
 
 
+def _minimal_work(plan, t: int, gen: np.random.Generator) -> np.ndarray:
+    """The tiled minimal-work limit of the groups sampler: draw, table lookup, gather, add; nothing else."""
+    from pe_kit.audit import samplers as S
+
+    sums, lut16 = plan.sums, plan.lut16
+    tile, per = min(S._TILE, t), S._TILE_GROUPS
+    out, tmp, idx_buf = np.empty(t), np.empty(tile), np.empty(per * tile, dtype=np.int16)
+    for s0 in range(0, t, tile):
+        tt = min(tile, t - s0)
+        total = out[s0:s0 + tt]
+        total[:] = 0.0
+        for g0 in range(0, sums.shape[0], per):
+            rows = min(sums.shape[0], g0 + per) - g0
+            cells = gen.bit_generator.random_raw(-(-rows * tt // 4)).view(np.uint16)[:rows * tt]
+            idx = lut16.take(cells, out=idx_buf[:rows * tt], mode="wrap").reshape(rows, tt)
+            for j in range(rows):
+                total += sums[g0 + j].take(idx[j], out=tmp[:tt], mode="wrap")
+    return out
+
+
+def _untiled_groups(plan, t: int, gen: np.random.Generator) -> np.ndarray:
+    """The previous release's groups sampler (one sub-batch of ≤ 8 groups over the whole block), for the speed-up."""
+    from pe_kit.audit import samplers as S
+
+    out = np.zeros(t)
+    sums, lut, bnd, order = plan.sums, plan.lut, plan.boundaries, plan.order
+    per = max(1, min(8, S._SUB_ELEMS // max(t, 1)))
+    fine_shift = np.uint64(64 - (S._SCALE_BITS - S._CELL_BITS))
+    cell_shift = np.uint64(S._SCALE_BITS - S._CELL_BITS)
+    width, flat_sums, tmp = sums.shape[1], sums.reshape(-1), np.empty(t)
+    idx_buf = np.empty(per * t, dtype=np.intp)
+    for g0 in range(0, sums.shape[0], per):
+        g1 = min(sums.shape[0], g0 + per)
+        rows = g1 - g0
+        cells = gen.bit_generator.random_raw(-(-rows * t // 4)).view(np.uint16)[:rows * t].reshape(rows, t)
+        idx = lut.take(cells, out=idx_buf[:rows * t].reshape(rows, t), mode="wrap")
+        acc = np.zeros(t)
+        for j in range(rows):
+            acc += sums[g0 + j].take(idx[j], out=tmp, mode="wrap")
+        bad = np.flatnonzero(np.isnan(acc))
+        if bad.size:
+            sub = np.ascontiguousarray(idx.take(bad, axis=1))
+            flat_sub = sub.reshape(-1)
+            neg = np.flatnonzero(flat_sub < 0)
+            r, col = np.divmod(neg, bad.size)
+            pos = (cells[r, bad[col]].astype(np.uint64) << cell_shift) | (gen.bit_generator.random_raw(neg.size) >> fine_shift)
+            flat_sub[neg] = order[np.searchsorted(bnd, pos, side="right")]
+            sub += (np.arange(g0, g1, dtype=np.intp) * width)[:, None]
+            acc[bad] = flat_sums.take(sub).sum(axis=0)
+        out += acc
+    return out
+
+
+def limit_ratios(nat_prob, block: int = 1 << 18, blocks: int = 4, repeats: int = 3) -> dict:
+    """CPU-time ratios, side by side: groups sampler vs its tiled minimal-work limit and vs the untiled loop;
+    nonce audit ``method='auto'`` (multinomial) vs ``'sample'``. Prints them and returns a dict."""
+    from pe_kit.audit import samplers as S
+
+    plan = S._make_plan(nat_prob, "groups", 8)
+
+    def cpu(fn) -> float:
+        best = float("inf")
+        for r in range(repeats):
+            gens = [S._generator(np.random.SeedSequence([r, b])) for b in range(blocks)]
+            c0 = time.process_time()
+            for g in gens:
+                fn(g)
+            best = min(best, time.process_time() - c0)
+        return best
+
+    t_limit = cpu(lambda g: _minimal_work(plan, block, g))
+    t_kit = cpu(lambda g: S._groups_numpy(plan, block, g))
+    t_old = cpu(lambda g: _untiled_groups(plan, block, g))
+    n = block * blocks
+    print(f"\n[limit] natural canary K = {nat_prob.projections.size}, q = {nat_prob.sample_rate}, groups of 8, "
+          f"{blocks} blocks × {block} trials, best of {repeats} (CPU s)")
+    print(f"  groups sampler {n / t_kit:9.3g} trials/CPU-s | tiled minimal-work limit {n / t_limit:9.3g} | "
+          f"kit / limit = {t_limit / t_kit:.2f} (target ≥ 0.8) | kit / untiled previous loop = {t_old / t_kit:.2f}×")
+    prob = nonce_problem(1.0, 0.1)
+    c0 = time.process_time()
+    auto = audit_scalar(prob, trials=10**7, gamma=0.0025, delta=1e-5, seed=1)
+    t_auto = time.process_time() - c0
+    c0 = time.process_time()
+    audit_scalar(prob, trials=10**7, gamma=0.0025, delta=1e-5, seed=1, method="sample")
+    t_sample = time.process_time() - c0
+    print(f"  nonce audit_scalar at 10⁷ trials: method='auto' resolves to {auto.method!r}, "
+          f"{t_sample / max(t_auto, 1e-9):.0f}× the per-trial 'sample' path ({t_auto:.2f} vs {t_sample:.2f} CPU s)")
+    return {"kit_vs_limit": t_limit / t_kit, "tiled_vs_untiled": t_old / t_kit, "auto_vs_sample": t_sample / t_auto}
+
+
 def memory_probe(prob, n: int) -> float:
     grid = ThresholdGrid.for_problem(prob, n)
     eng = TrialEngine(prob)
@@ -198,6 +295,7 @@ def main() -> None:
     ap.add_argument("--nonce-1e9", action="store_true", help="run the five-canary 10⁹-trial audit")
     ap.add_argument("--trials-1e9", type=int, default=10**9)
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--limit", action="store_true", help="only the sampler-vs-limit and auto-vs-sample ratios")
     ap.add_argument("--others", action="store_true", help="also run bench_embedding.py and bench_selection.py")
     args = ap.parse_args()
 
@@ -206,6 +304,9 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f} "
           f"(other processes share the cores: wall rates are contended, per-CPU-second rates are not); "
           f"numpy {np.__version__}, torch {torch.__version__}")
+    if args.limit:
+        limit_ratios(natural_case(np.random.default_rng(0))[0])
+        return
     if not args.skip_throughput:
         rng = np.random.default_rng(0)
         t0 = time.perf_counter()
@@ -216,6 +317,7 @@ def main() -> None:
                    args.workers, ["sample"])
         bench_case("natural canary", nat_prob, nat_full, args.natural_trials, args.full_trials, args.workers,
                    ["groups", "gaps"])
+        limit_ratios(nat_prob)
         eng = TrialEngine(nat_prob, backend="torch", device="cpu", block_trials=1 << 16)
         grid = ThresholdGrid.for_problem(nat_prob, 1 << 18)
         r, _ = rate(lambda: eng.histogram(0, 1 << 18, grid, seed=1), 1 << 18, repeats=1)

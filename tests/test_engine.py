@@ -328,3 +328,26 @@ def test_bad_inputs_raise_value_errors_naming_the_field():
         tightness_curve({"x": 1.0}, trials=(100,))
     with pytest.raises(ValueError, match="mu_eff"):
         nonce_problem(-1.0, 0.1)
+
+
+def test_audit_scalar_picks_exact_multinomial_only_where_exact():
+    from pe_kit.audit.engine import exact_method
+
+    nonce, background = nonce_problem(1.0, 0.1), _background_problem(k=10)
+    assert exact_method("auto", nonce, nonce) == "multinomial"
+    assert exact_method("auto", nonce, background) == "auto"  # one split has background voters
+    assert exact_method("sample", nonce) == "sample"  # an explicit choice is kept
+    res = audit_scalar(nonce, trials=20_000, gamma=0.0025, delta=1e-5, seed=3)
+    assert res.method == "multinomial" and res.calibration.n_h0 == res.test.n_h1 == 20_000
+    assert audit_scalar(background, trials=2_000, gamma=0.0025, delta=1e-5, seed=3).method in ("groups", "gaps")
+
+
+def test_tiled_group_sampler_partial_tiles_keep_the_exact_mean():
+    """Blocks that are not a multiple of the cache tile (and shorter than one) keep E[Σ I_u a_u] = qΣa."""
+    prob = _background_problem(k=37)
+    for t in (1, 5000, (1 << 14) + 3):
+        s = TrialEngine(prob, method="groups", block_trials=t).scores(0, 3 * t, seed=4)
+        assert s.shape == (3 * t,) and np.isfinite(s).all()
+    s = TrialEngine(prob, method="groups", block_trials=(1 << 14) + 3).scores(0, 200_000, seed=5)
+    mom = score_moments(prob)
+    assert abs(s.mean() - mom["mean0"]) < 5 * mom["sd0"] / np.sqrt(s.size)

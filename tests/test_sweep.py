@@ -85,7 +85,7 @@ def test_dask_sweep_equals_serial_sweep():
     assert list(serial.task) == list(range(len(tasks)))
     assert (serial.epsilon_lower >= 0).all() and serial.epsilon_lower.max() > 0
     assert (serial.epsilon_lower <= 1.695).all()  # ε_theory at σ = 1 (σ = 0.7 allows more)
-    assert set(serial.method) == {"groups", "sample"}
+    assert set(serial.method) == {"groups", "multinomial"}  # auto: exact counts for the nonce task (no background)
     with pytest.raises(ValueError, match="scheduler"):
         run_sweep(tasks[:1], 42)
     with pytest.raises(ValueError, match="AuditTask"):

