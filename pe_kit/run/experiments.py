@@ -48,7 +48,7 @@ __all__ = ["code_hash", "world_key", "study_config", "world_for", "resolve_varia
 REAL_VARIANTS = tuple(v for v in VARIANTS if not v.startswith("nonce"))
 NONCE_VARIANTS = tuple(v for v in VARIANTS if v.startswith("nonce"))
 _NOT_NUMERIC = {"run/cli.py", "report/widgets.py", "report/plots.py", "run/reproduce.py", "report/results.py",
-                "run/experiments.py"}
+                "run/experiments.py", "run/presets.py"}  # presets reach the numbers as parameters, keyed separately
 
 
 @lru_cache(maxsize=1)

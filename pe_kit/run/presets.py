@@ -114,12 +114,15 @@ PRESETS: dict[str, Preset] = {
                      "N=290 a natural canary's median μ_eff is 0.58 against 0.53 at N=1000, exact's 0.77 against "
                      "0.68), MiniLM-L6 cut at 64 tokens (the model's own cap is 256; results.md counts the cut "
                      "records), 2·10⁵ trials per hypothesis (paper 10⁶: looser Clopper–Pearson bounds, so ε_lower "
-                     "sits below what μ_eff allows at 10⁶)."),
+                     "sits below what μ_eff allows at 10⁶). Notebook 06 (multi-round) evolves a p=2048 population: "
+                     "each round asks the retrieval pool for p − r − k̃ new texts, and the sample holds ~15k public "
+                     "texts, not the ~58k that six rounds at p=8192 would need."),
         record_cap=64, n_canary=25, per_variant=5, n_aux=150, n_calibration=290, n_test=290, bank_size=8192,
         max_probes=64, pool_size=512, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
         encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000),
-        extra={"08_one_run_audit": {"idealised_ms": [100, 1000], "idealised_repeats": 3}}),
+        extra={"06_multiround_mauve": {"bank_size": 2048},
+               "08_one_run_audit": {"idealised_ms": [100, 1000], "idealised_repeats": 3}}),
     "paper": Preset(
         name="paper",
         description=("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "

@@ -142,7 +142,7 @@ def _code_fingerprint() -> str:
     """Hash of the pe_kit modules a notebook's outputs can depend on (all but the runner and the CLI)."""
     pkg = Path(__file__).resolve().parents[1]
     return content_hash(*[(p.relative_to(pkg).as_posix(), p.read_bytes()) for p in sorted(pkg.rglob("*.py"))
-                          if p.relative_to(pkg).as_posix() not in ("run/cli.py", "run/reproduce.py")])[:16]
+                          if p.relative_to(pkg).as_posix() not in ("run/cli.py", "run/reproduce.py", "run/presets.py")])[:16]
 
 
 def _outputs(run_dir: Path, nb: str) -> dict:
