@@ -1,21 +1,9 @@
-"""Multi-round Private Evolution (Alg. A.1) with a composed audit (Eq. 36) and per-round checkpoints.
+"""The composed audit of a multi-round PE transcript (Eq. 36): per-round LLRs on each round's frozen bank, summed.
 
-Source: "Canaries in the Bank", App. A (Alg. A.1), §3 "Multi-round PE with ICL" (retain the top 5 %
-of candidates and the probes, generate the next bank, repeat the audit), App. D "Multi-round
-accounting" (T = 6 Poisson releases, q = 0.1, σ = 1.1088, δ = 1e-5; ε_theory per prefix from a fresh
-PRV accountant; "the empirical audit composes the same prefixes by summing their mixture
-log-likelihood ratios"), App. E.8 Eq. 36 (chain rule of the transcript likelihood ratio).
-
-The loop (``run_pe``). Round t publishes one frozen ordered bank S^(t) (``FrozenBank``, read-only
-arrays), releases Y^(t) = Σ_u I_u v_u + N(0, (σC)² I) over the private population with independent
-Bernoulli(q) participation (``release_round``), keeps the top k̃ non-probe candidates by Y plus every
-probe (probes keep their bank positions in every round), builds feedback (positives = retained texts,
-negatives = lowest-Y texts; public bank texts only) and asks a generator for g = p − r − k̃ new texts,
-which fill the non-probe slots after the retained ones: S^(t+1) = R^(t) ∪ V^(t), |S^(t+1)| = p.
-Private records enter only through ``release_round``. Every finished round is written to a
-content-keyed, checksummed checkpoint (``pe_kit.cache.write_verified``); a rerun with the same
-inputs resumes at the last finished round and gives identical results (each round draws from its own
-Generator seeded by (entropy drawn once from the caller's rng, t)).
+Source: "Canaries in the Bank", App. D "Multi-round accounting" (ε_theory per prefix from a fresh PRV
+accountant; "the empirical audit composes the same prefixes by summing their mixture log-likelihood
+ratios"), App. E.8 Eq. 36 (chain rule of the transcript likelihood ratio). The loop itself is
+``pe_kit.pe.multiround``.
 
 The composed audit (``round_problems`` → ``composed_audit``). Design decision (documented
 approximation): the transcript is run once, *without* the canary (as under H0), and its banks are

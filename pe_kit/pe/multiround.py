@@ -1,4 +1,4 @@
-"""Multi-round Private Evolution (Alg. A.1) with a composed audit (Eq. 36) and per-round checkpoints.
+"""Multi-round Private Evolution (Alg. A.1) with per-round checkpoints.
 
 Source: "Canaries in the Bank", App. A (Alg. A.1), §3 "Multi-round PE with ICL" (retain the top 5 %
 of candidates and the probes, generate the next bank, repeat the audit), App. D "Multi-round
@@ -20,22 +20,7 @@ mechanism and loop settings, the run's entropy and the code of ``pe_kit.pe`` and
 a rerun with the same inputs resumes at the last finished round and gives identical results (each round draws from its own
 Generator seeded by (entropy drawn once from the caller's rng, t)).
 
-The composed audit (``round_problems`` → ``composed_audit``). Design decision (documented
-approximation): the transcript is run once, *without* the canary (as under H0), and its banks are
-frozen. For each round's bank the single-release audit is rebuilt exactly as ``pe_kit.audit.moments``: aux
-moments on the inspected coordinates P_t (the probe positions; the canary's own top-k support when
-there are no probes) → (m̂0, Σ̂) for N test users → w_t = Σ̂⁻¹v_t → scalar projections of the
-calibration and test populations (``ScalarProblem``). A T-round trial then draws, independently per
-round, background participation, the canary's participation J_t ~ Bernoulli(q) (under H1; J ≡ 0 under
-H0) and the DP noise, and scores Σ_t ℓ_mix,t with ℓ_mix,t = log[(1−q) + q e^{ℓ_t}] (Eqs. 4, 22, 36).
-Thresholds are calibrated and bounded per prefix as in the single release
-(``bounds.calibrate_threshold`` / ``evaluate_threshold``, Eq. 28).
-What is approximated: (i) in the real adaptive process bank t depends on Y^(<t), which depends on
-the canary's earlier participation; here every trial reuses the one frozen bank sequence, i.e. the
-audit is of T releases on these fixed banks (a non-adaptive instance of the same mechanism, so
-ε_theory(T) still bounds it, and Eq. 36's conditional LLRs reduce to the per-round LLRs on the
-realized banks); (ii) each ℓ_t inherits the Gaussian approximation of Eq. 14 with aux-estimated
-moments, as in the single-release audit.
+The composed audit of a transcript (Eq. 36) is ``pe_kit.audit.composed``.
 """
 from __future__ import annotations
 
