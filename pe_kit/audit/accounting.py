@@ -95,8 +95,8 @@ def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: i
 
     Args:
         mu_eff: μ_eff ≥ 0 (finite). sample_rate: q in (0, 1]. delta: δ in (0, 1). releases: T ≥ 1.
-        eps_error: PRV discretisation error; default min(0.01, 0.01·μ_eff) so the ceiling stays resolved as
-            μ_eff → 0 (the accountant's floor is ≈ eps_error).
+        eps_error: PRV discretisation error; default min(0.01, 0.01·μ_eff), floored at 1e-3 (a finer grid costs
+            minutes and GBs at tiny μ_eff); the result is clamped at ≥ 0.
 
     Returns:
         float ε ≥ 0 (0.0 exactly for μ_eff = 0).
@@ -114,8 +114,9 @@ def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: i
         raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
     if mu == 0:
         return 0.0
-    err = float(eps_error) if eps_error is not None else min(0.01, 0.01 * mu)
-    return _prv_epsilon(1.0 / mu, float(sample_rate), float(delta), int(releases), err)
+    # the PRV grid grows as eps_error shrinks: a floor of 1e-3 keeps tiny μ_eff at seconds and bounded memory
+    err = float(eps_error) if eps_error is not None else max(1e-3, min(0.01, 0.01 * mu))
+    return max(0.0, _prv_epsilon(1.0 / mu, float(sample_rate), float(delta), int(releases), err))
 
 
 def epsilon_ceiling_rounded(mu_eff: float, sample_rate: float, delta: float, releases: int = 1) -> float:

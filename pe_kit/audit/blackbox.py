@@ -254,7 +254,8 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
                                                        gens[i], batch=batch, use_batch=use_batch)
             i += 1
     cal = calibrate_threshold(scores[("calibration", 0)], scores[("calibration", 1)], gamma, delta)
-    tst = evaluate_threshold(scores[("test", 0)], scores[("test", 1)], cal.threshold, gamma, delta)
+    tst = evaluate_threshold(scores[("test", 0)], scores[("test", 1)], cal.threshold, gamma, delta,
+                             direction=cal.direction)  # the event frozen on calibration, direction included
     eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
     ceiling = epsilon_ceiling(stat.mu_eff, mechanism.sample_rate, delta)
     expected = getattr(release, "breaks_guarantee", None)

@@ -342,8 +342,14 @@ def population_shift(calibration: ThresholdAudit, test: ThresholdAudit, gamma: f
         ``_upper`` (rates, unitless), ``population_shift`` (bool: the intervals are disjoint).
 
     Raises:
-        ValueError: if the thresholds differ (not the same frozen event) or γ is outside (0, 1).
+        ValueError: if the thresholds or directions differ (not the same frozen event), a split has no H0
+            trial, or γ is outside (0, 1).
     """
+    if getattr(calibration, "direction", 1) != getattr(test, "direction", 1):
+        raise ValueError(f"population_shift needs one frozen event; got direction {calibration.direction} (calibration) "
+                         f"and {test.direction} (test)")
+    if calibration.n_h0 < 1 or test.n_h0 < 1:
+        raise ValueError("population_shift needs at least one H0 trial on each split (n_h0 ≥ 1)")
     if calibration.threshold != test.threshold:
         raise ValueError(f"population_shift needs one frozen threshold; got {calibration.threshold} (calibration) "
                          f"and {test.threshold} (test)")

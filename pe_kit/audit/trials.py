@@ -205,8 +205,12 @@ def check_equal_populations(n_calibration: int, n_test: int) -> None:
         n_calibration, n_test: int, user counts of the two splits.
 
     Raises:
-        ValueError: when they differ; the message names ``n_calibration`` / ``n_test`` and the fix.
+        ValueError: when they differ (the message names ``n_calibration`` / ``n_test`` and the fix), or when
+            either is not an integer ≥ 1.
     """
+    for name, n in (("n_calibration", n_calibration), ("n_test", n_test)):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"{name}={n!r} must be an integer ≥ 1 (users in the split)")
     if int(n_calibration) != int(n_test):
         raise ValueError(f"n_calibration={n_calibration} but n_test={n_test}: the calibration and test splits must be "
                          "disjoint users of the same size N (the threshold is calibrated on the statistic of N users); "

@@ -140,7 +140,7 @@ def _fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
     raise DataError(message)
 
 
-_LINE_RULES = ("malformed_line", "malformed_quote", "bad_encoding", "missing_field", "bad_label")
+_LINE_RULES = ("malformed_line", "malformed_quote", "bad_encoding", "missing_field", "bad_label", "bad_type")
 
 
 def _collect(rows: Iterable[tuple[str, str, str]], source: str, record_cap: int, min_records: int,
@@ -188,6 +188,27 @@ def _collect(rows: Iterable[tuple[str, str, str]], source: str, record_cap: int,
     return Corpus(users, source, skipped, +removed)
 
 
+def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped: Counter):
+    """(user_id, text, label) rows of a JSON Lines file whose ``text`` is a string and ``user_id`` non-empty.
+
+    A number, list, object or boolean in ``text`` (or an empty ``user_id``) is a ``DataError`` naming the file,
+    the line and the field — never turned into its Python representation; with ``on_error="skip"`` it is
+    counted under ``bad_type``.
+    """
+    uid_f, text_f, label_f = fields
+    for line, o in _iter_json_lines(path, fields, on_error, skipped):
+        text, uid = o[text_f], o[uid_f]
+        if not isinstance(text, str):
+            _fail(on_error, skipped, "bad_type", f"{path}: line {line}: field '{text_f}' is a {type(text).__name__}, "
+                  "not a string; fix the record or pass on_error='skip'")
+            continue
+        if uid is None or isinstance(uid, (bool, list, dict)) or not str(uid).strip():
+            _fail(on_error, skipped, "bad_type", f"{path}: line {line}: field '{uid_f}' is empty or not an id "
+                  f"({uid!r}); fix the record or pass on_error='skip'")
+            continue
+        yield str(uid), text, str(o[label_f])
+
+
 def _check_path(path) -> Path:
     path = Path(path)
     if not path.is_file():
@@ -215,8 +236,7 @@ def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_record
     """
     path = _check_path(path or default_data_path())
     skipped: Counter = Counter()
-    rows = ((str(o["user_id"]), o["text"], str(o[label_field]))
-            for _, o in _iter_json_lines(path, ("user_id", "text", label_field), on_error, skipped))
+    rows = _typed_rows(path, ("user_id", "text", label_field), on_error, skipped)
     return _collect(rows, str(path), record_cap, min_records, max_records, skipped)
 
 
@@ -230,8 +250,7 @@ def load_yelp(path, record_cap: int = 64, min_records: int = 64, max_records: in
     """
     path = _check_path(path)
     skipped: Counter = Counter()
-    rows = ((str(o["user_id"]), o["text"], str(o["stars"]))
-            for _, o in _iter_json_lines(path, ("user_id", "text", "stars"), on_error, skipped))
+    rows = _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped)
     return _collect(rows, str(path), record_cap, min_records, max_records, skipped, max_users)
 
 

@@ -249,6 +249,12 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     else:
         p = PRESETS[name]
     changes: dict[str, Any] = {}
+    overrides = dict(overrides or {})
+    # --set data=… / --set fmt=… mean the same as --data / --format (own-data arms and banks included)
+    if data is None and overrides.get("data") is not None:
+        data = overrides.pop("data")
+    if fmt is None and overrides.get("fmt") is not None:
+        fmt = overrides.pop("fmt")
     if data is not None:
         changes["data"] = str(Path(data).expanduser().resolve())
     if fmt is not None and fmt != "auto":
@@ -264,7 +270,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             changes.update(arms=("short",), arm="short", sweep_arm="short", banks=("public",), bank="public")
     valid = {f.name for f in fields(Preset)}
     extra = {nb: dict(v) for nb, v in p.extra.items()}
-    for k, v in (overrides or {}).items():
+    for k, v in overrides.items():
         if "." in k:  # a notebook's own parameter
             nb, param = k.split(".", 1)
             extra.setdefault(nb, {})[param] = v
