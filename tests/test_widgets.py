@@ -67,3 +67,16 @@ def test_widget_updates_live():
     assert panel.state["trials"] == 10_000
     assert math.isclose(panel.state["epsilon_lower_expected"],
                         expected_epsilon_lower(0.5, 0.1, 10_000, panel.state["gamma"], 1e-5))
+
+
+def test_show_explorer_is_a_static_table_when_headless(monkeypatch):
+    """pe-kit reproduce's kernels get PE_KIT_HEADLESS=1: the explorer is then an HTML table, no live widgets."""
+    import IPython.display
+
+    from pe_kit.report.widgets import show_explorer
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    monkeypatch.setenv("PE_KIT_HEADLESS", "1")
+    assert show_explorer(sigma=1.0, sample_rate=0.1, trials=1_000_000, mu_eff=1.0) is None
+    assert len(shown) == 1 and "<b>1.695</b>" in shown[0].data  # ε_theory at σ = 1, q = 0.1

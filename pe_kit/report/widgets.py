@@ -19,7 +19,7 @@ import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory
 
-__all__ = ["expected_epsilon_lower", "asymptotic_epsilon", "explorer_state", "explorer"]
+__all__ = ["expected_epsilon_lower", "asymptotic_epsilon", "explorer_state", "explorer", "show_explorer"]
 
 
 def _check(mu_eff: float, sample_rate: float, trials: int | None, gamma: float, delta: float) -> None:
@@ -181,3 +181,37 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
     box.sliders = {"sigma": s_sigma, "sample_rate": s_q, "trials": s_t, "mu_eff": s_mu}
     update()
     return box
+
+
+def show_explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float = 1.0,
+                  headless: bool | None = None, **kwargs):
+    """Display the explorer: live sliders in JupyterLab, a static table of :func:`explorer_state` in headless runs.
+
+    A headless papermill run has no frontend to drive widgets, and an ``Output`` widget cleared while the
+    notebook client waits for the cell's end could leave the run waiting forever; ``pe-kit reproduce`` sets
+    ``PE_KIT_HEADLESS=1`` for its kernels, so notebooks show the same numbers as a table there.
+
+    Args:
+        sigma, sample_rate, trials, mu_eff: the start position (as :func:`explorer`).
+        headless: force one form; None = ``PE_KIT_HEADLESS`` from the environment.
+        **kwargs: passed on to :func:`explorer` (delta, alpha, n_canaries, plot).
+
+    Returns:
+        the ``ipywidgets`` panel, or None in a headless run.
+
+    Raises:
+        ValueError: out-of-range settings (via :func:`explorer_state`).
+    """
+    import os
+
+    from IPython.display import HTML, display
+
+    if headless is None:
+        headless = os.environ.get("PE_KIT_HEADLESS", "") not in ("", "0")
+    if headless:
+        keep = {k: v for k, v in kwargs.items() if k in ("delta", "alpha", "n_canaries")}
+        display(HTML(_html(explorer_state(sigma, sample_rate, trials, mu_eff, **keep))))
+        return None
+    panel = explorer(sigma=sigma, sample_rate=sample_rate, trials=trials, mu_eff=mu_eff, **kwargs)
+    display(panel)
+    return panel

@@ -357,6 +357,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         marker.unlink(missing_ok=True)
         out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
         echo(f"{head}: running …")
+        os.environ["PE_KIT_HEADLESS"] = "1"  # kernels inherit it: no live widgets without a frontend
         t0 = time.perf_counter()
         try:
             pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
