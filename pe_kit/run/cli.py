@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("reproduce", help="run the notebooks headless into results/<run-id>/",
-                       description="Execute notebooks 01–06 with papermill, resumably, and write results.csv, "
+                       description="Execute the notebooks (01–08) with papermill, resumably, and write results.csv, "
                                    "results.md and figures (PNG + PDF).")
     r.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes (default: quick)")
     r.add_argument("--data", default=None, help="your corpus file (default: the bundled Blogs sample)")
