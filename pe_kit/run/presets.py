@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pe_kit.audit.trials import check_equal_populations
 from pe_kit.config import check_param
 
 #: Notebook stems, in run order. 06 (multi-round) and 07 (black-box implementation audits) run only if their
@@ -293,9 +294,10 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         for k, v in values.items():
             check_param(f"{nb}.{k}", v)
     p = replace(p, **checked)
-    if p.n_calibration != p.n_test:
-        raise ValueError(f"n_calibration={p.n_calibration} but n_test={p.n_test} (preset {p.name}): calibration and test "
-                         "are disjoint users of the same size N; set both, e.g. --set n_test=600 --set n_calibration=600")
+    try:  # the same rule audit_canary and the sweeps enforce, checked before any notebook runs
+        check_equal_populations(p.n_calibration, p.n_test)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (preset {p.name})") from None
     if p.max_probes < 0 or p.max_probes > p.bank_size:
         raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name == "paper" and p.data is None:
