@@ -15,3 +15,27 @@ def test_notebooks_ask_for_the_bootstrap_kernel():
     assert len(specs) >= 8
     wrong = {k: v for k, v in specs.items() if (v.get("name"), v.get("display_name")) != (name, display)}
     assert not wrong, f"notebooks asking for another kernel than {name!r} ({display}): {wrong}"
+
+
+def test_notebooks_run_by_hand_write_to_the_repo_results_folder(tmp_path, monkeypatch):
+    """A notebook run in Lab (kernel cwd notebooks/) writes to <repo>/results/interactive, the CLI's results/."""
+    from pe_kit.run.presets import notebook_output_dir, resolve_params
+
+    for p in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        params = next(c for c in json.loads(p.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+        assert re.search(r"^output_dir = None\b", "".join(params["source"]), flags=re.M), p.name
+    fake = tmp_path / "checkout"  # a checkout: pyproject.toml and pe_kit/__init__.py at its root
+    (fake / "pe_kit").mkdir(parents=True)
+    (fake / "pe_kit" / "__init__.py").write_text("")
+    (fake / "pyproject.toml").write_text("")
+    (fake / "notebooks").mkdir()
+    monkeypatch.chdir(fake / "notebooks")
+    want = fake.resolve() / "results" / "interactive"
+    assert notebook_output_dir() == str(want) and want.is_dir()
+    assert resolve_params("03_llr_checks", "tiny")["output_dir"] == str(want)
+    assert not (fake / "notebooks" / "results").exists()
+    assert notebook_output_dir(tmp_path / "mine") == str(tmp_path / "mine")  # an explicit folder is kept
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert notebook_output_dir(start=elsewhere) == str(elsewhere.resolve() / "results" / "interactive")
+    assert (ROOT / "pyproject.toml").is_file() and (ROOT / "pe_kit" / "__init__.py").is_file()  # what it looks for

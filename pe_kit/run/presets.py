@@ -7,7 +7,7 @@ Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p
 from __future__ import annotations
 
 __all__ = ["Preset", "PRESETS", "NOTEBOOKS", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_params",
-           "text_progress", "parse_override"]
+           "notebook_output_dir", "text_progress", "parse_override"]
 
 import json
 import os
@@ -308,6 +308,37 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     return p
 
 
+def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str | os.PathLike | None = None) -> str:
+    """The folder a notebook writes its rows and figures to; created if missing.
+
+    ``pe-kit reproduce`` always passes ``output_dir`` (``results/<run-id>``). A notebook run by hand in JupyterLab
+    leaves it None, and then writes to ``results/interactive`` in the same ``results/`` folder as the CLI: at the
+    root of the pe_kit checkout that holds the working directory (JupyterLab starts kernels in the notebook's
+    folder, ``notebooks/``), never inside the source tree's ``notebooks/``.
+
+    Args:
+        output_dir: an explicit folder (str or path; returned unchanged, as str), or None for the default.
+        start: where to look for the checkout (default: the working directory). The root is the nearest folder at
+            or above it holding ``pyproject.toml`` and ``pe_kit/__init__.py``; outside a checkout,
+            ``<start>/results/interactive``.
+
+    Returns:
+        str path of the folder (absolute for the default).
+
+    Raises:
+        OSError: if the folder cannot be created.
+    """
+    if output_dir is not None:
+        out = Path(output_dir)
+    else:
+        here = Path(start if start is not None else Path.cwd()).resolve()
+        root = next((d for d in (here, *here.parents)
+                     if (d / "pyproject.toml").is_file() and (d / "pe_kit" / "__init__.py").is_file()), here)
+        out = root / "results" / "interactive"
+    out.mkdir(parents=True, exist_ok=True)
+    return str(out)
+
+
 def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) -> dict:
     """The parameter dict a notebook works with: the preset's values for its keys, replaced by ``given``
     values that are not None. Notebooks call this first, so they run interactively with only ``preset`` set.
@@ -318,8 +349,8 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
         given: the notebook's parameters (``output_dir``, ``seed``, sizes …); None means "from the preset".
 
     Returns:
-        dict with every key of ``NOTEBOOK_KEYS[notebook]`` (``output_dir`` default ``results/interactive``,
-        ``seed`` default 0), each checked by ``pe_kit.config.check_param`` (integral floats become ints,
+        dict with every key of ``NOTEBOOK_KEYS[notebook]`` (``output_dir`` default ``results/interactive`` at the
+        checkout's root, :func:`notebook_output_dir`; ``seed`` default 0), each checked by ``pe_kit.config.check_param`` (integral floats become ints,
         list fields lists).
 
     Raises:
@@ -341,7 +372,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
         elif k == "preset":
             out[k] = p.name
         elif k == "output_dir":
-            out[k] = str(Path("results") / "interactive")
+            out[k] = notebook_output_dir()
         elif k == "seed":
             out[k] = 0
         else:
@@ -350,7 +381,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
         if k not in out and v is not None:
             out[k] = v
     out = {k: check_param(k, v) for k, v in out.items()}  # the same typed validation as --set and presets
-    Path(out["output_dir"]).mkdir(parents=True, exist_ok=True)
+    notebook_output_dir(out["output_dir"])
     return out
 
 
