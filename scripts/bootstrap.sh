@@ -29,4 +29,20 @@ if [ ! -d /usr/share/wordnet ]; then
 fi
 # a JupyterLab kernel inside the venv only (never the user's global python3 kernelspec)
 python -m ipykernel install --sys-prefix --name pe_kit --display-name "Python (pe_kit)" >/dev/null 2>&1 || true
+# JupyterLab refuses to start as root ("Running as root is not recommended. Use --allow-root"). When this set-up
+# runs as root (a container), allow it in this venv's Jupyter config only, so the README's
+# `.venv/bin/jupyter lab notebooks/` works as written; delete .venv/etc/jupyter/jupyter_server_config.json to undo.
+if [ "$(id -u)" = "0" ]; then
+  python - <<'PY'
+import json, sys
+from pathlib import Path
+path = Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.json"
+cfg = json.loads(path.read_text()) if path.is_file() else {}
+if cfg.get("ServerApp", {}).get("allow_root") is not True:
+    cfg.setdefault("ServerApp", {})["allow_root"] = True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cfg, indent=2) + "\n")
+    print(f"running as root: JupyterLab allowed to start as root in {path}")
+PY
+fi
 echo "pe_kit ready: $(python -c 'import pe_kit; print(pe_kit.__version__)') in $(pwd)/.venv"

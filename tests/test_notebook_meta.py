@@ -39,3 +39,19 @@ def test_notebooks_run_by_hand_write_to_the_repo_results_folder(tmp_path, monkey
     elsewhere.mkdir()
     assert notebook_output_dir(start=elsewhere) == str(elsewhere.resolve() / "results" / "interactive")
     assert (ROOT / "pyproject.toml").is_file() and (ROOT / "pe_kit" / "__init__.py").is_file()  # what it looks for
+
+
+def test_bootstrap_lets_the_venv_lab_start_as_root(tmp_path, monkeypatch):
+    """As root, bootstrap.sh sets ServerApp.allow_root in the venv's Jupyter config, keeping what is there."""
+    import sys
+
+    boot = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    block = re.search(r'if \[ "\$\(id -u\)" = "0" \]; then\n  python - <<\'PY\'\n(.*?)\nPY\nfi', boot, re.S)
+    assert block, "bootstrap.sh lost its allow_root step"
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    cfg = tmp_path / "etc" / "jupyter" / "jupyter_server_config.json"
+    exec(compile(block.group(1), "bootstrap.sh", "exec"), {})
+    assert json.loads(cfg.read_text()) == {"ServerApp": {"allow_root": True}}
+    cfg.write_text(json.dumps({"ServerApp": {"port": 9999}, "LabApp": {"x": 1}}))
+    exec(compile(block.group(1), "bootstrap.sh", "exec"), {})
+    assert json.loads(cfg.read_text()) == {"ServerApp": {"port": 9999, "allow_root": True}, "LabApp": {"x": 1}}
