@@ -130,16 +130,33 @@ def lab(tmp_path_factory):
                 time.sleep(0.5)
         yield {"base": base, "token": token, "notebook": name, "root": root}
     finally:
-        try:  # the server, its kernels and anything they started share the process group
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+        _stop(proc)
         log.close()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the Lab server (its process group) and its kernels (their own sessions): SIGTERM, then SIGKILL."""
+    import psutil
+
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        kids = []
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)  # Lab shuts its kernels down on SIGTERM
+        proc.wait(timeout=20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+    _, alive = psutil.wait_procs(kids, timeout=10)
+    for k in alive:  # a kernel that outlived its server
+        try:
+            k.kill()
+        except psutil.Error:
+            pass
 
 
 @pytest.fixture(scope="module")
