@@ -220,6 +220,8 @@ def test_notebook_parameters_defaults_and_single_values():
     p = with_defaults({"one_run_variants": "nonce", "probe_shares": 0.5, "copies": None})
     assert p["one_run_variants"] == ["nonce"] and p["probe_shares"] == [0.5]
     assert p["one_run_qs"] == list(DEFAULTS["one_run_qs"]) == [1.0, 0.1] and p["copies"] is None
+    assert p["published_repeats"] == 100 and p["published_sigmas"] == [0.5, 1.0, 2.0, 4.0]
+    assert with_defaults({"published_sigmas": 1.0})["published_sigmas"] == [1.0]
 
 
 # ------------------------------------------------------------------------------------------ published values
