@@ -281,7 +281,8 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
 
     The abstention recursion of Mahloujifar et al. (alphabet k = 2), vectorised over the μ values: see the
     module docstring. Rejection is monotone: a smaller μ (a stronger privacy claim) is rejected whenever a
-    larger one is.
+    larger one is. At q = 1 each μ leaves the loop once decided (``_gdp_rejects``; exact, and it decides as the
+    source's Algorithm 3 code: ``tests/test_one_run.py``).
 
     Args:
         m, r, v: canaries, guesses, correct guesses. mu: float array of μ > 0. beta: level β in (0, 1).
