@@ -220,3 +220,84 @@ def test_notebook_parameters_defaults_and_single_values():
     p = with_defaults({"one_run_variants": "nonce", "probe_shares": 0.5, "copies": None})
     assert p["one_run_variants"] == ["nonce"] and p["probe_shares"] == [0.5]
     assert p["one_run_qs"] == list(DEFAULTS["one_run_qs"]) == [1.0, 0.1] and p["copies"] is None
+    assert p["published_repeats"] == 100 and p["published_sigmas"] == [0.5, 1.0, 2.0, 4.0]
+    assert with_defaults({"published_sigmas": 1.0})["published_sigmas"] == [1.0]
+
+
+# ------------------------------------------------------------------------------------------ published values
+# Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run", ICML 2025 (arXiv 2410.22235):
+# the idealised Gaussian game of their App. D (Algorithm 4), App. B's stated count and Table 1 (δ = 1e-5, τ = 0.05).
+
+def _alg3_passes(sigma, m, c, c_cap, tau=0.05):
+    """The source's Algorithm 3 with abstention (k = 2), written out scalar by scalar from its pseudo-code:
+    r[c] = τc/m, h[c] = τ(c′−c)/m, h[i] = max(h[i+1], f̄⁻¹(r[i+1])), r[i] = r[i+1] + i/(c′−i)·(h[i] − h[i+1]);
+    the claim passes unless r[0] + h[0] > c′/m. f̄⁻¹(x) = Φ(Φ⁻¹(x) − 1/σ) for the Gaussian mechanism."""
+    r, h = tau * c / m, tau * (c_cap - c) / m
+    for i in range(c - 1, -1, -1):
+        h_new = max(h, special.ndtr(special.ndtri(min(r, 1.0)) - 1 / sigma))
+        r, h = r + i / (c_cap - i) * (h_new - h), h_new
+    return not r + h > c_cap / m
+
+
+def test_fdp_recursion_decides_as_the_sources_algorithm_3():
+    rng = np.random.default_rng(5)
+    for _ in range(12):
+        m = int(rng.integers(20, 400))
+        c_cap = int(rng.integers(1, m + 1))
+        c = int(rng.integers(0, c_cap + 1))
+        sigmas = np.geomspace(0.2, 50, 10)
+        want = np.array([not _alg3_passes(s, m, c, c_cap) for s in sigmas])
+        assert np.array_equal(fdp_rejects(m, c_cap, c, 1 / sigmas, 0.05), want), (m, c_cap, c)
+    # App. B's setting (σ = 1, m = 10⁵, c′ = 1500, c = 1429): on the source's grid σ = 1 + 0.01 i the first rejected
+    # claim is σ = 1.28 in both, i.e. an f-DP ε_lower of 3.29 at δ = 1e-5 for that one game
+    grid = 1.0 + 0.01 * np.arange(60)
+    rejected = fdp_rejects(100_000, 1500, 1429, 1 / grid, 0.05)
+    assert grid[np.argmax(rejected)] == pytest.approx(1.28) and rejected[np.argmax(rejected):].all()
+    assert not _alg3_passes(1.28, 100_000, 1429, 1500) and _alg3_passes(1.27, 100_000, 1429, 1500)
+    assert epsilon_from_mu(1 / 1.28, 1.0, 1e-5) == pytest.approx(3.29, abs=0.01)
+
+
+def test_idealised_game_reproduces_the_sources_correct_count():
+    from pe_kit.audit.one_run_checks import APP_B, idealised_correct
+
+    # App. B: "the number of guesses to 1,500 and the number of correct guesses are set to 1,429, suggested by the
+    # idealized setting" (σ = 1, m = 10⁵; their mean over 100 games). 60 games: standard error ≈ 1.0
+    mean, se = idealised_correct(1 / APP_B["sigma"], APP_B["m"], [APP_B["guesses"]], 60, np.random.default_rng(3))
+    assert se[0] < 1.5
+    assert abs(mean[0] - APP_B["correct"]) <= 3 * se[0] + 1  # + 1: Algorithm 4 rounds the mean down
+    # the counts are those of the kit's abstaining guesser with k₊ = k₋ = c′/2
+    rng_a, rng_b = np.random.default_rng(6), np.random.default_rng(6)
+    one, _ = idealised_correct(1.0, 500, [10, 60, 500], 2, rng_a)
+    games = [idealised_scores(1.0, 1.0, 500, rng_b) for _ in range(2)]
+    for j, k in enumerate((5, 30, 250)):
+        assert one[j] == pytest.approx(np.mean([abstaining_guesses(s, inc, k, k)[1] for s, inc in games]))
+    with pytest.raises(ValueError, match="even"):
+        idealised_correct(1.0, 100, [15], 2, np.random.default_rng(0))
+
+
+def test_theoretical_epsilon_matches_table_1():
+    from pe_kit.audit.one_run_checks import TABLE1
+
+    # Table 1 prints the Gaussian mechanism's ε at δ = 1e-5 truncated to two decimals (9.997 → 9.99)
+    for sigma, row in TABLE1.items():
+        eps = epsilon_from_mu(1 / sigma, 1.0, 1e-5)
+        assert 0 <= eps - row["theory"] < 0.01, (sigma, eps)
+
+
+@pytest.mark.slow
+def test_table_1_steinke_column_reproduces_and_the_fdp_gap_is_one_sided():
+    from pe_kit.audit.one_run_checks import published_checks
+
+    # 100 games per σ as in the source; σ = 1 and 2 (m = 10⁵). Steinke et al.'s bound reproduces within the
+    # Monte-Carlo tolerance (published 2.61 and 1.33; the kit 2.66 and 1.29). The f-DP bound is below the published
+    # 3.61 / 1.59 (the kit 3.35 / 1.49) although its recursion decides as the source's Algorithm 3 and the game
+    # reproduces App. B: the (c′, c) behind Table 1 are not stated (see ``published_checks``). What must hold of the
+    # source's claim: the f-DP bound beats Steinke et al.'s on the same guesses, and neither passes ε_theory.
+    rows = published_checks(repeats=100, seed=0, sigmas=(1.0, 2.0))
+    by = {(r["method"], r["setting"].split(",")[0]): r for r in rows}
+    assert by[("game", "σ=1")]["within"]
+    for s in ("σ=1", "σ=2"):
+        assert by[("theory", s)]["within"] and by[("steinke", s)]["within"], by[("steinke", s)]
+        fdp, steinke, theory = by[("fdp", s)], by[("steinke", s)], by[("theory", s)]
+        assert steinke["reproduced"] < fdp["reproduced"] < fdp["published"] < theory["reproduced"]
+        assert steinke["tolerance"] < 0.15

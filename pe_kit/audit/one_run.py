@@ -281,7 +281,8 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
 
     The abstention recursion of Mahloujifar et al. (alphabet k = 2), vectorised over the μ values: see the
     module docstring. Rejection is monotone: a smaller μ (a stronger privacy claim) is rejected whenever a
-    larger one is.
+    larger one is. At q = 1 each μ leaves the loop once decided (``_gdp_rejects``; exact, and it decides as the
+    source's Algorithm 3 code: ``tests/test_one_run.py``).
 
     Args:
         m, r, v: canaries, guesses, correct guesses. mu: float array of μ > 0. beta: level β in (0, 1).
@@ -298,15 +299,43 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
     mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
     if r == 0:
         return np.zeros(mu.shape, dtype=bool)
+    if sample_rate == 1:
+        return _gdp_rejects(m, r, v, mu, beta)
     h = np.full(mu.shape, beta * (r - v) / m)
     rr = np.full(mu.shape, beta * v / m)
-    inverse = (lambda y: tradeoff_inverse_blowup(y, mu, 1.0)) if sample_rate == 1 else \
-        _FastInverseBlowup(mu, sample_rate)
+    inverse = _FastInverseBlowup(mu, sample_rate)
     for i in range(v - 1, -1, -1):
         h_new = np.maximum(h, inverse(rr))
         rr = rr + (i / (r - i)) * (h_new - h)
         h = h_new
     return rr + h > r / m
+
+
+def _gdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float) -> np.ndarray:
+    """``fdp_rejects`` at q = 1 (μ-GDP: f̄⁻¹(y) = Φ(Φ⁻¹(y) − μ), inlined), each μ retired once decided.
+
+    h and r never decrease along the recursion, so a row already above r/m stays rejected; a row whose h did not
+    move keeps r too, and so every later step leaves it as it is. Both are dropped from the loop (exact; the
+    undecided rows near the boundary run to the end).
+    """
+    h = np.full(mu.size, beta * (r - v) / m)
+    rr = np.full(mu.size, beta * v / m)
+    out = np.zeros(mu.size, dtype=bool)
+    idx, mu_a, cap = np.arange(mu.size), mu.ravel(), r / m
+    with np.errstate(all="ignore"):
+        for i in range(v - 1, -1, -1):
+            h_new = np.maximum(h, special.ndtr(special.ndtri(np.minimum(rr, 1.0)) - mu_a))
+            moved = h_new > h
+            rr = rr + (i / (r - i)) * (h_new - h)
+            h = h_new
+            over = rr + h > cap
+            if over.any() or not moved.all():
+                out[idx[over]] = True
+                keep = moved & ~over
+                idx, mu_a, h, rr = idx[keep], mu_a[keep], h[keep], rr[keep]
+                if idx.size == 0:
+                    break
+    return out.reshape(mu.shape)
 
 
 def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, mu_max: float = 20.0,

@@ -217,7 +217,8 @@ def largest_m(bank_size: int, probe_share: float, copies: int, records_per_canar
 
 #: notebook 08's own parameters and their defaults (a preset may override them in ``Preset.extra``).
 DEFAULTS = {"one_run_qs": (1.0, 0.1), "probe_shares": (0.125, 0.25, 0.5, 1.0), "one_run_variants": ("nonce", "natural"),
-            "copies": None, "idealised_ms": (100, 1000), "idealised_repeats": 3}
+            "copies": None, "idealised_ms": (100, 1000), "idealised_repeats": 3,
+            "published_repeats": 100, "published_sigmas": (0.5, 1.0, 2.0, 4.0)}
 
 
 def with_defaults(params: dict) -> dict:

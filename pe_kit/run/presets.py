@@ -103,7 +103,8 @@ PRESETS: dict[str, Preset] = {
         extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500},
                "07_audit_an_implementation": {"suite_trials": 20_000, "ladder": [1_000, 3_000, 10_000, 30_000],
                                               "repeats": 2, "repeat_trials": 5_000},
-               "08_one_run_audit": {"probe_shares": [0.5, 1.0], "idealised_ms": [100, 1000], "idealised_repeats": 2}}),
+               "08_one_run_audit": {"probe_shares": [0.5, 1.0], "idealised_ms": [100, 1000], "idealised_repeats": 2,
+                                    "published_repeats": 10, "published_sigmas": [1.0, 2.0]}}),
     "quick": Preset(
         name="quick",
         description=("The paper's protocol on the bundled Blogs sample (900 bloggers with 64 posts, each cut at 600 "
@@ -123,7 +124,7 @@ PRESETS: dict[str, Preset] = {
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
         encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000),
         extra={"06_multiround_mauve": {"bank_size": 2048},
-               "08_one_run_audit": {"idealised_ms": [100, 1000], "idealised_repeats": 3}}),
+               "08_one_run_audit": {"idealised_ms": [100, 1000], "idealised_repeats": 3, "published_repeats": 20}}),
     "paper": Preset(
         name="paper",
         description=("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "
@@ -151,7 +152,7 @@ NOTEBOOK_KEYS: dict[str, tuple] = {
                                "encoder_variants", "encoder_per_variant", "tightness_variant", "tightness_trials"),
     # notebook 08's own keys live in ``Preset.extra["08_one_run_audit"]`` (None = ``pe_kit.run.one_run.DEFAULTS``)
     "08_one_run_audit": _COMMON + ("arm", "bank", "one_run_qs", "probe_shares", "one_run_variants", "copies",
-                                   "idealised_ms", "idealised_repeats"),
+                                   "idealised_ms", "idealised_repeats", "published_repeats", "published_sigmas"),
 }
 
 
