@@ -1,13 +1,15 @@
 """Throughput of LLM paraphrase generation (SmolLM2-135M-Instruct, CPU) against batch size.
 
 Prints texts/s for each batch size on the same prompts and seeds (paraphrase prompts of one quick-preset
-canary's records), one torch thread. Absolute speed follows the machine's load; read the ratios.
+canary's records), one torch thread: wall-clock texts/s and texts per CPU-second of this process (less
+sensitive to other processes than wall time). Absolute speed follows the machine's load; read the ratios.
 
     PE_KIT_CACHE=... HF_HUB_OFFLINE=1 nice -n 15 python benchmarks/bench_paraphrase_batching.py --n 32 --batches 8,16,32
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -39,11 +41,12 @@ def main() -> None:
     outs = {}
     for b in [int(x) for x in args.batches.split(",")]:
         gen.batch_size = b
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         outs[b] = gen.generate_seeded(prompts, seeds)
-        dt = time.perf_counter() - t0
-        print(f"arm={args.arm} batch={b:3d} n={args.n} threads={args.threads}: {dt:7.1f} s, "
-              f"{args.n / dt:5.2f} texts/s, mean output {np.mean([len(o) for o in outs[b]]):.0f} chars", flush=True)
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        print(f"arm={args.arm} batch={b:3d} n={args.n} threads={args.threads}: wall {dt:7.1f} s ({args.n / dt:5.2f} "
+              f"texts/s), CPU {dc:6.1f} s ({args.n / dc:5.2f} texts per CPU-second), load {os.getloadavg()[0]:.1f}, "
+              f"mean output {np.mean([len(o) for o in outs[b]]):.0f} chars", flush=True)
     first = next(iter(outs.values()))
     same = {b: sum(a == c for a, c in zip(first, o)) for b, o in outs.items()}
     print(f"outputs identical to the first batch size's (of {args.n}): {same}")
