@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from pe_kit.cache import content_hash
-from pe_kit.text.generators.base import _WS, GenerationError, draw_seeds
+from pe_kit.text.generators.base import _WS, GenerationError, draw_seeds, normalize_text
 from pe_kit.text.generators.pools import make_paraphrase_pool
 from pe_kit.text.generators.prompts import paraphrase_prompt
 
@@ -146,7 +146,7 @@ def _check_entry(entry: Any, where: str) -> dict:
                          "or written by another version; rebuild it with scripts/make_paraphrase_pools.py")
     if not (len(texts) == len(sources) == len(seeds) == size) or not all(isinstance(t, str) and t for t in texts):
         raise ValueError(f"{where}: pool entry {key[:12]} must hold {size} non-empty texts, sources and seeds")
-    if len({" ".join(t.lower().split()) for t in texts}) != size:
+    if len({normalize_text(t) for t in texts}) != size:
         raise ValueError(f"{where}: pool entry {key[:12]} holds duplicate texts")
     return entry
 
