@@ -7,7 +7,9 @@ exactly as ``pe_kit.run.study.build_world`` draws it), build the pool of M rewri
 ``pe_kit.run.study.paraphrase_pool_seed`` and append it to a JSON Lines work file. Every generated text is also
 cached on disk per (prompt, seed, model, settings) as soon as its batch returns, so a stopped run loses at
 most one batch; rerunning skips finished pools and cached texts. ``--ship`` gzips the work file into
-``pe_kit/data_files/`` once every pool is there (refuses a partial set unless ``--allow-partial``).
+``pe_kit/data_files/`` once every pool is there (refuses a partial set unless ``--allow-partial``). On a machine
+with idle cores, run one process per arm (``--arms long`` and ``--arms short``, one thread each): they write
+separate work files, and ``--ship`` reads every ``<preset>-seed<seed>*.jsonl`` there.
 
     PYTHONPATH=. PE_KIT_CACHE=/work/pecache_llm HF_HUB_OFFLINE=1 nice -n 15 \
         python scripts/make_paraphrase_pools.py --preset quick --arms long,short [--ship]
@@ -75,15 +77,23 @@ def main() -> None:
                                                         llm_paraphraser, load_pools, pool_key, pool_spec)
 
     M = get_preset(args.preset).pool_size
-    work = Path(args.work) if args.work else cache_dir() / "paraphrase-pools" / f"{args.preset}-seed{args.seed}.jsonl"
+    arms = [a for a in args.arms.split(",") if a]
+    stem = f"{args.preset}-seed{args.seed}"
+    tag = "" if sorted(arms) == ["long", "short"] else "-" + "-".join(arms)
+    work = Path(args.work) if args.work else cache_dir() / "paraphrase-pools" / f"{stem}{tag}.jsonl"
     work.parent.mkdir(parents=True, exist_ok=True)
+    work_files = sorted({work, *work.parent.glob(f"{stem}*.jsonl")})  # one process per arm may share the cache
+
+    def finished() -> dict:
+        return {k: e for f in work_files if f.exists() for k, e in load_pools(f).items()}
+
     llm = llm_paraphraser(args.batch_size)
     spec = pool_spec(llm)
-    todo = paraphrase_canaries(args.preset, [a for a in args.arms.split(",") if a], tuple(args.variants.split(",")),
-                               args.seed)
-    done = load_pools(work) if work.exists() else {}
+    todo = paraphrase_canaries(args.preset, arms, tuple(args.variants.split(",")), args.seed)
+    done = finished()
     keys = [pool_key(recs, M, paraphrase_pool_seed(args.seed, cid), spec) for _, cid, recs, _ in todo]
-    print(f"{len(todo)} pools of M={M} ({len(todo) * M} texts); {sum(k in done for k in keys)} done in {work}", flush=True)
+    print(f"{len(todo)} pools of M={M} ({len(todo) * M} texts); {sum(k in done for k in keys)} done in "
+          f"{', '.join(str(f) for f in work_files)}", flush=True)
     for (arm, cid, recs, vs), key in zip(todo, keys):
         print(f"  {arm:5s} {cid:>8s} {','.join(vs):28s} {'done' if key in done else 'todo'}", flush=True)
     if not args.dry_run:
@@ -101,12 +111,12 @@ def main() -> None:
             done[key] = entry
             print(f"{time.strftime('%H:%M:%S')} pool {n}/{len(todo)} ({arm}/{cid}) finished in "
                   f"{time.time() - t0:.0f} s; cache hits {cache.hits}, generated {cache.misses}", flush=True)
-    missing = [k for k in keys if k not in load_pools(work)] if work.exists() else keys
+    done = finished()
+    missing = [k for k in keys if k not in done]
     if args.ship:
         if missing and not args.allow_partial:
             raise SystemExit(f"{len(missing)} of {len(keys)} pools missing; not shipping (--allow-partial to force)")
-        lines = [json.loads(line) for line in work.read_text(encoding="utf-8").splitlines() if line.strip()]
-        lines = [e for e in lines if e["key"] in set(keys)]
+        lines = [{k: v for k, v in done[k].items()} for k in keys if k in done]  # audit order
         with gzip.open(SHIPPED_POOLS_FILE, "wt", encoding="utf-8", compresslevel=9) as fh:
             for e in lines:
                 fh.write(json.dumps(e, ensure_ascii=False) + "\n")
