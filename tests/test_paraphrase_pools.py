@@ -207,3 +207,21 @@ def test_paraphrase_examples_show_the_shipped_llm_rewrite_beside_the_probe(tmp_p
     assert ex["record"].tolist() == [2, 0, 1] and ex["paraphrase"].tolist() == ["p2", "p0", "p1"]
     assert ex["smollm2"].tolist() == [entry["texts"][2], entry["texts"][0], entry["texts"][1]]
     assert "smollm2" not in X.paraphrase_examples(design, 3).columns
+
+
+@pytest.mark.slow
+def test_llm_pool_entries_regenerate_one_at_a_time():
+    """SmolLM2 pool built in batches; every entry comes back from its own (record, seed) alone (batch 1)."""
+    from pe_kit.text.generators.base import GenerationError
+
+    llm = PP.llm_paraphraser(batch_size=8)
+    try:
+        llm.identity()
+    except GenerationError as exc:
+        pytest.skip(f"SmolLM2 not installed: {exc}")
+    llm.max_new_tokens = 24  # short records, short rewrites: seconds on CPU
+    entry = PP.build_pool(RECORDS[:2], 4, [0, 3, 1], llm)
+    assert entry["sources"] == [0, 1, 0, 1] and entry["model"] == llm.identity()
+    one = PP.llm_paraphraser(batch_size=1)
+    one.max_new_tokens = 24
+    assert PP.recompute_entries(entry, RECORDS[:2], one, [0, 3]) == [entry["texts"][0], entry["texts"][3]]
