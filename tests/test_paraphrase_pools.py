@@ -129,8 +129,30 @@ def test_llm_route_picks_the_stored_pool_without_generating(tmp_path, monkeypatc
     assert texts == entry["texts"] and sources.tolist() == entry["sources"] and emb.shape == (12, 3)
     assert info["pool_source"] == "shipped" and info["pool_key"] == entry["key"]
     assert info["pool_generator"] == llm.name
+    texts_auto, _, _, info_auto = study.paraphrase_pool(_world(), user, 12, generator="auto")
+    assert texts_auto == entry["texts"] and info_auto["pool_source"] == "shipped"
     with pytest.raises(ValueError, match="unknown"):
         study.paraphrase_pool(_world(), user, 12, generator="gpt")
+
+
+def test_auto_route_falls_back_to_wordnet_with_a_warning(tmp_path, monkeypatch):
+    """generator="auto" never runs the LLM: a canary without a shipped pool gets the WordNet pool, flagged."""
+    from pe_kit.run import study
+    from pe_kit.text.generators import wordnet
+
+    class RawFake(FakeLM):
+        name, raw_text_input = "fake-wordnet", True
+
+        def generate_seeded(self, prompts, seeds):
+            return [f"{p} ({int(s) % 997})" for p, s in zip(prompts, seeds)]
+
+    monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", tmp_path / "absent.jsonl.gz")
+    monkeypatch.setattr(wordnet, "WordNetParaphraser", RawFake)
+    monkeypatch.setattr(PP, "build_pool", lambda *a, **k: pytest.fail("auto must not generate with the LLM"))
+    user = SimpleNamespace(user_id="u9", texts=tuple(RECORDS))
+    with pytest.warns(UserWarning, match="no shipped SmolLM2 pool"):
+        texts, sources, _, info = study.paraphrase_pool(_world(), user, 8, generator="auto")
+    assert info["pool_generator"] == "fake-wordnet" and "u9" in info["pool_fallback"] and len(set(texts)) == 8
 
 
 def test_default_route_matches_shipped_pools():

@@ -276,7 +276,8 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
 
 #: Paraphrase route when none is given: ``"wordnet"`` (synonym swaps) until the shipped SmolLM2 pools
 #: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE``) cover the quick preset's paraphrase
-#: canaries; pass ``generator="smollm2"`` for LLM rewrites (shipped pool if its key matches, else generated).
+#: canaries; then ``"auto"`` (shipped SmolLM2 pool, WordNet with a warning for canaries without one, e.g. the
+#: tiny preset or other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated).
 DEFAULT_PARAPHRASER = "wordnet"
 
 
@@ -333,10 +334,12 @@ def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) ->
 
     Args:
         world: the study. user: the canary (``data.User``). pool_size: M.
-        generator: ``"smollm2"`` (LLM rewrites, ``paraphrase_pools.llm_paraphrase``: the pool shipped in
-            ``pe_kit/data_files`` when its content key matches, else generated and cached, ~1 text/s per idle
-            core), ``"wordnet"`` (``CachedGenerator(WordNetParaphraser())``), None (:data:`DEFAULT_PARAPHRASER`),
-            or any ``generation`` text generator object.
+        generator: ``"smollm2"`` (LLM rewrites, ``paraphrase_pools.llm_paraphraser``: the pool shipped in
+            ``pe_kit/data_files`` when its content key matches, else generated and cached, ~2.5 CPU-seconds per
+            rewrite), ``"auto"`` (the shipped SmolLM2 pool, else the WordNet pool with a warning and
+            ``info["pool_fallback"]``; never generates with the LLM), ``"wordnet"``
+            (``CachedGenerator(WordNetParaphraser())``), None (:data:`DEFAULT_PARAPHRASER`), or any
+            ``generation`` text generator object.
 
     Returns:
         (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict
@@ -358,13 +361,20 @@ def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) ->
         raise ValueError(f"generator={generator!r} is unknown; use one of {PARAPHRASERS} or a generator object")
     pool_seed = paraphrase_pool_seed(world.config.seed, user.user_id)
     records = list(user.texts)
-    if generator == "smollm2":
+    entry, fallback = None, None
+    if generator in ("smollm2", "auto"):
         llm = llm_paraphraser()
-        spec = pool_spec(llm)
-        entry = find_pool(records, int(pool_size), pool_seed, spec, model=_installed_model(llm))
+        entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=_installed_model(llm))
         source = "shipped"
-        if entry is None:
+        if entry is None and generator == "smollm2":
             entry, source = build_pool(records, int(pool_size), pool_seed, CachedGenerator(llm, with_code=False)), "generated"
+        elif entry is None:
+            import warnings
+
+            fallback = f"no shipped SmolLM2 pool matches canary {user.user_id} (records, M={pool_size}, seed); WordNet pool"
+            warnings.warn(f"{fallback}; pass generator='smollm2' to generate LLM rewrites", stacklevel=2)
+            generator = "wordnet"
+    if entry is not None:
         texts, sources = list(entry["texts"]), entry["sources"]
         info = {"pool_generator": llm.name, "pool_generator_config": llm.config(), "pool_seed": pool_seed,
                 "pool_source": source, "pool_key": entry["key"]}
@@ -375,7 +385,7 @@ def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) ->
         cfg = getattr(generator, "config", None)
         info = {"pool_generator": getattr(generator, "name", type(generator).__name__),
                 "pool_generator_config": cfg() if callable(cfg) else {}, "pool_seed": pool_seed,
-                "pool_source": "generated"}
+                "pool_source": "generated", **({"pool_fallback": fallback} if fallback else {})}
     return texts, np.asarray(sources, np.int64), world.encoder.encode(texts, desc="pool"), info
 
 

@@ -32,8 +32,9 @@ from pe_kit.text.generators.prompts import paraphrase_prompt
 __all__ = ["PARAPHRASERS", "LLM_PARAPHRASE_SETTINGS", "SHIPPED_POOLS_FILE", "llm_paraphraser", "pool_spec",
            "pool_key", "build_pool", "load_pools", "find_pool", "append_pool", "recompute_entries"]
 
-#: Named paraphrase routes: ``smollm2`` (LLM rewrites; shipped pools first) and ``wordnet`` (synonym swaps).
-PARAPHRASERS = ("smollm2", "wordnet")
+#: Named paraphrase routes (``pe_kit.run.study.paraphrase_pool``): ``smollm2`` (LLM rewrites: shipped pool, else
+#: generated), ``auto`` (shipped SmolLM2 pool, else WordNet) and ``wordnet`` (synonym swaps).
+PARAPHRASERS = ("smollm2", "auto", "wordnet")
 #: Sampling settings of the LLM paraphraser. 64 new tokens: the quick preset's encoder reads 64 word pieces of
 #: a record, so a longer rewrite would not change its embedding; T = 0.9 / top-p 0.95 give the 8 distinct
 #: rewrites per record that M = 512 over 64 records needs (greedy decoding gives one).
