@@ -72,6 +72,7 @@ def main() -> None:
     from pe_kit.cache import cache_dir
     from pe_kit.run.presets import get_preset
     from pe_kit.run.study import paraphrase_canaries, paraphrase_pool_seed
+    from pe_kit.text.generators.base import PoolShortfallError
     from pe_kit.text.generators.cached import CachedGenerator
     from pe_kit.text.generators.paraphrase_pools import (SHIPPED_POOLS_FILE, append_pool, build_pool,
                                                         llm_paraphraser, load_pools, pool_key, pool_spec)
@@ -103,7 +104,11 @@ def main() -> None:
                 continue
             t0 = time.time()
             cache.inner = _Progress(llm, M, f"pool {n}/{len(todo)} {arm}/{cid}")
-            entry = build_pool(list(recs), M, paraphrase_pool_seed(args.seed, cid), cache)
+            try:
+                entry = build_pool(list(recs), M, paraphrase_pool_seed(args.seed, cid), cache)
+            except PoolShortfallError as exc:  # texts made so far stay cached; the pool is reported missing
+                print(f"{time.strftime('%H:%M:%S')} pool {n}/{len(todo)} ({arm}/{cid}) FAILED: {exc}", flush=True)
+                continue
             entry["model"] = llm.identity()
             assert entry["key"] == key, "pool key drifted between listing and building"
             append_pool(work, entry, arm=arm, canary_id=cid, variants=vs, data="bundled blogs-900",
