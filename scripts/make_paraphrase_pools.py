@@ -98,7 +98,7 @@ def main() -> None:
     for (arm, cid, recs, vs), key in zip(todo, keys):
         print(f"  {arm:5s} {cid:>8s} {','.join(vs):28s} {'done' if key in done else 'todo'}", flush=True)
     if not args.dry_run:
-        cache = CachedGenerator(llm, root=cache_dir() / "generation", with_code=False)
+        cache = CachedGenerator(llm, root=cache_dir() / "generation", with_code=False, sort_by_length=True)
         for n, ((arm, cid, recs, vs), key) in enumerate(zip(todo, keys), 1):
             if key in done:
                 continue

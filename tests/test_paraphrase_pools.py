@@ -94,7 +94,7 @@ def test_pools_file_round_trip_and_tamper_check(tmp_path):
 
 
 def test_cached_generator_without_code_key_and_length_order(tmp_path):
-    g = CachedGenerator(FakeLM(), root=tmp_path, with_code=False)
+    g = CachedGenerator(FakeLM(), root=tmp_path, with_code=False, sort_by_length=True)
     assert "code" not in g.identity() and "code" in CachedGenerator(FakeLM(), root=tmp_path).identity()
     prompts = [paraphrase_prompt(r) for r in ("a much longer record than the others here", "short one")]
     assert g.generate_seeded(prompts, [1, 2]) == FakeLM().generate_seeded(prompts, [1, 2])  # order kept

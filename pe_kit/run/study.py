@@ -367,7 +367,8 @@ def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) ->
         entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=_installed_model(llm))
         source = "shipped"
         if entry is None and generator == "smollm2":
-            entry, source = build_pool(records, int(pool_size), pool_seed, CachedGenerator(llm, with_code=False)), "generated"
+            cached = CachedGenerator(llm, with_code=False, sort_by_length=True)
+            entry, source = build_pool(records, int(pool_size), pool_seed, cached), "generated"
         elif entry is None:
             import warnings
 
