@@ -475,16 +475,21 @@ PAPER_TABLE4 = {
 }
 
 
-def paraphrase_examples(design, n: int = 5):
+def paraphrase_examples(design, n: int = 5, world: World | None = None):
     """Source records beside the paraphrase probes made from them (the ``paraphrase`` variant's design).
 
     Args:
         design: a ``paraphrase`` ``ProbeDesign`` (its ``info["probe_sources"]`` gives each probe's record).
         n: int ≥ 1, how many (record, probe) pairs to show, one per distinct source record first.
+        world: the design's study; when given and the design's pool is not already SmolLM2's, a column
+            ``smollm2`` adds the same record's rewrite from the canary's shipped SmolLM2 pool
+            (``pe_kit.text.generators.paraphrase_pools.find_pool``; nothing is generated; empty when no
+            shipped pool matches this canary's key).
 
     Returns:
         ``pandas.DataFrame`` with columns ``record`` (index in the canary's records), ``source``, ``paraphrase``
-        and ``generator`` (the pool generator's name, e.g. ``wordnet`` or a local LLM).
+        and ``generator`` (the pool generator's name, e.g. ``wordnet`` or a local LLM), plus ``smollm2``
+        when ``world`` is given.
 
     Raises:
         ValueError: if the design is not a paraphrase design with probe sources, or n < 1.
@@ -501,5 +506,25 @@ def paraphrase_examples(design, n: int = 5):
         first.setdefault(int(s), t)
     order = list(first.values()) + [t for t in range(len(sources)) if t not in first.values()]
     gen = design.info.get("pool_generator", "unknown")
-    return pd.DataFrame([{"record": int(sources[t]), "source": design.canary_texts[int(sources[t])],
-                          "paraphrase": design.probe_texts[t], "generator": gen} for t in order[:n]])
+    df = pd.DataFrame([{"record": int(sources[t]), "source": design.canary_texts[int(sources[t])],
+                        "paraphrase": design.probe_texts[t], "generator": gen} for t in order[:n]])
+    if world is not None and design.info.get("pool_source") != "shipped":
+        llm = _shipped_llm_pool(world, design)
+        first_llm: dict = {}
+        if llm is not None:
+            for text, s in zip(llm["texts"], llm["sources"]):
+                first_llm.setdefault(int(s), text)
+        df["smollm2"] = [first_llm.get(int(r), "") for r in df["record"]]
+    return df
+
+
+def _shipped_llm_pool(world: World, design) -> dict | None:
+    """The shipped SmolLM2 pool of ``design``'s canary in ``world`` (same records, M and pool seed), or None."""
+    from pe_kit.run.study import paraphrase_pool_seed
+    from pe_kit.text.generators.paraphrase_pools import find_pool, llm_paraphraser, pool_spec
+
+    size = int(design.info.get("pool_size", 0))
+    if size < 1:
+        return None
+    seed = paraphrase_pool_seed(world.config.seed, design.canary_id)
+    return find_pool(list(design.canary_texts), size, seed, pool_spec(llm_paraphraser()))

@@ -274,39 +274,130 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
                            mechanism, n_users=len(world.splits.test), shrinkage=audit.shrinkage, ridge=audit.ridge)
 
 
+#: Paraphrase route when none is given: ``"wordnet"`` (synonym swaps) until the shipped SmolLM2 pools
+#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE``) cover the quick preset's paraphrase
+#: canaries; then ``"auto"`` (shipped SmolLM2 pool, WordNet with a warning for canaries without one, e.g. the
+#: tiny preset or other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated).
+DEFAULT_PARAPHRASER = "wordnet"
+
+
+def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
+    """Seed (list of 3 int for ``numpy.random.default_rng``) of a canary's paraphrase pool: (study seed, 3,
+    first 32 bits of SHA-256("paraphrase-pool", canary id)); every variant auditing the canary gets the same pool."""
+    from pe_kit.cache import content_hash
+
+    return [int(seed), 3, int(content_hash("paraphrase-pool", str(canary_id))[:8], 16)]
+
+
+def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
+                        variants=("paraphrase", "paraphrase-norm", "paraphrase-mu_eff"), seed: int = 0) -> list[tuple]:
+    """The canaries whose paraphrase pools a preset builds on the bundled data, without embedding anything.
+
+    The same draw as :func:`build_world` (``make_arm`` then the seeded ``split_users`` with the preset's sizes)
+    and the same slots as the audit (``attack.variants.canary_assignment``); a canary audited by several
+    variants (wrapped slots) is listed once per arm.
+
+    Args: preset: name in ``pe_kit.run.presets.PRESETS`` (its ``data`` must be None: the bundled sample).
+        arms: data arms. variants: real-canary variants. seed: study seed.
+    Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)`` in audit order.
+    Raises: ValueError if the preset reads another corpus, or what ``split_users`` raises.
+    """
+    from pe_kit.attack.variants import canary_assignment
+    from pe_kit.data.loaders import load_corpus
+    from pe_kit.run.presets import get_preset
+
+    P = get_preset(preset)
+    if P.data is not None:
+        raise ValueError(f"preset {preset!r} reads {P.data}; paraphrase_canaries covers the bundled sample only")
+    corpus = load_corpus(None, P.fmt, record_cap=P.record_cap)
+    slots = canary_assignment(P.n_canary, P.per_variant).slots
+    out = []
+    for arm in arms:
+        world = make_arm(corpus, arm, P.record_cap)
+        splits = split_users(world, P.n_canary, P.n_aux, P.n_calibration, P.n_test, seed=seed,
+                             canary_records=P.record_cap)
+        by_id, seen = world.by_id(), {}
+        for v in variants:
+            for slot in slots[v]:
+                seen.setdefault(splits.canary[slot], []).append(v)
+        out += [(arm, cid, tuple(by_id[cid].texts), vs) for cid, vs in seen.items()]
+    return out
+
+
 def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
     """The paraphrase probe pool Q of a real canary: ``pool_size`` non-verbatim rewrites spread over its records.
 
     Built by ``generation.make_paraphrase_pool`` (round robin over records, verbatim and duplicate outputs
-    rejected, ``on_shortfall="reassign"``). The pool is a property of the canary: its seed is derived from
-    (study seed, canary id), so every variant auditing this canary sees the same pool (and the cached
-    generator / embedding cache make the rebuild cheap).
+    rejected, ``on_shortfall="reassign"``). The pool is a property of the canary: its seed is
+    :func:`paraphrase_pool_seed` (study seed, canary id), so every variant auditing this canary sees the same
+    pool (and the cached generator / embedding cache make the rebuild cheap).
 
     Args:
         world: the study. user: the canary (``data.User``). pool_size: M.
-        generator: a ``generation`` text generator (default: ``CachedGenerator(WordNetParaphraser())``).
+        generator: ``"smollm2"`` (LLM rewrites, ``paraphrase_pools.llm_paraphraser``: the pool shipped in
+            ``pe_kit/data_files`` when its content key matches, else generated and cached, ~2.5 CPU-seconds per
+            rewrite), ``"auto"`` (the shipped SmolLM2 pool, else the WordNet pool with a warning and
+            ``info["pool_fallback"]``; never generates with the LLM), ``"wordnet"``
+            (``CachedGenerator(WordNetParaphraser())``), None (:data:`DEFAULT_PARAPHRASER`), or any
+            ``generation`` text generator object.
 
     Returns:
-        (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict).
+        (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict
+        with ``pool_generator``, ``pool_generator_config``, ``pool_seed``, ``pool_source`` (``shipped`` /
+        ``generated``) and, for the LLM route, ``pool_key``).
 
     Raises:
-        ValueError: for pool_size < 1; generation errors from the backend.
+        ValueError: for pool_size < 1 or an unknown generator name; generation errors from the backend.
     """
-    from pe_kit.cache import content_hash
     from pe_kit.text.generators.cached import CachedGenerator
+    from pe_kit.text.generators.paraphrase_pools import PARAPHRASERS, build_pool, find_pool, llm_paraphraser, pool_spec
     from pe_kit.text.generators.pools import make_paraphrase_pool
     from pe_kit.text.generators.wordnet import WordNetParaphraser
 
     if int(pool_size) != pool_size or pool_size < 1:
         raise ValueError(f"pool_size={pool_size!r} must be an integer ≥ 1")
-    generator = generator or CachedGenerator(WordNetParaphraser())
-    pool_seed = [int(world.config.seed), 3, int(content_hash("paraphrase-pool", user.user_id)[:8], 16)]
-    texts, sources = make_paraphrase_pool(list(user.texts), int(pool_size), generator,
-                                          np.random.default_rng(pool_seed), on_shortfall="reassign")
-    cfg = getattr(generator, "config", None)
-    info = {"pool_generator": getattr(generator, "name", type(generator).__name__),
-            "pool_generator_config": cfg() if callable(cfg) else {}, "pool_seed": pool_seed}
+    generator = DEFAULT_PARAPHRASER if generator is None else generator
+    if isinstance(generator, str) and generator not in PARAPHRASERS:
+        raise ValueError(f"generator={generator!r} is unknown; use one of {PARAPHRASERS} or a generator object")
+    pool_seed = paraphrase_pool_seed(world.config.seed, user.user_id)
+    records = list(user.texts)
+    entry, fallback = None, None
+    if generator in ("smollm2", "auto"):
+        llm = llm_paraphraser()
+        entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=_installed_model(llm))
+        source = "shipped"
+        if entry is None and generator == "smollm2":
+            cached = CachedGenerator(llm, with_code=False, sort_by_length=True)
+            entry, source = build_pool(records, int(pool_size), pool_seed, cached), "generated"
+        elif entry is None:
+            import warnings
+
+            fallback = f"no shipped SmolLM2 pool matches canary {user.user_id} (records, M={pool_size}, seed); WordNet pool"
+            warnings.warn(f"{fallback}; pass generator='smollm2' to generate LLM rewrites", stacklevel=2)
+            generator = "wordnet"
+    if entry is not None:
+        texts, sources = list(entry["texts"]), entry["sources"]
+        info = {"pool_generator": llm.name, "pool_generator_config": llm.config(), "pool_seed": pool_seed,
+                "pool_source": source, "pool_key": entry["key"]}
+    else:
+        generator = CachedGenerator(WordNetParaphraser()) if generator == "wordnet" else generator
+        texts, sources = make_paraphrase_pool(records, int(pool_size), generator,
+                                              np.random.default_rng(pool_seed), on_shortfall="reassign")
+        cfg = getattr(generator, "config", None)
+        info = {"pool_generator": getattr(generator, "name", type(generator).__name__),
+                "pool_generator_config": cfg() if callable(cfg) else {}, "pool_seed": pool_seed,
+                "pool_source": "generated", **({"pool_fallback": fallback} if fallback else {})}
     return texts, np.asarray(sources, np.int64), world.encoder.encode(texts, desc="pool"), info
+
+
+def _installed_model(generator) -> str | None:
+    """Digest of the generator's model files, or None when the model is not installed (shipped pools still apply)."""
+    from pe_kit.text.generators.base import GenerationError
+
+    try:
+        return generator.identity()
+    except (GenerationError, OSError):
+        return None
 
 
 def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator, *,
@@ -321,7 +412,7 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     is frozen before any trial:
 
     * ``ordinary``: no probes. ``exact``: a verbatim copy of each record.
-    * ``paraphrase``: ``pool_size`` WordNet (or ``generator``) rewrites across the records
+    * ``paraphrase``: ``pool_size`` rewrites across the records (``generator``: see :func:`paraphrase_pool`)
       (``paraphrase_pool``), r of them spread across records (``probes.spread_select``).
     * ``nonce``: r drawn uniformly from the nonce pool (``probes.design_nonce``).
     * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``probes.design_selected``); μ_eff uses Σ̂_Q from
@@ -332,7 +423,8 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
         variant: one of ``probes.VARIANTS``. canary_slot: index into the canary split (real variants).
         rng: the only source of randomness (positions, nonce strings, spread draws).
         mechanism: k, C, σ, q (default ``MechanismConfig(record_cap=world.config.record_cap)``).
-        audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase generator. pool_size: M (512).
+        audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase route (``"smollm2"``, ``"wordnet"``, None = :data:`DEFAULT_PARAPHRASER`, or a
+            generator object; :func:`paraphrase_pool`). pool_size: M (512).
         r: probes (default ``world.config.max_probes``; at most that).
 
     Raises:

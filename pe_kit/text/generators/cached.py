@@ -41,15 +41,22 @@ class CachedGenerator:
     ``np.random.default_rng(seed)``.
 
     Args: ``generator`` -- the wrapped generator; ``root`` -- cache folder (default
-    ``cache_dir()/"generation"``). Attributes ``hits`` / ``misses`` count prompts served from the cache
+    ``cache_dir()/"generation"``); ``with_code`` -- key on the generator's source-file digest too (default
+    True; False keys on name, settings and model digest only, for long-lived caches such as the shipped
+    paraphrase pools' build cache, whose outputs a test recomputes instead); ``sort_by_length`` -- ask for missing
+    prompts shortest first, so similar lengths share a batch (less padding; a seeded generator's output does not
+    depend on its batch neighbours; default False keeps the callers' order). Attributes ``hits`` / ``misses`` count prompts served from the cache
     / generated, over the object's lifetime. Source: ``pe_kit.cache`` (atomic, checksum-verified files).
     """
 
-    def __init__(self, generator: TextGenerator, root: str | os.PathLike | None = None):
+    def __init__(self, generator: TextGenerator, root: str | os.PathLike | None = None, *, with_code: bool = True,
+                 sort_by_length: bool = False):
         if not callable(getattr(generator, "generate", None)) or not isinstance(getattr(generator, "name", None), str):
             raise ValueError("generator must have a str `name` and a generate(prompts, rng) method (see TextGenerator)")
         self.inner = generator
         self.root = Path(root) if root is not None else cache_dir() / "generation"
+        self.with_code = bool(with_code)
+        self.sort_by_length = bool(sort_by_length)
         self.hits = 0
         self.misses = 0
         self._identity: dict | None = None
@@ -74,6 +81,8 @@ class CachedGenerator:
         """The wrapped generator's ``generator_identity`` (name, settings, model digest, code), computed once."""
         if self._identity is None:
             self._identity = generator_identity(self.inner)
+            if not self.with_code:
+                self._identity = {k: v for k, v in self._identity.items() if k != "code"}
         return self._identity
 
     def key(self, prompt: str, seed: int) -> str:
@@ -127,6 +136,8 @@ class CachedGenerator:
         seed_list = _check_seeds(seeds, len(items))
         results: list[str | None] = [self._read(p, s) for p, s in zip(items, seed_list)]
         missing = [i for i, r in enumerate(results) if r is None]
+        if self.sort_by_length:
+            missing.sort(key=lambda i: len(items[i]))
         self.hits += len(items) - len(missing)
         for start in range(0, len(missing), self.batch_size):
             chunk = missing[start : start + self.batch_size]

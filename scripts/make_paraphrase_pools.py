@@ -1,0 +1,132 @@
+"""Build the LLM paraphrase pools Q (App. B) of a preset's paraphrase canaries, resumably, and ship them.
+
+For each data arm and each canary audited by ``paraphrase``, ``paraphrase-norm`` or ``paraphrase-mu_eff`` (the
+slots of ``pe_kit.run.experiments.canary_slots`` in the seeded canary split of ``pe_kit.data.splits.split_users``,
+exactly as ``pe_kit.run.study.build_world`` draws it), build the pool of M rewrites with SmolLM2
+(``paraphrase_pools.llm_paraphraser``: T = 0.9, top-p 0.95, 64 new tokens, one thread) under the pool seed of
+``pe_kit.run.study.paraphrase_pool_seed`` and append it to a JSON Lines work file. Every generated text is also
+cached on disk per (prompt, seed, model, settings) as soon as its batch returns, so a stopped run loses at
+most one batch; rerunning skips finished pools and cached texts. ``--ship`` gzips the work file into
+``pe_kit/data_files/`` once every pool is there (refuses a partial set unless ``--allow-partial``). On a machine
+with idle cores, run one process per arm (``--arms long`` and ``--arms short``, one thread each): they write
+separate work files, and ``--ship`` reads every ``<preset>-seed<seed>*.jsonl`` there.
+
+    PYTHONPATH=. PE_KIT_CACHE=/work/pecache_llm HF_HUB_OFFLINE=1 nice -n 15 \
+        python scripts/make_paraphrase_pools.py --preset quick --arms long,short [--ship]
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+PARAPHRASE_VARIANTS = ("paraphrase", "paraphrase-norm", "paraphrase-mu_eff")
+
+
+class _Progress:
+    """Passes calls to a seeded generator and prints texts/s per batch (same name, settings and model id)."""
+
+    def __init__(self, inner, total: int, label: str):
+        self.inner, self.total, self.label = inner, total, label
+        self.name, self.batch_size = inner.name, inner.batch_size
+        self.raw_text_input = False
+        self.done, self.t0 = 0, time.time()
+
+    def config(self):
+        return self.inner.config()
+
+    def identity(self):
+        return self.inner.identity()
+
+    def generate_seeded(self, prompts, seeds):
+        t = time.time()
+        out = self.inner.generate_seeded(prompts, seeds)
+        self.done += len(prompts)
+        print(f"{time.strftime('%H:%M:%S')} {self.label}: +{len(prompts)} in {time.time() - t:.1f} s "
+              f"({len(prompts) / max(time.time() - t, 1e-9):.2f} texts/s), {self.done} generated this pool "
+              f"(~{self.total} needed)", flush=True)
+        return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="quick")
+    ap.add_argument("--arms", default="long,short")
+    ap.add_argument("--variants", default=",".join(PARAPHRASE_VARIANTS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--work", default=None, help="JSON Lines work file (default $PE_KIT_CACHE/paraphrase-pools/<preset>.jsonl)")
+    ap.add_argument("--ship", action="store_true", help="gzip the finished pools into pe_kit/data_files")
+    ap.add_argument("--allow-partial", action="store_true")
+    ap.add_argument("--dry-run", action="store_true", help="list the canaries and which pools are done")
+    args = ap.parse_args()
+
+    from pe_kit.cache import cache_dir
+    from pe_kit.run.presets import get_preset
+    from pe_kit.run.study import paraphrase_canaries, paraphrase_pool_seed
+    from pe_kit.text.generators.base import PoolShortfallError
+    from pe_kit.text.generators.cached import CachedGenerator
+    from pe_kit.text.generators.paraphrase_pools import (SHIPPED_POOLS_FILE, append_pool, build_pool,
+                                                        llm_paraphraser, load_pools, pool_key, pool_spec)
+
+    M = get_preset(args.preset).pool_size
+    arms = [a for a in args.arms.split(",") if a]
+    stem = f"{args.preset}-seed{args.seed}"
+    tag = "" if sorted(arms) == ["long", "short"] else "-" + "-".join(arms)
+    work = Path(args.work) if args.work else cache_dir() / "paraphrase-pools" / f"{stem}{tag}.jsonl"
+    work.parent.mkdir(parents=True, exist_ok=True)
+    work_files = sorted({work, *work.parent.glob(f"{stem}*.jsonl")})  # one process per arm may share the cache
+
+    def finished() -> dict:
+        return {k: e for f in work_files if f.exists() for k, e in load_pools(f).items()}
+
+    llm = llm_paraphraser(args.batch_size)
+    spec = pool_spec(llm)
+    todo = paraphrase_canaries(args.preset, arms, tuple(args.variants.split(",")), args.seed)
+    done = finished()
+    keys = [pool_key(recs, M, paraphrase_pool_seed(args.seed, cid), spec) for _, cid, recs, _ in todo]
+    print(f"{len(todo)} pools of M={M} ({len(todo) * M} texts); {sum(k in done for k in keys)} done in "
+          f"{', '.join(str(f) for f in work_files)}", flush=True)
+    for (arm, cid, recs, vs), key in zip(todo, keys):
+        print(f"  {arm:5s} {cid:>8s} {','.join(vs):28s} {'done' if key in done else 'todo'}", flush=True)
+    if not args.dry_run:
+        cache = CachedGenerator(llm, root=cache_dir() / "generation", with_code=False, sort_by_length=True)
+        for n, ((arm, cid, recs, vs), key) in enumerate(zip(todo, keys), 1):
+            if key in done:
+                continue
+            t0 = time.time()
+            cache.inner = _Progress(llm, M, f"pool {n}/{len(todo)} {arm}/{cid}")
+            try:
+                entry = build_pool(list(recs), M, paraphrase_pool_seed(args.seed, cid), cache)
+            except PoolShortfallError as exc:  # texts made so far stay cached; the pool is reported missing
+                print(f"{time.strftime('%H:%M:%S')} pool {n}/{len(todo)} ({arm}/{cid}) FAILED: {exc}", flush=True)
+                continue
+            entry["model"] = llm.identity()
+            assert entry["key"] == key, "pool key drifted between listing and building"
+            append_pool(work, entry, arm=arm, canary_id=cid, variants=vs, data="bundled blogs-900",
+                        preset=args.preset, seed=args.seed)
+            done[key] = entry
+            print(f"{time.strftime('%H:%M:%S')} pool {n}/{len(todo)} ({arm}/{cid}) finished in "
+                  f"{time.time() - t0:.0f} s; cache hits {cache.hits}, generated {cache.misses}", flush=True)
+    done = finished()
+    missing = [k for k in keys if k not in done]
+    if args.ship:
+        if missing and not args.allow_partial:
+            raise SystemExit(f"{len(missing)} of {len(keys)} pools missing; not shipping (--allow-partial to force)")
+        lines = [{k: v for k, v in done[k].items()} for k in keys if k in done]  # audit order
+        with gzip.open(SHIPPED_POOLS_FILE, "wt", encoding="utf-8", compresslevel=9) as fh:
+            for e in lines:
+                fh.write(json.dumps(e, ensure_ascii=False) + "\n")
+        print(f"shipped {len(lines)} pools to {SHIPPED_POOLS_FILE} ({SHIPPED_POOLS_FILE.stat().st_size / 1e6:.2f} MB)")
+
+
+if __name__ == "__main__":
+    main()

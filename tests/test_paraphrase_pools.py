@@ -1,0 +1,249 @@
+"""Content-keyed paraphrase pools (pe_kit.text.generators.paraphrase_pools) and the study's paraphrase route:
+keys, per-entry recomputation, the shipped-pool lookup, and (slow) the shipped SmolLM2 pools against the model."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from pe_kit.text.generators import paraphrase_pools as PP
+from pe_kit.text.generators.base import SeededGenerator
+from pe_kit.text.generators.cached import CachedGenerator
+from pe_kit.text.generators.prompts import paraphrase_prompt
+
+RECORDS = ["my sister called last night about her job", "we watched a bad movie and ate cold pizza",
+           "finished the exam and now I can read novels", "the weather was awful so the party moved inside"]
+
+
+class FakeLM(SeededGenerator):
+    """Deterministic in (prompt, seed); 1 seed in 5 repeats the record verbatim (rejected, asked again)."""
+
+    name = "fake-lm"
+    calls = 0
+
+    def config(self) -> dict:
+        return {"style": 1}
+
+    def generate_seeded(self, prompts, seeds):
+        FakeLM.calls += len(prompts)
+        out = []
+        for p, s in zip(prompts, seeds):
+            rec = p.split("Text: ", 1)[1]
+            out.append(rec if s % 5 == 0 else f"{rec.upper()}  variant {int(s) % 9973}")
+        return out
+
+
+def _entry(seed=(0, 3, 7), size=12, gen=None):
+    return PP.build_pool(RECORDS, size, list(seed), gen or FakeLM())
+
+
+def test_build_pool_records_one_seed_per_entry_that_regenerates_it():
+    e = _entry()
+    assert len(e["texts"]) == len(e["sources"]) == len(e["seeds"]) == 12
+    assert e["sources"] == [j % 4 for j in range(12)]  # round robin over records (App. B: spread across records)
+    assert PP.recompute_entries(e, RECORDS, FakeLM(), range(12)) == e["texts"]
+    assert all(s % 5 for s in e["seeds"])  # verbatim outputs were rejected, the recorded seed is the accepted one
+    # the pool equals make_paraphrase_pool's with the same rng (recording changes nothing)
+    from pe_kit.text.generators.pools import make_paraphrase_pool
+
+    texts, _ = make_paraphrase_pool(RECORDS, 12, FakeLM(), np.random.default_rng([0, 3, 7]), on_shortfall="reassign")
+    assert texts == e["texts"]
+
+
+def test_pool_key_follows_records_seed_size_and_settings():
+    spec = PP.pool_spec(FakeLM())
+    k = PP.pool_key(RECORDS, 12, [0, 3, 7], spec)
+    assert k == _entry()["key"] and len(k) == 64
+    assert PP.pool_key(RECORDS[::-1], 12, [0, 3, 7], spec) != k
+    assert PP.pool_key(RECORDS, 12, [0, 3, 8], spec) != k
+    assert PP.pool_key(RECORDS, 16, [0, 3, 7], spec) != k
+    assert PP.pool_key(RECORDS, 12, [0, 3, 7], {**spec, "config": {"style": 2}}) != k
+    assert spec["prompt"] == paraphrase_prompt("<record>")
+
+
+def test_pools_file_round_trip_and_tamper_check(tmp_path):
+    path = tmp_path / "pools.jsonl"
+    e1, e2 = _entry(), _entry(seed=(1, 3, 7))
+    PP.append_pool(path, e1, canary_id="u1", arm="long")
+    PP.append_pool(path, e2, canary_id="u1", arm="short")
+    spec = PP.pool_spec(FakeLM())
+    found = PP.find_pool(RECORDS, 12, [0, 3, 7], spec, path=path)
+    assert found["texts"] == e1["texts"] and found["canary_id"] == "u1"
+    assert PP.find_pool(RECORDS, 12, [2, 3, 7], spec, path=path) is None
+    e3 = {**_entry(seed=(5, 3, 7)), "model": "digest-a"}
+    PP.append_pool(path, e3)
+    assert PP.find_pool(RECORDS, 12, [5, 3, 7], spec, path=path, model="digest-a")["key"] == e3["key"]
+    assert PP.find_pool(RECORDS, 12, [5, 3, 7], spec, path=path, model="digest-b") is None  # another model file
+    assert PP.find_pool(RECORDS, 12, [5, 3, 7], spec, path=path, model=None) is not None  # model not installed
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[0])
+    bad["pool_size"] = 11
+    gz = tmp_path / "bad.jsonl.gz"
+    with gzip.open(gz, "wt") as fh:
+        fh.write(json.dumps(bad) + "\n")
+    with pytest.raises(ValueError, match="stored key does not match"):
+        PP.load_pools(gz)
+    assert PP.load_pools(tmp_path / "absent.jsonl.gz") == {}
+
+
+def test_cached_generator_without_code_key_and_length_order(tmp_path):
+    g = CachedGenerator(FakeLM(), root=tmp_path, with_code=False, sort_by_length=True)
+    assert "code" not in g.identity() and "code" in CachedGenerator(FakeLM(), root=tmp_path).identity()
+    prompts = [paraphrase_prompt(r) for r in ("a much longer record than the others here", "short one")]
+    assert g.generate_seeded(prompts, [1, 2]) == FakeLM().generate_seeded(prompts, [1, 2])  # order kept
+    FakeLM.calls = 0
+    assert g.generate_seeded(prompts, [1, 2]) == FakeLM().generate_seeded(prompts, [1, 2]) and FakeLM.calls == 2
+
+
+def _world(seed=0):
+    enc = SimpleNamespace(encode=lambda texts, desc=None: np.zeros((len(texts), 3), np.float32))
+    return SimpleNamespace(config=SimpleNamespace(seed=seed), encoder=enc)
+
+
+def test_llm_route_picks_the_stored_pool_without_generating(tmp_path, monkeypatch):
+    """generator="smollm2": a stored pool whose key matches (records, M, seed, SmolLM2 settings) is used as is."""
+    from pe_kit.run import study
+
+    llm = PP.llm_paraphraser()
+    user = SimpleNamespace(user_id="u42", texts=tuple(RECORDS))
+    seed = study.paraphrase_pool_seed(0, "u42")
+    impostor = FakeLM()  # builds a pool under the LLM's name and settings, so the key is the LLM route's key
+    impostor.name, impostor.config = llm.name, llm.config
+    entry = PP.build_pool(RECORDS, 12, seed, impostor)
+    path = tmp_path / "pools.jsonl"
+    PP.append_pool(path, entry)
+    monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", path)
+
+    def refuse(*a, **k):
+        raise AssertionError("the LLM was asked to generate although a stored pool matches")
+
+    monkeypatch.setattr(PP, "build_pool", refuse)
+    texts, sources, emb, info = study.paraphrase_pool(_world(), user, 12, generator="smollm2")
+    assert texts == entry["texts"] and sources.tolist() == entry["sources"] and emb.shape == (12, 3)
+    assert info["pool_source"] == "shipped" and info["pool_key"] == entry["key"]
+    assert info["pool_generator"] == llm.name
+    texts_auto, _, _, info_auto = study.paraphrase_pool(_world(), user, 12, generator="auto")
+    assert texts_auto == entry["texts"] and info_auto["pool_source"] == "shipped"
+    with pytest.raises(ValueError, match="unknown"):
+        study.paraphrase_pool(_world(), user, 12, generator="gpt")
+
+
+def test_auto_route_falls_back_to_wordnet_with_a_warning(tmp_path, monkeypatch):
+    """generator="auto" never runs the LLM: a canary without a shipped pool gets the WordNet pool, flagged."""
+    from pe_kit.run import study
+    from pe_kit.text.generators import wordnet
+
+    class RawFake(FakeLM):
+        name, raw_text_input = "fake-wordnet", True
+
+        def generate_seeded(self, prompts, seeds):
+            return [f"{p} ({int(s) % 997})" for p, s in zip(prompts, seeds)]
+
+    monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", tmp_path / "absent.jsonl.gz")
+    monkeypatch.setattr(wordnet, "WordNetParaphraser", RawFake)
+    monkeypatch.setattr(PP, "build_pool", lambda *a, **k: pytest.fail("auto must not generate with the LLM"))
+    user = SimpleNamespace(user_id="u9", texts=tuple(RECORDS))
+    with pytest.warns(UserWarning, match="no shipped SmolLM2 pool"):
+        texts, sources, _, info = study.paraphrase_pool(_world(), user, 8, generator="auto")
+    assert info["pool_generator"] == "fake-wordnet" and "u9" in info["pool_fallback"] and len(set(texts)) == 8
+
+
+def test_default_route_matches_shipped_pools():
+    """The default paraphraser is the LLM exactly when the shipped pools cover the quick preset's paraphrase canaries."""
+    from pe_kit.run import study
+
+    assert study.DEFAULT_PARAPHRASER in PP.PARAPHRASERS
+    shipped = PP.load_pools()
+    if study.DEFAULT_PARAPHRASER == "wordnet":
+        return
+    spec = PP.pool_spec(PP.llm_paraphraser())
+    for arm, cid, recs, _ in study.paraphrase_canaries("quick", ("long", "short"), seed=0):
+        assert PP.pool_key(recs, 512, study.paraphrase_pool_seed(0, cid), spec) in shipped, (arm, cid)
+
+
+def test_paraphrase_canaries_are_the_audited_ones():
+    """Slots 10–24 of the quick preset's canary split (5 each for paraphrase, -norm, -mu_eff; §2), same ids per arm."""
+    from pe_kit.run import study
+    from pe_kit.run.experiments import canary_slots
+
+    rows = study.paraphrase_canaries("quick", ("long",), seed=0)
+    assert len(rows) == 15 and all(len(r[2]) == 64 for r in rows)
+    assert [r[3] for r in rows] == [[v] for v in ("paraphrase", "paraphrase-norm", "paraphrase-mu_eff") for _ in range(5)]
+    assert [s for v in ("paraphrase", "paraphrase-norm", "paraphrase-mu_eff") for s in canary_slots(v, 5, 25)] == \
+        list(range(10, 25))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PP.SHIPPED_POOLS_FILE.is_file() or importlib.util.find_spec("transformers") is None,
+                    reason="no shipped pools or no transformers")
+def test_shipped_pools_are_what_the_generator_makes():
+    """Recompute a few entries of the shipped SmolLM2 pools from their (record, seed): the same texts."""
+    from pe_kit.data.loaders import load_corpus
+    from pe_kit.data.splits import make_arm
+    from pe_kit.text.generators.base import GenerationError
+
+    llm = PP.llm_paraphraser()
+    try:
+        model = llm.identity()
+    except GenerationError as exc:
+        pytest.skip(f"SmolLM2 not installed: {exc}")
+    pools = list(PP.load_pools().values())
+    corpus = load_corpus(None, "auto", record_cap=64)
+    rng = np.random.default_rng(0)
+    checked = 0
+    for entry in [pools[i] for i in rng.choice(len(pools), size=min(2, len(pools)), replace=False)]:
+        assert entry["spec"] == PP.pool_spec(llm) and entry["model"] == model
+        user = make_arm(corpus, entry["arm"], 64).by_id()[entry["canary_id"]]
+        idx = rng.choice(len(entry["texts"]), size=2, replace=False)
+        assert PP.recompute_entries(entry, user.texts, llm, idx) == [entry["texts"][j] for j in idx]
+        checked += len(idx)
+    assert checked >= 2
+
+
+def test_paraphrase_examples_show_the_shipped_llm_rewrite_beside_the_probe(tmp_path, monkeypatch):
+    """Notebook 02's table: source record, the design's probe, and the same record's shipped SmolLM2 rewrite."""
+    from pe_kit.run import experiments as X
+    from pe_kit.run import study
+
+    llm = PP.llm_paraphraser()
+    seed = study.paraphrase_pool_seed(0, "u7")
+    impostor = FakeLM()
+    impostor.name, impostor.config = llm.name, llm.config
+    entry = PP.build_pool(RECORDS, 8, seed, impostor)
+    path = tmp_path / "pools.jsonl"
+    PP.append_pool(path, entry)
+    design = SimpleNamespace(variant="paraphrase", canary_id="u7", canary_texts=tuple(RECORDS),
+                             probe_texts=("p2", "p0", "p1"),
+                             info={"probe_sources": [2, 0, 1], "pool_size": 8, "pool_generator": "wordnet-v1"})
+    monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", tmp_path / "absent.jsonl.gz")
+    assert X.paraphrase_examples(design, 3, world=_world())["smollm2"].tolist() == ["", "", ""]
+    monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", path)
+    ex = X.paraphrase_examples(design, 3, world=_world())
+    assert ex["record"].tolist() == [2, 0, 1] and ex["paraphrase"].tolist() == ["p2", "p0", "p1"]
+    assert ex["smollm2"].tolist() == [entry["texts"][2], entry["texts"][0], entry["texts"][1]]
+    assert "smollm2" not in X.paraphrase_examples(design, 3).columns
+
+
+@pytest.mark.slow
+def test_llm_pool_entries_regenerate_one_at_a_time():
+    """SmolLM2 pool built in batches; every entry comes back from its own (record, seed) alone (batch 1)."""
+    from pe_kit.text.generators.base import GenerationError
+
+    llm = PP.llm_paraphraser(batch_size=8)
+    try:
+        llm.identity()
+    except GenerationError as exc:
+        pytest.skip(f"SmolLM2 not installed: {exc}")
+    llm.max_new_tokens = 24  # short records, short rewrites: seconds on CPU
+    entry = PP.build_pool(RECORDS[:2], 4, [0, 3, 1], llm)
+    assert entry["sources"] == [0, 1, 0, 1] and entry["model"] == llm.identity()
+    one = PP.llm_paraphraser(batch_size=1)
+    one.max_new_tokens = 24
+    assert PP.recompute_entries(entry, RECORDS[:2], one, [0, 3]) == [entry["texts"][0], entry["texts"][3]]
