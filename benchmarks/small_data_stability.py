@@ -24,21 +24,28 @@ import time
 import numpy as np
 
 
-def mauve_vs_samples(emb: np.ndarray, sizes, repeats: int, seed: int = 0) -> list[dict]:
-    """MAUVE of two disjoint halves of ``emb`` rows at each size (samples per side)."""
+def mauve_vs_samples(emb: np.ndarray, sizes, repeats: int, seed: int = 0, other: np.ndarray | None = None,
+                     share: float = 0.0) -> list[dict]:
+    """MAUVE of two disjoint random samples of ``emb`` rows at each size (samples per side); with ``other``, a
+    ``share`` of the second sample is drawn from ``other`` instead (a shifted distribution)."""
     from pe_kit.report.mauve import mauve_score
 
     rng = np.random.default_rng(seed)
     rows = []
     for n in sizes:
-        if 2 * n > emb.shape[0]:
+        k = int(round(share * n))
+        if 2 * n > emb.shape[0] or (other is not None and k > other.shape[0]):
             continue
         vals = []
         for _ in range(repeats):
-            idx = rng.permutation(emb.shape[0])[:2 * n]
-            vals.append(mauve_score(emb[idx[:n]], emb[idx[n:]], seeds=(0, 1, 2)).mean)
+            idx = rng.permutation(emb.shape[0])[:2 * n - k]
+            q = emb[idx[n:]]
+            if k:
+                q = np.vstack([q, other[rng.choice(other.shape[0], size=k, replace=False)]])
+            vals.append(mauve_score(emb[idx[:n]], q, seeds=(0, 1, 2)).mean)
         v = np.array(vals)
-        rows.append({"samples_per_side": n, "mauve_mean": v.mean(), "mauve_sd": v.std(ddof=1), "mauve_min": v.min()})
+        rows.append({"samples_per_side": n, "mauve_mean": v.mean(), "mauve_sd": v.std(ddof=1), "mauve_min": v.min(),
+                     "mauve_max": v.max()})
     return rows
 
 
@@ -49,12 +56,12 @@ def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0) -> list[di
     from pe_kit.run import experiments as X
     from pe_kit.run.study import StudyConfig, canary_contribution
 
-    cfg = StudyConfig(arm="long", n_canary=5, n_aux=150, n_calibration=300, n_test=300, bank="public",
-                      bank_size=1024, max_probes=16, max_seq_length=32, record_cap=16, seed=seed)
+    cfg = StudyConfig(arm="long", n_canary=5, n_aux=100, n_calibration=200, n_test=200, bank="public",
+                      bank_size=512, max_probes=8, max_seq_length=32, record_cap=8, seed=seed)
     t0 = time.perf_counter()
     world = X.world_for(cfg, progress=False)
     print(f"world built in {time.perf_counter() - t0:.0f} s")
-    mech = MechanismConfig(record_cap=16)
+    mech = MechanismConfig(record_cap=8)
     design = X.design_for(world, "nonce", 0, 0, seed, mechanism=mech, pool_size=128)
     v = canary_contribution(world, design, mech)
     coords = np.sort(design.positions)
@@ -84,19 +91,23 @@ def main() -> None:
     ap.add_argument("--skip-epsilon", action="store_true")
     args = ap.parse_args()
     if not args.skip_mauve:
-        from pe_kit.data.loaders import load_blogs
+        from pe_kit.data.loaders import load_bank_texts, load_blogs
         from pe_kit.text.encoder import Encoder
 
         corpus = load_blogs(record_cap=4)
         texts = [t for u in corpus.users for t in u.texts][:2400]
-        emb = Encoder("all-MiniLM-L6-v2", max_seq_length=32, progress=False).encode(texts, desc="mauve")
-        print("MAUVE of two halves of one distribution (true value 1):")
-        for r in mauve_vs_samples(emb, (50, 100, 200, 500, 1000), args.repeats):
-            print(f"  n={r['samples_per_side']:5d}/side  mean {r['mauve_mean']:.3f}  sd {r['mauve_sd']:.3f}  "
-                  f"min {r['mauve_min']:.3f}")
+        enc = Encoder("all-MiniLM-L6-v2", max_seq_length=32, progress=False)
+        emb = enc.encode(texts, desc="mauve")
+        bank, _ = load_bank_texts(limit=1200)
+        bank_emb = enc.encode(bank, desc="bank A")
+        for share in (0.0, 0.5):
+            print(f"MAUVE of blog records vs blog records with {share:.0%} of one side from bank A (SmolLM2 texts):")
+            for r in mauve_vs_samples(emb, (50, 100, 200, 500, 1000), args.repeats, other=bank_emb, share=share):
+                print(f"  n={r['samples_per_side']:5d}/side  mean {r['mauve_mean']:.3f}  sd {r['mauve_sd']:.3f}  "
+                      f"range {r['mauve_min']:.3f}–{r['mauve_max']:.3f}")
     if not args.skip_epsilon:
         print(f"ε_lower of one nonce canary, N calibration + N test users redrawn ({args.trials:,} trials):")
-        for r in epsilon_vs_users((10, 25, 50, 100, 300), args.repeats, args.trials):
+        for r in epsilon_vs_users((10, 25, 50, 100, 200), args.repeats, args.trials):
             print(f"  N={r['users_per_split']:4d}  median {r['eps_median']:.3f}  sd {r['eps_sd']:.3f}  "
                   f"range {r['eps_min']:.3f}–{r['eps_max']:.3f}")
 
