@@ -79,7 +79,7 @@ PARAM_TYPES: dict[str, ParamSpec] = {
     "alpha": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
     "delta": ParamSpec("float", lo=0, hi=1, hi_open=True), "n_canaries": _I1,
     "shrinkage": ParamSpec("float", lo=0, hi=1), "ridge": ParamSpec("float", lo=0),
-    "rounds": _I1, "retain_fraction": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
+    "rounds": _I1, "max_attempts": _I1, "retain_fraction": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
     "generator": ParamSpec("str", choices=("public-retrieval", "smollm2", "openai", "wordnet")),
     "openai_base_url": ParamSpec("str", optional=True), "openai_model": ParamSpec("str", optional=True),
     "public_max_texts": ParamSpec("int", lo=1, optional=True), "mauve_seeds": ParamSpec("int", lo=0, many=True),

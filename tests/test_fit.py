@@ -95,6 +95,7 @@ def test_fit_60_users_x_40_tweets_keeps_the_protocol(tmp_path):
     assert used < 60 and q.n_canary >= 1 and q.n_aux >= 1  # users left over for the public bank
     assert q.bank_size <= (60 - used) * 40 and q.max_probes >= q.record_cap  # exact: r = m probes still fit
     assert q.extra["06_multiround_mauve"]["generator"] == "wordnet"  # public pool too small for 6 rounds
+    assert q.extra["06_multiround_mauve"]["max_attempts"] == 20  # WordNet needs more calls on short texts
     assert q.extra["06_multiround_mauve"]["bank_size"] <= q.bank_size
     assert (q.record_cap, q.n_canary, q.n_aux, q.n_calibration, q.bank_size) == (40, 6, 8, 16, 448)
     get_preset(q)  # the fitted preset passes every check of a preset

@@ -167,7 +167,8 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
     if len(out) < n:
         raise GenerationError(f"{generator.name}: only {len(out)} of {n} new distinct texts after {max_attempts} "
                               "attempts; raise max_attempts, sample with a higher temperature, or enlarge the "
-                              "public pool")
+                              "public pool (pe-kit reproduce: --set 06.max_attempts=20, --set 06.public_max_texts=…, "
+                              "or fewer new texts per round with --set 06.bank_size=…)")
     return out[:n]
 
 
