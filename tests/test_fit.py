@@ -114,6 +114,23 @@ def test_fit_keeps_user_settings_and_names_them_when_impossible(tmp_path):
         fit_preset(p, _profile([40] * 60), fixed=["n_test", "n_calibration"])
 
 
+def test_fit_checks_only_the_arms_the_notebooks_read(tmp_path):
+    from pe_kit.run.fit import arms_used
+
+    data = _s140(tmp_path / "own.blogs.jsonl", 2, 2)
+    p = get_preset("quick", data=data, fmt="blogs", overrides={"arms": ["short"], "arm": "short",
+                                                               "sweep_arm": "short"})
+    assert arms_used(p, ["04_audit"]) == {"short"} and arms_used(p, ["07_audit_an_implementation"]) == set()
+    p = get_preset("quick", data=data, fmt="blogs")  # arms long + short, arm long
+    assert arms_used(p, ["01_mechanism", "04_audit"]) == {"long", "short"}
+    # 600 bloggers with 64 posts and 2000 with 40: the long arm (755 users needed) is short, the short arm is not
+    prof = _profile([64] * 600 + [40] * 2000)
+    short = get_preset("quick", data=data, fmt="blogs", overrides={"arm": "short"})
+    assert not fit_preset(short, prof, notebooks=["01_mechanism", "03_llr_checks"]).fitted
+    assert fit_preset(short, prof, notebooks=["04_audit"]).definite  # 04 reads both arms
+    assert not fit_preset(p, _profile([40] * 5), notebooks=["07_audit_an_implementation"]).fitted  # no data read
+
+
 def test_fit_leaves_a_fitting_preset_alone(tmp_path):
     data = _s140(tmp_path / "own.csv", 2, 2)
     p = get_preset("quick", data=data, fmt="sentiment140")

@@ -32,8 +32,8 @@ import numpy as np
 
 from pe_kit.run.presets import Preset
 
-__all__ = ["DataProfile", "FitResult", "data_profile", "fit_preset", "stability_warnings", "MIN_USERS_PER_SPLIT",
-           "MIN_MAUVE_SAMPLES"]
+__all__ = ["DataProfile", "FitResult", "data_profile", "arms_used", "fit_preset", "stability_warnings",
+           "MIN_USERS_PER_SPLIT", "MIN_MAUVE_SAMPLES"]
 
 #: Calibration/test users below which ε_lower of one canary moves by more than ±0.1 between draws of the
 #: users (sd over 5 re-splits, ``benchmarks/small_data_stability.py``; see its docstring for the numbers).
@@ -101,19 +101,32 @@ class FitResult:
         return f"sizes fitted to the data: {ch}. Why: " + "; ".join(self.reasons)
 
 
-def _arms(p: Preset) -> set:
-    return set(p.arms) | {p.arm, p.sweep_arm}
+def arms_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
+    """The data arms the given notebooks read (all notebooks when None): 04 ``arms``; 01–03, 06, 08 ``arm``;
+    05 ``arm`` and ``sweep_arm``; 07 none (it audits implementations on synthetic data)."""
+    if notebooks is None:
+        return set(p.arms) | {p.arm, p.sweep_arm}
+    out: set = set()
+    for nb in notebooks:
+        num = nb.split("_")[0]
+        if num == "04":
+            out |= set(p.arms)
+        elif num == "05":
+            out |= {p.arm, p.sweep_arm}
+        elif num != "07":
+            out.add(p.extra.get(nb, {}).get("arm", p.arm))
+    return out
 
 
 def _uses_public(p: Preset) -> bool:
     return "public" in p.banks or p.bank == "public"
 
 
-def _needs(p: Preset, prof: DataProfile) -> list[tuple[str, bool]]:
+def _needs(p: Preset, prof: DataProfile, arms: set) -> list[tuple[str, bool]]:
     """Why ``p`` does not fit ``prof``: (reason, definite) pairs, empty when it fits. ``definite`` is False for
     the public bank's size, which is estimated from the mean records per user."""
     m = p.record_cap
-    u = min(prof.arm_users(a, m) for a in _arms(p))
+    u = min((prof.arm_users(a, m) for a in arms), default=len(prof.records))
     e = prof.canary_users(m)
     out = []
     if e < p.n_canary:
@@ -129,12 +142,14 @@ def _needs(p: Preset, prof: DataProfile) -> list[tuple[str, bool]]:
     return out
 
 
-def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = ()) -> FitResult:
+def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebooks: Sequence[str] | None = None
+               ) -> FitResult:
     """Shrink ``p``'s sizes to fit ``prof`` (rules in the module docstring), keeping the protocol.
 
     Args:
         p: the resolved preset (``--set`` applied). prof: :func:`data_profile` of its data.
         fixed: settings the user gave explicitly (``--set``); they are never changed.
+        notebooks: the notebooks that will run (their data arms are checked, :func:`arms_used`); None = all.
 
     Returns:
         ``FitResult`` (``fitted`` False and ``p`` unchanged when the preset already fits).
@@ -144,7 +159,10 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = ()) -> FitRe
             fit; the message names the ``--set`` keys to change.
     """
     fixed = set(fixed)
-    problems = _needs(p, prof)
+    arms = arms_used(p, notebooks)
+    if not arms:  # e.g. only notebook 07: no data is read
+        return FitResult(p, {}, [], False)
+    problems = _needs(p, prof, arms)
     if not problems:
         return FitResult(p, {}, [], False)
     reasons = [" and ".join(msg for msg, _ in problems)]
@@ -158,7 +176,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = ()) -> FitRe
         m = max(1, int(np.median(prof.records)))
         reasons.append(f"record_cap={m}: the median records per user (canaries need exactly m records; "
                        f"{prof.canary_users(m)} of {users_total} users have them)")
-    u = min(prof.arm_users(a, m) for a in _arms(p))
+    u = min(prof.arm_users(a, m) for a in arms)
     e = prof.canary_users(m)
     n_canary = p.n_canary if "n_canary" in fixed else min(p.n_canary, e, max(p.per_variant, u // 10))
     per_variant = p.per_variant if "per_variant" in fixed else min(p.per_variant, max(1, n_canary))

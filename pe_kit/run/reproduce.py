@@ -318,7 +318,8 @@ def run_sizes(p: Preset) -> str:
             f"M={p.pool_size}, token cap={cap}, trials={p.trials:,} per hypothesis (sweeps {p.sweep_trials:,})")
 
 
-def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: Callable[[str], None]):
+def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: Callable[[str], None],
+         notebooks: Sequence[str] | None = None):
     """Check ``p`` against its data (own data only): fit it (``fit_data``) or refuse it; then the stability
     warnings. Returns (preset, fit summary or None, warnings)."""
     from pe_kit.run.fit import data_profile, fit_preset, stability_warnings
@@ -326,7 +327,7 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
     if p.data is None or p.name == "tiny" and Path(p.data) == Path(PRESETS["tiny"].data):
         return p, None, stability_warnings(p)
     prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error)
-    fit = fit_preset(p, prof, fixed=list(overrides or {}))
+    fit = fit_preset(p, prof, fixed=list(overrides or {}), notebooks=notebooks)
     note = None
     if fit.fitted and not fit_data and not fit.definite:  # only the estimated public-bank size is short
         echo(f"pe-kit reproduce: WARNING: {fit.reasons[0]} (an estimate; notebook 01 will say if the bank cannot "
@@ -387,7 +388,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     if not todo:
         raise FileNotFoundError(f"no notebooks to run in {folder}")
     _check_notebook_overrides(p, folder)
-    p, fit_note, size_warnings = _fit(p, overrides, fit_data, echo)
+    p, fit_note, size_warnings = _fit(p, overrides, fit_data, echo, todo)
     for w in size_warnings:
         echo(f"pe-kit reproduce: WARNING: {w}")
     run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p, fit_note is not None))
