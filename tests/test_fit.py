@@ -210,3 +210,13 @@ def test_audit_canary_checks_contribution_widths():
                      AuditConfig(trials=100), rng)
     with pytest.raises(ValueError, match=r"coords must lie in \[0, p=8\)"):
         audit_canary(np.ones(8), np.array([2, 8]), good, good, good, MechanismConfig(), AuditConfig(trials=100), rng)
+
+
+def test_public_bank_error_names_the_keys():
+    from pe_kit.data.splits import split_users
+    from pe_kit.text.banks import make_bank
+
+    corpus = _corpus(10, 4)
+    splits = split_users(corpus, 1, 2, 3, 3, canary_records=4)  # 1 public user: 4 records
+    with pytest.raises(ValueError, match=r"--set bank_size=4\).*--fit-data"):
+        make_bank("public", 16, np.random.default_rng(0), corpus=corpus, splits=splits)
