@@ -169,7 +169,6 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
         return FitResult(p, {}, [], False)
     reasons = [" and ".join(msg for msg, _ in problems)]
     definite = any(d for _, d in problems)
-    ch: dict = {}
     users_total = len(prof.records)
     if users_total == 0:
         raise ValueError(f"data {prof.source} has no user with records; check --format and on_error")
@@ -197,8 +196,9 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
                          f"records) cannot hold n_canary={n_canary} + n_aux={aux} + n_calibration = n_test={n}"
                          f"{' plus public-bank users' if pub else ''}; lower the fixed settings "
                          f"({', '.join(sorted(fixed)) or 'none'}) or pass a corpus with more users")
+    left = f", {u - n_canary - aux - 2 * n} left for the public bank" if pub else ""
     reasons.append(f"{u} users in the data arm: {n_canary} canaries, {aux} aux, {n} calibration = {n} test "
-                   f"(aux : N as the paper's 500 : 1000){f', {u - n_canary - aux - 2 * n} left for the public bank' if pub else ''}")
+                   f"(aux : N as the paper's 500 : 1000){left}")
     bank_size, max_probes = p.bank_size, p.max_probes
     mean_rec = float(np.mean(np.minimum(prof.records, m)))
     public_records = (u - n_canary - aux - 2 * n) * mean_rec
@@ -255,14 +255,14 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None) -> list[str]:
     out = []
     nb06 = p.extra.get(_NB06, {})
     if p.n_test < MIN_USERS_PER_SPLIT:
-        out.append(f"n_calibration = n_test = {p.n_test} users (< {MIN_USERS_PER_SPLIT}): below {MIN_USERS_PER_SPLIT} "
-                   "users per split ε_lower of one canary spread with sd 0.21–0.32 between reruns on the same users "
+        out.append(f"n_calibration = n_test = {p.n_test} users (< {MIN_USERS_PER_SPLIT}): below "
+                   f"{MIN_USERS_PER_SPLIT} users per split ε_lower of one canary spread with sd 0.21–0.32 between reruns on the same users "
                    "(0.10–0.13 at 50–200 users; benchmarks/small_data_stability.py, 10⁵ trials), so single values "
                    "and their changes between variants or rounds are mostly noise; read only large gaps")
         q = float(nb06.get("sample_rate", 0.1))
         out.append(f"notebook 06 evolves its population from q·N = {q * p.n_test:.1f} expected voters per round "
-                   f"(N = {p.n_test} test users, q = {q:g}): the released histogram is then mostly noise and the next "
-                   "population is variations of a few retained texts, so MAUVE collapses after one round (60 users "
+                   f"(N = {p.n_test} test users, q = {q:g}): the released histogram is then mostly noise and the "
+                   "next population is variations of a few retained texts, so MAUVE collapses after one round (60 users "
                    "× 40 tweets: 0.83 → 0.008 with 1–3 voters per round) — a property of so few users, not of the "
                    "data's utility")
     mean_rec = p.record_cap if prof is None else float(np.mean(np.minimum(prof.records, p.record_cap)))
@@ -270,6 +270,6 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None) -> list[str]:
     bank06 = int(nb06.get("bank_size", p.bank_size)) - min(p.max_probes, p.bank_size)
     samples = min(ref, bank06, int(nb06.get("mauve_samples", 2000) or ref))
     if samples < MIN_MAUVE_SAMPLES:
-        out.append(f"MAUVE (notebook 06) compares ~{samples} samples per side (< {MIN_MAUVE_SAMPLES}, the smallest size "
-                   "at which MAUVE of one distribution against itself was measured stable: 0.966 ± 0.015)")
+        out.append(f"MAUVE (notebook 06) compares ~{samples} samples per side (< {MIN_MAUVE_SAMPLES}, the smallest "
+                   "size at which MAUVE of one distribution against itself was measured stable: 0.966 ± 0.015)")
     return out
