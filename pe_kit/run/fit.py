@@ -256,15 +256,16 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None) -> list[str]:
     nb06 = p.extra.get(_NB06, {})
     if p.n_test < MIN_USERS_PER_SPLIT:
         out.append(f"n_calibration = n_test = {p.n_test} users (< {MIN_USERS_PER_SPLIT}): below "
-                   f"{MIN_USERS_PER_SPLIT} users per split ε_lower of one canary spread with sd 0.21–0.32 between reruns on the same users "
-                   "(0.10–0.13 at 50–200 users; benchmarks/small_data_stability.py, 10⁵ trials), so single values "
-                   "and their changes between variants or rounds are mostly noise; read only large gaps")
+                   f"{MIN_USERS_PER_SPLIT} users per split ε_lower of one canary spread with sd 0.21–0.32 between "
+                   "reruns on the same users (0.10–0.13 at 50–200 users; benchmarks/small_data_stability.py, 10⁵ "
+                   "trials), so single values and their changes between variants or rounds are mostly noise; read "
+                   "only large gaps")
         q = float(nb06.get("sample_rate", 0.1))
         out.append(f"notebook 06 evolves its population from q·N = {q * p.n_test:.1f} expected voters per round "
                    f"(N = {p.n_test} test users, q = {q:g}): the released histogram is then mostly noise and the "
-                   "next population is variations of a few retained texts, so MAUVE collapses after one round (60 users "
-                   "× 40 tweets: 0.83 → 0.008 with 1–3 voters per round) — a property of so few users, not of the "
-                   "data's utility")
+                   "next population is variations of a few retained texts, so MAUVE collapses after one round "
+                   "(60 users × 40 tweets: 0.83 → 0.008 with 1–3 voters per round) — a property of so few users, "
+                   "not of the data's utility")
     mean_rec = p.record_cap if prof is None else float(np.mean(np.minimum(prof.records, p.record_cap)))
     ref = int(p.n_calibration * mean_rec)
     bank06 = int(nb06.get("bank_size", p.bank_size)) - min(p.max_probes, p.bank_size)
