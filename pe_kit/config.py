@@ -79,13 +79,22 @@ PARAM_TYPES: dict[str, ParamSpec] = {
     "alpha": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
     "delta": ParamSpec("float", lo=0, hi=1, hi_open=True), "n_canaries": _I1,
     "shrinkage": ParamSpec("float", lo=0, hi=1), "ridge": ParamSpec("float", lo=0),
-    "rounds": _I1, "retain_fraction": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
+    "rounds": _I1, "max_attempts": _I1, "retain_fraction": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
     "generator": ParamSpec("str", choices=("public-retrieval", "smollm2", "openai", "wordnet")),
     "openai_base_url": ParamSpec("str", optional=True), "openai_model": ParamSpec("str", optional=True),
     "public_max_texts": ParamSpec("int", lo=1, optional=True), "mauve_seeds": ParamSpec("int", lo=0, many=True),
     "mauve_samples": ParamSpec("int", lo=2, optional=True),
     "reference_split": ParamSpec("str", choices=("aux", "calibration", "test")),
     "checkpoint_dir": ParamSpec("str", optional=True), "output_dir": ParamSpec("str"), "preset": ParamSpec("str"),
+    "on_error": ParamSpec("str", choices=("raise", "skip")),
+    # notebook 07 (black-box implementation audits)
+    "suite_trials": _I1, "ladder": ParamSpec("int", lo=1, many=True), "repeats": _I1, "repeat_trials": _I1,
+    # notebook 08 (one-run audit; None = pe_kit.run.one_run.DEFAULTS)
+    "one_run_qs": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True, optional=True),
+    "probe_shares": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True, optional=True),
+    "one_run_variants": ParamSpec("str", many=True, optional=True, choices=("nonce", "natural")),
+    "copies": ParamSpec("int", lo=1, optional=True), "idealised_ms": ParamSpec("int", lo=1, many=True, optional=True),
+    "idealised_repeats": ParamSpec("int", lo=1, optional=True),
 }
 
 

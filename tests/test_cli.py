@@ -94,8 +94,16 @@ def test_user_data_arms_and_run_id(tmp_path):
     s140 = tmp_path / "training.1600000.processed.noemoticon.csv"
     s140.write_text("")
     p = get_preset("paper", data=str(s140), overrides={"n_test": 900, "n_calibration": 900})
-    assert p.arms == ("short",) and p.n_test == 900 and default_run_id(p) == "paper-training"
+    assert p.arms == ("short",) and p.n_test == 900 and default_run_id(p).startswith("paper-training-")
     assert default_run_id(PRESETS["quick"]) == "quick" and default_run_id(PRESETS["tiny"]) == "tiny"
+    assert default_run_id(PRESETS["quick"], fitted=True) == "quick-fit"
+    # two files with one stem get their own run folders (issue 14); the same file always the same one
+    (tmp_path / "other").mkdir()
+    twin = tmp_path / "other" / s140.name
+    twin.write_text("")
+    q1, q2 = get_preset("quick", data=str(s140)), get_preset("quick", data=str(twin))
+    assert default_run_id(q1) != default_run_id(q2) and default_run_id(q1) == default_run_id(get_preset("quick", data=str(s140)))
+    assert default_run_id(q1).split("-")[:2] == ["quick", "training"] and len(default_run_id(q1).split("-")[2]) == 6
 
 
 def test_notebook_parameters():

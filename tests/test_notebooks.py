@@ -140,8 +140,11 @@ def test_failure_names_notebook_and_cell_and_resume(tmp_path, capsys):
     argv = ["reproduce", "--preset", "tiny", "--results-dir", str(tmp_path / "res"), "--notebooks-dir", str(nbs),
             "--run-id", "mini", "--no-progress", "--seed", "4"]
     assert main(argv) == 1  # cells: markdown 0, parameters 1, injected parameters 2, import 3, the raise 4
-    err = capsys.readouterr().err
-    assert re.search(r"notebook 02_probe_design failed in cell 4 .*ValueError: bad input: n_aux", err)
+    cap = capsys.readouterr()
+    both = cap.out + cap.err
+    assert re.search(r"notebook 02_probe_design failed in cell 4 .*ValueError: bad input: n_aux", both)
+    assert both.count("bad input: n_aux") == 1  # the failure is reported once (issue 14), not twice
+    assert "02_probe_design failed" in cap.err  # and the exit line on stderr points at it
     run = tmp_path / "res" / "mini"
     assert (run / ".done" / "01_mechanism.json").is_file() and not (run / ".done" / "02_probe_design.json").exists()
     assert (run / "notebooks" / "02_probe_design.ipynb").is_file()  # the partial notebook with the traceback

@@ -98,11 +98,22 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
         ``AuditResult``.
 
     Raises:
-        ValueError: on empty coordinates or splits, splits of different sizes, or a singular covariance.
+        ValueError: on empty coordinates or splits, splits of different sizes, contribution matrices whose
+            widths differ from ``canary_full``'s length p (or coordinates outside [0, p)), or a singular
+            covariance.
     """
     coords = np.asarray(coords, dtype=np.int64)
     if coords.size == 0:
         raise ValueError("coords is empty: the canary votes on no inspected coordinate")
+    p = int(np.asarray(canary_full).size)
+    widths = {name: m.shape[1] for name, m in (("aux", aux), ("calibration", calibration), ("test", test))}
+    wrong = {name: w for name, w in widths.items() if w != p}
+    if wrong:
+        raise ValueError(f"contribution matrices must have p={p} columns (the length of canary_full, one per bank "
+                         f"entry); got " + ", ".join(f"{n} {w}" for n, w in widths.items())
+                         + ": build every split's contributions on the same bank as the canary's")
+    if coords.min() < 0 or coords.max() >= p:
+        raise ValueError(f"coords must lie in [0, p={p}); got {int(coords.min())}..{int(coords.max())}")
     if calibration.shape[0] == 0 or test.shape[0] == 0:
         raise ValueError("calibration and test splits need at least one user each")
     t0 = time.perf_counter()

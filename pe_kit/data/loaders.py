@@ -137,6 +137,11 @@ def _fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
         return
     if on_error != "raise":
         raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
+    hint = "pe-kit reproduce: --set on_error=skip"
+    if "on_error=" in message:
+        message += f" ({hint})"
+    else:
+        message += f"; or pass on_error='skip' to count and drop such lines ({hint})"
     raise DataError(message)
 
 
@@ -150,6 +155,9 @@ def _collect(rows: Iterable[tuple[str, str, str]], source: str, record_cap: int,
         raise ValueError(f"record_cap={record_cap} must be ≥ 1")
     if min_records < 1 or (max_records is not None and max_records < min_records):
         raise ValueError(f"need 1 ≤ min_records ≤ max_records; got {min_records}, {max_records}")
+    if min_records > record_cap:
+        raise ValueError(f"min_records={min_records} exceeds record_cap={record_cap}: every user would be "
+                         "dropped (a user keeps at most record_cap records); lower min_records or raise record_cap")
     texts: dict[str, list[str]] = {}
     labels: dict[str, str] = {}
     removed: Counter = Counter()
@@ -240,30 +248,34 @@ def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_record
     return _collect(rows, str(path), record_cap, min_records, max_records, skipped)
 
 
-def load_yelp(path, record_cap: int = 64, min_records: int = 64, max_records: int | None = None,
+def load_yelp(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
               on_error: str = "raise", max_users: int | None = None) -> Corpus:
     """Stream Yelp Open Dataset reviews JSON Lines (``user_id``, ``text``, ``stars``; label = stars).
 
-    Defaults follow the paper's Yelp arm: exactly m = 64 records per user. Arguments, returns and
+    Defaults follow the paper's Yelp arm: exactly m records per user (``min_records=None`` means
+    ``record_cap``, so a smaller cap admits users with that many reviews). Arguments, returns and
     errors as ``load_blogs``; ``max_users`` stops after that many admissible users (handy on the 5 GB file;
     note users are grouped only after the whole file is read).
     """
     path = _check_path(path)
+    min_records = record_cap if min_records is None else min_records
     skipped: Counter = Counter()
     rows = _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped)
     return _collect(rows, str(path), record_cap, min_records, max_records, skipped, max_users)
 
 
-def load_sentiment140(path, record_cap: int = 64, min_records: int = 32, max_records: int | None = None,
+def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
                       on_error: str = "raise") -> Corpus:
     """Load Sentiment140 CSV: no header, Latin-1, columns polarity, id, date, query, user, text.
 
-    Label = polarity ("0", "2", "4"). Defaults follow the paper's arm: 32–64 tweets per user.
+    Label = polarity ("0", "2", "4"). Defaults follow the paper's arm: m/2 … m tweets per user (32–64 at
+    m = 64; ``min_records=None`` means ``max(1, record_cap // 2)``, so a smaller cap still admits users).
     Raises DataError naming file, *physical* line (the first line of a record whose quoted text spans
     lines) and column for rows without 6 columns, a bad polarity, or a malformed quote (``csv`` strict
     mode; with ``on_error="skip"`` counted as ``malformed_quote``).
     """
     path = _check_path(path)
+    min_records = max(1, record_cap // 2) if min_records is None else min_records
     skipped: Counter = Counter()
 
     def rows():

@@ -84,16 +84,25 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
     lengths = {u.user_id: len(u.texts) for u in corpus.users}
     eligible = [i for i in order if canary_records is None or lengths[i] == canary_records]
     if len(eligible) < n_canary:
-        raise ValueError(f"only {len(eligible)} users have {canary_records} records but n_canary={n_canary} "
-                         "canaries are requested; lower n_canary or use a larger corpus")
+        most = max(lengths.values(), default=0)
+        if canary_records is not None and len(eligible) == 0:
+            raise ValueError(f"corpus {corpus.source} has {len(ids)} users but none with exactly record_cap="
+                             f"{canary_records} records, which every canary needs (§3; most records of a user: "
+                             f"{most}); lower record_cap (e.g. --set record_cap={most}) or add --fit-data to fit "
+                             "the sizes to the data")
+        raise ValueError(f"only {len(eligible)} users have exactly {canary_records if canary_records else 'any'} "
+                         f"records but n_canary={n_canary} canaries are requested; lower n_canary (--set "
+                         f"n_canary={max(1, len(eligible))}) or record_cap, or add --fit-data")
     canary = eligible[:n_canary]
     chosen = set(canary)
     rest = [i for i in order if i not in chosen]
     need = n_aux + n_calibration + n_test
     if len(rest) < need:
-        raise ValueError(f"corpus {corpus.source} has {len(ids)} users; {n_canary} canaries + {n_aux} aux + "
-                         f"{n_calibration} calibration + {n_test} test = {n_canary + need} needed. Lower the split "
-                         "sizes or pass a larger corpus (e.g. the full blogs.jsonl.gz via --data)")
+        raise ValueError(f"corpus {corpus.source} has {len(ids)} users; n_canary={n_canary} + n_aux={n_aux} + "
+                         f"n_calibration={n_calibration} + n_test={n_test} = {n_canary + need} needed. Lower these "
+                         "settings (--set n_aux=…; n_calibration and n_test stay equal) so they sum to at most "
+                         f"{len(ids)} (leave users over for a 'public' bank), add --fit-data to fit them to the "
+                         "data, or pass a corpus with more users via --data")
     a, b = n_aux, n_aux + n_calibration
     return Splits(tuple(canary), tuple(rest[:a]), tuple(rest[a:b]), tuple(rest[b:b + n_test]),
                   tuple(rest[b + n_test:]), seed)

@@ -23,8 +23,8 @@ from pe_kit.audit.bounds import epsilon_lower_from_counts
 from pe_kit.cache import atomic_write_bytes, content_hash
 
 __all__ = ["StepCache", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
-           "add_epsilon_interval", "table_epsilon", "table_epsilon_spread", "summary_markdown", "truncation_table",
-           "RUN_COLUMNS"]
+           "add_epsilon_interval", "table_epsilon", "table_epsilon_spread", "dropped_note", "summary_markdown",
+           "truncation_table", "RUN_COLUMNS"]
 
 #: Columns every row of ``results.csv`` carries (added by ``tidy`` / ``collect``).
 RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
@@ -290,6 +290,49 @@ def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     return out
 
 
+def _table_rows(df: pd.DataFrame, index: list, variants: Sequence[str] | None) -> tuple[pd.DataFrame, list, dict]:
+    """The rows a variant table can place, the variant order, and the count of rows it cannot place.
+
+    A row with a missing value in an ``index`` column (e.g. a NaN ``bank_source``), a missing ``epsilon_lower``,
+    or a variant outside ``variants`` (default ``VARIANTS``) has no cell; such rows are counted per reason
+    (``missing_<column>``, ``unknown_variant``), warned about, and returned so the table can say so.
+    """
+    import warnings
+
+    from pe_kit.attack.variants import VARIANTS
+
+    known = list(variants or VARIANTS)
+    dropped: dict[str, int] = {}
+    keep = pd.Series(True, index=df.index)
+    for col in [*index, "epsilon_lower"]:
+        miss = df[col].isna() if col in df.columns else pd.Series(True, index=df.index)
+        n = int((miss & keep).sum())
+        if n:
+            dropped[f"missing_{col}"] = n
+        keep &= ~miss
+    unknown = ~df["variant"].isin(known)
+    n = int((unknown & keep).sum())
+    if n:
+        dropped["unknown_variant"] = n
+    keep &= ~unknown
+    if dropped:
+        warnings.warn(f"{sum(dropped.values())} of {len(df)} audit rows have no table cell and are left out: "
+                      + ", ".join(f"{k}={v}" for k, v in dropped.items()), stacklevel=3)
+    kept = df[keep]
+    order = [v for v in known if v in set(kept["variant"])]
+    return kept, order, dropped
+
+
+def dropped_note(table: pd.DataFrame) -> str:
+    """One sentence naming the rows a table built by :func:`table_epsilon` / :func:`table_epsilon_spread` left
+    out (``table.attrs["dropped_rows"]``: reason → count), or ``""`` when none were."""
+    dropped = table.attrs.get("dropped_rows") or {}
+    if not dropped:
+        return ""
+    return (f"{sum(dropped.values())} audit row(s) are not in this table: "
+            + ", ".join(f"{v} with {k.replace('_', ' ')}" for k, v in dropped.items()) + ".")
+
+
 def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"), variants: Sequence[str] | None = None
                   ) -> pd.DataFrame:
     """Table 2 / Table 4 analogue: max ε_lower over canaries per (index…) × variant, plus ε_theory.
@@ -300,18 +343,23 @@ def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_s
         variants: column order (default: ``pe_kit.attack.variants.VARIANTS`` order, present ones only).
 
     Returns:
-        DataFrame indexed by ``index`` with one column per variant and ``epsilon_theory``.
+        DataFrame indexed by ``index`` with one column per variant and ``epsilon_theory``. Rows that fit no
+        cell (a missing index value or ε_lower, a variant outside ``variants``) are counted, not dropped
+        silently: ``table.attrs["dropped_rows"]`` maps the reason to the count (:func:`dropped_note`), and a
+        ``UserWarning`` says so.
     """
-    from pe_kit.attack.variants import VARIANTS
-
     if df.empty:
         return pd.DataFrame()
     index = list(index)
-    order = [v for v in (variants or VARIANTS) if v in set(df["variant"])]
-    table = df.pivot_table(index=index, columns="variant", values="epsilon_lower", aggfunc="max")
-    table = table[[v for v in order if v in table.columns]]
-    table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max()
-    table.columns.name = None
+    df, order, dropped = _table_rows(df, index, variants)
+    if df.empty:
+        table = pd.DataFrame()
+    else:
+        table = df.pivot_table(index=index, columns="variant", values="epsilon_lower", aggfunc="max")
+        table = table[[v for v in order if v in table.columns]]
+        table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max()
+        table.columns.name = None
+    table.attrs["dropped_rows"] = dropped
     return table
 
 
@@ -327,14 +375,17 @@ def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", 
         index: row keys. variants: column order (default ``VARIANTS`` order, present ones only).
 
     Returns:
-        DataFrame of str cells indexed by ``index``, one column per variant, plus ``epsilon_theory``.
+        DataFrame of str cells indexed by ``index``, one column per variant, plus ``epsilon_theory``; rows left
+        out are counted in ``table.attrs["dropped_rows"]`` as in :func:`table_epsilon`.
     """
-    from pe_kit.attack.variants import VARIANTS
-
     if df.empty:
         return pd.DataFrame()
     index = list(index)
-    order = [v for v in (variants or VARIANTS) if v in set(df["variant"])]
+    df, order, dropped = _table_rows(df, index, variants)
+    if df.empty:
+        out = pd.DataFrame()
+        out.attrs["dropped_rows"] = dropped
+        return out
     g = df.groupby(index + ["variant"])["epsilon_lower"]
     cells = (g.max().map("{:.3f}".format) + " / " + g.median().map("{:.3f}".format) + " ("
              + g.min().map("{:.2f}".format) + "–" + g.max().map("{:.2f}".format) + ")")
@@ -342,6 +393,7 @@ def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", 
     table = table[[v for v in order if v in table.columns]]
     table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max().map("{:.3f}".format)
     table.columns.name = None
+    table.attrs["dropped_rows"] = dropped
     return table
 
 
@@ -411,7 +463,8 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
         tab = table_epsilon_spread(t2)
         out.append(_section("ε_lower by variant (Table 2 / Table 4 analogue): max / median (min–max) over canaries",
                             "The paper reports the max over five canaries; the median and range show how much single "
-                            "canaries of one variant differ.\n\n" + markdown_table(tab, index=True)))
+                            "canaries of one variant differ." + (f" {dropped_note(tab)}" if dropped_note(tab) else "")
+                            + "\n\n" + markdown_table(tab, index=True)))
         spec = dict(canaries=("epsilon_lower", "size"), epsilon_lower_max=("epsilon_lower", "max"),
                     epsilon_lower_median=("epsilon_lower", "median"), epsilon_lower_min=("epsilon_lower", "min"),
                     mu_eff_median=("mu_eff", "median"), mu_eff_min=("mu_eff", "min"), mu_eff_max=("mu_eff", "max"),

@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--data", default=None, help="your corpus file (default: the bundled Blogs sample)")
     r.add_argument("--format", dest="fmt", default=None, choices=["auto", "blogs", "yelp", "sentiment140"],
                    help="format of --data (default: guessed from the file name)")
+    r.add_argument("--fit-data", action="store_true",
+                   help="shrink the preset's sizes (record_cap, splits, bank_size, notebook 06's generator) to fit "
+                        "--data, keeping the protocol; prints what it chose and why (also in results.md)")
     r.add_argument("--seed", type=int, default=0, help="seed of splits, designs and trials (default 0)")
     r.add_argument("--run-id", default=None, help="run folder name (default: the preset, plus the data file stem)")
     r.add_argument("--results-dir", default="results", help="parent folder of runs (default: ./results)")
@@ -80,7 +83,7 @@ def _reproduce(args) -> int:
                                    fmt=args.fmt, seed=args.seed, overrides=overrides, notebooks=notebooks,
                                    notebooks_folder=args.notebooks_dir, force=args.force, keep_going=args.keep_going,
                                    kernel_name=args.kernel, log_output=args.log_output,
-                                   progress=not args.no_progress)
+                                   progress=not args.no_progress, fit_data=args.fit_data)
     except (ValueError, FileNotFoundError) as exc:
         print(f"pe-kit: {exc}", file=sys.stderr)
         return 2
@@ -90,8 +93,8 @@ def _reproduce(args) -> int:
     print(f"pe-kit: {'finished' if summary.ok else 'FAILED'} in {summary.seconds:.0f} s → {summary.run_dir}")
     if summary.results_md is not None:
         print(f"  table: {summary.results_md}")
-    for f in summary.failures:
-        print(f"pe-kit: {f}", file=sys.stderr)
+    for f in summary.failures:  # the full message was printed once, when the notebook failed
+        print(f"pe-kit: notebook {f.notebook} failed (details above; executed notebook: {f.executed})", file=sys.stderr)
     return 0 if summary.ok else 1
 
 

@@ -84,7 +84,7 @@ def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | 
 
     Args:
         params: mapping with ``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size, max_probes,
-            model, max_seq_length, record_cap, seed`` (and ``arm``/``bank`` unless given).
+            model, max_seq_length, record_cap, seed`` (and ``arm``/``bank`` unless given; optional ``on_error``).
         arm, bank, model: override the mapping's values.
 
     Raises:
@@ -100,7 +100,7 @@ def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | 
                        n_test=params["n_test"], bank=bank or params.get("bank", "bankA"), bank_size=params["bank_size"],
                        max_probes=params["max_probes"], model=model or params.get("model") or "all-MiniLM-L6-v2",
                        max_seq_length=params.get("max_seq_length"), record_cap=params["record_cap"],
-                       seed=params["seed"])
+                       seed=params["seed"], on_error=params.get("on_error") or "raise")
 
 
 def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:

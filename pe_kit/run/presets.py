@@ -36,7 +36,9 @@ class Preset:
     ``record_cap`` (m), ``n_canary`` (canary split size), ``per_variant`` (canaries audited per variant),
     ``n_aux``, ``n_calibration``, ``n_test`` (N), ``bank_size`` (p), ``max_probes`` (r), ``pool_size`` (M,
     candidate pool of the paraphrase and nonce variants), ``model``,
-    ``max_seq_length`` (token cap of the encoder; None = model default), ``variants`` (``"all"`` or names).
+    ``max_seq_length`` (token cap of the encoder; None = model default), ``variants`` (``"all"`` or names),
+    ``on_error`` (``raise``: a malformed line of the data file stops the run, naming file and line; ``skip``:
+    such lines are counted in the corpus report and dropped).
 
     Trials (per hypothesis per split): ``trials`` (Table 2/4 and Table 3), ``llr_trials`` (notebook 03),
     ``sweep_trials`` (Fig. 1), ``tightness_trials`` (a list of budgets).
@@ -81,6 +83,7 @@ class Preset:
     encoder_per_variant: int = 5
     tightness_variant: str = "nonce"
     tightness_trials: tuple = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
+    on_error: str = "raise"
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -140,7 +143,7 @@ PRESETS: dict[str, Preset] = {
 }
 
 _COMMON = ("output_dir", "preset", "seed", "data", "fmt", "model", "max_seq_length", "record_cap", "n_canary",
-           "per_variant", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "pool_size", "trials")
+           "per_variant", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "pool_size", "trials", "on_error")
 
 #: The parameters each notebook declares in its ``parameters`` cell (besides the common ones).
 NOTEBOOK_KEYS: dict[str, tuple] = {

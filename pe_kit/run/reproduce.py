@@ -124,12 +124,15 @@ def notebooks_dir() -> Path:
     return path
 
 
-def default_run_id(preset: Preset) -> str:
-    """``<preset>`` for the default data, ``<preset>-<data file stem>`` otherwise (so reruns resume)."""
+def default_run_id(preset: Preset, fitted: bool = False) -> str:
+    """``<preset>`` for the default data, ``<preset>-<data file stem>-<6 hex of its absolute path>`` otherwise
+    (so reruns of one file resume, and two files with one stem, e.g. ``a/train.csv`` and ``b/train.csv``, get
+    their own folders); ``-fit`` is appended for sizes fitted to the data (``fitted``, ``--fit-data``)."""
     if preset.data is None or preset.name == "tiny" and Path(preset.data) == Path(PRESETS["tiny"].data):
-        return preset.name
-    stem = Path(preset.data).name.split(".")[0]
-    return f"{preset.name}-{stem}"
+        return preset.name + ("-fit" if fitted else "")
+    path = Path(preset.data).expanduser().resolve()
+    stem = path.name.split(".")[0]
+    return f"{preset.name}-{stem}-{content_hash(str(path))[:6]}" + ("-fit" if fitted else "")
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -258,7 +261,7 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
                      overrides: Mapping[str, Any] | None = None, notebooks: Sequence[str] | None = None,
                      notebooks_folder: str | Path | None = None, force: bool = False, keep_going: bool = False,
                      kernel_name: str | None = None, log_output: bool = False, progress: bool = True,
-                     echo: Callable[[str], None] = print) -> RunSummary:
+                     echo: Callable[[str], None] = print, fit_data: bool = False) -> RunSummary:
     """Execute the notebooks in order into ``<results_dir>/<run_id>/`` and collect the results.
 
     Args:
@@ -272,14 +275,20 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
         keep_going: after a failed notebook, run the next ones anyway.
         kernel_name: Jupyter kernel (default: ``this_python_kernel()``, i.e. this very interpreter).
         log_output: stream the cells' stdout/stderr (progress bars, prints) to this process's stdout/stderr.
-        progress: papermill's per-cell tqdm bar. echo: where status lines go.
+        progress: papermill's per-cell tqdm bar. echo: where status lines go (a failure is echoed once, in full).
+        fit_data: shrink the preset's sizes to fit ``data`` (``pe_kit.run.fit.fit_preset``; settings in
+            ``overrides`` are kept) and say what was chosen and why, on ``echo`` and in ``results.md``. Without
+            it, data too small for the preset stops the run before any notebook, naming the settings to change.
+            Warnings for sizes too small for stable numbers (``pe_kit.run.fit.stability_warnings``) are echoed
+            and written into ``results.md`` either way.
 
     Returns:
         ``RunSummary`` (``ok`` is False when a notebook failed; ``failures`` holds the ``ReproduceError``s).
 
     Raises:
-        ValueError: bad preset, override or notebook name, or a ``<notebook>.<parameter>`` override the notebook
-            does not declare (the message lists its parameters). FileNotFoundError: no notebooks folder.
+        ValueError: bad preset, override or notebook name, a ``<notebook>.<parameter>`` override the notebook
+            does not declare (the message lists its parameters), or ``data`` too small for the sizes (the message
+            names the ``--set`` keys, or ``--fit-data``). FileNotFoundError: no notebooks folder.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -288,7 +297,7 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
     os.environ["PE_KIT_HEADLESS"] = "1"  # inherited by the kernels: text progress bars
     try:
         return _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force,
-                    keep_going, kernel_name, log_output, progress, echo)
+                    keep_going, kernel_name, log_output, progress, echo, fit_data)
     finally:
         if headless_before is None:
             os.environ.pop("PE_KIT_HEADLESS", None)
@@ -309,14 +318,59 @@ def run_sizes(p: Preset) -> str:
             f"M={p.pool_size}, token cap={cap}, trials={p.trials:,} per hypothesis (sweeps {p.sweep_trials:,})")
 
 
+def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: Callable[[str], None],
+         notebooks: Sequence[str] | None = None):
+    """Check ``p`` against its data (own data only): fit it (``fit_data``) or refuse it; then the stability
+    warnings. Returns (preset, fit summary or None, warnings)."""
+    from pe_kit.run.fit import data_profile, fit_preset, stability_warnings
+
+    if p.data is None or p.name == "tiny" and Path(p.data) == Path(PRESETS["tiny"].data):
+        return p, None, stability_warnings(p)
+    prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error)
+    fit = fit_preset(p, prof, fixed=list(overrides or {}), notebooks=notebooks)
+    note = None
+    if fit.fitted and not fit_data and not fit.definite:  # only the estimated public-bank size is short
+        echo(f"pe-kit reproduce: WARNING: {fit.reasons[0]} (an estimate; notebook 01 will say if the bank cannot "
+             "be drawn; --fit-data would set " + ", ".join(f"{k}={n}" for k, (o, n) in fit.changes.items()) + ")")
+    elif fit.fitted and not fit_data:
+        raise ValueError(f"data {p.data} is too small for preset {p.name}: {fit.reasons[0]}. Add --fit-data to fit "
+                         "the sizes to the data (it prints what it chose), or set them yourself: --set "
+                         + " --set ".join(f"{k}={new}" for k, (old, new) in fit.changes.items()))
+    if fit.fitted and fit_data:
+        p, note = fit.preset, fit.summary()
+        echo(f"pe-kit reproduce: {note}")
+    warnings = stability_warnings(p, prof)
+    return p, note, warnings
+
+
+def _check_variants(p: Preset) -> None:
+    """Every variant name of ``p`` is known, before any notebook runs.
+
+    Raises:
+        ValueError: naming the setting (``variants``, ``sweep_variants``, ``encoder_variants``,
+            ``tightness_variant``), the unknown name and the known ones.
+    """
+    from pe_kit.attack.variants import VARIANTS
+
+    for key in ("variants", "sweep_variants", "encoder_variants", "tightness_variant"):
+        value = getattr(p, key)
+        if value == "all" and key == "variants":
+            continue
+        for v in ([value] if isinstance(value, str) else value):
+            if v not in VARIANTS:
+                raise ValueError(f"{key} contains {v!r}: use names from {', '.join(VARIANTS)}"
+                                 + (" or 'all'" if key == "variants" else "") + f" (--set {key}=…)")
+
+
 def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
-         kernel_name, log_output, progress, echo) -> RunSummary:
+         kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     from pe_kit.report.results import collect, summary_markdown
 
     p = get_preset(preset, overrides, data, fmt)
+    _check_variants(p)
     folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
     if notebooks is None:
         todo = [nb for nb in NOTEBOOKS if (folder / f"{nb}.ipynb").is_file()]
@@ -334,7 +388,10 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     if not todo:
         raise FileNotFoundError(f"no notebooks to run in {folder}")
     _check_notebook_overrides(p, folder)
-    run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p))
+    p, fit_note, size_warnings = _fit(p, overrides, fit_data, echo, todo)
+    for w in size_warnings:
+        echo(f"pe-kit reproduce: WARNING: {w}")
+    run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p, fit_note is not None))
     (run_dir / ".done").mkdir(parents=True, exist_ok=True)
     (run_dir / "notebooks").mkdir(exist_ok=True)
     fingerprint = _code_fingerprint()
@@ -383,7 +440,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
                                      "must write its rows with pe_kit.report.results.write_rows", nb, None, out_nb)
         dt = time.perf_counter() - t0
         if err is not None:
-            echo(f"{head}: FAILED after {dt:.0f} s\n  {err}")
+            echo(f"{head}: FAILED after {dt:.0f} s\n  {err}")  # the one full report of this failure
             statuses.append(NotebookStatus(nb, "failed", dt, str(err)))
             failures.append(err)
             if not keep_going:
@@ -409,11 +466,17 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         meta = {"preset": p.name, "about this preset": p.description
                 + (" (the preset's own sizes; this run's sizes are below)" if changed else ""), "seed": seed,
                 "sizes of this run": run_sizes(p),
-                "changed from the preset (--set / --data)": ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",
+                "changed from the preset (--set / --data / --fit-data)":
+                    ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",
                 "data": p.data or "bundled Blogs sample (pe_kit/data_files/blogs-900.jsonl.gz)",
                 "notebooks": ", ".join(f"{s.notebook} ({s.status}, {s.seconds:.0f} s)" for s in statuses),
                 "total notebook time": f"{sum(s.seconds for s in statuses):.0f} s",
                 "this invocation": f"{total:.0f} s", "rows": len(df)}
+        if fit_note:
+            meta["fitted to the data (--fit-data)"] = fit_note
+        if size_warnings:
+            meta["WARNING: sizes too small for stable numbers"] = " ".join(
+                f"({i}) {w}" for i, w in enumerate(size_warnings, start=1))
         if failures:
             meta["FAILED"] = "; ".join(f"{f.notebook} (cell {f.cell_index})" for f in failures)
         results_md = run_dir / "results.md"

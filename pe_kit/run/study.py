@@ -44,6 +44,9 @@ class StudyConfig:
         bank_size: p (8192). max_probes: r (64), the depth reserve of the neighbour index.
         model: encoder name/path; max_seq_length: token cap (None = model default).
         seed: seed of splits and bank sampling.
+        on_error: what the loader does with a malformed line (``raise``, the default, or ``skip``: count it,
+            reported by ``Corpus.report()``); left out of :meth:`as_dict` (and so of every cache key): a
+            world that loads at all holds the same users under either policy.
 
     Raises:
         ValueError: a field of the wrong type or range (``pe_kit.config.check_param``: ``n_test=True`` or
@@ -64,6 +67,7 @@ class StudyConfig:
     max_seq_length: int | None = None
     record_cap: int = 64
     seed: int = 0
+    on_error: str = "raise"
 
     def __post_init__(self) -> None:
         for f in fields(self):  # the same typed validation as --set, presets and resolve_params
@@ -71,7 +75,10 @@ class StudyConfig:
         check_equal_populations(self.n_calibration, self.n_test)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """Plain dict of the fields that fix the world (``on_error`` excluded, see above)."""
+        d = asdict(self)
+        d.pop("on_error")
+        return d
 
 
 @dataclass
@@ -173,7 +180,7 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
     """
     mechanism = mechanism or MechanismConfig(record_cap=config.record_cap)
     encoder = encoder or Encoder(config.model, max_seq_length=config.max_seq_length)
-    corpus = make_arm(load_corpus(config.data, config.fmt, record_cap=config.record_cap), config.arm,
+    corpus = make_arm(load_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error), config.arm,
                       config.record_cap)
     splits = split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test,
                          seed=config.seed, canary_records=config.record_cap)

@@ -132,8 +132,8 @@ def label_mix(users, size: int) -> tuple[list[str], dict]:
 
 def _sample_texts(texts: list[str], size: int, rng: np.random.Generator, kind: str) -> list[str]:
     if len(texts) < size:
-        raise ValueError(f"bank {kind!r} has {len(texts)} distinct texts but size={size}; lower bank_size or supply "
-                         "more candidates")
+        raise ValueError(f"bank {kind!r} has {len(texts)} distinct texts but size={size}; lower bank_size (--set "
+                         f"bank_size={len(texts)}) or supply more candidates")
     chosen = np.sort(rng.choice(len(texts), size=size, replace=False))
     return [texts[i] for i in chosen]
 
@@ -183,7 +183,8 @@ def public_bank(corpus: Corpus, splits: Splits, size: int, rng: np.random.Genera
                 items.append((u.label, t))
     if len(items) < size:
         raise ValueError(f"public users ({len(splits.public)}) have {len(items)} distinct records but size={size}; "
-                         "lower bank_size, shrink the other splits, or use a larger corpus")
+                         f"lower bank_size (--set bank_size={max(1, len(items))}), shrink the other splits (--set "
+                         "n_aux=… / n_calibration = n_test=…), add --fit-data, or use a larger corpus")
     groups: dict[str, list[int]] = {}
     for i, (lab, _) in enumerate(items):
         groups.setdefault(lab, []).append(i)
@@ -279,7 +280,7 @@ def llm_icl_bank(corpus: Corpus, splits: Splits, size: int, generator, rng: np.r
     pool = [(u.label, t) for u in public for t in u.texts]
     if len(pool) < examples:
         raise ValueError(f"public users hold {len(pool)} records but each prompt needs examples={examples}; "
-                         "shrink the other splits or use a larger corpus")
+                         "shrink the other splits (--set n_aux=… / n_calibration = n_test=…) or use a larger corpus")
     labels, counts = label_mix(public + [by_id[u] for u in splits.aux], size)
     by_label: dict[str, list[int]] = {}
     for i, (lab, _) in enumerate(pool):

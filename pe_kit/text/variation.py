@@ -167,7 +167,8 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
     if len(out) < n:
         raise GenerationError(f"{generator.name}: only {len(out)} of {n} new distinct texts after {max_attempts} "
                               "attempts; raise max_attempts, sample with a higher temperature, or enlarge the "
-                              "public pool")
+                              "public pool (pe-kit reproduce: --set 06.max_attempts=20, --set 06.public_max_texts=…, "
+                              "or fewer new texts per round with --set 06.bank_size=…)")
     return out[:n]
 
 
@@ -277,8 +278,12 @@ class PublicRetrievalGenerator:
             while k < row.size and used[row[k]]:
                 k += 1
             if k >= row.size:
-                raise GenerationError(f"{self.name}: public pool of {len(self.texts)} texts is exhausted; "
-                                      "enlarge the pool (public_pool max_texts) or generate fewer variations")
+                raise GenerationError(
+                    f"{self.name}: public pool of {len(self.texts)} texts is exhausted ({len(prompts)} variations "
+                    "asked in this call). The pool is every public text the data holds, up to public_pool's "
+                    "max_texts; in pe-kit reproduce use a generator that needs no pool (--set 06.generator=wordnet), "
+                    "fewer rounds or a smaller population (--set 06.rounds=… / --set 06.bank_size=…), a larger cap "
+                    "when the data has more public texts (--set 06.public_max_texts=…), or --fit-data")
             used[row[k]] = True
             ptr[u] = k + 1
             out.append(self.texts[row[k]])

@@ -1,0 +1,276 @@
+"""Fit a preset's sizes to a corpus that is smaller than the preset expects (``pe-kit reproduce --fit-data``),
+and warn when the sizes of a run are too small for stable numbers.
+
+The fitted sizes keep the paper's protocol (§3, App. D; ``docs/architecture.md``): canaries are users with exactly
+m records and sit in their own split; calibration and test are distinct users of the same size N
+(``audit.trials.check_equal_populations``); the exact variant still inserts r = m verbatim copies
+(``max_probes`` ≥ m); a ``public`` bank is drawn only from users in no split. Only sizes shrink; a setting the
+user gave with ``--set`` is never changed (if it cannot fit, the error names it).
+
+Rules (each chosen value is reported with its reason by :func:`fit_preset`):
+
+* ``record_cap`` m: kept when at least half of the users have m records; else the median records per user
+  (canaries need exactly m records, so half the users stay eligible).
+* users U of the data arm (long: ≥ m records; short: ≥ m/2), E of them with exactly m (canary-eligible).
+* ``n_canary`` = min(preset, E, max(per_variant, U // 10)); ``per_variant`` ≤ n_canary.
+* a ``public`` bank keeps a quarter of the remaining users out of every split; the rest S is cut as the paper's
+  500 : 1000 : 1000, i.e. N = ⌊S / 2.5⌋ calibration = test users and S − 2N aux users (never above the preset).
+* ``bank_size`` p ≤ 80 % of the public users' records (``public`` bank), in steps of 64, and ≥ 2·max_probes.
+* notebook 06: its p is capped at the fitted p; its public-retrieval generator needs about rounds · p new public
+  texts, and when the public records cannot supply them it switches to ``wordnet`` (paraphrases; no pool) with
+  ``max_attempts`` = 20 generator calls per round (5 fell one text short on 60 × 40 tweets).
+
+Stability thresholds (:func:`stability_warnings`): measured by ``benchmarks/small_data_stability.py``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from pe_kit.run.presets import Preset
+
+__all__ = ["DataProfile", "FitResult", "data_profile", "arms_used", "fit_preset", "stability_warnings",
+           "MIN_USERS_PER_SPLIT", "MIN_MAUVE_SAMPLES"]
+
+#: Calibration/test users below which single ε_lower values are noise. Measured by
+#: ``benchmarks/small_data_stability.py`` (bundled Blogs, m = 8, p = 512, one nonce canary, 10⁵ trials, 10 reruns
+#: each): on the same users with fresh trials ε_lower spread with sd 0.32 at N = 10 and 0.21 at N = 25, against
+#: 0.12, 0.10, 0.13 at N = 50, 100, 200; redrawing the users as well gave sd 0.19–0.33 at every N.
+MIN_USERS_PER_SPLIT = 50
+#: Samples per side below which MAUVE was not measured stable: two disjoint samples of the bundled Blogs records
+#: gave MAUVE 0.966 ± 0.015 (5 draws) already at 50 per side (0.952–0.972 up to 1,000).
+MIN_MAUVE_SAMPLES = 50
+_NB06 = "06_multiround_mauve"
+_NB06_ROUNDS = 6  # notebook 06's default T (its parameters cell; paper Fig. 2)
+
+
+@dataclass(frozen=True)
+class DataProfile:
+    """Records per user of a corpus, as the loader keeps them.
+
+    Attributes:
+        source: file. fmt: loader used. records: int array (U,) records per user, capped at ``cap``.
+        cap: the record cap the profile was loaded with (the preset's m).
+    """
+
+    source: str
+    fmt: str
+    records: np.ndarray
+    cap: int
+
+    def arm_users(self, arm: str, m: int) -> int:
+        """Users of ``arm`` at record cap m (long: ≥ m records; short: ≥ max(1, m // 2); ``splits.make_arm``)."""
+        lo = m if arm == "long" else max(1, m // 2)
+        return int((self.records >= lo).sum())
+
+    def canary_users(self, m: int) -> int:
+        """Users with at least m records (exactly m after the cap): the canary-eligible ones (§3)."""
+        return int((self.records >= m).sum())
+
+
+def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: str = "raise") -> DataProfile:
+    """Load ``data`` once (every user, records capped at ``record_cap``) and keep its records per user.
+
+    Raises: what ``pe_kit.data.loaders.load_corpus`` raises (missing file, ``DataError`` naming the line).
+    """
+    from pe_kit.data.loaders import load_corpus
+
+    corpus = load_corpus(data, fmt, record_cap=record_cap, min_records=1, on_error=on_error)
+    return DataProfile(str(data), fmt, np.array([len(u.texts) for u in corpus.users], dtype=np.int64), record_cap)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """What :func:`fit_preset` chose: ``preset`` (the fitted one), ``changes`` (setting → (old, new)),
+    ``reasons`` (one line per decision; the first says why the preset did not fit), ``fitted`` (False when the
+    preset already fit the data), ``definite`` (the preset certainly does not fit: too few users or canaries;
+    False when only the public bank's estimated size is short)."""
+
+    preset: Preset
+    changes: dict
+    reasons: list
+    fitted: bool
+    definite: bool = False
+
+    def summary(self) -> str:
+        """One paragraph for the terminal and ``results.md``."""
+        if not self.fitted:
+            return "the preset's sizes fit the data; nothing changed"
+        ch = ", ".join(f"{k}={new} (was {old})" for k, (old, new) in self.changes.items())
+        return f"sizes fitted to the data: {ch}. Why: " + "; ".join(self.reasons)
+
+
+def arms_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
+    """The data arms the given notebooks read (all notebooks when None): 04 ``arms``; 01–03, 06, 08 ``arm``;
+    05 ``arm`` and ``sweep_arm``; 07 none (it audits implementations on synthetic data)."""
+    if notebooks is None:
+        return set(p.arms) | {p.arm, p.sweep_arm}
+    out: set = set()
+    for nb in notebooks:
+        num = nb.split("_")[0]
+        if num == "04":
+            out |= set(p.arms)
+        elif num == "05":
+            out |= {p.arm, p.sweep_arm}
+        elif num != "07":
+            out.add(p.extra.get(nb, {}).get("arm", p.arm))
+    return out
+
+
+def _uses_public(p: Preset) -> bool:
+    return "public" in p.banks or p.bank == "public"
+
+
+def _needs(p: Preset, prof: DataProfile, arms: set) -> list[tuple[str, bool]]:
+    """Why ``p`` does not fit ``prof``: (reason, definite) pairs, empty when it fits. ``definite`` is False for
+    the public bank's size, which is estimated from the mean records per user."""
+    m = p.record_cap
+    u = min((prof.arm_users(a, m) for a in arms), default=len(prof.records))
+    e = prof.canary_users(m)
+    out = []
+    if e < p.n_canary:
+        out.append((f"{e} users have record_cap={m} records, n_canary={p.n_canary} needed", True))
+    used = p.n_canary + p.n_aux + p.n_calibration + p.n_test
+    if used > u:
+        out.append((f"n_canary + n_aux + n_calibration + n_test = {used} > {u} users in the data arm", True))
+    elif _uses_public(p):
+        public_records = (u - used) * float(np.mean(np.minimum(prof.records, m)))
+        if public_records < p.bank_size:
+            out.append((f"the public bank needs bank_size={p.bank_size} texts; users in no split hold ~"
+                        f"{public_records:.0f}", False))
+    return out
+
+
+def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebooks: Sequence[str] | None = None
+               ) -> FitResult:
+    """Shrink ``p``'s sizes to fit ``prof`` (rules in the module docstring), keeping the protocol.
+
+    Args:
+        p: the resolved preset (``--set`` applied). prof: :func:`data_profile` of its data.
+        fixed: settings the user gave explicitly (``--set``); they are never changed.
+        notebooks: the notebooks that will run (their data arms are checked, :func:`arms_used`); None = all.
+
+    Returns:
+        ``FitResult`` (``fitted`` False and ``p`` unchanged when the preset already fits).
+
+    Raises:
+        ValueError: when even the smallest protocol-keeping sizes do not fit, or a ``fixed`` setting blocks the
+            fit; the message names the ``--set`` keys to change.
+    """
+    fixed = set(fixed)
+    arms = arms_used(p, notebooks)
+    if not arms:  # e.g. only notebook 07: no data is read
+        return FitResult(p, {}, [], False)
+    problems = _needs(p, prof, arms)
+    if not problems:
+        return FitResult(p, {}, [], False)
+    reasons = [" and ".join(msg for msg, _ in problems)]
+    definite = any(d for _, d in problems)
+    users_total = len(prof.records)
+    if users_total == 0:
+        raise ValueError(f"data {prof.source} has no user with records; check --format and on_error")
+    m = p.record_cap
+    if "record_cap" not in fixed and prof.canary_users(m) < math.ceil(users_total / 2):
+        m = max(1, int(np.median(prof.records)))
+        reasons.append(f"record_cap={m}: the median records per user (canaries need exactly m records; "
+                       f"{prof.canary_users(m)} of {users_total} users have them)")
+    u = min(prof.arm_users(a, m) for a in arms)
+    e = prof.canary_users(m)
+    n_canary = p.n_canary if "n_canary" in fixed else min(p.n_canary, e, max(p.per_variant, u // 10))
+    per_variant = p.per_variant if "per_variant" in fixed else min(p.per_variant, max(1, n_canary))
+    if 5 * per_variant > n_canary:
+        reasons.append(f"n_canary={n_canary}, per_variant={per_variant}: the five real-canary variants share "
+                       "canaries (blocks wrap around; the paper gives each its own five)")
+    rest = u - n_canary
+    pub = math.ceil(rest / 4) if _uses_public(p) else 0
+    s = rest - pub
+    n = min(p.n_test, s * 2 // 5)
+    if "n_test" in fixed or "n_calibration" in fixed:
+        n = p.n_test if "n_test" in fixed else p.n_calibration
+    aux = p.n_aux if "n_aux" in fixed else min(p.n_aux, s - 2 * n)
+    if min(n_canary, aux, n) < 1 or n_canary + aux + 2 * n > u:
+        raise ValueError(f"data {prof.source}: {u} users in the data arm at record_cap={m} ({e} with exactly m "
+                         f"records) cannot hold n_canary={n_canary} + n_aux={aux} + n_calibration = n_test={n}"
+                         f"{' plus public-bank users' if pub else ''}; lower the fixed settings "
+                         f"({', '.join(sorted(fixed)) or 'none'}) or pass a corpus with more users")
+    left = f", {u - n_canary - aux - 2 * n} left for the public bank" if pub else ""
+    reasons.append(f"{u} users in the data arm: {n_canary} canaries, {aux} aux, {n} calibration = {n} test "
+                   f"(aux : N as the paper's 500 : 1000){left}")
+    bank_size, max_probes = p.bank_size, p.max_probes
+    mean_rec = float(np.mean(np.minimum(prof.records, m)))
+    public_records = (u - n_canary - aux - 2 * n) * mean_rec
+    if pub and "bank_size" not in fixed:
+        bank_size = min(p.bank_size, max(64, int(0.8 * public_records) // 64 * 64))
+        if bank_size < p.bank_size:
+            reasons.append(f"bank_size={bank_size}: ≤ 80 % of the ~{public_records:.0f} records of users in no split")
+    if max_probes > bank_size and "max_probes" not in fixed:
+        max_probes = max(m, bank_size // 2)
+    if max_probes < m:
+        reasons.append(f"max_probes={max_probes} < record_cap={m}: the exact variant (r = m) cannot run")
+    if bank_size < max_probes or (pub and public_records < bank_size):
+        raise ValueError(f"data {prof.source}: users in no split hold ~{public_records:.0f} records, too few for "
+                         f"a public bank of bank_size={bank_size} with max_probes={max_probes}; lower bank_size / "
+                         "max_probes (--set bank_size=…) or use a bank file (--set banks=PATH --set bank=PATH)")
+    extra = {nb: dict(v) for nb, v in p.extra.items()}
+    nb06 = extra.setdefault(_NB06, {})
+    if "bank_size" not in nb06 or nb06["bank_size"] > bank_size:
+        nb06["bank_size"] = min(nb06.get("bank_size", bank_size), bank_size)
+    rounds = int(nb06.get("rounds", _NB06_ROUNDS))
+    pool = public_records - (bank_size if pub else 0)
+    need = rounds * (nb06["bank_size"] - min(max_probes, nb06["bank_size"]))
+    if nb06.get("generator", "public-retrieval") == "public-retrieval" and f"{_NB06}.generator" not in fixed \
+            and pool < 1.25 * need:
+        nb06["generator"] = "wordnet"
+        reasons.append(f"notebook 06 generator=wordnet: {rounds} rounds of public retrieval need ~{1.25 * need:.0f} "
+                       f"unused public texts and the data leaves ~{max(pool, 0):.0f}")
+        if f"{_NB06}.max_attempts" not in fixed:
+            nb06["max_attempts"] = max(int(nb06.get("max_attempts", 5)), 20)
+            reasons.append("notebook 06 max_attempts=20: ~19 paraphrases of each retained text per round exhaust "
+                           "WordNet's synonyms of short texts within the default 5 calls (measured: 361 of 362 on "
+                           "60 × 40 tweets)")
+    new = replace(p, record_cap=m, n_canary=n_canary, per_variant=per_variant, n_aux=aux, n_calibration=n, n_test=n,
+                  bank_size=bank_size, max_probes=max_probes, extra=extra)
+    old_d, new_d = p.as_dict(), new.as_dict()
+    changes = {k: (old_d[k], new_d[k]) for k in new_d if k != "extra" and old_d[k] != new_d[k]}
+    for k, v in nb06.items():
+        if p.extra.get(_NB06, {}).get(k) != v:
+            changes[f"06.{k}"] = (p.extra.get(_NB06, {}).get(k, "notebook default"), v)
+    return FitResult(new, changes, reasons, True, definite)
+
+
+def stability_warnings(p: Preset, prof: DataProfile | None = None) -> list[str]:
+    """Warnings for sizes too small for stable numbers (thresholds :data:`MIN_USERS_PER_SPLIT`,
+    :data:`MIN_MAUVE_SAMPLES`, measured by ``benchmarks/small_data_stability.py``; the notebook-06 warning cites
+    the 60 users × 40 tweets run of issue 14).
+
+    Args:
+        p: the preset a run uses. prof: its data's profile (None: records per user taken as ``record_cap``).
+
+    Returns:
+        list of str (empty when the sizes are large enough).
+    """
+    out = []
+    nb06 = p.extra.get(_NB06, {})
+    if p.n_test < MIN_USERS_PER_SPLIT:
+        out.append(f"n_calibration = n_test = {p.n_test} users (< {MIN_USERS_PER_SPLIT}): below "
+                   f"{MIN_USERS_PER_SPLIT} users per split ε_lower of one canary spread with sd 0.21–0.32 between "
+                   "reruns on the same users (0.10–0.13 at 50–200 users; benchmarks/small_data_stability.py, 10⁵ "
+                   "trials), so single values and their changes between variants or rounds are mostly noise; read "
+                   "only large gaps")
+        q = float(nb06.get("sample_rate", 0.1))
+        out.append(f"notebook 06 evolves its population from q·N = {q * p.n_test:.1f} expected voters per round "
+                   f"(N = {p.n_test} test users, q = {q:g}): the released histogram is then mostly noise and the "
+                   "next population is variations of a few retained texts, so MAUVE collapses after one round "
+                   "(60 users × 40 tweets: 0.83 → 0.008 with 1–3 voters per round) — a property of so few users, "
+                   "not of the data's utility")
+    mean_rec = p.record_cap if prof is None else float(np.mean(np.minimum(prof.records, p.record_cap)))
+    ref = int(p.n_calibration * mean_rec)
+    bank06 = int(nb06.get("bank_size", p.bank_size)) - min(p.max_probes, p.bank_size)
+    samples = min(ref, bank06, int(nb06.get("mauve_samples", 2000) or ref))
+    if samples < MIN_MAUVE_SAMPLES:
+        out.append(f"MAUVE (notebook 06) compares ~{samples} samples per side (< {MIN_MAUVE_SAMPLES}, the smallest "
+                   "size at which MAUVE of one distribution against itself was measured stable: 0.966 ± 0.015)")
+    return out
