@@ -83,7 +83,8 @@ PARAM_TYPES: dict[str, ParamSpec] = {
     "generator": ParamSpec("str", choices=("public-retrieval", "smollm2", "openai", "wordnet")),
     "openai_base_url": ParamSpec("str", optional=True), "openai_model": ParamSpec("str", optional=True),
     "public_max_texts": ParamSpec("int", lo=1, optional=True), "mauve_seeds": ParamSpec("int", lo=0, many=True),
-    "mauve_samples": ParamSpec("int", lo=2, optional=True),
+    "mauve_samples": ParamSpec("int", lo=2, optional=True), "pe_seeds": ParamSpec("int", lo=0, many=True),
+    "adaptive_trials": ParamSpec("int", lo=1, optional=True),
     "reference_split": ParamSpec("str", choices=("aux", "calibration", "test")),
     "checkpoint_dir": ParamSpec("str", optional=True), "output_dir": ParamSpec("str"), "preset": ParamSpec("str"),
 }
