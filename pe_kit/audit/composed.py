@@ -19,7 +19,8 @@ What is approximated: (i) in the real adaptive process bank t depends on Y^(<t),
 the canary's earlier participation; here every trial reuses the one frozen bank sequence, i.e. the
 audit is of T releases on these fixed banks (a non-adaptive instance of the same mechanism, so
 ε_theory(T) still bounds it, and Eq. 36's conditional LLRs reduce to the per-round LLRs on the
-realized banks); (ii) each ℓ_t inherits the Gaussian approximation of Eq. 14 with aux-estimated
+realized banks) — ``pe_kit.audit.adaptive`` lifts this, letting the canary's sampled votes change
+retention and the next bank, and reports the two side by side; (ii) each ℓ_t inherits the Gaussian approximation of Eq. 14 with aux-estimated
 moments, as in the single-release audit.
 """
 from __future__ import annotations
