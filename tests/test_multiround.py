@@ -239,8 +239,10 @@ def test_public_pool_is_disjoint_from_every_private_split(tiny_world):
     private = {t for s in ("canary", "aux", "calibration", "test") for u in tiny_world.users(s) for t in u.texts}
     assert len(pool) == len(set(pool)) and not set(pool) & private and not set(pool) & set(tiny_world.bank_texts)
     public_records = {t for u in tiny_world.users("public") for t in u.texts}
-    assert public_records <= set(pool)  # the 5 unused bloggers' posts (80 records) are public
-    assert len(pool) == 8192 - 1024 + len(public_records)
+    assert not public_records & set(pool)  # same corpus as the MAUVE reference: only on request
+    assert len(pool) == 8192 - 1024
+    with_users = public_pool(tiny_world, include_public_users=True)
+    assert public_records <= set(with_users) and len(with_users) == len(pool) + len(public_records)
     sub = public_pool(tiny_world, max_texts=100, rng=np.random.default_rng(0))
     assert len(sub) == 100 and set(sub) <= set(pool)
     with pytest.raises(ValueError, match="rng"):
@@ -318,21 +320,30 @@ def test_composed_audit_rejects_empty_and_noiseless():
 
 
 def test_multiround_study_rows(tiny_world, design, tmp_path):
-    tr, rows = multiround_study(tiny_world, design, _retrieval(tiny_world), MECH, mr.PEConfig(rounds=2),
-                                   AuditConfig(trials=5_000), np.random.default_rng(0), mauve_seeds=(0, 1),
-                                   mauve_samples=200, checkpoint_dir=tmp_path, bank_texts=tiny_world.bank_texts[:P],
-                                   bank_embeddings=tiny_world.bank[:P])
-    assert [r["round"] for r in rows] == [0, 1, 2]
-    assert rows[0]["epsilon_theory"] == 0.0 and rows[0]["frac_initial_bank"] == 1.0
-    assert rows[1]["frac_initial_bank"] == pytest.approx(13 / 240)
-    np.testing.assert_allclose([r["epsilon_theory"] for r in rows[1:]], [1.345, 1.540], atol=0.003)
+    res = multiround_study(tiny_world, design, _retrieval(tiny_world), MECH, mr.PEConfig(rounds=2),
+                           AuditConfig(trials=5_000), np.random.default_rng(0), pe_seeds=(0, 1), mauve_seeds=(0, 1),
+                           mauve_samples=200, checkpoint_dir=tmp_path, bank_texts=tiny_world.bank_texts[:P],
+                           bank_embeddings=tiny_world.bank[:P])
+    rows = res.rows
+    assert [(r["arm"], r["pe_seed"], r["round"]) for r in rows] == [
+        (a, s, t) for s in (0, 1) for a in ("dp", "control") for t in range(3)]
+    first = [r for r in rows if r["arm"] == "dp" and r["pe_seed"] == 0]
+    assert first[0]["frac_initial_bank"] == 1.0 and first[1]["frac_initial_bank"] == pytest.approx(13 / 240)
     for r in rows:
         assert 0 < r["mauve_mean"] <= 1 and r["mauve_sd"] >= 0 and r["mauve_n_p"] == 200 and r["mauve_n_q"] == 200
-        assert r["epsilon_lower"] < max(r["epsilon_theory"], 1e-9) or r["round"] == 0
         assert r["mech_noise_multiplier"] == 1.1088 and r["pe_rounds"] == 2 and r["variant"] == "nonce"
+    # the two arms share S^(0), MAUVE subsample and k-means seeds: identical scores at round 0, no gain
+    assert [g["round"] for g in res.gain] == [0, 1, 2] and res.gain[0]["gain"] == 0.0
+    assert all(g["n_seeds"] == 2 and g["ci_low"] <= g["gain"] <= g["ci_high"] for g in res.gain)
+    assert res.transcripts["dp", 0].entropy == res.transcripts["control", 0].entropy
+    assert res.transcripts["dp", 0].entropy != res.transcripts["dp", 1].entropy
+    np.testing.assert_allclose([a["epsilon_theory"] for a in res.audit], [1.345, 1.540], atol=0.003)
+    for a in res.audit:
+        assert a["epsilon_lower_frozen"] < a["epsilon_theory"] and a["epsilon_lower_adaptive"] < a["epsilon_theory"]
+        assert a["frac_retention_changed"] == 0.0  # nonce votes land on probes only
     with pytest.raises(ValueError, match="reference_split"):
         multiround_study(tiny_world, design, _retrieval(tiny_world), MECH, mr.PEConfig(rounds=1),
-                            AuditConfig(trials=10), np.random.default_rng(0), reference_split="test")
+                         AuditConfig(trials=10), np.random.default_rng(0), reference_split="test")
 
 
 # ------------------------------------------------------------------------------------------- notebook 6
@@ -346,7 +357,8 @@ def test_notebook_is_clean_and_parameterized():
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert "parameters" in code[0].metadata.get("tags", [])
     assert all(not c.outputs and c.execution_count is None for c in code)
-    for name in ("output_dir", "rounds", "sample_rate", "noise_multiplier", "delta", "generator", "trials"):
+    for name in ("output_dir", "rounds", "sample_rate", "noise_multiplier", "delta", "generator", "trials", "pe_seeds",
+                 "control", "adaptive", "adaptive_trials"):
         assert f"\n{name} = " in "\n" + code[0].source
 
 
@@ -363,13 +375,18 @@ def test_notebook_runs_headless_with_tiny_parameters(tmp_path):
                         kernel_name=this_python_kernel(),
                         parameters=dict(output_dir=str(out), preset="tiny", data=str(TINY_DATA), record_cap=16,
                                         n_canary=5, n_aux=15, n_calibration=20, n_test=20, bank_size=256,
-                                        max_probes=16, max_seq_length=32, trials=20_000, rounds=2,
+                                        max_probes=16, max_seq_length=32, trials=20_000, rounds=2, pe_seeds=[0, 1],
                                         mauve_seeds=[0, 1], mauve_samples=200,
                                         checkpoint_dir=str(tmp_path / "ckpt")))
     df = pd.read_csv(out / "06_multiround_mauve.csv")
-    assert df["round"].tolist() == [0, 1, 2]
-    np.testing.assert_allclose(df["epsilon_theory"].tolist(), [0.0, 1.345, 1.540], atol=0.003)
-    assert (df["epsilon_lower"] < df["epsilon_theory"].clip(lower=1e-9)).iloc[1:].all()
+    assert sorted(set(zip(df["arm"], df["pe_seed"]))) == [("control", 0), ("control", 1), ("dp", 0), ("dp", 1)]
+    assert sorted(df["round"].unique().tolist()) == [0, 1, 2]
     assert df["mauve_mean"].between(0, 1).all() and (df["notebook"] == "06_multiround_mauve").all()
+    gain = pd.read_csv(out / "06_multiround_mauve_gain.csv")
+    assert gain["round"].tolist() == [0, 1, 2] and (gain["n_seeds"] == 2).all()
+    aud = pd.read_csv(out / "06_multiround_mauve_audit.csv")
+    np.testing.assert_allclose(aud["epsilon_theory"].tolist(), [1.345, 1.540], atol=0.003)
+    assert (aud["epsilon_lower_frozen"] <= aud["epsilon_theory"]).all()
+    assert (aud["epsilon_lower_adaptive"] <= aud["epsilon_theory"]).all() and (aud["frac_retention_changed"] == 0).all()
     for ext in ("png", "pdf"):
         assert (out / "figures" / f"06_multiround_mauve_fig2.{ext}").stat().st_size > 1000

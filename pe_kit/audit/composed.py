@@ -19,7 +19,8 @@ What is approximated: (i) in the real adaptive process bank t depends on Y^(<t),
 the canary's earlier participation; here every trial reuses the one frozen bank sequence, i.e. the
 audit is of T releases on these fixed banks (a non-adaptive instance of the same mechanism, so
 ε_theory(T) still bounds it, and Eq. 36's conditional LLRs reduce to the per-round LLRs on the
-realized banks); (ii) each ℓ_t inherits the Gaussian approximation of Eq. 14 with aux-estimated
+realized banks) — ``pe_kit.audit.adaptive`` lifts this, letting the canary's sampled votes change
+retention and the next bank, and reports the two side by side; (ii) each ℓ_t inherits the Gaussian approximation of Eq. 14 with aux-estimated
 moments, as in the single-release audit.
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pe_kit.audit.moments import (
 )
 from pe_kit.audit.trials import ScalarProblem, scalar_problem, simulate_scores
 from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.pe.multiround import Population, Transcript
+from pe_kit.pe.multiround import FrozenBank, Population, Transcript
 
 
 # -------------------------------------------------------------------------------------- composed audit
@@ -90,26 +91,59 @@ def round_problems(transcript: Transcript, canary: Population, aux: Population, 
         raise ValueError("aux, calibration and test populations need at least one user each")
     n_test = test.n_users
     resize = (rng.integers(0, calibration.n_users, size=n_test) if calibration.n_users != n_test else None)
-    out = []
-    for rec in transcript.rounds:
-        bank = rec.bank
-        v_full = np.asarray(canary.contributions(bank, mechanism).todense()).ravel()
-        coords = bank.probe_positions if bank.probe_positions.size else np.flatnonzero(v_full)
-        coords = np.sort(np.asarray(coords, dtype=np.int64))
-        if coords.size == 0:
-            raise ValueError(f"round {rec.round}: the canary votes on no coordinate")
-        v = v_full[coords]
-        moments = aux_moments(restrict(aux.contributions(bank, mechanism), coords), audit.shrinkage)
-        m0, sigma = null_moments(moments, n_test, mechanism, audit.ridge)
-        w = llr_weights(v, sigma)
-        cal = restrict(calibration.contributions(bank, mechanism), coords)
-        if resize is not None:
-            cal = cal[resize]
-        tst = restrict(test.contributions(bank, mechanism), coords)
-        q, ns = mechanism.sample_rate, mechanism.noise_std
-        out.append(RoundProblem(rec.round, coords, float(np.sqrt(max(0.0, w @ v))), float(np.linalg.norm(v)),
-                                scalar_problem(w, cal, v, m0, ns, q), scalar_problem(w, tst, v, m0, ns, q)))
-    return out
+    return [bank_problem(rec.bank, rec.round, canary, aux, calibration, test, mechanism, audit, resize)
+            for rec in transcript.rounds]
+
+
+def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Population, calibration: Population,
+                 test: Population, mechanism: MechanismConfig, audit: AuditConfig,
+                 resize: np.ndarray | None = None) -> RoundProblem:
+    """The single-release audit of one frozen bank (§2.1 Steps 2–3; Eqs. 14, 31–35) as a ``RoundProblem``.
+
+    Args:
+        bank: S^(t). round_: t (stored in the result). canary: one user. aux, calibration, test: populations.
+        mechanism, audit: settings. resize: optional int64 (n_test,) rows drawn from the calibration users
+            (only when the two splits differ in size; see ``round_problems``).
+
+    Raises:
+        ValueError: if the canary votes on no coordinate of a probe-free bank.
+    """
+    v_full = np.asarray(canary.contributions(bank, mechanism).todense()).ravel()
+    coords = bank.probe_positions if bank.probe_positions.size else np.flatnonzero(v_full)
+    coords = np.sort(np.asarray(coords, dtype=np.int64))
+    if coords.size == 0:
+        raise ValueError(f"round {round_}: the canary votes on no coordinate")
+    v = v_full[coords]
+    moments = aux_moments(restrict(aux.contributions(bank, mechanism), coords), audit.shrinkage)
+    m0, sigma = null_moments(moments, test.n_users, mechanism, audit.ridge)
+    w = llr_weights(v, sigma)
+    cal = restrict(calibration.contributions(bank, mechanism), coords)
+    if resize is not None:
+        cal = cal[resize]
+    tst = restrict(test.contributions(bank, mechanism), coords)
+    q, ns = mechanism.sample_rate, mechanism.noise_std
+    return RoundProblem(round_, coords, float(np.sqrt(max(0.0, w @ v))), float(np.linalg.norm(v)),
+                        scalar_problem(w, cal, v, m0, ns, q), scalar_problem(w, tst, v, m0, ns, q))
+
+
+def prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
+                 audit: AuditConfig) -> dict:
+    """Threshold calibrated on calibration-split trials, ε_lower bounded on test-split trials (Eq. 28).
+
+    Args: float (n,) summed mixture-LLR scores of one prefix per split and hypothesis; audit: γ, δ.
+
+    Returns:
+        dict: ``epsilon_lower``, ``threshold``, ``tpr``, ``fpr``, ``branch`` and the ``test_*`` /
+        ``calibration_*`` counts and bounds (``ThresholdAudit.as_dict``).
+    """
+    cal: ThresholdAudit = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta)
+    test: ThresholdAudit = evaluate_threshold(test_h0, test_h1, cal.threshold, audit.gamma, audit.delta,
+                                              cal.direction)
+    row = {"epsilon_lower": test.epsilon, "threshold": cal.threshold, "tpr": test.tpr, "fpr": test.fpr,
+           "branch": test.branch}
+    for name, a in (("calibration", cal), ("test", test)):
+        row.update({f"{name}_{k}": v for k, v in a.as_dict().items()})
+    return row
 
 
 def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
@@ -149,17 +183,12 @@ def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig,
             sp_ = getattr(prob, split)
             for h in (0, 1):
                 scores[split, h] += mixture_llr(simulate_scores(sp_, h, n, rng, chunk_size=chunk_size), q)
-        cal: ThresholdAudit = calibrate_threshold(scores["calibration", 0], scores["calibration", 1], audit.gamma,
-                                                  audit.delta)
-        test: ThresholdAudit = evaluate_threshold(scores["test", 0], scores["test", 1], cal.threshold, audit.gamma,
-                                                  audit.delta, cal.direction)
         mu2 += prob.mu_eff ** 2
-        row = {"releases": t + 1, "epsilon_lower": test.epsilon, "epsilon_theory": eps_theory[t],
-               "mu_eff_round": prob.mu_eff, "mu_eff_composed": float(np.sqrt(mu2)), "canary_norm": prob.canary_norm,
+        row = {"releases": t + 1, "epsilon_theory": eps_theory[t], "mu_eff_round": prob.mu_eff,
+               "mu_eff_composed": float(np.sqrt(mu2)), "canary_norm": prob.canary_norm,
                "n_coords": int(prob.coords.size), "background_voters": int(prob.test.projections.size),
-               "threshold": cal.threshold, "tpr": test.tpr, "fpr": test.fpr, "branch": test.branch, "trials": n,
-               "seconds": time.perf_counter() - t0}
-        for name, a in (("calibration", cal), ("test", test)):
-            row.update({f"{name}_{k}": v for k, v in a.as_dict().items()})
+               "trials": n, "seconds": time.perf_counter() - t0,
+               **prefix_audit(scores["calibration", 0], scores["calibration", 1], scores["test", 0],
+                              scores["test", 1], audit)}
         rows.append(row)
     return rows

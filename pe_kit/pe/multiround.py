@@ -44,6 +44,8 @@ from pe_kit.pe.mechanism import (
 from pe_kit.text.variation import build_feedback, make_variations
 
 _FORMAT = "pe_kit.pe.multiround/v1"
+#: Retention rules of ``PEConfig.retention``: the DP histogram (Alg. A.1) or the σ → ∞ random control.
+RETENTION_RULES = ("histogram", "random")
 
 
 def _readonly(a: np.ndarray, dtype) -> np.ndarray:
@@ -64,6 +66,10 @@ class PEConfig:
         icl_examples, icl_negatives: examples per ICL prompt (LM generators only).
         genre: what the texts are, for ICL prompts.
         max_attempts: generator calls allowed per round to obtain g valid distinct texts.
+        retention: ``"histogram"`` (Alg. A.1 l. 21: J = Top_k̃(Y)) or ``"random"``, the σ → ∞ control of
+            Fig. 2's utility claim: k̃ candidates kept uniformly at random (ranked by i.i.d. N(0, 1) scores from
+            the round's own stream ``default_rng([entropy, t, 1])``, the limit of Y/(σC) as σ → ∞), so the
+            release, the generator and its seeds are those of the histogram run with the same rng.
 
     Raises:
         ValueError: naming the field and the admissible range.
@@ -76,8 +82,12 @@ class PEConfig:
     icl_negatives: int = 2
     genre: str = "blog post"
     max_attempts: int = 5
+    retention: str = "histogram"
 
     def __post_init__(self) -> None:
+        if self.retention not in RETENTION_RULES:
+            raise ValueError(f"retention={self.retention!r} is invalid: use one of {RETENTION_RULES} "
+                             "('random' is the σ → ∞ control)")
         if int(self.rounds) != self.rounds or self.rounds < 1:
             raise ValueError(f"rounds={self.rounds!r} is invalid: use an integer T ≥ 1")
         if not 0 < self.retain_fraction < 1:
@@ -219,12 +229,15 @@ class Transcript:
         rounds: tuple of T ``RoundRecord`` (releases 1..T on banks S^(0..T−1)).
         final_bank: S^(T), the evolved synthetic population (Alg. A.1 line 27).
         key: content key of the run (checkpoint folder name).
+        entropy: the run's entropy (round t draws from ``default_rng([entropy, t])``); ``pe_round`` with it
+            replays any round, e.g. on another bank (the adaptive audit, ``pe_kit.audit.adaptive``).
         resumed_rounds: rounds read from checkpoints rather than computed (not part of equality).
     """
 
     rounds: tuple
     final_bank: FrozenBank
     key: str
+    entropy: int = 0
     resumed_rounds: int = field(default=0, compare=False)
 
     @property
@@ -329,6 +342,47 @@ def _embed_new(generator, encoder, texts: list[str]) -> np.ndarray:
     return np.asarray(encoder.encode(texts, desc="variations"), dtype=np.float32)
 
 
+def pe_round(bank: FrozenBank, private: Population, generator, mechanism: MechanismConfig, config: PEConfig,
+             entropy: int, t: int, seen, *, encoder=None, extra_votes: np.ndarray | None = None) -> RoundRecord:
+    """One round of Alg. A.1 on a frozen bank (lines 6–25): release, retention, feedback, variation, embedding.
+
+    Randomness: ``default_rng([entropy, t])`` draws the participation and noise, then the prompt sampling
+    and generator seeds; with ``config.retention == "random"`` the ranking scores come from
+    ``default_rng([entropy, t, 1])``. The round is therefore a pure function of its arguments: replaying it
+    on the same bank gives the same record, and on another bank the same participation and noise draws.
+
+    Args:
+        bank: S^(t) (frozen). private: the voting users. generator, encoder: as ``run_pe``.
+        mechanism, config: settings. entropy: the run's entropy (int). t: round index (int ≥ 0).
+        seen: iterable of str, every text of every earlier bank (variations must be new).
+        extra_votes: optional float (p,) added to Y^(t) after the release — one more participant's clipped
+            votes (the canary's v(S^(t)) in a round where it is sampled, ``pe_kit.audit.adaptive``); None = none.
+
+    Returns:
+        ``RoundRecord`` (its histogram includes ``extra_votes``).
+
+    Raises:
+        ValueError: if ``extra_votes`` is not (p,); GenerationError from the generator.
+    """
+    retain = config.retain_count(bank.size, bank.probe_positions.size)
+    g = bank.size - bank.probe_positions.size - retain
+    r_rng = np.random.default_rng([int(entropy), int(t)])
+    y, n_part = release_round(bank, private, mechanism, r_rng)
+    if extra_votes is not None:
+        extra = np.asarray(extra_votes, dtype=np.float64).ravel()
+        if extra.shape != y.shape:
+            raise ValueError(f"extra_votes has shape {extra.shape}; the bank has {y.shape[0]} entries")
+        y = y + extra
+        n_part += 1
+    rank = y if config.retention == "histogram" else np.random.default_rng([int(entropy), int(t), 1]).standard_normal(y.size)
+    retained, feedback = build_feedback(bank.texts, rank, bank.probe_positions, retain, config.n_negatives, seen=seen)
+    if hasattr(generator, "register"):
+        generator.register(bank.texts, bank.embeddings)
+    new = make_variations(generator, feedback, g, r_rng, icl_examples=config.icl_examples,
+                          icl_negatives=config.icl_negatives, genre=config.genre, max_attempts=config.max_attempts)
+    return RoundRecord(t, bank, y, n_part, retained, tuple(new), _embed_new(generator, encoder, new))
+
+
 def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Population, generator,
            mechanism: MechanismConfig, config: PEConfig, rng: np.random.Generator, *, design=None, encoder=None,
            checkpoint_dir: str | Path | None | bool = None) -> Transcript:
@@ -362,8 +416,7 @@ def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Popu
     bank = initial_bank(bank_texts, bank_embeddings, design)
     if bank.embeddings.shape[1] != private.embeddings.shape[1]:
         raise ValueError("bank and private records have different embedding dimensions: use one encoder")
-    retain = config.retain_count(bank.size, bank.probe_positions.size)
-    g = bank.size - bank.probe_positions.size - retain
+    config.retain_count(bank.size, bank.probe_positions.size)  # raises early if no slot is left for variations
     entropy = int(rng.integers(0, 2**63 - 1))
     key = content_hash(_FORMAT, list(bank.texts), bank.embeddings.tobytes(), bank.probe_positions.tolist(),
                        private.digest(), _generator_id(generator), mechanism.as_dict(), config.as_dict(), entropy,
@@ -385,19 +438,10 @@ def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Popu
         if rec is not None:
             resumed += 1
         else:
-            r_rng = np.random.default_rng([entropy, t])
-            y, n_part = release_round(bank, private, mechanism, r_rng)
-            retained, feedback = build_feedback(bank.texts, y, bank.probe_positions, retain, config.n_negatives,
-                                                seen=seen)
-            if hasattr(generator, "register"):
-                generator.register(bank.texts, bank.embeddings)
-            new = make_variations(generator, feedback, g, r_rng, icl_examples=config.icl_examples,
-                                  icl_negatives=config.icl_negatives, genre=config.genre,
-                                  max_attempts=config.max_attempts)
-            rec = RoundRecord(t, bank, y, n_part, retained, tuple(new), _embed_new(generator, encoder, new))
+            rec = pe_round(bank, private, generator, mechanism, config, entropy, t, seen, encoder=encoder)
             if path is not None:
                 write_verified(path, _encode_record(rec, key))
         records.append(rec)
         seen.update(rec.new_texts)
         bank = next_bank(bank, rec.retained, rec.new_texts, rec.new_embeddings)
-    return Transcript(tuple(records), bank, key, resumed)
+    return Transcript(tuple(records), bank, key, entropy, resumed)

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["MauveResult", "mauve_score"]
+__all__ = ["MauveResult", "mauve_score", "paired_gain"]
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,15 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
         raise ValueError(f"too few distinct points: P ∪ Q has {uniq.shape[0]} distinct rows for num_buckets={buckets} "
                          f"k-means clusters (need ≥ {2 * buckets}, two per cluster); pass more samples or a smaller "
                          "num_buckets")
-    scores = [_mauve_once(uniq, inverse, q.shape[0], buckets, s, kmeans_num_redo, kmeans_max_iter, scaling_factor)
-              for s in seeds]
+    from threadpoolctl import threadpool_limits
+
+    from pe_kit.text.threads import resolve_threads
+
+    # PCA (BLAS) and faiss k-means (OpenMP) on the cores other processes leave free (pe_kit.text.threads):
+    # on a shared 2-core machine their default of every core stalls at each parallel barrier
+    with threadpool_limits(limits=resolve_threads("auto")):
+        scores = [_mauve_once(uniq, inverse, q.shape[0], buckets, s, kmeans_num_redo, kmeans_max_iter,
+                              scaling_factor) for s in seeds]
     arr = np.asarray(scores)
     return MauveResult(mean=float(arr.mean()), sd=float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
                        scores=tuple(scores), seeds=seeds, n_p=int(p.shape[0]), n_q=int(q.shape[0]),
@@ -150,3 +157,50 @@ def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, s
     x, y = get_divergence_curve_for_multinomials(p_hist, q_hist, weights, scaling_factor).T
     i1, i2 = np.argsort(x), np.argsort(y)
     return float(0.5 * (compute_area_under_curve(x[i1], y[i1]) + compute_area_under_curve(y[i2], x[i2])))
+
+
+def paired_gain(treated: np.ndarray, control: np.ndarray, level: float = 0.95) -> dict:
+    """Utility gain of a treatment over a control paired by run seed, with a Student-t confidence interval.
+
+    Each row is one PE seed (the two arms share its release draws, generator seeds and MAUVE subsample);
+    each column one k-means seed. A seed's gain is the difference of its two arms' means over the
+    k-means seeds, so the k-means spread enters every per-seed gain; the interval is the t interval of
+    the mean per-seed gain over the PE seeds (``scipy.stats.t``, n − 1 degrees of freedom).
+
+    Args:
+        treated, control: float (n_seeds, n_kmeans) MAUVE values (or (n_seeds,) per-seed means).
+        level: two-sided confidence level in (0, 1).
+
+    Returns:
+        dict: ``gain`` (mean per-seed gain), ``gain_sd`` (sample sd over seeds; nan for one seed),
+        ``ci_low``, ``ci_high`` (nan for one seed), ``n_seeds``, ``level``, ``significant`` (the interval
+        excludes 0), ``treated_mean``, ``control_mean``.
+
+    Raises:
+        ValueError: on shape mismatch, no seeds, non-finite values or a level outside (0, 1).
+    """
+    from scipy import stats
+
+    a = np.asarray(treated, dtype=np.float64)
+    b = np.asarray(control, dtype=np.float64)
+    if a.shape != b.shape or a.ndim not in (1, 2) or a.shape[0] < 1:
+        raise ValueError(f"treated {a.shape} and control {b.shape} must have the same shape (n_seeds[, n_kmeans]) "
+                         "with n_seeds ≥ 1")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("treated / control contain NaN or inf")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r} must lie in (0, 1), e.g. 0.95")
+    ma = a.mean(axis=1) if a.ndim == 2 else a
+    mb = b.mean(axis=1) if b.ndim == 2 else b
+    d = ma - mb
+    n = d.size
+    gain = float(d.mean())
+    if n < 2:
+        sd = lo = hi = float("nan")
+    else:
+        sd = float(d.std(ddof=1))
+        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / np.sqrt(n)
+        lo, hi = gain - half, gain + half
+    return {"gain": gain, "gain_sd": sd, "ci_low": lo, "ci_high": hi, "n_seeds": n, "level": level,
+            "significant": bool(n >= 2 and (lo > 0 or hi < 0)), "treated_mean": float(ma.mean()),
+            "control_mean": float(mb.mean())}

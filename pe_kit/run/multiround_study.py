@@ -1,88 +1,164 @@
-"""Fig. 2 analogue on a ``World``: the PE loop over the test users, MAUVE per round, composed ε per prefix.
+"""Fig. 2 analogue on a ``World``: the PE loop over the test users, MAUVE per round for the DP run and for the
+random-retention control, the gain with its confidence interval, and the frozen-bank and adaptive audits.
 
-Source: "Canaries in the Bank" §3 "Multi-round PE with ICL", Fig. 2, App. D "Multi-round accounting".
+Source: "Canaries in the Bank" §3 "Multi-round PE with ICL", Fig. 2, App. A (Alg. A.1), App. D
+"Multi-round accounting", App. E.8 Eq. 36.
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
+from pe_kit.audit.adaptive import adaptive_audit, side_by_side, transcript_tree
 from pe_kit.audit.composed import composed_audit, round_problems
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import PEConfig, Population, Transcript, _generator_id, run_pe
 
+#: The two arms of the utility comparison: retention by the DP histogram, and uniformly at random (σ → ∞).
+ARMS = ("dp", "control")
 
-# ---------------------------------------------------------------------------------------------- study
+
+@dataclass(frozen=True)
+class MultiroundResult:
+    """What ``multiround_study`` returns.
+
+    Attributes:
+        transcripts: dict (arm, pe_seed) → ``Transcript``.
+        rows: one tidy row per (arm, pe_seed, round t = 0..T): MAUVE (``mauve_mean``, ``mauve_sd``,
+            ``mauve_scores``), bank make-up, settings.
+        gain: one row per round t: ``paired_gain`` of the DP arm over the control (mean, sd, t interval).
+        audit: one row per prefix t = 1..T on the DP transcript of the first PE seed: ε_theory, the
+            frozen-bank ε_lower (``composed_audit``) and the adaptive one (``adaptive_audit``), the fraction
+            of H1 trials whose retained set the canary changed, and every audit column of the frozen audit.
+    """
+
+    transcripts: dict
+    rows: list
+    gain: list
+    audit: list
+
+
 def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: PEConfig, audit: AuditConfig,
-                     rng: np.random.Generator, *, reference_split: str = "calibration", mauve_seeds=(0, 1, 2, 3, 4),
-                     mauve_samples: int | None = 2000, checkpoint_dir=None, bank_texts: Sequence[str] | None = None,
-                     bank_embeddings: np.ndarray | None = None) -> tuple[Transcript, list[dict]]:
-    """Fig. 2 analogue on a ``World``: PE rounds over the test users, MAUVE per round, composed ε per prefix.
+                     rng: np.random.Generator, *, pe_seeds: Sequence[int] = (0,), control: bool = True,
+                     adaptive: bool = True, adaptive_trials: int | None = None, max_banks: int = 64,
+                     reference_split: str = "calibration", mauve_seeds=(0, 1, 2, 3, 4),
+                     mauve_samples: int | None = 2000, level: float = 0.95, checkpoint_dir=None,
+                     bank_texts: Sequence[str] | None = None,
+                     bank_embeddings: np.ndarray | None = None) -> MultiroundResult:
+    """Fig. 2 analogue: DP run vs random-retention control (MAUVE per round) and the audits of the DP run.
 
-    Steps: ``run_pe`` on ``world.bank`` (+ the design's probes) with the ``test`` split as the private
-    population; MAUVE (``pe_kit.report.mauve.mauve_score``, mean ± sd over ``mauve_seeds``) between each
-    bank's non-probe candidates S^(t), t = 0..T, and the held-out records of ``reference_split`` (never
-    seen by the loop); ``round_problems`` + ``composed_audit`` for prefixes 1..T.
+    Steps, per PE seed s: ``run_pe`` with retention by the DP histogram and with ``retention="random"``
+    (σ → ∞), both from ``default_rng([entropy, s])`` — the same release draws, prompts and generator seeds —
+    on ``world.bank`` (+ the design's probes) with the ``test`` split voting; MAUVE
+    (``pe_kit.report.mauve.mauve_score``) of each bank's non-probe candidates against the held-out records
+    of ``reference_split`` (one subsample, the same k-means seeds and subsample draws for both arms at a
+    given round). Then ``paired_gain`` per round over the PE seeds, and, on the first seed's DP
+    transcript, ``composed_audit`` (frozen banks) and ``adaptive_audit`` (Eq. 36 on each trial's realised
+    banks) of ``design``'s canary.
 
     Args:
-        world: ``pe_kit.run.study.World``. design: ``ProbeDesign`` (its canary is audited; its probes, if
-            any, are kept in every bank). generator: variation generator.
-        mechanism, pe, audit: settings (paper Fig. 2: T=6, q=0.1, σ=1.1088, δ=1e-5).
-        rng: randomness (one child per stage, drawn in order: loop, MAUVE subsamples, audit).
-        reference_split: split whose records are the MAUVE reference Q (``calibration`` or ``aux``).
-        mauve_seeds: k-means seeds; mauve_samples: per-side subsample cap (None = all).
-        checkpoint_dir: as ``run_pe``.
-        bank_texts, bank_embeddings: initial bank S^(0) before probes (default ``world.bank_texts`` /
-            ``world.bank``); the design's probe positions must lie inside it.
+        world: ``pe_kit.run.study.World``. design: ``ProbeDesign`` (its canary is audited; its probes are
+            kept in every bank). generator: variation generator (never sees private or reference text).
+        mechanism, pe, audit: settings (paper Fig. 2: T=6, q=0.1, σ=1.1088, δ=1e-5). ``pe.retention`` is
+            overridden per arm.
+        rng: randomness (children: PE seeds' entropy, MAUVE, audit).
+        pe_seeds: int seeds of the PE runs (≥ 1; ≥ 2 for a confidence interval).
+        control: also run the random-retention arm. adaptive: also run the adaptive audit.
+        adaptive_trials: trials per hypothesis and split of the adaptive audit (None = ``audit.trials``).
+        max_banks: cap of ``transcript_tree``.
+        reference_split: ``calibration`` or ``aux`` (held out of the loop).
+        mauve_seeds: k-means seeds; mauve_samples: per-side subsample cap (None = all). level: CI level.
+        checkpoint_dir: as ``run_pe``. bank_texts, bank_embeddings: initial bank S^(0) before probes.
 
     Returns:
-        (transcript, rows): one tidy row per round t = 0..T with ``round``, ``releases`` (= t),
-        ``mauve_mean``, ``mauve_sd``, ``mauve_scores``, ``epsilon_theory`` / ``epsilon_lower`` (0 at t = 0),
-        the audit columns of ``composed_audit``, the bank make-up and every setting.
+        ``MultiroundResult``.
 
     Raises:
-        ValueError: for an unknown reference split or inconsistent inputs.
+        ValueError: for an unknown reference split, no PE seeds, or inconsistent inputs.
     """
-    from pe_kit.report.mauve import mauve_score
+    from pe_kit.report.mauve import mauve_score, paired_gain
 
     if reference_split not in ("calibration", "aux"):
         raise ValueError(f"reference_split={reference_split!r} must be 'calibration' or 'aux' (held out of the loop)")
-    loop_rng, mauve_rng, audit_rng = rng.spawn(3)
-    test = Population.from_world(world, "test")
+    pe_seeds = [int(s) for s in pe_seeds]
+    if not pe_seeds or len(set(pe_seeds)) != len(pe_seeds):
+        raise ValueError(f"pe_seeds={pe_seeds!r} must be ≥ 1 distinct ints (≥ 2 for a confidence interval)")
     if (bank_texts is None) != (bank_embeddings is None):
         raise ValueError("pass bank_texts and bank_embeddings together (or neither, for the world's bank)")
+    loop_rng, mauve_rng, audit_rng = rng.spawn(3)
+    loop_entropy = int(loop_rng.integers(2**62))
+    mauve_entropy = int(mauve_rng.integers(2**62))
+    test = Population.from_world(world, "test")
     if bank_texts is None:
         bank_texts, bank_embeddings = world.bank_texts, world.bank
-    transcript = run_pe(bank_texts, bank_embeddings, test, generator, mechanism, pe, loop_rng, design=design,
-                        encoder=world.encoder, checkpoint_dir=checkpoint_dir)
-    canary = Population(design.canary_embeddings, np.zeros(len(design.canary_embeddings), np.int64), 1, "canary")
-    problems = round_problems(transcript, canary, Population.from_world(world, "aux"),
-                              Population.from_world(world, "calibration"), test, mechanism, audit, audit_rng)
-    audit_rows = composed_audit(problems, mechanism, audit, audit_rng)
     ref = world.records[reference_split]["emb"]
     if mauve_samples is not None and ref.shape[0] > mauve_samples:
         ref = ref[np.sort(mauve_rng.choice(ref.shape[0], size=mauve_samples, replace=False))]
     initial = set(bank_texts)
     settings = {**{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
-                **{f"pe_{k}": v for k, v in pe.as_dict().items()},
+                **{f"pe_{k}": v for k, v in pe.as_dict().items() if k != "retention"},
                 **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
                 **{f"study_{k}": v for k, v in world.config.as_dict().items()},
                 "variant": design.variant, "canary_id": design.canary_id, "generator": _generator_id(generator)["name"],
-                "reference_split": reference_split, "transcript_key": transcript.key, **dict(world.truncation)}
-    rows = []
-    for t, bank in enumerate(transcript.banks):
-        cand = bank.candidate_mask()
-        m = mauve_score(bank.embeddings[cand], ref, seeds=mauve_seeds, max_samples=mauve_samples,
-                        rng=np.random.default_rng([int(mauve_rng.integers(2**31)), t]))
-        texts = [x for x, c in zip(bank.texts, cand) if c]
-        row = {"round": t, "releases": t, "mauve_mean": m.mean, "mauve_sd": m.sd, "mauve_scores": list(m.scores),
-               "mauve_buckets": m.num_buckets, "mauve_n_p": m.n_p, "mauve_n_q": m.n_q,
-               "bank_size": bank.size, "n_probes": int(bank.probe_positions.size),
-               "frac_initial_bank": float(np.mean([x in initial for x in texts])),
-               "participants": transcript.rounds[t - 1].participants if t > 0 else 0,
-               "epsilon_theory": 0.0, "epsilon_lower": 0.0}
-        if t > 0:
-            row.update(audit_rows[t - 1])
-        rows.append({**row, **settings})
-    return transcript, rows
+                "reference_split": reference_split, "n_pe_seeds": len(pe_seeds), **dict(world.truncation)}
+    arms = ARMS if control else ARMS[:1]
+    transcripts: dict = {}
+    rows: list[dict] = []
+    scores: dict = {}
+    for s in pe_seeds:
+        for arm in arms:
+            cfg = replace(pe, retention="histogram" if arm == "dp" else "random")
+            t0 = time.perf_counter()
+            tr = run_pe(bank_texts, bank_embeddings, test, generator, mechanism, cfg,
+                        np.random.default_rng([loop_entropy, s]), design=design, encoder=world.encoder,
+                        checkpoint_dir=checkpoint_dir)
+            transcripts[arm, s] = tr
+            seconds_pe, t0 = time.perf_counter() - t0, time.perf_counter()
+            for t, bank in enumerate(tr.banks):
+                cand = bank.candidate_mask()
+                m = mauve_score(bank.embeddings[cand], ref, seeds=mauve_seeds, max_samples=mauve_samples,
+                                rng=np.random.default_rng([mauve_entropy, s, t]))
+                scores[arm, s, t] = m.scores
+                texts = [x for x, c in zip(bank.texts, cand) if c]
+                rows.append({"arm": arm, "pe_seed": s, "round": t, "releases": t, "mauve_mean": m.mean,
+                             "mauve_sd": m.sd, "mauve_scores": list(m.scores), "mauve_buckets": m.num_buckets,
+                             "mauve_n_p": m.n_p, "mauve_n_q": m.n_q, "bank_size": bank.size,
+                             "n_probes": int(bank.probe_positions.size),
+                             "frac_initial_bank": float(np.mean([x in initial for x in texts])),
+                             "participants": tr.rounds[t - 1].participants if t > 0 else 0,
+                             "retention": cfg.retention, "transcript_key": tr.key, "seconds_pe": seconds_pe,
+                             "seconds_mauve": time.perf_counter() - t0, **settings})
+    gain = []
+    if control:
+        for t in range(pe.rounds + 1):
+            g = paired_gain(np.array([scores["dp", s, t] for s in pe_seeds]),
+                            np.array([scores["control", s, t] for s in pe_seeds]), level)
+            gain.append({"round": t, **g, "mauve_seeds": len(mauve_seeds), **settings})
+    t0 = time.perf_counter()
+    audit_rows = _audits(world, design, generator, mechanism, pe, audit, audit_rng, transcripts["dp", pe_seeds[0]],
+                         test, adaptive, adaptive_trials, max_banks, settings)
+    for r in audit_rows:
+        r["seconds_audits"] = time.perf_counter() - t0
+    return MultiroundResult(transcripts, rows, gain, audit_rows)
+
+
+def _audits(world, design, generator, mechanism, pe, audit, rng, transcript: Transcript, test, adaptive: bool,
+            adaptive_trials, max_banks: int, settings: dict) -> list[dict]:
+    """Frozen-bank (``composed_audit``) and adaptive (``adaptive_audit``) ε_lower per prefix, side by side."""
+    canary = Population(design.canary_embeddings, np.zeros(len(design.canary_embeddings), np.int64), 1, "canary")
+    aux, cal = Population.from_world(world, "aux"), Population.from_world(world, "calibration")
+    frozen_rng, adaptive_rng = rng.spawn(2)
+    problems = round_problems(transcript, canary, aux, cal, test, mechanism, audit, frozen_rng)
+    frozen = composed_audit(problems, mechanism, audit, frozen_rng)
+    if not adaptive:
+        return [{**r, "epsilon_lower_frozen": r["epsilon_lower"], **settings} for r in frozen]
+    tree = transcript_tree(transcript, test, canary, generator, mechanism, replace(pe, retention="histogram"),
+                           encoder=world.encoder, max_banks=max_banks)
+    a_audit = audit if adaptive_trials is None else replace(audit, trials=int(adaptive_trials))
+    adapt = adaptive_audit(tree, canary, aux, cal, test, mechanism, a_audit, adaptive_rng)
+    both = side_by_side(frozen, adapt)
+    return [{**f, **b, "adaptive_trials": a_audit.trials, "mu_eff_adaptive": a["mu_eff_mean"], **settings}
+            for f, b, a in zip(frozen, both, adapt)]

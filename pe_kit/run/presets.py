@@ -103,7 +103,7 @@ PRESETS: dict[str, Preset] = {
         llr_trials=20_000, sweep_arm="short", sweep_variants=("ordinary", "nonce"), sigmas=(0.5, 1.0, 2.0),
         qs=(0.05, 0.1, 0.3), sweep_trials=20_000, encoders=("all-MiniLM-L6-v2",), encoder_per_variant=1,
         tightness_trials=(1_000, 5_000, 20_000),
-        extra={"06_multiround_mauve": {"rounds": 3, "mauve_seeds": [0, 1], "mauve_samples": 500},
+        extra={"06_multiround_mauve": {"rounds": 3, "pe_seeds": [0, 1], "mauve_seeds": [0, 1], "mauve_samples": 500},
                "07_audit_an_implementation": {"suite_trials": 20_000, "ladder": [1_000, 3_000, 10_000, 30_000],
                                               "repeats": 2, "repeat_trials": 5_000},
                "08_one_run_audit": {"probe_shares": [0.5, 1.0], "idealised_ms": [100, 1000], "idealised_repeats": 2,
@@ -119,14 +119,16 @@ PRESETS: dict[str, Preset] = {
                      "N=290 a natural canary's median μ_eff is 0.58 against 0.53 at N=1000, exact's 0.77 against "
                      "0.68), MiniLM-L6 cut at 64 tokens (the model's own cap is 256; results.md counts the cut "
                      "records), 2·10⁵ trials per hypothesis (paper 10⁶: looser Clopper–Pearson bounds, so ε_lower "
-                     "sits below what μ_eff allows at 10⁶). Notebook 06 (multi-round) evolves a p=2048 population: "
-                     "each round asks the retrieval pool for p − r − k̃ new texts, and the sample holds ~15k public "
-                     "texts, not the ~58k that six rounds at p=8192 would need."),
+                     "sits below what μ_eff allows at 10⁶). Notebook 06 (multi-round) evolves a p=512 population, "
+                     "3 PE seeds × (DP run + random-retention control): each round asks the retrieval pool (bank A's "
+                     "unused label-only texts, never a post of the corpus MAUVE is scored against) for "
+                     "p − r − k̃ = 426 new texts; six rounds use a third of the 7,668-text pool (at p=1024 a run "
+                     "used 80 % of its pool and late rounds were filled with leftovers)."),
         record_cap=64, n_canary=25, per_variant=5, n_aux=150, n_calibration=290, n_test=290, bank_size=8192,
         max_probes=64, pool_size=512, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
         encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000),
-        extra={"06_multiround_mauve": {"bank_size": 2048},
+        extra={"06_multiround_mauve": {"bank_size": 512, "pe_seeds": [0, 1, 2]},
                "08_one_run_audit": {"idealised_ms": [100, 1000], "idealised_repeats": 3, "published_repeats": 20}}),
     "paper": Preset(
         name="paper",
