@@ -272,7 +272,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
         mechanism, audit: settings; ``audit.trials`` per hypothesis per split.
         seed: seeds designs (seed, variant, j) and trials (seed, variant, j, salt).
         cache: step cache (None = no resume); salt: separates sweep points that share a world.
-        progress: tqdm bar over (variant, canary); extra: fields added to every row.
+        progress: ``pe_kit.progress`` over (variant, canary) (a bar in Jupyter, lines headless); extra: fields added to every row.
         design_mechanism: settings the designs are built with (default ``mechanism``; sweeps keep one frozen
             design per canary while the audited mechanism varies). pool_size: M of the candidate pools.
 
@@ -287,8 +287,8 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
     rows, skipped = [], []
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(jobs), desc=f"audit {world.config.arm}/{world.config.bank}", unit="canary")
+        from pe_kit.progress import progress
+        bar = progress(total=len(jobs), desc=f"audit {world.config.arm}/{world.config.bank}", unit="canary")
     for variant, j, slot in jobs:
         if variant in skipped:
             if bar is not None:

@@ -11,6 +11,7 @@ import numpy as np
 from pe_kit.audit.composed import composed_audit, round_problems
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import PEConfig, Population, Transcript, _generator_id, run_pe
+from pe_kit.progress import progress
 
 
 # ---------------------------------------------------------------------------------------------- study
@@ -71,7 +72,7 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
                 "variant": design.variant, "canary_id": design.canary_id, "generator": _generator_id(generator)["name"],
                 "reference_split": reference_split, "transcript_key": transcript.key, **dict(world.truncation)}
     rows = []
-    for t, bank in enumerate(transcript.banks):
+    for t, bank in enumerate(progress(transcript.banks, desc="MAUVE per bank", unit="bank")):
         cand = bank.candidate_mask()
         m = mauve_score(bank.embeddings[cand], ref, seeds=mauve_seeds, max_samples=mauve_samples,
                         rng=np.random.default_rng([int(mauve_rng.integers(2**31)), t]))

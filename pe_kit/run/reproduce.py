@@ -271,8 +271,10 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
         force: re-execute notebooks even when their done-marker is valid (audit steps stay cached).
         keep_going: after a failed notebook, run the next ones anyway.
         kernel_name: Jupyter kernel (default: ``this_python_kernel()``, i.e. this very interpreter).
-        log_output: stream the cells' stdout/stderr (progress bars, prints) to this process's stdout/stderr.
-        progress: papermill's per-cell tqdm bar. echo: where status lines go.
+        log_output: stream the cells' stdout/stderr (every print) to this process's stdout/stderr.
+        progress: papermill's per-cell tqdm bar. echo: where status lines go, including the long steps'
+            progress lines (``desc: k/n unit (p%) [elapsed, ETA …]``) that the kernels write to
+            ``<run>/.progress/<notebook>.log`` (``pe_kit.progress``; shown without ``log_output``).
 
     Returns:
         ``RunSummary`` (``ok`` is False when a notebook failed; ``failures`` holds the ``ReproduceError``s).
@@ -307,6 +309,52 @@ def run_sizes(p: Preset) -> str:
     return (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
             f"aux/calibration/test={p.n_aux}/{p.n_calibration}/{p.n_test}, p={p.bank_size}, r={p.max_probes}, "
             f"M={p.pool_size}, token cap={cap}, trials={p.trials:,} per hypothesis (sweeps {p.sweep_trials:,})")
+
+
+class _ProgressTail:
+    """Prints the lines a notebook's kernel appends to its progress file (``pe_kit.progress``) while it runs.
+
+    A daemon thread polls the file every ``poll`` seconds and passes each new complete line to ``echo``
+    with ``prefix``, inside ``tqdm``'s external-write mode so papermill's cell bar is redrawn below it.
+    ``stop()`` prints what is left and ends the thread. No third-party code runs in the kernel for this.
+    """
+
+    def __init__(self, path: Path, echo: Callable[[str], None], prefix: str, poll: float = 0.5):
+        import threading
+
+        self.path, self.echo, self.prefix, self.poll = path, echo, prefix, poll
+        self._pos = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"pe_kit-progress-{path.stem}", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        from tqdm.std import tqdm
+
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._pos)
+                data = fh.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return
+        self._pos += end
+        for line in data[:end].decode("utf-8", errors="replace").splitlines():
+            if line.strip():
+                with tqdm.external_write_mode():
+                    self.echo(f"{self.prefix}{line}")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll):
+            self._drain()
+
+    def stop(self) -> None:
+        """End the thread and print the lines that arrived since the last poll."""
+        self._stop.set()
+        self._thread.join()
+        self._drain()
 
 
 def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
@@ -358,6 +406,12 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
         echo(f"{head}: running …")
         os.environ["PE_KIT_HEADLESS"] = "1"  # kernels inherit it: no live widgets without a frontend
+        progress_file = run_dir / ".progress" / f"{nb}.log"  # pe_kit.progress lines from the kernel
+        progress_file.parent.mkdir(exist_ok=True)
+        progress_file.write_bytes(b"")
+        env_before = os.environ.get("PE_KIT_PROGRESS_FILE")
+        os.environ["PE_KIT_PROGRESS_FILE"] = str(progress_file)
+        tail = _ProgressTail(progress_file, echo, "    ")
         t0 = time.perf_counter()
         try:
             pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
@@ -377,6 +431,13 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
                                  f"  partial notebook (if any): {out_nb}", nb, None, out_nb)
         else:
             err = None
+        finally:
+            tail.stop()
+            if env_before is None:
+                os.environ.pop("PE_KIT_PROGRESS_FILE", None)
+            else:
+                os.environ["PE_KIT_PROGRESS_FILE"] = env_before
+        if err is None:
             outs = _outputs(run_dir, nb)
             if f"{nb}.csv" not in outs:
                 err = ReproduceError(f"notebook {nb} finished but wrote no {run_dir / (nb + '.csv')}; every notebook "
