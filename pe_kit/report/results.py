@@ -461,9 +461,12 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
             done.add(name)
     enc = df[exp == "encoder"]
     if not enc.empty:
+        from pe_kit.text.models import encoder_ablation_note
+
         tab = enc.pivot_table(index="variant", columns="study_model", values="epsilon_lower", aggfunc="max")
+        note = encoder_ablation_note(list(dict.fromkeys(enc["study_model"].astype(str))))
         out.append(_section("Encoder ablation (Table 3 analogue: max ε_lower over canaries)",
-                            markdown_table(tab, index=True)))
+                            markdown_table(tab, index=True) + (f"\n**{note}**\n" if note else "")))
         done.add("encoder")
     tight = df[exp == "tightness"]
     if not tight.empty:
