@@ -106,7 +106,9 @@ class Progress:
         if final:
             rate = self.n / elapsed if elapsed > 0 else None
             total = f"/{self.total:,}" if self.total is not None else ""
-            speed = f", {tqdm.format_sizeof(rate) if rate and rate >= 1000 else f'{rate:.3g}'} {self.unit}/s" if rate else ""
+            speed = ""
+            if rate:
+                speed = f", {tqdm.format_sizeof(rate) if rate >= 1000 else f'{rate:.3g}'} {self.unit}/s"
             return f"{self.desc}: {self.n:,}{total} {self.unit} in {tqdm.format_interval(elapsed)}{speed}"
         fmt = ("{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed} elapsed, ETA {remaining}, {rate_fmt}]"
                if self.total else "{desc}: {n_fmt} {unit} [{elapsed} elapsed, {rate_fmt}]")

@@ -102,7 +102,7 @@ def test_llr_plots_from_draws():
     assert len(plots.plot_mixture_checks(d).axes) == 2
 
 
-# ---------------------------------------------------------------------------------------------- issue 14: readable figures
+# ------------------------------------------------------------------------------------ issue 14: readable figures
 def _png_size(path):
     from PIL import Image
 

@@ -289,35 +289,37 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
     if progress:
         from pe_kit.progress import progress
         bar = progress(total=len(jobs), desc=f"audit {world.config.arm}/{world.config.bank}", unit="canary")
-    for variant, j, slot in jobs:
-        if variant in skipped:
+    try:
+        for variant, j, slot in jobs:
+            if variant in skipped:
+                if bar is not None:
+                    bar.update(1)
+                continue
+
+            def compute(variant=variant, j=j, slot=slot):
+                design, reason = try_design(world, variant, j, slot, seed, design_mechanism, pool_size)
+                if design is None:
+                    return {"skipped": reason}
+                row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
+                return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
+
+            key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
+                   design_mechanism.as_dict(), pool_size, code_hash())
+            row = cache.get_or_compute(key, compute) if cache is not None else compute()
+            if "skipped" in row:
+                reason = row["skipped"]
+                if reason.startswith("not implemented"):
+                    skipped.append(variant)
+                else:
+                    skipped.append(f"{variant}#{j}: {reason}")
+                warnings.warn(f"variant {variant!r}, canary {j} (slot {slot}) skipped: {reason}", stacklevel=2)
+            else:
+                rows.append({**row, **(extra or {})})
             if bar is not None:
                 bar.update(1)
-            continue
-
-        def compute(variant=variant, j=j, slot=slot):
-            design, reason = try_design(world, variant, j, slot, seed, design_mechanism, pool_size)
-            if design is None:
-                return {"skipped": reason}
-            row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
-            return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
-
-        key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
-               design_mechanism.as_dict(), pool_size, code_hash())
-        row = cache.get_or_compute(key, compute) if cache is not None else compute()
-        if "skipped" in row:
-            reason = row["skipped"]
-            if reason.startswith("not implemented"):
-                skipped.append(variant)
-            else:
-                skipped.append(f"{variant}#{j}: {reason}")
-            warnings.warn(f"variant {variant!r}, canary {j} (slot {slot}) skipped: {reason}", stacklevel=2)
-        else:
-            rows.append({**row, **(extra or {})})
+    finally:
         if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.close()
     return rows, skipped
 
 

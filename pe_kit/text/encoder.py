@@ -202,17 +202,19 @@ class Encoder:
             from pe_kit.progress import progress
             bar = progress(total=len(missing), desc=f"embed {desc}" if desc else "embed", unit="text")
         threads = self.threads(len(missing)) if missing else None
-        for start in range(0, len(missing), _CHUNK):
-            block = missing[start:start + _CHUNK]
-            emb = self._encode_texts([texts[first[k]] for k in block], threads)
-            self.encoded_counts.update(block)
-            if store is not None:
-                store.put(block, emb)
-            rows.update(zip(block, emb))
+        try:
+            for start in range(0, len(missing), _CHUNK):
+                block = missing[start:start + _CHUNK]
+                emb = self._encode_texts([texts[first[k]] for k in block], threads)
+                self.encoded_counts.update(block)
+                if store is not None:
+                    store.put(block, emb)
+                rows.update(zip(block, emb))
+                if bar is not None:
+                    bar.update(len(block))
+        finally:
             if bar is not None:
-                bar.update(len(block))
-        if bar is not None:
-            bar.close()
+                bar.close()
         self.last_stats = {"texts": len(texts), "unique": len(first), "cached": len(first) - len(missing),
                            "encoded": len(missing), "backend": self.backend_id, "threads": threads}
         return np.stack([rows[k] for k in keys]).astype(np.float32, copy=False)
