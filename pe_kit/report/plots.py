@@ -499,10 +499,11 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
     ax.scatter(d["epsilon_lower"], y, c=list(colours), zorder=3, s=25)
     ax.axvline(float(d["epsilon_theory"].max()), color="k", ls="--", lw=1, label="ε_theory (claimed)")
     wrong = d["violation"].astype(bool) != d["expected_violation"].astype(bool)
-    ax.set_yticks(y, [lab + ("  ✗" if w else "") for lab, w in zip(labels, wrong)], fontsize=7)
+    ax.set_yticks(y, [lab + ("  ✗" if w else "") for lab, w in zip(labels, wrong)], fontsize=8)
     lvl = f"{float(d['band_level'].iloc[0]):.4g}" if "band_level" in d.columns else "two-sided"
     ax.set_xlabel(f"ε_lower (band: {lvl} two-sided confidence)")
-    ax.set_title("red: flagged (ε_lower > ε_theory)")
+    trials = f", {int(d['trials'].max()):,} trials per hypothesis" if "trials" in d.columns else ""
+    ax.set_title(f"red: flagged (ε_lower > ε_theory); ✗: verdict differs from the derivation{trials}", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     if n_panels == 2:
         ax2 = axes[0][1]
@@ -515,7 +516,7 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
                      va="center", fontsize=7)
         ax2.set_xscale("log")
         ax2.set_xlim(left=300)
-        ax2.set_yticks(yy, list(nd["implementation"]), fontsize=7)
+        ax2.set_yticks(yy, list(nd["implementation"]), fontsize=8)
         ax2.set_xlabel("trials per hypothesis to flag")
         ax2.set_title("trials each violation needed")
     fig.tight_layout()
