@@ -8,7 +8,15 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from pe_kit.report import plots  # noqa: E402
-from pe_kit.report.results import add_epsilon_interval, table_epsilon
+from pe_kit.report.results import add_epsilon_interval, table_epsilon  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 def _audit_rows():
@@ -161,8 +169,10 @@ def test_release_legends_do_not_cover_the_data():
     y = votes + rng.normal(0, 0.1, 256)
     cv = np.r_[np.full(48, 0.0144), np.zeros(208)]
     fig = plots.plot_release(y, votes, cv, 0.1)
+    norms = plots.plot_vote_norms(np.linspace(0.05, 0.4, 50), 0.1)
     fig.canvas.draw()
-    for ax in fig.axes:
+    norms.canvas.draw()
+    for ax in fig.axes + norms.axes:
         leg, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
         assert leg.y1 <= box.y0, "legend overlaps the panel"
     assert fig.axes[1].get_title() == "one release (Eq. 1) over p = 256 candidates"

@@ -85,7 +85,7 @@ def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
     ax.set_ylabel("users")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{(h > clip_norm).mean():.0%} of {h.size} users are clipped (‖h̄_u‖₂ > C, Eq. 1)")
-    ax.legend(loc="best")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)  # inside, it hid the C line
     fig.tight_layout()
     return fig
 
@@ -201,7 +201,7 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
         ax.plot([0, m], [0, m], "k--", lw=1, label="identity")
         ax.set_xlabel("(1−q)·FPR + q·TPR_inc")
         ax.set_ylabel("TPR (eligible canary)")
-        ax.set_title(f"{name}: mixture identity")
+        ax.set_title(f"{name}: mixture identity (Eq. 23)")
         ax.legend(fontsize=7)
         ax = axes[1, j]
         x = np.asarray(d["bin_centers"])
