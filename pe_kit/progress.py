@@ -119,7 +119,8 @@ class Progress:
         self.n += n
         if self._bar is not None:
             self._bar.update(n)
-        elif self._headless and self._file and not self._off:
+        elif self._headless and self._file and not self._off and (self.total is None or self.n < self.total):
+            # (a finished step gets its end line from close(), not a "100%" update)
             now = time.monotonic()
             with _LOCK:
                 due = now - _LAST_UPDATE[0] >= self._interval and now - self._t0 >= self._interval

@@ -272,7 +272,8 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
                 best = g.loc[g.groupby("variant")["epsilon_lower"].idxmax()].set_index("variant").reindex(order)
                 for i, (c, t) in enumerate(zip(ceil.to_numpy(dtype=float), best["tightness"].to_numpy(dtype=float))):
                     if np.isfinite(c) and np.isfinite(t):
-                        ax.text(i, c, f"{t:.2f}", ha="center", va="bottom", fontsize=8, color="0.3")
+                        # inside the bar's top: above it, the number ran into the ε_theory line
+                        ax.text(i, c, f"{t:.2f}", ha="center", va="top", fontsize=8, color="0.25")
         sns.stripplot(g, x="variant", y="epsilon_lower", hue="variant", order=order, palette=variant_palette(order),
                       size=6, ax=ax, legend=False)
         ax.axhline(g["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
@@ -308,7 +309,7 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     pal = variant_palette(sorted(set(df["variant"])))
     several = bool((df.groupby(["variant", col]).size() > 1).any())
-    for variant, raw in df.groupby("variant", sort=False):
+    for k, (variant, raw) in enumerate(df.groupby("variant", sort=False)):
         keep = [c for c in (col, "epsilon_lower", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high") if c in raw]
         g = raw[keep].groupby(col, as_index=False).max().sort_values(col)  # max over canaries at each setting
         c = pal[variant]
@@ -318,8 +319,9 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
             ax.fill_between(g[col], g["epsilon_ci_low"], g["epsilon_ci_high"], color=c, alpha=0.2, lw=0)
         if "epsilon_point" in g.columns:
             ax.plot(g[col], g["epsilon_point"], "-", color=c, lw=1, alpha=0.8)
-        ax.plot(g[col], g["epsilon_lower"], "o", color=c, ms=5,
-                label=f"{variant}: ε_lower" + (" (max; small dots: each canary)" if several else ""))
+        # one marker shape and size per variant, unclipped: coinciding points (often at ε = 0) stay visible
+        ax.plot(g[col], g["epsilon_lower"], "osD^v"[k % 5], color=c, ms=max(3.0, 7 - 1.5 * k), clip_on=False,
+                zorder=3, label=f"{variant}: ε_lower" + (" (max; small dots: each canary)" if several else ""))
     if theory is not None:
         ax.plot(theory[0], theory[1], "k--", lw=1.2, label="ε_theory")
     else:
@@ -397,7 +399,8 @@ def plot_tightness(df: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for i, (variant, g) in enumerate(df.groupby("variant", sort=False) if "variant" in df else [("", df)]):
         g = g.sort_values("trials")
-        ax.semilogx(g["trials"], g["epsilon_lower"], "o-", color=f"C{i}", label=f"{variant} ε_lower")
+        ax.semilogx(g["trials"], g["epsilon_lower"], "o-", color=f"C{i}", label=f"{variant} ε_lower", clip_on=False,
+                    zorder=3)
         if "epsilon_expected" in g:
             ax.semilogx(g["trials"], g["epsilon_expected"], ":", color=f"C{i}", label=f"{variant} expected (Gaussian model)")
     if "epsilon_theory" in df:
@@ -408,7 +411,8 @@ def plot_tightness(df: pd.DataFrame):
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylabel("ε")
     ax.set_ylim(bottom=0)
-    ax.set_title("ε_lower of one canary as the trial budget grows", fontsize=10)
+    mu = f" (μ_eff = {float(df['mu_eff'].iloc[0]):.3f})" if "mu_eff" in df.columns and df["mu_eff"].nunique() == 1 else ""
+    ax.set_title(f"ε_lower of one canary{mu} as the trial budget grows", fontsize=10)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig

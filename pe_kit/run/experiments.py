@@ -347,7 +347,11 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
         raise ValueError(f"the {field} grid is empty; pass at least one value")
     experiment = experiment or ("sigma_sweep" if field == "noise_multiplier" else "q_sweep")
     rows, skipped = [], []
-    for i, value in enumerate(values):
+    from pe_kit.progress import progress
+
+    name = "σ" if field == "noise_multiplier" else "q"
+    for i, value in enumerate(progress(list(values), desc=f"{experiment}: {name} = {', '.join(f'{v:g}' for v in values)}",
+                                       unit="setting")):
         mech = replace(mechanism, **{field: float(value)})
         r, s = audit_variants(world, variants, per_variant, mech, audit, seed, cache, salt=1000 + i, progress=False,
                               extra={"experiment": experiment, "sweep_field": field, "sweep_value": float(value)},
