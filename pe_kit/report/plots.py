@@ -438,7 +438,7 @@ def plot_multiround(df: pd.DataFrame):
     d = df.sort_values("round")
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.0))
     ax1.errorbar(d["round"], d["mauve_mean"], yerr=d["mauve_sd"], marker="o", capsize=3)
-    ax1.set_xlabel("PE round t (bank S^(t); t = 0: initial bank)")
+    ax1.set_xlabel("PE round t (bank S⁽ᵗ⁾; t = 0: the initial bank)")
     ax1.set_ylabel("MAUVE vs held-out records")
     ax1.set_title("utility (mean ± sd over k-means seeds)")
     p = d[d["round"] > 0]
@@ -448,7 +448,7 @@ def plot_multiround(df: pd.DataFrame):
     ax2.set_ylabel("ε")
     ax2.set_ylim(bottom=0)
     ax2.set_title("privacy after t releases (one canary)")
-    ax2.legend(fontsize=8, loc="lower right")
+    ax2.legend(fontsize=8, loc="best")
     for ax in (ax1, ax2):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     r = d.iloc[-1]
@@ -507,7 +507,7 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
     lvl = f"{float(d['band_level'].iloc[0]):.4g}" if "band_level" in d.columns else "two-sided"
     ax.set_xlabel(f"ε_lower (band: {lvl} two-sided confidence)")
     trials = f", {int(d['trials'].max()):,} trials per hypothesis" if "trials" in d.columns else ""
-    ax.set_title(f"red: flagged (ε_lower > ε_theory); ✗: verdict differs from the derivation{trials}", fontsize=10)
+    ax.set_title(f"red: flagged (ε_lower > ε_theory){trials}\n✗: the verdict differs from the derivation", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     if n_panels == 2:
         ax2 = axes[0][1]
