@@ -16,6 +16,10 @@
    the cell and the error, and keeps the executed notebook and everything that finished;
 5. concatenates the notebooks' CSVs into ``results.csv`` and renders ``results.md``.
 
+While a notebook runs, its kernel reports long steps (embedding N texts, k of n canary audits, PE rounds,
+MAUVE) through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``; :class:`_ProgressTail` prints
+each new line (start, ``k/n`` with elapsed time and ETA, end) so the terminal shows the step a long cell is in.
+
 Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64,
 5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
