@@ -281,6 +281,8 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
         ax.set_xlabel("")
         ax.set_ylabel("ε_lower (one dot per canary)")
         _rotate(ax, 35)
+    top = axes.flat[0].get_ylim()[1]
+    axes.flat[0].set_ylim(-0.03 * top, top)  # (shared) dots at ε_lower = 0 are drawn whole, not cut in half
     handles, labels = axes.flat[0].get_legend_handles_labels()
     per = df.groupby(["study_arm", "bank_source", "variant"]).size()
     per_txt = f"{per.min()}" if len(per) and per.min() == per.max() else f"{per.min()}–{per.max()}"
