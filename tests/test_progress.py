@@ -119,3 +119,15 @@ def test_reproduce_prints_steps_and_notebook_keeps_one_line(tmp_path, monkeypatc
     text = "".join(o.get("text", "") for o in streams)
     assert len(streams) == 1 and text.count("\n") == 1 and not CONTROL.search(text)
     assert text.startswith("audit long/bankA: 40/40 canary in ")
+
+
+def test_headless_kernels_silence_third_party_bars(monkeypatch, capsys):
+    """A library's own tqdm.auto bar (e.g. transformers' "Loading weights") must not reach a headless notebook."""
+    import tqdm.auto
+
+    from pe_kit.run.presets import text_progress
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", tqdm.auto.tqdm)  # restored after the test
+    text_progress()
+    assert list(tqdm.auto.tqdm(range(3), desc="Loading weights")) == [0, 1, 2]
+    assert capsys.readouterr().err == ""

@@ -290,6 +290,8 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # no third-party bars ("Loading weights", downloads) in the kernels' cell outputs: pe_kit.progress reports
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     headless_before = os.environ.get("PE_KIT_HEADLESS")
     os.environ["PE_KIT_HEADLESS"] = "1"  # inherited by the kernels: text progress bars
     try:
