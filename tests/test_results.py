@@ -94,6 +94,24 @@ def test_llr_check_table_states_the_rule():
                         "rule": "at_most", "passed": True},
                        {"experiment": "llr_check", "notebook": "03_llr_checks", "check": "mean_h0", "variant": "nonce",
                         "expected": -0.5, "observed": -0.5004, "abs_error": 0.0004, "tolerance": 0.001,
-                        "rule": "close", "passed": True}])
+                        "rule": "close", "passed": True},
+                       {"experiment": "llr_check", "notebook": "03_llr_checks", "check": "full_vs_scalar",
+                        "variant": "nonce", "expected": 1.0, "observed": 0.935, "abs_error": float("nan"),
+                        "tolerance": 0.001, "rule": "at_least", "passed": True}])
     md = summary_markdown(df)
-    assert "| observed ≤ tolerance |" in md and "| abs(observed − expected) ≤ tolerance |" in md
+    assert "| at most: observed ≤ tolerance |" in md and "| abs(observed − expected) ≤ tolerance |" in md
+    assert "| full_vs_scalar | nonce | 1 | 0.935 |  | at least: observed ≥ tolerance | 0.001 | True |" in md
+
+
+def test_encoder_section_says_which_encoders_are_missing():
+    """One encoder compares nothing: results.md names the missing Table 3 encoders and how to get them."""
+    from pe_kit.text.models import mpnet_available
+
+    row = {"experiment": "encoder", "notebook": "05_ablations", "variant": "nonce", "epsilon_lower": 0.3}
+    md = summary_markdown(pd.DataFrame([{**row, "study_model": "all-MiniLM-L6-v2"}]))
+    assert "Encoder comparison (Table 3 analogue) not drawn: 1 encoder audited (all-MiniLM-L6-v2)" in md
+    assert "all-MiniLM-L12-v2: no offline package exists" in md
+    if not mpnet_available():
+        assert "all-mpnet-base-v2: PE_KIT_WITH_MPNET=1 bash scripts/bootstrap.sh" in md
+    two = pd.DataFrame([{**row, "study_model": "all-MiniLM-L6-v2"}, {**row, "study_model": "all-mpnet-base-v2"}])
+    assert "not drawn" not in summary_markdown(two)

@@ -43,6 +43,7 @@ from pe_kit.audit.moments import (
 from pe_kit.audit.trials import ScalarProblem, scalar_problem, simulate_scores
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import FrozenBank, Population, Transcript
+from pe_kit.progress import progress
 
 
 # -------------------------------------------------------------------------------------- composed audit
@@ -178,7 +179,7 @@ def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig,
     scores = {(s, h): np.zeros(n) for s in ("calibration", "test") for h in (0, 1)}
     rows, mu2 = [], 0.0
     t0 = time.perf_counter()
-    for t, prob in enumerate(problems):
+    for t, prob in enumerate(progress(problems, desc=f"composed audit ({n:,} trials per hypothesis)", unit="round")):
         for split in ("calibration", "test"):
             sp_ = getattr(prob, split)
             for h in (0, 1):

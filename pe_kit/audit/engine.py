@@ -291,7 +291,7 @@ class TrialEngine:
         block_trials: trials per seeded block (memory ∝ block_trials; results depend on it).
         n_workers: blocks processed concurrently (results do not depend on it).
         parallel: ``"threads"`` or ``"processes"`` for n_workers > 1.
-        progress: show a tqdm bar over trials.
+        progress: report trials done through ``pe_kit.progress`` (a bar in Jupyter, lines headless).
 
     Raises:
         ValueError: on an unknown backend/method/parallel mode, a bad problem, or out-of-range sizes.
@@ -337,10 +337,9 @@ class TrialEngine:
         """Run the block jobs; ``reduce``: sum results as they arrive (memory O(one result)), else list them.
 
         Process workers receive the plan once (pool initializer), not with every block."""
-        from tqdm.auto import tqdm
+        from pe_kit.progress import progress
 
-        bar = tqdm(total=sum(sizes), unit="trial", unit_scale=True, desc=desc, disable=not self.progress,
-                   leave=False)
+        bar = progress(total=sum(sizes), unit="trial", desc=desc) if self.progress else None
         total, parts = None, []
 
         def take(res, t):
@@ -349,7 +348,8 @@ class TrialEngine:
                 total = res if total is None else total + res
             else:
                 parts.append(res)
-            bar.update(t)
+            if bar is not None:
+                bar.update(t)
 
         try:
             if self.n_workers == 1 or len(jobs) == 1:
@@ -367,7 +367,8 @@ class TrialEngine:
                                       sizes):
                         take(res, t)
         finally:
-            bar.close()
+            if bar is not None:
+                bar.close()
         return total if reduce else parts
 
     def _hyp(self, hypothesis: int) -> int:

@@ -325,7 +325,7 @@ def run_sweep(tasks: Sequence[AuditTask], scheduler=None, *, n_workers: int = 2,
             ``distributed.Client(address)``; a ``distributed.Client`` → used as is (left open);
             ``"serial"`` → this process, no Dask.
         n_workers, threads_per_worker, processes: the local cluster's shape.
-        progress: tqdm bar over finished tasks. timing: add each task's wall ``seconds`` (not reproducible).
+        progress: ``pe_kit.progress`` over finished tasks. timing: add each task's wall ``seconds`` (not reproducible).
 
     Returns:
         DataFrame with a leading ``task`` column (0 … len−1); without ``timing`` it is identical for the
@@ -335,14 +335,15 @@ def run_sweep(tasks: Sequence[AuditTask], scheduler=None, *, n_workers: int = 2,
         ValueError: on an unknown scheduler spec or non-task items.
     """
     import pandas as pd
-    from tqdm.auto import tqdm
+
+    from pe_kit.progress import progress as steps
 
     tasks = list(tasks)
     for i, t in enumerate(tasks):
         if not isinstance(t, AuditTask):
             raise ValueError(f"tasks[{i}] is a {type(t).__name__}, not an AuditTask")
     if scheduler == "serial":
-        rows = [run_task(t, timing) for t in tqdm(tasks, desc="sweep", disable=not progress)]
+        rows = [run_task(t, timing) for t in (steps(tasks, desc="sweep", unit="task") if progress else tasks)]
     else:
         rows = _run_dask(tasks, scheduler, n_workers, threads_per_worker, processes, progress, timing)
     df = pd.DataFrame(rows)
@@ -374,7 +375,8 @@ def _run_dask(tasks, scheduler, n_workers, threads_per_worker, processes, progre
     import logging
 
     from distributed import Client, LocalCluster, as_completed
-    from tqdm.auto import tqdm
+
+    from pe_kit.progress import progress as steps
 
     if not (scheduler is None or isinstance(scheduler, (str, Client))):
         raise ValueError(f"scheduler={scheduler!r}: use None (local cluster), 'serial', an address string or a "
@@ -399,10 +401,15 @@ def _run_dask(tasks, scheduler, n_workers, threads_per_worker, processes, progre
         futures = client.map(run_task, tasks, timing=timing, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         rows: list = [None] * len(tasks)
-        with tqdm(total=len(tasks), desc="sweep", disable=not progress) as bar:
+        bar = steps(total=len(tasks), desc="sweep", unit="task") if progress else None
+        try:
             for fut in as_completed(futures):
                 rows[index[fut.key]] = fut.result()
-                bar.update(1)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
         return rows
     finally:
         quiet.setLevel(logging.ERROR)  # shutdown races (closed comms, heartbeats) are not the user's business

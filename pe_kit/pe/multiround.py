@@ -42,6 +42,7 @@ from pe_kit.pe.mechanism import (
     topk_routes,
 )
 from pe_kit.text.variation import build_feedback, make_variations
+from pe_kit.progress import progress
 
 _FORMAT = "pe_kit.pe.multiround/v1"
 #: Retention rules of ``PEConfig.retention``: the DP histogram (Alg. A.1) or the σ → ∞ random control.
@@ -427,7 +428,7 @@ def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Popu
     records: list[RoundRecord] = []
     seen: set[str] = set(bank.texts)
     resumed = 0
-    for t in range(config.rounds):
+    for t in progress(range(config.rounds), desc="PE rounds", unit="round"):
         path = folder / f"round-{t:03d}.npz" if folder is not None else None
         rec = None
         if path is not None and len(records) == t:

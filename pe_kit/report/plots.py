@@ -17,7 +17,7 @@ from scipy import stats
 
 __all__ = ["set_style", "save_figure", "plot_vote_norms", "plot_release", "plot_design", "plot_score_distributions",
            "plot_mixture_checks", "plot_epsilon_heatmap", "plot_epsilon_by_canary", "plot_sweep",
-           "plot_encoder_ablation", "plot_tightness", "variant_palette"]
+           "plot_encoder_ablation", "plot_tightness", "plot_multiround", "plot_mutant_suite", "variant_palette"]
 
 
 def _rotate(ax, degrees: int = 30) -> None:
@@ -75,14 +75,17 @@ def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
 
     Args: h_norms float (N,); clip_norm C > 0. Returns Figure.
     """
+    from matplotlib.ticker import MaxNLocator
+
     h = np.asarray(h_norms, float)
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
     ax.hist(h, bins=40, color="C0", alpha=0.8)
-    ax.axvline(clip_norm, color="C3", ls="--", label=f"C = {clip_norm:g}")
+    ax.axvline(clip_norm, color="C3", ls="--", label=f"clip norm C = {clip_norm:g}")
     ax.set_xlabel("‖h̄_u‖₂ (normalized votes, before clipping)")
     ax.set_ylabel("users")
-    ax.set_title(f"{(h > clip_norm).mean():.0%} of users are clipped")
-    ax.legend()
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"{(h > clip_norm).mean():.0%} of {h.size} users are clipped (‖h̄_u‖₂ > C, Eq. 1)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)  # inside, it hid the C line
     fig.tight_layout()
     return fig
 
@@ -93,20 +96,22 @@ def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_s
 
     Args: y float (p,) release; votes float (p,) Σ_u I_u v_u; canary_v float (p,); noise_std σC. Returns Figure.
     """
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
     cv = np.sort(np.asarray(canary_v, float)[np.asarray(canary_v) > 0])[::-1]
-    axes[0].bar(np.arange(cv.size), cv, color="C2", width=1.0)
+    axes[0].bar(np.arange(cv.size), cv, color="C2", width=1.0, label="canary's contribution v_j")
     axes[0].axhline(noise_std, color="C3", ls="--", label=f"noise std σC = {noise_std:g}")
     axes[0].set_xlabel("canary's voted coordinates (sorted)")
-    axes[0].set_ylabel("v_can,j")
+    axes[0].set_ylabel("canary contribution v_j")
     axes[0].set_title(f"canary: {cv.size} coordinates, ‖v‖₂ = {np.linalg.norm(cv):.3f}")
-    axes[0].legend()
+    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     order = np.argsort(np.asarray(votes))[::-1]
     axes[1].plot(np.asarray(y)[order], ".", ms=1.5, alpha=0.5, color="C0", label="release Y = votes + noise")
     axes[1].plot(np.asarray(votes)[order], "-", color="k", lw=1, label="votes Σ I_u v_u")
     axes[1].set_xlabel("bank coordinate (sorted by votes)")
     axes[1].set_ylabel("histogram value")
-    axes[1].legend(markerscale=6)
+    axes[1].set_title(f"one release (Eq. 1) over p = {np.asarray(y).size} candidates")
+    # legends sit below the panels: inside, they covered release points
+    axes[1].legend(markerscale=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -128,21 +133,28 @@ def plot_design(df: pd.DataFrame):
 
     order = [v for v in VARIANTS if v in set(df["variant"])]
     pal = variant_palette(order)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    counts = df.groupby("variant").size()
+    per = f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}–{counts.max()}"
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     sns.barplot(df, x="variant", y="mu_eff", hue="variant", order=order, palette=pal, errorbar=None, estimator="max",
                 ax=axes[0], alpha=0.5, legend=False)
     sns.stripplot(df, x="variant", y="mu_eff", order=order, color="k", size=4, ax=axes[0])
-    axes[0].axhline(df["mu_eff_ceiling"].max(), color="C3", ls="--", label="ceiling 1/σ (Eq. 20)")
-    axes[0].set_ylabel("μ_eff")
-    axes[0].set_ylim(0, 1.15 * float(df["mu_eff_ceiling"].max()))
+    ceiling = float(df["mu_eff_ceiling"].max())
+    axes[0].axhline(ceiling, color="C3", ls="--", label=f"ceiling 1/σ = {ceiling:.3g} (Eq. 20)")
+    axes[0].set_ylabel("μ_eff (Eq. 15)")
+    axes[0].set_ylim(0, 1.2 * ceiling)
+    axes[0].set_title("μ_eff: bar = max over canaries, dots = each canary")
     axes[0].legend(loc="upper left", fontsize=8, framealpha=0.9)
     sns.barplot(df, x="variant", y="canary_votes_on_P", hue="variant", order=order, palette=pal, errorbar=None,
-                ax=axes[1], legend=False)
+                estimator="mean", ax=axes[1], alpha=0.5, legend=False)
+    sns.stripplot(df, x="variant", y="canary_votes_on_P", order=order, color="k", size=4, ax=axes[1])
     axes[1].set_ylabel("share of canary votes on P")
-    axes[1].set_ylim(0, 1.05)
+    axes[1].set_ylim(0, 1.08)
+    axes[1].set_title("votes on P: bar = mean over canaries, dots = each canary")
     for ax in axes:
         ax.set_xlabel("")
         _rotate(ax)
+    fig.suptitle(f"Probe design per variant ({per} canaries each)")
     fig.tight_layout()
     return fig
 
@@ -166,8 +178,10 @@ def plot_score_distributions(data: Mapping[str, Mapping]):
             ax.plot(x, stats.norm.pdf(x, -mu * mu / 2, mu), "C0-", lw=1.5, label="N(−μ²/2, μ²)")
             ax.plot(x, stats.norm.pdf(x, mu * mu / 2, mu), "C3-", lw=1.5, label="N(+μ²/2, μ²)")
         ax.set_title(f"{name}: μ_eff = {mu:.3f}")
-        ax.set_xlabel("score ℓ")
+        ax.set_xlabel("score ℓ (Eq. 14)")
+        ax.set_ylabel("density")
         ax.legend(fontsize=7)
+    fig.suptitle("LLR scores: histograms of simulated trials vs the Gaussian laws of Eqs. 16–17")
     fig.tight_layout()
     return fig
 
@@ -187,7 +201,7 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
         ax.plot([0, m], [0, m], "k--", lw=1, label="identity")
         ax.set_xlabel("(1−q)·FPR + q·TPR_inc")
         ax.set_ylabel("TPR (eligible canary)")
-        ax.set_title(f"{name}: mixture identity")
+        ax.set_title(f"{name}: mixture identity (Eq. 23)")
         ax.legend(fontsize=7)
         ax = axes[1, j]
         x = np.asarray(d["bin_centers"])
@@ -197,6 +211,7 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
             ax.plot(xs, mixture_llr(xs, d["q"]), "C3-", label="ℓ_mix(ℓ)")
         ax.set_xlabel("score ℓ")
         ax.set_ylabel("log likelihood ratio")
+        ax.set_title(f"{name}: ℓ_mix (Eq. 22)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -213,7 +228,7 @@ def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over c
 
     if table is None or table.empty:
         raise ValueError("the ε table is empty: no audit rows to plot")
-    t = table.copy()
+    t = table.copy().rename(columns={"epsilon_theory": "ε_theory"})
     t.index = [" / ".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in t.index]
     vmax = float(np.nanmax(t.to_numpy(dtype=float)))
     fig, ax = plt.subplots(figsize=(1.2 * t.shape[1] + 2.5, 0.6 * t.shape[0] + 1.8))
@@ -241,9 +256,14 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
 
     groups = list(df.groupby(["study_arm", "bank_source"], sort=True))
     n = max(1, len(groups))
-    fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.6), squeeze=False, sharey=True)
+    # a grid of at most two panels per row: one row of four panels was 2727 px wide with unreadable labels
+    ncols = min(2, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 4.0 * nrows + 0.6), squeeze=False, sharey=True)
     order = [v for v in VARIANTS if v in set(df["variant"])]
-    for ax, ((arm, bank), g) in zip(axes[0], groups):
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, ((arm, bank), g) in zip(axes.flat, groups):
         if "epsilon_ceiling" in g.columns and g["epsilon_ceiling"].notna().any():
             ceil = g.groupby("variant")["epsilon_ceiling"].max().reindex(order)
             ax.bar(range(len(order)), ceil.to_numpy(dtype=float), color="0.85", width=0.6, zorder=0,
@@ -252,16 +272,24 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
                 best = g.loc[g.groupby("variant")["epsilon_lower"].idxmax()].set_index("variant").reindex(order)
                 for i, (c, t) in enumerate(zip(ceil.to_numpy(dtype=float), best["tightness"].to_numpy(dtype=float))):
                     if np.isfinite(c) and np.isfinite(t):
-                        ax.text(i, c, f"{t:.2f}", ha="center", va="bottom", fontsize=6, color="0.3")
+                        # inside the bar's top: above it, the number ran into the ε_theory line
+                        ax.text(i, c, f"{t:.2f}", ha="center", va="top", fontsize=8, color="0.25")
         sns.stripplot(g, x="variant", y="epsilon_lower", hue="variant", order=order, palette=variant_palette(order),
-                      size=5, ax=ax, legend=False)
+                      size=6, ax=ax, legend=False)
         ax.axhline(g["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
         ax.set_title(f"{arm} arm / {bank}")
         ax.set_xlabel("")
-        ax.set_ylabel("ε_lower per canary")
-        _rotate(ax, 40)
-        ax.legend(loc="upper left", fontsize=7)
-    fig.tight_layout()
+        ax.set_ylabel("ε_lower (one dot per canary)")
+        _rotate(ax, 35)
+    top = axes.flat[0].get_ylim()[1]
+    axes.flat[0].set_ylim(-0.03 * top, top)  # (shared) dots at ε_lower = 0 are drawn whole, not cut in half
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    per = df.groupby(["study_arm", "bank_source", "variant"]).size()
+    per_txt = f"{per.min()}" if len(per) and per.min() == per.max() else f"{per.min()}–{per.max()}"
+    trials = f", {int(df['trials'].max()):,} trials per hypothesis" if "trials" in df.columns else ""
+    fig.suptitle(f"ε_lower of every canary ({per_txt} per variant{trials})")
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
+    fig.tight_layout(rect=(0, 0.06 if nrows == 1 else 0.035, 1, 1))
     return fig
 
 
@@ -280,17 +308,22 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' or 'sample_rate'")
     col = f"mech_{field}"
-    fig, ax = plt.subplots(figsize=(5.8, 3.8))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     pal = variant_palette(sorted(set(df["variant"])))
-    for variant, g in df.groupby("variant", sort=False):
-        keep = [c for c in (col, "epsilon_lower", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high") if c in g]
-        g = g[keep].groupby(col, as_index=False).max().sort_values(col)  # max over canaries at each setting
+    several = bool((df.groupby(["variant", col]).size() > 1).any())
+    for k, (variant, raw) in enumerate(df.groupby("variant", sort=False)):
+        keep = [c for c in (col, "epsilon_lower", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high") if c in raw]
+        g = raw[keep].groupby(col, as_index=False).max().sort_values(col)  # max over canaries at each setting
         c = pal[variant]
+        if several:  # every canary, behind the max
+            ax.plot(raw[col], raw["epsilon_lower"], ".", color=c, ms=5, alpha=0.45, zorder=1)
         if {"epsilon_ci_low", "epsilon_ci_high"} <= set(g.columns):
             ax.fill_between(g[col], g["epsilon_ci_low"], g["epsilon_ci_high"], color=c, alpha=0.2, lw=0)
         if "epsilon_point" in g.columns:
             ax.plot(g[col], g["epsilon_point"], "-", color=c, lw=1, alpha=0.8)
-        ax.plot(g[col], g["epsilon_lower"], "o", color=c, ms=4, label=f"{variant}: ε_lower")
+        # one marker shape and size per variant, unclipped: coinciding points (often at ε = 0) stay visible
+        ax.plot(g[col], g["epsilon_lower"], "osD^v"[k % 5], color=c, ms=max(3.0, 7 - 1.5 * k), clip_on=False,
+                zorder=3, label=f"{variant}: ε_lower" + (" (max; small dots: each canary)" if several else ""))
     if theory is not None:
         ax.plot(theory[0], theory[1], "k--", lw=1.2, label="ε_theory")
     else:
@@ -306,28 +339,53 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
         ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylabel("ε")
     ax.set_ylim(bottom=0)
-    ax.set_title("lines: point estimate; bands: 95% CI; markers: ε_lower", fontsize=9)
-    ax.legend(fontsize=7)
+    fixed = []
+    other = "mech_sample_rate" if field == "noise_multiplier" else "mech_noise_multiplier"
+    if other in df.columns and df[other].nunique() == 1:
+        fixed.append(f"{'q' if field == 'noise_multiplier' else 'σ'} = {float(df[other].iloc[0]):g}")
+    if "trials" in df.columns:
+        fixed.append(f"{int(df['trials'].max()):,} trials per hypothesis")
+    n_can = df.groupby(["variant", col]).size().max()
+    fixed.append(f"{n_can} canar{'y' if n_can == 1 else 'ies'} per variant")
+    ax.set_title(f"ε vs {'σ' if field == 'noise_multiplier' else 'q'} ({', '.join(fixed)})\n"
+                 "markers: ε_lower; line: point estimate; band: 95% CI", fontsize=9)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
 
 
 def plot_encoder_ablation(df: pd.DataFrame):
-    """Table 3 analogue: max ε_lower over canaries per variant, one bar per encoder. Returns Figure."""
+    """Table 3 analogue: per variant, one bar per encoder (max ε_lower over canaries) and a dot per canary.
+
+    Args: rows of ``pe_kit.run.experiments.encoder_ablation`` (``variant, study_model, epsilon_lower``,
+    optional ``epsilon_theory``, ``trials``). Returns Figure.
+    Raises: ValueError when fewer than two encoders are in ``df`` (the message is
+    ``pe_kit.text.models.encoder_ablation_note``: which encoders are missing and how to install them).
+    """
     import seaborn as sns
 
     from pe_kit.attack.variants import VARIANTS
+    from pe_kit.text.models import encoder_ablation_note
 
+    models = list(dict.fromkeys(df["study_model"].astype(str))) if "study_model" in df.columns else []
+    note = encoder_ablation_note(models)
+    if note is not None:
+        raise ValueError(note)
     t = df.groupby(["variant", "study_model"], as_index=False)["epsilon_lower"].max()
     order = [v for v in VARIANTS if v in set(t["variant"])]
-    fig, ax = plt.subplots(figsize=(1.6 * len(order) + 3, 3.5))
-    sns.barplot(t, x="variant", y="epsilon_lower", hue="study_model", order=order, ax=ax)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(order) + 3), 4.0))
+    sns.barplot(t, x="variant", y="epsilon_lower", hue="study_model", hue_order=models, order=order, ax=ax, alpha=0.6)
+    sns.stripplot(df, x="variant", y="epsilon_lower", hue="study_model", hue_order=models, order=order, dodge=True,
+                  palette=["k"] * len(models), size=4, ax=ax, legend=False)
     if "epsilon_theory" in df.columns:
         ax.axhline(df["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
-    ax.set_ylabel("ε_lower (max over canaries)")
+    ax.set_ylabel("ε_lower")
     ax.set_xlabel("")
+    trials = f", {int(df['trials'].max()):,} trials per hypothesis" if "trials" in df.columns else ""
+    ax.set_title(f"Encoder ablation (Table 3 analogue): bar = max over canaries, dots = each canary{trials}",
+                 fontsize=10)
     _rotate(ax)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
@@ -338,18 +396,113 @@ def plot_tightness(df: pd.DataFrame):
     Args: rows with ``trials, epsilon_lower`` and optional ``epsilon_expected``, ``epsilon_theory``, ``variant``.
     Returns Figure.
     """
-    fig, ax = plt.subplots(figsize=(5.8, 3.6))
+    from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for i, (variant, g) in enumerate(df.groupby("variant", sort=False) if "variant" in df else [("", df)]):
         g = g.sort_values("trials")
-        ax.semilogx(g["trials"], g["epsilon_lower"], "o-", color=f"C{i}", label=f"{variant} ε_lower")
+        ax.semilogx(g["trials"], g["epsilon_lower"], "o-", color=f"C{i}", label=f"{variant} ε_lower", clip_on=False,
+                    zorder=3)
         if "epsilon_expected" in g:
             ax.semilogx(g["trials"], g["epsilon_expected"], ":", color=f"C{i}", label=f"{variant} expected (Gaussian model)")
     if "epsilon_theory" in df:
         ax.axhline(df["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
     ax.set_xlabel("trials per hypothesis")
+    ax.xaxis.set_major_locator(FixedLocator(sorted(df["trials"].unique())))
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylabel("ε")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7)
+    mu = f" (μ_eff = {float(df['mu_eff'].iloc[0]):.3f})" if "mu_eff" in df.columns and df["mu_eff"].nunique() == 1 else ""
+    ax.set_title(f"ε_lower of one canary{mu} as the trial budget grows", fontsize=10)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- 06 multi-round
+def plot_multiround(df: pd.DataFrame, audit: pd.DataFrame | None = None, gain: pd.DataFrame | None = None):
+    """Fig. 2 analogue: MAUVE of each bank S^(t) for the DP run and the random-retention control, and ε_theory /
+    ε_lower after t releases (frozen-bank and adaptive audits, Eq. 36); the title states σ, q, T, N (eligible
+    users), δ, the trials and the audited canary.
+
+    Args:
+        df: rows of ``pe_kit.run.multiround_study.multiround_study`` after ``results.tidy`` (``round, mauve_mean``
+            and the settings ``mech_noise_multiplier, mech_sample_rate, study_n_test``; optional ``arm``
+            ("dp"/"control") and ``pe_seed``: MAUVE is then the mean ± sd over PE seeds per arm, else ± ``mauve_sd``).
+        audit: ``MultiroundResult.audit`` rows (``releases, epsilon_theory, epsilon_lower_frozen`` and optional
+            ``epsilon_lower_adaptive``); None: ``epsilon_theory`` / ``epsilon_lower`` of ``df``'s rounds t > 0.
+        gain: ``MultiroundResult.gain`` rows (``round, gain, ci_low, ci_high``); the last round's gain and its
+            interval go in the left panel's title.
+
+    Returns:
+        matplotlib Figure.
+
+    Raises:
+        ValueError: naming a missing column.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    need = ["round", "mauve_mean", "mech_noise_multiplier", "mech_sample_rate", "study_n_test"]
+    missing = [c for c in need if c not in df.columns]
+    if audit is None:
+        missing += [c for c in ("epsilon_theory", "epsilon_lower") if c not in df.columns]
+    elif len(audit):
+        missing += [c for c in ("releases", "epsilon_theory", "epsilon_lower_frozen") if c not in audit.columns]
+    if missing:
+        raise ValueError(f"plot_multiround needs columns {missing}: pass the rows of multiround_study")
+    d = df.sort_values("round")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 4.2))
+    arms = (("dp", "DP histogram retention"), ("control", "random retention (σ → ∞)"))
+    if "arm" in d.columns:
+        for arm, label in arms:
+            a = d[d["arm"] == arm].groupby("round")["mauve_mean"]
+            if a.ngroups:
+                ax1.errorbar(a.mean().index, a.mean(), yerr=a.std().fillna(0), marker="o", capsize=3, label=label)
+        spread = "mean ± sd over PE seeds"
+    else:
+        ax1.errorbar(d["round"], d["mauve_mean"], yerr=d.get("mauve_sd"), marker="o", capsize=3, label=arms[0][1])
+        spread = "mean ± sd over k-means seeds"
+    ax1.set_xlabel("PE round t (bank S⁽ᵗ⁾; t = 0: the initial bank)")
+    ax1.set_ylabel("MAUVE vs held-out records")
+    title = f"utility ({spread})"
+    if gain is not None and len(gain):
+        last = gain.sort_values("round").iloc[-1]
+        title += (f"\nDP − control at t = {int(last['round'])}: {last['gain']:+.3f} "
+                  f"[{last['ci_low']:+.3f}, {last['ci_high']:+.3f}]")
+    ax1.set_title(title, fontsize=9)
+    ax1.legend(fontsize=8, loc="best")
+    if audit is None:
+        p = d[d["round"] > 0].drop_duplicates("round")
+        x, theory, frozen, adaptive = p["round"], p["epsilon_theory"], p["epsilon_lower"], None
+    else:
+        p = audit.sort_values("releases")
+        x, theory, frozen = p["releases"], p["epsilon_theory"], p["epsilon_lower_frozen"]
+        adaptive = p["epsilon_lower_adaptive"] if "epsilon_lower_adaptive" in p.columns else None
+    ax2.plot(x, theory, marker="s", label="ε_theory (PRV accountant)")
+    ax2.plot(x, frozen, marker="o", label="ε_lower (composed audit, Eq. 36)" if adaptive is None
+             else "ε_lower, frozen banks (Eq. 36)")
+    if adaptive is not None:
+        ax2.plot(x, adaptive, marker="^", ls="--", label="ε_lower, adaptive (Eq. 36, realised banks)")
+    ax2.set_xlabel("releases t")
+    ax2.set_ylabel("ε")
+    ax2.set_ylim(bottom=0)
+    ax2.set_title("privacy after t releases (one canary)", fontsize=9)
+    ax2.legend(fontsize=8, loc="best")
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    r = d.iloc[-1]
+    T = int(d["round"].max())
+    extra = []
+    if "audit_delta" in d.columns:
+        extra.append(f"δ = {float(r['audit_delta']):g}")
+    if "trials" in d.columns and pd.notna(r.get("trials")):
+        extra.append(f"{int(r['trials']):,} trials per hypothesis")
+    if "variant" in d.columns:
+        extra.append(f"canary: {r['variant']}")
+    fig.suptitle(f"Multi-round PE (Fig. 2 analogue): σ = {float(r['mech_noise_multiplier']):g}, "
+                 f"q = {float(r['mech_sample_rate']):g}, T = {T}, N = {int(r['study_n_test'])} users"
+                 + (f", {', '.join(extra)}" if extra else ""), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -390,10 +543,11 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
     ax.scatter(d["epsilon_lower"], y, c=list(colours), zorder=3, s=25)
     ax.axvline(float(d["epsilon_theory"].max()), color="k", ls="--", lw=1, label="ε_theory (claimed)")
     wrong = d["violation"].astype(bool) != d["expected_violation"].astype(bool)
-    ax.set_yticks(y, [lab + ("  ✗" if w else "") for lab, w in zip(labels, wrong)], fontsize=7)
+    ax.set_yticks(y, [lab + ("  ✗" if w else "") for lab, w in zip(labels, wrong)], fontsize=8)
     lvl = f"{float(d['band_level'].iloc[0]):.4g}" if "band_level" in d.columns else "two-sided"
     ax.set_xlabel(f"ε_lower (band: {lvl} two-sided confidence)")
-    ax.set_title("red: flagged (ε_lower > ε_theory)")
+    trials = f", {int(d['trials'].max()):,} trials per hypothesis" if "trials" in d.columns else ""
+    ax.set_title(f"red: flagged (ε_lower > ε_theory){trials}\n✗: the verdict differs from the derivation", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     if n_panels == 2:
         ax2 = axes[0][1]
@@ -406,7 +560,7 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
                      va="center", fontsize=7)
         ax2.set_xscale("log")
         ax2.set_xlim(left=300)
-        ax2.set_yticks(yy, list(nd["implementation"]), fontsize=7)
+        ax2.set_yticks(yy, list(nd["implementation"]), fontsize=8)
         ax2.set_xlabel("trials per hypothesis to flag")
         ax2.set_title("trials each violation needed")
     fig.tight_layout()

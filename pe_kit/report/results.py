@@ -23,8 +23,12 @@ from pe_kit.audit.bounds import epsilon_lower_from_counts
 from pe_kit.cache import atomic_write_bytes, content_hash
 
 __all__ = ["StepCache", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
-           "add_epsilon_interval", "table_epsilon", "table_epsilon_spread", "dropped_note", "summary_markdown",
-           "truncation_table", "RUN_COLUMNS"]
+           "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "dropped_note",
+           "summary_markdown", "truncation_table", "RUN_COLUMNS"]
+
+#: What makes an LLR-check row (``pe_kit.run.checks.llr_checks``, column ``rule``) pass, in words.
+LLR_RULES = {"close": "abs(observed − expected) ≤ tolerance", "at_most": "at most: observed ≤ tolerance",
+             "at_least": "at least: observed ≥ tolerance"}
 
 #: Columns every row of ``results.csv`` carries (added by ``tidy`` / ``collect``).
 RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
@@ -497,9 +501,7 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     if not llr.empty:
         llr = llr.copy()
         if "rule" in llr.columns:  # say what makes a row pass, not only the numbers
-            rules = {"close": "abs(observed − expected) ≤ tolerance", "at_most": "observed ≤ tolerance",
-                     "at_least": "observed ≥ tolerance"}
-            llr["rule"] = llr["rule"].map(lambda r: rules.get(r, r))
+            llr["rule"] = llr["rule"].map(lambda r: LLR_RULES.get(r, r))
         cols = [c for c in ("check", "variant", "expected", "observed", "abs_error", "rule", "tolerance", "passed")
                 if c in llr.columns]
         out.append(_section("LLR derivation checks (notebook 03, App. E)", markdown_table(llr[cols], floatfmt=".4g")))
@@ -514,9 +516,12 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
             done.add(name)
     enc = df[exp == "encoder"]
     if not enc.empty:
+        from pe_kit.text.models import encoder_ablation_note
+
         tab = enc.pivot_table(index="variant", columns="study_model", values="epsilon_lower", aggfunc="max")
+        note = encoder_ablation_note(list(dict.fromkeys(enc["study_model"].astype(str))))
         out.append(_section("Encoder ablation (Table 3 analogue: max ε_lower over canaries)",
-                            markdown_table(tab, index=True)))
+                            markdown_table(tab, index=True) + (f"\n**{note}**\n" if note else "")))
         done.add("encoder")
     tight = df[exp == "tightness"]
     if not tight.empty:

@@ -8,7 +8,8 @@ Subcommands:
 * ``pe-kit presets`` — list the presets and their sizes.
 * ``pe-kit explore --sigma 1 --q 0.1 --trials 1e6 --mu-eff 1`` — the explorer's numbers without Jupyter
   (ε_theory, expected ε_lower; ``pe_kit.report.widgets.explorer_state``).
-* ``pe-kit results RUN_DIR`` — print a finished run's ``results.md``.
+* ``pe-kit results RUN_DIR`` — print a finished run's ``results.md`` (it does not re-collect: rerun
+  ``pe-kit reproduce`` for that).
 
 Exit codes: 0 success, 1 a notebook failed (the message names notebook and cell), 2 bad arguments.
 """
@@ -55,16 +56,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list presets and their sizes")
 
-    e = sub.add_parser("explore", help="ε_theory and expected ε_lower for σ, q, trials, μ_eff (no Jupyter)")
-    e.add_argument("--sigma", type=float, default=1.0)
-    e.add_argument("--q", type=float, default=0.1)
-    e.add_argument("--trials", type=float, default=1e6)
-    e.add_argument("--mu-eff", type=float, default=None, help="default: the ceiling 1/σ")
-    e.add_argument("--delta", type=float, default=1e-5)
-    e.add_argument("--json", action="store_true", help="print JSON")
+    e = sub.add_parser(
+        "explore", help="ε_theory and expected ε_lower for σ, q, trials, μ_eff (no Jupyter)",
+        description="The explorer's numbers without Jupyter (pe_kit.report.widgets.explorer_state): ε_theory of one "
+                    "Poisson-subsampled Gaussian release (Opacus PRV accountant) and the ε_lower a threshold audit "
+                    "is expected to certify with a canary of the given μ_eff (Gaussian score model, Eqs. 16–19, "
+                    "one-sided Clopper–Pearson endpoints at tail probability γ, Eqs. 28–30).",
+        epilog="Output: σ, q, trials, δ and γ = α / (4 · canaries) = 0.05 / (4 · 5) = 0.0025, the tail probability "
+               "of each one-sided Clopper–Pearson endpoint in the paper's audits (Eqs. 29–30, App. E.6); then "
+               "ε_theory, the expected ε_lower at μ_eff and its limit as trials → ∞.")
+    e.add_argument("--sigma", type=float, default=1.0, metavar="σ",
+                   help="noise multiplier σ (field noise_multiplier; noise std = σ · clip_norm C), > 0 (default 1.0)")
+    e.add_argument("--q", type=float, default=0.1, metavar="q",
+                   help="sampling rate q (field sample_rate): probability that a user takes part in a release, "
+                        "in (0, 1] (default 0.1)")
+    e.add_argument("--trials", type=float, default=1e6, metavar="N",
+                   help="trials per hypothesis (field trials), e.g. 1e6 (default 10⁶)")
+    e.add_argument("--mu-eff", type=float, default=None, metavar="μ",
+                   help="the canary's effective signal μ_eff = √(vᵀΣ⁻¹v) (Eq. 15, unitless); capped at the "
+                        "ceiling 1/σ (Eq. 20) (default: the ceiling, a perfect nonce canary)")
+    e.add_argument("--delta", type=float, default=1e-5, metavar="δ",
+                   help="δ of the (ε, δ) guarantee (field delta) (default 1e-5)")
+    e.add_argument("--json", action="store_true", help="print every field as JSON (sigma, sample_rate, trials, delta, "
+                                                      "gamma, mu_eff, epsilon_theory, epsilon_lower_expected, …)")
 
-    s = sub.add_parser("results", help="print a run's results.md")
-    s.add_argument("run_dir")
+    s = sub.add_parser("results", help="print a finished run's results.md",
+                       description="Print RUN_DIR/results.md, the tables that pe-kit reproduce collected from the "
+                                   "notebooks' CSVs (RUN_DIR/results.csv holds every row). It reads, it does not "
+                                   "re-collect: rerun the same pe-kit reproduce command to rebuild both (finished "
+                                   "notebooks are reused).")
+    s.add_argument("run_dir", metavar="RUN_DIR", help="a run folder, e.g. results/quick")
     return ap
 
 
@@ -123,8 +144,10 @@ def _explore(args) -> int:
     if args.json:
         print(json.dumps(st, indent=1))
     else:
-        print(f"σ={st['sigma']:g} q={st['sample_rate']:g} trials={st['trials']:,} δ={st['delta']:g} "
-              f"γ={st['gamma']:g}")
+        print(f"noise multiplier σ={st['sigma']:g}  sample rate q={st['sample_rate']:g}  "
+              f"trials={st['trials']:,} per hypothesis  δ={st['delta']:g}")
+        print(f"γ={st['gamma']:g}  (tail probability of each one-sided Clopper–Pearson endpoint, Eqs. 29–30: "
+              "α/(4·canaries) = 0.05/(4·5))")
         print(f"ε_theory            {st['epsilon_theory']:.3f}")
         print(f"expected ε_lower    {st['epsilon_lower_expected']:.3f}  at μ_eff={st['mu_eff']:.3f}"
               f"{' (capped at 1/σ)' if st['mu_eff_capped'] else ''}")

@@ -272,7 +272,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
         mechanism, audit: settings; ``audit.trials`` per hypothesis per split.
         seed: seeds designs (seed, variant, j) and trials (seed, variant, j, salt).
         cache: step cache (None = no resume); salt: separates sweep points that share a world.
-        progress: tqdm bar over (variant, canary); extra: fields added to every row.
+        progress: ``pe_kit.progress`` over (variant, canary) (a bar in Jupyter, lines headless); extra: fields added to every row.
         design_mechanism: settings the designs are built with (default ``mechanism``; sweeps keep one frozen
             design per canary while the audited mechanism varies). pool_size: M of the candidate pools.
 
@@ -287,37 +287,39 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
     rows, skipped = [], []
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(jobs), desc=f"audit {world.config.arm}/{world.config.bank}", unit="canary")
-    for variant, j, slot in jobs:
-        if variant in skipped:
+        from pe_kit.progress import progress
+        bar = progress(total=len(jobs), desc=f"audit {world.config.arm}/{world.config.bank}", unit="canary")
+    try:
+        for variant, j, slot in jobs:
+            if variant in skipped:
+                if bar is not None:
+                    bar.update(1)
+                continue
+
+            def compute(variant=variant, j=j, slot=slot):
+                design, reason = try_design(world, variant, j, slot, seed, design_mechanism, pool_size)
+                if design is None:
+                    return {"skipped": reason}
+                row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
+                return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
+
+            key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
+                   design_mechanism.as_dict(), pool_size, code_hash())
+            row = cache.get_or_compute(key, compute) if cache is not None else compute()
+            if "skipped" in row:
+                reason = row["skipped"]
+                if reason.startswith("not implemented"):
+                    skipped.append(variant)
+                else:
+                    skipped.append(f"{variant}#{j}: {reason}")
+                warnings.warn(f"variant {variant!r}, canary {j} (slot {slot}) skipped: {reason}", stacklevel=2)
+            else:
+                rows.append({**row, **(extra or {})})
             if bar is not None:
                 bar.update(1)
-            continue
-
-        def compute(variant=variant, j=j, slot=slot):
-            design, reason = try_design(world, variant, j, slot, seed, design_mechanism, pool_size)
-            if design is None:
-                return {"skipped": reason}
-            row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
-            return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
-
-        key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
-               design_mechanism.as_dict(), pool_size, code_hash())
-        row = cache.get_or_compute(key, compute) if cache is not None else compute()
-        if "skipped" in row:
-            reason = row["skipped"]
-            if reason.startswith("not implemented"):
-                skipped.append(variant)
-            else:
-                skipped.append(f"{variant}#{j}: {reason}")
-            warnings.warn(f"variant {variant!r}, canary {j} (slot {slot}) skipped: {reason}", stacklevel=2)
-        else:
-            rows.append({**row, **(extra or {})})
+    finally:
         if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.close()
     return rows, skipped
 
 
@@ -345,7 +347,11 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
         raise ValueError(f"the {field} grid is empty; pass at least one value")
     experiment = experiment or ("sigma_sweep" if field == "noise_multiplier" else "q_sweep")
     rows, skipped = [], []
-    for i, value in enumerate(values):
+    from pe_kit.progress import progress
+
+    name = "σ" if field == "noise_multiplier" else "q"
+    for i, value in enumerate(progress(list(values), desc=f"{experiment}: {name} = {', '.join(f'{v:g}' for v in values)}",
+                                       unit="setting")):
         mech = replace(mechanism, **{field: float(value)})
         r, s = audit_variants(world, variants, per_variant, mech, audit, seed, cache, salt=1000 + i, progress=False,
                               extra={"experiment": experiment, "sweep_field": field, "sweep_value": float(value)},

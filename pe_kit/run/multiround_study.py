@@ -16,6 +16,7 @@ from pe_kit.audit.adaptive import adaptive_audit, side_by_side, transcript_tree
 from pe_kit.audit.composed import composed_audit, round_problems
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import PEConfig, Population, Transcript, _generator_id, run_pe
+from pe_kit.progress import progress
 
 #: The two arms of the utility comparison: retention by the DP histogram, and uniformly at random (σ → ∞).
 ARMS = ("dp", "control")
@@ -117,7 +118,7 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
                         checkpoint_dir=checkpoint_dir)
             transcripts[arm, s] = tr
             seconds_pe, t0 = time.perf_counter() - t0, time.perf_counter()
-            for t, bank in enumerate(tr.banks):
+            for t, bank in enumerate(progress(tr.banks, desc=f"MAUVE per bank ({arm}, PE seed {s})", unit="bank")):
                 cand = bank.candidate_mask()
                 m = mauve_score(bank.embeddings[cand], ref, seeds=mauve_seeds, max_samples=mauve_samples,
                                 rng=np.random.default_rng([mauve_entropy, s, t]))

@@ -362,9 +362,8 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     Raises:
         ValueError: a value of the wrong type or range (``trials=True``), naming the field and the accepted values.
 
-    Side effect: when run by ``pe-kit reproduce`` (env ``PE_KIT_HEADLESS=1``) progress bars switch to plain
-    text (:func:`text_progress`), so they stream to the terminal with ``--log-output`` instead of being
-    invisible notebook widgets.
+    Side effect: when run by ``pe-kit reproduce`` (env ``PE_KIT_HEADLESS=1``) third-party progress bars are
+    silenced (:func:`text_progress`); pe_kit's long steps report through ``pe_kit.progress``.
     """
     if os.environ.get("PE_KIT_HEADLESS") == "1":
         text_progress()
@@ -413,11 +412,20 @@ def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
 
 
 def text_progress() -> None:
-    """Make ``tqdm.auto`` bars plain text (stderr) in this process, as in a terminal.
+    """Silence third-party ``tqdm.auto`` bars in this (headless) kernel.
 
-    In a Jupyter kernel ``tqdm.auto`` draws ipywidgets, which a headless papermill run cannot show.
+    In a Jupyter kernel ``tqdm.auto`` draws ipywidgets, which a headless papermill run cannot show, and a
+    text bar would fill the executed notebook with carriage returns and cursor codes. pe_kit's own long
+    steps report through ``pe_kit.progress`` (plain lines, see there); other libraries' bars created after
+    this call are disabled unless they pass ``disable=False`` (Hugging Face bars are also off through
+    ``HF_HUB_DISABLE_PROGRESS_BARS``, set by ``pe_kit.run.reproduce``).
     """
     import tqdm.auto
     import tqdm.std
 
-    tqdm.auto.tqdm = tqdm.std.tqdm
+    class _QuietTqdm(tqdm.std.tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("disable", True)
+            super().__init__(*args, **kwargs)
+
+    tqdm.auto.tqdm = _QuietTqdm

@@ -16,6 +16,10 @@
    the cell and the error, and keeps the executed notebook and everything that finished;
 5. concatenates the notebooks' CSVs into ``results.csv`` and renders ``results.md``.
 
+While a notebook runs, its kernel reports long steps (embedding N texts, k of n canary audits, PE rounds,
+MAUVE) through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``; :class:`_ProgressTail` prints
+each new line (start, ``k/n`` with elapsed time and ETA, end) so the terminal shows the step a long cell is in.
+
 Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64,
 5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
@@ -274,8 +278,10 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
         force: re-execute notebooks even when their done-marker is valid (audit steps stay cached).
         keep_going: after a failed notebook, run the next ones anyway.
         kernel_name: Jupyter kernel (default: ``this_python_kernel()``, i.e. this very interpreter).
-        log_output: stream the cells' stdout/stderr (progress bars, prints) to this process's stdout/stderr.
-        progress: papermill's per-cell tqdm bar. echo: where status lines go (a failure is echoed once, in full).
+        log_output: stream the cells' stdout/stderr (every print) to this process's stdout/stderr.
+        progress: papermill's per-cell tqdm bar. echo: where status lines go (a failure is echoed once, in full),
+            including the long steps' progress lines (``desc: k/n unit (p%) [elapsed, ETA …]``) that the kernels
+            write to ``<run>/.progress/<notebook>.log`` (``pe_kit.progress``; shown without ``log_output``).
         fit_data: shrink the preset's sizes to fit ``data`` (``pe_kit.run.fit.fit_preset``; settings in
             ``overrides`` are kept) and say what was chosen and why, on ``echo`` and in ``results.md``. Without
             it, data too small for the preset stops the run before any notebook, naming the settings to change.
@@ -293,6 +299,8 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # no third-party bars ("Loading weights", downloads) in the kernels' cell outputs: pe_kit.progress reports
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     headless_before = os.environ.get("PE_KIT_HEADLESS")
     os.environ["PE_KIT_HEADLESS"] = "1"  # inherited by the kernels: text progress bars
     try:
@@ -415,6 +423,12 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
         echo(f"{head}: running …")
         os.environ["PE_KIT_HEADLESS"] = "1"  # kernels inherit it: no live widgets without a frontend
+        progress_file = run_dir / ".progress" / f"{nb}.log"  # pe_kit.progress lines from the kernel
+        progress_file.parent.mkdir(exist_ok=True)
+        progress_file.write_bytes(b"")
+        env_before = os.environ.get("PE_KIT_PROGRESS_FILE")
+        os.environ["PE_KIT_PROGRESS_FILE"] = str(progress_file)
+        tail = _ProgressTail(progress_file, echo, "    ")
         t0 = time.perf_counter()
         try:
             pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
@@ -434,6 +448,13 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
                                  f"  partial notebook (if any): {out_nb}", nb, None, out_nb)
         else:
             err = None
+        finally:
+            tail.stop()
+            if env_before is None:
+                os.environ.pop("PE_KIT_PROGRESS_FILE", None)
+            else:
+                os.environ["PE_KIT_PROGRESS_FILE"] = env_before
+        if err is None:
             outs = _outputs(run_dir, nb)
             if f"{nb}.csv" not in outs:
                 err = ReproduceError(f"notebook {nb} finished but wrote no {run_dir / (nb + '.csv')}; every notebook "

