@@ -1,4 +1,6 @@
 """Encoder: offline default model, L2-normalized float32, per-text verified cache, ONNX backend verified."""
+import uuid
+
 import numpy as np
 import pytest
 
@@ -24,11 +26,12 @@ def test_encode_normalized_and_cached():
 
 def test_each_text_encoded_once_whatever_the_chunking():
     enc = Encoder(max_seq_length=32, progress=False)
-    a = [f"per-text cache sentence number {i}" for i in range(6)]
+    tag = uuid.uuid4().hex  # texts no earlier run put in a shared PE_KIT_CACHE
+    a = [f"per-text cache sentence number {i} {tag}" for i in range(6)]
     x = enc.encode(a + a[::-1] + a[:2])  # repeats inside one call
     assert enc.last_stats == {**enc.last_stats, "texts": 14, "unique": 6, "encoded": 6}
     np.testing.assert_array_equal(x[6:12], x[:6][::-1])
-    y = enc.encode(a[3:] + ["a brand new sentence", a[0]])  # differently aligned, one new text
+    y = enc.encode(a[3:] + [f"a brand new sentence {tag}", a[0]])  # differently aligned, one new text
     assert enc.last_stats["encoded"] == 1 and enc.last_stats["cached"] == 4
     np.testing.assert_array_equal(y[:3], x[3:6])
     assert max(enc.encoded_counts.values()) == 1  # no text encoded twice
@@ -36,7 +39,7 @@ def test_each_text_encoded_once_whatever_the_chunking():
 
 def test_corrupt_cache_is_recomputed_not_trusted():
     enc = Encoder(max_seq_length=32, progress=False)
-    texts = ["a sentence for the corruption test"]
+    texts = [f"a sentence for the corruption test {uuid.uuid4().hex}"]
     x = enc.encode(texts)
     newest = max((cache_dir() / "embeddings").rglob("*.npy"), key=lambda p: p.stat().st_mtime)
     newest.write_bytes(newest.read_bytes()[:-8] + b"garbage!")
