@@ -351,6 +351,52 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
     return p, note, warnings
 
 
+class _ProgressTail:
+    """Prints the lines a notebook's kernel appends to its progress file (``pe_kit.progress``) while it runs.
+
+    A daemon thread polls the file every ``poll`` seconds and passes each new complete line to ``echo``
+    with ``prefix``, inside ``tqdm``'s external-write mode so papermill's cell bar is redrawn below it.
+    ``stop()`` prints what is left and ends the thread. No third-party code runs in the kernel for this.
+    """
+
+    def __init__(self, path: Path, echo: Callable[[str], None], prefix: str, poll: float = 0.5):
+        import threading
+
+        self.path, self.echo, self.prefix, self.poll = path, echo, prefix, poll
+        self._pos = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"pe_kit-progress-{path.stem}", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        from tqdm.std import tqdm
+
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._pos)
+                data = fh.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return
+        self._pos += end
+        for line in data[:end].decode("utf-8", errors="replace").splitlines():
+            if line.strip():
+                with tqdm.external_write_mode():
+                    self.echo(f"{self.prefix}{line}")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll):
+            self._drain()
+
+    def stop(self) -> None:
+        """End the thread and print the lines that arrived since the last poll."""
+        self._stop.set()
+        self._thread.join()
+        self._drain()
+
+
 def _check_variants(p: Preset) -> None:
     """Every variant name of ``p`` is known, before any notebook runs.
 
