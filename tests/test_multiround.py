@@ -378,7 +378,11 @@ def test_notebook_runs_headless_with_tiny_parameters(tmp_path):
                                         max_probes=16, max_seq_length=32, trials=20_000, rounds=2, pe_seeds=[0, 1],
                                         mauve_seeds=[0, 1], mauve_samples=200,
                                         checkpoint_dir=str(tmp_path / "ckpt")))
-    df = pd.read_csv(out / "06_multiround_mauve.csv")
+    every = pd.read_csv(out / "06_multiround_mauve.csv")  # MAUVE rows, then the gain and audit rows for results.md
+    assert sorted(every["experiment"].unique()) == ["fig2_multiround", "fig2_multiround_audit", "fig2_multiround_gain"]
+    assert (every["experiment"] == "fig2_multiround_gain").sum() == 3
+    assert (every["experiment"] == "fig2_multiround_audit").sum() == 2
+    df = every[every["experiment"] == "fig2_multiround"]
     assert sorted(set(zip(df["arm"], df["pe_seed"]))) == [("control", 0), ("control", 1), ("dp", 0), ("dp", 1)]
     assert sorted(df["round"].unique().tolist()) == [0, 1, 2]
     assert df["mauve_mean"].between(0, 1).all() and (df["notebook"] == "06_multiround_mauve").all()

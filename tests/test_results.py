@@ -115,3 +115,22 @@ def test_encoder_section_says_which_encoders_are_missing():
         assert "all-mpnet-base-v2: PE_KIT_WITH_MPNET=1 bash scripts/bootstrap.sh" in md
     two = pd.DataFrame([{**row, "study_model": "all-MiniLM-L6-v2"}, {**row, "study_model": "all-mpnet-base-v2"}])
     assert "not drawn" not in summary_markdown(two)
+
+
+def test_multiround_sections_show_arms_gain_and_both_audits():
+    rows = [{"experiment": "fig2_multiround", "notebook": "06_multiround_mauve", "variant": "nonce", "arm": arm,
+             "pe_seed": s, "round": t, "mauve_mean": 0.03 if arm == "dp" else 0.01, "epsilon_lower": None}
+            for arm in ("dp", "control") for s in (0, 1) for t in (0, 1)]
+    rows.append({"experiment": "fig2_multiround_gain", "notebook": "06_multiround_mauve", "round": 1, "gain": 0.019,
+                 "ci_low": 0.014, "ci_high": 0.025, "n_seeds": 2})
+    rows.append({"experiment": "fig2_multiround_audit", "notebook": "06_multiround_mauve", "releases": 1,
+                 "epsilon_theory": 1.345, "epsilon_lower_frozen": 0.44, "epsilon_lower_adaptive": 0.53,
+                 "frac_retention_changed": 0.0})
+    md = summary_markdown(pd.DataFrame(rows))
+    mr = md.split("Multi-round PE: MAUVE per round")[1].split("##")[0]
+    header = next(line for line in mr.splitlines() if line.startswith("|"))
+    assert [h.strip() for h in header.strip("|").split("|")][:4] == ["variant", "arm", "pe_seed", "round"]
+    assert "epsilon_lower" not in mr  # no empty ε columns on the MAUVE rows
+    assert "MAUVE gain of the DP feedback" in md and "0.019" in md and "0.014" in md
+    audit = md.split("frozen-bank and adaptive audits")[1]
+    assert "epsilon_lower_adaptive" in audit and "0.53" in audit and "1.345" in audit

@@ -538,11 +538,24 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
         done.add("implementation_audit")
     mr = df[exp == "fig2_multiround"]
     if not mr.empty:
-        cols = [c for c in ("variant", "round", "releases", "participants", "mauve_mean", "mauve_sd", "mu_eff_composed",
-                            "epsilon_lower", "epsilon_theory", "trials") if c in mr.columns]
-        out.append(_section("Multi-round PE: MAUVE and composed privacy (Fig. 2 analogue, notebook 06)",
-                            markdown_table(mr[cols])))
+        cols = [c for c in ("variant", "arm", "pe_seed", "round", "releases", "participants", "mauve_mean", "mauve_sd",
+                            "mu_eff_composed", "epsilon_lower", "epsilon_theory", "trials")
+                if c in mr.columns and mr[c].notna().any()]
+        out.append(_section("Multi-round PE: MAUVE per round, DP run (arm dp) and random-retention control (arm "
+                            "control), per PE seed (Fig. 2 analogue, notebook 06)", markdown_table(mr[cols])))
         done.add("fig2_multiround")
+    for name, title, wanted in (
+            ("fig2_multiround_gain", "Multi-round PE: MAUVE gain of the DP feedback (DP − control, interval over PE "
+             "seeds)", ("round", "gain", "ci_low", "ci_high", "level", "n_seeds", "treated_mean", "control_mean",
+                        "significant")),
+            ("fig2_multiround_audit", "Multi-round PE: ε after t releases, frozen-bank and adaptive audits (Eq. 36)",
+             ("releases", "epsilon_theory", "epsilon_lower_frozen", "epsilon_lower_adaptive", "frac_retention_changed",
+              "frac_bank_changed", "n_banks", "trials", "adaptive_trials"))):
+        part = df[exp == name]
+        if not part.empty:
+            cols = [c for c in wanted if c in part.columns and part[c].notna().any()]
+            out.append(_section(title, markdown_table(part[cols])))
+            done.add(name)
     for name in sorted(set(exp) - done):
         part = df[exp == name].dropna(axis=1, how="all")
         skip = ("param_", "version_", "python", "study_", "mech_", "audit_", "calibration_", "test_", "pe_")
