@@ -103,6 +103,13 @@ def encoder_section(n_texts: int, n_records: int, n_bank: int, threads: int, rep
     print(f"  kit ONNX / kit torch: {best['kit torch'] / best['kit onnx']:.2f}× (target ≥ 1.6) | "
           f"kit torch / raw sentence-transformers: {best['raw st'] / best['kit torch']:.2f} | "
           f"kit ONNX / raw onnxruntime session: {best['raw ort'] / best['kit onnx']:.2f}")
+    gflop = _encoder_gflop(texts, raw.tokenizer, 64)
+    gemm = _gemm_gflops(threads)
+    for k in ("kit onnx", "kit torch"):
+        rate = gflop / best[k]
+        print(f"  {k}: {rate:.1f} GFLOP/s = {rate / gemm:.2f} of this machine's fp32 GEMM limit "
+              f"({gemm:.1f} GFLOP/s, torch.matmul at the encoder's shapes, {threads} thread(s)); "
+              f"a backend can gain at most {gemm / rate:.2f}×")
     bank_texts = load_bank_texts()[0][:n_bank]
     bank_o, bank_t = onnx.encode(bank_texts), tor.encode(bank_texts)
     rec_o, rec_t = emb["onnx"][:n_records], emb["torch"][:n_records]
@@ -114,8 +121,42 @@ def encoder_section(n_texts: int, n_records: int, n_bank: int, threads: int, rep
           f"{np.mean(np.sum(allx[0] * allx[1], axis=1)):.6f} over {len(allx[0])} texts")
 
 
+def _encoder_gflop(texts, tokenizer, cap: int) -> float:
+    """Multiply-add work of MiniLM-L6 (6 layers, d = 384, FFN 1536) on ``texts`` at token cap ``cap``, in GFLOP:
+    per layer and token 4·d² (Q, K, V, output) + 2·d·1536 (FFN) + 2·L·d (scores and weighted sum) MACs, 2 FLOP per
+    MAC, L = the text's own token count (sentence-transformers batches texts of similar length)."""
+    d, ff, layers = 384, 1536, 6
+    lengths = np.array([min(len(ids), cap) for ids in tokenizer(list(texts), truncation=False)["input_ids"]],
+                       dtype=np.float64)
+    macs = layers * np.sum(lengths * (4 * d * d + 2 * d * ff) + 2 * lengths ** 2 * d)
+    return 2 * macs / 1e9
+
+
+def _gemm_gflops(threads: int, reps: int = 20) -> float:
+    """The machine's fp32 matrix-multiply rate at the encoder's shapes (a 64×64-token batch through the FFN's
+    384×1536 and 1536×384 weights), best of ``reps``, with torch at ``threads`` threads: the ceiling for any
+    encoder backend on this CPU."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        x, w1, w2 = torch.randn(4096, 384), torch.randn(384, 1536), torch.randn(1536, 384)
+        best = np.inf
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            torch.matmul(torch.matmul(x, w1), w2)
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(old)
+    return 2 * 2 * 4096 * 384 * 1536 / best / 1e9
+
+
 class _Recorder:
     """Stand-in encoder: records every call's texts, returns deterministic unit vectors (no model)."""
+
+    model_id = "recorder"  # world_fingerprint keys worlds by the encoder's identity
+    model, max_seq_length = "all-MiniLM-L6-v2", 64  # build_world's truncation report reads them
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []

@@ -3,7 +3,7 @@
 # one working session; every part resumes (content-keyed caches, done-markers) and its tables, figures and
 # run.json are copied to docs/paper_run/<part>/ to be committed (never the caches).
 #
-#   bash scripts/paper_run.sh [PART] [DATA]
+#   bash scripts/paper_run.sh [PART] [DATA] [--set key=value ...]
 #
 # PART: long   — notebook 04 (Table 2/4 analogue), long arm (bloggers with exactly 64 posts)
 #       short  — notebook 04, short arm (32–64 posts cut to tweet length)
@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-long}
 data=${2:-../shared/data/blogs/blogs.jsonl.gz}
+shift $(( $# < 2 ? $# : 2 ))   # anything after PART and DATA goes to pe-kit reproduce (e.g. --set max_seq_length=64)
 export HF_HUB_OFFLINE=1
 case "$part" in
   long)   args=(--notebooks 04 --set arms=long --set n_test=600 --set n_calibration=600) ;;
@@ -25,7 +26,7 @@ case "$part" in
   multi)  args=(--notebooks 06 --set arm=long --set n_test=600 --set n_calibration=600) ;;
   *) echo "unknown part '$part': use long, short, checks or multi" >&2; exit 2 ;;
 esac
-.venv/bin/pe-kit reproduce --preset paper --data "$data" --format blogs --run-id "paper-$part" "${args[@]}"
+.venv/bin/pe-kit reproduce --preset paper --data "$data" --format blogs --run-id "paper-$part" "${args[@]}" "$@"
 dest=docs/paper_run/$part
 mkdir -p "$dest/figures"
 cp results/paper-$part/results.md results/paper-$part/results.csv results/paper-$part/run.json "$dest/"
