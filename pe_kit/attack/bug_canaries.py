@@ -58,6 +58,10 @@ def _check_sizes(**sizes) -> None:
     for name, v in sizes.items():
         if int(v) != v or v < 1:
             raise ValueError(f"{name}={v!r} must be an integer ≥ 1")
+    if "n_calibration" in sizes and "n_test" in sizes:  # equal-size distinct users, never resampled
+        from pe_kit.audit.trials import check_equal_populations
+
+        check_equal_populations(int(sizes["n_calibration"]), int(sizes["n_test"]))
 
 
 def _background(rng: np.random.Generator, dim: int, bank_size: int, reserved: int):
@@ -105,7 +109,8 @@ def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
         ``ImplementationDesign`` with |P| = k.
 
     Raises:
-        ValueError: on a size < 1 or a bank too small for the cluster.
+        ValueError: on a size < 1, n_calibration ≠ n_test (``audit.trials.check_equal_populations``), or a bank
+            too small for the cluster.
     """
     _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
                  n_test=n_test, records=records, canary_records=canary_records)
