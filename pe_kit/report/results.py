@@ -541,8 +541,9 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
             agg["tightness"] = best["tightness"].to_numpy()
             agg["epsilon_theory"] = best["epsilon_theory"].to_numpy()
         out.append(_section("Audit detail (per arm, bank and variant; ceiling and tightness of the best canary)",
-                            "`population_shift`: canaries whose test-split FPR at the frozen threshold falls outside "
-                            "the calibration split's Clopper–Pearson interval (the intervals are disjoint).\n\n"
+                            "`population_shift`: canaries whose test-split FPR interval at the frozen threshold is "
+                            "disjoint from the calibration split's (two-sided Clopper–Pearson; per canary in the "
+                            "next section).\n\n"
                             + markdown_table(agg)))
         shift = population_shift_table(t2)
         if shift.attrs["checked"]:
