@@ -18,7 +18,8 @@ Every text is embedded once per token cap in a run (a per-text dictionary in fro
 Quick size against paper size, on the same canaries, from a CSV this script wrote (no embedding):
 
     .venv/bin/python benchmarks/fidelity_mu_eff.py --compare docs/fidelity_mu_eff_A.csv \
-        --quick token_cap=64,bank_size=8192,n_aux=150,n_test=300 --paper token_cap=64,bank_size=8192,n_aux=300,n_test=1000
+        --quick token_cap=64,bank_size=8192,n_aux=150,n_test=300 \
+        --paper token_cap=64,bank_size=8192,n_aux=300,n_test=1000
 
 prints, per variant, the median μ_eff at both sizes, the per-canary change (paper − quick: median, min, max) and
 whether the medians lie within ``--tolerance`` (0.05, issue 11's criterion for the natural canary).

@@ -1,4 +1,4 @@
-"""benchmarks/fidelity_mu_eff.py --compare: quick-size μ_eff against paper-size μ_eff on the same canaries (issue 11)."""
+"""benchmarks/fidelity_mu_eff.py --compare: quick-size against paper-size μ_eff on the same canaries (issue 11)."""
 import importlib.util
 from pathlib import Path
 
@@ -55,8 +55,9 @@ def test_committed_fidelity_csv_quick_vs_paper_ordinary_within_005(bench):
     """docs/fidelity_mu_eff_A.csv (p = 8192, 64-token cap): the ordinary median at N = 300, 150 aux users lies within
     0.05 of the N = 1000, 300 aux users value on the same five canaries; exact and paraphrase-μ_eff do not."""
     df = pd.read_csv(BENCH.parents[1] / "docs" / "fidelity_mu_eff_A.csv")
-    out = bench.compare_sizes(df, bench.parse_size("token_cap=64,bank_size=8192,n_aux=150,n_test=300"),
-                              bench.parse_size("token_cap=64,bank_size=8192,n_aux=300,n_test=1000")).set_index("variant")
+    quick = bench.parse_size("token_cap=64,bank_size=8192,n_aux=150,n_test=300")
+    paper = bench.parse_size("token_cap=64,bank_size=8192,n_aux=300,n_test=1000")
+    out = bench.compare_sizes(df, quick, paper).set_index("variant")
     assert (out["canaries"] == 5).all()
     assert out.loc["ordinary", "median_change"] == pytest.approx(-0.047, abs=0.001) and out.loc["ordinary", "within"]
     assert not out.loc["exact", "within"] and not out.loc["paraphrase-mu_eff", "within"]

@@ -138,7 +138,7 @@ def test_multiround_sections_show_arms_gain_and_both_audits():
 
 def test_population_shift_per_canary_in_results_md():
     """Issue 11: results.md checks every canary's FPR at its frozen threshold, test split vs calibration split, and
-    flags the canary when the two-sided Clopper–Pearson intervals are disjoint (counts chosen so one is, one is not)."""
+    flags the canary when the two-sided Clopper–Pearson intervals are disjoint (counts: one is, one is not)."""
     from pe_kit.audit.bounds import clopper_pearson, population_shift, threshold_audit_from_counts
     from pe_kit.report.results import population_shift_table
 

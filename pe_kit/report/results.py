@@ -555,8 +555,9 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
                 "measured on the test split's. Both rates get a two-sided Clopper–Pearson interval (γ each side, "
                 "`pe_kit.audit.bounds.population_shift`); a canary is flagged when the intervals are disjoint (the "
                 "test users see another FPR than the one the threshold was chosen on, so its ε_lower on test can "
-                "collapse). The calibration FPR is read on the trials the threshold was chosen on, so it leans slightly low; "
-                "a flag with test above calibration can come from that choice as well as from the populations. "
+                "collapse). The calibration FPR is read on the trials the threshold was chosen on, so it leans "
+                "slightly low; a flag with test above calibration can come from that choice as well as from the "
+                "populations. "
                 f"**{k} of {n} canaries flagged.**"
                 + ("" if n <= SHIFT_ROWS_SHOWN else f" The {k} flagged canaries are listed; every canary's rates and "
                    "intervals are in results.csv (`fpr_calibration*`, `fpr_test*`).")
