@@ -156,6 +156,8 @@ def test_blackbox_splits_are_equal_size_and_never_resampled():
     for builder in (concentrated_design, displacement_design):
         with pytest.raises(ValueError, match=r"n_calibration=10 but n_test=25.*n_calibration=25"):
             builder(np.random.default_rng(0), **{**SMALL, "n_calibration": 10})
+        x = builder(np.random.default_rng(0), n_test=30, bank_size=64)  # n_calibration follows n_test
+        assert len(x.calibration) == len(x.test) == 30 and not {id(u) for u in x.calibration} & {id(u) for u in x.test}
     short = dataclasses.replace(d, calibration=d.calibration[:10])
     with pytest.raises(ValueError, match=r"n_calibration=10 but n_test=25"):
         spec_statistic(short, MECH)
