@@ -14,6 +14,15 @@ Usage (defaults: bundled Blogs sample, long arm, record cap 64):
         --variants ordinary exact nonce --n-aux 500 --out docs/fidelity_mu_eff.csv
 
 Every text is embedded once per token cap in a run (a per-text dictionary in front of the kit's encoder).
+
+Quick size against paper size, on the same canaries, from a CSV this script wrote (no embedding):
+
+    .venv/bin/python benchmarks/fidelity_mu_eff.py --compare docs/fidelity_mu_eff_A.csv \
+        --quick token_cap=64,bank_size=8192,n_aux=150,n_test=300 \
+        --paper token_cap=64,bank_size=8192,n_aux=300,n_test=1000
+
+prints, per variant, the median μ_eff at both sizes, the per-canary change (paper − quick: median, min, max) and
+whether the medians lie within ``--tolerance`` (0.05, issue 11's criterion for the natural canary).
 """
 from __future__ import annotations
 
@@ -73,6 +82,66 @@ def mu_eff_at(world, design, mech: MechanismConfig, audit: AuditConfig, ns, aux_
     return out
 
 
+SIZE_KEYS = ("token_cap", "bank_size", "n_aux", "n_test", "record_cap", "arm")
+
+
+def parse_size(text: str) -> dict:
+    """``"token_cap=64,n_test=300"`` → {"token_cap": 64, "n_test": 300} (keys of ``SIZE_KEYS``).
+
+    Raises ValueError naming the key for an unknown key or a missing ``=``."""
+    out = {}
+    for part in filter(None, (t.strip() for t in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key not in SIZE_KEYS:
+            raise ValueError(f"size {part!r}: use key=value with key one of {SIZE_KEYS}")
+        out[key] = value if key == "arm" else int(value)
+    return out
+
+
+def compare_sizes(df, quick: dict, paper: dict, tolerance: float = 0.05):
+    """μ_eff per variant at a quick size against a paper size, on the same canaries (rows of this script's CSV).
+
+    Args:
+        df: pandas DataFrame with the CSV columns (``variant``, ``canary_id``, ``mu_eff`` and the size columns).
+        quick, paper: size settings selecting one configuration each ({column: value}, see ``parse_size``).
+        tolerance: the largest |median(paper) − median(quick)| counted as "within" (μ_eff units).
+
+    Returns:
+        DataFrame, one row per variant (CSV order): ``canaries`` (present at both sizes), ``mu_eff_quick`` /
+        ``mu_eff_paper`` (medians over those canaries), ``median_change`` (paper − quick of the medians),
+        ``canary_change_median`` / ``_min`` / ``_max`` (per-canary paper − quick), ``within`` (bool).
+
+    Raises:
+        ValueError: when a setting selects no row, or a canary appears twice at one setting (the setting is
+            incomplete: name more size columns).
+    """
+    import pandas as pd
+
+    def pick(setting, name):
+        sel = df
+        for k, v in setting.items():
+            sel = sel[sel[k] == v]
+        if sel.empty:
+            raise ValueError(f"--{name} {setting} selects no row of the CSV")
+        if sel.duplicated(["variant", "canary_id"]).any():
+            raise ValueError(f"--{name} {setting} matches a canary more than once: name more of {SIZE_KEYS}")
+        return sel.set_index(["variant", "canary_id"])["mu_eff"]
+
+    both = pd.concat({"quick": pick(quick, "quick"), "paper": pick(paper, "paper")}, axis=1).dropna()
+    both["change"] = both["paper"] - both["quick"]
+    rows = []
+    for variant in dict.fromkeys(df["variant"]):
+        if variant not in both.index.get_level_values(0):
+            continue
+        g = both.loc[variant]
+        mq, mp = float(g["quick"].median()), float(g["paper"].median())
+        rows.append({"variant": variant, "canaries": len(g), "mu_eff_quick": mq, "mu_eff_paper": mp,
+                     "median_change": mp - mq, "canary_change_median": float(g["change"].median()),
+                     "canary_change_min": float(g["change"].min()), "canary_change_max": float(g["change"].max()),
+                     "within": bool(abs(mp - mq) <= tolerance)})
+    return pd.DataFrame(rows)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=None, help="corpus (default: the bundled Blogs sample)")
@@ -90,9 +159,22 @@ def main(argv=None) -> None:
     ap.add_argument("--pool-size", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="CSV of every (cap, p, variant, canary, N) μ_eff")
+    ap.add_argument("--compare", default=None, metavar="CSV",
+                    help="compare two sizes from a CSV this script wrote (with --quick and --paper); embeds nothing")
+    ap.add_argument("--quick", default="token_cap=64,bank_size=8192,n_aux=150,n_test=300",
+                    help="the quick size for --compare, key=value,... of " + ", ".join(SIZE_KEYS))
+    ap.add_argument("--paper", default="token_cap=64,bank_size=8192,n_aux=300,n_test=1000",
+                    help="the paper size for --compare")
+    ap.add_argument("--tolerance", type=float, default=0.05, help="largest |median change| counted as within")
     args = ap.parse_args(argv)
 
     import pandas as pd
+
+    if args.compare:
+        out = compare_sizes(pd.read_csv(args.compare), parse_size(args.quick), parse_size(args.paper), args.tolerance)
+        pd.set_option("display.width", 160)
+        print(f"quick: {args.quick}\npaper: {args.paper}\n{out.round(3).to_string(index=False)}")
+        return
 
     mech, audit = MechanismConfig(record_cap=args.record_cap), AuditConfig()
     aux_sizes = sorted(set(args.aux_sizes or [args.n_aux]))

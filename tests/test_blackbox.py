@@ -142,6 +142,29 @@ def test_bug_canaries_have_the_derived_geometry():
         concentrated_design(np.random.default_rng(0), bank_size=8)
 
 
+def test_blackbox_splits_are_equal_size_and_never_resampled():
+    """Issue 11: the black-box statistic scores N distinct calibration users and N distinct test users; a split of
+    another size is refused (by the design builders and by spec_statistic), never resampled with replacement."""
+    import dataclasses
+
+    d = concentrated_design(np.random.default_rng(0), **SMALL)
+    stat = spec_statistic(d, MECH)
+    assert stat.n_users == 25 and all(stat.populations[s].shape == (25, MECH.top_k) for s in ("calibration", "test"))
+    # the calibration population is exactly the design's calibration users, in order (no draw with replacement)
+    idx = [id(u) for u in d.calibration]
+    assert len(set(idx)) == 25 and not set(idx) & {id(u) for u in d.test}
+    for builder in (concentrated_design, displacement_design):
+        with pytest.raises(ValueError, match=r"n_calibration=10 but n_test=25.*n_calibration=25"):
+            builder(np.random.default_rng(0), **{**SMALL, "n_calibration": 10})
+        x = builder(np.random.default_rng(0), n_test=30, bank_size=64)  # n_calibration follows n_test
+        assert len(x.calibration) == len(x.test) == 30 and not {id(u) for u in x.calibration} & {id(u) for u in x.test}
+    short = dataclasses.replace(d, calibration=d.calibration[:10])
+    with pytest.raises(ValueError, match=r"n_calibration=10 but n_test=25"):
+        spec_statistic(short, MECH)
+    with pytest.raises(ValueError, match=r"design.calibration has 10 users but .*N=25"):
+        implementation_scores(ReferenceRelease(), short, MECH, stat, "calibration", 0, 10, np.random.default_rng(1))
+
+
 # ------------------------------------------------------------------------------------------ the suite
 
 @pytest.mark.slow

@@ -115,6 +115,16 @@ def test_exact_injects_one_copy_per_record_at_the_paper_cap():
     np.testing.assert_array_equal(design.positions, np.arange(100, 164))
 
 
+def test_every_preset_lets_exact_copy_every_record():
+    """Issue 11: exact injects r = m copies (one per record), so each preset reserves max_probes ≥ record_cap, and
+    the quick and paper presets sit at the paper's m = r = 64 (not the old cap of 32)."""
+    from pe_kit.run.presets import PRESETS
+
+    for p in PRESETS.values():
+        assert p.record_cap <= p.max_probes and p.n_calibration == p.n_test, p.name
+    assert {(p.record_cap, p.max_probes) for n, p in PRESETS.items() if n != "tiny"} == {(64, 64)}
+
+
 @pytest.fixture(scope="module")
 def designs(tiny_world):
     return {v: make_design(tiny_world, v, 1, np.random.default_rng([9, i]), mechanism=MECH, pool_size=POOL, r=R)

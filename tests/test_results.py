@@ -134,3 +134,44 @@ def test_multiround_sections_show_arms_gain_and_both_audits():
     assert "MAUVE gain of the DP feedback" in md and "0.019" in md and "0.014" in md
     audit = md.split("frozen-bank and adaptive audits")[1]
     assert "epsilon_lower_adaptive" in audit and "0.53" in audit and "1.345" in audit
+
+
+def test_population_shift_per_canary_in_results_md():
+    """Issue 11: results.md checks every canary's FPR at its frozen threshold, test split vs calibration split, and
+    flags the canary when the two-sided Clopper–Pearson intervals are disjoint (counts: one is, one is not)."""
+    from pe_kit.audit.bounds import clopper_pearson, population_shift, threshold_audit_from_counts
+    from pe_kit.report.results import population_shift_table
+
+    g, n = 0.0025, 100_000
+
+    def row(cid, fp_cal, fp_test):
+        cal = threshold_audit_from_counts(1.0, 900, fp_cal, n, n, g, 1e-5)
+        tst = threshold_audit_from_counts(1.0, 900, fp_test, n, n, g, 1e-5)
+        return {"experiment": "table2", "notebook": "04_audit", "study_arm": "long", "bank_source": "bankA",
+                "variant": "nonce", "canary_id": cid, "epsilon_lower": tst.epsilon, "calibration_epsilon": cal.epsilon,
+                "epsilon_theory": 1.695, "mu_eff": 0.99, "mu_eff_ceiling": 1.0, "trials": n,
+                **population_shift(cal, tst, g)}
+
+    df = pd.DataFrame([row("same", 10, 12), row("shifted", 10, 100)])
+    t = population_shift_table(df)
+    assert t.attrs == {"checked": 2, "flagged": 1} and list(t["canary_id"]) == ["shifted", "same"]
+    assert list(t["population_shift"]) == [True, False]
+    lo, hi = clopper_pearson(100, n, g, "lower"), clopper_pearson(100, n, g, "upper")
+    assert t.loc[0, "fpr_test"] == f"{100 / n:.2e} [{lo:.1e}, {hi:.1e}]"
+    assert hi > lo > clopper_pearson(10, n, g, "upper")  # the flagged canary's intervals are disjoint
+    assert t.loc[0, "epsilon_calibration"] > t.loc[0, "epsilon_lower"]  # its bound on test collapses
+    assert population_shift_table(df, flagged_only=True)["canary_id"].tolist() == ["shifted"]
+    md = summary_markdown(df)
+    assert "## Population shift per canary" in md and "**1 of 2 canaries flagged.**" in md
+    assert "| long | bankA | nonce | shifted | 1.00e-04 [" in md and "| True |" in md and "| False |" in md
+    assert population_shift_table(df.drop(columns=["fpr_test"])).attrs == {"checked": 0, "flagged": 0}
+
+
+def test_encoder_table_shows_max_median_and_range():
+    """Issue 11: every ε table shows the max over canaries (the paper's statistic) and the median and range."""
+    rows = [{"experiment": "encoder", "notebook": "05_ablations", "variant": "nonce", "study_model": m,
+             "epsilon_lower": e, "epsilon_theory": 1.695}
+            for m, es in (("all-MiniLM-L6-v2", (0.2, 0.5, 0.9)), ("all-mpnet-base-v2", (0.1, 0.3, 0.4))) for e in es]
+    md = summary_markdown(pd.DataFrame(rows))
+    assert "max / median (min–max) ε_lower over canaries" in md
+    assert "| nonce | 0.900 / 0.500 (0.20–0.90) | 0.400 / 0.300 (0.10–0.40) |" in md

@@ -58,6 +58,10 @@ def _check_sizes(**sizes) -> None:
     for name, v in sizes.items():
         if int(v) != v or v < 1:
             raise ValueError(f"{name}={v!r} must be an integer ≥ 1")
+    if "n_calibration" in sizes and "n_test" in sizes:  # equal-size distinct users, never resampled
+        from pe_kit.audit.trials import check_equal_populations
+
+        check_equal_populations(int(sizes["n_calibration"]), int(sizes["n_test"]))
 
 
 def _background(rng: np.random.Generator, dim: int, bank_size: int, reserved: int):
@@ -91,22 +95,25 @@ def _centre(rng, dim: int, radius: float) -> np.ndarray:
 
 
 def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
-                        n_aux: int = 50, n_calibration: int = 50, n_test: int = 50, records: int = 4,
+                        n_aux: int = 50, n_calibration: int | None = None, n_test: int = 50, records: int = 4,
                         canary_records: int = 8) -> ImplementationDesign:
     """The ``concentrated`` design (module docstring): k probes, all canary votes on them, nobody else there.
 
     Args:
         rng: the only source of randomness (bank, positions, records).
         top_k: k of the audited mechanism (the cluster has exactly k entries).
-        dim: embedding dimension d. bank_size: p. n_aux, n_calibration, n_test: users per split.
+        dim: embedding dimension d. bank_size: p. n_aux, n_calibration, n_test: users per split; the calibration
+            and test splits are distinct users of equal size (None: n_calibration = n_test), never resampled.
         records: records per background user. canary_records: the canary's m.
 
     Returns:
         ``ImplementationDesign`` with |P| = k.
 
     Raises:
-        ValueError: on a size < 1 or a bank too small for the cluster.
+        ValueError: on a size < 1, n_calibration ≠ n_test (``audit.trials.check_equal_populations``), or a bank
+            too small for the cluster.
     """
+    n_calibration = n_test if n_calibration is None else n_calibration
     _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
                  n_test=n_test, records=records, canary_records=canary_records)
     bank, probes, background = _background(rng, dim, bank_size, top_k)
@@ -122,13 +129,15 @@ def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
 
 
 def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
-                        n_aux: int = 50, n_calibration: int = 100, n_test: int = 100, records: int = 4,
+                        n_aux: int = 50, n_calibration: int | None = None, n_test: int = 100, records: int = 4,
                         canary_records: int = 8) -> ImplementationDesign:
     """The ``displacement`` design (module docstring) for fixed-size sampling; P = A ∪ B, |P| = 2k.
 
     Args and Raises: as ``concentrated_design`` (``records`` must be even: aux users put half on each cluster).
-    The default population is larger (100) so that the specification's Σ̂ is dominated by v + c.
+    The default population is larger (100) so that the specification's Σ̂ is dominated by v + c. Its calibration
+    and test users are distinct draws of the same cluster (disjoint splits, as everywhere else).
     """
+    n_calibration = n_test if n_calibration is None else n_calibration
     _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
                  n_test=n_test, records=records, canary_records=canary_records)
     if records % 2:
@@ -140,11 +149,11 @@ def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
         b = _centre(rng, dim, 10.0)
     bank[pa], bank[pb] = _cluster(rng, a, top_k, 0.01), _cluster(rng, b, top_k, 0.01)
     canary = _cluster(rng, a, canary_records, 0.001)
-    same = [_cluster(rng, b, records, 0.001) for _ in range(max(n_calibration, n_test))]
+    same = [_cluster(rng, b, records, 0.001) for _ in range(n_calibration + n_test)]
     aux = [np.concatenate([_cluster(rng, a, records // 2, 0.001), _cluster(rng, b, records // 2, 0.001)])
            for _ in range(n_aux)]
     return ImplementationDesign("displacement", bank, np.sort(positions), canary, aux, same[:n_calibration],
-                                same[:n_test], {"design": "displacement", "top_k": top_k, "dim": dim,
+                                same[n_calibration:], {"design": "displacement", "top_k": top_k, "dim": dim,
                                                 "bank_size": bank_size, "n_aux": n_aux, "n_calibration": n_calibration,
                                                 "n_test": n_test, "records": records, "canary_records": canary_records,
                                                 "background": bool(len(background))})

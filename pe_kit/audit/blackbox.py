@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory
 from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments
-from pe_kit.audit.trials import ScalarProblem, scalar_problem
+from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_problem
 from pe_kit.config import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
@@ -55,7 +55,8 @@ class SpecStatistic:
     Attributes:
         coords: int64 (|P|,). canary: float64 (|P|,) v (the canary's specified contribution on P).
         weights: float64 (|P|,) w = Σ̂⁻¹v. m0: float64 (|P|,) m̂0 for N = n_test. mu_eff: √(vᵀΣ̂⁻¹v).
-        n_users: N. populations: split → CSR (N, |P|) specified contributions (calibration resized to N).
+        n_users: N. populations: split → CSR (N, |P|) specified contributions (calibration and test: N distinct
+            users each, never resampled).
     """
 
     coords: np.ndarray
@@ -85,13 +86,15 @@ def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1
             ``calibration``, ``test`` lists of per-user float (n_u, d) (``attack.bug_canaries.ImplementationDesign``).
         mechanism: the settings the implementation claims (k, C, σ, q).
         shrinkage, ridge: Eq. 33 / Eq. 35 (0.1, 1e-9 in the paper).
-        rng: resamples calibration users to n_test when the split sizes differ (default: seeded 0).
+        rng: unused (kept for callers): the calibration split is never resampled. The threshold is frozen on the
+            statistic of N calibration users and evaluated on N test users (``trials.check_equal_populations``).
 
     Returns:
         ``SpecStatistic``.
 
     Raises:
-        ValueError: on a malformed design, empty coordinates, a canary with no vote on P, or σ = 0.
+        ValueError: on a malformed design, empty coordinates, a canary with no vote on P, σ = 0, or calibration
+            and test splits of different sizes (the message names ``n_calibration`` / ``n_test``).
     """
     if mechanism.noise_multiplier <= 0:
         raise ValueError("mechanism.noise_multiplier must be > 0: a black-box audit needs a finite ε_theory")
@@ -108,22 +111,24 @@ def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1
     v = np.asarray(contribs([np.asarray(design.canary)]).todense()).ravel()
     if not np.any(v):
         raise ValueError("the canary casts no vote on design.coords under the specification: redesign the probes")
+    check_equal_populations(len(_users(design, "calibration")), len(_users(design, "test")))
     pops = {s: contribs(_users(design, s)) for s in ("aux",) + _SPLITS}
     n = pops["test"].shape[0]
-    if pops["calibration"].shape[0] != n:
-        rng = rng or np.random.default_rng(0)
-        pops["calibration"] = pops["calibration"][rng.integers(0, pops["calibration"].shape[0], size=n)]
     m0, sigma = null_moments(aux_moments(pops["aux"], shrinkage), n, mechanism, ridge)
     w = llr_weights(v, sigma)
     return SpecStatistic(coords, v, w, m0, float(np.sqrt(max(0.0, w @ v))), n,
                          {s: pops[s] for s in _SPLITS})
 
 
-def _population(design, split: str, hypothesis: int, n_users: int, rng: np.random.Generator | None):
+def _population(design, split: str, hypothesis: int, n_users: int) -> tuple:
+    """(records, owner, n) of one split's N distinct users (plus the canary as the last user under H1).
+
+    Raises ValueError when the split does not hold exactly ``n_users`` users (never resampled)."""
     users = _users(design, split)
-    if len(users) != n_users:  # the calibration split resized to N (as spec_statistic)
-        rng = rng or np.random.default_rng(0)
-        users = [users[i] for i in rng.integers(0, len(users), size=n_users)]
+    if len(users) != n_users:
+        raise ValueError(f"design.{split} has {len(users)} users but the statistic was built for N={n_users}: "
+                         "calibration and test splits are distinct users of equal size, never resampled; rebuild "
+                         "the design with n_calibration = n_test")
     if hypothesis == 1:
         users = users + [np.asarray(design.canary)]
     return stack_users(users)
@@ -145,8 +150,7 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
         raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
     if int(n_trials) != n_trials or n_trials < 1:
         raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
-    records, owner, n = _population(design, split, hypothesis, stat.n_users,
-                                    np.random.default_rng(0) if split == "calibration" else None)
+    records, owner, n = _population(design, split, hypothesis, stat.n_users)
     bank = np.asarray(design.bank, dtype=np.float32)
     batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
     out = np.empty(int(n_trials))

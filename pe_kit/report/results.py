@@ -23,7 +23,8 @@ from pe_kit.audit.bounds import epsilon_lower_from_counts
 from pe_kit.cache import atomic_write_bytes, content_hash
 
 __all__ = ["StepCache", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
-           "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "dropped_note",
+           "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "spread_cells", "dropped_note",
+           "population_shift_table", "SHIFT_COLUMNS",
            "summary_markdown", "truncation_table", "RUN_COLUMNS"]
 
 #: What makes an LLR-check row (``pe_kit.run.checks.llr_checks``, column ``rule``) pass, in words.
@@ -390,15 +391,73 @@ def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", 
         out = pd.DataFrame()
         out.attrs["dropped_rows"] = dropped
         return out
-    g = df.groupby(index + ["variant"])["epsilon_lower"]
-    cells = (g.max().map("{:.3f}".format) + " / " + g.median().map("{:.3f}".format) + " ("
-             + g.min().map("{:.2f}".format) + "–" + g.max().map("{:.2f}".format) + ")")
-    table = cells.unstack("variant")
+    table = spread_cells(df.groupby(index + ["variant"])["epsilon_lower"]).unstack("variant")
     table = table[[v for v in order if v in table.columns]]
-    table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max().map("{:.3f}".format)
+    if "epsilon_theory" in df.columns:
+        table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max().map("{:.3f}".format)
     table.columns.name = None
     table.attrs["dropped_rows"] = dropped
     return table
+
+
+def spread_cells(grouped) -> pd.Series:
+    """"max / median (min–max)" of each group of a ``SeriesGroupBy`` (e.g. ε_lower per variant), as str cells.
+
+    The paper's statistic is the max over canaries; the median and range say how far single canaries differ.
+    Returns a Series of str indexed by the group keys (``"0.412 / 0.250 (0.10–0.41)"``).
+    """
+    return (grouped.max().map("{:.3f}".format) + " / " + grouped.median().map("{:.3f}".format) + " ("
+            + grouped.min().map("{:.2f}".format) + "–" + grouped.max().map("{:.2f}".format) + ")")
+
+
+#: Columns ``pe_kit.audit.bounds.population_shift`` puts on every audit row (rates, unitless).
+SHIFT_COLUMNS = ("fpr_calibration", "fpr_calibration_lower", "fpr_calibration_upper", "fpr_test", "fpr_test_lower",
+                 "fpr_test_upper", "population_shift")
+
+
+def population_shift_table(df: pd.DataFrame, flagged_only: bool = False) -> pd.DataFrame:
+    """Per canary: the FPR of its frozen threshold on the calibration and on the test split, each with its
+    two-sided Clopper–Pearson interval, and the flag of ``pe_kit.audit.bounds.population_shift`` (the intervals
+    are disjoint: the test population sees another FPR than the one the threshold was chosen on).
+
+    Args:
+        df: audit rows carrying ``SHIFT_COLUMNS`` (as written by ``pe_kit.run.study.audit_design``), plus
+            ``study_arm``, ``bank_source``, ``variant``, ``canary_id``, ``calibration_epsilon``, ``epsilon_lower``
+            where present.
+        flagged_only: keep only the flagged canaries.
+
+    Returns:
+        DataFrame, one row per canary (flagged first): keys, ``fpr_calibration`` and ``fpr_test`` as
+        ``"1.20e-04 [9.1e-05, 1.6e-04]"`` str cells, ``epsilon_calibration`` (the bound on the calibration trials),
+        ``epsilon_lower`` (on test) and ``population_shift`` (bool). ``attrs``: ``checked`` (rows with the check),
+        ``flagged`` (how many are flagged). Empty when no row carries the check.
+    """
+    if df is None or df.empty or not set(SHIFT_COLUMNS) <= set(df.columns):
+        out = pd.DataFrame()
+        out.attrs.update(checked=0, flagged=0)
+        return out
+    d = df[df["population_shift"].notna()].copy()
+    d["population_shift"] = d["population_shift"].astype(str).str.lower().isin(("true", "1", "1.0"))
+    keys = [c for c in ("study_arm", "bank_source", "variant", "canary_id") if c in d.columns]
+    out = d[keys].copy()
+    for split in ("calibration", "test"):
+        out[f"fpr_{split}"] = [f"{a:.2e} [{lo:.1e}, {hi:.1e}]" for a, lo, hi in
+                               zip(d[f"fpr_{split}"], d[f"fpr_{split}_lower"], d[f"fpr_{split}_upper"])]
+    if "calibration_epsilon" in d.columns:
+        out["epsilon_calibration"] = d["calibration_epsilon"]
+    if "epsilon_lower" in d.columns:
+        out["epsilon_lower"] = d["epsilon_lower"]
+    out["population_shift"] = d["population_shift"]
+    checked, flagged = len(out), int(out["population_shift"].sum())
+    if flagged_only:
+        out = out[out["population_shift"]]
+    out = out.sort_values("population_shift", ascending=False, kind="stable").reset_index(drop=True)
+    out.attrs.update(checked=checked, flagged=flagged)
+    return out
+
+
+#: results.md lists every canary's population-shift check up to this many canaries, else the flagged ones only.
+SHIFT_ROWS_SHOWN = 60
 
 
 _TRUNC_KEYS = ("study_arm", "study_bank", "study_model", "token_cap")
@@ -482,9 +541,27 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
             agg["tightness"] = best["tightness"].to_numpy()
             agg["epsilon_theory"] = best["epsilon_theory"].to_numpy()
         out.append(_section("Audit detail (per arm, bank and variant; ceiling and tightness of the best canary)",
-                            "`population_shift`: canaries whose test-split FPR at the frozen threshold falls outside "
-                            "the calibration split's Clopper–Pearson interval (the intervals are disjoint).\n\n"
+                            "`population_shift`: canaries whose test-split FPR interval at the frozen threshold is "
+                            "disjoint from the calibration split's (two-sided Clopper–Pearson; per canary in the "
+                            "next section).\n\n"
                             + markdown_table(agg)))
+        shift = population_shift_table(t2)
+        if shift.attrs["checked"]:
+            n, k = shift.attrs["checked"], shift.attrs["flagged"]
+            shown = shift if n <= SHIFT_ROWS_SHOWN else shift[shift["population_shift"]]
+            out.append(_section(
+                "Population shift per canary: FPR at the frozen threshold, calibration vs test split",
+                "Each canary's threshold is frozen on the calibration split's trials; its false-positive rate is then "
+                "measured on the test split's. Both rates get a two-sided Clopper–Pearson interval (γ each side, "
+                "`pe_kit.audit.bounds.population_shift`); a canary is flagged when the intervals are disjoint (the "
+                "test users see another FPR than the one the threshold was chosen on, so its ε_lower on test can "
+                "collapse). The calibration FPR is read on the trials the threshold was chosen on, so it leans "
+                "slightly low; a flag with test above calibration can come from that choice as well as from the "
+                "populations. "
+                f"**{k} of {n} canaries flagged.**"
+                + ("" if n <= SHIFT_ROWS_SHOWN else f" The {k} flagged canaries are listed; every canary's rates and "
+                   "intervals are in results.csv (`fpr_calibration*`, `fpr_test*`).")
+                + "\n\n" + (markdown_table(shown) if len(shown) else "")))
         done.add("table2")
     pd_rows = df[exp == "probe_design"]
     if not pd_rows.empty:
@@ -518,10 +595,16 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     if not enc.empty:
         from pe_kit.text.models import encoder_ablation_note
 
-        tab = enc.pivot_table(index="variant", columns="study_model", values="epsilon_lower", aggfunc="max")
+        from pe_kit.attack.variants import VARIANTS
+
+        enc = enc[enc["epsilon_lower"].notna()]
+        tab = spread_cells(enc.groupby(["variant", "study_model"])["epsilon_lower"]).unstack("study_model")
+        tab = tab.reindex([v for v in VARIANTS if v in tab.index] + [v for v in tab.index if v not in VARIANTS])
+        tab.columns.name = None
         note = encoder_ablation_note(list(dict.fromkeys(enc["study_model"].astype(str))))
-        out.append(_section("Encoder ablation (Table 3 analogue: max ε_lower over canaries)",
-                            markdown_table(tab, index=True) + (f"\n**{note}**\n" if note else "")))
+        out.append(_section("Encoder ablation (Table 3 analogue): max / median (min–max) ε_lower over canaries",
+                            "The paper reports the max over canaries; the median and range are shown beside it.\n\n"
+                            + markdown_table(tab, index=True) + (f"\n**{note}**\n" if note else "")))
         done.add("encoder")
     tight = df[exp == "tightness"]
     if not tight.empty:
