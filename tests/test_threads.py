@@ -44,3 +44,22 @@ def test_local_lm_thread_setting_validated_without_loading():
     assert LocalLMGenerator(num_threads=2).num_threads == 2 and LocalLMGenerator(num_threads=None).num_threads is None
     with pytest.raises(ValueError, match="num_threads"):
         LocalLMGenerator(num_threads=0)
+
+
+def test_busy_cores_does_not_count_niced_processes(monkeypatch):
+    """A niced job yields to a nice-0 process, so its CPU share is not 'busy' for it; at nice > 0 it is."""
+    import sys
+    import types
+    from collections import namedtuple
+
+    shares = namedtuple("shares", "user nice system idle iowait")
+    calls = iter([shares(0, 0, 0, 100, 0), shares(20.0, 50.0, 5.0, 25.0, 0.0)] * 2)
+    fake_proc = types.SimpleNamespace(cpu_times=lambda: (0.0, 0.0))
+    fake = types.SimpleNamespace(Process=lambda: fake_proc, cpu_times_percent=lambda interval=None: next(calls),
+                                 cpu_count=lambda: 2)
+    monkeypatch.setitem(sys.modules, "psutil", fake)
+    monkeypatch.setattr(threads, "_own_nice", lambda: 0)
+    # 75 % of 2 cores in use, 50 % of it niced: only (75 − 50) % · 2 = 0.5 cores count as busy
+    assert threads.busy_cores(interval=0.01) == 0.5
+    monkeypatch.setattr(threads, "_own_nice", lambda: 10)
+    assert threads.busy_cores(interval=0.01) == 1.5

@@ -205,6 +205,8 @@ class Encoder:
         try:
             for start in range(0, len(missing), _CHUNK):
                 block = missing[start:start + _CHUNK]
+                if start and self.num_threads == "auto":  # long encodes follow the load chunk by chunk
+                    threads = self.threads(len(block))
                 emb = self._encode_texts([texts[first[k]] for k in block], threads)
                 self.encoded_counts.update(block)
                 if store is not None:
