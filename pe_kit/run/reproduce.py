@@ -46,7 +46,7 @@ from pe_kit.run.presets import (
 )
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "input_digests", "marker_key"]
+           "this_python_kernel", "run_sizes", "about_preset", "input_digests", "marker_key"]
 
 
 class ReproduceError(RuntimeError):
@@ -313,17 +313,45 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
             os.environ["PE_KIT_HEADLESS"] = headless_before
 
 
+_SIZE_SYMBOLS = {"record_cap": "m", "n_canary": "canaries", "per_variant": "per variant", "n_aux": "aux",
+                 "n_calibration": "calibration", "n_test": "test", "bank_size": "p", "max_probes": "r",
+                 "pool_size": "M", "max_seq_length": "token cap", "trials": "trials"}
+
+
 def run_sizes(p: Preset) -> str:
     """One line with the sizes that shape the numbers of a run (what results.md must state).
 
-    Args: p: the resolved ``Preset`` (after ``--set`` overrides). Returns: str such as
+    Args: p: the resolved ``Preset`` (after ``--set`` overrides and ``--fit-data``). Returns: str such as
     ``m=64, canaries=25 (5 per variant), aux/calibration/test=200/300/300, p=8192, r=64, M=512, token cap=64,
-    trials=10⁶``.
+    trials=10⁶``. r is the probe count of the paraphrase and nonce variants; when it differs from m the line
+    adds that the exact variant inserts r = m copies (``study.design_canary``). A notebook whose own
+    parameters (``Preset.extra``) replace one of these sizes gets a clause of its own, e.g.
+    ``notebook 06: p=512``.
     """
     cap = p.max_seq_length if p.max_seq_length is not None else "model default (256)"
-    return (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
-            f"aux/calibration/test={p.n_aux}/{p.n_calibration}/{p.n_test}, p={p.bank_size}, r={p.max_probes}, "
+    exact = f" (exact: r=m={p.record_cap} copies)" if p.max_probes != p.record_cap else ""
+    line = (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
+            f"aux/calibration/test={p.n_aux}/{p.n_calibration}/{p.n_test}, p={p.bank_size}, r={p.max_probes}{exact}, "
             f"M={p.pool_size}, token cap={cap}, trials={p.trials:,} per hypothesis (sweeps {p.sweep_trials:,})")
+    for nb in sorted(p.extra):
+        own = [(k, v) for k, v in p.extra[nb].items() if k in _SIZE_SYMBOLS and v != getattr(p, k)]
+        if own:
+            line += f"; notebook {nb.split('_')[0]}: " + ", ".join(f"{_SIZE_SYMBOLS[k]}={v}" for k, v in own)
+    return line
+
+
+def about_preset(p: Preset, changed: bool) -> str:
+    """The "about this preset" line of results.md: the preset's description, whose sizes are the preset's own.
+
+    Args: p: the run's preset. changed: True when the run's settings differ from the named preset's
+    (``--set``, ``--data``, ``--fit-data``). Returns: ``p.description`` unchanged, or, for a changed run, a
+    line that names the preset and points to the run's sizes instead (the description would state sizes the run
+    did not use, e.g. r=64 for a run fitted to r=40).
+    """
+    if not changed:
+        return p.description
+    return (f"preset {p.name}, with the settings listed under 'changed from the preset'; this run's sizes are "
+            "under 'sizes of this run' (the preset's own description and sizes: pe-kit presets)")
 
 
 def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: Callable[[str], None],
@@ -530,8 +558,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         base = PRESETS.get(p.name)
         changed = {k: v for k, v in p.as_dict().items()
                    if base is not None and k not in ("name", "description") and v != base.as_dict().get(k)}
-        meta = {"preset": p.name, "about this preset": p.description
-                + (" (the preset's own sizes; this run's sizes are below)" if changed else ""), "seed": seed,
+        meta = {"preset": p.name, "about this preset": about_preset(p, bool(changed)), "seed": seed,
                 "sizes of this run": run_sizes(p),
                 "changed from the preset (--set / --data / --fit-data)":
                     ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",

@@ -1,0 +1,36 @@
+"""User-facing defects an adversarial tester found (session 4): results.md states its own run's sizes and only real
+changes, notebook 08's table, input errors that name the field and the fix, ``pe-kit results NAME``, one progress
+end line with ``--log-output``. No notebook runs here except the one marked ``notebooks``."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pe_kit.run.presets import PRESETS, get_preset
+
+TINY = Path(__file__).parent / "data" / "blogs-tiny.jsonl.gz"
+
+
+# ------------------------------------------------------------------------------------------------ 1. sizes
+def test_results_md_states_the_sizes_of_its_own_run(tmp_path):
+    from tests.test_fit import _s140
+
+    from pe_kit.run.fit import data_profile, fit_preset
+    from pe_kit.run.reproduce import about_preset, run_sizes
+
+    data = _s140(tmp_path / "own.csv", 60, 40)
+    p = get_preset("quick", data=data, fmt="sentiment140")
+    fitted = fit_preset(p, data_profile(data, "sentiment140", p.record_cap)).preset
+    assert (fitted.record_cap, fitted.max_probes, fitted.bank_size, fitted.n_test) == (40, 64, 448, 16)
+    line = run_sizes(fitted)
+    assert line.startswith("m=40, canaries=6 (5 per variant), aux/calibration/test=8/16/16, p=448, "
+                           "r=64 (exact: r=m=40 copies), M=512, token cap=64")
+    assert "notebook 06" not in line  # its p was capped at the run's p = 448
+    about = about_preset(fitted, changed=True)
+    for stale in ("r=64", "m=64", "p=8192", "N=290"):  # the quick preset's own sizes are not this run's
+        assert stale not in about
+    assert "sizes of this run" in about and "pe-kit presets" in about
+    assert about_preset(PRESETS["quick"], changed=False) == PRESETS["quick"].description
+    set40 = get_preset("quick", {"max_probes": 40, "record_cap": 40})
+    assert ", r=40 (exact: r=m=40 copies)" not in run_sizes(set40) and ", r=40, M=512" in run_sizes(set40)
+    assert run_sizes(PRESETS["quick"]).endswith("; notebook 06: p=512")  # 06's own p, not the preset's 8192
