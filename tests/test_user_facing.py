@@ -34,3 +34,17 @@ def test_results_md_states_the_sizes_of_its_own_run(tmp_path):
     set40 = get_preset("quick", {"max_probes": 40, "record_cap": 40})
     assert ", r=40 (exact: r=m=40 copies)" not in run_sizes(set40) and ", r=40, M=512" in run_sizes(set40)
     assert run_sizes(PRESETS["quick"]).endswith("; notebook 06: p=512")  # 06's own p, not the preset's 8192
+
+
+# ------------------------------------------------------------------------------------------------ 2. changes
+def test_changed_from_preset_lists_only_real_changes():
+    from pe_kit.run.presets import parse_override
+    from pe_kit.run.reproduce import preset_changes
+
+    assert preset_changes(PRESETS["quick"]) == {} and preset_changes(get_preset("tiny")) == {}
+    p = get_preset("quick", dict([parse_override("06.rounds=3"), parse_override("trials=1e4")]))
+    assert preset_changes(p) == {"trials": 10_000, "06.rounds": 3}  # 08's untouched extras are not listed
+    same = get_preset("quick", dict([parse_override("08.idealised_repeats=3")]))  # the preset's own value
+    assert preset_changes(same) == {}
+    p8 = get_preset("tiny", dict([parse_override("08.published_repeats=5")]))
+    assert preset_changes(p8) == {"08.published_repeats": 5}

@@ -46,7 +46,7 @@ from pe_kit.run.presets import (
 )
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "about_preset", "input_digests", "marker_key"]
+           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests", "marker_key"]
 
 
 class ReproduceError(RuntimeError):
@@ -340,6 +340,28 @@ def run_sizes(p: Preset) -> str:
     return line
 
 
+def preset_changes(p: Preset) -> dict:
+    """The settings of ``p`` that differ from the preset of the same name (what results.md lists as changed).
+
+    A notebook's own parameters (``Preset.extra``) are compared one by one and named ``<notebook number>.<param>``
+    (``06.bank_size``), so an unchanged parameter of another notebook is never listed.
+
+    Args: p: the run's preset. Returns: dict setting → this run's value, in field order (empty for an unnamed or
+    unchanged preset).
+    """
+    base = PRESETS.get(p.name)
+    if base is None:
+        return {}
+    new, old = p.as_dict(), base.as_dict()
+    out = {k: v for k, v in new.items() if k not in ("name", "description", "extra") and v != old.get(k)}
+    for nb in sorted(set(p.extra) | set(base.extra)):
+        mine, theirs = p.extra.get(nb, {}), base.extra.get(nb, {})
+        for k in sorted(set(mine) | set(theirs)):
+            if mine.get(k) != theirs.get(k):
+                out[f"{nb.split('_')[0]}.{k}"] = mine.get(k, "notebook default")
+    return out
+
+
 def about_preset(p: Preset, changed: bool) -> str:
     """The "about this preset" line of results.md: the preset's description, whose sizes are the preset's own.
 
@@ -555,9 +577,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         results_csv = run_dir / "results.csv"
         _write(results_csv, df.to_csv(index=False).encode())
         figures = sorted(str(f.relative_to(run_dir)) for f in (run_dir / "figures").glob("*.png"))
-        base = PRESETS.get(p.name)
-        changed = {k: v for k, v in p.as_dict().items()
-                   if base is not None and k not in ("name", "description") and v != base.as_dict().get(k)}
+        changed = preset_changes(p)
         meta = {"preset": p.name, "about this preset": about_preset(p, bool(changed)), "seed": seed,
                 "sizes of this run": run_sizes(p),
                 "changed from the preset (--set / --data / --fit-data)":
