@@ -48,3 +48,35 @@ def test_changed_from_preset_lists_only_real_changes():
     assert preset_changes(same) == {}
     p8 = get_preset("tiny", dict([parse_override("08.published_repeats=5")]))
     assert preset_changes(p8) == {"08.published_repeats": 5}
+
+
+# ------------------------------------------------------------------------------------------------ 3. notebook 08
+def _one_run_row(method: str, eps: float, mu_lower: float) -> dict:
+    return {"experiment": "one_run", "method": method, "variant": "nonce", "m": 6, "probe_share": 0.5,
+            "epsilon_lower": eps, "mu_lower": mu_lower, "k_plus": 2, "k_minus": 1, "guesses": 3, "correct": 3,
+            "mu_eff": 0.8, "epsilon_theory": 5.4, "releases": 1, "seconds": 0.2, "mech_sample_rate": 1.0}
+
+
+def test_one_run_tables_show_both_bounds_and_integer_counts(tmp_path):
+    import pandas as pd
+
+    from pe_kit.report.results import collect, summary_markdown, tidy, write_rows
+    from pe_kit.run.one_run import idealised_rows
+
+    ideal = idealised_rows(1.0, 1.0, [100], 0, repeats=3)  # the idealised game: real bounds, no PE
+    rows = [_one_run_row("steinke", 0.25, float("nan")), _one_run_row("fdp", 0.5, 0.125)] + ideal
+    write_rows(tidy(rows, "08_one_run_audit", None, {"preset": "tiny", "seed": 0}), tmp_path, "08_one_run_audit")
+    write_rows(tidy([{"experiment": "mechanism", "quantity": "users", "value": 20.0}], "01_mechanism", None),
+               tmp_path, "01_mechanism")  # other notebooks' rows make 08's count columns NaN-padded floats
+    md = summary_markdown(collect(tmp_path, ["01_mechanism", "08_one_run_audit"]))
+    one = md.split("## One-run audits of one PE release")[1].split("##")[0]
+    header = [h.strip() for h in next(x for x in one.splitlines() if x.startswith("|")).strip("|").split("|")]
+    assert {"epsilon_lower", "mu_lower", "m", "k_plus", "epsilon_theory"} <= set(header)
+    assert "| 1.000 | nonce | fdp | 6 | 0.500 | 0.800 | 2 | 1 | 3 | 3 | 0.500 | 0.125 | 5.400 | 1 |" in one
+    assert "| 1.000 | nonce | steinke | 6 | 0.500 | 0.800 | 2 | 1 | 3 | 3 | 0.250 |  | 5.400 | 1 |" in one
+    assert "6.0" not in one
+    idl = md.split("## One-run audits on the idealised game")[1]
+    fdp = pd.DataFrame([r for r in ideal if r["method"] == "fdp"])
+    med = f"{fdp['epsilon_lower'].median():.3f} | {fdp['epsilon_lower'].min():.3f} | {fdp['epsilon_lower'].max():.3f}"
+    assert f"| 1.000 | 100 | fdp | 3 | {med} | {fdp['mu_lower'].median():.3f} |" in idl
+    assert "one_run_idealised (08" not in md and "one_run (08" not in md  # no generic fallback tables left
