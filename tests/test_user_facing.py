@@ -80,3 +80,36 @@ def test_one_run_tables_show_both_bounds_and_integer_counts(tmp_path):
     med = f"{fdp['epsilon_lower'].median():.3f} | {fdp['epsilon_lower'].min():.3f} | {fdp['epsilon_lower'].max():.3f}"
     assert f"| 1.000 | 100 | fdp | 3 | {med} | {fdp['mu_lower'].median():.3f} |" in idl
     assert "one_run_idealised (08" not in md and "one_run (08" not in md  # no generic fallback tables left
+
+
+# ------------------------------------------------------------------------------------------------ 4. --format
+def test_wrong_format_names_the_format_the_file_looks_like(tmp_path, capsys):
+    import gzip
+
+    from tests.test_fit import _s140
+
+    from pe_kit.data.loaders import DataError, load_corpus, sniff_format
+    from pe_kit.run.cli import main
+
+    csv_path = _s140(tmp_path / "own.csv", 3, 4)
+    rc = main(["reproduce", "--data", csv_path, "--format", "yelp", "--results-dir", str(tmp_path / "r"),
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "looks like Sentiment140 CSV" in err and "not format 'yelp'" in err
+    assert "pass --format sentiment140" in err and "on_error" not in err
+    blogs = tmp_path / "mine.jsonl"
+    blogs.write_text('{"user_id": "a", "text": "hi", "industry": "x"}\n')
+    yelp = tmp_path / "reviews.jsonl.gz"
+    with gzip.open(yelp, "wt") as fh:
+        fh.write('{"review_id": "r", "user_id": "a", "text": "ok", "stars": 4.0}\n')
+    assert [sniff_format(x) for x in (csv_path, blogs, yelp, TINY)] == ["sentiment140", "blogs", "yelp", "blogs"]
+    with pytest.raises(DataError, match="looks like Blog Authorship JSON Lines .* pass --format blogs"):
+        load_corpus(blogs, "yelp")
+    with pytest.raises(DataError, match="looks like Yelp reviews JSON Lines .* pass --format yelp"):
+        load_corpus(yelp, "sentiment140")
+    misnamed = tmp_path / "posts.csv"  # auto goes by the name (.csv → sentiment140); the content says blogs
+    misnamed.write_text(blogs.read_text())
+    with pytest.raises(DataError, match="pass --format blogs"):
+        load_corpus(misnamed)
+    assert len(load_corpus(blogs, "blogs", min_records=1).users) == 1  # a matching format loads as before
+    assert len(load_corpus(yelp, "yelp", record_cap=1).users) == 1
