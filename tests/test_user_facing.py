@@ -113,3 +113,29 @@ def test_wrong_format_names_the_format_the_file_looks_like(tmp_path, capsys):
         load_corpus(misnamed)
     assert len(load_corpus(blogs, "blogs", min_records=1).users) == 1  # a matching format loads as before
     assert len(load_corpus(yelp, "yelp", record_cap=1).users) == 1
+
+
+# ------------------------------------------------------------------------------------------------ 5. model
+def test_unknown_model_is_refused_before_any_notebook_listing_offline_models(tmp_path, capsys, monkeypatch):
+    from pe_kit.run.cli import main
+    from pe_kit.text.models import check_model_offline, offline_models
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert offline_models()[0] == "all-MiniLM-L6-v2"
+    rc = main(["reproduce", "--preset", "tiny", "--set", "model=nosuch-model", "--results-dir", str(tmp_path / "r"),
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "model='nosuch-model' cannot be loaded offline here" in err
+    assert "Models the kit can load offline: all-MiniLM-L6-v2" in err and "--set model=/path/to/model" in err
+    assert not (tmp_path / "r").exists()  # refused before any notebook (the old failure came inside notebook 01)
+    with pytest.raises(ValueError, match="did you mean 'all-MiniLM-L6-v2'"):
+        check_model_offline("all-MiniLM-L6-v3")
+    with pytest.raises(ValueError, match=r"encoders='all-MiniLM-L12-v2'.*no offline package exists"):
+        check_model_offline("all-MiniLM-L12-v2", "encoders")
+    rc = main(["reproduce", "--preset", "tiny", "--set", "encoders=all-MiniLM-L6-v2,typo-encoder", "--results-dir",
+               str(tmp_path / "r"), "--no-progress"])
+    assert rc == 2 and "encoders='typo-encoder'" in capsys.readouterr().err
+    for ok in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", str(tmp_path)):  # a folder is taken
+        check_model_offline(ok)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # downloads allowed: a hub id is the user's call
+    check_model_offline("someone/some-model")

@@ -466,6 +466,25 @@ def _check_variants(p: Preset) -> None:
                                  + (" or 'all'" if key == "variants" else "") + f" (--set {key}=…)")
 
 
+def _check_models(p: Preset) -> None:
+    """Every encoder that ``p`` names can be loaded offline, before any notebook runs: ``model``, ``encoders``
+    (unless ``"auto"``) and a notebook's own ``model`` / ``encoders`` (``pe_kit.text.models.check_model_offline``).
+
+    Raises:
+        ValueError: naming the setting and listing the models the kit can load offline.
+    """
+    from pe_kit.text.models import check_model_offline
+
+    settings = [("model", p.model), ("encoders", p.encoders)]
+    settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items()
+                 if k in ("model", "encoders")]
+    for key, value in settings:
+        if value is None or value == "auto":
+            continue
+        for name in ([value] if isinstance(value, str) else value):
+            check_model_offline(str(name), key)
+
+
 def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
          kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
     import papermill as pm
@@ -475,6 +494,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
 
     p = get_preset(preset, overrides, data, fmt)
     _check_variants(p)
+    _check_models(p)
     folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
     if notebooks is None:
         todo = [nb for nb in NOTEBOOKS if (folder / f"{nb}.ipynb").is_file()]
