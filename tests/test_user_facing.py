@@ -139,3 +139,28 @@ def test_unknown_model_is_refused_before_any_notebook_listing_offline_models(tmp
         check_model_offline(ok)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # downloads allowed: a hub id is the user's call
     check_model_offline("someone/some-model")
+
+
+# ------------------------------------------------------------------------------------------------ 6. banks
+def test_unknown_bank_is_refused_before_any_notebook_listing_bank_names(tmp_path, capsys, monkeypatch):
+    from pe_kit.run.cli import main
+
+    def run(*sets):
+        argv = ["reproduce", "--preset", "tiny", "--results-dir", str(tmp_path / "r"), "--no-progress"]
+        for x in sets:
+            argv += ["--set", x]
+        return main(argv), capsys.readouterr().err
+
+    rc, err = run("banks=nosuch")
+    assert rc == 2 and "banks contains 'nosuch' (not a bank name and no such file)" in err
+    assert "use bank names bankA, public, llm-label, llm-icl or a JSON Lines file" in err and "--set banks=" in err
+    rc, err = run("bank=publc")
+    assert rc == 2 and "bank contains 'publc'" in err and "did you mean 'public'?" in err
+    rc, err = run("banks=bankA,file:/no/such.jsonl")
+    assert rc == 2 and "'file:/no/such.jsonl' (no such file)" in err
+    assert not (tmp_path / "r").exists()
+    from pe_kit.run.reproduce import _check_banks
+
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text('{"text": "a"}\n')
+    _check_banks(get_preset("tiny", {"banks": ["bankA", "public", str(bank), f"file:{bank}"]}))  # all accepted

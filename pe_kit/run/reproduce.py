@@ -466,6 +466,34 @@ def _check_variants(p: Preset) -> None:
                                  + (" or 'all'" if key == "variants" else "") + f" (--set {key}=…)")
 
 
+def _check_banks(p: Preset) -> None:
+    """Every bank ``p`` names exists, before any notebook runs: ``bank``, ``banks`` and a notebook's own
+    ``bank`` / ``banks``. A bank is a kind of ``pe_kit.text.banks.make_bank`` (``bankA``, ``public``,
+    ``llm-label``, ``llm-icl``) or an existing JSON Lines file (``file:<path>`` or a path).
+
+    Raises:
+        ValueError: naming the setting and the unknown value, listing the bank names (with a did-you-mean).
+    """
+    import difflib
+
+    from pe_kit.text.banks import BANK_KINDS
+
+    kinds = [k for k in BANK_KINDS if k != "file"]
+    settings = [("bank", p.bank), ("banks", p.banks)]
+    settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items() if k in ("bank", "banks")]
+    for key, value in settings:
+        for name in ([value] if isinstance(value, str) else list(value or [])):
+            name = str(name)
+            path = name[5:] if name.startswith("file:") else name
+            if name in kinds or Path(path).expanduser().is_file():
+                continue
+            close = difflib.get_close_matches(name, kinds, n=1, cutoff=0.6)
+            what = "no such file" if name.startswith("file:") else "not a bank name and no such file"
+            raise ValueError(f"{key} contains {name!r} ({what}): use bank names {', '.join(kinds)} or a JSON Lines "
+                             f"file with a text field (file:<path> or a path)"
+                             + (f"; did you mean {close[0]!r}?" if close else "") + f" (--set {key}=…)")
+
+
 def _check_models(p: Preset) -> None:
     """Every encoder that ``p`` names can be loaded offline, before any notebook runs: ``model``, ``encoders``
     (unless ``"auto"``) and a notebook's own ``model`` / ``encoders`` (``pe_kit.text.models.check_model_offline``).
@@ -494,6 +522,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
 
     p = get_preset(preset, overrides, data, fmt)
     _check_variants(p)
+    _check_banks(p)
     _check_models(p)
     folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
     if notebooks is None:
