@@ -164,3 +164,18 @@ def test_unknown_bank_is_refused_before_any_notebook_listing_bank_names(tmp_path
     bank = tmp_path / "bank.jsonl"
     bank.write_text('{"text": "a"}\n')
     _check_banks(get_preset("tiny", {"banks": ["bankA", "public", str(bank), f"file:{bank}"]}))  # all accepted
+
+
+# ------------------------------------------------------------------------------------------------ 7. --data folder
+def test_data_folder_is_named_as_a_folder_with_the_formats(tmp_path, capsys):
+    from pe_kit.data.loaders import load_corpus
+    from pe_kit.run.cli import main
+
+    (tmp_path / "train.csv").write_text("")
+    rc = main(["reproduce", "--preset", "tiny", "--data", str(tmp_path), "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"data='{tmp_path}' is a folder; --data takes one corpus file" in err
+    assert "Sentiment140 CSV (.csv)" in err and "Yelp reviews JSON Lines" in err and "does not exist" not in err
+    assert f"files here that could be one: {tmp_path / 'train.csv'}" in err
+    with pytest.raises(IsADirectoryError, match="is a folder; path takes one corpus file"):
+        load_corpus(tmp_path, "blogs")

@@ -217,8 +217,25 @@ def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped
         yield str(uid), text, str(o[label_f])
 
 
+def folder_message(path, flag: str = "--data") -> str:
+    """The error text for a folder given where one corpus file is expected: names the formats and lists up to
+    five files inside it that have a corpus extension (``.jsonl``, ``.json``, ``.csv``, optionally ``.gz``)."""
+    path = Path(path)
+    try:
+        inside = sorted(str(f) for f in path.iterdir() if f.is_file()
+                        and f.name.lower().endswith((".jsonl", ".json", ".csv", ".jsonl.gz", ".json.gz", ".csv.gz")))
+    except OSError:
+        inside = []
+    found = f"; files here that could be one: {', '.join(inside[:5])}" if inside else ""
+    return (f"data={str(path)!r} is a folder; {flag} takes one corpus file: Blog Authorship JSON Lines (.jsonl or "
+            ".jsonl.gz), Yelp reviews JSON Lines (yelp_academic_dataset_review.json) or Sentiment140 CSV (.csv); "
+            f"pass {flag} <folder>/<file>{found}")
+
+
 def _check_path(path) -> Path:
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(folder_message(path, "path"))
     if not path.is_file():
         raise FileNotFoundError(f"data file {path} does not exist; pass an existing file (default: "
                                 f"pe_kit.data.loaders.default_data_path())")
@@ -240,7 +257,7 @@ def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_record
         ``Corpus``.
 
     Raises:
-        FileNotFoundError, DataError (file, line, field named).
+        FileNotFoundError, IsADirectoryError (a folder: names the formats), DataError (file, line, field named).
     """
     path = _check_path(path or default_data_path())
     skipped: Counter = Counter()

@@ -105,7 +105,7 @@ def _reproduce(args) -> int:
                                    notebooks_folder=args.notebooks_dir, force=args.force, keep_going=args.keep_going,
                                    kernel_name=args.kernel, log_output=args.log_output,
                                    progress=not args.no_progress, fit_data=args.fit_data)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, IsADirectoryError) as exc:
         print(f"pe-kit: {exc}", file=sys.stderr)
         return 2
     except ReproduceError as exc:  # pragma: no cover - run_reproduction reports failures in the summary

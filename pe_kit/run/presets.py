@@ -309,6 +309,10 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     if p.name == "paper" and p.data is None:
         raise ValueError("the paper preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
                          "CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh sets N per arm)")
+    if p.data is not None and Path(p.data).is_dir():
+        from pe_kit.data.loaders import folder_message
+
+        raise ValueError(folder_message(p.data))
     if p.data is not None and not Path(p.data).is_file():
         raise ValueError(f"data={p.data!r} does not exist; pass an existing file with --data PATH")
     return p
