@@ -179,3 +179,23 @@ def test_data_folder_is_named_as_a_folder_with_the_formats(tmp_path, capsys):
     assert f"files here that could be one: {tmp_path / 'train.csv'}" in err
     with pytest.raises(IsADirectoryError, match="is a folder; path takes one corpus file"):
         load_corpus(tmp_path, "blogs")
+
+
+# ------------------------------------------------------------------------------------------------ 8. did you mean
+def test_set_key_typos_suggest_the_closest_key(tmp_path, capsys):
+    from pe_kit.run.cli import main
+    from pe_kit.run.presets import did_you_mean, parse_override
+
+    with pytest.raises(ValueError, match=r"--set trails=…: unknown setting; did you mean 'trials'\?; valid keys: "):
+        parse_override("trails=1000")
+    with pytest.raises(ValueError, match=r"did you mean 'max_probes'\?"):
+        parse_override("max_probe=32")
+    with pytest.raises(ValueError, match=r"did you mean '08_one_run_audit'\?"):
+        parse_override("08_one_run_audt.copies=5")
+    assert did_you_mean("zzz", ["trials", "seed"]) == ""  # nothing close: no guess
+    argv = ["reproduce", "--preset", "tiny", "--results-dir", str(tmp_path / "r"), "--no-progress", "--set"]
+    assert main(argv + ["trails=1000"]) == 2 and "did you mean 'trials'?" in capsys.readouterr().err
+    assert main(argv + ["08.idealised_repeat=2"]) == 2  # a notebook's own parameter, checked against its cell
+    err = capsys.readouterr().err
+    assert "notebook 08_one_run_audit has no parameter 'idealised_repeat'; did you mean 'idealised_repeats'?" in err
+    assert not (tmp_path / "r").exists()

@@ -41,6 +41,7 @@ from pe_kit.run.presets import (
     NOTEBOOKS,
     PRESETS,
     Preset,
+    did_you_mean,
     get_preset,
     notebook_params,
 )
@@ -256,8 +257,8 @@ def _check_notebook_overrides(preset: Preset, folder: Path) -> None:
                 raise ValueError(f"--set {nb}.{k}=…: {k} is set by the runner; use --"
                                  f"{'results-dir' if k == 'output_dir' else k} instead")
             if k not in takes:
-                raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}; its parameters are: "
-                                 f"{', '.join(sorted(takes))}")
+                raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}{did_you_mean(k, takes)}; "
+                                 f"its parameters are: {', '.join(sorted(takes))}")
 
 
 def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, results_dir: str | Path = "results",
