@@ -199,3 +199,27 @@ def test_set_key_typos_suggest_the_closest_key(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "notebook 08_one_run_audit has no parameter 'idealised_repeat'; did you mean 'idealised_repeats'?" in err
     assert not (tmp_path / "r").exists()
+
+
+# ------------------------------------------------------------------------------------------------ 9. results NAME
+def test_results_resolves_a_preset_or_run_id_name(tmp_path, capsys, monkeypatch):
+    import os
+
+    from pe_kit.run.cli import main
+
+    for i, run in enumerate(("tiny", "tiny-own-1a2b3c-fit", "quick", "tinyx")):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "results.md").write_text(f"# {run}\n")
+        os.utime(tmp_path / run / "results.md", (1_000_000 + i, 1_000_000 + i))  # later in the loop = newer
+    (tmp_path / "paper").mkdir()  # a run without results.md is never chosen
+    assert main(["results", "tiny", "--results-dir", str(tmp_path)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == "# tiny-own-1a2b3c-fit\n\n"  # the newest of tiny and tiny-…; tinyx is another name
+    assert "(newest of 2; others: tiny)" in cap.err
+    monkeypatch.chdir(tmp_path.parent)
+    os.rename(tmp_path, tmp_path.parent / "results")  # the default --results-dir is ./results
+    assert main(["results", "quick"]) == 0 and capsys.readouterr().out == "# quick\n\n"
+    assert main(["results", "paper"]) == 2
+    err = capsys.readouterr().err
+    assert "no run named 'paper' or 'paper-…'" in err
+    assert f"run folders with a results.md under {tmp_path.parent / 'results'}: tinyx, quick, tiny-own-1a2b3c-fit, tiny" in err
