@@ -223,3 +223,19 @@ def test_results_resolves_a_preset_or_run_id_name(tmp_path, capsys, monkeypatch)
     err = capsys.readouterr().err
     assert "no run named 'paper' or 'paper-…'" in err
     assert f"run folders with a results.md under {tmp_path.parent / 'results'}: tinyx, quick, tiny-own-1a2b3c-fit, tiny" in err
+
+
+# ------------------------------------------------------------------------------------------------ 10. explore --q
+def test_explore_q_out_of_range_names_sample_rate_and_the_range(capsys):
+    from pe_kit.report.widgets import explorer_state
+    from pe_kit.run.cli import main
+
+    for q in ("1.5", "0", "-0.1", "nan"):
+        assert main(["explore", "--q", q]) == 2
+        err = capsys.readouterr().err
+        assert f"--q {float(q):g}: sample_rate (q) must lie in (0, 1]" in err and "e.g. --q 0.1" in err
+    assert main(["explore", "--q", "1", "--json"]) == 0  # q = 1 is inside (0, 1]
+    assert '"sample_rate": 1.0' in capsys.readouterr().out
+    assert main(["explore", "--sigma", "0"]) == 2 and "noise_multiplier (σ) must be > 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"sample_rate \(q\)=1.5 must lie in \(0, 1\]"):
+        explorer_state(1.0, 1.5, 1000)

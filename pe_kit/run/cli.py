@@ -140,6 +140,17 @@ def _explore(args) -> int:
 
     from pe_kit.config import check_param
 
+    import math
+
+    for flag, field, value, ok, rule in (
+            ("--sigma", "noise_multiplier (σ)", args.sigma, math.isfinite(args.sigma) and args.sigma > 0,
+             "must be > 0, e.g. --sigma 1"),
+            ("--q", "sample_rate (q)", args.q, 0 < args.q <= 1,
+             "must lie in (0, 1] (the probability that a user takes part in a release), e.g. --q 0.1"),
+            ("--delta", "delta (δ)", args.delta, 0 <= args.delta < 1, "must lie in [0, 1), e.g. --delta 1e-5")):
+        if not ok:
+            print(f"pe-kit: {flag} {value:g}: {field} {rule}", file=sys.stderr)
+            return 2
     try:
         st = explorer_state(args.sigma, args.q, check_param("trials", args.trials), args.mu_eff, args.delta)
     except ValueError as exc:
