@@ -239,3 +239,49 @@ def test_explore_q_out_of_range_names_sample_rate_and_the_range(capsys):
     assert main(["explore", "--sigma", "0"]) == 2 and "noise_multiplier (σ) must be > 0" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"sample_rate \(q\)=1.5 must lie in \(0, 1\]"):
         explorer_state(1.0, 1.5, 1000)
+
+
+# ------------------------------------------------------------------------------------------------ 11. --log-output
+def test_streamed_kernel_leaves_the_outer_end_line_to_stderr(monkeypatch, tmp_path, capsys):
+    from pe_kit.progress import progress
+
+    path = tmp_path / "progress.log"
+    for name, value in (("PE_KIT_HEADLESS", "1"), ("PE_KIT_PROGRESS_FILE", str(path)),
+                        ("PE_KIT_PROGRESS_INTERVAL", "0"), ("PE_KIT_PROGRESS_STREAMED", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("PE_KIT_PROGRESS", raising=False)
+    with progress(total=2, desc="audit long/bankA", unit="canary") as bar:
+        with progress(total=3, desc="embed nonce", unit="text") as inner:
+            inner.update(3)
+        bar.update(2)
+    assert capsys.readouterr().err.startswith("audit long/bankA: 2/2 canary in 00:00")  # the cell's one line
+    lines = path.read_text().splitlines()
+    assert lines[0] == "audit long/bankA: started (2 canary)" and any(x.startswith("  embed nonce: 3/3") for x in lines)
+    assert not any(x.startswith("audit long/bankA: 2/2") for x in lines)  # not a second time through the file
+
+
+@pytest.mark.notebooks
+def test_log_output_prints_each_end_line_once(tmp_path, monkeypatch, capfd):
+    import nbformat
+
+    from tests.test_progress import STEP_CELL
+
+    from pe_kit.run.reproduce import run_reproduction
+
+    monkeypatch.setenv("PE_KIT_PROGRESS_INTERVAL", "0.5")
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    params = nbformat.v4.new_code_cell('output_dir = "."\npreset = "tiny"\nseed = 0')
+    params.metadata["tags"] = ["parameters"]
+    nbformat.write(nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(STEP_CELL)]),
+                   nbs / "01_mechanism.ipynb")
+    lines: list[str] = []
+    summary = run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, progress=False,
+                               echo=lines.append, log_output=True)
+    assert summary.ok, lines
+    shown = "\n".join(lines) + "\n" + capfd.readouterr().err
+    assert shown.count("audit long/bankA: 40/40 canary in ") == 1  # was twice: kernel stderr and progress file
+    assert any(x == "    audit long/bankA: started (40 canary)" for x in lines)  # start and updates still shown
+    import os
+
+    assert "PE_KIT_PROGRESS_STREAMED" not in os.environ  # restored after the notebook

@@ -574,6 +574,10 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         progress_file.write_bytes(b"")
         env_before = os.environ.get("PE_KIT_PROGRESS_FILE")
         os.environ["PE_KIT_PROGRESS_FILE"] = str(progress_file)
+        streamed_before = os.environ.get("PE_KIT_PROGRESS_STREAMED")
+        # with --log-output the cell's stderr (an outermost step's end line) reaches the terminal itself: the
+        # kernel leaves that line out of the progress file, so it is printed once (pe_kit.progress.streamed)
+        os.environ["PE_KIT_PROGRESS_STREAMED"] = "1" if log_output else "0"
         tail = _ProgressTail(progress_file, echo, "    ")
         t0 = time.perf_counter()
         try:
@@ -596,10 +600,11 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
             err = None
         finally:
             tail.stop()
-            if env_before is None:
-                os.environ.pop("PE_KIT_PROGRESS_FILE", None)
-            else:
-                os.environ["PE_KIT_PROGRESS_FILE"] = env_before
+            for name, before in (("PE_KIT_PROGRESS_FILE", env_before), ("PE_KIT_PROGRESS_STREAMED", streamed_before)):
+                if before is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = before
         if err is None:
             outs = _outputs(run_dir, nb)
             if f"{nb}.csv" not in outs:
