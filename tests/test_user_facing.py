@@ -222,7 +222,8 @@ def test_results_resolves_a_preset_or_run_id_name(tmp_path, capsys, monkeypatch)
     assert main(["results", "paper"]) == 2
     err = capsys.readouterr().err
     assert "no run named 'paper' or 'paper-…'" in err
-    assert f"run folders with a results.md under {tmp_path.parent / 'results'}: tinyx, quick, tiny-own-1a2b3c-fit, tiny" in err
+    runs = "tinyx, quick, tiny-own-1a2b3c-fit, tiny"  # newest first
+    assert f"run folders with a results.md under {tmp_path.parent / 'results'}: {runs}" in err
 
 
 # ------------------------------------------------------------------------------------------------ 10. explore --q

@@ -389,8 +389,8 @@ def _check_format(path, fmt: str, label_field: str = "industry") -> None:
         if isinstance(first, dict) and need in first:
             return
     raise DataError(f"{path}: the file looks like {_FORMAT_TEXT[guess]}, not format {fmt!r} "
-                    f"({_FORMAT_TEXT.get(fmt, fmt)}); pass --format {guess} (pe-kit reproduce; fmt={guess!r} in Python, "
-                    f"--set fmt={guess})")
+                    f"({_FORMAT_TEXT.get(fmt, fmt)}); pass --format {guess} (pe-kit reproduce; fmt={guess!r} in "
+                    f"Python, --set fmt={guess})")
 
 
 def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:

@@ -209,7 +209,8 @@ def _results(args) -> int:
         print(f"pe-kit: {exc}", file=sys.stderr)
         return 2
     if len(matches) > 1 or run_dir != Path(args.run_dir).expanduser():
-        others = f" (newest of {len(matches)}; others: {', '.join(d.name for d in matches[1:])})" if len(matches) > 1 else ""
+        others = (f" (newest of {len(matches)}; others: {', '.join(d.name for d in matches[1:])})"
+                  if len(matches) > 1 else "")
         print(f"pe-kit: {run_dir / 'results.md'}{others}", file=sys.stderr)
     print((run_dir / "results.md").read_text())
     return 0

@@ -481,7 +481,8 @@ def _check_banks(p: Preset) -> None:
 
     kinds = [k for k in BANK_KINDS if k != "file"]
     settings = [("bank", p.bank), ("banks", p.banks)]
-    settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items() if k in ("bank", "banks")]
+    settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items()
+                 if k in ("bank", "banks")]
     for key, value in settings:
         for name in ([value] if isinstance(value, str) else list(value or [])):
             name = str(name)
