@@ -159,11 +159,11 @@ def test_unknown_bank_is_refused_before_any_notebook_listing_bank_names(tmp_path
     rc, err = run("banks=bankA,file:/no/such.jsonl")
     assert rc == 2 and "'file:/no/such.jsonl' (no such file)" in err
     assert not (tmp_path / "r").exists()
-    from pe_kit.run.reproduce import _check_banks
+    from pe_kit.run.preflight import check_banks
 
     bank = tmp_path / "bank.jsonl"
     bank.write_text('{"text": "a"}\n')
-    _check_banks(get_preset("tiny", {"banks": ["bankA", "public", str(bank), f"file:{bank}"]}))  # all accepted
+    check_banks(get_preset("tiny", {"banks": ["bankA", "public", str(bank), f"file:{bank}"]}))  # all accepted
 
 
 # ------------------------------------------------------------------------------------------------ 7. --data folder

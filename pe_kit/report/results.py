@@ -428,9 +428,6 @@ def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-_ONE_RUN_ALWAYS = ("epsilon_lower", "mu_lower")  # notebook 08's two bounds: shown even when one is empty
-
-
 def _section(title: str, body: str) -> str:
     return f"\n## {title}\n\n{body}"
 
@@ -561,34 +558,19 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
             cols = [c for c in wanted if c in part.columns and part[c].notna().any()]
             out.append(_section(title, markdown_table(part[cols])))
             done.add(name)
-    one = df[exp.isin(["one_run", "multi_trial"])]
-    if not one.empty:
-        cols = [c for c in ("mech_sample_rate", "variant", "method", "m", "probe_share", "mu_eff", "k_plus", "k_minus",
-                            "correct", "guesses", "epsilon_lower", "mu_lower", "epsilon_theory", "trials", "releases",
-                            "seconds") if c in one.columns and (one[c].notna().any() or c in _ONE_RUN_ALWAYS)]
-        one = one.assign(_multi=one["experiment"] == "multi_trial")  # the comparison row after the one-run rows
-        order = [c for c in ("mech_sample_rate", "variant", "_multi", "m", "method") if c in one.columns]
-        one = one.sort_values(order, ascending=[c != "mech_sample_rate" for c in order], kind="stable")
-        out.append(_section("One-run audits of one PE release (notebook 08): ε_lower (Steinke et al.) and μ_lower / "
-                            "ε_lower (f-DP) per sampling rate, variant and number of canaries m, beside the kit's "
-                            "multi-trial audit on the same bank (method multi_trial; m = 1 canary, `releases` counts "
-                            "its trials)", markdown_table(one[cols])))
-        done |= {"one_run", "multi_trial"}
-    ideal = df[exp == "one_run_idealised"]
-    if not ideal.empty:
-        keys = [c for c in ("mech_sample_rate", "m", "method") if c in ideal.columns]
-        spec = {"repeats": ("epsilon_lower", "size"), "epsilon_lower_median": ("epsilon_lower", "median"),
-                "epsilon_lower_min": ("epsilon_lower", "min"), "epsilon_lower_max": ("epsilon_lower", "max")}
-        for c, how in (("mu_lower", "median"), ("epsilon_theory", "max")):
-            if c in ideal.columns:
-                spec[c if how == "max" else f"{c}_median"] = (c, how)
-        agg = ideal.groupby(keys, sort=True).agg(**spec).reset_index()
-        if "mech_sample_rate" in agg.columns:
-            agg = agg.sort_values(["mech_sample_rate", *keys[1:]], ascending=[False, *[True] * (len(keys) - 1)],
-                                  kind="stable")
-        out.append(_section("One-run audits on the idealised game (notebook 08: no PE, per-canary Gaussian LLR at "
-                            "μ = 1/σ): median (min, max) over repeats", markdown_table(agg)))
-        done.add("one_run_idealised")
+    from pe_kit.report.one_run_tables import idealised_table, one_run_table
+
+    for names, table, title in (
+            (("one_run", "multi_trial"), one_run_table, "One-run audits of one PE release (notebook 08): ε_lower "
+             "(Steinke et al.) and μ_lower / ε_lower (f-DP) per sampling rate, variant and number of canaries m, beside "
+             "the kit's multi-trial audit on the same bank (method multi_trial; m = 1 canary, `releases` counts its "
+             "trials)"),
+            (("one_run_idealised",), idealised_table, "One-run audits on the idealised game (notebook 08: no PE, "
+             "per-canary Gaussian LLR at μ = 1/σ): median (min, max) over repeats")):
+        part = df[exp.isin(names)]
+        if not part.empty:
+            out.append(_section(title, markdown_table(table(part))))
+            done |= set(names)
     for name in sorted(set(exp) - done):
         part = df[exp == name].dropna(axis=1, how="all")
         skip = ("param_", "version_", "python", "study_", "mech_", "audit_", "calibration_", "test_", "pe_")
