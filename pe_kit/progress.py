@@ -13,7 +13,9 @@
   - the progress file ``PE_KIT_PROGRESS_FILE`` (when set; the runner sets one per notebook and prints what
     arrives, see ``pe_kit.run.reproduce``) gets a line when an outermost step starts, an update with k of n,
     elapsed time and ETA at most every ``PE_KIT_PROGRESS_INTERVAL`` seconds (default 10) for any step,
-    inner ones included, and the end line of every step that took at least that long.
+    inner ones included, and the end line of every step that took at least that long (an outermost step's
+    end line always, except with ``PE_KIT_PROGRESS_STREAMED=1``, set by ``pe-kit reproduce --log-output``, whose
+    terminal already shows the cell's stderr line).
 
 ``PE_KIT_PROGRESS=off`` hides everything. Lines are formatted by ``tqdm.std.tqdm.format_meter`` (the tqdm
 library's own rate / ETA arithmetic); nothing here depends on the paper.
@@ -26,7 +28,7 @@ import threading
 import time
 from typing import Iterable, Iterator
 
-__all__ = ["Progress", "progress", "headless", "progress_interval"]
+__all__ = ["Progress", "progress", "headless", "progress_interval", "streamed"]
 
 _LOCK = threading.Lock()
 _ACTIVE: list["Progress"] = []  # open steps, outermost first
@@ -36,6 +38,13 @@ _LAST_UPDATE = [0.0]  # time of the last update line written to the progress fil
 def headless() -> bool:
     """True when ``PE_KIT_HEADLESS`` is set to anything but ``""`` / ``"0"`` (a ``pe-kit reproduce`` kernel)."""
     return os.environ.get("PE_KIT_HEADLESS", "") not in ("", "0")
+
+
+def streamed() -> bool:
+    """True when ``PE_KIT_PROGRESS_STREAMED`` is set to anything but ``""`` / ``"0"``: the runner streams this
+    kernel's stderr to its terminal (``pe-kit reproduce --log-output``), so an outermost step's end line, printed
+    to stderr, is not also written to the progress file (the runner would print it a second time)."""
+    return os.environ.get("PE_KIT_PROGRESS_STREAMED", "") not in ("", "0")
 
 
 def progress_interval() -> float:
@@ -145,7 +154,10 @@ class Progress:
         line = self.line(final=True)
         if self.depth == 0:
             print(line, file=sys.stderr, flush=True)
-        if self._file and (self.depth == 0 or time.monotonic() - self._t0 >= self._interval):
+        # an outermost end line goes to the file too, unless the runner streams the cell's stderr to the terminal
+        # (``pe-kit reproduce --log-output`` sets PE_KIT_PROGRESS_STREAMED=1): then it would be printed twice
+        to_file = time.monotonic() - self._t0 >= self._interval if self.depth else not streamed()
+        if self._file and to_file:
             _append(self._file, ("  " * self.depth) + line)
 
     def __enter__(self) -> "Progress":

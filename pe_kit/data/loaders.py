@@ -217,8 +217,25 @@ def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped
         yield str(uid), text, str(o[label_f])
 
 
+def folder_message(path, flag: str = "--data") -> str:
+    """The error text for a folder given where one corpus file is expected: names the formats and lists up to
+    five files inside it that have a corpus extension (``.jsonl``, ``.json``, ``.csv``, optionally ``.gz``)."""
+    path = Path(path)
+    try:
+        inside = sorted(str(f) for f in path.iterdir() if f.is_file()
+                        and f.name.lower().endswith((".jsonl", ".json", ".csv", ".jsonl.gz", ".json.gz", ".csv.gz")))
+    except OSError:
+        inside = []
+    found = f"; files here that could be one: {', '.join(inside[:5])}" if inside else ""
+    return (f"data={str(path)!r} is a folder; {flag} takes one corpus file: Blog Authorship JSON Lines (.jsonl or "
+            ".jsonl.gz), Yelp reviews JSON Lines (yelp_academic_dataset_review.json) or Sentiment140 CSV (.csv); "
+            f"pass {flag} <folder>/<file>{found}")
+
+
 def _check_path(path) -> Path:
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(folder_message(path, "path"))
     if not path.is_file():
         raise FileNotFoundError(f"data file {path} does not exist; pass an existing file (default: "
                                 f"pe_kit.data.loaders.default_data_path())")
@@ -240,7 +257,7 @@ def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_record
         ``Corpus``.
 
     Raises:
-        FileNotFoundError, DataError (file, line, field named).
+        FileNotFoundError, IsADirectoryError (a folder: names the formats), DataError (file, line, field named).
     """
     path = _check_path(path or default_data_path())
     skipped: Counter = Counter()
@@ -311,8 +328,79 @@ def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None
     return _collect(rows(), str(path), record_cap, min_records, max_records, skipped)
 
 
+_FORMAT_TEXT = {"blogs": "Blog Authorship JSON Lines (user_id, text, industry)",
+                "yelp": "Yelp reviews JSON Lines (user_id, text, stars)",
+                "sentiment140": "Sentiment140 CSV (6 columns: polarity, id, date, query, user, text)"}
+
+
+def sniff_format(path) -> str | None:
+    """Guess a corpus file's format from its first non-empty line (not from its name).
+
+    A JSON object with ``stars`` → ``yelp``; with ``user_id`` and ``text`` (no ``stars``) → ``blogs``; a CSV row
+    of 6 columns whose first is a polarity 0, 2 or 4 → ``sentiment140``; anything else → None (no guess). Reads
+    at most the first 1 MiB (gzip or plain; a UTF-8 byte-order mark is skipped).
+
+    Args: path: the file. Returns: ``"blogs"`` | ``"yelp"`` | ``"sentiment140"`` | None.
+    """
+    path = Path(path)
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
+            head = fh.read(1 << 20)
+    except (OSError, EOFError):
+        return None
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    line = next((x for x in head.splitlines() if x.strip()), b"")
+    if line.lstrip().startswith(b"{"):
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        if not isinstance(obj, dict):
+            return None
+        return "yelp" if "stars" in obj else "blogs" if "user_id" in obj and "text" in obj else None
+    try:
+        rec = next(csv.reader([line.decode("latin-1")]))
+    except (csv.Error, StopIteration):
+        return None
+    return "sentiment140" if len(rec) == 6 and rec[0].strip() in ("0", "2", "4") else None
+
+
+def _check_format(path, fmt: str, label_field: str = "industry") -> None:
+    """Refuse a file whose first line is clearly another format than ``fmt`` (:func:`sniff_format`).
+
+    JSON Lines against CSV always conflict; ``blogs`` against ``yelp`` only when the first record lacks the
+    field the requested loader needs (``stars`` for yelp, ``label_field`` for blogs).
+
+    Raises:
+        DataError: naming the file, what it looks like, the format asked for and the ``--format`` to pass.
+    """
+    guess = sniff_format(path)
+    if guess is None or guess == fmt:
+        return
+    if {guess, fmt} == {"blogs", "yelp"}:
+        first = None
+        with (gzip.open(path, "rb") if Path(path).suffix == ".gz" else open(path, "rb")) as fh:
+            for raw in fh:
+                if raw.strip():
+                    first = json.loads(raw.decode("utf-8-sig"))
+                    break
+        need = "stars" if fmt == "yelp" else label_field
+        if isinstance(first, dict) and need in first:
+            return
+    raise DataError(f"{path}: the file looks like {_FORMAT_TEXT[guess]}, not format {fmt!r} "
+                    f"({_FORMAT_TEXT.get(fmt, fmt)}); pass --format {guess} (pe-kit reproduce; fmt={guess!r} in "
+                    f"Python, --set fmt={guess})")
+
+
 def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
-    """Dispatch to a loader by ``fmt`` (``blogs``, ``yelp``, ``sentiment140``) or by the file name when ``auto``."""
+    """Dispatch to a loader by ``fmt`` (``blogs``, ``yelp``, ``sentiment140``) or by the file name when ``auto``.
+
+    Raises:
+        ValueError: unknown ``fmt``. FileNotFoundError: no such file (a folder is named as one).
+        DataError: the file's first line is clearly another format (:func:`sniff_format`; the message names the
+            ``--format`` to pass), or what the loader raises (file, line, field).
+    """
     if path is None:
         return load_blogs(**kwargs)
     name = Path(path).name.lower()
@@ -321,6 +409,7 @@ def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
     loaders = {"blogs": load_blogs, "yelp": load_yelp, "sentiment140": load_sentiment140}
     if fmt not in loaders:
         raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(loaders)} or 'auto'")
+    _check_format(_check_path(path), fmt, kwargs.get("label_field", "industry"))
     return loaders[fmt](path, **kwargs)
 
 

@@ -200,7 +200,7 @@ def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
 
 _COUNT_COL = re.compile(r"(^|_)(trials|canaries|truncated|total|token_cap|coords|voters|users|seed|round|"
                         r"releases|participants|true_pos|false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|"
-                        r"max_probes|top_k|rows|slot|index)$")
+                        r"max_probes|top_k|rows|slot|index|m|k_plus|k_minus|guesses|correct|repeats?|copies)$")
 
 
 def _fmt(v: Any, floatfmt: str) -> str:
@@ -497,6 +497,8 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     First the texts the encoder truncated (:func:`truncation_table`), then the experiments recognised
     (column ``experiment``): ``mechanism`` (01), ``probe_design`` (02),
     ``llr_check`` (03), ``table2`` (04), ``sigma_sweep`` / ``q_sweep`` / ``encoder`` / ``tightness`` (05),
+    ``one_run`` / ``multi_trial`` (08, with both bounds epsilon_lower and mu_lower) and ``one_run_idealised``
+    (08, median, min and max over repeats),
     anything else (e.g. 06's rows) as a compact table of its numeric columns.
 
     Args:
@@ -639,6 +641,19 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
             cols = [c for c in wanted if c in part.columns and part[c].notna().any()]
             out.append(_section(title, markdown_table(part[cols])))
             done.add(name)
+    from pe_kit.report.one_run_tables import idealised_table, one_run_table
+
+    for names, table, title in (
+            (("one_run", "multi_trial"), one_run_table, "One-run audits of one PE release (notebook 08): ε_lower "
+             "(Steinke et al.) and μ_lower / ε_lower (f-DP) per sampling rate, variant and number of canaries m, beside "
+             "the kit's multi-trial audit on the same bank (method multi_trial; m = 1 canary, `releases` counts its "
+             "trials)"),
+            (("one_run_idealised",), idealised_table, "One-run audits on the idealised game (notebook 08: no PE, "
+             "per-canary Gaussian LLR at μ = 1/σ): median (min, max) over repeats")):
+        part = df[exp.isin(names)]
+        if not part.empty:
+            out.append(_section(title, markdown_table(table(part))))
+            done |= set(names)
     for name in sorted(set(exp) - done):
         part = df[exp == name].dropna(axis=1, how="all")
         skip = ("param_", "version_", "python", "study_", "mech_", "audit_", "calibration_", "test_", "pe_")

