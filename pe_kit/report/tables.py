@@ -1,0 +1,268 @@
+"""Tables of audit results: ε_lower with Clopper–Pearson intervals, max / median / range over canaries
+(the paper's statistic is the max over canaries; Table 2 / Table 4 analogues), the per-canary population-shift
+check and the truncation counts. Split from ``pe_kit.report.results`` (which re-exports every name) so that
+each module stays small.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from pe_kit.audit.bounds import epsilon_lower_from_counts
+
+__all__ = ["epsilon_interval", "add_epsilon_interval", "table_epsilon", "table_epsilon_spread", "spread_cells",
+           "dropped_note", "population_shift_table", "SHIFT_COLUMNS", "SHIFT_ROWS_SHOWN", "truncation_table"]
+
+def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float = 0.95):
+    """Two-sided confidence interval and point estimate of the ε that a frozen threshold test certifies.
+
+    Point: Eq. 28 with the empirical rates. Lower end: Eq. 28 with one-sided Clopper–Pearson bounds at
+    γ = (1 − level)/4 (four one-sided bounds share the error). Upper end: the same with every bound
+    flipped (TPR, TNR upper; FPR, FNR lower), i.e. the largest ε the counts are consistent with. Used for
+    the 95% bands of the Fig. 1 analogue; the audit's own ε_lower uses γ = α/(4·n_canaries).
+
+    Args:
+        true_pos, false_pos: counts (int or array); n_h1, n_h0: trials per hypothesis; delta: δ;
+        level: confidence level in (0, 1).
+
+    Returns:
+        (lower, point, upper) floats (or arrays), each ≥ 0.
+
+    Raises:
+        ValueError: if level is outside (0, 1).
+    """
+    from pe_kit.audit.bounds import clopper_pearson
+
+    if not 0 < level < 1:
+        raise ValueError(f"level={level} must lie in (0, 1), e.g. 0.95")
+    g = (1 - level) / 4
+    tp, fp = np.asarray(true_pos, float), np.asarray(false_pos, float)
+    n1, n0 = np.asarray(n_h1, float), np.asarray(n_h0, float)
+    lo, _ = epsilon_lower_from_counts(tp, fp, n1, n0, g, delta)
+
+    def _eps(tpr, fpr, tnr, fnr):
+        with np.errstate(all="ignore"):
+            b1 = np.where((tpr - delta > 0) & (fpr > 0), np.log(np.maximum(tpr - delta, 1e-300) / np.maximum(fpr, 1e-300)),
+                          np.where(tpr - delta > 0, np.inf, -np.inf))
+            b2 = np.where((tnr - delta > 0) & (fnr > 0), np.log(np.maximum(tnr - delta, 1e-300) / np.maximum(fnr, 1e-300)),
+                          np.where(tnr - delta > 0, np.inf, -np.inf))
+        return np.maximum(0.0, np.maximum(b1, b2))
+
+    point = _eps(tp / n1, fp / n0, (n0 - fp) / n0, (n1 - tp) / n1)
+    hi = _eps(clopper_pearson(tp, n1, g, "upper"), clopper_pearson(fp, n0, g, "lower"),
+              clopper_pearson(n0 - fp, n0, g, "upper"), clopper_pearson(n1 - tp, n1, g, "lower"))
+    conv = (lambda a: float(a)) if np.ndim(point) == 0 else (lambda a: np.asarray(a, float))
+    return conv(lo), conv(point), conv(hi)
+
+
+def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Add ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from the test confusion counts.
+
+    Needs columns ``test_true_pos``, ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``
+    (as written by ``pe_kit.run.study.audit_design``). Returns a copy. Raises ValueError naming a missing column.
+    """
+    need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"add_epsilon_interval needs columns {missing}; pass rows from pe_kit.run.study.audit_design")
+    out = df.copy()
+    lo, pt, hi = [], [], []
+    for r in out.itertuples(index=False):
+        a, b, c = epsilon_interval(r.test_true_pos, r.test_false_pos, r.test_n_h1, r.test_n_h0, r.audit_delta, level)
+        lo.append(a), pt.append(b), hi.append(c)
+    out["epsilon_ci_low"], out["epsilon_point"], out["epsilon_ci_high"] = lo, pt, hi
+    return out
+
+
+def _table_rows(df: pd.DataFrame, index: list, variants: Sequence[str] | None) -> tuple[pd.DataFrame, list, dict]:
+    """The rows a variant table can place, the variant order, and the count of rows it cannot place.
+
+    A row with a missing value in an ``index`` column (e.g. a NaN ``bank_source``), a missing ``epsilon_lower``,
+    or a variant outside ``variants`` (default ``VARIANTS``) has no cell; such rows are counted per reason
+    (``missing_<column>``, ``unknown_variant``), warned about, and returned so the table can say so.
+    """
+    import warnings
+
+    from pe_kit.attack.variants import VARIANTS
+
+    known = list(variants or VARIANTS)
+    dropped: dict[str, int] = {}
+    keep = pd.Series(True, index=df.index)
+    for col in [*index, "epsilon_lower"]:
+        miss = df[col].isna() if col in df.columns else pd.Series(True, index=df.index)
+        n = int((miss & keep).sum())
+        if n:
+            dropped[f"missing_{col}"] = n
+        keep &= ~miss
+    unknown = ~df["variant"].isin(known)
+    n = int((unknown & keep).sum())
+    if n:
+        dropped["unknown_variant"] = n
+    keep &= ~unknown
+    if dropped:
+        warnings.warn(f"{sum(dropped.values())} of {len(df)} audit rows have no table cell and are left out: "
+                      + ", ".join(f"{k}={v}" for k, v in dropped.items()), stacklevel=3)
+    kept = df[keep]
+    order = [v for v in known if v in set(kept["variant"])]
+    return kept, order, dropped
+
+
+def dropped_note(table: pd.DataFrame) -> str:
+    """One sentence naming the rows a table built by :func:`table_epsilon` / :func:`table_epsilon_spread` left
+    out (``table.attrs["dropped_rows"]``: reason → count), or ``""`` when none were."""
+    dropped = table.attrs.get("dropped_rows") or {}
+    if not dropped:
+        return ""
+    return (f"{sum(dropped.values())} audit row(s) are not in this table: "
+            + ", ".join(f"{v} with {k.replace('_', ' ')}" for k, v in dropped.items()) + ".")
+
+
+def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"), variants: Sequence[str] | None = None
+                  ) -> pd.DataFrame:
+    """Table 2 / Table 4 analogue: max ε_lower over canaries per (index…) × variant, plus ε_theory.
+
+    Args:
+        df: audit rows (columns ``variant``, ``epsilon_lower``, ``epsilon_theory`` and the ``index`` columns).
+        index: row keys (default: data arm and bank).
+        variants: column order (default: ``pe_kit.attack.variants.VARIANTS`` order, present ones only).
+
+    Returns:
+        DataFrame indexed by ``index`` with one column per variant and ``epsilon_theory``. Rows that fit no
+        cell (a missing index value or ε_lower, a variant outside ``variants``) are counted, not dropped
+        silently: ``table.attrs["dropped_rows"]`` maps the reason to the count (:func:`dropped_note`), and a
+        ``UserWarning`` says so.
+    """
+    if df.empty:
+        return pd.DataFrame()
+    index = list(index)
+    df, order, dropped = _table_rows(df, index, variants)
+    if df.empty:
+        table = pd.DataFrame()
+    else:
+        table = df.pivot_table(index=index, columns="variant", values="epsilon_lower", aggfunc="max")
+        table = table[[v for v in order if v in table.columns]]
+        table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max()
+        table.columns.name = None
+    table.attrs["dropped_rows"] = dropped
+    return table
+
+
+def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"),
+                         variants: Sequence[str] | None = None) -> pd.DataFrame:
+    """Table 2 / 4 analogue with the spread: per (index…) × variant, "max / median (min–max)" of ε_lower.
+
+    The paper's statistic is the max over a variant's five canaries; single canaries of one variant range
+    widely (0.0 to 0.9 for natural canaries at 10⁶ trials), so the median and range are shown beside it.
+
+    Args:
+        df: audit rows (``variant``, ``epsilon_lower``, ``epsilon_theory`` and the ``index`` columns).
+        index: row keys. variants: column order (default ``VARIANTS`` order, present ones only).
+
+    Returns:
+        DataFrame of str cells indexed by ``index``, one column per variant, plus ``epsilon_theory``; rows left
+        out are counted in ``table.attrs["dropped_rows"]`` as in :func:`table_epsilon`.
+    """
+    if df.empty:
+        return pd.DataFrame()
+    index = list(index)
+    df, order, dropped = _table_rows(df, index, variants)
+    if df.empty:
+        out = pd.DataFrame()
+        out.attrs["dropped_rows"] = dropped
+        return out
+    table = spread_cells(df.groupby(index + ["variant"])["epsilon_lower"]).unstack("variant")
+    table = table[[v for v in order if v in table.columns]]
+    if "epsilon_theory" in df.columns:
+        table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max().map("{:.3f}".format)
+    table.columns.name = None
+    table.attrs["dropped_rows"] = dropped
+    return table
+
+
+def spread_cells(grouped) -> pd.Series:
+    """"max / median (min–max)" of each group of a ``SeriesGroupBy`` (e.g. ε_lower per variant), as str cells.
+
+    The paper's statistic is the max over canaries; the median and range say how far single canaries differ.
+    Returns a Series of str indexed by the group keys (``"0.412 / 0.250 (0.10–0.41)"``).
+    """
+    return (grouped.max().map("{:.3f}".format) + " / " + grouped.median().map("{:.3f}".format) + " ("
+            + grouped.min().map("{:.2f}".format) + "–" + grouped.max().map("{:.2f}".format) + ")")
+
+
+#: Columns ``pe_kit.audit.bounds.population_shift`` puts on every audit row (rates, unitless).
+SHIFT_COLUMNS = ("fpr_calibration", "fpr_calibration_lower", "fpr_calibration_upper", "fpr_test", "fpr_test_lower",
+                 "fpr_test_upper", "population_shift")
+
+
+def population_shift_table(df: pd.DataFrame, flagged_only: bool = False) -> pd.DataFrame:
+    """Per canary: the FPR of its frozen threshold on the calibration and on the test split, each with its
+    two-sided Clopper–Pearson interval, and the flag of ``pe_kit.audit.bounds.population_shift`` (the intervals
+    are disjoint: the test population sees another FPR than the one the threshold was chosen on).
+
+    Args:
+        df: audit rows carrying ``SHIFT_COLUMNS`` (as written by ``pe_kit.run.study.audit_design``), plus
+            ``study_arm``, ``bank_source``, ``variant``, ``canary_id``, ``calibration_epsilon``, ``epsilon_lower``
+            where present.
+        flagged_only: keep only the flagged canaries.
+
+    Returns:
+        DataFrame, one row per canary (flagged first): keys, ``fpr_calibration`` and ``fpr_test`` as
+        ``"1.20e-04 [9.1e-05, 1.6e-04]"`` str cells, ``epsilon_calibration`` (the bound on the calibration trials),
+        ``epsilon_lower`` (on test) and ``population_shift`` (bool). ``attrs``: ``checked`` (rows with the check),
+        ``flagged`` (how many are flagged). Empty when no row carries the check.
+    """
+    if df is None or df.empty or not set(SHIFT_COLUMNS) <= set(df.columns):
+        out = pd.DataFrame()
+        out.attrs.update(checked=0, flagged=0)
+        return out
+    d = df[df["population_shift"].notna()].copy()
+    d["population_shift"] = d["population_shift"].astype(str).str.lower().isin(("true", "1", "1.0"))
+    keys = [c for c in ("study_arm", "bank_source", "variant", "canary_id") if c in d.columns]
+    out = d[keys].copy()
+    for split in ("calibration", "test"):
+        out[f"fpr_{split}"] = [f"{a:.2e} [{lo:.1e}, {hi:.1e}]" for a, lo, hi in
+                               zip(d[f"fpr_{split}"], d[f"fpr_{split}_lower"], d[f"fpr_{split}_upper"])]
+    if "calibration_epsilon" in d.columns:
+        out["epsilon_calibration"] = d["calibration_epsilon"]
+    if "epsilon_lower" in d.columns:
+        out["epsilon_lower"] = d["epsilon_lower"]
+    out["population_shift"] = d["population_shift"]
+    checked, flagged = len(out), int(out["population_shift"].sum())
+    if flagged_only:
+        out = out[out["population_shift"]]
+    out = out.sort_values("population_shift", ascending=False, kind="stable").reset_index(drop=True)
+    out.attrs.update(checked=checked, flagged=flagged)
+    return out
+
+
+#: results.md lists every canary's population-shift check up to this many canaries, else the flagged ones only.
+SHIFT_ROWS_SHOWN = 60
+
+
+_TRUNC_KEYS = ("study_arm", "study_bank", "study_model", "token_cap")
+_TRUNC_COUNTS = ("records_truncated", "records_total", "bank_truncated", "bank_total")
+
+
+def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct world of a run (arm, bank, encoder, token cap) with its truncation counts.
+
+    Reads the ``token_cap``, ``records_truncated`` / ``records_total``, ``bank_truncated`` / ``bank_total``
+    columns that ``pe_kit.run.study.truncation_fields`` puts on every audit row. Returns an empty frame when
+    the rows carry no counts.
+    """
+    if df is None or df.empty or "token_cap" not in df.columns:
+        return pd.DataFrame()
+    cols = [c for c in (*_TRUNC_KEYS, *_TRUNC_COUNTS) if c in df.columns]
+    out = df.loc[df["token_cap"].notna(), cols].drop_duplicates()
+    keys = [c for c in _TRUNC_KEYS[:3] if c in out.columns]
+    counts = [c for c in ("token_cap", *_TRUNC_COUNTS) if c in out.columns]
+    if keys:  # rows without the world's names (e.g. notebook 03's checks) repeat a named world's counts
+        anon = out[keys].isna().all(axis=1)
+        named = set(map(tuple, out.loc[~anon, counts].itertuples(index=False)))
+        out = out[~anon | ~pd.Series([tuple(r) in named for r in out[counts].itertuples(index=False)], index=out.index)]
+    out = out.reset_index(drop=True)
+    if "records_truncated" in out and "records_total" in out:
+        out["records_truncated_share"] = out["records_truncated"] / out["records_total"].where(out["records_total"] > 0)
+    return out
