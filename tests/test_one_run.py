@@ -14,6 +14,7 @@ from pe_kit.audit.one_run import (
     fdp_rejects,
     guess_pairs,
     idealised_scores,
+    mu_lower_fdp,
     one_run_audit,
     steinke_p_value,
     tradeoff_inverse_blowup,
@@ -328,3 +329,18 @@ def test_table_1_steinke_column_reproduces_and_the_fdp_gap_is_one_sided():
         fdp, steinke, theory = by[("fdp", s)], by[("steinke", s)], by[("theory", s)]
         assert steinke["reproduced"] < fdp["reproduced"] < fdp["published"] < theory["reproduced"]
         assert steinke["tolerance"] < 0.15
+
+
+def test_table_1_fdp_gap_settings_at_the_stated_best_guesses():
+    # σ = 0.5, m = 10⁵: the stated procedure's best (c′, c) = (2990, 2985) (benchmarks/one_run_fdp_gap.py, 100 games).
+    # At τ = 0.05, δ = 1e-5 the f-DP bound is 7.39 (published 8.16); the same μ read at δ = 1e-6 gives 8.17 and
+    # τ = 0.1 gives 7.84 — neither setting is stated, and neither fits every row (``one_run_checks`` docstring). The
+    # appendix's no-abstention audit told m = c′ overshoots ε_theory = 9.997, so it cannot be the table's procedure.
+    m, guesses, correct = 100_000, 2990, 2985
+    mu = mu_lower_fdp(m, guesses, correct, 0.05)
+    assert epsilon_from_mu(mu, 1.0, 1e-5) == pytest.approx(7.389, abs=0.01)
+    assert epsilon_from_mu(mu, 1.0, 1e-6) == pytest.approx(8.173, abs=0.01)
+    assert epsilon_from_mu(mu_lower_fdp(m, guesses, correct, 0.1), 1.0, 1e-5) == pytest.approx(7.836, abs=0.01)
+    theory = epsilon_from_mu(2.0, 1.0, 1e-5)
+    assert theory == pytest.approx(9.997, abs=1e-3)
+    assert epsilon_from_mu(mu_lower_fdp(1056, 1056, 1055, 0.05), 1.0, 1e-5) > theory  # m = c′: not a valid test
