@@ -13,7 +13,7 @@
 #                q = 1 and 0.1 at σ = 1, nonce canaries at the largest m the bank fits (1,638 at p = 8192, share 1)
 #                beside the multi-trial ε_lower (10⁶ trials) and ε_theory; Mahloujifar et al.'s Table 1 checks;
 #                the idealised game at m = 10³, 10⁴. Pass the same --set values as part `long` (e.g.
-#                max_seq_length) so the world key matches and its cached embeddings are reused. ~25 min on 2 cores.
+#                max_seq_length) so the world key matches and its cached embeddings are reused. ~15 min on 2 cores.
 # DATA: default ../shared/data/blogs/blogs.jsonl.gz (3,843 bloggers; 1,957 have 64 posts).
 #
 # N (test users = calibration users) is as large as the corpus allows with 25 canaries, 500 aux users and
