@@ -9,6 +9,11 @@
 #       short  — notebook 04, short arm (32–64 posts cut to tweet length)
 #       checks — notebooks 01–03 and 05 (LLR checks, probe design, Fig. 1 sweeps at 5·10⁶ trials), short arm
 #       multi  — notebook 06 (Fig. 2 analogue)
+#       onerun — notebook 08 (one-run audits, issue 16) on the world of part `long` (long arm, bank A, N=600):
+#                q = 1 and 0.1 at σ = 1, nonce canaries at the largest m the bank fits (1,638 at p = 8192, share 1)
+#                beside the multi-trial ε_lower (10⁶ trials) and ε_theory; Mahloujifar et al.'s Table 1 checks;
+#                the idealised game at m = 10³, 10⁴. Pass the same --set values as part `long` (e.g.
+#                max_seq_length) so the world key matches and its cached embeddings are reused. ~15 min on 2 cores.
 # DATA: default ../shared/data/blogs/blogs.jsonl.gz (3,843 bloggers; 1,957 have 64 posts).
 #
 # N (test users = calibration users) is as large as the corpus allows with 25 canaries, 500 aux users and
@@ -24,7 +29,8 @@ case "$part" in
   short)  args=(--notebooks 04 --set arms=short) ;;
   checks) args=(--notebooks 01,02,03,05 --set arm=short --set sweep_arm=short) ;;
   multi)  args=(--notebooks 06 --set arm=long --set n_test=600 --set n_calibration=600) ;;
-  *) echo "unknown part '$part': use long, short, checks or multi" >&2; exit 2 ;;
+  onerun) args=(--notebooks 08 --set arm=long --set bank=bankA --set n_test=600 --set n_calibration=600) ;;
+  *) echo "unknown part '$part': use long, short, checks, multi or onerun" >&2; exit 2 ;;
 esac
 .venv/bin/pe-kit reproduce --preset paper --data "$data" --format blogs --run-id "paper-$part" "${args[@]}" "$@"
 dest=docs/paper_run/$part

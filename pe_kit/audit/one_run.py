@@ -350,6 +350,8 @@ def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, 
         float μ_lower ≥ 0 (``mu_max`` if every grid value is rejected).
     """
     coarse = np.geomspace(1e-3, mu_max, grid)
+    if not fdp_rejects(m, r, v, coarse[:1], beta, sample_rate)[0]:
+        return 0.0  # the strongest claim stands, so every weaker one does (monotone): one row instead of the grid
     rej = fdp_rejects(m, r, v, coarse, beta, sample_rate)
     if not rej.any():
         return 0.0
