@@ -22,3 +22,15 @@ def test_readme_blackbox_example_runs():
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     assert out.getvalue().strip() == expected.strip()
+
+
+def test_readme_one_run_example_prints_what_it_states():
+    """The one-run Python example: both bounds on the idealised game, the numbers the README prints."""
+    code = _block("**One-run audits from Python.**")
+    expected = "\n".join(line[2:] for line in code.splitlines() if line.startswith("# ") and " " in line[2:]
+                         and line[2:].split()[0] in ("steinke", "fdp"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    assert out.getvalue().strip() == expected.strip()
+    assert expected.startswith("steinke 1.57") and "fdp 2.05" in expected
