@@ -82,6 +82,25 @@ def test_one_run_tables_show_both_bounds_and_integer_counts(tmp_path):
     assert "one_run_idealised (08" not in md and "one_run (08" not in md  # no generic fallback tables left
 
 
+
+def test_results_md_shows_the_published_value_checks_and_says_what_is_not_reproduced(tmp_path):
+    from pe_kit.audit.one_run_checks import published_checks
+    from pe_kit.report.results import collect, summary_markdown, tidy, write_rows
+
+    checks = [{**r, "experiment": "one_run_published"} for r in published_checks(repeats=3, seed=0, sigmas=(2.0,))]
+    write_rows(tidy(checks, "08_one_run_audit", None, {"preset": "tiny", "seed": 0}), tmp_path, "08_one_run_audit")
+    md = summary_markdown(collect(tmp_path, ["08_one_run_audit"]))
+    sec = md.split("## One-run bounds against their published values")[1]
+    title, table = sec.split("\n", 1)
+    assert "f-DP column does not" in title and "`within` = True" in title and "100" in title
+    lines = [x for x in table.splitlines() if x.startswith("| ")]
+    assert lines[0] == "| table | method | setting | published | reproduced | tolerance | within | note |"
+    by = {x.split(" | ")[1]: x for x in lines[1:]}
+    assert set(by) == {"game", "theory", "steinke", "fdp"}
+    assert by["game"].startswith("| App. B | game |") and "| 1429.000 |" in by["game"]
+    assert by["fdp"].startswith("| Table 1 | fdp | σ=2, m=100000, δ=1e-05 | 1.590 |") and "3 games" in by["fdp"]
+    assert "one_run_published (08" not in md  # its own table, not the generic fallback
+
 # ------------------------------------------------------------------------------------------------ 4. --format
 def test_wrong_format_names_the_format_the_file_looks_like(tmp_path, capsys):
     import gzip

@@ -247,7 +247,8 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     First the texts the encoder truncated (:func:`truncation_table`), then the experiments recognised
     (column ``experiment``): ``mechanism`` (01), ``probe_design`` (02),
     ``llr_check`` (03), ``table2`` (04), ``sigma_sweep`` / ``q_sweep`` / ``encoder`` / ``tightness`` (05),
-    ``one_run`` / ``multi_trial`` (08, with both bounds epsilon_lower and mu_lower) and ``one_run_idealised``
+    ``one_run_published`` (08, both bounds against their published values), ``one_run`` / ``multi_trial`` (08, with
+    both bounds epsilon_lower and mu_lower) and ``one_run_idealised``
     (08, median, min and max over repeats),
     anything else (e.g. 06's rows) as a compact table of its numeric columns.
 
@@ -391,9 +392,10 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
             cols = [c for c in wanted if c in part.columns and part[c].notna().any()]
             out.append(_section(title, markdown_table(part[cols])))
             done.add(name)
-    from pe_kit.report.one_run_tables import idealised_table, one_run_table
+    from pe_kit.report.one_run_tables import PUBLISHED_TITLE, idealised_table, one_run_table, published_table
 
     for names, table, title in (
+            (("one_run_published",), published_table, PUBLISHED_TITLE),
             (("one_run", "multi_trial"), one_run_table, "One-run audits of one PE release (notebook 08): ε_lower "
              "(Steinke et al.) and μ_lower / ε_lower (f-DP) per sampling rate, variant and number of canaries m, beside "
              "the kit's multi-trial audit on the same bank (method multi_trial; m = 1 canary, `releases` counts its "
