@@ -148,6 +148,10 @@ def test_stability_warnings_thresholds():
     assert stability_warnings(replace(PRESETS["quick"], n_calibration=50, n_test=50)) == []
     small = replace(PRESETS["tiny"], extra={"06_multiround_mauve": {"bank_size": 60}})  # 60 − r=16 = 44 per side
     assert any(f"~44 samples per side (< {MIN_MAUVE_SAMPLES}" in x for x in stability_warnings(small))
+    # a run without notebook 06 (e.g. --notebooks 08) is not warned about 06's voters per round or MAUVE samples
+    only08 = stability_warnings(small, notebooks=["08_one_run_audit"])
+    assert len(only08) == 1 and f"< {MIN_USERS_PER_SPLIT}" in only08[0] and "notebook 06" not in only08[0]
+    assert len(stability_warnings(small, notebooks=["06_multiround_mauve", "08_one_run_audit"])) == 3
 
 
 def test_cli_refuses_small_data_naming_keys_and_fit_option(tmp_path, capsys):

@@ -241,25 +241,30 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
     return FitResult(new, changes, reasons, True, definite)
 
 
-def stability_warnings(p: Preset, prof: DataProfile | None = None) -> list[str]:
+def stability_warnings(p: Preset, prof: DataProfile | None = None,
+                       notebooks: Sequence[str] | None = None) -> list[str]:
     """Warnings for sizes too small for stable numbers (thresholds :data:`MIN_USERS_PER_SPLIT`,
     :data:`MIN_MAUVE_SAMPLES`, measured by ``benchmarks/small_data_stability.py``; the notebook-06 warning cites
     the 60 users × 40 tweets run of issue 14).
 
     Args:
         p: the preset a run uses. prof: its data's profile (None: records per user taken as ``record_cap``).
+        notebooks: the notebook stems that will run (None = all); notebook 06's two warnings (voters per round,
+            MAUVE samples) are given only when ``06_multiround_mauve`` is among them.
 
     Returns:
         list of str (empty when the sizes are large enough).
     """
     out = []
     nb06 = p.extra.get(_NB06, {})
+    runs06 = notebooks is None or _NB06 in notebooks
     if p.n_test < MIN_USERS_PER_SPLIT:
         out.append(f"n_calibration = n_test = {p.n_test} users (< {MIN_USERS_PER_SPLIT}): below "
                    f"{MIN_USERS_PER_SPLIT} users per split ε_lower of one canary spread with sd 0.21–0.32 between "
                    "reruns on the same users (0.10–0.13 at 50–200 users; benchmarks/small_data_stability.py, 10⁵ "
                    "trials), so single values and their changes between variants or rounds are mostly noise; read "
                    "only large gaps")
+    if p.n_test < MIN_USERS_PER_SPLIT and runs06:
         q = float(nb06.get("sample_rate", 0.1))
         out.append(f"notebook 06 evolves its population from q·N = {q * p.n_test:.1f} expected voters per round "
                    f"(N = {p.n_test} test users, q = {q:g}): the released histogram is then mostly noise and the "
@@ -270,7 +275,7 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None) -> list[str]:
     ref = int(p.n_calibration * mean_rec)
     bank06 = int(nb06.get("bank_size", p.bank_size)) - min(p.max_probes, p.bank_size)
     samples = min(ref, bank06, int(nb06.get("mauve_samples", 2000) or ref))
-    if samples < MIN_MAUVE_SAMPLES:
+    if samples < MIN_MAUVE_SAMPLES and runs06:
         out.append(f"MAUVE (notebook 06) compares ~{samples} samples per side (< {MIN_MAUVE_SAMPLES}, the smallest "
                    "size at which MAUVE of one distribution against itself was measured stable: 0.966 ± 0.015)")
     return out

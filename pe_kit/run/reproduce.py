@@ -346,7 +346,7 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
     from pe_kit.run.fit import data_profile, fit_preset, stability_warnings
 
     if p.data is None or p.name == "tiny" and Path(p.data) == Path(PRESETS["tiny"].data):
-        return p, None, stability_warnings(p)
+        return p, None, stability_warnings(p, notebooks=notebooks)
     prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error)
     fit = fit_preset(p, prof, fixed=list(overrides or {}), notebooks=notebooks)
     note = None
@@ -360,7 +360,7 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
     if fit.fitted and fit_data:
         p, note = fit.preset, fit.summary()
         echo(f"pe-kit reproduce: {note}")
-    warnings = stability_warnings(p, prof)
+    warnings = stability_warnings(p, prof, notebooks)
     return p, note, warnings
 
 
