@@ -76,7 +76,22 @@ def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tu
 
 def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5,
                         records_per_canary: int = 1) -> OneRunDesign:
-    """The frozen multi-canary design of ``variant`` on ``world``'s bank, seeded by (seed, variant, m)."""
+    """The frozen multi-canary design of ``variant`` on ``world``'s bank, seeded by (seed, variant, m).
+
+    Args:
+        world: the study (``run.study.World``; notebook 08 builds it with
+            ``run.experiments.world_for(run.experiments.study_config(params))``). variant: ``"nonce"`` or
+            ``"natural"`` (real users from ``natural_candidates``). n_canaries: m, at most
+            ``largest_m(p, 1.0, copies, records_per_canary)``. seed: root seed. copies: copies of each record in its
+            block (k puts every vote on the block). records_per_canary: records per canary.
+
+    Returns:
+        ``attack.one_run_design.OneRunDesign``.
+
+    Raises:
+        ValueError: when the m blocks do not fit in the bank (the message names ``max_canaries``), too few natural
+            users, or an unknown variant (``attack.one_run_design.design_one_run``).
+    """
     rng = np.random.default_rng([int(seed), 16, 0 if variant == "nonce" else 1, int(n_canaries)])
     natural = natural_candidates(world, records_per_canary) if variant == "natural" else None
     return design_one_run(world.encoder, world.bank.shape[0], n_canaries, rng, variant=variant, copies=copies,
@@ -139,6 +154,11 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
 def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfig, seed: int, *, delta: float = 1e-5,
                  alpha: float = 0.05, copies: int | None = None, records_per_canary: int = 1) -> list[dict]:
     """Tidy rows (one per bound) of one one-run audit of ``variant`` with ``n_canaries`` canaries.
+
+    Designs the canaries (``make_one_run_design``), makes one release (``one_run_release``, seeded by seed, m and q)
+    and bounds ε at δ with family-wise level α over the (k₊, k₋) pairs. ``mechanism.sample_rate`` is the q of both
+    the release and the f-DP family; ``copies`` None = ``mechanism.top_k``. Raises what ``make_one_run_design``
+    raises (m too large for the bank: ``largest_m`` gives the largest).
 
     Each row: experiment ``one_run``, method, variant, m, probe share, ε_lower, μ_lower, the attaining (k₊, k₋)
     and counts, median μ_eff over the canaries, ε_theory (one release at σ, q, δ), releases and seconds,
