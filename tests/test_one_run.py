@@ -344,3 +344,15 @@ def test_table_1_fdp_gap_settings_at_the_stated_best_guesses():
     theory = epsilon_from_mu(2.0, 1.0, 1e-5)
     assert theory == pytest.approx(9.997, abs=1e-3)
     assert epsilon_from_mu(mu_lower_fdp(1056, 1056, 1055, 0.05), 1.0, 1e-5) > theory  # m = c′: not a valid test
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.5, -0.1])
+def test_one_run_audit_names_a_sample_rate_out_of_range(bad):
+    # was "math domain error" from the accountant; now the field, its range and its meaning
+    scores, included = np.arange(10.0), np.arange(10) % 2 == 0
+    with pytest.raises(ValueError, match=r"sample_rate=.* must satisfy 0 < q ≤ 1 \(the mechanism's Poisson"):
+        one_run_audit(scores, included, delta=1e-5, sample_rate=bad)
+    with pytest.raises(ValueError, match="sample_rate"):
+        fdp_rejects(10, 4, 4, np.array([0.5]), 0.05, bad)
+    with pytest.raises(ValueError, match="must be 1-D: one value per canary"):
+        one_run_audit(np.zeros((3, 2)), np.zeros((3, 2), bool), delta=1e-5)

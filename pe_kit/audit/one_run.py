@@ -51,6 +51,12 @@ def _check_level(beta: float, name: str = "beta") -> None:
         raise ValueError(f"{name}={beta} must lie in (0, 1)")
 
 
+def _check_rate(sample_rate: float) -> None:
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1 (the mechanism's Poisson participation "
+                         "rate; 1 = no subsampling)")
+
+
 # ----------------------------------------------------------------------------------------------- guesses
 
 def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> tuple[int, int]:
@@ -292,10 +298,11 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
         bool array shaped like ``mu``.
 
     Raises:
-        ValueError: on counts or levels out of range.
+        ValueError: on counts, levels or sample_rate out of range.
     """
     _check_counts(m, r, v)
     _check_level(beta)
+    _check_rate(sample_rate)
     mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
     if r == 0:
         return np.zeros(mu.shape, dtype=bool)
@@ -452,10 +459,15 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
         dict method → ``OneRunAudit``.
 
     Raises:
-        ValueError: on bad shapes, levels, an unknown method or an empty pair list.
+        ValueError: on bad shapes (scores and included must be 1-D, one value per canary), levels, a sample_rate
+            outside (0, 1], an unknown method or an empty pair list.
     """
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
+    _check_rate(sample_rate)
+    if np.ndim(scores) != 1 or np.ndim(included) != 1:
+        raise ValueError(f"scores {np.shape(scores)} and included {np.shape(included)} must be 1-D: one value per "
+                         "canary")
     inc = np.asarray(included, dtype=bool).ravel()
     m = inc.size
     pairs = guess_pairs(m) if pairs is None else [(int(a), int(b)) for a, b in pairs]
