@@ -398,8 +398,12 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
             (("one_run_published",), published_table, PUBLISHED_TITLE),
             (("one_run", "multi_trial"), one_run_table, "One-run audits of one PE release (notebook 08): ε_lower "
              "(Steinke et al.) and μ_lower / ε_lower (f-DP) per sampling rate, variant and number of canaries m, beside "
-             "the kit's multi-trial audit on the same bank (method multi_trial; m = 1 canary, `releases` counts its "
-             "trials)"),
+             "the kit's multi-trial audit on the same bank (method multi_trial: m = 1 canary, `trials` per hypothesis, "
+             "`releases` = 4·trials for the calibration and test splits under H0 and H1). `probe_share`: the share of "
+             "the bank's p coordinates the m canaries' blocks take; `mu_eff`: median per-canary μ_eff (ceiling 1/σ); "
+             "(`k_plus`, `k_minus`): the best pair of \"in\"/\"out\" guesses, with its `correct` of `guesses` (when "
+             "ε_lower = 0, the first pair searched, (1, 0)); `seconds`: wall time of routing, release, scoring and "
+             "bounds"),
             (("one_run_idealised",), idealised_table, "One-run audits on the idealised game (notebook 08: no PE, "
              "per-canary Gaussian LLR at μ = 1/σ): median (min, max) over repeats")):
         part = df[exp.isin(names)]
