@@ -46,6 +46,20 @@ def _check_counts(m: int, r: int, v: int) -> None:
         raise ValueError(f"need 0 ≤ correct v={v} ≤ guesses r={r} ≤ canaries m={m}")
 
 
+def _check_sample_rate(sample_rate: float) -> float:
+    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise (they used to fail as a bare
+    "math domain error", or for NaN give ε_lower = 0 silently)."""
+    try:
+        q = float(sample_rate)
+    except (TypeError, ValueError):
+        raise ValueError(f"sample_rate={sample_rate!r} must be a number q with 0 < q ≤ 1 (the mechanism's Poisson "
+                         f"participation; 1 = no subsampling)") from None
+    if not 0 < q <= 1:
+        raise ValueError(f"sample_rate={sample_rate!r} must satisfy 0 < q ≤ 1 (the mechanism's Poisson participation; "
+                         f"1 = no subsampling)")
+    return q
+
+
 def _check_level(beta: float, name: str = "beta") -> None:
     if not 0 < beta < 1:
         raise ValueError(f"{name}={beta} must lie in (0, 1)")
@@ -292,10 +306,11 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
         bool array shaped like ``mu``.
 
     Raises:
-        ValueError: on counts or levels out of range.
+        ValueError: on counts or levels out of range, or a sample_rate outside (0, 1].
     """
     _check_counts(m, r, v)
     _check_level(beta)
+    sample_rate = _check_sample_rate(sample_rate)
     mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
     if r == 0:
         return np.zeros(mu.shape, dtype=bool)
@@ -348,7 +363,11 @@ def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, 
 
     Returns:
         float μ_lower ≥ 0 (``mu_max`` if every grid value is rejected).
+
+    Raises:
+        ValueError: on counts or levels out of range, or a sample_rate outside (0, 1].
     """
+    sample_rate = _check_sample_rate(sample_rate)
     coarse = np.geomspace(1e-3, mu_max, grid)
     if not fdp_rejects(m, r, v, coarse[:1], beta, sample_rate)[0]:
         return 0.0  # the strongest claim stands, so every weaker one does (monotone): one row instead of the grid
@@ -452,10 +471,11 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
         dict method → ``OneRunAudit``.
 
     Raises:
-        ValueError: on bad shapes, levels, an unknown method or an empty pair list.
+        ValueError: on bad shapes, levels, a sample_rate outside (0, 1], an unknown method or an empty pair list.
     """
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
+    sample_rate = _check_sample_rate(sample_rate)
     inc = np.asarray(included, dtype=bool).ravel()
     m = inc.size
     pairs = guess_pairs(m) if pairs is None else [(int(a), int(b)) for a, b in pairs]
