@@ -36,3 +36,42 @@ def test_one_run_audit_sample_rate_one_as_int_or_numpy_float_is_q_equal_one():
     for q in (1, np.float32(1.0)):
         assert one_run_audit(s, inc, delta=1e-5, sample_rate=q)["fdp"].epsilon_lower == ref
     assert one_run_audit(s, inc, delta=1e-5, sample_rate=1 - 1e-7)["fdp"].epsilon_lower == pytest.approx(ref, rel=1e-3)
+
+
+def _study_world():
+    from test_one_run import _world
+
+    world = _world(n_test=60, n_aux=40)
+    world.records["calibration"] = _world(n_test=60, n_aux=1, seed=1).records["test"]
+    return world
+
+
+def _params(**kw):
+    return {"seed": 0, "trials": 200, "one_run_qs": [1.0], "one_run_variants": ["nonce"], "copies": None, **kw}
+
+
+def test_one_run_study_names_probe_shares_when_no_canary_fits():
+    # before: probe_shares=0.001 on p = 600 with k = 5 copies fits m = 0 canaries; every row was skipped and the
+    # multi-trial design then failed with "n_canaries=0, records_per_canary=1, copies=5 must all be ≥ 1"
+    from pe_kit.config import MechanismConfig
+    from pe_kit.run.one_run import one_run_study
+
+    mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
+    with pytest.raises(ValueError, match=r"probe_shares=\[0\.001\].*copies=5.*p=600.*≥ 0\.00833"):
+        one_run_study(_study_world(), _params(probe_shares=[0.001]), mech)
+
+
+def test_one_run_study_marks_the_largest_share_when_two_shares_fit_the_same_m():
+    # p = 600, 5 copies: shares 0.5 and 0.505 both fit m = 60 canaries; the headline rows (largest_share) are the
+    # m = 60 rows. Before: the 0.505 row was dropped as a duplicate m and the kept row was marked largest_share=False,
+    # so notebook 08's headline table (nonce rows at the largest share) held only the multi-trial row.
+    from pe_kit.config import MechanismConfig
+    from pe_kit.run.one_run import one_run_study
+
+    mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
+    rows = one_run_study(_study_world(), _params(probe_shares=[0.25, 0.5, 0.505]), mech)
+    one = [r for r in rows if r["experiment"] == "one_run"]
+    assert sorted({r["m"] for r in one}) == [30, 60]
+    head = [r for r in one if r["largest_share"]]
+    assert sorted(r["method"] for r in head) == ["fdp", "steinke"] and {r["m"] for r in head} == {60}
+    assert not any(r["largest_share"] for r in one if r["m"] == 30)
