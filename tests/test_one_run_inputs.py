@@ -75,3 +75,35 @@ def test_one_run_study_marks_the_largest_share_when_two_shares_fit_the_same_m():
     head = [r for r in one if r["largest_share"]]
     assert sorted(r["method"] for r in head) == ["fdp", "steinke"] and {r["m"] for r in head} == {60}
     assert not any(r["largest_share"] for r in one if r["m"] == 30)
+
+
+@pytest.mark.parametrize("override, match", [
+    ("published_repeats=1", r"published_repeats=1 is out of range: use an integer ≥ 2"),
+    ("published_repeats=1.5", r"published_repeats=1\.5 is not an integer"),
+    ("published_repeats=abc", r"published_repeats='abc' is not an integer"),
+    ("published_sigmas=3", r"published_sigmas=3 is not accepted: use one of 0\.5, 1\.0, 2\.0, 4\.0"),
+    ("published_sigmas=abc", r"published_sigmas='abc' is not a list of numbers"),
+])
+def test_notebook_08_published_check_parameters_are_checked_at_parse_time(override, match):
+    # before: both had no type, so `--set 08_one_run_audit.published_repeats=1` passed and failed after the world was
+    # built, inside published_checks ("need mu > 0 and repeats ≥ 2"), 1.5 was truncated to 1, 'abc' hit int('abc')
+    from pe_kit.run.presets import parse_override
+
+    with pytest.raises(ValueError, match=match):
+        parse_override(f"08_one_run_audit.{override}")
+
+
+def test_notebook_08_published_check_parameters_accept_table_1_values():
+    from pe_kit.run.presets import parse_override, resolve_params
+
+    assert parse_override("08_one_run_audit.published_sigmas=0.5,4") == ("08_one_run_audit.published_sigmas", [0.5, 4.0])
+    assert parse_override("08_one_run_audit.published_repeats=2") == ("08_one_run_audit.published_repeats", 2)
+    p = resolve_params("08_one_run_audit", "tiny")
+    assert p["published_repeats"] == 10 and p["published_sigmas"] == [1.0, 2.0]
+
+
+def test_published_sigmas_choices_are_the_rows_of_table_1():
+    from pe_kit.audit.one_run_checks import TABLE1
+    from pe_kit.config import PARAM_TYPES
+
+    assert PARAM_TYPES["published_sigmas"].choices == tuple(sorted(TABLE1))
