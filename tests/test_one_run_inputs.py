@@ -107,3 +107,42 @@ def test_published_sigmas_choices_are_the_rows_of_table_1():
     from pe_kit.config import PARAM_TYPES
 
     assert PARAM_TYPES["published_sigmas"].choices == tuple(sorted(TABLE1))
+
+
+def test_included_as_plus_minus_one_labels_is_refused_not_read_as_all_in():
+    # the source's game labels canaries s_i ∈ {−1, +1}; before, bool(−1) = True made every canary "included" and the
+    # audit counted every "out" guess wrong: here 10 correct of 20 instead of 18 (ε_lower 0 instead of > 0)
+    rng = np.random.default_rng(3)
+    s_pm = np.where(rng.random(200) < 0.5, 1, -1)
+    scores = s_pm * 3.0 + rng.normal(size=200)
+    with pytest.raises(ValueError, match=r"included.*0/1 or True/False.*included = \(s == 1\)"):
+        abstaining_guesses(scores, s_pm, 10, 10)
+    with pytest.raises(ValueError, match=r"included"):
+        one_run_audit(scores, s_pm, delta=1e-5)
+    with pytest.raises(ValueError, match=r"included"):
+        abstaining_guesses(scores, np.full(200, 0.3), 10, 10)  # probabilities are not the truth S_i
+    # 0/1 integers and floats are the truth S_i as well as bools: the same counts
+    r, v = abstaining_guesses(scores, s_pm == 1, 10, 10)
+    assert (r, v) == abstaining_guesses(scores, (s_pm == 1).astype(int), 10, 10) \
+        == abstaining_guesses(scores, (s_pm == 1).astype(float), 10, 10)
+    assert r == 20 and v >= 18
+
+
+def test_guess_counts_given_as_integral_floats_work_and_fractions_are_named():
+    # before: k_plus=10.0 raised "slice indices must be integers"; a fractional count is a user error, named
+    s, inc = _scores()
+    assert abstaining_guesses(s, inc, 10.0, np.int64(5)) == abstaining_guesses(s, inc, 10, 5)
+    with pytest.raises(ValueError, match=r"k_plus=10\.5.*integer"):
+        abstaining_guesses(s, inc, 10.5, 0)
+    with pytest.raises(ValueError, match=r"pairs.*\(10\.7, 0\).*integer"):
+        one_run_audit(s, inc, delta=1e-5, pairs=[(10.7, 0)])  # before: silently truncated to (10, 0)
+
+
+def test_empty_run_and_a_method_given_as_a_string():
+    s, inc = _scores()
+    with pytest.raises(ValueError, match=r"scores.*included.*empty.*at least one canary"):
+        one_run_audit(np.array([]), np.array([], dtype=bool), delta=1e-5)
+    # methods="fdp" (one name, not a tuple): before, it was split into letters ("methods ['d', 'f', 'p'] unknown")
+    out = one_run_audit(s, inc, delta=1e-5, methods="fdp")
+    assert list(out) == ["fdp"]
+    assert out["fdp"].epsilon_lower == one_run_audit(s, inc, delta=1e-5)["fdp"].epsilon_lower

@@ -60,6 +60,34 @@ def _check_sample_rate(sample_rate: float) -> float:
     return q
 
 
+def _as_included(included) -> np.ndarray:
+    """The truth S_i as a flat bool array; 0/1 numbers are accepted, anything else (±1 labels, probabilities, NaN)
+    raises rather than being read as "included" by ``bool``."""
+    raw = np.asarray(included).ravel()
+    if raw.dtype == bool:
+        return raw
+    try:
+        num = raw.astype(np.float64)
+    except (TypeError, ValueError):
+        num = np.full(raw.shape, np.nan)
+    bad = ~np.isin(num, (0.0, 1.0))
+    if bad.any():
+        raise ValueError(f"included must hold 0/1 or True/False per canary (S_i); got {raw[bad][:3].tolist()}: "
+                         f"for ±1 labels s use included = (s == 1)")
+    return num == 1.0
+
+
+def _as_count(value, name: str) -> int:
+    """A guess count as int; integral floats (10.0) and numpy ints pass, fractions raise naming the field."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if not (np.isfinite(x) and x == int(x)):
+        raise ValueError(f"{name}={value!r} must be an integer number of guesses")
+    return int(x)
+
+
 def _check_level(beta: float, name: str = "beta") -> None:
     if not 0 < beta < 1:
         raise ValueError(f"{name}={beta} must lie in (0, 1)")
@@ -80,10 +108,12 @@ def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_
         (a stable sort), so the guesser is a fixed function of the scores.
 
     Raises:
-        ValueError: on shapes that differ, NaN scores, or k₊ + k₋ > m.
+        ValueError: on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass
+            ``s == 1``), fractional k₊ or k₋, or k₊ + k₋ > m.
     """
     s = np.asarray(scores, dtype=np.float64).ravel()
-    inc = np.asarray(included, dtype=bool).ravel()
+    inc = _as_included(included)
+    k_plus, k_minus = _as_count(k_plus, "k_plus"), _as_count(k_minus, "k_minus")
     if s.shape != inc.shape:
         raise ValueError(f"scores {s.shape} and included {inc.shape} must have the same length (one per canary)")
     if np.isnan(s).any():
@@ -465,22 +495,31 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
         scores: float (m,) scores (higher = "in"). included: bool (m,) truth S_i.
         delta: δ in (0, 1). alpha: family-wise level in (0, 1). sample_rate: q of the f-DP family C_q(G_μ)
             (the mechanism's Poisson participation; 1 = no subsampling).
-        pairs: (k₊, k₋) pairs to search (default ``guess_pairs(m)``). methods: subset of ("steinke", "fdp").
+        pairs: (k₊, k₋) pairs to search (default ``guess_pairs(m)``). methods: subset of ("steinke", "fdp"), or
+            one name.
 
     Returns:
         dict method → ``OneRunAudit``.
 
     Raises:
-        ValueError: on bad shapes, levels, a sample_rate outside (0, 1], an unknown method or an empty pair list.
+        ValueError: on bad shapes, empty scores, ``included`` values other than 0/1, levels, a sample_rate outside
+            (0, 1], an unknown method, a fractional pair or an empty pair list.
     """
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
     sample_rate = _check_sample_rate(sample_rate)
-    inc = np.asarray(included, dtype=bool).ravel()
+    inc = _as_included(included)
     m = inc.size
+    if m == 0:
+        raise ValueError("scores and included are empty: a one-run audit needs at least one canary")
+    if pairs is not None:
+        for a, b in pairs:
+            if not all(float(x) == int(x) for x in (a, b)):
+                raise ValueError(f"pairs holds ({a}, {b}): each (k_plus, k_minus) must be an integer number of guesses")
     pairs = guess_pairs(m) if pairs is None else [(int(a), int(b)) for a, b in pairs]
     if not pairs:
         raise ValueError("pairs is empty: search at least one (k_plus, k_minus)")
+    methods = (methods,) if isinstance(methods, str) else tuple(methods)
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"methods {sorted(unknown)} unknown; use {METHODS}")
