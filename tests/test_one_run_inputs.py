@@ -146,3 +146,15 @@ def test_empty_run_and_a_method_given_as_a_string():
     out = one_run_audit(s, inc, delta=1e-5, methods="fdp")
     assert list(out) == ["fdp"]
     assert out["fdp"].epsilon_lower == one_run_audit(s, inc, delta=1e-5)["fdp"].epsilon_lower
+
+
+@pytest.mark.parametrize("q", [1.0, 0.1])
+def test_epsilon_from_mu_of_a_noiseless_release_is_infinite(q):
+    # μ = ∞ (σ = 0: no noise): a participating canary is seen exactly, so δ(ε) = q at every ε and ε = ∞ for δ < q,
+    # 0 for δ ≥ q. Before: OverflowError "math range error" at q = 1 and "noise_multiplier=0.0 must be > 0" from the
+    # accountant at q < 1
+    from pe_kit.audit.one_run import epsilon_from_mu
+
+    assert epsilon_from_mu(float("inf"), q, 1e-5) == float("inf")
+    assert epsilon_from_mu(float("inf"), q, 0.5) == (float("inf") if q == 1 else 0.0)
+    assert epsilon_from_mu(1.0, 1.0, 1e-5) == pytest.approx(4.377, abs=1e-3)  # finite μ unchanged (Table 1: 4.37)

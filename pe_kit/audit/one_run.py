@@ -423,7 +423,8 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
 
     q = 1: the μ-GDP closed form (Dong, Roth, Su 2022, Cor. 2.13), solved by bisection. q < 1: the kit's PRV
     accountant ``pe_kit.audit.accounting.epsilon_theory(1/μ, q, δ)`` (Opacus) minus its discretisation error 0.01
-    (clamped at 0), so that a lower bound is never rounded up. Returns 0.0 for μ = 0.
+    (clamped at 0), so that a lower bound is never rounded up. Returns 0.0 for μ = 0; for μ = ∞ (no noise) ∞ when δ < q,
+    else 0.0 (δ(ε) = q at every ε).
 
     Raises:
         ValueError: for μ < 0, q outside (0, 1] or δ outside (0, 1).
@@ -435,6 +436,8 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
     _check_level(delta, "delta")
     if mu == 0:
         return 0.0
+    if math.isinf(mu):  # no noise (σ = 0): the hockey-stick divergence is q at every ε, so ε = ∞ iff δ < q
+        return float("inf") if delta < sample_rate else 0.0
     if sample_rate < 1:
         from pe_kit.audit.accounting import epsilon_theory
 
