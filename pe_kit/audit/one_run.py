@@ -495,7 +495,8 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
     """Both one-run bounds from per-canary scores, maximised over (k₊, k₋) at family-wise level α.
 
     Args:
-        scores: float (m,) scores (higher = "in"). included: bool (m,) truth S_i.
+        scores: float (m,) scores (higher = "in"). included: bool (m,) truth S_i, drawn S_i ~ Bernoulli(½)
+            independently of everything else, the canary index included (ties in the scores break by index).
         delta: δ in (0, 1). alpha: family-wise level in (0, 1). sample_rate: q of the f-DP family C_q(G_μ)
             (the mechanism's Poisson participation; 1 = no subsampling).
         pairs: (k₊, k₋) pairs to search (default ``guess_pairs(m)``). methods: subset of ("steinke", "fdp"), or
@@ -505,8 +506,9 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
         dict method → ``OneRunAudit``.
 
     Raises:
-        ValueError: on bad shapes, empty scores, ``included`` values other than 0/1, levels, a sample_rate outside
-            (0, 1], an unknown method, a fractional pair or an empty pair list.
+        ValueError: on bad shapes, empty scores, ``included`` values other than 0/1 or a count of included
+            canaries no Bernoulli(½) draw gives (two-sided binomial p < 10⁻⁶: all in, all out …), levels, a
+            sample_rate outside (0, 1], an unknown method, a fractional pair or an empty pair list.
     """
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
@@ -515,6 +517,10 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
     m = inc.size
     if m == 0:
         raise ValueError("scores and included are empty: a one-run audit needs at least one canary")
+    n_in = int(inc.sum())
+    if stats.binomtest(n_in, m, 0.5).pvalue < 1e-6:  # a fair draw is refused with probability < 1e-6
+        raise ValueError(f"included has {n_in} of {m} canaries in: both bounds need S_i ~ Bernoulli(½) drawn "
+                         f"independently (two-sided binomial p < 1e-6); draw included = rng.random(m) < 0.5")
     if pairs is not None:
         for a, b in pairs:
             if not all(float(x) == int(x) for x in (a, b)):
