@@ -59,6 +59,9 @@ def test_one_run_study_names_probe_shares_when_no_canary_fits():
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
     with pytest.raises(ValueError, match=r"probe_shares=\[0\.001\].*copies=5.*p=600.*≥ 0\.00833"):
         one_run_study(_study_world(), _params(probe_shares=[0.001]), mech)
+    # copies larger than the bank (08.copies=700 on p = 600): no share can fit one canary, so the fix is copies
+    with pytest.raises(ValueError, match=r"copies=700.*p=600.*lower copies to ≤ 600"):
+        one_run_study(_study_world(), _params(probe_shares=[1.0], copies=700), mech)
 
 
 def test_one_run_study_marks_the_largest_share_when_two_shares_fit_the_same_m():

@@ -252,8 +252,9 @@ def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: flo
     shares = sorted(float(s) for s in params["probe_shares"])
     rows: list[dict] = []
     if max_canaries(p, shares[-1], copies) < 1:
+        fix = f"use a share ≥ {copies / p:.3g} (or lower copies)" if copies <= p else f"lower copies to ≤ {p}"
         raise ValueError(f"probe_shares={shares} fits no canary: each needs copies={copies} bank coordinates of the "
-                         f"p={p}; use a share ≥ {copies / p:.3g} (or lower copies)")
+                         f"p={p}; {fix}")
     n_natural = len(natural_candidates(world)) if "natural" in params["one_run_variants"] else 0
     for q in params["one_run_qs"]:
         mech = replace(mechanism, sample_rate=float(q))
