@@ -182,3 +182,13 @@ def test_inclusion_check_passes_a_fair_draw_and_small_runs():
         assert one_run_audit(s, inc, delta=1e-5)["steinke"].epsilon_lower == 0.0
     out = one_run_audit(np.arange(10.0), np.ones(10, dtype=bool), delta=1e-5)  # P[10 of 10] = 2⁻⁹ two-sided
     assert all(a.epsilon_lower == 0.0 for a in out.values())
+
+
+def test_max_canaries_is_not_cut_by_float_rounding_of_the_share():
+    # 0.29·100 = 28.999999999999996 and 0.58·100 = 57.99999999999999 in binary floats; before: 28 and 28 canaries
+    from pe_kit.attack.one_run_design import max_canaries
+
+    assert max_canaries(100, 0.29, copies=1) == 29
+    assert max_canaries(100, 0.58, copies=2) == 29
+    assert max_canaries(8192, 0.07, copies=1) == 573  # 573.44: still floored
+    assert max_canaries(600, 1.0, copies=5) == 120 and max_canaries(600, 0.001, copies=5) == 0
