@@ -192,3 +192,14 @@ def test_max_canaries_is_not_cut_by_float_rounding_of_the_share():
     assert max_canaries(100, 0.58, copies=2) == 29
     assert max_canaries(8192, 0.07, copies=1) == 573  # 573.44: still floored
     assert max_canaries(600, 1.0, copies=5) == 120 and max_canaries(600, 0.001, copies=5) == 0
+
+
+@pytest.mark.parametrize("tol", [0.0, -1e-3, float("nan")])
+def test_steinke_bisection_tolerance_must_be_positive(tol):
+    # before: tol = 0 looped forever once lo and hi were adjacent floats (the bisection never shrank below tol)
+    from pe_kit.audit.one_run import epsilon_lower_steinke
+
+    with pytest.raises(ValueError, match=r"tol=.*> 0"):
+        epsilon_lower_steinke(100, 50, 45, 1e-5, 0.05, tol=tol)
+    assert epsilon_lower_steinke(100, 50, 45, 1e-5, 0.05, tol=1e-9) == pytest.approx(
+        epsilon_lower_steinke(100, 50, 45, 1e-5, 0.05), abs=1e-6)

@@ -189,11 +189,13 @@ def epsilon_lower_steinke(m: int, r: int, v: int, delta: float, beta: float, tol
         float ε_lower ≥ 0 (0 when even ε = 0 is not rejected).
 
     Raises:
-        ValueError: on counts or levels out of range.
+        ValueError: on counts or levels out of range, or tol ≤ 0.
 
     Source: Steinke et al. (2023), Thm 3.1 and the paper's ``get_eps_audit`` (bisection on the p-value).
     """
     _check_level(beta)
+    if not tol > 0:
+        raise ValueError(f"tol={tol} must be > 0 (the bisection's width in ε; e.g. 1e-6)")
     if steinke_p_value(m, r, v, 0.0, delta) >= beta:
         return 0.0
     lo, hi = 0.0, 1.0
