@@ -203,3 +203,12 @@ def test_steinke_bisection_tolerance_must_be_positive(tol):
         epsilon_lower_steinke(100, 50, 45, 1e-5, 0.05, tol=tol)
     assert epsilon_lower_steinke(100, 50, 45, 1e-5, 0.05, tol=1e-9) == pytest.approx(
         epsilon_lower_steinke(100, 50, 45, 1e-5, 0.05), abs=1e-6)
+
+
+@pytest.mark.parametrize("kw", [{"grid": 1}, {"grid": 0}, {"mu_max": 1e-4}])
+def test_mu_lower_fdp_grid_must_span_an_interval(kw):
+    # before: grid = 1 tested only μ = 1e-3 and returned mu_max = 20 (the bound at 20/20 correct of m = 100 is 0.769):
+    # an overclaim; grid = 0 raised IndexError
+    with pytest.raises(ValueError, match=r"grid|mu_max"):
+        mu_lower_fdp(100, 20, 20, 0.05, **kw)
+    assert mu_lower_fdp(100, 20, 20, 0.05, grid=2) <= mu_lower_fdp(100, 20, 20, 0.05) == pytest.approx(0.769, abs=1e-3)

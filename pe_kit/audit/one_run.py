@@ -397,10 +397,13 @@ def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, 
         float μ_lower ≥ 0 (``mu_max`` if every grid value is rejected).
 
     Raises:
-        ValueError: on counts or levels out of range, or a sample_rate outside (0, 1].
+        ValueError: on counts or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3.
     """
     sample_rate = _check_sample_rate(sample_rate)
-    coarse = np.geomspace(1e-3, mu_max, grid)
+    if int(grid) != grid or grid < 2 or not mu_max > 1e-3:
+        raise ValueError(f"grid={grid} must be an integer ≥ 2 and mu_max={mu_max} > 1e-3 (the grid spans "
+                         f"[1e-3, mu_max]); the defaults are 128 and 20")
+    coarse = np.geomspace(1e-3, mu_max, int(grid))
     if not fdp_rejects(m, r, v, coarse[:1], beta, sample_rate)[0]:
         return 0.0  # the strongest claim stands, so every weaker one does (monotone): one row instead of the grid
     rej = fdp_rejects(m, r, v, coarse, beta, sample_rate)
