@@ -25,7 +25,7 @@ class ParamSpec:
         kind: ``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; with ``many=True`` a list of that kind.
         lo, hi: inclusive bounds (None = unbounded); lo_open / hi_open make them exclusive.
         optional: None is accepted (meaning "the default").
-        choices: admissible values for ``str`` (also for list elements).
+        choices: admissible values for ``str`` or numbers (also for list elements).
         word: a str accepted besides the typed value (``"all"`` variants, ``"auto"`` encoders).
     """
 
@@ -96,6 +96,9 @@ PARAM_TYPES: dict[str, ParamSpec] = {
     "one_run_variants": ParamSpec("str", many=True, optional=True, choices=("nonce", "natural")),
     "copies": ParamSpec("int", lo=1, optional=True), "idealised_ms": ParamSpec("int", lo=1, many=True, optional=True),
     "idealised_repeats": ParamSpec("int", lo=1, optional=True),
+    # Monte-Carlo games per σ (a standard error needs ≥ 2) and rows of the source's Table 1 (one_run_checks.TABLE1)
+    "published_repeats": ParamSpec("int", lo=2, optional=True),
+    "published_sigmas": ParamSpec("float", many=True, optional=True, choices=(0.5, 1.0, 2.0, 4.0)),
 }
 
 
@@ -117,6 +120,8 @@ def _number(name: str, value, spec: ParamSpec):
     if spec.lo is not None and (x < spec.lo or (spec.lo_open and x == spec.lo)) or \
             spec.hi is not None and (x > spec.hi or (spec.hi_open and x == spec.hi)):
         raise ValueError(f"{name}={value!r} is out of range: use {spec.describe()}")
+    if spec.choices and out not in spec.choices:
+        raise ValueError(f"{name}={value!r} is not accepted: use one of {', '.join(map(str, spec.choices))}")
     return out
 
 

@@ -106,7 +106,8 @@ def max_canaries(bank_size: int, probe_share: float, copies: int = 5, records_pe
         raise ValueError(f"probe_share={probe_share} must lie in (0, 1] (a share of the bank's p coordinates)")
     if copies < 1 or records_per_canary < 1:
         raise ValueError(f"copies={copies} and records_per_canary={records_per_canary} must be ≥ 1")
-    return int(probe_share * bank_size) // (int(copies) * int(records_per_canary))
+    budget = int(np.floor(round(probe_share * bank_size, 9)))  # 0.29·100 = 28.999…96 in floats: 29 coordinates
+    return budget // (int(copies) * int(records_per_canary))
 
 
 def design_one_run(encoder, bank_size: int, n_canaries: int, rng: np.random.Generator, *, variant: str = "nonce",

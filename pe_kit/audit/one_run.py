@@ -46,15 +46,51 @@ def _check_counts(m: int, r: int, v: int) -> None:
         raise ValueError(f"need 0 ≤ correct v={v} ≤ guesses r={r} ≤ canaries m={m}")
 
 
+def _check_sample_rate(sample_rate: float) -> float:
+    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise (they used to fail as a bare
+    "math domain error", or for NaN give ε_lower = 0 silently)."""
+    try:
+        q = float(sample_rate)
+    except (TypeError, ValueError):
+        raise ValueError(f"sample_rate={sample_rate!r} must be a number q with 0 < q ≤ 1 (the mechanism's Poisson "
+                         f"participation; 1 = no subsampling)") from None
+    if not 0 < q <= 1:
+        raise ValueError(f"sample_rate={sample_rate!r} must satisfy 0 < q ≤ 1 (the mechanism's Poisson participation; "
+                         f"1 = no subsampling)")
+    return q
+
+
+def _as_included(included) -> np.ndarray:
+    """The truth S_i as a flat bool array; 0/1 numbers are accepted, anything else (±1 labels, probabilities, NaN)
+    raises rather than being read as "included" by ``bool``."""
+    raw = np.asarray(included).ravel()
+    if raw.dtype == bool:
+        return raw
+    try:
+        num = raw.astype(np.float64)
+    except (TypeError, ValueError):
+        num = np.full(raw.shape, np.nan)
+    bad = ~np.isin(num, (0.0, 1.0))
+    if bad.any():
+        raise ValueError(f"included must hold 0/1 or True/False per canary (S_i); got {raw[bad][:3].tolist()}: "
+                         f"for ±1 labels s use included = (s == 1)")
+    return num == 1.0
+
+
+def _as_count(value, name: str) -> int:
+    """A guess count as int; integral floats (10.0) and numpy ints pass, fractions raise naming the field."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if not (np.isfinite(x) and x == int(x)):
+        raise ValueError(f"{name}={value!r} must be an integer number of guesses")
+    return int(x)
+
+
 def _check_level(beta: float, name: str = "beta") -> None:
     if not 0 < beta < 1:
         raise ValueError(f"{name}={beta} must lie in (0, 1)")
-
-
-def _check_rate(sample_rate: float) -> None:
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1 (the mechanism's Poisson participation "
-                         "rate; 1 = no subsampling)")
 
 
 # ----------------------------------------------------------------------------------------------- guesses
@@ -72,10 +108,12 @@ def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_
         (a stable sort), so the guesser is a fixed function of the scores.
 
     Raises:
-        ValueError: on shapes that differ, NaN scores, or k₊ + k₋ > m.
+        ValueError: on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass
+            ``s == 1``), fractional k₊ or k₋, or k₊ + k₋ > m.
     """
     s = np.asarray(scores, dtype=np.float64).ravel()
-    inc = np.asarray(included, dtype=bool).ravel()
+    inc = _as_included(included)
+    k_plus, k_minus = _as_count(k_plus, "k_plus"), _as_count(k_minus, "k_minus")
     if s.shape != inc.shape:
         raise ValueError(f"scores {s.shape} and included {inc.shape} must have the same length (one per canary)")
     if np.isnan(s).any():
@@ -151,11 +189,13 @@ def epsilon_lower_steinke(m: int, r: int, v: int, delta: float, beta: float, tol
         float ε_lower ≥ 0 (0 when even ε = 0 is not rejected).
 
     Raises:
-        ValueError: on counts or levels out of range.
+        ValueError: on counts or levels out of range, or tol ≤ 0.
 
     Source: Steinke et al. (2023), Thm 3.1 and the paper's ``get_eps_audit`` (bisection on the p-value).
     """
     _check_level(beta)
+    if not tol > 0:
+        raise ValueError(f"tol={tol} must be > 0 (the bisection's width in ε; e.g. 1e-6)")
     if steinke_p_value(m, r, v, 0.0, delta) >= beta:
         return 0.0
     lo, hi = 0.0, 1.0
@@ -298,11 +338,11 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
         bool array shaped like ``mu``.
 
     Raises:
-        ValueError: on counts, levels or sample_rate out of range.
+        ValueError: on counts or levels out of range, or a sample_rate outside (0, 1].
     """
     _check_counts(m, r, v)
     _check_level(beta)
-    _check_rate(sample_rate)
+    sample_rate = _check_sample_rate(sample_rate)
     mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
     if r == 0:
         return np.zeros(mu.shape, dtype=bool)
@@ -355,8 +395,15 @@ def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, 
 
     Returns:
         float μ_lower ≥ 0 (``mu_max`` if every grid value is rejected).
+
+    Raises:
+        ValueError: on counts or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3.
     """
-    coarse = np.geomspace(1e-3, mu_max, grid)
+    sample_rate = _check_sample_rate(sample_rate)
+    if int(grid) != grid or grid < 2 or not mu_max > 1e-3:
+        raise ValueError(f"grid={grid} must be an integer ≥ 2 and mu_max={mu_max} > 1e-3 (the grid spans "
+                         f"[1e-3, mu_max]); the defaults are 128 and 20")
+    coarse = np.geomspace(1e-3, mu_max, int(grid))
     if not fdp_rejects(m, r, v, coarse[:1], beta, sample_rate)[0]:
         return 0.0  # the strongest claim stands, so every weaker one does (monotone): one row instead of the grid
     rej = fdp_rejects(m, r, v, coarse, beta, sample_rate)
@@ -381,7 +428,8 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
 
     q = 1: the μ-GDP closed form (Dong, Roth, Su 2022, Cor. 2.13), solved by bisection. q < 1: the kit's PRV
     accountant ``pe_kit.audit.accounting.epsilon_theory(1/μ, q, δ)`` (Opacus) minus its discretisation error 0.01
-    (clamped at 0), so that a lower bound is never rounded up. Returns 0.0 for μ = 0.
+    (clamped at 0), so that a lower bound is never rounded up. Returns 0.0 for μ = 0; for μ = ∞ (no noise) ∞ when δ < q,
+    else 0.0 (δ(ε) = q at every ε).
 
     Raises:
         ValueError: for μ < 0, q outside (0, 1] or δ outside (0, 1).
@@ -393,6 +441,8 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
     _check_level(delta, "delta")
     if mu == 0:
         return 0.0
+    if math.isinf(mu):  # no noise (σ = 0): the hockey-stick divergence is q at every ε, so ε = ∞ iff δ < q
+        return float("inf") if delta < sample_rate else 0.0
     if sample_rate < 1:
         from pe_kit.audit.accounting import epsilon_theory
 
@@ -450,29 +500,43 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
     """Both one-run bounds from per-canary scores, maximised over (k₊, k₋) at family-wise level α.
 
     Args:
-        scores: float (m,) scores (higher = "in"). included: bool (m,) truth S_i.
+        scores: float (m,) scores (higher = "in"). included: bool (m,) truth S_i, drawn S_i ~ Bernoulli(½)
+            independently of everything else, the canary index included (ties in the scores break by index).
         delta: δ in (0, 1). alpha: family-wise level in (0, 1). sample_rate: q of the f-DP family C_q(G_μ)
             (the mechanism's Poisson participation; 1 = no subsampling).
-        pairs: (k₊, k₋) pairs to search (default ``guess_pairs(m)``). methods: subset of ("steinke", "fdp").
+        pairs: (k₊, k₋) pairs to search (default ``guess_pairs(m)``). methods: subset of ("steinke", "fdp"), or
+            one name.
 
     Returns:
         dict method → ``OneRunAudit``.
 
     Raises:
-        ValueError: on bad shapes (scores and included must be 1-D, one value per canary), levels, a sample_rate
-            outside (0, 1], an unknown method or an empty pair list.
+        ValueError: on bad shapes, empty scores, ``included`` values other than 0/1 or a count of included
+            canaries no Bernoulli(½) draw gives (two-sided binomial p < 10⁻⁶: all in, all out …), levels, a
+            sample_rate outside (0, 1], an unknown method, a fractional pair or an empty pair list.
     """
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
-    _check_rate(sample_rate)
+    sample_rate = _check_sample_rate(sample_rate)
     if np.ndim(scores) != 1 or np.ndim(included) != 1:
         raise ValueError(f"scores {np.shape(scores)} and included {np.shape(included)} must be 1-D: one value per "
                          "canary")
-    inc = np.asarray(included, dtype=bool).ravel()
+    inc = _as_included(included)
     m = inc.size
+    if m == 0:
+        raise ValueError("scores and included are empty: a one-run audit needs at least one canary")
+    n_in = int(inc.sum())
+    if stats.binomtest(n_in, m, 0.5).pvalue < 1e-6:  # a fair draw is refused with probability < 1e-6
+        raise ValueError(f"included has {n_in} of {m} canaries in: both bounds need S_i ~ Bernoulli(½) drawn "
+                         f"independently (two-sided binomial p < 1e-6); draw included = rng.random(m) < 0.5")
+    if pairs is not None:
+        for a, b in pairs:
+            if not all(float(x) == int(x) for x in (a, b)):
+                raise ValueError(f"pairs holds ({a}, {b}): each (k_plus, k_minus) must be an integer number of guesses")
     pairs = guess_pairs(m) if pairs is None else [(int(a), int(b)) for a, b in pairs]
     if not pairs:
         raise ValueError("pairs is empty: search at least one (k_plus, k_minus)")
+    methods = (methods,) if isinstance(methods, str) else tuple(methods)
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"methods {sorted(unknown)} unknown; use {METHODS}")

@@ -259,7 +259,10 @@ def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: flo
     each probe share, the one-run rows at the largest m that fits the share (natural: capped by the real users
     available); then the kit's multi-trial audit (``trials`` per hypothesis per split) of the nonce design's first
     canary at the largest share. Rows as ``one_run_rows`` / ``multi_trial_row``; ``largest_share`` marks the
-    headline rows.
+    headline rows (those at the m the largest share fits, also when a smaller share fits the same m).
+
+    Raises:
+        ValueError: naming ``probe_shares`` when the largest share fits no canary (share·p < copies).
     """
     from dataclasses import replace
 
@@ -268,21 +271,25 @@ def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: flo
     p = world.bank.shape[0]
     shares = sorted(float(s) for s in params["probe_shares"])
     rows: list[dict] = []
+    if max_canaries(p, shares[-1], copies) < 1:
+        fix = f"use a share ≥ {copies / p:.3g} (or lower copies)" if copies <= p else f"lower copies to ≤ {p}"
+        raise ValueError(f"probe_shares={shares} fits no canary: each needs copies={copies} bank coordinates of the "
+                         f"p={p}; {fix}")
     n_natural = len(natural_candidates(world)) if "natural" in params["one_run_variants"] else 0
     for q in params["one_run_qs"]:
         mech = replace(mechanism, sample_rate=float(q))
         for variant in params["one_run_variants"]:
+            cap = n_natural if variant == "natural" else max_canaries(p, shares[-1], copies)
+            m_top = min(max_canaries(p, shares[-1], copies), cap)  # the headline m: the largest share's
             done: set[int] = set()
             for share in shares:
-                m = max_canaries(p, share, copies)
-                if variant == "natural":
-                    m = min(m, n_natural)
-                if m < 1 or m in done:  # natural canaries capped by the users available: one row per m
+                m = min(max_canaries(p, share, copies), cap)
+                if m < 1 or m in done:  # shares that fit the same m (natural: capped by the users): one row per m
                     continue
                 done.add(m)
                 for r in one_run_rows(world, variant, m, mech, int(params["seed"]), delta=delta, alpha=alpha,
                                       copies=copies):
-                    rows.append({**r, "probe_share_budget": share, "largest_share": share == shares[-1]})
+                    rows.append({**r, "probe_share_budget": share, "largest_share": m == m_top})
         design = make_one_run_design(world, "nonce", max_canaries(p, shares[-1], copies), int(params["seed"]),
                                      copies=copies)
         rows.append({**multi_trial_row(world, design, mech, int(params["trials"]), int(params["seed"]), delta=delta,
