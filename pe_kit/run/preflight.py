@@ -81,8 +81,6 @@ def check_banks(p: Preset) -> None:
     Raises:
         ValueError: naming the setting and the unknown value, listing the bank names (with a did-you-mean).
     """
-    import difflib
-
     from pe_kit.text.banks import BANK_KINDS
 
     kinds = [k for k in BANK_KINDS if k != "file"]
@@ -95,11 +93,10 @@ def check_banks(p: Preset) -> None:
             path = name[5:] if name.startswith("file:") else name
             if name in kinds or Path(path).expanduser().is_file():
                 continue
-            close = difflib.get_close_matches(name, kinds, n=1, cutoff=0.6)
             what = "no such file" if name.startswith("file:") else "not a bank name and no such file"
             raise ValueError(f"{key} contains {name!r} ({what}): use bank names {', '.join(kinds)} or a JSON Lines "
                              f"file with a text field (file:<path> or a path)"
-                             + (f"; did you mean {close[0]!r}?" if close else "") + f" (--set {key}=…)")
+                             + did_you_mean(name, kinds) + f" (--set {key}=…)")
 
 
 def check_models(p: Preset) -> None:
