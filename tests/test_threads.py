@@ -59,7 +59,14 @@ def test_busy_cores_does_not_count_niced_processes(monkeypatch):
                                  cpu_count=lambda: 2)
     monkeypatch.setitem(sys.modules, "psutil", fake)
     monkeypatch.setattr(threads, "_own_nice", lambda: 0)
+    monkeypatch.setattr(threads, "_autogroup_enabled", lambda: False)
     # 75 % of 2 cores in use, 50 % of it niced: only (75 − 50) % · 2 = 0.5 cores count as busy
     assert threads.busy_cores(interval=0.01) == 0.5
     monkeypatch.setattr(threads, "_own_nice", lambda: 10)
+    assert threads.busy_cores(interval=0.01) == 1.5
+    # with autogroup scheduling, niced jobs of other sessions do not yield: all 1.5 cores are busy
+    calls_again = iter([shares(0, 0, 0, 100, 0), shares(20.0, 50.0, 5.0, 25.0, 0.0)])
+    fake.cpu_times_percent = lambda interval=None: next(calls_again)
+    monkeypatch.setattr(threads, "_own_nice", lambda: 0)
+    monkeypatch.setattr(threads, "_autogroup_enabled", lambda: True)
     assert threads.busy_cores(interval=0.01) == 1.5

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 __all__ = ["cpu_cores", "busy_cores", "auto_threads", "resolve_threads", "torch_threads"]
 
@@ -29,9 +30,12 @@ def busy_cores(interval: float = 0.2) -> float:
 
     With ``psutil``: the machine's CPU use over ``interval`` seconds (the caller sleeps meanwhile, so its
     own use is subtracted and is ≈ 0). CPU time of *niced* processes (the kernel's ``nice`` share: processes
-    with a higher nice value) is not counted when this process itself runs at nice ≤ 0, because the scheduler
-    gives them only what this process leaves (weight 36 at nice 15 against 1024 at nice 0); counting them made a
-    nice-0 paper run encode with 1 thread at 10 texts/s while niced test jobs ran. Without psutil: the 1-minute
+    with a higher nice value) is not counted when this process itself runs at nice ≤ 0 and the kernel's
+    autogroup scheduling is off, because the scheduler then gives them only what this process leaves (weight 36 at
+    nice 15 against 1024 at nice 0); counting them made a nice-0 paper run encode with 1 thread at 10 texts/s
+    while niced test jobs ran. With autogroup on (``/proc/sys/kernel/sched_autogroup_enabled`` = 1), nice only
+    orders processes of one session and jobs of other sessions share the cores equally (measured: niced jobs kept
+    ≈ 60 % of a core each beside the nice-0 run), so their time counts as busy. Without psutil: the 1-minute
     load average minus this process's recent use is not measurable, so the load average itself is returned
     (an upper bound).
 
@@ -56,7 +60,8 @@ def busy_cores(interval: float = 0.2) -> float:
         ncpu = psutil.cpu_count() or cpu_cores()
         total = (100.0 - shares.idle - getattr(shares, "iowait", 0.0)) / 100.0 * ncpu
         own = (sum(me.cpu_times()[:2]) - t0) / interval
-        yielding = getattr(shares, "nice", 0.0) / 100.0 * ncpu if _own_nice() <= 0 else 0.0
+        yields = _own_nice() <= 0 and not _autogroup_enabled()
+        yielding = getattr(shares, "nice", 0.0) / 100.0 * ncpu if yields else 0.0
         return max(0.0, total - own - yielding)
     try:
         return max(0.0, float(os.getloadavg()[0]))
@@ -70,6 +75,14 @@ def _own_nice() -> int:
         return os.nice(0)
     except (AttributeError, OSError):
         return 0
+
+
+def _autogroup_enabled() -> bool:
+    """Whether Linux schedules by session autogroup (then nice does not shield a job from other sessions)."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
 
 
 def auto_threads(max_threads: int | None = None, busy: float | None = None) -> int:
