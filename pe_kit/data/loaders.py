@@ -342,28 +342,38 @@ def sniff_format(path) -> str | None:
 
     Args: path: the file. Returns: ``"blogs"`` | ``"yelp"`` | ``"sentiment140"`` | None.
     """
+    return _sniff_line(_head_line(path))[0]
+
+
+def _head_line(path) -> bytes:
+    """The first non-empty line within the first 1 MiB of a (gzip or plain) file, UTF-8 BOM dropped; b"" if none
+    or unreadable."""
     path = Path(path)
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
             head = fh.read(1 << 20)
     except (OSError, EOFError):
-        return None
+        return b""
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
-    line = next((x for x in head.splitlines() if x.strip()), b"")
+    return next((x for x in head.splitlines() if x.strip()), b"")
+
+
+def _sniff_line(line: bytes) -> tuple[str | None, dict | None]:
+    """(format guess, the line's JSON object or None) for one first line (see :func:`sniff_format`)."""
     if line.lstrip().startswith(b"{"):
         try:
             obj = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
-            return None
+            return None, None
         if not isinstance(obj, dict):
-            return None
-        return "yelp" if "stars" in obj else "blogs" if "user_id" in obj and "text" in obj else None
+            return None, None
+        return ("yelp" if "stars" in obj else "blogs" if "user_id" in obj and "text" in obj else None), obj
     try:
         rec = next(csv.reader([line.decode("latin-1")]))
     except (csv.Error, StopIteration):
-        return None
-    return "sentiment140" if len(rec) == 6 and rec[0].strip() in ("0", "2", "4") else None
+        return None, None
+    return ("sentiment140" if len(rec) == 6 and rec[0].strip() in ("0", "2", "4") else None), None
 
 
 def _check_format(path, fmt: str, label_field: str = "industry") -> None:
@@ -375,19 +385,11 @@ def _check_format(path, fmt: str, label_field: str = "industry") -> None:
     Raises:
         DataError: naming the file, what it looks like, the format asked for and the ``--format`` to pass.
     """
-    guess = sniff_format(path)
+    guess, first = _sniff_line(_head_line(path))
     if guess is None or guess == fmt:
         return
-    if {guess, fmt} == {"blogs", "yelp"}:
-        first = None
-        with (gzip.open(path, "rb") if Path(path).suffix == ".gz" else open(path, "rb")) as fh:
-            for raw in fh:
-                if raw.strip():
-                    first = json.loads(raw.decode("utf-8-sig"))
-                    break
-        need = "stars" if fmt == "yelp" else label_field
-        if isinstance(first, dict) and need in first:
-            return
+    if {guess, fmt} == {"blogs", "yelp"} and (("stars" if fmt == "yelp" else label_field) in first):
+        return
     raise DataError(f"{path}: the file looks like {_FORMAT_TEXT[guess]}, not format {fmt!r} "
                     f"({_FORMAT_TEXT.get(fmt, fmt)}); pass --format {guess} (pe-kit reproduce; fmt={guess!r} in "
                     f"Python, --set fmt={guess})")
