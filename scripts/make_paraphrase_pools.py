@@ -9,7 +9,10 @@ cached on disk per (prompt, seed, model, settings) as soon as its batch returns,
 most one batch; rerunning skips finished pools and cached texts. ``--ship`` gzips the work file into
 ``pe_kit/data_files/`` once every pool is there (refuses a partial set unless ``--allow-partial``). On a machine
 with idle cores, run one process per arm (``--arms long`` and ``--arms short``, one thread each): they write
-separate work files, and ``--ship`` reads every ``<preset>-seed<seed>*.jsonl`` there.
+separate work files, and ``--ship`` reads every ``<preset>-seed<seed>*.jsonl`` there. When one arm is done, start
+a second process on the other arm with ``--reverse`` and its own ``--work`` file (same folder and stem, e.g.
+``quick-seed0-long-rev.jsonl``): it builds the pools last-first, each process skips pools the other has finished,
+and a pool both reach shares the text cache.
 
     PYTHONPATH=. PE_KIT_CACHE=/work/pecache_llm HF_HUB_OFFLINE=1 nice -n 15 \
         python scripts/make_paraphrase_pools.py --preset quick --arms long,short [--ship]
@@ -67,6 +70,9 @@ def main() -> None:
     ap.add_argument("--ship", action="store_true", help="gzip the finished pools into pe_kit/data_files")
     ap.add_argument("--allow-partial", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="list the canaries and which pools are done")
+    ap.add_argument("--reverse", action="store_true",
+                    help="build the pools last-first: a second process on the same arm (with its own --work file) "
+                         "meets the first in the middle; each skips pools the other has finished")
     args = ap.parse_args()
 
     from pe_kit.cache import cache_dir
@@ -99,8 +105,9 @@ def main() -> None:
         print(f"  {arm:5s} {cid:>8s} {','.join(vs):28s} {'done' if key in done else 'todo'}", flush=True)
     if not args.dry_run:
         cache = CachedGenerator(llm, root=cache_dir() / "generation", with_code=False, sort_by_length=True)
-        for n, ((arm, cid, recs, vs), key) in enumerate(zip(todo, keys), 1):
-            if key in done:
+        order = list(enumerate(zip(todo, keys), 1))
+        for n, ((arm, cid, recs, vs), key) in (reversed(order) if args.reverse else order):
+            if key in done or key in finished():  # another process may have finished it meanwhile
                 continue
             t0 = time.time()
             cache.inner = _Progress(llm, M, f"pool {n}/{len(todo)} {arm}/{cid}")
