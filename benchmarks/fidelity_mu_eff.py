@@ -158,6 +158,9 @@ def main(argv=None) -> None:
                     help="Σ̂ from the first n of the aux users (default: all n_aux); the designs always see all")
     ap.add_argument("--pool-size", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--paraphraser", default=None,
+                    help="paraphrase pool route: smollm2 (shipped LLM pools, else generated), auto, wordnet "
+                         "(default: pe_kit.run.study.DEFAULT_PARAPHRASER)")
     ap.add_argument("--out", default=None, help="CSV of every (cap, p, variant, canary, N) μ_eff")
     ap.add_argument("--compare", default=None, metavar="CSV",
                     help="compare two sizes from a CSV this script wrote (with --quick and --paper); embeds nothing")
@@ -190,14 +193,17 @@ def main(argv=None) -> None:
             world = build_world(cfg, encoder=enc, mechanism=mech)
             for variant in args.variants:
                 for j, slot in enumerate(canary_slots(variant, args.per_variant, args.n_canary)):
-                    design, reason = try_design(world, variant, j, slot, args.seed, mech, args.pool_size)
+                    design, reason = try_design(world, variant, j, slot, args.seed, mech, args.pool_size,
+                                                 generator=args.paraphraser)
                     if design is None:
                         print(f"  {variant} canary {j}: skipped ({reason})", flush=True)
                         continue
                     for (a, n), mu in mu_eff_at(world, design, mech, audit, args.ns, aux_sizes).items():
                         rows.append({"token_cap": cap, "bank_size": p, "n_test": n, "n_aux": a, "variant": variant,
                                      "canary": j, "canary_id": design.canary_id, "mu_eff": mu,
-                                     "record_cap": args.record_cap, "arm": args.arm})
+                                     "record_cap": args.record_cap, "arm": args.arm,
+                                     "pool_generator": design.info.get("pool_generator", ""),
+                                     "pool_source": design.info.get("pool_source", "")})
             print(f"cap {cap}, p {p}: done at {time.perf_counter() - t0:.0f} s ({enc.encoded} texts embedded)",
                   flush=True)
     df = pd.DataFrame(rows)

@@ -247,3 +247,15 @@ def test_llm_pool_entries_regenerate_one_at_a_time():
     one = PP.llm_paraphraser(batch_size=1)
     one.max_new_tokens = 24
     assert PP.recompute_entries(entry, RECORDS[:2], one, [0, 3]) == [entry["texts"][0], entry["texts"][3]]
+
+
+def test_try_design_hands_the_paraphrase_route_to_make_design(monkeypatch):
+    """``try_design(..., generator=...)`` (used by benchmarks/fidelity_mu_eff.py --paraphraser) reaches make_design;
+    without it make_design gets no generator and uses DEFAULT_PARAPHRASER."""
+    from pe_kit.run import experiments as X
+
+    calls = []
+    monkeypatch.setattr(X, "make_design", lambda *a, **k: calls.append(k) or "design")
+    assert X.try_design(None, "paraphrase-mu_eff", 0, 20, 0, pool_size=8, generator="smollm2") == ("design", None)
+    assert X.try_design(None, "paraphrase-mu_eff", 0, 20, 0) == ("design", None)
+    assert calls[0] == {"pool_size": 8, "generator": "smollm2"} and "generator" not in calls[1]

@@ -185,11 +185,13 @@ def _rng(seed: int, variant: str, j: int, purpose: int, salt: int = 0) -> np.ran
 
 
 def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,
-               pool_size: int | None = None):
+               pool_size: int | None = None, generator=None):
     """Like :func:`design_for`, but returns ``(design, None)`` or ``(None, reason)`` without warning.
 
     ``reason`` starts with ``"not implemented"`` (the variant does not exist in this pe_kit) or
     ``"pool shortfall"`` (this canary's records admit too few distinct candidates); other errors propagate.
+    ``generator``: paraphrase route for the paraphrase variants (``pe_kit.run.study.paraphrase_pool``; None: the
+    default, ``pe_kit.run.study.DEFAULT_PARAPHRASER``).
     """
     from pe_kit.text.generators.base import PoolShortfallError
 
@@ -198,6 +200,8 @@ def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechani
         kw["mechanism"] = mechanism
     if pool_size is not None:
         kw["pool_size"] = int(pool_size)
+    if generator is not None:
+        kw["generator"] = generator
     try:
         return make_design(world, variant, slot, _rng(seed, variant, j, 11), **kw), None
     except NotImplementedError as exc:
