@@ -5,7 +5,9 @@
 #
 #   bash scripts/paper_run.sh [PART] [DATA] [--set key=value ...]
 #
-# PART: long   — notebook 04 (Table 2/4 analogue), long arm (bloggers with exactly 64 posts)
+# PART: quick  — the main job itself (`pe-kit reproduce --preset quick`, every notebook, bundled sample; DATA is
+#                ignored): run it on a fresh PE_KIT_CACHE to record the cold time (run.json "seconds")
+#       long   — notebook 04 (Table 2/4 analogue), long arm (bloggers with exactly 64 posts)
 #       short  — notebook 04, short arm (32–64 posts cut to tweet length)
 #       checks — notebooks 01–03 and 05 (LLR checks, probe design, Fig. 1 sweeps at 5·10⁶ trials), short arm
 #       multi  — notebook 06 (Fig. 2 analogue)
@@ -21,18 +23,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-long}
-data=${2:-../shared/data/blogs/blogs.jsonl.gz}
-shift $(( $# < 2 ? $# : 2 ))   # anything after PART and DATA goes to pe-kit reproduce (e.g. --set max_seq_length=64)
+[ $# -gt 0 ] && shift
+data=../shared/data/blogs/blogs.jsonl.gz
+if [ $# -gt 0 ] && [[ "$1" != --* ]]; then data=$1; shift; fi
+# anything after PART and DATA goes to pe-kit reproduce (e.g. --set max_seq_length=64)
 export HF_HUB_OFFLINE=1
+preset=(--preset paper --data "$data" --format blogs)
 case "$part" in
+  quick)  preset=(--preset quick); args=() ;;
   long)   args=(--notebooks 04 --set arms=long --set n_test=600 --set n_calibration=600) ;;
   short)  args=(--notebooks 04 --set arms=short) ;;
   checks) args=(--notebooks 01,02,03,05 --set arm=short --set sweep_arm=short) ;;
   multi)  args=(--notebooks 06 --set arm=long --set n_test=600 --set n_calibration=600) ;;
   onerun) args=(--notebooks 08 --set arm=long --set bank=bankA --set n_test=600 --set n_calibration=600) ;;
-  *) echo "unknown part '$part': use long, short, checks, multi or onerun" >&2; exit 2 ;;
+  *) echo "unknown part '$part': use quick, long, short, checks, multi or onerun" >&2; exit 2 ;;
 esac
-.venv/bin/pe-kit reproduce --preset paper --data "$data" --format blogs --run-id "paper-$part" "${args[@]}" "$@"
+.venv/bin/pe-kit reproduce "${preset[@]}" --run-id "paper-$part" ${args[@]+"${args[@]}"} "$@"
 dest=docs/paper_run/$part
 mkdir -p "$dest/figures"
 cp results/paper-$part/results.md results/paper-$part/results.csv results/paper-$part/run.json "$dest/"
