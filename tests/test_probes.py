@@ -204,7 +204,7 @@ def test_epsilon_table_all_variants_real_blogs(tiny_world):
             rows.append({"variant": v, "canary": row["canary_id"], "mu_eff": row["mu_eff"],
                          "epsilon_lower": row["epsilon_lower"], "epsilon_theory": row["epsilon_theory"],
                          "n_probes": 0 if d.positions is None else len(d.positions),
-                         "votes_on_P": row["canary_votes_on_P"]})
+                         "votes_on_P": row["canary_votes_on_P"], "pool_generator": row.get("pool_generator", "")})
     df = pd.DataFrame(rows)
     print("\n" + df.groupby("variant", sort=False)[["mu_eff", "epsilon_lower"]].agg(["median", "max"]).to_string())
     assert len(df) == 40
@@ -213,6 +213,9 @@ def test_epsilon_table_all_variants_real_blogs(tiny_world):
     assert (df[df.variant == "ordinary"].n_probes == 0).all()
     assert (df[df.variant == "exact"].n_probes == 16).all() and (df[df.variant.str.contains("-")].n_probes == R).all()
     assert (df.mu_eff <= 1.0 + 1e-9).all()  # Eq. 20 ceiling 1/σ
+    # every paraphrase row says which generator made its pool (tiny data: no shipped pool, so WordNet)
+    assert (df[df.variant.str.startswith("paraphrase")].pool_generator.str.len() > 0).all()
+    assert (df[df.variant.isin(["ordinary", "exact"])].pool_generator == "").all()
     nonce = df[df.variant.str.startswith("nonce")]
     assert (nonce.votes_on_P > 0.999).all() and (nonce.mu_eff > 0.99).all()
     natural = df[~df.variant.str.startswith("nonce")].groupby("variant")

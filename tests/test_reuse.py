@@ -116,6 +116,29 @@ def test_done_marker_key_follows_data_bank_and_model_bytes(tmp_path):
     assert marker_key(nb, params, "other code") != marker_key(tmp_path / "03_llr_checks.ipynb", params, "code")
 
 
+def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path, monkeypatch):
+    """Shipping (or replacing) the SmolLM2 pools changes every done-marker key and the step key of paraphrase
+    variants, never the key of other variants: results made with a WordNet fallback are not reused."""
+    from pe_kit.run import experiments as X
+    from pe_kit.run.reproduce import marker_key
+    from pe_kit.text.generators import paraphrase_pools as PP
+
+    nb = tmp_path / "04_audit.ipynb"
+    nb.write_text("{}")
+    params = {"seed": 0, "output_dir": str(tmp_path / "run")}
+    pools = tmp_path / "pools.jsonl.gz"
+    monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", pools)
+    absent = (marker_key(nb, params, "code"), X._pools_key("paraphrase-mu_eff"), X._pools_key("ordinary"))
+    assert absent[1] == "absent" and absent[2] == ""
+    with gzip.open(pools, "wt") as fh:
+        fh.write('{"key": "k1"}\n')
+    shipped = (marker_key(nb, params, "code"), X._pools_key("paraphrase-mu_eff"), X._pools_key("ordinary"))
+    assert shipped[0] != absent[0] and shipped[1] == C.file_digest(pools) and shipped[2] == ""
+    with gzip.open(pools, "wt") as fh:
+        fh.write('{"key": "k2"}\n')
+    assert X._pools_key("paraphrase") not in (shipped[1], "absent") and marker_key(nb, params, "code") != shipped[0]
+
+
 # ------------------------------------------------------------------------------------------ step caches
 def test_world_fingerprint_follows_data_and_bank_bytes(tmp_path, tiny_config):
     from pe_kit.run.study import input_digests, world_fingerprint

@@ -180,6 +180,15 @@ def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
     return [(i * per_variant + j) % n_canary for j in range(per_variant)]
 
 
+def _pools_key(variant: str) -> str:
+    """The shipped paraphrase pools' digest for paraphrase variants (their designs may take a shipped pool), else ""."""
+    if not variant.startswith("paraphrase"):
+        return ""
+    from pe_kit.text.generators.paraphrase_pools import shipped_pools_digest
+
+    return shipped_pools_digest()
+
+
 def _rng(seed: int, variant: str, j: int, purpose: int, salt: int = 0) -> np.random.Generator:
     return np.random.default_rng([int(seed), VARIANTS.index(variant), int(j), int(purpose), int(salt)])
 
@@ -308,7 +317,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
                 return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
 
             key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
-                   design_mechanism.as_dict(), pool_size, code_hash())
+                   design_mechanism.as_dict(), pool_size, code_hash(), _pools_key(variant))
             row = cache.get_or_compute(key, compute) if cache is not None else compute()
             if "skipped" in row:
                 reason = row["skipped"]
@@ -444,7 +453,7 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
         raise ValueError(f"tightness_trials={trials} must be a non-empty list of positive counts")
     slot = canary_slots(variant, 1, world.config.n_canary)[0]
     key = ("tightness", world.config.as_dict(), world_key(world), variant, slot, trials, mechanism.as_dict(), audit.as_dict(), seed,
-           pool_size, code_hash())
+           pool_size, code_hash(), _pools_key(variant))
 
     def compute():
         design = design_for(world, variant, 0, slot, seed, mechanism, pool_size)

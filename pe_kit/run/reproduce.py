@@ -167,7 +167,8 @@ def input_digests(params: Mapping[str, Any]) -> dict:
     ``file:<path>`` or a path), ``model`` / ``encoders`` (``"auto"`` = the installed encoders) and
     ``generator="smollm2"`` (the bundled GGUF) are hashed by content (``pe_kit.cache.file_digest`` /
     ``pe_kit.text.models.model_fingerprint``); any other string parameter that names an existing file is
-    hashed too. A name stands in for content nowhere: rewriting ``my.jsonl.gz`` in place changes the key.
+    hashed too, and so are the shipped SmolLM2 paraphrase pools (``paraphrase_pools``, "absent" when none ship).
+    A name stands in for content nowhere: rewriting ``my.jsonl.gz`` in place changes the key.
 
     Returns a dict ``"<param>" or "<param>[i]"`` → digest str.
     """
@@ -175,8 +176,11 @@ def input_digests(params: Mapping[str, Any]) -> dict:
     from pe_kit.data.loaders import default_bank_path, default_data_path
     from pe_kit.text.models import available_encoders, model_fingerprint
 
+    from pe_kit.text.generators.paraphrase_pools import shipped_pools_digest
+
     out: dict[str, str] = {}
     out["data"] = file_digest(params.get("data") or default_data_path())
+    out["paraphrase_pools"] = shipped_pools_digest()  # paraphrase designs may take a shipped SmolLM2 pool
     for key, value in params.items():
         values = value if isinstance(value, (list, tuple)) else [value]
         for i, v in enumerate(values):

@@ -242,7 +242,8 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
 
     The inspected coordinates P are the probe positions (active variants) or the canary's natural
     top-k support (``ordinary``). The row carries every setting, the seed-free provenance of the
-    design, the ``AuditResult`` fields and package versions.
+    design, the ``AuditResult`` fields and package versions, and for pool-based designs ``pool_generator`` and
+    ``pool_source`` (``shipped`` / ``generated``: which generator made the paraphrase or nonce pool).
     """
     v_full = canary_contribution(world, design, mechanism)
     coords = design.positions if design.positions is not None else np.flatnonzero(v_full)
@@ -254,7 +255,8 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
            **result.as_row(), **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
-           "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions()}
+           "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions(),
+           **{k: design.info[k] for k in ("pool_generator", "pool_source") if k in design.info}}
     return row
 
 

@@ -30,7 +30,7 @@ from pe_kit.text.generators.pools import make_paraphrase_pool
 from pe_kit.text.generators.prompts import paraphrase_prompt
 
 __all__ = ["PARAPHRASERS", "LLM_PARAPHRASE_SETTINGS", "SHIPPED_POOLS_FILE", "llm_paraphraser", "pool_spec",
-           "pool_key", "build_pool", "load_pools", "find_pool", "append_pool", "recompute_entries"]
+           "pool_key", "build_pool", "load_pools", "find_pool", "append_pool", "recompute_entries", "shipped_pools_digest"]
 
 #: Named paraphrase routes (``pe_kit.run.study.paraphrase_pool``): ``smollm2`` (LLM rewrites: shipped pool, else
 #: generated), ``auto`` (shipped SmolLM2 pool, else WordNet) and ``wordnet`` (synonym swaps).
@@ -43,6 +43,17 @@ LLM_PARAPHRASE_SETTINGS = {"max_new_tokens": 64, "temperature": 0.9, "top_p": 0.
 LLM_THREADS = 1
 SHIPPED_POOLS_FILE = Path(__file__).resolve().parents[2] / "data_files" / "blogs-900-paraphrase-pools-smollm2.jsonl.gz"
 _POOL_VERSION = "pe_kit.paraphrase-pool/v1"
+
+
+def shipped_pools_digest() -> str:
+    """SHA-256 hex of :data:`SHIPPED_POOLS_FILE`'s bytes (``pe_kit.cache.file_digest``), or ``"absent"``.
+
+    Part of every audit step key and notebook done-marker whose designs may take a shipped pool, so shipping or
+    replacing pools recomputes them instead of reusing results made with another pool (e.g. a WordNet fallback).
+    """
+    from pe_kit.cache import file_digest
+
+    return file_digest(SHIPPED_POOLS_FILE) if SHIPPED_POOLS_FILE.is_file() else "absent"
 
 
 def llm_paraphraser(batch_size: int = 16):
