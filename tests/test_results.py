@@ -87,6 +87,19 @@ def test_summary_markdown_sections():
     assert "| users | 25 | test split |" in md and "- [figures/x.png](figures/x.png)" in md
 
 
+def test_results_md_says_which_generator_made_the_paraphrase_pools():
+    """results.md's Table-2 section names each paraphrase variant's pool generator per canary (a mix when the
+    `auto` route fell back to WordNet for canaries without a shipped pool); nothing for runs without the column."""
+    base = {"experiment": "table2", "notebook": "04_audit", "study_arm": "long", "bank_source": "bankA",
+            "epsilon_theory": 1.695, "mu_eff": 0.7, "mu_eff_ceiling": 1.0, "trials": 1000, "epsilon_lower": 0.3}
+    rows = [{**base, "variant": "paraphrase-mu_eff", "pool_generator": g, "pool_source": s}
+            for g, s in (("smollm2", "shipped"), ("smollm2", "shipped"), ("wordnet-synonyms", "generated"))]
+    rows += [{**base, "variant": "ordinary"}]
+    md = summary_markdown(pd.DataFrame(rows))
+    assert "Paraphrase pools: paraphrase-mu_eff 2 × smollm2 (shipped), 1 × wordnet-synonyms." in md
+    assert "Paraphrase pools" not in summary_markdown(pd.DataFrame([{**base, "variant": "ordinary"}]))
+
+
 def test_llr_check_table_states_the_rule():
     """results.md shows what makes an LLR check pass (issue 14: 'expected 1 | observed 0.935 | passed True')."""
     df = pd.DataFrame([{"experiment": "llr_check", "notebook": "03_llr_checks", "check": "gaussian_ks", "variant": "nonce",

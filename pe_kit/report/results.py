@@ -21,12 +21,12 @@ import pandas as pd
 
 from pe_kit.cache import atomic_write_bytes, content_hash
 from pe_kit.report.tables import (SHIFT_COLUMNS, SHIFT_ROWS_SHOWN, _TRUNC_COUNTS, _TRUNC_KEYS,  # noqa: F401
-                                  add_epsilon_interval, dropped_note, epsilon_interval, population_shift_table,
-                                  spread_cells, table_epsilon, table_epsilon_spread, truncation_table)
+                                  add_epsilon_interval, dropped_note, epsilon_interval, pool_generator_note,
+                                  population_shift_table, spread_cells, table_epsilon, table_epsilon_spread, truncation_table)
 
 __all__ = ["StepCache", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
            "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "spread_cells", "dropped_note",
-           "population_shift_table", "SHIFT_COLUMNS",
+           "pool_generator_note", "population_shift_table", "SHIFT_COLUMNS",
            "summary_markdown", "truncation_table", "RUN_COLUMNS"]
 
 #: What makes an LLR-check row (``pe_kit.run.checks.llr_checks``, column ``rule``) pass, in words.
@@ -280,6 +280,7 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
         out.append(_section("ε_lower by variant (Table 2 / Table 4 analogue): max / median (min–max) over canaries",
                             "The paper reports the max over five canaries; the median and range show how much single "
                             "canaries of one variant differ." + (f" {dropped_note(tab)}" if dropped_note(tab) else "")
+                            + (f" {pool_generator_note(t2)}" if pool_generator_note(t2) else "")
                             + "\n\n" + markdown_table(tab, index=True)))
         spec = dict(canaries=("epsilon_lower", "size"), epsilon_lower_max=("epsilon_lower", "max"),
                     epsilon_lower_median=("epsilon_lower", "median"), epsilon_lower_min=("epsilon_lower", "min"),

@@ -119,6 +119,25 @@ def dropped_note(table: pd.DataFrame) -> str:
             + ", ".join(f"{v} with {k.replace('_', ' ')}" for k, v in dropped.items()) + ".")
 
 
+def pool_generator_note(df: pd.DataFrame) -> str:
+    """One sentence saying which generator made the candidate pools of the paraphrase variants' canaries, e.g.
+    ``"Paraphrase pools: paraphrase 5 × smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``,
+    from the audit rows' ``pool_generator`` / ``pool_source`` (``pe_kit.run.study.audit_design``); ``""`` when no
+    paraphrase row carries them (runs before these columns existed)."""
+    if "pool_generator" not in df.columns or "variant" not in df.columns:
+        return ""
+    rows = df[df["variant"].astype(str).str.startswith("paraphrase") & df["pool_generator"].notna()]
+    if rows.empty:
+        return ""
+    source = rows["pool_source"] if "pool_source" in rows.columns else pd.Series("", index=rows.index)
+    label = rows["pool_generator"].astype(str) + np.where(source.astype(str) == "shipped", " (shipped)", "")
+    parts = []
+    for variant, labels in label.groupby(rows["variant"], sort=False):
+        counts = labels.value_counts(sort=False)
+        parts.append(f"{variant} " + ", ".join(f"{n} × {g}" for g, n in counts.items()))
+    return "Paraphrase pools: " + "; ".join(parts) + "."
+
+
 def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"), variants: Sequence[str] | None = None
                   ) -> pd.DataFrame:
     """Table 2 / Table 4 analogue: max ε_lower over canaries per (index…) × variant, plus ε_theory.
