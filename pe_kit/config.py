@@ -88,6 +88,8 @@ PARAM_TYPES: dict[str, ParamSpec] = {
     "reference_split": ParamSpec("str", choices=("aux", "calibration", "test")),
     "checkpoint_dir": ParamSpec("str", optional=True), "output_dir": ParamSpec("str"), "preset": ParamSpec("str"),
     "on_error": ParamSpec("str", choices=("raise", "skip")),
+    # paraphrase pool route (pe_kit.run.study.paraphrase_pool); None = pe_kit.run.study.DEFAULT_PARAPHRASER
+    "paraphraser": ParamSpec("str", optional=True, choices=("smollm2", "auto", "wordnet")),
     # notebook 07 (black-box implementation audits)
     "suite_trials": _I1, "ladder": ParamSpec("int", lo=1, many=True), "repeats": _I1, "repeat_trials": _I1,
     # notebook 08 (one-run audit; None = pe_kit.run.one_run.DEFAULTS)

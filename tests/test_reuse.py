@@ -137,6 +137,9 @@ def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path
     with gzip.open(pools, "wt") as fh:
         fh.write('{"key": "k2"}\n')
     assert X._pools_key("paraphrase") not in (shipped[1], "absent") and marker_key(nb, params, "code") != shipped[0]
+    # the route is in the step key of paraphrase variants only
+    assert X._route_key("ordinary", "wordnet") == X._route_key("nonce", "auto") == ()
+    assert X._route_key("paraphrase", "wordnet") != X._route_key("paraphrase", "auto") != X._route_key("paraphrase", None)
 
 
 # ------------------------------------------------------------------------------------------ step caches

@@ -180,6 +180,15 @@ def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
     return [(i * per_variant + j) % n_canary for j in range(per_variant)]
 
 
+def _route_key(variant: str, generator) -> tuple:
+    """Step-key part of a variant's paraphrase route: () for variants without a paraphrase pool (their keys stay as
+    they were), else (route name, shipped pools digest)."""
+    if not variant.startswith("paraphrase"):
+        return ()
+    return (generator if isinstance(generator, str) or generator is None else type(generator).__name__,
+            _pools_key(variant))
+
+
 def _pools_key(variant: str) -> str:
     """The shipped paraphrase pools' digest for paraphrase variants (their designs may take a shipped pool), else ""."""
     if not variant.startswith("paraphrase"):
@@ -220,7 +229,7 @@ def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechani
 
 
 def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,
-               pool_size: int | None = None):
+               pool_size: int | None = None, generator=None):
     """The frozen design of ``variant`` for its j-th canary (slot ``slot``), seeded by (seed, variant, j).
 
     Args:
@@ -228,6 +237,8 @@ def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechani
         slot: index into the canary split (real variants). seed: root seed.
         mechanism: k, C, σ, q used by the design (μ_eff variants freeze Σ̂_Q with it); default: paper values.
         pool_size: M, candidate pool of paraphrase / nonce variants (default 512, App. B).
+        generator: paraphrase route (``"auto"``, ``"smollm2"``, ``"wordnet"``, a generator object; None =
+            ``pe_kit.run.study.DEFAULT_PARAPHRASER``).
 
     Returns:
         ``ProbeDesign``, or None (with a warning) when the variant is not implemented (``NotImplementedError``
@@ -235,7 +246,7 @@ def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechani
         (``pe_kit.text.generators.base.PoolShortfallError``: e.g. records too short for enough distinct paraphrases),
         so notebooks run with whatever designs exist. Other errors propagate.
     """
-    design, reason = try_design(world, variant, j, slot, seed, mechanism, pool_size)
+    design, reason = try_design(world, variant, j, slot, seed, mechanism, pool_size, generator)
     if design is None:
         warnings.warn(f"variant {variant!r}, canary slot {slot} skipped: {reason}", stacklevel=2)
     return design
@@ -274,8 +285,8 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
 def audit_variants(world: World, variants: Sequence[str], per_variant: int, mechanism: MechanismConfig,
                    audit: AuditConfig, seed: int, cache: StepCache | None = None, salt: int = 0,
                    progress: bool = True, extra: Mapping[str, Any] | None = None,
-                   design_mechanism: MechanismConfig | None = None, pool_size: int | None = None
-                   ) -> tuple[list[dict], list[str]]:
+                   design_mechanism: MechanismConfig | None = None, pool_size: int | None = None,
+                   generator: str | None = None) -> tuple[list[dict], list[str]]:
     """Audit ``per_variant`` canaries of each variant on one world: the rows behind Table 2 / Table 4.
 
     Args:
@@ -288,6 +299,8 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
         progress: ``pe_kit.progress`` over (variant, canary) (a bar in Jupyter, lines headless); extra: fields added to every row.
         design_mechanism: settings the designs are built with (default ``mechanism``; sweeps keep one frozen
             design per canary while the audited mechanism varies). pool_size: M of the candidate pools.
+        generator: paraphrase route of the paraphrase variants' pools (``"auto"``, ``"smollm2"``, ``"wordnet"``;
+            None = ``pe_kit.run.study.DEFAULT_PARAPHRASER``); part of each step's cache key.
 
     Returns:
         (rows, skipped): each row is ``pe_kit.run.study.audit_design``'s plus ``canary_slot``, ``canary_index``,
@@ -310,14 +323,14 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
                 continue
 
             def compute(variant=variant, j=j, slot=slot):
-                design, reason = try_design(world, variant, j, slot, seed, design_mechanism, pool_size)
+                design, reason = try_design(world, variant, j, slot, seed, design_mechanism, pool_size, generator)
                 if design is None:
                     return {"skipped": reason}
                 row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
                 return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
 
             key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
-                   design_mechanism.as_dict(), pool_size, code_hash(), _pools_key(variant))
+                   design_mechanism.as_dict(), pool_size, code_hash(), *_route_key(variant, generator))
             row = cache.get_or_compute(key, compute) if cache is not None else compute()
             if "skipped" in row:
                 reason = row["skipped"]
@@ -338,7 +351,8 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
 
 def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[float], mechanism: MechanismConfig,
           audit: AuditConfig, seed: int, cache: StepCache | None = None, per_variant: int = 1,
-          experiment: str | None = None, pool_size: int | None = None) -> tuple[list[dict], list[str]]:
+          experiment: str | None = None, pool_size: int | None = None, generator: str | None = None
+          ) -> tuple[list[dict], list[str]]:
     """Fig. 1 analogue: audit the same frozen designs while one mechanism setting varies.
 
     Args:
@@ -346,6 +360,7 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
         field: ``"noise_multiplier"`` (σ) or ``"sample_rate"`` (q).
         values: the grid.
         experiment: row label (default ``"sigma_sweep"`` / ``"q_sweep"``). pool_size: M of the pools.
+        generator: paraphrase route (as ``audit_variants``).
         The designs are built once with ``mechanism`` and stay frozen across the grid.
 
     Returns:
@@ -368,7 +383,7 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
         mech = replace(mechanism, **{field: float(value)})
         r, s = audit_variants(world, variants, per_variant, mech, audit, seed, cache, salt=1000 + i, progress=False,
                               extra={"experiment": experiment, "sweep_field": field, "sweep_value": float(value)},
-                              design_mechanism=mechanism, pool_size=pool_size)
+                              design_mechanism=mechanism, pool_size=pool_size, generator=generator)
         rows += r
         skipped += [v for v in s if v not in skipped]
     return rows, skipped
@@ -376,9 +391,11 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
 
 def encoder_ablation(params: Mapping[str, Any], encoders: Sequence[str], variants: Sequence[str], per_variant: int,
                      mechanism: MechanismConfig, audit: AuditConfig, cache: StepCache | None = None,
-                     arm: str | None = None, bank: str | None = None, pool_size: int | None = None
-                     ) -> tuple[list[dict], list[str]]:
+                     arm: str | None = None, bank: str | None = None, pool_size: int | None = None,
+                     generator: str | None = None) -> tuple[list[dict], list[str]]:
     """Table 3 analogue: the same study with each encoder (any sentence-transformers name or path).
+
+    ``generator``: paraphrase route (as ``audit_variants``; None = ``params["paraphraser"]`` when set).
 
     An encoder that cannot be loaded is skipped with a warning (its name is returned in the skipped list
     as ``encoder:<name>``), so the ablation runs with whatever models are installed.
@@ -398,7 +415,8 @@ def encoder_ablation(params: Mapping[str, Any], encoders: Sequence[str], variant
             skipped.append(f"encoder:{name}")
             continue
         r, s = audit_variants(world, variants, per_variant, mechanism, audit, int(params["seed"]), cache,
-                              extra={"experiment": "encoder"}, pool_size=pool_size)
+                              extra={"experiment": "encoder"}, pool_size=pool_size,
+                              generator=generator if generator is not None else params.get("paraphraser"))
         rows += r
         skipped += [v for v in s if v not in skipped]
     return rows, skipped
@@ -432,8 +450,11 @@ def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: Aud
 
 
 def tightness(world: World, variant: str, trials: Sequence[int], mechanism: MechanismConfig, audit: AuditConfig,
-              seed: int, cache: StepCache | None = None, pool_size: int | None = None) -> list[dict]:
+              seed: int, cache: StepCache | None = None, pool_size: int | None = None,
+              generator: str | None = None) -> list[dict]:
     """ε_lower against the number of trials per hypothesis for one canary of ``variant``.
+
+    ``generator``: paraphrase route of a paraphrase variant's pool (as ``audit_variants``).
 
     The frozen design's (calibration, test) scalar problems go to ``pe_kit.audit.sweep.tightness_curve`` (the
     streaming engine: exact counts, no per-trial memory), which calibrates and tests at every budget and
@@ -452,11 +473,11 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
     if not trials or min(trials) < 1:
         raise ValueError(f"tightness_trials={trials} must be a non-empty list of positive counts")
     slot = canary_slots(variant, 1, world.config.n_canary)[0]
-    key = ("tightness", world.config.as_dict(), world_key(world), variant, slot, trials, mechanism.as_dict(), audit.as_dict(), seed,
-           pool_size, code_hash(), _pools_key(variant))
+    key = ("tightness", world.config.as_dict(), world_key(world), variant, slot, trials, mechanism.as_dict(),
+           audit.as_dict(), seed, pool_size, code_hash(), *_route_key(variant, generator))
 
     def compute():
-        design = design_for(world, variant, 0, slot, seed, mechanism, pool_size)
+        design = design_for(world, variant, 0, slot, seed, mechanism, pool_size, generator)
         if design is None:
             return []
         cal, test, _ = scalar_problems(world, design, mechanism, audit, _rng(seed, variant, 0, 31))

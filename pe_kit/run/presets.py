@@ -35,7 +35,9 @@ class Preset:
     users in no split, or a JSON Lines path), ``arm`` / ``bank`` (the single world of notebooks 01–03 and 05),
     ``record_cap`` (m), ``n_canary`` (canary split size), ``per_variant`` (canaries audited per variant),
     ``n_aux``, ``n_calibration``, ``n_test`` (N), ``bank_size`` (p), ``max_probes`` (r), ``pool_size`` (M,
-    candidate pool of the paraphrase and nonce variants), ``model``,
+    candidate pool of the paraphrase and nonce variants), ``paraphraser`` (how the paraphrase variants' pools are
+    made: ``auto`` = the shipped SmolLM2 pool, WordNet where none matches; ``smollm2`` = SmolLM2 rewrites, shipped
+    or generated; ``wordnet`` = synonym swaps; None = ``pe_kit.run.study.DEFAULT_PARAPHRASER``), ``model``,
     ``max_seq_length`` (token cap of the encoder; None = model default), ``variants`` (``"all"`` or names),
     ``on_error`` (``raise``: a malformed line of the data file stops the run, naming file and line; ``skip``:
     such lines are counted in the corpus report and dropped).
@@ -68,6 +70,7 @@ class Preset:
     bank_size: int = 8192
     max_probes: int = 64
     pool_size: int = 512
+    paraphraser: str | None = None
     model: str = "all-MiniLM-L6-v2"
     max_seq_length: int | None = None
     trials: int = 1_000_000
@@ -150,11 +153,12 @@ _COMMON = ("output_dir", "preset", "seed", "data", "fmt", "model", "max_seq_leng
 #: The parameters each notebook declares in its ``parameters`` cell (besides the common ones).
 NOTEBOOK_KEYS: dict[str, tuple] = {
     "01_mechanism": _COMMON + ("arm", "bank"),
-    "02_probe_design": _COMMON + ("arm", "bank", "variants"),
+    "02_probe_design": _COMMON + ("arm", "bank", "variants", "paraphraser"),
     "03_llr_checks": _COMMON + ("arm", "bank", "llr_trials", "ceiling_sigmas"),
-    "04_audit": _COMMON + ("arms", "banks", "variants"),
-    "05_ablations": _COMMON + ("arm", "bank", "sweep_arm", "sweep_variants", "sigmas", "qs", "sweep_trials", "encoders",
-                               "encoder_variants", "encoder_per_variant", "tightness_variant", "tightness_trials"),
+    "04_audit": _COMMON + ("arms", "banks", "variants", "paraphraser"),
+    "05_ablations": _COMMON + ("arm", "bank", "paraphraser", "sweep_arm", "sweep_variants", "sigmas", "qs",
+                               "sweep_trials", "encoders", "encoder_variants", "encoder_per_variant",
+                               "tightness_variant", "tightness_trials"),
     # notebook 08's own keys live in ``Preset.extra["08_one_run_audit"]`` (None = ``pe_kit.run.one_run.DEFAULTS``)
     "08_one_run_audit": _COMMON + ("arm", "bank", "one_run_qs", "probe_shares", "one_run_variants", "copies",
                                    "idealised_ms", "idealised_repeats", "published_repeats", "published_sigmas"),
