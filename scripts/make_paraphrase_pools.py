@@ -6,7 +6,7 @@ exactly as ``pe_kit.run.study.build_world`` draws it), build the pool of M rewri
 (``paraphrase_pools.llm_paraphraser``: T = 0.9, top-p 0.95, 64 new tokens, one thread) under the pool seed of
 ``pe_kit.run.study.paraphrase_pool_seed`` and append it to a JSON Lines work file. Every generated text is also
 cached on disk per (prompt, seed, model, settings) as soon as its batch returns, so a stopped run loses at
-most one batch; rerunning skips finished pools and cached texts. ``--ship`` gzips the work file into
+most one batch; rerunning skips finished pools (in the work files or already shipped) and cached texts. ``--ship`` gzips the work file into
 ``pe_kit/data_files/`` once every pool is there (refuses a partial set unless ``--allow-partial``). On a machine
 with idle cores, run one process per arm (``--arms long`` and ``--arms short``, one thread each): they write
 separate work files, and ``--ship`` reads every ``<preset>-seed<seed>*.jsonl`` there. When one arm is done, start
@@ -69,6 +69,10 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="JSON Lines work file (default $PE_KIT_CACHE/paraphrase-pools/<preset>.jsonl)")
     ap.add_argument("--ship", action="store_true", help="gzip the finished pools into pe_kit/data_files")
     ap.add_argument("--allow-partial", action="store_true")
+    ap.add_argument("--ship-each", action="store_true",
+                    help="rewrite the shipped file (every pool finished so far) after each pool, so that committing "
+                         "it saves the work of a build longer than one machine's life; the pools already shipped "
+                         "count as done on the next run")
     ap.add_argument("--dry-run", action="store_true", help="list the canaries and which pools are done")
     ap.add_argument("--reverse", action="store_true",
                     help="build the pools last-first: a second process on the same arm (with its own --work file) "
@@ -91,8 +95,20 @@ def main() -> None:
     work.parent.mkdir(parents=True, exist_ok=True)
     work_files = sorted({work, *work.parent.glob(f"{stem}*.jsonl")})  # one process per arm may share the cache
 
-    def finished() -> dict:
-        return {k: e for f in work_files if f.exists() for k, e in load_pools(f).items()}
+    def finished() -> dict:  # work files, plus pools already shipped (a fresh machine resumes from the package)
+        out = dict(load_pools(SHIPPED_POOLS_FILE))
+        out.update({k: e for f in work_files if f.exists() for k, e in load_pools(f).items()})
+        return out
+
+    def ship(keys: list, done: dict) -> None:  # atomic: a stop mid-write never loses the shipped file
+        lines = [done[k] for k in keys if k in done]  # audit order
+        tmp = SHIPPED_POOLS_FILE.with_name(f".{SHIPPED_POOLS_FILE.name}.{os.getpid()}.tmp")
+        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=9) as fh:
+            for e in lines:
+                fh.write(json.dumps(e, ensure_ascii=False) + "\n")
+        os.replace(tmp, SHIPPED_POOLS_FILE)
+        print(f"shipped {len(lines)} of {len(keys)} pools to {SHIPPED_POOLS_FILE} "
+              f"({SHIPPED_POOLS_FILE.stat().st_size / 1e6:.2f} MB)", flush=True)
 
     llm = llm_paraphraser(args.batch_size)
     spec = pool_spec(llm)
@@ -121,6 +137,8 @@ def main() -> None:
             append_pool(work, entry, arm=arm, canary_id=cid, variants=vs, data="bundled blogs-900",
                         preset=args.preset, seed=args.seed)
             done[key] = entry
+            if args.ship_each:
+                ship(keys, finished())
             print(f"{time.strftime('%H:%M:%S')} pool {n}/{len(todo)} ({arm}/{cid}) finished in "
                   f"{time.time() - t0:.0f} s; cache hits {cache.hits}, generated {cache.misses}", flush=True)
     done = finished()
@@ -128,11 +146,7 @@ def main() -> None:
     if args.ship:
         if missing and not args.allow_partial:
             raise SystemExit(f"{len(missing)} of {len(keys)} pools missing; not shipping (--allow-partial to force)")
-        lines = [{k: v for k, v in done[k].items()} for k in keys if k in done]  # audit order
-        with gzip.open(SHIPPED_POOLS_FILE, "wt", encoding="utf-8", compresslevel=9) as fh:
-            for e in lines:
-                fh.write(json.dumps(e, ensure_ascii=False) + "\n")
-        print(f"shipped {len(lines)} pools to {SHIPPED_POOLS_FILE} ({SHIPPED_POOLS_FILE.stat().st_size / 1e6:.2f} MB)")
+        ship(keys, done)
 
 
 if __name__ == "__main__":
