@@ -101,13 +101,14 @@ def main() -> None:
         return out
 
     def ship(keys: list, done: dict) -> None:  # atomic: a stop mid-write never loses the shipped file
-        lines = [done[k] for k in keys if k in done]  # audit order
+        # every pool there is (this run's arms and any other arm already shipped), this run's in audit order first
+        lines = [done[k] for k in keys if k in done] + [e for k, e in done.items() if k not in set(keys)]
         tmp = SHIPPED_POOLS_FILE.with_name(f".{SHIPPED_POOLS_FILE.name}.{os.getpid()}.tmp")
         with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=9) as fh:
             for e in lines:
                 fh.write(json.dumps(e, ensure_ascii=False) + "\n")
         os.replace(tmp, SHIPPED_POOLS_FILE)
-        print(f"shipped {len(lines)} of {len(keys)} pools to {SHIPPED_POOLS_FILE} "
+        print(f"shipped {len(lines)} pools ({sum(k in done for k in keys)} of this run's {len(keys)}) to {SHIPPED_POOLS_FILE} "
               f"({SHIPPED_POOLS_FILE.stat().st_size / 1e6:.2f} MB)", flush=True)
 
     llm = llm_paraphraser(args.batch_size)
