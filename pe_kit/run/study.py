@@ -283,11 +283,12 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
                            mechanism, n_users=len(world.splits.test), shrinkage=audit.shrinkage, ridge=audit.ridge)
 
 
-#: Paraphrase route when none is given: ``"wordnet"`` (synonym swaps) until the shipped SmolLM2 pools
-#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE``) cover the quick preset's paraphrase
-#: canaries; then ``"auto"`` (shipped SmolLM2 pool, WordNet with a warning for canaries without one, e.g. the
-#: tiny preset or other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated).
-DEFAULT_PARAPHRASER = "wordnet"
+#: Paraphrase route when none is given: ``"auto"``, the shipped SmolLM2 pool
+#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE`` covers all 30 paraphrase canaries of the quick
+#: preset on the bundled sample, both arms) and WordNet with a warning for canaries without one (the tiny preset,
+#: the full corpus, other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated);
+#: ``"wordnet"`` synonym swaps (App. B's pools are LLM rewrites; docs/paraphrase_pools.md).
+DEFAULT_PARAPHRASER = "auto"
 
 
 def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
