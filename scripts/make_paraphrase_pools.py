@@ -14,8 +14,10 @@ a second process on the other arm with ``--reverse`` and its own ``--work`` file
 ``quick-seed0-long-rev.jsonl``): it builds the pools last-first, each process skips pools the other has finished,
 and a pool both reach shares the text cache.
 
-    PYTHONPATH=. PE_KIT_CACHE=/work/pecache_llm HF_HUB_OFFLINE=1 nice -n 15 \
-        python scripts/make_paraphrase_pools.py --preset quick --arms long,short [--ship]
+    PYTHONPATH=. PE_KIT_CACHE=/work/pecache HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 \
+        python scripts/make_paraphrase_pools.py --preset quick --arms short --batch-size 32 --ship-each
+
+(docs/paraphrase_pools.md: the command used for the shipped pools, with the ``--reverse`` partner process)
 """
 from __future__ import annotations
 

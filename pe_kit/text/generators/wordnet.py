@@ -1,6 +1,6 @@
 """WordNet 3.0 synonym-swap paraphraser (offline; Debian ``wordnet-base``, WNDB files parsed directly).
 
-A fast, crude paraphraser for CI and quick runs: swaps content words for WordNet synonyms, seeded per
+A fast, crude paraphraser for CI, the tiny preset and the ``auto`` route's fallback: swaps content words for WordNet synonyms, seeded per
 prompt. Source: the kit's offline stand-in for the paper's LLM paraphrases (App. B).
 """
 from __future__ import annotations
