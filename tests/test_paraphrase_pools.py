@@ -6,6 +6,7 @@ import gzip
 import importlib.util
 import json
 import os
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -149,10 +150,19 @@ def test_auto_route_falls_back_to_wordnet_with_a_warning(tmp_path, monkeypatch):
     monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", tmp_path / "absent.jsonl.gz")
     monkeypatch.setattr(wordnet, "WordNetParaphraser", RawFake)
     monkeypatch.setattr(PP, "build_pool", lambda *a, **k: pytest.fail("auto must not generate with the LLM"))
+    monkeypatch.setattr(study, "_FALLBACKS_WARNED", set())
     user = SimpleNamespace(user_id="u9", texts=tuple(RECORDS))
     with pytest.warns(UserWarning, match="no shipped SmolLM2 pool"):
         texts, sources, _, info = study.paraphrase_pool(_world(), user, 8, generator="auto")
     assert info["pool_generator"] == "fake-wordnet" and "u9" in info["pool_fallback"] and len(set(texts)) == 8
+    # the same canary again (another variant, arm or bank) and another canary of the same data: flagged, no warning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again, _, _, info2 = study.paraphrase_pool(_world(), user, 8, generator="auto")
+        _, _, _, info3 = study.paraphrase_pool(_world(), SimpleNamespace(user_id="u8", texts=tuple(RECORDS)), 8,
+                                               generator="auto")
+    assert again == texts and "u9" in info2["pool_fallback"] and "u8" in info3["pool_fallback"]
+    assert not [w for w in caught if "no shipped SmolLM2 pool" in str(w.message)]
 
 
 def test_default_route_matches_shipped_pools():

@@ -291,6 +291,23 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
 DEFAULT_PARAPHRASER = "auto"
 
 
+_FALLBACKS_WARNED: set = set()
+
+
+def _warn_fallback_once(key: tuple, fallback: str) -> None:
+    """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process: a study designs
+    every paraphrase canary for several variants, arms and banks, and ``warnings``' own once-per-location registry is
+    reset by every ``catch_warnings`` block, so without this a notebook repeats the line dozens of times. Every
+    fallback stays recorded in its design (``info["pool_fallback"]``) and counted in results.md's pool line."""
+    if key in _FALLBACKS_WARNED:
+        return
+    import warnings
+
+    _FALLBACKS_WARNED.add(key)
+    warnings.warn(f"{fallback}; pass generator='smollm2' to generate LLM rewrites (warned once for this data: "
+                  "each design's info['pool_fallback'] names its canary; results.md counts the pools per generator)", stacklevel=3)
+
+
 def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
     """Seed (list of 3 int for ``numpy.random.default_rng``) of a canary's paraphrase pool: (study seed, 3,
     first 32 bits of SHA-256("paraphrase-pool", canary id)); every variant auditing the canary gets the same pool."""
@@ -380,10 +397,8 @@ def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) ->
             cached = CachedGenerator(llm, with_code=False, sort_by_length=True)
             entry, source = build_pool(records, int(pool_size), pool_seed, cached), "generated"
         elif entry is None:
-            import warnings
-
             fallback = f"no shipped SmolLM2 pool matches canary {user.user_id} (records, M={pool_size}, seed); WordNet pool"
-            warnings.warn(f"{fallback}; pass generator='smollm2' to generate LLM rewrites", stacklevel=2)
+            _warn_fallback_once((str(getattr(world.config, "data", None)), int(pool_size), world.config.seed), fallback)
             generator = "wordnet"
     if entry is not None:
         texts, sources = list(entry["texts"]), entry["sources"]
