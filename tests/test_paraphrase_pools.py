@@ -176,6 +176,61 @@ def test_default_route_matches_shipped_pools():
     spec = PP.pool_spec(PP.llm_paraphraser())
     for arm, cid, recs, _ in study.paraphrase_canaries("quick", ("long", "short"), seed=0):
         assert PP.pool_key(recs, 512, study.paraphrase_pool_seed(0, cid), spec) in shipped, (arm, cid)
+        entry = PP.find_pool(recs, 512, study.paraphrase_pool_seed(0, cid), spec)  # sources in range, no verbatim
+        assert entry is not None and max(entry["sources"]) < len(recs) and len(set(entry["sources"])) == len(recs)
+
+
+def test_damaged_pools_file_names_the_file_and_the_fix(tmp_path):
+    """A truncated gzip, a file that is not gzip and a cut-off JSON line: ValueError with the path and the fix."""
+    good = PP.SHIPPED_POOLS_FILE.read_bytes() if PP.SHIPPED_POOLS_FILE.is_file() else gzip.compress(b"{}\n")
+    cases = {"truncated.jsonl.gz": good[: len(good) // 2], "plain.jsonl.gz": b'{"a": 1}\n',
+             "cut.jsonl.gz": gzip.compress(b'{"spec": {"generator": "x"}, "pool_se')}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=rf"{name}.*(damaged).*make_paraphrase_pools"):
+            PP.load_pools(tmp_path / name)
+
+
+def test_edited_pool_entries_are_refused(tmp_path):
+    """Sources / seeds must be non-negative integers; a matching pool whose sources exceed the records or that holds
+    a verbatim record is refused by find_pool."""
+    entry = PP.build_pool(RECORDS, 8, [0, 3, 9], FakeLM())
+    spec = entry["spec"]
+    for field, value in (("sources", -1), ("sources", "3"), ("seeds", "x")):
+        bad = json.loads(json.dumps(entry))
+        bad[field][0] = value
+        with pytest.raises(ValueError, match="integer"):
+            PP._check_entry(bad, "edited")
+    for change in ({"sources": 999}, {"texts": RECORDS[0]}):
+        bad = json.loads(json.dumps(entry))
+        (field, value), = change.items()
+        bad[field][0] = value
+        path = tmp_path / f"{field}.jsonl"
+        PP.append_pool(path, bad)
+        with pytest.raises(ValueError, match="edited"):
+            PP.find_pool(RECORDS, 8, [0, 3, 9], spec, path=path)
+
+
+def test_auto_route_ignores_the_installed_model_file(monkeypatch):
+    """auto only reads shipped text: another installed SmolLM2 file does not push it to WordNet (smollm2 checks it)."""
+    from pe_kit.run import study
+
+    shipped = PP.load_pools()
+    if not shipped:
+        pytest.skip("no shipped pools")
+    arm, cid, recs, _ = study.paraphrase_canaries("quick", ("long",), seed=0)[0]
+    monkeypatch.setattr(study, "_installed_model", lambda llm: "sha256:another-model-file")
+    user = SimpleNamespace(user_id=cid, texts=tuple(recs))
+    texts, _, _, info = study.paraphrase_pool(_world(), user, 512, generator="auto")
+    assert info["pool_source"] == "shipped" and "pool_fallback" not in info
+
+
+def test_a_non_generator_is_refused_by_name():
+    from pe_kit.run import study
+
+    for bad in (0, b"auto", False):
+        with pytest.raises(ValueError, match="generator=.*neither a route name"):
+            study.paraphrase_pool(_world(), SimpleNamespace(user_id="u1", texts=tuple(RECORDS)), 8, generator=bad)
 
 
 def test_paraphrase_canaries_are_the_audited_ones():

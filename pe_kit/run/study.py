@@ -304,7 +304,9 @@ def _warn_fallback_once(key: tuple, fallback: str) -> None:
     import warnings
 
     _FALLBACKS_WARNED.add(key)
-    warnings.warn(f"{fallback}; pass generator='smollm2' to generate LLM rewrites (warned once for this data: "
+    warnings.warn(f"{fallback}; for LLM rewrites pass --set paraphraser=smollm2 (Python: generator='smollm2'), which "
+                  f"generates them (slow; docs/paraphrase_pools.md) (warned once for data {key[0]}, M={key[1]}, "
+                  f"seed {key[2]}: "
                   "each design's info['pool_fallback'] names its canary; results.md counts the pools per generator)", stacklevel=3)
 
 
@@ -374,7 +376,8 @@ def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) ->
         ``generated``) and, for the LLM route, ``pool_key``).
 
     Raises:
-        ValueError: for pool_size < 1 or an unknown generator name; generation errors from the backend.
+        ValueError: for pool_size < 1, an unknown generator name or an object that is not a generator, and for a
+            damaged pools file (``paraphrase_pools.load_pools`` / ``find_pool``); generation errors from the backend.
     """
     from pe_kit.text.generators.cached import CachedGenerator
     from pe_kit.text.generators.paraphrase_pools import PARAPHRASERS, build_pool, find_pool, llm_paraphraser, pool_spec
@@ -386,19 +389,26 @@ def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) ->
     generator = DEFAULT_PARAPHRASER if generator is None else generator
     if isinstance(generator, str) and generator not in PARAPHRASERS:
         raise ValueError(f"generator={generator!r} is unknown; use one of {PARAPHRASERS} or a generator object")
+    if not isinstance(generator, str) and not callable(getattr(generator, "generate", None)):
+        raise ValueError(f"generator={generator!r} is neither a route name {PARAPHRASERS} nor a text generator "
+                         "(an object with .generate, e.g. pe_kit.text.generators.CachedGenerator(...))")
     pool_seed = paraphrase_pool_seed(world.config.seed, user.user_id)
     records = list(user.texts)
     entry, fallback = None, None
     if generator in ("smollm2", "auto"):
         llm = llm_paraphraser()
-        entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=_installed_model(llm))
+        # auto only reads shipped text (never generates), so the installed model file does not matter to it
+        model = _installed_model(llm) if generator == "smollm2" else None
+        entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=model)
         source = "shipped"
         if entry is None and generator == "smollm2":
             cached = CachedGenerator(llm, with_code=False, sort_by_length=True)
             entry, source = build_pool(records, int(pool_size), pool_seed, cached), "generated"
         elif entry is None:
-            fallback = f"no shipped SmolLM2 pool matches canary {user.user_id} (records, M={pool_size}, seed); WordNet pool"
-            _warn_fallback_once((str(getattr(world.config, "data", None)), int(pool_size), world.config.seed), fallback)
+            fallback = (f"no shipped SmolLM2 pool matches canary {user.user_id} (records, M={pool_size}, study seed "
+                        f"{world.config.seed}); WordNet pool")
+            _warn_fallback_once((str(getattr(world.config, "data", None) or "bundled sample"), int(pool_size),
+                                 world.config.seed), fallback)
             generator = "wordnet"
     if entry is not None:
         texts, sources = list(entry["texts"]), entry["sources"]

@@ -160,6 +160,11 @@ def _check_entry(entry: Any, where: str) -> dict:
         raise ValueError(f"{where}: pool entry {key[:12]} must hold {size} non-empty texts, sources and seeds")
     if len({normalize_text(t) for t in texts}) != size:
         raise ValueError(f"{where}: pool entry {key[:12]} holds duplicate texts")
+    if not all(type(s) is int and s >= 0 for s in sources) or not all(type(s) is int for s in seeds):
+        raise ValueError(f"{where}: pool entry {key[:12]} must hold non-negative integer sources and integer seeds; "
+                         "rebuild it with scripts/make_paraphrase_pools.py")
+    if entry["pool_size"] != size:
+        raise ValueError(f"{where}: pool entry {key[:12]} has a non-integer pool_size {entry['pool_size']!r}")
     return entry
 
 
@@ -169,21 +174,32 @@ _LOADED: dict[tuple[str, float, int], dict] = {}
 def load_pools(path: str | os.PathLike | None = None) -> dict:
     """Read a pools file (gzip'd JSON Lines, one pool per line; default :data:`SHIPPED_POOLS_FILE`) and
     return ``{key: entry}``. Every line is checked: its key is recomputed from its own records digest, seed,
-    M and spec, and it must hold M distinct non-empty texts. A missing file gives ``{}``. Cached per
-    (path, mtime, size). Raises ``ValueError`` naming the line on a malformed or tampered entry."""
+    M and spec, and it must hold M distinct non-empty texts with non-negative integer sources and integer seeds
+    (the texts themselves are not verified here: the slow test regenerates a sample with the model). A missing
+    file gives ``{}``. Cached per (path, mtime, size). Raises ``ValueError`` naming the file and line on a damaged
+    file (truncated gzip, invalid JSON) or a malformed or inconsistent entry."""
     path = Path(path) if path is not None else SHIPPED_POOLS_FILE
     if not path.is_file():
         return {}
     st = path.stat()
     tag = (str(path), st.st_mtime, st.st_size)
     if tag not in _LOADED:
-        out = {}
+        out, n = {}, 0
         opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if line.strip():
-                    entry = _check_entry(json.loads(line), f"{path.name} line {n}")
-                    out[entry["key"]] = entry
+        fix = ("reinstall pe_kit (or `git checkout` the file) for the shipped pools, or rebuild it with "
+               "scripts/make_paraphrase_pools.py")
+        try:
+            with opener(path, "rt", encoding="utf-8") as fh:
+                for n, line in enumerate(fh, 1):
+                    if line.strip():
+                        entry = _check_entry(json.loads(line), f"{path.name} line {n}")
+                        out[entry["key"]] = entry
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"pools file {path} line {n} is not valid JSON ({exc.msg}, column {exc.colno}): the "
+                             f"file is damaged; {fix}") from exc
+        except (EOFError, OSError, UnicodeDecodeError) as exc:  # truncated gzip, not gzip, not UTF-8
+            raise ValueError(f"pools file {path} cannot be read after line {n} ({exc}): the file is damaged or not "
+                             f"{'gzip' if path.suffix == '.gz' else 'plain'} JSON Lines; {fix}") from exc
         _LOADED.clear()
         _LOADED[tag] = out
     return _LOADED[tag]
@@ -193,13 +209,21 @@ def find_pool(records: Sequence[str], pool_size: int, pool_seed, spec: dict, *, 
               path: str | os.PathLike | None = None) -> dict | None:
     """The stored pool whose :func:`pool_key` matches (records, M, seed, spec), or None.
 
-    ``model``: the installed model's digest (None = not installed / unknown); a stored pool made with another
-    model file is not returned. ``path``: pools file (default :data:`SHIPPED_POOLS_FILE`)."""
+    ``model``: the installed model's digest (None = do not check); a stored pool made with another model file is
+    not returned. ``path``: pools file (default :data:`SHIPPED_POOLS_FILE`). Raises ``ValueError`` (from
+    :func:`load_pools`, or when a matching pool's sources exceed the records or it holds a verbatim record)."""
     entry = load_pools(path).get(pool_key(records, pool_size, pool_seed, spec))
     if entry is None or entry.get("records_digest") != content_hash(list(records)):
         return None
     if model is not None and entry.get("model") not in (None, model):
         return None
+    if max(entry["sources"], default=0) >= len(records):
+        raise ValueError(f"stored pool {entry['key'][:12]}: a source index ≥ {len(records)} records; the pools file "
+                         "was edited; rebuild it with scripts/make_paraphrase_pools.py")
+    originals = {normalize_text(r) for r in records}
+    if any(normalize_text(t) in originals for t in entry["texts"]):
+        raise ValueError(f"stored pool {entry['key'][:12]} holds a verbatim record (the pool must hold rewrites); the "
+                         "pools file was edited; rebuild it with scripts/make_paraphrase_pools.py")
     return entry
 
 
