@@ -117,7 +117,10 @@ PRESETS: dict[str, Preset] = {
                      "chars), sizes reduced only where measured not to move μ_eff (benchmarks/fidelity_mu_eff.py, "
                      "docs/fidelity.md): m=64 records per user, exact with r=m=64 copies, 25 real canaries (5 "
                      "independent ones per real-canary variant), p=8192, r=64, M=512, 150 aux users (μ_eff moves "
-                     "< 0.01 from 100 to 300 aux users). Reduced where the data or the clock forces it: N=290 test "
+                     "< 0.01 from 100 to 300 aux users). Paraphrase pools: the shipped SmolLM2-135M-Instruct rewrites "
+                     "of every paraphrase canary (both arms; the paper's are Qwen3 rewrites; with these the "
+                     "paraphrase variants' μ_eff is below WordNet near-copies' and below exact's, docs/fidelity.md "
+                     "run C). Reduced where the data or the clock forces it: N=290 test "
                      "users and 290 distinct calibration users (paper N=1000: the sample has 900 bloggers; at "
                      "N=290 a natural canary's median μ_eff is 0.58 against 0.53 at N=1000, exact's 0.77 against "
                      "0.68), MiniLM-L6 cut at 64 tokens (the model's own cap is 256; results.md counts the cut "
@@ -139,7 +142,8 @@ PRESETS: dict[str, Preset] = {
                      "are synthetic), 500 aux users, N=1000 test users and 1000 distinct calibration users (equal "
                      "size: the threshold is calibrated on the statistic of N users, never on resampled users; the "
                      "paper lists 500), p=8192, r=64, M=512, MiniLM-L6 at its own 256-token cap (longer texts are cut; results.md counts them), 10⁶ trials "
-                     "(5·10⁶ for the sweeps). Needs ≥ 2,525 eligible users per arm plus users left for the public "
+                     "(5·10⁶ for the sweeps). Paraphrase pools: WordNet synonym swaps, warned (no SmolLM2 pools ship for "
+                     "other data's canaries; --set paraphraser=smollm2 generates them, hours). Needs ≥ 2,525 eligible users per arm plus users left for the public "
                      "bank (--data PATH: Yelp, Sentiment140, or the full Blogs corpus with a smaller N, see "
                      "scripts/paper_run.sh). Hours on 2 CPU cores."),
         n_canary=25,
