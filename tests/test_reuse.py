@@ -139,7 +139,13 @@ def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path
     assert X._pools_key("paraphrase") not in (shipped[1], "absent") and marker_key(nb, params, "code") != shipped[0]
     # the route is in the step key of paraphrase variants only
     assert X._route_key("ordinary", "wordnet") == X._route_key("nonce", "auto") == ()
-    assert X._route_key("paraphrase", "wordnet") != X._route_key("paraphrase", "auto") != X._route_key("paraphrase", None)
+    assert X._route_key("paraphrase", "wordnet") != X._route_key("paraphrase", "auto")
+    # None is the default route, keyed as what it resolves to; generator objects by name and settings
+    from pe_kit.run.study import DEFAULT_PARAPHRASER
+    from pe_kit.text.generators.wordnet import WordNetParaphraser
+
+    assert X._route_key("paraphrase", None) == X._route_key("paraphrase", DEFAULT_PARAPHRASER)
+    assert X._route_key("paraphrase", WordNetParaphraser(rate=0.3)) != X._route_key("paraphrase", WordNetParaphraser(rate=0.6))
 
 
 # ------------------------------------------------------------------------------------------ step caches

@@ -182,11 +182,24 @@ def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
 
 def _route_key(variant: str, generator) -> tuple:
     """Step-key part of a variant's paraphrase route: () for variants without a paraphrase pool (their keys stay as
-    they were), else (route name, shipped pools digest)."""
+    they were), else (route, shipped pools digest). The route is what ``generator`` resolves to: None is
+    ``study.DEFAULT_PARAPHRASER`` (so a changed default never reuses rows of the old one); ``"smollm2"`` adds the
+    installed model's digest (its pools may be generated here); a generator object is keyed by its name and
+    ``config()`` (two WordNet rates, or two endpoints, never share rows)."""
     if not variant.startswith("paraphrase"):
         return ()
-    return (generator if isinstance(generator, str) or generator is None else type(generator).__name__,
-            _pools_key(variant))
+    from pe_kit.cache import content_hash
+    from pe_kit.run.study import DEFAULT_PARAPHRASER, _installed_model
+
+    route = DEFAULT_PARAPHRASER if generator is None else generator
+    if route == "smollm2":
+        from pe_kit.text.generators.paraphrase_pools import llm_paraphraser
+
+        route = ("smollm2", _installed_model(llm_paraphraser()))
+    elif not isinstance(route, str):
+        cfg = getattr(route, "config", None)
+        route = (getattr(route, "name", type(route).__name__), content_hash(cfg() if callable(cfg) else {}))
+    return (route, _pools_key(variant))
 
 
 def _pools_key(variant: str) -> str:
