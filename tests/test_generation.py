@@ -459,6 +459,26 @@ def test_cache_hits_and_corrupt_file_is_regenerated(tmp_path):
     assert json.loads(path.read_bytes())["text"] == first[1]  # rewritten cleanly
 
 
+def test_cache_rereads_before_each_batch_so_a_partner_process_is_not_repeated(tmp_path):
+    """Two processes on the same prompts (make_paraphrase_pools.py --reverse): a batch the partner has written
+    since the first cache read is taken from the cache, not regenerated; outputs equal a lone run's."""
+    partner = CachedGenerator(_CountingGenerator(), root=tmp_path)
+    prompts, seeds = ["a", "b", "c", "d", "e", "f"], [11, 12, 13, 14, 15, 16]
+
+    class Racing(_CountingGenerator):
+        def generate_seeded(self, ps, ss):
+            if not self.asked:  # while this process works on its first batch, the partner finishes c..f
+                partner.generate_seeded(prompts[2:], seeds[2:])
+            return super().generate_seeded(ps, ss)
+
+    inner = Racing()
+    gen = CachedGenerator(inner, root=tmp_path)
+    out = gen.generate_seeded(prompts, seeds)
+    assert inner.asked == ["a", "b"] and gen.hits == 4 and gen.misses == 2
+    lone = CachedGenerator(_CountingGenerator(), root=tmp_path / "lone").generate_seeded(prompts, seeds)
+    assert out == lone == [f"{p}!{s}" for p, s in zip(prompts, seeds)]
+
+
 def test_cache_key_depends_on_settings_seed_and_prompt(tmp_path):
     a = CachedGenerator(_CountingGenerator("!"), root=tmp_path)
     b = CachedGenerator(_CountingGenerator("?"), root=tmp_path)

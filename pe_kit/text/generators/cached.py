@@ -131,7 +131,12 @@ class CachedGenerator:
         return self.generate_seeded(items, seeds)
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
-        """As :meth:`generate` with explicit per-prompt seeds (n ints in [0, 2**32))."""
+        """As :meth:`generate` with explicit per-prompt seeds (n ints in [0, 2**32)).
+
+        The cache is read for every prompt first, and read again for each batch just before it is generated, so
+        a second process working through the same prompts (``scripts/make_paraphrase_pools.py --reverse`` meeting
+        the first on one pool) takes the outputs the other has written meanwhile instead of regenerating them;
+        an output depends on (prompt, seed, settings) only, not on its batch."""
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         results: list[str | None] = [self._read(p, s) for p, s in zip(items, seed_list)]
@@ -141,6 +146,13 @@ class CachedGenerator:
         self.hits += len(items) - len(missing)
         for start in range(0, len(missing), self.batch_size):
             chunk = missing[start : start + self.batch_size]
+            if start:  # written by another process since the first read?
+                for i in chunk:
+                    results[i] = self._read(items[i], seed_list[i])
+                self.hits += sum(results[i] is not None for i in chunk)
+                chunk = [i for i in chunk if results[i] is None]
+                if not chunk:
+                    continue
             try:
                 outs = self._inner_seeded([items[i] for i in chunk], [seed_list[i] for i in chunk])
             except GenerationError as exc:
@@ -148,7 +160,7 @@ class CachedGenerator:
                     if 0 <= j < len(chunk) and isinstance(text, str):
                         self._write(items[chunk[j]], seed_list[chunk[j]], text)
                         self.misses += 1
-                saved = len(items) - len(missing) + start + len(exc.completed)
+                saved = sum(r is not None for r in results) + len(exc.completed)
                 raise GenerationError(
                     f"{exc} [cache: {saved} of {len(items)} outputs are stored under {self.root}; rerun with the "
                     "same seed to resume]",
