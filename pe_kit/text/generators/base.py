@@ -32,6 +32,7 @@ App. B (paraphrase pools), App. C (candidate banks).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -142,7 +143,7 @@ def generator_identity(generator) -> dict:
     ident = getattr(target, "identity", None)
     try:
         src = inspect.getsourcefile(type(target))
-        code = hashlib.sha256(open(src, "rb").read()).hexdigest()[:16] if src else None
+        code = hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16] if src else None
     except (OSError, TypeError):
         code = None
     return {"name": str(getattr(target, "name", type(target).__name__)), "config": cfg() if callable(cfg) else {},
