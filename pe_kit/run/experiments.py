@@ -184,8 +184,9 @@ def _route_key(variant: str, generator) -> tuple:
     """Step-key part of a variant's paraphrase route: () for variants without a paraphrase pool (their keys stay as
     they were), else (route, shipped pools digest). The route is what ``generator`` resolves to: None is
     ``study.DEFAULT_PARAPHRASER`` (so a changed default never reuses rows of the old one); ``"smollm2"`` adds the
-    installed model's digest (its pools may be generated here); a generator object is keyed by its name and
-    ``config()`` (two WordNet rates, or two endpoints, never share rows)."""
+    installed model's digest (its pools may be generated here); a generator object is keyed by
+    ``generator_identity`` (name, ``config()``, model digest, code: two WordNet rates, two endpoints or two model
+    files never share rows)."""
     if not variant.startswith("paraphrase"):
         return ()
     from pe_kit.cache import content_hash
@@ -197,8 +198,9 @@ def _route_key(variant: str, generator) -> tuple:
 
         route = ("smollm2", _installed_model(llm_paraphraser()))
     elif not isinstance(route, str):
-        cfg = getattr(route, "config", None)
-        route = (getattr(route, "name", type(route).__name__), content_hash(cfg() if callable(cfg) else {}))
+        from pe_kit.text.generators.base import generator_identity
+
+        route = content_hash(generator_identity(route))
     return (route, _pools_key(variant))
 
 
