@@ -172,6 +172,8 @@ def check_param(name: str, value, spec: ParamSpec | None = None):
         raise ValueError(f"{name}=null is not accepted: use {spec.describe()}")
     if spec.word is not None and value == spec.word:
         return value
+    if isinstance(value, str) and not value.strip():  # ``--set paraphraser=`` (nothing after the =)
+        raise ValueError(f"{name} is empty: use {spec.describe()}")
     if spec.many:
         items = list(value) if isinstance(value, (list, tuple)) else [value]
         if not items:

@@ -35,6 +35,8 @@ def test_set_accepts_and_normalises(text, key, value):
     ("qs=0.5,1.5", "qs[1]=1.5 is out of range: use a list of numbers in (0, 1]"),
     ("arm=medium", "use one of long, short"),
     ("06.rounds=true", "true/false"),
+    ("paraphraser=", "paraphraser is empty: use a text (one of smollm2, auto, wordnet)"),
+    ("trials=", "trials is empty: use an integer ≥ 1"),
 ])
 def test_set_refuses_values_that_mean_something_else(text, words):
     with pytest.raises(ValueError) as err:
@@ -84,6 +86,25 @@ def test_cli_undeclared_notebook_parameter_exits_2_listing_declared(tmp_path, ca
     # explore takes the same integer rule: 1e6 is fine, 1.5 is not
     assert main(["explore", "--trials", "1e6", "--json"]) == 0
     assert main(["explore", "--trials", "1.5"]) == 2 and "no fractional part" in capsys.readouterr().err
+
+
+def test_unused_set_key_is_named_with_the_notebooks_that_read_it():
+    from pathlib import Path
+
+    from pe_kit.run.preflight import unused_overrides
+
+    folder = Path(__file__).resolve().parents[1] / "notebooks"
+    out = unused_overrides({"paraphraser": "wordnet", "max_seq_length": 64, "06_multiround_mauve.rounds": 3},
+                           ["01_mechanism", "03_llr_checks"], folder)
+    assert out == ["--set paraphraser=… has no effect on 01_mechanism, 03_llr_checks: it is read by 02_probe_design, "
+                   "04_audit, 05_ablations; add those notebooks with --notebooks or drop the setting"]
+    # every key of scripts/paper_run.sh's parts reaches one of its notebooks
+    assert unused_overrides({"arms": ["short"], "max_seq_length": 64}, ["04_audit"], folder) == []
+    assert unused_overrides({"arm": "long", "n_test": 600, "n_calibration": 600}, ["06_multiround_mauve"], folder) == []
+    assert unused_overrides({"arm": "short", "sweep_arm": "short"}, ["01_mechanism", "02_probe_design",
+                                                                     "03_llr_checks", "05_ablations"], folder) == []
+    assert unused_overrides({"sweep_trials": 5}, ["01_mechanism"], folder)[0].endswith(
+        "it is read by 05_ablations; add those notebooks with --notebooks or drop the setting")
 
 
 def test_tiny_preset_extra_is_typed():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pe_kit.run.presets import NOTEBOOK_KEYS, Preset, did_you_mean
 
-__all__ = ["check_notebook_overrides", "check_variants", "check_banks", "check_models"]
+__all__ = ["check_notebook_overrides", "unused_overrides", "check_variants", "check_banks", "check_models"]
 
 
 def _declared(path: Path) -> list[str]:
@@ -52,6 +52,40 @@ def check_notebook_overrides(preset: Preset, folder: Path) -> None:
             if k not in takes:
                 raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}{did_you_mean(k, takes)}; "
                                  f"its parameters are: {', '.join(sorted(takes))}")
+
+
+def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
+    """Warnings for ``--set key=…`` settings that none of the notebooks to run takes.
+
+    ``pe-kit reproduce --notebooks 01,03 --set paraphraser=wordnet`` would otherwise run with the setting silently
+    ignored (notebooks 01 and 03 audit no paraphrase variant). Notebook-scoped keys (``06.rounds``) are checked,
+    as errors, by :func:`check_notebook_overrides`; ``data`` / ``fmt`` reach every notebook.
+
+    Args:
+        overrides: the ``--set`` mapping (``{key: value}``; dotted keys are skipped).
+        notebooks: names of the notebooks to run (``"01_mechanism"`` …), each a ``<name>.ipynb`` in ``folder``.
+        folder: the notebooks' folder.
+
+    Returns:
+        one message per unused key, naming the notebooks that would take it (empty when every key is used).
+    """
+    takers: dict[str, list[str]] = {}
+    for src in sorted(folder.glob("*.ipynb")):
+        declared = _declared(src)
+        keys = NOTEBOOK_KEYS.get(src.stem, declared)
+        for k in keys:
+            if k in declared:
+                takers.setdefault(k, []).append(src.stem)
+    out = []
+    for key in (overrides or {}):
+        if "." in key or key in ("data", "fmt") or key in _RUNNER_OWNED:
+            continue
+        users = takers.get(key, [])
+        if not any(nb in users for nb in notebooks):
+            where = (f"it is read by {', '.join(users)}" if users else "no notebook reads it")
+            out.append(f"--set {key}=… has no effect on {', '.join(notebooks)}: {where}; add those notebooks "
+                       "with --notebooks or drop the setting")
+    return out
 
 
 def check_variants(p: Preset) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
-from pe_kit.run.preflight import _declared, check_banks, check_models, check_notebook_overrides, check_variants
+from pe_kit.run.preflight import _declared, check_banks, check_models, check_notebook_overrides, check_variants, unused_overrides
 from pe_kit.run.presets import (
     _REPO,
     NOTEBOOKS,
@@ -443,7 +443,8 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         raise FileNotFoundError(f"no notebooks to run in {folder}")
     check_notebook_overrides(p, folder)
     p, fit_note, size_warnings = _fit(p, overrides, fit_data, echo, todo)
-    for w in size_warnings:
+    unused = unused_overrides(overrides, todo, folder)
+    for w in list(size_warnings) + unused:
         echo(f"pe-kit reproduce: WARNING: {w}")
     run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p, fit_note is not None))
     (run_dir / ".done").mkdir(parents=True, exist_ok=True)
@@ -546,6 +547,8 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         if size_warnings:
             meta["WARNING: sizes too small for stable numbers"] = " ".join(
                 f"({i}) {w}" for i, w in enumerate(size_warnings, start=1))
+        if unused:
+            meta["WARNING: settings no notebook of this run reads"] = " ".join(unused)
         if failures:
             meta["FAILED"] = "; ".join(f"{f.notebook} (cell {f.cell_index})" for f in failures)
         results_md = run_dir / "results.md"
