@@ -43,4 +43,8 @@ dest=docs/paper_run/$part
 mkdir -p "$dest/figures"
 cp results/paper-$part/results.md results/paper-$part/results.csv results/paper-$part/run.json "$dest/"
 cp results/paper-$part/figures/*.png "$dest/figures/" 2>/dev/null || true
+# committed copies name data beside the checkout relative to the repository root (../shared/data/…), not by
+# this machine's absolute path
+parent=$(cd .. && pwd)
+sed -i "s#${parent}/#../#g" "$dest/results.md" "$dest/results.csv" "$dest/run.json"
 echo "copied to $dest (commit it)"
