@@ -30,6 +30,13 @@ def _declared(path: Path) -> list[str]:
 _RUNNER_OWNED = ("output_dir", "preset", "seed")
 
 
+def _takes(src: Path) -> list[str]:
+    """The parameters notebook ``src`` takes from the runner: its ``NOTEBOOK_KEYS`` entry (every declared name for
+    a notebook outside the table) that its ``parameters`` cell declares, less the runner-owned ones."""
+    declared = _declared(src)
+    return [k for k in NOTEBOOK_KEYS.get(src.stem, declared) if k in declared and k not in _RUNNER_OWNED]
+
+
 def check_notebook_overrides(preset: Preset, folder: Path) -> None:
     """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook.
 
@@ -42,9 +49,7 @@ def check_notebook_overrides(preset: Preset, folder: Path) -> None:
         src = folder / f"{nb}.ipynb"
         if not src.is_file():
             continue
-        declared = _declared(src)
-        takes = [k for k in (NOTEBOOK_KEYS[nb] if nb in NOTEBOOK_KEYS else declared)
-                 if k in declared and k not in _RUNNER_OWNED]
+        takes = _takes(src)
         for k in values:
             if k in _RUNNER_OWNED:
                 raise ValueError(f"--set {nb}.{k}=…: {k} is set by the runner; use --"
@@ -71,11 +76,8 @@ def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
     """
     takers: dict[str, list[str]] = {}
     for src in sorted(folder.glob("*.ipynb")):
-        declared = _declared(src)
-        keys = NOTEBOOK_KEYS.get(src.stem, declared)
-        for k in keys:
-            if k in declared:
-                takers.setdefault(k, []).append(src.stem)
+        for k in _takes(src):
+            takers.setdefault(k, []).append(src.stem)
     out = []
     for key in (overrides or {}):
         if "." in key or key in ("data", "fmt") or key in _RUNNER_OWNED:

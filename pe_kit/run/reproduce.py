@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
-from pe_kit.run.preflight import _declared, check_banks, check_models, check_notebook_overrides, check_variants, unused_overrides
+from pe_kit.run.preflight import (_declared, check_banks, check_models, check_notebook_overrides, check_variants,
+                                  unused_overrides)
 from pe_kit.run.presets import (
     _REPO,
     NOTEBOOKS,
