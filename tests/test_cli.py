@@ -52,6 +52,23 @@ def test_quick_splits_fit_the_bundled_sample_with_a_public_bank():
     assert not set(s.calibration) & set(s.test) and len(s.calibration) == len(s.test) == q.n_test
 
 
+def test_multiround_presets_fit_the_retrieval_pool():
+    """Notebook 06's public-retrieval generator asks for g = p − r − k̃ new texts per round and draws them from a
+    pool of 3·T·g unused bank-A texts (its parameters cell): every preset's p must leave that many (bank A holds
+    8,192 label-only texts), and the paper preset audits the composed releases at 5·10⁶ trials (App. D)."""
+    from pe_kit.data.loaders import load_bank_texts
+    from pe_kit.pe.multiround import PEConfig
+
+    bank_a = len(set(load_bank_texts(None)[0]))
+    for name in ("quick", "paper"):
+        p = PRESETS[name]
+        nb = {**p.as_dict(), **p.extra.get("06_multiround_mauve", {})}
+        rounds, size, r = nb.get("rounds", 6), nb["bank_size"], min(nb["max_probes"], nb["bank_size"])
+        g = size - r - PEConfig().retain_count(size, r)
+        assert 3 * rounds * g <= bank_a - size, name
+    assert PRESETS["paper"].extra["06_multiround_mauve"] == {"bank_size": 512, "trials": 5_000_000}
+
+
 def test_explore_json(capsys):
     assert main(["explore", "--sigma", "1", "--q", "0.1", "--trials", "1e6", "--mu-eff", "1", "--json"]) == 0
     st = json.loads(capsys.readouterr().out)

@@ -145,9 +145,13 @@ PRESETS: dict[str, Preset] = {
                      "(5·10⁶ for the sweeps). Paraphrase pools: WordNet synonym swaps, warned (no SmolLM2 pools ship for "
                      "other data's canaries; --set paraphraser=smollm2 generates them, hours). Needs ≥ 2,525 eligible users per arm plus users left for the public "
                      "bank (--data PATH: Yelp, Sentiment140, or the full Blogs corpus with a smaller N, see "
-                     "scripts/paper_run.sh). Hours on 2 CPU cores."),
+                     "scripts/paper_run.sh). Notebook 06 (Fig. 2): 5·10⁶ trials per hypothesis (App. D) and p=512 "
+                     "(its offline public-retrieval generator draws 3·T·g new texts from bank A's 8,192 label-only "
+                     "texts that the initial bank does not hold: p=512 leaves 7,668 of them for T=6 rounds of "
+                     "g=426; p=8192 would leave none). Hours on 2 CPU cores."),
         n_canary=25,
-        extra={"08_one_run_audit": {"idealised_ms": [1000, 10_000], "idealised_repeats": 10}},
+        extra={"06_multiround_mauve": {"bank_size": 512, "trials": 5_000_000},
+               "08_one_run_audit": {"idealised_ms": [1000, 10_000], "idealised_repeats": 10}},
     ),
 }
 
