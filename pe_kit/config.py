@@ -73,7 +73,7 @@ PARAM_TYPES: dict[str, ParamSpec] = {
     "max_seq_length": ParamSpec("int", lo=4, optional=True), "trials": _I1, "llr_trials": _I1, "sweep_trials": _I1,
     "encoder_per_variant": _I1, "tightness_trials": ParamSpec("int", lo=1, many=True),
     "ceiling_sigmas": ParamSpec("float", lo=0, lo_open=True, many=True),
-    "sigmas": ParamSpec("float", lo=0, many=True), "qs": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True),
+    "sigmas": ParamSpec("float", lo=0, lo_open=True, many=True), "qs": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True),
     "seed": ParamSpec("int", lo=0), "top_k": _I1, "clip_norm": ParamSpec("float", lo=0, lo_open=True),
     "noise_multiplier": ParamSpec("float", lo=0), "sample_rate": ParamSpec("float", lo=0, hi=1, lo_open=True),
     "alpha": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),

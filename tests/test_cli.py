@@ -26,6 +26,10 @@ def test_presets_listing(capsys):
     for name in ("tiny", "quick", "paper"):
         assert f"{name}: " in out
     assert "n_test=1000" in out and "trials=1000000" in out  # the paper's sizes (§3, App. D)
+    # the paper preset ships no data: its listing says how to give it one
+    paper_line = out.split("paper: ", 1)[1].splitlines()[1]
+    assert "data=None (pass --data PATH)" in paper_line
+    assert "data=None (the bundled Blogs sample)" in out.split("quick: ", 1)[1].splitlines()[1]
 
 
 def test_paper_and_quick_sizes():

@@ -47,6 +47,17 @@ def test_malformed_line_names_file_and_line(tmp_path):
         load_blogs(p)
     c = load_blogs(p, on_error="skip")
     assert c.skipped["malformed_line"] == 1 and len(c) == 1
+    with pytest.raises(DataError) as err:  # a later bad line is a bad line, not a wrong file
+        load_blogs(p)
+    assert "does not start like a JSON Lines corpus" not in str(err.value)
+
+
+def test_a_file_that_is_not_json_lines_is_named_as_such(tmp_path):
+    p = tmp_path / "README.md"
+    p.write_text("# A project\n\nSome prose.\n")
+    with pytest.raises(DataError, match=r"README\.md: line 1: not valid JSON .*does not start like a JSON Lines "
+                                        r"corpus .*Sentiment140 is a \.csv file"):
+        load_blogs(p)
 
 
 def test_missing_field_named(tmp_path):

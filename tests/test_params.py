@@ -66,6 +66,12 @@ def test_same_validation_in_configs_and_resolve_params(tmp_path):
     for name in ("tiny", "quick"):
         assert get_preset(name) is not None
     assert check_param("sigmas", 0.5) == [0.5]
+    # σ = 0 in the Fig. 1 sweep has no noise to audit (ε_theory = ∞); it once reached notebook 05 and the kernel
+    # was killed for memory at 24 GiB. The sweep takes σ > 0 only; a single mechanism may still run at σ = 0.
+    for bad in (0, [0, 1], -0.5):
+        with pytest.raises(ValueError, match=r"sigmas(\[0\])?=-?0(\.5)? is out of range: use a list of numbers > 0"):
+            check_param("sigmas", bad)
+    assert MechanismConfig(noise_multiplier=0.0).noise_multiplier == 0.0
     from pathlib import Path
 
     assert StudyConfig(data=Path("/x/y.jsonl")).data == "/x/y.jsonl"  # a Path is fine for a path field

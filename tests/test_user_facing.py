@@ -185,6 +185,30 @@ def test_unknown_bank_is_refused_before_any_notebook_listing_bank_names(tmp_path
     check_banks(get_preset("tiny", {"banks": ["bankA", "public", str(bank), f"file:{bank}"]}))  # all accepted
 
 
+def test_bank_size_beyond_bank_a_is_refused_naming_the_key_set(tmp_path, capsys):
+    """A notebook's own bank_size above bank A's 8,192 texts is refused before any notebook runs, and the message
+    names that notebook's key (it once suggested the common --set bank_size=8192, which leaves 06's value as it was)."""
+    from pe_kit.data.loaders import load_bank_texts
+    from pe_kit.run.cli import main
+    from pe_kit.run.preflight import check_bank_sizes
+
+    n = len(load_bank_texts(None)[0])
+    assert n == 8192  # the bundled bank A: the paper's p
+    base = ["reproduce", "--preset", "tiny", "--results-dir", str(tmp_path / "r"), "--no-progress"]
+    assert main(base + ["--notebooks", "06", "--set", "06.bank_size=100000"]) == 2
+    err = capsys.readouterr().err
+    assert "06_multiround_mauve.bank_size=100000: bank A" in err and "8,192 distinct texts" in err
+    assert "--set 06_multiround_mauve.bank_size=… with at most 8192" in err
+    assert main(base + ["--notebooks", "04", "--set", "bank_size=9000", "--set", "banks=bankA"]) == 2
+    assert "bank_size=9000: bank A" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    from pe_kit.run.presets import PRESETS
+
+    for preset in PRESETS.values():  # every preset's sizes fit
+        check_bank_sizes(preset)
+    check_bank_sizes(get_preset("tiny", {"banks": ["public"], "bank": "public", "bank_size": 10**6}))  # not bank A
+
+
 # ------------------------------------------------------------------------------------------------ 7. --data folder
 def test_data_folder_is_named_as_a_folder_with_the_formats(tmp_path, capsys):
     from pe_kit.data.loaders import load_corpus

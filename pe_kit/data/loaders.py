@@ -102,6 +102,7 @@ def _iter_json_lines(path: Path, fields: Sequence[str], on_error: str, skipped: 
     """(physical line number, object) per JSON Lines record; a leading UTF-8 BOM is dropped, CRLF is fine
     (bytes are split on LF only, so U+2028 inside a text does not split a record)."""
     raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    parsed = 0  # JSON objects read so far: a first line that is not JSON means the file is not JSON Lines at all
     with raw:
         for lineno, data in enumerate(raw, start=1):
             if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
@@ -118,8 +119,13 @@ def _iter_json_lines(path: Path, fields: Sequence[str], on_error: str, skipped: 
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                _fail(on_error, skipped, "malformed_line", f"{path}: line {lineno}: not valid JSON ({exc.msg})")
+                first = ("" if parsed else "; the file does not start like a JSON Lines corpus (one JSON object "
+                         "per line: the Blog corpus or Yelp reviews; Sentiment140 is a .csv file, --format names "
+                         "the format)")
+                _fail(on_error, skipped, "malformed_line",
+                      f"{path}: line {lineno}: not valid JSON ({exc.msg}){first}")
                 continue
+            parsed += 1
             if not isinstance(obj, dict):
                 _fail(on_error, skipped, "malformed_line", f"{path}: line {lineno}: expected a JSON object")
                 continue

@@ -131,7 +131,9 @@ def _presets() -> int:
     for name, p in PRESETS.items():
         print(f"{name}: {p.description}")
         d = p.as_dict()
-        print("   " + ", ".join(f"{k}={d[k]}" for k in keys))
+        none = "data=None (pass --data PATH)" if name == "paper" else "data=None (the bundled Blogs sample)"
+        shown = [none if k == "data" and d[k] is None else f"{k}={d[k]}" for k in keys]
+        print("   " + ", ".join(shown))
     return 0
 
 

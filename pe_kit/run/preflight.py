@@ -11,7 +11,8 @@ from pathlib import Path
 
 from pe_kit.run.presets import NOTEBOOK_KEYS, Preset, did_you_mean
 
-__all__ = ["check_notebook_overrides", "unused_overrides", "check_variants", "check_banks", "check_models"]
+__all__ = ["check_notebook_overrides", "unused_overrides", "check_variants", "check_banks", "check_bank_sizes",
+           "check_models"]
 
 
 def _declared(path: Path) -> list[str]:
@@ -133,6 +134,40 @@ def check_banks(p: Preset) -> None:
             raise ValueError(f"{key} contains {name!r} ({what}): use bank names {', '.join(kinds)} or a JSON Lines "
                              f"file with a text field (file:<path> or a path)"
                              + did_you_mean(name, kinds) + f" (--set {key}=…)")
+
+
+def check_bank_sizes(p: Preset) -> None:
+    """A bank drawn from the bundled bank A (``bankA``) cannot be larger than that file, before any notebook runs.
+
+    Checks ``bank_size`` when ``bank`` or ``banks`` names ``bankA``, and each notebook's own ``<nb>.bank_size``
+    when that notebook's bank (its own ``bank`` / ``banks``, else the common ones) is ``bankA``; the message names
+    the key to lower (``--set 06.bank_size=…`` for a notebook's own value). Banks built from the corpus (``public``)
+    are checked by the notebook, which knows its splits (``pe_kit.text.banks.public_bank``).
+
+    Raises:
+        ValueError: naming the ``--set`` key, its value and the number of distinct texts in bank A.
+    """
+    def uses_a(values) -> bool:
+        return any(str(v) == "bankA" for v in ([values] if isinstance(values, str) else list(values or [])))
+
+    checks = []
+    if uses_a(p.bank) or uses_a(p.banks):
+        checks.append(("bank_size", p.bank_size))
+    for nb, values in p.extra.items():
+        if "bank_size" in values:
+            own = [values[k] for k in ("bank", "banks") if k in values]
+            if (uses_a(own) if own else uses_a(p.bank) or uses_a(p.banks)):
+                checks.append((f"{nb}.bank_size", values["bank_size"]))
+    if not checks:
+        return
+    from pe_kit.data.loaders import load_bank_texts
+
+    available = len(load_bank_texts(None)[0])
+    for key, size in checks:
+        if int(size) > available:
+            raise ValueError(f"{key}={size}: bank A (the bundled label-only bank) has {available:,} distinct texts; "
+                             f"use --set {key}=… with at most {available} (the paper's p is 8192), or a larger "
+                             "bank file (--set bank=PATH)")
 
 
 def check_models(p: Preset) -> None:

@@ -141,7 +141,7 @@ PRESETS: dict[str, Preset] = {
         description=("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "
                      "are synthetic), 500 aux users, N=1000 test users and 1000 distinct calibration users (equal "
                      "size: the threshold is calibrated on the statistic of N users, never on resampled users; the "
-                     "paper lists 500), p=8192, r=64, M=512, MiniLM-L6 at its own 256-token cap (longer texts are cut; results.md counts them), 10⁶ trials "
+                     "paper uses 500 calibration users against N=1000), p=8192, r=64, M=512, MiniLM-L6 at its own 256-token cap (longer texts are cut; results.md counts them), 10⁶ trials "
                      "(5·10⁶ for the sweeps). Paraphrase pools: WordNet synonym swaps, warned (no SmolLM2 pools ship for "
                      "other data's canaries; --set paraphraser=smollm2 generates them, hours). Needs ≥ 2,525 eligible users per arm plus users left for the public "
                      "bank (--data PATH: Yelp, Sentiment140, or the full Blogs corpus with a smaller N, see "

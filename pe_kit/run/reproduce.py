@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
-from pe_kit.run.preflight import (_declared, check_banks, check_models, check_notebook_overrides, check_variants,
-                                  unused_overrides)
+from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
+                                  check_variants, unused_overrides)
 from pe_kit.run.presets import (
     _REPO,
     NOTEBOOKS,
@@ -425,6 +425,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     p = get_preset(preset, overrides, data, fmt)
     check_variants(p)
     check_banks(p)
+    check_bank_sizes(p)
     check_models(p)
     folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
     if notebooks is None:
