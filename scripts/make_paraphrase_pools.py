@@ -67,6 +67,11 @@ def main() -> None:
     ap.add_argument("--arms", default="long,short")
     ap.add_argument("--variants", default=",".join(PARAPHRASE_VARIANTS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", default=None, help="corpus file (default: the preset's; the paper preset needs one)")
+    ap.add_argument("--format", dest="fmt", default=None, help="corpus format (blogs, yelp, sentiment140)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="preset field, as pe-kit reproduce --set (the paper run's long part: --set n_test=600 "
+                         "--set n_calibration=600), so that the canaries are that run's")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--work", default=None, help="JSON Lines work file (default $PE_KIT_CACHE/paraphrase-pools/<preset>.jsonl)")
     ap.add_argument("--ship", action="store_true", help="gzip the finished pools into pe_kit/data_files")
@@ -82,14 +87,15 @@ def main() -> None:
     args = ap.parse_args()
 
     from pe_kit.cache import cache_dir
-    from pe_kit.run.presets import get_preset
+    from pe_kit.run.presets import get_preset, parse_override
     from pe_kit.run.study import paraphrase_canaries, paraphrase_pool_seed
     from pe_kit.text.generators.base import PoolShortfallError
     from pe_kit.text.generators.cached import CachedGenerator
     from pe_kit.text.generators.paraphrase_pools import (SHIPPED_POOLS_FILE, append_pool, build_pool,
                                                         llm_paraphraser, load_pools, pool_key, pool_spec)
 
-    M = get_preset(args.preset).pool_size
+    overrides = dict(parse_override(x) for x in args.overrides)
+    M = get_preset(args.preset, overrides, args.data, args.fmt).pool_size
     arms = [a for a in args.arms.split(",") if a]
     stem = f"{args.preset}-seed{args.seed}"
     tag = "" if sorted(arms) == ["long", "short"] else "-" + "-".join(arms)
@@ -115,7 +121,9 @@ def main() -> None:
 
     llm = llm_paraphraser(args.batch_size)
     spec = pool_spec(llm)
-    todo = paraphrase_canaries(args.preset, arms, tuple(args.variants.split(",")), args.seed)
+    todo = paraphrase_canaries(args.preset, arms, tuple(args.variants.split(",")), args.seed, data=args.data,
+                               fmt=args.fmt, overrides=overrides)
+    source = "bundled blogs-900" if args.data is None else Path(args.data).name
     done = finished()
     keys = [pool_key(recs, M, paraphrase_pool_seed(args.seed, cid), spec) for _, cid, recs, _ in todo]
     print(f"{len(todo)} pools of M={M} ({len(todo) * M} texts); {sum(k in done for k in keys)} done in "
@@ -137,7 +145,7 @@ def main() -> None:
                 continue
             entry["model"] = llm.identity()
             assert entry["key"] == key, "pool key drifted between listing and building"
-            append_pool(work, entry, arm=arm, canary_id=cid, variants=vs, data="bundled blogs-900",
+            append_pool(work, entry, arm=arm, canary_id=cid, variants=vs, data=source,
                         preset=args.preset, seed=args.seed)
             done[key] = entry
             if args.ship_each:

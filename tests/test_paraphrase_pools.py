@@ -245,6 +245,28 @@ def test_paraphrase_canaries_are_the_audited_ones():
         list(range(10, 25))
 
 
+_FULL_BLOGS = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data" / "blogs" / "blogs.jsonl.gz"
+
+
+@pytest.mark.skipif(not _FULL_BLOGS.is_file(), reason="the full Blog corpus (../shared/data) is not here")
+def test_paraphrase_canaries_of_the_paper_run_are_the_ones_it_audited():
+    """With --data and --set, the listing is the canary draw of that run: the paper run's long part (full corpus,
+    N = 600) audited exactly these 15 paraphrase canaries (docs/paper_run/long/results.csv)."""
+    import csv
+    from pathlib import Path
+
+    from pe_kit.run import study
+
+    rows = study.paraphrase_canaries("paper", ("long",), seed=0, data=str(_FULL_BLOGS), fmt="blogs",
+                                     overrides={"n_test": 600, "n_calibration": 600})
+    listed = {(vs[0], cid) for _, cid, _, vs in rows}
+    committed = Path(__file__).resolve().parents[1] / "docs" / "paper_run" / "long" / "results.csv"
+    audited = {(r["variant"], r["canary_id"]) for r in csv.DictReader(committed.open())
+               if r.get("variant", "").startswith("paraphrase") and r.get("canary_id")}
+    assert len(listed) == 15 and listed == audited
+    assert all(len(recs) == 64 for _, _, recs, _ in rows)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not PP.SHIPPED_POOLS_FILE.is_file() or importlib.util.find_spec("transformers") is None,
                     reason="no shipped pools or no transformers")
@@ -259,16 +281,27 @@ def test_shipped_pools_are_what_the_generator_makes():
         model = llm.identity()
     except GenerationError as exc:
         pytest.skip(f"SmolLM2 not installed: {exc}")
-    pools = list(PP.load_pools().values())
-    corpus = load_corpus(None, "auto", record_cap=64)
+    # the bundled sample's pools (quick preset), and the full corpus's (paper run) when that corpus is here
+    by_data = {}
+    for entry in PP.load_pools().values():
+        by_data.setdefault(entry.get("data", "bundled blogs-900"), []).append(entry)
+    assert "bundled blogs-900" in by_data
+    corpora = {"bundled blogs-900": lambda: load_corpus(None, "auto", record_cap=64)}
+    if _FULL_BLOGS.is_file():
+        corpora[_FULL_BLOGS.name] = lambda: load_corpus(_FULL_BLOGS, "blogs", record_cap=64)
     rng = np.random.default_rng(0)
     checked = 0
-    for entry in [pools[i] for i in rng.choice(len(pools), size=min(2, len(pools)), replace=False)]:
-        assert entry["spec"] == PP.pool_spec(llm) and entry["model"] == model
-        user = make_arm(corpus, entry["arm"], 64).by_id()[entry["canary_id"]]
-        idx = rng.choice(len(entry["texts"]), size=2, replace=False)
-        assert PP.recompute_entries(entry, user.texts, llm, idx) == [entry["texts"][j] for j in idx]
-        checked += len(idx)
+    for data, pools in by_data.items():
+        if data not in corpora:
+            continue
+        corpus = corpora[data]()
+        for entry in [pools[i] for i in rng.choice(len(pools), size=min(2 if checked == 0 else 1, len(pools)),
+                                                     replace=False)]:
+            assert entry["spec"] == PP.pool_spec(llm) and entry["model"] == model
+            user = make_arm(corpus, entry["arm"], 64).by_id()[entry["canary_id"]]
+            idx = rng.choice(len(entry["texts"]), size=2, replace=False)
+            assert PP.recompute_entries(entry, user.texts, llm, idx) == [entry["texts"][j] for j in idx]
+            checked += len(idx)
     assert checked >= 2
 
 

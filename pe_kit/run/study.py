@@ -319,26 +319,28 @@ def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
 
 
 def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
-                        variants=("paraphrase", "paraphrase-norm", "paraphrase-mu_eff"), seed: int = 0) -> list[tuple]:
-    """The canaries whose paraphrase pools a preset builds on the bundled data, without embedding anything.
+                        variants=("paraphrase", "paraphrase-norm", "paraphrase-mu_eff"), seed: int = 0, *,
+                        data: str | None = None, fmt: str | None = None, overrides=None) -> list[tuple]:
+    """The canaries whose paraphrase pools a preset builds, without embedding anything.
 
-    The same draw as :func:`build_world` (``make_arm`` then the seeded ``split_users`` with the preset's sizes)
-    and the same slots as the audit (``attack.variants.canary_assignment``); a canary audited by several
-    variants (wrapped slots) is listed once per arm.
+    The same draw as :func:`build_world` (``load_corpus``, ``make_arm`` then the seeded ``split_users`` with the
+    preset's sizes) and the same slots as the audit (``attack.variants.canary_assignment``); a canary audited by
+    several variants (wrapped slots) is listed once per arm.
 
-    Args: preset: name in ``pe_kit.run.presets.PRESETS`` (its ``data`` must be None: the bundled sample).
-        arms: data arms. variants: real-canary variants. seed: study seed.
+    Args: preset: name in ``pe_kit.run.presets.PRESETS``. arms: data arms. variants: real-canary variants.
+        seed: study seed. data, fmt, overrides: as ``pe-kit reproduce --data / --format / --set`` (None = the
+        preset's own; the paper run's parts pass e.g. ``{"n_test": 600, "n_calibration": 600}``), so the canaries
+        are those of that run (``scripts/paper_run.sh``).
     Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)`` in audit order.
-    Raises: ValueError if the preset reads another corpus, or what ``split_users`` raises.
+    Raises: ValueError for an unknown preset or override, the paper preset without ``data``, or what
+        ``split_users`` raises; DataError for unreadable data.
     """
     from pe_kit.attack.variants import canary_assignment
     from pe_kit.data.loaders import load_corpus
     from pe_kit.run.presets import get_preset
 
-    P = get_preset(preset)
-    if P.data is not None:
-        raise ValueError(f"preset {preset!r} reads {P.data}; paraphrase_canaries covers the bundled sample only")
-    corpus = load_corpus(None, P.fmt, record_cap=P.record_cap)
+    P = get_preset(preset, overrides, data, fmt)
+    corpus = load_corpus(P.data, P.fmt, record_cap=P.record_cap, on_error=P.on_error)
     slots = canary_assignment(P.n_canary, P.per_variant).slots
     out = []
     for arm in arms:
