@@ -124,14 +124,14 @@ def _reproduce(args) -> int:
 
 
 def _presets() -> int:
-    from pe_kit.run.presets import PRESETS
+    from pe_kit.run.presets import NEEDS_DATA, PRESETS
 
     keys = ("data", "arms", "banks", "record_cap", "n_canary", "per_variant", "n_aux", "n_calibration", "n_test",
             "bank_size", "max_probes", "max_seq_length", "trials", "sweep_trials", "tightness_trials")
     for name, p in PRESETS.items():
         print(f"{name}: {p.description}")
         d = p.as_dict()
-        none = "data=None (pass --data PATH)" if name == "paper" else "data=None (the bundled Blogs sample)"
+        none = "data=None (pass --data PATH)" if name in NEEDS_DATA else "data=None (the bundled Blogs sample)"
         shown = [none if k == "data" and d[k] is None else f"{k}={d[k]}" for k in keys]
         print("   " + ", ".join(shown))
     return 0

@@ -31,6 +31,11 @@ def _declared(path: Path) -> list[str]:
 _RUNNER_OWNED = ("output_dir", "preset", "seed")
 
 
+def _names(value) -> list[str]:
+    """A setting that is one name or a list of names (``bank`` / ``banks``), as a list of str (None: empty)."""
+    return [str(v) for v in ([value] if isinstance(value, str) else list(value or []))]
+
+
 def _takes(src: Path) -> list[str]:
     """The parameters notebook ``src`` takes from the runner: its ``NOTEBOOK_KEYS`` entry (every declared name for
     a notebook outside the table) that its ``parameters`` cell declares, less the runner-owned ones."""
@@ -125,8 +130,7 @@ def check_banks(p: Preset) -> None:
     settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items()
                  if k in ("bank", "banks")]
     for key, value in settings:
-        for name in ([value] if isinstance(value, str) else list(value or [])):
-            name = str(name)
+        for name in _names(value):
             path = name[5:] if name.startswith("file:") else name
             if name in kinds or Path(path).expanduser().is_file():
                 continue
@@ -148,7 +152,7 @@ def check_bank_sizes(p: Preset) -> None:
         ValueError: naming the ``--set`` key, its value and the number of distinct texts in bank A.
     """
     def uses_a(values) -> bool:
-        return any(str(v) == "bankA" for v in ([values] if isinstance(values, str) else list(values or [])))
+        return "bankA" in _names(values)
 
     checks = []
     if uses_a(p.bank) or uses_a(p.banks):

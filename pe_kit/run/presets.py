@@ -259,6 +259,10 @@ def _absolute_paths(key: str, value: Any) -> Any:
     return value
 
 
+#: Presets without bundled data: ``data=None`` is refused and ``--data PATH`` is required.
+NEEDS_DATA = ("paper",)
+
+
 def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, data: str | None = None,
                fmt: str | None = None) -> Preset:
     """A preset by name (or a ``Preset``), with ``data``/``fmt`` and field overrides applied and checked.
@@ -328,7 +332,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         raise ValueError(f"{exc} (preset {p.name})") from None
     if p.max_probes < 0 or p.max_probes > p.bank_size:
         raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
-    if p.name == "paper" and p.data is None:
+    if p.name in NEEDS_DATA and p.data is None:
         raise ValueError("the paper preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
                          "CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh sets N per arm)")
     if p.data is not None and Path(p.data).is_dir():
