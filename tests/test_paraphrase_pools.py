@@ -249,18 +249,20 @@ _FULL_BLOGS = __import__("pathlib").Path(__file__).resolve().parents[2] / "share
 
 
 @pytest.mark.skipif(not _FULL_BLOGS.is_file(), reason="the full Blog corpus (../shared/data) is not here")
-def test_paraphrase_canaries_of_the_paper_run_are_the_ones_it_audited():
+@pytest.mark.parametrize("arm, overrides", [("long", {"n_test": 600, "n_calibration": 600}), ("short", {})])
+def test_paraphrase_canaries_of_the_paper_run_are_the_ones_it_audited(arm, overrides):
     """With --data and --set, the listing is the canary draw of that run: the paper run's long part (full corpus,
-    N = 600) audited exactly these 15 paraphrase canaries (docs/paper_run/long/results.csv)."""
+    N = 600) and short part (N = 1000, the preset's) audited exactly these 15 paraphrase canaries each
+    (docs/paper_run/<arm>/results.csv)."""
     import csv
     from pathlib import Path
 
     from pe_kit.run import study
 
-    rows = study.paraphrase_canaries("paper", ("long",), seed=0, data=str(_FULL_BLOGS), fmt="blogs",
-                                     overrides={"n_test": 600, "n_calibration": 600})
+    rows = study.paraphrase_canaries("paper", (arm,), seed=0, data=str(_FULL_BLOGS), fmt="blogs",
+                                     overrides=overrides)
     listed = {(vs[0], cid) for _, cid, _, vs in rows}
-    committed = Path(__file__).resolve().parents[1] / "docs" / "paper_run" / "long" / "results.csv"
+    committed = Path(__file__).resolve().parents[1] / "docs" / "paper_run" / arm / "results.csv"
     audited = {(r["variant"], r["canary_id"]) for r in csv.DictReader(committed.open())
                if r.get("variant", "").startswith("paraphrase") and r.get("canary_id")}
     assert len(listed) == 15 and listed == audited
