@@ -285,8 +285,9 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
 
 #: Paraphrase route when none is given: ``"auto"``, the shipped SmolLM2 pool
 #: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE`` covers all 30 paraphrase canaries of the quick
-#: preset on the bundled sample, both arms) and WordNet with a warning for canaries without one (the tiny preset,
-#: the full corpus, other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated);
+#: preset on the bundled sample, both arms, and those of the paper run on the full Blog corpus,
+#: ``scripts/paper_run.sh``; docs/paraphrase_pools.md says which) and WordNet with a warning for canaries without
+#: one (the tiny preset, other sizes or seeds, other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated);
 #: ``"wordnet"`` synonym swaps (App. B's pools are LLM rewrites; docs/paraphrase_pools.md).
 DEFAULT_PARAPHRASER = "auto"
 
