@@ -253,7 +253,7 @@ _FULL_BLOGS = __import__("pathlib").Path(__file__).resolve().parents[2] / "share
 def test_paraphrase_canaries_of_the_paper_run_are_the_ones_it_audited(arm, overrides):
     """With --data and --set, the listing is the canary draw of that run: the paper run's long part (full corpus,
     N = 600) and short part (N = 1000, the preset's) audited exactly these 15 paraphrase canaries each
-    (docs/paper_run/<arm>/results.csv)."""
+    (docs/paper_run/<arm>/results.csv), and a shipped SmolLM2 pool covers each one."""
     import csv
     from pathlib import Path
 
@@ -267,6 +267,12 @@ def test_paraphrase_canaries_of_the_paper_run_are_the_ones_it_audited(arm, overr
                if r.get("variant", "").startswith("paraphrase") and r.get("canary_id")}
     assert len(listed) == 15 and listed == audited
     assert all(len(recs) == 64 for _, _, recs, _ in rows)
+    # and the shipped file holds a SmolLM2 pool for each of them, so route `auto` audits LLM rewrites (no WordNet)
+    spec = PP.pool_spec(PP.llm_paraphraser())
+    shipped = PP.load_pools()
+    missing = [cid for _, cid, recs, _ in rows
+               if PP.pool_key(recs, 512, study.paraphrase_pool_seed(0, cid), spec) not in shipped]
+    assert not missing, f"no shipped SmolLM2 pool for the paper run's {arm}-arm canaries {missing}"
 
 
 @pytest.mark.slow
