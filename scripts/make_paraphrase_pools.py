@@ -2,7 +2,8 @@
 
 For each data arm and each canary audited by ``paraphrase``, ``paraphrase-norm`` or ``paraphrase-mu_eff`` (the
 slots of ``pe_kit.run.experiments.canary_slots`` in the seeded canary split of ``pe_kit.data.splits.split_users``,
-exactly as ``pe_kit.run.study.build_world`` draws it), build the pool of M rewrites with SmolLM2
+exactly as ``pe_kit.run.study.build_world`` draws it; notebooks 02 and 04, then notebook 05's Fig. 1 sweep canary,
+``pe_kit.run.study.sweep_paraphrase_canaries``, unless ``--no-sweeps``), build the pool of M rewrites with SmolLM2
 (``paraphrase_pools.llm_paraphraser``: T = 0.9, top-p 0.95, 64 new tokens, one thread) under the pool seed of
 ``pe_kit.run.study.paraphrase_pool_seed`` and append it to a JSON Lines work file. Every generated text is also
 cached on disk per (prompt, seed, model, settings) as soon as its batch returns, so a stopped run loses at
@@ -81,6 +82,9 @@ def main() -> None:
                          "it saves the work of a build longer than one machine's life; the pools already shipped "
                          "count as done on the next run")
     ap.add_argument("--dry-run", action="store_true", help="list the canaries and which pools are done")
+    ap.add_argument("--no-sweeps", action="store_true",
+                    help="leave out notebook 05's Fig. 1 sweep canary (one per swept paraphrase variant, on the "
+                         "preset's sweep_arm when it is among --arms; listed after notebook 04's by default)")
     ap.add_argument("--reverse", action="store_true",
                     help="build the pools last-first: a second process on the same arm (with its own --work file) "
                          "meets the first in the middle; each skips pools the other has finished")
@@ -88,7 +92,7 @@ def main() -> None:
 
     from pe_kit.cache import cache_dir
     from pe_kit.run.presets import get_preset, parse_override
-    from pe_kit.run.study import paraphrase_canaries, paraphrase_pool_seed
+    from pe_kit.run.study import paraphrase_canaries, paraphrase_pool_seed, sweep_paraphrase_canaries
     from pe_kit.text.generators.base import PoolShortfallError
     from pe_kit.text.generators.cached import CachedGenerator
     from pe_kit.text.generators.paraphrase_pools import (SHIPPED_POOLS_FILE, append_pool, build_pool,
@@ -123,6 +127,11 @@ def main() -> None:
     spec = pool_spec(llm)
     todo = paraphrase_canaries(args.preset, arms, tuple(args.variants.split(",")), args.seed, data=args.data,
                                fmt=args.fmt, overrides=overrides)
+    if not args.no_sweeps:  # the Fig. 1 sweeps' canary (slot i of the variant order), unless 04 audits it already
+        listed = {(arm, cid) for arm, cid, _, _ in todo}
+        todo += [(arm, cid, recs, [f"{v} (sweep)" for v in vs]) for arm, cid, recs, vs in
+                 sweep_paraphrase_canaries(args.preset, args.seed, data=args.data, fmt=args.fmt, overrides=overrides)
+                 if arm in arms and (arm, cid) not in listed and set(vs) <= set(args.variants.split(","))]
     source = "bundled blogs-900" if args.data is None else Path(args.data).name
     done = finished()
     keys = [pool_key(recs, M, paraphrase_pool_seed(args.seed, cid), spec) for _, cid, recs, _ in todo]

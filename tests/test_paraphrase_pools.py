@@ -174,7 +174,9 @@ def test_default_route_matches_shipped_pools():
     if study.DEFAULT_PARAPHRASER == "wordnet":
         return
     spec = PP.pool_spec(PP.llm_paraphraser())
-    for arm, cid, recs, _ in study.paraphrase_canaries("quick", ("long", "short"), seed=0):
+    sweep = study.sweep_paraphrase_canaries("quick", seed=0)  # notebook 05's Fig. 1 canary: slot 4, short arm
+    assert [(arm, vs) for arm, _, _, vs in sweep] == [("short", ["paraphrase-mu_eff"])]
+    for arm, cid, recs, _ in study.paraphrase_canaries("quick", ("long", "short"), seed=0) + sweep:
         assert PP.pool_key(recs, 512, study.paraphrase_pool_seed(0, cid), spec) in shipped, (arm, cid)
         entry = PP.find_pool(recs, 512, study.paraphrase_pool_seed(0, cid), spec)  # sources in range, no verbatim
         assert entry is not None and max(entry["sources"]) < len(recs) and len(set(entry["sources"])) == len(recs)
@@ -273,6 +275,29 @@ def test_paraphrase_canaries_of_the_paper_run_are_the_ones_it_audited(arm, overr
     missing = [cid for _, cid, recs, _ in rows
                if PP.pool_key(recs, 512, study.paraphrase_pool_seed(0, cid), spec) not in shipped]
     assert not missing, f"no shipped SmolLM2 pool for the paper run's {arm}-arm canaries {missing}"
+
+
+@pytest.mark.skipif(not _FULL_BLOGS.is_file(), reason="the full Blog corpus (../shared/data) is not here")
+def test_sweep_canary_of_the_paper_run_is_the_one_it_audited():
+    """Notebook 05's Fig. 1 sweeps audit one canary per variant (slot i of the variant order): the paper run's part
+    `checks` (short arm, N = 1000) audited paraphrase-mu_eff on canary 3632402, an ordinary slot of notebook 04
+    (docs/paper_run/checks/results.csv), and a shipped SmolLM2 pool covers it."""
+    import csv
+    from pathlib import Path
+
+    from pe_kit.run import study
+    from pe_kit.run.experiments import canary_slots
+
+    rows = study.sweep_paraphrase_canaries("paper", seed=0, data=str(_FULL_BLOGS), fmt="blogs")
+    assert [(arm, cid, vs) for arm, cid, _, vs in rows] == [("short", "3632402", ["paraphrase-mu_eff"])]
+    assert canary_slots("paraphrase-mu_eff", 1, 25) == [4] and 4 in canary_slots("ordinary", 5, 25)
+    committed = Path(__file__).resolve().parents[1] / "docs" / "paper_run" / "checks" / "results.csv"
+    audited = {r["canary_id"] for r in csv.DictReader(committed.open())
+               if r["notebook"] == "05_ablations" and r["variant"] == "paraphrase-mu_eff"}
+    assert audited == {"3632402"}
+    recs = rows[0][2]
+    key = PP.pool_key(recs, 512, study.paraphrase_pool_seed(0, "3632402"), PP.pool_spec(PP.llm_paraphraser()))
+    assert key in PP.load_pools(), "no shipped SmolLM2 pool for the paper run's Fig. 1 paraphrase-mu_eff canary"
 
 
 @pytest.mark.slow

@@ -284,8 +284,8 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
 
 
 #: Paraphrase route when none is given: ``"auto"``, the shipped SmolLM2 pool
-#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE`` covers all 30 paraphrase canaries of the quick
-#: preset on the bundled sample, both arms, and those of the paper run on the full Blog corpus,
+#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE`` covers all 31 paraphrase canaries of the quick
+#: preset on the bundled sample: both arms and notebook 05's sweep canary, and those of the paper run on the full Blog corpus,
 #: ``scripts/paper_run.sh``; docs/paraphrase_pools.md says which) and WordNet with a warning for canaries without
 #: one (the tiny preset, other sizes or seeds, other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated);
 #: ``"wordnet"`` synonym swaps (App. B's pools are LLM rewrites; docs/paraphrase_pools.md).
@@ -321,7 +321,8 @@ def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
 
 def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
                         variants=("paraphrase", "paraphrase-norm", "paraphrase-mu_eff"), seed: int = 0, *,
-                        data: str | None = None, fmt: str | None = None, overrides=None) -> list[tuple]:
+                        data: str | None = None, fmt: str | None = None, overrides=None,
+                        per_variant: int | None = None) -> list[tuple]:
     """The canaries whose paraphrase pools a preset builds, without embedding anything.
 
     The same draw as :func:`build_world` (``load_corpus``, ``make_arm`` then the seeded ``split_users`` with the
@@ -331,7 +332,8 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
     Args: preset: name in ``pe_kit.run.presets.PRESETS``. arms: data arms. variants: real-canary variants.
         seed: study seed. data, fmt, overrides: as ``pe-kit reproduce --data / --format / --set`` (None = the
         preset's own; the paper run's parts pass e.g. ``{"n_test": 600, "n_calibration": 600}``), so the canaries
-        are those of that run (``scripts/paper_run.sh``).
+        are those of that run (``scripts/paper_run.sh``). per_variant: canaries per variant (None = the preset's,
+        as notebooks 02 and 04 audit; 1 = the Fig. 1 sweeps' canary, :func:`sweep_paraphrase_canaries`).
     Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)`` in audit order.
     Raises: ValueError for an unknown preset or override, the paper preset without ``data``, or what
         ``split_users`` raises; DataError for unreadable data.
@@ -342,7 +344,7 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
 
     P = get_preset(preset, overrides, data, fmt)
     corpus = load_corpus(P.data, P.fmt, record_cap=P.record_cap, on_error=P.on_error)
-    slots = canary_assignment(P.n_canary, P.per_variant).slots
+    slots = canary_assignment(P.n_canary, P.per_variant if per_variant is None else per_variant).slots
     out = []
     for arm in arms:
         world = make_arm(corpus, arm, P.record_cap)
@@ -354,6 +356,27 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
                 seen.setdefault(splits.canary[slot], []).append(v)
         out += [(arm, cid, tuple(by_id[cid].texts), vs) for cid, vs in seen.items()]
     return out
+
+
+def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str | None = None,
+                              fmt: str | None = None, overrides=None) -> list[tuple]:
+    """The paraphrase canaries of notebook 05's Fig. 1 sweeps: one per paraphrase variant in ``sweep_variants``,
+    on ``sweep_arm`` (``experiments.sweep`` audits one canary per variant, slot i of the variant order, as the
+    paper's Fig. 1 does; so paraphrase-mu_eff's sweep canary is not one of its five Table 2 canaries).
+
+    Args: as :func:`paraphrase_canaries` (the preset's ``sweep_arm`` and ``sweep_variants`` after ``overrides``).
+    Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)``; empty when no paraphrase
+        variant is swept.
+    Raises: as :func:`paraphrase_canaries`.
+    """
+    from pe_kit.run.presets import get_preset
+
+    P = get_preset(preset, overrides, data, fmt)
+    swept = tuple(v for v in P.sweep_variants if v.startswith("paraphrase"))
+    if not swept:
+        return []
+    return paraphrase_canaries(preset, (P.sweep_arm,), swept, seed, data=data, fmt=fmt, overrides=overrides,
+                               per_variant=1)
 
 
 def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
