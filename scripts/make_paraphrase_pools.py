@@ -127,11 +127,20 @@ def main() -> None:
     spec = pool_spec(llm)
     todo = paraphrase_canaries(args.preset, arms, tuple(args.variants.split(",")), args.seed, data=args.data,
                                fmt=args.fmt, overrides=overrides)
-    if not args.no_sweeps:  # the Fig. 1 sweeps' canary (slot i of the variant order), unless 04 audits it already
-        listed = {(arm, cid) for arm, cid, _, _ in todo}
-        todo += [(arm, cid, recs, [f"{v} (sweep)" for v in vs]) for arm, cid, recs, vs in
-                 sweep_paraphrase_canaries(args.preset, args.seed, data=args.data, fmt=args.fmt, overrides=overrides)
-                 if arm in arms and (arm, cid) not in listed and set(vs) <= set(args.variants.split(","))]
+    if not args.no_sweeps:  # the Fig. 1 sweeps' canary (slot i of the variant order); one pool per (arm, canary)
+        listed = {(arm, cid): vs for arm, cid, _, vs in todo}
+        for arm, cid, recs, vs in sweep_paraphrase_canaries(args.preset, args.seed, data=args.data, fmt=args.fmt,
+                                                            overrides=overrides):
+            vs = [v for v in vs if v in args.variants.split(",")]
+            if not vs:
+                continue
+            if arm not in arms:
+                print(f"note: notebook 05's sweep canary {cid} ({','.join(vs)}) is on arm {arm}, not in --arms "
+                      f"{args.arms}; not listed", flush=True)
+            elif (arm, cid) in listed:  # wrapped slots: notebook 04 audits it already, under the same pool
+                listed[(arm, cid)] += [f"{v} (sweep)" for v in vs]
+            else:
+                todo.append((arm, cid, recs, [f"{v} (sweep)" for v in vs]))
     source = "bundled blogs-900" if args.data is None else Path(args.data).name
     done = finished()
     keys = [pool_key(recs, M, paraphrase_pool_seed(args.seed, cid), spec) for _, cid, recs, _ in todo]

@@ -390,3 +390,18 @@ def test_try_design_hands_the_paraphrase_route_to_make_design(monkeypatch):
     assert X.try_design(None, "paraphrase-mu_eff", 0, 20, 0, pool_size=8, generator="smollm2") == ("design", None)
     assert X.try_design(None, "paraphrase-mu_eff", 0, 20, 0) == ("design", None)
     assert calls[0] == {"pool_size": 8, "generator": "smollm2"} and "generator" not in calls[1]
+
+
+def test_canary_listings_refuse_names_without_a_pool():
+    """Only paraphrase variants have pools; a misspelt sweep variant is refused by name, as notebook 05 refuses it."""
+    from pe_kit.run import study
+
+    with pytest.raises(ValueError, match=r"variants=\['exact'\] have no paraphrase pool"):
+        study.paraphrase_canaries("quick", ("short",), ("paraphrase-mu_eff", "exact"))
+    with pytest.raises(ValueError, match=r"sweep_variants contains \['paraphrase-mueff'\]"):
+        study.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": ("ordinary", "paraphrase-mueff")})
+    # a comma-separated string names the same variants as the tuple; repeats count once
+    a = study.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": "nonce,paraphrase-mu_eff,paraphrase-mu_eff"})
+    b = study.sweep_paraphrase_canaries("quick")
+    assert [(arm, cid, vs) for arm, cid, _, vs in a] == [(arm, cid, vs) for arm, cid, _, vs in b]
+    assert study.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": ("ordinary", "nonce")}) == []

@@ -319,6 +319,15 @@ def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
     return [int(seed), 3, int(content_hash("paraphrase-pool", str(canary_id))[:8], 16)]
 
 
+PARAPHRASE_VARIANTS = ("paraphrase", "paraphrase-norm", "paraphrase-mu_eff")
+
+
+def _names(value) -> tuple:
+    """A comma-separated string, or a sequence of names or of such strings → tuple of stripped names."""
+    items = [value] if isinstance(value, str) else list(value)
+    return tuple(v.strip() for item in items for v in str(item).split(",") if v.strip())
+
+
 def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
                         variants=("paraphrase", "paraphrase-norm", "paraphrase-mu_eff"), seed: int = 0, *,
                         data: str | None = None, fmt: str | None = None, overrides=None,
@@ -335,13 +344,18 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
         are those of that run (``scripts/paper_run.sh``). per_variant: canaries per variant (None = the preset's,
         as notebooks 02 and 04 audit; 1 = the Fig. 1 sweeps' canary, :func:`sweep_paraphrase_canaries`).
     Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)`` in audit order.
-    Raises: ValueError for an unknown preset or override, the paper preset without ``data``, or what
-        ``split_users`` raises; DataError for unreadable data.
+    Raises: ValueError for an unknown preset or override, a variant that is not a paraphrase variant (only those
+        have pools), the paper preset without ``data``, or what ``split_users`` raises; DataError for unreadable
+        data.
     """
     from pe_kit.attack.variants import canary_assignment
     from pe_kit.data.loaders import load_corpus
     from pe_kit.run.presets import get_preset
 
+    arms, variants = _names(arms), _names(variants)
+    wrong = [v for v in variants if v not in PARAPHRASE_VARIANTS]
+    if wrong:
+        raise ValueError(f"variants={wrong} have no paraphrase pool; pass names from {PARAPHRASE_VARIANTS}")
     P = get_preset(preset, overrides, data, fmt)
     corpus = load_corpus(P.data, P.fmt, record_cap=P.record_cap, on_error=P.on_error)
     slots = canary_assignment(P.n_canary, P.per_variant if per_variant is None else per_variant).slots
@@ -369,10 +383,16 @@ def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str
         variant is swept.
     Raises: as :func:`paraphrase_canaries`.
     """
+    from pe_kit.attack.variants import VARIANTS
     from pe_kit.run.presets import get_preset
 
     P = get_preset(preset, overrides, data, fmt)
-    swept = tuple(v for v in P.sweep_variants if v.startswith("paraphrase"))
+    names = _names(P.sweep_variants)
+    names = VARIANTS if names == ("all",) else names
+    wrong = [v for v in names if v not in VARIANTS]
+    if wrong:  # notebook 05 refuses these too (experiments.resolve_variants)
+        raise ValueError(f"sweep_variants contains {wrong}; use names from {VARIANTS} or 'all'")
+    swept = tuple(dict.fromkeys(v for v in names if v in PARAPHRASE_VARIANTS))
     if not swept:
         return []
     return paraphrase_canaries(preset, (P.sweep_arm,), swept, seed, data=data, fmt=fmt, overrides=overrides,
