@@ -381,7 +381,7 @@ def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str
     Args: as :func:`paraphrase_canaries` (the preset's ``sweep_arm`` and ``sweep_variants`` after ``overrides``).
     Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)``; empty when no paraphrase
         variant is swept.
-    Raises: as :func:`paraphrase_canaries`.
+    Raises: ValueError naming an unknown variant in ``sweep_variants``; else as :func:`paraphrase_canaries`.
     """
     from pe_kit.attack.variants import VARIANTS
     from pe_kit.run.presets import get_preset
