@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-PARAPHRASE_VARIANTS = ("paraphrase", "paraphrase-norm", "paraphrase-mu_eff")
+from pe_kit.attack.variants import PARAPHRASE_VARIANTS  # noqa: E402 (numpy only; after the path is set)
 
 
 class _Progress:

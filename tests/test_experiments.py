@@ -13,6 +13,9 @@ MECH = MechanismConfig(record_cap=16)
 def test_variants_and_slots():
     assert X.resolve_variants("all")[0] == "ordinary" and len(X.resolve_variants("all")) == 8
     assert X.resolve_variants("nonce, ordinary,nonce") == ["nonce", "ordinary"]
+    # what --set / get_preset hand over: a list of names, of comma strings, or ["all"]
+    assert X.resolve_variants(["all"]) == list(X.VARIANTS)
+    assert X.resolve_variants(["nonce,ordinary", "exact"]) == ["nonce", "ordinary", "exact"]
     with pytest.raises(ValueError, match="'bogus'"):
         X.resolve_variants(["bogus"])
     # real variants get disjoint blocks of canaries when the split holds them (paper: 40 = 8 × 5) …

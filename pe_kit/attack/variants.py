@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS", "ProbeDesign", "CanaryAssignment", "variant_objective",
+__all__ = ["VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS", "PARAPHRASE_VARIANTS", "resolve_variants", "ProbeDesign", "CanaryAssignment", "variant_objective",
            "canary_assignment", "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select",
            "design_ordinary", "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
 
@@ -40,6 +40,32 @@ VARIANTS = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu
             "nonce-mu_eff")
 REAL_VARIANTS = VARIANTS[:5]
 NONCE_VARIANTS = VARIANTS[5:]
+PARAPHRASE_VARIANTS = VARIANTS[2:5]  # the real variants whose probes come from a paraphrase pool Q (App. B)
+
+
+def resolve_variants(variants) -> list[str]:
+    """Variant names from a user's setting: ``"all"`` → the eight variants of Table 1; else a comma-separated
+    string, or a sequence of names or of such strings (``--set variants=a,b`` gives a list, and ``["all"]`` means
+    all). Order kept, duplicates dropped.
+
+    Args: variants: str or sequence of str.
+    Returns: list of names from ``VARIANTS``.
+    Raises:
+        ValueError: naming an unknown variant and listing the known ones, or for an empty setting.
+    """
+    items = [variants] if isinstance(variants, str) else list(variants)
+    names = [v.strip() for item in items for v in str(item).split(",") if v.strip()]
+    if names == ["all"]:
+        return list(VARIANTS)
+    out: list[str] = []
+    for v in names:
+        if v not in VARIANTS:
+            raise ValueError(f"variants contains {v!r}; use names from {VARIANTS} or 'all'")
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise ValueError("variants is empty; pass at least one of " + ", ".join(VARIANTS))
+    return out
 
 _NONCE_ALPHABET = np.array(list(string.ascii_letters + string.digits))
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pe_kit.attack.variants import VARIANTS
+from pe_kit.attack.variants import VARIANTS, resolve_variants  # resolve_variants: X.resolve_variants in notebooks
 from pe_kit.audit.moments import (
     aux_moments,
     llr_weights,
@@ -141,25 +141,6 @@ def world_for(config: StudyConfig, progress: bool = True) -> World:
         encoder = Encoder(config.model, max_seq_length=config.max_seq_length, progress=progress)
         _WORLDS[key] = build_world(config, encoder=encoder)
     return _WORLDS[key]
-
-
-def resolve_variants(variants: str | Sequence[str]) -> list[str]:
-    """``"all"`` → the eight variants of Table 1; else validate a list (order kept, duplicates dropped).
-
-    Raises:
-        ValueError: naming an unknown variant and listing the known ones.
-    """
-    if isinstance(variants, str):
-        variants = list(VARIANTS) if variants == "all" else [v.strip() for v in variants.split(",") if v.strip()]
-    out: list[str] = []
-    for v in variants:
-        if v not in VARIANTS:
-            raise ValueError(f"variants contains {v!r}; use names from {VARIANTS} or 'all'")
-        if v not in out:
-            out.append(v)
-    if not out:
-        raise ValueError("variants is empty; pass at least one of " + ", ".join(VARIANTS))
-    return out
 
 
 def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.attack.variants import ProbeDesign
+from pe_kit.attack.variants import PARAPHRASE_VARIANTS, ProbeDesign, resolve_variants
 from pe_kit.audit.canary import audit_canary
 from pe_kit.audit.trials import check_equal_populations
 from pe_kit.config import AuditConfig, MechanismConfig, check_param
@@ -319,17 +319,8 @@ def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
     return [int(seed), 3, int(content_hash("paraphrase-pool", str(canary_id))[:8], 16)]
 
 
-PARAPHRASE_VARIANTS = ("paraphrase", "paraphrase-norm", "paraphrase-mu_eff")
-
-
-def _names(value) -> tuple:
-    """A comma-separated string, or a sequence of names or of such strings → tuple of stripped names."""
-    items = [value] if isinstance(value, str) else list(value)
-    return tuple(v.strip() for item in items for v in str(item).split(",") if v.strip())
-
-
 def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
-                        variants=("paraphrase", "paraphrase-norm", "paraphrase-mu_eff"), seed: int = 0, *,
+                        variants=PARAPHRASE_VARIANTS, seed: int = 0, *,
                         data: str | None = None, fmt: str | None = None, overrides=None,
                         per_variant: int | None = None) -> list[tuple]:
     """The canaries whose paraphrase pools a preset builds, without embedding anything.
@@ -344,15 +335,16 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
         are those of that run (``scripts/paper_run.sh``). per_variant: canaries per variant (None = the preset's,
         as notebooks 02 and 04 audit; 1 = the Fig. 1 sweeps' canary, :func:`sweep_paraphrase_canaries`).
     Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)`` in audit order.
-    Raises: ValueError for an unknown preset or override, a variant that is not a paraphrase variant (only those
-        have pools), the paper preset without ``data``, or what ``split_users`` raises; DataError for unreadable
+    Raises: ValueError for an unknown preset or override, an unknown variant or one that is not a paraphrase variant
+        (only those have pools), the paper preset without ``data``, or what ``split_users`` raises; DataError for unreadable
         data.
     """
     from pe_kit.attack.variants import canary_assignment
     from pe_kit.data.loaders import load_corpus
     from pe_kit.run.presets import get_preset
 
-    arms, variants = _names(arms), _names(variants)
+    arms = tuple(a.strip() for a in arms.split(",") if a.strip()) if isinstance(arms, str) else tuple(arms)
+    variants = resolve_variants(variants)
     wrong = [v for v in variants if v not in PARAPHRASE_VARIANTS]
     if wrong:
         raise ValueError(f"variants={wrong} have no paraphrase pool; pass names from {PARAPHRASE_VARIANTS}")
@@ -383,16 +375,14 @@ def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str
         variant is swept.
     Raises: ValueError naming an unknown variant in ``sweep_variants``; else as :func:`paraphrase_canaries`.
     """
-    from pe_kit.attack.variants import VARIANTS
     from pe_kit.run.presets import get_preset
 
     P = get_preset(preset, overrides, data, fmt)
-    names = _names(P.sweep_variants)
-    names = VARIANTS if names == ("all",) else names
-    wrong = [v for v in names if v not in VARIANTS]
-    if wrong:  # notebook 05 refuses these too (experiments.resolve_variants)
-        raise ValueError(f"sweep_variants contains {wrong}; use names from {VARIANTS} or 'all'")
-    swept = tuple(dict.fromkeys(v for v in names if v in PARAPHRASE_VARIANTS))
+    try:  # the same reading as notebook 05's sweep (experiments.audit_variants → resolve_variants)
+        names = resolve_variants(P.sweep_variants)
+    except ValueError as exc:
+        raise ValueError(f"sweep_variants: {exc}") from None
+    swept = tuple(v for v in names if v in PARAPHRASE_VARIANTS)
     if not swept:
         return []
     return paraphrase_canaries(preset, (P.sweep_arm,), swept, seed, data=data, fmt=fmt, overrides=overrides,
