@@ -51,7 +51,7 @@ def main() -> None:
     from pe_kit.attack.bug_canaries import concentrated_design
     from pe_kit.audit.blackbox import implementation_scores, spec_statistic
     from pe_kit.pe.release_protocol import ReferenceRelease, reference_release
-    from pe_kit.run import implementation_audit as IA
+    from pe_kit.study import implementation_audit as IA
 
     from pe_kit.audit.accounting import epsilon_theory
 

@@ -12,7 +12,7 @@ import time
 
 import pandas as pd
 
-from pe_kit.run.one_run import idealised_rows
+from pe_kit.study.one_run import idealised_rows
 
 
 def main() -> None:

@@ -63,8 +63,8 @@ def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0) -> list[di
     """ε_lower of one frozen nonce design when N calibration and N test users are redrawn."""
     from pe_kit.audit.canary import audit_canary
     from pe_kit.config import AuditConfig, MechanismConfig
-    from pe_kit.run import experiments as X
-    from pe_kit.run.study import StudyConfig, canary_contribution
+    from pe_kit.study import experiments as X
+    from pe_kit.study.world import StudyConfig, canary_contribution
 
     cfg = StudyConfig(arm="long", n_canary=5, n_aux=100, n_calibration=200, n_test=200, bank="public",
                       bank_size=512, max_probes=8, max_seq_length=32, record_cap=8, seed=seed)

@@ -29,7 +29,7 @@ def main() -> None:
 
     from pe_kit.attack.variants import VARIANTS, canary_assignment
     from pe_kit.config import AuditConfig, MechanismConfig
-    from pe_kit.run.study import StudyConfig, audit_design, build_world, make_design
+    from pe_kit.study.world import StudyConfig, audit_design, build_world, make_design
     from pe_kit.text.encoder import Encoder
 
     t0 = time.perf_counter()

@@ -88,11 +88,11 @@ PARAM_TYPES: dict[str, ParamSpec] = {
     "reference_split": ParamSpec("str", choices=("aux", "calibration", "test")),
     "checkpoint_dir": ParamSpec("str", optional=True), "output_dir": ParamSpec("str"), "preset": ParamSpec("str"),
     "on_error": ParamSpec("str", choices=("raise", "skip")),
-    # paraphrase pool route (pe_kit.run.study.paraphrase_pool); None = pe_kit.run.study.DEFAULT_PARAPHRASER
+    # paraphrase pool route (pe_kit.study.world.paraphrase_pool); None = pe_kit.study.world.DEFAULT_PARAPHRASER
     "paraphraser": ParamSpec("str", optional=True, choices=("smollm2", "auto", "wordnet")),
     # notebook 07 (black-box implementation audits)
     "suite_trials": _I1, "ladder": ParamSpec("int", lo=1, many=True), "repeats": _I1, "repeat_trials": _I1,
-    # notebook 08 (one-run audit; None = pe_kit.run.one_run.DEFAULTS)
+    # notebook 08 (one-run audit; None = pe_kit.study.one_run.DEFAULTS)
     "one_run_qs": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True, optional=True),
     "probe_shares": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True, optional=True),
     "one_run_variants": ParamSpec("str", many=True, optional=True, choices=("nonce", "natural")),

@@ -28,7 +28,7 @@ def _cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_config():
-    from pe_kit.run.study import StudyConfig
+    from pe_kit.study.world import StudyConfig
 
     return StudyConfig(data=str(TINY_DATA), arm="long", n_canary=5, n_aux=20, n_calibration=25, n_test=25,
                        bank="bankA", bank_size=1024, max_probes=64, max_seq_length=32, record_cap=16, seed=0)
@@ -37,7 +37,7 @@ def tiny_config():
 @pytest.fixture(scope="session")
 def tiny_world(tiny_config):
     """A real-data World: 5 canaries, 20 aux, 20 calibration, 30 test users; p = 1024; MiniLM-L6 at 32 tokens."""
-    from pe_kit.run.study import build_world
+    from pe_kit.study.world import build_world
     from pe_kit.text.encoder import Encoder
 
     return build_world(tiny_config, encoder=Encoder(max_seq_length=32, progress=False))

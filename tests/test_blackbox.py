@@ -21,7 +21,7 @@ from pe_kit.pe.release_protocol import (
     user_records,
 )
 from pe_kit.report.results import epsilon_interval
-from pe_kit.run.implementation_audit import SUITE_DELTA, SUITE_MECHANISM, control_repeats, run_suite
+from pe_kit.study.implementation_audit import SUITE_DELTA, SUITE_MECHANISM, control_repeats, run_suite
 
 MECH = SUITE_MECHANISM
 SMALL = {"n_aux": 20, "n_calibration": 25, "n_test": 25, "bank_size": 64}

@@ -4,8 +4,8 @@ import pytest
 
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.report.results import StepCache
-from pe_kit.run import checks
-from pe_kit.run import experiments as X
+from pe_kit.study import checks
+from pe_kit.study import experiments as X
 
 MECH = MechanismConfig(record_cap=16)
 
@@ -112,7 +112,7 @@ def test_tightness_uses_the_engine(tiny_world):
 
 
 def test_paraphrase_examples_pair_each_probe_with_its_source(tiny_world):
-    from pe_kit.run.study import make_design
+    from pe_kit.study.world import make_design
 
     design = make_design(tiny_world, "paraphrase", 0, np.random.default_rng(0), pool_size=64)
     ex = X.paraphrase_examples(design, n=4)

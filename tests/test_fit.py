@@ -60,7 +60,7 @@ def test_data_errors_name_the_on_error_setting(tmp_path):
     assert parse_override("on_error=skip") == ("on_error", "skip")
     with pytest.raises(ValueError, match="on_error"):
         parse_override("on_error=ignore")
-    from pe_kit.run.study import StudyConfig
+    from pe_kit.study.world import StudyConfig
 
     cfg = StudyConfig(on_error="skip")  # passed to the loader, kept out of cache keys (same world either way)
     assert "on_error" not in cfg.as_dict() and cfg.on_error == "skip"

@@ -1,7 +1,7 @@
 """The package layout: stages import only downwards, no import cycles, modules stay small.
 
 The stages follow the flow of one audit (docs/architecture.md): base (config, cache) → data → text →
-pe → audit → attack → report → run. A module may import its own stage or any lower one — lazy
+pe → audit → attack → report → study → run. A module may import its own stage or any lower one — lazy
 imports inside functions count — and the module graph has no cycle.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "pe_kit"
-STAGES = ("base", "data", "text", "pe", "audit", "attack", "report", "run")
+STAGES = ("base", "data", "text", "pe", "audit", "attack", "report", "study", "run")
 MAX_LINES = 600
 
 
@@ -122,8 +122,8 @@ def test_checker_sees_cycles_and_upward_imports():
 
 def test_lazy_imports_are_seen():
     g = graph()
-    # run.multiround_study imports report.mauve inside a function body
-    assert "pe_kit.report.mauve" in g["pe_kit.run.multiround_study"]
+    # study.multiround_study imports report.mauve inside a function body
+    assert "pe_kit.report.mauve" in g["pe_kit.study.multiround_study"]
 
 
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: p.relative_to(PKG).as_posix())
@@ -140,7 +140,7 @@ def test_architecture_map_names_real_functions_and_every_equation():
     import re
 
     doc = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
-    cited = set(re.findall(r"`((?:data|text|pe|audit|attack|report|run)\.[a-z_]+(?:\.[A-Za-z_]+)+)`", doc))
+    cited = set(re.findall(r"`((?:data|text|pe|audit|attack|report|study|run)\.[a-z_]+(?:\.[A-Za-z_]+)+)`", doc))
     assert len(cited) > 40
     missing = []
     for ref in sorted(cited):

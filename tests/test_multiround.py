@@ -10,7 +10,7 @@ from pe_kit.audit.accounting import epsilon_theory, epsilon_theory_prefixes
 from pe_kit.audit.composed import RoundProblem, composed_audit, round_problems
 from pe_kit.audit.trials import ScalarProblem
 from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.run.multiround_study import multiround_study
+from pe_kit.study.multiround_study import multiround_study
 from pe_kit.text.generators.base import GenerationError
 from pe_kit.text.variation import (
     Feedback,

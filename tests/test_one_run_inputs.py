@@ -54,7 +54,7 @@ def test_one_run_study_names_probe_shares_when_no_canary_fits():
     # before: probe_shares=0.001 on p = 600 with k = 5 copies fits m = 0 canaries; every row was skipped and the
     # multi-trial design then failed with "n_canaries=0, records_per_canary=1, copies=5 must all be ≥ 1"
     from pe_kit.config import MechanismConfig
-    from pe_kit.run.one_run import one_run_study
+    from pe_kit.study.one_run import one_run_study
 
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
     with pytest.raises(ValueError, match=r"probe_shares=\[0\.001\].*copies=5.*p=600.*≥ 0\.00833"):
@@ -69,7 +69,7 @@ def test_one_run_study_marks_the_largest_share_when_two_shares_fit_the_same_m():
     # m = 60 rows. Before: the 0.505 row was dropped as a duplicate m and the kept row was marked largest_share=False,
     # so notebook 08's headline table (nonce rows at the largest share) held only the multi-trial row.
     from pe_kit.config import MechanismConfig
-    from pe_kit.run.one_run import one_run_study
+    from pe_kit.study.one_run import one_run_study
 
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
     rows = one_run_study(_study_world(), _params(probe_shares=[0.25, 0.5, 0.505]), mech)

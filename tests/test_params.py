@@ -46,7 +46,7 @@ def test_set_refuses_values_that_mean_something_else(text, words):
 
 
 def test_same_validation_in_configs_and_resolve_params(tmp_path):
-    from pe_kit.run.study import StudyConfig
+    from pe_kit.study.world import StudyConfig
 
     assert StudyConfig(n_test=1e3).n_test == 1000 and type(StudyConfig(n_test=1e3).n_test) is int
     for bad in (dict(n_test=True), dict(n_test=2.5), dict(arm="middle"), dict(max_seq_length=2), dict(data=3)):

@@ -15,6 +15,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pe_kit.text.generators import paraphrase_pools as PP
+from pe_kit.run import pool_canaries as PC
 from pe_kit.text.generators.base import SeededGenerator
 from pe_kit.text.generators.cached import CachedGenerator
 from pe_kit.text.generators.prompts import paraphrase_prompt
@@ -110,7 +111,7 @@ def _world(seed=0):
 
 def test_llm_route_picks_the_stored_pool_without_generating(tmp_path, monkeypatch):
     """generator="smollm2": a stored pool whose key matches (records, M, seed, SmolLM2 settings) is used as is."""
-    from pe_kit.run import study
+    from pe_kit.study import world as study
 
     llm = PP.llm_paraphraser()
     user = SimpleNamespace(user_id="u42", texts=tuple(RECORDS))
@@ -138,7 +139,7 @@ def test_llm_route_picks_the_stored_pool_without_generating(tmp_path, monkeypatc
 
 def test_auto_route_falls_back_to_wordnet_with_a_warning(tmp_path, monkeypatch):
     """generator="auto" never runs the LLM: a canary without a shipped pool gets the WordNet pool, flagged."""
-    from pe_kit.run import study
+    from pe_kit.study import world as study
     from pe_kit.text.generators import wordnet
 
     class RawFake(FakeLM):
@@ -167,16 +168,16 @@ def test_auto_route_falls_back_to_wordnet_with_a_warning(tmp_path, monkeypatch):
 
 def test_default_route_matches_shipped_pools():
     """While the default route is not 'wordnet', the shipped pools cover every quick-preset paraphrase canary."""
-    from pe_kit.run import study
+    from pe_kit.study import world as study
 
     assert study.DEFAULT_PARAPHRASER in PP.PARAPHRASERS
     shipped = PP.load_pools()
     if study.DEFAULT_PARAPHRASER == "wordnet":
         return
     spec = PP.pool_spec(PP.llm_paraphraser())
-    sweep = study.sweep_paraphrase_canaries("quick", seed=0)  # notebook 05's Fig. 1 canary: slot 4, short arm
+    sweep = PC.sweep_paraphrase_canaries("quick", seed=0)  # notebook 05's Fig. 1 canary: slot 4, short arm
     assert [(arm, vs) for arm, _, _, vs in sweep] == [("short", ["paraphrase-mu_eff"])]
-    for arm, cid, recs, _ in study.paraphrase_canaries("quick", ("long", "short"), seed=0) + sweep:
+    for arm, cid, recs, _ in PC.paraphrase_canaries("quick", ("long", "short"), seed=0) + sweep:
         assert PP.pool_key(recs, 512, study.paraphrase_pool_seed(0, cid), spec) in shipped, (arm, cid)
         entry = PP.find_pool(recs, 512, study.paraphrase_pool_seed(0, cid), spec)  # sources in range, no verbatim
         assert entry is not None and max(entry["sources"]) < len(recs) and len(set(entry["sources"])) == len(recs)
@@ -215,12 +216,12 @@ def test_edited_pool_entries_are_refused(tmp_path):
 
 def test_auto_route_ignores_the_installed_model_file(monkeypatch):
     """auto only reads shipped text: another installed SmolLM2 file does not push it to WordNet (smollm2 checks it)."""
-    from pe_kit.run import study
+    from pe_kit.study import world as study
 
     shipped = PP.load_pools()
     if not shipped:
         pytest.skip("no shipped pools")
-    arm, cid, recs, _ = study.paraphrase_canaries("quick", ("long",), seed=0)[0]
+    arm, cid, recs, _ = PC.paraphrase_canaries("quick", ("long",), seed=0)[0]
     monkeypatch.setattr(study, "_installed_model", lambda llm: "sha256:another-model-file")
     user = SimpleNamespace(user_id=cid, texts=tuple(recs))
     texts, _, _, info = study.paraphrase_pool(_world(), user, 512, generator="auto")
@@ -228,7 +229,7 @@ def test_auto_route_ignores_the_installed_model_file(monkeypatch):
 
 
 def test_a_non_generator_is_refused_by_name():
-    from pe_kit.run import study
+    from pe_kit.study import world as study
 
     for bad in (0, b"auto", False):
         with pytest.raises(ValueError, match="generator=.*neither a route name"):
@@ -237,10 +238,10 @@ def test_a_non_generator_is_refused_by_name():
 
 def test_paraphrase_canaries_are_the_audited_ones():
     """Slots 10–24 of the quick preset's canary split (5 each for paraphrase, -norm, -mu_eff; §2), same ids per arm."""
-    from pe_kit.run import study
-    from pe_kit.run.experiments import canary_slots
+    from pe_kit.study import world as study
+    from pe_kit.study.experiments import canary_slots
 
-    rows = study.paraphrase_canaries("quick", ("long",), seed=0)
+    rows = PC.paraphrase_canaries("quick", ("long",), seed=0)
     assert len(rows) == 15 and all(len(r[2]) == 64 for r in rows)
     assert [r[3] for r in rows] == [[v] for v in ("paraphrase", "paraphrase-norm", "paraphrase-mu_eff") for _ in range(5)]
     assert [s for v in ("paraphrase", "paraphrase-norm", "paraphrase-mu_eff") for s in canary_slots(v, 5, 25)] == \
@@ -259,9 +260,9 @@ def test_paraphrase_canaries_of_the_paper_run_are_the_ones_it_audited(arm, overr
     import csv
     from pathlib import Path
 
-    from pe_kit.run import study
+    from pe_kit.study import world as study
 
-    rows = study.paraphrase_canaries("paper", (arm,), seed=0, data=str(_FULL_BLOGS), fmt="blogs",
+    rows = PC.paraphrase_canaries("paper", (arm,), seed=0, data=str(_FULL_BLOGS), fmt="blogs",
                                      overrides=overrides)
     listed = {(vs[0], cid) for _, cid, _, vs in rows}
     committed = Path(__file__).resolve().parents[1] / "docs" / "paper_run" / arm / "results.csv"
@@ -285,10 +286,10 @@ def test_sweep_canary_of_the_paper_run_is_the_one_it_audited():
     import csv
     from pathlib import Path
 
-    from pe_kit.run import study
-    from pe_kit.run.experiments import canary_slots
+    from pe_kit.study import world as study
+    from pe_kit.study.experiments import canary_slots
 
-    rows = study.sweep_paraphrase_canaries("paper", seed=0, data=str(_FULL_BLOGS), fmt="blogs")
+    rows = PC.sweep_paraphrase_canaries("paper", seed=0, data=str(_FULL_BLOGS), fmt="blogs")
     assert [(arm, cid, vs) for arm, cid, _, vs in rows] == [("short", "3632402", ["paraphrase-mu_eff"])]
     assert canary_slots("paraphrase-mu_eff", 1, 25) == [4] and 4 in canary_slots("ordinary", 5, 25)
     committed = Path(__file__).resolve().parents[1] / "docs" / "paper_run" / "checks" / "results.csv"
@@ -340,8 +341,8 @@ def test_shipped_pools_are_what_the_generator_makes():
 
 def test_paraphrase_examples_show_the_shipped_llm_rewrite_beside_the_probe(tmp_path, monkeypatch):
     """Notebook 02's table: source record, the design's probe, and the same record's shipped SmolLM2 rewrite."""
-    from pe_kit.run import experiments as X
-    from pe_kit.run import study
+    from pe_kit.study import experiments as X
+    from pe_kit.study import world as study
 
     llm = PP.llm_paraphraser()
     seed = study.paraphrase_pool_seed(0, "u7")
@@ -383,7 +384,7 @@ def test_llm_pool_entries_regenerate_one_at_a_time():
 def test_try_design_hands_the_paraphrase_route_to_make_design(monkeypatch):
     """``try_design(..., generator=...)`` (used by benchmarks/fidelity_mu_eff.py --paraphraser) reaches make_design;
     without it make_design gets no generator and uses DEFAULT_PARAPHRASER."""
-    from pe_kit.run import experiments as X
+    from pe_kit.study import experiments as X
 
     calls = []
     monkeypatch.setattr(X, "make_design", lambda *a, **k: calls.append(k) or "design")
@@ -394,14 +395,14 @@ def test_try_design_hands_the_paraphrase_route_to_make_design(monkeypatch):
 
 def test_canary_listings_refuse_names_without_a_pool():
     """Only paraphrase variants have pools; a misspelt sweep variant is refused by name, as notebook 05 refuses it."""
-    from pe_kit.run import study
+    from pe_kit.study import world as study
 
     with pytest.raises(ValueError, match=r"variants=\['exact'\] have no paraphrase pool"):
-        study.paraphrase_canaries("quick", ("short",), ("paraphrase-mu_eff", "exact"))
+        PC.paraphrase_canaries("quick", ("short",), ("paraphrase-mu_eff", "exact"))
     with pytest.raises(ValueError, match=r"sweep_variants: variants contains 'paraphrase-mueff'"):
-        study.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": ("ordinary", "paraphrase-mueff")})
+        PC.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": ("ordinary", "paraphrase-mueff")})
     # a comma-separated string names the same variants as the tuple; repeats count once
-    a = study.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": "nonce,paraphrase-mu_eff,paraphrase-mu_eff"})
-    b = study.sweep_paraphrase_canaries("quick")
+    a = PC.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": "nonce,paraphrase-mu_eff,paraphrase-mu_eff"})
+    b = PC.sweep_paraphrase_canaries("quick")
     assert [(arm, cid, vs) for arm, cid, _, vs in a] == [(arm, cid, vs) for arm, cid, _, vs in b]
-    assert study.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": ("ordinary", "nonce")}) == []
+    assert PC.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": ("ordinary", "nonce")}) == []

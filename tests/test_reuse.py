@@ -119,7 +119,7 @@ def test_done_marker_key_follows_data_bank_and_model_bytes(tmp_path):
 def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path, monkeypatch):
     """Shipping (or replacing) the SmolLM2 pools changes every done-marker key and the step key of paraphrase
     variants, never the key of other variants: results made with a WordNet fallback are not reused."""
-    from pe_kit.run import experiments as X
+    from pe_kit.study import experiments as X
     from pe_kit.run.reproduce import marker_key
     from pe_kit.text.generators import paraphrase_pools as PP
 
@@ -141,7 +141,7 @@ def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path
     assert X._route_key("ordinary", "wordnet") == X._route_key("nonce", "auto") == ()
     assert X._route_key("paraphrase", "wordnet") != X._route_key("paraphrase", "auto")
     # None is the default route, keyed as what it resolves to; generator objects by name and settings
-    from pe_kit.run.study import DEFAULT_PARAPHRASER
+    from pe_kit.study.world import DEFAULT_PARAPHRASER
     from pe_kit.text.generators.wordnet import WordNetParaphraser
 
     assert X._route_key("paraphrase", None) == X._route_key("paraphrase", DEFAULT_PARAPHRASER)
@@ -150,7 +150,7 @@ def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path
 
 # ------------------------------------------------------------------------------------------ step caches
 def test_world_fingerprint_follows_data_and_bank_bytes(tmp_path, tiny_config):
-    from pe_kit.run.study import input_digests, world_fingerprint
+    from pe_kit.study.world import input_digests, world_fingerprint
 
     data = tmp_path / "mydata.jsonl.gz"
     shutil.copy(TINY, data)
@@ -172,7 +172,7 @@ def test_world_fingerprint_follows_data_and_bank_bytes(tmp_path, tiny_config):
 
 def test_step_cache_recomputes_when_the_world_content_changes(tiny_world, tmp_path):
     from pe_kit.report.results import StepCache
-    from pe_kit.run import experiments as X
+    from pe_kit.study import experiments as X
 
     assert len(X.world_key(tiny_world)) == 64
     cache = StepCache(tmp_path / ".steps")

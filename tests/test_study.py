@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from pe_kit.config import AuditConfig, MechanismConfig
-from pe_kit.run.study import audit_design, make_design
+from pe_kit.study.world import audit_design, make_design
 
 MECH = MechanismConfig(record_cap=16)
 
@@ -36,8 +36,8 @@ def test_same_seed_same_row(tiny_world):
 def test_calibration_and_test_are_distinct_users_of_equal_size_never_resampled(tiny_world, monkeypatch):
     """Issue 11: the threshold is calibrated on N distinct calibration users and evaluated on N distinct test users,
     disjoint from each other and from aux and canaries; audit_design hands the audit exactly those users' rows."""
-    import pe_kit.run.study as study
-    from pe_kit.run.study import StudyConfig
+    import pe_kit.study.world as study
+    from pe_kit.study.world import StudyConfig
 
     s = tiny_world.splits
     cal, test = list(s.calibration), list(s.test)

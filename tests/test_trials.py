@@ -11,7 +11,7 @@ from pe_kit.audit.trials import (
     simulate_scores_full,
 )
 from pe_kit.config import MechanismConfig
-from pe_kit.run.study import canary_contribution, make_design
+from pe_kit.study.world import canary_contribution, make_design
 
 
 def test_background_sums_exact_moments(rng):

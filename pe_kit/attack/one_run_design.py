@@ -15,7 +15,7 @@ user routes to them); ``natural`` — records of real users (background users wh
 on the block too, as for the paper's ``exact`` variant).
 
 Each canary is then inserted into the population independently with probability ½ (Steinke et al. 2023, §2),
-on top of the mechanism's own Poisson participation q (App. E.2): ``pe_kit.run.one_run`` does that.
+on top of the mechanism's own Poisson participation q (App. E.2): ``pe_kit.study.one_run`` does that.
 """
 from __future__ import annotations
 

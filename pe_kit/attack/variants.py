@@ -17,7 +17,7 @@ nonce-mu_eff        synthetic       Alg. B.1 on the nonce pool, J_μeff
 
 Probe t of an active variant is written to bank position ρ_t (App. B); the completed bank is frozen
 in a ``ProbeDesign`` before any trial. The greedy search itself lives in ``pe_kit.attack.selection``; the
-study-level glue (pools from a generator, Σ̂_Q from aux users) is ``pe_kit.run.study.make_design``.
+study-level glue (pools from a generator, Σ̂_Q from aux users) is ``pe_kit.study.world.make_design``.
 
 Canaries per variant (``canary_assignment``): "each attack is evaluated on an independently selected
 set of five canaries" (§2). The canary split is a seeded draw disjoint from aux, calibration and test

@@ -139,7 +139,7 @@ class Population:
 
     @classmethod
     def from_world(cls, world, split: str) -> "Population":
-        """The ``split`` users of a ``pe_kit.run.study.World`` (``aux``, ``calibration``, ``test``, ``canary``)."""
+        """The ``split`` users of a ``pe_kit.study.world.World`` (``aux``, ``calibration``, ``test``, ``canary``)."""
         rec = world.records.get(split)
         if rec is None:
             raise ValueError(f"split={split!r} is not in the world; use one of {sorted(world.records)}")

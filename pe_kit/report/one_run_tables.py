@@ -3,7 +3,7 @@ audits of one PE release beside the multi-trial audit, and the one-run bounds on
 repeats.
 
 Rows come from ``pe_kit.audit.one_run_checks.published_checks`` (experiment ``one_run_published``) and
-``pe_kit.run.one_run`` (``one_run_rows``, ``multi_trial_row``, ``idealised_rows``): ε_lower of
+``pe_kit.study.one_run`` (``one_run_rows``, ``multi_trial_row``, ``idealised_rows``): ε_lower of
 Steinke et al. (2023) and ε_lower / μ_lower of the f-DP audit (Mahloujifar et al., ICML 2025) with the attaining
 (k₊, k₋) and their counts. ``pe_kit.report.results.summary_markdown`` renders them (counts print as integers).
 """

@@ -163,7 +163,7 @@ def plot_design(df: pd.DataFrame):
 def plot_score_distributions(data: Mapping[str, Mapping]):
     """Per design: histograms of ℓ under H0 and under fixed inclusion, with N(∓μ²/2, μ²) overlaid (Eqs. 16–17).
 
-    Args: data as returned by ``pe_kit.run.checks.llr_checks`` (variant → {mu, h0, inc, ...}). Returns Figure.
+    Args: data as returned by ``pe_kit.study.checks.llr_checks`` (variant → {mu, h0, inc, ...}). Returns Figure.
     """
     n = max(1, len(data))
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.4), squeeze=False)
@@ -357,7 +357,7 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
 def plot_encoder_ablation(df: pd.DataFrame):
     """Table 3 analogue: per variant, one bar per encoder (max ε_lower over canaries) and a dot per canary.
 
-    Args: rows of ``pe_kit.run.experiments.encoder_ablation`` (``variant, study_model, epsilon_lower``,
+    Args: rows of ``pe_kit.study.experiments.encoder_ablation`` (``variant, study_model, epsilon_lower``,
     optional ``epsilon_theory``, ``trials``). Returns Figure.
     Raises: ValueError when fewer than two encoders are in ``df`` (the message is
     ``pe_kit.text.models.encoder_ablation_note``: which encoders are missing and how to install them).
@@ -427,7 +427,7 @@ def plot_multiround(df: pd.DataFrame, audit: pd.DataFrame | None = None, gain: p
     users), δ, the trials and the audited canary.
 
     Args:
-        df: rows of ``pe_kit.run.multiround_study.multiround_study`` after ``results.tidy`` (``round, mauve_mean``
+        df: rows of ``pe_kit.study.multiround_study.multiround_study`` after ``results.tidy`` (``round, mauve_mean``
             and the settings ``mech_noise_multiplier, mech_sample_rate, study_n_test``; optional ``arm``
             ("dp"/"control") and ``pe_seed``: MAUVE is then the mean ± sd over PE seeds per arm, else ± ``mauve_sd``).
         audit: ``MultiroundResult.audit`` rows (``releases, epsilon_theory, epsilon_lower_frozen`` and optional
@@ -513,7 +513,7 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
     by verdict; and (if given) the trials each violation needed to be flagged (log scale).
 
     Args:
-        df: rows of ``run.implementation_audit.run_suite`` (``implementation, design, epsilon_lower,
+        df: rows of ``study.implementation_audit.run_suite`` (``implementation, design, epsilon_lower,
             epsilon_ci_low, epsilon_ci_high, epsilon_theory, violation, expected_violation``).
         needed: rows of ``trials_needed_rows`` (``implementation, trials_needed``), or None.
 

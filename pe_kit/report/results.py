@@ -29,7 +29,7 @@ __all__ = ["StepCache", "tidy", "write_rows", "read_rows", "collect", "markdown_
            "pool_generator_note", "population_shift_table", "SHIFT_COLUMNS",
            "summary_markdown", "truncation_table", "RUN_COLUMNS"]
 
-#: What makes an LLR-check row (``pe_kit.run.checks.llr_checks``, column ``rule``) pass, in words.
+#: What makes an LLR-check row (``pe_kit.study.checks.llr_checks``, column ``rule``) pass, in words.
 LLR_RULES = {"close": "abs(observed − expected) ≤ tolerance", "at_most": "at most: observed ≤ tolerance",
              "at_least": "at least: observed ≥ tolerance"}
 

@@ -61,12 +61,12 @@ def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Add ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from the test confusion counts.
 
     Needs columns ``test_true_pos``, ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``
-    (as written by ``pe_kit.run.study.audit_design``). Returns a copy. Raises ValueError naming a missing column.
+    (as written by ``pe_kit.study.world.audit_design``). Returns a copy. Raises ValueError naming a missing column.
     """
     need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
     missing = [c for c in need if c not in df.columns]
     if missing:
-        raise ValueError(f"add_epsilon_interval needs columns {missing}; pass rows from pe_kit.run.study.audit_design")
+        raise ValueError(f"add_epsilon_interval needs columns {missing}; pass rows from pe_kit.study.world.audit_design")
     out = df.copy()
     lo, pt, hi = [], [], []
     for r in out.itertuples(index=False):
@@ -122,7 +122,7 @@ def dropped_note(table: pd.DataFrame) -> str:
 def pool_generator_note(df: pd.DataFrame) -> str:
     """One sentence saying which generator made the candidate pools of the paraphrase variants' canaries, e.g.
     ``"Paraphrase pools: paraphrase 5 × smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``,
-    from the audit rows' ``pool_generator`` / ``pool_source`` (``pe_kit.run.study.audit_design``); ``""`` when no
+    from the audit rows' ``pool_generator`` / ``pool_source`` (``pe_kit.study.world.audit_design``); ``""`` when no
     paraphrase row carries them (runs before these columns existed)."""
     if "pool_generator" not in df.columns or "variant" not in df.columns:
         return ""
@@ -221,7 +221,7 @@ def population_shift_table(df: pd.DataFrame, flagged_only: bool = False) -> pd.D
     are disjoint: the test population sees another FPR than the one the threshold was chosen on).
 
     Args:
-        df: audit rows carrying ``SHIFT_COLUMNS`` (as written by ``pe_kit.run.study.audit_design``), plus
+        df: audit rows carrying ``SHIFT_COLUMNS`` (as written by ``pe_kit.study.world.audit_design``), plus
             ``study_arm``, ``bank_source``, ``variant``, ``canary_id``, ``calibration_epsilon``, ``epsilon_lower``
             where present.
         flagged_only: keep only the flagged canaries.
@@ -268,7 +268,7 @@ def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per distinct world of a run (arm, bank, encoder, token cap) with its truncation counts.
 
     Reads the ``token_cap``, ``records_truncated`` / ``records_total``, ``bank_truncated`` / ``bank_total``
-    columns that ``pe_kit.run.study.truncation_fields`` puts on every audit row. Returns an empty frame when
+    columns that ``pe_kit.study.world.truncation_fields`` puts on every audit row. Returns an empty frame when
     the rows carry no counts.
     """
     if df is None or df.empty or "token_cap" not in df.columns:

@@ -1,6 +1,6 @@
-"""Stage 7 — runs: studies, the notebooks' steps, presets, the papermill runner and the ``pe-kit`` CLI.
+"""Stage 8 — runs: presets, the papermill runner and the ``pe-kit`` CLI (the library they drive is ``pe_kit.study``).
 
-Modules: ``study`` (a World and designs, end-to-end rows), ``experiments`` and ``checks`` (the notebooks'
-steps), ``multiround_study`` (Fig. 2), ``implementation_audit`` (the seeded-bug suite, notebook 07), ``presets``,
-``reproduce`` (papermill), ``cli``.
+Modules: ``presets``, ``fit`` (fitting sizes to own data, size warnings), ``preflight`` (checks before any
+notebook runs), ``pool_canaries`` (the canaries a preset's paraphrase pools are built for), ``reproduce``
+(papermill), ``cli``.
 """

@@ -37,7 +37,7 @@ class Preset:
     ``n_aux``, ``n_calibration``, ``n_test`` (N), ``bank_size`` (p), ``max_probes`` (r), ``pool_size`` (M,
     candidate pool of the paraphrase and nonce variants), ``paraphraser`` (how the paraphrase variants' pools are
     made: ``auto`` = the shipped SmolLM2 pool, WordNet where none matches; ``smollm2`` = SmolLM2 rewrites, shipped
-    or generated; ``wordnet`` = synonym swaps; None = ``pe_kit.run.study.DEFAULT_PARAPHRASER``), ``model``,
+    or generated; ``wordnet`` = synonym swaps; None = ``pe_kit.study.world.DEFAULT_PARAPHRASER``), ``model``,
     ``max_seq_length`` (token cap of the encoder; None = model default), ``variants`` (``"all"`` or names),
     ``on_error`` (``raise``: a malformed line of the data file stops the run, naming file and line; ``skip``:
     such lines are counted in the corpus report and dropped).
@@ -169,7 +169,7 @@ NOTEBOOK_KEYS: dict[str, tuple] = {
     "05_ablations": _COMMON + ("arm", "bank", "paraphraser", "sweep_arm", "sweep_variants", "sigmas", "qs",
                                "sweep_trials", "encoders", "encoder_variants", "encoder_per_variant",
                                "tightness_variant", "tightness_trials"),
-    # notebook 08's own keys live in ``Preset.extra["08_one_run_audit"]`` (None = ``pe_kit.run.one_run.DEFAULTS``)
+    # notebook 08's own keys live in ``Preset.extra["08_one_run_audit"]`` (None = ``pe_kit.study.one_run.DEFAULTS``)
     "08_one_run_audit": _COMMON + ("arm", "bank", "one_run_qs", "probe_shares", "one_run_variants", "copies",
                                    "idealised_ms", "idealised_repeats", "published_repeats", "published_sigmas"),
 }

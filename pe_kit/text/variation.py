@@ -311,7 +311,7 @@ def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | 
     (file order). With ``max_texts`` a uniform subset (kept in that order) is drawn from ``rng``.
 
     Args:
-        world: a ``pe_kit.run.study.World``. max_texts: cap (None = all). rng: required with max_texts.
+        world: a ``pe_kit.study.world.World``. max_texts: cap (None = all). rng: required with max_texts.
         include_bank_source: add the bank source's unused texts.
         include_public_users: add the records of users in no split (same corpus as the private data).
 

@@ -61,7 +61,7 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
     banks) of ``design``'s canary.
 
     Args:
-        world: ``pe_kit.run.study.World``. design: ``ProbeDesign`` (its canary is audited; its probes are
+        world: ``pe_kit.study.world.World``. design: ``ProbeDesign`` (its canary is audited; its probes are
             kept in every bank). generator: variation generator (never sees private or reference text).
         mechanism, pe, audit: settings (paper Fig. 2: T=6, q=0.1, σ=1.1088, δ=1e-5). ``pe.retention`` is
             overridden per arm.

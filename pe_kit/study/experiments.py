@@ -30,7 +30,7 @@ from pe_kit.audit.moments import (
 from pe_kit.audit.trials import check_equal_populations, scalar_problem
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.report.results import StepCache
-from pe_kit.run.study import (
+from pe_kit.study.world import (
     StudyConfig,
     World,
     audit_design,
@@ -48,7 +48,7 @@ __all__ = ["code_hash", "world_key", "study_config", "world_for", "resolve_varia
 REAL_VARIANTS = tuple(v for v in VARIANTS if not v.startswith("nonce"))
 NONCE_VARIANTS = tuple(v for v in VARIANTS if v.startswith("nonce"))
 _NOT_NUMERIC = {"run/cli.py", "report/widgets.py", "report/plots.py", "run/reproduce.py", "report/results.py",
-                "run/experiments.py", "run/presets.py"}  # presets reach the numbers as parameters, keyed separately
+                "study/experiments.py", "run/presets.py"}  # presets reach the numbers as parameters, keyed separately
 
 
 @lru_cache(maxsize=1)
@@ -68,11 +68,11 @@ def code_hash() -> str:
 
 
 def world_key(world: World) -> str:
-    """The world's content key (``World.fingerprint``; computed by ``pe_kit.run.study.world_fingerprint``
+    """The world's content key (``World.fingerprint``; computed by ``pe_kit.study.world.world_fingerprint``
     for a ``World`` built by hand). Part of every step-cache key: the data and bank bytes, the bank texts and
     the encoder's model files, never their paths alone."""
     if not world.fingerprint:
-        from pe_kit.run.study import world_fingerprint
+        from pe_kit.study.world import world_fingerprint
 
         world.fingerprint = world_fingerprint(world.config, world.bank_texts, world.encoder)
     return world.fingerprint
@@ -127,12 +127,12 @@ _WORLDS: dict[tuple, World] = {}
 def world_for(config: StudyConfig, progress: bool = True) -> World:
     """Build (or reuse, within this process) the ``World`` of ``config``; embeddings come from the disk cache.
 
-    The in-process reuse is keyed by ``config`` *and* ``pe_kit.run.study.input_digests(config)``, so a data or
+    The in-process reuse is keyed by ``config`` *and* ``pe_kit.study.world.input_digests(config)``, so a data or
     bank file rewritten during a notebook session is reloaded.
 
-    Raises what ``pe_kit.run.study.build_world`` raises (too few users, a bank smaller than ``bank_size`` …).
+    Raises what ``pe_kit.study.world.build_world`` raises (too few users, a bank smaller than ``bank_size`` …).
     """
-    from pe_kit.run.study import input_digests
+    from pe_kit.study.world import input_digests
 
     key = (config, tuple(sorted(input_digests(config).items())))
     if key not in _WORLDS:
@@ -171,7 +171,7 @@ def _route_key(variant: str, generator) -> tuple:
     if not variant.startswith("paraphrase"):
         return ()
     from pe_kit.cache import content_hash
-    from pe_kit.run.study import DEFAULT_PARAPHRASER, _installed_model
+    from pe_kit.study.world import DEFAULT_PARAPHRASER, _installed_model
 
     route = DEFAULT_PARAPHRASER if generator is None else generator
     if route == "smollm2":
@@ -204,8 +204,8 @@ def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechani
 
     ``reason`` starts with ``"not implemented"`` (the variant does not exist in this pe_kit) or
     ``"pool shortfall"`` (this canary's records admit too few distinct candidates); other errors propagate.
-    ``generator``: paraphrase route for the paraphrase variants (``pe_kit.run.study.paraphrase_pool``; None: the
-    default, ``pe_kit.run.study.DEFAULT_PARAPHRASER``).
+    ``generator``: paraphrase route for the paraphrase variants (``pe_kit.study.world.paraphrase_pool``; None: the
+    default, ``pe_kit.study.world.DEFAULT_PARAPHRASER``).
     """
     from pe_kit.text.generators.base import PoolShortfallError
 
@@ -234,11 +234,11 @@ def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechani
         mechanism: k, C, σ, q used by the design (μ_eff variants freeze Σ̂_Q with it); default: paper values.
         pool_size: M, candidate pool of paraphrase / nonce variants (default 512, App. B).
         generator: paraphrase route (``"auto"``, ``"smollm2"``, ``"wordnet"``, a generator object; None =
-            ``pe_kit.run.study.DEFAULT_PARAPHRASER``).
+            ``pe_kit.study.world.DEFAULT_PARAPHRASER``).
 
     Returns:
         ``ProbeDesign``, or None (with a warning) when the variant is not implemented (``NotImplementedError``
-        from ``pe_kit.run.study.make_design``) or the canary's candidate pool falls short
+        from ``pe_kit.study.world.make_design``) or the canary's candidate pool falls short
         (``pe_kit.text.generators.base.PoolShortfallError``: e.g. records too short for enough distinct paraphrases),
         so notebooks run with whatever designs exist. Other errors propagate.
     """
@@ -255,7 +255,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
     vote mass on P), ``canary_norm`` (‖v_P‖₂ ≤ C), ``canary_norm_full`` (‖v‖₂), ``clip_norm``,
     ``mu_eff`` (with Σ̂ from the aux users, N = n_test), ``mu_eff_ceiling`` (1/σ),
     ``background_voters`` (test users with any vote on P), ``background_vote_share`` (mean share of a
-    test user's mass on P), and the world's truncation counts (``pe_kit.run.study.truncation_fields``).
+    test user's mass on P), and the world's truncation counts (``pe_kit.study.world.truncation_fields``).
     """
     v_full = canary_contribution(world, design, mechanism)
     coords = np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64)
@@ -296,10 +296,10 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
         design_mechanism: settings the designs are built with (default ``mechanism``; sweeps keep one frozen
             design per canary while the audited mechanism varies). pool_size: M of the candidate pools.
         generator: paraphrase route of the paraphrase variants' pools (``"auto"``, ``"smollm2"``, ``"wordnet"``;
-            None = ``pe_kit.run.study.DEFAULT_PARAPHRASER``); part of each step's cache key.
+            None = ``pe_kit.study.world.DEFAULT_PARAPHRASER``); part of each step's cache key.
 
     Returns:
-        (rows, skipped): each row is ``pe_kit.run.study.audit_design``'s plus ``canary_slot``, ``canary_index``,
+        (rows, skipped): each row is ``pe_kit.study.world.audit_design``'s plus ``canary_slot``, ``canary_index``,
         ``seed``, ``salt`` and ``extra``; ``skipped`` names unimplemented variants (``"paraphrase"``) and
         canaries whose design failed on a pool shortfall (``"paraphrase#2: pool shortfall: …"``).
     """
@@ -428,7 +428,7 @@ def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: Aud
     Returns:
         (calibration ScalarProblem, test ScalarProblem, coords int64 (|P|,)).
     """
-    from pe_kit.run.study import SPLITS
+    from pe_kit.study.world import SPLITS
 
     v_full = canary_contribution(world, design, mechanism)
     coords = np.sort(np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64))
@@ -556,7 +556,7 @@ def paraphrase_examples(design, n: int = 5, world: World | None = None):
 
 def _shipped_llm_pool(world: World, design) -> dict | None:
     """The shipped SmolLM2 pool of ``design``'s canary in ``world`` (same records, M and pool seed), or None."""
-    from pe_kit.run.study import paraphrase_pool_seed
+    from pe_kit.study.world import paraphrase_pool_seed
     from pe_kit.text.generators.paraphrase_pools import find_pool, llm_paraphraser, pool_spec
 
     size = int(design.info.get("pool_size", 0))

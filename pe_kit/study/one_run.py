@@ -79,8 +79,8 @@ def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copi
     """The frozen multi-canary design of ``variant`` on ``world``'s bank, seeded by (seed, variant, m).
 
     Args:
-        world: the study (``run.study.World``; notebook 08 builds it with
-            ``run.experiments.world_for(run.experiments.study_config(params))``). variant: ``"nonce"`` or
+        world: the study (``study.world.World``; notebook 08 builds it with
+            ``study.experiments.world_for(study.experiments.study_config(params))``). variant: ``"nonce"`` or
             ``"natural"`` (real users from ``natural_candidates``). n_canaries: m, at most
             ``largest_m(p, 1.0, copies, records_per_canary)``. seed: root seed. copies: copies of each record in its
             block (k puts every vote on the block). records_per_canary: records per canary.
@@ -109,7 +109,7 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
     """Make one PE release with the design's canaries inserted w.p. ½ each, score every canary, bound ε.
 
     Args:
-        world: the study (``run.study.World``): test users form the population, aux users give the moments.
+        world: the study (``study.world.World``): test users form the population, aux users give the moments.
         design: the frozen ``OneRunDesign`` (its bank size must be the world's p).
         mechanism: k, C, σ, q. rng: the only randomness (inclusion, participation, noise).
         delta, alpha: δ and the family-wise level over the (k₊, k₋) pairs. shrinkage, ridge: Eqs. 33, 35.

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.attack.variants import PARAPHRASE_VARIANTS, ProbeDesign, resolve_variants
+from pe_kit.attack.variants import ProbeDesign
 from pe_kit.audit.canary import audit_canary
 from pe_kit.audit.trials import check_equal_populations
 from pe_kit.config import AuditConfig, MechanismConfig, check_param
@@ -157,7 +157,7 @@ def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None =
     """Content key of a ``World`` (64 hex): its settings, :func:`input_digests`, the bank texts themselves
     (covers generated banks) and the encoder's identity (model file digest and token cap).
 
-    Every step cache of ``pe_kit.run.experiments`` keys on it, so a corpus or bank rewritten in place, or
+    Every step cache of ``pe_kit.study.experiments`` keys on it, so a corpus or bank rewritten in place, or
     another model under the same folder name, recomputes the steps.
     """
     from pe_kit.cache import content_hash
@@ -317,76 +317,6 @@ def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
     from pe_kit.cache import content_hash
 
     return [int(seed), 3, int(content_hash("paraphrase-pool", str(canary_id))[:8], 16)]
-
-
-def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
-                        variants=PARAPHRASE_VARIANTS, seed: int = 0, *,
-                        data: str | None = None, fmt: str | None = None, overrides=None,
-                        per_variant: int | None = None) -> list[tuple]:
-    """The canaries whose paraphrase pools a preset builds, without embedding anything.
-
-    The same draw as :func:`build_world` (``load_corpus``, ``make_arm`` then the seeded ``split_users`` with the
-    preset's sizes) and the same slots as the audit (``attack.variants.canary_assignment``); a canary audited by
-    several variants (wrapped slots) is listed once per arm.
-
-    Args: preset: name in ``pe_kit.run.presets.PRESETS``. arms: data arms. variants: real-canary variants.
-        seed: study seed. data, fmt, overrides: as ``pe-kit reproduce --data / --format / --set`` (None = the
-        preset's own; the paper run's parts pass e.g. ``{"n_test": 600, "n_calibration": 600}``), so the canaries
-        are those of that run (``scripts/paper_run.sh``). per_variant: canaries per variant (None = the preset's,
-        as notebooks 02 and 04 audit; 1 = the Fig. 1 sweeps' canary, :func:`sweep_paraphrase_canaries`).
-    Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)`` in audit order.
-    Raises: ValueError for an unknown preset or override, an unknown variant or one that is not a paraphrase variant
-        (only those have pools), the paper preset without ``data``, or what ``split_users`` raises; DataError for unreadable
-        data.
-    """
-    from pe_kit.attack.variants import canary_assignment
-    from pe_kit.data.loaders import load_corpus
-    from pe_kit.run.presets import get_preset
-
-    arms = tuple(a.strip() for a in arms.split(",") if a.strip()) if isinstance(arms, str) else tuple(arms)
-    variants = resolve_variants(variants)
-    wrong = [v for v in variants if v not in PARAPHRASE_VARIANTS]
-    if wrong:
-        raise ValueError(f"variants={wrong} have no paraphrase pool; pass names from {PARAPHRASE_VARIANTS}")
-    P = get_preset(preset, overrides, data, fmt)
-    corpus = load_corpus(P.data, P.fmt, record_cap=P.record_cap, on_error=P.on_error)
-    slots = canary_assignment(P.n_canary, P.per_variant if per_variant is None else per_variant).slots
-    out = []
-    for arm in arms:
-        world = make_arm(corpus, arm, P.record_cap)
-        splits = split_users(world, P.n_canary, P.n_aux, P.n_calibration, P.n_test, seed=seed,
-                             canary_records=P.record_cap)
-        by_id, seen = world.by_id(), {}
-        for v in variants:
-            for slot in slots[v]:
-                seen.setdefault(splits.canary[slot], []).append(v)
-        out += [(arm, cid, tuple(by_id[cid].texts), vs) for cid, vs in seen.items()]
-    return out
-
-
-def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str | None = None,
-                              fmt: str | None = None, overrides=None) -> list[tuple]:
-    """The paraphrase canaries of notebook 05's Fig. 1 sweeps: one per paraphrase variant in ``sweep_variants``,
-    on ``sweep_arm`` (``experiments.sweep`` audits one canary per variant, slot i of the variant order, as the
-    paper's Fig. 1 does; so paraphrase-mu_eff's sweep canary is not one of its five Table 2 canaries).
-
-    Args: as :func:`paraphrase_canaries` (the preset's ``sweep_arm`` and ``sweep_variants`` after ``overrides``).
-    Returns: list of ``(arm, canary_id, records tuple of str, variants list of str)``; empty when no paraphrase
-        variant is swept.
-    Raises: ValueError naming an unknown variant in ``sweep_variants``; else as :func:`paraphrase_canaries`.
-    """
-    from pe_kit.run.presets import get_preset
-
-    P = get_preset(preset, overrides, data, fmt)
-    try:  # the same reading as notebook 05's sweep (experiments.audit_variants → resolve_variants)
-        names = resolve_variants(P.sweep_variants)
-    except ValueError as exc:
-        raise ValueError(f"sweep_variants: {exc}") from None
-    swept = tuple(v for v in names if v in PARAPHRASE_VARIANTS)
-    if not swept:
-        return []
-    return paraphrase_canaries(preset, (P.sweep_arm,), swept, seed, data=data, fmt=fmt, overrides=overrides,
-                               per_variant=1)
 
 
 def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
