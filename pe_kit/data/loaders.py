@@ -11,73 +11,36 @@ raises ``DataError`` naming the file, the *physical* line and the field (``on_er
 reports such lines instead; nothing is silently rewritten); an empty text is a documented, counted skip;
 users outside [min_records, max_records] are counted and excluded. ``Corpus.report()`` gives, per skip
 rule, both what it counted (lines or users: ``skipped_<rule>``) and the records it removed
-(``records_removed_<rule>``). Files may start with a UTF-8 byte-order mark and use CRLF line ends.
+(``records_removed_<rule>``). Files may start with a UTF-8 byte-order mark and use CRLF line ends. A gzip file
+that ends early (a truncated download or copy) is a ``DataError`` naming the file, whatever ``on_error`` says.
+One Blog user id whose records carry two different label sets (gender, age, industry, sign: two bloggers merged
+by an id collision) raises ``DataError`` naming the id, both label sets and their lines (``on_error="skip"``: the
+records of the later set are dropped, counted as ``label_conflict`` and named in a warning).
+
+Memory (issue 32): every loader reads its file in two streaming passes (``pe_kit.data.passes``: count the records
+of each user, then keep only the admitted users' first m records), so what it holds is the records it returns
+plus one count per user id, never every user's texts. ``pe_kit.data.corpus_cache`` keeps a selection on disk,
+keyed by the file's content, for the notebooks of a run.
 """
 from __future__ import annotations
 
 import csv
 import gzip
-import io
 import json
-from collections import Counter
-from dataclasses import dataclass, field
+import zlib
+from collections import Counter, deque
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
-import numpy as np
+from pe_kit.data.passes import Row, Rows, Scan, admitted, scan_corpus, select_corpus
+from pe_kit.data.records import Corpus, DataError, User, fail as _fail  # noqa: F401  (re-exported)
+
+__all__ = ["TWEET_LENGTH", "PROFILE_FIELDS", "DataError", "User", "Corpus", "default_data_path", "default_bank_path",
+           "format_rows", "default_min_records", "folder_message", "load_blogs", "load_yelp", "load_sentiment140",
+           "sniff_format", "load_corpus", "resolve_format", "load_bank_texts", "check_path"]
 
 TWEET_LENGTH = 140
-
-
-class DataError(ValueError):
-    """A data file cannot be read as documented; the message names file, line and field."""
-
-
-@dataclass(frozen=True)
-class User:
-    """One user's capped records. ``texts``: tuple of str (≤ m); ``label``: str (industry, stars, polarity)."""
-
-    user_id: str
-    texts: tuple[str, ...]
-    label: str
-
-
-@dataclass
-class Corpus:
-    """Users in file order, plus the counted skips of loading.
-
-    Attributes:
-        users: list of ``User`` (unique ids, first-appearance order).
-        source: file path or description.
-        skipped: Counter of skip rules → what each counted: lines for line rules (``malformed_line``,
-            ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``, ``empty_text``,
-            ``over_record_cap``), users for user rules (``user_too_few_records``, ``user_too_many_records``,
-            ``user_beyond_max_users``, ``not_in_<arm>_arm``).
-        removed: Counter of skip rules → records (lines) each rule removed.
-    """
-
-    users: list[User]
-    source: str
-    skipped: Counter = field(default_factory=Counter)
-    removed: Counter = field(default_factory=Counter)
-
-    def __len__(self) -> int:
-        return len(self.users)
-
-    def by_id(self) -> dict[str, User]:
-        return {u.user_id: u for u in self.users}
-
-    def report(self) -> dict:
-        """Counts: users, records, records per user (min/median/max); per skip rule, what it counted
-        (``skipped_<rule>``: lines or users) and the records it removed (``records_removed_<rule>``), and
-        ``records_removed_total``."""
-        n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
-        return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
-                "records_min": int(n.min()), "records_median": float(np.median(n)), "records_max": int(n.max()),
-                **{f"skipped_{k}": v for k, v in sorted(self.skipped.items())},
-                **{f"records_removed_{k}": v for k, v in sorted(self.removed.items())},
-                "records_removed_total": int(sum(self.removed.values()))}
 
 
 def default_data_path() -> Path:
@@ -90,120 +53,70 @@ def default_bank_path() -> Path:
     return Path(str(resources.files("pe_kit") / "data_files" / "blogs-bankA-smollm2.jsonl.gz"))
 
 
-def _open_text(path: Path, encoding: str) -> io.TextIOBase:
-    """Text stream of a (gzip or plain) file; a leading UTF-8 byte-order mark is skipped."""
-    raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
-    if raw.peek(3)[:3] == b"\xef\xbb\xbf":
-        raw.read(3)
-    return io.TextIOWrapper(raw, encoding=encoding, newline="")
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(physical line number, bytes) of a gzip or plain file, split on LF only; a leading UTF-8 BOM is dropped.
+
+    Raises:
+        DataError: a gzip stream that ends early or is corrupt (names the file, the last line read and the fix),
+            whatever ``on_error`` says: a cut file would silently lose its tail.
+    """
+    lineno = 0
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
+            for lineno, data in enumerate(raw, start=1):
+                if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
+                    data = data[3:]
+                yield lineno, data
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DataError(f"{path}: the gzip data ends early or is corrupt after line {lineno} ({type(exc).__name__}: "
+                        f"{exc}): the file is truncated (an interrupted download or copy). Download or copy it "
+                        f"again and check it with `gzip -t {path}`; no record of it was used") from None
 
 
 def _iter_json_lines(path: Path, fields: Sequence[str], on_error: str, skipped: Counter) -> Iterator[tuple[int, dict]]:
     """(physical line number, object) per JSON Lines record; a leading UTF-8 BOM is dropped, CRLF is fine
     (bytes are split on LF only, so U+2028 inside a text does not split a record)."""
-    raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     parsed = 0  # JSON objects read so far: a first line that is not JSON means the file is not JSON Lines at all
-    with raw:
-        for lineno, data in enumerate(raw, start=1):
-            if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
-                data = data[3:]
-            try:
-                line = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                _fail(on_error, skipped, "bad_encoding",
-                      f"{path}: line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start}); re-save the file "
-                      "as UTF-8 or pass on_error='skip'")
-                continue
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                first = ("" if parsed else "; the file does not start like a JSON Lines corpus (one JSON object "
-                         "per line: the Blog corpus or Yelp reviews; Sentiment140 is a .csv file, --format names "
-                         "the format)")
-                _fail(on_error, skipped, "malformed_line",
-                      f"{path}: line {lineno}: not valid JSON ({exc.msg}){first}")
-                continue
-            parsed += 1
-            if not isinstance(obj, dict):
-                _fail(on_error, skipped, "malformed_line", f"{path}: line {lineno}: expected a JSON object")
-                continue
-            missing = [f for f in fields if f not in obj or obj[f] is None]
-            if missing:
-                _fail(on_error, skipped, "missing_field",
-                      f"{path}: line {lineno}: missing field {missing[0]!r} (needs {', '.join(fields)})")
-                continue
-            yield lineno, obj
-
-
-def _fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
-    if on_error == "skip":
-        skipped[reason] += 1
-        return
-    if on_error != "raise":
-        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
-    hint = "pe-kit reproduce: --set on_error=skip"
-    if "on_error=" in message:
-        message += f" ({hint})"
-    else:
-        message += f"; or pass on_error='skip' to count and drop such lines ({hint})"
-    raise DataError(message)
-
-
-_LINE_RULES = ("malformed_line", "malformed_quote", "bad_encoding", "missing_field", "bad_label", "bad_type")
-
-
-def _collect(rows: Iterable[tuple[str, str, str]], source: str, record_cap: int, min_records: int,
-             max_records: int | None, skipped: Counter, max_users: int | None = None) -> Corpus:
-    """Group (user, text, label) rows into capped users; empty texts are counted skips."""
-    if record_cap < 1:
-        raise ValueError(f"record_cap={record_cap} must be ≥ 1")
-    if min_records < 1 or (max_records is not None and max_records < min_records):
-        raise ValueError(f"need 1 ≤ min_records ≤ max_records; got {min_records}, {max_records}")
-    if min_records > record_cap:
-        raise ValueError(f"min_records={min_records} exceeds record_cap={record_cap}: every user would be "
-                         "dropped (a user keeps at most record_cap records); lower min_records or raise record_cap")
-    texts: dict[str, list[str]] = {}
-    labels: dict[str, str] = {}
-    removed: Counter = Counter()
-    for uid, text, label in rows:
-        text = " ".join(str(text).split())
-        if not text:
-            skipped["empty_text"] += 1
-            removed["empty_text"] += 1
+    for lineno, data in _raw_lines(path):
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            _fail(on_error, skipped, "bad_encoding",
+                  f"{path}: line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start}); re-save the file "
+                  "as UTF-8 or pass on_error='skip'")
             continue
-        bucket = texts.setdefault(uid, [])
-        labels.setdefault(uid, label)
-        if len(bucket) < record_cap:
-            bucket.append(text)
-        else:
-            skipped["over_record_cap"] += 1
-            removed["over_record_cap"] += 1
-    for rule in _LINE_RULES:  # each skipped line held one record
-        if skipped[rule]:
-            removed[rule] += skipped[rule]
-    users = []
-    hi = max_records if max_records is not None else record_cap
-    for uid, recs in texts.items():
-        rule = None
-        if max_users is not None and len(users) >= max_users:
-            rule = "user_beyond_max_users"
-        elif len(recs) < min_records:
-            rule = "user_too_few_records"
-        elif len(recs) > hi:
-            rule = "user_too_many_records"
-        if rule is None:
-            users.append(User(uid, tuple(recs), labels[uid]))
-        else:
-            skipped[rule] += 1
-            removed[rule] += len(recs)
-    skipped = Counter({k: v for k, v in skipped.items() if v})
-    return Corpus(users, source, skipped, +removed)
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            first = ("" if parsed else "; the file does not start like a JSON Lines corpus (one JSON object "
+                     "per line: the Blog corpus or Yelp reviews; Sentiment140 is a .csv file, --format names "
+                     "the format)")
+            _fail(on_error, skipped, "malformed_line",
+                  f"{path}: line {lineno}: not valid JSON ({exc.msg}){first}")
+            continue
+        parsed += 1
+        if not isinstance(obj, dict):
+            _fail(on_error, skipped, "malformed_line", f"{path}: line {lineno}: expected a JSON object")
+            continue
+        missing = [f for f in fields if f not in obj or obj[f] is None]
+        if missing:
+            _fail(on_error, skipped, "missing_field",
+                  f"{path}: line {lineno}: missing field {missing[0]!r} (needs {', '.join(fields)})")
+            continue
+        yield lineno, obj
 
 
-def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped: Counter):
-    """(user_id, text, label) rows of a JSON Lines file whose ``text`` is a string and ``user_id`` non-empty.
+#: Blog fields that describe the blogger, not the post: one user id must carry one set of them.
+PROFILE_FIELDS = ("gender", "age", "industry", "sign")
+
+
+def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped: Counter,
+                profile: Sequence[str] = ()) -> Iterator[Row]:
+    """Rows ``(line, user_id, text, label, label set)`` of a JSON Lines file whose ``text`` is a string and
+    ``user_id`` non-empty; the label set is the tuple of ``(field, value)`` of the ``profile`` fields (None when
+    ``profile`` is empty).
 
     A number, list, object or boolean in ``text`` (or an empty ``user_id``) is a ``DataError`` naming the file,
     the line and the field — never turned into its Python representation; with ``on_error="skip"`` it is
@@ -220,7 +133,103 @@ def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped
             _fail(on_error, skipped, "bad_type", f"{path}: line {line}: field '{uid_f}' is empty or not an id "
                   f"({uid!r}); fix the record or pass on_error='skip'")
             continue
-        yield str(uid), text, str(o[label_f])
+        prof = tuple((k, None if o.get(k) is None else str(o[k])) for k in profile) if profile else None
+        yield line, str(uid), text, str(o[label_f]), prof
+
+
+def _blog_rows(path: Path, label_field: str, on_error: str) -> Rows:
+    profile = tuple(dict.fromkeys(PROFILE_FIELDS + (label_field,)))
+    return lambda skipped: _typed_rows(path, ("user_id", "text", label_field), on_error, skipped, profile)
+
+
+def _yelp_rows(path: Path, on_error: str) -> Rows:
+    return lambda skipped: _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped)
+
+
+class _Feed:
+    """Physical lines for ``csv.reader`` that can be put back: after a malformed record that spanned several
+    lines, every line but its first is read again (an unterminated quote must not swallow the next records)."""
+
+    def __init__(self, lines: Iterator[tuple[int, bytes]]):
+        self.lines, self.back, self.taken = lines, deque(), []
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        n, data = self.back.popleft() if self.back else next(self.lines)
+        self.taken.append((n, data))
+        return data.decode("latin-1")
+
+    def start(self) -> None:
+        self.taken = []
+
+    def put_back_tail(self) -> None:
+        self.back.extendleft(reversed(self.taken[1:]))
+
+
+def _s140_rows(path: Path, on_error: str) -> Rows:
+    def rows(skipped: Counter) -> Iterator[Row]:
+        feed = _Feed(_raw_lines(path))
+        reader = csv.reader(feed, strict=True)  # a malformed quote is an error, never silently rewritten
+        while True:
+            feed.start()
+            try:
+                rec = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                lineno = feed.taken[0][0] if feed.taken else 0
+                feed.put_back_tail()  # the lines after its first are read again: a valid record there is kept
+                _fail(on_error, skipped, "malformed_quote",
+                      f"{path}: line {lineno}: malformed quoting ({exc}); fix the quotes (a quote inside a "
+                      "quoted field is written twice) or pass on_error='skip' to count and drop the line")
+                continue
+            if not rec:
+                continue
+            lineno = feed.taken[0][0]
+            if len(rec) != 6:
+                if len(feed.taken) > 1:
+                    feed.put_back_tail()
+                _fail(on_error, skipped, "malformed_line",
+                      f"{path}: line {lineno}: expected 6 columns (polarity, id, date, query, user, text), "
+                      f"got {len(rec)}")
+                continue
+            if rec[0].strip() not in ("0", "2", "4"):
+                _fail(on_error, skipped, "bad_label",
+                      f"{path}: line {lineno}: field 'polarity' is {rec[0]!r}, expected 0, 2 or 4")
+                continue
+            yield lineno, rec[4], rec[5], rec[0].strip(), None
+    return rows
+
+
+def format_rows(path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> Rows:
+    """The row reader of one format: a callable ``(skipped Counter) -> iterator of (line, user_id, text, label,
+    label set or None)``, one streaming pass per call. Raises ValueError for an unknown ``fmt``."""
+    path = Path(path)
+    if fmt == "blogs":
+        return _blog_rows(path, label_field, on_error)
+    if fmt == "yelp":
+        return _yelp_rows(path, on_error)
+    if fmt == "sentiment140":
+        return _s140_rows(path, on_error)
+    raise ValueError(f"fmt={fmt!r} is unknown; use one of ['blogs', 'sentiment140', 'yelp'] or 'auto'")
+
+
+def default_min_records(fmt: str, record_cap: int) -> int:
+    """Each format's default ``min_records`` (the paper's arms): blogs 1, yelp m, sentiment140 max(1, m // 2)."""
+    return {"yelp": record_cap, "sentiment140": max(1, record_cap // 2)}.get(fmt, 1)
+
+
+def _load(path: Path, fmt: str, record_cap: int, min_records: int | None, max_records: int | None,
+          on_error: str, label_field: str = "industry", max_users: int | None = None) -> Corpus:
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
+    min_records = default_min_records(fmt, record_cap) if min_records is None else min_records
+    admitted(Scan(str(path), fmt, {}, Counter(), Counter()), record_cap, min_records, max_records)  # check caps
+    rows = format_rows(path, fmt, label_field, on_error)
+    scan = scan_corpus(path, rows, fmt, on_error)
+    return select_corpus(path, rows, scan, record_cap, min_records, max_records, max_users)
 
 
 def folder_message(path, flag: str = "--data") -> str:
@@ -238,7 +247,9 @@ def folder_message(path, flag: str = "--data") -> str:
             f"pass {flag} <folder>/<file>{found}")
 
 
-def _check_path(path) -> Path:
+def check_path(path) -> Path:
+    """``path`` as a Path when it is an existing file. Raises IsADirectoryError (:func:`folder_message`) or
+    FileNotFoundError naming it."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(folder_message(path, "path"))
@@ -263,75 +274,41 @@ def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_record
         ``Corpus``.
 
     Raises:
-        FileNotFoundError, IsADirectoryError (a folder: names the formats), DataError (file, line, field named).
+        FileNotFoundError, IsADirectoryError (a folder: names the formats), DataError (file, line, field named;
+        a truncated gzip file; one user id with two label sets, :data:`PROFILE_FIELDS`).
     """
-    path = _check_path(path or default_data_path())
-    skipped: Counter = Counter()
-    rows = _typed_rows(path, ("user_id", "text", label_field), on_error, skipped)
-    return _collect(rows, str(path), record_cap, min_records, max_records, skipped)
+    path = check_path(path or default_data_path())
+    return _load(path, "blogs", record_cap, min_records, max_records, on_error, label_field)
 
 
 def load_yelp(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
               on_error: str = "raise", max_users: int | None = None) -> Corpus:
-    """Stream Yelp Open Dataset reviews JSON Lines (``user_id``, ``text``, ``stars``; label = stars).
+    """Stream Yelp Open Dataset reviews JSON Lines (``user_id``, ``text``, ``stars``; label = the stars of the
+    user's first review).
 
     Defaults follow the paper's Yelp arm: exactly m records per user (``min_records=None`` means
     ``record_cap``, so a smaller cap admits users with that many reviews). Arguments, returns and
-    errors as ``load_blogs``; ``max_users`` stops after that many admissible users (handy on the 5 GB file;
-    note users are grouped only after the whole file is read).
+    errors as ``load_blogs``; ``max_users`` keeps the first that many admissible users (first-appearance
+    order). Two streaming passes (module docstring): memory is the kept records plus one count per user id.
     """
-    path = _check_path(path)
-    min_records = record_cap if min_records is None else min_records
-    skipped: Counter = Counter()
-    rows = _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped)
-    return _collect(rows, str(path), record_cap, min_records, max_records, skipped, max_users)
+    path = check_path(path)
+    return _load(path, "yelp", record_cap, min_records, max_records, on_error, max_users=max_users)
 
 
 def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
                       on_error: str = "raise") -> Corpus:
     """Load Sentiment140 CSV: no header, Latin-1, columns polarity, id, date, query, user, text.
 
-    Label = polarity ("0", "2", "4"). Defaults follow the paper's arm: m/2 … m tweets per user (32–64 at
-    m = 64; ``min_records=None`` means ``max(1, record_cap // 2)``, so a smaller cap still admits users).
-    Raises DataError naming file, *physical* line (the first line of a record whose quoted text spans
-    lines) and column for rows without 6 columns, a bad polarity, or a malformed quote (``csv`` strict
-    mode; with ``on_error="skip"`` counted as ``malformed_quote``).
+    Label = polarity ("0", "2", "4") of the user's first tweet. Defaults follow the paper's arm: m/2 … m
+    tweets per user (32–64 at m = 64; ``min_records=None`` means ``max(1, record_cap // 2)``, so a smaller cap
+    still admits users). Raises DataError naming file, *physical* line (the first line of a record whose quoted
+    text spans lines) and column for rows without 6 columns, a bad polarity, or a malformed quote (``csv``
+    strict mode; with ``on_error="skip"`` counted as ``malformed_quote``). A malformed record that spans several
+    lines (an unterminated quote) costs only its first line: the lines after it are read again, so a valid
+    record there is kept, and the report counts exactly the lines lost.
     """
-    path = _check_path(path)
-    min_records = max(1, record_cap // 2) if min_records is None else min_records
-    skipped: Counter = Counter()
-
-    def rows():
-        with _open_text(path, "latin-1") as fh:
-            reader = csv.reader(fh, strict=True)  # a malformed quote is an error, never silently rewritten
-            end = 0  # physical line where the previous record ended
-            while True:
-                lineno = end + 1  # physical line where this record starts (quoted fields may span lines)
-                try:
-                    rec = next(reader)
-                except StopIteration:
-                    break
-                except csv.Error as exc:
-                    end = reader.line_num
-                    _fail(on_error, skipped, "malformed_quote",
-                          f"{path}: line {lineno}: malformed quoting ({exc}); fix the quotes (a quote inside a "
-                          "quoted field is written twice) or pass on_error='skip' to count and drop the line")
-                    continue
-                end = reader.line_num
-                if not rec:
-                    continue
-                if len(rec) != 6:
-                    _fail(on_error, skipped, "malformed_line",
-                          f"{path}: line {lineno}: expected 6 columns (polarity, id, date, query, user, text), "
-                          f"got {len(rec)}")
-                    continue
-                if rec[0].strip() not in ("0", "2", "4"):
-                    _fail(on_error, skipped, "bad_label",
-                          f"{path}: line {lineno}: field 'polarity' is {rec[0]!r}, expected 0, 2 or 4")
-                    continue
-                yield rec[4], rec[5], rec[0].strip()
-
-    return _collect(rows(), str(path), record_cap, min_records, max_records, skipped)
+    path = check_path(path)
+    return _load(path, "sentiment140", record_cap, min_records, max_records, on_error)
 
 
 _FORMAT_TEXT = {"blogs": "Blog Authorship JSON Lines (user_id, text, industry)",
@@ -401,8 +378,30 @@ def _check_format(path, fmt: str, label_field: str = "industry") -> None:
                     f"Python, --set fmt={guess})")
 
 
+def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") -> tuple[Path, str]:
+    """The file and format :func:`load_corpus` reads: ``fmt``, or when ``auto`` one guessed from the file name
+    (``.csv`` → sentiment140, ``yelp`` in the name → yelp, else blogs); None = the bundled Blogs sample.
+
+    Raises:
+        ValueError: unknown ``fmt``. FileNotFoundError / IsADirectoryError: no such file (a folder is named).
+        DataError: the file's first line is clearly another format (:func:`sniff_format`; names the ``--format``).
+    """
+    if path is None:
+        return check_path(default_data_path()), "blogs"
+    name = Path(path).name.lower()
+    if fmt == "auto":
+        fmt = "sentiment140" if name.endswith((".csv", ".csv.gz")) else "yelp" if "yelp" in name else "blogs"
+    if fmt not in _FORMAT_TEXT:
+        raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(_FORMAT_TEXT)} or 'auto'")
+    path = check_path(path)
+    _check_format(path, fmt, label_field)
+    return path, fmt
+
+
 def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
-    """Dispatch to a loader by ``fmt`` (``blogs``, ``yelp``, ``sentiment140``) or by the file name when ``auto``.
+    """Dispatch to a loader by ``fmt`` (``blogs``, ``yelp``, ``sentiment140``) or by the file name when ``auto``
+    (:func:`resolve_format`); ``kwargs`` go to the loader. ``pe_kit.data.corpus_cache.cached_corpus`` is the
+    same selection, stored on disk by content.
 
     Raises:
         ValueError: unknown ``fmt``. FileNotFoundError: no such file (a folder is named as one).
@@ -411,14 +410,8 @@ def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
     """
     if path is None:
         return load_blogs(**kwargs)
-    name = Path(path).name.lower()
-    if fmt == "auto":
-        fmt = "sentiment140" if name.endswith((".csv", ".csv.gz")) else "yelp" if "yelp" in name else "blogs"
-    loaders = {"blogs": load_blogs, "yelp": load_yelp, "sentiment140": load_sentiment140}
-    if fmt not in loaders:
-        raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(loaders)} or 'auto'")
-    _check_format(_check_path(path), fmt, kwargs.get("label_field", "industry"))
-    return loaders[fmt](path, **kwargs)
+    path, fmt = resolve_format(path, fmt, kwargs.get("label_field", "industry"))
+    return {"blogs": load_blogs, "yelp": load_yelp, "sentiment140": load_sentiment140}[fmt](path, **kwargs)
 
 
 def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) -> tuple[list[str], dict]:
@@ -427,7 +420,7 @@ def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) ->
     Returns (texts, info) where info counts ``rows``, ``duplicates_removed`` and ``empty_removed``.
     Raises DataError on a malformed line (file and line named).
     """
-    path = _check_path(path or default_bank_path())
+    path = check_path(path or default_bank_path())
     skipped: Counter = Counter()
     texts, seen = [], set()
     rows = 0

@@ -1,0 +1,198 @@
+"""Two streaming passes over a corpus file, so that memory is bounded by what is kept (issue 32).
+
+Pass 1 (:func:`scan_corpus`) counts each user's non-empty valid records and every skip, keeping no text; the
+user rules (record cap m, min / max records, ``max_users``) then decide from the counts alone which users are
+admitted (:func:`admitted`); pass 2 (:func:`select_corpus`) keeps only those users' first m records, in file
+order, and stops once it has them all. The result equals grouping every row in memory (first-appearance order,
+the first record's label, the same skip counts), without holding every user's texts. Each pass is counted in
+:data:`PASSES` and shown as a ``pe_kit.progress`` step. Paper: App. D (users and record cap m).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from pe_kit.data.records import LINE_RULES, Corpus, DataError, User, fail
+
+__all__ = ["PASSES", "Scan", "scan_corpus", "admitted", "select_corpus", "Row", "Rows"]
+
+#: Full passes over each data file in this process (resolved path → passes): the "parsed once" counter.
+PASSES: Counter = Counter()
+
+Row = tuple  # (physical line, user_id str, text str, label str, label set tuple or None)
+Rows = Callable[[Counter], Iterator[Row]]
+
+
+@dataclass
+class Scan:
+    """Pass 1 of a loader (:func:`scan_corpus`): records per user, counted skips, no texts.
+
+    Attributes:
+        source: the file. fmt: ``blogs`` | ``yelp`` | ``sentiment140``.
+        counts: user id → non-empty valid records (uncapped), in first-appearance order.
+        skipped, removed: Counters of the line rules and ``empty_text`` (as ``Corpus``).
+        stat: (size, mtime_ns) of the file when it was read; pass 2 refuses a file that changed since.
+    """
+
+    source: str
+    fmt: str
+    counts: dict
+    skipped: Counter
+    removed: Counter
+    stat: tuple = ()
+
+    def records_per_user(self, record_cap: int) -> np.ndarray:
+        """int64 array (U,): each user's records capped at ``record_cap``, in first-appearance order."""
+        return np.minimum(np.fromiter(self.counts.values(), np.int64, len(self.counts)), record_cap)
+
+
+def _stat(path: Path) -> tuple:
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _read(path: Path, rows: Iterator[Row], what: str) -> Iterator[Row]:
+    """``rows`` with the pass counted in :data:`PASSES` and shown as a progress step (``pe_kit.progress``:
+    headless, one line ``read <file> (<what>): N line in …`` per pass)."""
+    from pe_kit.progress import progress
+
+    PASSES[str(Path(path).resolve())] += 1
+    with progress(desc=f"read {Path(path).name} ({what})", unit="line") as bar:
+        n = 0
+        for row in rows:
+            n += 1
+            if n == 65536:
+                bar.update(n)
+                n = 0
+            yield row
+        bar.update(n)
+
+
+def _conflict(path, on_error, skipped, notes, line, uid, first, prof) -> None:
+    msg = (f"{path}: line {line}: user_id {uid!r} carries two label sets: {_label_set(first[1])} from line "
+           f"{first[0]} on, {_label_set(prof)} here (two users merged by an id collision?)")
+    if on_error == "skip":
+        skipped["label_conflict"] += 1
+        notes.setdefault(uid, msg)
+        return
+    fail(on_error, skipped, "label_conflict", msg + "; give them distinct user_id values, or pass on_error='skip' "
+          "to keep the first label set's records and count the others as label_conflict")
+
+
+def _label_set(prof: tuple) -> str:
+    return "{" + ", ".join(f"{k}={v!r}" for k, v in prof) + "}"
+
+
+def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Scan:
+    """Pass 1: count each user's non-empty valid records (no text is kept) and the skips of every line rule.
+
+    Args: path: the file. rows: the format's row reader (``(skipped) -> iterator of Row``). fmt: its name.
+        on_error: ``raise`` | ``skip``.
+    Returns: ``Scan``. Raises: DataError (file, line, field), as the loaders.
+    """
+    skipped: Counter = Counter()
+    counts: dict[str, int] = {}
+    profiles: dict[str, tuple] = {}
+    canon: dict[tuple, tuple] = {}
+    notes: dict[str, str] = {}
+    stat = _stat(path)
+    for line, uid, text, _label, prof in _read(path, rows(skipped), "pass 1/2: records per user"):
+        if not text or text.isspace():
+            skipped["empty_text"] += 1
+            continue
+        if prof is not None:
+            first = profiles.setdefault(uid, (line, canon.setdefault(prof, prof)))
+            if first[1] != prof:
+                _conflict(path, on_error, skipped, notes, line, uid, first, prof)
+                continue
+        counts[uid] = counts.get(uid, 0) + 1
+    if notes:
+        shown = "; ".join(list(notes.values())[:3])
+        warnings.warn(f"{len(notes)} user id(s) carry two label sets; only each one's first set was kept, "
+                      f"{skipped['label_conflict']} records of the others are counted as label_conflict: {shown}",
+                      UserWarning, stacklevel=3)
+    removed = Counter({"empty_text": skipped["empty_text"]})
+    for rule in LINE_RULES:  # each skipped line held one record
+        removed[rule] += skipped[rule]
+    return Scan(str(path), fmt, counts, +skipped, +removed, stat)
+
+
+def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | None,
+             max_users: int | None = None) -> tuple[set, Counter, Counter]:
+    """The users a selection keeps, from pass-1 counts: (ids, skipped, removed) with the user rules applied
+    (``over_record_cap``, ``user_beyond_max_users``, ``user_too_few_records``, ``user_too_many_records``).
+
+    Raises: ValueError for inconsistent caps (names them and the fix)."""
+    if record_cap < 1:
+        raise ValueError(f"record_cap={record_cap} must be ≥ 1")
+    if min_records < 1 or (max_records is not None and max_records < min_records):
+        raise ValueError(f"need 1 ≤ min_records ≤ max_records; got {min_records}, {max_records}")
+    if min_records > record_cap:
+        raise ValueError(f"min_records={min_records} exceeds record_cap={record_cap}: every user would be "
+                         "dropped (a user keeps at most record_cap records); lower min_records or raise record_cap")
+    skipped, removed = Counter(scan.skipped), Counter(scan.removed)
+    hi = max_records if max_records is not None else record_cap
+    keep: set = set()
+    for uid, n in scan.counts.items():
+        kept = min(n, record_cap)
+        if n > kept:
+            skipped["over_record_cap"] += n - kept
+            removed["over_record_cap"] += n - kept
+        rule = None
+        if max_users is not None and len(keep) >= max_users:
+            rule = "user_beyond_max_users"
+        elif kept < min_records:
+            rule = "user_too_few_records"
+        elif kept > hi:
+            rule = "user_too_many_records"
+        if rule is None:
+            keep.add(uid)
+        else:
+            skipped[rule] += 1
+            removed[rule] += kept
+    return keep, +skipped, +removed
+
+
+def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_records: int,
+                  max_records: int | None = None, max_users: int | None = None) -> Corpus:
+    """Pass 2: keep the first ``record_cap`` records of the users :func:`admitted` admits, nothing else.
+
+    Stops reading once every admitted user has all its records. Memory: the returned records plus the id set.
+
+    Raises: DataError when the file changed since pass 1 (its size, time or records differ; names the file and
+        the fix), ValueError for inconsistent caps.
+    """
+    keep, skipped, removed = admitted(scan, record_cap, min_records, max_records, max_users)
+    want = {uid: min(scan.counts[uid], record_cap) for uid in keep}
+    texts: dict[str, list[str]] = {}
+    labels: dict[str, str] = {}
+    first: dict[str, tuple] = {}
+    changed = scan.stat and _stat(path) != scan.stat
+    left = len(want)
+    if left and not changed:
+        for _line, uid, text, label, prof in _read(path, rows(Counter()), "pass 2/2: keep admitted users"):
+            if uid not in want:
+                continue
+            text = " ".join(text.split())
+            if not text or (prof is not None and first.setdefault(uid, prof) != prof):
+                continue
+            bucket = texts.setdefault(uid, [])
+            if not bucket:
+                labels[uid] = label
+            if len(bucket) < record_cap:
+                bucket.append(text)
+                if len(bucket) == want[uid]:
+                    left -= 1
+                    if not left:
+                        break
+    if changed or left or any(len(texts.get(u, ())) != n for u, n in want.items()):
+        raise DataError(f"{path}: the file changed while it was read (pass 1 counted other records than pass 2 "
+                        "found); let the copy or download finish, then load it again")
+    users = [User(uid, tuple(texts[uid]), labels[uid]) for uid in scan.counts if uid in want]
+    return Corpus(users, str(path), skipped, removed)

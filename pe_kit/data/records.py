@@ -1,0 +1,83 @@
+"""The loaders' shared vocabulary: ``DataError``, ``User``, ``Corpus`` and the on-error policy (:func:`fail`).
+
+Error policy (``pe_kit.data.loaders``): a bad line raises ``DataError`` naming the file, the physical line and the
+field, or with ``on_error="skip"`` is counted under its rule; nothing is silently rewritten.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["DataError", "User", "Corpus", "fail", "LINE_RULES"]
+
+#: Skip rules that count lines (each line held one record).
+LINE_RULES = ("malformed_line", "malformed_quote", "bad_encoding", "missing_field", "bad_label", "bad_type",
+               "label_conflict")
+
+
+class DataError(ValueError):
+    """A data file cannot be read as documented; the message names file, line and field."""
+
+
+@dataclass(frozen=True)
+class User:
+    """One user's capped records. ``texts``: tuple of str (≤ m); ``label``: str (industry, stars, polarity)."""
+
+    user_id: str
+    texts: tuple[str, ...]
+    label: str
+
+
+@dataclass
+class Corpus:
+    """Users in file order, plus the counted skips of loading.
+
+    Attributes:
+        users: list of ``User`` (unique ids, first-appearance order).
+        source: file path or description.
+        skipped: Counter of skip rules → what each counted: lines for line rules (``malformed_line``,
+            ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``, ``empty_text``,
+            ``over_record_cap``), users for user rules (``user_too_few_records``, ``user_too_many_records``,
+            ``user_beyond_max_users``, ``not_in_<arm>_arm``).
+        removed: Counter of skip rules → records (lines) each rule removed.
+    """
+
+    users: list[User]
+    source: str
+    skipped: Counter = field(default_factory=Counter)
+    removed: Counter = field(default_factory=Counter)
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+    def by_id(self) -> dict[str, User]:
+        return {u.user_id: u for u in self.users}
+
+    def report(self) -> dict:
+        """Counts: users, records, records per user (min/median/max); per skip rule, what it counted
+        (``skipped_<rule>``: lines or users) and the records it removed (``records_removed_<rule>``), and
+        ``records_removed_total``."""
+        n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
+        return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
+                "records_min": int(n.min()), "records_median": float(np.median(n)), "records_max": int(n.max()),
+                **{f"skipped_{k}": v for k, v in sorted(self.skipped.items())},
+                **{f"records_removed_{k}": v for k, v in sorted(self.removed.items())},
+                "records_removed_total": int(sum(self.removed.values()))}
+
+
+def fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
+    """Apply the on-error policy to one bad line: ``"skip"`` counts it under ``reason`` in ``skipped``;
+    ``"raise"`` raises ``DataError(message)`` with the hint how to skip. Raises ValueError for another policy."""
+    if on_error == "skip":
+        skipped[reason] += 1
+        return
+    if on_error != "raise":
+        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
+    hint = "pe-kit reproduce: --set on_error=skip"
+    if "on_error=" in message:
+        message += f" ({hint})"
+    else:
+        message += f"; or pass on_error='skip' to count and drop such lines ({hint})"
+    raise DataError(message)
