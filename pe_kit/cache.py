@@ -12,10 +12,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterable
 
 __all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "read_verified", "write_verified", "file_digest",
-           "tree_digest", "source_digest"]
+           "tree_digest", "source_digest", "write_verified_stream", "open_verified"]
 
 
 def cache_dir() -> Path:
@@ -110,6 +110,62 @@ def read_verified(path: Path | str) -> bytes | None:
         return None
     return data
 
+
+
+def write_verified_stream(path: Path | str, chunks: Iterable[bytes]) -> None:
+    """:func:`write_verified` for data made piece by piece: ``chunks`` are hashed while they are written to a
+    temporary file in the same folder (fsync, rename), then the SHA-256 goes to ``path + '.sha256'``.
+
+    Memory is one chunk, not the whole file. An interrupted write leaves no file at ``path`` (or the old one).
+    Raises ``OSError`` if the folder cannot be written, or what iterating ``chunks`` raises.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    h = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                h.update(chunk)
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    atomic_write_bytes(path.with_name(path.name + ".sha256"), h.hexdigest().encode())
+
+
+def open_verified(path: Path | str) -> BinaryIO | None:
+    """:func:`read_verified` without reading the file into memory: hash it in 4 MiB blocks, and return it open
+    (binary, at offset 0) when it matches its ``.sha256``; else ``None`` (missing or corrupt: recompute; a
+    corrupt file and its checksum are deleted). The caller closes the returned file. The open handle keeps the
+    verified bytes even if an atomic write replaces the path meanwhile.
+    """
+    path = Path(path)
+    digest_path = path.with_name(path.name + ".sha256")
+    try:
+        expected = digest_path.read_text().strip()
+        fh = open(path, "rb")
+    except OSError:
+        return None
+    h = hashlib.sha256()
+    for block in iter(lambda: fh.read(1 << 22), b""):
+        h.update(block)
+    if h.hexdigest() == expected:
+        fh.seek(0)
+        return fh
+    fh.close()
+    for p in (path, digest_path):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+    return None
 
 
 # ------------------------------------------------------------------------------------------ file digests

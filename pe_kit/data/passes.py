@@ -20,7 +20,7 @@ import numpy as np
 
 from pe_kit.data.records import LINE_RULES, Corpus, DataError, User, fail
 
-__all__ = ["PASSES", "Scan", "scan_corpus", "admitted", "select_corpus", "Row", "Rows"]
+__all__ = ["PASSES", "Scan", "scan_corpus", "admitted", "select_corpus", "file_stat", "Row", "Rows"]
 
 #: Full passes over each data file in this process (resolved path → passes): the "parsed once" counter.
 PASSES: Counter = Counter()
@@ -52,7 +52,8 @@ class Scan:
         return np.minimum(np.fromiter(self.counts.values(), np.int64, len(self.counts)), record_cap)
 
 
-def _stat(path: Path) -> tuple:
+def file_stat(path: Path) -> tuple:
+    """(size, mtime_ns) of a file: what pass 2 compares with pass 1's to refuse a file that changed."""
     st = os.stat(path)
     return (st.st_size, st.st_mtime_ns)
 
@@ -101,7 +102,7 @@ def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Sc
     profiles: dict[str, tuple] = {}
     canon: dict[tuple, tuple] = {}
     notes: dict[str, str] = {}
-    stat = _stat(path)
+    stat = file_stat(path)
     for line, uid, text, _label, prof in _read(path, rows(skipped), "pass 1/2: records per user"):
         if not text or text.isspace():
             skipped["empty_text"] += 1
@@ -173,7 +174,7 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
     texts: dict[str, list[str]] = {}
     labels: dict[str, str] = {}
     first: dict[str, tuple] = {}
-    changed = scan.stat and _stat(path) != scan.stat
+    changed = scan.stat and file_stat(path) != scan.stat
     left = len(want)
     if left and not changed:
         for _line, uid, text, label, prof in _read(path, rows(Counter()), "pass 2/2: keep admitted users"):

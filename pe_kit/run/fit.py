@@ -71,15 +71,24 @@ class DataProfile:
         return int((self.records >= m).sum())
 
 
-def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: str = "raise") -> DataProfile:
-    """Load ``data`` once (every user, records capped at ``record_cap``) and keep its records per user.
+def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: str = "raise",
+                 isolated: bool = False) -> DataProfile:
+    """Records per user of ``data`` (every user, capped at ``record_cap``), from pass 1 of the loaders only: no
+    text is held (``pe_kit.data.corpus_cache.cached_scan``, stored by content, so a rerun reads no file).
 
+    Args: data: file. fmt: as ``load_corpus``. record_cap: m. on_error: ``raise`` | ``skip``.
+        isolated: read it in a child process (``pe-kit reproduce``), so this process never holds the per-user
+            table of a large file (``corpus_cache.run_isolated``).
     Raises: what ``pe_kit.data.loaders.load_corpus`` raises (missing file, ``DataError`` naming the line).
     """
-    from pe_kit.data.loaders import load_corpus
+    from pe_kit.data import corpus_cache
 
-    corpus = load_corpus(data, fmt, record_cap=record_cap, min_records=1, on_error=on_error)
-    return DataProfile(str(data), fmt, np.array([len(u.texts) for u in corpus.users], dtype=np.int64), record_cap)
+    if isolated:
+        counts = corpus_cache.run_isolated("profile", data=data, fmt=fmt, record_cap=record_cap,
+                                           on_error=on_error)["records"]
+        return DataProfile(str(data), fmt, np.asarray(counts, dtype=np.int64), record_cap)
+    scan = corpus_cache.cached_scan(data, fmt, on_error=on_error)
+    return DataProfile(str(data), fmt, scan.records_per_user(record_cap), record_cap)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
                         per_variant: int | None = None) -> list[tuple]:
     """The canaries whose paraphrase pools a preset builds, without embedding anything.
 
-    The same draw as :func:`build_world` (``load_corpus``, ``make_arm`` then the seeded ``split_users`` with the
+    The same draw as :func:`build_world` (``cached_corpus``, ``make_arm`` then the seeded ``split_users`` with the
     preset's sizes) and the same slots as the audit (``attack.variants.canary_assignment``); a canary audited by
     several variants (wrapped slots) is listed once per arm.
 
@@ -33,7 +33,7 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
         data.
     """
     from pe_kit.attack.variants import canary_assignment
-    from pe_kit.data.loaders import load_corpus
+    from pe_kit.data.corpus_cache import cached_corpus
     from pe_kit.run.presets import get_preset
 
     arms = tuple(a.strip() for a in arms.split(",") if a.strip()) if isinstance(arms, str) else tuple(arms)
@@ -42,7 +42,7 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
     if wrong:
         raise ValueError(f"variants={wrong} have no paraphrase pool; pass names from {PARAPHRASE_VARIANTS}")
     P = get_preset(preset, overrides, data, fmt)
-    corpus = load_corpus(P.data, P.fmt, record_cap=P.record_cap, on_error=P.on_error)
+    corpus = cached_corpus(P.data, P.fmt, record_cap=P.record_cap, on_error=P.on_error)
     slots = canary_assignment(P.n_canary, P.per_variant if per_variant is None else per_variant).slots
     out = []
     for arm in arms:

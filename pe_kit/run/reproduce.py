@@ -348,11 +348,11 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
          notebooks: Sequence[str] | None = None):
     """Check ``p`` against its data (own data only): fit it (``fit_data``) or refuse it; then the stability
     warnings. Returns (preset, fit summary or None, warnings)."""
-    from pe_kit.run.fit import data_profile, fit_preset, stability_warnings
+    from pe_kit.run.fit import arms_used, data_profile, fit_preset, stability_warnings
 
     if p.data is None or p.name == "tiny" and Path(p.data) == Path(PRESETS["tiny"].data):
         return p, None, stability_warnings(p, notebooks=notebooks)
-    prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error)
+    prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error, isolated=True)  # pass 1, in a child process
     fit = fit_preset(p, prof, fixed=list(overrides or {}), notebooks=notebooks)
     note = None
     if fit.fitted and not fit_data and not fit.definite:  # only the estimated public-bank size is short
@@ -366,6 +366,12 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
         p, note = fit.preset, fit.summary()
         echo(f"pe-kit reproduce: {note}")
     warnings = stability_warnings(p, prof, notebooks)
+    if arms_used(p, notebooks):  # pass 2 once, in a child: every notebook's build_world reads the stored selection
+        from pe_kit.data.corpus_cache import run_isolated
+
+        sel = run_isolated("select", data=p.data, fmt=p.fmt, record_cap=p.record_cap, on_error=p.on_error)
+        echo(f"pe-kit reproduce: data {p.data}: {sel['users']:,} users, {sel['records']:,} records at record_cap="
+             f"{p.record_cap} stored by content (pe_kit.data.corpus_cache); the notebooks read them, not the file")
     return p, note, warnings
 
 

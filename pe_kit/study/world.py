@@ -17,7 +17,8 @@ from pe_kit.attack.variants import ProbeDesign
 from pe_kit.audit.canary import audit_canary
 from pe_kit.audit.trials import check_equal_populations
 from pe_kit.config import AuditConfig, MechanismConfig, check_param
-from pe_kit.data.loaders import Corpus, load_corpus
+from pe_kit.data.corpus_cache import cached_corpus
+from pe_kit.data.loaders import Corpus
 from pe_kit.data.splits import Splits, make_arm, split_users
 from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
 from pe_kit.report.results import versions
@@ -180,7 +181,7 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
     """
     mechanism = mechanism or MechanismConfig(record_cap=config.record_cap)
     encoder = encoder or Encoder(config.model, max_seq_length=config.max_seq_length)
-    corpus = make_arm(load_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error), config.arm,
+    corpus = make_arm(cached_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error), config.arm,
                       config.record_cap)
     splits = split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test,
                          seed=config.seed, canary_records=config.record_cap)

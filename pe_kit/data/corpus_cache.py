@@ -1,0 +1,239 @@
+"""A corpus selection kept on disk by content, so that a run parses its data file once (issue 32, item 5).
+
+``cached_scan`` stores pass 1 of the loaders (records per user and the counted skips; ``pe_kit.data.passes``)
+and ``cached_corpus`` the selection of pass 2 (the admitted users' first m records), both under
+``cache_dir()/corpora/`` by keys from the file's bytes (``pe_kit.cache.file_digest``), the format, every loader
+setting and the loader's own source (``pe_kit.cache.source_digest``), written atomically beside a SHA-256 and
+verified when read (``pe_kit.cache`` conventions). Reading streams the file: memory is the selection itself.
+
+``pe-kit reproduce`` computes both in a child process before the first notebook starts
+(:func:`run_isolated`), so the runner itself never holds the parsed file while the kernels run; each notebook's
+``build_world`` then reads the stored selection. Every pass actually made over a data file appends a line to
+:func:`parse_log_path` (``<UTC time> pid=<pid> pass 1/2 … <file>``): the "parsed once per run" record.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+import time
+import warnings
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+from pe_kit.cache import cache_dir, content_hash, file_digest, open_verified, source_digest, write_verified_stream
+from pe_kit.data.loaders import default_min_records, format_rows, resolve_format
+from pe_kit.data.passes import Scan, file_stat, scan_corpus, select_corpus
+from pe_kit.data.records import Corpus, DataError, User
+
+__all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "parse_log_path", "parse_log",
+           "run_isolated"]
+
+_CODE = ("data/loaders.py", "data/passes.py", "data/records.py", "data/corpus_cache.py")
+
+
+def _folder() -> Path:
+    return cache_dir() / "corpora"
+
+
+def parse_log_path() -> Path:
+    """``cache_dir()/corpora/parses.log``: one line per pass made over a data file (cache misses only)."""
+    return _folder() / "parses.log"
+
+
+def parse_log() -> list[str]:
+    """The lines of :func:`parse_log_path` (empty when nothing was parsed with this cache folder)."""
+    try:
+        return parse_log_path().read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+
+
+def _log(what: str, path: Path, key: str) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    line = f"{stamp} pid={os.getpid()} {what} {path} key={key[:16]}"
+    print(f"pe_kit.data: {line}", file=sys.stderr, flush=True)
+    try:
+        _folder().mkdir(parents=True, exist_ok=True)
+        with open(parse_log_path(), "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    except OSError:
+        pass
+
+
+def scan_key(path: Path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> str:
+    """Key of pass 1: the file's SHA-256, the format, the label field (blogs), ``on_error`` and the loader code."""
+    return content_hash("corpus-scan/v1", file_digest(path), fmt, label_field if fmt == "blogs" else None,
+                        on_error, source_digest(*_CODE))
+
+
+def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | None,
+               max_users: int | None) -> str:
+    """Key of one selection: the scan's key and the user rules (``min_records`` already resolved)."""
+    return content_hash("corpus/v1", skey, record_cap, min_records, max_records, max_users)
+
+
+def _gz_lines(objs: Iterator) -> Iterator[bytes]:
+    comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # gzip container, fast level: the file is read a few times
+    for obj in objs:
+        yield comp.compress(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
+    yield comp.flush()
+
+
+def _read_lines(path: Path) -> Iterator[dict] | None:
+    fh = open_verified(path)
+    if fh is None:
+        return None
+
+    def lines():
+        with fh, gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+            for raw in gz:
+                yield json.loads(raw)
+    return lines()
+
+
+def _noting(fn):
+    """(fn(), the text of the warnings it gave); the warnings are passed on, and stored with the cached result
+    so that a later cache hit repeats them."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    for w in caught:
+        warnings.warn(w.message, w.category, stacklevel=3)
+    return out, "; ".join(str(w.message) for w in caught)
+
+
+def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_error: str = "raise") -> Scan:
+    """Pass 1 of ``data`` (records per user, skips), from the cache or computed and stored.
+
+    Args: data: file (None = the bundled Blogs sample). fmt: as ``load_corpus``. label_field: blogs label.
+        on_error: ``raise`` | ``skip``.
+    Returns: ``Scan`` (its ``stat`` is the file's current one: the key has just been checked against its bytes).
+    Raises: what ``load_corpus`` raises (missing file, wrong format, ``DataError`` naming file and line).
+    """
+    path, fmt = resolve_format(data, fmt, label_field)
+    key = scan_key(path, fmt, label_field, on_error)
+    target = _folder() / f"{key[:32]}.scan.jsonl.gz"
+    lines = _read_lines(target)
+    if lines is not None:
+        head = next(lines)
+        counts: dict[str, int] = {}
+        for chunk in lines:
+            counts.update(zip(chunk["ids"], chunk["counts"]))
+        if head.get("warning"):
+            warnings.warn(head["warning"], UserWarning, stacklevel=2)
+        return Scan(str(path), fmt, counts, Counter(head["skipped"]), Counter(head["removed"]), file_stat(path))
+    rows = format_rows(path, fmt, label_field, on_error)
+    scan, note = _noting(lambda: scan_corpus(path, rows, fmt, on_error))
+    _log("pass 1/2 (records per user)", path, key)
+    ids = list(scan.counts)
+
+    def objs():
+        yield {"v": 1, "source": str(path), "fmt": fmt, "users": len(ids), "skipped": dict(scan.skipped),
+               "removed": dict(scan.removed), "warning": note}
+        for i in range(0, len(ids), 20000):
+            part = ids[i:i + 20000]
+            yield {"ids": part, "counts": [scan.counts[u] for u in part]}
+    write_verified_stream(target, _gz_lines(objs()))
+    return scan
+
+
+def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_records: int | None = None,
+                  max_records: int | None = None, on_error: str = "raise", label_field: str = "industry",
+                  max_users: int | None = None) -> Corpus:
+    """``load_corpus(data, fmt, …)`` stored by content: read from ``cache_dir()/corpora`` when present (verified),
+    else computed by the two passes (pass 1 from :func:`cached_scan`) and stored.
+
+    Args: as ``pe_kit.data.loaders.load_corpus`` and its loaders (``min_records=None``: the format's default,
+        ``default_min_records``; ``max_users`` is a Yelp setting, accepted for every format here).
+    Returns: ``Corpus`` equal to the loader's (same users, texts, labels, skip counts); ``source`` is ``data``.
+    Raises: ValueError for inconsistent caps or an unknown format; what the loaders raise.
+    """
+    path, fmt = resolve_format(data, fmt, label_field)
+    min_records = default_min_records(fmt, record_cap) if min_records is None else min_records
+    skey = scan_key(path, fmt, label_field, on_error)
+    key = corpus_key(skey, record_cap, min_records, max_records, max_users)
+    target = _folder() / f"{key[:32]}.corpus.jsonl.gz"
+    lines = _read_lines(target)
+    if lines is not None:
+        head = next(lines)
+        users = [User(u, tuple(texts), label) for u, label, texts in lines]
+        if head.get("warning"):
+            warnings.warn(head["warning"], UserWarning, stacklevel=2)
+        return Corpus(users, str(path), Counter(head["skipped"]), Counter(head["removed"]))
+    scan, note = _noting(lambda: cached_scan(path, fmt, label_field, on_error))
+    corpus = select_corpus(path, format_rows(path, fmt, label_field, on_error), scan, record_cap, min_records,
+                           max_records, max_users)
+    del scan
+    _log("pass 2/2 (keep admitted users)", path, key)
+
+    def objs():
+        yield {"v": 1, "source": str(path), "users": len(corpus.users), "skipped": dict(corpus.skipped),
+               "removed": dict(corpus.removed), "warning": note}
+        for u in corpus.users:
+            yield [u.user_id, u.label, list(u.texts)]
+    write_verified_stream(target, _gz_lines(objs()))
+    return corpus
+
+
+_ERRORS = {"DataError": DataError, "ValueError": ValueError, "FileNotFoundError": FileNotFoundError,
+           "IsADirectoryError": IsADirectoryError}
+
+
+def _task(task: str, kw: dict) -> dict:
+    if task == "profile":
+        scan = cached_scan(kw.get("data"), kw.get("fmt", "auto"), kw.get("label_field", "industry"),
+                           kw.get("on_error", "raise"))
+        return {"records": scan.records_per_user(int(kw["record_cap"])).tolist()}
+    if task == "select":
+        c = cached_corpus(kw.get("data"), kw.get("fmt", "auto"), record_cap=int(kw["record_cap"]),
+                          on_error=kw.get("on_error", "raise"), label_field=kw.get("label_field", "industry"))
+        rep = c.report()
+        return {"users": rep["users"], "records": rep["records"]}
+    raise ValueError(f"task={task!r} must be 'profile' or 'select'")
+
+
+def run_isolated(task: str, **kwargs) -> dict:
+    """Run :func:`cached_scan` (``task="profile"``: returns ``{"records": [records per user capped at
+    record_cap]}``) or :func:`cached_corpus` (``task="select"``: returns ``{"users", "records"}``) in a child
+    Python process, so that the caller never holds the parsed file (its memory goes back to the system when the
+    child ends). Keyword arguments: ``data``, ``fmt``, ``record_cap``, ``on_error``, ``label_field``.
+
+    The child's stderr (progress lines, :func:`parse_log_path` lines, warnings) goes to this process's stderr.
+
+    Raises: the child's DataError / ValueError / FileNotFoundError / IsADirectoryError with its message;
+        RuntimeError when the child died without one (e.g. killed for memory; names its exit status).
+    """
+    import subprocess
+
+    kw = {k: (str(v) if isinstance(v, Path) else v) for k, v in kwargs.items()}
+    proc = subprocess.run([sys.executable, "-m", "pe_kit.data.corpus_cache", task, json.dumps(kw)],
+                          stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    lines = proc.stdout.strip().splitlines()
+    try:
+        out = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        out = {}
+    if "error" in out:
+        raise _ERRORS.get(out["error"], RuntimeError)(out["message"])
+    if proc.returncode or "result" not in out:
+        raise RuntimeError(f"reading {kw.get('data')} in a child process failed (exit status {proc.returncode}; "
+                           "-9 means it was killed, e.g. for memory); its messages are above")
+    return out["result"]
+
+
+def _main(argv: list[str]) -> int:
+    task, kw = argv[0], json.loads(argv[1])
+    try:
+        out = {"result": _task(task, kw)}
+    except (DataError, ValueError, FileNotFoundError, IsADirectoryError) as exc:
+        out = {"error": type(exc).__name__ if type(exc).__name__ in _ERRORS else "ValueError", "message": str(exc)}
+    print(json.dumps(out), flush=True)
+    return 0 if "result" in out else 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
