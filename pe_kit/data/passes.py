@@ -60,19 +60,21 @@ def file_stat(path: Path) -> tuple:
 
 def _read(path: Path, rows: Iterator[Row], what: str) -> Iterator[Row]:
     """``rows`` with the pass counted in :data:`PASSES` and shown as a progress step (``pe_kit.progress``:
-    headless, one line ``read <file> (<what>): N line in …`` per pass)."""
+    headless, one line ``read <file> (<what>): N row in …`` per pass)."""
     from pe_kit.progress import progress
 
     PASSES[str(Path(path).resolve())] += 1
-    with progress(desc=f"read {Path(path).name} ({what})", unit="line") as bar:
+    with progress(desc=f"read {Path(path).name} ({what})", unit="row") as bar:
         n = 0
-        for row in rows:
-            n += 1
-            if n == 65536:
-                bar.update(n)
-                n = 0
-            yield row
-        bar.update(n)
+        try:
+            for row in rows:
+                n += 1
+                if n == 65536:
+                    bar.update(n)
+                    n = 0
+                yield row
+        finally:
+            bar.update(n)
 
 
 def _conflict(path, on_error, skipped, notes, line, uid, first, prof) -> None:

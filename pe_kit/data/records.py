@@ -38,7 +38,8 @@ class Corpus:
         users: list of ``User`` (unique ids, first-appearance order).
         source: file path or description.
         skipped: Counter of skip rules → what each counted: lines for line rules (``malformed_line``,
-            ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``, ``empty_text``,
+            ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``, ``bad_type``, ``label_conflict``,
+            ``empty_text``,
             ``over_record_cap``), users for user rules (``user_too_few_records``, ``user_too_many_records``,
             ``user_beyond_max_users``, ``not_in_<arm>_arm``).
         removed: Counter of skip rules → records (lines) each rule removed.
