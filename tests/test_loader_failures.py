@@ -40,6 +40,12 @@ def test_sentiment140_quote_error_at_end_of_file_recovers_following_lines(tmp_pa
     p.write_bytes("".join(lines).encode("latin-1"))
     c = load_sentiment140(p, min_records=1, on_error="skip")
     assert c.report()["records"] == 6 and c.report()["records_removed_total"] == 1
+    # unquoted records after the open quote: the csv reader runs to the end of the file; both are read again
+    lines = SEVEN[:5] + ["4,6,Mon,NO_QUERY,u6,plain six\n", "0,7,Mon,NO_QUERY,u1,plain seven\n"]
+    p.write_bytes("".join(lines).encode("latin-1"))
+    c = load_sentiment140(p, min_records=1, on_error="skip")
+    assert c.by_id()["u6"].texts == ("plain six",) and c.by_id()["u1"].texts[-1] == "plain seven"
+    assert c.report()["records_removed_malformed_quote"] == 1 and c.report()["records"] == 6
 
 
 # --------------------------------------------------------------------------- item 8: truncated gzip

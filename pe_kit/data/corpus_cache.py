@@ -112,8 +112,11 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
     Args: data: file (None = the bundled Blogs sample). fmt: as ``load_corpus``. label_field: blogs label.
         on_error: ``raise`` | ``skip``.
     Returns: ``Scan`` (its ``stat`` is the file's current one: the key has just been checked against its bytes).
-    Raises: what ``load_corpus`` raises (missing file, wrong format, ``DataError`` naming file and line).
+    Raises: ValueError for another ``on_error``; what ``load_corpus`` raises (missing file, wrong format,
+        ``DataError`` naming file and line).
     """
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     path, fmt = resolve_format(data, fmt, label_field)
     key = scan_key(path, fmt, label_field, on_error)
     target = _folder() / f"{key[:32]}.scan.jsonl.gz"
