@@ -47,7 +47,7 @@ from pe_kit.run.presets import (
 )
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests", "marker_key"]
+           "this_python_kernel", "run_sizes", "audited_mechanism", "about_preset", "preset_changes", "input_digests", "marker_key"]
 
 
 class ReproduceError(RuntimeError):
@@ -320,14 +320,37 @@ def preset_changes(p: Preset) -> dict:
     base = PRESETS.get(p.name)
     if base is None:
         return {}
-    new, old = p.as_dict(), base.as_dict()
-    out = {k: v for k, v in new.items() if k not in ("name", "description", "extra") and v != old.get(k)}
-    for nb in sorted(set(p.extra) | set(base.extra)):
-        mine, theirs = p.extra.get(nb, {}), base.extra.get(nb, {})
-        for k in sorted(set(mine) | set(theirs)):
-            if mine.get(k) != theirs.get(k):
-                out[f"{nb.split('_')[0]}.{k}"] = mine.get(k, "notebook default")
+    new, old = p.paths(), base.paths()
+    out = {}
+    for k in [*new, *(k for k in old if k not in new)]:
+        if new.get(k) != old.get(k):
+            name = k if "." not in k else f"{k.split('_')[0]}.{k.split('.', 1)[1]}"
+            out[name] = new[k] if k in new else f"(as {k.split('.', 1)[1]})"
     return out
+
+
+def audited_mechanism(p: Preset) -> str:
+    """The results.md line that says which mechanism the run audited: σ, q, k, C, m, δ, α and its ε_theory
+    (``pe_kit.audit.accounting.epsilon_theory``: Opacus PRV accountant, add/remove of one user under Poisson
+    sampling at rate q, one release), plus each notebook's own mechanism values (notebook 06: σ = 1.1088).
+
+    Args: p: the run's preset. Returns: str.
+    """
+    from pe_kit.audit.accounting import epsilon_theory
+
+    v = p.view()
+    eps = epsilon_theory(v["noise_multiplier"], v["sample_rate"], v["delta"])
+    line = (f"σ (noise_multiplier)={v['noise_multiplier']:g}, q (sample_rate)={v['sample_rate']:g}, "
+            f"k (top_k)={v['top_k']}, C (clip_norm)={v['clip_norm']:g}, m (record_cap)={v['record_cap']}, "
+            f"δ={v['delta']:g}, α={v['alpha']:g}: ε_theory={eps:.3f} for one release (Opacus PRV accountant; "
+            "add/remove of one user under Poisson sampling at rate q); every CSV row carries these as param_* "
+            "columns, and the mechanism it audited as mech_* columns (the sweeps vary σ or q)")
+    mech = ("noise_multiplier", "sample_rate", "top_k", "clip_norm", "delta", "alpha")
+    for stem, sec in p.notebooks.items():
+        own = {k: x for k, x in sec.shared.items() if k in mech}
+        if own:
+            line += f"; notebook {stem.split('_')[0]}: " + ", ".join(f"{k}={x:g}" for k, x in own.items())
+    return line
 
 
 def about_preset(p: Preset, changed: bool) -> str:
@@ -537,7 +560,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         figures = sorted(str(f.relative_to(run_dir)) for f in (run_dir / "figures").glob("*.png"))
         changed = preset_changes(p)
         meta = {"preset": p.name, "about this preset": about_preset(p, bool(changed)), "seed": seed,
-                "sizes of this run": run_sizes(p),
+                "sizes of this run": run_sizes(p), "mechanism audited": audited_mechanism(p),
                 "changed from the preset (--set / --data / --fit-data)":
                     ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",
                 "data": p.data or "bundled Blogs sample (pe_kit/data_files/blogs-900.jsonl.gz)",
