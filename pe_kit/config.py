@@ -1,12 +1,16 @@
-"""Frozen settings objects shared by the mechanism and the audit (design.md "Data classes"), and the one
-typed validation of every run parameter (``PARAM_TYPES`` / :func:`check_param`).
+"""Frozen settings objects shared by the mechanism and the audit (design.md "Data classes"), the way every
+setting is declared (:func:`setting` on a :class:`Section`), and the one typed validation (:func:`check_param`).
 
 Defaults are the paper's (§3, App. D): k=5, C=0.1, σ=1, q=0.1, δ=1e-5, m=64, α=0.05, five canaries.
 
-``check_param`` is used by the CLI's ``--set``, the presets, ``StudyConfig``, the notebooks'
-``resolve_params`` and the two config classes below, so a value means the same everywhere: a bool is
-never a number, an integral float (``1e6``, ``200000.0``) is fine for an integer field, a fractional one
-is not, ranges are checked, and a list field takes a single value as a one-element list.
+Each setting is a field of one section class, with its default, its ``ParamSpec`` (type and range) and a line of
+doc; the section checks it on construction. The mechanism and audit sections live here (``MechanismSettings``,
+``AuditSettings``, and ``MechanismConfig`` / ``AuditConfig`` on top of them), the world's (``WorldSettings``) too;
+the study and notebook sections and the tree itself are in ``pe_kit.run.settings``. :data:`PARAM_TYPES` is a
+live, read-only view of every declared field by name, so ``--set``, the presets, ``StudyConfig`` and the
+notebooks' ``resolve_params`` check a value the same way: a bool is never a number, an integral float (``1e6``,
+``200000.0``) is fine for an integer field, a fractional one is not, ranges are checked, and a list field takes
+a single value as a one-element list.
 """
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "ParamSpec", "PARAM_TYPES",
-           "Section", "WorldSettings", "ARMS", "FORMATS", "setting", "record_cap_setting", "RECORD_CAP", "check_param", "check_params"]
+           "Section", "WorldSettings", "ARMS", "FORMATS", "setting", "record_cap_setting", "RECORD_CAP", "check_param",
+           "check_params"]
 
 
 @dataclass(frozen=True)

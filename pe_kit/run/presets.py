@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from pe_kit.audit.trials import check_equal_populations
 from pe_kit.config import PARAM_TYPES, check_param
-from pe_kit.run.settings import NOTEBOOKS, Preset, did_you_mean, locate, notebook_keys
+from pe_kit.run.settings import MECHANISM_KEYS, NOTEBOOKS, Preset, did_you_mean, locate, notebook_keys
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -177,9 +177,10 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
 
     With user data of format ``yelp`` the data arms default to ``("long",)``, with ``sentiment140`` to
     ``("short",)`` (the paper's two datasets), and banks to ``("public",)`` (the bundled bank A is
-    generated for the Blogs corpus). An override of a shared setting (``noise_multiplier``, ``mechanism.…``,
-    ``n_test`` …) applies to every notebook: a notebook's own value of it in the preset (notebook 06's
-    σ = 1.1088) is dropped, unless ``<notebook>.<key>`` is given too.
+    generated for the Blogs corpus). An override of the audited mechanism (``pe_kit.run.settings.MECHANISM_KEYS``:
+    σ, q, k, C, δ, α; e.g. ``mechanism.noise_multiplier``) applies to every notebook: a notebook's own value of it
+    in the preset (notebook 06's σ = 1.1088, notebook 07's δ = 1e-3) is dropped, unless ``<notebook>.<key>`` is given
+    too. A notebook's own sizes (``06.bank_size``, ``06.trials``) stay under ``--set bank_size=…`` / ``trials=…``.
 
     Args:
         name: preset name or ``Preset``. overrides: ``{key: value}`` with keys as ``--set`` takes them
@@ -215,9 +216,10 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             changes.update(arms=("long",), arm="long", sweep_arm="long", banks=("public",), bank="public")
         elif kind == "sentiment140":
             changes.update(arms=("short",), arm="short", sweep_arm="short", banks=("public",), bank="public")
-    located = {k: locate(k) for k in overrides}
-    # a shared setting given without a notebook applies to every notebook
-    p = p.without_shared({name for k, (sec, name, canon) in located.items() if canon == name})
+    # the audited mechanism (σ, q, k, C, δ, α) given without a notebook applies to every notebook: a notebook's own
+    # value of it in the preset is dropped; a notebook's own sizes (06.bank_size, 06.trials) stay
+    named = {name for sec, name, canon in map(locate, overrides) if canon == name and name in MECHANISM_KEYS}
+    p = p.without_shared(named)
     try:
         p = p.with_values({**changes, **overrides})
     except ValueError as exc:

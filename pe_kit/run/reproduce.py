@@ -47,7 +47,8 @@ from pe_kit.run.presets import (
 )
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "audited_mechanism", "about_preset", "preset_changes", "input_digests", "marker_key"]
+           "this_python_kernel", "run_sizes", "audited_mechanism", "about_preset", "preset_changes", "input_digests",
+           "marker_key"]
 
 
 class ReproduceError(RuntimeError):

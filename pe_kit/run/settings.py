@@ -20,13 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from pe_kit.config import ARMS, AuditSettings, MechanismSettings, ParamSpec, Section, WorldSettings, check_param, setting
+from pe_kit.config import (ARMS, AuditSettings, MechanismSettings, ParamSpec, Section, WorldSettings, check_param,
+                           setting)
 from pe_kit.study.implementation_audit import SUITE_DELTA
 
 __all__ = ["StudySettings", "MechanismSettings", "AuditSettings", "RunnerSettings", "NotebookSection", "LLRChecks",
            "Ablations", "MultiRound", "ImplementationAudit", "OneRun", "Preset", "SECTIONS", "NOTEBOOKS",
-           "NOTEBOOK_SECTIONS", "NOTEBOOK_READS", "RUNNER_KEYS", "notebook_keys", "notebook_stem", "locate",
-           "parameters_cell", "did_you_mean"]
+           "NOTEBOOK_SECTIONS", "NOTEBOOK_READS", "RUNNER_KEYS", "MECHANISM_KEYS", "notebook_keys", "notebook_stem",
+           "locate", "parameters_cell", "did_you_mean"]
 
 _I1 = ParamSpec("int", lo=1)
 
@@ -183,6 +184,8 @@ _WORLD = ("data", "fmt", "on_error", "model", "max_seq_length", "record_cap", "n
           "n_calibration", "n_test", "bank_size", "max_probes", "pool_size")
 _MECH = tuple(MechanismSettings.specs())
 _AUDIT = tuple(AuditSettings.specs())
+#: The settings that name the audited mechanism: ``--set`` of one applies to every notebook (``get_preset``).
+MECHANISM_KEYS = _MECH + ("delta", "alpha")
 #: The shared (study / mechanism / audit) settings each notebook reads; its own section's fields come on top.
 NOTEBOOK_READS: dict[str, tuple] = {
     "01_mechanism": _WORLD + ("arm", "bank") + _MECH + _AUDIT,

@@ -8,7 +8,7 @@ the base bank, each record's nearest base entries); ``audit_design`` audits one 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
