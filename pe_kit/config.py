@@ -266,19 +266,19 @@ class WorldSettings(Section):
     Attributes: see ``StudyConfig``. Raises: ValueError naming the field, the value and the accepted values.
     """
 
-    data: str | None = setting(None, ParamSpec("str", optional=True), "corpus file; None = the bundled Blogs sample")
+    data: str | None = setting(None, ParamSpec("str", optional=True), "corpus file; None: the bundled Blogs sample")
     fmt: str = setting("auto", ParamSpec("str", choices=FORMATS), "format of data")
     arm: str = setting("long", ParamSpec("str", choices=ARMS), "data arm of a single-world notebook")
     n_canary: int = setting(25, _I1, "users in the canary split")
     n_aux: int = setting(500, _I1, "aux users (Σ̂, Eq. 33)")
-    n_calibration: int = setting(1000, _I1, "calibration users (= n_test)")
+    n_calibration: int = setting(1000, _I1, "calibration users (as many as n_test)")
     n_test: int = setting(1000, _I1, "N: test users")
     bank: str = setting("bankA", ParamSpec("str"), "bank of a single-world notebook: bankA, public or a path")
     bank_size: int = setting(8192, _I1, "p: bank entries")
     max_probes: int = setting(64, ParamSpec("int", lo=0), "r: probes of the paraphrase and nonce variants")
     model: str = setting("all-MiniLM-L6-v2", ParamSpec("str"), "encoder name or path")
     max_seq_length: int | None = setting(None, ParamSpec("int", lo=4, optional=True),
-                                         "encoder token cap; None = the model's")
+                                         "encoder token cap; None: the model's")
     record_cap: int = record_cap_setting()
     seed: int = setting(0, ParamSpec("int", lo=0), "seed of splits, designs and trials")
     on_error: str = setting("raise", ParamSpec("str", choices=("raise", "skip")),

@@ -1,6 +1,9 @@
 """Presets and parameters of the reproduction: the ``tiny`` / ``quick`` / ``paper`` sizes, ``--set`` overrides,
 and each notebook's papermill parameters.
 
+A preset is an instance of the one settings tree, ``pe_kit.run.settings.Preset`` (study / mechanism / audit sections
+and one section per notebook, each field declared once); :func:`preset` builds one from short names.
+
 Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p = 8192, r = 64, m = 64,
 5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
@@ -280,7 +283,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     values that are not None. Notebooks call this first, so they run interactively with only ``preset`` set.
 
     Args:
-        notebook: stem (e.g. ``"04_audit"``); unknown stems get the common keys.
+        notebook: stem (e.g. ``"04_audit"``); unknown stems get notebook 01's keys.
         preset: a name from ``PRESETS`` or a ``Preset``.
         given: the notebook's parameters (``output_dir``, ``seed``, sizes …); None means "from the preset".
 
@@ -322,11 +325,10 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
 
 def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
                     declared: Sequence[str] | None = None) -> dict:
-    """Papermill parameters for one notebook: its keys from the preset, plus ``output_dir``/``seed``.
-
-    For a notebook outside ``NOTEBOOK_KEYS`` (e.g. 06), every preset field, entry of
-    ``preset.extra[notebook]`` and common key that the notebook declares in its ``parameters`` cell
-    (``declared``) is passed. JSON-able values only (tuples → lists).
+    """Papermill parameters for one notebook: its keys (``NOTEBOOK_KEYS``) as the notebook sees them in the preset
+    (``Preset.view``: its own section and its own study / mechanism / audit values on top), plus ``output_dir`` /
+    ``seed``; with ``declared`` (the names its ``parameters`` cell assigns) only those. A notebook outside the tree
+    gets every value it declares. JSON-able values only (tuples → lists).
     """
     base = {**preset.view(notebook if notebook in NOTEBOOKS else None), "preset": preset.name,
             "output_dir": str(output_dir), "seed": int(seed)}

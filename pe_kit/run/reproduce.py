@@ -312,8 +312,10 @@ def run_sizes(p: Preset) -> str:
 def preset_changes(p: Preset) -> dict:
     """The settings of ``p`` that differ from the preset of the same name (what results.md lists as changed).
 
-    A notebook's own parameters (``Preset.extra``) are compared one by one and named ``<notebook number>.<param>``
-    (``06.bank_size``), so an unchanged parameter of another notebook is never listed.
+    Every value of the tree is compared (``Preset.paths``): a study / mechanism / audit setting by its name, a
+    notebook's own value as ``<notebook number>.<param>`` (``06.bank_size``; ``(as noise_multiplier)`` where the run
+    dropped a notebook's own value for the one given to every notebook), so an unchanged parameter of another
+    notebook is never listed.
 
     Args: p: the run's preset. Returns: dict setting → this run's value, in field order (empty for an unnamed or
     unchanged preset).

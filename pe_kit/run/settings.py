@@ -120,20 +120,20 @@ class MultiRound(NotebookSection):
     generator: str = setting("public-retrieval", ParamSpec("str", choices=("public-retrieval", "smollm2", "openai",
                                                                             "wordnet")), "variation generator")
     max_attempts: int = setting(5, _I1, "generator calls per round to fill the g new texts")
-    openai_base_url: str | None = setting(None, ParamSpec("str", optional=True), "generator=openai: server URL")
-    openai_model: str | None = setting(None, ParamSpec("str", optional=True), "generator=openai: model")
+    openai_base_url: str | None = setting(None, ParamSpec("str", optional=True), "server URL of the openai generator")
+    openai_model: str | None = setting(None, ParamSpec("str", optional=True), "model of the openai generator")
     public_max_texts: int | None = setting(None, ParamSpec("int", lo=1, optional=True),
-                                           "retrieval pool cap; None = ceil(3 · rounds · g)")
+                                           "retrieval pool cap; None: ceil(3 · rounds · g)")
     pe_seeds: tuple = setting((0, 1, 2), ParamSpec("int", lo=0, many=True), "PE seeds (≥ 2 for an interval)")
     control: bool = setting(True, ParamSpec("bool"), "run the random-retention control (σ → ∞)")
     adaptive: bool = setting(True, ParamSpec("bool"), "run the adaptive audit")
     adaptive_trials: int | None = setting(None, ParamSpec("int", lo=1, optional=True),
-                                          "trials of the adaptive audit; None = trials")
+                                          "trials of the adaptive audit; None: trials")
     mauve_seeds: tuple = setting((0, 1, 2), ParamSpec("int", lo=0, many=True), "k-means seeds of MAUVE")
     mauve_samples: int | None = setting(2000, ParamSpec("int", lo=2, optional=True), "per-side MAUVE subsample")
     reference_split: str = setting("calibration", ParamSpec("str", choices=("aux", "calibration", "test")),
                                    "MAUVE's reference split")
-    checkpoint_dir: str | None = setting(None, ParamSpec("str", optional=True), "None = the pe_kit cache")
+    checkpoint_dir: str | None = setting(None, ParamSpec("str", optional=True), "per-round checkpoints; None: the pe_kit cache")
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class OneRun(NotebookSection):
                                                          optional=True), "probe budgets (shares of p)")
     one_run_variants: tuple | None = setting(None, ParamSpec("str", many=True, optional=True,
                                                              choices=("nonce", "natural")), "variants")
-    copies: int | None = setting(None, ParamSpec("int", lo=1, optional=True), "copies per record; None = top_k")
+    copies: int | None = setting(None, ParamSpec("int", lo=1, optional=True), "copies per record; None: top_k")
     idealised_ms: tuple | None = setting(None, ParamSpec("int", lo=1, many=True, optional=True),
                                          "canaries m of the idealised game")
     idealised_repeats: int | None = setting(None, ParamSpec("int", lo=1, optional=True), "seeds per size")
@@ -421,7 +421,8 @@ def _doc(name: str) -> str:
 
 def parameters_cell(stem: str) -> str:
     """The source of notebook ``stem``'s ``parameters`` cell, generated from the declarations: the runner's keys,
-    then one ``name = None`` line per setting it takes (None = the preset's value), with its doc and accepted values.
+    then one ``name = None`` line per setting it takes (None: the preset's value), with its doc and accepted values
+    (no ``=`` in a comment: papermill's parameter parser would skip the line).
 
     Returns:
         str (no trailing newline), e.g. ``noise_multiplier = None  # σ: noise std is σ·C: a number ≥ 0``.
