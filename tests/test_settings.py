@@ -15,7 +15,7 @@ import pytest
 
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.config import PARAM_TYPES, AuditSettings, MechanismSettings, Section
-from pe_kit.run import experiments as X
+from pe_kit.study import experiments as X
 from pe_kit.run.presets import NOTEBOOK_KEYS, PRESETS, get_preset, notebook_params, parse_override, resolve_params
 from pe_kit.run.reproduce import audited_mechanism, preset_changes
 from pe_kit.run.settings import (MECHANISM_KEYS, NOTEBOOK_SECTIONS, NOTEBOOKS, RUNNER_KEYS, SECTIONS, SHORT, Preset,
