@@ -97,6 +97,9 @@ def test_set_paths_and_short_names():
     assert parse_override("max_seq_length=64") == ("max_seq_length", 64)
     assert parse_override("sweep_trials=1e4") == ("sweep_trials", 10_000)
     assert parse_override("06.bank_size=300") == ("06_multiround_mauve.bank_size", 300)
+    # refused before the tree (issue 30): a notebook's own mechanism value
+    assert parse_override("04.noise_multiplier=2") == ("04_audit.noise_multiplier", 2.0)
+    assert get_preset("tiny", {"04_audit.noise_multiplier": 2.0}).view("04_audit")["noise_multiplier"] == 2.0
     p = get_preset("tiny", dict([parse_override("mechanism.noise_multiplier=0.8"), parse_override("audit.delta=1e-6"),
                                  parse_override("06.rounds=2")]))
     assert p.mechanism.noise_multiplier == 0.8 and p.audit.delta == 1e-6 and p.notebooks["06_multiround_mauve"].rounds == 2
