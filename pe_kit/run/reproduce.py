@@ -45,6 +45,7 @@ from pe_kit.run.presets import (
     get_preset,
     notebook_params,
 )
+from pe_kit.run.settings import audited_mechanism
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
            "this_python_kernel", "run_sizes", "audited_mechanism", "about_preset", "preset_changes", "input_digests",
@@ -330,30 +331,6 @@ def preset_changes(p: Preset) -> dict:
             name = k if "." not in k else f"{k.split('_')[0]}.{k.split('.', 1)[1]}"
             out[name] = new[k] if k in new else f"(as {k.split('.', 1)[1]})"
     return out
-
-
-def audited_mechanism(p: Preset) -> str:
-    """The results.md line that says which mechanism the run audited: σ, q, k, C, m, δ, α and its ε_theory
-    (``pe_kit.audit.accounting.epsilon_theory``: Opacus PRV accountant, add/remove of one user under Poisson
-    sampling at rate q, one release), plus each notebook's own mechanism values (notebook 06: σ = 1.1088).
-
-    Args: p: the run's preset. Returns: str.
-    """
-    from pe_kit.audit.accounting import epsilon_theory
-
-    v = p.view()
-    eps = epsilon_theory(v["noise_multiplier"], v["sample_rate"], v["delta"])
-    line = (f"σ (noise_multiplier)={v['noise_multiplier']:g}, q (sample_rate)={v['sample_rate']:g}, "
-            f"k (top_k)={v['top_k']}, C (clip_norm)={v['clip_norm']:g}, m (record_cap)={v['record_cap']}, "
-            f"δ={v['delta']:g}, α={v['alpha']:g}: ε_theory={eps:.3f} for one release (Opacus PRV accountant; "
-            "add/remove of one user under Poisson sampling at rate q); every CSV row carries these as param_* "
-            "columns, and the mechanism it audited as mech_* columns (the sweeps vary σ or q)")
-    mech = ("noise_multiplier", "sample_rate", "top_k", "clip_norm", "delta", "alpha")
-    for stem, sec in p.notebooks.items():
-        own = {k: x for k, x in sec.shared.items() if k in mech}
-        if own:
-            line += f"; notebook {stem.split('_')[0]}: " + ", ".join(f"{k}={x:g}" for k, x in own.items())
-    return line
 
 
 def about_preset(p: Preset, changed: bool) -> str:

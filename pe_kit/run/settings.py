@@ -27,7 +27,7 @@ from pe_kit.study.implementation_audit import SUITE_DELTA
 __all__ = ["StudySettings", "MechanismSettings", "AuditSettings", "RunnerSettings", "NotebookSection", "LLRChecks",
            "Ablations", "MultiRound", "ImplementationAudit", "OneRun", "Preset", "SECTIONS", "NOTEBOOKS",
            "NOTEBOOK_SECTIONS", "NOTEBOOK_READS", "RUNNER_KEYS", "MECHANISM_KEYS", "notebook_keys", "notebook_stem",
-           "locate", "parameters_cell", "did_you_mean"]
+           "locate", "parameters_cell", "audited_mechanism", "did_you_mean"]
 
 _I1 = ParamSpec("int", lo=1)
 
@@ -407,6 +407,30 @@ class Preset:
     def as_dict(self) -> dict:
         """Plain flat dict: name, description, :meth:`view` (no notebook) and ``extra``."""
         return {"name": self.name, "description": self.description, **self.view(), "extra": self.extra}
+
+
+def audited_mechanism(p: Preset) -> str:
+    """The results.md line that says which mechanism the run audited: σ, q, k, C, m, δ, α and its ε_theory
+    (``pe_kit.audit.accounting.epsilon_theory``: Opacus PRV accountant, add/remove of one user under Poisson
+    sampling at rate q, one release), plus each notebook's own mechanism values (notebook 06: σ = 1.1088).
+
+    Args: p: the run's preset. Returns: str.
+    """
+    from pe_kit.audit.accounting import epsilon_theory
+
+    v = p.view()
+    eps = epsilon_theory(v["noise_multiplier"], v["sample_rate"], v["delta"])
+    line = (f"σ (noise_multiplier)={v['noise_multiplier']:g}, q (sample_rate)={v['sample_rate']:g}, "
+            f"k (top_k)={v['top_k']}, C (clip_norm)={v['clip_norm']:g}, m (record_cap)={v['record_cap']}, "
+            f"δ={v['delta']:g}, α={v['alpha']:g}: ε_theory={eps:.3f} for one release (Opacus PRV accountant; "
+            "add/remove of one user under Poisson sampling at rate q); every CSV row carries these as param_* "
+            "columns, and the mechanism it audited as mech_* columns (the sweeps vary σ or q)")
+    mech = ("noise_multiplier", "sample_rate", "top_k", "clip_norm", "delta", "alpha")
+    for stem, sec in p.notebooks.items():
+        own = {k: x for k, x in sec.shared.items() if k in mech}
+        if own:
+            line += f"; notebook {stem.split('_')[0]}: " + ", ".join(f"{k}={x:g}" for k, x in own.items())
+    return line
 
 
 def _doc(name: str) -> str:
