@@ -148,7 +148,7 @@ def _write(path: Path, data: bytes) -> None:
     os.chmod(path, 0o644)
 
 
-_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py")
+_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py", "run/settings.py")
 
 
 def _code_fingerprint() -> str:
