@@ -1,20 +1,27 @@
-"""Frozen settings objects shared by the mechanism and the audit (design.md "Data classes"), and the one
-typed validation of every run parameter (``PARAM_TYPES`` / :func:`check_param`).
+"""Frozen settings objects shared by the mechanism and the audit (design.md "Data classes"), the way every
+setting is declared (:func:`setting` on a :class:`Section`), and the one typed validation (:func:`check_param`).
 
 Defaults are the paper's (§3, App. D): k=5, C=0.1, σ=1, q=0.1, δ=1e-5, m=64, α=0.05, five canaries.
 
-``check_param`` is used by the CLI's ``--set``, the presets, ``StudyConfig``, the notebooks'
-``resolve_params`` and the two config classes below, so a value means the same everywhere: a bool is
-never a number, an integral float (``1e6``, ``200000.0``) is fine for an integer field, a fractional one
-is not, ranges are checked, and a list field takes a single value as a one-element list.
+Each setting is a field of one section class, with its default, its ``ParamSpec`` (type and range) and a line of
+doc; the section checks it on construction. The mechanism and audit sections live here (``MechanismSettings``,
+``AuditSettings``, and ``MechanismConfig`` / ``AuditConfig`` on top of them), the world's (``WorldSettings``) too;
+the study and notebook sections and the tree itself are in ``pe_kit.run.settings``. :data:`PARAM_TYPES` is a
+live, read-only view of every declared field by name, so ``--set``, the presets, ``StudyConfig`` and the
+notebooks' ``resolve_params`` check a value the same way: a bool is never a number, an integral float (``1e6``,
+``200000.0``) is fine for an integer field, a fractional one is not, ranges are checked, and a list field takes
+a single value as a one-element list.
 """
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-__all__ = ["MechanismConfig", "AuditConfig", "ParamSpec", "PARAM_TYPES", "check_param", "check_params"]
+__all__ = ["MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "ParamSpec", "PARAM_TYPES",
+           "Section", "WorldSettings", "ARMS", "FORMATS", "setting", "record_cap_setting", "RECORD_CAP", "check_param",
+           "check_params"]
 
 
 @dataclass(frozen=True)
@@ -57,51 +64,109 @@ class ParamSpec:
         return out + (" or null" if self.optional else "")
 
 
-_I1, _F = ParamSpec("int", lo=1), ParamSpec("float")
-_ARMS = ("long", "short")
-#: The type of every run parameter (preset fields, ``StudyConfig`` fields, notebooks' own parameters).
-PARAM_TYPES: dict[str, ParamSpec] = {
-    "data": ParamSpec("str", optional=True), "fmt": ParamSpec("str", optional=True,
-                                                              choices=("auto", "blogs", "yelp", "sentiment140")),
-    "arms": ParamSpec("str", many=True, choices=_ARMS), "arm": ParamSpec("str", choices=_ARMS),
-    "sweep_arm": ParamSpec("str", choices=_ARMS), "banks": ParamSpec("str", many=True), "bank": ParamSpec("str"),
-    "variants": ParamSpec("str", many=True, word="all"), "sweep_variants": ParamSpec("str", many=True),
-    "encoder_variants": ParamSpec("str", many=True), "tightness_variant": ParamSpec("str"),
-    "variant": ParamSpec("str"), "model": ParamSpec("str"), "encoders": ParamSpec("str", many=True, word="auto"),
-    "record_cap": _I1, "n_canary": _I1, "per_variant": _I1, "n_aux": _I1, "n_calibration": _I1, "n_test": _I1,
-    "bank_size": _I1, "max_probes": ParamSpec("int", lo=0), "pool_size": _I1,
-    "max_seq_length": ParamSpec("int", lo=4, optional=True), "trials": _I1, "llr_trials": _I1, "sweep_trials": _I1,
-    "encoder_per_variant": _I1, "tightness_trials": ParamSpec("int", lo=1, many=True),
-    "ceiling_sigmas": ParamSpec("float", lo=0, lo_open=True, many=True),
-    "sigmas": ParamSpec("float", lo=0, lo_open=True, many=True), "qs": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True),
-    "seed": ParamSpec("int", lo=0), "top_k": _I1, "clip_norm": ParamSpec("float", lo=0, lo_open=True),
-    "noise_multiplier": ParamSpec("float", lo=0), "sample_rate": ParamSpec("float", lo=0, hi=1, lo_open=True),
-    "alpha": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
-    "delta": ParamSpec("float", lo=0, hi=1, hi_open=True), "n_canaries": _I1,
-    "shrinkage": ParamSpec("float", lo=0, hi=1), "ridge": ParamSpec("float", lo=0),
-    "rounds": _I1, "max_attempts": _I1, "retain_fraction": ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
-    "generator": ParamSpec("str", choices=("public-retrieval", "smollm2", "openai", "wordnet")),
-    "openai_base_url": ParamSpec("str", optional=True), "openai_model": ParamSpec("str", optional=True),
-    "public_max_texts": ParamSpec("int", lo=1, optional=True), "mauve_seeds": ParamSpec("int", lo=0, many=True),
-    "mauve_samples": ParamSpec("int", lo=2, optional=True), "pe_seeds": ParamSpec("int", lo=0, many=True),
-    "adaptive_trials": ParamSpec("int", lo=1, optional=True),
-    "reference_split": ParamSpec("str", choices=("aux", "calibration", "test")),
-    "checkpoint_dir": ParamSpec("str", optional=True), "output_dir": ParamSpec("str"), "preset": ParamSpec("str"),
-    "on_error": ParamSpec("str", choices=("raise", "skip")),
-    # paraphrase pool route (pe_kit.study.world.paraphrase_pool); None = pe_kit.study.world.DEFAULT_PARAPHRASER
-    "paraphraser": ParamSpec("str", optional=True, choices=("smollm2", "auto", "wordnet")),
-    # notebook 07 (black-box implementation audits)
-    "suite_trials": _I1, "ladder": ParamSpec("int", lo=1, many=True), "repeats": _I1, "repeat_trials": _I1,
-    # notebook 08 (one-run audit; None = pe_kit.study.one_run.DEFAULTS)
-    "one_run_qs": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True, optional=True),
-    "probe_shares": ParamSpec("float", lo=0, hi=1, lo_open=True, many=True, optional=True),
-    "one_run_variants": ParamSpec("str", many=True, optional=True, choices=("nonce", "natural")),
-    "copies": ParamSpec("int", lo=1, optional=True), "idealised_ms": ParamSpec("int", lo=1, many=True, optional=True),
-    "idealised_repeats": ParamSpec("int", lo=1, optional=True),
-    # Monte-Carlo games per σ (a standard error needs ≥ 2) and rows of the source's Table 1 (one_run_checks.TABLE1)
-    "published_repeats": ParamSpec("int", lo=2, optional=True),
-    "published_sigmas": ParamSpec("float", many=True, optional=True, choices=(0.5, 1.0, 2.0, 4.0)),
-}
+_I1 = ParamSpec("int", lo=1)
+#: m, records kept per user: one declaration used by ``MechanismConfig`` and ``pe_kit.study.world.StudyConfig``.
+RECORD_CAP = ParamSpec("int", lo=1)
+
+_SECTIONS: list = []  # every Section subclass, in definition order (filled by Section.__init_subclass__)
+
+
+def setting(default, spec: ParamSpec, doc: str = ""):
+    """A dataclass field of a settings section: its default, its type and range (``spec``) and one line of doc.
+
+    The one place a setting is declared: ``Section.__post_init__`` checks the value against ``spec``, ``--set``
+    and the notebooks' ``resolve_params`` look the spec up by name (:data:`PARAM_TYPES`), and the notebooks'
+    parameters cells are generated from the declarations (``pe_kit.run.settings.parameters_cell``).
+    A list default is stored as a tuple (frozen sections stay hashable).
+    """
+    from dataclasses import field
+
+    if isinstance(default, list):
+        default = tuple(default)
+    return field(default=default, metadata={"spec": spec, "doc": doc})
+
+
+def record_cap_setting():
+    """The ``record_cap`` field (m = 64, paper App. D), shared by the mechanism and the study configs."""
+    return setting(64, RECORD_CAP, "m: records kept per user")
+
+
+class Section:
+    """Base of every frozen settings class: each field declared with :func:`setting` is checked on construction.
+
+    Subclasses are dataclasses (``@dataclass(frozen=True)``); a field's value is normalised by
+    :func:`check_param` against the field's own ``ParamSpec`` (an integral float becomes an int, a list a
+    tuple). Every subclass registers itself, so :data:`PARAM_TYPES` knows its fields by name.
+
+    Raises:
+        ValueError: on construction, naming the field, the value and the accepted values.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _SECTIONS.append(cls)
+
+    def __post_init__(self) -> None:
+        from dataclasses import fields
+
+        for f in fields(self):
+            spec = f.metadata.get("spec")
+            if spec is not None:
+                v = check_param(f.name, getattr(self, f.name), spec)
+                object.__setattr__(self, f.name, tuple(v) if isinstance(v, list) else v)
+
+    @classmethod
+    def specs(cls) -> dict:
+        """``{field name: ParamSpec}`` of the declared fields (inherited ones included), in field order."""
+        from dataclasses import fields
+
+        return {f.name: f.metadata["spec"] for f in fields(cls) if "spec" in f.metadata}
+
+    def as_dict(self) -> dict:
+        """Plain dict of the declared fields (tuples as lists), for result rows."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
+                ((name, getattr(self, name)) for name in self.specs())}
+
+
+class _ParamTypes(Mapping):
+    """``name → ParamSpec`` of every field declared on a registered :class:`Section` (read-only, live).
+
+    A name declared on two classes must carry the very same ``ParamSpec`` object (``record_cap``); otherwise the
+    lookup raises ``RuntimeError`` (a setting declared twice)."""
+
+    def _index(self) -> dict:
+        from dataclasses import fields, is_dataclass
+
+        key = len(_SECTIONS)
+        if getattr(self, "_key", None) != key:
+            out: dict = {}
+            for cls in _SECTIONS:
+                if not is_dataclass(cls):
+                    continue
+                for f in fields(cls):
+                    spec = f.metadata.get("spec")
+                    if spec is None:
+                        continue
+                    if f.name in out and out[f.name] is not spec:
+                        raise RuntimeError(f"setting {f.name!r} is declared twice with different types "
+                                           f"({out[f.name].describe()} and {spec.describe()}); declare it once")
+                    out[f.name] = spec
+            self._cache, self._key = out, key
+        return self._cache
+
+    def __getitem__(self, name: str) -> ParamSpec:
+        return self._index()[name]
+
+    def __iter__(self):
+        return iter(self._index())
+
+    def __len__(self) -> int:
+        return len(self._index())
+
+
+#: The type of every run parameter, by name: a live view of the fields declared on the settings sections
+#: (``MechanismSettings``, ``AuditSettings`` here; the study and notebook sections in ``pe_kit.run.settings``).
+PARAM_TYPES: Mapping = _ParamTypes()
 
 
 def _number(name: str, value, spec: ParamSpec):
@@ -189,50 +254,90 @@ def check_params(values: dict, skip_none: bool = False) -> dict:
     return {k: (v if skip_none and v is None else check_param(k, v)) for k, v in values.items()}
 
 
+ARMS = ("long", "short")
+FORMATS = ("auto", "blogs", "yelp", "sentiment140")
+
+
 @dataclass(frozen=True)
-class MechanismConfig:
-    """One PE histogram release (Eq. 1, Alg. A.1 lines 8–20).
+class WorldSettings(Section):
+    """The fields that fix a study's world: data, data arm, splits, bank and encoder (``pe_kit.study.world.StudyConfig``
+    and the study section of the settings tree, ``pe_kit.run.settings.StudySettings``, both take them from here).
+
+    Attributes: see ``StudyConfig``. Raises: ValueError naming the field, the value and the accepted values.
+    """
+
+    data: str | None = setting(None, ParamSpec("str", optional=True), "corpus file; None: the bundled Blogs sample")
+    fmt: str = setting("auto", ParamSpec("str", choices=FORMATS), "format of data")
+    arm: str = setting("long", ParamSpec("str", choices=ARMS), "data arm of a single-world notebook")
+    n_canary: int = setting(25, _I1, "users in the canary split")
+    n_aux: int = setting(500, _I1, "aux users (Σ̂, Eq. 33)")
+    n_calibration: int = setting(1000, _I1, "calibration users (as many as n_test)")
+    n_test: int = setting(1000, _I1, "N: test users")
+    bank: str = setting("bankA", ParamSpec("str"), "bank of a single-world notebook: bankA, public or a path")
+    bank_size: int = setting(8192, _I1, "p: bank entries")
+    max_probes: int = setting(64, ParamSpec("int", lo=0), "r: probes of the paraphrase and nonce variants")
+    model: str = setting("all-MiniLM-L6-v2", ParamSpec("str"), "encoder name or path")
+    max_seq_length: int | None = setting(None, ParamSpec("int", lo=4, optional=True),
+                                         "encoder token cap; None: the model's")
+    record_cap: int = record_cap_setting()
+    seed: int = setting(0, ParamSpec("int", lo=0), "seed of splits, designs and trials")
+    on_error: str = setting("raise", ParamSpec("str", choices=("raise", "skip")),
+                            "malformed data lines: raise (naming file and line) or skip (count and drop)")
+
+
+
+@dataclass(frozen=True)
+class MechanismSettings(Section):
+    """The mechanism section of the settings tree: one PE histogram release (Eq. 1, Alg. A.1 lines 8–20).
+
+    ε_theory (``pe_kit.audit.accounting.epsilon_theory``) is for add/remove of one user under Poisson
+    sampling at rate q, composed over the releases.
 
     Attributes:
         top_k: k, votes per record (int ≥ 1).
         clip_norm: C, L2 clip of a user's normalized vote vector (float > 0).
         noise_multiplier: σ; the release noise is N(0, (σC)² I) (float ≥ 0).
         sample_rate: q, independent Bernoulli participation probability (0 < q ≤ 1).
+
+    Raises:
+        ValueError: naming the field and the admissible range.
+    """
+
+    top_k: int = setting(5, _I1, "k: votes per record")
+    clip_norm: float = setting(0.1, ParamSpec("float", lo=0, lo_open=True), "C: L2 clip of a user's vote vector")
+    noise_multiplier: float = setting(1.0, ParamSpec("float", lo=0), "σ: noise std is σ·C")
+    sample_rate: float = setting(0.1, ParamSpec("float", lo=0, hi=1, lo_open=True),
+                                 "q: Poisson participation probability of a user")
+
+
+@dataclass(frozen=True)
+class MechanismConfig(MechanismSettings):
+    """One PE histogram release (Eq. 1, Alg. A.1 lines 8–20): :class:`MechanismSettings` plus m.
+
+    Attributes:
+        top_k, clip_norm, noise_multiplier, sample_rate: see :class:`MechanismSettings`.
         record_cap: m, records kept per user (int ≥ 1).
 
     Raises:
         ValueError: naming the field and the admissible range.
     """
 
-    top_k: int = 5
-    clip_norm: float = 0.1
-    noise_multiplier: float = 1.0
-    sample_rate: float = 0.1
-    record_cap: int = 64
-
-    def __post_init__(self) -> None:
-        for k in ("top_k", "clip_norm", "noise_multiplier", "sample_rate", "record_cap"):
-            object.__setattr__(self, k, check_param(k, getattr(self, k)))
+    record_cap: int = record_cap_setting()
 
     @property
     def noise_std(self) -> float:
         """Standard deviation σ·C of each histogram coordinate's Gaussian noise."""
         return self.noise_multiplier * self.clip_norm
 
-    def as_dict(self) -> dict:
-        """Plain dict of the settings (for result rows)."""
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class AuditConfig:
-    """Audit statistics settings (§2.1 Steps 2–5, App. E.6–E.7).
+class AuditSettings(Section):
+    """The audit section of the settings tree: statistics of every audit (§2.1 Steps 2–5, App. E.6–E.7).
 
     Attributes:
         trials: trials per hypothesis, for calibration and again for the test (int ≥ 1).
         alpha: family-wise error over the canaries of one variant (0 < α < 1).
         delta: δ of the (ε, δ) statement (0 ≤ δ < 1).
-        n_canaries: canaries per variant; γ = α / (n_canaries · 4) (Eq. 30 ff.).
         shrinkage: diagonal shrinkage of the aux second moment (Eq. 33), 0.1 in the paper.
         ridge: numerical ridge added to Σ̂ (Eq. 35), 1e-9 in the paper.
 
@@ -240,22 +345,29 @@ class AuditConfig:
         ValueError: naming the field and the admissible range.
     """
 
-    trials: int = 1_000_000
-    alpha: float = 0.05
-    delta: float = 1e-5
-    n_canaries: int = 5
-    shrinkage: float = 0.1
-    ridge: float = 1e-9
+    trials: int = setting(1_000_000, _I1, "trials per hypothesis per split")
+    alpha: float = setting(0.05, ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
+                           "family-wise error over one variant's canaries")
+    delta: float = setting(1e-5, ParamSpec("float", lo=0, hi=1, hi_open=True), "δ of the (ε, δ) statement")
+    shrinkage: float = setting(0.1, ParamSpec("float", lo=0, hi=1), "diagonal shrinkage of Σ̂ (Eq. 33)")
+    ridge: float = setting(1e-9, ParamSpec("float", lo=0), "ridge added to Σ̂ (Eq. 35)")
 
-    def __post_init__(self) -> None:
-        for k in ("trials", "alpha", "delta", "n_canaries", "shrinkage", "ridge"):
-            object.__setattr__(self, k, check_param(k, getattr(self, k)))
+
+@dataclass(frozen=True)
+class AuditConfig(AuditSettings):
+    """Audit statistics settings (§2.1 Steps 2–5, App. E.6–E.7): :class:`AuditSettings` plus the canary count.
+
+    Attributes:
+        trials, alpha, delta, shrinkage, ridge: see :class:`AuditSettings`.
+        n_canaries: canaries per variant; γ = α / (n_canaries · 4) (Eq. 30 ff.).
+
+    Raises:
+        ValueError: naming the field and the admissible range.
+    """
+
+    n_canaries: int = setting(5, _I1, "canaries per variant")
 
     @property
     def gamma(self) -> float:
         """Tail probability of each one-sided Clopper–Pearson bound: α / (n_canaries · 4) (App. E.6)."""
         return self.alpha / (self.n_canaries * 4)
-
-    def as_dict(self) -> dict:
-        """Plain dict of the settings (for result rows)."""
-        return asdict(self)

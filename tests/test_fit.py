@@ -139,14 +139,12 @@ def test_fit_leaves_a_fitting_preset_alone(tmp_path):
 
 
 def test_stability_warnings_thresholds():
-    from dataclasses import replace
-
     assert (MIN_USERS_PER_SPLIT, MIN_MAUVE_SAMPLES) == (50, 50)  # benchmarks/small_data_stability.py
     assert stability_warnings(PRESETS["quick"]) == []  # N = 290, MAUVE on ~1,984 samples per side
     w = stability_warnings(PRESETS["tiny"])  # N = 20, q = 0.1: 2 expected voters per round
     assert len(w) == 2 and f"< {MIN_USERS_PER_SPLIT}" in w[0] and "q·N = 2.0 expected voters" in w[1]
-    assert stability_warnings(replace(PRESETS["quick"], n_calibration=50, n_test=50)) == []
-    small = replace(PRESETS["tiny"], extra={"06_multiround_mauve": {"bank_size": 60}})  # 60 − r=16 = 44 per side
+    assert stability_warnings(PRESETS["quick"].with_values({"n_calibration": 50, "n_test": 50})) == []
+    small = PRESETS["tiny"].with_values({"06.bank_size": 60})  # 60 − r=16 = 44 per side
     assert any(f"~44 samples per side (< {MIN_MAUVE_SAMPLES}" in x for x in stability_warnings(small))
     # a run without notebook 06 (e.g. --notebooks 08) is not warned about 06's voters per round or MAUVE samples
     only08 = stability_warnings(small, notebooks=["08_one_run_audit"])

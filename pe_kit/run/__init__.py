@@ -1,6 +1,7 @@
 """Stage 8 — runs: presets, the papermill runner and the ``pe-kit`` CLI (the library they drive is ``pe_kit.study``).
 
-Modules: ``presets``, ``fit`` (fitting sizes to own data, size warnings), ``preflight`` (checks before any
+Modules: ``settings`` (the one settings tree: study / mechanism / audit / per-notebook sections), ``presets``
+(its instances), ``fit`` (fitting sizes to own data, size warnings), ``preflight`` (checks before any
 notebook runs), ``pool_canaries`` (the canaries a preset's paraphrase pools are built for), ``reproduce``
 (papermill), ``cli``.
 """

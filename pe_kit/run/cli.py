@@ -4,7 +4,8 @@ Subcommands:
 
 * ``pe-kit reproduce --preset quick`` — run the notebooks headless into ``results/<run-id>/`` (the kit's
   main job; see ``pe_kit.run.reproduce``). ``--data PATH --format yelp|sentiment140|blogs`` audits your own
-  corpus; ``--set key=value`` changes any preset field; a rerun resumes.
+  corpus; ``--set key=value`` changes any setting of the tree (``pe_kit.run.settings``: ``trials=…``,
+  ``mechanism.noise_multiplier=…``, ``audit.delta=…``, ``06.rounds=…``); a rerun resumes.
 * ``pe-kit presets`` — list the presets and their sizes.
 * ``pe-kit explore --sigma 1 --q 0.1 --trials 1e6 --mu-eff 1`` — the explorer's numbers without Jupyter
   (ε_theory, expected ε_lower; ``pe_kit.report.widgets.explorer_state``).
@@ -46,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--run-id", default=None, help="run folder name (default: the preset, plus the data file stem)")
     r.add_argument("--results-dir", default="results", help="parent folder of runs (default: ./results)")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a preset field, e.g. --set trials=100000 --set variants=ordinary,nonce")
+                   help="change a setting (pe_kit.run.settings): a name, <section>.<field> or <notebook>.<field>, "
+                        "e.g. --set trials=100000 --set mechanism.noise_multiplier=0.8 --set audit.delta=1e-6 "
+                        "--set 06.rounds=3")
     r.add_argument("--notebooks", default=None, help="comma list of notebooks to run, e.g. 01,04 (default: all)")
     r.add_argument("--notebooks-dir", default=None, help="folder of the .ipynb files (default: the repository's)")
     r.add_argument("--force", action="store_true", help="re-execute finished notebooks (cached steps are kept)")

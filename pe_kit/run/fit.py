@@ -25,7 +25,7 @@ Stability thresholds (:func:`stability_warnings`): measured by ``benchmarks/smal
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -44,7 +44,6 @@ MIN_USERS_PER_SPLIT = 50
 #: gave MAUVE 0.966 ± 0.015 (5 draws) already at 50 per side (0.952–0.972 up to 1,000).
 MIN_MAUVE_SAMPLES = 50
 _NB06 = "06_multiround_mauve"
-_NB06_ROUNDS = 6  # notebook 06's default T (its parameters cell; paper Fig. 2)
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def arms_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
         elif num == "05":
             out |= {p.arm, p.sweep_arm}
         elif num != "07":
-            out.add(p.extra.get(nb, {}).get("arm", p.arm))
+            out.add(p.view(nb)["arm"] if nb in p.notebooks else p.arm)
     return out
 
 
@@ -227,23 +226,25 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
     nb06 = extra.setdefault(_NB06, {})
     if "bank_size" not in nb06 or nb06["bank_size"] > bank_size:
         nb06["bank_size"] = min(nb06.get("bank_size", bank_size), bank_size)
-    rounds = int(nb06.get("rounds", _NB06_ROUNDS))
+    rounds = int(nb06.get("rounds", p.view(_NB06)["rounds"]))
     pool = public_records - (bank_size if pub else 0)
     need = rounds * (nb06["bank_size"] - min(max_probes, nb06["bank_size"]))
-    if nb06.get("generator", "public-retrieval") == "public-retrieval" and f"{_NB06}.generator" not in fixed \
+    v06 = {**p.view(_NB06), **nb06}
+    if v06["generator"] == "public-retrieval" and not {"generator", f"{_NB06}.generator"} & fixed \
             and pool < 1.25 * need:
         nb06["generator"] = "wordnet"
         reasons.append(f"notebook 06 generator=wordnet: {rounds} rounds of public retrieval need ~{1.25 * need:.0f} "
                        f"unused public texts and the data leaves ~{max(pool, 0):.0f}")
-        if f"{_NB06}.max_attempts" not in fixed:
-            nb06["max_attempts"] = max(int(nb06.get("max_attempts", 5)), 20)
+        if not {"max_attempts", f"{_NB06}.max_attempts"} & fixed:
+            nb06["max_attempts"] = max(int(v06["max_attempts"]), 20)
             reasons.append("notebook 06 max_attempts=20: ~19 paraphrases of each retained text per round exhaust "
                            "WordNet's synonyms of short texts within the default 5 calls (measured: 361 of 362 on "
                            "60 × 40 tweets)")
-    new = replace(p, record_cap=m, n_canary=n_canary, per_variant=per_variant, n_aux=aux, n_calibration=n, n_test=n,
-                  bank_size=bank_size, max_probes=max_probes, extra=extra)
-    old_d, new_d = p.as_dict(), new.as_dict()
-    changes = {k: (old_d[k], new_d[k]) for k in new_d if k != "extra" and old_d[k] != new_d[k]}
+    new = p.with_values({"record_cap": m, "n_canary": n_canary, "per_variant": per_variant, "n_aux": aux,
+                         "n_calibration": n, "n_test": n, "bank_size": bank_size, "max_probes": max_probes,
+                         **{f"{_NB06}.{k}": v for k, v in nb06.items()}})
+    old_d, new_d = p.shared_values(), new.shared_values()
+    changes = {k: (old_d[k], new_d[k]) for k in new_d if old_d[k] != new_d[k]}
     for k, v in nb06.items():
         if p.extra.get(_NB06, {}).get(k) != v:
             changes[f"06.{k}"] = (p.extra.get(_NB06, {}).get(k, "notebook default"), v)
@@ -265,7 +266,7 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None,
         list of str (empty when the sizes are large enough).
     """
     out = []
-    nb06 = p.extra.get(_NB06, {})
+    nb06 = p.view(_NB06)
     runs06 = notebooks is None or _NB06 in notebooks
     if p.n_test < MIN_USERS_PER_SPLIT:
         out.append(f"n_calibration = n_test = {p.n_test} users (< {MIN_USERS_PER_SPLIT}): below "
@@ -274,7 +275,7 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None,
                    "trials), so single values and their changes between variants or rounds are mostly noise; read "
                    "only large gaps")
     if p.n_test < MIN_USERS_PER_SPLIT and runs06:
-        q = float(nb06.get("sample_rate", 0.1))
+        q = float(nb06["sample_rate"])
         out.append(f"notebook 06 evolves its population from q·N = {q * p.n_test:.1f} expected voters per round "
                    f"(N = {p.n_test} test users, q = {q:g}): the released histogram is then mostly noise and the "
                    "next population is variations of a few retained texts, so MAUVE collapses after one round "
@@ -282,8 +283,8 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None,
                    "not of the data's utility")
     mean_rec = p.record_cap if prof is None else float(np.mean(np.minimum(prof.records, p.record_cap)))
     ref = int(p.n_calibration * mean_rec)
-    bank06 = int(nb06.get("bank_size", p.bank_size)) - min(p.max_probes, p.bank_size)
-    samples = min(ref, bank06, int(nb06.get("mauve_samples", 2000) or ref))
+    bank06 = int(nb06["bank_size"]) - min(p.max_probes, p.bank_size)
+    samples = min(ref, bank06, int(nb06["mauve_samples"] or ref))
     if samples < MIN_MAUVE_SAMPLES and runs06:
         out.append(f"MAUVE (notebook 06) compares ~{samples} samples per side (< {MIN_MAUVE_SAMPLES}, the smallest "
                    "size at which MAUVE of one distribution against itself was measured stable: 0.966 ± 0.015)")

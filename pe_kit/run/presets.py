@@ -1,103 +1,40 @@
 """Presets and parameters of the reproduction: the ``tiny`` / ``quick`` / ``paper`` sizes, ``--set`` overrides,
 and each notebook's papermill parameters.
 
+A preset is an instance of the one settings tree, ``pe_kit.run.settings.Preset`` (study / mechanism / audit sections
+and one section per notebook, each field declared once); :func:`preset` builds one from short names.
+
 Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p = 8192, r = 64, m = 64,
 5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
 from __future__ import annotations
 
 __all__ = ["Preset", "PRESETS", "NOTEBOOKS", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_params",
-           "notebook_output_dir", "text_progress", "parse_override", "did_you_mean"]
+           "notebook_output_dir", "text_progress", "parse_override", "did_you_mean", "preset"]
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pe_kit.audit.trials import check_equal_populations
-from pe_kit.config import check_param
-
-#: Notebook stems, in run order. 06 (multi-round) and 07 (black-box implementation audits) run only if their
-#: files exist; like 06, 07 takes its own parameters from ``Preset.extra`` (defaults in its parameters cell).
-NOTEBOOKS = ("01_mechanism", "02_probe_design", "03_llr_checks", "04_audit", "05_ablations", "06_multiround_mauve",
-             "07_audit_an_implementation", "08_one_run_audit")
+from pe_kit.config import PARAM_TYPES, check_param
+from pe_kit.run.settings import MECHANISM_KEYS, NOTEBOOKS, Preset, did_you_mean, locate, notebook_keys
 
 _REPO = Path(__file__).resolve().parents[2]
 
 
-@dataclass(frozen=True)
-class Preset:
-    """Sizes and settings of one reproduction (every field can be overridden with ``--set key=value``).
-
-    Data and study: ``data`` (None = the bundled 900-blogger sample), ``fmt`` (``auto|blogs|yelp|sentiment140``),
-    ``arms`` / ``banks`` (notebook 04's grid; ``bankA`` = bundled label-only bank, ``public`` = records of
-    users in no split, or a JSON Lines path), ``arm`` / ``bank`` (the single world of notebooks 01–03 and 05),
-    ``record_cap`` (m), ``n_canary`` (canary split size), ``per_variant`` (canaries audited per variant),
-    ``n_aux``, ``n_calibration``, ``n_test`` (N), ``bank_size`` (p), ``max_probes`` (r), ``pool_size`` (M,
-    candidate pool of the paraphrase and nonce variants), ``paraphraser`` (how the paraphrase variants' pools are
-    made: ``auto`` = the shipped SmolLM2 pool, WordNet where none matches; ``smollm2`` = SmolLM2 rewrites, shipped
-    or generated; ``wordnet`` = synonym swaps; None = ``pe_kit.study.world.DEFAULT_PARAPHRASER``), ``model``,
-    ``max_seq_length`` (token cap of the encoder; None = model default), ``variants`` (``"all"`` or names),
-    ``on_error`` (``raise``: a malformed line of the data file stops the run, naming file and line; ``skip``:
-    such lines are counted in the corpus report and dropped).
-
-    Trials (per hypothesis per split): ``trials`` (Table 2/4 and Table 3), ``llr_trials`` (notebook 03),
-    ``sweep_trials`` (Fig. 1), ``tightness_trials`` (a list of budgets).
-
-    Ablations: ``sigmas``, ``qs``, ``sweep_variants``, ``sweep_arm``, ``encoders`` (``"auto"`` = MiniLM-L6 plus
-    MPNet if installed, or names/paths), ``encoder_variants``, ``encoder_per_variant``, ``tightness_variant``,
-    ``ceiling_sigmas`` (notebook 03).
-
-    ``description``: what the preset is for and how it differs from the paper (written into results.md).
-    """
-
-    name: str
-    description: str
-    data: str | None = None
-    fmt: str = "auto"
-    arms: tuple = ("long", "short")
-    banks: tuple = ("bankA", "public")
-    arm: str = "long"
-    bank: str = "bankA"
-    variants: Any = "all"
-    record_cap: int = 64
-    n_canary: int = 40
-    per_variant: int = 5
-    n_aux: int = 500
-    n_calibration: int = 1000
-    n_test: int = 1000
-    bank_size: int = 8192
-    max_probes: int = 64
-    pool_size: int = 512
-    paraphraser: str | None = None
-    model: str = "all-MiniLM-L6-v2"
-    max_seq_length: int | None = None
-    trials: int = 1_000_000
-    llr_trials: int = 1_000_000
-    ceiling_sigmas: tuple = (0.5, 1.0, 2.0)
-    sweep_arm: str = "short"
-    sweep_variants: tuple = ("ordinary", "exact", "paraphrase-mu_eff", "nonce")
-    sigmas: tuple = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
-    qs: tuple = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
-    sweep_trials: int = 5_000_000
-    encoders: Any = "auto"
-    encoder_variants: tuple = ("ordinary", "exact", "nonce")
-    encoder_per_variant: int = 5
-    tightness_variant: str = "nonce"
-    tightness_trials: tuple = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
-    on_error: str = "raise"
-    extra: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        """Plain dict (tuples as lists)."""
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+def preset(name: str, description: str, notebooks: Mapping[str, Mapping] | None = None, **values: Any) -> Preset:
+    """A :class:`Preset` named ``name``: the tree's defaults with ``values`` (short names, e.g. ``n_test=290``)
+    and ``notebooks`` (notebook number → its own values, e.g. ``{"06": {"rounds": 3}}``) set."""
+    nb = {f"{k}.{p}": v for k, vals in (notebooks or {}).items() for p, v in vals.items()}
+    return Preset(name, description).with_values({**values, **nb})
 
 
 PRESETS: dict[str, Preset] = {
-    "tiny": Preset(
-        name="tiny",
-        description=("CI sizes on real data (tests/data/blogs-tiny.jsonl.gz, 80 bloggers × 16 posts): 60 users in "
+    "tiny": preset(
+        "tiny",
+        ("CI sizes on real data (tests/data/blogs-tiny.jsonl.gz, 80 bloggers × 16 posts): 60 users in "
                      "splits, p=256, r=16, MiniLM-L6 at 32 tokens, 2·10⁴ trials. Checks that everything runs; "
                      "its numbers are not meant to be read."),
         data=str(_REPO / "tests" / "data" / "blogs-tiny.jsonl.gz"), record_cap=16, n_canary=5, per_variant=2,
@@ -106,14 +43,14 @@ PRESETS: dict[str, Preset] = {
         llr_trials=20_000, sweep_arm="short", sweep_variants=("ordinary", "nonce"), sigmas=(0.5, 1.0, 2.0),
         qs=(0.05, 0.1, 0.3), sweep_trials=20_000, encoders=("all-MiniLM-L6-v2",), encoder_per_variant=1,
         tightness_trials=(1_000, 5_000, 20_000),
-        extra={"06_multiround_mauve": {"rounds": 3, "pe_seeds": [0, 1], "mauve_seeds": [0, 1], "mauve_samples": 500},
-               "07_audit_an_implementation": {"suite_trials": 20_000, "ladder": [1_000, 3_000, 10_000, 30_000],
-                                              "repeats": 2, "repeat_trials": 5_000},
-               "08_one_run_audit": {"probe_shares": [0.5, 1.0], "idealised_ms": [100, 1000], "idealised_repeats": 2,
+        notebooks={"06": {"rounds": 3, "pe_seeds": [0, 1], "mauve_seeds": [0, 1], "mauve_samples": 500},
+                   "07": {"suite_trials": 20_000, "ladder": [1_000, 3_000, 10_000, 30_000],
+                          "repeats": 2, "repeat_trials": 5_000},
+                   "08": {"probe_shares": [0.5, 1.0], "idealised_ms": [100, 1000], "idealised_repeats": 2,
                                     "published_repeats": 10, "published_sigmas": [1.0, 2.0]}}),
-    "quick": Preset(
-        name="quick",
-        description=("The paper's protocol on the bundled Blogs sample (900 bloggers with 64 posts, each cut at 600 "
+    "quick": preset(
+        "quick",
+        ("The paper's protocol on the bundled Blogs sample (900 bloggers with 64 posts, each cut at 600 "
                      "chars), sizes reduced only where measured not to move μ_eff (benchmarks/fidelity_mu_eff.py, "
                      "docs/fidelity.md): m=64 records per user, exact with r=m=64 copies, 25 real canaries (5 "
                      "independent ones per real-canary variant), p=8192, r=64, M=512, 150 aux users (μ_eff moves "
@@ -134,11 +71,11 @@ PRESETS: dict[str, Preset] = {
         max_probes=64, pool_size=512, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
         encoder_per_variant=5, tightness_trials=(1_000, 10_000, 100_000, 1_000_000),
-        extra={"06_multiround_mauve": {"bank_size": 512, "pe_seeds": [0, 1, 2]},
-               "08_one_run_audit": {"idealised_ms": [100, 1000], "idealised_repeats": 3, "published_repeats": 20}}),
-    "paper": Preset(
-        name="paper",
-        description=("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "
+        notebooks={"06": {"bank_size": 512, "pe_seeds": [0, 1, 2]},
+                   "08": {"idealised_ms": [100, 1000], "idealised_repeats": 3, "published_repeats": 20}}),
+    "paper": preset(
+        "paper",
+        ("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "
                      "are synthetic), 500 aux users, N=1000 test users and 1000 distinct calibration users (equal "
                      "size: the threshold is calibrated on the statistic of N users, never on resampled users; the "
                      "paper uses 500 calibration users against N=1000), p=8192, r=64, M=512, MiniLM-L6 at its own 256-token cap (longer texts are cut; results.md counts them), 10⁶ trials "
@@ -152,58 +89,41 @@ PRESETS: dict[str, Preset] = {
                      "texts that the initial bank does not hold: p=512 leaves 7,668 of them for T=6 rounds of "
                      "g=426; p=8192 would leave none). Hours on 2 CPU cores."),
         n_canary=25,
-        extra={"06_multiround_mauve": {"bank_size": 512, "trials": 5_000_000},
-               "08_one_run_audit": {"idealised_ms": [1000, 10_000], "idealised_repeats": 10}},
+        notebooks={"06": {"bank_size": 512, "trials": 5_000_000},
+                   "08": {"idealised_ms": [1000, 10_000], "idealised_repeats": 10}},
     ),
 }
 
-_COMMON = ("output_dir", "preset", "seed", "data", "fmt", "model", "max_seq_length", "record_cap", "n_canary",
-           "per_variant", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "pool_size", "trials", "on_error")
-
-#: The parameters each notebook declares in its ``parameters`` cell (besides the common ones).
-NOTEBOOK_KEYS: dict[str, tuple] = {
-    "01_mechanism": _COMMON + ("arm", "bank"),
-    "02_probe_design": _COMMON + ("arm", "bank", "variants", "paraphraser"),
-    "03_llr_checks": _COMMON + ("arm", "bank", "llr_trials", "ceiling_sigmas"),
-    "04_audit": _COMMON + ("arms", "banks", "variants", "paraphraser"),
-    "05_ablations": _COMMON + ("arm", "bank", "paraphraser", "sweep_arm", "sweep_variants", "sigmas", "qs",
-                               "sweep_trials", "encoders", "encoder_variants", "encoder_per_variant",
-                               "tightness_variant", "tightness_trials"),
-    # notebook 08's own keys live in ``Preset.extra["08_one_run_audit"]`` (None = ``pe_kit.study.one_run.DEFAULTS``)
-    "08_one_run_audit": _COMMON + ("arm", "bank", "one_run_qs", "probe_shares", "one_run_variants", "copies",
-                                   "idealised_ms", "idealised_repeats", "published_repeats", "published_sigmas"),
-}
+#: The parameters each notebook takes (runner keys, the shared settings it reads, its own section's fields),
+#: derived from the declarations in ``pe_kit.run.settings``.
+NOTEBOOK_KEYS: dict[str, tuple] = {stem: notebook_keys(stem) for stem in NOTEBOOKS}
 
 
 def parse_override(text: str) -> tuple[str, Any]:
     """Parse ``key=value`` (value as JSON if it parses, else a comma list for ``a,b``, else a string).
 
-    ``key`` is a ``Preset`` field (``trials``, ``variants`` …) or ``<notebook>.<parameter>`` for one notebook's
-    own parameter, e.g. ``06.generator=openai`` or ``06_multiround_mauve.rounds=3`` (stored in ``Preset.extra``;
-    ``pe_kit.run.reproduce`` checks that the notebook declares it). The value is checked and normalised by
-    ``pe_kit.config.check_param`` (``trials=1e6`` → 1000000; ``trials=true``, ``max_probes=1.5`` rejected).
+    ``key`` is a path of the settings tree (``pe_kit.run.settings.locate``): a short name (``trials``,
+    ``noise_multiplier``, ``rounds``), ``<section>.<field>`` (``mechanism.noise_multiplier``, ``audit.delta``)
+    or ``<notebook>.<parameter>`` (``06.rounds=3``, ``06_multiround_mauve.bank_size=512``: for that notebook only).
+    The value is checked and normalised against the field's own declaration (``trials=1e6`` → 1000000;
+    ``trials=true``, ``max_probes=1.5`` rejected).
+
+    Returns:
+        (canonical key, value): the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``.
 
     Raises:
-        ValueError: if ``text`` has no ``=``, the key is not a ``Preset`` field, the notebook is unknown
-            (the message lists the valid keys), or the value has the wrong type or range (the message names
-            the field and the accepted values).
+        ValueError: if ``text`` has no ``=``, the key is not in the tree (the message lists the valid keys, or the
+            section's settings with their ranges, with a did-you-mean), or the value has the wrong type or range
+            (the message names the key, the value and the accepted values).
     """
     if "=" not in text:
         raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
     key, raw = text.split("=", 1)
     key = key.strip()
-    if "." in key:
-        nb, param = key.split(".", 1)
-        matches = [n for n in NOTEBOOKS if n == nb or n.split("_")[0] == nb]
-        if not matches or not param.isidentifier():
-            raise ValueError(f"--set {key}=…: use <notebook>.<parameter> with a notebook of {', '.join(NOTEBOOKS)} "
-                             "(or its number, e.g. 06.rounds=3)" + (did_you_mean(nb, NOTEBOOKS) if not matches else ""))
-        key = f"{matches[0]}.{param}"
-    else:
-        valid = {f.name for f in fields(Preset)} - {"name", "description", "extra"}
-        if key not in valid:
-            raise ValueError(f"--set {key}=…: unknown setting{did_you_mean(key, valid)}; valid keys: "
-                             f"{', '.join(sorted(valid))} (or <notebook>.<parameter>)")
+    try:
+        sec, name, canon = locate(key)
+    except ValueError as exc:
+        raise ValueError(f"--set {key}=…: {exc}") from None
     raw = raw.strip()
     try:
         value = json.loads(raw)
@@ -213,23 +133,12 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = None
     if isinstance(value, list):  # "a,1e6" → each part parsed as JSON when it parses
         value = [_json_or_str(v) for v in value]
-    default = {f.name: f.default for f in fields(Preset)}.get(key)
-    if isinstance(default, tuple) and value is not None and not isinstance(value, list):
-        value = [value]  # a single value for a list setting (``--set banks=public``)
     try:
-        value = check_param(key, value)
+        value = check_param(key, value, PARAM_TYPES[name])
     except ValueError as exc:
         raise ValueError(f"--set {key}={raw}: {exc}") from None
-    return key, _absolute_paths(key, value)
+    return canon, _absolute_paths(canon, value)
 
-
-def did_you_mean(word: str, choices) -> str:
-    """``"; did you mean 'trials'?"`` for the closest of ``choices`` (an iterable of str) to ``word``
-    (``difflib.get_close_matches``, cutoff 0.6), or ``""`` when none is close."""
-    import difflib
-
-    close = difflib.get_close_matches(str(word), sorted(str(c) for c in choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _json_or_str(v: Any) -> Any:
@@ -267,14 +176,22 @@ NEEDS_DATA = ("paper",)
 
 def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, data: str | None = None,
                fmt: str | None = None) -> Preset:
-    """A preset by name (or a ``Preset``), with ``data``/``fmt`` and field overrides applied and checked.
+    """A preset by name (or a ``Preset``), with ``data``/``fmt`` and ``--set`` overrides applied and checked.
 
     With user data of format ``yelp`` the data arms default to ``("long",)``, with ``sentiment140`` to
     ``("short",)`` (the paper's two datasets), and banks to ``("public",)`` (the bundled bank A is
-    generated for the Blogs corpus).
+    generated for the Blogs corpus). An override of the audited mechanism (``pe_kit.run.settings.MECHANISM_KEYS``:
+    σ, q, k, C, δ, α; e.g. ``mechanism.noise_multiplier``) applies to every notebook: a notebook's own value of it
+    in the preset (notebook 06's σ = 1.1088, notebook 07's δ = 1e-3) is dropped, unless ``<notebook>.<key>`` is given
+    too. A notebook's own sizes (``06.bank_size``, ``06.trials``) stay under ``--set bank_size=…`` / ``trials=…``.
+
+    Args:
+        name: preset name or ``Preset``. overrides: ``{key: value}`` with keys as ``--set`` takes them
+            (``pe_kit.run.settings.locate``). data, fmt: a user corpus (``--data`` / ``--format``).
 
     Raises:
-        ValueError: unknown preset or key, a size below 1, or the paper preset without ``data``.
+        ValueError: unknown preset or key, a value of the wrong type or range (naming key, value and range), the
+            calibration and test sizes unequal, or the paper preset without ``data``.
     """
     if isinstance(name, Preset):
         p = name
@@ -302,34 +219,18 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             changes.update(arms=("long",), arm="long", sweep_arm="long", banks=("public",), bank="public")
         elif kind == "sentiment140":
             changes.update(arms=("short",), arm="short", sweep_arm="short", banks=("public",), bank="public")
-    valid = {f.name for f in fields(Preset)}
-    extra = {nb: dict(v) for nb, v in p.extra.items()}
-    for k, v in overrides.items():
-        if "." in k:  # a notebook's own parameter
-            nb, param = k.split(".", 1)
-            extra.setdefault(nb, {})[param] = v
-            changes["extra"] = extra
-            continue
-        if k not in valid or k in ("name", "extra"):
-            raise ValueError(f"override {k!r} is not a preset field{did_you_mean(k, valid - {'name', 'extra'})}; "
-                             f"valid: {', '.join(sorted(valid - {'name', 'extra'}))}")
-        changes[k] = v
-    p = replace(p, **changes)
-    checked = {}
-    for f in fields(Preset):  # one typed validation (pe_kit.config.check_param) for every field
-        if f.name in ("name", "description", "extra"):
-            continue
-        try:
-            v = check_param(f.name, getattr(p, f.name))
-        except ValueError as exc:
-            raise ValueError(f"{exc} (preset {p.name})") from None
-        checked[f.name] = tuple(v) if isinstance(v, list) else v
-    for nb, values in p.extra.items():
-        for k, v in values.items():
-            check_param(f"{nb}.{k}", v)
-    p = replace(p, **checked)
+    # the audited mechanism (σ, q, k, C, δ, α) given without a notebook applies to every notebook: a notebook's own
+    # value of it in the preset is dropped; a notebook's own sizes (06.bank_size, 06.trials) stay
+    named = {name for sec, name, canon in map(locate, overrides) if canon == name and name in MECHANISM_KEYS}
+    p = p.without_shared(named)
+    try:
+        p = p.with_values({**changes, **overrides})
+    except ValueError as exc:
+        raise ValueError(f"{exc} (preset {p.name})") from None
     try:  # the same rule audit_canary and the sweeps enforce, checked before any notebook runs
-        check_equal_populations(p.n_calibration, p.n_test)
+        for stem in (None, *NOTEBOOKS):
+            v = p.view(stem)
+            check_equal_populations(v["n_calibration"], v["n_test"])
     except ValueError as exc:
         raise ValueError(f"{exc} (preset {p.name})") from None
     if p.max_probes < 0 or p.max_probes > p.bank_size:
@@ -382,7 +283,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     values that are not None. Notebooks call this first, so they run interactively with only ``preset`` set.
 
     Args:
-        notebook: stem (e.g. ``"04_audit"``); unknown stems get the common keys.
+        notebook: stem (e.g. ``"04_audit"``); unknown stems get notebook 01's keys.
         preset: a name from ``PRESETS`` or a ``Preset``.
         given: the notebook's parameters (``output_dir``, ``seed``, sizes …); None means "from the preset".
 
@@ -400,8 +301,8 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     if os.environ.get("PE_KIT_HEADLESS") == "1":
         text_progress()
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
-    keys = NOTEBOOK_KEYS.get(notebook, _COMMON)
-    base = {**p.as_dict(), **dict(p.extra.get(notebook, {}))}
+    keys = notebook_keys(notebook) if notebook in NOTEBOOKS else NOTEBOOK_KEYS["01_mechanism"]
+    base = p.view(notebook if notebook in NOTEBOOKS else None)
     out: dict[str, Any] = {}
     for k in keys:
         if given.get(k) is not None:
@@ -424,22 +325,20 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
 
 def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
                     declared: Sequence[str] | None = None) -> dict:
-    """Papermill parameters for one notebook: its keys from the preset, plus ``output_dir``/``seed``.
-
-    For a notebook outside ``NOTEBOOK_KEYS`` (e.g. 06), every preset field, entry of
-    ``preset.extra[notebook]`` and common key that the notebook declares in its ``parameters`` cell
-    (``declared``) is passed. JSON-able values only (tuples → lists).
+    """Papermill parameters for one notebook: its keys (``NOTEBOOK_KEYS``) as the notebook sees them in the preset
+    (``Preset.view``: its own section and its own study / mechanism / audit values on top), plus ``output_dir`` /
+    ``seed``; with ``declared`` (the names its ``parameters`` cell assigns) only those. A notebook outside the tree
+    gets every value it declares. JSON-able values only (tuples → lists).
     """
-    base = {**preset.as_dict(), **dict(preset.extra.get(notebook, {})), "preset": preset.name,
+    base = {**preset.view(notebook if notebook in NOTEBOOKS else None), "preset": preset.name,
             "output_dir": str(output_dir), "seed": int(seed)}
     keys = NOTEBOOK_KEYS.get(notebook)
-    if keys is None:
+    if keys is None:  # a notebook outside the tree: every value it declares
         keys = tuple(k for k in base if declared is not None and k in declared)
-        if declared is not None and "output_dir" not in declared:
-            keys = keys + ("output_dir",)
-    out = {k: base.get(k) for k in keys}
+    out = {k: base.get(k) for k in keys if k in base}
     if declared is not None:
         out = {k: v for k, v in out.items() if k in declared or k == "output_dir"}
+    out.setdefault("output_dir", str(output_dir))
     return out
 
 

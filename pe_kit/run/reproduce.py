@@ -45,9 +45,11 @@ from pe_kit.run.presets import (
     get_preset,
     notebook_params,
 )
+from pe_kit.run.settings import audited_mechanism
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests", "marker_key"]
+           "this_python_kernel", "run_sizes", "audited_mechanism", "about_preset", "preset_changes", "input_digests",
+           "marker_key"]
 
 
 class ReproduceError(RuntimeError):
@@ -146,7 +148,7 @@ def _write(path: Path, data: bytes) -> None:
     os.chmod(path, 0o644)
 
 
-_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py")
+_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py", "run/settings.py")
 
 
 def _code_fingerprint() -> str:
@@ -311,8 +313,10 @@ def run_sizes(p: Preset) -> str:
 def preset_changes(p: Preset) -> dict:
     """The settings of ``p`` that differ from the preset of the same name (what results.md lists as changed).
 
-    A notebook's own parameters (``Preset.extra``) are compared one by one and named ``<notebook number>.<param>``
-    (``06.bank_size``), so an unchanged parameter of another notebook is never listed.
+    Every value of the tree is compared (``Preset.paths``): a study / mechanism / audit setting by its name, a
+    notebook's own value as ``<notebook number>.<param>`` (``06.bank_size``; ``(as noise_multiplier)`` where the run
+    dropped a notebook's own value for the one given to every notebook), so an unchanged parameter of another
+    notebook is never listed.
 
     Args: p: the run's preset. Returns: dict setting → this run's value, in field order (empty for an unnamed or
     unchanged preset).
@@ -320,13 +324,12 @@ def preset_changes(p: Preset) -> dict:
     base = PRESETS.get(p.name)
     if base is None:
         return {}
-    new, old = p.as_dict(), base.as_dict()
-    out = {k: v for k, v in new.items() if k not in ("name", "description", "extra") and v != old.get(k)}
-    for nb in sorted(set(p.extra) | set(base.extra)):
-        mine, theirs = p.extra.get(nb, {}), base.extra.get(nb, {})
-        for k in sorted(set(mine) | set(theirs)):
-            if mine.get(k) != theirs.get(k):
-                out[f"{nb.split('_')[0]}.{k}"] = mine.get(k, "notebook default")
+    new, old = p.paths(), base.paths()
+    out = {}
+    for k in [*new, *(k for k in old if k not in new)]:
+        if new.get(k) != old.get(k):
+            name = k if "." not in k else f"{k.split('_')[0]}.{k.split('.', 1)[1]}"
+            out[name] = new[k] if k in new else f"(as {k.split('.', 1)[1]})"
     return out
 
 
@@ -543,7 +546,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         figures = sorted(str(f.relative_to(run_dir)) for f in (run_dir / "figures").glob("*.png"))
         changed = preset_changes(p)
         meta = {"preset": p.name, "about this preset": about_preset(p, bool(changed)), "seed": seed,
-                "sizes of this run": run_sizes(p),
+                "sizes of this run": run_sizes(p), "mechanism audited": audited_mechanism(p),
                 "changed from the preset (--set / --data / --fit-data)":
                     ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",
                 "data": p.data or "bundled Blogs sample (pe_kit/data_files/blogs-900.jsonl.gz)",

@@ -113,9 +113,9 @@ def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:
 
 
 def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> AuditConfig:
-    """``AuditConfig`` from parameters (``trials``, optional ``alpha``, ``delta``) for ``n_canaries`` canaries
-    per variant (γ = α / (4·n_canaries), App. E.6)."""
-    kw = {k: params[k] for k in ("trials", "alpha", "delta") if params.get(k) is not None}
+    """``AuditConfig`` from parameters (``trials``, optional ``alpha``, ``delta``, ``shrinkage``, ``ridge``: the
+    settings tree's audit section) for ``n_canaries`` canaries per variant (γ = α / (4·n_canaries), App. E.6)."""
+    kw = {k: params[k] for k in ("trials", "alpha", "delta", "shrinkage", "ridge") if params.get(k) is not None}
     kw["n_canaries"] = max(1, int(n_canaries))
     kw.update(overrides)
     return AuditConfig(**kw)

@@ -242,9 +242,12 @@ DEFAULTS = {"one_run_qs": (1.0, 0.1), "probe_shares": (0.125, 0.25, 0.5, 1.0), "
 
 
 def with_defaults(params: dict) -> dict:
-    """``params`` with notebook 08's own parameters filled from ``DEFAULTS`` where None (``copies`` None = k); a single
-    value of a list parameter (``--set 08.one_run_variants=nonce``) becomes a one-element list."""
+    """``params`` with notebook 08's own parameters filled from ``DEFAULTS`` where None (``copies`` None = k;
+    ``one_run_qs`` None = 1 and the mechanism's ``sample_rate`` when ``params`` has one); a single value of a list
+    parameter (``--set 08.one_run_variants=nonce``) becomes a one-element list."""
     out = dict(params)
+    if out.get("one_run_qs") is None and out.get("sample_rate") is not None:  # q = 1 and the mechanism's own q
+        out["one_run_qs"] = sorted({1.0, float(out["sample_rate"])}, reverse=True)
     for k, v in DEFAULTS.items():
         if out.get(k) is None:
             out[k] = list(v) if isinstance(v, tuple) else v

@@ -8,7 +8,7 @@ the base bank, each record's nearest base entries); ``audit_design`` audits one 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from pe_kit.attack.variants import ProbeDesign
 from pe_kit.audit.canary import audit_canary
 from pe_kit.audit.trials import check_equal_populations
-from pe_kit.config import AuditConfig, MechanismConfig, check_param
+from pe_kit.config import AuditConfig, MechanismConfig, WorldSettings
 from pe_kit.data.corpus_cache import cached_corpus
 from pe_kit.data.loaders import Corpus
 from pe_kit.data.splits import Splits, make_arm, split_users
@@ -28,8 +28,9 @@ SPLITS = ("aux", "calibration", "test")
 
 
 @dataclass(frozen=True)
-class StudyConfig:
-    """Everything that fixes a study's data and bank (one row's provenance).
+class StudyConfig(WorldSettings):
+    """Everything that fixes a study's data and bank (one row's provenance): the fields of
+    ``pe_kit.config.WorldSettings`` (declared there, once), with calibration and test of equal size.
 
     Attributes:
         data: corpus path (None = bundled Blogs sample); fmt: loader (``auto``).
@@ -50,29 +51,12 @@ class StudyConfig:
             world that loads at all holds the same users under either policy.
 
     Raises:
-        ValueError: a field of the wrong type or range (``pe_kit.config.check_param``: ``n_test=True`` or
+        ValueError: a field of the wrong type or range (checked against its declaration, ``pe_kit.config.setting``: ``n_test=True`` or
             ``n_test=2.5`` are refused, ``n_test=1e3`` is 1000), naming the field and the accepted values.
     """
 
-    data: str | None = None
-    fmt: str = "auto"
-    arm: str = "long"
-    n_canary: int = 25
-    n_aux: int = 500
-    n_calibration: int = 1000
-    n_test: int = 1000
-    bank: str = "bankA"
-    bank_size: int = 8192
-    max_probes: int = 64
-    model: str = "all-MiniLM-L6-v2"
-    max_seq_length: int | None = None
-    record_cap: int = 64
-    seed: int = 0
-    on_error: str = "raise"
-
     def __post_init__(self) -> None:
-        for f in fields(self):  # the same typed validation as --set, presets and resolve_params
-            object.__setattr__(self, f.name, check_param(f.name, getattr(self, f.name)))
+        super().__post_init__()  # each field checked against its own declaration (pe_kit.config.setting)
         check_equal_populations(self.n_calibration, self.n_test)
 
     def as_dict(self) -> dict:

@@ -1,0 +1,219 @@
+"""One settings tree (issue 30): each setting declared once, addressed by path with --set, read by every notebook.
+
+The fast tests check the declarations, the paths and the error wording. The ``notebooks``-marked test runs the
+tiny reproduction at σ = 2, q = 0.05 through the CLI and checks every CSV row against the accountant.
+"""
+import json
+import os
+from dataclasses import fields
+from pathlib import Path
+
+import nbformat
+from papermill.translators import PythonTranslator
+import pandas as pd
+import pytest
+
+from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.config import PARAM_TYPES, AuditSettings, MechanismSettings, Section
+from pe_kit.study import experiments as X
+from pe_kit.run.presets import NOTEBOOK_KEYS, PRESETS, get_preset, notebook_params, parse_override, resolve_params
+from pe_kit.run.reproduce import audited_mechanism, preset_changes
+from pe_kit.run.settings import (MECHANISM_KEYS, NOTEBOOK_SECTIONS, NOTEBOOKS, RUNNER_KEYS, SECTIONS, SHORT, Preset,
+                                 locate, parameters_cell)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "blogs-tiny.jsonl.gz"
+
+
+def _declaring_classes(name):
+    """The settings classes whose own body declares field ``name`` (inherited fields not counted)."""
+    out = set()
+    for cls in _all_sections():
+        own = cls.__dict__.get("__annotations__", {})
+        if name in own and "spec" in cls.__dataclass_fields__[name].metadata:
+            out.add(cls)
+    return out
+
+
+def _all_sections():
+    seen, todo = [], list(Section.__subclasses__())
+    while todo:
+        c = todo.pop()
+        if c not in seen:
+            seen.append(c)
+            todo += c.__subclasses__()
+    return seen
+
+
+def _field(cls, name):
+    return next(f for f in fields(cls) if f.name == name)
+
+
+def test_each_setting_is_declared_once_and_is_the_preset_field_the_cli_key_and_the_notebook_parameter():
+    for name, (sec, fname) in SHORT.items():
+        cls = SECTIONS.get(sec) or NOTEBOOK_SECTIONS[sec]
+        f = _field(cls, fname)
+        spec = f.metadata["spec"]
+        assert len(_declaring_classes(name)) == 1 or name == "record_cap", name  # record_cap: one factory, 2 uses
+        assert PARAM_TYPES[name] is spec  # the type --set, resolve_params and the presets check against
+        assert locate(name)[:2] == (sec, fname)
+        # the preset's default is the declaration's default
+        default = f.default if not isinstance(f.default, tuple) else list(f.default)
+        assert Preset("x").view()[name] == default
+        # the notebooks that take it declare it in their parameters cell, on a line generated from the declaration
+        for stem in NOTEBOOKS:
+            if name in NOTEBOOK_KEYS[stem]:
+                assert f"{name} = None  # {f.metadata['doc']}: {spec.describe()}" in parameters_cell(stem).split("\n")
+    # a change of the declaration would reach all three: the CLI message quotes the declared range
+    with pytest.raises(ValueError, match=r"mechanism.noise_multiplier=-1 is out of range: use a number ≥ 0"):
+        parse_override("mechanism.noise_multiplier=-1")
+    assert PARAM_TYPES["noise_multiplier"].describe() == "a number ≥ 0"
+
+
+def test_every_notebook_parameters_cell_is_the_generated_one():
+    for stem in NOTEBOOKS:
+        nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+        cell = next(c for c in nb.cells if c.cell_type == "code")
+        assert "parameters" in cell.metadata.get("tags", [])
+        assert cell.source == parameters_cell(stem), f"{stem}: regenerate its parameters cell"
+        # papermill reads every line of it (a comment holding '=' would make it skip the line)
+        parsed = [prm.name for prm in PythonTranslator.inspect(cell)]
+        assert parsed == list(NOTEBOOK_KEYS[stem]), stem
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert 'P = resolve_params(NB, preset, **{k: globals().get(k) for k in NOTEBOOK_KEYS[NB] if k != "preset"})' \
+            in code, stem
+        assert "globals().items()" not in code, stem  # no hand-filtered globals()
+        assert set(MechanismSettings.specs()) <= set(NOTEBOOK_KEYS[stem]), stem  # every notebook reads σ, q, k, C
+
+
+def test_set_paths_and_short_names():
+    assert parse_override("mechanism.noise_multiplier=0.8") == ("noise_multiplier", 0.8)
+    assert parse_override("audit.delta=1e-6") == ("delta", 1e-6)
+    assert parse_override("06.rounds=3") == ("06_multiround_mauve.rounds", 3)
+    assert parse_override("study.n_test=600") == ("n_test", 600)
+    # the flat keys of scripts/paper_run.sh, the README and the tests
+    assert parse_override("arms=long") == ("arms", ["long"])
+    assert parse_override("n_test=600") == ("n_test", 600)
+    assert parse_override("max_seq_length=64") == ("max_seq_length", 64)
+    assert parse_override("sweep_trials=1e4") == ("sweep_trials", 10_000)
+    assert parse_override("06.bank_size=300") == ("06_multiround_mauve.bank_size", 300)
+    # refused before the tree (issue 30): a notebook's own mechanism value
+    assert parse_override("04.noise_multiplier=2") == ("04_audit.noise_multiplier", 2.0)
+    assert get_preset("tiny", {"04_audit.noise_multiplier": 2.0}).view("04_audit")["noise_multiplier"] == 2.0
+    p = get_preset("tiny", dict([parse_override("mechanism.noise_multiplier=0.8"), parse_override("audit.delta=1e-6"),
+                                 parse_override("06.rounds=2")]))
+    assert p.mechanism.noise_multiplier == 0.8 and p.audit.delta == 1e-6 and p.notebooks["06_multiround_mauve"].rounds == 2
+    assert preset_changes(p) == {"noise_multiplier": 0.8, "delta": 1e-6, "06.rounds": 2,
+                                 "06.noise_multiplier": "(as noise_multiplier)", "07.delta": "(as delta)"}
+
+
+def test_mechanism_set_reaches_every_notebook_and_a_notebook_value_wins():
+    base = PRESETS["tiny"]
+    assert base.view("06_multiround_mauve")["noise_multiplier"] == 1.1088  # paper Fig. 2, notebook 06's own
+    assert base.view("07_audit_an_implementation")["delta"] == 1e-3  # the black-box suite's own δ
+    p = get_preset("tiny", {"noise_multiplier": 2, "sample_rate": 0.05})
+    for stem in NOTEBOOKS:
+        params = notebook_params(stem, p, Path("/tmp/run"), 0, NOTEBOOK_KEYS[stem])
+        mech = X.mechanism_from(params)
+        assert (mech.noise_multiplier, mech.sample_rate, mech.top_k, mech.clip_norm) == (2.0, 0.05, 5, 0.1), stem
+    assert p.view("07_audit_an_implementation")["delta"] == 1e-3  # δ not set: 07 keeps its own
+    q = get_preset("tiny", {"noise_multiplier": 2, "06_multiround_mauve.noise_multiplier": 3})
+    assert q.view("06_multiround_mauve")["noise_multiplier"] == 3 and q.view("01_mechanism")["noise_multiplier"] == 2
+    # a notebook's own sizes stay under a global size (06's p = 512 in quick)
+    assert get_preset("quick", {"bank_size": 2048}).view("06_multiround_mauve")["bank_size"] == 512
+    assert set(MECHANISM_KEYS) == {"top_k", "clip_norm", "noise_multiplier", "sample_rate", "delta", "alpha"}
+    P = resolve_params("04_audit", p, output_dir="/tmp/pe_kit_settings_test")
+    assert X.audit_from(P, 2).delta == 1e-5 and X.mechanism_from(P).noise_multiplier == 2.0
+
+
+def test_results_md_line_names_the_mechanism_and_its_epsilon_theory():
+    p = get_preset("tiny", {"noise_multiplier": 2, "sample_rate": 0.05})
+    line = audited_mechanism(p)
+    eps = epsilon_theory(2.0, 0.05, 1e-5)
+    assert 0 < eps < 1.695  # more noise and a lower rate than the paper's σ = 1, q = 0.1
+    assert line.startswith(f"σ (noise_multiplier)=2, q (sample_rate)=0.05, k (top_k)=5, C (clip_norm)=0.1, "
+                           f"m (record_cap)=16, δ=1e-05, α=0.05: ε_theory={eps:.3f}")
+    assert "add/remove of one user under Poisson sampling" in line and "notebook 07: delta=0.001" in line
+    assert "notebook 06" not in line  # σ set for every notebook: 06's own 1.1088 is dropped
+
+
+@pytest.mark.parametrize("arg, words", [
+    ("mechanism.noise_multipler=2", ["mechanism section has no setting 'noise_multipler'",
+                                      "did you mean 'noise_multiplier'?", "noise_multiplier (a number ≥ 0)",
+                                      "sample_rate (a number in (0, 1])"]),
+    ("mechanism.sample_rate=1.5", ["mechanism.sample_rate=1.5 is out of range: use a number in (0, 1]"]),
+    ("mechanism.noise_multiplier=-2", ["mechanism.noise_multiplier=-2 is out of range: use a number ≥ 0"]),
+    ("audit.delta=1", ["audit.delta=1 is out of range: use a number in [0, 1)"]),
+    ("noise_multipler=2", ["unknown setting; did you mean 'noise_multiplier'?"]),
+    ("06.noise_multiplier=true", ["06.noise_multiplier=True is not a number ≥ 0 (true/false is not a number)"]),
+])
+def test_cli_refuses_a_bad_mechanism_key_with_exit_2_naming_key_and_range(arg, words, tmp_path, capsys):
+    from pe_kit.run.cli import main
+
+    rc = main(["reproduce", "--preset", "tiny", "--results-dir", str(tmp_path / "r"), "--no-progress", "--set", arg])
+    err = capsys.readouterr().err
+    assert rc == 2 and all(w in err for w in words), err
+    assert not (tmp_path / "r").exists()
+
+
+def test_preset_values_are_checked_on_their_own_class():
+    with pytest.raises(ValueError, match=r"sample_rate=0 is out of range: use a number in \(0, 1\]"):
+        MechanismSettings(sample_rate=0)
+    with pytest.raises(ValueError, match=r"delta=True is not a number in \[0, 1\) \(true/false is not a number\)"):
+        AuditSettings(delta=True)
+    with pytest.raises(ValueError, match=r"rounds=0 is out of range: use an integer ≥ 1"):
+        Preset("x").with_values({"06.rounds": 0})
+    with pytest.raises(ValueError, match="notebook 01_mechanism has no parameter 'rounds'"):
+        Preset("x").with_values({"01.rounds": 2})
+    assert set(RUNNER_KEYS) == {"output_dir", "preset", "seed"}
+
+
+# ------------------------------------------------------------------------------------------ the tiny run at σ=2
+#: experiments whose rows vary σ or q on purpose, or audit another paper's games (not the named mechanism)
+_SIGMA_GRIDS = {"sigma_sweep", "llr_check", "one_run_published"}
+_Q_GRIDS = {"q_sweep", "one_run", "multi_trial", "one_run_idealised", "one_run_published"}
+
+
+@pytest.fixture(scope="module")
+def tiny_sigma2(tmp_path_factory):
+    from pe_kit.run.cli import main
+
+    out = Path(os.environ.get("PE_KIT_SETTINGS_TEST_RUNS") or tmp_path_factory.mktemp("settings"))
+    rc = main(["reproduce", "--preset", "tiny", "--results-dir", str(out), "--run-id", "sigma2", "--no-progress",
+               "--set", "mechanism.noise_multiplier=2", "--set", "mechanism.sample_rate=0.05"])
+    return rc, out / "sigma2"
+
+
+@pytest.mark.notebooks
+def test_tiny_reproduction_audits_the_mechanism_the_settings_name(tiny_sigma2):
+    rc, run = tiny_sigma2
+    assert rc == 0
+    df = pd.read_csv(run / "results.csv")
+    assert set(df["notebook"]) == set(NOTEBOOKS)
+    # every row says which mechanism the settings named
+    for col in ("param_noise_multiplier", "param_sample_rate", "param_delta", "param_top_k", "param_clip_norm"):
+        assert df[col].notna().all(), col
+    assert (df["param_noise_multiplier"] == 2.0).all() and (df["param_sample_rate"] == 0.05).all()
+    assert (df["param_top_k"] == 5).all() and (df["param_clip_norm"] == 0.1).all()
+    assert set(df.loc[df["notebook"] != "07_audit_an_implementation", "param_delta"]) == {1e-5}
+    # and the rows audited it: σ = 2 and q = 0.05 wherever the experiment does not sweep that value
+    exp = df["experiment"].fillna("")
+    sig = df[df["mech_noise_multiplier"].notna() & ~exp.isin(_SIGMA_GRIDS)]
+    assert len(sig) > 0 and (sig["mech_noise_multiplier"] == 2.0).all(), sig.groupby("experiment").size()
+    q = df[df["mech_sample_rate"].notna() & ~exp.isin(_Q_GRIDS)]
+    assert len(q) > 0 and (q["mech_sample_rate"] == 0.05).all(), q.groupby("experiment").size()
+    assert {"01_mechanism", "02_probe_design", "04_audit", "06_multiround_mauve"} <= set(sig["notebook"])
+    # ε_theory of every single-release audit at (2, 0.05) is the accountant's ε_theory(2, 0.05, δ)
+    one = df[(df["epsilon_theory"].notna() & (df.get("mech_noise_multiplier") == 2.0) & (df["mech_sample_rate"] == 0.05)
+              & ~exp.str.startswith("fig2_multiround"))]
+    assert len(one) > 0 and {"04_audit", "05_ablations"} <= set(one["notebook"])
+    for delta, rows in one.groupby("param_delta"):
+        assert rows["epsilon_theory"].to_numpy() == pytest.approx(epsilon_theory(2.0, 0.05, float(delta)), rel=1e-9)
+    t2 = df[exp == "table2"]
+    assert len(t2) > 0 and t2["mu_eff_ceiling"].to_numpy() == pytest.approx(0.5)  # the attack ceiling 1/σ (Eq. 20)
+    assert (t2["epsilon_lower"] <= t2["epsilon_theory"] + 1e-9).all()
+    md = (run / "results.md").read_text()
+    assert f"ε_theory={epsilon_theory(2.0, 0.05, 1e-5):.3f}" in md and "σ (noise_multiplier)=2" in md
+    assert "noise_multiplier=2.0" in md and "sample_rate=0.05" in md  # listed as changed from the preset
+    params = json.loads((run / ".done" / "06_multiround_mauve.json").read_text())["params"]
+    assert params["noise_multiplier"] == 2.0 and params["sample_rate"] == 0.05
