@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--keep-going", action="store_true", help="after a failed notebook, run the next ones")
     r.add_argument("--kernel", default=None, help="Jupyter kernel name (default: a kernel that runs this very Python)")
     r.add_argument("--log-output", action="store_true", help="stream cell output (inner tqdm bars) to the terminal")
-    r.add_argument("--no-progress", action="store_true", help="hide papermill's per-cell progress bar")
+    r.add_argument("--no-progress", action="store_true", help="leave the run's time-left estimate out of each notebook's start and end line")
 
     sub.add_parser("presets", help="list presets and their sizes")
 
