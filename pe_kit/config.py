@@ -1,4 +1,4 @@
-"""Frozen settings objects shared by the mechanism and the audit (design.md "Data classes"), and the one
+"""Frozen settings objects shared by the mechanism and the audit (docs/architecture.md, stage 0 base), and the one
 typed validation of every run parameter (``PARAM_TYPES`` / :func:`check_param`).
 
 Defaults are the paper's (§3, App. D): k=5, C=0.1, σ=1, q=0.1, δ=1e-5, m=64, α=0.05, five canaries.

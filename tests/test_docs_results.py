@@ -89,3 +89,24 @@ def test_committed_orderings_match_the_runs():
     assert found[("every ε_lower below ε_theory", "max")]["held"] == 2
     assert found[("nonce variants highest", "median")]["held"] == 2
     assert found[("ordinary < exact < paraphrase-μ_eff < nonce", "max")]["detail"] == "long/public"
+
+
+def test_results_md_leads_with_the_answer_and_raises_no_performance_warning():
+    """results.md opens with the Table-2/4 analogue beside the paper and the orderings line, before the settings
+    and the per-canary detail; rendering the committed quick run's 437 rows gives no pandas PerformanceWarning."""
+    import warnings
+
+    from pe_kit.report.results import summary_markdown
+
+    df = pd.read_csv(PAPER_RUN / "quick" / "results.csv", low_memory=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        md = summary_markdown(df, {"preset": "quick"})
+    sections = [line for line in md.splitlines() if line.startswith("## ")]
+    assert sections[:2] == ["## The answer: ε_lower per variant beside the paper's Table 2 and Table 4",
+                            "## Settings of this run"]
+    answer = md.split("## Settings of this run")[0]
+    assert "Orderings of the paper's Table 2 (per arm × bank cell): every ε_lower below ε_theory (max): holds in all 4" \
+        in answer
+    assert "| ordinary | 5 | 0.181 | 0.159 | 0.04–0.18 | 0.579 | 0.268 | 0.247 |" in answer  # long arm, bank A
+    assert answer.index("Orderings") < answer.index("| variant |")

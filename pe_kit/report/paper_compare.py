@@ -188,7 +188,8 @@ def _count(v: float) -> str:
 
 def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
     """:func:`comparison_table` as markdown: one table per arm × bank cell, each under a line with its sizes
-    (test and calibration users, canaries per variant, trials per hypothesis, ε_theory), then the orderings line.
+    (test and calibration users, canaries per variant, trials per hypothesis, ε_theory), after the orderings line
+    (:func:`orderings_line`) that says which of the paper's orderings hold.
 
     Columns: variant, canaries, ε_lower max (the paper's statistic), median, min–max, median μ_eff, the paper's
     Table 2 value (bank A only) and its Table 4 value (dataset and bank matched as in :data:`ARM_DATASET`,
@@ -213,4 +214,4 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
                        f"{_num(r.paper_table4)} |\n")
         out.append("\n")
     line = orderings_line(orderings(table))
-    return "".join(out) + (line + "\n" if line else "")
+    return (line + "\n\n" if line else "") + "".join(out).rstrip("\n") + "\n"

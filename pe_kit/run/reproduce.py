@@ -483,7 +483,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
             continue
         marker.unlink(missing_ok=True)
         out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
-        echo(f"{head}: running … ({clock.line()})" if progress else f"{head}: running …")
+        echo(f"{head}: running …; {clock.line()}" if progress else f"{head}: running …")
         clock.start(nb)
         os.environ["PE_KIT_HEADLESS"] = "1"  # kernels inherit it: no live widgets without a frontend
         progress_file = run_dir / ".progress" / f"{nb}.log"  # pe_kit.progress lines from the kernel

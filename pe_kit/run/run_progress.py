@@ -84,12 +84,15 @@ class RunClock:
         return max(0.0, left)
 
     def line(self) -> str:
-        """E.g. ``"run: 3 of 8 notebooks done, 14 min elapsed, about 21 min left"``."""
+        """E.g. ``"run: 3 of 8 notebooks done, 14 min elapsed, about 21 min left"`` (the ETA: pace so far × the
+        remaining notebooks' reference shares, :meth:`seconds_left`)."""
         n_done, n = len(self.done), len(self.notebooks)
+        head = f"run: {n_done} of {n} notebooks done, {format_duration(self.clock() - self.t0)} elapsed"
+        if n_done == n:
+            return head
         left = self.seconds_left()
-        eta = (f"about {format_duration(left)} left (the pace so far, spread by each notebook's share of a "
-               "reference run)" if left is not None else "time left: estimated once a notebook has run")
-        return f"run: {n_done} of {n} notebooks done, {format_duration(self.clock() - self.t0)} elapsed, {eta}"
+        return head + (f", about {format_duration(left)} left" if left is not None
+                       else ", time left estimated once a notebook has run")
 
 
 def machine_info() -> dict:
