@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["main", "build_parser", "resolve_run_dir"]
+__all__ = ["main", "build_parser", "resolve_run_dir", "presets_text", "COLD_TIME"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,17 +132,57 @@ def _reproduce(args) -> int:
     return 0 if summary.ok else 1
 
 
-def _presets() -> int:
+#: how long each preset takes cold (empty cache) on this project's 2-core machine, measured (docs/presets.md)
+COLD_TIME = {
+    "tiny": "TINY_COLD",
+    "quick": "about 35 min on 2 idle CPU cores (2,099 s, docs/paper_run/quick); a rerun reuses the cached "
+             "embeddings and finished notebooks",
+    "paper": "hours on 2 CPU cores: scripts/paper_run.sh runs it in parts of 772–5,827 s each on the full Blog "
+             "corpus (docs/results.md lists each part's time)",
+}
+#: the sizes ``pe-kit presets`` shows, as (column title, Preset field)
+_SIZE_COLUMNS = (("m", "record_cap"), ("canaries", "n_canary"), ("per variant", "per_variant"), ("aux", "n_aux"),
+                 ("calibration", "n_calibration"), ("test N", "n_test"), ("p", "bank_size"), ("r", "max_probes"),
+                 ("M", "pool_size"), ("token cap", "max_seq_length"), ("trials", "trials"),
+                 ("sweep trials", "sweep_trials"))
+
+
+def _count(v) -> str:
+    if v is None:
+        return "256"  # max_seq_length None: the model's own cap (MiniLM-L6: 256 word pieces)
+    v = int(v)
+    digits = len(str(v)) - 1
+    if v >= 10 ** 5 and v % 10 ** digits == 0:
+        lead = v // 10 ** digits
+        return ("" if lead == 1 else f"{lead}·") + "10" + str(digits).translate(str.maketrans("0123456789",
+                                                                                           "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return str(v)
+
+
+def presets_text() -> str:
+    """What ``pe-kit presets`` prints: per preset its purpose in one line (``Preset.description``), the expected
+    cold time (:data:`COLD_TIME`), its sizes as a small table and its data; the rationale of each size is in
+    docs/presets.md."""
     from pe_kit.run.presets import NEEDS_DATA, PRESETS
 
-    keys = ("data", "arms", "banks", "record_cap", "n_canary", "per_variant", "n_aux", "n_calibration", "n_test",
-            "bank_size", "max_probes", "max_seq_length", "trials", "sweep_trials", "tightness_trials")
+    out = []
     for name, p in PRESETS.items():
-        print(f"{name}: {p.description}")
         d = p.as_dict()
-        none = "data=None (pass --data PATH)" if name in NEEDS_DATA else "data=None (the bundled Blogs sample)"
-        shown = [none if k == "data" and d[k] is None else f"{k}={d[k]}" for k in keys]
-        print("   " + ", ".join(shown))
+        cells = [(title, _count(d[key])) for title, key in _SIZE_COLUMNS]
+        widths = [max(len(t), len(c)) for t, c in cells]
+        data = ("pass --data PATH (Yelp, Sentiment140 or the full Blog corpus)" if name in NEEDS_DATA else
+                "the bundled Blogs sample" if d["data"] is None else Path(d["data"]).name)
+        out += [f"{name}: {p.description}", f"   cold: {COLD_TIME.get(name, 'not measured')}",
+                "   " + "  ".join(t.rjust(w) for (t, _), w in zip(cells, widths)),
+                "   " + "  ".join(c.rjust(w) for (_, c), w in zip(cells, widths)),
+                f"   data: {data}; arms {', '.join(d['arms'])}; banks {', '.join(map(str, d['banks']))}", ""]
+    out.append("Why these sizes, and what each reduction does to μ_eff and ε_lower: docs/presets.md. "
+               "--set key=value changes any field.")
+    return "\n".join(out)
+
+
+def _presets() -> int:
+    print(presets_text())
     return 0
 
 
