@@ -282,3 +282,25 @@ def test_release_draws_the_canary_on_a_log_scale_so_it_is_visible():
     fig.canvas.draw()
     fill = ax.collections[0].get_window_extent()
     assert fill.height > 0.5 * ax.get_window_extent().height  # the canary takes most of the panel's height
+
+
+def test_one_run_figure_from_the_committed_reference_run():
+    """Notebook 08's figure, drawn by pe_kit.report.one_run_plots from the committed one-run part's rows: a panel
+    per q with one series per (variant, bound), ε_theory and the multi-trial value as horizontal lines."""
+    from pathlib import Path
+
+    from pe_kit.report.one_run_plots import plot_epsilon_vs_m
+
+    df = pd.read_csv(Path(__file__).resolve().parents[1] / "docs" / "paper_run" / "onerun" / "results.csv",
+                     low_memory=False)
+    df = df[df["experiment"].isin(["one_run", "multi_trial"])]
+    fig = plot_epsilon_vs_m(df, [1.0, 0.1])
+    assert [ax.get_title() for ax in fig.axes] == ["q = 1", "q = 0.1"]
+    ax = fig.axes[0]
+    series = {line.get_label(): line for line in ax.lines}
+    assert {"natural · fdp", "natural · steinke", "nonce · fdp", "nonce · steinke", "ε_theory"} <= set(series)
+    assert series["ε_theory"].get_ydata()[0] == pytest.approx(4.387, abs=1e-3)
+    nonce = series["nonce · steinke"]
+    assert list(nonce.get_xdata()) == [204, 409, 819, 1638] and nonce.get_ydata()[-1] == pytest.approx(1.348, abs=1e-3)
+    with pytest.raises(ValueError, match="multi-trial"):
+        plot_epsilon_vs_m(df[df["experiment"] == "one_run"], [1.0])
