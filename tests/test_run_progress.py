@@ -17,13 +17,13 @@ class FakeClock:
 def test_eta_scales_the_remaining_notebooks_by_the_pace_so_far():
     t = FakeClock()
     nbs = ["01_mechanism", "02_probe_design", "04_audit"]
-    clock = RunClock(nbs, clock=t)
+    clock = RunClock(nbs, "quick", clock=t)
     assert clock.seconds_left() is None and clock.line() == "run: 0 of 3 notebooks done, 0 s elapsed, time left estimated once a notebook has run"
     clock.start("01_mechanism")
     t.t = 327.0  # half the reference run's 654 s: this machine runs at pace 0.5
     clock.finish("01_mechanism")
     left = clock.seconds_left()
-    assert left == pytest.approx(0.5 * (REFERENCE_SECONDS["02_probe_design"] + REFERENCE_SECONDS["04_audit"]))
+    assert left == pytest.approx(0.5 * (REFERENCE_SECONDS["quick"]["02_probe_design"] + REFERENCE_SECONDS["quick"]["04_audit"]))
     clock.start("02_probe_design")
     t.t += 50.0  # the current notebook's elapsed time comes off the estimate
     assert clock.seconds_left() == pytest.approx(left - 50.0)
@@ -32,7 +32,7 @@ def test_eta_scales_the_remaining_notebooks_by_the_pace_so_far():
 
 def test_reused_notebooks_do_not_set_the_pace():
     t = FakeClock()
-    clock = RunClock(["01_mechanism", "04_audit"], clock=t)
+    clock = RunClock(["01_mechanism", "04_audit"], "quick", clock=t)
     clock.finish("01_mechanism", reused=True)
     assert clock.seconds_left() is None  # nothing ran yet: no pace to scale by
     clock.start("04_audit")
@@ -53,3 +53,13 @@ def test_machine_info_names_the_cores():
 
     info = machine_info()
     assert info["cpus"] == os.cpu_count() and set(info) == {"platform", "cpus", "cpu", "load_average_1min", "gpu"}
+
+
+def test_the_preset_chooses_the_reference_shares():
+    t = FakeClock()
+    clock = RunClock(["05_ablations", "06_multiround_mauve"], "tiny", clock=t)
+    clock.start("05_ablations")
+    t.t = 73.0  # tiny's own reference pace: 06 is expected to take its reference 95 s
+    clock.finish("05_ablations")
+    assert clock.seconds_left() == pytest.approx(REFERENCE_SECONDS["tiny"]["06_multiround_mauve"])
+    assert RunClock(["04_audit"], "paper").reference is REFERENCE_SECONDS["quick"]

@@ -467,7 +467,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     statuses: list[NotebookStatus] = []
     failures: list[ReproduceError] = []
     echo(f"pe-kit reproduce: preset {p.name}, seed {seed} → {run_dir}")
-    clock = RunClock(todo)
+    clock = RunClock(todo, p.name)
     for i, nb in enumerate(todo, start=1):
         src = folder / f"{nb}.ipynb"
         declared = _declared(src)

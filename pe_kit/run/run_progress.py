@@ -1,8 +1,7 @@
 """How far a ``pe-kit reproduce`` run is and how long is left, and where it ran (``run.json``'s ``machine``).
 
 The run's ETA scales the notebooks still to run by the pace of the ones run so far, each weighed by its share of
-a reference run (:data:`REFERENCE_SECONDS`: the cold quick-preset run committed in ``docs/paper_run/quick``, empty
-cache, 2 idle CPU cores). A notebook reused from its done-marker costs nothing and is left out of both sides. The
+a measured cold run of the same preset (:data:`REFERENCE_SECONDS`). A notebook reused from its done-marker costs nothing and is left out of both sides. The
 estimate exists from the first finished notebook on; before that the line says so instead of guessing.
 """
 from __future__ import annotations
@@ -14,11 +13,17 @@ from typing import Sequence
 
 __all__ = ["REFERENCE_SECONDS", "RunClock", "machine_info", "format_duration"]
 
-#: seconds per notebook of the reference run (docs/paper_run/quick/run.json, cold, 2 idle cores, 3 Dec 2026):
-#: only their ratios are used
-REFERENCE_SECONDS = {"01_mechanism": 654.0, "02_probe_design": 161.0, "03_llr_checks": 42.0, "04_audit": 860.0,
-                     "05_ablations": 123.0, "06_multiround_mauve": 64.0, "07_audit_an_implementation": 22.0,
-                     "08_one_run_audit": 172.0}
+#: seconds per notebook of a measured cold run of each preset (only their ratios are used): quick from
+#: docs/paper_run/quick/run.json (empty cache, 2 idle cores, 3 Dec 2026), tiny from a cold run on 2 cores shared with
+#: other jobs (load average 13, 511 s in all, 4 Dec 2026); other presets use quick's
+REFERENCE_SECONDS = {
+    "quick": {"01_mechanism": 654.0, "02_probe_design": 161.0, "03_llr_checks": 42.0, "04_audit": 860.0,
+              "05_ablations": 123.0, "06_multiround_mauve": 64.0, "07_audit_an_implementation": 22.0,
+              "08_one_run_audit": 172.0},
+    "tiny": {"01_mechanism": 54.0, "02_probe_design": 42.0, "03_llr_checks": 30.0, "04_audit": 136.0,
+             "05_ablations": 73.0, "06_multiround_mauve": 95.0, "07_audit_an_implementation": 39.0,
+             "08_one_run_audit": 41.0},
+}
 _DEFAULT_SECONDS = 150.0  # a notebook the reference run does not have
 
 
@@ -37,14 +42,16 @@ class RunClock:
 
     Args:
         notebooks: the stems this run will go through, in order (reused ones included).
+        preset: the preset's name, choosing the reference shares (:data:`REFERENCE_SECONDS`; quick's for others).
         clock: a zero-argument function returning seconds (default ``time.perf_counter``; tests pass their own).
 
     Use :meth:`start` before a notebook runs, :meth:`finish` after (``reused=True`` for a notebook skipped by its
     done-marker), and :meth:`line` for the status text.
     """
 
-    def __init__(self, notebooks: Sequence[str], clock=time.perf_counter):
+    def __init__(self, notebooks: Sequence[str], preset: str = "quick", clock=time.perf_counter):
         self.notebooks = list(notebooks)
+        self.reference = REFERENCE_SECONDS.get(preset, REFERENCE_SECONDS["quick"])
         self.clock = clock
         self.t0 = clock()
         self.ran_seconds = 0.0
@@ -52,10 +59,9 @@ class RunClock:
         self.done: set[str] = set()
         self._current: tuple[str, float] | None = None
 
-    @staticmethod
-    def weight(notebook: str) -> float:
+    def weight(self, notebook: str) -> float:
         """The notebook's seconds in the reference run (:data:`REFERENCE_SECONDS`; 150 s for an unknown one)."""
-        return REFERENCE_SECONDS.get(notebook, _DEFAULT_SECONDS)
+        return self.reference.get(notebook, _DEFAULT_SECONDS)
 
     def start(self, notebook: str) -> None:
         """Mark ``notebook`` as running from now."""
