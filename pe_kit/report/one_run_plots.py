@@ -1,7 +1,7 @@
 """Notebook 08's figure: one-run ε_lower against the number of canaries m, one panel per sampling rate q, beside the
 kit's multi-trial ε_lower and ε_theory.
 
-Rows come from ``pe_kit.run.one_run.one_run_study`` (experiments ``one_run`` and ``multi_trial``). The bounds are
+Rows come from ``pe_kit.study.one_run.one_run_study`` (experiments ``one_run`` and ``multi_trial``). The bounds are
 Steinke et al. (2023) and the f-DP bound of Mahloujifar, Melis & Chaudhuri (ICML 2025); the multi-trial value is the
 kit's calibrated-threshold audit (Eq. 28) of one canary of the same bank.
 """
@@ -32,7 +32,7 @@ def plot_epsilon_vs_m(df: pd.DataFrame, qs: Sequence[float] | None = None):
     """
     runs = df[df["experiment"] == "one_run"]
     if runs.empty:
-        raise ValueError("no one-run rows (experiment 'one_run'); pass the rows of pe_kit.run.one_run.one_run_study")
+        raise ValueError("no one-run rows (experiment 'one_run'); pass the rows of pe_kit.study.one_run.one_run_study")
     qs = list(qs) if qs is not None else sorted(runs["mech_sample_rate"].unique(), reverse=True)
     fig, axes = plt.subplots(1, len(qs), figsize=(5 * len(qs), 3.6), squeeze=False)
     for ax, q in zip(axes[0], qs):

@@ -1,7 +1,7 @@
 """Tidy result rows: provenance, step-level resume cache, CSV files, and the markdown summary.
 
 One row per (dataset arm × bank × variant × canary × setting), carrying every setting that produced it,
-the seed and the package versions (docs/architecture.md, "Result rows"). Notebooks
+the seed and the package versions, so any row can be traced to what produced it. Notebooks
 write their rows to ``<output_dir>/<notebook>.csv``; ``pe-kit reproduce`` concatenates them into
 ``results.csv`` and renders ``results.md`` (Table 2 / Table 4 / Fig. 1 / Table 3 analogues of the paper).
 """

@@ -26,7 +26,7 @@ class MultiroundSetup:
     """What :func:`multiround_setup` builds.
 
     Attributes:
-        world: the ``pe_kit.run.study.World`` (disjoint user splits, embeddings, initial bank S⁽⁰⁾).
+        world: the ``pe_kit.study.world.World`` (disjoint user splits, embeddings, initial bank S⁽⁰⁾).
         mechanism: ``MechanismConfig`` (k, C, σ, q, m). design: the audited canary's ``ProbeDesign``.
         pe: ``PEConfig`` (rounds T, retain fraction, generator attempts). generator: the variation generator.
         n_probes: r (0 for a canary without probes). retained: k̃. new_per_round: g = p − r − k̃.
@@ -50,7 +50,7 @@ def multiround_setup(params: Mapping[str, Any], openai_base_url: str | None = No
 
     Args:
         params: the notebook's parameters (its ``params`` dict): the world's keys of
-            ``pe_kit.run.experiments.study_config`` plus ``variant`` (``nonce`` | ``ordinary``), ``generator`` (one of
+            ``pe_kit.study.experiments.study_config`` plus ``variant`` (``nonce`` | ``ordinary``), ``generator`` (one of
             :data:`GENERATORS`), ``rounds`` (T ≥ 1), ``retain_fraction`` (in (0, 1)), ``max_attempts``,
             ``public_max_texts`` (None: ⌈3 · T · g⌉), ``bank_size`` (p), ``top_k``, ``clip_norm``,
             ``noise_multiplier``, ``sample_rate``, ``record_cap``, ``seed``.
@@ -65,7 +65,7 @@ def multiround_setup(params: Mapping[str, Any], openai_base_url: str | None = No
     """
     from pe_kit.config import MechanismConfig
     from pe_kit.pe.multiround import PEConfig
-    from pe_kit.run import experiments as X
+    from pe_kit.study import experiments as X
     from pe_kit.text.variation import public_pool, variation_generator
 
     generator = params["generator"]
