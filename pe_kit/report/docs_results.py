@@ -81,6 +81,27 @@ def _runs_table(parts: dict, link: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _votes_section(df: pd.DataFrame) -> str:
+    """Where ordinary's and exact's votes land: the share of a canary's vote mass on its inspected coordinates P
+    (``canary_votes_on_P``), ‖v_P‖ (``canary_norm``) and μ_eff, median (min–max) over each variant's canaries."""
+    t2 = _exp(df, "table2")
+    need = {"canary_votes_on_P", "canary_norm", "mu_eff", "study_arm", "bank_source", "variant"}
+    if t2.empty or not need <= set(t2.columns):
+        return ""
+    t2 = t2[t2["variant"].isin(["ordinary", "exact"])]
+    if t2.empty:
+        return ""
+    lines = ["| arm | bank | variant | share of votes on P | ‖v_P‖ | μ_eff |\n|---|---|---|---|---|---|\n"]
+    for (arm, bank, variant), g in t2.groupby(["study_arm", "bank_source", "variant"], sort=False):
+        cells = [f"{_f(g[c].median())} ({_f(g[c].min(), '.2f')}–{_f(g[c].max(), '.2f')})"
+                 for c in ("canary_votes_on_P", "canary_norm", "mu_eff")]
+        lines.append(f"| {arm} | {bank} | {variant} | " + " | ".join(cells) + " |\n")
+    return ("An exact canary's inspected coordinates P are its copies in the bank; each record's copy takes one of its "
+            "k votes and the others go to bank texts outside P, so only part of its vote mass lands on P. An "
+            "ordinary canary's P is its whole top-k support. Median (min–max) over each variant's canaries:\n\n"
+            + "".join(lines) + "\n")
+
+
 def _sweep_section(df: pd.DataFrame) -> str:
     from pe_kit.attack.variants import NONCE_VARIANTS, VARIANTS
 
@@ -241,7 +262,8 @@ def docs_results_markdown(root: str | Path = Path("docs") / "paper_run", link: s
         out.append("\n## ε_lower per variant beside the paper's Table 2 and Table 4 (notebook 04)\n")
         for name, rows in t2:
             out.append(f"\n### Part `{name}`\n\n" + comparison_markdown(comparison_table(rows), heading="####"))
-    for title, render in (("Fig. 1 analogue: σ and q sweeps (notebook 05)", _sweep_section),
+    for title, render in (("Where ordinary and exact canaries' votes land (notebook 04)", _votes_section),
+                          ("Fig. 1 analogue: σ and q sweeps (notebook 05)", _sweep_section),
                           ("ε_lower against trials (notebook 05)", _tightness_section),
                           ("App. E checks (notebook 03)", _llr_line),
                           ("Multi-round audit and utility (Fig. 2 analogue, notebook 06)", _multiround_section),
