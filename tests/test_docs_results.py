@@ -110,3 +110,12 @@ def test_results_md_leads_with_the_answer_and_raises_no_performance_warning():
         in answer
     assert "| ordinary | 5 | 0.181 | 0.159 | 0.04–0.18 | 0.579 | 0.268 | 0.247 |" in answer  # long arm, bank A
     assert answer.index("Orderings") < answer.index("| variant |")
+
+
+def test_format_count():
+    from pe_kit.report.paper_compare import format_count
+
+    assert [format_count(v) for v in (290, 1000, 20000, 1e5, 2e5, 10 ** 6, 5e6, 1638, None, float("nan"))] == [
+        "290", "1,000", "20,000", "10⁵", "2·10⁵", "10⁶", "5·10⁶", "1,638", "?", "?"]
+    with pytest.raises(ValueError):
+        format_count("many")

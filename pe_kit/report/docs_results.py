@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pe_kit.report.paper_compare import BANK_LABEL, comparison_markdown, comparison_table
+from pe_kit.report.paper_compare import BANK_LABEL, comparison_markdown, comparison_table, format_count as _count
 
 __all__ = ["PART_ORDER", "read_part", "docs_results_markdown", "write_docs_results", "DEFAULT_OUT"]
 
@@ -23,21 +23,6 @@ __all__ = ["PART_ORDER", "read_part", "docs_results_markdown", "write_docs_resul
 PART_ORDER = ("long", "short", "quick", "checks", "multi", "onerun")
 #: where ``pe-kit results --docs`` writes, relative to the repository root
 DEFAULT_OUT = Path("docs") / "results.md"
-
-_SUP = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def _count(v) -> str:
-    """10⁶, 5·10⁶, 290 (counts as the docs write them)."""
-    if v is None or pd.isna(v):
-        return "?"
-    v = int(float(v))
-    digits = len(str(v)) - 1
-    if v >= 10 ** 5 and v % 10 ** digits == 0:
-        lead = v // 10 ** digits
-        return ("" if lead == 1 else f"{lead}·") + "10" + str(digits).translate(_SUP)
-    return f"{v:,}"
-
 
 def _f(v, fmt: str = ".3f") -> str:
     return "" if v is None or pd.isna(v) else format(float(v), fmt)

@@ -15,7 +15,7 @@ from typing import Mapping
 import pandas as pd
 
 __all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER", "BANK_LABEL", "paper_value", "comparison_table",
-           "orderings", "orderings_line", "comparison_markdown", "NATURAL_ORDER"]
+           "orderings", "orderings_line", "comparison_markdown", "format_count", "NATURAL_ORDER"]
 
 #: Table 2 of the paper (label-only bank A, max over five canaries, 10⁶ trials; ε_theory = 1.695).
 PAPER_TABLE2 = {
@@ -175,15 +175,20 @@ def _num(v: float, fmt: str = ".3f") -> str:
     return "" if v is None or pd.isna(v) else format(float(v), fmt)
 
 
-def _count(v: float) -> str:
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def format_count(v) -> str:
+    """A count as the tables write it: ``10⁶``, ``5·10⁶``, ``2·10⁵`` for round values ≥ 10⁵, else ``1,000``, ``290``;
+    ``"?"`` for None or NaN. Raises ValueError for a value that is not a number."""
     if v is None or pd.isna(v):
         return "?"
-    v = float(v)
-    if v >= 1e5 and v % 10 ** (len(str(int(v))) - 1) == 0:
-        lead, exp = int(v // 10 ** (len(str(int(v))) - 1)), len(str(int(v))) - 1
-        sup = str(exp).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
-        return f"10{sup}" if lead == 1 else f"{lead}·10{sup}"
-    return f"{int(v):,}"
+    v = int(float(v))
+    digits = len(str(abs(v))) - 1
+    if v >= 10 ** 5 and v % 10 ** digits == 0:
+        lead = v // 10 ** digits
+        return ("" if lead == 1 else f"{lead}·") + "10" + str(digits).translate(_SUPERSCRIPT)
+    return f"{v:,}"
 
 
 def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
@@ -203,8 +208,8 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
         first = cell.iloc[0]
         canaries = sorted(set(cell["canaries"]))
         out.append(f"{heading} {arm} arm, {BANK_LABEL.get(str(bank), str(bank))} (paper: {dataset}, bank {letter})\n\n"
-                   f"N = {_count(first['n_test'])} test and {_count(first['n_calibration'])} calibration users, "
-                   f"{'/'.join(map(str, canaries))} canaries per variant, {_count(first['trials'])} trials per "
+                   f"N = {format_count(first['n_test'])} test and {format_count(first['n_calibration'])} calibration users, "
+                   f"{'/'.join(map(str, canaries))} canaries per variant, {format_count(first['trials'])} trials per "
                    f"hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.\n\n"
                    f"| variant | canaries | ε_lower max | median ε_lower | min–max | median μ_eff | paper Table 2 ({dataset}) "
                    f"| paper Table 4 ({dataset} {letter}) |\n|---|---|---|---|---|---|---|---|\n")

@@ -148,15 +148,10 @@ _SIZE_COLUMNS = (("m", "record_cap"), ("canaries", "n_canary"), ("per variant", 
 
 
 def _count(v) -> str:
-    if v is None:
-        return "256"  # max_seq_length None: the model's own cap (MiniLM-L6: 256 word pieces)
-    v = int(v)
-    digits = len(str(v)) - 1
-    if v >= 10 ** 5 and v % 10 ** digits == 0:
-        lead = v // 10 ** digits
-        return ("" if lead == 1 else f"{lead}·") + "10" + str(digits).translate(str.maketrans("0123456789",
-                                                                                           "⁰¹²³⁴⁵⁶⁷⁸⁹"))
-    return str(v)
+    from pe_kit.report.paper_compare import format_count
+
+    # max_seq_length None: the model's own cap (MiniLM-L6: 256 word pieces); sizes print without thousands commas
+    return "256" if v is None else format_count(v).replace(",", "")
 
 
 def presets_text() -> str:
