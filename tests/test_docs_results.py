@@ -119,3 +119,16 @@ def test_format_count():
         "290", "1,000", "20,000", "10⁵", "2·10⁵", "10⁶", "5·10⁶", "1,638", "?", "?"]
     with pytest.raises(ValueError):
         format_count("many")
+
+
+def test_headline_puts_each_bank_a_run_beside_table_2():
+    from pe_kit.report.docs_results import headline_markdown, read_part
+
+    parts = {n: read_part(PAPER_RUN / n) for n in ("long", "quick")}
+    md = headline_markdown(parts)
+    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
+    # paper Yelp / Sentiment140, then long (bank A), quick long arm, quick short arm: max / median
+    assert rows["ordinary"] == "| ordinary | 0.268 / 0.252 | 0.420 / 0.223 | 0.181 / 0.159 | 0.169 / 0.157 |"
+    assert rows["nonce"].startswith("| nonce | 1.049 / 1.052 | 1.106 / 1.022 |")
+    assert "ε_theory = 1.695 in every column" in md
+    assert headline_markdown({"onerun": read_part(PAPER_RUN / "onerun")}) == ""  # no notebook 04 rows

@@ -17,7 +17,7 @@ import pandas as pd
 
 from pe_kit.report.paper_compare import BANK_LABEL, comparison_markdown, comparison_table, format_count as _count
 
-__all__ = ["PART_ORDER", "read_part", "docs_results_markdown", "write_docs_results", "DEFAULT_OUT"]
+__all__ = ["PART_ORDER", "read_part", "headline_markdown", "docs_results_markdown", "write_docs_results", "DEFAULT_OUT"]
 
 #: the order in which parts are shown (others follow alphabetically)
 PART_ORDER = ("long", "short", "quick", "checks", "multi", "onerun")
@@ -51,6 +51,40 @@ def _parts(root: Path) -> list[str]:
 def _exp(df: pd.DataFrame, *names: str) -> pd.DataFrame:
     """The rows of the named experiments, as a compact copy (a slice of a wide CSV frame is fragmented)."""
     return (df[df["experiment"].isin(names)] if "experiment" in df.columns else df.iloc[:0]).copy()
+
+
+def headline_markdown(parts: dict) -> str:
+    """One table for a first look: per variant, the paper's Table 2 (Yelp / Sentiment140) beside ε_lower
+    "max / median" on bank A of every part with notebook 04's rows (arm by arm), each column headed by its sizes.
+
+    Args: parts: part name → (results.csv frame, run.json dict), as :func:`read_part` gives. Returns markdown ("" when
+    no part has notebook 04's rows)."""
+    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.report.paper_compare import PAPER_TABLE2
+
+    columns, theory = [], set()
+    for name, (df, _) in parts.items():
+        tab = comparison_table(_exp(df, "table2"))
+        if tab.empty:
+            continue
+        for arm, cell in tab[tab["bank"] == "bankA"].groupby("arm", sort=False):
+            first = cell.iloc[0]
+            theory |= set(cell["epsilon_theory"].round(3))
+            head = (f"`{name}`, {arm} arm (N = {_count(first['n_test'])}, {_count(first['trials'])} trials, "
+                    f"{'/'.join(map(str, sorted(set(cell['canaries']))))} canaries)")
+            columns.append((head, {r.variant: f"{_f(r.max)} / {_f(r.median)}" for r in cell.itertuples()}))
+    if not columns:
+        return ""
+    lines = ["| variant | paper Table 2: Yelp / Sentiment140 | " + " | ".join(h for h, _ in columns) + " |",
+             "|" + "---|" * (len(columns) + 2)]
+    for v in VARIANTS:
+        if any(v in c for _, c in columns):
+            lines.append(f"| {v} | {_f(PAPER_TABLE2['Yelp'][v])} / {_f(PAPER_TABLE2['Sentiment140'][v])} | "
+                         + " | ".join(c.get(v, "") for _, c in columns) + " |")
+    same = f" ε_theory = {theory.pop():.3f} in every column (the paper's: 1.695)." if len(theory) == 1 else ""
+    return ("Bank A (label-only text), ε_lower as max / median over each variant's canaries (the paper's Table 2 is "
+            f"the max over five).{same} The long arm stands in for Yelp, the short arm for Sentiment140.\n\n"
+            + "\n".join(lines) + "\n")
 
 
 def _runs_table(parts: dict, link: str) -> str:
@@ -241,7 +275,11 @@ def docs_results_markdown(root: str | Path = Path("docs") / "paper_run", link: s
            "95 %-confidence lower bound (Eq. 28 with Clopper–Pearson endpoints, Eqs. 29–30), ε_theory the "
            "accountant's ε (Opacus PRV) at the same σ, q, δ; μ_eff is a canary's effective signal √(vᵀΣ⁻¹v) (Eq. 15), "
            "at most 1/σ (Eq. 20). The paper reports the max over five canaries; the median and range show how far "
-           "single canaries differ.\n\n## The runs\n\n", _runs_table(parts, link)]
+           "single canaries differ.\n"]
+    head = headline_markdown(parts)
+    if head:
+        out.append("\n## Headline: ε_lower beside the paper's Table 2\n\n" + head)
+    out += ["\n## The runs\n\n", _runs_table(parts, link)]
     t2 = [(n, _exp(df, "table2")) for n, (df, _) in parts.items() if not _exp(df, "table2").empty]
     if t2:
         out.append("\n## ε_lower per variant beside the paper's Table 2 and Table 4 (notebook 04)\n")
