@@ -66,8 +66,8 @@ def population(n_users: int, rng: np.random.Generator, p: int = 8192, m: int = 6
     """Synthetic users: each record votes k *distinct* entries (as exact top-k routing does), either among
     the ``n_popular`` generic entries everybody's records reach (Zipf(1.1) weights, w.p. ``shared``) or
     inside one of ``n_topics`` topic clusters of 64 entries (the user's own topic). With the defaults a
-    canary's support carries K ≈ 1000 of 1000 test users and μ_eff ≈ 0.67, like the paper's natural Blogs
-    canary (design.md)."""
+    canary's support carries K ≈ 1000 of 1000 test users and μ_eff ≈ 0.67, like a natural Blogs
+    canary."""
     n = n_users * m
     popular = np.random.default_rng(12345).permutation(p)[:n_popular]   # the same bank for every split
     weight = 1.0 / np.arange(1, n_popular + 1) ** 1.1

@@ -1,4 +1,4 @@
-"""Frozen settings objects shared by the mechanism and the audit (design.md "Data classes"), the way every
+"""Frozen settings objects shared by the mechanism and the audit (docs/architecture.md, stage 0 base), the way every
 setting is declared (:func:`setting` on a :class:`Section`), and the one typed validation (:func:`check_param`).
 
 Defaults are the paper's (§3, App. D): k=5, C=0.1, σ=1, q=0.1, δ=1e-5, m=64, α=0.05, five canaries.

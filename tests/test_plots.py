@@ -254,3 +254,53 @@ def test_sweep_shows_every_canary_and_the_fixed_settings():
     assert ax.get_title().startswith("ε vs σ (q = 0.1, 1,000,000 trials per hypothesis, 2 canaries per variant)")
     dots = [line for line in ax.lines if line.get_marker() == "." and not line.get_label().startswith("ε")]
     assert sum(len(line.get_xdata()) for line in dots) == len(df)  # 3 variants × 2 canaries × 3 σ
+
+
+def test_sweep_legend_names_every_element_and_says_a_band_above_theory_is_no_violation():
+    rows = _audit_rows()
+    rows = rows[(rows.study_arm == "short") & (rows.bank_source == "bankA")]
+    df = add_epsilon_interval(pd.concat([rows.assign(mech_noise_multiplier=s) for s in (0.5, 1.0, 2.0)]))
+    fig = plots.plot_sweep(df, "noise_multiplier")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    variants = list(dict.fromkeys(df["variant"]))
+    assert labels == ([f"{v}: ε_lower (max; small dots: each canary)" for v in variants]
+                      + ["ε_theory", "point estimate: Eq. 28 at observed rates", "95% band of the point estimate",
+                         "each canary's ε_lower"])
+    assert any("no violation" in t.get_text() for t in fig.texts)
+
+
+def test_release_draws_the_canary_on_a_log_scale_so_it_is_visible():
+    """v_j ≈ 0.0144 against σC = 0.1: on a linear axis the bars were one pixel tall; on the log axis the canary's
+    fill spans from below its smallest v_j to its largest, and σC sits inside the limits."""
+    rng = np.random.default_rng(2)
+    votes = np.sort(rng.exponential(0.02, 256))[::-1]
+    cv = np.r_[np.linspace(0.02, 0.005, 48), np.zeros(208)]
+    fig = plots.plot_release(votes + rng.normal(0, 0.1, 256), votes, cv, 0.1)
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    assert ax.get_yscale() == "log" and lo < 0.005 and hi > 0.1
+    fig.canvas.draw()
+    fill = ax.collections[0].get_window_extent()
+    assert fill.height > 0.5 * ax.get_window_extent().height  # the canary takes most of the panel's height
+
+
+def test_one_run_figure_from_the_committed_reference_run():
+    """Notebook 08's figure, drawn by pe_kit.report.one_run_plots from the committed one-run part's rows: a panel
+    per q with one series per (variant, bound), ε_theory and the multi-trial value as horizontal lines."""
+    from pathlib import Path
+
+    from pe_kit.report.one_run_plots import plot_epsilon_vs_m
+
+    df = pd.read_csv(Path(__file__).resolve().parents[1] / "docs" / "paper_run" / "onerun" / "results.csv",
+                     low_memory=False)
+    df = df[df["experiment"].isin(["one_run", "multi_trial"])]
+    fig = plot_epsilon_vs_m(df, [1.0, 0.1])
+    assert [ax.get_title() for ax in fig.axes] == ["q = 1", "q = 0.1"]
+    ax = fig.axes[0]
+    series = {line.get_label(): line for line in ax.lines}
+    assert {"natural · fdp", "natural · steinke", "nonce · fdp", "nonce · steinke", "ε_theory"} <= set(series)
+    assert series["ε_theory"].get_ydata()[0] == pytest.approx(4.387, abs=1e-3)
+    nonce = series["nonce · steinke"]
+    assert list(nonce.get_xdata()) == [204, 409, 819, 1638] and nonce.get_ydata()[-1] == pytest.approx(1.348, abs=1e-3)
+    with pytest.raises(ValueError, match="multi-trial"):
+        plot_epsilon_vs_m(df[df["experiment"] == "one_run"], [1.0])

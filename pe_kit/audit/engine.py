@@ -1,7 +1,7 @@
 """Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis in
 memory bounded by one block, reduced to counts above candidate thresholds.
 
-Source: design.md ("the score is linear in the released vector"); paper Eq. 14 (ℓ = wᵀ(Y_P − m0 − v/2)),
+Source: the score is linear in the released vector, paper Eq. 14 (ℓ = wᵀ(Y_P − m0 − v/2)),
 App. E.2 (independent Poisson participation; H1 = canary eligible, sampled w.p. q), Eqs. 28–30
 (ε_lower from Clopper–Pearson bounds on confusion counts) and §2.1 Step 5 (threshold frozen on a
 calibration split, evaluated on fresh test trials).

@@ -2,7 +2,7 @@
 
 Two paths that draw the *same* score distribution:
 
-* ``simulate_scores`` — the scalar projection (design.md; Eq. 14): the score is linear in the release,
+* ``simulate_scores`` — the scalar projection (Eq. 14): the score is linear in the release,
   ℓ = wᵀ(Y_P − m0 − v/2), so one trial needs each background user's projection a_u = w·c_u, the
   canary's w·v, and one Gaussian of variance (σC)²‖w‖². Users with a_u = 0 are skipped and
   participation of the K voting users is drawn as a Bernoulli(q) process over the flattened

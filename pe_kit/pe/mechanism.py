@@ -1,6 +1,6 @@
 """The PE histogram mechanism: exact top-k routing, vote normalization, clipping, Gaussian release.
 
-Source: Eq. 1 and Alg. A.1 lines 8–20 of "Canaries in the Bank" (../shared/seed). Distances are
+Source: Eq. 1 and Alg. A.1 lines 8–20 of "Canaries in the Bank" (Aketi, Ullah, Gade; §2). Distances are
 Euclidean in the encoder's space; exact ties go to the lowest bank index (App. B, "Exact score
 ties are resolved by the lowest ... index").
 """

@@ -60,7 +60,8 @@ def one_run_table(rows: pd.DataFrame) -> pd.DataFrame:
         multi-trial row of the same q and variant.
     """
     cols = [c for c in _COLUMNS if c in rows.columns and (rows[c].notna().any() or c in ALWAYS)]
-    rows = rows.assign(_multi=rows["experiment"] == "multi_trial")
+    rows = rows.copy()  # a slice of the wide results.csv frame is fragmented: assign() on it warns
+    rows["_multi"] = rows["experiment"] == "multi_trial"
     order = [c for c in ("mech_sample_rate", "variant", "_multi", "m", "method") if c in rows.columns]
     return rows.sort_values(order, ascending=[c != "mech_sample_rate" for c in order], kind="stable")[cols]
 

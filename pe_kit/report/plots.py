@@ -98,10 +98,18 @@ def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_s
     """
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
     cv = np.sort(np.asarray(canary_v, float)[np.asarray(canary_v) > 0])[::-1]
-    axes[0].bar(np.arange(cv.size), cv, color="C2", width=1.0, label="canary's contribution v_j")
+    # log scale: each v_j is far below σC (‖v‖₂ ≤ C spread over many coordinates), so on a linear axis the bars
+    # were one pixel tall; a filled step keeps every coordinate visible at any count
+    x = np.arange(cv.size + 1) - 0.5
+    axes[0].fill_between(x, np.r_[cv, cv[-1:]] if cv.size else x * 0, step="post", color="C2", alpha=0.8, lw=0,
+                         label="canary's contribution v_j")
     axes[0].axhline(noise_std, color="C3", ls="--", label=f"noise std σC = {noise_std:g}")
+    if cv.size and cv.min() > 0 and noise_std > 0:
+        axes[0].set_yscale("log")
+        axes[0].set_ylim(min(cv.min(), noise_std) / 3, max(cv.max(), noise_std) * 3)
+        axes[0].set_xlim(-0.5, cv.size - 0.5)
     axes[0].set_xlabel("canary's voted coordinates (sorted)")
-    axes[0].set_ylabel("canary contribution v_j")
+    axes[0].set_ylabel("canary contribution v_j (log scale)")
     axes[0].set_title(f"canary: {cv.size} coordinates, ‖v‖₂ = {np.linalg.norm(cv):.3f}")
     axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     order = np.argsort(np.asarray(votes))[::-1]
@@ -295,7 +303,9 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
 
 # ---------------------------------------------------------------------------------------------- 05 ablations
 def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequence[float]] | None = None):
-    """Fig. 1 analogue: ε_lower (markers), its 95% band, and ε_theory against σ or q, one line per variant.
+    """Fig. 1 analogue: ε_lower (markers), the point estimate (line: Eq. 28 at the observed TPR and FPR), its 95%
+    band, and ε_theory against σ or q, one colour per variant. The legend names every element, and a note under
+    the axes says that a band above ε_theory is no violation (only ε_lower, the band's lower end, must stay below).
 
     Args:
         df: sweep rows with ``variant``, ``mech_<field>``, ``epsilon_lower`` and (optional)
@@ -308,7 +318,7 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' or 'sample_rate'")
     col = f"mech_{field}"
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(8.6, 4.4))
     pal = variant_palette(sorted(set(df["variant"])))
     several = bool((df.groupby(["variant", col]).size() > 1).any())
     for k, (variant, raw) in enumerate(df.groupby("variant", sort=False)):
@@ -347,10 +357,19 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
         fixed.append(f"{int(df['trials'].max()):,} trials per hypothesis")
     n_can = df.groupby(["variant", col]).size().max()
     fixed.append(f"{n_can} canar{'y' if n_can == 1 else 'ies'} per variant")
-    ax.set_title(f"ε vs {'σ' if field == 'noise_multiplier' else 'q'} ({', '.join(fixed)})\n"
-                 "markers: ε_lower; line: point estimate; band: 95% CI", fontsize=9)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    ax.set_title(f"ε vs {'σ' if field == 'noise_multiplier' else 'q'} ({', '.join(fixed)})", fontsize=9)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles, _ = ax.get_legend_handles_labels()  # each variant's ε_lower marker, then ε_theory
+    extra = [Line2D([], [], color="0.3", lw=1, label="point estimate: Eq. 28 at observed rates"),
+             Patch(color="0.3", alpha=0.2, lw=0, label="95% band of the point estimate")]
+    if several:
+        extra.append(Line2D([], [], ls="", marker=".", color="0.3", alpha=0.45, label="each canary's ε_lower"))
+    ax.legend(handles=handles + extra, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.text(0.01, 0.01, "ε_lower is the band's lower end at the audit's γ and must stay below ε_theory; the band "
+             "rising above ε_theory is no violation.", fontsize=7, ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 

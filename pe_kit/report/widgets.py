@@ -9,7 +9,7 @@ FPR = Φ̄((a + μ²/2)/μ) and TPR = (1−q)·FPR + q·Φ̄((a − μ²/2)/μ).
 expected counts are T·FPR, T·TPR; Clopper–Pearson bounds at γ (Eqs. 29–30) turn them into the ε of
 Eq. 28, maximized over a (``pe_kit.audit.expectations.expected_epsilon``). This is what an audit with a perfectly calibrated threshold would report
 on average; a real audit calibrates on one split and evaluates on fresh trials, so it scatters around
-this value (design.md: median ≈0.96 at μ_eff=1, q=0.1, γ=0.0025, 10⁶ trials).
+this value (notebook 05's ε_lower-against-trials table shows audited and expected values side by side).
 """
 from __future__ import annotations
 

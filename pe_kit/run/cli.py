@@ -11,7 +11,8 @@ Subcommands:
   (ε_theory, expected ε_lower; ``pe_kit.report.widgets.explorer_state``).
 * ``pe-kit results RUN_DIR`` — print a finished run's ``results.md`` (it does not re-collect: rerun
   ``pe-kit reproduce`` for that); ``RUN_DIR`` may be a preset or run-id name (``tiny``: the newest
-  ``results/tiny`` or ``results/tiny-…``).
+  ``results/tiny`` or ``results/tiny-…``). ``pe-kit results --docs`` renders ``docs/results.md`` from the
+  committed runs' CSVs (``pe_kit.report.docs_results``); ``--check`` only compares.
 
 Exit codes: 0 success, 1 a notebook failed (the message names notebook and cell), 2 bad arguments.
 """
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["main", "build_parser", "resolve_run_dir"]
+__all__ = ["main", "build_parser", "resolve_run_dir", "presets_text", "COLD_TIME"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--keep-going", action="store_true", help="after a failed notebook, run the next ones")
     r.add_argument("--kernel", default=None, help="Jupyter kernel name (default: a kernel that runs this very Python)")
     r.add_argument("--log-output", action="store_true", help="stream cell output (inner tqdm bars) to the terminal")
-    r.add_argument("--no-progress", action="store_true", help="hide papermill's per-cell progress bar")
+    r.add_argument("--no-progress", action="store_true", help="leave the run's time-left estimate out of each notebook's start and end line")
 
     sub.add_parser("presets", help="list presets and their sizes")
 
@@ -89,10 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
                                    "notebooks' CSVs (RUN_DIR/results.csv holds every row). It reads, it does not "
                                    "re-collect: rerun the same pe-kit reproduce command to rebuild both (finished "
                                    "notebooks are reused).")
-    s.add_argument("run_dir", metavar="RUN_DIR",
+    s.add_argument("run_dir", metavar="RUN_DIR", nargs="?", default=None,
                    help="a run folder (e.g. results/quick), or a preset or run-id name (e.g. tiny): the newest run "
                         "folder under --results-dir named NAME or NAME-… (e.g. tiny-fit)")
     s.add_argument("--results-dir", default="results", help="where to look up a NAME (default: ./results)")
+    s.add_argument("--docs", action="store_true",
+                   help="instead: render docs/results.md from the committed runs' results.csv and run.json "
+                        "(--paper-run) and write it to --out")
+    s.add_argument("--paper-run", default="docs/paper_run", help="with --docs: the folder of committed run parts "
+                                                                 "(default: docs/paper_run)")
+    s.add_argument("--out", default="docs/results.md", help="with --docs: where to write (default: docs/results.md)")
+    s.add_argument("--check", action="store_true",
+                   help="with --docs: write nothing; exit 1 if --out differs from what the CSVs give")
     return ap
 
 
@@ -126,17 +135,52 @@ def _reproduce(args) -> int:
     return 0 if summary.ok else 1
 
 
-def _presets() -> int:
+#: how long each preset takes cold (empty cache) on this project's 2-core machine, measured (docs/presets.md)
+COLD_TIME = {
+    "tiny": "about 8.5 min on 2 CPU cores shared with other jobs (511 s at load average 13, 4 Dec 2026)",
+    "quick": "about 35 min on 2 idle CPU cores (2,099 s, docs/paper_run/quick); a rerun reuses the cached "
+             "embeddings and finished notebooks",
+    "paper": "hours on 2 CPU cores: scripts/paper_run.sh runs it in parts of 772–5,827 s each on the full Blog "
+             "corpus (docs/results.md lists each part's time)",
+}
+#: the sizes ``pe-kit presets`` shows, as (column title, Preset field)
+_SIZE_COLUMNS = (("m", "record_cap"), ("canaries", "n_canary"), ("per variant", "per_variant"), ("aux", "n_aux"),
+                 ("calibration", "n_calibration"), ("test N", "n_test"), ("p", "bank_size"), ("r", "max_probes"),
+                 ("M", "pool_size"), ("token cap", "max_seq_length"), ("trials", "trials"),
+                 ("sweep trials", "sweep_trials"))
+
+
+def _count(v) -> str:
+    from pe_kit.report.paper_compare import format_count
+
+    # max_seq_length None: the model's own cap (MiniLM-L6: 256 word pieces); sizes print without thousands commas
+    return "256" if v is None else format_count(v).replace(",", "")
+
+
+def presets_text() -> str:
+    """What ``pe-kit presets`` prints: per preset its purpose in one line (``Preset.description``), the expected
+    cold time (:data:`COLD_TIME`), its sizes as a small table and its data; the rationale of each size is in
+    docs/presets.md."""
     from pe_kit.run.presets import NEEDS_DATA, PRESETS
 
-    keys = ("data", "arms", "banks", "record_cap", "n_canary", "per_variant", "n_aux", "n_calibration", "n_test",
-            "bank_size", "max_probes", "max_seq_length", "trials", "sweep_trials", "tightness_trials")
+    out = []
     for name, p in PRESETS.items():
-        print(f"{name}: {p.description}")
         d = p.as_dict()
-        none = "data=None (pass --data PATH)" if name in NEEDS_DATA else "data=None (the bundled Blogs sample)"
-        shown = [none if k == "data" and d[k] is None else f"{k}={d[k]}" for k in keys]
-        print("   " + ", ".join(shown))
+        cells = [(title, _count(d[key])) for title, key in _SIZE_COLUMNS]
+        widths = [max(len(t), len(c)) for t, c in cells]
+        data = ("pass --data PATH (Yelp, Sentiment140 or the full Blog corpus)" if name in NEEDS_DATA else
+                "the bundled Blogs sample" if d["data"] is None else Path(d["data"]).name)
+        out += [f"{name}: {p.description}", f"   cold: {COLD_TIME.get(name, 'not measured')}",
+                "   " + "  ".join(t.rjust(w) for (t, _), w in zip(cells, widths)),
+                "   " + "  ".join(c.rjust(w) for (_, c), w in zip(cells, widths)),
+                f"   data: {data}; arms {', '.join(d['arms'])}; banks {', '.join(map(str, d['banks']))}", ""]
+    out.append("Why these sizes, and what each reduction does to μ_eff and ε_lower: docs/presets.md. "
+               "--set key=value changes any field.")
+    return "\n".join(out)
+
+
+def _presets() -> int:
+    print(presets_text())
     return 0
 
 
@@ -207,7 +251,33 @@ def resolve_run_dir(name: str, results_dir: str | Path = "results") -> tuple[Pat
                             "Run 'pe-kit reproduce' first (or pass --results-dir where your runs are)")
 
 
+def _docs_results(args) -> int:
+    import os
+
+    from pe_kit.report.docs_results import docs_results_markdown, write_docs_results
+
+    out = Path(args.out)
+    try:
+        if args.check:
+            link = Path(os.path.relpath(Path(args.paper_run).resolve(), out.resolve().parent)).as_posix()
+            fresh = docs_results_markdown(args.paper_run, link=link)
+            same = out.is_file() and out.read_text(encoding="utf-8") == fresh
+            print(f"pe-kit: {out} {'matches' if same else 'differs from'} {args.paper_run}/*/results.csv"
+                  + ("" if same else "; run pe-kit results --docs to regenerate it"), file=sys.stderr)
+            return 0 if same else 1
+        print(f"pe-kit: wrote {write_docs_results(args.paper_run, out)}")
+    except FileNotFoundError as exc:
+        print(f"pe-kit: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _results(args) -> int:
+    if args.docs:
+        return _docs_results(args)
+    if args.run_dir is None:
+        print("pe-kit results: give RUN_DIR (e.g. results/quick or quick), or --docs", file=sys.stderr)
+        return 2
     try:
         run_dir, matches = resolve_run_dir(args.run_dir, args.results_dir)
     except FileNotFoundError as exc:

@@ -34,9 +34,9 @@ def preset(name: str, description: str, notebooks: Mapping[str, Mapping] | None 
 PRESETS: dict[str, Preset] = {
     "tiny": preset(
         "tiny",
-        ("CI sizes on real data (tests/data/blogs-tiny.jsonl.gz, 80 bloggers × 16 posts): 60 users in "
-                     "splits, p=256, r=16, MiniLM-L6 at 32 tokens, 2·10⁴ trials. Checks that everything runs; "
-                     "its numbers are not meant to be read."),
+        ("CI sizes on real data (tests/data/blogs-tiny.jsonl.gz, 80 bloggers × 16 posts), MiniLM-L6 at 32 "
+                     "tokens, 2·10⁴ trials: checks that everything runs; its numbers are not meant to be read "
+                     "(docs/presets.md)."),
         data=str(_REPO / "tests" / "data" / "blogs-tiny.jsonl.gz"), record_cap=16, n_canary=5, per_variant=2,
         n_aux=15, n_calibration=20, n_test=20, bank_size=256, max_probes=16, pool_size=64, max_seq_length=32,
         trials=20_000,
@@ -50,23 +50,10 @@ PRESETS: dict[str, Preset] = {
                                     "published_repeats": 10, "published_sigmas": [1.0, 2.0]}}),
     "quick": preset(
         "quick",
-        ("The paper's protocol on the bundled Blogs sample (900 bloggers with 64 posts, each cut at 600 "
-                     "chars), sizes reduced only where measured not to move μ_eff (benchmarks/fidelity_mu_eff.py, "
-                     "docs/fidelity.md): m=64 records per user, exact with r=m=64 copies, 25 real canaries (5 "
-                     "independent ones per real-canary variant), p=8192, r=64, M=512, 150 aux users (μ_eff moves "
-                     "< 0.01 from 100 to 300 aux users). Paraphrase pools: the shipped SmolLM2-135M-Instruct rewrites "
-                     "of every paraphrase canary (both arms; the paper's are Qwen3 rewrites; with these the "
-                     "paraphrase variants' μ_eff is below WordNet near-copies' and below exact's, docs/fidelity.md "
-                     "run C). Reduced where the data or the clock forces it: N=290 test "
-                     "users and 290 distinct calibration users (paper N=1000: the sample has 900 bloggers; at "
-                     "N=290 a natural canary's median μ_eff is 0.58 against 0.53 at N=1000, exact's 0.77 against "
-                     "0.68), MiniLM-L6 cut at 64 tokens (the model's own cap is 256; results.md counts the cut "
-                     "records), 2·10⁵ trials per hypothesis (paper 10⁶: looser Clopper–Pearson bounds, so ε_lower "
-                     "sits below what μ_eff allows at 10⁶). Notebook 06 (multi-round) evolves a p=512 population, "
-                     "3 PE seeds × (DP run + random-retention control): each round asks the retrieval pool (bank A's "
-                     "unused label-only texts, never a post of the corpus MAUVE is scored against) for "
-                     "p − r − k̃ = 426 new texts; six rounds use a third of the 7,668-text pool (at p=1024 a run "
-                     "used 80 % of its pool and late rounds were filled with leftovers)."),
+        ("The main job: the paper's protocol (m=64, p=8192, r=64, M=512, 5 canaries per variant) on the "
+                     "bundled Blogs sample, reduced where the data or the clock forces it: N=290 test and 290 "
+                     "calibration users, 150 aux users, MiniLM-L6 cut at 64 tokens, 2·10⁵ trials (why each, and "
+                     "what it does to μ_eff: docs/presets.md)."),
         record_cap=64, n_canary=25, per_variant=5, n_aux=150, n_calibration=290, n_test=290, bank_size=8192,
         max_probes=64, pool_size=512, max_seq_length=64, trials=200_000, llr_trials=200_000,
         sigmas=(0.5, 0.75, 1.0, 1.5, 2.0), qs=(0.02, 0.05, 0.1, 0.2, 0.4), sweep_trials=200_000,
@@ -75,19 +62,10 @@ PRESETS: dict[str, Preset] = {
                    "08": {"idealised_ms": [100, 1000], "idealised_repeats": 3, "published_repeats": 20}}),
     "paper": preset(
         "paper",
-        ("The paper's sizes (§3, App. D): m=64, 25 real canaries (5 per real-canary variant; nonce canaries "
-                     "are synthetic), 500 aux users, N=1000 test users and 1000 distinct calibration users (equal "
-                     "size: the threshold is calibrated on the statistic of N users, never on resampled users; the "
-                     "paper uses 500 calibration users against N=1000), p=8192, r=64, M=512, MiniLM-L6 at its own 256-token cap (longer texts are cut; results.md counts them), 10⁶ trials "
-                     "(5·10⁶ for the sweeps). Paraphrase pools: SmolLM2 rewrites shipped for the paraphrase canaries of "
-                     "scripts/paper_run.sh's parts on the full Blog corpus (docs/paraphrase_pools.md); other data, "
-                     "sizes or seeds fall back to WordNet synonym swaps, warned (--set paraphraser=smollm2 generates "
-                     "them, hours). Needs ≥ 2,525 eligible users per arm plus users left for the public "
-                     "bank (--data PATH: Yelp, Sentiment140, or the full Blogs corpus with a smaller N, see "
-                     "scripts/paper_run.sh). Notebook 06 (Fig. 2): 5·10⁶ trials per hypothesis (App. D) and p=512 "
-                     "(its offline public-retrieval generator draws 3·T·g new texts from bank A's 8,192 label-only "
-                     "texts that the initial bank does not hold: p=512 leaves 7,668 of them for T=6 rounds of "
-                     "g=426; p=8192 would leave none). Hours on 2 CPU cores."),
+        ("The paper's sizes (§3, App. D: m=64, 500 aux, N=1000 test and 1000 calibration users, "
+                     "p=8192, r=64, 10⁶ trials, 5·10⁶ for the sweeps), MiniLM-L6 at its own 256-token cap, on a "
+                     "corpus you pass with --data; hours on 2 CPU cores (what differs from the paper: "
+                     "docs/presets.md)."),
         n_canary=25,
         notebooks={"06": {"bank_size": 512, "trials": 5_000_000},
                    "08": {"idealised_ms": [1000, 10_000], "idealised_repeats": 10}},

@@ -19,6 +19,8 @@
 While a notebook runs, its kernel reports long steps (embedding N texts, k of n canary audits, PE rounds,
 MAUVE) through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``; :class:`_ProgressTail` prints
 each new line (start, ``k/n`` with elapsed time and ETA, end) so the terminal shows the step a long cell is in.
+Each notebook's start and end line also says how far the whole run is (notebook i of n, elapsed, an ETA once one
+notebook has run: ``pe_kit.run.run_progress.RunClock``); ``run.json`` records the machine (``machine_info``).
 
 Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64,
 5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
+from pe_kit.run.run_progress import RunClock, machine_info
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
                                   check_variants, unused_overrides)
 from pe_kit.run.presets import (
@@ -249,7 +252,9 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
         keep_going: after a failed notebook, run the next ones anyway.
         kernel_name: Jupyter kernel (default: ``this_python_kernel()``, i.e. this very interpreter).
         log_output: stream the cells' stdout/stderr (every print) to this process's stdout/stderr.
-        progress: papermill's per-cell tqdm bar. echo: where status lines go (a failure is echoed once, in full),
+        progress: the run's own progress on each notebook's start and end line (notebook i of n, time elapsed, an
+            ETA from the pace so far, ``pe_kit.run.run_progress.RunClock``); papermill's per-cell bar is never
+            shown (it counts cells, and one long cell froze it at a wrong "16 s left"). echo: where status lines go (a failure is echoed once, in full),
             including the long steps' progress lines (``desc: k/n unit (p%) [elapsed, ETA …]``) that the kernels
             write to ``<run>/.progress/<notebook>.log`` (``pe_kit.progress``; shown without ``log_output``).
         fit_data: shrink the preset's sizes to fit ``data`` (``pe_kit.run.fit.fit_preset``; settings in
@@ -465,6 +470,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     statuses: list[NotebookStatus] = []
     failures: list[ReproduceError] = []
     echo(f"pe-kit reproduce: preset {p.name}, seed {seed} → {run_dir}")
+    clock = RunClock(todo, p.name)
     for i, nb in enumerate(todo, start=1):
         src = folder / f"{nb}.ipynb"
         declared = _declared(src)
@@ -476,10 +482,12 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
             info = json.loads(marker.read_text())
             echo(f"{head}: reused (finished {info.get('finished', '?')}, {info.get('seconds', 0):.0f} s)")
             statuses.append(NotebookStatus(nb, "reused", float(info.get("seconds", 0.0))))
+            clock.finish(nb, reused=True)
             continue
         marker.unlink(missing_ok=True)
         out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
-        echo(f"{head}: running …")
+        echo(f"{head}: running …; {clock.line()}" if progress else f"{head}: running …")
+        clock.start(nb)
         os.environ["PE_KIT_HEADLESS"] = "1"  # kernels inherit it: no live widgets without a frontend
         progress_file = run_dir / ".progress" / f"{nb}.log"  # pe_kit.progress lines from the kernel
         progress_file.parent.mkdir(exist_ok=True)
@@ -495,7 +503,8 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         try:
             pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
                                 language="python",  # our own kernel runs it, whatever the notebook's metadata says
-                                progress_bar=progress, cwd=str(run_dir),
+                                progress_bar=False,  # its per-cell bar misleads (one long cell); RunClock reports
+                                cwd=str(run_dir),
                                 stdout_file=sys.stdout if log_output else None,
                                 stderr_file=sys.stderr if log_output else None)
         except PapermillExecutionError as exc:
@@ -526,6 +535,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         if err is not None:
             echo(f"{head}: FAILED after {dt:.0f} s\n  {err}")  # the one full report of this failure
             statuses.append(NotebookStatus(nb, "failed", dt, str(err)))
+            clock.finish(nb)
             failures.append(err)
             if not keep_going:
                 break
@@ -533,7 +543,8 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         info = {"notebook": nb, "key": key, "params": params, "outputs": outs, "seconds": dt,
                 "finished": _dt.datetime.now().isoformat(timespec="seconds")}
         _write(marker, json.dumps(info, indent=1, default=str).encode())
-        echo(f"{head}: done in {dt:.0f} s ({len(outs)} files)")
+        clock.finish(nb)
+        echo(f"{head}: done in {dt:.0f} s ({len(outs)} files)" + (f"; {clock.line()}" if progress else ""))
         statuses.append(NotebookStatus(nb, "ran", dt))
     # every notebook of this run folder that finished (now or before), in run order
     others = sorted(p.stem for p in (run_dir / ".done").glob("*.json") if p.stem not in NOTEBOOKS)
@@ -567,6 +578,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         echo(f"results: {results_csv} ({len(df)} rows), {results_md}")
     _write(run_dir / "run.json", json.dumps(
         {"preset": p.as_dict(), "seed": seed, "statuses": [asdict(s) for s in statuses], "seconds": total,
-         "finished": _dt.datetime.now().isoformat(timespec="seconds")}, indent=1, default=str).encode())
+         "finished": _dt.datetime.now().isoformat(timespec="seconds"), "machine": machine_info()},
+        indent=1, default=str).encode())
     return RunSummary(run_dir, statuses, results_csv, results_md, total, failures)
 

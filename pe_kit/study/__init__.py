@@ -2,6 +2,6 @@
 
 Modules: ``world`` (``StudyConfig``, ``World``, ``build_world``, ``make_design``, ``audit_design``: data → world →
 design → ε_lower rows), ``experiments`` and ``checks`` (the narrative notebooks' steps), ``multiround_study``
-(Fig. 2), ``implementation_audit`` (the seeded-bug suite, notebook 07), ``one_run`` (notebook 08).
+(Fig. 2), ``multiround_setup`` (notebook 06's world, mechanism, design and generator), ``implementation_audit`` (the seeded-bug suite, notebook 07), ``one_run`` (notebook 08).
 It sits above ``report`` (rows carry its versions and step cache) and below ``run`` (presets, papermill, CLI).
 """

@@ -491,24 +491,8 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
 
 
 # ---------------------------------------------------------------------------------------------- paper values
-#: Table 2 of the paper (label-only bank A, max over five canaries, 10⁶ trials; ε_theory = 1.695).
-PAPER_TABLE2 = {
-    "Yelp": {"ordinary": 0.268, "exact": 0.371, "paraphrase": 0.276, "paraphrase-norm": 0.316,
-             "paraphrase-mu_eff": 0.560, "nonce": 1.049, "nonce-norm": 1.110, "nonce-mu_eff": 1.110},
-    "Sentiment140": {"ordinary": 0.252, "exact": 0.363, "paraphrase": 0.599, "paraphrase-norm": 0.327,
-                     "paraphrase-mu_eff": 0.682, "nonce": 1.052, "nonce-norm": 1.088, "nonce-mu_eff": 1.086},
-}
-#: Table 4 of the paper (App. C): the same for bank A and the in-distribution bank B.
-PAPER_TABLE4 = {
-    "Yelp A": {"ordinary": 0.247, "exact": 0.313, "paraphrase": 0.276, "paraphrase-norm": 0.316,
-               "paraphrase-mu_eff": 0.560, "nonce": 1.038, "nonce-norm": 1.110, "nonce-mu_eff": 1.110},
-    "Yelp B": {"ordinary": 0.295, "exact": 0.304, "paraphrase": 0.297, "paraphrase-norm": 0.457,
-               "paraphrase-mu_eff": 0.439, "nonce": 1.047, "nonce-norm": 1.120, "nonce-mu_eff": 0.958},
-    "Sentiment140 A": {"ordinary": 0.475, "exact": 0.363, "paraphrase": 0.599, "paraphrase-norm": 0.327,
-                       "paraphrase-mu_eff": 0.682, "nonce": 1.018, "nonce-norm": 1.088, "nonce-mu_eff": 1.086},
-    "Sentiment140 B": {"ordinary": 0.429, "exact": 0.587, "paraphrase": 0.759, "paraphrase-norm": 0.871,
-                       "paraphrase-mu_eff": 0.932, "nonce": 1.014, "nonce-norm": 1.063, "nonce-mu_eff": 0.977},
-}
+#: Table 2 and Table 4 of the paper (defined in ``pe_kit.report.paper_compare``, re-exported for the notebooks).
+from pe_kit.report.paper_compare import PAPER_TABLE2, PAPER_TABLE4  # noqa: E402
 
 
 def paraphrase_examples(design, n: int = 5, world: World | None = None):

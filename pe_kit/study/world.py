@@ -1,6 +1,7 @@
 """One audit study on real data: users → embeddings → bank → frozen designs → ε_lower rows.
 
-Glue between ``data``, ``embedding``, ``mechanism``, ``probes`` and ``audit`` (design.md "The flow").
+Glue between ``pe_kit.data``, ``pe_kit.text``, ``pe_kit.pe``, ``pe_kit.attack`` and ``pe_kit.audit`` (the
+flow of docs/architecture.md).
 A ``World`` holds everything that does not depend on the attack (split users' record embeddings,
 the base bank, each record's nearest base entries); ``audit_design`` audits one frozen
 ``ProbeDesign`` against it and returns a tidy result row.
@@ -39,7 +40,7 @@ class StudyConfig(WorldSettings):
             are disjoint users of the same size N (``audit.trials.check_equal_populations``; the paper's
             500 calibration users could not score the statistic of 1000 test users without resampling).
             n_canary ≥ 25 gives each of the five real-canary variants its own five canaries
-            (``probes.canary_assignment``); nonce canaries are synthetic and need no slot.
+            (``pe_kit.attack.variants.canary_assignment``); nonce canaries are synthetic and need no slot.
         bank: ``bankA`` (bundled label-only SmolLM2 bank), ``public`` (label-stratified records of users in
             no split), ``llm-label`` / ``llm-icl`` (generated, SmolLM2 by default), or ``file:<path>`` / a path
             to a JSON Lines file with a ``text`` field (``pe_kit.text.banks.make_bank``).
@@ -392,21 +393,21 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     """Build the frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B) for one canary of the study.
 
     Real-canary variants audit ``world.splits.canary[canary_slot]`` (which slots a variant uses:
-    ``probes.canary_assignment``); nonce variants draw a fresh synthetic canary (m = record_cap nonce
+    ``pe_kit.attack.variants.canary_assignment``); nonce variants draw a fresh synthetic canary (m = record_cap nonce
     records) and an independent nonce pool from ``rng``. Active variants reserve r ordered replacement
     positions from ``rng`` *before* selection (exact: r = m), probe t goes to position t, and the design
     is frozen before any trial:
 
     * ``ordinary``: no probes. ``exact``: a verbatim copy of each record.
     * ``paraphrase``: ``pool_size`` rewrites across the records (``generator``: see :func:`paraphrase_pool`)
-      (``paraphrase_pool``), r of them spread across records (``probes.spread_select``).
-    * ``nonce``: r drawn uniformly from the nonce pool (``probes.design_nonce``).
-    * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``probes.design_selected``); μ_eff uses Σ̂_Q from
+      (``paraphrase_pool``), r of them spread across records (``pe_kit.attack.variants.spread_select``).
+    * ``nonce``: r drawn uniformly from the nonce pool (``pe_kit.attack.variants.design_nonce``).
+    * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``pe_kit.attack.variants.design_selected``); μ_eff uses Σ̂_Q from
       aux users (``aux_pool_covariance``), frozen before selection.
 
     Args:
         world: the study (its neighbour indices have depth k + max_probes).
-        variant: one of ``probes.VARIANTS``. canary_slot: index into the canary split (real variants).
+        variant: one of ``pe_kit.attack.variants.VARIANTS``. canary_slot: index into the canary split (real variants).
         rng: the only source of randomness (positions, nonce strings, spread draws).
         mechanism: k, C, σ, q (default ``MechanismConfig(record_cap=world.config.record_cap)``).
         audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase route (``"smollm2"``, ``"wordnet"``, None = :data:`DEFAULT_PARAPHRASER`, or a

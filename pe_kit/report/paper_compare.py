@@ -1,0 +1,217 @@
+"""The audit's answer beside the paper's: ε_lower per variant (max over canaries, the paper's statistic, with the
+median and spread) next to the paper's Table 2 / Table 4, and which of the paper's orderings hold.
+
+Paper values: Table 2 (§4, label-only bank A, max over five canaries at 10⁶ trials per hypothesis, σ = 1, q = 0.1,
+δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C: bank A and the in-distribution bank B). The kit's long arm (users
+with 64 records) is the Yelp analogue, its short arm (32–64 short records) the Sentiment140 analogue; its
+``bankA`` is the paper's bank A, its ``public`` bank (other users' texts) plays the paper's in-distribution bank B.
+Used by ``results.md`` (:func:`pe_kit.report.results.summary_markdown`) and ``docs/results.md``
+(:mod:`pe_kit.report.docs_results`).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+__all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER", "BANK_LABEL", "paper_value", "comparison_table",
+           "orderings", "orderings_line", "comparison_markdown", "format_count", "NATURAL_ORDER"]
+
+#: Table 2 of the paper (label-only bank A, max over five canaries, 10⁶ trials; ε_theory = 1.695).
+PAPER_TABLE2 = {
+    "Yelp": {"ordinary": 0.268, "exact": 0.371, "paraphrase": 0.276, "paraphrase-norm": 0.316,
+             "paraphrase-mu_eff": 0.560, "nonce": 1.049, "nonce-norm": 1.110, "nonce-mu_eff": 1.110},
+    "Sentiment140": {"ordinary": 0.252, "exact": 0.363, "paraphrase": 0.599, "paraphrase-norm": 0.327,
+                     "paraphrase-mu_eff": 0.682, "nonce": 1.052, "nonce-norm": 1.088, "nonce-mu_eff": 1.086},
+}
+#: Table 4 of the paper (App. C): the same for bank A and the in-distribution bank B.
+PAPER_TABLE4 = {
+    "Yelp A": {"ordinary": 0.247, "exact": 0.313, "paraphrase": 0.276, "paraphrase-norm": 0.316,
+               "paraphrase-mu_eff": 0.560, "nonce": 1.038, "nonce-norm": 1.110, "nonce-mu_eff": 1.110},
+    "Yelp B": {"ordinary": 0.295, "exact": 0.304, "paraphrase": 0.297, "paraphrase-norm": 0.457,
+               "paraphrase-mu_eff": 0.439, "nonce": 1.047, "nonce-norm": 1.120, "nonce-mu_eff": 0.958},
+    "Sentiment140 A": {"ordinary": 0.475, "exact": 0.363, "paraphrase": 0.599, "paraphrase-norm": 0.327,
+                       "paraphrase-mu_eff": 0.682, "nonce": 1.018, "nonce-norm": 1.088, "nonce-mu_eff": 1.086},
+    "Sentiment140 B": {"ordinary": 0.429, "exact": 0.587, "paraphrase": 0.759, "paraphrase-norm": 0.871,
+                       "paraphrase-mu_eff": 0.932, "nonce": 1.014, "nonce-norm": 1.063, "nonce-mu_eff": 0.977},
+}
+#: the paper's dataset each data arm stands in for (long: 64 records per user as Yelp; short: 32–64 as Sentiment140)
+ARM_DATASET = {"long": "Yelp", "short": "Sentiment140"}
+#: the paper's bank each kit bank stands in for (Table 4): label-only bank A, in-distribution bank B
+BANK_LETTER = {"bankA": "A", "public": "B"}
+#: how the kit's banks are named in tables
+BANK_LABEL = {"bankA": "bank A (label-only SmolLM2 text)", "public": "public bank (other users' texts)"}
+#: the paper's Table 2 ordering of the natural variants and nonce (§4: ordinary < exact < paraphrase-μ_eff < nonce)
+NATURAL_ORDER = ("ordinary", "exact", "paraphrase-mu_eff", "nonce")
+
+
+def paper_value(table: str, arm: str, bank: str, variant: str) -> float | None:
+    """The paper's ε_lower for a kit cell, or None where the paper has no analogue.
+
+    Args:
+        table: ``"2"`` (Table 2: bank A only) or ``"4"`` (Table 4: banks A and B).
+        arm: the kit's data arm (``long`` → Yelp, ``short`` → Sentiment140); bank: ``bankA`` or ``public``
+            (→ the paper's bank B); variant: a name of ``pe_kit.attack.variants.VARIANTS``.
+
+    Returns:
+        float (max over five canaries, as printed in the paper) or None (other arm, bank or variant).
+
+    Raises:
+        ValueError: ``table`` is neither ``"2"`` nor ``"4"``.
+    """
+    dataset, letter = ARM_DATASET.get(str(arm)), BANK_LETTER.get(str(bank))
+    if str(table) == "2":
+        return PAPER_TABLE2.get(dataset, {}).get(variant) if letter == "A" else None
+    if str(table) == "4":
+        return PAPER_TABLE4.get(f"{dataset} {letter}", {}).get(variant) if dataset and letter else None
+    raise ValueError(f"table={table!r}: use '2' (paper Table 2) or '4' (paper Table 4)")
+
+
+def _variant_order(names) -> list[str]:
+    from pe_kit.attack.variants import VARIANTS
+
+    names = set(names)
+    return [v for v in VARIANTS if v in names] + sorted(n for n in names if n not in VARIANTS)
+
+
+def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
+    """One row per (arm, bank, variant): ε_lower over canaries with its sizes, beside the paper's value.
+
+    Args:
+        t2: audit rows of notebook 04 (experiment ``table2``): ``study_arm``, ``bank_source``, ``variant``,
+            ``epsilon_lower``, ``epsilon_theory``, and where present ``mu_eff``, ``trials``, ``study_n_test``,
+            ``study_n_calibration``.
+
+    Returns:
+        DataFrame with columns ``arm``, ``bank``, ``variant``, ``canaries`` (int), ``max`` (the paper's statistic),
+        ``median``, ``min``, ``mu_eff_median``, ``epsilon_theory``, ``paper_table2``, ``paper_table4`` (NaN where
+        the paper has no analogue), ``trials``, ``n_test``, ``n_calibration``; rows without an arm, bank, variant
+        or ε_lower are left out. Empty frame for no rows.
+    """
+    need = ("study_arm", "bank_source", "variant", "epsilon_lower")
+    if t2 is None or t2.empty or not set(need) <= set(t2.columns):
+        return pd.DataFrame()
+    d = t2.dropna(subset=list(need))
+    rows = []
+    for (arm, bank), cell in d.groupby(["study_arm", "bank_source"], sort=False):
+        for v in _variant_order(cell["variant"].unique()):
+            e = cell.loc[cell["variant"] == v]
+            eps = e["epsilon_lower"].astype(float)
+            rows.append({"arm": arm, "bank": bank, "variant": v, "canaries": int(len(e)), "max": eps.max(),
+                         "median": eps.median(), "min": eps.min(),
+                         "mu_eff_median": e["mu_eff"].median() if "mu_eff" in e else float("nan"),
+                         "epsilon_theory": e["epsilon_theory"].max() if "epsilon_theory" in e else float("nan"),
+                         "paper_table2": paper_value("2", arm, bank, v), "paper_table4": paper_value("4", arm, bank, v),
+                         **{out: (e[col].max() if col in e else float("nan"))
+                            for out, col in (("trials", "trials"), ("n_test", "study_n_test"),
+                                             ("n_calibration", "study_n_calibration"))}})
+    out = pd.DataFrame(rows)
+    return out.astype({"paper_table2": float, "paper_table4": float})
+
+
+def orderings(table: pd.DataFrame) -> list[dict]:
+    """Which of the paper's orderings hold in a :func:`comparison_table`, cell by cell (arm × bank).
+
+    The statements (§4 and Table 2): (1) every ε_lower is below ε_theory (every canary, so the table's max);
+    (2) the nonce variants are the highest in the max over canaries, (3) and in the median; (4) the maxima order
+    ordinary < exact < paraphrase-μ_eff < nonce (:data:`NATURAL_ORDER`).
+
+    Returns:
+        list of dicts ``{"claim", "statistic", "cells", "held", "detail"}``: ``cells`` how many arm × bank cells
+        could be checked, ``held`` in how many it holds, ``detail`` the cells where it fails ("long/public"). A claim
+        no cell can check (e.g. no nonce rows) is left out.
+    """
+    if table is None or table.empty:
+        return []
+    from pe_kit.attack.variants import NONCE_VARIANTS
+
+    claims = [("every ε_lower below ε_theory", "max"), ("nonce variants highest", "max"),
+              ("nonce variants highest", "median"), ("ordinary < exact < paraphrase-μ_eff < nonce", "max")]
+    result = {c: [0, 0, []] for c in claims}
+    for (arm, bank), cell in table.groupby(["arm", "bank"], sort=False):
+        name = f"{arm}/{bank}"
+        by = cell.set_index("variant")
+        checks = {claims[0]: bool((by["max"] < by["epsilon_theory"]).all()) if by["epsilon_theory"].notna().all()
+                  else None}
+        nonce, natural = by[by.index.isin(NONCE_VARIANTS)], by[~by.index.isin(NONCE_VARIANTS)]
+        for claim, stat in (claims[1], claims[2]):
+            checks[(claim, stat)] = (bool(nonce[stat].min() > natural[stat].max())
+                                     if len(nonce) and len(natural) else None)
+        if set(NATURAL_ORDER) <= set(by.index):
+            vals = [by.loc[v, "max"] for v in NATURAL_ORDER]
+            checks[claims[3]] = all(a < b for a, b in zip(vals, vals[1:]))
+        else:
+            checks[claims[3]] = None
+        for c, ok in checks.items():
+            if ok is None:
+                continue
+            result[c][0] += 1
+            result[c][1] += int(ok)
+            if not ok:
+                result[c][2].append(name)
+    return [{"claim": c, "statistic": s, "cells": n, "held": h, "detail": ", ".join(f)}
+            for (c, s), (n, h, f) in result.items() if n]
+
+
+def orderings_line(found: list[Mapping]) -> str:
+    """The orderings of :func:`orderings` in one line, e.g. ``"Orderings of the paper's Table 2 (per arm × bank
+    cell): every ε_lower below ε_theory (max): holds in 4 of 4; … ordinary < exact < paraphrase-μ_eff < nonce (max):
+    holds in 1 of 4 (not in long/public, short/bankA, short/public)."``; ``""`` for none."""
+    if not found:
+        return ""
+    parts = []
+    for o in found:
+        head = f"{o['claim']} ({o['statistic']}): holds in {o['held']} of {o['cells']}"
+        parts.append(head + (f" (not in {o['detail']})" if o["detail"] else ""))
+    return "Orderings of the paper's Table 2 (per arm × bank cell): " + "; ".join(parts) + "."
+
+
+def _num(v: float, fmt: str = ".3f") -> str:
+    return "" if v is None or pd.isna(v) else format(float(v), fmt)
+
+
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def format_count(v) -> str:
+    """A count as the tables write it: ``10⁶``, ``5·10⁶``, ``2·10⁵`` for round values ≥ 10⁵, else ``1,000``, ``290``;
+    ``"?"`` for None or NaN. Raises ValueError for a value that is not a number."""
+    if v is None or pd.isna(v):
+        return "?"
+    v = int(float(v))
+    digits = len(str(abs(v))) - 1
+    if v >= 10 ** 5 and v % 10 ** digits == 0:
+        lead = v // 10 ** digits
+        return ("" if lead == 1 else f"{lead}·") + "10" + str(digits).translate(_SUPERSCRIPT)
+    return f"{v:,}"
+
+
+def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
+    """:func:`comparison_table` as markdown: one table per arm × bank cell, each under a line with its sizes
+    (test and calibration users, canaries per variant, trials per hypothesis, ε_theory), after the orderings line
+    (:func:`orderings_line`) that says which of the paper's orderings hold.
+
+    Columns: variant, canaries, ε_lower max (the paper's statistic), median, min–max, median μ_eff, the paper's
+    Table 2 value (bank A only) and its Table 4 value (dataset and bank matched as in :data:`ARM_DATASET`,
+    :data:`BANK_LETTER`). Returns ``""`` for an empty table.
+    """
+    if table is None or table.empty:
+        return ""
+    out = []
+    for (arm, bank), cell in table.groupby(["arm", "bank"], sort=False):
+        dataset, letter = ARM_DATASET.get(str(arm), "?"), BANK_LETTER.get(str(bank), "?")
+        first = cell.iloc[0]
+        canaries = sorted(set(cell["canaries"]))
+        out.append(f"{heading} {arm} arm, {BANK_LABEL.get(str(bank), str(bank))} (paper: {dataset}, bank {letter})\n\n"
+                   f"N = {format_count(first['n_test'])} test and {format_count(first['n_calibration'])} calibration users, "
+                   f"{'/'.join(map(str, canaries))} canaries per variant, {format_count(first['trials'])} trials per "
+                   f"hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.\n\n"
+                   f"| variant | canaries | ε_lower max | median ε_lower | min–max | median μ_eff | paper Table 2 ({dataset}) "
+                   f"| paper Table 4 ({dataset} {letter}) |\n|---|---|---|---|---|---|---|---|\n")
+        for r in cell.itertuples(index=False):
+            out.append(f"| {r.variant} | {r.canaries} | {_num(r.max)} | {_num(r.median)} | {_num(r.min, '.2f')}–"
+                       f"{_num(r.max, '.2f')} | {_num(r.mu_eff_median)} | {_num(r.paper_table2)} | "
+                       f"{_num(r.paper_table4)} |\n")
+        out.append("\n")
+    line = orderings_line(orderings(table))
+    return (line + "\n\n" if line else "") + "".join(out).rstrip("\n") + "\n"

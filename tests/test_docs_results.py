@@ -1,0 +1,134 @@
+"""docs/results.md is generated from the committed runs' results.csv / run.json, byte for byte; the paper comparison
+and the orderings it prints are checked against the paper's Table 2 / Table 4 and hand-built cells."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pe_kit.report.docs_results import docs_results_markdown
+from pe_kit.report.paper_compare import (PAPER_TABLE2, PAPER_TABLE4, comparison_table, orderings, orderings_line,
+                                         paper_value)
+from pe_kit.run.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER_RUN = ROOT / "docs" / "paper_run"
+
+
+def test_docs_results_md_is_what_the_committed_csvs_give():
+    committed = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    fresh = docs_results_markdown(PAPER_RUN, link="paper_run")
+    assert fresh == committed, "docs/results.md differs from docs/paper_run/*/results.csv: run `pe-kit results --docs`"
+
+
+def test_cli_check_passes_on_the_committed_file_and_fails_on_a_drifted_csv(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["results", "--docs", "--check"]) == 0
+    # one number changed in one CSV: the committed docs no longer match, and regenerating shows the new number
+    runs = tmp_path / "docs" / "paper_run"
+    shutil.copytree(PAPER_RUN / "long", runs / "long")
+    df = pd.read_csv(runs / "long" / "results.csv", low_memory=False)
+    i = df.index[(df["experiment"] == "table2") & (df["variant"] == "ordinary") & (df["bank_source"] == "bankA")]
+    df.loc[i[0], "epsilon_lower"] = 1.5
+    df.to_csv(runs / "long" / "results.csv", index=False)
+    out = tmp_path / "docs" / "results.md"
+    shutil.copy(ROOT / "docs" / "results.md", out)
+    assert main(["results", "--docs", "--check", "--paper-run", str(runs), "--out", str(out)]) == 1
+    assert main(["results", "--docs", "--paper-run", str(runs), "--out", str(out)]) == 0
+    assert "| ordinary | 5 | 1.500 |" in out.read_text(encoding="utf-8")
+
+
+def test_paper_values_are_the_papers_tables():
+    # Table 2 (§4) and Table 4 (App. C) as printed in the paper
+    assert PAPER_TABLE2["Yelp"]["ordinary"] == 0.268 and PAPER_TABLE2["Sentiment140"]["paraphrase-mu_eff"] == 0.682
+    assert PAPER_TABLE4["Sentiment140 B"]["exact"] == 0.587 and PAPER_TABLE4["Yelp A"]["nonce"] == 1.038
+    assert paper_value("2", "long", "bankA", "nonce-norm") == 1.110
+    assert paper_value("2", "short", "public", "nonce") is None  # Table 2 has bank A only
+    assert paper_value("4", "short", "public", "exact") == 0.587  # the public bank plays the paper's bank B
+    with pytest.raises(ValueError, match="table"):
+        paper_value("3", "long", "bankA", "nonce")
+
+
+def test_comparison_table_reads_the_long_arm_run():
+    df = pd.read_csv(PAPER_RUN / "long" / "results.csv", low_memory=False)
+    t2 = df[df["experiment"] == "table2"]
+    tab = comparison_table(t2)
+    row = tab[(tab["bank"] == "bankA") & (tab["variant"] == "ordinary")].iloc[0]
+    raw = t2[(t2["bank_source"] == "bankA") & (t2["variant"] == "ordinary")]["epsilon_lower"]
+    assert row["canaries"] == 5 and row["max"] == raw.max() and row["median"] == raw.median()
+    assert round(row["max"], 3) == 0.420 and row["paper_table2"] == 0.268 and row["paper_table4"] == 0.247
+    assert row["n_test"] == 600 and row["trials"] == 10 ** 6
+
+
+def _cell(arm, bank, maxima, medians=None, theory=1.695):
+    medians = medians or maxima
+    return [{"arm": arm, "bank": bank, "variant": v, "max": m, "median": medians[v], "epsilon_theory": theory}
+            for v, m in maxima.items()]
+
+
+def test_orderings_cell_by_cell():
+    good = {"ordinary": 0.2, "exact": 0.3, "paraphrase-mu_eff": 0.5, "nonce": 1.0, "nonce-norm": 1.1}
+    bad = {"ordinary": 0.6, "exact": 0.3, "paraphrase-mu_eff": 1.2, "nonce": 1.0, "nonce-norm": 1.8}
+    tab = pd.DataFrame(_cell("long", "bankA", good) + _cell("short", "public", bad))
+    found = {(o["claim"], o["statistic"]): o for o in orderings(tab)}
+    assert found[("every ε_lower below ε_theory", "max")]["held"] == 1
+    assert found[("every ε_lower below ε_theory", "max")]["detail"] == "short/public"
+    assert found[("nonce variants highest", "max")]["held"] == 1  # short/public: paraphrase-μ_eff 1.2 > nonce 1.0
+    assert found[("ordinary < exact < paraphrase-μ_eff < nonce", "max")]["held"] == 1
+    line = orderings_line(orderings(tab))
+    assert "holds in 1 of 2 (not in short/public)" in line
+
+
+def test_committed_orderings_match_the_runs():
+    """The orderings docs/results.md states for the long arm: nonce highest everywhere, the paper's
+    ordinary < exact < paraphrase-μ_eff < nonce on bank A only."""
+    df = pd.read_csv(PAPER_RUN / "long" / "results.csv", low_memory=False)
+    found = {(o["claim"], o["statistic"]): o for o in orderings(comparison_table(df[df["experiment"] == "table2"]))}
+    assert found[("every ε_lower below ε_theory", "max")]["held"] == 2
+    assert found[("nonce variants highest", "median")]["held"] == 2
+    assert found[("ordinary < exact < paraphrase-μ_eff < nonce", "max")]["detail"] == "long/public"
+
+
+def test_results_md_leads_with_the_answer_and_raises_no_performance_warning():
+    """results.md opens with the Table-2/4 analogue beside the paper and the orderings line, before the settings
+    and the per-canary detail; rendering the committed quick run's 437 rows gives no pandas PerformanceWarning."""
+    import warnings
+
+    from pe_kit.report.results import summary_markdown
+
+    df = pd.read_csv(PAPER_RUN / "quick" / "results.csv", low_memory=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        md = summary_markdown(df, {"preset": "quick"})
+    sections = [line for line in md.splitlines() if line.startswith("## ")]
+    assert sections[:2] == ["## The answer: ε_lower per variant beside the paper's Table 2 and Table 4",
+                            "## Settings of this run"]
+    answer = md.split("## Settings of this run")[0]
+    assert "Orderings of the paper's Table 2 (per arm × bank cell): every ε_lower below ε_theory (max): holds in 4 of 4" \
+        in answer
+    assert "| ordinary | 5 | 0.181 | 0.159 | 0.04–0.18 | 0.579 | 0.268 | 0.247 |" in answer  # long arm, bank A
+    assert answer.index("Orderings") < answer.index("| variant |")
+
+
+def test_format_count():
+    from pe_kit.report.paper_compare import format_count
+
+    assert [format_count(v) for v in (290, 1000, 20000, 1e5, 2e5, 10 ** 6, 5e6, 1638, None, float("nan"))] == [
+        "290", "1,000", "20,000", "10⁵", "2·10⁵", "10⁶", "5·10⁶", "1,638", "?", "?"]
+    with pytest.raises(ValueError):
+        format_count("many")
+
+
+def test_headline_puts_each_bank_a_run_beside_table_2():
+    from pe_kit.report.docs_results import headline_markdown, read_part
+
+    parts = {n: read_part(PAPER_RUN / n) for n in ("long", "quick")}
+    md = headline_markdown(parts)
+    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
+    # paper Yelp / Sentiment140, then long (bank A), quick long arm, quick short arm: max / median
+    assert rows["ordinary"] == "| ordinary | 0.268 / 0.252 | 0.420 / 0.223 | 0.181 / 0.159 | 0.169 / 0.157 |"
+    assert rows["nonce"].startswith("| nonce | 1.049 / 1.052 | 1.106 / 1.022 |")
+    assert "ε_theory = 1.695 in every column" in md
+    assert headline_markdown({"onerun": read_part(PAPER_RUN / "onerun")}) == ""  # no notebook 04 rows
