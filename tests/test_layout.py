@@ -2,7 +2,8 @@
 
 The stages follow the flow of one audit (docs/architecture.md): base (config, cache) → data → text →
 pe → audit → attack → report → study → run. A module may import its own stage or any lower one — lazy
-imports inside functions count — and the module graph has no cycle.
+imports inside functions count — and the module graph has no cycle. ``pe_kit/__init__.py`` is the facade, above
+every stage: it re-exports the public calls lazily (PEP 562) and no module of the package imports it.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "pe_kit"
-STAGES = ("base", "data", "text", "pe", "audit", "attack", "report", "study", "run")
+STAGES = ("base", "data", "text", "pe", "audit", "attack", "report", "study", "run", "facade")
 MAX_LINES = 600
 
 
@@ -22,10 +23,12 @@ def module_name(path: Path) -> str:
 
 
 def stage_of(module: str) -> str:
+    if module == "pe_kit":
+        return "facade"  # pe_kit/__init__.py: the public names, re-exported lazily from the stages
     parts = module.split(".")
     if len(parts) >= 3 or (len(parts) == 2 and (PKG / parts[1]).is_dir()):
         return parts[1]
-    return "base"  # pe_kit, pe_kit.config, pe_kit.cache
+    return "base"  # pe_kit.config, pe_kit.cache, pe_kit.progress
 
 
 def modules() -> dict[str, Path]:
@@ -117,7 +120,24 @@ def test_checker_sees_cycles_and_upward_imports():
     g = {"pe_kit.audit.a": {"pe_kit.audit.b"}, "pe_kit.audit.b": {"pe_kit.audit.a"}}
     assert find_cycle(g) == ["pe_kit.audit.a", "pe_kit.audit.b", "pe_kit.audit.a"]
     assert stage_of("pe_kit.run.cli") == "run" and stage_of("pe_kit.config") == "base"
-    assert stage_of("pe_kit.audit") == "audit"
+    assert stage_of("pe_kit.audit") == "audit" and stage_of("pe_kit") == "facade"
+
+
+def test_the_facade_exports_every_public_name_from_the_stage_that_declares_it():
+    """pe_kit.__all__ resolves lazily; each name comes from a stage module that lists it in its own __all__; the
+    facade's table names only modules of the stages (no name is defined in the facade itself)."""
+    import importlib
+
+    import pe_kit
+
+    for name, module in pe_kit._EXPORTS.items():
+        mod = importlib.import_module(module)
+        assert name in mod.__all__, f"{module}.__all__ lacks {name}"
+        assert getattr(pe_kit, name) is getattr(mod, name)
+        assert stage_of(module) in STAGES[:-1]
+    assert set(pe_kit.__all__) == set(pe_kit._EXPORTS) | {"__version__"}
+    with pytest.raises(AttributeError, match="public names"):
+        pe_kit.audit_everything  # noqa: B018
 
 
 def test_lazy_imports_are_seen():
@@ -164,3 +184,32 @@ def test_architecture_map_names_real_functions_and_every_equation():
         covered |= set(range(int(a), int(b or a) + 1))
     assert set(range(1, 37)) <= covered, f"equations not mapped: {sorted(set(range(1, 37)) - covered)}"
     assert "Algorithm A.1" in doc and "Algorithm B.1" in doc
+
+
+def test_stage_packages_export_their_public_names_lazily():
+    """Each stage package lists its modules' public names in ``__all__`` (pe_kit.lazy: read from the source, loaded
+    on first access); no public name is defined by two modules of one stage; importing a stage imports none of them."""
+    import subprocess
+    import sys
+
+    from pe_kit.audit import bounds
+    from pe_kit.lazy import _defined, _listed
+
+    for stage in STAGES[1:-1]:
+        seen: dict[str, list[str]] = {}
+        for p in sorted((PKG / stage).glob("*.py")):
+            if p.name != "__init__.py":
+                tree = ast.parse(p.read_text(encoding="utf-8"))
+                funcs, assigned = _defined(tree)
+                for n in _listed(tree, funcs, assigned):
+                    if n in funcs | assigned:
+                        seen.setdefault(n, []).append(p.stem)
+        assert not {n: m for n, m in seen.items() if len(m) > 1}, f"{stage}: names defined in several modules"
+    import pe_kit.audit
+    import pe_kit.study
+
+    assert "calibrate_threshold" in pe_kit.audit.__all__ and pe_kit.audit.calibrate_threshold is bounds.calibrate_threshold
+    assert "build_world" in pe_kit.study.__all__ and "audit_mechanism" in pe_kit.study.__all__
+    code = "import sys, pe_kit.audit, pe_kit.study; print(sorted(m for m in sys.modules if m.startswith('pe_kit')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['pe_kit', 'pe_kit.audit', 'pe_kit.lazy', 'pe_kit.study']"

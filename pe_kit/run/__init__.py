@@ -5,3 +5,7 @@ Modules: ``settings`` (the one settings tree: study / mechanism / audit / per-no
 notebook runs), ``pool_canaries`` (the canaries a preset's paraphrase pools are built for), ``reproduce``
 (papermill), ``run_progress`` (the run's notebook i of n and ETA, the machine in run.json), ``cli``.
 """
+
+from pe_kit.lazy import lazy_package
+
+__getattr__, __dir__ = lazy_package(__name__, __file__)

@@ -5,3 +5,7 @@ design → ε_lower rows), ``experiments`` and ``checks`` (the narrative noteboo
 (Fig. 2), ``multiround_setup`` (notebook 06's world, mechanism, design and generator), ``implementation_audit`` (the seeded-bug suite, notebook 07), ``one_run`` (notebook 08).
 It sits above ``report`` (rows carry its versions and step cache) and below ``run`` (presets, papermill, CLI).
 """
+
+from pe_kit.lazy import lazy_package
+
+__getattr__, __dir__ = lazy_package(__name__, __file__)

@@ -25,6 +25,10 @@ from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with
 from pe_kit.report.results import versions
 from pe_kit.text.encoder import Encoder
 
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "world_fingerprint", "build_world", "truncation_fields",
+           "canary_contribution", "audit_design", "aux_pool_covariance", "DEFAULT_PARAPHRASER", "paraphrase_pool_seed",
+           "paraphrase_pool", "make_design"]
+
 SPLITS = ("aux", "calibration", "test")
 
 

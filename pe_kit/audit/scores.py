@@ -1,0 +1,181 @@
+"""Audit scores a user already has: ``pe_kit.audit_scores`` (many trials, a calibrated threshold) and
+``pe_kit.audit_one_run`` (one release, m canaries).
+
+Both are short functions over the kit's own statistics, so they give the kit's numbers on the same scores:
+``audit_scores`` is ``bounds.calibrate_threshold`` on one seeded split of the trials and ``bounds.evaluate_threshold``
+on the other (§2.1 Step 5; Eq. 28 with the Clopper–Pearson bounds of Eqs. 29–30; both score directions, the
+``bounds`` module docstring); ``audit_one_run`` is ``one_run.one_run_audit``. Neither needs torch, Dask, ONNX or
+Jupyter: only numpy and scipy, and Opacus (hence torch) only when ε_theory is asked for (``noise_multiplier``).
+
+The neighbouring relation behind ε_theory is the kit's everywhere: add/remove of one user (all of that user's
+records) under Poisson sampling with rate q (``accounting.epsilon_theory``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
+from pe_kit.audit.outcome import AuditOutcome, settings_of
+from pe_kit.config import check_param
+
+__all__ = ["audit_scores", "audit_one_run", "split_trials"]
+
+
+def _scores(x, name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 1:
+        raise ValueError(f"{name} has shape {a.shape}: pass a 1-D array of scores, one per trial")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} holds {int((~np.isfinite(a)).sum())} NaN or infinite scores: drop or fix them")
+    return a
+
+
+def _epsilon_theory(noise_multiplier, sample_rate: float, delta: float) -> float:
+    """ε_theory at (σ, q, δ), NaN when σ is not given, ∞ for σ = 0 (no noise)."""
+    if noise_multiplier is None:
+        return math.nan
+    sigma = check_param("noise_multiplier", noise_multiplier)
+    if sigma == 0:
+        return math.inf
+    if delta <= 0:
+        return math.inf  # a Gaussian mechanism is (ε, 0)-DP for no finite ε
+    from pe_kit.audit.accounting import epsilon_theory
+
+    return epsilon_theory(sigma, sample_rate, delta)
+
+
+def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Split one hypothesis's trials into (calibration, test) by a seeded permutation.
+
+    Args:
+        scores: float64 (n,), n ≥ 2. calibration_fraction: share of the trials for calibration, in (0, 1).
+        rng: the only source of randomness (one ``permutation(n)`` draw).
+
+    Returns:
+        (scores[perm[:c]], scores[perm[c:]]) with c = round(n · calibration_fraction) clipped to [1, n − 1].
+    """
+    n = scores.size
+    c = min(max(int(round(n * calibration_fraction)), 1), n - 1)
+    perm = rng.permutation(n)
+    return scores[perm[:c]], scores[perm[c:]]
+
+
+def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 1,
+                 calibration_fraction: float = 0.5, seed: int = 0, noise_multiplier: float | None = None,
+                 sample_rate: float = 1.0) -> AuditOutcome:
+    """ε_lower from scores of trials with the canary in (H1) and out (H0), in one call.
+
+    The trials of each hypothesis are split by a seeded permutation (:func:`split_trials`; ``in_scores`` first,
+    then ``out_scores``, from ``numpy.random.default_rng(seed)``); the threshold and its direction are chosen on the
+    calibration part (``bounds.calibrate_threshold``: the largest bounded ε over candidate thresholds, both events
+    {score > t} and {score ≤ t}) and frozen; the test part bounds ε at that event (``bounds.evaluate_threshold``,
+    Eq. 28; Clopper–Pearson, Eqs. 29–30) with γ = α / (n_canaries · 4) per one-sided bound, so that the maximum
+    over ``n_canaries`` such audits holds at family-wise level α (App. E.6).
+
+    Args:
+        in_scores: float (n1,), n1 ≥ 2: one score per trial with the canary present (higher = "present" is not
+            required: both directions are tried). out_scores: float (n0,), n0 ≥ 2: trials without it.
+        delta: δ in [0, 1). alpha: family-wise level α in (0, 1). n_canaries: int ≥ 1, the canaries whose
+            maximum ε_lower will be reported (1: this one alone).
+        calibration_fraction: share of each hypothesis's trials used to choose the threshold, in (0, 1).
+        seed: int ≥ 0, seed of the split. noise_multiplier: σ of the audited mechanism (None: ε_theory is NaN);
+            sample_rate: its q in (0, 1] (user-level Poisson sampling; 1 = every user participates).
+
+    Returns:
+        ``AuditOutcome`` (method ``threshold``; ``mu_eff`` NaN: the statistic is the user's); its ``row`` carries
+        ``calibration_*`` / ``test_*`` counts and bounds, the ``population_shift`` columns, ``gamma``, ``audit_*``.
+
+    Raises:
+        ValueError: for scores that are not 1-D, hold NaN / ∞, or have fewer than 2 trials; for δ, α, n_canaries,
+            σ, q or the seed out of range (naming the field, the value and the accepted range); for a
+            calibration_fraction outside (0, 1).
+    """
+    s1, s0 = _scores(in_scores, "in_scores"), _scores(out_scores, "out_scores")
+    for name, a in (("in_scores", s1), ("out_scores", s0)):
+        if a.size < 2:
+            raise ValueError(f"{name} has {a.size} trial(s): audit_scores needs ≥ 2 per hypothesis (one to "
+                             "calibrate the threshold, one to bound ε)")
+    delta, alpha = check_param("delta", delta), check_param("alpha", alpha)
+    n_canaries, seed = check_param("n_canaries", n_canaries), check_param("seed", seed)
+    sample_rate = check_param("sample_rate", sample_rate)
+    f = float(calibration_fraction)
+    if not 0 < f < 1:
+        raise ValueError(f"calibration_fraction={calibration_fraction!r} must lie in (0, 1): the share of each "
+                         "hypothesis's trials that chooses the threshold (0.5: half)")
+    gamma = alpha / (n_canaries * 4)
+    rng = np.random.default_rng(seed)
+    s1_cal, s1_test = split_trials(s1, f, rng)
+    s0_cal, s0_test = split_trials(s0, f, rng)
+    cal = calibrate_threshold(s0_cal, s1_cal, gamma, delta)
+    test = evaluate_threshold(s0_test, s1_test, cal.threshold, gamma, delta, cal.direction)
+    row = {"method": "threshold", "epsilon_lower": test.epsilon,
+           "epsilon_theory": _epsilon_theory(noise_multiplier, sample_rate, delta), "mu_eff": math.nan,
+           "threshold": cal.threshold, "tpr": test.tpr, "fpr": test.fpr,
+           **{f"calibration_{k}": v for k, v in cal.as_dict().items()},
+           **{f"test_{k}": v for k, v in test.as_dict().items()},
+           **population_shift(cal, test, gamma), "gamma": gamma, "audit_alpha": alpha, "audit_delta": delta,
+           "audit_n_canaries": n_canaries, "calibration_fraction": f, "seed": seed,
+           **({"mech_noise_multiplier": float(noise_multiplier), "mech_sample_rate": sample_rate}
+              if noise_multiplier is not None else {})}
+    return AuditOutcome.from_row(row)
+
+
+def _in_guess_rates(scores: np.ndarray, included: np.ndarray, k_plus: int) -> tuple[float, float, float]:
+    """TPR, FPR and threshold of the "in" guesses: the k₊ top-scored canaries (ties by index, as
+    ``one_run.abstaining_guesses`` ranks them)."""
+    if k_plus < 1:
+        return 0.0, 0.0, math.inf
+    order = np.argsort(-scores, kind="stable")[:k_plus]
+    n_in, n_out = int(included.sum()), int((~included).sum())
+    hits = int(included[order].sum())
+    tpr = hits / n_in if n_in else math.nan
+    fpr = (k_plus - hits) / n_out if n_out else math.nan
+    return tpr, fpr, float(scores[order[-1]])
+
+
+def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float = 1.0, alpha: float = 0.05,
+                  method: str = "fdp", noise_multiplier: float | None = None) -> AuditOutcome:
+    """ε_lower from one release with m canaries, each included with probability ½ (``one_run.one_run_audit``).
+
+    The abstaining guesser says "in" for its k₊ top-scored canaries and "out" for its k₋ bottom-scored ones; the
+    bound is maximised over the (k₊, k₋) pairs of ``one_run.guess_pairs(m)``, each tested at α / (number of pairs),
+    so it holds at family-wise level α.
+
+    * ``method="fdp"`` (Mahloujifar, Melis, Chaudhuri 2024): the largest μ whose trade-off curve C_q(G_μ) the
+      guesses reject, turned into ε at δ. A lower bound on ε when the mechanism's trade-off curve lies in that
+      family — a Poisson-subsampled Gaussian such as PE with a nonce canary (Eqs. 14–17); ``mu_eff`` is that μ.
+    * ``method="steinke"`` (Steinke, Nasr, Jagielski 2023, Thm 3.1 with δ): an (ε, δ) bound for any mechanism.
+
+    Args:
+        scores: float (m,): one score per canary (higher = "in"). included: bool or 0/1 (m,), the truth S_i drawn
+            S_i ~ Bernoulli(½) independently of everything else.
+        delta: δ in (0, 1). sample_rate: q in (0, 1] of the family C_q(G_μ), the mechanism's user-level Poisson
+            sampling (1: every user participates). alpha: family-wise level in (0, 1). method: ``fdp`` or
+            ``steinke``. noise_multiplier: σ of the audited mechanism (None: ε_theory is NaN).
+
+    Returns:
+        ``AuditOutcome``: ``counts`` holds ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included``;
+        ``tpr`` / ``fpr`` / ``threshold`` describe the "in" guesses (the k₊ top-scored canaries); ``row`` carries
+        the ``OneRunAudit`` fields (``mu_lower``, ``beta``, ``n_pairs`` …) as notebook 08's CSV does.
+
+    Raises:
+        ValueError: as ``one_run.one_run_audit`` (shapes, ``included`` values or an implausible count of included
+            canaries, levels, q), for an unknown method, or σ out of range.
+    """
+    from pe_kit.audit.one_run import METHODS, _as_included, one_run_audit
+
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is unknown; use one of {METHODS}")
+    res = one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    tpr, fpr, threshold = _in_guess_rates(s, _as_included(included), res.k_plus)
+    counts = {k: getattr(res, k) for k in ("guesses", "correct", "k_plus", "k_minus", "m", "n_included")}
+    row = {**res.as_dict(), "epsilon_theory": _epsilon_theory(noise_multiplier, res.sample_rate, res.delta),
+           "mu_eff": res.mu_lower if method == "fdp" else math.nan, "tpr": tpr, "fpr": fpr, "threshold": threshold,
+           **({"mech_noise_multiplier": float(noise_multiplier), "mech_sample_rate": res.sample_rate}
+              if noise_multiplier is not None else {})}
+    return AuditOutcome(method=method, epsilon_lower=res.epsilon_lower, epsilon_theory=row["epsilon_theory"],
+                        mu_eff=row["mu_eff"], tpr=tpr, fpr=fpr, threshold=threshold, direction=1, counts=counts,
+                        settings=settings_of(row), row=row)

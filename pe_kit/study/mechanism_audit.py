@@ -1,0 +1,90 @@
+"""``pe_kit.audit_mechanism``: the kit's PE mechanism audited on a corpus, in one call.
+
+data → ``World`` (``world.build_world``: users, splits, embeddings, bank) → a frozen design of one Table-1 variant
+(``world.make_design``) → ``world.audit_design`` (aux moments, LLR weights, trials under H0 / H1, a threshold
+calibrated on the calibration users and evaluated on the test users, Eq. 28) → an ``AuditOutcome`` whose ``row`` is
+the row notebook 04 writes for the same settings. Any mechanism (σ, q, k, C, m in ``MechanismConfig``) and any
+δ / α / trials (``AuditConfig``); the neighbouring relation is add/remove of one user under Poisson sampling with
+rate q (``audit.accounting.epsilon_theory``).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from pe_kit.audit.outcome import AuditOutcome
+from pe_kit.config import AuditConfig, MechanismConfig
+
+__all__ = ["audit_mechanism"]
+
+
+def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanism: MechanismConfig | None = None,
+                    audit: AuditConfig | None = None, trials: int | None = None, delta: float | None = None,
+                    canaries: int = 1, seed: int = 0, study: Mapping[str, Any] | None = None,
+                    generator=None, pool_size: int = 512) -> AuditOutcome:
+    """Audit the kit's PE mechanism on ``data`` with ``canaries`` canaries of ``variant``; report the largest ε_lower.
+
+    Args:
+        data: corpus path (JSON Lines / CSV as ``data.loaders.load_corpus`` reads; None = the bundled Blogs sample).
+        variant: one of ``attack.variants.VARIANTS`` (Table 1: ``ordinary``, ``exact``, ``paraphrase``, ``nonce``,
+            their ``-norm`` / ``-mu_eff`` selections).
+        mechanism: the audited release, ``MechanismConfig(top_k, clip_norm, noise_multiplier, sample_rate,
+            record_cap)`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64). Its ``record_cap`` is the study's.
+        audit: trials, α, δ, shrinkage, ridge (default ``AuditConfig()``; its ``n_canaries`` is replaced by
+            ``canaries``). trials, delta: shortcuts that replace ``audit.trials`` / ``audit.delta``.
+        canaries: int ≥ 1: canaries audited (real variants: canary slots 0 … canaries−1; nonce: fresh draws); each
+            bound uses γ = α / (4 · canaries), so the maximum holds at family-wise level α (App. E.6).
+        seed: int ≥ 0: the study's splits and bank draw (``StudyConfig.seed``) and the designs' and trials' rng.
+        study: other ``StudyConfig`` fields (sizes, ``bank``, ``model``, ``max_seq_length`` …; not ``data``,
+            ``seed`` or ``record_cap``, which come from the arguments above).
+        generator, pool_size: paraphrase route and pool size M (``world.make_design``).
+
+    Returns:
+        ``AuditOutcome`` of the canary with the largest ε_lower; ``row`` is its ``audit_design`` row plus
+        ``canaries`` and ``epsilon_lower_per_canary`` (a list, in audit order).
+
+    Raises:
+        ValueError: for a ``study`` key that names ``data`` / ``seed`` / ``record_cap`` or no ``StudyConfig`` field,
+            canaries < 1 or more real canaries than the study holds (raise ``study["n_canary"]``), and what
+            ``StudyConfig``, ``build_world`` and ``make_design`` raise (sizes, unknown variant, …).
+    """
+    from dataclasses import fields
+
+    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.config import check_param
+    from pe_kit.study.experiments import world_for
+    from pe_kit.study.world import StudyConfig, audit_design, make_design
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+    mechanism = mechanism or MechanismConfig()
+    canaries = check_param("n_canaries", canaries)
+    audit = replace(audit or AuditConfig(), n_canaries=canaries)
+    if trials is not None:
+        audit = replace(audit, trials=trials)
+    if delta is not None:
+        audit = replace(audit, delta=delta)
+    study = dict(study or {})
+    known = {f.name for f in fields(StudyConfig)} - {"data", "seed", "record_cap"}
+    wrong = sorted(set(study) - known)
+    if wrong:
+        raise ValueError(f"study={{{', '.join(map(repr, wrong))}: …}} is not accepted: pass data, seed and record_cap "
+                         f"as audit_mechanism(data=…, seed=…, mechanism=MechanismConfig(record_cap=…)); other fields "
+                         f"are {sorted(known)}")
+    config = StudyConfig(data=data, seed=seed, record_cap=mechanism.record_cap, **study)
+    world = world_for(config, progress=False)
+    real = not variant.startswith("nonce")
+    if real and canaries > len(world.splits.canary):
+        raise ValueError(f"canaries={canaries} > the study's {len(world.splits.canary)} canary users: raise "
+                         "study['n_canary'] or audit fewer canaries")
+    rng = np.random.default_rng([seed, 30])
+    rows = []
+    for slot in range(canaries):
+        design = make_design(world, variant, slot, rng, mechanism=mechanism, audit=audit, generator=generator,
+                             pool_size=pool_size)
+        rows.append(audit_design(world, design, mechanism, audit, rng))
+    best = max(rows, key=lambda r: r["epsilon_lower"])
+    return AuditOutcome.from_row({**best, "canaries": canaries,
+                                  "epsilon_lower_per_canary": [float(r["epsilon_lower"]) for r in rows]})
