@@ -34,3 +34,15 @@ def test_readme_one_run_example_prints_what_it_states():
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     assert out.getvalue().strip() == expected.strip()
     assert expected.startswith("steinke 1.57") and "fdp 2.05" in expected
+
+
+def test_readme_python_api_example_prints_what_it_states(monkeypatch):
+    """"Audit your own PE from Python": audit_scores, audit_one_run and audit_mechanism print the stated values."""
+    code = _block("## Audit your own PE from Python")
+    expected = [line[4:] for line in code.splitlines() if line.startswith("# → ")]
+    assert len(expected) == 3 and expected[2].startswith("mechanism: epsilon_lower=")
+    monkeypatch.chdir(README.parent)  # the example reads tests/data/blogs-tiny.jsonl.gz from the repository root
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    assert out.getvalue().strip().splitlines() == expected

@@ -3,6 +3,12 @@
 Wraps ``opacus.accountants.PRVAccountant`` (Gopi et al., 2021; paper §2.1 and App. D,
 "Multi-round accounting"). A PE run is described as data (``GaussianReleases``: what happened) and
 then accounted for, in the style of google dp_accounting's events/accountants split.
+
+The neighbouring relation (:data:`NEIGHBOURING_RELATION`) is user-level add/remove: two datasets are neighbours
+when one holds one more user — all of that user's records — than the other; each user joins a release
+independently with probability q (Poisson sampling, App. E.2, not a fixed-size sample), and the user's clipped
+vote vector has L2 norm ≤ C, so the noise N(0, (σC)²I) has noise multiplier σ. ``docs/your_mechanism.md`` maps
+another PE library's settings onto (σ, q, C, k).
 """
 from __future__ import annotations
 
@@ -11,7 +17,12 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
+__all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
+
+#: The neighbouring relation ε_theory is stated for (named in results.md and docs/your_mechanism.md).
+NEIGHBOURING_RELATION = ("add/remove of one user (all of that user's records), each user in a release independently "
+                         "with probability q (Poisson sampling), user vote vectors clipped to L2 norm C, Gaussian "
+                         "noise of std σC")
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,13 @@ class GaussianReleases:
 def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, releases: int = 1,
                    eps_error: float = 0.01) -> float:
     """ε_theory of ``releases`` Poisson-subsampled Gaussian releases at ``delta``.
+
+    The guarantee is user-level, for the neighbouring relation :data:`NEIGHBOURING_RELATION`: add/remove of one
+    user (all of that user's records) when every user joins each release independently with probability q and
+    contributes a vector of L2 norm ≤ C, released with N(0, (σC)²I) noise. Another library's PE maps onto it with
+    σ = noise std / per-user L2 sensitivity and q = its per-user participation probability (every user, every
+    round: q = 1); e.g. unit-norm user vectors with all users participating are C = 1, q = 1
+    (``docs/your_mechanism.md``). A fixed-size sample of users is not Poisson sampling and is not covered.
 
     Args:
         noise_multiplier: σ (> 0).

@@ -279,10 +279,14 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
         markdown str.
     """
     meta = dict(meta or {})
+    from pe_kit.audit.accounting import NEIGHBOURING_RELATION
+
     out = ["# pe_kit reproduction results\n"]
     answer = _answer(df)
     if answer:
         out.append(answer)
+    out.append(f"\nε_theory is the accountant's user-level guarantee (Opacus PRV) under the neighbouring relation: "
+               f"{NEIGHBOURING_RELATION} (docs/your_mechanism.md); ε_lower bounds ε for the same relation from below.\n")
     if meta:
         out.append("\n## Settings of this run\n")
         out.append("\n| setting | value |\n|---|---|\n")
