@@ -299,11 +299,9 @@ def main() -> None:
     ap.add_argument("--others", action="store_true", help="also run bench_embedding.py and bench_selection.py")
     args = ap.parse_args()
 
-    import torch
-
     print(f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f} "
           f"(other processes share the cores: wall rates are contended, per-CPU-second rates are not); "
-          f"numpy {np.__version__}, torch {torch.__version__}")
+          f"numpy {np.__version__}")
     if args.limit:
         limit_ratios(natural_case(np.random.default_rng(0))[0])
         return
@@ -318,11 +316,6 @@ def main() -> None:
         bench_case("natural canary", nat_prob, nat_full, args.natural_trials, args.full_trials, args.workers,
                    ["groups", "gaps"])
         limit_ratios(nat_prob)
-        eng = TrialEngine(nat_prob, backend="torch", device="cpu", block_trials=1 << 16)
-        grid = ThresholdGrid.for_problem(nat_prob, 1 << 18)
-        r, _ = rate(lambda: eng.histogram(0, 1 << 18, grid, seed=1), 1 << 18, repeats=1)
-        print(f"  torch backend (CPU, groups) calibration pass: {r:9.3g} trials/s wall "
-              f"(CUDA {'available' if torch.cuda.is_available() else 'not available here'})")
         r, _ = rate(lambda: TrialEngine(non_prob, method="multinomial").histogram(0, 10**9, ThresholdGrid.for_problem(
             non_prob, 10**9), seed=1), 10**9, repeats=1)
         print(f"  nonce exact multinomial counts (no per-trial work): {r:9.3g} trials/s equivalent")

@@ -97,7 +97,7 @@ def test_group_sampler_is_exact_across_groups():
 
 @pytest.mark.parametrize("hyp", [0, 1])
 def test_samplers_agree_with_each_other_and_with_exact_moments(hyp):
-    """groups, gaps, torch (CPU) and the legacy ``simulate_scores`` draw one distribution: KS between
+    """groups, gaps and the legacy ``simulate_scores`` draw one distribution: KS between
     each pair and the exact mean/variance of the score (App. E.2)."""
     prob = _background_problem()
     n = 60_000
@@ -105,13 +105,12 @@ def test_samplers_agree_with_each_other_and_with_exact_moments(hyp):
     mean = mom["mean0"] if hyp == 0 else mom["mean1"]
     sd = mom["sd0"] if hyp == 0 else mom["sd1"]
     draws = {m: TrialEngine(prob, method=m, block_trials=1 << 14).scores(hyp, n, seed=11) for m in ("groups", "gaps")}
-    draws["torch"] = TrialEngine(prob, backend="torch", device="cpu", block_trials=1 << 14).scores(hyp, 20_000, seed=11)
     draws["legacy"] = simulate_scores(prob, hyp, n, np.random.default_rng(5))
     for name, s in draws.items():
         assert abs(s.mean() - mean) < 5 * sd / np.sqrt(s.size), name
         assert s.var() == pytest.approx(sd ** 2, rel=6 * np.sqrt(2 / s.size) + 0.01), name
         assert stats.skew(s) == pytest.approx(stats.skew(draws["legacy"]), abs=0.1), name
-    for name in ("gaps", "torch", "legacy"):
+    for name in ("gaps", "legacy"):
         assert stats.ks_2samp(draws["groups"], draws[name]).pvalue > 1e-3, name
 
 
@@ -306,8 +305,6 @@ def test_tightness_curve_table():
 
 def test_bad_inputs_raise_value_errors_naming_the_field():
     prob = nonce_problem(1.0, 0.1)
-    with pytest.raises(ValueError, match="backend"):
-        TrialEngine(prob, backend="jax")
     with pytest.raises(ValueError, match="method"):
         TrialEngine(prob, method="magic")
     with pytest.raises(ValueError, match="multinomial"):

@@ -2,7 +2,7 @@
 
 Modules: ``moments`` (Eqs. 2–4, 14, 15, 22, 31–35), ``trials`` (scalar problems, E.1), ``samplers`` and
 ``engine`` (streaming trials), ``expectations`` (expected ε_lower), ``bounds`` (Eqs. 28–30),
-``canary`` (one canary end to end, §2.1 Steps 2–5), ``sweep`` (Dask sweeps, tightness curve),
+``canary`` (one canary end to end, §2.1 Steps 2–5), ``sweep`` (sweep tasks, tightness curve),
 ``composed`` (multi-round audit, Eq. 36), ``accounting`` (ε_theory and the attack ceiling, Opacus PRV),
 ``blackbox`` (audits of a release implementation through its own function).
 It sits below ``attack``: the attack objective of Eq. 6 is the audit's own μ_eff with Σ̂ of Eq. 35.

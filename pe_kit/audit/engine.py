@@ -13,7 +13,7 @@ One trial of a ``ScalarProblem`` is the scalar
 with J ≡ 0 under H0 and J ~ Bernoulli(q) under H1. The engine draws trials in *blocks* of
 ``block_trials``; block b of the stream named by ``seed`` uses its own generator seeded by
 ``SeedSequence(entropy, spawn_key=(..., b))``, so a result depends only on (seed, n_trials,
-block_trials, method, backend) — never on how many workers processed the blocks or in which order
+block_trials, method) — never on how many workers processed the blocks or in which order
 (block histograms are summed as integers).
 
 **Calibration** needs counts above many candidate thresholds. The engine bins every score on a
@@ -52,9 +52,7 @@ The canary's inclusion J under H1 is drawn as n_inc ~ Binomial(t, q) per block, 
 first n_inc trials: trials within a block are i.i.d., so the multiset of scores (all any count
 depends on) has exactly the law of per-trial Bernoulli draws.
 
-Backends: ``numpy`` (default; blocks use ``np.random.Generator(SFC64(block seed))``) and ``torch``
-(CPU, or CUDA when ``device='cuda'`` and present; the ``groups`` sampler, torch generators seeded from
-the block seed). They draw the same distribution from different random streams.
+Blocks draw from ``np.random.Generator(SFC64(block seed))`` (numpy only).
 """
 from __future__ import annotations
 
@@ -72,22 +70,19 @@ from pe_kit.audit.bounds import (
     threshold_audit_from_counts,
 )
 from pe_kit.audit.samplers import (
-    BACKENDS,
     METHODS,
     _block_scores_numpy,
-    _block_scores_torch,
     _generator,
     _make_plan,
     _Plan,
     _resolve_method,
-    _torch,
     stream_seed,
 )
 from pe_kit.audit.trials import ScalarProblem
 
 __all__ = [
     "ThresholdGrid", "score_moments", "TrialEngine", "ScalarAudit", "audit_scalar",
-    "stream_seed", "exact_method", "DEFAULT_BLOCK_TRIALS", "METHODS", "BACKENDS",
+    "stream_seed", "exact_method", "DEFAULT_BLOCK_TRIALS", "METHODS",
 ]
 
 DEFAULT_BLOCK_TRIALS = 1 << 18
@@ -247,34 +242,21 @@ def _set_worker_plan(plan: _Plan) -> None:
 
 
 def _hist_task(args) -> np.ndarray:
-    plan, backend, device, hypothesis, t, ss, grid = args
+    plan, hypothesis, t, ss, grid = args
     plan = plan if plan is not None else _WORKER_PLAN
-    if backend == "torch":
-        torch = _torch()
-        s = _block_scores_torch(plan, hypothesis, t, ss, device)
-        if s.device.type == "cpu":  # numpy's binning is faster on CPU, and the same arithmetic as below
-            return np.bincount(grid._bin_index_inplace(s.numpy()), minlength=grid.size + 1).astype(np.int64)
-        s -= grid.start
-        s *= 1.0 / grid.step
-        y = s.ceil_().clamp_(0, grid.size).to(torch.int64)
-        return torch.bincount(y, minlength=grid.size + 1).cpu().numpy().astype(np.int64)
     return np.bincount(grid._bin_index_inplace(_block_scores_numpy(plan, hypothesis, t, ss)),
                        minlength=grid.size + 1).astype(np.int64)
 
 
 def _count_task(args) -> int:
-    plan, backend, device, hypothesis, t, ss, threshold = args
+    plan, hypothesis, t, ss, threshold = args
     plan = plan if plan is not None else _WORKER_PLAN
-    if backend == "torch":
-        return int((_block_scores_torch(plan, hypothesis, t, ss, device) > threshold).sum().item())
     return int(np.count_nonzero(_block_scores_numpy(plan, hypothesis, t, ss) > threshold))
 
 
 def _scores_task(args) -> np.ndarray:
-    plan, backend, device, hypothesis, t, ss = args
+    plan, hypothesis, t, ss = args
     plan = plan if plan is not None else _WORKER_PLAN
-    if backend == "torch":
-        return _block_scores_torch(plan, hypothesis, t, ss, device).cpu().numpy()
     return _block_scores_numpy(plan, hypothesis, t, ss)
 
 
@@ -283,8 +265,6 @@ class TrialEngine:
 
     Args:
         problem: the ``ScalarProblem`` (projections a_u, w·v, noise sd, offset, q).
-        backend: ``"numpy"`` (default) or ``"torch"``.
-        device: torch device string (``"cpu"``, ``"cuda"``); None → ``"cuda"`` if available else ``"cpu"``.
         method: ``"auto"`` (cheapest exact sampler), ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial, the
             only per-trial choice without background), or ``"multinomial"`` (no background only).
         group_size: g, users per group of the ``groups`` sampler (1 … 12; 8 by default).
@@ -294,15 +274,12 @@ class TrialEngine:
         progress: report trials done through ``pe_kit.progress`` (a bar in Jupyter, lines headless).
 
     Raises:
-        ValueError: on an unknown backend/method/parallel mode, a bad problem, or out-of-range sizes.
+        ValueError: on an unknown method/parallel mode, a bad problem, or out-of-range sizes.
     """
 
-    def __init__(self, problem: ScalarProblem, *, backend: str = "numpy", device: str | None = None,
-                 method: str = "auto", group_size: int = 8, block_trials: int = DEFAULT_BLOCK_TRIALS,
+    def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8, block_trials: int = DEFAULT_BLOCK_TRIALS,
                  n_workers: int = 1, parallel: str = "threads", progress: bool = False) -> None:
         self.problem = _check_problem(problem)
-        if backend not in BACKENDS:
-            raise ValueError(f"backend={backend!r} is unknown; use one of {BACKENDS}")
         if int(group_size) != group_size or not 1 <= group_size <= 12:
             raise ValueError(f"group_size={group_size} must be an integer in 1 … 12")
         if int(block_trials) != block_trials or block_trials < 1:
@@ -311,14 +288,7 @@ class TrialEngine:
             raise ValueError(f"n_workers={n_workers} must be an integer ≥ 1")
         if parallel not in ("threads", "processes"):
             raise ValueError(f"parallel={parallel!r} must be 'threads' or 'processes'")
-        self.backend = backend
-        if backend == "torch":
-            torch = _torch()
-            device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            if device.startswith("cuda") and not torch.cuda.is_available():
-                raise ValueError(f"device={device!r} but CUDA is not available; use device='cpu'")
-        self.device = device or "cpu"
-        self.method = _resolve_method(method, problem, backend, int(group_size))
+        self.method = _resolve_method(method, problem, int(group_size))
         self.group_size = int(group_size)
         self.block_trials = int(block_trials)
         self.n_workers = int(n_workers)
@@ -393,7 +363,7 @@ class TrialEngine:
         blocks = self._blocks(n_trials)
         if self.method == "multinomial":
             return self._multinomial_hist(h, int(n_trials), grid, stream_seed(seed, 0))
-        jobs = [(self._plan, self.backend, self.device, h, t, stream_seed(seed, i), grid) for i, t in blocks]
+        jobs = [(self._plan, h, t, stream_seed(seed, i), grid) for i, t in blocks]
         return self._map(_hist_task, jobs, [t for _, t in blocks], f"H{h} bins").astype(np.int64)
 
     def counts_above(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
@@ -408,7 +378,7 @@ class TrialEngine:
         blocks = self._blocks(n_trials)
         if self.method == "multinomial":
             return self._multinomial_count(h, int(n_trials), float(threshold), stream_seed(seed, 0))
-        jobs = [(self._plan, self.backend, self.device, h, t, stream_seed(seed, i), float(threshold))
+        jobs = [(self._plan, h, t, stream_seed(seed, i), float(threshold))
                 for i, t in blocks]
         return int(self._map(_count_task, jobs, [t for _, t in blocks], f"H{h} count"))
 
@@ -420,7 +390,7 @@ class TrialEngine:
         if self.method == "multinomial":
             raise ValueError("method='multinomial' draws counts, not individual scores; use method='sample'")
         blocks = self._blocks(n_trials)
-        jobs = [(self._plan, self.backend, self.device, h, t, stream_seed(seed, i)) for i, t in blocks]
+        jobs = [(self._plan, h, t, stream_seed(seed, i)) for i, t in blocks]
         return np.concatenate(self._map(_scores_task, jobs, [t for _, t in blocks], f"H{h} scores", reduce=False))
 
     # -- exact counts without per-trial work (no background)
@@ -474,7 +444,7 @@ class ScalarAudit:
         threshold: the frozen threshold (ℓ units; a grid point).
         calibration, test: ``ThresholdAudit`` records (counts, rates, Clopper–Pearson bounds).
         trials: trials per hypothesis per split. grid: the calibration ``ThresholdGrid``.
-        method, backend: sampler and backend used. seconds: wall time.
+        method: the sampler used. seconds: wall time.
     """
 
     epsilon_lower: float
@@ -484,13 +454,12 @@ class ScalarAudit:
     trials: int
     grid: ThresholdGrid
     method: str
-    backend: str
     seconds: float
 
     def as_row(self) -> dict:
         """Flat dict: scalar fields, ``calibration_*`` and ``test_*`` counts/bounds, grid size/step."""
         row = {"epsilon_lower": self.epsilon_lower, "threshold": self.threshold, "trials": self.trials,
-               "method": self.method, "backend": self.backend, "grid_size": self.grid.size,
+               "method": self.method, "grid_size": self.grid.size,
                "grid_step": self.grid.step, "seconds": self.seconds}
         for name in ("calibration", "test"):
             for k, v in getattr(self, name).as_dict().items():
@@ -515,7 +484,7 @@ def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, 
         trials: trials per hypothesis per split (≥ 1).
         gamma: one-sided Clopper–Pearson tail γ in (0, 1); delta: δ in [0, 1).
         seed: int / sequence / SeedSequence. grid: candidate thresholds. resolution: grid steps per sd.
-        engine_options: ``TrialEngine`` keywords (backend, device, method, group_size, block_trials,
+        engine_options: ``TrialEngine`` keywords (method, group_size, block_trials,
             n_workers, parallel, progress). ``method="auto"`` (default) takes the exact multinomial
             counts wherever they are exact (:func:`exact_method`: no background voters), else the
             cheapest exact per-trial sampler.
@@ -546,5 +515,5 @@ def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, 
     tp_t = test_engine.count_above(1, trials, cal.threshold, stream_seed(seed, 1, 1))
     tst = threshold_audit_from_counts(cal.threshold, tp_t, fp_t, trials, trials, gamma, delta, cal.direction)
     return ScalarAudit(epsilon_lower=tst.epsilon, threshold=cal.threshold, calibration=cal, test=tst, trials=trials,
-                       grid=grid, method=cal_engine.method, backend=cal_engine.backend,
+                       grid=grid, method=cal_engine.method,
                        seconds=time.perf_counter() - t0)

@@ -1,4 +1,4 @@
-"""Exact samplers of the background sum for the trial engine: groups, gaps, multinomial; numpy and torch.
+"""Exact samplers of the background sum for the trial engine: groups, gaps, multinomial (numpy).
 
 Per-block ``SeedSequence`` seeds; each sampler draws the exact distribution of Σ_u I_u a_u (E.1,
 Eq. 7, projected on w) for a block of trials. Source: "Canaries in the Bank" App. E.1 (Eq. 7),
@@ -16,7 +16,6 @@ import numpy as np
 from pe_kit.audit.trials import ScalarProblem
 
 METHODS = ("auto", "groups", "gaps", "sample", "multinomial")
-BACKENDS = ("numpy", "torch")
 _SCALE_BITS = 62            # subset positions are uniform integers in [0, 2^62)
 _CELL_BITS = 16             # lookup-table cells: top 16 of the 62 bits
 _SUB_ELEMS = 1 << 20        # transient elements per sub-batch inside a block (memory bound)
@@ -118,12 +117,11 @@ class _Plan:
     group_size: int
     sums: np.ndarray | None        # float64 (G, 2^g + 1) subset sums per group, last column NaN (groups)
     boundaries: np.ndarray | None  # uint64 (2^g − 1,)
-    lut: np.ndarray | None         # intp (2^16,) (torch backend)
-    lut16: np.ndarray | None       # int16 (2^16,) the same table, compact for the numpy sampler's cache
+    lut16: np.ndarray | None       # int16 (2^16,) the subset owning each top-16-bit cell (−1: look up)
     order: np.ndarray | None       # int16 (2^g,)
 
 
-def _resolve_method(method: str, problem: ScalarProblem, backend: str, group_size: int) -> str:
+def _resolve_method(method: str, problem: ScalarProblem, group_size: int) -> str:
     if method not in METHODS:
         raise ValueError(f"method={method!r} is unknown; use one of {METHODS}")
     k = np.asarray(problem.projections).size
@@ -137,22 +135,20 @@ def _resolve_method(method: str, problem: ScalarProblem, backend: str, group_siz
         return method
     if k == 0 or q >= 1:
         return "sample"
-    if method == "gaps" and backend == "torch":
-        raise ValueError("backend='torch' implements the 'groups' sampler only; use method='groups' or 'auto'")
     if method in ("groups", "gaps"):
         return method
     if method == "sample":
         method = "auto"
     # cost model measured on this machine's Xeon cores (benchmarks/bench_trials.py): ≈45 ns per gap hit
     # (qK per trial) against ≈10 ns per group draw (K/g per trial): gaps win below q ≈ 0.03 at g = 8
-    if backend == "numpy" and 45.0 * q * k < 10.0 * math.ceil(k / group_size):
+    if 45.0 * q * k < 10.0 * math.ceil(k / group_size):
         return "gaps"
     return "groups"
 
 
 def _make_plan(problem: ScalarProblem, method: str, group_size: int) -> _Plan:
     a = np.ascontiguousarray(problem.projections, dtype=np.float64)
-    sums = bounds = lut = lut16 = order = None
+    sums = bounds = lut16 = order = None
     if method == "groups":
         g = group_size
         n_groups = -(-a.size // g)
@@ -161,10 +157,9 @@ def _make_plan(problem: ScalarProblem, method: str, group_size: int) -> _Plan:
         sums = np.full((n_groups, (1 << g) + 1), np.nan)
         sums[:, :-1] = padded.reshape(n_groups, g) @ _subset_bits(g).T
         bounds, lut16, order = _subset_tables(g, float(problem.sample_rate))
-        lut = lut16.astype(np.intp)
     return _Plan(projections=a, sample_rate=float(problem.sample_rate), canary_shift=float(problem.canary_shift),
                  noise_sd=float(problem.noise_sd), offset=float(problem.offset), method=method, group_size=group_size,
-                 sums=sums, boundaries=bounds, lut=lut, lut16=lut16, order=order)
+                 sums=sums, boundaries=bounds, lut16=lut16, order=order)
 
 
 def _groups_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
@@ -264,65 +259,6 @@ def _block_scores_numpy(plan: _Plan, hypothesis: int, t: int, ss: np.random.Seed
         s = np.zeros(t)
     if hypothesis == 1:
         n_inc = int(gen.binomial(t, plan.sample_rate))
-        s[:n_inc] += plan.canary_shift
-    s -= plan.offset
-    return s
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - torch is a core dependency
-        raise ValueError("backend='torch' needs PyTorch installed; use backend='numpy'") from exc
-    return torch
-
-
-def _torch_tables(plan: _Plan, device: str) -> tuple:
-    """(sums, lut, boundaries, order) of a ``groups`` plan as torch tensors on ``device``, cached on the plan."""
-    torch = _torch()
-    cache = plan.__dict__.setdefault("_torch_cache", {})
-    if device not in cache:
-        dev = torch.device(device)
-        cache[device] = (torch.as_tensor(plan.sums[:, :-1].copy(), device=dev),
-                         torch.as_tensor(plan.lut.astype(np.int64), device=dev),
-                         torch.as_tensor(plan.boundaries.astype(np.int64), device=dev),
-                         torch.as_tensor(plan.order.astype(np.int64), device=dev))
-    return cache[device]
-
-
-def _block_scores_torch(plan: _Plan, hypothesis: int, t: int, ss: np.random.SeedSequence, device: str):
-    torch = _torch()
-    dev = torch.device(device)
-    tseed = int(stream_seed(ss, 0).generate_state(1, np.uint64)[0])
-    gen_t = torch.Generator(device=dev)
-    gen_t.manual_seed(tseed)
-    gen_np = _generator(stream_seed(ss, 1))
-    if plan.method == "groups":
-        sums, lut, bnd, order = _torch_tables(plan, device)
-        n_groups, width = sums.shape
-        s = torch.zeros(t, dtype=torch.float64, device=dev)
-        per = max(1, _SUB_ELEMS // max(t, 1))
-        for g0 in range(0, n_groups, per):
-            g1 = min(n_groups, g0 + per)
-            rows = g1 - g0
-            cells = torch.randint(0, 1 << _CELL_BITS, (rows * t,), generator=gen_t, device=dev, dtype=torch.int64)
-            idx = lut.index_select(0, cells)
-            bad = torch.nonzero(idx < 0).view(-1)
-            if bad.numel():
-                fine = torch.randint(0, 1 << (_SCALE_BITS - _CELL_BITS), (bad.numel(),), generator=gen_t, device=dev,
-                                     dtype=torch.int64)
-                pos = (cells.index_select(0, bad) << (_SCALE_BITS - _CELL_BITS)) | fine
-                idx.index_copy_(0, bad, order.index_select(0, torch.searchsorted(bnd, pos, right=True)))
-            idx = idx.view(rows, t) + (torch.arange(g0, g1, device=dev, dtype=torch.int64) * width)[:, None]
-            s += sums.view(-1).index_select(0, idx.view(-1)).view(rows, t).sum(dim=0)
-    elif plan.projections.size and plan.sample_rate >= 1:
-        s = torch.full((t,), float(plan.projections.sum()), dtype=torch.float64, device=dev)
-    else:
-        s = torch.zeros(t, dtype=torch.float64, device=dev)
-    if plan.noise_sd > 0:
-        s += plan.noise_sd * torch.randn(t, generator=gen_t, device=dev, dtype=torch.float64)
-    if hypothesis == 1:
-        n_inc = int(gen_np.binomial(t, plan.sample_rate))
         s[:n_inc] += plan.canary_shift
     s -= plan.offset
     return s

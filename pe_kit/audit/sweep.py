@@ -1,13 +1,10 @@
-"""Parallel audit sweeps (canaries × variants × σ × q × trials) on the scalar projection, through Dask.
+"""Audit sweeps on the scalar projection: ``AuditTask`` s run in order, and the tightness curve built on them.
 
 The sweep unit is an ``AuditTask``: a calibration and a test ``ScalarProblem``, the trials per
 hypothesis, a seed, γ, δ and free labels → one calibrated ε_lower row (``engine.audit_scalar``). A task's
-numbers depend only on its own fields, so a Dask run (``distributed.LocalCluster`` by default, or any
-scheduler address / ``Client``) returns exactly the serial table (rows in task order).
-
-Changing σ or q changes the null moments (Eqs. 34–35), hence Σ̂, w = Σ̂⁻¹v and every projection:
-``scalar_problems`` rebuilds both problems from a frozen design's contributions on P (``CanaryInputs``)
-for any (σ, q), exactly as ``audit.audit_canary`` does (§2.1 Steps 2–4, App. E.7).
+numbers depend only on its own fields, so rows come back in task order and the same tasks give the same table.
+(A Dask fan-out of these tasks, reached by one test only, was removed with issue 30; the streaming engine's own
+``n_workers`` parallelise one task's blocks.)
 
 ``tightness_curve`` (ε_lower against the trial budget, the Fig. 1 / notebook 05 curve) runs its
 audits as sweep tasks, so it lives here, above ``engine`` (which it calls) in the import order.
@@ -16,30 +13,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from pe_kit.audit.engine import _check_problem, audit_scalar, exact_method
 from pe_kit.audit.expectations import expected_epsilon
-from pe_kit.audit.moments import aux_moments, llr_weights, null_moments, restrict
-from pe_kit.audit.trials import (
-    ScalarProblem,
-    check_equal_populations,
-    nonce_problem,
-    scalar_problem,
-)
-from pe_kit.config import MechanismConfig
+from pe_kit.audit.trials import ScalarProblem, nonce_problem
+
+__all__ = ["tightness_curve", "AuditTask", "run_task", "run_sweep"]
 
 # ----------------------------------------------------------------------------------------------- tightness
 
 def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10**6, 10**7, 10**8, 10**9), *,
                     noise_multiplier: float = 1.0, sample_rate: float | None = None, delta: float = 1e-5,
                     gamma: float = 0.0025, n_canaries: int = 5, seed=0, epsilon_theory: float | None = None,
-                    max_simulated_trials: int | None = None, method: str = "auto", scheduler="serial",
-                    n_workers: int = 2, progress: bool = False, **engine_options):
+                    max_simulated_trials: int | None = None, method: str = "auto", progress: bool = False,
+                    **engine_options):
     """ε_lower vs trials per hypothesis, beside ε_theory and the expected curve from μ_eff (tidy table).
 
     For every attack, canary and trial count: calibrate on ``trials`` trials per hypothesis and bound ε on
@@ -59,8 +50,6 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
         max_simulated_trials: trial counts above it get NaN ε_lower (expected/theory only).
         method: engine sampler; ``"auto"`` uses ``"multinomial"`` (exact counts, no per-trial work) for
             problems without background and the cheapest exact per-trial sampler otherwise.
-        scheduler: ``"serial"`` (default), None (a local Dask cluster of ``n_workers`` processes), a Dask
-            scheduler address or a ``distributed.Client`` (see ``sweep.run_sweep``).
         progress: progress bar over tasks. engine_options: further ``TrialEngine`` keywords.
 
     Returns:
@@ -110,7 +99,7 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
                                            options=tuple(sorted({"method": m, **engine_options}.items()))))
     results = {}
     if tasks:
-        df_sim = run_sweep(tasks, scheduler=scheduler, n_workers=n_workers, progress=progress)
+        df_sim = run_sweep(tasks, progress=progress)
         for _, r in df_sim.iterrows():
             results[int(r["_row"])] = r
     rows = []
@@ -149,85 +138,6 @@ def _canary_problems(name, spec, sample_rate, n_canaries) -> list[tuple[ScalarPr
             raise ValueError(f"attack {name!r} has an empty list of canaries")
         return [one(s) for s in spec]
     return [one(spec)] * int(n_canaries)
-
-
-@dataclass(frozen=True)
-class CanaryInputs:
-    """One frozen design's contributions restricted to its inspected coordinates P.
-
-    Attributes:
-        canary: float64 (|P|,) v = v_can,P.
-        aux, calibration, test: CSR float64 (n_split, |P|) contributions c_u of each split's users.
-        labels: free row labels (e.g. ``{"variant": "nonce", "canary_id": 3}``).
-
-    Raises:
-        ValueError: if the column counts differ from |P| or a split is empty.
-    """
-
-    canary: np.ndarray
-    aux: sp.csr_matrix
-    calibration: sp.csr_matrix
-    test: sp.csr_matrix
-    labels: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        v = np.asarray(self.canary, dtype=np.float64).ravel()
-        object.__setattr__(self, "canary", v)
-        for name in ("aux", "calibration", "test"):
-            m = sp.csr_matrix(getattr(self, name), dtype=np.float64)
-            if m.shape[1] != v.size:
-                raise ValueError(f"{name} has {m.shape[1]} columns but the canary has |P| = {v.size}: restrict every "
-                                 "split to the same coordinates (CanaryInputs.from_full)")
-            if m.shape[0] == 0:
-                raise ValueError(f"{name} has no users: every split needs at least one")
-            object.__setattr__(self, name, m)
-
-    @classmethod
-    def from_full(cls, canary_full: np.ndarray, coords: np.ndarray, aux, calibration, test,
-                  labels: Mapping[str, Any] | None = None) -> "CanaryInputs":
-        """Restrict full (n, p) contributions and the canary's (p,) contribution to ``coords`` (P).
-
-        Raises ValueError on empty ``coords``."""
-        coords = np.asarray(coords, dtype=np.int64)
-        if coords.size == 0:
-            raise ValueError("coords is empty: the canary votes on no inspected coordinate")
-        v = np.asarray(canary_full, dtype=np.float64).ravel()[coords]
-        return cls(v, restrict(aux, coords), restrict(calibration, coords), restrict(test, coords), dict(labels or {}))
-
-
-def scalar_problems(inputs: CanaryInputs, noise_multiplier: float, sample_rate: float, *, clip_norm: float = 0.1,
-                    shrinkage: float = 0.1, ridge: float = 1e-9) -> tuple[ScalarProblem, ScalarProblem, dict]:
-    """Rebuild the calibration and test ``ScalarProblem`` of a design for a new (σ, q) (Eqs. 14, 31–35).
-
-    Same steps as ``audit.audit_canary``: aux moments on P (shrinkage s) → m̂0 = qNμ̂, Σ̂ = q(1−q)N·shrink(M̂)
-    + (σC)²I + ridge·I for N = n_test → w = Σ̂⁻¹v → projections of both populations (equal-size splits of
-    distinct users, never resampled: ``trials.check_equal_populations``).
-
-    Args:
-        inputs: ``CanaryInputs``. noise_multiplier: σ ≥ 0. sample_rate: q in (0, 1]. clip_norm: C.
-        shrinkage, ridge: as in ``AuditConfig``.
-
-    Returns:
-        (calibration problem, test problem, info) with info = {mu_eff, mu_eff_ceiling, canary_norm,
-        background_voters (test K), n_coords}.
-
-    Raises:
-        ValueError: on invalid settings (via ``MechanismConfig``), a singular Σ̂, or splits of different sizes.
-    """
-    mech = MechanismConfig(clip_norm=clip_norm, noise_multiplier=noise_multiplier, sample_rate=sample_rate)
-    v = inputs.canary
-    n_test = inputs.test.shape[0]
-    m0, sigma = null_moments(aux_moments(inputs.aux, shrinkage), n_test, mech, ridge)
-    w = llr_weights(v, sigma)
-    cal = inputs.calibration
-    check_equal_populations(cal.shape[0], n_test)
-    cal_p = scalar_problem(w, cal, v, m0, mech.noise_std, mech.sample_rate)
-    test_p = scalar_problem(w, inputs.test, v, m0, mech.noise_std, mech.sample_rate)
-    info = {"mu_eff": float(np.sqrt(max(0.0, w @ v))),
-            "mu_eff_ceiling": (1 / noise_multiplier) if noise_multiplier > 0 else float("inf"),
-            "canary_norm": float(np.linalg.norm(v)), "background_voters": int(test_p.projections.size),
-            "n_coords": int(v.size)}
-    return cal_p, test_p, info
 
 
 @dataclass(frozen=True)
@@ -270,69 +180,18 @@ def run_task(task: AuditTask, timing: bool = False) -> dict:
     return row
 
 
-def sweep_tasks(canaries: Sequence[CanaryInputs], noise_multipliers: Sequence[float], sample_rates: Sequence[float],
-                trials: Sequence[int], *, clip_norm: float = 0.1, delta: float = 1e-5, gamma: float = 0.0025,
-                shrinkage: float = 0.1, ridge: float = 1e-9, seed: int = 0, with_theory: bool = True,
-                options: Mapping[str, Any] | None = None) -> list[AuditTask]:
-    """The product canaries × σ × q × trials as ``AuditTask`` s (variants are canaries with labels).
-
-    Seeds: the trials of task (c, i, j, trials_k) use seed ``(seed, c, i, j, k)``.
+def run_sweep(tasks: Sequence[AuditTask], *, progress: bool = False, timing: bool = False):
+    """Run ``tasks`` in this process and return one tidy row per task, in task order (``pandas.DataFrame``).
 
     Args:
-        canaries: ``CanaryInputs`` (their ``labels`` become columns, e.g. variant, canary_id).
-        noise_multipliers: σ values (> 0 for a finite ε_theory). sample_rates: q values. trials: per hypothesis.
-        clip_norm: C. delta, gamma: bound settings. shrinkage, ridge: moment settings. seed: root seed.
-        with_theory: compute ε_theory (Opacus PRV; once per (σ, q)). options: ``TrialEngine`` keywords.
+        tasks: ``AuditTask`` s. progress: ``pe_kit.progress`` over finished tasks. timing: add each task's wall
+            ``seconds`` (not reproducible).
 
     Returns:
-        list of ``AuditTask`` (labels: canary index, the canary's labels, sigma, q, trials, mu_eff,
-        mu_eff_ceiling, canary_norm).
+        DataFrame with a leading ``task`` column (0 … len−1); without ``timing`` the same tasks give the same table.
 
     Raises:
-        ValueError: on empty inputs or invalid settings.
-    """
-    from pe_kit.audit.accounting import epsilon_theory
-
-    if not canaries or not noise_multipliers or not sample_rates or not trials:
-        raise ValueError("canaries, noise_multipliers, sample_rates and trials must all be non-empty")
-    opts = tuple(sorted((options or {}).items()))
-    tasks = []
-    for c, inp in enumerate(canaries):
-        if not isinstance(inp, CanaryInputs):
-            raise ValueError(f"canaries[{c}] is a {type(inp).__name__}; build CanaryInputs (CanaryInputs.from_full)")
-        for i, sigma in enumerate(noise_multipliers):
-            for j, q in enumerate(sample_rates):
-                cal, test, info = scalar_problems(inp, sigma, q, clip_norm=clip_norm, shrinkage=shrinkage, ridge=ridge)
-                eps_th = epsilon_theory(sigma, q, delta) if (with_theory and sigma > 0) else float("nan")
-                for k, n in enumerate(trials):
-                    labels = (("canary", c), *tuple(inp.labels.items()), ("sigma", float(sigma)), ("q", float(q)),
-                              ("trials_requested", int(n)), ("mu_eff_ceiling", info["mu_eff_ceiling"]),
-                              ("canary_norm", info["canary_norm"]))
-                    tasks.append(AuditTask(calibration=cal, test=test, trials=int(n), seed=(int(seed), c, i, j, k),
-                                           gamma=gamma, delta=delta, epsilon_theory=eps_th, labels=labels,
-                                           options=opts))
-    return tasks
-
-
-def run_sweep(tasks: Sequence[AuditTask], scheduler=None, *, n_workers: int = 2, threads_per_worker: int = 1,
-              processes: bool = True, progress: bool = False, timing: bool = False):
-    """Run ``tasks`` and return one tidy row per task, in task order (``pandas.DataFrame``).
-
-    Args:
-        tasks: ``AuditTask`` s.
-        scheduler: None → a fresh ``distributed.LocalCluster`` (``n_workers`` workers, ``threads_per_worker``
-            threads, ``processes``), closed afterwards; a scheduler address string (``"tcp://host:8786"``) →
-            ``distributed.Client(address)``; a ``distributed.Client`` → used as is (left open);
-            ``"serial"`` → this process, no Dask.
-        n_workers, threads_per_worker, processes: the local cluster's shape.
-        progress: ``pe_kit.progress`` over finished tasks. timing: add each task's wall ``seconds`` (not reproducible).
-
-    Returns:
-        DataFrame with a leading ``task`` column (0 … len−1); without ``timing`` it is identical for the
-        serial and every Dask run with the same tasks.
-
-    Raises:
-        ValueError: on an unknown scheduler spec or non-task items.
+        ValueError: on non-task items.
     """
     import pandas as pd
 
@@ -342,86 +201,7 @@ def run_sweep(tasks: Sequence[AuditTask], scheduler=None, *, n_workers: int = 2,
     for i, t in enumerate(tasks):
         if not isinstance(t, AuditTask):
             raise ValueError(f"tasks[{i}] is a {type(t).__name__}, not an AuditTask")
-    if scheduler == "serial":
-        rows = [run_task(t, timing) for t in (steps(tasks, desc="sweep", unit="task") if progress else tasks)]
-    else:
-        rows = _run_dask(tasks, scheduler, n_workers, threads_per_worker, processes, progress, timing)
+    rows = [run_task(t, timing) for t in (steps(tasks, desc="sweep", unit="task") if progress else tasks)]
     df = pd.DataFrame(rows)
     df.insert(0, "task", np.arange(len(rows)))
     return df
-
-
-class _DaskShutdownNoise:
-    """Logging filter for the ``asyncio`` logger: drops only "Task exception was never retrieved" records
-    about a ``TimeoutError`` in a ``distributed`` coroutine — the cluster's own shutdown race, printed at
-    interpreter exit after every result was already collected. Everything else passes."""
-
-    def filter(self, record) -> bool:
-        msg = record.getMessage()
-        exc = record.exc_info[1] if record.exc_info else None
-        timeout = "TimeoutError" in msg or isinstance(exc, TimeoutError)
-        return not ("never retrieved" in msg and timeout and "distributed" in msg)
-
-
-def _quiet_dask_shutdown() -> None:
-    import logging
-
-    log = logging.getLogger("asyncio")
-    if not any(isinstance(f, _DaskShutdownNoise) for f in log.filters):
-        log.addFilter(_DaskShutdownNoise())
-
-
-def _run_dask(tasks, scheduler, n_workers, threads_per_worker, processes, progress, timing) -> list[dict]:
-    import logging
-
-    from distributed import Client, LocalCluster, as_completed
-
-    from pe_kit.progress import progress as steps
-
-    if not (scheduler is None or isinstance(scheduler, (str, Client))):
-        raise ValueError(f"scheduler={scheduler!r}: use None (local cluster), 'serial', an address string or a "
-                         "distributed.Client")
-    if scheduler is None and (int(n_workers) != n_workers or n_workers < 1):
-        raise ValueError(f"n_workers={n_workers} must be an integer ≥ 1")
-    quiet = logging.getLogger("distributed")
-    level = quiet.level
-    quiet.setLevel(logging.WARNING)
-    _quiet_dask_shutdown()
-    cluster = client = None
-    own = not isinstance(scheduler, Client)
-    try:
-        if isinstance(scheduler, Client):
-            client = scheduler
-        elif isinstance(scheduler, str):
-            client = Client(scheduler)
-        else:
-            cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=threads_per_worker,
-                                   processes=processes, dashboard_address=None, silence_logs=logging.WARNING)
-            client = Client(cluster)
-        futures = client.map(run_task, tasks, timing=timing, pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
-        rows: list = [None] * len(tasks)
-        bar = steps(total=len(tasks), desc="sweep", unit="task") if progress else None
-        try:
-            for fut in as_completed(futures):
-                rows[index[fut.key]] = fut.result()
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-        return rows
-    finally:
-        quiet.setLevel(logging.ERROR)  # shutdown races (closed comms, heartbeats) are not the user's business
-        try:
-            if own and client is not None:
-                client.close(timeout=30)
-            if cluster is not None:
-                cluster.close(timeout=30)
-        except (TimeoutError, OSError) as exc:  # the results are in; a slow shutdown only merits one line
-            import warnings
-
-            warnings.warn(f"the Dask cluster did not shut down cleanly ({type(exc).__name__}); results are complete",
-                          stacklevel=2)
-        finally:
-            quiet.setLevel(level)

@@ -104,10 +104,6 @@ class World:
         by_id = self.corpus.by_id()
         return [by_id[i] for i in getattr(self.splits, split)]
 
-    def base_contributions(self, split: str, mechanism: MechanismConfig) -> sp.csr_matrix:
-        """(n_users, p) contributions of a split on the unchanged bank."""
-        return self.contributions(split, mechanism, None)
-
     def contributions(self, split: str, mechanism: MechanismConfig, design: ProbeDesign | None) -> sp.csr_matrix:
         """(n_users, p) contributions of a split's users on the bank after ``design``'s probes."""
         rec = self.records[split]
