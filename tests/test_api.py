@@ -160,3 +160,33 @@ def test_audit_mechanism_refuses_bad_arguments_before_any_work():
         pe_kit.audit_mechanism(None, "nonse")
     with pytest.raises(ValueError, match=r"study=\{'record_cap': …\} is not accepted"):
         pe_kit.audit_mechanism(None, "nonce", study={"record_cap": 8})
+
+
+def test_scores_only_use_runs_with_nothing_but_numpy_and_scipy_installed(tmp_path):
+    """A site with only numpy, scipy and pe_kit (python -S: no site-packages): audit_scores and audit_one_run work,
+    and asking for ε_theory says which extra to install."""
+    from pathlib import Path
+
+    import scipy
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for mod in (np, scipy):
+        root = Path(mod.__file__).resolve().parent
+        for p in (root, root.parent / f"{root.name}.libs"):
+            if p.exists():
+                (site / p.name).symlink_to(p)
+    (site / "pe_kit").symlink_to(Path(pe_kit.__file__).resolve().parent)
+    code = ("import numpy as np, pe_kit\n"
+            "rng = np.random.default_rng(0)\n"
+            "r = pe_kit.audit_scores(rng.normal(0.5, 1, 20000), rng.normal(-0.5, 1, 20000))\n"
+            "from pe_kit.audit.one_run import idealised_scores\n"
+            "o = pe_kit.audit_one_run(*idealised_scores(2.0, 1.0, 500, rng))\n"
+            "print(r.epsilon_lower > 0.5, o.epsilon_lower > 1)\n"
+            "try:\n    import torch\nexcept ImportError:\n    print('no torch')\n"
+            "try:\n    pe_kit.audit_scores([1.0, 2.0], [0.0, 1.0], noise_multiplier=1.0)\n"
+            "except ImportError as e:\n    print('pe_kit[accounting]' in str(e))\n")
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "no", "torch", "True"]

@@ -27,3 +27,20 @@ def test_ci_runs_readme_test_command():
     cmd = "bash scripts/bootstrap.sh && .venv/bin/python -m pytest -q"
     assert cmd in readme and cmd in ci
     assert "pip install -q \"torch==2.13.0\"" in (ROOT / "scripts" / "bootstrap.sh").read_text()
+
+
+def test_dependencies_split_by_task_and_the_main_install_keeps_them_all():
+    """Core is what scores-only auditing needs (numpy, scipy); `study` (audit_mechanism) and `accounting` (ε_theory)
+    are subsets of `notebooks`, the main job's extra, so bootstrap.sh's `.[dev,notebooks,llm]` installs every
+    dependency the kit lists, as it did when they were all core."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = {k: set(map(_name, v)) for k, v in project["optional-dependencies"].items()}
+    assert set(map(_name, project["dependencies"])) == {"numpy", "scipy"}
+    for task in ("study", "accounting", "dask"):
+        assert extras[task] <= extras["notebooks"], task
+    assert {"opacus", "torch", "onnxruntime", "sentence-transformers"} <= extras["study"]
+    assert not extras["study"] & {"papermill", "jupyterlab", "dask", "ipykernel"}
+    everything = set(map(_name, project["dependencies"])).union(*extras.values())
+    main = set(map(_name, project["dependencies"])) | extras["notebooks"] | extras["llm"] | extras["dev"]
+    assert main == everything
+    assert '-e ".[dev,notebooks,llm]"' in (ROOT / "scripts" / "bootstrap.sh").read_text()

@@ -70,7 +70,7 @@ def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, re
         float ε (e.g. 1.695 for σ=1, q=0.1, δ=1e-5, T=1).
 
     Raises:
-        ValueError: on an out-of-range argument.
+        ValueError: on an out-of-range argument. ImportError: without Opacus (``pip install 'pe_kit[accounting]'``).
 
     Source: ``opacus.accountants.PRVAccountant``, stepped once per release, then ``get_epsilon``.
     """
@@ -82,7 +82,11 @@ def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, re
 
 @lru_cache(maxsize=1024)
 def _prv_epsilon(sigma: float, q: float, delta: float, releases: int, eps_error: float) -> float:
-    from opacus.accountants import PRVAccountant
+    try:
+        from opacus.accountants import PRVAccountant
+    except ImportError as exc:  # core pe_kit is numpy + scipy; the accountant is an extra
+        raise ImportError(f"ε_theory needs Opacus' PRV accountant ({exc}): pip install 'pe_kit[accounting]' "
+                          "(or the main install, scripts/bootstrap.sh)") from exc
 
     acc = PRVAccountant()
     for _ in range(releases):
