@@ -5,7 +5,8 @@ A stage's public names are, per module of the package (its ``.py`` files, not su
 module's ``__all__`` literal, or — for a module without one — its top-level functions, classes and UPPER_CASE
 constants not starting with ``_``; read from the source with ``ast`` (no module is imported to list them). A name
 that several modules list goes to the module that defines it (a ``def`` / ``class`` / assignment, not an import),
-the first such in file-name order.
+the first such in file-name order. A name that is also a submodule of the package (``study.multiround_study``, the
+module and its main function) stays the submodule: ``from pe_kit.study import multiround_study`` is the module.
 """
 from __future__ import annotations
 
@@ -63,7 +64,9 @@ def stage_exports(package: str, folder: str) -> dict[str, str]:
                 table[name] = module
     for name, modules in listed_by.items():  # listed only as re-exports: the first module that lists it
         table.setdefault(name, modules[0])
-    return table
+    submodules = {p.stem for p in Path(folder).glob("*.py")} | {p.name for p in Path(folder).iterdir()
+                                                              if (p / "__init__.py").is_file()}
+    return {name: module for name, module in table.items() if name not in submodules}
 
 
 def lazy_package(package: str, init_file: str):

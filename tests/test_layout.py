@@ -210,6 +210,7 @@ def test_stage_packages_export_their_public_names_lazily():
 
     assert "calibrate_threshold" in pe_kit.audit.__all__ and pe_kit.audit.calibrate_threshold is bounds.calibrate_threshold
     assert "build_world" in pe_kit.study.__all__ and "audit_mechanism" in pe_kit.study.__all__
+    assert "multiround_study" not in pe_kit.study.__all__  # a submodule's name stays the submodule
     code = "import sys, pe_kit.audit, pe_kit.study; print(sorted(m for m in sys.modules if m.startswith('pe_kit')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['pe_kit', 'pe_kit.audit', 'pe_kit.lazy', 'pe_kit.study']"
