@@ -142,17 +142,22 @@ def test_audit_mechanism_is_the_world_design_audit_chain():
     from pe_kit.study.world import StudyConfig, audit_design, make_design
 
     mech = pe_kit.MechanismConfig(noise_multiplier=0.8, sample_rate=0.05, record_cap=16)
-    r = pe_kit.audit_mechanism(str(TINY_DATA), "nonce", mechanism=mech, trials=5_000, seed=0, study=TINY)
+    r = pe_kit.audit_mechanism(str(TINY_DATA), "nonce", mechanism=mech, trials=20_000, seed=0, study=TINY)
     world = world_for(StudyConfig(data=str(TINY_DATA), seed=0, record_cap=16, **TINY), progress=False)
     rng = np.random.default_rng([0, 30])
-    audit = AuditConfig(trials=5_000, n_canaries=1)
+    audit = AuditConfig(trials=20_000, n_canaries=1)
     row = audit_design(world, make_design(world, "nonce", 0, rng, mechanism=mech, audit=audit), mech, audit, rng)
     assert r.epsilon_lower == row["epsilon_lower"] and r.mu_eff == row["mu_eff"] and r.threshold == row["threshold"]
+    assert r.epsilon_lower == pytest.approx(0.38, abs=0.005)  # the README's number (same settings)
     assert r.epsilon_theory == pytest.approx(epsilon_theory(0.8, 0.05, 1e-5)) and r.epsilon_theory > 1.8
     assert 0.95 / 0.8 < r.mu_eff <= 1 / 0.8 + 1e-9
     assert r.settings["mech_noise_multiplier"] == 0.8 and r.settings["mech_sample_rate"] == 0.05
     assert r.settings["audit_n_canaries"] == 1 and r.row["gamma"] == 0.05 / 4
     assert r.row["epsilon_lower_per_canary"] == [r.epsilon_lower]
+    two = pe_kit.audit_mechanism(str(TINY_DATA), "nonce", mechanism=mech, trials=20_000, seed=0, study=TINY, canaries=2)
+    per = two.row["epsilon_lower_per_canary"]  # two fresh nonce canaries at γ = α/8; the reported one is the larger
+    assert len(per) == 2 and two.epsilon_lower == max(per) > 0.2 and two.row["canary_id"].startswith("nonce-")
+    assert two.row["gamma"] == 0.05 / 8 and two.settings["audit_n_canaries"] == 2
 
 
 def test_audit_mechanism_refuses_bad_arguments_before_any_work():
