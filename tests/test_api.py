@@ -165,6 +165,8 @@ def test_audit_mechanism_refuses_bad_arguments_before_any_work():
         pe_kit.audit_mechanism(None, "nonse")
     with pytest.raises(ValueError, match=r"study=\{'record_cap': …\} is not accepted"):
         pe_kit.audit_mechanism(None, "nonce", study={"record_cap": 8})
+    with pytest.raises(TypeError, match="is not a MechanismConfig"):
+        pe_kit.audit_mechanism(None, "nonce", mechanism={"noise_multiplier": 0.8})
 
 
 def test_scores_only_use_runs_with_nothing_but_numpy_and_scipy_installed(tmp_path):

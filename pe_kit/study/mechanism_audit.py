@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pe_kit.audit.outcome import AuditOutcome
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.config import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings
 
 __all__ = ["audit_mechanism"]
 
@@ -31,9 +31,10 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
         variant: one of ``attack.variants.VARIANTS`` (Table 1: ``ordinary``, ``exact``, ``paraphrase``, ``nonce``,
             their ``-norm`` / ``-mu_eff`` selections).
         mechanism: the audited release, ``MechanismConfig(top_k, clip_norm, noise_multiplier, sample_rate,
-            record_cap)`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64). Its ``record_cap`` is the study's.
-        audit: trials, α, δ, shrinkage, ridge (default ``AuditConfig()``; its ``n_canaries`` is replaced by
-            ``canaries``). trials, delta: shortcuts that replace ``audit.trials`` / ``audit.delta``.
+            record_cap)`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64). Its ``record_cap`` is the study's. A
+            ``MechanismSettings`` (a preset's mechanism section, ``pe_kit.run.settings``) is taken with m = 64.
+        audit: trials, α, δ, shrinkage, ridge (default ``AuditConfig()``, or a preset's ``AuditSettings``; its
+            ``n_canaries`` is replaced by ``canaries``). trials, delta: shortcuts that replace ``audit.trials`` / ``audit.delta``.
         canaries: int ≥ 1: canaries audited (real variants: canary slots 0 … canaries−1; nonce: fresh draws); each
             bound uses γ = α / (4 · canaries), so the maximum holds at family-wise level α (App. E.6).
         seed: int ≥ 0: the study's splits and bank draw (``StudyConfig.seed``) and the designs' and trials' rng.
@@ -49,6 +50,7 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
         ValueError: for a ``study`` key that names ``data`` / ``seed`` / ``record_cap`` or no ``StudyConfig`` field,
             canaries < 1 or more real canaries than the study holds (raise ``study["n_canary"]``), and what
             ``StudyConfig``, ``build_world`` and ``make_design`` raise (sizes, unknown variant, …).
+        TypeError: for a ``mechanism`` / ``audit`` that is not a settings object of its section.
     """
     from dataclasses import fields
 
@@ -59,9 +61,9 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
 
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
-    mechanism = mechanism or MechanismConfig()
+    mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     canaries = check_param("n_canaries", canaries)
-    audit = replace(audit or AuditConfig(), n_canaries=canaries)
+    audit = replace(_as_config(audit, AuditConfig, AuditSettings, "audit"), n_canaries=canaries)
     if trials is not None:
         audit = replace(audit, trials=trials)
     if delta is not None:
@@ -88,3 +90,15 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
     best = max(rows, key=lambda r: r["epsilon_lower"])
     return AuditOutcome.from_row({**best, "canaries": canaries,
                                   "epsilon_lower_per_canary": [float(r["epsilon_lower"]) for r in rows]})
+
+
+def _as_config(value, config_cls, section_cls, name: str):
+    """``value`` as ``config_cls`` (None → its defaults; a bare settings section → the config with that section's
+    fields and the config's own defaults for the rest)."""
+    if value is None:
+        return config_cls()
+    if isinstance(value, config_cls):
+        return value
+    if isinstance(value, section_cls):
+        return config_cls(**value.as_dict())
+    raise TypeError(f"{name}={value!r} is not a {config_cls.__name__}: pass pe_kit.{config_cls.__name__}(...)")
