@@ -200,8 +200,8 @@ def test_scores_only_use_runs_with_nothing_but_numpy_and_scipy_installed(tmp_pat
 
 
 def test_audit_scores_tight_case_reaches_the_paper_level():
-    """Tight case (design.md): a perfect nonce canary, μ_eff = 1, q = 0.1, γ = α/(5·4), 10⁶ trials per hypothesis per
-    split: ε_lower lies in the simulated 0.72–1.32 band around the expected 0.99, below ε_theory = 1.695."""
+    """Tight case: a perfect nonce canary, μ_eff = 1, q = 0.1, γ = α/(5·4), 10⁶ trials per hypothesis per split:
+    ε_lower lies in the simulated 0.72–1.32 band around the expected 0.99 (audit.expectations), below ε_theory = 1.695."""
     from pe_kit.audit.expectations import expected_epsilon
     from pe_kit.audit.trials import nonce_problem, simulate_scores
 
