@@ -3,8 +3,8 @@
 The notebooks stay thin (narrative + a ``parameters`` cell + calls into these functions + plots); the
 same functions are what ``pe-kit reproduce`` ends up running. Every audit step is cached under
 ``<output_dir>/.steps`` by the content hash of everything that fixes its numbers (study settings,
-variant, canary slot, mechanism and audit settings, seed and the numeric code of pe_kit), so a rerun
-resumes where it stopped.
+variant, canary slot, mechanism and audit settings, seed and the code of pe_kit but its display-only
+modules, ``DISPLAY_ONLY``), so a rerun resumes where it stopped.
 
 Paper: "Canaries in the Bank" — §3 Table 2, Fig. 1, Table 3; App. C Table 4; App. E.
 """
@@ -40,31 +40,49 @@ from pe_kit.study.world import (
     truncation_fields,
 )
 
-__all__ = ["code_hash", "world_key", "study_config", "world_for", "resolve_variants", "canary_slots", "design_for",
+__all__ = ["code_hash", "package_code_hash", "DISPLAY_ONLY", "world_key", "study_config", "world_for",
+           "resolve_variants", "canary_slots", "design_for",
            "try_design", "design_summary", "audit_variants", "sweep", "encoder_ablation", "scalar_problems",
            "tightness", "paraphrase_examples", "mechanism_from", "audit_from", "REAL_VARIANTS", "NONCE_VARIANTS", "PAPER_TABLE2",
            "PAPER_TABLE4"]
 
 REAL_VARIANTS = tuple(v for v in VARIANTS if not v.startswith("nonce"))
 NONCE_VARIANTS = tuple(v for v in VARIANTS if v.startswith("nonce"))
-_NOT_NUMERIC = {"run/cli.py", "report/widgets.py", "report/plots.py", "run/reproduce.py", "report/results.py",
-                "study/experiments.py", "run/presets.py"}  # presets reach the numbers as parameters, keyed separately
+#: The only modules left out of :func:`code_hash`: they drive runs or draw, and no other module imports them
+#: (tests/test_code_hash.py checks both against the import graph), so the numbers cannot depend on them.
+DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/plots.py")
+
+
+def package_code_hash(pkg: str | Path | None = None, exclude: Sequence[str] = DISPLAY_ONLY) -> str:
+    """SHA-256 (16 hex) of every ``.py`` file of the package folder ``pkg`` (default: this pe_kit) except ``exclude``.
+
+    Each file enters as its path relative to ``pkg`` and its bytes, in sorted order, ``__init__.py`` files
+    included; a file added, removed or edited anywhere changes the hash.
+
+    Raises:
+        NotADirectoryError: if ``pkg`` is not a folder.
+    """
+    pkg = Path(pkg).resolve() if pkg is not None else Path(__file__).resolve().parents[1]
+    if not pkg.is_dir():
+        raise NotADirectoryError(f"pkg={str(pkg)!r} is not a folder; pass the pe_kit package folder")
+    h = hashlib.sha256()
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg).as_posix()
+        if rel not in exclude and "__pycache__" not in path.parts:
+            h.update(rel.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)
 def code_hash() -> str:
-    """SHA-256 (16 hex) of the pe_kit modules that shape the numbers (not the CLI, plots or widgets).
+    """SHA-256 (16 hex) of the whole pe_kit package's code but :data:`DISPLAY_ONLY` (:func:`package_code_hash`).
 
-    Part of every step-cache key, so a code change recomputes the steps it could affect.
+    Part of every step-cache key, so a code change recomputes the steps it could affect; this module (the seeds
+    of designs and trials, ``_rng``; the canary of each variant, ``canary_slots``) is covered too. Computed once
+    per process.
     """
-    h = hashlib.sha256()
-    pkg = Path(__file__).resolve().parents[1]
-    for path in sorted(pkg.rglob("*.py")):
-        rel = path.relative_to(pkg).as_posix()
-        if rel not in _NOT_NUMERIC and path.name != "__init__.py":
-            h.update(rel.encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    return package_code_hash()
 
 
 def world_key(world: World) -> str:
