@@ -87,3 +87,34 @@ def test_mauve_refuses_degenerate_inputs():
     three = np.repeat(np.random.default_rng(3).normal(size=(3, 8)).astype(np.float32), 10, axis=0)
     with pytest.raises(ValueError, match="3 distinct rows for num_buckets=3 .*need ≥ 6"):
         mauve_score(three, three)
+
+
+def _twelve_points(seed: int = 0):
+    """The issue-32 case: P = 500 rows drawn from 12 distinct points, Q = 500 noisy copies of those 12."""
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(12, 64)).astype(np.float32)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    p = c[rng.integers(12, size=500)]
+    q = c[rng.integers(12, size=500)] + 0.1 * rng.normal(size=(500, 64)).astype(np.float32)
+    control = c[rng.integers(12, size=500)] + 0.1 * rng.normal(size=(500, 64)).astype(np.float32)
+    return p, q, control
+
+
+def test_mauve_caps_auto_buckets_at_each_sides_distinct_points():
+    """Default buckets (50) on a 12-point P gave 0.042 here (issue: 0.168), the 12-bucket value is 0.955."""
+    p, q, control = _twelve_points()
+    res = mauve_score(p, q)
+    assert res.mean > 0.9  # near the 12-bucket value, as the control of 500 distinct noisy copies gives
+    assert (res.distinct_p, res.distinct_q) == (12, 500)
+    assert res.num_buckets == 12 and res.num_buckets_requested == "auto"
+    assert res.mean == pytest.approx(mauve_score(p, q, num_buckets=12).mean, abs=1e-12)
+    assert mauve_score(control, q).mean > 0.9 and mauve_score(control, q).num_buckets == 50
+    row = res.as_dict()
+    assert (row["num_buckets"], row["num_buckets_requested"], row["distinct_p"]) == (12, "auto", 12)
+
+
+def test_mauve_warns_when_asked_for_more_buckets_than_a_side_has_points():
+    p, q, _ = _twelve_points()
+    with pytest.warns(UserWarning, match=r"num_buckets=50 but p_features has only 12 distinct rows.*num_buckets='auto'"):
+        res = mauve_score(p, q, num_buckets=50, seeds=(0,))
+    assert res.num_buckets == 50 and res.num_buckets_requested == 50 and res.distinct_p == 12

@@ -126,6 +126,7 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
                 texts = [x for x, c in zip(bank.texts, cand) if c]
                 rows.append({"arm": arm, "pe_seed": s, "round": t, "releases": t, "mauve_mean": m.mean,
                              "mauve_sd": m.sd, "mauve_scores": list(m.scores), "mauve_buckets": m.num_buckets,
+                             "mauve_distinct_p": m.distinct_p, "mauve_distinct_q": m.distinct_q,
                              "mauve_n_p": m.n_p, "mauve_n_q": m.n_q, "bank_size": bank.size,
                              "n_probes": int(bank.probe_positions.size),
                              "frac_initial_bank": float(np.mean([x in initial for x in texts])),
