@@ -108,3 +108,43 @@ def test_encoder_pickles_settings_only():
     clone = pickle.loads(pickle.dumps(enc))
     assert clone._st is None and clone._onnx is None and clone.max_seq_length == 32
     np.testing.assert_array_equal(clone.encode(["a sentence to pickle around"]), x)
+
+
+def test_auto_backend_uses_cuda_when_present_and_rows_record_the_device(monkeypatch):
+    """Issue 32 item 4: device=None means "cuda when present", so backend="auto" must take torch on CUDA (ONNX runs
+    on the CPU only) and every result row must say which device encoded."""
+    import torch
+
+    import pe_kit.text.encoder as encoder_mod
+    from pe_kit.report.results import tidy
+
+    monkeypatch.setattr(encoder_mod, "_RESOLVED", {}, raising=False)
+    import pe_kit.text.onnx_encoder as onnx_mod
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # the ONNX export verifies, as it would on a GPU machine (here loading the torch model on "cuda" would fail)
+    monkeypatch.setattr(onnx_mod, "load_verified_backend", lambda *a, **k: (object(), {"export_key": "verified"}))
+    enc = Encoder(max_seq_length=32, progress=False)  # backend="auto", device=None
+    assert enc.backend_id == "torch"
+    assert enc.backend_info["device"] == "cuda" and "cuda" in enc.backend_info["reason"]
+    row = tidy([{"value": 1.0}], "04_audit", "table2", {"preset": "tiny", "seed": 0})[0]
+    assert (row["encoder_device"], row["encoder_backend"]) == ("cuda", "torch")
+    assert tidy([{"value": 1.0, "encoder_device": "mine"}], "04_audit")[0]["encoder_device"] == "mine"  # rows win
+
+
+@pytest.mark.skipif(not onnx_runtime_available(), reason="onnxruntime not installed")
+def test_auto_backend_on_a_cpu_machine_is_onnx_on_cpu(monkeypatch):
+    import torch
+
+    import pe_kit.text.encoder as encoder_mod
+    from pe_kit.report.results import tidy
+
+    monkeypatch.setattr(encoder_mod, "_RESOLVED", {}, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert tidy([{"value": 1.0}], "04_audit")[0]["encoder_device"] is None  # no encoder ran: nothing claimed
+    enc = Encoder(max_seq_length=32, progress=False)
+    assert enc.backend_id.startswith("onnx-fp32/") and enc.backend_info["device"] == "cpu"
+    row = tidy([{"value": 1.0}], "04_audit")[0]
+    assert (row["encoder_device"], row["encoder_backend"]) == ("cpu", "onnx-fp32")
+    with pytest.raises(ValueError, match=r"device='cuda' but CUDA is not available.*device=None"):
+        Encoder(device="cuda", backend="torch", progress=False).encode(["a text"])

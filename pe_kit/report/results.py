@@ -100,7 +100,8 @@ def _jsonable(x: Any) -> Any:
 
 def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | None = None,
          params: Mapping[str, Any] | None = None) -> list[dict]:
-    """Stamp rows with their provenance: notebook, experiment, run parameters (``param_*``) and versions.
+    """Stamp rows with their provenance: notebook, experiment, run parameters (``param_*``), versions and where
+    this process's encoders ran (``encoder_device``, ``encoder_backend``: ``pe_kit.text.encoder.encoder_runtime``).
 
     Args:
         rows: dicts (one per result); existing keys win over the stamps except ``notebook``.
@@ -112,8 +113,9 @@ def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | Non
         list of dicts with ``RUN_COLUMNS`` filled.
     """
     from pe_kit.report.results import versions
+    from pe_kit.text.encoder import encoder_runtime
 
-    vers = versions()
+    vers = {**versions(), **encoder_runtime()}
     stamp: dict[str, Any] = {}
     for k, v in (params or {}).items():
         if k == "output_dir":

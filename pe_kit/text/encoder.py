@@ -29,11 +29,25 @@ from pe_kit.text.embedding_store import EmbeddingStore, text_key
 from pe_kit.text.models import DEFAULT_MODEL, model_fingerprint, resolve_model_path
 from pe_kit.text.threads import resolve_threads, torch_threads
 
-__all__ = ["DEFAULT_MODEL", "BACKENDS", "Encoder", "resolve_model_path", "embedding_store_key"]
+__all__ = ["DEFAULT_MODEL", "BACKENDS", "Encoder", "resolve_model_path", "embedding_store_key", "encoder_runtime"]
 
 _CHUNK = 2048
 BACKENDS = ("auto", "onnx", "torch")
 STORE_FORMAT = 2
+_RESOLVED: dict[str, str] = {}  # backend kind ("torch", "onnx-fp32") -> device, of every encoder resolved here
+
+
+def encoder_runtime() -> dict:
+    """Where this process's encoders ran, for every result row (``pe_kit.report.results.tidy`` stamps it).
+
+    Returns:
+        dict ``encoder_device`` (``"cpu"``, ``"cuda"``, or e.g. ``"cpu,cuda"`` when encoders differed; None if no
+        encoder resolved its backend in this process) and ``encoder_backend`` (``"onnx-fp32"``, ``"torch"``, or a
+        comma-joined list; None likewise).
+    """
+    if not _RESOLVED:
+        return {"encoder_device": None, "encoder_backend": None}
+    return {"encoder_device": ",".join(sorted(set(_RESOLVED.values()))), "encoder_backend": ",".join(sorted(_RESOLVED))}
 
 
 def embedding_store_key(model_identity: str, max_seq_length: int | None, backend: str) -> str:
@@ -54,7 +68,8 @@ class Encoder:
         model: name or path (default all-MiniLM-L6-v2, offline).
         batch_size: texts per forward pass.
         device: ``"cpu"``, ``"cuda"``, or None (cuda when present); ONNX runs on CPU only, so a cuda
-            device selects the torch backend under ``"auto"``.
+            device, given or resolved from None, selects the torch backend under ``"auto"``. The device the
+            encoding runs on is in ``backend_info["device"]`` and in every result row (:func:`encoder_runtime`).
         max_seq_length: token cap (None = the model's own, 256 for MiniLM-L6); shorter is faster.
         progress: report encoding progress through ``pe_kit.progress`` (a bar in Jupyter, lines headless).
         use_cache: read/write the per-text store under ``cache_dir()/embeddings``.
@@ -114,10 +129,19 @@ class Encoder:
         return f"{self.model.rstrip('/').split('/')[-1]}|{self._fingerprint}"
 
     def _device(self) -> str:
-        if self.device is not None:
-            return self.device
+        """The torch device: ``device``, or ``"cuda"`` when ``torch.cuda.is_available()`` else ``"cpu"``.
+
+        Raises:
+            ValueError: if ``device`` names CUDA on a machine without it.
+        """
         import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
+
+        if self.device is None:
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if str(self.device).startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device={self.device!r} but CUDA is not available on this machine; pass device=None "
+                             "(cuda when present) or device='cpu'")
+        return self.device
 
     def _load(self):
         if self._st is None:
@@ -136,9 +160,11 @@ class Encoder:
             ValueError: if ``backend="onnx"`` and the ONNX export cannot be used (the reason is named).
         """
         if self._backend_id is None:
-            if self.backend == "torch" or (self.backend == "auto" and self.device not in (None, "cpu")):
+            device = self._device() if self.backend != "onnx" else "cpu"
+            if self.backend == "torch" or (self.backend == "auto" and device != "cpu"):
                 self._backend_id = "torch"
-                self.backend_info = {"backend": "torch", "reason": f"backend={self.backend!r}, device={self.device!r}"}
+                self.backend_info = {"backend": "torch", "device": device,
+                                     "reason": f"backend={self.backend!r}, device={self.device!r} → {device!r}"}
             else:
                 from pe_kit.text.onnx_encoder import load_verified_backend
                 onnx, info = load_verified_backend(resolve_model_path(self.model), self.max_seq_length, self._load)
@@ -149,7 +175,9 @@ class Encoder:
                 else:
                     self._onnx = onnx
                     self._backend_id = f"onnx-fp32/{info['export_key']}"
-                self.backend_info = {"backend": self._backend_id, **info}
+                    device = "cpu"  # onnxruntime's CPU session
+                self.backend_info = {"backend": self._backend_id, "device": device, **info}
+            _RESOLVED[self._backend_id.split("/")[0]] = self.backend_info["device"]
         return self._backend_id
 
     @property
