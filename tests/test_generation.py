@@ -580,3 +580,76 @@ def test_converted_smollm2_copy_matches_gguf(tmp_path):
     assert torch.equal(ids["input_ids"], tok2(text, return_tensors="pt", add_special_tokens=False)["input_ids"])
     with torch.inference_mode():
         assert torch.equal(model(**ids).logits, model2(**ids).logits)
+
+
+# --------------------------------------------------------------------------------------------------
+# An endpoint that ignores `seed` (issue 32 item 6)
+# --------------------------------------------------------------------------------------------------
+def _seed_ignoring(state):
+    state.reply = lambda body: f"the one reply to {body['messages'][-1]['content'][:20]}"  # same for every seed
+
+
+def test_openai_endpoint_that_ignores_seed_is_named(chat_server):
+    from pe_kit.text.generators.base import SEED_IGNORED, SeedIgnoredWarning
+
+    url, state = chat_server
+    _seed_ignoring(state)
+    gen = OpenAIChatGenerator(url, "m", temperature=0.9, max_retries=0)
+    with pytest.warns(SeedIgnoredWarning) as rec:
+        out = gen.generate_seeded(["paraphrase this"] * 8, list(range(8)))
+    assert len(set(out)) == 1  # what the endpoint returned is returned unchanged
+    msg = str(rec[0].message)
+    assert SEED_IGNORED == "the endpoint returned the same text for different seeds" and SEED_IGNORED in msg
+    assert gen.name in msg and "temperature=0.9" in msg and "seeds 0, 1, 2" in msg and "honours" in msg
+    greedy = OpenAIChatGenerator(url, "m", temperature=0.0, max_retries=0)  # greedy: one text per prompt is right
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeedIgnoredWarning)
+        assert len(set(greedy.generate_seeded(["paraphrase this"] * 8, list(range(8))))) == 1
+    state.reply = _ChatState().reply  # an endpoint that honours seed: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeedIgnoredWarning)
+        assert len(set(gen.generate_seeded(["paraphrase this"] * 8, list(range(8))))) == 8
+
+
+def test_cache_does_not_store_seed_ignoring_outputs_as_seed_specific(tmp_path, chat_server):
+    from pe_kit.text.generators.base import SeedIgnoredWarning
+
+    url, state = chat_server
+    _seed_ignoring(state)
+    gen = CachedGenerator(OpenAIChatGenerator(url, "m", temperature=0.9, max_retries=0), root=tmp_path)
+    prompts = [f"prompt {i}" for i in range(4) for _ in range(9)]  # 36 (prompt, seed) pairs, 4 texts
+    with pytest.warns(SeedIgnoredWarning, match=r"the endpoint returned the same text for different seeds.*not cached"):
+        out = gen.generate_seeded(prompts, list(range(36)))
+    assert len(set(out)) == 4 and len(out) == 36
+    assert list(tmp_path.rglob("*.json")) == []  # issue: 36 entries holding one text each 9 times
+    one_by_one = CachedGenerator(OpenAIChatGenerator(url, "m", temperature=0.9, max_retries=0), root=tmp_path / "b")
+    one_by_one.generate_seeded(["alone"], [1])
+    one_by_one.generate_seeded(["alone"], [2])
+    assert len(list((tmp_path / "b").rglob("*.json"))) == 2  # two seeds agreeing can be chance: kept so far
+    with pytest.warns(SeedIgnoredWarning):
+        one_by_one.generate_seeded(["alone"], [3])  # the third agreeing seed: earlier entries withdrawn too
+    assert list((tmp_path / "b").rglob("*.json")) == []
+    state.reply = _ChatState().reply
+    honest = CachedGenerator(OpenAIChatGenerator(url, "m", temperature=0.9, max_retries=0), root=tmp_path / "c")
+    assert len(set(honest.generate_seeded(prompts, list(range(36))))) == 36
+    assert len(list((tmp_path / "c").rglob("*.json"))) == 36
+
+
+def test_make_variations_names_a_seed_ignoring_endpoint(chat_server):
+    import warnings
+
+    from pe_kit.text.variation import Feedback, make_variations
+
+    url, state = chat_server
+    _seed_ignoring(state)
+    gen = OpenAIChatGenerator(url, "m", temperature=0.9, max_retries=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(GenerationError) as info:
+            make_variations(gen, Feedback(positives=("one retained post",)), 4, np.random.default_rng(0),
+                            icl_examples=1, icl_negatives=0, max_attempts=3)
+    msg = str(info.value)
+    assert "only 1 of 4" in msg and "the endpoint returned the same text for different seeds" in msg
+    assert "cannot help" in msg and "raise max_attempts" not in msg

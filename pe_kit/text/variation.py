@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from pe_kit.cache import content_hash
-from pe_kit.text.generators.base import GenerationError, normalize_text
+from pe_kit.text.generators.base import SEED_IGNORED, GenerationError, normalize_text, samples
 from pe_kit.text.generators.prompts import icl_prompt
 
 __all__ = ["Feedback", "build_feedback", "make_variations", "PublicRetrievalGenerator", "public_pool",
@@ -120,7 +120,9 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
     get ICL prompts with ``icl_examples`` positives and ``icl_negatives`` negatives drawn from ``rng``.
     Generators with ``accepts_exclude = True`` receive ``exclude=`` the texts they must not return.
     Outputs that are empty, already seen or duplicated are dropped and the shortfall is asked again,
-    up to ``max_attempts`` calls.
+    up to ``max_attempts`` calls. When most dropped outputs repeat the text an earlier seed gave for the same
+    prompt, the shortfall error says so ("the endpoint returned the same text for different seeds" for a sampling
+    generator) instead of advising more attempts, which cannot help then.
 
     Args:
         generator: a ``TextGenerator`` (``name``, ``generate(prompts, rng)``).
@@ -146,6 +148,8 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
     seen_norm = {normalize_text(t) for t in feedback.seen}
     out: list[str] = []
     offset = 0
+    by_prompt: dict[str, set[str]] = {}  # texts each prompt gave so far (each call draws new seeds)
+    echoes = dropped = 0
     for _ in range(int(max_attempts)):
         need = n - len(out)
         if need <= 0:
@@ -158,12 +162,30 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
             texts = generator.generate(prompts, rng)
         if len(texts) != len(prompts):
             raise GenerationError(f"{generator.name} returned {len(texts)} texts for {len(prompts)} prompts")
-        for t in texts:
+        for prompt, t in zip(prompts, texts):
             t = " ".join(str(t).split())
             key = normalize_text(t)
+            earlier = by_prompt.setdefault(prompt, set())
             if t and key not in seen_norm:
                 seen_norm.add(key)
                 out.append(t)
+            else:
+                dropped += 1
+                echoes += key in earlier
+            earlier.add(key)
+    if len(out) < n and echoes and 2 * echoes >= dropped:
+        common = (f"{generator.name}: only {len(out)} of {n} new distinct texts after {max_attempts} attempts: ")
+        if samples(generator):
+            raise GenerationError(common + f"{SEED_IGNORED} ({echoes} of {dropped} dropped replies repeated the text "
+                                  "an earlier seed gave for the same prompt). The endpoint ignores the request's "
+                                  "`seed`, so more attempts or a higher temperature cannot help; serve the model with a "
+                                  "server that honours seed (vLLM, llama.cpp server) or use another generator "
+                                  "(pe-kit reproduce: --set 06.generator=wordnet)")
+        raise GenerationError(common + f"the generator returned the same text for different seeds ({echoes} of "
+                              f"{dropped} dropped replies repeated the text an earlier seed gave for the same prompt): "
+                              "these prompts have no other variation under it (WordNet: no synonym to swap), so more "
+                              "attempts cannot help; use a generator with more variety (--set 06.generator=…) or "
+                              "enlarge the public pool (--set 06.public_max_texts=…)")
     if len(out) < n:
         raise GenerationError(f"{generator.name}: only {len(out)} of {n} new distinct texts after {max_attempts} "
                               "attempts; raise max_attempts, sample with a higher temperature, or enlarge the "

@@ -57,6 +57,74 @@ class GenerationError(RuntimeError):
         self.completed: dict[int, str] = dict(completed or {})
 
 
+#: What the kit says when a sampling generator gives one text for one prompt under several seeds.
+SEED_IGNORED = "the endpoint returned the same text for different seeds"
+
+
+class SeedIgnoredWarning(UserWarning):
+    """A sampling generator (``config()["temperature"] > 0``) returned one text for one prompt under
+    ``SeedEcho.min_seeds`` or more different seeds: it ignores ``seed`` (some OpenAI-compatible servers do)."""
+
+
+def samples(generator) -> bool:
+    """True if ``generator`` samples (its ``config()`` has a ``temperature`` > 0), so that different seeds of one
+    prompt should give different texts; False for greedy decoding and deterministic generators (WordNet)."""
+    cfg = getattr(generator, "config", None)
+    try:
+        t = (cfg() if callable(cfg) else {}).get("temperature")
+        return t is not None and float(t) > 0
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+class SeedEcho:
+    """Remembers which text each (prompt, seed) gave and flags prompts whose seeds all gave one text.
+
+    A prompt is flagged once ``min_seeds`` (default 3) different seeds have returned the same text for it and no
+    seed a different one (two agreeing samples can be chance for a short reply; three at temperature > 0 are
+    not). At most ``max_prompts`` prompts are remembered (oldest forgotten first).
+
+    Source: issue 32 item 6 (OpenAI-compatible servers that drop the request's ``seed``).
+    """
+
+    def __init__(self, min_seeds: int = 3, max_prompts: int = 65_536):
+        if int(min_seeds) < 2:
+            raise ValueError(f"min_seeds={min_seeds} must be ≥ 2 (one seed cannot show that seeds are ignored)")
+        self.min_seeds = int(min_seeds)
+        self.max_prompts = int(max_prompts)
+        self._seen: dict[str, dict[int, str]] = {}
+        self.flagged: dict[str, list[int]] = {}  # prompt -> the seeds that gave its one text
+
+    def observe(self, prompts: Sequence[str], seeds: Sequence[int], texts: Sequence[str]) -> list[str]:
+        """Record one call's outputs (n prompts, n int seeds, n str texts); return the prompts flagged by it."""
+        new = []
+        for p, s, t in zip(prompts, seeds, texts):
+            by_seed = self._seen.setdefault(p, {})
+            by_seed[int(s)] = t
+            if p not in self.flagged and len(by_seed) >= self.min_seeds and len(set(by_seed.values())) == 1:
+                self.flagged[p] = sorted(by_seed)
+                new.append(p)
+            elif p in self.flagged and len(set(by_seed.values())) > 1:
+                del self.flagged[p]  # a seed did vary it after all
+        while len(self._seen) > self.max_prompts:
+            self._seen.pop(next(iter(self._seen)))
+        return new
+
+    def seeds(self, prompt: str) -> list[int]:
+        """Seeds recorded for ``prompt`` (sorted ints)."""
+        return sorted(self._seen.get(prompt, {}))
+
+    def message(self, name: str, prompts: Sequence[str], temperature, what: str = "") -> str:
+        """The warning text: names the generator, the prompts and seeds, the temperature and the fix."""
+        p = prompts[0]
+        seeds = ", ".join(str(s) for s in self.flagged.get(p, self.seeds(p))[:6])
+        return (f"{name}: {SEED_IGNORED} ({len(prompts)} prompt(s); e.g. seeds {seeds} of prompt {p[:40]!r} all "
+                f"gave one text, at temperature={temperature}){what}. The server ignores the request's `seed`, so "
+                "its outputs are neither reproducible samples nor varied by more attempts or a higher temperature; "
+                "serve the model with a server that honours seed (vLLM, llama.cpp server), or use a local "
+                "generator (LocalLMGenerator, WordNetParaphraser)")
+
+
 class PoolShortfallError(GenerationError):
     """A pool could not be filled with valid, distinct outputs within the allowed attempts.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -17,11 +18,14 @@ import numpy as np
 from pe_kit.cache import cache_dir, content_hash, read_verified, write_verified
 from pe_kit.text.generators.base import (
     GenerationError,
+    SeedEcho,
+    SeedIgnoredWarning,
     TextGenerator,
     _check_prompts,
     _check_seeds,
     draw_seeds,
     generator_identity,
+    samples,
 )
 
 
@@ -47,6 +51,10 @@ class CachedGenerator:
     prompts shortest first, so similar lengths share a batch (less padding; a seeded generator's output does not
     depend on its batch neighbours; default False keeps the callers' order). Attributes ``hits`` / ``misses`` count prompts served from the cache
     / generated, over the object's lifetime. Source: ``pe_kit.cache`` (atomic, checksum-verified files).
+
+    A sampling generator (``config()["temperature"] > 0``) that returns one text for a prompt under three or more
+    seeds ignores ``seed`` (``base.SeedEcho``): those outputs are returned but not cached as seed-specific, the
+    entries this object wrote for that prompt are withdrawn, and a :class:`SeedIgnoredWarning` names it.
     """
 
     def __init__(self, generator: TextGenerator, root: str | os.PathLike | None = None, *, with_code: bool = True,
@@ -60,6 +68,8 @@ class CachedGenerator:
         self.hits = 0
         self.misses = 0
         self._identity: dict | None = None
+        self._echo = SeedEcho()
+        self._samples: bool | None = None
 
     @property
     def name(self) -> str:
@@ -111,10 +121,34 @@ class CachedGenerator:
         entry = {"generator": self.name, "config": self.config(), "prompt": prompt, "seed": int(seed), "text": text}
         write_verified(self.path(self.key(prompt, seed)), json.dumps(entry, ensure_ascii=False).encode("utf-8"))
 
+    def _withdraw(self, prompt: str) -> None:
+        """Delete the entries of ``prompt`` under every seed seen for it (they are not seed-specific)."""
+        for s in self._echo.seeds(prompt):
+            path = self.path(self.key(prompt, s))
+            for f in (path, path.with_name(path.name + ".sha256")):
+                f.unlink(missing_ok=True)
+
+    def _seed_ignored(self, prompts: list[str], seeds: list[int], texts: list[str]) -> set[str]:
+        """Prompts of a sampling generator whose seeds all gave one text (withdrawn from the cache, warned once)."""
+        if self._samples is None:
+            self._samples = samples(self.inner)
+        if not self._samples:
+            return set()
+        new = self._echo.observe(prompts, seeds, texts)
+        for p in new:
+            self._withdraw(p)
+        if new:
+            msg = self._echo.message(self.name, new, self.config().get("temperature"),
+                                     f"; these outputs are not cached as seed-specific under {self.root}")
+            warnings.warn(msg, SeedIgnoredWarning, stacklevel=3)
+        return set(self._echo.flagged)
+
     def _inner_seeded(self, prompts: list[str], seeds: list[int]) -> list[str]:
         fn = getattr(self.inner, "generate_seeded", None)
         if callable(fn):
-            return list(fn(prompts, np.asarray(seeds, dtype=np.int64)))
+            with warnings.catch_warnings():  # the inner's own SeedIgnoredWarning: this object says it, with the cache
+                warnings.simplefilter("ignore", SeedIgnoredWarning)
+                return list(fn(prompts, np.asarray(seeds, dtype=np.int64)))
         out: list[str] = []
         for p, s in zip(prompts, seeds):
             try:
@@ -141,6 +175,9 @@ class CachedGenerator:
         seed_list = _check_seeds(seeds, len(items))
         results: list[str | None] = [self._read(p, s) for p, s in zip(items, seed_list)]
         missing = [i for i, r in enumerate(results) if r is None]
+        hit = [i for i, r in enumerate(results) if r is not None]
+        if hit:  # entries an earlier run stored under several seeds of one prompt, all one text
+            self._seed_ignored([items[i] for i in hit], [seed_list[i] for i in hit], [results[i] for i in hit])
         if self.sort_by_length:
             missing.sort(key=lambda i: len(items[i]))
         self.hits += len(items) - len(missing)
@@ -172,7 +209,10 @@ class CachedGenerator:
             for i, text in zip(chunk, outs):
                 if not isinstance(text, str):
                     raise GenerationError(f"{self.name} returned a {type(text).__name__}, not str, for prompt {i}")
-                self._write(items[i], seed_list[i], text)
+            ignored = self._seed_ignored([items[i] for i in chunk], [seed_list[i] for i in chunk], list(outs))
+            for i, text in zip(chunk, outs):
+                if items[i] not in ignored:
+                    self._write(items[i], seed_list[i], text)
                 results[i] = text
                 self.misses += 1
         return [r for r in results]  # type: ignore[misc]

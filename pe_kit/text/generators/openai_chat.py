@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -21,6 +22,8 @@ import numpy as np
 from pe_kit.text.generators.base import (
     GenerationError,
     SeededGenerator,
+    SeedEcho,
+    SeedIgnoredWarning,
     _check_prompts,
     _check_seeds,
     clean_reply,
@@ -118,6 +121,7 @@ class OpenAIChatGenerator(SeededGenerator):
         self.name = f"openai:{model}@{self.base_url}"
         handlers = [urllib.request.ProxyHandler({})] if _is_loopback(parsed.hostname) else []
         self._opener = urllib.request.build_opener(*handlers)
+        self._echo = SeedEcho()  # a server that drops `seed` is named (SeedIgnoredWarning), not trusted silently
 
     def config(self) -> dict:
         return {
@@ -210,7 +214,10 @@ class OpenAIChatGenerator(SeededGenerator):
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
         """One request per prompt (n str, n seeds -> n str), ``concurrency`` in flight.
 
-        On failure raises :class:`GenerationError` whose ``completed`` holds the replies received.
+        On failure raises :class:`GenerationError` whose ``completed`` holds the replies received. At
+        temperature > 0, a prompt whose replies under three or more seeds (in this call or earlier ones) are all
+        one text raises a :class:`SeedIgnoredWarning` ("the endpoint returned the same text for different seeds");
+        the replies are returned as received.
         """
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
@@ -254,7 +261,13 @@ class OpenAIChatGenerator(SeededGenerator):
             raise GenerationError(
                 f"{error} -- {len(results)} of {len(items)} prompts had succeeded", completed=results
             ) from error
-        return [results[i] for i in range(len(items))]
+        out = [results[i] for i in range(len(items))]
+        if self.temperature > 0:
+            flagged = self._echo.observe(items, seed_list, out)
+            if flagged:
+                warnings.warn(self._echo.message(self.name, flagged, self.temperature), SeedIgnoredWarning,
+                              stacklevel=2)
+        return out
 
 
 class _Fatal(Exception):
