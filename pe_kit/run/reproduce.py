@@ -429,10 +429,20 @@ class _ProgressTail:
         self._drain()
 
 
+#: papermill/nbclient waits, in seconds, for a cell's remaining output messages after the kernel replied (nbclient's
+#: default of 4 s failed a notebook drawing a tqdm bar on a loaded 2-core machine: "Timeout waiting for IOPub
+#: output") and for a kernel to start; cells themselves run without a time limit (execution_timeout=None). The
+#: kernel's messages are never dropped on the way (``pe_kit.run.kernel.LosslessKernelManager``), so this wait ends.
+IOPUB_TIMEOUT_S = 600
+KERNEL_START_TIMEOUT_S = 300
+
+
 def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
          kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
+
+    from pe_kit.run.kernel import LosslessKernelManager
 
     from pe_kit.report.results import collect, summary_markdown
 
@@ -505,6 +515,9 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
                                 language="python",  # our own kernel runs it, whatever the notebook's metadata says
                                 progress_bar=False,  # its per-cell bar misleads (one long cell); RunClock reports
                                 cwd=str(run_dir),
+                                iopub_timeout=IOPUB_TIMEOUT_S, raise_on_iopub_timeout=True,  # outputs never dropped
+                                start_timeout=KERNEL_START_TIMEOUT_S, execution_timeout=None,
+                                kernel_manager_class=LosslessKernelManager,
                                 stdout_file=sys.stdout if log_output else None,
                                 stderr_file=sys.stderr if log_output else None)
         except PapermillExecutionError as exc:
