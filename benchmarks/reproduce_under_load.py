@@ -24,23 +24,23 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_reproduce_load import CHATTY_CELL  # noqa: E402
+from test_reproduce_load import CHATTY_CELL, EVERY, STEPS  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--busy", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--steps", type=int, default=STEPS)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pe_kit-load-"))
     nbs = work / "nbs"
     nbs.mkdir()
     params = nbformat.v4.new_code_cell('output_dir = "."\npreset = "tiny"\nseed = 0')
     params.metadata["tags"] = ["parameters"]
-    cell = CHATTY_CELL.replace("range(4000)", f"range({args.steps})")
+    cell = CHATTY_CELL.replace(f"range({STEPS})", f"range({args.steps})")
     nbformat.write(nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(cell)]), nbs / "01_mechanism.ipynb")
-    expected = [f"line {i}" for i in range(0, args.steps, 400)] + [f"cell done {sum(range(args.steps))}"]
+    expected = [f"line {i}" for i in range(0, args.steps, EVERY)] + [f"cell done {sum(range(args.steps))}"]
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     passed = 0
     try:
