@@ -39,7 +39,8 @@ def main() -> None:
     params = nbformat.v4.new_code_cell('output_dir = "."\npreset = "tiny"\nseed = 0')
     params.metadata["tags"] = ["parameters"]
     cell = CHATTY_CELL.replace(f"range({STEPS})", f"range({args.steps})")
-    nbformat.write(nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(cell)]), nbs / "01_mechanism.ipynb")
+    nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(cell)])
+    nbformat.write(nb, nbs / "01_mechanism.ipynb")
     expected = [f"line {i}" for i in range(0, args.steps, EVERY)] + [f"cell done {sum(range(args.steps))}"]
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     passed = 0
@@ -65,7 +66,8 @@ def main() -> None:
         for p in busy:
             p.kill()
             p.wait()
-    print(f"{passed} of {args.runs} runs passed ({args.busy} busy loops on {os.cpu_count()} cores, {args.steps} bar steps)")
+    print(f"{passed} of {args.runs} runs passed ({args.busy} busy loops on {os.cpu_count()} cores, "
+          f"{args.steps} bar steps)")
 
 
 if __name__ == "__main__":

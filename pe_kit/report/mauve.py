@@ -148,8 +148,8 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
     arr = np.asarray(scores)
     return MauveResult(mean=float(arr.mean()), sd=float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
                        scores=tuple(scores), seeds=seeds, n_p=int(p.shape[0]), n_q=int(q.shape[0]),
-                       num_buckets=buckets, num_buckets_requested=num_buckets if num_buckets == "auto" else buckets,
-                       distinct_p=distinct_p, distinct_q=distinct_q)
+                       num_buckets=buckets, distinct_p=distinct_p, distinct_q=distinct_q,
+                       num_buckets_requested=num_buckets if num_buckets == "auto" else buckets)
 
 
 def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, seed: int, num_redo: int,

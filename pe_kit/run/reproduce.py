@@ -429,20 +429,12 @@ class _ProgressTail:
         self._drain()
 
 
-#: papermill/nbclient waits, in seconds, for a cell's remaining output messages after the kernel replied (nbclient's
-#: default of 4 s failed a notebook drawing a tqdm bar on a loaded 2-core machine: "Timeout waiting for IOPub
-#: output") and for a kernel to start; cells themselves run without a time limit (execution_timeout=None). The
-#: kernel's messages are never dropped on the way (``pe_kit.run.kernel.LosslessKernelManager``), so this wait ends.
-IOPUB_TIMEOUT_S = 600
-KERNEL_START_TIMEOUT_S = 300
-
-
 def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
          kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
-    from pe_kit.run.kernel import LosslessKernelManager
+    from pe_kit.run.kernel import IOPUB_TIMEOUT_S, KERNEL_START_TIMEOUT_S, LosslessKernelManager
 
     from pe_kit.report.results import collect, summary_markdown
 
