@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -26,17 +27,26 @@ import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory
-from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold
+from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments
+from pe_kit.audit.release_runner import (CALL_CHUNK, check_audit_arguments, implementation_name,
+                                         release_scores)
 from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_problem
 from pe_kit.config import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
 __all__ = ["SpecStatistic", "spec_statistic", "BlackBoxAudit", "implementation_scores", "audit_implementation",
-           "audit_suite", "trials_needed", "MAX_TRIALS"]
+           "audit_suite", "trials_needed", "repeated_releases", "MAX_TRIALS", "DEFAULT_DELTA", "MAX_REPEAT_FRACTION"]
 
 #: the per-hypothesis trial budget of one black-box audit (issue 15: ≤ 10⁵)
 MAX_TRIALS = 100_000
+
+#: δ of every black-box audit unless given (the suite's, ``run.implementation_audit.SUITE_DELTA``): the claimed
+#: guarantee holds at every δ of its curve, and at 10⁻³ the tail events that separate a broken ε from ε_theory are
+#: seen within 10⁵ trials (at 10⁻⁵, 3 of 5 real violations of issue 31 were no longer flagged)
+DEFAULT_DELTA = 1e-3
+#: a stream whose releases repeat exactly more often than this is not drawing fresh continuous noise per release
+MAX_REPEAT_FRACTION = 1e-3
 
 _SPLITS = ("calibration", "test")
 
@@ -120,54 +130,29 @@ def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1
                          {s: pops[s] for s in _SPLITS})
 
 
-def _population(design, split: str, hypothesis: int, n_users: int) -> tuple:
-    """(records, owner, n) of one split's N distinct users (plus the canary as the last user under H1).
-
-    Raises ValueError when the split does not hold exactly ``n_users`` users (never resampled)."""
-    users = _users(design, split)
-    if len(users) != n_users:
-        raise ValueError(f"design.{split} has {len(users)} users but the statistic was built for N={n_users}: "
-                         "calibration and test splits are distinct users of equal size, never resampled; rebuild "
-                         "the design with n_calibration = n_test")
-    if hypothesis == 1:
-        users = users + [np.asarray(design.canary)]
-    return stack_users(users)
-
-
 def implementation_scores(release, design, mechanism: MechanismConfig, stat: SpecStatistic, split: str,
                           hypothesis: int, n_trials: int, rng: np.random.Generator, *, batch: int = 8192,
-                          use_batch: bool | None = None) -> np.ndarray:
+                          use_batch: bool | None = None, scheduler=None, call_chunk: int = CALL_CHUNK,
+                          show_progress: bool | None = None) -> np.ndarray:
     """Scores of ``n_trials`` releases of ``release`` on one split under H0 (canary absent) or H1 (canary
-    eligible, the last user row). float64 (n_trials,).
+    eligible at ``design.canary_position``, default the last user row). float64 (n_trials,).
 
     Uses ``release.release_batch`` on P (``batch`` releases per call) when the implementation offers it and
-    ``use_batch`` is not False; otherwise one full ``release(...)`` call per trial, read on P.
+    ``use_batch`` is not False; otherwise one full ``release(...)`` call per trial, read on P, ``call_chunk`` per
+    chunk (a progress bar per stream). Chunk j draws from ``rng.spawn`` child j, so ``scheduler`` (a
+    ``dask.distributed.Client``) gives the same scores as serial (``release_runner.release_scores``).
 
     Raises:
-        ValueError: on a bad split / hypothesis / n_trials, or a release of the wrong shape.
+        ValueError: on a bad split / hypothesis / n_trials, or a release that returns None, another shape or
+            non-finite values (the message names the implementation, the form and the expected shape).
     """
     if split not in _SPLITS or hypothesis not in (0, 1):
         raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
     if int(n_trials) != n_trials or n_trials < 1:
         raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
-    records, owner, n = _population(design, split, hypothesis, stat.n_users)
-    bank = np.asarray(design.bank, dtype=np.float32)
     batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
-    out = np.empty(int(n_trials))
-    if batched:
-        for start in range(0, int(n_trials), batch):
-            t = min(batch, int(n_trials) - start)
-            y = np.asarray(release.release_batch(bank, records, owner, n, mechanism, rng, t, stat.coords))
-            if y.shape != (t, stat.coords.size):
-                raise ValueError(f"release_batch returned shape {y.shape}; expected ({t}, {stat.coords.size})")
-            out[start:start + t] = stat.score(y)
-        return out
-    for i in range(int(n_trials)):
-        y = np.asarray(release(bank, records, owner, n, mechanism, rng), dtype=np.float64)
-        if y.shape != (bank.shape[0],):
-            raise ValueError(f"the release returned shape {y.shape}; a PE histogram has shape ({bank.shape[0]},)")
-        out[i] = stat.score(y[stat.coords][None, :])[0]
-    return out
+    return release_scores(release, design, mechanism, stat, split, hypothesis, int(n_trials), rng, batched=batched,
+                          chunk=batch if batched else call_chunk, scheduler=scheduler, show_progress=show_progress)
 
 
 @dataclass(frozen=True)
@@ -185,6 +170,14 @@ class BlackBoxAudit:
         mu_eff: the specification's μ_eff of the design. threshold, threshold_mix: the frozen threshold (ℓ, ℓ_mix).
         calibration, test: ``ThresholdAudit`` records. trials: per hypothesis per split. gamma, delta.
         batched: whether ``release_batch`` was used. seconds: wall time of the trials and bounds.
+        repeated_h0: the larger over the two splits of the number of H0 releases whose score repeats an earlier one
+            exactly (``repeated_releases``): 0 for a release with fresh continuous noise each time.
+        repeats_flag: repeated_h0 > ``MAX_REPEAT_FRACTION``·trials (noise missing on P, or the trials are not
+            independent: a clock seed, a fixed seed, an empty batch released without noise).
+        population_shift: the calibration → test FPR check at the frozen threshold (``bounds.population_shift``;
+            a warning, not a flag: it also fires when the two user splits differ).
+        fpr_calibration, fpr_test: the false-positive rates it compares.
+        flagged: violation or repeats_flag (what the row accuses the implementation of).
     """
 
     implementation: str
@@ -205,6 +198,16 @@ class BlackBoxAudit:
     delta: float
     batched: bool
     seconds: float
+    repeated_h0: int = 0
+    repeats_flag: bool = False
+    population_shift: bool = False
+    fpr_calibration: float = math.nan
+    fpr_test: float = math.nan
+
+    @property
+    def flagged(self) -> bool:
+        """violation or repeats_flag."""
+        return bool(self.violation or self.repeats_flag)
 
     def as_row(self) -> dict:
         """Flat dict: scalar fields plus ``calibration_*`` / ``test_*`` counts and bounds, ``tpr``, ``fpr``."""
@@ -213,13 +216,21 @@ class BlackBoxAudit:
             for k, v in getattr(self, name).as_dict().items():
                 row[f"{name}_{k}"] = v
         row["tpr"], row["fpr"] = self.test.tpr, self.test.fpr
+        row["flagged"] = self.flagged
         return row
 
 
+def repeated_releases(scores: np.ndarray) -> int:
+    """How many of the scores float (t,) repeat an earlier one exactly: t − #distinct (0 for continuous noise)."""
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    return int(scores.size - np.unique(scores).size)
+
+
 def audit_implementation(release, design, mechanism: MechanismConfig, *, trials: int = MAX_TRIALS,
-                         gamma: float = 0.0025, delta: float = 1e-5, seed=0, shrinkage: float = 0.1,
+                         gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0, shrinkage: float = 0.1,
                          ridge: float = 1e-9, batch: int = 8192, use_batch: bool | None = None,
-                         stat: SpecStatistic | None = None, return_scores: bool = False):
+                         stat: SpecStatistic | None = None, return_scores: bool = False, scheduler=None,
+                         call_chunk: int = CALL_CHUNK, show_progress: bool | None = None):
     """Audit a PE release implementation through its own function (module docstring; §2.1 Steps 2–5).
 
     Args:
@@ -228,19 +239,28 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
         design: duck-typed design (``spec_statistic``).
         mechanism: the settings the implementation claims; ε_theory is computed from them at ``delta``.
         trials: trials per hypothesis per split (calibration and test each), ≥ 1.
-        gamma: one-sided Clopper–Pearson tail in (0, 1). delta: δ in (0, 1).
+        gamma: one-sided Clopper–Pearson tail in (0, 1). delta: δ in (0, 1), default ``DEFAULT_DELTA`` = 10⁻³ (the
+            suite's).
         seed: int / sequence / SeedSequence; the four trial streams are its spawns (calibration H0, H1,
             test H0, H1).
         shrinkage, ridge: of the specification's Σ̂. batch, use_batch: see ``implementation_scores``.
         stat: a precomputed ``spec_statistic`` of this design and mechanism (saves the routing).
         return_scores: also return {(split, hypothesis): scores}.
+        scheduler: None (serial) or a ``dask.distributed.Client``: the releases of each stream fan out over its
+            workers in chunks, with the same scores as serial (``release_runner.release_scores``).
+        call_chunk, show_progress: releases per chunk without ``release_batch``; a progress bar per stream (None:
+            only without ``release_batch``).
 
     Returns:
-        ``BlackBoxAudit`` (and the scores dict if asked).
+        ``BlackBoxAudit`` (and the scores dict if asked). Warns (``UserWarning``) when the calibration → test
+        population-shift check fires or H0 releases repeat.
 
     Raises:
-        ValueError: on bad γ, δ, trials or design; errors of the implementation propagate.
+        TypeError: on swapped or mistyped arguments (``release_runner.check_audit_arguments``).
+        ValueError: on bad γ, δ, trials or design, or a release that returns None / another shape / NaN (naming
+            the implementation); errors of the implementation propagate.
     """
+    check_audit_arguments(release, design, mechanism)
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_audits))")
     if not 0 < delta < 1:
@@ -255,7 +275,8 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
     for split in _SPLITS:
         for h in (0, 1):
             scores[(split, h)] = implementation_scores(release, design, mechanism, stat, split, h, int(trials),
-                                                       gens[i], batch=batch, use_batch=use_batch)
+                                                       gens[i], batch=batch, use_batch=use_batch, scheduler=scheduler,
+                                                       call_chunk=call_chunk, show_progress=show_progress)
             i += 1
     cal = calibrate_threshold(scores[("calibration", 0)], scores[("calibration", 1)], gamma, delta)
     tst = evaluate_threshold(scores[("test", 0)], scores[("test", 1)], cal.threshold, gamma, delta,
@@ -264,20 +285,35 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
     ceiling = epsilon_ceiling(stat.mu_eff, mechanism.sample_rate, delta)
     expected = getattr(release, "breaks_guarantee", None)
     n_h1 = stat.n_users + 1
+    name = implementation_name(release)
+    shift = population_shift(cal, tst, gamma)
+    repeats = max(repeated_releases(scores[(s, 0)]) for s in _SPLITS)
+    repeats_flag = bool(repeats > MAX_REPEAT_FRACTION * int(trials))
+    if repeats_flag:
+        warnings.warn(f"{name}: {repeats} of {int(trials)} H0 releases repeat an earlier one exactly: the noise is not "
+                      "fresh per release (a seed from the clock or fixed, noise missing on the probe coordinates, or an "
+                      "empty batch released without noise); the trials are not independent", stacklevel=2)
+    elif shift["population_shift"]:
+        warnings.warn(f"{name}: the frozen threshold's FPR moved from {shift['fpr_calibration']:.3g} (calibration) to "
+                      f"{shift['fpr_test']:.3g} (test), outside both Clopper–Pearson intervals: the calibration did "
+                      "not carry over (different user splits, or releases that change between streams, e.g. a clock "
+                      "seed)", stacklevel=2)
     out = BlackBoxAudit(
-        implementation=str(getattr(release, "name", type(release).__name__)), design=str(getattr(design, "name", "")),
+        implementation=name, design=str(getattr(design, "name", "")),
         epsilon_lower=tst.epsilon, epsilon_theory=eps_theory, epsilon_ceiling=ceiling,
         tightness=(tst.epsilon / ceiling) if ceiling > 0 else math.nan, violation=bool(tst.epsilon > eps_theory),
         expected_violation=None if expected is None else bool(expected(mechanism, n_h1)), mu_eff=stat.mu_eff,
         threshold=cal.threshold, threshold_mix=float(mixture_llr(cal.threshold, mechanism.sample_rate)),
         calibration=cal, test=tst, trials=int(trials), gamma=float(gamma), delta=float(delta),
         batched=hasattr(release, "release_batch") if use_batch is None else bool(use_batch),
-        seconds=time.perf_counter() - t0)
+        seconds=time.perf_counter() - t0, repeated_h0=repeats, repeats_flag=repeats_flag,
+        population_shift=bool(shift["population_shift"]), fpr_calibration=float(shift["fpr_calibration"]),
+        fpr_test=float(shift["fpr_test"]))
     return (out, scores) if return_scores else out
 
 
 def audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
-                delta: float = 1e-3, seed=0, **options) -> list[BlackBoxAudit]:
+                delta: float = DEFAULT_DELTA, seed=0, **options) -> list[BlackBoxAudit]:
     """Audit several (release, design) pairs with a family-wise level α (γ = α/(4·len(cases))).
 
     Args:
@@ -303,7 +339,7 @@ def audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: i
 
 
 def trials_needed(release, design, mechanism: MechanismConfig, *, ladder: Sequence[int] = (1_000, 3_000, 10_000,
-                  30_000, 100_000), gamma: float = 0.0025, delta: float = 1e-3, seed=0,
+                  30_000, 100_000), gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0,
                   **options) -> tuple[int | None, list[BlackBoxAudit]]:
     """The smallest trial budget of ``ladder`` at which ``release`` is flagged (the tightness curve of a mutant).
 

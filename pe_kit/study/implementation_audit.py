@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.attack.bug_canaries import DESIGNS, design_for
-from pe_kit.audit.blackbox import audit_suite, spec_statistic, trials_needed
+from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_suite, spec_statistic, trials_needed
 from pe_kit.config import MechanismConfig
 from pe_kit.pe.mutants import all_implementations
 from pe_kit.pe.release_protocol import ReferenceRelease
@@ -26,7 +26,7 @@ SUITE_MECHANISM = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, 
 #: δ of the suite. At δ = 10⁻⁵ the tail events that separate ε(σ/√2) from ε(σ) need ≫ 10⁵ trials; at 10⁻³ a
 #: fixed-size sample's √2 displacement is visible at ≤ 10⁵ (expected ε_lower 1.07 vs ε_theory 0.66), and the
 #: claimed guarantee holds at every δ of its curve, so auditing at 10⁻³ tests the same claim.
-SUITE_DELTA = 1e-3
+SUITE_DELTA = DEFAULT_DELTA
 
 
 def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Sequence | None = None) -> list[tuple]:

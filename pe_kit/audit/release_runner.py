@@ -1,0 +1,211 @@
+"""Running a black-box release implementation: argument checks, its output checked, populations, chunked seeds,
+serial or Dask fan-out.
+
+Source: §2.1 Steps 3–4 of the paper (trials under H0 / H1), run through a ``pe.release_protocol.PERelease``.
+Releases are independent given their seeds, so the trials of one stream are cut into chunks of fixed size, chunk
+j drawing from the j-th ``numpy.random.Generator.spawn`` child of the stream's generator. The scores then depend
+on the seed and the chunk size only, never on where a chunk runs: serially here, or on the workers of a
+``dask.distributed.Client`` (the wrapped library; ``scheduler=``), gathered back in chunk order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pe_kit.config import MechanismConfig
+from pe_kit.pe.release_protocol import stack_users
+from pe_kit.progress import progress
+
+__all__ = ["implementation_name", "check_audit_arguments", "check_release_output", "canary_index", "population",
+           "release_scores", "CALL_CHUNK"]
+
+#: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
+CALL_CHUNK = 64
+_SPLITS = ("calibration", "test")
+_DESIGN_FIELDS = ("bank", "coords", "canary", "aux", "calibration", "test")
+
+
+def implementation_name(release) -> str:
+    """The label of an implementation in audit rows: its ``name`` attribute, else the function's ``__qualname__``
+    (``my_module_fn``, ``Class.method``), else its class name."""
+    name = getattr(release, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    for obj in (release, getattr(release, "func", None)):  # functools.partial keeps the function in .func
+        q = getattr(obj, "__qualname__", None)
+        if isinstance(q, str) and q and not isinstance(obj, type):
+            return q
+    return type(release).__name__
+
+
+def check_audit_arguments(release, design, mechanism) -> None:
+    """Check the three positional arguments of a black-box audit before any work.
+
+    Raises:
+        TypeError: naming what was expected and what came, e.g. swapped arguments (a design where the release
+            should be), a release that is not callable, a design missing fields, or a mechanism that is not a
+            ``MechanismConfig``.
+    """
+    if not callable(release) and not hasattr(release, "release_batch"):
+        hint = " (did you swap release and design? the release comes first)" if hasattr(release, "bank") else ""
+        raise TypeError(f"release must be a PERelease: a callable (bank, records, owner, n_users, config, rng) -> "
+                        f"(p,) histogram; got {type(release).__name__}{hint}")
+    missing = [f for f in _DESIGN_FIELDS if not hasattr(design, f)]
+    if missing:
+        hint = (" (did you swap release and design? the release comes first, the design second)"
+                if callable(design) else "")
+        raise TypeError(f"design must carry {_DESIGN_FIELDS} (e.g. pe_kit.attack.bug_canaries.ImplementationDesign or "
+                        f"pe_kit.attack.release_designs.release_design); got {type(design).__name__} without "
+                        f"{missing}{hint}")
+    if not isinstance(mechanism, MechanismConfig):
+        raise TypeError(f"mechanism must be a pe_kit.config.MechanismConfig (the settings the implementation claims); "
+                        f"got {type(mechanism).__name__}")
+
+
+def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
+    """The release ``y`` as float64 of shape ``expected``.
+
+    Raises:
+        ValueError: naming the implementation, the form (``release(...)`` / ``release_batch(...)``), the shape it
+            should have and what came: None (a function without ``return``), a non-numeric object, another shape,
+            or NaN / ±inf values.
+    """
+    if y is None:
+        raise ValueError(f"{name}: {form} returned None; expected a float array of shape {expected} (does the "
+                         "function end with `return histogram`?)")
+    try:
+        arr = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {form} returned {type(y).__name__}, not numbers; expected a float array of shape "
+                         f"{expected}") from None
+    if arr.shape != expected:
+        raise ValueError(f"{name}: {form} returned shape {arr.shape}; expected {expected} (one noisy count per bank "
+                         "entry" + (", restricted to the probe coordinates)" if len(expected) == 2 else ")"))
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"{name}: {form} returned {int(bad.sum())} non-finite values (NaN or ±inf) of {arr.size}; a "
+                         "PE release is finite (check the implementation's normalisation, e.g. a division by a zero "
+                         "norm or count)")
+    return arr
+
+
+def canary_index(design, n_users: int) -> int:
+    """The canary's user row under H1 among ``n_users`` + 1 rows: ``design.canary_position`` ``"last"`` (default,
+    row N), ``"first"`` (row 0) or an int in [0, N].
+
+    Raises:
+        ValueError: on another value (names the field and the accepted values).
+    """
+    pos = getattr(design, "canary_position", "last")
+    if isinstance(pos, str):
+        if pos in ("last", "first"):
+            return int(n_users) if pos == "last" else 0
+    elif int(pos) == pos and 0 <= int(pos) <= n_users:
+        return int(pos)
+    raise ValueError(f"design.canary_position={pos!r} must be 'last', 'first' or a user row in [0, {n_users}]")
+
+
+def population(design, split: str, hypothesis: int, n_users: int) -> tuple:
+    """(records float32 (n, d), owner int64 (n,), n) of one split's N distinct users, plus the canary under H1 at
+    ``canary_index``.
+
+    Raises:
+        ValueError: when the split does not hold exactly ``n_users`` users (never resampled).
+    """
+    users = list(getattr(design, split, None) or [])
+    if len(users) != n_users:
+        raise ValueError(f"design.{split} has {len(users)} users but the statistic was built for N={n_users}: "
+                         "calibration and test splits are distinct users of equal size, never resampled; rebuild "
+                         "the design with n_calibration = n_test")
+    if hypothesis == 1:
+        users.insert(canary_index(design, n_users), np.asarray(design.canary))
+    return stack_users(users)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every chunk of one stream needs (scattered once to Dask workers)."""
+
+    release: object
+    bank: np.ndarray
+    records: np.ndarray
+    owner: np.ndarray
+    n_users: int
+    mechanism: MechanismConfig
+    coords: np.ndarray
+    m0: np.ndarray
+    canary: np.ndarray
+    weights: np.ndarray
+    batched: bool
+    name: str
+
+
+def _score(job: _Job, y_p: np.ndarray) -> np.ndarray:
+    return (y_p - job.m0 - job.canary / 2) @ job.weights
+
+
+def _chunk(job: _Job, rng: np.random.Generator, t: int) -> np.ndarray:
+    """Scores float64 (t,) of t releases drawn from ``rng`` (one chunk)."""
+    if job.batched:
+        y = job.release.release_batch(job.bank, job.records, job.owner, job.n_users, job.mechanism, rng, t, job.coords)
+        return _score(job, check_release_output(y, (t, job.coords.size), job.name, "release_batch(...)"))
+    out = np.empty(t)
+    for i in range(t):
+        y = check_release_output(job.release(job.bank, job.records, job.owner, job.n_users, job.mechanism, rng),
+                                 (job.bank.shape[0],), job.name, "release(...)")
+        out[i] = _score(job, y[job.coords][None, :])[0]
+    return out
+
+
+def release_scores(release, design, mechanism: MechanismConfig, stat, split: str, hypothesis: int, n_trials: int,
+                   rng: np.random.Generator, *, batched: bool, chunk: int, scheduler=None,
+                   show_progress: bool | None = None) -> np.ndarray:
+    """Scores float64 (n_trials,) of one stream: chunks of ``chunk`` releases, chunk j from ``rng.spawn`` child j.
+
+    Args:
+        release, design, mechanism, stat: as ``blackbox.implementation_scores`` (``stat``: a ``SpecStatistic``).
+        split, hypothesis: which population (``population``). n_trials: releases (int ≥ 1).
+        rng: the stream's generator (only its spawned children draw). batched: call ``release_batch``.
+        chunk: releases per chunk (int ≥ 1). scheduler: None (serial) or a ``dask.distributed.Client`` (chunks are
+            ``Client.map`` tasks; the job is scattered once with ``broadcast=True``).
+        show_progress: a ``pe_kit.progress`` bar per stream (None: only for the unbatched form).
+
+    Returns:
+        float64 (n_trials,), identical for the same ``rng`` state and ``chunk`` whatever the scheduler.
+
+    Raises:
+        ValueError: as ``check_release_output``; errors of the implementation propagate (re-raised by Dask).
+    """
+    if int(chunk) != chunk or chunk < 1:
+        raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
+    records, owner, n = population(design, split, hypothesis, stat.n_users)
+    name = implementation_name(release)
+    job = _Job(release, np.asarray(design.bank, dtype=np.float32), records, owner, n, mechanism, stat.coords, stat.m0,
+               stat.canary, stat.weights, bool(batched), name)
+    sizes = [min(int(chunk), int(n_trials) - s) for s in range(0, int(n_trials), int(chunk))]
+    gens = rng.spawn(len(sizes))
+    show = (not batched) if show_progress is None else bool(show_progress)
+    bar = progress(total=int(n_trials), desc=f"{name} {split} H{hypothesis}", unit="release") if show else None
+    try:
+        if scheduler is None:
+            parts = []
+            for g, t in zip(gens, sizes):
+                parts.append(_chunk(job, g, t))
+                if bar is not None:
+                    bar.update(t)
+            return np.concatenate(parts)
+        from distributed import as_completed
+
+        [shared] = scheduler.scatter([job], broadcast=True, hash=False)
+        futures = scheduler.map(_chunk, [shared] * len(sizes), gens, sizes, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        parts = [None] * len(sizes)
+        for fut in as_completed(futures):
+            parts[index[fut.key]] = fut.result()
+            if bar is not None:
+                bar.update(sizes[index[fut.key]])
+        return np.concatenate(parts)
+    finally:
+        if bar is not None:
+            bar.close()
