@@ -42,6 +42,8 @@ class ImplementationDesign:
         canary: float32 (m, d) the canary's record embeddings.
         aux, calibration, test: lists of float32 (n_u, d) record embeddings, one array per user.
         info: how it was built (sizes, seed-free).
+        canary_position: the canary's user row under H1: ``"last"`` (default), ``"first"`` or an int in [0, N]
+            (``audit.release_runner.canary_index``; the battery of ``attack.design_battery`` varies it).
     """
 
     name: str
@@ -52,6 +54,7 @@ class ImplementationDesign:
     calibration: list
     test: list
     info: dict = field(default_factory=dict)
+    canary_position: object = "last"
 
 
 def _check_sizes(**sizes) -> None:

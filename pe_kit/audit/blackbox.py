@@ -30,7 +30,7 @@ from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory
 from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments
 from pe_kit.audit.release_runner import (CALL_CHUNK, check_audit_arguments, implementation_name,
-                                         release_scores)
+                                         release_scores, seed_sequence)
 from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_problem
 from pe_kit.config import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
@@ -269,7 +269,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
         raise ValueError(f"trials={trials} must be an integer ≥ 1")
     t0 = time.perf_counter()
     stat = stat or spec_statistic(design, mechanism, shrinkage=shrinkage, ridge=ridge)
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    root = seed_sequence(seed)
     gens = [np.random.Generator(np.random.PCG64(s)) for s in root.spawn(4)]
     scores, i = {}, 0
     for split in _SPLITS:

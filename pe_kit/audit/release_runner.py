@@ -17,13 +17,21 @@ from pe_kit.config import MechanismConfig
 from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
-__all__ = ["implementation_name", "check_audit_arguments", "check_release_output", "canary_index", "population",
+__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_output", "canary_index", "population",
            "release_scores", "CALL_CHUNK"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
 CALL_CHUNK = 64
 _SPLITS = ("calibration", "test")
 _DESIGN_FIELDS = ("bank", "coords", "canary", "aux", "calibration", "test")
+
+
+def seed_sequence(seed) -> np.random.SeedSequence:
+    """A fresh ``numpy.random.SeedSequence`` of an int / sequence of ints / SeedSequence (a copy: spawning from it
+    never moves the caller's, so the same seed always spawns the same children)."""
+    if isinstance(seed, np.random.SeedSequence):
+        return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size)
+    return np.random.SeedSequence(seed)
 
 
 def implementation_name(release) -> str:

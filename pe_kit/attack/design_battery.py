@@ -1,0 +1,160 @@
+"""A design battery: variants of one black-box design that vary what an implementation may treat specially.
+
+One design sees a bug only where its canary sits (issue 31: a canary always last never meets "the first user
+always participates"; one with 8 records never meets "users with ≥ 32 records skip sampling"; a population of 25
+never empties a batch; probes below index 4,096 never meet "noise only on the first 4,096 coordinates"). The
+battery varies one axis at a time around the base design:
+
+* ``position``: the canary's user row under H1 — ``first``, ``last`` (the base) or a seeded ``random`` row;
+* ``records``: the canary's record count — ``1`` (its record with the most top-k votes on P), the ``median`` of
+  the population's counts, the ``cap`` m of the mechanism (records repeated cyclically: a user may hold equal
+  records, and the normalised votes of a cyclic repeat are the canary's own up to the rounding of counts);
+* ``population``: the calibration and test users kept (their first N each, never resampled), down to 1;
+* ``bank``: the bank padded to ``large_bank`` entries with the probes moved to its tail (padding rows repeat
+  base rows after them, so exact ties route to the originals, ``pe.mechanism.topk_routes``; no specified
+  contribution changes).
+
+Each variant is an ordinary design (``attack.bug_canaries.ImplementationDesign``) whose statistic the audit
+recomputes under the specification (Eqs. 14, 31–35), so every audit of the battery is a valid test of the same
+claim (ε_theory, δ) on a different neighbouring pair; ``audit.battery.audit_battery`` splits α over them.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pe_kit.attack.bug_canaries import ImplementationDesign
+from pe_kit.config import MechanismConfig
+from pe_kit.pe.mechanism import topk_routes
+
+__all__ = ["battery_designs", "check_design", "with_canary_records", "with_population", "with_large_bank",
+           "DEFAULT_AXES", "LARGE_BANK"]
+
+#: the paper's p: probes moved past 4,096 (a common power of two in buggy code) on a bank of 8,192
+LARGE_BANK = 8192
+#: the default axes (one variant per value, the base excluded): position, records, population, bank
+DEFAULT_AXES = {"position": ("first", "random"), "records": (1, "median", "cap"), "population": (1,),
+                "bank": ("large",)}
+
+
+def _renamed(design, axis: str, value, **changes) -> ImplementationDesign:
+    info = {**dict(getattr(design, "info", {}) or {}), "axis": axis, "setting": str(value)}
+    fields = {f.name: getattr(design, f.name, None) for f in dataclasses.fields(ImplementationDesign)}
+    fields.update(name=f"{design.name}|{axis}={value}", info=info, **changes)
+    if fields["canary_position"] is None:
+        fields["canary_position"] = "last"
+    return ImplementationDesign(**fields)
+
+
+def with_canary_records(design, n_records, mechanism: MechanismConfig) -> ImplementationDesign:
+    """The design with the canary holding ``n_records`` records (module docstring, ``records`` axis).
+
+    Args:
+        n_records: int ≥ 1, ``"median"`` (of the calibration and test users' counts) or ``"cap"``
+            (``mechanism.record_cap``).
+
+    Raises:
+        ValueError: on another value.
+    """
+    canary = np.asarray(design.canary, dtype=np.float32)
+    if n_records == "cap":
+        m = int(mechanism.record_cap)
+    elif n_records == "median":
+        m = max(1, int(np.median([len(u) for u in list(design.calibration) + list(design.test)])))
+    elif isinstance(n_records, (int, np.integer)) and n_records >= 1:
+        m = int(n_records)
+    else:
+        raise ValueError(f"n_records={n_records!r} must be an integer ≥ 1, 'median' or 'cap'")
+    if m == 1:  # the record that casts the most top-k votes on P (ties → the first)
+        hits = np.isin(topk_routes(canary, np.asarray(design.bank), mechanism.top_k), design.coords).sum(axis=1)
+        new = canary[[int(np.argmax(hits))]]
+    else:
+        new = canary[np.arange(m) % len(canary)]
+    return _renamed(design, "records", n_records, canary=new)
+
+
+def with_population(design, n_users: int) -> ImplementationDesign:
+    """The design with the first ``n_users`` calibration and test users (``population`` axis).
+
+    Raises:
+        ValueError: unless 1 ≤ n_users ≤ the design's N.
+    """
+    n = len(design.test)
+    if int(n_users) != n_users or not 1 <= n_users <= min(n, len(design.calibration)):
+        raise ValueError(f"n_users={n_users} must be an integer in [1, {n}] (the design's calibration/test size)")
+    k = int(n_users)
+    pos = design.canary_position if isinstance(design.canary_position, str) else min(int(design.canary_position), k)
+    return _renamed(design, "population", k, calibration=list(design.calibration)[:k], test=list(design.test)[:k],
+                    canary_position=pos)
+
+
+def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
+    """The design on a bank of ``max(size, p)`` entries with the probes at its tail (``bank`` axis).
+
+    Raises:
+        ValueError: on size < |P| + 1.
+    """
+    bank = np.asarray(design.bank, dtype=np.float32)
+    coords = np.asarray(design.coords, dtype=np.int64)
+    size = max(int(size), bank.shape[0])
+    if size < coords.size + 1:
+        raise ValueError(f"size={size} must exceed the {coords.size} probe coordinates")
+    others = np.setdiff1d(np.arange(bank.shape[0]), coords)
+    pad = others[np.arange(size - bank.shape[0]) % max(len(others), 1)] if len(others) else coords[:0]
+    new = np.concatenate([bank[others], bank[pad], bank[coords]])
+    return _renamed(design, "bank", size, bank=new, coords=np.arange(size - coords.size, size, dtype=np.int64))
+
+
+def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator, *, axes: dict | None = None,
+                    large_bank: int = LARGE_BANK) -> list[ImplementationDesign]:
+    """The base design followed by one variant per axis value (module docstring), in ``axes`` order.
+
+    Args:
+        design: duck-typed base design (``ImplementationDesign``, ``attack.release_designs.release_design``).
+        mechanism: the settings the implementation claims (k, record_cap m).
+        rng: draws the ``random`` position (the only randomness).
+        axes: {axis: values}, default ``DEFAULT_AXES``; a value equal to the base's is skipped (no duplicate audit).
+        large_bank: the ``large`` bank size.
+
+    Returns:
+        list of ``ImplementationDesign``; each variant's ``info`` has ``axis`` and ``setting``.
+
+    Raises:
+        ValueError: on an unknown axis or value.
+    """
+    axes = DEFAULT_AXES if axes is None else axes
+    base = _renamed(design, "base", "base")
+    base = dataclasses.replace(base, name=str(design.name))
+    out = [base]
+    n = len(base.test)
+    for axis, values in axes.items():
+        for v in values:
+            if axis == "position":
+                if v not in ("first", "last", "random"):
+                    raise ValueError(f"position value {v!r} must be 'first', 'last' or 'random'")
+                if v == "last":
+                    continue
+                pos = int(rng.integers(0, n + 1)) if v == "random" else v
+                out.append(_renamed(base, "position", v, canary_position=pos))
+            elif axis == "records":
+                d = with_canary_records(base, v, mechanism)
+                if len(d.canary) != len(base.canary) or v == 1:
+                    out.append(d)
+            elif axis == "population":
+                if int(v) < n:
+                    out.append(with_population(base, v))
+            elif axis == "bank":
+                if v != "large":
+                    raise ValueError(f"bank value {v!r} must be 'large'")
+                out.append(with_large_bank(base, large_bank))
+            else:
+                raise ValueError(f"axis {axis!r} is unknown; use {sorted(DEFAULT_AXES)}")
+    return out
+
+
+def check_design(design, mechanism: MechanismConfig) -> ImplementationDesign:
+    """The design of the per-call checks: one canary record, one other user (cheap releases, and the canary's
+    clipping binds hardest: a single record's normalised votes have norm 1/√k, ``pe.mutants`` F3)."""
+    return dataclasses.replace(with_population(with_canary_records(design, 1, mechanism), 1),
+                               name=f"{design.name}|check")

@@ -1,0 +1,86 @@
+"""Real-text black-box designs: a study world + a Table-1 canary design → the design a black-box audit takes.
+
+``audit.blackbox.audit_implementation`` reads a design duck-typed (``bank``, ``coords``, ``canary``, ``aux``,
+``calibration``, ``test``; ``attack.bug_canaries.ImplementationDesign``). ``release_design`` builds it from a
+study ``World`` (``run.study``: the embedded bank and each split's record embeddings) and a frozen
+``ProbeDesign`` of any Table-1 variant (``attack.variants``; App. B): the bank with the design's probes at their
+positions (the bank the mechanism sees, Alg. A.1 line 11), P = the probe positions (the canary's natural top-k
+support for ``ordinary``, as ``run.study.audit_design`` reads), the canary's record embeddings, and each
+split's users as per-user record arrays. Both arguments are duck-typed, so this module imports nothing above
+``attack``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pe_kit.attack.bug_canaries import ImplementationDesign
+from pe_kit.config import MechanismConfig
+from pe_kit.pe.mechanism import topk_routes
+from pe_kit.pe.release_protocol import user_records
+
+__all__ = ["release_design", "world_users"]
+
+_SPLITS = ("aux", "calibration", "test")
+
+
+def world_users(world, split: str) -> list:
+    """A world's split as a list of per-user float32 (n_u, d) record embeddings, in split order.
+
+    Raises:
+        ValueError: when ``world.records`` has no such split (names the splits it has).
+    """
+    records = getattr(world, "records", None) or {}
+    if split not in records:
+        raise ValueError(f"world.records has no split {split!r} (it has {sorted(records)}): pass a "
+                         "pe_kit.run.study.World built by build_world")
+    rec = records[split]
+    emb = np.asarray(rec["emb"], dtype=np.float32)
+    return user_records(emb, np.asarray(rec["owner"], dtype=np.int64), len(rec["ids"]))
+
+
+def release_design(world, design, mechanism: MechanismConfig | None = None, *, name: str | None = None) -> ImplementationDesign:
+    """The black-box design of one study canary (module docstring).
+
+    Args:
+        world: duck-typed ``run.study.World``: ``bank`` float32 (p, d) and ``records[split]`` with ``emb`` float32
+            (n, d), ``owner`` int (n,), ``ids`` (one per user) for ``aux``, ``calibration``, ``test``.
+        design: duck-typed ``attack.variants.ProbeDesign``: ``variant``, ``canary_id``, ``canary_embeddings``
+            float32 (m, d), ``probe_embeddings`` float32 (r, d) or None, ``positions`` int (r,) or None.
+        mechanism: k for the ``ordinary`` canary's natural support (default ``MechanismConfig()``).
+        name: design label (default ``"<variant>:<canary_id>"``).
+
+    Returns:
+        ``ImplementationDesign`` with ``info`` = variant, canary_id, p, |P|, m, split sizes.
+
+    Raises:
+        ValueError: on probes and positions of different lengths, positions outside the bank, embeddings of
+            another dimension, or calibration and test splits of different sizes.
+    """
+    mechanism = mechanism or MechanismConfig()
+    bank = np.array(world.bank, dtype=np.float32, copy=True)
+    canary = np.asarray(design.canary_embeddings, dtype=np.float32)
+    if canary.ndim != 2 or canary.shape[1] != bank.shape[1]:
+        raise ValueError(f"design.canary_embeddings has shape {canary.shape}; expected (m, {bank.shape[1]}) like the "
+                         "world's bank: embed the canary with the world's encoder")
+    positions = getattr(design, "positions", None)
+    if positions is not None:
+        positions = np.asarray(positions, dtype=np.int64).ravel()
+        probes = np.asarray(design.probe_embeddings, dtype=np.float32)
+        if probes.shape != (positions.size, bank.shape[1]):
+            raise ValueError(f"design.probe_embeddings has shape {probes.shape}; expected ({positions.size}, "
+                             f"{bank.shape[1]}) (one per position)")
+        if positions.min() < 0 or positions.max() >= bank.shape[0]:
+            raise ValueError(f"design.positions must lie in [0, {bank.shape[0]}) (the world's bank)")
+        bank[positions] = probes
+        coords = np.sort(positions)
+    else:  # ordinary: the canary's natural top-k support on the unchanged bank
+        coords = np.unique(topk_routes(canary, bank, mechanism.top_k))
+    users = {s: world_users(world, s) for s in _SPLITS}
+    if len(users["calibration"]) != len(users["test"]):
+        raise ValueError(f"world has {len(users['calibration'])} calibration and {len(users['test'])} test users: the "
+                         "black-box statistic needs n_calibration = n_test (StudyConfig)")
+    variant, cid = str(getattr(design, "variant", "")), str(getattr(design, "canary_id", ""))
+    info = {"variant": variant, "canary_id": cid, "bank_size": int(bank.shape[0]), "n_coords": int(coords.size),
+            "canary_records": int(canary.shape[0]), **{f"n_{s}": len(users[s]) for s in _SPLITS}}
+    return ImplementationDesign(name or f"{variant}:{cid}", bank, coords, canary, users["aux"], users["calibration"],
+                                users["test"], info)

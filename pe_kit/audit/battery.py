@@ -1,0 +1,142 @@
+"""Audit one implementation on a battery of designs, with the checks of the implementation itself, at a
+family-wise level α.
+
+The battery (``attack.design_battery``) holds n designs; each audit (``blackbox.audit_implementation``) flags at
+level 4γ (four one-sided Clopper–Pearson bounds, Eq. 28), the batched-vs-per-call test
+(``release_checks.batch_call_check``) at level γ when the implementation has both forms. Bonferroni:
+γ = α / (4n + n_ks), so the probability that a correct implementation is flagged anywhere is ≤ α. The seed check
+and the repeated-release counts cannot fire for a correct implementation (deterministic, or an event of
+probability 0 under continuous noise) and spend no α.
+
+Source: §2.1 Steps 2–5 and Eq. 28 of the paper, run through the implementation on each design.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
+from pe_kit.audit.release_checks import batch_call_check, seed_check
+from pe_kit.audit.release_runner import check_audit_arguments, implementation_name, seed_sequence
+from pe_kit.config import MechanismConfig
+
+__all__ = ["BatteryAudit", "audit_battery", "battery_gamma", "BATTERY_TRIALS"]
+
+#: trials per hypothesis per split of each battery audit by default (issue 31's escaped bugs are flagged there)
+BATTERY_TRIALS = 20_000
+
+
+@dataclass(frozen=True)
+class BatteryAudit:
+    """The battery's verdict on one implementation.
+
+    Attributes:
+        implementation: its name (``release_runner.implementation_name``). flagged: any row flagged or any check
+            failed. reasons: what flagged it (design names and checks), empty if nothing.
+        epsilon_lower: the largest ε_lower over the designs; epsilon_theory: the claimed ε at (σ, q, δ);
+            mu_eff: the base design's μ_eff under the specification.
+        alpha: family-wise level; gamma: the per-bound tail (``battery_gamma``); delta: δ; trials: per audit.
+        checks: dict of the implementation checks (``seed_*``, ``batch_call_*``).
+        rows: tuple of per-design row dicts (``BlackBoxAudit.as_row`` + ``axis``, ``setting`` + the checks).
+        seconds: wall time.
+    """
+
+    implementation: str
+    flagged: bool
+    reasons: tuple
+    epsilon_lower: float
+    epsilon_theory: float
+    mu_eff: float
+    alpha: float
+    gamma: float
+    delta: float
+    trials: int
+    checks: dict
+    rows: tuple
+    seconds: float
+
+    @property
+    def violation(self) -> bool:
+        """Some design's ε_lower exceeds ε_theory."""
+        return any(r["violation"] for r in self.rows)
+
+    def as_rows(self) -> list[dict]:
+        """The per-design rows, each with the battery's ``battery_flagged`` and ``battery_reasons``."""
+        return [{**r, "battery_flagged": self.flagged, "battery_reasons": "; ".join(self.reasons)} for r in self.rows]
+
+
+def battery_gamma(alpha: float, n_designs: int, n_ks: int = 1) -> float:
+    """γ = α / (4·n_designs + n_ks) (module docstring).
+
+    Raises:
+        ValueError: on α outside (0, 1) or n_designs < 1.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} must lie in (0, 1)")
+    if int(n_designs) != n_designs or n_designs < 1:
+        raise ValueError(f"n_designs={n_designs} must be an integer ≥ 1")
+    return float(alpha) / (4 * int(n_designs) + int(n_ks))
+
+
+def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, trials: int = BATTERY_TRIALS,
+                  alpha: float = 0.05, delta: float = DEFAULT_DELTA, seed=0, check=None, check_calls: int = 2_000,
+                  stats: Sequence | None = None, scheduler=None, **options) -> BatteryAudit:
+    """Audit ``release`` on every design and run the implementation checks (module docstring).
+
+    Args:
+        release: a ``pe.release_protocol.PERelease``. designs: the battery (``attack.design_battery.battery_designs``),
+            base first. mechanism: the claimed settings.
+        trials: per hypothesis per split of each audit. alpha: family-wise level in (0, 1). delta: δ (10⁻³).
+        seed: int / sequence / SeedSequence: design i's audit uses spawn child i, the checks child n.
+        check: the design of the seed and batch-vs-call checks (default: the battery's smallest population).
+        check_calls: per-call releases of the batch-vs-call test. stats: precomputed ``spec_statistic`` per design.
+        scheduler: a ``dask.distributed.Client`` (or None): every audit's releases fan out over it.
+        options: further ``audit_implementation`` keywords (``batch``, ``call_chunk``, ``show_progress``).
+
+    Returns:
+        ``BatteryAudit``.
+
+    Raises:
+        TypeError / ValueError: as ``audit_implementation``; ValueError on an empty battery.
+    """
+    if len(designs) == 0:
+        raise ValueError("designs is empty: pass attack.design_battery.battery_designs(...)")
+    check_audit_arguments(release, designs[0], mechanism)
+    t0 = time.perf_counter()
+    name = implementation_name(release)
+    has_ks = callable(release) and hasattr(release, "release_batch")
+    gamma = battery_gamma(alpha, len(designs), int(has_ks))
+    stats = list(stats) if stats is not None else [spec_statistic(d, mechanism) for d in designs]
+    seeds = seed_sequence(seed).spawn(len(designs) + 1)
+    check = check if check is not None else min(designs, key=lambda d: (len(d.test), len(d.canary)))
+    checks = seed_check(release, check, mechanism)
+    checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
+                                   gamma=gamma, seed=seeds[-1], scheduler=scheduler))
+    rows, reasons = [], []
+    for d, st, s in zip(designs, stats, seeds):
+        a = audit_implementation(release, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, stat=st,
+                                 scheduler=scheduler, **options)
+        info = dict(getattr(d, "info", {}) or {})
+        rows.append({**a.as_row(), "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
+                     "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
+                     "canary_position": str(getattr(d, "canary_position", "last")), **checks})
+        if a.violation:
+            reasons.append(f"{a.design}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}")
+        if a.repeats_flag:
+            reasons.append(f"{a.design}: {a.repeated_h0} repeated H0 releases of {int(trials)}")
+    if checks["seed_flag"]:
+        reasons.append("seed not honoured: " + ("same seed gave different releases" if not checks["seed_same_release"]
+                                                else "different seeds gave the same release"))
+    if checks["batch_call_flag"]:
+        reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
+    eps_t = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+    return BatteryAudit(implementation=name, flagged=bool(reasons), reasons=tuple(reasons),
+                        epsilon_lower=max(r["epsilon_lower"] for r in rows), epsilon_theory=float(eps_t),
+                        mu_eff=float(stats[0].mu_eff) if math.isfinite(stats[0].mu_eff) else math.nan,
+                        alpha=float(alpha), gamma=gamma, delta=float(delta), trials=int(trials), checks=checks,
+                        rows=tuple(rows), seconds=time.perf_counter() - t0)

@@ -1,0 +1,109 @@
+"""Checks of a black-box release implementation itself (not of its privacy): are its trials what the audit assumes?
+
+An audit's trials are independent releases of one mechanism drawn from the generator the auditor passes
+(``pe.release_protocol``). Three ways an implementation breaks that, each invisible to ε_lower alone (issue 31):
+
+* **seed not honoured** (``seed_check``): the same generator seed must give the same release and two seeds two
+  different ones. A release seeded from the clock, or from a generator created once at import, fails one of the
+  two (deterministic: no error budget is spent);
+* **batched form ≠ per-call form** (``batch_call_check``): ``release_batch`` must draw the releases that
+  ``release(...)`` draws, on the probe coordinates. The scores of both forms are compared by a two-sample
+  Kolmogorov–Smirnov test (``scipy.stats.ks_2samp``), a level-γ test of "same distribution" (one Bonferroni
+  share of the battery's α);
+* **repeated releases** (``blackbox.repeated_releases``, counted in every audit row): with fresh continuous noise
+  no two releases coincide.
+
+The calibration → test FPR check of canary audits (``bounds.population_shift``) is in every audit row too.
+Source: §2.1 Steps 3–4 of the paper (independent trials); the tests wrap ``scipy.stats``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from pe_kit.audit.release_runner import check_release_output, implementation_name, population
+from pe_kit.config import MechanismConfig
+
+__all__ = ["seed_check", "batch_call_check"]
+
+
+def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0, 1), split: str = "test") -> dict:
+    """Same seed → same release, different seeds → different releases (module docstring).
+
+    Calls ``release`` three times on the split's users with the canary (H1): ``Generator(PCG64(seeds[0]))`` twice and
+    ``seeds[1]`` once, back to back (a clock seed at 1 s resolution then repeats across seeds; one at ns
+    resolution differs for the same seed). With ``release_batch`` the batched form is checked the same way (two
+    releases on the probe coordinates per call).
+
+    Args:
+        release: a ``PERelease``. design: duck-typed design (``blackbox.spec_statistic``). mechanism: its settings.
+        seeds: two different ints. split: the population used.
+
+    Returns:
+        dict ``seed_same_release`` (bool), ``seed_different_release`` (bool), ``seed_flag`` (bool: either fails).
+
+    Raises:
+        ValueError: on equal seeds, or a release of the wrong shape / None / NaN (``check_release_output``).
+    """
+    if seeds[0] == seeds[1]:
+        raise ValueError(f"seeds={seeds} must be two different integers")
+    records, owner, n = population(design, split, 1, len(getattr(design, split)))
+    bank = np.asarray(design.bank, dtype=np.float32)
+    name = implementation_name(release)
+    coords = np.asarray(design.coords, dtype=np.int64).ravel()
+
+    def draw(seed):
+        rng = np.random.Generator(np.random.PCG64(seed))
+        out = []
+        if callable(release):
+            out.append(check_release_output(release(bank, records, owner, n, mechanism, rng), (bank.shape[0],), name,
+                                            "release(...)"))
+        if hasattr(release, "release_batch"):
+            rng = np.random.Generator(np.random.PCG64(seed))
+            y = release.release_batch(bank, records, owner, n, mechanism, rng, 2, coords)
+            out.append(check_release_output(y, (2, coords.size), name, "release_batch(...)").ravel())
+        return np.concatenate(out)
+
+    a, b, c = draw(seeds[0]), draw(seeds[0]), draw(seeds[1])
+    same, different = bool(np.array_equal(a, b)), not bool(np.array_equal(a, c))
+    return {"seed_same_release": same, "seed_different_release": different, "seed_flag": not (same and different)}
+
+
+def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_call: int = 2_000, batch_factor: int = 10,
+                     gamma: float = 0.0025, seed=0, split: str = "test", scheduler=None) -> dict:
+    """Does ``release_batch`` draw what ``release(...)`` draws, on the probe coordinates? (module docstring)
+
+    Scores ``n_call`` per-call releases and ``batch_factor``·``n_call`` batched ones of the split's users with the
+    canary (H1: under H0 a bug in the canary's handling is invisible) and compares them with ``scipy.stats.ks_2samp``.
+
+    Args:
+        release: a ``PERelease`` with ``release_batch`` (else the check does not apply).
+        design, mechanism: as the audit's; stat: its ``blackbox.spec_statistic`` (the score read).
+        n_call: per-call releases (int ≥ 2). batch_factor: batched releases per per-call one (int ≥ 1).
+        gamma: the test's level (the flag's false-alarm probability for a correct implementation).
+        seed: of the two streams. split: population. scheduler: as ``blackbox.audit_implementation``.
+
+    Returns:
+        dict ``batch_call_pvalue`` (NaN when the check does not apply), ``batch_call_statistic`` (KS D),
+        ``batch_call_flag`` (p < γ), ``batch_call_n`` (per-call releases).
+
+    Raises:
+        ValueError: on n_call < 2, batch_factor < 1 or γ outside (0, 1); release errors as in the audit.
+    """
+    from pe_kit.audit.blackbox import implementation_scores
+
+    if int(n_call) != n_call or n_call < 2 or int(batch_factor) != batch_factor or batch_factor < 1:
+        raise ValueError(f"n_call={n_call} must be an integer ≥ 2 and batch_factor={batch_factor} an integer ≥ 1")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
+    if not (callable(release) and hasattr(release, "release_batch")):
+        return {"batch_call_pvalue": float("nan"), "batch_call_statistic": float("nan"), "batch_call_flag": False,
+                "batch_call_n": 0}
+    g_call, g_batch = np.random.default_rng(seed).spawn(2)
+    per_call = implementation_scores(release, design, mechanism, stat, split, 1, int(n_call), g_call, use_batch=False,
+                                     scheduler=scheduler)
+    batched = implementation_scores(release, design, mechanism, stat, split, 1, int(n_call) * int(batch_factor),
+                                    g_batch, use_batch=True, scheduler=scheduler)
+    ks = stats.ks_2samp(per_call, batched)
+    return {"batch_call_pvalue": float(ks.pvalue), "batch_call_statistic": float(ks.statistic),
+            "batch_call_flag": bool(ks.pvalue < gamma), "batch_call_n": int(n_call)}

@@ -1,0 +1,100 @@
+"""``audit_release``: audit a PE release implementation on real text, with a design battery, in one call.
+
+data (a corpus path, or a built ``World``) → world (``run.study.build_world``) → a Table-1 canary design
+(``run.study.make_design``) → the black-box design (``attack.release_designs.release_design``) → the battery
+(``attack.design_battery``) → audits and checks at family-wise α (``audit.battery.audit_battery``).
+Source: §2.1 of the paper (Steps 1–5) with the trials run through the implementation under test.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pe_kit.attack.design_battery import LARGE_BANK, battery_designs, check_design
+from pe_kit.attack.release_designs import release_design
+from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery
+from pe_kit.audit.blackbox import DEFAULT_DELTA
+from pe_kit.audit.release_runner import check_audit_arguments, seed_sequence
+from pe_kit.config import MechanismConfig
+
+__all__ = ["audit_release", "release_battery"]
+
+
+def _world(world_or_data, study: dict | None):
+    if hasattr(world_or_data, "records") and hasattr(world_or_data, "bank"):
+        return world_or_data
+    from pe_kit.run.study import StudyConfig, build_world
+
+    if world_or_data is not None and not isinstance(world_or_data, (str, bytes)) and not hasattr(world_or_data,
+                                                                                                   "__fspath__"):
+        raise TypeError(f"world_or_data must be a corpus path (str / Path), None (the bundled Blogs sample) or a "
+                        f"pe_kit.run.study.World; got {type(world_or_data).__name__}")
+    data = None if world_or_data is None else str(world_or_data)
+    return build_world(StudyConfig(data=data, **dict(study or {})))
+
+
+def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
+                    canary_slot: int = 0, seed=0, study: dict | None = None, design_options: dict | None = None,
+                    axes: dict | None = None, large_bank: int = LARGE_BANK) -> tuple[list, object]:
+    """The battery of designs ``audit_release`` audits (and the check design), without auditing.
+
+    Args: as ``audit_release``. Returns: (list of ``ImplementationDesign``, base first; the check design).
+    Raises: as ``audit_release``.
+    """
+    mechanism = mechanism or MechanismConfig()
+    from pe_kit.run.study import make_design
+
+    world = _world(world_or_data, study)
+    g_design, g_battery = (np.random.default_rng(s) for s in seed_sequence(seed).spawn(3)[:2])
+    probe = make_design(world, variant, canary_slot, g_design, mechanism=mechanism, **dict(design_options or {}))
+    base = release_design(world, probe, mechanism)
+    designs = battery_designs(base, mechanism, g_battery, axes=axes, large_bank=large_bank)
+    return designs, check_design(base, mechanism)
+
+
+def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
+                  trials: int = BATTERY_TRIALS, alpha: float = 0.05, delta: float = DEFAULT_DELTA, seed=0,
+                  canary_slot: int = 0, study: dict | None = None, design_options: dict | None = None,
+                  axes: dict | None = None, large_bank: int = LARGE_BANK, scheduler=None, check_calls: int = 2_000,
+                  designs: tuple | None = None, **options) -> BatteryAudit:
+    """Audit a PE release implementation on a real-text canary design and its battery (module docstring).
+
+    Args:
+        release: a ``pe.release_protocol.PERelease``: a plain function ``(bank, records, owner, n_users, config,
+            rng) -> float (p,)``, a ``ReleasePipeline``, or a ``HistogramAdapter`` around third-party code.
+        world_or_data: a corpus path (JSON Lines / CSV, ``data.loaders.load_corpus``), None (the bundled Blogs
+            sample) or a built ``run.study.World``.
+        variant: the Table-1 canary (``attack.variants.VARIANTS``; ``nonce`` by default: μ_eff ≈ 1/σ).
+        mechanism: the settings the implementation claims (default ``MechanismConfig()``: k=5, C=0.1, σ=1, q=0.1,
+            m=64).
+        trials: per hypothesis per split of each battery audit (20,000 by default). alpha: family-wise level over
+            the battery and its batch-vs-call test. delta: δ (10⁻³ like the suite).
+        seed: seeds the design (canary, probes), the random position and every audit.
+        canary_slot: which study canary a real-canary variant audits. study: ``run.study.StudyConfig`` keywords
+            for a world built here (e.g. sizes). design_options: ``run.study.make_design`` keywords (``pool_size``,
+            ``r``, ``generator``).
+        axes, large_bank: the battery (``attack.design_battery.battery_designs``).
+        scheduler: a ``dask.distributed.Client`` to fan the releases out over (same counts as serial).
+        check_calls: per-call releases of the batch-vs-call check.
+        designs: a precomputed ``(designs, check)`` from ``release_battery`` (re-audits skip the world and design).
+        options: further ``audit_implementation`` keywords (``call_chunk``, ``show_progress``).
+
+    Returns:
+        ``audit.battery.BatteryAudit``: ``flagged``, ``reasons``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff``,
+        per-design ``rows``.
+
+    Raises:
+        TypeError: on swapped or mistyped arguments. ValueError: on bad settings, an unknown variant, or a release
+            returning None / a wrong shape / NaN (naming the implementation).
+    """
+    mechanism = mechanism or MechanismConfig()
+    if designs is None:
+        if not callable(release) and not hasattr(release, "release_batch"):
+            check_audit_arguments(release, None, mechanism)
+        designs = release_battery(world_or_data, variant=variant, mechanism=mechanism, canary_slot=canary_slot,
+                                  seed=seed, study=study, design_options=design_options, axes=axes,
+                                  large_bank=large_bank)
+    battery, check = designs
+    return audit_battery(release, battery, mechanism, trials=trials, alpha=alpha, delta=delta,
+                         seed=seed_sequence(seed).spawn(3)[2], check=check, check_calls=check_calls,
+                         scheduler=scheduler, **options)
+
