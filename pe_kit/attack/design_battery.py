@@ -10,9 +10,8 @@ battery varies one axis at a time around the base design:
   the population's counts, the ``cap`` m of the mechanism (records repeated cyclically: a user may hold equal
   records, and the normalised votes of a cyclic repeat are the canary's own up to the rounding of counts);
 * ``population``: the calibration and test users kept (their first N each, never resampled), down to 1;
-* ``bank``: the bank padded to ``large_bank`` entries with the probes moved to its tail (padding rows repeat
-  base rows after them, so exact ties route to the originals, ``pe.mechanism.topk_routes``; no specified
-  contribution changes).
+* ``bank``: the bank padded to ``large_bank`` entries with the probes moved to its tail (padding rows far from
+  every record, so nobody routes to them: no specified contribution changes, ``with_large_bank``).
 
 Each variant is an ordinary design (``attack.bug_canaries.ImplementationDesign``) whose statistic the audit
 recomputes under the specification (Eqs. 14, 31–35), so every audit of the battery is a valid test of the same
@@ -92,6 +91,10 @@ def with_population(design, n_users: int) -> ImplementationDesign:
 def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
     """The design on a bank of ``max(size, p)`` entries with the probes at its tail (``bank`` axis).
 
+    The padding rows point along the base rows' directions at 10·R + 10 from the origin (R: the largest norm of
+    any bank row or record), so no record ever routes to them while the base holds ≥ k rows: every specified
+    contribution is the base design's, moved with the probes.
+
     Raises:
         ValueError: on size < |P| + 1.
     """
@@ -101,8 +104,13 @@ def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
     if size < coords.size + 1:
         raise ValueError(f"size={size} must exceed the {coords.size} probe coordinates")
     others = np.setdiff1d(np.arange(bank.shape[0]), coords)
-    pad = others[np.arange(size - bank.shape[0]) % max(len(others), 1)] if len(others) else coords[:0]
-    new = np.concatenate([bank[others], bank[pad], bank[coords]])
+    users = [np.asarray(design.canary)] + [np.asarray(u) for s in ("aux", "calibration", "test")
+                                           for u in getattr(design, s)]
+    radius = max(float(np.linalg.norm(x, axis=1).max()) for x in [bank] + [u for u in users if len(u)])
+    src = bank[np.arange(size - bank.shape[0]) % bank.shape[0]].astype(np.float64)
+    norms = np.linalg.norm(src, axis=1, keepdims=True)
+    pad = (src / np.where(norms > 0, norms, 1.0) * (10 * radius + 10)).astype(np.float32)
+    new = np.concatenate([bank[others], pad, bank[coords]])
     return _renamed(design, "bank", size, bank=new, coords=np.arange(size - coords.size, size, dtype=np.int64))
 
 
