@@ -16,12 +16,14 @@ def _block(after: str) -> str:
 
 
 def test_readme_blackbox_example_runs():
+    """The correct histogram passes the battery, the off-by-one copy is flagged, with the lines the README prints."""
     code = _block("## Audit a PE implementation (black box)")
-    expected = re.search(r"^# (.+)$", code, re.M).group(1)
+    expected = "\n".join(m.group(1) for m in re.finditer(r"^# (.+)$", code, re.M))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     assert out.getvalue().strip() == expected.strip()
+    assert expected.startswith("my_dp_histogram False -") and "buggy_dp_histogram True" in expected
 
 
 def test_readme_one_run_example_prints_what_it_states():

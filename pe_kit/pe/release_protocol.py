@@ -203,13 +203,18 @@ class HistogramAdapter:
         per_user: pass a list of per-user arrays (True) or the stacked (n, d) records with ``owner_arg``.
         owner_arg: keyword of the owner array when ``per_user`` is False.
         name: label of the implementation in audit rows.
+        global_seed: the function draws from NumPy's global RNG (``np.random.normal`` …) and takes no seed: seed
+            that RNG from the audit's generator before every call (``np.random.seed``), so the same audit seed gives
+            the same releases. The global RNG is per process: run such a function serially or on Dask workers that
+            are processes (``LocalCluster(processes=True, threads_per_worker=1)``), never on threads.
 
     Calling it returns float64 (p,) and raises ValueError naming the function when it returns anything else.
     """
 
     def __init__(self, histogram_fn: Callable, *, settings: Mapping[str, str] | None = None,
                  private_arg: str | None = None, synthetic_arg: str | None = None, rng_arg: str | None = "rng",
-                 seed_arg: str = "seed", per_user: bool = True, owner_arg: str = "owner", name: str | None = None):
+                 seed_arg: str | None = "seed", per_user: bool = True, owner_arg: str = "owner", name: str | None = None,
+                 global_seed: bool = False):
         if not callable(histogram_fn):
             raise ValueError(f"histogram_fn must be callable, got {type(histogram_fn).__name__}")
         self.histogram_fn = histogram_fn
@@ -223,14 +228,17 @@ class HistogramAdapter:
         self.rng_arg, self.seed_arg = rng_arg, seed_arg
         self.per_user, self.owner_arg = per_user, owner_arg
         self.name = name or getattr(histogram_fn, "__name__", "third-party")
+        self.global_seed = bool(global_seed)
 
     def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
                  rng: np.random.Generator) -> np.ndarray:
         bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
         kwargs = {kw: getattr(config, field) for field, kw in self.settings.items()}
+        if self.global_seed:
+            np.random.seed(int(rng.integers(0, 2**32)))
         if self.rng_arg is not None:
             kwargs[self.rng_arg] = rng
-        else:
+        elif self.seed_arg is not None:
             kwargs[self.seed_arg] = int(rng.integers(0, 2**63))
         private = user_records(records, owner, n_users) if self.per_user else records
         if not self.per_user:
