@@ -164,3 +164,25 @@ def test_battery_family_wise_false_alarms_at_most_alpha(tiny_battery):
             eps.append(a.epsilon_lower)
     assert flags <= 1, flags
     assert max(eps) < a.epsilon_theory
+
+
+def test_per_call_releases_show_progress(monkeypatch, capsys):
+    """An implementation without release_batch gets one progress step per stream (plain lines when headless)."""
+    monkeypatch.setenv("PE_KIT_HEADLESS", "1")
+    monkeypatch.delenv("PE_KIT_PROGRESS", raising=False)
+    monkeypatch.delenv("PE_KIT_PROGRESS_FILE", raising=False)
+    d = concentrated_design(np.random.default_rng(5), **SMALL)
+    audit_implementation(B.reference_fn, d, MECH, trials=100, seed=0)
+    err = capsys.readouterr().err
+    for split in ("calibration", "test"):
+        for h in (0, 1):
+            assert f"reference_fn {split} H{h}: 100/100 release" in err, err
+    audit_implementation(ReferenceRelease(), d, MECH, trials=100, seed=0)
+    assert "release" not in capsys.readouterr().err  # the batched form is fast: no bar
+
+
+def test_audit_release_refuses_what_is_not_data():
+    with pytest.raises(TypeError, match="world_or_data must be a corpus path"):
+        audit_release(B.reference_fn, 42)
+    with pytest.raises(TypeError, match="release must be a PERelease"):
+        audit_release("not a function", None)
