@@ -186,3 +186,18 @@ def test_audit_release_refuses_what_is_not_data():
         audit_release(B.reference_fn, 42)
     with pytest.raises(TypeError, match="release must be a PERelease"):
         audit_release("not a function", None)
+
+
+def test_reference_prepare_routes_once_and_follows_in_place_changes():
+    d = concentrated_design(np.random.default_rng(6), **SMALL)
+    from pe_kit.pe.release_protocol import stack_users
+
+    rec, owner, n = stack_users(d.test)
+    bank = np.array(d.bank)
+    ref = ReferenceRelease()
+    c1 = ref.prepare(bank, rec, owner, n, MECH)
+    assert ref.prepare(bank, rec, owner, n, MECH) is c1  # same inputs: the routing is reused
+    bank[d.coords] = bank[d.coords][::-1] + 50.0  # changed in place: recomputed, equal to a fresh pipeline's
+    c3 = ref.prepare(bank, rec, owner, n, MECH)
+    assert c3 is not c1 and (c3 != ReferenceRelease().prepare(bank, rec, owner, n, MECH)).nnz == 0
+    assert ref.prepare(bank, rec, owner, n, MechanismConfig(clip_norm=0.2)) is not c3
