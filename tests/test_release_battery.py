@@ -15,8 +15,8 @@ from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_stat
 from pe_kit.audit.release_checks import batch_call_check, seed_check
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease
-from pe_kit.run.implementation_audit import SUITE_DELTA
-from pe_kit.run.release_audit import audit_release, release_battery
+from pe_kit.study.implementation_audit import SUITE_DELTA
+from pe_kit.study.release_audit import audit_release, release_battery
 from tests import release_bugs as B
 
 MECH = MechanismConfig()  # k=5, C=0.1, σ=1, q=0.1, m=64
@@ -87,7 +87,7 @@ def test_batch_call_check_and_repeats_on_a_synthetic_design():
 # ------------------------------------------------------------------------------------------ designs
 
 def test_release_design_is_the_studys_statistic_and_the_battery_varies_one_axis(tiny_world, tiny_battery):
-    from pe_kit.run.study import audit_design, make_design
+    from pe_kit.study.world import audit_design, make_design
 
     probe = make_design(tiny_world, "exact", 0, np.random.default_rng(1))
     row = audit_design(tiny_world, probe, MECH, AuditConfig(trials=500), np.random.default_rng(0))

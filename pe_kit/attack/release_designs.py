@@ -2,10 +2,10 @@
 
 ``audit.blackbox.audit_implementation`` reads a design duck-typed (``bank``, ``coords``, ``canary``, ``aux``,
 ``calibration``, ``test``; ``attack.bug_canaries.ImplementationDesign``). ``release_design`` builds it from a
-study ``World`` (``run.study``: the embedded bank and each split's record embeddings) and a frozen
+study ``World`` (``study.world``: the embedded bank and each split's record embeddings) and a frozen
 ``ProbeDesign`` of any Table-1 variant (``attack.variants``; App. B): the bank with the design's probes at their
 positions (the bank the mechanism sees, Alg. A.1 line 11), P = the probe positions (the canary's natural top-k
-support for ``ordinary``, as ``run.study.audit_design`` reads), the canary's record embeddings, and each
+support for ``ordinary``, as ``study.world.audit_design`` reads), the canary's record embeddings, and each
 split's users as per-user record arrays. Both arguments are duck-typed, so this module imports nothing above
 ``attack``.
 """
@@ -32,7 +32,7 @@ def world_users(world, split: str) -> list:
     records = getattr(world, "records", None) or {}
     if split not in records:
         raise ValueError(f"world.records has no split {split!r} (it has {sorted(records)}): pass a "
-                         "pe_kit.run.study.World built by build_world")
+                         "pe_kit.study.world.World built by build_world")
     rec = records[split]
     emb = np.asarray(rec["emb"], dtype=np.float32)
     return user_records(emb, np.asarray(rec["owner"], dtype=np.int64), len(rec["ids"]))
@@ -42,7 +42,7 @@ def release_design(world, design, mechanism: MechanismConfig | None = None, *, n
     """The black-box design of one study canary (module docstring).
 
     Args:
-        world: duck-typed ``run.study.World``: ``bank`` float32 (p, d) and ``records[split]`` with ``emb`` float32
+        world: duck-typed ``study.world.World``: ``bank`` float32 (p, d) and ``records[split]`` with ``emb`` float32
             (n, d), ``owner`` int (n,), ``ids`` (one per user) for ``aux``, ``calibration``, ``test``.
         design: duck-typed ``attack.variants.ProbeDesign``: ``variant``, ``canary_id``, ``canary_embeddings``
             float32 (m, d), ``probe_embeddings`` float32 (r, d) or None, ``positions`` int (r,) or None.

@@ -41,7 +41,7 @@ __all__ = ["SpecStatistic", "spec_statistic", "BlackBoxAudit", "implementation_s
 #: the per-hypothesis trial budget of one black-box audit (issue 15: ≤ 10⁵)
 MAX_TRIALS = 100_000
 
-#: δ of every black-box audit unless given (the suite's, ``run.implementation_audit.SUITE_DELTA``): the claimed
+#: δ of every black-box audit unless given (the suite's, ``study.implementation_audit.SUITE_DELTA``): the claimed
 #: guarantee holds at every δ of its curve, and at 10⁻³ the tail events that separate a broken ε from ε_theory are
 #: seen within 10⁵ trials (at 10⁻⁵, 3 of 5 real violations of issue 31 were no longer flagged)
 DEFAULT_DELTA = 1e-3

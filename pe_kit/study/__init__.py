@@ -4,7 +4,8 @@ Modules: ``world`` (``StudyConfig``, ``World``, ``build_world``, ``make_design``
 design → ε_lower rows), ``experiments`` and ``checks`` (the narrative notebooks' steps), ``multiround_study``
 (Fig. 2), ``multiround_setup`` (notebook 06's world, mechanism, design and generator), ``implementation_audit`` (the
 seeded-bug suite, notebook 07), ``one_run`` (notebook 08), ``mechanism_audit`` (``pe_kit.audit_mechanism``: the kit's
-PE on a corpus in one call).
+PE on a corpus in one call), ``release_audit`` (``audit_release``: a release implementation on real text with a
+design battery).
 It sits above ``report`` (rows carry its versions and step cache) and below ``run`` (presets, papermill, CLI).
 """
 

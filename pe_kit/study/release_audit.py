@@ -1,7 +1,7 @@
 """``audit_release``: audit a PE release implementation on real text, with a design battery, in one call.
 
-data (a corpus path, or a built ``World``) → world (``run.study.build_world``) → a Table-1 canary design
-(``run.study.make_design``) → the black-box design (``attack.release_designs.release_design``) → the battery
+data (a corpus path, or a built ``World``) → world (``study.world.build_world``) → a Table-1 canary design
+(``study.world.make_design``) → the black-box design (``attack.release_designs.release_design``) → the battery
 (``attack.design_battery``) → audits and checks at family-wise α (``audit.battery.audit_battery``).
 Source: §2.1 of the paper (Steps 1–5) with the trials run through the implementation under test.
 """
@@ -22,12 +22,12 @@ __all__ = ["audit_release", "release_battery"]
 def _world(world_or_data, study: dict | None):
     if hasattr(world_or_data, "records") and hasattr(world_or_data, "bank"):
         return world_or_data
-    from pe_kit.run.study import StudyConfig, build_world
+    from pe_kit.study.world import StudyConfig, build_world
 
     if world_or_data is not None and not isinstance(world_or_data, (str, bytes)) and not hasattr(world_or_data,
                                                                                                    "__fspath__"):
         raise TypeError(f"world_or_data must be a corpus path (str / Path), None (the bundled Blogs sample) or a "
-                        f"pe_kit.run.study.World; got {type(world_or_data).__name__}")
+                        f"pe_kit.study.world.World; got {type(world_or_data).__name__}")
     data = None if world_or_data is None else str(world_or_data)
     return build_world(StudyConfig(data=data, **dict(study or {})))
 
@@ -41,7 +41,7 @@ def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: Me
     Raises: as ``audit_release``.
     """
     mechanism = mechanism or MechanismConfig()
-    from pe_kit.run.study import make_design
+    from pe_kit.study.world import make_design
 
     world = _world(world_or_data, study)
     g_design, g_battery = (np.random.default_rng(s) for s in seed_sequence(seed).spawn(3)[:2])
@@ -62,15 +62,15 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
         release: a ``pe.release_protocol.PERelease``: a plain function ``(bank, records, owner, n_users, config,
             rng) -> float (p,)``, a ``ReleasePipeline``, or a ``HistogramAdapter`` around third-party code.
         world_or_data: a corpus path (JSON Lines / CSV, ``data.loaders.load_corpus``), None (the bundled Blogs
-            sample) or a built ``run.study.World``.
+            sample) or a built ``study.world.World``.
         variant: the Table-1 canary (``attack.variants.VARIANTS``; ``nonce`` by default: μ_eff ≈ 1/σ).
         mechanism: the settings the implementation claims (default ``MechanismConfig()``: k=5, C=0.1, σ=1, q=0.1,
             m=64).
         trials: per hypothesis per split of each battery audit (20,000 by default). alpha: family-wise level over
             the battery and its batch-vs-call test. delta: δ (10⁻³ like the suite).
         seed: seeds the design (canary, probes), the random position and every audit.
-        canary_slot: which study canary a real-canary variant audits. study: ``run.study.StudyConfig`` keywords
-            for a world built here (e.g. sizes). design_options: ``run.study.make_design`` keywords (``pool_size``,
+        canary_slot: which study canary a real-canary variant audits. study: ``study.world.StudyConfig`` keywords
+            for a world built here (e.g. sizes). design_options: ``study.world.make_design`` keywords (``pool_size``,
             ``r``, ``generator``).
         axes, large_bank: the battery (``attack.design_battery.battery_designs``).
         scheduler: a ``dask.distributed.Client`` to fan the releases out over (same counts as serial).
