@@ -3,7 +3,7 @@ time of a 10⁵-trial audit of a 30 ms-per-release implementation on 16 workers,
 
 Usage::
 
-    HF_HUB_OFFLINE=1 python benchmarks/bench_release_dask.py [--releases 400] [--trials 1000] [--bank 512] [--dim 32]
+    HF_HUB_OFFLINE=1 python benchmarks/bench_release_dask.py [--releases 300] [--trials 500] [--bank 256] [--dim 32]
         [--users 25] [--workers 2]
 
 The implementation is a slow third-party-style histogram written here (not any library's code): *per-user votes
@@ -44,9 +44,9 @@ def unit_norm_histogram(private, synthetic, *, k, noise_multiplier):
 
 def _args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--releases", type=int, default=400, help="releases per throughput measurement")
-    ap.add_argument("--trials", type=int, default=1_000, help="trials per hypothesis per split of the worked example")
-    ap.add_argument("--bank", type=int, default=512)
+    ap.add_argument("--releases", type=int, default=300, help="releases per throughput measurement")
+    ap.add_argument("--trials", type=int, default=500, help="trials per hypothesis per split of the worked example")
+    ap.add_argument("--bank", type=int, default=256)
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--users", type=int, default=25)
     ap.add_argument("--workers", type=int, default=2)
