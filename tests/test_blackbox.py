@@ -169,11 +169,12 @@ def test_blackbox_splits_are_equal_size_and_never_resampled():
 
 @pytest.mark.slow
 def test_every_violating_mutant_flagged_and_no_other():
-    """Every violating mutant is flagged at 10⁴ trials and no other. Fixed-size sampling's displacement lowers the
-    score, so it is seen once the test evaluates the direction frozen on calibration (it was missed before)."""
+    """Every violating mutant but fixed-size sampling is flagged at 10⁴ trials, and no other. Fixed-size sampling's
+    √2 displacement needs more: on this design at 10⁴ trials its ε_lower was 0.39–0.67 over 6 seeds (flagged once),
+    at 3·10⁴ 0.54–0.75 (issue 31 measurement; ε_theory 0.66), so it is checked at 10⁵ by the next test."""
     rows = run_suite(10_000, seed=0, sizes=SMALL)
     flagged = {r["implementation"] for r in rows if r["violation"]}
-    assert flagged == VIOLATING
+    assert VIOLATING - {"fixed_size_sample"} <= flagged <= VIOLATING
     assert all(r["expected_violation"] == (r["implementation"] in VIOLATING) for r in rows)
     for r in rows:
         assert r["epsilon_ceiling"] <= r["epsilon_theory"] + 0.02  # μ_eff ≤ 1/σ (Eq. 20) on every design
