@@ -201,3 +201,19 @@ def test_reference_prepare_routes_once_and_follows_in_place_changes():
     c3 = ref.prepare(bank, rec, owner, n, MECH)
     assert c3 is not c1 and (c3 != ReferenceRelease().prepare(bank, rec, owner, n, MECH)).nnz == 0
     assert ref.prepare(bank, rec, owner, n, MechanismConfig(clip_norm=0.2)) is not c3
+
+
+def test_battery_outcome_is_the_public_result_of_its_worst_design():
+    d = concentrated_design(np.random.default_rng(7), **SMALL)
+    designs = battery_designs(d, MECH, np.random.default_rng(0), axes={"position": ("first",)})
+    from pe_kit.pe.mutants import CanaryAlwaysIncluded
+
+    a = audit_battery(B.first_user_always, designs, MECH, trials=2_000, seed=0)
+    o = a.outcome()
+    assert a.flagged and a.violation and o.method == "threshold"
+    assert o.epsilon_lower == a.epsilon_lower > a.epsilon_theory == o.epsilon_theory
+    assert o.row["design"].endswith("position=first") and o.row["battery_flagged"] is True
+    assert o.settings["mech_sample_rate"] == 0.1 and o.counts["n_h0"] == 2_000
+    # the kit's own mutant that exempts the *last* user is caught on the base design, not on position=first
+    b = audit_battery(CanaryAlwaysIncluded(), designs, MECH, trials=2_000, seed=0)
+    assert [r["violation"] for r in b.rows] == [True, False]

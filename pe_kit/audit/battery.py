@@ -65,6 +65,14 @@ class BatteryAudit:
         """Some design's ε_lower exceeds ε_theory."""
         return any(r["violation"] for r in self.rows)
 
+    def outcome(self):
+        """The battery as the kit's public result (``audit.outcome.AuditOutcome``, method ``threshold``): the row of
+        the design with the largest ε_lower, with ``battery_flagged`` and ``battery_reasons`` added."""
+        from pe_kit.audit.outcome import AuditOutcome
+
+        worst = max(self.as_rows(), key=lambda r: r["epsilon_lower"])
+        return AuditOutcome.from_row(worst)
+
     def as_rows(self) -> list[dict]:
         """The per-design rows, each with the battery's ``battery_flagged`` and ``battery_reasons``."""
         return [{**r, "battery_flagged": self.flagged, "battery_reasons": "; ".join(self.reasons)} for r in self.rows]
@@ -124,7 +132,8 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         info = dict(getattr(d, "info", {}) or {})
         rows.append({**a.as_row(), "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                      "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
-                     "canary_position": str(getattr(d, "canary_position", "last")), **checks})
+                     "canary_position": str(getattr(d, "canary_position", "last")), "alpha": float(alpha),
+                     **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}, **checks})
         if a.violation:
             reasons.append(f"{a.design}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}")
         if a.repeats_flag:

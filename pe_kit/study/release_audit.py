@@ -80,7 +80,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
 
     Returns:
         ``audit.battery.BatteryAudit``: ``flagged``, ``reasons``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff``,
-        per-design ``rows``.
+        per-design ``rows``; ``.outcome()`` is the kit's ``AuditOutcome`` of its worst design.
 
     Raises:
         TypeError: on swapped or mistyped arguments. ValueError: on bad settings, an unknown variant, or a release
