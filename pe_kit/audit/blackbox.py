@@ -2,8 +2,8 @@
 
 Source: §2.1 Steps 2–5 of "Canaries in the Bank" (Eqs. 2–5, 14–15, 22, 28–35), with the trials run through
 a *given* release function (``pe.release_protocol``) instead of the scalar projection of the specified
-mechanism. The auditor controls the bank, the users (the canary is the last user row under H1, absent
-under H0) and the seeds; participation, routing, clipping and noise are the implementation's job.
+mechanism. The auditor controls the bank, the users (the canary sits at ``design.canary_position`` under H1,
+the last user row by default, and is absent under H0) and the seeds; participation, routing, clipping and noise are the implementation's job.
 
 The statistic is the kit's: weights from aux users *under the specification* (the reference mechanism's
 contributions, Eqs. 31–35: m̂0, Σ̂_P for N = n_test users, w = Σ̂⁻¹v with v the canary's specified

@@ -8,8 +8,9 @@ that, given the frozen bank embeddings ``bank`` (p, d), the eligible users' reco
 (n, d) with their user rows ``owner`` (n,) in [0, n_users), the mechanism settings ``config``
 (``MechanismConfig``: k, C, σ, q) and a ``numpy.random.Generator``, samples the participating users itself
 (Poisson, Bernoulli(q) each), routes, normalises and clips their votes, and returns one noisy histogram.
-The auditor controls the bank, the users (and so whether the canary is present: it is always the *last*
-user row when present) and the generator; everything else is the implementation's job.
+The auditor controls the bank, the users (and so whether the canary is present, and at which user row: the last
+by default, first or any row in a design battery, ``attack.design_battery``) and the generator; everything else is
+the implementation's job.
 
 An implementation may also offer the batched form
 
