@@ -7,6 +7,7 @@ facade) is a handful of calls, each returning a frozen ``AuditOutcome`` with the
     r = pk.audit_scores(in_scores, out_scores, delta=1e-5, alpha=0.05)         # scores you already have
     r = pk.audit_one_run(scores, included, delta=1e-5, sample_rate=0.05)      # one release, m canaries
     r = pk.audit_mechanism("my.jsonl", variant="nonce", mechanism=pk.MechanismConfig(noise_multiplier=0.8))
+    b = pk.audit_release(my_release_fn, "my.jsonl", variant="nonce")           # your release function, a battery
     print(r.epsilon_lower, r.epsilon_theory, r.mu_eff)
 
 Names load on first use (PEP 562 ``__getattr__``), so ``import pe_kit`` imports nothing heavy and ``audit_scores``
@@ -30,7 +31,7 @@ _EXPORTS = {
     "audit_scores": "pe_kit.audit.scores",
     "audit_one_run": "pe_kit.audit.scores",
     "audit_mechanism": "pe_kit.study.mechanism_audit",
-    # "audit_release": "pe_kit.audit.blackbox",  # the black-box call: one line here when it lands
+    "audit_release": "pe_kit.study.release_audit",
     "AuditOutcome": "pe_kit.audit.outcome",
     "MechanismConfig": "pe_kit.config",
     "AuditConfig": "pe_kit.config",
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs only; at run time the names load
     from pe_kit.audit.scores import audit_one_run, audit_scores
     from pe_kit.config import AuditConfig, MechanismConfig
     from pe_kit.study.mechanism_audit import audit_mechanism
+    from pe_kit.study.release_audit import audit_release
     from pe_kit.study.world import StudyConfig
 
 
