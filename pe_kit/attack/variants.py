@@ -15,6 +15,11 @@ nonce-norm          synthetic       Alg. B.1 on the nonce pool, J_norm
 nonce-mu_eff        synthetic       Alg. B.1 on the nonce pool, J_μeff
 ==================  ==============  ===================================================================
 
+Beyond the paper: ``composed-mu_eff`` (``BEYOND_PAPER_VARIANTS``; ``pe_kit.attack.composed``, issue 34) — a real
+canary, Alg. B.1 with J_μeff on a pool composed only of the canary's own records (records, sentences, windows,
+recombinations). It is not one of Table 1's eight: ``"all"`` still means the eight, and it is selected by name
+(``--set variants=exact,composed-mu_eff``); its rows say so (``beyond_paper``).
+
 Probe t of an active variant is written to bank position ρ_t (App. B); the completed bank is frozen
 in a ``ProbeDesign`` before any trial. The greedy search itself lives in ``pe_kit.attack.selection``; the
 study-level glue (pools from a generator, Σ̂_Q from aux users) is ``pe_kit.study.world.make_design``.
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS", "PARAPHRASE_VARIANTS", "resolve_variants", "ProbeDesign", "CanaryAssignment", "variant_objective",
+__all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS", "PARAPHRASE_VARIANTS", "resolve_variants", "ProbeDesign", "CanaryAssignment", "variant_objective",
            "canary_assignment", "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select",
            "design_ordinary", "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
 
@@ -41,15 +46,18 @@ VARIANTS = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu
 REAL_VARIANTS = VARIANTS[:5]
 NONCE_VARIANTS = VARIANTS[5:]
 PARAPHRASE_VARIANTS = VARIANTS[2:5]  # the real variants whose probes come from a paraphrase pool Q (App. B)
+BEYOND_PAPER_VARIANTS = ("composed-mu_eff",)  # real canary, pool from its own records (pe_kit.attack.composed)
+ALL_VARIANTS = VARIANTS + BEYOND_PAPER_VARIANTS  # every name a setting accepts; "all" is Table 1's eight
 
 
 def resolve_variants(variants) -> list[str]:
     """Variant names from a user's setting: ``"all"`` → the eight variants of Table 1; else a comma-separated
     string, or a sequence of names or of such strings (``--set variants=a,b`` gives a list, and ``["all"]`` means
-    all). Order kept, duplicates dropped.
+    all). Order kept, duplicates dropped. Names beyond the paper (``BEYOND_PAPER_VARIANTS``) are accepted by name
+    only, never through ``"all"``.
 
     Args: variants: str or sequence of str.
-    Returns: list of names from ``VARIANTS``.
+    Returns: list of names from ``ALL_VARIANTS``.
     Raises:
         ValueError: naming an unknown variant and listing the known ones, or for an empty setting.
     """
@@ -59,8 +67,8 @@ def resolve_variants(variants) -> list[str]:
         return list(VARIANTS)
     out: list[str] = []
     for v in names:
-        if v not in VARIANTS:
-            raise ValueError(f"variants contains {v!r}; use names from {VARIANTS} or 'all'")
+        if v not in ALL_VARIANTS:
+            raise ValueError(f"variants contains {v!r}; use names from {ALL_VARIANTS} or 'all'")
         if v not in out:
             out.append(v)
     if not out:
@@ -75,7 +83,7 @@ class ProbeDesign:
     """A frozen attack: the canary, and the probes replacing bank positions (App. B).
 
     Attributes:
-        variant: one of ``VARIANTS``.
+        variant: one of ``ALL_VARIANTS``.
         canary_id: user id (real canary) or ``nonce-<seed>`` (synthetic).
         canary_texts: tuple of the canary's m records.
         canary_embeddings: float32 (m, d).
@@ -97,8 +105,8 @@ class ProbeDesign:
     info: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant={self.variant!r} is unknown; use one of {VARIANTS}")
+        if self.variant not in ALL_VARIANTS:
+            raise ValueError(f"variant={self.variant!r} is unknown; use one of {ALL_VARIANTS}")
         if self.probe_embeddings is not None:
             if self.positions is None or len(self.positions) != len(self.probe_embeddings):
                 raise ValueError("positions must give one bank position per probe")
@@ -169,8 +177,8 @@ def design_nonce(encoder, bank_size: int, rng: np.random.Generator, records: int
 
 def variant_objective(variant: str) -> str | None:
     """Alg. B.1 objective of a variant: ``"norm"``, ``"mu_eff"`` or None (unoptimized). Raises ValueError."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+    if variant not in ALL_VARIANTS:
+        raise ValueError(f"variant={variant!r} is unknown; use one of {ALL_VARIANTS}")
     if variant.endswith("-norm"):
         return "norm"
     if variant.endswith("-mu_eff"):
@@ -348,7 +356,8 @@ def design_selected(variant: str, canary_id: str, canary_texts, canary_embedding
     probe j_t for position ρ_t.
 
     Args:
-        variant: one of ``paraphrase-norm``, ``paraphrase-mu_eff``, ``nonce-norm``, ``nonce-mu_eff``.
+        variant: one of ``paraphrase-norm``, ``paraphrase-mu_eff``, ``nonce-norm``, ``nonce-mu_eff``,
+            ``composed-mu_eff``.
         canary_texts: m str; canary_embeddings: float32 (m, d).
         pool_texts: M str; pool_embeddings: float32 (M, d).
         bank: float32 (p, d) the base bank (before replacement). positions: int (r,) reserved, ordered.

@@ -39,7 +39,7 @@ def variant_palette(variants: Sequence[str]) -> dict:
     """Stable colours: real-canary variants in blues/greens, nonce variants in reds (dict name → RGB)."""
     import seaborn as sns
 
-    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS  # Table 1, then beyond-paper variants
 
     cols = sns.color_palette("tab10", len(VARIANTS))
     return {v: cols[VARIANTS.index(v) % len(cols)] if v in VARIANTS else (0.4, 0.4, 0.4) for v in variants}
@@ -137,7 +137,7 @@ def plot_design(df: pd.DataFrame):
         raise ValueError(f"plot_design needs columns {missing}")
     import seaborn as sns
 
-    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS  # Table 1, then beyond-paper variants
 
     order = [v for v in VARIANTS if v in set(df["variant"])]
     pal = variant_palette(order)
@@ -260,7 +260,7 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
     """
     import seaborn as sns
 
-    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS  # Table 1, then beyond-paper variants
 
     groups = list(df.groupby(["study_arm", "bank_source"], sort=True))
     n = max(1, len(groups))
@@ -383,7 +383,7 @@ def plot_encoder_ablation(df: pd.DataFrame):
     """
     import seaborn as sns
 
-    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS  # Table 1, then beyond-paper variants
     from pe_kit.text.models import encoder_ablation_note
 
     models = list(dict.fromkeys(df["study_model"].astype(str))) if "study_model" in df.columns else []

@@ -80,14 +80,14 @@ def _table_rows(df: pd.DataFrame, index: list, variants: Sequence[str] | None) -
     """The rows a variant table can place, the variant order, and the count of rows it cannot place.
 
     A row with a missing value in an ``index`` column (e.g. a NaN ``bank_source``), a missing ``epsilon_lower``,
-    or a variant outside ``variants`` (default ``VARIANTS``) has no cell; such rows are counted per reason
+    or a variant outside ``variants`` (default ``ALL_VARIANTS``: Table 1's eight, then those beyond the paper) has no cell; such rows are counted per reason
     (``missing_<column>``, ``unknown_variant``), warned about, and returned so the table can say so.
     """
     import warnings
 
-    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.attack.variants import ALL_VARIANTS
 
-    known = list(variants or VARIANTS)
+    known = list(variants or ALL_VARIANTS)
     dropped: dict[str, int] = {}
     keep = pd.Series(True, index=df.index)
     for col in [*index, "epsilon_lower"]:

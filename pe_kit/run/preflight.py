@@ -103,7 +103,7 @@ def check_variants(p: Preset) -> None:
         ValueError: naming the setting (``variants``, ``sweep_variants``, ``encoder_variants``,
             ``tightness_variant``), the unknown name and the known ones.
     """
-    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS
 
     for key in ("variants", "sweep_variants", "encoder_variants", "tightness_variant"):
         value = getattr(p, key)

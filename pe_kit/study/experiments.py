@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pe_kit.attack.variants import VARIANTS, resolve_variants  # resolve_variants: X.resolve_variants in notebooks
+from pe_kit.attack.variants import ALL_VARIANTS, VARIANTS, resolve_variants  # resolve_variants: X.resolve_variants in notebooks
 from pe_kit.audit.moments import (
     aux_moments,
     llr_weights,
@@ -168,6 +168,8 @@ def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
     index among the five real variants) when the study holds enough canaries (paper: 40 = 8 × 5, each
     attack on "an independently selected set of five canaries"); otherwise the blocks wrap around and
     variants share canaries. Nonce variants draw synthetic canaries; their slots only index the draws.
+    ``composed-mu_eff`` (beyond the paper) audits paraphrase-mu_eff's canaries, so the two natural-text
+    Alg. B.1 attacks compare on the same five records sets (issue 34).
     """
     if per_variant < 1:
         raise ValueError(f"per_variant={per_variant} must be ≥ 1 (canaries per variant)")
@@ -175,7 +177,7 @@ def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
         return list(range(per_variant))
     if n_canary < 1:
         raise ValueError("n_canary must be ≥ 1 for real-canary variants")
-    i = REAL_VARIANTS.index(variant)
+    i = REAL_VARIANTS.index("paraphrase-mu_eff" if variant == "composed-mu_eff" else variant)
     return [(i * per_variant + j) % n_canary for j in range(per_variant)]
 
 
@@ -213,7 +215,7 @@ def _pools_key(variant: str) -> str:
 
 
 def _rng(seed: int, variant: str, j: int, purpose: int, salt: int = 0) -> np.random.Generator:
-    return np.random.default_rng([int(seed), VARIANTS.index(variant), int(j), int(purpose), int(salt)])
+    return np.random.default_rng([int(seed), ALL_VARIANTS.index(variant), int(j), int(purpose), int(salt)])
 
 
 def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,

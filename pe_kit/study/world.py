@@ -242,7 +242,7 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
            "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions(),
-           **{k: design.info[k] for k in ("pool_generator", "pool_source") if k in design.info}}
+           **{k: design.info[k] for k in ("pool_generator", "pool_source", "beyond_paper") if k in design.info}}
     return row
 
 
@@ -404,6 +404,8 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     * ``nonce``: r drawn uniformly from the nonce pool (``pe_kit.attack.variants.design_nonce``).
     * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``pe_kit.attack.variants.design_selected``); μ_eff uses Σ̂_Q from
       aux users (``aux_pool_covariance``), frozen before selection.
+    * ``composed-mu_eff`` (beyond the paper): Alg. B.1 on a pool composed of the canary's own records, with
+      aux-only edit rounds (``pe_kit.attack.composed.design_composed``; its pool size is ``ComposedConfig``'s).
 
     Args:
         world: the study (its neighbour indices have depth k + max_probes).
@@ -419,7 +421,7 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
             for ``exact``.
     """
     from pe_kit.attack.variants import (
-        VARIANTS,
+        ALL_VARIANTS,
         design_exact,
         design_nonce,
         design_ordinary,
@@ -430,14 +432,14 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
         variant_objective,
     )
 
-    if variant not in VARIANTS:
-        raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+    if variant not in ALL_VARIANTS:
+        raise ValueError(f"variant={variant!r} is unknown; use one of {ALL_VARIANTS}")
     mechanism = mechanism or MechanismConfig(record_cap=world.config.record_cap)
     r = world.config.max_probes if r is None else int(r)
     if not 1 <= r <= world.config.max_probes:
         raise ValueError(f"r={r} must lie in [1, StudyConfig.max_probes={world.config.max_probes}] (the neighbour "
                          "index depth); raise max_probes")
-    if variant != "ordinary" and variant != "exact" and r > pool_size:
+    if variant not in ("ordinary", "exact", "composed-mu_eff") and r > pool_size:
         raise ValueError(f"r={r} probes cannot come from a pool of pool_size={pool_size}; raise pool_size")
     p = world.bank.shape[0]
     objective = variant_objective(variant)
@@ -466,6 +468,13 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
                              f"{world.config.max_probes}; raise max_probes")
         return design_exact(user.user_id, user.texts, c_emb, replacement_positions(p, len(user.texts), rng))
     positions = replacement_positions(p, r, rng)
+    if variant == "composed-mu_eff":
+        from pe_kit.attack.composed import AuxBackground, design_composed
+
+        aux = world.records["aux"]
+        background = AuxBackground(aux["index"], aux["emb"], aux["owner"], len(aux["ids"]), len(world.splits.test))
+        return design_composed(world.encoder, user.user_id, user.texts, c_emb, world.bank, positions, mechanism,
+                               background, rng, audit)
     texts, sources, pool_emb, info = paraphrase_pool(world, user, pool_size, generator)
     if variant == "paraphrase":
         return design_paraphrase(user.user_id, user.texts, c_emb, texts, pool_emb, sources, positions, rng, info)

@@ -1,0 +1,497 @@
+"""``composed-mu_eff``: probes composed from the canary's own text and chosen against the encoder.
+
+A variant **beyond the paper's Table 1** (issue 34). The paper's natural-text variants rewrite the canary with
+an LLM (paraphrase pools); this one needs no generator at all. Its candidate pool Q is built only from the
+canary's own records — the records themselves, their sentences, word windows, and *recombinations*: short
+leading fragments of several similar records joined in one text (real words in real order, never a nonce
+string; no word list is used, so every word of every probe is a whitespace token of a canary record). An
+optional search then edits the selected candidates (extend with a fragment of a record whose votes still go
+to the bank, trim a fragment, cross two probes), encodes the edits through the kit's content-keyed embedding
+cache, re-estimates the frozen pool covariance Σ̂_Q on the grown pool from aux users only, and re-runs
+Alg. B.1 with J_μeff (Eq. 6). Every round ends in Alg. B.1's greedy selection of r probes; the round kept is
+the one whose frozen design has the largest μ_eff (Eq. 15 with Σ̂_P of Eqs. 34–35 from aux users and the
+population size N — the same μ_eff an audit row reports; test users never enter the design).
+
+Why recombinations: a user's clipped contribution v = h̄·min(1, C/‖h̄‖₂) (Eq. 1) puts ‖v_P‖₂ = C·‖h̄_P‖/‖h̄‖
+on P once ‖h̄‖ ≥ C, so μ_eff → 1/σ (Eq. 20) needs the canary's *L2* vote mass on P, not one vote per record:
+a few "hub" probes that sit among the k nearest bank entries of many of its records concentrate h̄ on P.
+An exact copy is nearest to one record only; a text made of several records' openings lies near all of them
+(the encoder mean-pools word pieces, and it sees only the first ``max_seq_length`` of them, so fragments
+are taken from the records' openings and a recombination is kept to ``hub_words`` words).
+
+Cost: pool encodes (cached per text, so a rerun or a second variant on the same canary re-encodes nothing),
+one Σ̂_Q per round (aux records routed to S_base ∪ Q) and one Alg. B.1 per round; ``design.info`` records
+encodes, cached texts, seconds per stage, pool sizes and the μ_eff of every round.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pe_kit.config import AuditConfig, MechanismConfig
+
+__all__ = ["COMPOSED_VARIANT", "ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary",
+           "composed_pool", "edit_candidates", "solo_pool_covariance", "design_mu_eff", "design_composed", "probe_vote_examples"]
+
+COMPOSED_VARIANT = "composed-mu_eff"
+BEYOND_PAPER_NOTE = ("beyond the paper: not a Table 1 variant; probes composed from the canary's own records "
+                     "(issue 34, docs/composed.md)")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+Span = tuple[int, int, int]  # (record index, first word, end word): words[record][first:end]
+
+
+@dataclass(frozen=True)
+class ComposedConfig:
+    """Settings of the composed pool and its search (one place; ``design_composed``).
+
+    Attributes:
+        pool_size: M, candidates of the base pool (int ≥ r). 2048: four times the paraphrase pools' 512,
+            since its candidates are cheap (no generator) and many are near-duplicates of each other.
+        windows: word-window lengths of the own-record fragments (tuple of int ≥ 3).
+        hub_sizes: records per recombination (tuple of int ≥ 2).
+        hub_words: word budget of a recombination (int ≥ 6; ~1.3 word pieces a word keeps 40 words under
+            the 64-piece cap the kit's presets use).
+        refine_rounds: edit-and-reselect rounds after the first selection (int ≥ 0).
+        refine_edits: new candidates per round (int ≥ 1).
+        covariance: ``"solo"`` (``solo_pool_covariance``, conservative, default) or ``"pool"`` (Alg. B.1 line 6 as
+            the paper's variants use it, ``selection.pool_covariance``).
+    """
+
+    pool_size: int = 2048
+    windows: tuple = (8, 16, 24)
+    hub_sizes: tuple = (2, 3, 4, 6, 8, 12, 16)
+    hub_words: int = 40
+    refine_rounds: int = 2
+    refine_edits: int = 384
+    covariance: str = "solo"
+
+    def __post_init__(self) -> None:
+        for name, lo in (("pool_size", 1), ("hub_words", 6), ("refine_rounds", 0), ("refine_edits", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"ComposedConfig.{name}={v!r} must be an integer ≥ {lo}")
+        if self.covariance not in ("solo", "pool"):
+            raise ValueError(f"ComposedConfig.covariance={self.covariance!r} must be 'solo' or 'pool'")
+        if not self.windows or any(int(w) != w or w < 3 for w in self.windows):
+            raise ValueError(f"ComposedConfig.windows={self.windows!r} must be integers ≥ 3")
+        if not self.hub_sizes or any(int(g) != g or g < 2 for g in self.hub_sizes):
+            raise ValueError(f"ComposedConfig.hub_sizes={self.hub_sizes!r} must be integers ≥ 2")
+
+    def as_dict(self) -> dict:
+        """Plain dict (tuples as lists) for ``design.info``."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+DEFAULT_CONFIG = ComposedConfig()  # what ``make_design`` uses (``design_composed(config=None)``)
+
+
+@dataclass(frozen=True)
+class AuxBackground:
+    """The aux users a design may use (App. B: aux users only for design), and the population size N.
+
+    Attributes:
+        index: ``NeighborIndex`` of the aux records on the base bank (depth ≥ k + r).
+        records: float32 (n_records, d) aux record embeddings; owner: int (n_records,) user row.
+        n_aux_users: rows; n_users: N, the size of the population the audit faces (a count, no test data).
+    """
+
+    index: object
+    records: np.ndarray
+    owner: np.ndarray
+    n_aux_users: int
+    n_users: int
+
+
+def record_words(records) -> list[list[str]]:
+    """Whitespace tokens of each record (the unit every probe is built from). Returns list of list of str.
+
+    Raises ValueError when ``records`` is empty or a record has no word."""
+    words = [str(t).split() for t in records]
+    if not words or any(not w for w in words):
+        raise ValueError("records must be a non-empty sequence of non-empty texts (the canary's m records)")
+    return words
+
+
+def canary_vocabulary(records) -> frozenset:
+    """The set of whitespace tokens of the canary's records: every probe word belongs to it."""
+    return frozenset(w for ws in record_words(records) for w in ws)
+
+
+def _text(words, spans) -> str:
+    return " ".join(w for r, a, b in spans for w in words[r][a:b])
+
+
+def _sentence_spans(words_r: list[str], r: int) -> list[Span]:
+    """Word spans of the sentences of one record (split after . ! ? at a word end)."""
+    out, start = [], 0
+    for i, w in enumerate(words_r):
+        if _SENTENCE.search(w + " ") and i + 1 < len(words_r):
+            out.append((r, start, i + 1))
+            start = i + 1
+    out.append((r, start, len(words_r)))
+    return out if len(out) > 1 else []
+
+
+def _hub(words, group, budget: int) -> tuple[Span, ...]:
+    """Openings of the records in ``group`` (in order), ⌊budget/|group|⌋ words each (at least 3)."""
+    each = max(3, budget // len(group))
+    return tuple((int(r), 0, min(each, len(words[r]))) for r in group)
+
+
+def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
+                  config: ComposedConfig | None = None) -> tuple[list[str], list[tuple], list[str]]:
+    """The base candidate pool Q of ``composed-mu_eff``, built only from the canary's records.
+
+    Kinds, in priority order (the pool keeps the first ``config.pool_size`` distinct texts of this order):
+    ``record`` (each record verbatim, as exact's copies), ``centroid`` (openings of the records nearest the
+    mean embedding, one per hub size), ``knn`` (for each record and hub size, the openings of the record and its
+    nearest records in embedding space), ``sentence`` (each sentence of a multi-sentence record), ``window``
+    (word windows of the records' first 48 words), ``random`` (openings of seeded random groups of records,
+    filling the pool).
+
+    Args:
+        records: m str (the canary's records). embeddings: float32 (m, d) their embeddings (L2-normalized).
+        rng: the only randomness (the random groups). config: ``ComposedConfig`` (default settings).
+
+    Returns:
+        (texts list of M str, spans list of M tuples of (record, first, end) word spans, kinds list of M str).
+
+    Raises:
+        ValueError: for empty records, mismatched embeddings, or too few distinct candidates for the pool size
+            only when fewer than 1 candidate exists (a smaller pool is returned otherwise).
+    """
+    config = config or ComposedConfig()
+    words = record_words(records)
+    emb = np.asarray(embeddings, dtype=np.float64)
+    m = len(words)
+    if emb.shape[0] != m:
+        raise ValueError(f"{m} records but {emb.shape[0]} embeddings")
+    texts: list[str] = []
+    spans: list[tuple] = []
+    kinds: list[str] = []
+    seen: set[str] = set()
+
+    def add(sp, kind):
+        sp = tuple(s for s in sp if s[2] > s[1])
+        t = _text(words, sp)
+        if t and t not in seen and len(texts) < config.pool_size:
+            seen.add(t)
+            texts.append(t)
+            spans.append(sp)
+            kinds.append(kind)
+
+    for r in range(m):
+        add(((r, 0, len(words[r])),), "record")
+    sims = emb @ emb.T
+    sizes = [g for g in config.hub_sizes if g <= m]
+    centre = np.argsort(-(emb @ emb.mean(axis=0)), kind="stable")
+    for g in sizes:
+        add(_hub(words, centre[:g], config.hub_words), "centroid")
+    order = np.argsort(-sims, axis=1, kind="stable")  # each row starts with the record itself
+    for g in sizes:
+        for r in range(m):
+            add(_hub(words, order[r, :g], config.hub_words), "knn")
+    for r in range(m):
+        for sp in _sentence_spans(words[r], r):
+            add((sp,), "sentence")
+    for w in config.windows:
+        for r in range(m):
+            for a in range(0, max(1, min(len(words[r]), 48) - w + 1), max(1, w // 2)):
+                add(((r, a, min(a + w, len(words[r]))),), "window")
+    tries = 0
+    while len(texts) < config.pool_size and sizes and tries < 20 * config.pool_size:
+        g = int(rng.choice(sizes))
+        add(_hub(words, rng.choice(m, size=g, replace=False), config.hub_words), "random")
+        tries += 1
+    if not texts:
+        raise ValueError("the canary's records give no candidate; check the records")
+    return texts, spans, kinds
+
+
+def edit_candidates(words, selected_spans, uncovered, n: int, rng: np.random.Generator,
+                    hub_words: int = 40) -> list[tuple]:
+    """Word-level edits of selected probes (the search of ``design_composed``), as span tuples.
+
+    Edits (drawn uniformly, seeded): ``extend`` a probe with the opening of a record in ``uncovered`` (records
+    whose k votes are not all on probes), dropping the probe's last fragment when over ``hub_words``;
+    ``trim`` one fragment of a multi-fragment probe; ``cross`` the first half of one probe's fragments with the
+    second half of another's; ``swap`` one fragment for the opening of an uncovered record.
+
+    Args:
+        words: per-record word lists (``record_words``). selected_spans: span tuples of the selected probes.
+        uncovered: int record indices to pull probes toward (may be empty: then all records). n: edits wanted.
+        rng: the only randomness. hub_words: word budget of an edited probe.
+
+    Returns:
+        list of ≤ n span tuples (duplicates possible; the caller drops texts already in the pool).
+    """
+    if n < 0:
+        raise ValueError(f"n={n} must be ≥ 0")
+    sel = [tuple(s) for s in selected_spans if s]
+    if not sel or n == 0:
+        return []
+    pull = np.asarray(list(uncovered) if len(uncovered) else range(len(words)), dtype=np.int64)
+    out = []
+    for _ in range(n):
+        base = list(sel[int(rng.integers(len(sel)))])
+        kind = int(rng.integers(4))
+        each = max(3, hub_words // max(2, len(base) + 1))
+        if kind == 0:
+            r = int(rng.choice(pull))
+            new = [(a, b, min(c, b + each)) for a, b, c in base] + [(r, 0, min(each, len(words[r])))]
+        elif kind == 1 and len(base) > 1:
+            new = base[:int(rng.integers(len(base)))] + base[int(rng.integers(len(base))) + 1:]
+            new = new or base[:1]
+        elif kind == 2 and len(sel) > 1:
+            other = list(sel[int(rng.integers(len(sel)))])
+            new = base[:max(1, len(base) // 2)] + other[len(other) // 2:]
+        else:
+            r = int(rng.choice(pull))
+            i = int(rng.integers(len(base)))
+            a, b, c = base[i]
+            new = base[:i] + [(r, 0, min(max(3, c - b), len(words[r])))] + base[i + 1:]
+        budget, kept = hub_words, []
+        for a, b, c in new:
+            if budget <= 0:
+                break
+            c = min(c, b + budget)
+            if c > b:
+                kept.append((int(a), int(b), int(c)))
+                budget -= c - b
+        if kept:
+            out.append(tuple(kept))
+    return out
+
+
+def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddings: np.ndarray, positions,
+                  aux: AuxBackground, mechanism: MechanismConfig, audit: AuditConfig | None = None,
+                  canary_index=None) -> dict:
+    """μ_eff of a frozen design from aux users only (Eq. 15; Σ̂_P of Eqs. 31–35 with N = ``aux.n_users``).
+
+    The canary and the aux users are routed to the bank with the probes at ``positions`` (Eq. 1), exactly as the
+    audit does (``pe_kit.run.study.canary_contribution``, ``audit.canary.audit_canary``), so this is the μ_eff
+    an audit row of the design reports.
+
+    Args:
+        canary_embeddings: float32 (m, d). bank: float32 (p, d). probe_embeddings: float32 (r, d).
+        positions: int (r,). aux: ``AuxBackground``. mechanism: k, C, σ, q. audit: shrinkage, ridge.
+        canary_index: optional ``NeighborIndex`` of the canary on ``bank`` (depth ≥ k + r).
+
+    Returns:
+        dict ``mu_eff`` (float), ``canary_votes_on_P`` (share of the canary's vote mass on P), ``canary_norm``
+        (‖v_P‖₂), ``record_probe_votes`` (int (m,) probes among each record's k nearest), ``aux_voters``
+        (aux users with a vote on P).
+    """
+    from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
+    from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
+
+    audit = audit or AuditConfig()
+    pos = np.asarray(positions, dtype=np.int64)
+    k, p = mechanism.top_k, bank.shape[0]
+    emb = np.asarray(canary_embeddings, dtype=np.float32)
+    if canary_index is None:
+        canary_index = build_neighbor_index(emb, bank, k + pos.size)
+    routes = routes_with_probes(canary_index, emb, probe_embeddings, pos, k)
+    v = np.asarray(contributions(routes, np.zeros(len(emb), np.int64), 1, p, mechanism.clip_norm).todense()).ravel()
+    coords = np.sort(pos)
+    aux_routes = routes_with_probes(aux.index, aux.records, probe_embeddings, pos, k)
+    a = restrict(contributions(aux_routes, aux.owner, aux.n_aux_users, p, mechanism.clip_norm), coords)
+    _, sigma = null_moments(aux_moments(a, audit.shrinkage), aux.n_users, mechanism, audit.ridge)
+    vp = v[coords]
+    return {"mu_eff": mu_eff(vp, sigma), "canary_votes_on_P": float(vp.sum() / max(v.sum(), 1e-300)),
+            "canary_norm": float(np.linalg.norm(vp)), "record_probe_votes": np.isin(routes, pos).sum(axis=1),
+            "aux_voters": int((np.asarray(abs(a).sum(axis=1)).ravel() > 0).sum())}
+
+
+def solo_pool_covariance(aux: AuxBackground, pool: np.ndarray, positions, mechanism: MechanismConfig,
+                         audit: AuditConfig | None = None, chunk_size: int = 4096) -> np.ndarray:
+    """A conservative frozen Σ̂_Q: every aux record votes for *every* candidate nearer than its k-th S_base entry.
+
+    Alg. B.1 line 6 (``selection.pool_covariance``) routes aux users to S_base ∪ Q with all M candidates present;
+    with a pool of many near-duplicate candidates (as a composed pool is) their votes split among the duplicates,
+    so each candidate looks quieter than it is once only r of them remain in the bank. Here candidate j gets the
+    vote of each aux record that j alone would enter (distance below the record's k-th base distance; the
+    record's vote count is not capped at k and no clip is applied), i.e. the background each probe would see in
+    a bank where it displaced nothing else: an upper bound of every vote an aux record can give it. Then
+    Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)² I + ridge·I (Eqs. 31–35) with N = ``aux.n_users``.
+
+    Args:
+        aux: ``AuxBackground``. pool: float32 (M, d). positions: int (r,) reserved positions (not in S_base).
+        mechanism: k, C, σ, q. audit: shrinkage and ridge. chunk_size: aux records per distance block.
+
+    Returns:
+        float64 (M, M) symmetric positive definite.
+    """
+    import scipy.sparse as sp
+
+    from pe_kit.attack.selection import base_neighbors
+    from pe_kit.audit.moments import aux_moments, null_moments
+    from pe_kit.pe.mechanism import squared_distances
+
+    audit = audit or AuditConfig()
+    k = mechanism.top_k
+    pool = np.asarray(pool, dtype=np.float32)
+    _, b_d = base_neighbors(aux.index, positions, k)
+    kth = b_d[:, -1]
+    owner = np.asarray(aux.owner, dtype=np.int64)
+    per_user = np.bincount(owner, minlength=aux.n_aux_users).astype(np.float64)
+    rows, cols = [], []
+    for s in range(0, aux.records.shape[0], chunk_size):
+        e = min(aux.records.shape[0], s + chunk_size)
+        r, c = np.nonzero(squared_distances(aux.records[s:e], pool) < kth[s:e, None])
+        rows.append(owner[s + r])
+        cols.append(c)
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    h = sp.csr_matrix((1.0 / (per_user[rows] * k), (rows, cols)), shape=(aux.n_aux_users, pool.shape[0]))
+    h.sum_duplicates()
+    _, sigma = null_moments(aux_moments(h, audit.shrinkage), aux.n_users, mechanism, audit.ridge)
+    return sigma
+
+
+def _encode(encoder, texts, stats: dict) -> np.ndarray:
+    emb = encoder.encode(texts, desc="composed pool")
+    last = getattr(encoder, "last_stats", {}) or {}
+    stats["encoded"] += int(last.get("encoded", len(texts)))
+    stats["cached"] += int(last.get("cached", 0))
+    return np.asarray(emb, dtype=np.float32)
+
+
+def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np.ndarray, bank: np.ndarray,
+                    positions, mechanism: MechanismConfig, aux: AuxBackground, rng: np.random.Generator,
+                    audit: AuditConfig | None = None, config: ComposedConfig | None = None):
+    """The frozen ``composed-mu_eff`` design of one real canary (beyond Table 1; see the module docstring).
+
+    Steps: base pool (``composed_pool``) → encode (cached per text) → Σ̂_Q from aux users on S_base ∪ Q
+    (``selection.pool_covariance``, Alg. B.1 line 6) → Alg. B.1 with J_μeff (``variants.design_selected``) →
+    ``config.refine_rounds`` times: edits of the selected probes (``edit_candidates``) join the pool, Σ̂_Q is
+    re-estimated on the grown pool, Alg. B.1 runs again. The round whose design has the largest aux μ_eff
+    (``design_mu_eff``) is frozen; ties keep the earlier round.
+
+    Args:
+        encoder: ``pe_kit.text.encoder.Encoder`` (the study's: probes must be embedded like the bank).
+        canary_id: user id. canary_texts: m str. canary_embeddings: float32 (m, d).
+        bank: float32 (p, d) base bank. positions: int (r,) reserved replacement positions (drawn before).
+        mechanism: k, C, σ, q. aux: ``AuxBackground`` (aux users and N). rng: pool and edit draws.
+        audit: shrinkage and ridge of Σ̂ (default ``AuditConfig()``). config: ``ComposedConfig`` (None:
+            ``DEFAULT_CONFIG``).
+
+    Returns:
+        ``ProbeDesign`` with variant ``composed-mu_eff``; ``info`` holds ``beyond_paper``, ``pool_size``,
+        ``pool_kinds`` (count per kind of the selected probes), ``probe_spans``, ``rounds`` (per round: pool size,
+        J_μeff, aux μ_eff, votes on P), ``encodes``, ``cached_texts``, ``design_seconds``, ``composed_config``.
+
+    Raises:
+        ValueError: if the pool holds fewer than r candidates, or on shape errors (``design_selected``).
+    """
+    from pe_kit.attack.selection import pool_covariance
+    from pe_kit.attack.variants import design_selected
+    from pe_kit.pe.mechanism import build_neighbor_index
+
+    t0 = time.perf_counter()
+    config = config or DEFAULT_CONFIG
+    audit = audit or AuditConfig()
+    pos = np.asarray(positions, dtype=np.int64)
+    texts_in = list(canary_texts)
+    words = record_words(texts_in)
+    emb = np.asarray(canary_embeddings, dtype=np.float32)
+    texts, spans, kinds = composed_pool(texts_in, emb, rng, config)
+    if len(texts) < pos.size:
+        raise ValueError(f"the canary's records give {len(texts)} distinct candidates < r={pos.size}; lower r or "
+                         "raise ComposedConfig.pool_size")
+    stats = {"encoded": 0, "cached": 0}
+    pool_emb = _encode(encoder, texts, stats)
+    index = build_neighbor_index(emb, bank, mechanism.top_k + pos.size)
+    rounds, best = [], None
+    seen = set(texts)
+    for rnd in range(config.refine_rounds + 1):
+        if rnd:
+            cur = best[2]
+            summ = design_mu_eff(emb, bank, cur.probe_embeddings, pos, aux, mechanism, audit, index)
+            uncovered = np.flatnonzero(summ["record_probe_votes"] < mechanism.top_k)
+            new = []
+            for sp in edit_candidates(words, [spans[i] for i in cur.pool_indices], uncovered,
+                                      config.refine_edits, rng, config.hub_words):
+                t = _text(words, sp)
+                if t and t not in seen:
+                    seen.add(t)
+                    new.append((t, sp))
+            if not new:
+                break
+            texts += [t for t, _ in new]
+            spans += [sp for _, sp in new]
+            kinds += ["edit"] * len(new)
+            pool_emb = np.concatenate([pool_emb, _encode(encoder, [t for t, _ in new], stats)])
+        t1 = time.perf_counter()
+        if config.covariance == "solo":
+            sigma = solo_pool_covariance(aux, pool_emb, pos, mechanism, audit)
+        else:
+            sigma = pool_covariance(aux.index, aux.records, aux.owner, aux.n_aux_users, pool_emb, pos, mechanism,
+                                    n_users=aux.n_users, shrinkage=audit.shrinkage, ridge=audit.ridge)
+        design = design_selected("composed-mu_eff", canary_id, texts_in, emb, texts, pool_emb, bank, pos,
+                                 mechanism.top_k, sigma, index=index)
+        summ = design_mu_eff(emb, bank, design.probe_embeddings, pos, aux, mechanism, audit, index)
+        rounds.append({"round": rnd, "pool_size": len(texts), "objective": float(design.info["selection_scores"][-1]),
+                       "aux_mu_eff": summ["mu_eff"], "canary_votes_on_P": summ["canary_votes_on_P"],
+                       "records_fully_on_P": int((summ["record_probe_votes"] == mechanism.top_k).sum()),
+                       "seconds": time.perf_counter() - t1})
+        if best is None or summ["mu_eff"] > best[0]:
+            best = (summ["mu_eff"], rnd, design)
+    _, kept_round, design = best
+    chosen = [int(i) for i in design.pool_indices]
+    info = {**{k: v for k, v in design.info.items() if not k.startswith("selection_scores")},
+            "beyond_paper": BEYOND_PAPER_NOTE, "pool_generator": "composed (canary's own records)",
+            "pool_source": "composed", "pool_size": len(texts), "kept_round": kept_round, "rounds": rounds,
+            "pool_kinds": dict(Counter(kinds[i] for i in chosen)), "probe_spans": [list(map(list, spans[i])) for i in chosen],
+            "encodes": stats["encoded"], "cached_texts": stats["cached"],
+            "design_seconds": time.perf_counter() - t0, "composed_config": config.as_dict()}
+    return type(design)(design.variant, design.canary_id, design.canary_texts, design.canary_embeddings,
+                        design.probe_texts, design.probe_embeddings, design.positions, design.pool_indices, info)
+
+
+def probe_vote_examples(design, bank: np.ndarray, top_k: int = 5, records=None, bank_texts=None) -> list[dict]:
+    """For some canary records, the k entries they vote for on the design's bank: probe text or "bank #i".
+
+    What notebook 02's composed cell shows (a canary record beside the probes that took its votes).
+
+    Args:
+        design: a frozen ``ProbeDesign`` with probes. bank: float32 (p, d) base bank (the world's).
+        top_k: k. records: int record indices (default: the first 3). bank_texts: optional p str (the world's
+            ``bank_texts``) to show the bank entries that took a vote.
+
+    Returns:
+        list of dicts ``record`` (index), ``text`` (the record), ``votes`` (list of k dicts ``probe`` (slot or
+        None), ``text`` (probe text, or ``"bank #<position>: <text>"``), ``distance`` (squared Euclidean)).
+
+    Raises:
+        ValueError: for a design without probes or a record index out of range.
+    """
+    from pe_kit.pe.mechanism import build_neighbor_index, routes_with_probes, squared_distances
+
+    if design.probe_embeddings is None:
+        raise ValueError(f"design {design.variant!r} has no probes to show")
+    m = len(design.canary_texts)
+    records = list(range(min(3, m))) if records is None else [int(r) for r in records]
+    if any(not 0 <= r < m for r in records):
+        raise ValueError(f"records must lie in [0, {m}); got {records}")
+    emb = design.canary_embeddings[records]
+    index = build_neighbor_index(emb, bank, top_k + len(design.positions))
+    routes = routes_with_probes(index, emb, design.probe_embeddings, design.positions, top_k)
+    slot_of = {int(p): t for t, p in enumerate(design.positions)}
+    out = []
+    for row, r in enumerate(records):
+        votes = []
+        for j in routes[row]:
+            t = slot_of.get(int(j))
+            vec = design.probe_embeddings[t] if t is not None else bank[int(j)]
+            d = float(squared_distances(emb[row:row + 1], vec[None, :])[0, 0])
+            shown = (design.probe_texts[t] if t is not None
+                     else f"bank #{int(j)}" + (f": {bank_texts[int(j)]}" if bank_texts is not None else ""))
+            votes.append({"probe": t, "text": shown,
+                          "distance": d})
+        out.append({"record": r, "text": design.canary_texts[r], "votes": votes})
+    return out
