@@ -4,8 +4,8 @@ invariants ε_lower ≤ ε_theory and μ_eff ≤ 1/σ (Eq. 20) on a real-data wo
 import numpy as np
 import pytest
 
-import pe_kit.attack.composed as composed
-from pe_kit.attack.composed import (
+import pe_kit.attack.composed_probes as composed
+from pe_kit.attack.composed_probes import (
     AuxBackground,
     ComposedConfig,
     canary_vocabulary,

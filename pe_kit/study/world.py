@@ -405,7 +405,7 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``pe_kit.attack.variants.design_selected``); μ_eff uses Σ̂_Q from
       aux users (``aux_pool_covariance``), frozen before selection.
     * ``composed-mu_eff`` (beyond the paper): Alg. B.1 on a pool composed of the canary's own records, with
-      aux-only edit rounds (``pe_kit.attack.composed.design_composed``; its pool size is ``ComposedConfig``'s).
+      aux-only edit rounds (``pe_kit.attack.composed_probes.design_composed``; its pool size is ``ComposedConfig``'s).
 
     Args:
         world: the study (its neighbour indices have depth k + max_probes).
@@ -469,7 +469,7 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
         return design_exact(user.user_id, user.texts, c_emb, replacement_positions(p, len(user.texts), rng))
     positions = replacement_positions(p, r, rng)
     if variant == "composed-mu_eff":
-        from pe_kit.attack.composed import AuxBackground, design_composed
+        from pe_kit.attack.composed_probes import AuxBackground, design_composed
 
         aux = world.records["aux"]
         background = AuxBackground(aux["index"], aux["emb"], aux["owner"], len(aux["ids"]), len(world.splits.test))

@@ -1,0 +1,143 @@
+"""composed-mu_eff beside exact, paraphrase-mu_eff and nonce on the same five canaries (issue 34; docs/composed.md).
+
+    python benchmarks/composed_reference.py --out docs/composed_quick.csv                 # quick preset, bundled
+    python benchmarks/composed_reference.py --preset paper --data ../shared/data/blogs/blogs.jsonl.gz \\
+        --set n_test=600 --set n_calibration=600 --set max_seq_length=64 --mu-only --out docs/composed_paper_long.csv
+
+The canaries are paraphrase-mu_eff's five (``experiments.canary_slots``; composed-mu_eff audits the same ones),
+long arm, bank A. Every design is built as ``pe-kit reproduce`` builds it (``experiments.try_design``: same
+seeds, positions and pools). ``--mu-only`` embeds only the bank, the canaries and the aux users (μ_eff needs no
+test user: Σ̂_P from aux users and the count N, Eq. 15 with Eqs. 34–35) and writes μ_eff rows; otherwise every
+split is embedded and each design is audited (ε_lower on the test split, ``audit_design``). Prints one line per
+design with its cost (texts encoded, seconds). Rows are appended as they finish and a rerun skips the rows
+already in ``--out`` (embeddings are cached per text), so an interrupted run resumes.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+VARIANTS = ("exact", "paraphrase-mu_eff", "composed-mu_eff", "nonce")
+FIELDS = ("preset", "arm", "bank", "variant", "canary_index", "canary_slot", "canary_id", "mu_eff", "mu_eff_ceiling",
+          "mu_eff_fraction", "canary_votes_on_P", "canary_norm", "epsilon_lower", "epsilon_theory", "trials",
+          "n_aux", "n_test", "encodes", "design_seconds", "pool_size", "kept_round", "beyond_paper")
+
+
+def light_world(config):
+    """A ``World`` with the bank, the canaries and the aux users embedded (no calibration or test records)."""
+    import numpy as np
+
+    from pe_kit.config import MechanismConfig
+    from pe_kit.data.loaders import load_corpus
+    from pe_kit.data.splits import make_arm, split_users
+    from pe_kit.pe.mechanism import build_neighbor_index
+    from pe_kit.run.study import World, _bank_texts, _stack, world_fingerprint
+    from pe_kit.text.encoder import Encoder
+
+    enc = Encoder(config.model, max_seq_length=config.max_seq_length)
+    corpus = make_arm(load_corpus(config.data, config.fmt, record_cap=config.record_cap), config.arm, config.record_cap)
+    splits = split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test, seed=config.seed,
+                         canary_records=config.record_cap)
+    bank_texts, info = _bank_texts(config, corpus, splits)
+    world = World(config, corpus, splits, bank_texts, enc.encode(bank_texts, desc="bank"), encoder=enc,
+                  bank_info=info, fingerprint=world_fingerprint(config, bank_texts, enc))
+    depth = MechanismConfig().top_k + config.max_probes
+    for split in ("canary", "aux"):
+        emb, owner, ids = _stack(world.users(split), enc, desc=split)
+        world.records[split] = {"emb": emb, "owner": owner, "ids": ids, "index": build_neighbor_index(emb, world.bank, depth)}
+    return world
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="quick")
+    ap.add_argument("--data")
+    ap.add_argument("--format", dest="fmt")
+    ap.add_argument("--set", action="append", default=[], help="key=value overrides, as pe-kit reproduce --set")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--mu-only", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import numpy as np
+
+    from pe_kit.attack.composed_probes import AuxBackground, design_mu_eff
+    from pe_kit.run import experiments as X
+    from pe_kit.run.presets import get_preset, parse_override
+    from pe_kit.run.study import audit_design
+
+    P = get_preset(a.preset, dict(parse_override(s) for s in a.set) or None, a.data, a.fmt)
+    params = {**P.as_dict(), "seed": a.seed}
+    config = X.study_config(params, arm="long", bank="bankA")
+    t0 = time.time()
+    world = light_world(config) if a.mu_only else X.world_for(config)
+    print(f"world {time.time() - t0:.0f} s: {config}", flush=True)
+    mech = X.mechanism_from(params)
+    audit = X.audit_from(params, P.per_variant)
+    aux = world.records["aux"]
+    back = AuxBackground(aux["index"], aux["emb"], aux["owner"], len(aux["ids"]), len(world.splits.test))
+    out = Path(a.out)
+    done = set()
+    if out.exists():
+        with out.open() as f:
+            done = {(r["variant"], r["canary_index"]) for r in csv.DictReader(f)}
+    new_file = not out.exists()
+    with out.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        if new_file:
+            w.writeheader()
+        slots = X.canary_slots("composed-mu_eff", P.per_variant, config.n_canary)
+        for variant in [v.strip() for v in a.variants.split(",") if v.strip()]:
+            for j, slot in enumerate(slots):
+                if (variant, str(j)) in done:
+                    continue
+                calls = []
+                encode = world.encoder.encode
+
+                def counting(texts, desc="embedding", _enc=encode):
+                    e = _enc(texts, desc=desc)
+                    calls.append(world.encoder.last_stats.get("encoded", 0))
+                    return e
+
+                world.encoder.encode = counting
+                t1 = time.time()
+                try:  # nonce: fresh synthetic canary j; the others: the composed canaries (one seed per variant, j)
+                    design, reason = X.try_design(world, variant, j, slot, a.seed, mech, P.pool_size, P.paraphraser)
+                finally:
+                    world.encoder.encode = encode
+                seconds = time.time() - t1
+                if design is None:
+                    print(f"{variant} #{j}: skipped ({reason})", flush=True)
+                    continue
+                summ = design_mu_eff(design.canary_embeddings, world.bank, design.probe_embeddings, design.positions,
+                                     back, mech, audit)
+                row = {"preset": a.preset, "arm": config.arm, "bank": config.bank, "variant": variant, "canary_index": j,
+                       "canary_slot": slot if variant != "nonce" else "", "canary_id": design.canary_id,
+                       "mu_eff": summ["mu_eff"], "mu_eff_ceiling": 1 / mech.noise_multiplier,
+                       "mu_eff_fraction": summ["mu_eff"] * mech.noise_multiplier,
+                       "canary_votes_on_P": summ["canary_votes_on_P"], "canary_norm": summ["canary_norm"],
+                       "n_aux": config.n_aux, "n_test": config.n_test, "encodes": int(sum(calls)),
+                       "design_seconds": round(seconds, 1), "pool_size": design.info.get("pool_size", ""),
+                       "kept_round": design.info.get("kept_round", ""), "beyond_paper": design.info.get("beyond_paper", "")}
+                if not a.mu_only:
+                    res = audit_design(world, design, mech, audit, X._rng(a.seed, variant, j, 23))
+                    assert abs(res["mu_eff"] - summ["mu_eff"]) <= 1e-9 * max(1.0, res["mu_eff"])
+                    row.update(epsilon_lower=res["epsilon_lower"], epsilon_theory=res["epsilon_theory"],
+                               trials=res["trials"])
+                w.writerow(row)
+                f.flush()
+                print(f"{variant} #{j} ({design.canary_id}): mu_eff {summ['mu_eff']:.3f} votes on P "
+                      f"{summ['canary_votes_on_P']:.2f} eps_lower {row.get('epsilon_lower', float('nan')):.3f} "
+                      f"encodes {row['encodes']} {seconds:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
