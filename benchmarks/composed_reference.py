@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 VARIANTS = ("exact", "paraphrase-mu_eff", "composed-mu_eff", "nonce")
 FIELDS = ("preset", "arm", "bank", "variant", "canary_index", "canary_slot", "canary_id", "mu_eff", "mu_eff_ceiling",
           "mu_eff_fraction", "canary_votes_on_P", "canary_norm", "epsilon_lower", "epsilon_theory", "trials",
-          "n_aux", "n_test", "encodes", "design_seconds", "pool_size", "kept_round", "beyond_paper")
+          "n_aux", "n_test", "encodes", "design_seconds", "pool_size", "kept_round", "round_mu_eff", "beyond_paper")
 
 
 def light_world(config):
@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--mu-only", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--refine-rounds", type=int, help="ComposedConfig.refine_rounds (default: DEFAULT_CONFIG's)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -73,6 +74,13 @@ def main(argv=None) -> int:
     from pe_kit.run.presets import get_preset, parse_override
     from pe_kit.run.study import audit_design
 
+    if a.refine_rounds is not None:
+        import dataclasses
+
+        from pe_kit.attack import composed_probes
+
+        composed_probes.DEFAULT_CONFIG = dataclasses.replace(composed_probes.DEFAULT_CONFIG,
+                                                             refine_rounds=a.refine_rounds)
     P = get_preset(a.preset, dict(parse_override(s) for s in a.set) or None, a.data, a.fmt)
     params = {**P.as_dict(), "seed": a.seed}
     config = X.study_config(params, arm="long", bank="bankA")
@@ -125,7 +133,9 @@ def main(argv=None) -> int:
                        "canary_votes_on_P": summ["canary_votes_on_P"], "canary_norm": summ["canary_norm"],
                        "n_aux": config.n_aux, "n_test": config.n_test, "encodes": int(sum(calls)),
                        "design_seconds": round(seconds, 1), "pool_size": design.info.get("pool_size", ""),
-                       "kept_round": design.info.get("kept_round", ""), "beyond_paper": design.info.get("beyond_paper", "")}
+                       "kept_round": design.info.get("kept_round", ""),
+                       "round_mu_eff": ";".join(f"{r['aux_mu_eff']:.4f}" for r in design.info.get("rounds", [])),
+                       "beyond_paper": design.info.get("beyond_paper", "")}
                 if not a.mu_only:
                     res = audit_design(world, design, mech, audit, X._rng(a.seed, variant, j, 23))
                     assert abs(res["mu_eff"] - summ["mu_eff"]) <= 1e-9 * max(1.0, res["mu_eff"])
