@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 VARIANTS = ("exact", "paraphrase-mu_eff", "composed-mu_eff", "nonce")
 FIELDS = ("preset", "arm", "bank", "variant", "canary_index", "canary_slot", "canary_id", "mu_eff", "mu_eff_ceiling",
-          "mu_eff_fraction", "canary_votes_on_P", "canary_norm", "epsilon_lower", "epsilon_theory", "trials",
+          "mu_eff_fraction", "mu_eff_test_background", "canary_votes_on_P", "canary_norm", "epsilon_lower", "epsilon_theory", "trials",
           "n_aux", "n_test", "encodes", "design_seconds", "pool_size", "kept_round", "round_mu_eff", "beyond_paper")
 
 
@@ -52,6 +52,21 @@ def light_world(config):
         emb, owner, ids = _stack(world.users(split), enc, desc=split)
         world.records[split] = {"emb": emb, "owner": owner, "ids": ids, "index": build_neighbor_index(emb, world.bank, depth)}
     return world
+
+
+def test_background_mu_eff(world, design, mech, audit) -> float:
+    """μ_eff of the design with Σ̂_P estimated from the *test* users instead of the aux users (evaluation only):
+    the out-of-sample check of a design chosen to maximize the aux-based μ_eff."""
+    import numpy as np
+
+    from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
+    from pe_kit.run.study import canary_contribution
+
+    coords = np.sort(np.asarray(design.positions))
+    v = canary_contribution(world, design, mech)[coords]
+    test = restrict(world.contributions("test", mech, design), coords)
+    _, sigma = null_moments(aux_moments(test, audit.shrinkage), test.shape[0], mech, audit.ridge)
+    return mu_eff(v, sigma)
 
 
 def main(argv=None) -> int:
@@ -140,7 +155,7 @@ def main(argv=None) -> int:
                     res = audit_design(world, design, mech, audit, X._rng(a.seed, variant, j, 23))
                     assert abs(res["mu_eff"] - summ["mu_eff"]) <= 1e-9 * max(1.0, res["mu_eff"])
                     row.update(epsilon_lower=res["epsilon_lower"], epsilon_theory=res["epsilon_theory"],
-                               trials=res["trials"])
+                               trials=res["trials"], mu_eff_test_background=test_background_mu_eff(world, design, mech, audit))
                 w.writerow(row)
                 f.flush()
                 print(f"{variant} #{j} ({design.canary_id}): mu_eff {summ['mu_eff']:.3f} votes on P "
