@@ -37,7 +37,7 @@ def light_world(config):
     from pe_kit.data.loaders import load_corpus
     from pe_kit.data.splits import make_arm, split_users
     from pe_kit.pe.mechanism import build_neighbor_index
-    from pe_kit.run.study import World, _bank_texts, _stack, world_fingerprint
+    from pe_kit.study.world import World, _bank_texts, _stack, world_fingerprint
     from pe_kit.text.encoder import Encoder
 
     enc = Encoder(config.model, max_seq_length=config.max_seq_length)
@@ -60,7 +60,7 @@ def test_background_mu_eff(world, design, mech, audit) -> float:
     import numpy as np
 
     from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
-    from pe_kit.run.study import canary_contribution
+    from pe_kit.study.world import canary_contribution
 
     coords = np.sort(np.asarray(design.positions))
     v = canary_contribution(world, design, mech)[coords]
@@ -85,9 +85,9 @@ def main(argv=None) -> int:
     import numpy as np
 
     from pe_kit.attack.composed_probes import AuxBackground, design_mu_eff
-    from pe_kit.run import experiments as X
+    from pe_kit.study import experiments as X
     from pe_kit.run.presets import get_preset, parse_override
-    from pe_kit.run.study import audit_design
+    from pe_kit.study.world import audit_design
 
     if a.refine_rounds is not None:
         import dataclasses

@@ -48,7 +48,7 @@ def test_variant_is_selectable_and_marked_beyond_the_paper():
     assert resolve_variants("all") == list(VARIANTS)  # "all" stays Table 1's eight
     assert resolve_variants(["exact,composed-mu_eff"]) == ["exact", "composed-mu_eff"]
     assert variant_objective("composed-mu_eff") == "mu_eff"
-    from pe_kit.run.experiments import canary_slots
+    from pe_kit.study.experiments import canary_slots
 
     assert canary_slots("composed-mu_eff", 5, 25) == canary_slots("paraphrase-mu_eff", 5, 25) == [20, 21, 22, 23, 24]
     with pytest.raises(ValueError, match="covariance"):
@@ -116,7 +116,7 @@ def test_greedy_equals_brute_force_on_composed_pool(tiny_world, covariance):
 
 
 def test_design_is_natural_text_and_audits_within_the_ceiling(tiny_world, monkeypatch):
-    from pe_kit.run.study import audit_design, make_design
+    from pe_kit.study.world import audit_design, make_design
 
     monkeypatch.setattr(composed, "DEFAULT_CONFIG", SMALL)
     design = make_design(tiny_world, "composed-mu_eff", 2, np.random.default_rng(7), mechanism=MECH, r=16)
