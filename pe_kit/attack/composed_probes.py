@@ -148,7 +148,7 @@ def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
     """The base candidate pool Q of ``composed-mu_eff``, built only from the canary's records.
 
     Kinds, in priority order (the pool keeps the first ``config.pool_size`` distinct texts of this order):
-    ``record`` (each record verbatim, as exact's copies), ``centroid`` (openings of the records nearest the
+    ``record`` (each record, its whitespace normalized to single spaces: exact's copies up to spacing), ``centroid`` (openings of the records nearest the
     mean embedding, one per hub size), ``knn`` (for each record and hub size, the openings of the record and its
     nearest records in embedding space), ``sentence`` (each sentence of a multi-sentence record), ``window``
     (word windows of the records' first 48 words), ``random`` (openings of seeded random groups of records,
@@ -162,8 +162,8 @@ def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
         (texts list of M str, spans list of M tuples of (record, first, end) word spans, kinds list of M str).
 
     Raises:
-        ValueError: for empty records, mismatched embeddings, or too few distinct candidates for the pool size
-            only when fewer than 1 candidate exists (a smaller pool is returned otherwise).
+        ValueError: for empty records or mismatched embeddings. A canary whose records admit fewer than
+            ``pool_size`` distinct candidates gets a smaller pool (``design_composed`` refuses one smaller than r).
     """
     config = config or ComposedConfig()
     words = record_words(records)
@@ -229,6 +229,9 @@ def edit_candidates(words, selected_spans, uncovered, n: int, rng: np.random.Gen
 
     Returns:
         list of ≤ n span tuples (duplicates possible; the caller drops texts already in the pool).
+
+    Raises:
+        ValueError: for n < 0.
     """
     if n < 0:
         raise ValueError(f"n={n} must be ≥ 0")
