@@ -148,8 +148,8 @@ def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
     """The base candidate pool Q of ``composed-mu_eff``, built only from the canary's records.
 
     Kinds, in priority order (the pool keeps the first ``config.pool_size`` distinct texts of this order):
-    ``record`` (each record, its whitespace normalized to single spaces: exact's copies up to spacing), ``centroid`` (openings of the records nearest the
-    mean embedding, one per hub size), ``knn`` (for each record and hub size, the openings of the record and its
+    ``record`` (each record, whitespace normalized to single spaces: exact's copies up to spacing), ``centroid``
+    (openings of the records nearest the mean embedding, one per hub size), ``knn`` (for each record and hub size, the openings of the record and its
     nearest records in embedding space), ``sentence`` (each sentence of a multi-sentence record), ``window``
     (word windows of the records' first 48 words), ``random`` (openings of seeded random groups of records,
     filling the pool).
