@@ -56,7 +56,8 @@ class ComposedConfig:
         hub_sizes: records per recombination (tuple of int ≥ 2).
         hub_words: word budget of a recombination (int ≥ 6; ~1.3 word pieces a word keeps 40 words under
             the 64-piece cap the kit's presets use).
-        refine_rounds: edit-and-reselect rounds after the first selection (int ≥ 0).
+        refine_rounds: edit-and-reselect rounds after the first selection (int ≥ 0). 8: on the quick canaries
+            μ_eff was still rising at round 5; 2, 5 and 8 rounds are compared in docs/composed.md.
         refine_edits: new candidates per round (int ≥ 1).
         covariance: ``"solo"`` (``solo_pool_covariance``, conservative, default) or ``"pool"`` (Alg. B.1 line 6 as
             the paper's variants use it, ``selection.pool_covariance``).
@@ -66,7 +67,7 @@ class ComposedConfig:
     windows: tuple = (8, 16, 24)
     hub_sizes: tuple = (2, 3, 4, 6, 8, 12, 16)
     hub_words: int = 40
-    refine_rounds: int = 2
+    refine_rounds: int = 8
     refine_edits: int = 384
     covariance: str = "solo"
 
