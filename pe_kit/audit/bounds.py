@@ -35,7 +35,7 @@ from pe_kit.audit.confusion import (  # noqa: F401 (re-exported: the Eq. 28–30
     clopper_pearson,
     epsilon_lower_from_counts,
 )
-from pe_kit.audit.threshold_rules import DEFAULT_RULE, CalibrationCounts, ThresholdRule, moments_from_counts
+from pe_kit.audit.threshold_rules import CalibrationCounts, ThresholdRule, moments_from_counts, rule_named
 
 __all__ = ["clopper_pearson", "epsilon_lower_from_counts", "ThresholdAudit", "calibrate_threshold",
            "evaluate_threshold", "candidate_thresholds", "threshold_audit_from_counts", "best_threshold_from_counts",
@@ -124,7 +124,7 @@ def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: flo
     cand = candidate_thresholds(s0, s1, per_tail)
     tp, fp = _counts_above(np.sort(s1), cand), _counts_above(np.sort(s0), cand)
     moments = (float(s0.mean()), float(s0.std()), float(s1.mean()), float(s1.std()))
-    choice = (rule or DEFAULT_RULE).select(CalibrationCounts(cand, tp, fp, s1.size, s0.size, gamma, delta,
+    choice = rule_named(rule).select(CalibrationCounts(cand, tp, fp, s1.size, s0.size, gamma, delta,
                                                              sample_rate, moments))
     if choice.index < 0:
         return evaluate_threshold(s0, s1, float(np.median(s0)), gamma, delta, rule=choice.rule)
@@ -200,7 +200,7 @@ def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int,
         raise ValueError("counts must satisfy 0 ≤ true_pos ≤ n_h1 and 0 ≤ false_pos ≤ n_h0")
     if moments is None:
         moments = (*moments_from_counts(thr, fp, n_h0), *moments_from_counts(thr, tp, n_h1))
-    choice = (rule or DEFAULT_RULE).select(CalibrationCounts(thr, tp, fp, n_h1, n_h0, gamma, delta, sample_rate,
+    choice = rule_named(rule).select(CalibrationCounts(thr, tp, fp, n_h1, n_h0, gamma, delta, sample_rate,
                                                              moments))
     idx, direction = choice.index, choice.direction
     if idx < 0:

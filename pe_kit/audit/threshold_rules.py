@@ -44,7 +44,7 @@ from pe_kit.audit.confusion import best_threshold_from_counts, epsilon_lower_fro
 from pe_kit.audit.expectations import expected_epsilon
 
 __all__ = ["CalibrationCounts", "Choice", "ThresholdRule", "Argmax", "Penalised", "MinCount", "AnchoredArgmax",
-           "GaussianModel", "Explicit", "DEFAULT_RULE", "moments_from_counts"]
+           "GaussianModel", "Explicit", "DEFAULT_RULE", "RULES", "rule_named", "moments_from_counts"]
 
 
 @dataclass(frozen=True)
@@ -292,6 +292,26 @@ class GaussianModel(ThresholdRule):
 
 
 DEFAULT_RULE: ThresholdRule = GaussianModel()
+
+#: The rules by name, as ``AuditConfig.threshold_rule`` names them (the names ``pe_kit.config`` accepts).
+RULES: dict[str, ThresholdRule] = {"gaussian_model": DEFAULT_RULE, "argmax": Argmax(),
+                                   "anchored_argmax": AnchoredArgmax(), "penalised": Penalised(),
+                                   "min_count": MinCount()}
+
+
+def rule_named(name: str | ThresholdRule | None) -> ThresholdRule:
+    """The ``ThresholdRule`` called ``name`` (a rule passes through; None → ``DEFAULT_RULE``).
+
+    Raises:
+        ValueError: for an unknown name (the message lists ``RULES``).
+    """
+    if name is None:
+        return DEFAULT_RULE
+    if isinstance(name, ThresholdRule):
+        return name
+    if name not in RULES:
+        raise ValueError(f"threshold_rule={name!r} is unknown; use one of {sorted(RULES)}")
+    return RULES[name]
 
 
 def moments_from_counts(thresholds: np.ndarray, above: np.ndarray, n: int) -> tuple[float, float]:
