@@ -3,7 +3,8 @@
 Usage::
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_threshold_rule.py [--audits 1000] [--trials 1000000]
-        [--mu 1,0.75,0.5,0] [--seed 0]
+        [--mu 1,0.75,0.5,0] [--seed 0] [--save runs.npz]
+    HF_HUB_OFFLINE=1 python benchmarks/bench_threshold_rule.py --combine a.npz b.npz   # pool saved runs
 
 Setting: a nonce canary (no background voters: ℓ | H0 ~ N(−μ²/2, μ²), fixed inclusion N(+μ²/2, μ²), Eqs. 14–17)
 with σ = 1, q = 0.1, δ = 1e-5, γ = 0.0025, ``--trials`` per hypothesis per split; μ_eff = 0 is a null canary
@@ -22,7 +23,8 @@ Rules: ``argmax`` (the kit before issue 33), ``gaussian_model`` (the new default
 threshold for the true μ_eff (``expectations.expected_epsilon``), fixed before any trial (no row at μ = 0).
 Columns: median, mean and sd of ε_lower; audits at exactly 0; audits above ε_theory (1.695 here); the
 number that fell back (``gaussian_model`` only); the rule's own calibration time per audit (ms, CPU of this
-process on a shared machine). Time of the whole run is printed at the end.
+process on a shared machine); the audits in the row. Time of the whole run is printed at the end. Audits of a
+μ_eff may be split over processes with distinct ``--seed`` s and ``--save``, then pooled with ``--combine``.
 
 Measured (this machine, 2 shared cores, ``nice -n 10``; 1000 audits per μ_eff, 10⁶ trials per hypothesis per
 split, seed 0): see docs/threshold_rules.md for the table this script printed.
@@ -63,6 +65,9 @@ def _args():
     ap.add_argument("--trials", type=int, default=1_000_000, help="trials per hypothesis per split")
     ap.add_argument("--mu", default="1,0.75,0.5,0", help="comma list of mu_eff (0 = null canary)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save", help="also write every audit's ε_lower per rule to this .npz (for --combine)")
+    ap.add_argument("--combine", nargs="+", help="print the table of saved .npz runs (their audits pooled per "
+                    "μ_eff and rule; runs must use distinct seeds) instead of running audits")
     return ap.parse_args()
 
 
@@ -105,27 +110,63 @@ def run_mu(mu: float, audits: int, n: int, seed: int, eps_theory: float) -> list
             if cal.direction == -1:
                 t, f = n - t, n - f
             eps[name][a] = epsilon_lower_from_counts(t, f, n, n, GAMMA, DELTA)[0]
+    return {name: (e, fallbacks[name], secs[name]) for name, e in eps.items()}
+
+
+def _rows(mu: float, runs: dict, eps_theory: float) -> list[tuple]:
     rows = []
-    for name, e in eps.items():
+    for name, (e, fell_back, secs) in runs.items():
         rows.append((mu, name, float(np.median(e)), float(e.mean()), float(e.std(ddof=1)), int((e == 0).sum()),
-                     int((e > eps_theory).sum()), fallbacks[name], 1e3 * secs[name] / audits))
+                     int((e > eps_theory).sum()), int(fell_back), 1e3 * secs / e.size, e.size))
     return rows
+
+
+def _combine(paths) -> dict:
+    """{μ: {rule: (ε array, fallbacks, seconds)}} pooled over saved runs."""
+    out: dict = {}
+    for path in paths:
+        z = np.load(path)
+        for key in z.files:
+            if not key.startswith("eps|"):
+                continue
+            _, mu, name = key.split("|")
+            e, fb, sec = z[key], int(z[f"fb|{mu}|{name}"]), float(z[f"sec|{mu}|{name}"])
+            old = out.setdefault(float(mu), {}).get(name)
+            out[float(mu)][name] = (e, fb, sec) if old is None else (np.concatenate([old[0], e]), old[1] + fb,
+                                                                       old[2] + sec)
+    return out
 
 
 def main() -> None:
     args = _args()
-    mus = [float(x) for x in args.mu.split(",")]
     eps_theory = epsilon_theory(SIGMA, Q, DELTA)
+    header = ("| μ_eff | rule | median ε_lower | mean | sd | audits at exactly 0 | above ε_theory | fell back "
+              "| rule ms/audit | audits |\n|---|---|---|---|---|---|---|---|---|---|")
+
+    def show(mu, runs):
+        for r in _rows(mu, runs, eps_theory):
+            print(f"| {r[0]:g} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]} | {r[6]} | {r[7]} "
+                  f"| {r[8]:.1f} | {r[9]} |", flush=True)
+
+    if args.combine:
+        print(f"threshold rules, pooled from {len(args.combine)} saved runs; eps_theory={eps_theory:.3f}")
+        print(header)
+        for mu, runs in sorted(_combine(args.combine).items(), reverse=True):
+            show(mu, runs)
+        return
+    mus = [float(x) for x in args.mu.split(",")]
     print(f"threshold rules: {args.audits} audits per mu_eff, {args.trials:,} trials per hypothesis per split, "
           f"sigma={SIGMA}, q={Q}, delta={DELTA}, gamma={GAMMA}, eps_theory={eps_theory:.3f}, seed={args.seed}")
     t0 = time.perf_counter()
-    print("| μ_eff | rule | median ε_lower | mean | sd | audits at exactly 0 | above ε_theory | fell back "
-          "| rule ms/audit |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(header)
+    saved = {}
     for mu in mus:
-        for r in run_mu(mu, args.audits, args.trials, args.seed, eps_theory):
-            print(f"| {r[0]:g} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]} | {r[6]} | {r[7]} "
-                  f"| {r[8]:.1f} |", flush=True)
+        runs = run_mu(mu, args.audits, args.trials, args.seed, eps_theory)
+        show(mu, runs)
+        for name, (e, fb, sec) in runs.items():
+            saved.update({f"eps|{mu:g}|{name}": e, f"fb|{mu:g}|{name}": fb, f"sec|{mu:g}|{name}": sec})
+        if args.save:
+            np.savez(args.save, **saved)
     print(f"total wall time {time.perf_counter() - t0:.0f} s")
 
 

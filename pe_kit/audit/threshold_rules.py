@@ -240,7 +240,10 @@ class GaussianModel(ThresholdRule):
     the event — hands the choice to ``fallback`` (recorded as ``"gaussian_model>" + fallback name``).
 
     Why: a rule that reads the optimum off a smooth model of the whole calibration sample, not off the
-    noisiest tail counts, has the oracle's spread (benchmark in the module docstring's reference).
+    noisiest tail counts, has the spread of a threshold fixed in advance (measured by
+    ``benchmarks/bench_threshold_rule.py``, table in docs/threshold_rules.md). Its model is one release's
+    score ℓ (Eqs. 14–19); a sum of mixture LLRs over rounds (``composed``) is not it, and callers there pass no
+    q. Misfit costs power only (the fit check then hands over to the fallback), never validity.
 
     Raises:
         ValueError: for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
