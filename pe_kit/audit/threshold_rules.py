@@ -265,7 +265,7 @@ class GaussianModel(ThresholdRule):
 
     def select(self, counts: CalibrationCounts) -> Choice:
         c, q = counts, counts.sample_rate
-        if q is None or c.moments is None or not 0 < q < 1:
+        if q is None or c.moments is None or not 0 < q <= 1:
             return self._fallback(c)
         mean0, sd0, mean1, sd1 = (float(x) for x in c.moments)
         if not (sd0 > 0 and math.isfinite(mean1 - mean0)):
