@@ -197,3 +197,13 @@ def test_moments_from_counts_match_the_scores():
     above = x.size - np.searchsorted(np.sort(x), thr, side="right")
     mean, sd = moments_from_counts(thr, above, x.size)
     assert mean == pytest.approx(x.mean(), abs=1e-3) and sd == pytest.approx(x.std(), rel=1e-3)
+
+
+def test_gaussian_model_without_hidden_participation_takes_the_usual_event():
+    """q = 1 makes the pair symmetric (branch 1 at a and branch 2 at −a tie): the rule takes {score > t} with few
+    false positives, where the model's TP count at the quantile is checked."""
+    rng = np.random.default_rng(0)
+    n = 250_000
+    s1, s0 = rng.normal(0.5, 1.0, n), rng.normal(-0.5, 1.0, n)
+    cal = calibrate_threshold(s0, s1, G, D, sample_rate=1.0)
+    assert cal.rule == "gaussian_model" and cal.direction == 1 and cal.branch == 1 and cal.false_pos < 0.01 * n

@@ -41,7 +41,7 @@ import numpy as np
 from scipy import special
 
 from pe_kit.audit.confusion import best_threshold_from_counts, epsilon_lower_from_counts
-from pe_kit.audit.expectations import expected_epsilon
+from pe_kit.audit.expectations import _expected_eps_at, expected_epsilon
 
 __all__ = ["CalibrationCounts", "Choice", "ThresholdRule", "Argmax", "Penalised", "MinCount", "AnchoredArgmax",
            "GaussianModel", "Explicit", "DEFAULT_RULE", "RULES", "rule_named", "moments_from_counts"]
@@ -278,6 +278,8 @@ class GaussianModel(ThresholdRule):
         eps_model, a = expected_epsilon(mu, q, n, c.gamma, c.delta, return_threshold=True)
         if eps_model <= 0:
             return self._fallback(c)
+        if a < 0 and float(_expected_eps_at(-a, mu, q, n, c.gamma, c.delta)) >= eps_model * (1 - 1e-9):
+            a = -a  # a tie between the two branches (q = 1 makes the pair symmetric): the usual event, few FPs
         f_target = c.n_h0 * float(special.ndtr(-(a + mu * mu / 2) / mu))
         tp, fp = c.event(direction)
         j = int(np.argmin(np.abs(fp - f_target)))
