@@ -330,6 +330,10 @@ class MechanismConfig(MechanismSettings):
         return self.noise_multiplier * self.clip_norm
 
 
+#: The threshold rules' names (``pe_kit.audit.threshold_rules.RULES`` holds the rules; this stage cannot import them).
+THRESHOLD_RULES = ("gaussian_model", "argmax", "anchored_argmax", "penalised", "min_count")
+
+
 @dataclass(frozen=True)
 class AuditSettings(Section):
     """The audit section of the settings tree: statistics of every audit (§2.1 Steps 2–5, App. E.6–E.7).
@@ -360,12 +364,17 @@ class AuditConfig(AuditSettings):
     Attributes:
         trials, alpha, delta, shrinkage, ridge: see :class:`AuditSettings`.
         n_canaries: canaries per variant; γ = α / (n_canaries · 4) (Eq. 30 ff.).
+        threshold_rule: how the calibration split chooses the frozen threshold (§2.1 Step 5), a name of
+            ``pe_kit.audit.threshold_rules.RULES``: ``"gaussian_model"`` (default since issue 33), ``"argmax"``
+            (the rule before it), ``"anchored_argmax"``, ``"penalised"``, ``"min_count"``.
 
     Raises:
         ValueError: naming the field and the admissible range.
     """
 
     n_canaries: int = setting(5, _I1, "canaries per variant")
+    threshold_rule: str = setting("gaussian_model", ParamSpec("str", choices=THRESHOLD_RULES),
+                                  "how calibration freezes the threshold (issue 33)")
 
     @property
     def gamma(self) -> float:

@@ -11,6 +11,7 @@ from pe_kit.audit.bounds import (
     epsilon_lower_from_counts,
     evaluate_threshold,
 )
+from pe_kit.audit.threshold_rules import Argmax
 
 G, D = 0.0025, 1e-5
 
@@ -42,8 +43,11 @@ def test_reversed_direction_from_counts_streaming():
 
     fp = np.round(n * norm.sf(thr)).astype(np.int64)  # H0 ~ N(0, 1): trials above each threshold
     tp = np.round(n * norm.sf(thr + 2)).astype(np.int64)  # H1 ~ N(-2, 1)
-    cal = calibrate_from_counts(thr, tp, fp, n, n, G, D)
-    assert cal.direction == -1
+    # pinned to the exact maximum: the Argmax rule (the default since issue 33, GaussianModel, chooses the
+    # same direction at the Gaussian model's threshold, not at the maximum; asserted below)
+    cal = calibrate_from_counts(thr, tp, fp, n, n, G, D, rule=Argmax())
+    assert cal.direction == -1 and cal.rule == "argmax"
+    assert calibrate_from_counts(thr, tp, fp, n, n, G, D).direction == -1
     j = int(np.flatnonzero(thr == cal.threshold)[0])
     eps_rev, _ = epsilon_lower_from_counts(n - tp, n - fp, n, n, G, D)
     assert cal.epsilon == pytest.approx(eps_rev.max(), rel=1e-12) and (cal.true_pos, cal.false_pos) == (n - tp[j], n - fp[j])

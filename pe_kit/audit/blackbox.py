@@ -278,7 +278,8 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
                                                        gens[i], batch=batch, use_batch=use_batch, scheduler=scheduler,
                                                        call_chunk=call_chunk, show_progress=show_progress)
             i += 1
-    cal = calibrate_threshold(scores[("calibration", 0)], scores[("calibration", 1)], gamma, delta)
+    cal = calibrate_threshold(scores[("calibration", 0)], scores[("calibration", 1)], gamma, delta,
+                              sample_rate=mechanism.sample_rate)  # threshold_rules.DEFAULT_RULE (issue 33)
     tst = evaluate_threshold(scores[("test", 0)], scores[("test", 1)], cal.threshold, gamma, delta,
                              direction=cal.direction)  # the event frozen on calibration, direction included
     eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)

@@ -2,14 +2,21 @@
 
 Source: App. E.6 of the paper — Eq. 28 (ε_lower, both branches, clamped at 0) and Eqs. 29–30
 (one-sided Clopper–Pearson endpoints via ``scipy.stats.beta``), and §2.1 Step 5 (a threshold fixed on
-a calibration split, evaluated on fresh trials).
+a calibration split, evaluated on fresh trials). The primitives (``clopper_pearson``,
+``epsilon_lower_from_counts``, ``best_threshold_from_counts``) live in ``audit.confusion`` and are re-exported.
+
+Threshold rule (issue 33). *Which* threshold and direction the calibration trials freeze is a
+``threshold_rules.ThresholdRule``; the default (``threshold_rules.DEFAULT_RULE``, ``GaussianModel``) reads the
+optimum off the Gaussian model at the calibration split's own μ_eff and falls back to a model-free rule when
+the calibration counts disagree with the model; ``Argmax`` is the rule before issue 33. Every rule sees the
+calibration split only, and the calibration record names the rule (``ThresholdAudit.rule``).
 
 Score direction (issue 10). Eq. 28 bounds the event A = {score > t}; its second branch is the
 complement of the *same* event with H0 and H1 swapped, so a statistic whose H1 scores fall *below*
 H0 (a score of the wrong sign, e.g. a user-supplied distance) gives ε_lower = 0 from both branches. The
 kit therefore audits **both directions**: calibration also scores the reversed event A' = {score ≤ t}
-(``direction = -1``: both branches of Eq. 28 on A'), and keeps the direction and threshold with the
-larger calibrated ε (ties → the usual direction, +1). The direction is chosen on the calibration split
+(``direction = -1``: both branches of Eq. 28 on A'), and the rule chooses among the events of both
+directions (``Argmax``: the larger calibrated ε, ties → the usual direction, +1). The direction is chosen on the calibration split
 exactly like the threshold and then frozen; the test split evaluates that single event, so its four
 Clopper–Pearson bounds keep γ = α/(4·n_canaries) — no further γ split is needed, because no second test
 is made on the test trials (splitting γ would be needed only if both directions were bounded on the same
@@ -21,80 +28,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
+
+from pe_kit.audit.confusion import (  # noqa: F401 (re-exported: the Eq. 28–30 primitives live in confusion)
+    _log_ratio,
+    best_threshold_from_counts,
+    clopper_pearson,
+    epsilon_lower_from_counts,
+)
+from pe_kit.audit.threshold_rules import CalibrationCounts, ThresholdRule, moments_from_counts, rule_named
 
 __all__ = ["clopper_pearson", "epsilon_lower_from_counts", "ThresholdAudit", "calibrate_threshold",
            "evaluate_threshold", "candidate_thresholds", "threshold_audit_from_counts", "best_threshold_from_counts",
            "calibrate_from_counts", "population_shift"]
-
-
-def clopper_pearson(successes, trials, gamma: float, side: str):
-    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30).
-
-    Args:
-        successes: int or int array x (0 ≤ x ≤ n).
-        trials: int or int array n (≥ 1), broadcast with ``successes``.
-        gamma: tail probability γ in (0, 1) of the one-sided bound.
-        side: ``"lower"`` (p_L; 0 when x = 0) or ``"upper"`` (p_U; 1 when x = n).
-
-    Returns:
-        float or float64 array of bounds.
-
-    Raises:
-        ValueError: on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side.
-
-    Source: ``scipy.stats.beta.ppf``: p_L = Beta(x, n−x+1)⁻¹(γ), p_U = Beta(x+1, n−x)⁻¹(1−γ).
-    """
-    x = np.asarray(successes, dtype=np.float64)
-    n = np.asarray(trials, dtype=np.float64)
-    if not 0 < gamma < 1:
-        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
-    if np.any(n < 1) or np.any(x < 0) or np.any(x > n):
-        raise ValueError("clopper_pearson needs 0 ≤ successes ≤ trials and trials ≥ 1")
-    x, n = np.broadcast_arrays(x, n)
-    with np.errstate(all="ignore"):
-        if side == "lower":
-            out = np.where(x == 0, 0.0, stats.beta.ppf(gamma, np.maximum(x, 1), n - x + 1))
-        elif side == "upper":
-            out = np.where(x == n, 1.0, stats.beta.ppf(1 - gamma, x + 1, np.maximum(n - x, 1)))
-        else:
-            raise ValueError(f"side={side!r} must be 'lower' or 'upper'")
-    return float(out) if out.ndim == 0 else out
-
-
-def epsilon_lower_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float):
-    """ε_lower of Eq. 28 from confusion counts of the event A = "score > threshold".
-
-    Args:
-        true_pos: int (or array) #H1 trials in A; false_pos: #H0 trials in A.
-        n_h1, n_h0: trials per hypothesis.
-        gamma: tail probability of each of the four one-sided bounds.
-        delta: δ.
-
-    Returns:
-        (epsilon, branch) where epsilon = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} and
-        branch is 1 or 2 for the attaining branch, 0 when clamped at 0 (arrays if inputs are arrays).
-        A branch whose numerator is ≤ δ gives no bound.
-    """
-    tp = np.asarray(true_pos)
-    fp = np.asarray(false_pos)
-    tpr_l = clopper_pearson(tp, n_h1, gamma, "lower")
-    fpr_u = clopper_pearson(fp, n_h0, gamma, "upper")
-    tnr_l = clopper_pearson(n_h0 - fp, n_h0, gamma, "lower")
-    fnr_u = clopper_pearson(n_h1 - tp, n_h1, gamma, "upper")
-    b1 = _log_ratio(np.asarray(tpr_l) - delta, np.asarray(fpr_u))
-    b2 = _log_ratio(np.asarray(tnr_l) - delta, np.asarray(fnr_u))
-    eps = np.maximum(0.0, np.maximum(b1, b2))
-    branch = np.where(eps <= 0, 0, np.where(b1 >= b2, 1, 2))
-    if eps.ndim == 0:
-        return float(eps), int(branch)
-    return eps, branch
-
-
-def _log_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        out = np.where((num > 0) & (den > 0), np.log(np.maximum(num, 1e-300) / np.maximum(den, 1e-300)), -np.inf)
-    return out
 
 
 @dataclass(frozen=True)
@@ -105,7 +50,8 @@ class ThresholdAudit:
     (#H1 / #H0 trials in the audited event A), n_h1, n_h0, tpr, fpr (point estimates), tpr_lower,
     fpr_upper, tnr_lower, fnr_upper (bounds at γ), direction (+1: A = {score > threshold}, Eq. 28 as
     written; −1: A = {score ≤ threshold}, for statistics whose H1 scores fall below H0; see the module
-    docstring).
+    docstring), rule (the threshold rule that chose the threshold, ``threshold_rules``; "" on a test
+    split's record, and then left out of ``as_dict``).
     """
 
     threshold: float
@@ -122,9 +68,13 @@ class ThresholdAudit:
     tnr_lower: float
     fnr_upper: float
     direction: int = 1
+    rule: str = ""
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["rule"]:
+            del d["rule"]
+        return d
 
 
 def candidate_thresholds(scores_h0: np.ndarray, scores_h1: np.ndarray, per_tail: int = 400) -> np.ndarray:
@@ -148,50 +98,55 @@ def _counts_above(sorted_scores: np.ndarray, thresholds: np.ndarray) -> np.ndarr
 
 
 def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: float, delta: float,
-                        per_tail: int = 400) -> ThresholdAudit:
-    """Choose the threshold that maximizes the bounded ε on calibration trials (§2.1 Step 5).
+                        per_tail: int = 400, *, rule: ThresholdRule | None = None,
+                        sample_rate: float | None = None) -> ThresholdAudit:
+    """Choose the threshold and direction on calibration trials with a threshold rule (§2.1 Step 5).
 
     Args:
         scores_h0, scores_h1: float (n0,), (n1,) scores under H0 and H1 (higher = "canary present").
         gamma, delta: as in ``epsilon_lower_from_counts``.
         per_tail: candidate thresholds per tail per sample (see ``candidate_thresholds``).
+        rule: a ``threshold_rules.ThresholdRule`` (None → ``threshold_rules.DEFAULT_RULE``, the Gaussian-model
+            rule of issue 33; ``threshold_rules.Argmax()`` is the rule before it).
+        sample_rate: q of the audited mechanism (the Gaussian-model rule needs it; without it that rule uses its
+            fallback, and says so in ``rule``).
 
     Returns:
-        ``ThresholdAudit`` at the best threshold and direction (ties → direction +1, the lowest threshold);
-        both events {score > t} and {score ≤ t} are scored (module docstring). If nothing gives a positive
-        bound, the threshold is the H0 median, direction +1 and epsilon 0.
+        ``ThresholdAudit`` of the calibration trials at the chosen event, ``rule`` naming the rule that chose;
+        both events {score > t} and {score ≤ t} are candidates (module docstring). If no event has a positive
+        bound, the threshold is the H0 median, direction +1 and epsilon 0. Only these calibration scores are
+        read: the test split cannot move the threshold.
 
     Raises:
         ValueError: if either sample is empty or contains NaN.
     """
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
     cand = candidate_thresholds(s0, s1, per_tail)
-    s0s, s1s = np.sort(s0), np.sort(s1)
-    tp, fp = _counts_above(s1s, cand), _counts_above(s0s, cand)
-    eps, _ = epsilon_lower_from_counts(tp, fp, s1.size, s0.size, gamma, delta)
-    rev, _ = epsilon_lower_from_counts(s1.size - tp, s0.size - fp, s1.size, s0.size, gamma, delta)
-    best, best_rev = int(np.argmax(eps)), int(np.argmax(rev))
-    if rev[best_rev] > eps[best]:  # H1 scores fall below H0: audit A = {score ≤ t} (module docstring)
-        return evaluate_threshold(s0, s1, float(cand[best_rev]), gamma, delta, direction=-1)
-    threshold = float(cand[best]) if eps[best] > 0 else float(np.median(s0))
-    return evaluate_threshold(s0, s1, threshold, gamma, delta)
+    tp, fp = _counts_above(np.sort(s1), cand), _counts_above(np.sort(s0), cand)
+    moments = (float(s0.mean()), float(s0.std()), float(s1.mean()), float(s1.std()))
+    choice = rule_named(rule).select(CalibrationCounts(cand, tp, fp, s1.size, s0.size, gamma, delta,
+                                                             sample_rate, moments))
+    if choice.index < 0:
+        return evaluate_threshold(s0, s1, float(np.median(s0)), gamma, delta, rule=choice.rule)
+    return evaluate_threshold(s0, s1, float(cand[choice.index]), gamma, delta, choice.direction, rule=choice.rule)
 
 
 def evaluate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, threshold: float, gamma: float,
-                       delta: float, direction: int = 1) -> ThresholdAudit:
+                       delta: float, direction: int = 1, *, rule: str = "") -> ThresholdAudit:
     """Counts, point rates and Clopper–Pearson bounds of A = {score > threshold} (Eqs. 28–30), or of
-    A = {score ≤ threshold} with ``direction=-1`` (the direction a calibration chose)."""
+    A = {score ≤ threshold} with ``direction=-1`` (the direction a calibration chose); ``rule`` is recorded."""
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
     tp, fp = int((s1 > threshold).sum()), int((s0 > threshold).sum())
-    return threshold_audit_from_counts(threshold, tp, fp, s1.size, s0.size, gamma, delta, direction)
+    return threshold_audit_from_counts(threshold, tp, fp, s1.size, s0.size, gamma, delta, direction, rule=rule)
 
 
 def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0: int, gamma: float,
-                                delta: float, direction: int = 1) -> ThresholdAudit:
+                                delta: float, direction: int = 1, *, rule: str = "") -> ThresholdAudit:
     """``ThresholdAudit`` from counts alone (for streaming engines that never hold the scores).
 
     ``tp``, ``fp``: #H1 / #H0 trials with score > threshold. With ``direction=-1`` the audited event is
     {score ≤ threshold}, whose counts are n1 − tp and n0 − fp (stored as ``true_pos`` / ``false_pos``).
+    ``rule``: the threshold rule's name, recorded on calibration records ("" on test records).
 
     Raises:
         ValueError: for a direction other than +1 / −1.
@@ -206,96 +161,32 @@ def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0:
         tpr=tp / n1, fpr=fp / n0,
         tpr_lower=clopper_pearson(tp, n1, gamma, "lower"), fpr_upper=clopper_pearson(fp, n0, gamma, "upper"),
         tnr_lower=clopper_pearson(n0 - fp, n0, gamma, "lower"), fnr_upper=clopper_pearson(n1 - tp, n1, gamma, "upper"),
-        direction=int(direction),
+        direction=int(direction), rule=str(rule),
     )
 
 
-def best_threshold_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float,
-                               batch: int = 256) -> tuple[int, float]:
-    """Exact argmax of ε (Eq. 28) over candidate thresholds given only their confusion counts.
-
-    For streaming engines: the thresholds are not needed, only the counts above each, in ascending
-    threshold order (so both count arrays are non-increasing). Exact pruning keeps the answer equal to a
-    full scan (``np.argmax`` of ``epsilon_lower_from_counts`` over all candidates):
-
-    * ε > 0 in either branch needs tp/n1 > fp/n0 (both branches reduce to it since TPR_L ≤ tp/n1,
-      FPR_U ≥ fp/n0, TNR_L ≤ tn/n0, FNR_U ≥ fn/n1 for γ < 1/2), so other candidates are skipped;
-    * consecutive candidates with identical (tp, fp) share ε: only the lowest threshold is kept;
-    * branch and bound: the same inequalities make the point-estimate value
-      max{log((tp/n1 − δ)/(fp/n0)), log((tn/n0 − δ)/(fn/n1))} an upper bound of ε; candidates are
-      evaluated in decreasing bound order (``batch`` at a time) until the bound falls below the best ε.
-
-    Args:
-        true_pos, false_pos: int (m,) counts above each candidate, ascending thresholds.
-        n_h1, n_h0: trials per hypothesis. gamma: γ in (0, 1). delta: δ ≥ 0. batch: evaluations per step.
-
-    Returns:
-        (index, epsilon): the lowest-threshold candidate attaining the maximal ε > 0, or (−1, 0.0) if no
-        candidate gives a positive bound.
-
-    Raises:
-        ValueError: on mismatched shapes or counts outside [0, n].
-    """
-    tp = np.asarray(true_pos, dtype=np.int64).ravel()
-    fp = np.asarray(false_pos, dtype=np.int64).ravel()
-    if tp.shape != fp.shape:
-        raise ValueError(f"true_pos {tp.shape} and false_pos {fp.shape} must have the same length")
-    if tp.size and (tp.min() < 0 or fp.min() < 0 or tp.max() > n_h1 or fp.max() > n_h0):
-        raise ValueError("counts must satisfy 0 ≤ true_pos ≤ n_h1 and 0 ≤ false_pos ≤ n_h0")
-    if not 0 < gamma < 1:
-        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
-    if gamma < 0.5:
-        cand = np.flatnonzero(tp.astype(np.float64) * n_h0 > fp.astype(np.float64) * n_h1)
-    else:
-        cand = np.arange(tp.size)
-    if cand.size == 0:
-        return -1, 0.0
-    keep = np.ones(cand.size, dtype=bool)
-    keep[1:] = (tp[cand[1:]] != tp[cand[:-1]]) | (fp[cand[1:]] != fp[cand[:-1]])
-    cand = cand[keep]
-    t, f = tp[cand].astype(np.float64), fp[cand].astype(np.float64)
-    if gamma < 0.5:
-        with np.errstate(all="ignore"):
-            u1 = np.where(f > 0, np.log(np.maximum(t / n_h1 - delta, 0) / (f / n_h0)), np.inf)
-            u2 = np.where(t < n_h1, np.log(np.maximum((n_h0 - f) / n_h0 - delta, 0) / ((n_h1 - t) / n_h1)), np.inf)
-        ub = np.maximum(u1, u2)
-        order = np.argsort(-ub, kind="stable")
-    else:
-        ub = np.full(cand.size, np.inf)
-        order = np.arange(cand.size)
-    best_eps, best_idx = 0.0, -1
-    for start in range(0, order.size, batch):
-        sel = order[start:start + batch]
-        if ub[sel[0]] < best_eps:
-            break
-        eps, _ = epsilon_lower_from_counts(tp[cand[sel]], fp[cand[sel]], n_h1, n_h0, gamma, delta)
-        eps = np.atleast_1d(eps)
-        top = eps.max()
-        if top > best_eps:
-            best_eps = float(top)
-            best_idx = int(cand[sel][eps == top].min())
-        elif top == best_eps and top > 0:
-            best_idx = min(best_idx, int(cand[sel][eps == top].min()))
-    return best_idx, best_eps
-
-
 def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int, gamma: float,
-                          delta: float) -> ThresholdAudit:
-    """``calibrate_threshold`` for streaming engines: pick a threshold from counts alone (§2.1 Step 5).
+                          delta: float, *, rule: ThresholdRule | None = None, sample_rate: float | None = None,
+                          moments: tuple | None = None) -> ThresholdAudit:
+    """``calibrate_threshold`` for streaming engines: choose the event from counts alone (§2.1 Step 5).
 
     Args:
         thresholds: float (m,) ascending candidate thresholds.
         true_pos, false_pos: int (m,) #H1 / #H0 calibration trials above each threshold.
         n_h1, n_h0: trials per hypothesis. gamma, delta: as in ``epsilon_lower_from_counts``.
+        rule: ``threshold_rules.ThresholdRule`` (None → ``threshold_rules.DEFAULT_RULE``).
+        sample_rate: q of the mechanism (for the Gaussian-model rule).
+        moments: (mean0, sd0, mean1, sd1) of the calibration scores; None → from the counts
+            (``threshold_rules.moments_from_counts``: exact up to binning on a fine grid spanning the scores).
 
     Returns:
-        ``ThresholdAudit`` at the threshold and direction maximizing Eq. 28 over both events {score > t} and
-        {score ≤ t} (ties → direction +1, lowest threshold; exact, see ``best_threshold_from_counts``). If no
-        candidate gives ε > 0: the lowest threshold with at most half of the H0 trials above it (the grid's
-        H0 median), direction +1 and ε = 0 — as ``calibrate_threshold``.
+        ``ThresholdAudit`` at the rule's threshold and direction (``rule`` names it; ``Argmax`` breaks ties
+        towards direction +1 and the lowest threshold, exactly, see ``best_threshold_from_counts``). If no
+        candidate gives ε > 0: the lowest threshold with at most half of the H0 trials above it (the grid's H0
+        median), direction +1 and ε = 0 — as ``calibrate_threshold``.
 
     Raises:
-        ValueError: on mismatched lengths, an empty candidate set, or unsorted thresholds.
+        ValueError: on mismatched lengths, an empty candidate set, unsorted thresholds or counts outside [0, n].
     """
     thr = np.asarray(thresholds, dtype=np.float64).ravel()
     tp = np.asarray(true_pos, dtype=np.int64).ravel()
@@ -305,15 +196,17 @@ def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int,
                          "non-empty and of equal length")
     if np.any(np.diff(thr) <= 0):
         raise ValueError("thresholds must be strictly ascending")
-    idx, eps = best_threshold_from_counts(tp, fp, n_h1, n_h0, gamma, delta)
-    # the reversed event {score ≤ t}: counts n − (counts above), non-increasing in descending threshold order
-    ridx, reps = best_threshold_from_counts((n_h1 - tp)[::-1], (n_h0 - fp)[::-1], n_h1, n_h0, gamma, delta)
-    if ridx >= 0 and reps > eps:
-        j = thr.size - 1 - ridx
-        return threshold_audit_from_counts(float(thr[j]), int(tp[j]), int(fp[j]), n_h1, n_h0, gamma, delta, -1)
+    if tp.min() < 0 or fp.min() < 0 or tp.max() > n_h1 or fp.max() > n_h0:
+        raise ValueError("counts must satisfy 0 ≤ true_pos ≤ n_h1 and 0 ≤ false_pos ≤ n_h0")
+    if moments is None:
+        moments = (*moments_from_counts(thr, fp, n_h0), *moments_from_counts(thr, tp, n_h1))
+    choice = rule_named(rule).select(CalibrationCounts(thr, tp, fp, n_h1, n_h0, gamma, delta, sample_rate,
+                                                             moments))
+    idx, direction = choice.index, choice.direction
     if idx < 0:
-        idx = int(min(np.searchsorted(-fp, -n_h0 / 2, side="left"), thr.size - 1))
-    return threshold_audit_from_counts(float(thr[idx]), int(tp[idx]), int(fp[idx]), n_h1, n_h0, gamma, delta)
+        idx, direction = int(min(np.searchsorted(-fp, -n_h0 / 2, side="left"), thr.size - 1)), 1
+    return threshold_audit_from_counts(float(thr[idx]), int(tp[idx]), int(fp[idx]), n_h1, n_h0, gamma, delta,
+                                       direction, rule=choice.rule)
 
 
 def _check_scores(s: np.ndarray, name: str) -> np.ndarray:

@@ -81,8 +81,8 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
     """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
 
     Steps (§2.1): aux moments → (m̂0, Σ̂_P) for N = n_test users → w = Σ̂⁻¹v → scalar projections →
-    ``audit.trials`` trials per hypothesis on the calibration population → threshold maximizing the
-    bounded ε → fresh trials on the test population → ε_lower (Eq. 28, γ = α/(4·n_canaries)).
+    ``audit.trials`` trials per hypothesis on the calibration population → threshold chosen by
+    ``audit.threshold_rule`` (``threshold_rules``, with q = ``mechanism.sample_rate``) → fresh trials on the test population → ε_lower (Eq. 28, γ = α/(4·n_canaries)).
     Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine.audit_scalar``: calibration on a
     fine threshold grid, test counts at the frozen threshold; seeded from one draw of ``rng``).
     The calibration and test splits must have the same number of users (``trials.check_equal_populations``):
@@ -130,12 +130,13 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
         from pe_kit.audit.engine import audit_scalar
 
         res = audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
-                           delta=audit.delta, seed=int(rng.integers(0, 2**63)))
+                           delta=audit.delta, seed=int(rng.integers(0, 2**63)), rule=audit.threshold_rule)
         cal_audit, test_audit = res.calibration, res.test
     else:
         scores = {split: (simulate_scores(prob, 0, audit.trials, rng), simulate_scores(prob, 1, audit.trials, rng))
                   for split, prob in probs.items()}
-        cal_audit = calibrate_threshold(scores["calibration"][0], scores["calibration"][1], audit.gamma, audit.delta)
+        cal_audit = calibrate_threshold(scores["calibration"][0], scores["calibration"][1], audit.gamma, audit.delta,
+                                        rule=audit.threshold_rule, sample_rate=mechanism.sample_rate)
         test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
                                         audit.delta, cal_audit.direction)
     eps_theory = (epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)

@@ -131,13 +131,16 @@ def prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, te
                  audit: AuditConfig) -> dict:
     """Threshold calibrated on calibration-split trials, ε_lower bounded on test-split trials (Eq. 28).
 
-    Args: float (n,) summed mixture-LLR scores of one prefix per split and hypothesis; audit: γ, δ.
+    Args: float (n,) summed mixture-LLR scores of one prefix per split and hypothesis; audit: γ, δ and
+        ``threshold_rule``. No sample rate reaches the rule: the Gaussian model of one release's ℓ (Eqs. 16–19)
+        does not describe a sum of mixture LLRs, so ``"gaussian_model"`` takes its model-free fallback here
+        (recorded as ``calibration_rule = "gaussian_model>anchored_argmax"``).
 
     Returns:
         dict: ``epsilon_lower``, ``threshold``, ``tpr``, ``fpr``, ``branch`` and the ``test_*`` /
         ``calibration_*`` counts and bounds (``ThresholdAudit.as_dict``).
     """
-    cal: ThresholdAudit = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta)
+    cal: ThresholdAudit = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta, rule=audit.threshold_rule)
     test: ThresholdAudit = evaluate_threshold(test_h0, test_h1, cal.threshold, audit.gamma, audit.delta,
                                               cal.direction)
     row = {"epsilon_lower": test.epsilon, "threshold": cal.threshold, "tpr": test.tpr, "fpr": test.fpr,

@@ -468,15 +468,16 @@ class ScalarAudit:
 
 
 def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
-                 delta: float, seed, grid: ThresholdGrid | None = None, resolution: int = 256, **engine_options
-                 ) -> ScalarAudit:
+                 delta: float, seed, grid: ThresholdGrid | None = None, resolution: int = 256, rule=None,
+                 **engine_options) -> ScalarAudit:
     """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on
     ``trials`` fresh trials per hypothesis of ``test`` (§2.1 Step 5; Eqs. 28–30).
 
     Calibration streams every trial into ``grid`` (default ``ThresholdGrid.for_problem(calibration,
-    trials, resolution)``) and picks the threshold maximizing the bounded ε (``bounds.calibrate_from_counts``;
-    ties → lowest; no positive ε → the H0 median grid point). The test split only counts the trials above
-    that frozen threshold. Streams: seed keys (0, h) for calibration and (1, h) for the test, h = hypothesis.
+    trials, resolution)``) and a threshold rule picks the threshold from those counts alone
+    (``bounds.calibrate_from_counts`` with the calibration problem's q; ``rule``: a
+    ``threshold_rules.ThresholdRule`` or its name, None → ``threshold_rules.DEFAULT_RULE``; no positive ε →
+    the H0 median grid point). The test split only counts the trials above that frozen threshold. Streams: seed keys (0, h) for calibration and (1, h) for the test, h = hypothesis.
 
     Args:
         calibration: ``ScalarProblem`` of the calibration population.
@@ -484,6 +485,7 @@ def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, 
         trials: trials per hypothesis per split (≥ 1).
         gamma: one-sided Clopper–Pearson tail γ in (0, 1); delta: δ in [0, 1).
         seed: int / sequence / SeedSequence. grid: candidate thresholds. resolution: grid steps per sd.
+        rule: threshold rule (see above); its name is recorded as ``calibration.rule``.
         engine_options: ``TrialEngine`` keywords (method, group_size, block_trials,
             n_workers, parallel, progress). ``method="auto"`` (default) takes the exact multinomial
             counts wherever they are exact (:func:`exact_method`: no background voters), else the
@@ -510,7 +512,8 @@ def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, 
     test_engine = cal_engine if test is calibration else TrialEngine(test, **engine_options)
     fp = cal_engine.counts_above(0, trials, grid, stream_seed(seed, 0, 0))
     tp = cal_engine.counts_above(1, trials, grid, stream_seed(seed, 0, 1))
-    cal = calibrate_from_counts(grid.thresholds, tp, fp, trials, trials, gamma, delta)
+    cal = calibrate_from_counts(grid.thresholds, tp, fp, trials, trials, gamma, delta, rule=rule,
+                                sample_rate=calibration.sample_rate)
     fp_t = test_engine.count_above(0, trials, cal.threshold, stream_seed(seed, 1, 0))
     tp_t = test_engine.count_above(1, trials, cal.threshold, stream_seed(seed, 1, 1))
     tst = threshold_audit_from_counts(cal.threshold, tp_t, fp_t, trials, trials, gamma, delta, cal.direction)

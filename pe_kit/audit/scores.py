@@ -69,8 +69,9 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
 
     The trials of each hypothesis are split by a seeded permutation (:func:`split_trials`; ``in_scores`` first,
     then ``out_scores``, from ``numpy.random.default_rng(seed)``); the threshold and its direction are chosen on the
-    calibration part (``bounds.calibrate_threshold``: the largest bounded ε over candidate thresholds, both events
-    {score > t} and {score ≤ t}) and frozen; the test part bounds ε at that event (``bounds.evaluate_threshold``,
+    calibration part (``bounds.calibrate_threshold`` with the kit's threshold rule, ``threshold_rules.DEFAULT_RULE``
+    at this ``sample_rate``: the Gaussian model's event if the calibration part fits it, else a model-free anchored
+    argmax; both events {score > t} and {score ≤ t}; the rule's name is ``calibration_rule``) and frozen; the test part bounds ε at that event (``bounds.evaluate_threshold``,
     Eq. 28; Clopper–Pearson, Eqs. 29–30) with γ = α / (n_canaries · 4) per one-sided bound, so that the maximum
     over ``n_canaries`` such audits holds at family-wise level α (App. E.6).
 
@@ -108,7 +109,7 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
     rng = np.random.default_rng(seed)
     s1_cal, s1_test = split_trials(s1, f, rng)
     s0_cal, s0_test = split_trials(s0, f, rng)
-    cal = calibrate_threshold(s0_cal, s1_cal, gamma, delta)
+    cal = calibrate_threshold(s0_cal, s1_cal, gamma, delta, sample_rate=sample_rate)
     test = evaluate_threshold(s0_test, s1_test, cal.threshold, gamma, delta, cal.direction)
     row = {"method": "threshold", "epsilon_lower": test.epsilon,
            "epsilon_theory": _epsilon_theory(noise_multiplier, sample_rate, delta), "mu_eff": math.nan,

@@ -132,8 +132,10 @@ def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:
 
 def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> AuditConfig:
     """``AuditConfig`` from parameters (``trials``, optional ``alpha``, ``delta``, ``shrinkage``, ``ridge``: the
-    settings tree's audit section) for ``n_canaries`` canaries per variant (γ = α / (4·n_canaries), App. E.6)."""
-    kw = {k: params[k] for k in ("trials", "alpha", "delta", "shrinkage", "ridge") if params.get(k) is not None}
+    settings tree's audit section; optional ``threshold_rule``) for ``n_canaries`` canaries per variant
+    (γ = α / (4·n_canaries), App. E.6)."""
+    kw = {k: params[k] for k in ("trials", "alpha", "delta", "shrinkage", "ridge", "threshold_rule")
+          if params.get(k) is not None}
     kw["n_canaries"] = max(1, int(n_canaries))
     kw.update(overrides)
     return AuditConfig(**kw)

@@ -1,0 +1,174 @@
+"""Threshold rules side by side (issue 33): 1000 independent audits per μ_eff, every rule on the same trials.
+
+Usage::
+
+    HF_HUB_OFFLINE=1 python benchmarks/bench_threshold_rule.py [--audits 1000] [--trials 1000000]
+        [--mu 1,0.75,0.5,0] [--seed 0] [--save runs.npz]
+    HF_HUB_OFFLINE=1 python benchmarks/bench_threshold_rule.py --combine a.npz b.npz   # pool saved runs
+
+Setting: a nonce canary (no background voters: ℓ | H0 ~ N(−μ²/2, μ²), fixed inclusion N(+μ²/2, μ²), Eqs. 14–17)
+with σ = 1, q = 0.1, δ = 1e-5, γ = 0.0025, ``--trials`` per hypothesis per split; μ_eff = 0 is a null canary
+(H1 ≡ H0). Each audit draws, exactly as ``engine.audit_scalar`` with its exact ``multinomial`` method does
+(``ThresholdGrid.for_problem`` grid, Binomial(n, q) inclusions, Multinomial bin counts): the calibration
+histograms of H0 and H1 and — once, shared by every rule — the test histograms on the same grid. Every rule
+calibrates through ``bounds.calibrate_from_counts`` (the streaming engine's own call, q passed as the engine
+passes it) and so freezes a grid threshold; the test count above a grid threshold is then read off the test
+histogram, which has exactly the law of the engine's exact test count at that threshold (a score falls on
+a grid point with probability 0). So each rule's row is the distribution of a real audit with that rule,
+and rows differ only by the rule, never by the draws.
+
+Rules: ``argmax`` (the kit before issue 33), ``gaussian_model`` (the new default, with its
+``anchored_argmax`` fallback counted in its row), ``anchored_argmax``, ``penalised`` (γ_select = 1e-5),
+``min_count`` (100 calibration false positives), and ``oracle``: ``Explicit`` at the Gaussian model's optimal
+threshold for the true μ_eff (``expectations.expected_epsilon``), fixed before any trial (no row at μ = 0).
+Columns: median, mean and sd of ε_lower; audits at exactly 0; audits above ε_theory (1.695 here); the
+number that fell back (``gaussian_model`` only); the rule's own calibration time per audit (ms, CPU of this
+process on a shared machine); the audits in the row. Time of the whole run is printed at the end. Audits of a
+μ_eff may be split over processes with distinct ``--seed`` s and ``--save``, then pooled with ``--combine``.
+
+Measured (this machine, 2 shared cores, ``nice -n 10``; 1000 audits per μ_eff, 10⁶ trials per hypothesis per
+split, seed 0): see docs/threshold_rules.md for the table this script printed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pe_kit.audit.accounting import epsilon_theory  # noqa: E402
+from pe_kit.audit.bounds import calibrate_from_counts, epsilon_lower_from_counts  # noqa: E402
+from pe_kit.audit.engine import ThresholdGrid, _gaussian_bin_probs  # noqa: E402
+from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
+from pe_kit.audit.threshold_rules import (  # noqa: E402
+    AnchoredArgmax,
+    Argmax,
+    Explicit,
+    GaussianModel,
+    MinCount,
+    Penalised,
+)
+from pe_kit.audit.trials import nonce_problem  # noqa: E402
+
+Q, GAMMA, DELTA, SIGMA = 0.1, 0.0025, 1e-5, 1.0
+
+
+def _args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--audits", type=int, default=1000, help="independent audits per mu_eff")
+    ap.add_argument("--trials", type=int, default=1_000_000, help="trials per hypothesis per split")
+    ap.add_argument("--mu", default="1,0.75,0.5,0", help="comma list of mu_eff (0 = null canary)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save", help="also write every audit's ε_lower per rule to this .npz (for --combine)")
+    ap.add_argument("--combine", nargs="+", help="print the table of saved .npz runs (their audits pooled per "
+                    "μ_eff and rule; runs must use distinct seeds) instead of running audits")
+    return ap.parse_args()
+
+
+def _hist(rng, n, p0, p1, hypothesis):
+    """Bin histogram of n scores (the engine's multinomial law): H1 mixes Binomial(n, q) inclusions."""
+    if hypothesis == 0:
+        return rng.multinomial(n, p0)
+    k = int(rng.binomial(n, Q))
+    return rng.multinomial(n - k, p0) + rng.multinomial(k, p1)
+
+
+def _above(h):
+    return h.sum() - np.cumsum(h)[:-1]
+
+
+def run_mu(mu: float, audits: int, n: int, seed: int, eps_theory: float) -> list[tuple]:
+    prob = nonce_problem(mu, Q)
+    grid = ThresholdGrid.for_problem(prob, n)
+    thr = grid.thresholds
+    p0 = _gaussian_bin_probs(grid, -prob.offset, prob.noise_sd)
+    p1 = _gaussian_bin_probs(grid, -prob.offset + prob.canary_shift, prob.noise_sd)
+    rules = {"argmax": Argmax(), "gaussian_model": GaussianModel(), "anchored_argmax": AnchoredArgmax(),
+             "penalised": Penalised(1e-5), "min_count": MinCount(100)}
+    if mu > 0:
+        rules["oracle"] = Explicit(expected_epsilon(mu, Q, n, GAMMA, DELTA, return_threshold=True)[1])
+    eps = {k: np.zeros(audits) for k in rules}
+    secs = {k: 0.0 for k in rules}
+    fallbacks = {k: 0 for k in rules}
+    rng = np.random.default_rng([seed, int(round(mu * 1e6))])
+    for a in range(audits):
+        fp, tp = _above(_hist(rng, n, p0, p1, 0)), _above(_hist(rng, n, p0, p1, 1))
+        fp_t, tp_t = _above(_hist(rng, n, p0, p1, 0)), _above(_hist(rng, n, p0, p1, 1))
+        for name, rule in rules.items():
+            t0 = time.process_time()
+            cal = calibrate_from_counts(thr, tp, fp, n, n, GAMMA, DELTA, rule=rule, sample_rate=Q)
+            secs[name] += time.process_time() - t0
+            fallbacks[name] += ">" in cal.rule
+            j = int(np.searchsorted(thr, cal.threshold))
+            t, f = int(tp_t[j]), int(fp_t[j])
+            if cal.direction == -1:
+                t, f = n - t, n - f
+            eps[name][a] = epsilon_lower_from_counts(t, f, n, n, GAMMA, DELTA)[0]
+    return {name: (e, fallbacks[name], secs[name]) for name, e in eps.items()}
+
+
+def _rows(mu: float, runs: dict, eps_theory: float) -> list[tuple]:
+    rows = []
+    for name, (e, fell_back, secs) in runs.items():
+        rows.append((mu, name, float(np.median(e)), float(e.mean()), float(e.std(ddof=1)), int((e == 0).sum()),
+                     int((e > eps_theory).sum()), int(fell_back), 1e3 * secs / e.size, e.size))
+    return rows
+
+
+def _combine(paths) -> dict:
+    """{μ: {rule: (ε array, fallbacks, seconds)}} pooled over saved runs."""
+    out: dict = {}
+    for path in paths:
+        z = np.load(path)
+        for key in z.files:
+            if not key.startswith("eps|"):
+                continue
+            _, mu, name = key.split("|")
+            e, fb, sec = z[key], int(z[f"fb|{mu}|{name}"]), float(z[f"sec|{mu}|{name}"])
+            old = out.setdefault(float(mu), {}).get(name)
+            out[float(mu)][name] = (e, fb, sec) if old is None else (np.concatenate([old[0], e]), old[1] + fb,
+                                                                       old[2] + sec)
+    return out
+
+
+def main() -> None:
+    args = _args()
+    eps_theory = epsilon_theory(SIGMA, Q, DELTA)
+    header = ("| μ_eff | rule | median ε_lower | mean | sd | audits at exactly 0 | above ε_theory | fell back "
+              "| rule ms/audit | audits |\n|---|---|---|---|---|---|---|---|---|---|")
+
+    def show(mu, runs):
+        for r in _rows(mu, runs, eps_theory):
+            print(f"| {r[0]:g} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]} | {r[6]} | {r[7]} "
+                  f"| {r[8]:.1f} | {r[9]} |", flush=True)
+
+    if args.combine:
+        print(f"threshold rules, pooled from {len(args.combine)} saved runs; eps_theory={eps_theory:.3f}")
+        print(header)
+        for mu, runs in sorted(_combine(args.combine).items(), reverse=True):
+            show(mu, runs)
+        return
+    mus = [float(x) for x in args.mu.split(",")]
+    print(f"threshold rules: {args.audits} audits per mu_eff, {args.trials:,} trials per hypothesis per split, "
+          f"sigma={SIGMA}, q={Q}, delta={DELTA}, gamma={GAMMA}, eps_theory={eps_theory:.3f}, seed={args.seed}")
+    t0 = time.perf_counter()
+    print(header)
+    saved = {}
+    for mu in mus:
+        runs = run_mu(mu, args.audits, args.trials, args.seed, eps_theory)
+        show(mu, runs)
+        for name, (e, fb, sec) in runs.items():
+            saved.update({f"eps|{mu:g}|{name}": e, f"fb|{mu:g}|{name}": fb, f"sec|{mu:g}|{name}": sec})
+        if args.save:
+            np.savez(args.save, **saved)
+    print(f"total wall time {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""ε_lower from confusion counts: Clopper–Pearson endpoints, Eq. 28, and its exact maximum over thresholds.
+
+Source: App. E.6 of the paper — Eq. 28 (ε_lower, both branches, clamped at 0) and Eqs. 29–30 (one-sided
+Clopper–Pearson endpoints via ``scipy.stats.beta``). The primitives every threshold rule
+(``audit.threshold_rules``) and every audit (``audit.bounds``) share; ``audit.bounds`` re-exports them.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["clopper_pearson", "epsilon_lower_from_counts", "best_threshold_from_counts"]
+
+
+def clopper_pearson(successes, trials, gamma: float, side: str):
+    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30).
+
+    Args:
+        successes: int or int array x (0 ≤ x ≤ n).
+        trials: int or int array n (≥ 1), broadcast with ``successes``.
+        gamma: tail probability γ in (0, 1) of the one-sided bound.
+        side: ``"lower"`` (p_L; 0 when x = 0) or ``"upper"`` (p_U; 1 when x = n).
+
+    Returns:
+        float or float64 array of bounds.
+
+    Raises:
+        ValueError: on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side.
+
+    Source: ``scipy.stats.beta.ppf``: p_L = Beta(x, n−x+1)⁻¹(γ), p_U = Beta(x+1, n−x)⁻¹(1−γ).
+    """
+    x = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
+    if np.any(n < 1) or np.any(x < 0) or np.any(x > n):
+        raise ValueError("clopper_pearson needs 0 ≤ successes ≤ trials and trials ≥ 1")
+    x, n = np.broadcast_arrays(x, n)
+    with np.errstate(all="ignore"):
+        if side == "lower":
+            out = np.where(x == 0, 0.0, stats.beta.ppf(gamma, np.maximum(x, 1), n - x + 1))
+        elif side == "upper":
+            out = np.where(x == n, 1.0, stats.beta.ppf(1 - gamma, x + 1, np.maximum(n - x, 1)))
+        else:
+            raise ValueError(f"side={side!r} must be 'lower' or 'upper'")
+    return float(out) if out.ndim == 0 else out
+
+
+def epsilon_lower_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float):
+    """ε_lower of Eq. 28 from confusion counts of the event A = "score > threshold".
+
+    Args:
+        true_pos: int (or array) #H1 trials in A; false_pos: #H0 trials in A.
+        n_h1, n_h0: trials per hypothesis.
+        gamma: tail probability of each of the four one-sided bounds.
+        delta: δ.
+
+    Returns:
+        (epsilon, branch) where epsilon = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} and
+        branch is 1 or 2 for the attaining branch, 0 when clamped at 0 (arrays if inputs are arrays).
+        A branch whose numerator is ≤ δ gives no bound.
+    """
+    tp = np.asarray(true_pos)
+    fp = np.asarray(false_pos)
+    tpr_l = clopper_pearson(tp, n_h1, gamma, "lower")
+    fpr_u = clopper_pearson(fp, n_h0, gamma, "upper")
+    tnr_l = clopper_pearson(n_h0 - fp, n_h0, gamma, "lower")
+    fnr_u = clopper_pearson(n_h1 - tp, n_h1, gamma, "upper")
+    b1 = _log_ratio(np.asarray(tpr_l) - delta, np.asarray(fpr_u))
+    b2 = _log_ratio(np.asarray(tnr_l) - delta, np.asarray(fnr_u))
+    eps = np.maximum(0.0, np.maximum(b1, b2))
+    branch = np.where(eps <= 0, 0, np.where(b1 >= b2, 1, 2))
+    if eps.ndim == 0:
+        return float(eps), int(branch)
+    return eps, branch
+
+
+def _log_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        out = np.where((num > 0) & (den > 0), np.log(np.maximum(num, 1e-300) / np.maximum(den, 1e-300)), -np.inf)
+    return out
+
+
+def best_threshold_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float,
+                               batch: int = 256) -> tuple[int, float]:
+    """Exact argmax of ε (Eq. 28) over candidate thresholds given only their confusion counts.
+
+    For streaming engines: the thresholds are not needed, only the counts above each, in ascending
+    threshold order (so both count arrays are non-increasing). Exact pruning keeps the answer equal to a
+    full scan (``np.argmax`` of ``epsilon_lower_from_counts`` over all candidates):
+
+    * ε > 0 in either branch needs tp/n1 > fp/n0 (both branches reduce to it since TPR_L ≤ tp/n1,
+      FPR_U ≥ fp/n0, TNR_L ≤ tn/n0, FNR_U ≥ fn/n1 for γ < 1/2), so other candidates are skipped;
+    * consecutive candidates with identical (tp, fp) share ε: only the lowest threshold is kept;
+    * branch and bound: the same inequalities make the point-estimate value
+      max{log((tp/n1 − δ)/(fp/n0)), log((tn/n0 − δ)/(fn/n1))} an upper bound of ε; candidates are
+      evaluated in decreasing bound order (``batch`` at a time) until the bound falls below the best ε.
+
+    Args:
+        true_pos, false_pos: int (m,) counts above each candidate, ascending thresholds.
+        n_h1, n_h0: trials per hypothesis. gamma: γ in (0, 1). delta: δ ≥ 0. batch: evaluations per step.
+
+    Returns:
+        (index, epsilon): the lowest-threshold candidate attaining the maximal ε > 0, or (−1, 0.0) if no
+        candidate gives a positive bound.
+
+    Raises:
+        ValueError: on mismatched shapes or counts outside [0, n].
+    """
+    tp = np.asarray(true_pos, dtype=np.int64).ravel()
+    fp = np.asarray(false_pos, dtype=np.int64).ravel()
+    if tp.shape != fp.shape:
+        raise ValueError(f"true_pos {tp.shape} and false_pos {fp.shape} must have the same length")
+    if tp.size and (tp.min() < 0 or fp.min() < 0 or tp.max() > n_h1 or fp.max() > n_h0):
+        raise ValueError("counts must satisfy 0 ≤ true_pos ≤ n_h1 and 0 ≤ false_pos ≤ n_h0")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
+    if gamma < 0.5:
+        cand = np.flatnonzero(tp.astype(np.float64) * n_h0 > fp.astype(np.float64) * n_h1)
+    else:
+        cand = np.arange(tp.size)
+    if cand.size == 0:
+        return -1, 0.0
+    keep = np.ones(cand.size, dtype=bool)
+    keep[1:] = (tp[cand[1:]] != tp[cand[:-1]]) | (fp[cand[1:]] != fp[cand[:-1]])
+    cand = cand[keep]
+    t, f = tp[cand].astype(np.float64), fp[cand].astype(np.float64)
+    if gamma < 0.5:
+        with np.errstate(all="ignore"):
+            u1 = np.where(f > 0, np.log(np.maximum(t / n_h1 - delta, 0) / (f / n_h0)), np.inf)
+            u2 = np.where(t < n_h1, np.log(np.maximum((n_h0 - f) / n_h0 - delta, 0) / ((n_h1 - t) / n_h1)), np.inf)
+        ub = np.maximum(u1, u2)
+        order = np.argsort(-ub, kind="stable")
+    else:
+        ub = np.full(cand.size, np.inf)
+        order = np.arange(cand.size)
+    best_eps, best_idx = 0.0, -1
+    for start in range(0, order.size, batch):
+        sel = order[start:start + batch]
+        if ub[sel[0]] < best_eps:
+            break
+        eps, _ = epsilon_lower_from_counts(tp[cand[sel]], fp[cand[sel]], n_h1, n_h0, gamma, delta)
+        eps = np.atleast_1d(eps)
+        top = eps.max()
+        if top > best_eps:
+            best_eps = float(top)
+            best_idx = int(cand[sel][eps == top].min())
+        elif top == best_eps and top > 0:
+            best_idx = min(best_idx, int(cand[sel][eps == top].min()))
+    return best_idx, best_eps
