@@ -344,6 +344,9 @@ class AuditSettings(Section):
         delta: δ of the (ε, δ) statement (0 ≤ δ < 1).
         shrinkage: diagonal shrinkage of the aux second moment (Eq. 33), 0.1 in the paper.
         ridge: numerical ridge added to Σ̂ (Eq. 35), 1e-9 in the paper.
+        threshold_rule: how the calibration split chooses the frozen threshold (§2.1 Step 5), a name of
+            ``pe_kit.audit.threshold_rules.RULES``: ``"gaussian_model"`` (the default; docs/threshold_rules.md),
+            ``"argmax"`` (the kit's rule before it), ``"anchored_argmax"``, ``"penalised"``, ``"min_count"``.
 
     Raises:
         ValueError: naming the field and the admissible range.
@@ -355,6 +358,8 @@ class AuditSettings(Section):
     delta: float = setting(1e-5, ParamSpec("float", lo=0, hi=1, hi_open=True), "δ of the (ε, δ) statement")
     shrinkage: float = setting(0.1, ParamSpec("float", lo=0, hi=1), "diagonal shrinkage of Σ̂ (Eq. 33)")
     ridge: float = setting(1e-9, ParamSpec("float", lo=0), "ridge added to Σ̂ (Eq. 35)")
+    threshold_rule: str = setting("gaussian_model", ParamSpec("str", choices=THRESHOLD_RULES),
+                                  "how calibration freezes the threshold (docs/threshold_rules.md)")
 
 
 @dataclass(frozen=True)
@@ -362,19 +367,14 @@ class AuditConfig(AuditSettings):
     """Audit statistics settings (§2.1 Steps 2–5, App. E.6–E.7): :class:`AuditSettings` plus the canary count.
 
     Attributes:
-        trials, alpha, delta, shrinkage, ridge: see :class:`AuditSettings`.
+        trials, alpha, delta, shrinkage, ridge, threshold_rule: see :class:`AuditSettings`.
         n_canaries: canaries per variant; γ = α / (n_canaries · 4) (Eq. 30 ff.).
-        threshold_rule: how the calibration split chooses the frozen threshold (§2.1 Step 5), a name of
-            ``pe_kit.audit.threshold_rules.RULES``: ``"gaussian_model"`` (default since issue 33), ``"argmax"``
-            (the rule before it), ``"anchored_argmax"``, ``"penalised"``, ``"min_count"``.
 
     Raises:
         ValueError: naming the field and the admissible range.
     """
 
     n_canaries: int = setting(5, _I1, "canaries per variant")
-    threshold_rule: str = setting("gaussian_model", ParamSpec("str", choices=THRESHOLD_RULES),
-                                  "how calibration freezes the threshold (issue 33)")
 
     @property
     def gamma(self) -> float:

@@ -192,7 +192,7 @@ def test_console_script_module():
 def test_readme_commands_and_example(capsys):
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "bash scripts/bootstrap.sh && .venv/bin/pe-kit reproduce --preset quick" in readme
-    assert "bash scripts/bootstrap.sh && .venv/bin/python -m pytest -q" in readme
+    assert "bash scripts/bootstrap.sh && .venv/bin/python -m pytest -q -rs" in readme
     example = next(b for b in readme.split("```python\n")[1:] if "explorer_state" in b).split("```")[0]
     exec(compile(example, "README.md", "exec"), {})
     assert capsys.readouterr().out.strip() == "1.695 0.99"  # the value the README states

@@ -3,6 +3,7 @@
 The implementations audited are ``tests/release_bugs.py``: plain functions written from the paper (a correct one,
 harmless variants, and the bugs that escaped a single design)."""
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,3 +218,17 @@ def test_battery_outcome_is_the_public_result_of_its_worst_design():
     # the kit's own mutant that exempts the *last* user is caught on the base design, not on position=first
     b = audit_battery(CanaryAlwaysIncluded(), designs, MECH, trials=2_000, seed=0)
     assert [r["violation"] for r in b.rows] == [True, False]
+
+
+def test_audit_release_takes_the_record_cap_from_the_mechanism():
+    """MechanismConfig(record_cap=16) caps the study's records, as audit_mechanism does: the tiny corpus (16 posts per
+    blogger) builds a world instead of failing on the default m = 64; an empty arm says it is empty and how to fix it."""
+    from pe_kit.config import MechanismConfig
+    from pe_kit.study.release_audit import release_battery
+
+    tiny = str(Path(__file__).parent / "data" / "blogs-tiny.jsonl.gz")
+    study = dict(n_canary=5, n_aux=20, n_calibration=25, n_test=25, bank_size=1024, max_probes=16, max_seq_length=32)
+    designs, _ = release_battery(tiny, mechanism=MechanismConfig(record_cap=16), study=study, axes={})
+    assert designs[0].canary.shape[0] == 16 and all(len(u) <= 16 for u in designs[0].test)  # m = 16 records
+    with pytest.raises(ValueError, match="has no users .*long arm exactly record_cap=64.*lower record_cap"):
+        release_battery(tiny, mechanism=MechanismConfig(record_cap=64), study=study, axes={})

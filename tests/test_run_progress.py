@@ -63,3 +63,22 @@ def test_the_preset_chooses_the_reference_shares():
     clock.finish("05_ablations")
     assert clock.seconds_left() == pytest.approx(REFERENCE_SECONDS["tiny"]["06_multiround_mauve"])
     assert RunClock(["04_audit"], "paper").reference is REFERENCE_SECONDS["quick"]
+
+
+def test_a_warm_rerun_is_timed_by_the_warm_profile_not_the_cold_shares():
+    """With embeddings cached, notebook 01 takes ~1/20 of its cold time while 04 keeps most of its audits: the cold
+    shares would promise a few minutes for the whole run. The profile nearest to what ran (log ratio) is used."""
+    t = FakeClock()
+    nbs = ["01_mechanism", "04_audit"]
+    clock = RunClock(nbs, "quick", clock=t)
+    warm = REFERENCE_SECONDS["quick-warm"]
+    clock.start("01_mechanism")
+    t.t = warm["01_mechanism"]
+    clock.finish("01_mechanism")
+    assert clock.profile() == "quick-warm"
+    assert clock.seconds_left() == pytest.approx(warm["04_audit"])  # pace 1 on the warm profile
+    cold = RunClock(nbs, "quick", clock=FakeClock())
+    cold.start("01_mechanism")
+    cold.clock.t = REFERENCE_SECONDS["quick"]["01_mechanism"]
+    cold.finish("01_mechanism")
+    assert cold.profile() == "quick" and cold.seconds_left() == pytest.approx(REFERENCE_SECONDS["quick"]["04_audit"])

@@ -207,3 +207,16 @@ def test_gaussian_model_without_hidden_participation_takes_the_usual_event():
     s1, s0 = rng.normal(0.5, 1.0, n), rng.normal(-0.5, 1.0, n)
     cal = calibrate_threshold(s0, s1, G, D, sample_rate=1.0)
     assert cal.rule == "gaussian_model" and cal.direction == 1 and cal.branch == 1 and cal.false_pos < 0.01 * n
+
+
+def test_threshold_rule_is_a_setting_of_the_audit_section():
+    """`--set audit.threshold_rule=argmax` reaches the AuditConfig every notebook builds; a misspelt rule is refused
+    naming the admissible rules (one declaration: pe_kit.config.AuditSettings)."""
+    from pe_kit.run.presets import parse_override
+    from pe_kit.study.experiments import audit_from
+
+    assert parse_override("audit.threshold_rule=argmax") == ("threshold_rule", "argmax")
+    with pytest.raises(ValueError, match="gaussian_model, argmax"):
+        parse_override("audit.threshold_rule=max")
+    params = dict(trials=1000, alpha=0.05, delta=1e-5, shrinkage=0.1, ridge=1e-9, threshold_rule="argmax")
+    assert audit_from(params, 5).threshold_rule == "argmax"

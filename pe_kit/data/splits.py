@@ -85,6 +85,10 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
     eligible = [i for i in order if canary_records is None or lengths[i] == canary_records]
     if len(eligible) < n_canary:
         most = max(lengths.values(), default=0)
+        if not ids:
+            raise ValueError(f"corpus {corpus.source} has no users (an arm admits only users with the records it "
+                             f"needs: the long arm exactly record_cap={canary_records}); lower record_cap to the "
+                             "record count your users have, choose the other arm, or add --fit-data")
         if canary_records is not None and len(eligible) == 0:
             raise ValueError(f"corpus {corpus.source} has {len(ids)} users but none with exactly record_cap="
                              f"{canary_records} records, which every canary needs (§3; most records of a user: "

@@ -254,7 +254,7 @@ def resolve_run_dir(name: str, results_dir: str | Path = "results") -> tuple[Pat
 def _docs_results(args) -> int:
     import os
 
-    from pe_kit.report.docs_results import docs_results_markdown, write_docs_results
+    from pe_kit.report.docs_results import docs_results_markdown, readme_with_headline, write_docs_results
 
     out = Path(args.out)
     try:
@@ -264,9 +264,22 @@ def _docs_results(args) -> int:
             same = out.is_file() and out.read_text(encoding="utf-8") == fresh
             print(f"pe-kit: {out} {'matches' if same else 'differs from'} {args.paper_run}/*/results.csv"
                   + ("" if same else "; run pe-kit results --docs to regenerate it"), file=sys.stderr)
+            readme = Path("README.md")
+            if readme.is_file():  # the README's headline block comes from the same CSVs
+                text = readme.read_text(encoding="utf-8")
+                fresh_readme = readme_with_headline(text, args.paper_run)
+                if fresh_readme != text:
+                    print(f"pe-kit: {readme}'s headline differs from {args.paper_run}/*/results.csv; run pe-kit "
+                          "results --docs to regenerate it", file=sys.stderr)
+                    same = False
             return 0 if same else 1
         print(f"pe-kit: wrote {write_docs_results(args.paper_run, out)}")
-    except FileNotFoundError as exc:
+        readme = Path("README.md")
+        if readme.is_file():
+            text = readme.read_text(encoding="utf-8")
+            readme.write_text(readme_with_headline(text, args.paper_run), encoding="utf-8")
+            print(f"pe-kit: wrote the headline of {readme}")
+    except (FileNotFoundError, ValueError) as exc:
         print(f"pe-kit: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -1,29 +1,39 @@
 """How far a ``pe-kit reproduce`` run is and how long is left, and where it ran (``run.json``'s ``machine``).
 
 The run's ETA scales the notebooks still to run by the pace of the ones run so far, each weighed by its share of
-a measured cold run of the same preset (:data:`REFERENCE_SECONDS`). A notebook reused from its done-marker costs nothing and is left out of both sides. The
+a measured run of the same preset (:data:`REFERENCE_SECONDS`). A preset has a cold profile (empty cache: the
+encoder dominates the first notebooks) and may have a warm one (embeddings cached); the profile whose seconds are
+nearest, in log ratio, to the notebooks finished so far is used, so a warm rerun is not promised the cold run's
+shares. A notebook reused from its done-marker costs nothing and is left out of both sides. The
 estimate exists from the first finished notebook on; before that the line says so instead of guessing.
 """
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
 from typing import Sequence
 
-__all__ = ["REFERENCE_SECONDS", "RunClock", "machine_info", "format_duration"]
+__all__ = ["REFERENCE_SECONDS", "PROFILES", "RunClock", "machine_info", "format_duration"]
 
-#: seconds per notebook of a measured cold run of each preset (only their ratios are used): quick from
-#: docs/paper_run/quick/run.json (empty cache, 2 idle cores, 3 Dec 2026), tiny from a cold run on 2 cores shared with
+#: seconds per notebook of a measured run of each preset (only their ratios are used): quick from
+#: the cold run of 3 Dec 2026 (empty cache, 2 idle cores, 2,099 s; git history of docs/paper_run/quick/run.json), tiny from a cold run on 2 cores shared with
 #: other jobs (load average 13, 511 s in all, 4 Dec 2026); other presets use quick's
 REFERENCE_SECONDS = {
     "quick": {"01_mechanism": 654.0, "02_probe_design": 161.0, "03_llr_checks": 42.0, "04_audit": 860.0,
               "05_ablations": 123.0, "06_multiround_mauve": 64.0, "07_audit_an_implementation": 22.0,
               "08_one_run_audit": 172.0},
+    # warm: the same preset with every embedding cached (docs/paper_run/quick, 4 Dec 2026: 942 s in all, 2 shared cores)
+    "quick-warm": {"01_mechanism": 34.0, "02_probe_design": 42.0, "03_llr_checks": 36.0, "04_audit": 346.0,
+                   "05_ablations": 175.0, "06_multiround_mauve": 83.0, "07_audit_an_implementation": 34.0,
+                   "08_one_run_audit": 192.0},
     "tiny": {"01_mechanism": 54.0, "02_probe_design": 42.0, "03_llr_checks": 30.0, "04_audit": 136.0,
              "05_ablations": 73.0, "06_multiround_mauve": 95.0, "07_audit_an_implementation": 39.0,
              "08_one_run_audit": 41.0},
 }
+#: the profiles a preset's ETA chooses among (:meth:`RunClock.profile`); a preset not listed uses its own or quick's
+PROFILES = {"quick": ("quick", "quick-warm")}
 _DEFAULT_SECONDS = 150.0  # a notebook the reference run does not have
 
 
@@ -51,7 +61,10 @@ class RunClock:
 
     def __init__(self, notebooks: Sequence[str], preset: str = "quick", clock=time.perf_counter):
         self.notebooks = list(notebooks)
-        self.reference = REFERENCE_SECONDS.get(preset, REFERENCE_SECONDS["quick"])
+        names = PROFILES.get(preset, (preset if preset in REFERENCE_SECONDS else "quick",))
+        self.profiles = {n: REFERENCE_SECONDS[n] for n in names}
+        self.reference = self.profiles[names[0]]
+        self.ran: dict[str, float] = {}
         self.clock = clock
         self.t0 = clock()
         self.ran_seconds = 0.0
@@ -60,8 +73,19 @@ class RunClock:
         self._current: tuple[str, float] | None = None
 
     def weight(self, notebook: str) -> float:
-        """The notebook's seconds in the reference run (:data:`REFERENCE_SECONDS`; 150 s for an unknown one)."""
+        """The notebook's seconds in the reference profile in use (:meth:`profile`; 150 s for an unknown one)."""
         return self.reference.get(notebook, _DEFAULT_SECONDS)
+
+    def profile(self) -> str:
+        """The name of the reference profile nearest to the notebooks run so far: the smallest sum over them of
+        |log(observed seconds / profile seconds)| (ties and no data: the first, cold profile). Sets the weights."""
+        best, best_cost = next(iter(self.profiles)), float("inf")
+        for name, ref in self.profiles.items():
+            cost = sum(abs(math.log(max(sec, 1e-3) / ref.get(nb, _DEFAULT_SECONDS))) for nb, sec in self.ran.items())
+            if cost < best_cost - 1e-12:
+                best, best_cost = name, cost
+        self.reference = self.profiles[best]
+        return best
 
     def start(self, notebook: str) -> None:
         """Mark ``notebook`` as running from now."""
@@ -70,8 +94,10 @@ class RunClock:
     def finish(self, notebook: str, reused: bool = False) -> None:
         """Mark ``notebook`` finished (or ``reused``: skipped, not counted in the pace)."""
         if not reused and self._current and self._current[0] == notebook:
-            self.ran_seconds += self.clock() - self._current[1]
-            self.ran_weight += self.weight(notebook)
+            self.ran[notebook] = self.clock() - self._current[1]
+            self.profile()
+            self.ran_seconds = sum(self.ran.values())
+            self.ran_weight = sum(self.weight(nb) for nb in self.ran)
         self._current = None
         self.done.add(notebook)
 

@@ -19,7 +19,7 @@ from pe_kit.config import MechanismConfig
 __all__ = ["audit_release", "release_battery"]
 
 
-def _world(world_or_data, study: dict | None):
+def _world(world_or_data, study: dict | None, record_cap: int | None = None):
     if hasattr(world_or_data, "records") and hasattr(world_or_data, "bank"):
         return world_or_data
     from pe_kit.study.world import StudyConfig, build_world
@@ -29,7 +29,10 @@ def _world(world_or_data, study: dict | None):
         raise TypeError(f"world_or_data must be a corpus path (str / Path), None (the bundled Blogs sample) or a "
                         f"pe_kit.study.world.World; got {type(world_or_data).__name__}")
     data = None if world_or_data is None else str(world_or_data)
-    return build_world(StudyConfig(data=data, **dict(study or {})))
+    study = dict(study or {})
+    if record_cap is not None:  # the mechanism's m caps the study's records, as in audit_mechanism
+        study.setdefault("record_cap", record_cap)
+    return build_world(StudyConfig(data=data, **study))
 
 
 def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
@@ -43,7 +46,7 @@ def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: Me
     mechanism = mechanism or MechanismConfig()
     from pe_kit.study.world import make_design
 
-    world = _world(world_or_data, study)
+    world = _world(world_or_data, study, mechanism.record_cap)
     g_design, g_battery = (np.random.default_rng(s) for s in seed_sequence(seed).spawn(3)[:2])
     probe = make_design(world, variant, canary_slot, g_design, mechanism=mechanism, **dict(design_options or {}))
     base = release_design(world, probe, mechanism)
