@@ -217,3 +217,14 @@ def test_tiny_reproduction_audits_the_mechanism_the_settings_name(tiny_sigma2):
     assert "noise_multiplier=2.0" in md and "sample_rate=0.05" in md  # listed as changed from the preset
     params = json.loads((run / ".done" / "06_multiround_mauve.json").read_text())["params"]
     assert params["noise_multiplier"] == 2.0 and params["sample_rate"] == 0.05
+
+
+def test_a_changed_mechanism_gets_its_own_default_run_folder():
+    """`--set mechanism.noise_multiplier=0.8` without --run-id must not resume into (and mix rows with) the preset's
+    own folder: the default run id names every mechanism / audit setting that differs from the preset's."""
+    from pe_kit.run.reproduce import default_run_id
+
+    assert default_run_id(get_preset("quick", {})) == "quick"
+    assert default_run_id(get_preset("tiny", {"noise_multiplier": 0.8, "sample_rate": 0.05})) == "tiny-sigma0.8-q0.05"
+    assert default_run_id(get_preset("quick", {"delta": 1e-6, "threshold_rule": "argmax"}), fitted=True) == \
+        "quick-delta1e-06-rule-argmax-fit"

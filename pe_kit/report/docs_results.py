@@ -85,7 +85,7 @@ def headline_markdown(parts: dict) -> str:
             columns.append((head, {r.variant: f"{_f(r.max)} / {_f(r.median)}" for r in cell.itertuples()}))
     if not columns:
         return ""
-    lines = ["| variant | paper Table 2: Yelp / Sentiment140 | " + " | ".join(h for h, _ in columns) + " |",
+    lines = ["| variant | paper Table 2 (max): Yelp / Sentiment140 | " + " | ".join(h for h, _ in columns) + " |",
              "|" + "---|" * (len(columns) + 2)]
     for v in VARIANTS:
         if any(v in c for _, c in columns):

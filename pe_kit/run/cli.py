@@ -264,8 +264,8 @@ def _docs_results(args) -> int:
             same = out.is_file() and out.read_text(encoding="utf-8") == fresh
             print(f"pe-kit: {out} {'matches' if same else 'differs from'} {args.paper_run}/*/results.csv"
                   + ("" if same else "; run pe-kit results --docs to regenerate it"), file=sys.stderr)
-            readme = Path("README.md")
-            if readme.is_file():  # the README's headline block comes from the same CSVs
+            readme = _readme_beside(out)
+            if readme is not None:  # the README's headline block comes from the same CSVs
                 text = readme.read_text(encoding="utf-8")
                 fresh_readme = readme_with_headline(text, args.paper_run)
                 if fresh_readme != text:
@@ -274,8 +274,8 @@ def _docs_results(args) -> int:
                     same = False
             return 0 if same else 1
         print(f"pe-kit: wrote {write_docs_results(args.paper_run, out)}")
-        readme = Path("README.md")
-        if readme.is_file():
+        readme = _readme_beside(out)
+        if readme is not None:
             text = readme.read_text(encoding="utf-8")
             readme.write_text(readme_with_headline(text, args.paper_run), encoding="utf-8")
             print(f"pe-kit: wrote the headline of {readme}")
@@ -283,6 +283,14 @@ def _docs_results(args) -> int:
         print(f"pe-kit: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _readme_beside(out: Path) -> Path | None:
+    """The README whose headline block ``pe-kit results --docs`` keeps in step: the repository's, i.e. the
+    ``README.md`` beside the ``docs/`` folder that ``out`` is written to; None for any other ``--out``."""
+    docs = out.resolve().parent
+    readme = docs.parent / "README.md"
+    return readme if docs.name == "docs" and readme.is_file() else None
 
 
 def _results(args) -> int:
