@@ -58,18 +58,17 @@ def _update(h: "hashlib._Hash", part: Any) -> None:
         h.update(data)
 
 
-def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync, rename).
-
-    A reader never sees a half-written file; an interrupted write leaves the old file intact.
-    Raises ``OSError`` if the folder cannot be written.
-    """
-    path = Path(path)
+def _atomic_write_chunks(path: Path, chunks: Iterable[bytes]) -> str:
+    """Write ``chunks`` to a temporary file beside ``path``, fsync, rename onto ``path``; return their SHA-256 hex.
+    An interrupted write removes the temporary file and leaves ``path`` as it was. Raises ``OSError``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    h = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in chunks:
+                h.update(chunk)
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -79,6 +78,16 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync, rename).
+
+    A reader never sees a half-written file; an interrupted write leaves the old file intact.
+    Raises ``OSError`` if the folder cannot be written.
+    """
+    _atomic_write_chunks(Path(path), (data,))
 
 
 def write_verified(path: Path | str, data: bytes) -> None:
@@ -120,24 +129,8 @@ def write_verified_stream(path: Path | str, chunks: Iterable[bytes]) -> None:
     Raises ``OSError`` if the folder cannot be written, or what iterating ``chunks`` raises.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    h = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for chunk in chunks:
-                h.update(chunk)
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    atomic_write_bytes(path.with_name(path.name + ".sha256"), h.hexdigest().encode())
+    digest = _atomic_write_chunks(path, chunks)
+    atomic_write_bytes(path.with_name(path.name + ".sha256"), digest.encode())
 
 
 def open_verified(path: Path | str) -> BinaryIO | None:
