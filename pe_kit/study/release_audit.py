@@ -13,7 +13,7 @@ from pe_kit.attack.design_battery import LARGE_BANK, battery_designs, check_desi
 from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery
 from pe_kit.audit.blackbox import DEFAULT_DELTA
-from pe_kit.audit.release_runner import check_audit_arguments, seed_sequence
+from pe_kit.audit.release_runner import check_audit_arguments, check_release_signature, seed_sequence
 from pe_kit.config import MechanismConfig
 
 __all__ = ["audit_release", "release_battery"]
@@ -87,6 +87,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
             returning None / a wrong shape / NaN (naming the implementation).
     """
     mechanism = mechanism or MechanismConfig()
+    check_release_signature(release)  # before the world and the battery are built
     if designs is None:
         if not callable(release) and not hasattr(release, "release_batch"):
             check_audit_arguments(release, None, mechanism)
