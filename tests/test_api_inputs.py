@@ -138,3 +138,24 @@ def test_a_release_function_with_another_signature_is_refused_before_any_work():
             pk.audit_release(fn, "/nonexistent/corpus.jsonl")
     with pytest.raises(FileNotFoundError):  # a right signature reaches the data check
         pk.audit_release(lambda bank, records, owner, n_users, config, rng: None, "/nonexistent/corpus.jsonl")
+
+
+# ------------------------------------------------------------------------------------------ mechanisms beyond k = 5
+
+def test_audit_mechanism_serves_any_top_k_and_delta_zero():
+    # before: k = 10 failed inside with "NeighborIndex depth 21 < top_k + r = 26: rebuild it deeper" (the world's
+    # index was built for k = 5), and δ = 0 (which AuditConfig accepts) failed in the accountant after all the work
+    mech = pk.MechanismConfig(top_k=10, record_cap=16)
+    r = pk.audit_mechanism(str(TINY_DATA), study=STUDY, trials=2000, mechanism=mech)
+    assert r.row["mech_top_k"] == 10
+    assert 0.9 < r.mu_eff <= 1 / mech.noise_multiplier + 1e-9  # a nonce canary reaches μ_eff ≈ 1/σ (Eq. 20)
+    z = pk.audit_mechanism(str(TINY_DATA), study=STUDY, trials=2000, mechanism=pk.MechanismConfig(record_cap=16),
+                           delta=0)
+    assert z.epsilon_theory == math.inf and z.epsilon_lower >= 0 and z.row["audit_delta"] == 0
+
+
+def test_audit_release_refuses_a_world_too_shallow_for_top_k(tiny_world):
+    with pytest.raises(ValueError, match=r"mechanism.top_k=100: this World's neighbour index has depth \d+ < "
+                                         r"top_k \+ max_probes"):
+        pk.audit_release(lambda bank, records, owner, n_users, config, rng: None, tiny_world,
+                         mechanism=pk.MechanismConfig(top_k=100, record_cap=16))

@@ -76,7 +76,7 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
                          f"as audit_mechanism(data=…, seed=…, mechanism=MechanismConfig(record_cap=…)); other fields "
                          f"are {sorted(known)}")
     config = StudyConfig(data=data, seed=seed, record_cap=mechanism.record_cap, **study)
-    world = world_for(config, progress=False)
+    world = world_for(config, progress=False, top_k=mechanism.top_k)
     real = not variant.startswith("nonce")
     if real and canaries > len(world.splits.canary):
         raise ValueError(f"canaries={canaries} > the study's {len(world.splits.canary)} canary users: raise "

@@ -19,7 +19,7 @@ from pe_kit.config import MechanismConfig
 __all__ = ["audit_release", "release_battery"]
 
 
-def _world(world_or_data, study: dict | None):
+def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
     if hasattr(world_or_data, "records") and hasattr(world_or_data, "bank"):
         return world_or_data
     from pe_kit.study.world import StudyConfig, build_world
@@ -29,7 +29,8 @@ def _world(world_or_data, study: dict | None):
         raise TypeError(f"world_or_data must be a corpus path (str / Path), None (the bundled Blogs sample) or a "
                         f"pe_kit.study.world.World; got {type(world_or_data).__name__}")
     data = None if world_or_data is None else str(world_or_data)
-    return build_world(StudyConfig(data=data, **dict(study or {})))
+    config = StudyConfig(data=data, **dict(study or {}))
+    return build_world(config, mechanism=MechanismConfig(top_k=mechanism.top_k, record_cap=config.record_cap))
 
 
 def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
@@ -43,7 +44,13 @@ def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: Me
     mechanism = mechanism or MechanismConfig()
     from pe_kit.study.world import make_design
 
-    world = _world(world_or_data, study)
+    world = _world(world_or_data, study, mechanism)
+    index = world.records["test"]["index"]
+    need = min(index.bank_size, mechanism.top_k + world.config.max_probes) if index is not None else 0
+    if index is not None and index.depth < need:
+        raise ValueError(f"mechanism.top_k={mechanism.top_k}: this World's neighbour index has depth {index.depth} < "
+                         f"top_k + max_probes = {need}; build it with pe_kit.study.world.build_world(config, "
+                         f"mechanism=MechanismConfig(top_k={mechanism.top_k}, …)) or pass the corpus path instead")
     g_design, g_battery = (np.random.default_rng(s) for s in seed_sequence(seed).spawn(3)[:2])
     probe = make_design(world, variant, canary_slot, g_design, mechanism=mechanism, **dict(design_options or {}))
     base = release_design(world, probe, mechanism)
