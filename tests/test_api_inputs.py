@@ -5,6 +5,7 @@ variant, a release function with another signature)."""
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,18 @@ def test_audit_one_run_nan_and_string_delta_are_named_and_inf_ranks_first():
     with_inf[top], with_big[top] = np.inf, 1e300
     a, b = pk.audit_one_run(with_inf, included), pk.audit_one_run(with_big, included)
     assert a.epsilon_lower == b.epsilon_lower > 4 and a.mu_eff == b.mu_eff
+
+
+def test_audit_one_run_warns_when_the_scores_look_reversed():
+    scores, included = _one_run_game()
+    with pytest.warns(UserWarning, match=r"ε_lower = 0, but -scores would give 5\.18.*pass -scores.*halve alpha"):
+        r = pk.audit_one_run(-scores, included)  # a loss-like statistic: lower = "in"
+    assert r.epsilon_lower == 0.0  # the bound asked for is kept; the warning only names the likely mistake
+    assert pk.audit_one_run(scores, included).epsilon_lower == pytest.approx(5.1817, abs=1e-3)
+    null = np.random.default_rng(1).normal(size=included.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no signal either way: no warning
+        assert pk.audit_one_run(null, included).epsilon_lower == 0.0
 
 
 # ------------------------------------------------------------------------------------------ ε_theory at tiny σ

@@ -138,6 +138,22 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
     return AuditOutcome.from_row(row)
 
 
+def _warn_if_reversed(s: np.ndarray, included, delta, alpha, sample_rate, method: str) -> None:
+    """Warn (``UserWarning``) when ε_lower is 0 but the negated scores would bound ε > 0: a loss-like statistic
+    (lower = "in") passed where higher = "in" is required. The returned bound stays the one asked for."""
+    import warnings
+
+    from pe_kit.audit.one_run import one_run_audit
+
+    flipped = one_run_audit(-s, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
+    if flipped.epsilon_lower > 0:
+        warnings.warn(f"audit_one_run: ε_lower = 0, but -scores would give {flipped.epsilon_lower:.3g}: the scores "
+                      "must be higher for included canaries (higher = \"in\"); if your statistic is a loss or a "
+                      "distance (lower = \"in\"), pass -scores. Decide the direction from the statistic's definition "
+                      "(choosing it after seeing both bounds doubles the tests: halve alpha)", UserWarning,
+                      stacklevel=3)
+
+
 def _in_guess_rates(scores: np.ndarray, included: np.ndarray, k_plus: int) -> tuple[float, float, float]:
     """TPR, FPR and threshold of the "in" guesses: the k₊ top-scored canaries (ties by index, as
     ``one_run.abstaining_guesses`` ranks them)."""
@@ -171,6 +187,9 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
             sampling (1: every user participates). alpha: family-wise level in (0, 1). method: ``fdp`` or
             ``steinke``. noise_multiplier: σ of the audited mechanism (None: ε_theory is NaN).
 
+    Warns:
+        UserWarning: when ε_lower is 0 but ``-scores`` would bound ε > 0 (a loss-like statistic, lower = "in").
+
     Returns:
         ``AuditOutcome``: ``counts`` holds ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included``;
         ``tpr`` / ``fpr`` / ``threshold`` describe the "in" guesses (the k₊ top-scored canaries); ``row`` carries
@@ -191,6 +210,8 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
                          "scores can bias the audit)")
     res = one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
     s = np.asarray(scores, dtype=np.float64).ravel()
+    if res.epsilon_lower == 0:
+        _warn_if_reversed(s, included, delta, alpha, sample_rate, method)
     tpr, fpr, threshold = _in_guess_rates(s, _as_included(included), res.k_plus)
     counts = {k: getattr(res, k) for k in ("guesses", "correct", "k_plus", "k_minus", "m", "n_included")}
     row = {**res.as_dict(), "epsilon_theory": _epsilon_theory(noise_multiplier, res.sample_rate, res.delta),
