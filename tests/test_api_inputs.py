@@ -127,6 +127,15 @@ def test_a_missing_file_or_a_folder_is_named(tmp_path):
         pk.audit_mechanism(str(tmp_path), study=STUDY, trials=100)
 
 
+def test_more_probes_than_bank_entries_is_refused_naming_both():
+    from pe_kit.study.world import StudyConfig
+
+    # before: "r=5000 probes cannot come from a pool of pool_size=512; raise pool_size", after the world was built
+    with pytest.raises(ValueError, match=r"max_probes=5000 > bank_size=1024.*lower max_probes \(e\.g\. 64\)"):
+        pk.audit_mechanism(str(TINY_DATA), study=dict(STUDY, max_probes=5000), trials=100)
+    assert StudyConfig(bank_size=64, max_probes=64).max_probes == 64  # r = p is allowed
+
+
 @pytest.mark.parametrize("typo, meant", [("nonce_mu_eff", "nonce-mu_eff"), ("Nonce", "nonce"), ("nonse", "nonce"),
                                          ("paraphrase_norm", "paraphrase-norm")])
 def test_a_misspelt_variant_gets_the_closest_name(typo, meant):

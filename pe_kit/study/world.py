@@ -63,6 +63,9 @@ class StudyConfig(WorldSettings):
     def __post_init__(self) -> None:
         super().__post_init__()  # each field checked against its own declaration (pe_kit.config.setting)
         check_equal_populations(self.n_calibration, self.n_test)
+        if self.max_probes > self.bank_size:  # the probes are bank entries (as the presets check)
+            raise ValueError(f"max_probes={self.max_probes} > bank_size={self.bank_size}: the r probes are bank "
+                             f"entries; lower max_probes (e.g. {min(64, self.bank_size)}) or raise bank_size")
 
     def as_dict(self) -> dict:
         """Plain dict of the fields that fix the world (``on_error`` excluded, see above)."""
