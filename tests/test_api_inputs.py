@@ -181,3 +181,15 @@ def test_audit_release_refuses_a_world_too_shallow_for_top_k(tiny_world):
                                          r"top_k \+ max_probes"):
         pk.audit_release(lambda bank, records, owner, n_users, config, rng: None, tiny_world,
                          mechanism=pk.MechanismConfig(top_k=100, record_cap=16))
+
+
+def test_a_shallow_index_names_top_k_and_how_to_build_the_world():
+    from pe_kit.pe.mechanism import build_neighbor_index, routes_with_probes
+
+    rng = np.random.default_rng(0)
+    bank, records = rng.normal(size=(200, 8)), rng.normal(size=(30, 8))
+    index = build_neighbor_index(records, bank, depth=5 + 4)  # built for k = 5 with r = 4 probes
+    probes = rng.normal(size=(4, 8))
+    assert routes_with_probes(index, records, probes, np.arange(4), top_k=5).shape == (30, 5)
+    with pytest.raises(ValueError, match=r"depth 9 < top_k \+ r = 14 \(top_k=10\).*world_for\(config, top_k=10\)"):
+        routes_with_probes(index, records, probes, np.arange(4), top_k=10)
