@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS", "PARAPHRASE_VARIANTS", "resolve_variants", "ProbeDesign", "CanaryAssignment", "variant_objective",
+__all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS", "PARAPHRASE_VARIANTS", "resolve_variants", "unknown_variant",
+           "ProbeDesign", "CanaryAssignment", "variant_objective",
            "canary_assignment", "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select",
            "design_ordinary", "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
 
@@ -76,6 +77,19 @@ def resolve_variants(variants) -> list[str]:
     return out
 
 _NONCE_ALPHABET = np.array(list(string.ascii_letters + string.digits))
+
+
+def unknown_variant(variant, known) -> ValueError:
+    """The ValueError for a variant name not in ``known``: names the value, the closest known name (case,
+    ``_`` / ``-`` and near-misspellings, ``difflib``) and every known name."""
+    import difflib
+
+    known = tuple(known)
+    key = str(variant).strip().lower().replace("_", "-")
+    exact = [k for k in known if k.lower().replace("_", "-") == key]
+    close = exact or difflib.get_close_matches(str(variant), known, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ValueError(f"variant={variant!r} is unknown{hint}; use one of {known}")
 
 
 @dataclass(frozen=True)

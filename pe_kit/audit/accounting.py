@@ -17,7 +17,8 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
+__all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_one_release",
+           "PRV_MIN_SIGMA", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
 
 #: The neighbouring relation ε_theory is stated for (named in results.md and docs/your_mechanism.md).
 NEIGHBOURING_RELATION = ("add/remove of one user (all of that user's records), each user in a release independently "
@@ -80,8 +81,61 @@ def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, re
     return _prv_epsilon(event.noise_multiplier, event.sample_rate, float(delta), event.releases, float(eps_error))
 
 
+#: Below this σ the PRV accountant is unreliable (its ε saturates near 707 ≈ log of the largest float, e.g. 707
+#: for σ = 0.02 where the exact ε is 1434; below σ ≈ 0.005 its grid needs many GB); one release then uses
+#: :func:`epsilon_one_release` (exact), several raise.
+PRV_MIN_SIGMA = 0.05
+
+
+def _log_delta_gap(eps: float, sigma: float, q: float, delta: float) -> float:
+    """δ(ε) − δ of the "remove" pair (P = (1−q)·N(0, σ²) + q·N(1, σ²) against Q = N(0, σ²)), one release."""
+    from scipy.stats import norm
+
+    # {P > e^ε Q} = {x > x*}: the likelihood ratio (1−q) + q·exp((x − ½)/σ²) is increasing in x
+    log_w = eps + math.log1p((q - 1.0) * math.exp(-eps))  # log(e^ε − 1 + q)
+    x_star = sigma ** 2 * (log_w - math.log(q)) + 0.5
+    return q * norm.sf((x_star - 1.0) / sigma) - math.exp(log_w + norm.logsf(x_star / sigma)) - delta
+
+
+def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: float) -> float:
+    """Exact ε at δ of one Poisson-subsampled Gaussian release (add/remove), by root-finding on δ(ε).
+
+    δ(ε) is the hockey-stick divergence of the dominating pair (1−q)·N(0, σ²) + q·N(1, σ²) vs N(0, σ²) (the
+    "remove" direction). The "add" direction's ε is ≤ −log(1−q), so the result is the pair's exact ε whenever it
+    is ≥ −log(1−q) (always for σ < :data:`PRV_MIN_SIGMA`, where the kit uses it; for q = 1 both directions are the
+    analytic Gaussian mechanism, Balle & Wang 2018, Thm 8); below that it is a lower bound. Works at any σ > 0,
+    where the PRV accountant fails below :data:`PRV_MIN_SIGMA`.
+
+    Args: noise_multiplier σ > 0; sample_rate q in (0, 1]; delta δ in (0, 1).
+    Returns: float ε ≥ 0 (e.g. 1434.5 for σ=0.02, q=0.1, δ=1e-5; ≈ ``epsilon_theory`` within its eps_error at
+        σ ≥ 0.05). Raises: ValueError on an out-of-range argument (as ``GaussianReleases``).
+    Source: the tight dominating pair of the subsampled Gaussian (Zhu, Dong, Wang 2022, Prop. 30), solved by
+        ``scipy.optimize.brentq``.
+    """
+    from scipy.optimize import brentq
+
+    event = GaussianReleases(float(noise_multiplier), float(sample_rate))
+    if not 0 < delta < 1:
+        raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
+    sigma, q = event.noise_multiplier, event.sample_rate
+    if _log_delta_gap(0.0, sigma, q, delta) <= 0:
+        return 0.0
+    hi = 1.0
+    while _log_delta_gap(hi, sigma, q, delta) > 0:
+        hi *= 2.0
+    eps = brentq(_log_delta_gap, 0.0, hi, args=(sigma, q, delta), xtol=1e-9, rtol=1e-12)
+    return max(float(eps), 0.0)
+
+
 @lru_cache(maxsize=1024)
 def _prv_epsilon(sigma: float, q: float, delta: float, releases: int, eps_error: float) -> float:
+    if sigma < PRV_MIN_SIGMA:
+        if releases == 1:
+            return epsilon_one_release(sigma, q, delta)
+        raise ValueError(f"noise_multiplier={sigma:g} over releases={releases}: below σ = {PRV_MIN_SIGMA} the PRV "
+                         f"accountant's ε saturates near 707 and its grid needs GBs; one release is exact "
+                         f"(epsilon_one_release: {epsilon_one_release(sigma, q, delta):.4g}), several are ≥ that "
+                         "(use σ ≥ 0.05 or account for one release)")
     try:
         from opacus.accountants import PRVAccountant
     except ImportError as exc:  # core pe_kit is numpy + scipy; the accountant is an extra

@@ -140,7 +140,7 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
         test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
                                         audit.delta, cal_audit.direction)
     eps_theory = (epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
-                  if mechanism.noise_multiplier > 0 else float("inf"))
+                  if mechanism.noise_multiplier > 0 and audit.delta > 0 else float("inf"))  # (ε, 0): no finite ε
     mu = float(np.sqrt(max(0.0, w @ v)))
     ceiling = epsilon_ceiling(mu, mechanism.sample_rate, audit.delta) if audit.delta > 0 else float("nan")
     return AuditResult(

@@ -89,6 +89,8 @@ def _as_count(value, name: str) -> int:
 
 
 def _check_level(beta: float, name: str = "beta") -> None:
+    if isinstance(beta, (str, bytes, bool)) or not isinstance(beta, (int, float, np.number)):
+        raise ValueError(f"{name}={beta!r} is not a number: pass a float in (0, 1), e.g. {name}=1e-5")
     if not 0 < beta < 1:
         raise ValueError(f"{name}={beta} must lie in (0, 1)")
 

@@ -17,7 +17,8 @@ from pe_kit.config import MechanismConfig
 from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
-__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_output", "canary_index", "population",
+__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_signature",
+           "check_release_output", "canary_index", "population",
            "release_scores", "CALL_CHUNK"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
@@ -47,18 +48,47 @@ def implementation_name(release) -> str:
     return type(release).__name__
 
 
+_RELEASE_ARGS = ("bank", "records", "owner", "n_users", "config", "rng")
+
+
+def check_release_signature(release) -> None:
+    """A plain callable release (no ``release_batch``) must accept the six positional arguments
+    ``(bank, records, owner, n_users, config, rng)``; callables whose signature Python cannot read pass.
+
+    Raises:
+        TypeError: naming the implementation, its signature, the expected one and the fix (a wrapper).
+    """
+    import inspect
+
+    if not callable(release) or hasattr(release, "release_batch"):
+        return
+    try:
+        sig = inspect.signature(release)
+    except (TypeError, ValueError):  # builtins, some C extensions: nothing to read, the call itself will tell
+        return
+    try:
+        sig.bind(*_RELEASE_ARGS)
+    except TypeError as exc:
+        raise TypeError(f"{implementation_name(release)}{sig} cannot be called as a PERelease "
+                        f"(bank, records, owner, n_users, config, rng) -> (p,) histogram ({exc}); wrap it, e.g. "
+                        f"lambda bank, records, owner, n_users, config, rng: my_fn(...), or use "
+                        f"pe_kit.pe.release_protocol.HistogramAdapter") from None
+
+
 def check_audit_arguments(release, design, mechanism) -> None:
     """Check the three positional arguments of a black-box audit before any work.
 
     Raises:
         TypeError: naming what was expected and what came, e.g. swapped arguments (a design where the release
-            should be), a release that is not callable, a design missing fields, or a mechanism that is not a
+            should be), a release that is not callable or does not take the six release arguments
+            (:func:`check_release_signature`), a design missing fields, or a mechanism that is not a
             ``MechanismConfig``.
     """
     if not callable(release) and not hasattr(release, "release_batch"):
         hint = " (did you swap release and design? the release comes first)" if hasattr(release, "bank") else ""
         raise TypeError(f"release must be a PERelease: a callable (bank, records, owner, n_users, config, rng) -> "
                         f"(p,) histogram; got {type(release).__name__}{hint}")
+    check_release_signature(release)
     missing = [f for f in _DESIGN_FIELDS if not hasattr(design, f)]
     if missing:
         hint = (" (did you swap release and design? the release comes first, the design second)"

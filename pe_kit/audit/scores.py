@@ -24,12 +24,27 @@ __all__ = ["audit_scores", "audit_one_run", "split_trials"]
 
 
 def _scores(x, name: str) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
+    if np.iscomplexobj(x):  # numpy would drop the imaginary part with only a warning
+        raise ValueError(f"{name} holds complex numbers: pass real scores (e.g. np.abs(z) or z.real, as you intend)")
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} is not an array of numbers ({exc}): pass one float score per trial") from None
     if a.ndim != 1:
         raise ValueError(f"{name} has shape {a.shape}: pass a 1-D array of scores, one per trial")
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{name} holds {int((~np.isfinite(a)).sum())} NaN or infinite scores: drop or fix them")
     return a
+
+
+def _scores_or_inf(x) -> np.ndarray:
+    """One-run scores as float64; like :func:`_scores` but ±inf pass (a rank, not a value, is what counts)."""
+    if np.iscomplexobj(x):
+        raise ValueError("scores holds complex numbers: pass real scores (e.g. np.abs(z) or z.real, as you intend)")
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"scores is not an array of numbers ({exc}): pass one float score per canary") from None
 
 
 def _epsilon_theory(noise_multiplier, sample_rate: float, delta: float) -> float:
@@ -123,6 +138,22 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
     return AuditOutcome.from_row(row)
 
 
+def _warn_if_reversed(s: np.ndarray, included, delta, alpha, sample_rate, method: str) -> None:
+    """Warn (``UserWarning``) when ε_lower is 0 but the negated scores would bound ε > 0: a loss-like statistic
+    (lower = "in") passed where higher = "in" is required. The returned bound stays the one asked for."""
+    import warnings
+
+    from pe_kit.audit.one_run import one_run_audit
+
+    flipped = one_run_audit(-s, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
+    if flipped.epsilon_lower > 0:
+        warnings.warn(f"audit_one_run: ε_lower = 0, but -scores would give {flipped.epsilon_lower:.3g}: the scores "
+                      "must be higher for included canaries (higher = \"in\"); if your statistic is a loss or a "
+                      "distance (lower = \"in\"), pass -scores. Decide the direction from the statistic's definition "
+                      "(choosing it after seeing both bounds doubles the tests: halve alpha)", UserWarning,
+                      stacklevel=3)
+
+
 def _in_guess_rates(scores: np.ndarray, included: np.ndarray, k_plus: int) -> tuple[float, float, float]:
     """TPR, FPR and threshold of the "in" guesses: the k₊ top-scored canaries (ties by index, as
     ``one_run.abstaining_guesses`` ranks them)."""
@@ -150,11 +181,14 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
     * ``method="steinke"`` (Steinke, Nasr, Jagielski 2023, Thm 3.1 with δ): an (ε, δ) bound for any mechanism.
 
     Args:
-        scores: float (m,): one score per canary (higher = "in"). included: bool or 0/1 (m,), the truth S_i drawn
+        scores: float (m,): one score per canary (higher = "in"; ±inf allowed, NaN not). included: bool or 0/1 (m,), the truth S_i drawn
             S_i ~ Bernoulli(½) independently of everything else.
         delta: δ in (0, 1). sample_rate: q in (0, 1] of the family C_q(G_μ), the mechanism's user-level Poisson
             sampling (1: every user participates). alpha: family-wise level in (0, 1). method: ``fdp`` or
             ``steinke``. noise_multiplier: σ of the audited mechanism (None: ε_theory is NaN).
+
+    Warns:
+        UserWarning: when ε_lower is 0 but ``-scores`` would bound ε > 0 (a loss-like statistic, lower = "in").
 
     Returns:
         ``AuditOutcome``: ``counts`` holds ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included``;
@@ -163,14 +197,21 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
 
     Raises:
         ValueError: as ``one_run.one_run_audit`` (shapes, ``included`` values or an implausible count of included
-            canaries, levels, q), for an unknown method, or σ out of range.
+            canaries, levels, q), for an unknown method, NaN or complex scores, or σ out of range.
     """
     from pe_kit.audit.one_run import METHODS, _as_included, one_run_audit
 
     if method not in METHODS:
         raise ValueError(f"method={method!r} is unknown; use one of {METHODS}")
+    n_nan = int(np.isnan(_scores_or_inf(scores)).sum())
+    if n_nan:
+        raise ValueError(f"scores holds {n_nan} NaN score(s): every canary needs a score to be ranked (±inf "
+                         "ranks first / last); fix the statistic that gave NaN (dropping canaries after seeing their "
+                         "scores can bias the audit)")
     res = one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
     s = np.asarray(scores, dtype=np.float64).ravel()
+    if res.epsilon_lower == 0:
+        _warn_if_reversed(s, included, delta, alpha, sample_rate, method)
     tpr, fpr, threshold = _in_guess_rates(s, _as_included(included), res.k_plus)
     counts = {k: getattr(res, k) for k in ("guesses", "correct", "k_plus", "k_minus", "m", "n_included")}
     row = {**res.as_dict(), "epsilon_theory": _epsilon_theory(noise_multiplier, res.sample_rate, res.delta),

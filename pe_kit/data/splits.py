@@ -42,6 +42,20 @@ def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
     return Corpus(users, f"{corpus.source} [{arm} arm]", skipped, removed)
 
 
+def empty_arm_message(corpus: Corpus, arm: str, record_cap: int) -> str:
+    """The error text when ``make_arm(corpus, arm, record_cap)`` keeps no user: what the file holds and the
+    ``record_cap`` that would keep some (for the Python calls and for ``pe-kit reproduce``)."""
+    if not corpus.users:
+        return (f"corpus {corpus.source} holds no users (report: {corpus.report()}): check the file, its format "
+                "(fmt=… / --format) and on_error")
+    most = max(len(u.texts) for u in corpus.users)
+    need = f"exactly record_cap={record_cap}" if arm == "long" else f"{record_cap // 2}–{record_cap}"
+    return (f"corpus {corpus.source} has {len(corpus.users)} users but none with {need} records, which the {arm} "
+            f"arm (and every canary) needs; most records of a user: {most}: lower record_cap to {most} "
+            f"(pe_kit.MechanismConfig(record_cap={most}) / StudyConfig(record_cap={most}); pe-kit reproduce: "
+            f"--set record_cap={most} or --fit-data)")
+
+
 @dataclass(frozen=True)
 class Splits:
     """Disjoint user-id lists: canary | aux | calibration | test | public (the rest), seeded."""
@@ -86,7 +100,7 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
     if len(eligible) < n_canary:
         most = max(lengths.values(), default=0)
         if not ids:
-            raise ValueError(f"corpus {corpus.source} has no users (an arm admits only users with the records it "
+            raise ValueError(f"corpus {corpus.source} holds no users (an arm admits only users with the records it "
                              f"needs: the long arm exactly record_cap={canary_records}); lower record_cap to the "
                              "record count your users have, choose the other arm, or add --fit-data")
         if canary_records is not None and len(eligible) == 0:

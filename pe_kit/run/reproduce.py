@@ -48,6 +48,7 @@ from pe_kit.run.presets import (
     get_preset,
     notebook_params,
 )
+from pe_kit.run.run_id import default_run_id
 from pe_kit.run.settings import audited_mechanism
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
@@ -134,47 +135,14 @@ def notebooks_dir() -> Path:
     return path
 
 
-#: how a run id names a mechanism or audit setting that differs from its preset's (``quick-sigma0.8-q0.05``)
-_RUN_ID_KEYS = (("mechanism", "noise_multiplier", "sigma"), ("mechanism", "sample_rate", "q"),
-                ("mechanism", "top_k", "k"), ("mechanism", "clip_norm", "C"), ("audit", "delta", "delta"),
-                ("audit", "alpha", "alpha"), ("audit", "threshold_rule", "rule-"))
-
-
-def _mechanism_tag(preset: Preset) -> str:
-    """``-sigma0.8-q0.05`` for the settings of :data:`_RUN_ID_KEYS` that differ from the named preset's, else ``""``,
-    so runs of one preset at two mechanisms never share (and mix) one results folder."""
-    base = PRESETS.get(preset.name)
-    if base is None:
-        return ""
-    tags = []
-    for sec, name, abbr in _RUN_ID_KEYS:
-        mine, theirs = getattr(preset.section(sec), name), getattr(base.section(sec), name)
-        if mine != theirs:
-            tags.append(f"{abbr}{mine:g}" if isinstance(mine, (int, float)) else f"{abbr}{mine}")
-    return "".join("-" + t for t in tags)
-
-
-def default_run_id(preset: Preset, fitted: bool = False) -> str:
-    """``<preset>`` for the default data, ``<preset>-<data file stem>-<6 hex of its absolute path>`` otherwise
-    (so reruns of one file resume, and two files with one stem, e.g. ``a/train.csv`` and ``b/train.csv``, get
-    their own folders); the mechanism and audit settings that differ from the preset's follow
-    (``quick-sigma0.8-q0.05``: :func:`_mechanism_tag`), then ``-fit`` for sizes fitted to the data (``fitted``,
-    ``--fit-data``)."""
-    tail = _mechanism_tag(preset) + ("-fit" if fitted else "")
-    if preset.data is None or preset.name == "tiny" and Path(preset.data) == Path(PRESETS["tiny"].data):
-        return preset.name + tail
-    path = Path(preset.data).expanduser().resolve()
-    stem = path.name.split(".")[0]
-    return f"{preset.name}-{stem}-{content_hash(str(path))[:6]}" + tail
-
-
 def _write(path: Path, data: bytes) -> None:
     """Atomic write, then the usual read permissions (the temp file starts private)."""
     atomic_write_bytes(path, data)
     os.chmod(path, 0o644)
 
 
-_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py", "run/settings.py")
+_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py", "run/settings.py",
+                "run/run_id.py")
 
 
 def _code_fingerprint() -> str:

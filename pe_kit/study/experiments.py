@@ -144,22 +144,24 @@ def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> Audit
 _WORLDS: dict[tuple, World] = {}
 
 
-def world_for(config: StudyConfig, progress: bool = True) -> World:
+def world_for(config: StudyConfig, progress: bool = True, top_k: int = 5) -> World:
     """Build (or reuse, within this process) the ``World`` of ``config``; embeddings come from the disk cache.
 
-    The in-process reuse is keyed by ``config`` *and* ``pe_kit.study.world.input_digests(config)``, so a data or
-    bank file rewritten during a notebook session is reloaded.
+    The in-process reuse is keyed by ``config``, ``top_k`` *and* ``pe_kit.study.world.input_digests(config)``, so a
+    data or bank file rewritten during a notebook session is reloaded. ``top_k``: the largest k the world's
+    neighbour index must serve (its depth is k + max_probes; default the paper's k = 5).
 
     Raises what ``pe_kit.study.world.build_world`` raises (too few users, a bank smaller than ``bank_size`` …).
     """
     from pe_kit.study.world import input_digests
 
-    key = (config, tuple(sorted(input_digests(config).items())))
+    key = (config, int(top_k), tuple(sorted(input_digests(config).items())))
     if key not in _WORLDS:
         from pe_kit.text.encoder import Encoder
 
         encoder = Encoder(config.model, max_seq_length=config.max_seq_length, progress=progress)
-        _WORLDS[key] = build_world(config, encoder=encoder)
+        _WORLDS[key] = build_world(config, encoder=encoder,
+                                   mechanism=MechanismConfig(top_k=int(top_k), record_cap=config.record_cap))
     return _WORLDS[key]
 
 

@@ -54,13 +54,13 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
     """
     from dataclasses import fields
 
-    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.attack.variants import VARIANTS, unknown_variant
     from pe_kit.config import check_param
     from pe_kit.study.experiments import world_for
     from pe_kit.study.world import StudyConfig, audit_design, make_design
 
     if variant not in VARIANTS:
-        raise ValueError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+        raise unknown_variant(variant, VARIANTS)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     canaries = check_param("n_canaries", canaries)
     audit = replace(_as_config(audit, AuditConfig, AuditSettings, "audit"), n_canaries=canaries)
@@ -76,7 +76,7 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
                          f"as audit_mechanism(data=…, seed=…, mechanism=MechanismConfig(record_cap=…)); other fields "
                          f"are {sorted(known)}")
     config = StudyConfig(data=data, seed=seed, record_cap=mechanism.record_cap, **study)
-    world = world_for(config, progress=False)
+    world = world_for(config, progress=False, top_k=mechanism.top_k)
     real = not variant.startswith("nonce")
     if real and canaries > len(world.splits.canary):
         raise ValueError(f"canaries={canaries} > the study's {len(world.splits.canary)} canary users: raise "

@@ -13,13 +13,13 @@ from pe_kit.attack.design_battery import LARGE_BANK, battery_designs, check_desi
 from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery
 from pe_kit.audit.blackbox import DEFAULT_DELTA
-from pe_kit.audit.release_runner import check_audit_arguments, seed_sequence
+from pe_kit.audit.release_runner import check_audit_arguments, check_release_signature, seed_sequence
 from pe_kit.config import MechanismConfig
 
 __all__ = ["audit_release", "release_battery"]
 
 
-def _world(world_or_data, study: dict | None, record_cap: int | None = None):
+def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
     if hasattr(world_or_data, "records") and hasattr(world_or_data, "bank"):
         return world_or_data
     from pe_kit.study.world import StudyConfig, build_world
@@ -30,9 +30,9 @@ def _world(world_or_data, study: dict | None, record_cap: int | None = None):
                         f"pe_kit.study.world.World; got {type(world_or_data).__name__}")
     data = None if world_or_data is None else str(world_or_data)
     study = dict(study or {})
-    if record_cap is not None:  # the mechanism's m caps the study's records, as in audit_mechanism
-        study.setdefault("record_cap", record_cap)
-    return build_world(StudyConfig(data=data, **study))
+    study.setdefault("record_cap", mechanism.record_cap)  # the mechanism's m caps the study's records, as in audit_mechanism
+    config = StudyConfig(data=data, **study)
+    return build_world(config, mechanism=MechanismConfig(top_k=mechanism.top_k, record_cap=config.record_cap))
 
 
 def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
@@ -46,7 +46,13 @@ def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: Me
     mechanism = mechanism or MechanismConfig()
     from pe_kit.study.world import make_design
 
-    world = _world(world_or_data, study, mechanism.record_cap)
+    world = _world(world_or_data, study, mechanism)
+    index = world.records["test"]["index"]
+    need = min(index.bank_size, mechanism.top_k + world.config.max_probes) if index is not None else 0
+    if index is not None and index.depth < need:
+        raise ValueError(f"mechanism.top_k={mechanism.top_k}: this World's neighbour index has depth {index.depth} < "
+                         f"top_k + max_probes = {need}; build it with pe_kit.study.world.build_world(config, "
+                         f"mechanism=MechanismConfig(top_k={mechanism.top_k}, …)) or pass the corpus path instead")
     g_design, g_battery = (np.random.default_rng(s) for s in seed_sequence(seed).spawn(3)[:2])
     probe = make_design(world, variant, canary_slot, g_design, mechanism=mechanism, **dict(design_options or {}))
     base = release_design(world, probe, mechanism)
@@ -90,6 +96,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
             returning None / a wrong shape / NaN (naming the implementation).
     """
     mechanism = mechanism or MechanismConfig()
+    check_release_signature(release)  # before the world and the battery are built
     if designs is None:
         if not callable(release) and not hasattr(release, "release_batch"):
             check_audit_arguments(release, None, mechanism)

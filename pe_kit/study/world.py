@@ -20,7 +20,7 @@ from pe_kit.audit.trials import check_equal_populations
 from pe_kit.config import AuditConfig, MechanismConfig, WorldSettings
 from pe_kit.data.corpus_cache import cached_corpus
 from pe_kit.data.loaders import Corpus
-from pe_kit.data.splits import Splits, make_arm, split_users
+from pe_kit.data.splits import Splits, empty_arm_message, make_arm, split_users
 from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
 from pe_kit.report.results import versions
 from pe_kit.text.encoder import Encoder
@@ -63,6 +63,9 @@ class StudyConfig(WorldSettings):
     def __post_init__(self) -> None:
         super().__post_init__()  # each field checked against its own declaration (pe_kit.config.setting)
         check_equal_populations(self.n_calibration, self.n_test)
+        if self.max_probes > self.bank_size:  # the probes are bank entries (as the presets check)
+            raise ValueError(f"max_probes={self.max_probes} > bank_size={self.bank_size}: the r probes are bank "
+                             f"entries; lower max_probes (e.g. {min(64, self.bank_size)}) or raise bank_size")
 
     def as_dict(self) -> dict:
         """Plain dict of the fields that fix the world (``on_error`` excluded, see above)."""
@@ -126,7 +129,7 @@ def input_digests(config: StudyConfig) -> dict:
         FileNotFoundError: if the data or bank file is missing.
     """
     from pe_kit.cache import file_digest
-    from pe_kit.data.loaders import default_bank_path, default_data_path
+    from pe_kit.data.loaders import check_path, default_bank_path, default_data_path
     from pe_kit.text.models import model_fingerprint
 
     bank = config.bank
@@ -135,7 +138,7 @@ def input_digests(config: StudyConfig) -> dict:
     if bank == "bankA" or bank.startswith("file:") or (bank not in ("public", "llm-label", "llm-icl")
                                                       and os.path.isfile(bank_path)):
         bank_digest = file_digest(bank_path)
-    return {"data": file_digest(config.data if config.data is not None else default_data_path()),
+    return {"data": file_digest(check_path(config.data) if config.data is not None else default_data_path()),
             "bank_file": bank_digest, "model": model_fingerprint(config.model)}
 
 
@@ -166,8 +169,10 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
     """
     mechanism = mechanism or MechanismConfig(record_cap=config.record_cap)
     encoder = encoder or Encoder(config.model, max_seq_length=config.max_seq_length)
-    corpus = make_arm(cached_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error), config.arm,
-                      config.record_cap)
+    loaded = cached_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error)
+    corpus = make_arm(loaded, config.arm, config.record_cap)
+    if not corpus.users:
+        raise ValueError(empty_arm_message(loaded, config.arm, config.record_cap))
     splits = split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test,
                          seed=config.seed, canary_records=config.record_cap)
     bank_texts, bank_info = _bank_texts(config, corpus, splits)
@@ -422,6 +427,7 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     """
     from pe_kit.attack.variants import (
         ALL_VARIANTS,
+        unknown_variant,
         design_exact,
         design_nonce,
         design_ordinary,
@@ -433,7 +439,7 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     )
 
     if variant not in ALL_VARIANTS:
-        raise ValueError(f"variant={variant!r} is unknown; use one of {ALL_VARIANTS}")
+        raise unknown_variant(variant, ALL_VARIANTS)
     mechanism = mechanism or MechanismConfig(record_cap=world.config.record_cap)
     r = world.config.max_probes if r is None else int(r)
     if not 1 <= r <= world.config.max_probes:
