@@ -427,7 +427,7 @@ def encoder_ablation(params: Mapping[str, Any], encoders: Sequence[str], variant
     for name in encoders:
         cfg = study_config(params, arm=arm, bank=bank, model=name)
         try:
-            world = world_for(cfg)
+            world = world_for(cfg, top_k=int(params.get("top_k", 5)))
         except (OSError, ValueError, ImportError) as exc:
             if "bank" in str(exc) and "bank_size" in str(exc):
                 raise

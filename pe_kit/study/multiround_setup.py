@@ -70,7 +70,7 @@ def multiround_setup(params: Mapping[str, Any]) -> MultiroundSetup:
     if generator not in GENERATORS:
         raise ValueError(f"generator={generator!r} is unknown; use one of {', '.join(GENERATORS)}")
     seed, rounds, bank_size = int(params["seed"]), int(params["rounds"]), int(params["bank_size"])
-    world = X.world_for(X.study_config(dict(params)), progress=False)
+    world = X.world_for(X.study_config(dict(params)), progress=False, top_k=int(params["top_k"]))
     mechanism = X.mechanism_from(params)
     design = X.design_for(world, params["variant"], 0, 0, seed, mechanism)
     if design is None:
