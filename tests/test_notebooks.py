@@ -81,7 +81,7 @@ def test_tiny_reproduction_results(tiny_run):
         assert (clear["violation"].astype(bool) == clear["expected_violation"].astype(bool)).all()
         assert (impl["trials"] == 20_000).all() and impl["epsilon_ceiling"].notna().all()
         ctl = df[df["experiment"] == "implementation_controls"]
-        assert len(ctl) and (ctl["flagged"] == 0).all()
+        assert len(ctl) and (ctl["times_flagged"] == 0).all()
     t2_ceiling = df[(df["experiment"] == "table2")]
     assert t2_ceiling["epsilon_ceiling"].notna().all() and (t2_ceiling["tightness"].fillna(0) >= 0).all()
     # the LLR checks that are identities pass on real contributions

@@ -279,7 +279,9 @@ def _blackbox_section(df: pd.DataFrame) -> str:
         lines.append(f"| {r.implementation} | {r.design} | {r.expected_violation} | {r.violation} | "
                      f"{_f(r.epsilon_lower)} | {_count(r.trials_needed) if pd.notna(r.trials_needed) else ''} |\n")
     if not ctrl.empty:
-        flagged = int(ctrl["flagged"].sum())
+        # times_flagged since the black-box rows gained a bool `flagged`; older runs wrote the count as `flagged`
+        counts = ctrl["times_flagged"] if "times_flagged" in ctrl and ctrl["times_flagged"].notna().any() else ctrl["flagged"]
+        flagged = int(pd.to_numeric(counts, errors="raise").sum())
         lines.append(f"\nRe-audits of the implementations that keep the guarantee: {flagged} flagged in "
                      f"{int(ctrl['repeats'].sum())} re-audits ({int(ctrl['repeats'].max())} each), largest ε_lower "
                      f"{_f(ctrl['epsilon_lower_max'].max())}.\n")

@@ -115,7 +115,9 @@ def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 
     and seeds; count the flags (there should be none).
 
     Returns:
-        list of dicts ``implementation, design, repeats, flagged, epsilon_lower_max, epsilon_theory``.
+        list of dicts ``implementation, design, repeats, times_flagged, epsilon_lower_max, epsilon_theory``
+        (``times_flagged``: an int count, not the bool ``flagged`` of an audit row, so a results CSV holding both
+        kinds of row keeps one type per column).
 
     Raises:
         ValueError: on repeats < 1.
@@ -131,9 +133,9 @@ def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 
                              seed=[int(seed), 8, r])
         for a in audits:
             t = tally.setdefault((a.implementation, a.design), {"implementation": a.implementation, "design": a.design,
-                                                                "repeats": 0, "flagged": 0, "epsilon_lower_max": 0.0,
+                                                                "repeats": 0, "times_flagged": 0, "epsilon_lower_max": 0.0,
                                                                 "epsilon_theory": a.epsilon_theory})
             t["repeats"] += 1
-            t["flagged"] += int(a.violation)
+            t["times_flagged"] += int(a.violation)
             t["epsilon_lower_max"] = max(t["epsilon_lower_max"], a.epsilon_lower)
     return list(tally.values())
