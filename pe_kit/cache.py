@@ -111,13 +111,18 @@ def read_verified(path: Path | str) -> bytes | None:
     except (FileNotFoundError, OSError):
         return None
     if hashlib.sha256(data).hexdigest() != expected:
-        for p in (path, digest_path):
-            try:
-                p.unlink()
-            except FileNotFoundError:
-                pass
+        _drop(path, digest_path)
         return None
     return data
+
+
+def _drop(*paths: Path) -> None:
+    """Delete a corrupt file and its checksum (missing ones are fine), so that the next write replaces them."""
+    for p in paths:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
 
 
 
@@ -153,11 +158,7 @@ def open_verified(path: Path | str) -> BinaryIO | None:
         fh.seek(0)
         return fh
     fh.close()
-    for p in (path, digest_path):
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
+    _drop(path, digest_path)
     return None
 
 
