@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from pe_kit.progress import Progress, progress, progress_interval
+from tests.user_notebooks import one_cell_notebook
 
 CONTROL = re.compile(r"[\r\x1b]")
 
@@ -97,11 +98,7 @@ def test_reproduce_prints_steps_and_notebook_keeps_one_line(tmp_path, monkeypatc
 
     monkeypatch.setenv("PE_KIT_PROGRESS_INTERVAL", "0.5")
     nbs = tmp_path / "nbs"
-    nbs.mkdir()
-    params = nbformat.v4.new_code_cell('output_dir = "."\npreset = "tiny"\nseed = 0')
-    params.metadata["tags"] = ["parameters"]
-    nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(STEP_CELL)])
-    nbformat.write(nb, nbs / "01_mechanism.ipynb")
+    one_cell_notebook(nbs, STEP_CELL)
     lines: list[str] = []
     t0 = time.perf_counter()
     summary = run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, progress=False,

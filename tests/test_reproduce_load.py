@@ -18,6 +18,8 @@ import nbformat
 import pandas as pd
 import pytest
 
+from tests.user_notebooks import one_cell_notebook
+
 STEPS, EVERY = 4_000, 400  # bar redraws (2–3 widget messages each, in about a second: more than ZeroMQ's two
 # 1,000-message queues hold) and the spacing of the printed lines
 CHATTY_CELL = """
@@ -66,11 +68,7 @@ def test_chatty_notebook_with_a_tqdm_bar_passes_under_load(tmp_path, busy_cores,
     from pe_kit.run.reproduce import run_reproduction
 
     nbs = tmp_path / "nbs"
-    nbs.mkdir()
-    params = nbformat.v4.new_code_cell('output_dir = "."\npreset = "tiny"\nseed = 0')
-    params.metadata["tags"] = ["parameters"]
-    nbformat.write(nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(CHATTY_CELL)]),
-                   nbs / "01_mechanism.ipynb")
+    one_cell_notebook(nbs, CHATTY_CELL)
     lines: list[str] = []
     summary = run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, progress=False,
                                echo=lines.append)

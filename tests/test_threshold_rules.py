@@ -220,3 +220,11 @@ def test_threshold_rule_is_a_setting_of_the_audit_section():
         parse_override("audit.threshold_rule=max")
     params = dict(trials=1000, alpha=0.05, delta=1e-5, shrinkage=0.1, ridge=1e-9, threshold_rule="argmax")
     assert audit_from(params, 5).threshold_rule == "argmax"
+
+
+def test_the_settings_choices_are_the_rules_registry():
+    """config.THRESHOLD_RULES (the base stage cannot import the rules) names exactly audit.threshold_rules.RULES."""
+    from pe_kit.audit.threshold_rules import RULES
+    from pe_kit.config import THRESHOLD_RULES
+
+    assert tuple(RULES) == THRESHOLD_RULES

@@ -306,19 +306,14 @@ def test_streamed_kernel_leaves_the_outer_end_line_to_stderr(monkeypatch, tmp_pa
 
 @pytest.mark.notebooks
 def test_log_output_prints_each_end_line_once(tmp_path, monkeypatch, capfd):
-    import nbformat
-
     from tests.test_progress import STEP_CELL
+    from tests.user_notebooks import one_cell_notebook
 
     from pe_kit.run.reproduce import run_reproduction
 
     monkeypatch.setenv("PE_KIT_PROGRESS_INTERVAL", "0.5")
     nbs = tmp_path / "nbs"
-    nbs.mkdir()
-    params = nbformat.v4.new_code_cell('output_dir = "."\npreset = "tiny"\nseed = 0')
-    params.metadata["tags"] = ["parameters"]
-    nbformat.write(nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(STEP_CELL)]),
-                   nbs / "01_mechanism.ipynb")
+    one_cell_notebook(nbs, STEP_CELL)
     lines: list[str] = []
     summary = run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, progress=False,
                                echo=lines.append, log_output=True)
