@@ -159,3 +159,19 @@ def test_probe_vote_examples_show_the_k_votes_of_a_record(tiny_world):
             assert v["probe"] is not None or v["text"].startswith("bank #")
     with pytest.raises(ValueError, match="records"):
         probe_vote_examples(design, tiny_world.bank, records=[99])
+
+
+def test_design_mu_eff_of_a_design_without_probes_is_the_audit_rows(tiny_world):
+    """ordinary (positions None): P is the canary's natural top-k support, as audit_design inspects it."""
+    from pe_kit.attack.variants import design_ordinary
+    from pe_kit.study.world import audit_design
+
+    user, emb = _canary(tiny_world, slot=1)
+    design = design_ordinary(user.user_id, user.texts, emb)
+    audit = AuditConfig(trials=20_000)
+    row = audit_design(tiny_world, design, MECH, audit, np.random.default_rng(0))
+    summ = design_mu_eff(design.canary_embeddings, tiny_world.bank, design.probe_embeddings, None,
+                         _background(tiny_world), MECH, audit)
+    assert summ["mu_eff"] == pytest.approx(row["mu_eff"], rel=1e-9) and summ["mu_eff"] > 0
+    assert summ["canary_votes_on_P"] == pytest.approx(1.0)  # every vote lands on its own support
+    assert (summ["record_probe_votes"] == MECH.top_k).all()

@@ -283,7 +283,9 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
 
     Args:
         canary_embeddings: float32 (m, d). bank: float32 (p, d). probe_embeddings: float32 (r, d).
-        positions: int (r,). aux: ``AuxBackground``. mechanism: k, C, σ, q. audit: shrinkage, ridge.
+        positions: int (r,), or None for a design without probes (``ordinary``: P is the canary's natural top-k
+            support, as ``study.world.audit_design`` inspects it). aux: ``AuxBackground``. mechanism: k, C, σ, q.
+            audit: shrinkage, ridge.
         canary_index: optional ``NeighborIndex`` of the canary on ``bank`` (depth ≥ k + r).
 
     Returns:
@@ -295,20 +297,20 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
     from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
 
     audit = audit or AuditConfig()
-    pos = np.asarray(positions, dtype=np.int64)
+    pos = np.zeros(0, np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     k, p = mechanism.top_k, bank.shape[0]
     emb = np.asarray(canary_embeddings, dtype=np.float32)
     if canary_index is None:
         canary_index = build_neighbor_index(emb, bank, k + pos.size)
     routes = routes_with_probes(canary_index, emb, probe_embeddings, pos, k)
     v = np.asarray(contributions(routes, np.zeros(len(emb), np.int64), 1, p, mechanism.clip_norm).todense()).ravel()
-    coords = np.sort(pos)
+    coords = np.sort(pos) if positions is not None else np.flatnonzero(v)
     aux_routes = routes_with_probes(aux.index, aux.records, probe_embeddings, pos, k)
     a = restrict(contributions(aux_routes, aux.owner, aux.n_aux_users, p, mechanism.clip_norm), coords)
     _, sigma = null_moments(aux_moments(a, audit.shrinkage), aux.n_users, mechanism, audit.ridge)
     vp = v[coords]
     return {"mu_eff": mu_eff(vp, sigma), "canary_votes_on_P": float(vp.sum() / max(v.sum(), 1e-300)),
-            "canary_norm": float(np.linalg.norm(vp)), "record_probe_votes": np.isin(routes, pos).sum(axis=1),
+            "canary_norm": float(np.linalg.norm(vp)), "record_probe_votes": np.isin(routes, coords).sum(axis=1),
             "aux_voters": int((np.asarray(abs(a).sum(axis=1)).ravel() > 0).sum())}
 
 

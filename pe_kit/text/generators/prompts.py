@@ -1,4 +1,5 @@
-"""Prompt builders: paraphrase, label-only (bank A) and ICL (multi-round PE variation) prompts.
+"""Prompt builders: paraphrase, label-only (bank A), label plus public examples (bank B) and ICL (multi-round PE
+variation) prompts.
 
 Source: "Canaries in the Bank" App. B (paraphrase pools), App. C (label-only bank A, bank B with
 public in-context examples), App. A (Alg. A.1 line 23, BuildFeedback: positive / negative ICL examples).
@@ -75,4 +76,28 @@ def icl_prompt(examples: Sequence[str], negatives: Sequence[str] = (), *, genre:
         + (" and unlike the ones to avoid" if neg else "")
         + f", without copying any of them. Reply with the new {genre} only."
     )
+    return "\n".join(lines)
+
+
+def bank_b_prompt(label: str, examples: Sequence[str], *, genre: str = "personal blog post",
+                  attribute: str = "industry") -> str:
+    """Label plus public in-context examples, for candidate-bank generation (paper §3 / App. C, bank B: the same
+    generator as bank A, shown three public examples besides the label; never a private record).
+
+    ``label``: non-empty str; ``examples``: non-empty sequence of non-empty str (records of *public* users only);
+    ``genre``: what to write; ``attribute``: what the label describes. Returns the prompt str.
+    Raises ``ValueError`` naming the bad field.
+    """
+    _check_text(label, "label")
+    _check_text(genre, "genre")
+    _check_text(attribute, "attribute")
+    items = _check_prompts(examples, "examples")
+    if not items:
+        raise ValueError("examples must hold at least one public text (bank B shows three)")
+    for i, t in enumerate(items):
+        _check_text(t, f"examples[{i}]")
+    lines = [f"Here are {len(items)} short {genre}s by people whose {attribute} is {label.strip()}:"]
+    lines += [f"{i + 1}. {t.strip()}" for i, t in enumerate(items)]
+    lines.append(f"Write one new short {genre} by someone whose {attribute} is {label.strip()}, similar in topic "
+                 f"and style to these, without copying any of them. Reply with the {genre} only.")
     return "\n".join(lines)

