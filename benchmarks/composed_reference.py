@@ -62,8 +62,10 @@ def test_background_mu_eff(world, design, mech, audit) -> float:
     from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
     from pe_kit.study.world import canary_contribution
 
-    coords = np.sort(np.asarray(design.positions))
-    v = canary_contribution(world, design, mech)[coords]
+    v = canary_contribution(world, design, mech)
+    # ordinary has no probes: P is the canary's natural support, as design_mu_eff and audit_design take it
+    coords = np.flatnonzero(v) if design.positions is None else np.sort(np.asarray(design.positions))
+    v = v[coords]
     test = restrict(world.contributions("test", mech, design), coords)
     _, sigma = null_moments(aux_moments(test, audit.shrinkage), test.shape[0], mech, audit.ridge)
     return mu_eff(v, sigma)
