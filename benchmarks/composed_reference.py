@@ -35,15 +35,14 @@ def light_world(config):
 
     from pe_kit.config import MechanismConfig
     from pe_kit.data.loaders import load_corpus
-    from pe_kit.data.splits import make_arm, split_users
+    from pe_kit.data.splits import make_arm
     from pe_kit.pe.mechanism import build_neighbor_index
-    from pe_kit.study.world import World, _bank_texts, _stack, world_fingerprint
+    from pe_kit.study.world import World, _bank_texts, _stack, study_splits, world_fingerprint
     from pe_kit.text.encoder import Encoder
 
     enc = Encoder(config.model, max_seq_length=config.max_seq_length)
     corpus = make_arm(load_corpus(config.data, config.fmt, record_cap=config.record_cap), config.arm, config.record_cap)
-    splits = split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test, seed=config.seed,
-                         canary_records=config.record_cap)
+    splits = study_splits(config, corpus)
     bank_texts, info = _bank_texts(config, corpus, splits)
     world = World(config, corpus, splits, bank_texts, enc.encode(bank_texts, desc="bank"), encoder=enc,
                   bank_info=info, fingerprint=world_fingerprint(config, bank_texts, enc))

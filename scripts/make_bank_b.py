@@ -1,10 +1,12 @@
 """Build bank B for the Blog corpus (paper §3 / App. C: the generator of bank A, shown a label *and* three public
 in-context examples), resumably, and ship it beside bank A.
 
-Public authors: ``--authors`` bloggers drawn (seed [seed, 0]) from those of the corpus with fewer than 64 posts, so
-that none is in the long arm or the bundled sample (both hold bloggers with exactly 64 posts only); a world that
-holds one of them (the short arm of the full corpus) keeps them out of every split (``bank_b_authors``,
-``data.splits.split_users(reserved=)``), so no example is ever a canary, aux, calibration or test record.
+Public authors: ``--authors`` bloggers drawn (seed [seed, 0]) from the *public* split of the paper preset's short
+arm at seed 0 (``split_users`` with the preset's sizes) that have fewer than 64 posts. So none is in the long arm or
+the bundled sample (bloggers with exactly 64 posts only), none is a canary, aux, calibration or test user of the
+paper's short arm, and a world on bank B with other sizes or seeds keeps them out of every private split
+(``data.loaders.bank_b_authors`` → ``study.world.reserved_users`` → ``split_users(reserved=)``): no example is
+ever a private record.
 Entry j takes bank A's label of entry j (the same label mix, in the same blocks of 32) and three records of
 public authors with that label (topped up from all public records when the label has fewer), each cut to
 ``--example-chars`` characters on a word boundary; prompt ``generators.prompts.bank_b_prompt``. Generation:
@@ -24,6 +26,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -47,15 +50,36 @@ def cut(text: str, chars: int) -> str:
     return head if head else text[:chars]
 
 
-def public_examples(corpus, authors: int, example_chars: int, rng):
-    """(author ids, [(label, user_id, record index, cut text)]) of ``authors`` bloggers with fewer than 64 posts."""
-    pool = sorted(u.user_id for u in corpus.users if len(u.texts) < 64)
+def public_examples(corpus, pool, authors: int, example_chars: int, rng):
+    """(author ids, [(label, user_id, record index, cut text)]) of ``authors`` bloggers drawn from ``pool`` (ids)."""
+    pool = sorted(pool)
     if len(pool) < authors:
-        raise ValueError(f"the corpus has {len(pool)} bloggers with fewer than 64 posts, --authors={authors}")
+        raise ValueError(f"{len(pool)} public bloggers with fewer than 64 posts, --authors={authors}: lower --authors")
     chosen = sorted(pool[int(i)] for i in rng.choice(len(pool), size=authors, replace=False))
     by_id = corpus.by_id()
     items = [(by_id[u].label, u, i, cut(t, example_chars)) for u in chosen for i, t in enumerate(by_id[u].texts)]
     return chosen, [x for x in items if x[3].strip()]
+
+
+def author_pool(corpus, data: str) -> list[str]:
+    """Bloggers with fewer than 64 posts in the public split of the paper preset's short arm at seed 0."""
+    from pe_kit.data.splits import make_arm, split_users
+    from pe_kit.run.presets import get_preset
+
+    P = get_preset("paper", None, data, "blogs")
+    short = make_arm(corpus, "short", P.record_cap)
+    splits = split_users(short, P.n_canary, P.n_aux, P.n_calibration, P.n_test, seed=0, canary_records=P.record_cap)
+    by_id = corpus.by_id()
+    return [u for u in splits.public if len(by_id[u].texts) < P.record_cap]
+
+
+ENUMERATOR = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
+
+
+def strip_enumerator(text: str) -> str:
+    """The generated post without a leading list marker ("4. ", "- "): the prompt numbers its examples and the model
+    often continues the list."""
+    return ENUMERATOR.sub("", text, count=1).strip() or text
 
 
 def pick_examples(label: str, items, k: int, rng):
@@ -82,7 +106,7 @@ def main(argv=None) -> int:
     ap.add_argument("--authors", type=int, default=128)
     ap.add_argument("--examples", type=int, default=3)
     ap.add_argument("--example-chars", type=int, default=300)
-    ap.add_argument("--shard", type=int, default=256)
+    ap.add_argument("--shard", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shards", help="only these shards (e.g. 0-3), for a pilot or a second process")
@@ -96,7 +120,8 @@ def main(argv=None) -> int:
     from pe_kit.text.generators.prompts import bank_b_prompt
 
     corpus = load_corpus(a.data, "blogs", record_cap=64)
-    authors, items = public_examples(corpus, a.authors, a.example_chars, np.random.default_rng([a.seed, 0]))
+    authors, items = public_examples(corpus, author_pool(corpus, a.data), a.authors, a.example_chars,
+                                     np.random.default_rng([a.seed, 0]))
     labels = [r["label"] for r in read_rows(Path(default_bank_path()))][:a.size]
     if len(labels) < a.size:
         raise ValueError(f"bank A has {len(labels)} rows, --size={a.size}")
@@ -121,6 +146,7 @@ def main(argv=None) -> int:
         shown = [pick_examples(labels[j], items, a.examples, rng) for j in rows]
         prompts = [bank_b_prompt(labels[j], [x[3] for x in ex]) for j, ex in zip(rows, shown)]
         texts = make_label_bank([labels[j] for j in rows], gen, rng, prompt_fn=lambda lab, i: prompts[i])
+        texts = [strip_enumerator(t) for t in texts]
         with work.open("a", encoding="utf-8") as f:
             for j, ex, text in zip(rows, shown, texts):
                 f.write(json.dumps({"label": labels[j], "shard": s, "seed": [a.seed, 1, s], "row": j,

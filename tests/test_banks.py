@@ -147,3 +147,43 @@ def test_llm_icl_bank_shows_three_public_examples(corpus_splits, tmp_path, monke
             assert all(public[t] == lab for t in shown)
     with pytest.raises(ValueError, match="needs corpus and splits"):
         make_bank("llm-icl", 4, np.random.default_rng(0), generator=gen)
+
+
+def _bank_b_file(tmp_path, corpus, splits, n=12):
+    """A stand-in bank-B file whose examples come from two public users and one aux user."""
+    by_id = corpus.by_id()
+    authors = [splits.public[0], splits.aux[0], splits.public[1]]
+    rows = [{"text": f"bank b text {j}", "label": by_id[authors[0]].label, "shard": 0, "row": j,
+             "examples": [[a, 0] for a in authors]} for j in range(n)]
+    path = tmp_path / "blogs-bankB-smollm2.jsonl.gz"
+    import gzip
+
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    return path, set(authors)
+
+
+def test_bank_b_refused_until_shipped_and_its_authors_kept_out_of_private_splits(corpus_splits, tmp_path,
+                                                                                monkeypatch):
+    from pe_kit.data import loaders
+    from pe_kit.study.world import StudyConfig, reserved_users, study_splits
+
+    corpus, splits = corpus_splits
+    monkeypatch.setattr(loaders, "default_bank_b_path",
+                        lambda partial=False: tmp_path / ("part.jsonl.gz" if partial else "absent.jsonl.gz"))
+    with pytest.raises(ValueError, match="not shipped yet.*make_bank_b.py.*bankA"):
+        make_bank("bankB", 8, np.random.default_rng(0))
+    cfg = StudyConfig(data=str(TINY_DATA), bank="bankB", record_cap=16, n_canary=5, n_aux=5, n_calibration=5,
+                      n_test=5, bank_size=8, max_probes=4)
+    assert reserved_users(cfg) == frozenset()           # nothing shipped: nothing to reserve
+    path, authors = _bank_b_file(tmp_path, corpus, splits)
+    monkeypatch.setattr(loaders, "default_bank_b_path", lambda partial=False: path)
+    bank = make_bank("bankB", 8, np.random.default_rng(0))
+    assert len(bank) == 8 and bank.info["kind"] == "bankB" and bank.info["example_authors"] == 3
+    assert set(bank.texts) <= {f"bank b text {j}" for j in range(12)}
+    assert reserved_users(cfg) == authors
+    s = study_splits(cfg, corpus)
+    private = set(s.canary) | set(s.aux) | set(s.calibration) | set(s.test)
+    assert not authors & private and s.report() == splits.report()
+    # a bankA world of the same study is not touched by bank B
+    assert study_splits(StudyConfig(**{**cfg.as_dict(), "bank": "bankA"}), corpus) == splits

@@ -111,3 +111,32 @@ def test_splits_disjoint_seeded_and_too_few_users():
         split_users(c, 5, 500, 500, 1000)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_blogs("/nonexistent/file.jsonl")
+
+
+def test_reserved_users_stay_public_and_unreserved_splits_do_not_move():
+    """split_users(reserved=): bank-B example authors never enter a private split; reserving users who would have
+    been public changes nothing; reserving an aux user gives its place to the next user of the permutation."""
+    c = load_blogs(TINY_DATA, record_cap=16)
+    s = split_users(c, 5, 20, 20, 30, seed=3)
+    assert split_users(c, 5, 20, 20, 30, seed=3, reserved=s.public[:3]) == s
+    held = {s.aux[0], s.test[4], s.canary[1]}
+    r = split_users(c, 5, 20, 20, 30, seed=3, reserved=held)
+    private = set(r.canary) | set(r.aux) | set(r.calibration) | set(r.test)
+    assert not held & private and held <= set(r.public)
+    assert r.report() == s.report()
+    one = split_users(c, 5, 20, 20, 30, seed=3, reserved={s.aux[0]})
+    assert one.canary == s.canary and one.aux == s.aux[1:] + s.calibration[:1]   # the next user takes the place
+    assert one.calibration == s.calibration[1:] + s.test[:1] and s.aux[0] in one.public
+    with pytest.raises(ValueError, match="reserved as bank-B example authors"):
+        split_users(c, 5, 20, 20, 34, seed=3, reserved=s.public[:3])
+
+
+def test_bank_b_authors_read_from_the_examples(tmp_path):
+    from pe_kit.data.loaders import bank_b_authors
+
+    path = tmp_path / "b.jsonl"
+    _jsonl(path, [{"text": "a post", "label": "Arts", "examples": [["u1", 0], ["u2", 5], ["u1", 3]]},
+                  {"text": "another", "label": "Arts", "examples": [["u7", 1]]}])
+    assert bank_b_authors(path) == {"u1", "u2", "u7"}
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        bank_b_authors(tmp_path / "missing.jsonl")

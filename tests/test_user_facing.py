@@ -172,7 +172,7 @@ def test_unknown_bank_is_refused_before_any_notebook_listing_bank_names(tmp_path
 
     rc, err = run("banks=nosuch")
     assert rc == 2 and "banks contains 'nosuch' (not a bank name and no such file)" in err
-    assert "use bank names bankA, public, llm-label, llm-icl or a JSON Lines file" in err and "--set banks=" in err
+    assert "use bank names bankA, bankB, public, llm-label, llm-icl or a JSON Lines file" in err and "--set banks=" in err
     rc, err = run("bank=publc")
     assert rc == 2 and "bank contains 'publc'" in err and "did you mean 'public'?" in err
     rc, err = run("banks=bankA,file:/no/such.jsonl")

@@ -37,6 +37,7 @@ from pe_kit.data.passes import Row, Rows, Scan, admitted, scan_corpus, select_co
 from pe_kit.data.records import Corpus, DataError, User, fail as _fail  # noqa: F401  (re-exported)
 
 __all__ = ["TWEET_LENGTH", "PROFILE_FIELDS", "DataError", "User", "Corpus", "default_data_path", "default_bank_path",
+           "default_bank_b_path", "bank_b_authors",
            "format_rows", "default_min_records", "folder_message", "load_blogs", "load_yelp", "load_sentiment140",
            "sniff_format", "load_corpus", "resolve_format", "load_bank_texts", "check_path"]
 
@@ -51,6 +52,32 @@ def default_data_path() -> Path:
 def default_bank_path() -> Path:
     """Path of the bundled label-only SmolLM2 bank for the Blog corpus (8,192 texts; "bank A")."""
     return Path(str(resources.files("pe_kit") / "data_files" / "blogs-bankA-smollm2.jsonl.gz"))
+
+
+def default_bank_b_path(partial: bool = False) -> Path:
+    """Path of the Blog corpus's bank B (label plus three public in-context examples, SmolLM2; paper App. C), or of
+    its committed part (``partial=True``) while ``scripts/make_bank_b.py`` has not finished every shard. Either may
+    be absent: check ``.is_file()``."""
+    name = "blogs-bankB-smollm2.partial.jsonl.gz" if partial else "blogs-bankB-smollm2.jsonl.gz"
+    return Path(str(resources.files("pe_kit") / "data_files" / name))
+
+
+def bank_b_authors(path=None) -> frozenset[str]:
+    """User ids whose records a bank-B file shows as in-context examples (each row's ``examples``: [[user id,
+    record index], ...]); a world built on that bank keeps them out of every private split
+    (``splits.split_users(reserved=)``).
+
+    Args:
+        path: a bank-B JSON Lines file (default: :func:`default_bank_b_path`).
+
+    Raises:
+        FileNotFoundError: no such file (bank B is built by ``scripts/make_bank_b.py``). DataError: a malformed line.
+    """
+    path = check_path(path or default_bank_b_path())
+    authors: set[str] = set()
+    for _, obj in _iter_json_lines(path, ("text",), "raise", Counter()):
+        authors.update(str(u) for u, _ in obj.get("examples", ()))
+    return frozenset(authors)
 
 
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:

@@ -72,7 +72,7 @@ class Splits:
 
 
 def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: int = 500, n_test: int = 1000,
-                seed: int = 0, canary_records: int | None = None) -> Splits:
+                seed: int = 0, canary_records: int | None = None, reserved=()) -> Splits:
     """Seeded disjoint user splits (App. D). Users left over form the ``public`` split.
 
     Args:
@@ -81,6 +81,11 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
         seed: seed of the permutation (``numpy.random.default_rng``).
         canary_records: if set, canaries are drawn only from users with exactly this many records
             ("All canaries have 64 records", §3).
+        reserved: user ids kept out of canary, aux, calibration and test (they stay ``public``): the authors whose
+            records a bank shows as in-context examples (bank B, ``data.loaders.bank_b_authors``), so no example
+            is ever a private record. The permutation is the same; a reserved user's place in a split goes to the
+            next user in it, so when every reserved user would have been public the splits are unchanged
+            (``public`` keeps the permutation's order, reserved users included).
 
     Raises:
         ValueError: when the corpus has too few (eligible) users; the message gives the counts and the fix.
@@ -95,8 +100,9 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
     if len(set(ids)) != len(ids):
         raise ValueError("corpus has duplicate user ids; merge them before splitting")
     order = [ids[i] for i in rng.permutation(len(ids))]
+    keep_out = set(reserved)
     lengths = {u.user_id: len(u.texts) for u in corpus.users}
-    eligible = [i for i in order if canary_records is None or lengths[i] == canary_records]
+    eligible = [i for i in order if (canary_records is None or lengths[i] == canary_records) and i not in keep_out]
     if len(eligible) < n_canary:
         most = max(lengths.values(), default=0)
         if not ids:
@@ -113,14 +119,16 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
                          f"n_canary={max(1, len(eligible))}) or record_cap, or add --fit-data")
     canary = eligible[:n_canary]
     chosen = set(canary)
-    rest = [i for i in order if i not in chosen]
+    rest = [i for i in order if i not in chosen and i not in keep_out]
     need = n_aux + n_calibration + n_test
     if len(rest) < need:
-        raise ValueError(f"corpus {corpus.source} has {len(ids)} users; n_canary={n_canary} + n_aux={n_aux} + "
+        held = f" ({len(keep_out & set(ids))} more are reserved as bank-B example authors)" if keep_out & set(ids) else ""
+        raise ValueError(f"corpus {corpus.source} has {len(ids)} users{held}; n_canary={n_canary} + n_aux={n_aux} + "
                          f"n_calibration={n_calibration} + n_test={n_test} = {n_canary + need} needed. Lower these "
                          "settings (--set n_aux=…; n_calibration and n_test stay equal) so they sum to at most "
                          f"{len(ids)} (leave users over for a 'public' bank), add --fit-data to fit them to the "
                          "data, or pass a corpus with more users via --data")
     a, b = n_aux, n_aux + n_calibration
+    private = chosen | set(rest[:b + n_test])
     return Splits(tuple(canary), tuple(rest[:a]), tuple(rest[a:b]), tuple(rest[b:b + n_test]),
-                  tuple(rest[b + n_test:]), seed)
+                  tuple(i for i in order if i not in private), seed)

@@ -49,7 +49,7 @@ def per_variant(results: pd.DataFrame, notebook: str = AUDIT_NOTEBOOK) -> pd.Dat
     Raises:
         ValueError: no row of ``notebook`` has an ε_lower.
     """
-    rows = results[(results["notebook"] == notebook) & results["epsilon_lower"].notna()]
+    rows = results[(results["notebook"] == notebook) & results["epsilon_lower"].notna()].copy()
     if rows.empty:
         raise ValueError(f"no {notebook} rows with an epsilon_lower: is this the results.csv of a part that ran it?")
     rows = rows.assign(_gap=rows["calibration_epsilon"].astype(float) - rows["epsilon_lower"].astype(float))

@@ -4,9 +4,9 @@ median and spread) next to the paper's Table 2 / Table 4, and which of the paper
 Paper values: Table 2 (§4, label-only bank A, max over five canaries at 10⁶ trials per hypothesis, σ = 1, q = 0.1,
 δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C: bank A and the in-distribution bank B). The kit's long arm (users
 with 64 records) is the Yelp analogue, its short arm (32–64 short records) the Sentiment140 analogue; its
-``bankA`` is the paper's bank A. Its ``public`` bank (real texts of users outside every split) is NOT the paper's
-bank B (Qwen3 text written from three public in-context examples): it is real, not generated, and more
-in-distribution; the paper's bank-B column is shown beside it only as the nearest published arm (:data:`BANK_NOTE`).
+``bankA`` is the paper's bank A and its ``bankB`` (once shipped, docs/banks.md) the paper's bank B. Its ``public``
+bank (real texts of users outside every split) is NOT the paper's bank B (Qwen3 text written from three public
+in-context examples): it is real, not generated, and more in-distribution; the paper's bank-B column is shown beside it only as the nearest published arm (:data:`BANK_NOTE`).
 Used by ``results.md`` (:func:`pe_kit.report.results.summary_markdown`) and ``docs/results.md``
 (:mod:`pe_kit.report.docs_results`).
 """
@@ -40,11 +40,14 @@ PAPER_TABLE4 = {
 #: the paper's dataset each data arm stands in for (long: 64 records per user as Yelp; short: 32–64 as Sentiment140)
 ARM_DATASET = {"long": "Yelp", "short": "Sentiment140"}
 #: the paper's bank each kit bank stands in for (Table 4): label-only bank A, in-distribution bank B
-BANK_LETTER = {"bankA": "A", "public": "B"}
+BANK_LETTER = {"bankA": "A", "bankB": "B", "public": "B"}
 #: how the kit's banks are named in tables
-BANK_LABEL = {"bankA": "bank A (label-only SmolLM2 text)", "public": "public bank (other users' texts)"}
+BANK_LABEL = {"bankA": "bank A (label-only SmolLM2 text)",
+              "bankB": "bank B (SmolLM2 text from a label and three public posts)",
+              "public": "public bank (other users' texts)"}
 #: how each kit bank relates to the paper's bank it is compared with (the heading of its table says it)
-BANK_NOTE = {"bankA": "bank A", "public": "nearest arm bank B, which is generated text, not real posts"}
+BANK_NOTE = {"bankA": "bank A", "bankB": "bank B",
+             "public": "nearest arm bank B, which is generated text, not real posts"}
 #: the paper's Table 2 ordering of the natural variants and nonce (§4: ordinary < exact < paraphrase-μ_eff < nonce)
 NATURAL_ORDER = ("ordinary", "exact", "paraphrase-mu_eff", "nonce")
 

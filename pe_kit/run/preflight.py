@@ -123,7 +123,8 @@ def check_banks(p: Preset) -> None:
     Raises:
         ValueError: naming the setting and the unknown value, listing the bank names (with a did-you-mean).
     """
-    from pe_kit.text.banks import BANK_KINDS
+    from pe_kit.data.loaders import default_bank_b_path
+    from pe_kit.text.banks import BANK_KINDS, bank_b_missing_message
 
     kinds = [k for k in BANK_KINDS if k != "file"]
     settings = [("bank", p.bank), ("banks", p.banks)]
@@ -132,6 +133,9 @@ def check_banks(p: Preset) -> None:
     for key, value in settings:
         for name in _names(value):
             path = name[5:] if name.startswith("file:") else name
+            if name == "bankB" and not default_bank_b_path().is_file():
+                raise ValueError(f"{key} contains 'bankB': " + bank_b_missing_message().split(": ", 1)[1]
+                                 + f" (--set {key}=…)")
             if name in kinds or Path(path).expanduser().is_file():
                 continue
             what = "no such file" if name.startswith("file:") else "not a bank name and no such file"

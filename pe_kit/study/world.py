@@ -25,7 +25,7 @@ from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with
 from pe_kit.report.results import versions
 from pe_kit.text.encoder import Encoder
 
-__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "world_fingerprint", "build_world", "truncation_fields",
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
            "canary_contribution", "audit_design", "aux_pool_covariance", "DEFAULT_PARAPHRASER", "paraphrase_pool_seed",
            "paraphrase_pool", "make_design"]
 
@@ -45,7 +45,8 @@ class StudyConfig(WorldSettings):
             500 calibration users could not score the statistic of 1000 test users without resampling).
             n_canary ≥ 25 gives each of the five real-canary variants its own five canaries
             (``pe_kit.attack.variants.canary_assignment``); nonce canaries are synthetic and need no slot.
-        bank: ``bankA`` (bundled label-only SmolLM2 bank), ``public`` (label-stratified records of users in
+        bank: ``bankA`` (bundled label-only SmolLM2 bank), ``bankB`` (bundled SmolLM2 bank from a label and three
+            public examples, once shipped; its example authors stay out of every private split), ``public`` (label-stratified records of users in
             no split), ``llm-label`` / ``llm-icl`` (generated, SmolLM2 by default), or ``file:<path>`` / a path
             to a JSON Lines file with a ``text`` field (``pe_kit.text.banks.make_bank``).
         bank_size: p (8192). max_probes: r (64), the depth reserve of the neighbour index.
@@ -132,14 +133,34 @@ def input_digests(config: StudyConfig) -> dict:
     from pe_kit.data.loaders import check_path, default_bank_path, default_data_path
     from pe_kit.text.models import model_fingerprint
 
+    from pe_kit.data.loaders import default_bank_b_path
+
     bank = config.bank
-    bank_path = default_bank_path() if bank == "bankA" else (bank[5:] if bank.startswith("file:") else bank)
+    shipped = {"bankA": default_bank_path(), "bankB": default_bank_b_path()}
+    bank_path = shipped.get(bank) or (bank[5:] if bank.startswith("file:") else bank)
     bank_digest = None
-    if bank == "bankA" or bank.startswith("file:") or (bank not in ("public", "llm-label", "llm-icl")
-                                                      and os.path.isfile(bank_path)):
+    if bank in shipped or bank.startswith("file:") or (bank not in ("public", "llm-label", "llm-icl")
+                                                       and os.path.isfile(bank_path)):
         bank_digest = file_digest(bank_path)
     return {"data": file_digest(check_path(config.data) if config.data is not None else default_data_path()),
             "bank_file": bank_digest, "model": model_fingerprint(config.model)}
+
+
+def reserved_users(config: StudyConfig) -> frozenset[str]:
+    """User ids a world on ``config`` keeps out of its private splits: bank B's example authors when
+    ``config.bank == "bankB"`` and the file is shipped (``data.loaders.bank_b_authors``), else none."""
+    from pe_kit.data.loaders import bank_b_authors, default_bank_b_path
+
+    if config.bank != "bankB" or not default_bank_b_path().is_file():
+        return frozenset()
+    return bank_b_authors(default_bank_b_path())
+
+
+def study_splits(config: StudyConfig, corpus: Corpus) -> Splits:
+    """The seeded splits of a study (App. D; ``data.splits.split_users`` with the config's sizes, canaries with
+    exactly ``record_cap`` records, :func:`reserved_users` kept public): the one draw every entry point makes."""
+    return split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test, seed=config.seed,
+                       canary_records=config.record_cap, reserved=reserved_users(config))
 
 
 def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None = None) -> str:
@@ -152,7 +173,10 @@ def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None =
     from pe_kit.cache import content_hash
 
     enc = encoder.model_id if encoder is not None else None
-    return content_hash("world/v1", config.as_dict(), input_digests(config), content_hash(list(bank_texts)), enc)
+    reserved = sorted(reserved_users(config))
+    extra = (content_hash(reserved),) if reserved else ()   # only bank-B worlds: every other key stays as it was
+    return content_hash("world/v1", config.as_dict(), input_digests(config), content_hash(list(bank_texts)), enc,
+                        *extra)
 
 
 def _stack(users, encoder: Encoder, desc: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -173,8 +197,7 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
     corpus = make_arm(loaded, config.arm, config.record_cap)
     if not corpus.users:
         raise ValueError(empty_arm_message(loaded, config.arm, config.record_cap))
-    splits = split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test,
-                         seed=config.seed, canary_records=config.record_cap)
+    splits = study_splits(config, corpus)
     bank_texts, bank_info = _bank_texts(config, corpus, splits)
     bank = encoder.encode(bank_texts, desc="bank")
     world = World(config, corpus, splits, bank_texts, bank, encoder=encoder, bank_info=bank_info,

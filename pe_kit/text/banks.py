@@ -4,6 +4,9 @@ Kinds (``make_bank``):
 
 * ``bankA`` – the bundled label-only SmolLM2 bank for the Blog corpus (``data.default_bank_path``;
   like the paper's bank A), p texts sampled without replacement.
+* ``bankB`` – the bundled SmolLM2 bank for the Blog corpus written from a label *and* three records of public
+  bloggers (``data.default_bank_b_path``; like the paper's bank B, App. C), built by ``scripts/make_bank_b.py``
+  (docs/banks.md); a world on it keeps the example authors out of every private split (``data.bank_b_authors``).
 * ``file`` – a user-supplied JSON Lines file with a ``text`` field (``file:<path>`` or a bare path).
 * ``public`` – records of *public* users (the split left over after canary/aux/calibration/test, so
   disjoint from every split), label-stratified: each label gets its share of the public records,
@@ -28,10 +31,10 @@ import numpy as np
 from pe_kit.data.loaders import Corpus, load_bank_texts
 from pe_kit.data.splits import Splits
 
-__all__ = ["BANK_KINDS", "Bank", "allocate", "label_mix", "public_bank", "file_bank", "llm_label_bank",
+__all__ = ["BANK_KINDS", "Bank", "allocate", "label_mix", "bank_b", "bank_b_missing_message", "public_bank", "file_bank", "llm_label_bank",
            "llm_icl_bank", "make_bank"]
 
-BANK_KINDS = ("bankA", "file", "public", "llm-label", "llm-icl")
+BANK_KINDS = ("bankA", "bankB", "file", "public", "llm-label", "llm-icl")
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,34 @@ def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> 
     texts, info = load_bank_texts(path)
     return Bank(tuple(_sample_texts(texts, size, rng, kind)), None,
                 {"bank": kind, "kind": kind, **info, "available": len(texts), "bank_size": size})
+
+
+def bank_b_missing_message() -> str:
+    """Why ``bankB`` cannot be built here, and what to do (bank B not shipped yet; how much of it is committed)."""
+    from pe_kit.data.loaders import default_bank_b_path
+
+    part = default_bank_b_path(partial=True)
+    done = ""
+    if part.is_file():
+        done = f" ({len(load_bank_texts(part, dedupe=False)[0]):,} of 8,192 texts are committed in {part.name})"
+    return (f"bank='bankB': the bank-B file {default_bank_b_path().name} is not shipped yet{done}; build it with "
+            "scripts/make_bank_b.py (SmolLM2 on CPU, hours; resumable, docs/banks.md), or choose bank='bankA' or "
+            "'public'")
+
+
+def bank_b(size: int, rng: np.random.Generator) -> Bank:
+    """``size`` texts of the shipped bank B (label + three public examples, App. C), sampled as bank A's are.
+
+    Raises:
+        ValueError: bank B is not shipped (:func:`bank_b_missing_message`) or holds fewer than ``size`` texts.
+    """
+    from pe_kit.data.loaders import bank_b_authors, default_bank_b_path
+
+    path = default_bank_b_path()
+    if not path.is_file():
+        raise ValueError(bank_b_missing_message())
+    bank = file_bank(path, size, rng, kind="bankB")
+    return Bank(bank.texts, None, {**bank.info, "examples_per_prompt": 3, "example_authors": len(bank_b_authors(path))})
 
 
 def public_bank(corpus: Corpus, splits: Splits, size: int, rng: np.random.Generator) -> Bank:
@@ -309,7 +340,7 @@ def make_bank(kind: str, size: int, rng: np.random.Generator, *, corpus: Corpus 
     """Build a bank by kind name (the dispatcher used by ``study.build_world``).
 
     Args:
-        kind: ``bankA``, ``public``, ``llm-label``, ``llm-icl``, ``file:<path>`` or a path to a JSON
+        kind: ``bankA``, ``bankB``, ``public``, ``llm-label``, ``llm-icl``, ``file:<path>`` or a path to a JSON
             Lines file (treated as ``file``).
         size: p. rng: the only randomness. corpus, splits: needed by ``public`` / ``llm-*``.
         generator: for ``llm-*`` (default: SmolLM2 ``LocalLMGenerator``; slow on CPU, cached).
@@ -323,6 +354,8 @@ def make_bank(kind: str, size: int, rng: np.random.Generator, *, corpus: Corpus 
         raise ValueError(f"bank kind {kind!r} needs corpus and splits")
     if kind == "bankA":
         return file_bank(None, size, rng, kind="bankA")
+    if kind == "bankB":
+        return bank_b(size, rng)
     if kind == "public":
         return public_bank(corpus, splits, size, rng)
     if kind in ("llm-label", "llm-icl"):

@@ -352,7 +352,10 @@ def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | 
     texts: list[str] = []
     bank = world.config.bank
     if include_bank_source and bank not in ("public", "llm-label", "llm-icl"):  # generated banks have no source file
-        path = None if bank == "bankA" else bank[len("file:"):] if bank.startswith("file:") else bank
+        from pe_kit.data.loaders import default_bank_b_path
+
+        path = (None if bank == "bankA" else default_bank_b_path() if bank == "bankB"
+                else bank[len("file:"):] if bank.startswith("file:") else bank)
         src, _ = load_bank_texts(path)
         texts.extend(src)
     if include_public_users:
