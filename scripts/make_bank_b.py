@@ -84,6 +84,9 @@ def strip_enumerator(text: str) -> str:
 
 def pick_examples(label: str, items, k: int, rng):
     """``k`` distinct example records with ``label`` (topped up from the other labels when it has fewer)."""
+    if len(items) < k:
+        raise ValueError(f"{len(items)} example records in all, {k} asked for label {label!r}: raise --authors or "
+                         f"lower --examples")
     same = [i for i, x in enumerate(items) if x[0] == label]
     if len(same) >= k:
         return [items[int(i)] for i in rng.choice(same, size=k, replace=False)]

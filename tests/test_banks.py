@@ -187,3 +187,77 @@ def test_bank_b_refused_until_shipped_and_its_authors_kept_out_of_private_splits
     assert not authors & private and s.report() == splits.report()
     # a bankA world of the same study is not touched by bank B
     assert study_splits(StudyConfig(**{**cfg.as_dict(), "bank": "bankA"}), corpus) == splits
+
+
+@pytest.mark.parametrize("examples, match", [
+    (["u1", "u2"], "not a \\[user id, record index\\] pair"),     # strings would reserve their characters
+    ({"u1": 0}, "not a non-empty list"),
+    ([[None, 0]], "user id must be a non-empty string"),
+    ([["", 0]], "user id must be a non-empty string"),
+    ([[["u1"], 0]], "user id must be a non-empty string"),
+    ([["u1", 0, 9]], "not a \\[user id, record index\\] pair"),
+    ([["u1", "0"]], "record index an integer"),
+    (None, "missing field 'examples'"),
+    (5, "not a non-empty list"),
+    ([], "not a non-empty list"),
+])
+def test_bank_b_authors_rejects_malformed_examples_naming_file_and_line(tmp_path, examples, match):
+    from pe_kit.data.loaders import DataError, bank_b_authors
+
+    path = tmp_path / "b.jsonl"
+    good = {"text": "a", "examples": [["u9", 0], [7, 1]]}
+    bad = {"text": "b"} if examples is None else {"text": "b", "examples": examples}
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DataError, match=f"b.jsonl: line 2: .*{match}") as ei:
+        bank_b_authors(path)
+    assert "on_error" not in str(ei.value)          # skipping a line would un-reserve its authors: never offered
+    path.write_text(json.dumps(good) + "\n")
+    assert bank_b_authors(path) == frozenset({"u9", "7"})
+
+
+def test_bank_b_authors_empty_missing_folder_and_plain_gz(tmp_path):
+    from pe_kit.data.loaders import DataError, bank_b_authors
+
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(DataError, match="no rows"):
+        bank_b_authors(tmp_path / "empty.jsonl")
+    with pytest.raises(FileNotFoundError, match="bank-B file .* does not exist.*make_bank_b.py"):
+        bank_b_authors(tmp_path / "absent.jsonl.gz")
+    with pytest.raises(IsADirectoryError, match="is a folder.*bank-B file"):
+        bank_b_authors(tmp_path)
+    (tmp_path / "plain.jsonl.gz").write_text('{"text": "a", "examples": [["u", 0]]}\n')
+    with pytest.raises(DataError, match="not gzip data.*rename it without .gz"):
+        bank_b_authors(tmp_path / "plain.jsonl.gz")
+
+
+def test_bank_b_refusal_survives_an_unreadable_partial_file(tmp_path, monkeypatch):
+    from pe_kit.data import loaders
+    from pe_kit.text.banks import bank_b_missing_message
+
+    part = tmp_path / "part.jsonl.gz"
+    import gzip
+
+    with gzip.open(part, "wt") as f:
+        f.write('{"text": "a"}\n{bad\n')
+    monkeypatch.setattr(loaders, "default_bank_b_path",
+                        lambda partial=False: part if partial else tmp_path / "absent.jsonl.gz")
+    msg = bank_b_missing_message()
+    assert "not shipped yet" in msg and "unreadable" in msg and "make_bank_b.py" in msg
+    with gzip.open(part, "wt") as f:
+        f.write('{"text": "a"}\n{"text": "b"}\n')
+    assert "(2 of 8,192 texts are committed in part.jsonl.gz)" in bank_b_missing_message()
+
+
+def test_build_world_refuses_bank_b_before_reading_the_corpus(tmp_path, monkeypatch):
+    from pe_kit.data import loaders
+    from pe_kit.study import world as world_mod
+
+    monkeypatch.setattr(loaders, "default_bank_b_path",
+                        lambda partial=False: tmp_path / ("part.jsonl.gz" if partial else "absent.jsonl.gz"))
+    monkeypatch.setattr(world_mod, "cached_corpus", lambda *a, **k: pytest.fail("read the corpus before refusing"))
+    cfg = world_mod.StudyConfig(data=str(TINY_DATA), bank="bankB", record_cap=16, n_canary=5, n_aux=5,
+                                n_calibration=5, n_test=5, bank_size=8, max_probes=4)
+    with pytest.raises(ValueError, match="bankB.*not shipped yet"):
+        world_mod.build_world(cfg, encoder=object())
+    with pytest.raises(ValueError, match="bankB.*not shipped yet"):
+        world_mod.input_digests(cfg)

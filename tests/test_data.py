@@ -127,8 +127,17 @@ def test_reserved_users_stay_public_and_unreserved_splits_do_not_move():
     one = split_users(c, 5, 20, 20, 30, seed=3, reserved={s.aux[0]})
     assert one.canary == s.canary and one.aux == s.aux[1:] + s.calibration[:1]   # the next user takes the place
     assert one.calibration == s.calibration[1:] + s.test[:1] and s.aux[0] in one.public
-    with pytest.raises(ValueError, match="reserved as bank-B example authors"):
+    with pytest.raises(ValueError, match="80 users, 3 of them reserved as bank-B example authors.*77 can be split"
+                                         ".*sum to at most 77"):
         split_users(c, 5, 20, 20, 34, seed=3, reserved=s.public[:3])
+    # ids are compared as strings (the corpus's ids are); a single string or None is refused, not split into chars
+    assert split_users(c, 5, 20, 20, 30, seed=3, reserved=[s.aux[0]]) == one
+    for bad in (s.aux[0], None):
+        with pytest.raises(TypeError, match="reserved=.*collection of user ids"):
+            split_users(c, 5, 20, 20, 30, seed=3, reserved=bad)
+    fits = [u.user_id for u in c.users if len(u.texts) == 16]
+    with pytest.raises(ValueError, match=f"only {len(fits) - 3} users have exactly 16 records \\(3 more are reserved"):
+        split_users(c, len(fits), 5, 5, 5, seed=3, canary_records=16, reserved=fits[:3])
 
 
 def test_bank_b_authors_read_from_the_examples(tmp_path):

@@ -406,3 +406,25 @@ def test_canary_listings_refuse_names_without_a_pool():
     b = PC.sweep_paraphrase_canaries("quick")
     assert [(arm, cid, vs) for arm, cid, _, vs in a] == [(arm, cid, vs) for arm, cid, _, vs in b]
     assert PC.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": ("ordinary", "nonce")}) == []
+
+
+def test_paraphrase_canaries_cover_a_bank_b_world_that_draws_other_canaries(tmp_path, monkeypatch):
+    """A shipped bank B keeps its example authors out of the private splits, so a bank-B world may draw other
+    canaries than a bank-A one: the listing then holds the canaries of both draws (each variant once per canary)."""
+    import gzip
+    import json
+
+    from pe_kit.data import loaders
+
+    base = PC.paraphrase_canaries("quick", ("long",), seed=0)
+    taken = base[0][1]                                  # reserve the first paraphrase canary of the bank-A world
+    path = tmp_path / "bankB.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"text": "t", "examples": [[taken, 0]]}) + "\n")
+    monkeypatch.setattr(loaders, "default_bank_b_path", lambda partial=False: path)
+    both = PC.paraphrase_canaries("quick", ("long",), seed=0, overrides={"banks": ["bankA", "bankB"]})
+    ids = [cid for _, cid, _, _ in both]
+    assert ids[:15] == [cid for _, cid, _, _ in base] and len(ids) == len(set(ids)) > 15
+    assert all(vs == list(dict.fromkeys(vs)) for *_, vs in both)
+    only_b = PC.paraphrase_canaries("quick", ("long",), seed=0, overrides={"banks": ["bankB"], "bank": "bankB"})
+    assert taken not in {cid for _, cid, _, _ in only_b}

@@ -71,13 +71,47 @@ def bank_b_authors(path=None) -> frozenset[str]:
         path: a bank-B JSON Lines file (default: :func:`default_bank_b_path`).
 
     Raises:
-        FileNotFoundError: no such file (bank B is built by ``scripts/make_bank_b.py``). DataError: a malformed line.
+        FileNotFoundError: no such file (bank B is built by ``scripts/make_bank_b.py``). IsADirectoryError: a folder.
+        DataError: a malformed line, a row without ``examples``, an example that is not ``[user id, record index]``
+            (a non-empty string or integer id, an integer index), or a file with no rows: each would reserve the
+            wrong users, or none, and let an example author into a private split.
     """
-    path = check_path(path or default_bank_b_path())
+    path = Path(path or default_bank_b_path())
+    if path.is_dir():
+        raise IsADirectoryError(f"bank-B path {path} is a folder; pass the bank-B file itself "
+                                f"({default_bank_b_path().name}, built by scripts/make_bank_b.py)")
+    if not path.is_file():
+        raise FileNotFoundError(f"bank-B file {path} does not exist; build it with scripts/make_bank_b.py "
+                                "(docs/banks.md) or pass the path of one")
     authors: set[str] = set()
-    for _, obj in _iter_json_lines(path, ("text",), "raise", Counter()):
-        authors.update(str(u) for u, _ in obj.get("examples", ()))
+    rows = 0
+    for lineno, obj in _iter_json_lines(path, ("text", "examples"), "strict", Counter()):
+        rows += 1
+        authors.update(_example_authors(obj["examples"], path, lineno))
+    if rows == 0:
+        raise DataError(f"{path}: no rows; a bank-B file has one JSON object per line with 'text' and 'examples' "
+                        "(rebuild it with scripts/make_bank_b.py)")
     return frozenset(authors)
+
+
+def _example_authors(examples, path: Path, lineno: int) -> list[str]:
+    """The user ids of one bank-B row's ``examples`` ([[user id, record index], ...]), checked (DataError)."""
+    def bad(what: str):
+        return DataError(f"{path}: line {lineno}: 'examples' {what}; each row lists its in-context examples as "
+                         "[[user id, record index], ...] (rebuild the file with scripts/make_bank_b.py)")
+    if not isinstance(examples, list) or not examples:
+        raise bad(f"is {json.dumps(examples)[:60]}, not a non-empty list")
+    ids = []
+    for ex in examples:
+        if not (isinstance(ex, list) and len(ex) == 2):
+            raise bad(f"holds {json.dumps(ex)[:60]}, not a [user id, record index] pair")
+        uid, idx = ex
+        ok_id = (isinstance(uid, str) and uid.strip()) or (isinstance(uid, int) and not isinstance(uid, bool))
+        if not ok_id or not isinstance(idx, int) or isinstance(idx, bool):
+            raise bad(f"holds {json.dumps(ex)[:60]}: the user id must be a non-empty string or integer and the "
+                      "record index an integer")
+        ids.append(str(uid))
+    return ids
 
 
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -94,7 +128,14 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
                 if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
                     data = data[3:]
                 yield lineno, data
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+    except gzip.BadGzipFile as exc:
+        if lineno == 0 and "Not a gzipped file" in str(exc):
+            raise DataError(f"{path}: not gzip data although its name ends in .gz ({exc}); if it is plain JSON Lines "
+                            "or CSV, rename it without .gz, else copy it again") from None
+        raise DataError(f"{path}: the gzip data is corrupt after line {lineno} ({type(exc).__name__}: {exc}): the "
+                        f"file is truncated or damaged. Download or copy it again and check it with `gzip -t {path}`; "
+                        "no record of it was used") from None
+    except (EOFError, zlib.error) as exc:
         raise DataError(f"{path}: the gzip data ends early or is corrupt after line {lineno} ({type(exc).__name__}: "
                         f"{exc}): the file is truncated (an interrupted download or copy). Download or copy it "
                         f"again and check it with `gzip -t {path}`; no record of it was used") from None

@@ -70,10 +70,15 @@ class Corpus:
 
 def fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
     """Apply the on-error policy to one bad line: ``"skip"`` counts it under ``reason`` in ``skipped``;
-    ``"raise"`` raises ``DataError(message)`` with the hint how to skip. Raises ValueError for another policy."""
+    ``"raise"`` raises ``DataError(message)`` with the hint how to skip; ``"strict"`` raises it without that hint,
+    for files whose lines must all be read (a bank-B file: a skipped line would un-reserve its example authors).
+    Raises ValueError for another policy."""
     if on_error == "skip":
         skipped[reason] += 1
         return
+    if on_error == "strict":
+        raise DataError(message.replace(" or pass on_error='skip'", "") + "; every line of this file is needed: "
+                        "fix or rebuild it")
     if on_error != "raise":
         raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     hint = "pe-kit reproduce: --set on_error=skip"

@@ -71,6 +71,15 @@ class Splits:
         return {name: len(getattr(self, name)) for name in ("canary", "aux", "calibration", "test", "public")}
 
 
+def _reserved_ids(reserved) -> set[str]:
+    """``reserved`` as a set of str user ids (the corpus's ids are strings). Raises TypeError for a single string
+    (it would reserve its characters) or None."""
+    if reserved is None or isinstance(reserved, (str, bytes)):
+        raise TypeError(f"reserved={reserved!r} must be a collection of user ids (e.g. a set, or "
+                        "data.loaders.bank_b_authors()), not a single id or None; pass reserved=() for none")
+    return {str(u) for u in reserved}
+
+
 def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: int = 500, n_test: int = 1000,
                 seed: int = 0, canary_records: int | None = None, reserved=()) -> Splits:
     """Seeded disjoint user splits (App. D). Users left over form the ``public`` split.
@@ -88,7 +97,8 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
             (``public`` keeps the permutation's order, reserved users included).
 
     Raises:
-        ValueError: when the corpus has too few (eligible) users; the message gives the counts and the fix.
+        ValueError: when the corpus has too few (eligible, unreserved) users; the message gives the counts and the
+            fix. TypeError: ``reserved`` is a single string or None instead of a collection of user ids.
     """
     for name, n in (("n_aux", n_aux), ("n_calibration", n_calibration), ("n_test", n_test)):
         if n < 1:
@@ -100,33 +110,40 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
     if len(set(ids)) != len(ids):
         raise ValueError("corpus has duplicate user ids; merge them before splitting")
     order = [ids[i] for i in rng.permutation(len(ids))]
-    keep_out = set(reserved)
+    keep_out = _reserved_ids(reserved)
     lengths = {u.user_id: len(u.texts) for u in corpus.users}
-    eligible = [i for i in order if (canary_records is None or lengths[i] == canary_records) and i not in keep_out]
+    fits = [i for i in order if canary_records is None or lengths[i] == canary_records]
+    eligible = [i for i in fits if i not in keep_out]
     if len(eligible) < n_canary:
         most = max(lengths.values(), default=0)
         if not ids:
             raise ValueError(f"corpus {corpus.source} holds no users (an arm admits only users with the records it "
                              f"needs: the long arm exactly record_cap={canary_records}); lower record_cap to the "
                              "record count your users have, choose the other arm, or add --fit-data")
-        if canary_records is not None and len(eligible) == 0:
+        held = len(fits) - len(eligible)
+        why = (f" ({held} more are reserved as bank-B example authors, kept out of every private split; a bank "
+               "other than bankB reserves none)") if held else ""
+        if canary_records is not None and not fits:
             raise ValueError(f"corpus {corpus.source} has {len(ids)} users but none with exactly record_cap="
                              f"{canary_records} records, which every canary needs (§3; most records of a user: "
                              f"{most}); lower record_cap (e.g. --set record_cap={most}) or add --fit-data to fit "
                              "the sizes to the data")
         raise ValueError(f"only {len(eligible)} users have exactly {canary_records if canary_records else 'any'} "
-                         f"records but n_canary={n_canary} canaries are requested; lower n_canary (--set "
+                         f"records{why} but n_canary={n_canary} canaries are requested; lower n_canary (--set "
                          f"n_canary={max(1, len(eligible))}) or record_cap, or add --fit-data")
     canary = eligible[:n_canary]
     chosen = set(canary)
     rest = [i for i in order if i not in chosen and i not in keep_out]
     need = n_aux + n_calibration + n_test
     if len(rest) < need:
-        held = f" ({len(keep_out & set(ids))} more are reserved as bank-B example authors)" if keep_out & set(ids) else ""
-        raise ValueError(f"corpus {corpus.source} has {len(ids)} users{held}; n_canary={n_canary} + n_aux={n_aux} + "
+        held = len(keep_out & set(ids))
+        free = len(ids) - held
+        why = (f", {held} of them reserved as bank-B example authors (kept out of every private split; a bank other "
+               f"than bankB reserves none), so {free} can be split") if held else ""
+        raise ValueError(f"corpus {corpus.source} has {len(ids)} users{why}; n_canary={n_canary} + n_aux={n_aux} + "
                          f"n_calibration={n_calibration} + n_test={n_test} = {n_canary + need} needed. Lower these "
                          "settings (--set n_aux=…; n_calibration and n_test stay equal) so they sum to at most "
-                         f"{len(ids)} (leave users over for a 'public' bank), add --fit-data to fit them to the "
+                         f"{free} (leave users over for a 'public' bank), add --fit-data to fit them to the "
                          "data, or pass a corpus with more users via --data")
     a, b = n_aux, n_aux + n_calibration
     private = chosen | set(rest[:b + n_test])

@@ -47,14 +47,29 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
     out = []
     for arm in arms:
         world = make_arm(corpus, arm, P.record_cap)
-        splits = split_users(world, P.n_canary, P.n_aux, P.n_calibration, P.n_test, seed=seed,
-                             canary_records=P.record_cap)
         by_id, seen = world.by_id(), {}
-        for v in variants:
-            for slot in slots[v]:
-                seen.setdefault(splits.canary[slot], []).append(v)
+        for reserved in _reserved_sets(P):
+            splits = split_users(world, P.n_canary, P.n_aux, P.n_calibration, P.n_test, seed=seed,
+                                 canary_records=P.record_cap, reserved=reserved)
+            for v in variants:
+                for slot in slots[v]:
+                    if v not in seen.setdefault(splits.canary[slot], []):
+                        seen[splits.canary[slot]].append(v)
         out += [(arm, cid, tuple(by_id[cid].texts), vs) for cid, vs in seen.items()]
     return out
+
+
+def _reserved_sets(P) -> list[frozenset]:
+    """One reserved-user set per distinct world the preset's banks make: none for every bank but a shipped bank B
+    (``study.world.reserved_users``), whose example authors are kept out of the private splits, so a bank-B world
+    may draw other canaries; the pools then cover both draws."""
+    from pe_kit.data.loaders import bank_b_authors, default_bank_b_path
+
+    banks = set(P.banks) | {P.bank}
+    sets = [frozenset()] if banks - {"bankB"} else []
+    if "bankB" in banks and default_bank_b_path().is_file():
+        sets.append(bank_b_authors(default_bank_b_path()))
+    return sets or [frozenset()]
 
 
 def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str | None = None,

@@ -25,7 +25,7 @@ from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with
 from pe_kit.report.results import versions
 from pe_kit.text.encoder import Encoder
 
-__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
            "canary_contribution", "audit_design", "aux_pool_covariance", "DEFAULT_PARAPHRASER", "paraphrase_pool_seed",
            "paraphrase_pool", "make_design"]
 
@@ -127,7 +127,8 @@ def input_digests(config: StudyConfig) -> dict:
     ``pe_kit.cache.file_digest`` (size+mtime+ctime only short-cut a re-hash).
 
     Raises:
-        FileNotFoundError: if the data or bank file is missing.
+        FileNotFoundError: if the data or bank file is missing. ValueError: ``bankB`` before its file ships
+            (``text.banks.bank_b_missing_message``).
     """
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import check_path, default_bank_path, default_data_path
@@ -136,6 +137,7 @@ def input_digests(config: StudyConfig) -> dict:
     from pe_kit.data.loaders import default_bank_b_path
 
     bank = config.bank
+    check_bank_b(config)
     shipped = {"bankA": default_bank_path(), "bankB": default_bank_b_path()}
     bank_path = shipped.get(bank) or (bank[5:] if bank.startswith("file:") else bank)
     bank_digest = None
@@ -144,6 +146,19 @@ def input_digests(config: StudyConfig) -> dict:
         bank_digest = file_digest(bank_path)
     return {"data": file_digest(check_path(config.data) if config.data is not None else default_data_path()),
             "bank_file": bank_digest, "model": model_fingerprint(config.model)}
+
+
+def check_bank_b(config: StudyConfig) -> None:
+    """Refuse ``bank="bankB"`` before any work while its file is not shipped.
+
+    Raises:
+        ValueError: with ``text.banks.bank_b_missing_message()`` (how to build it, how much is committed).
+    """
+    from pe_kit.data.loaders import default_bank_b_path
+    from pe_kit.text.banks import bank_b_missing_message
+
+    if config.bank == "bankB" and not default_bank_b_path().is_file():
+        raise ValueError(bank_b_missing_message())
 
 
 def reserved_users(config: StudyConfig) -> frozenset[str]:
@@ -189,8 +204,10 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
     """Load, split, embed and index everything a study needs (the expensive, cached part).
 
     Raises:
-        ValueError / DataError: on unreadable data, too few users, or a bank smaller than ``bank_size``.
+        ValueError / DataError: on unreadable data, too few users, or a bank smaller than ``bank_size``; ``bankB``
+            before its file ships (checked first, before the corpus is read).
     """
+    check_bank_b(config)
     mechanism = mechanism or MechanismConfig(record_cap=config.record_cap)
     encoder = encoder or Encoder(config.model, max_seq_length=config.max_seq_length)
     loaded = cached_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pe_kit.data.loaders import Corpus, load_bank_texts
+from pe_kit.data.loaders import Corpus, DataError, load_bank_texts
 from pe_kit.data.splits import Splits
 
 __all__ = ["BANK_KINDS", "Bank", "allocate", "label_mix", "bank_b", "bank_b_missing_message", "public_bank", "file_bank", "llm_label_bank",
@@ -164,7 +164,10 @@ def bank_b_missing_message() -> str:
     part = default_bank_b_path(partial=True)
     done = ""
     if part.is_file():
-        done = f" ({len(load_bank_texts(part, dedupe=False)[0]):,} of 8,192 texts are committed in {part.name})"
+        try:
+            done = f" ({len(load_bank_texts(part, dedupe=False)[0]):,} of 8,192 texts are committed in {part.name})"
+        except (DataError, OSError, ValueError) as exc:
+            done = f" (its partial file {part.name} is unreadable: {exc}; delete it and rebuild)"
     return (f"bank='bankB': the bank-B file {default_bank_b_path().name} is not shipped yet{done}; build it with "
             "scripts/make_bank_b.py (SmolLM2 on CPU, hours; resumable, docs/banks.md), or choose bank='bankA' or "
             "'public'")
