@@ -9,6 +9,11 @@
 #                ignored): run it on a fresh PE_KIT_CACHE to record the cold time (run.json "seconds")
 #       long   — notebook 04 (Table 2/4 analogue), long arm (bloggers with exactly 64 posts)
 #       short  — notebook 04, short arm (32–64 posts cut to tweet length)
+#       long-bankB, short-bankB — notebook 04 on the paper's bank B only (label + three public examples, App. C;
+#                pe_kit/data_files/blogs-bankB-smollm2.jsonl.gz, built by scripts/make_bank_b.py): Table 4's
+#                bank-B rows. Its 128 example authors come from the public split of the short arm at seed 0 (and
+#                have < 64 posts), so reserving them leaves both arms' canary, aux, calibration and test users as
+#                in parts long and short: the same canaries, beside their bank-A rows.
 #       checks — notebooks 01–03 and 05 (LLR checks, probe design, Fig. 1 sweeps at 5·10⁶ trials), short arm
 #       multi  — notebook 06 (Fig. 2 analogue)
 #       onerun — notebook 08 (one-run audits, issue 16) on the world of part `long` (long arm, bank A, N=600):
@@ -33,10 +38,12 @@ case "$part" in
   quick)  preset=(--preset quick); args=() ;;
   long)   args=(--notebooks 04 --set arms=long --set n_test=600 --set n_calibration=600) ;;
   short)  args=(--notebooks 04 --set arms=short) ;;
+  long-bankB)  args=(--notebooks 04 --set arms=long --set banks=bankB --set bank=bankB --set n_test=600 --set n_calibration=600) ;;
+  short-bankB) args=(--notebooks 04 --set arms=short --set banks=bankB --set bank=bankB) ;;
   checks) args=(--notebooks 01,02,03,05 --set arm=short --set sweep_arm=short) ;;
   multi)  args=(--notebooks 06 --set arm=long --set n_test=600 --set n_calibration=600) ;;
   onerun) args=(--notebooks 08 --set arm=long --set bank=bankA --set n_test=600 --set n_calibration=600) ;;
-  *) echo "unknown part '$part': use quick, long, short, checks, multi or onerun" >&2; exit 2 ;;
+  *) echo "unknown part '$part': use quick, long, short, long-bankB, short-bankB, checks, multi or onerun" >&2; exit 2 ;;
 esac
 .venv/bin/pe-kit reproduce "${preset[@]}" --run-id "paper-$part" ${args[@]+"${args[@]}"} "$@"
 dest=docs/paper_run/$part

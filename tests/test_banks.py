@@ -2,6 +2,7 @@
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,3 +262,34 @@ def test_build_world_refuses_bank_b_before_reading_the_corpus(tmp_path, monkeypa
         world_mod.build_world(cfg, encoder=object())
     with pytest.raises(ValueError, match="bankB.*not shipped yet"):
         world_mod.input_digests(cfg)
+
+
+_FULL = Path(__file__).resolve().parents[2] / "shared" / "data" / "blogs" / "blogs.jsonl.gz"
+
+
+@pytest.mark.skipif(not _FULL.is_file(), reason="the full Blog corpus (../shared/data) is not here")
+def test_bank_b_authors_leave_the_paper_parts_splits_unchanged():
+    """scripts/make_bank_b.py draws its 128 example authors from the public split of the paper preset's short arm at
+    seed 0, so reserving them (a bank-B world) keeps the canary, aux, calibration and test users of parts long
+    (N = 600) and short (N = 1000): the bank-B rows of Table 4 audit the same canaries as the bank-A rows."""
+    import importlib.util
+
+    from pe_kit.data.loaders import load_corpus
+    from pe_kit.data.splits import make_arm, split_users
+    from pe_kit.run.presets import get_preset
+
+    spec = importlib.util.spec_from_file_location("make_bank_b", Path(__file__).resolve().parents[1] / "scripts" /
+                                                  "make_bank_b.py")
+    mbb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mbb)
+    corpus = load_corpus(str(_FULL), "blogs", record_cap=64)
+    authors, items = mbb.public_examples(corpus, mbb.author_pool(corpus, str(_FULL)), 128, 300,
+                                         np.random.default_rng([0, 0]))
+    assert len(set(authors)) == 128 and len(items) > 3 * 128
+    P = get_preset("paper", None, str(_FULL), "blogs")
+    for arm, n in (("long", 600), ("short", P.n_test)):
+        users = make_arm(corpus, arm, P.record_cap)
+        plain = split_users(users, P.n_canary, P.n_aux, n, n, seed=0, canary_records=P.record_cap)
+        assert split_users(users, P.n_canary, P.n_aux, n, n, seed=0, canary_records=P.record_cap,
+                           reserved=authors) == plain
+        assert not set(authors) & (set(plain.canary) | set(plain.aux) | set(plain.calibration) | set(plain.test))

@@ -20,7 +20,7 @@ from pe_kit.report.paper_compare import BANK_LABEL, comparison_markdown, compari
 __all__ = ["PART_ORDER", "read_part", "headline_markdown", "docs_results_markdown", "write_docs_results", "DEFAULT_OUT"]
 
 #: the order in which parts are shown (others follow alphabetically)
-PART_ORDER = ("long", "short", "quick", "checks", "multi", "onerun")
+PART_ORDER = ("long", "short", "long-bankB", "short-bankB", "quick", "checks", "multi", "onerun")
 #: where ``pe-kit results --docs`` writes, relative to the repository root
 DEFAULT_OUT = Path("docs") / "results.md"
 
