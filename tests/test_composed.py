@@ -175,3 +175,51 @@ def test_design_mu_eff_of_a_design_without_probes_is_the_audit_rows(tiny_world):
     assert summ["mu_eff"] == pytest.approx(row["mu_eff"], rel=1e-9) and summ["mu_eff"] > 0
     assert summ["canary_votes_on_P"] == pytest.approx(1.0)  # every vote lands on its own support
     assert (summ["record_probe_votes"] == MECH.top_k).all()
+
+
+def test_repetitive_canary_is_a_pool_shortfall_the_audit_skips(tiny_world, monkeypatch):
+    """A canary whose records give fewer than r distinct composed candidates is skipped as a pool shortfall (as the
+    paraphrase variants' are), not a crash of the run; a pool_size below r is the config's error, named so."""
+    from types import SimpleNamespace
+
+    from pe_kit.study import experiments as X
+    from pe_kit.text.generators.base import PoolShortfallError
+
+    user, emb = _canary(tiny_world, 1)
+    same = np.repeat(emb[:1], len(user.texts), axis=0)
+    bank, pos = tiny_world.bank, np.arange(16)
+    with pytest.raises(PoolShortfallError, match=r"records give only \d distinct composed candidates < r=16.*"
+                                                 r"pool_size is not the limit"):
+        design_composed(tiny_world.encoder, user.user_id, ["same"] * len(user.texts), same, bank, pos, MECH,
+                        _background(tiny_world), np.random.default_rng(0), config=SMALL)
+    with pytest.raises(ValueError, match=r"ComposedConfig.pool_size=8 < r=16 probes: raise pool_size"):
+        design_composed(tiny_world.encoder, user.user_id, user.texts, emb, bank, pos, MECH, _background(tiny_world),
+                        np.random.default_rng(0), config=ComposedConfig(pool_size=8))
+
+    def short(*a, **k):
+        raise PoolShortfallError("canary x: its 16 records give only 2 distinct composed candidates", [], [], 14)
+
+    monkeypatch.setattr(X, "make_design", short)
+    design, reason = X.try_design(SimpleNamespace(), "composed-mu_eff", 0, 1, 0)
+    assert design is None and reason.startswith("pool shortfall: canary x")
+
+
+@pytest.mark.parametrize("field, value", [("windows", (8.0,)), ("windows", 8), ("hub_sizes", (2.0,)),
+                                          ("hub_sizes", ()), ("hub_sizes", (True, 3)), ("windows", (2,))])
+def test_composed_config_rejects_non_integer_tuples_by_name(field, value):
+    with pytest.raises(ValueError, match=f"ComposedConfig.{field}=.*non-empty tuple of integers"):
+        ComposedConfig(**{field: value})
+
+
+def test_composed_config_stores_tuples_and_keys_the_audit_step(monkeypatch):
+    """A list is stored as a tuple (the frozen config stays hashable); the step key of composed-mu_eff rows holds the
+    config in use, so a changed DEFAULT_CONFIG (benchmarks/composed_reference.py --refine-rounds) never reuses rows."""
+    from pe_kit.study.experiments import _route_key
+
+    c = ComposedConfig(windows=[8, 16], hub_sizes=[2, 3])
+    assert c.windows == (8, 16) and c.hub_sizes == (2, 3) and hash(c) == hash(ComposedConfig(windows=(8, 16),
+                                                                                              hub_sizes=(2, 3)))
+    before = _route_key("composed-mu_eff", None)
+    monkeypatch.setattr(composed, "DEFAULT_CONFIG", SMALL)
+    after = _route_key("composed-mu_eff", None)
+    assert before != after and after == ("composed", SMALL.as_dict()) and _route_key("exact", None) == ()

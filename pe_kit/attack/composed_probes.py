@@ -17,7 +17,9 @@ on P once ‖h̄‖ ≥ C, so μ_eff → 1/σ (Eq. 20) needs the canary's *L2* v
 a few "hub" probes that sit among the k nearest bank entries of many of its records concentrate h̄ on P.
 An exact copy is nearest to one record only; a text made of several records' openings lies near all of them
 (the encoder mean-pools word pieces, and it sees only the first ``max_seq_length`` of them, so fragments
-are taken from the records' openings and a recombination is kept to ``hub_words`` words).
+are taken from the records' openings and a recombination of g records takes ⌊hub_words/g⌋ words of each, at least
+3: about ``hub_words`` words, but up to 3g, e.g. 48 for g = 16; a probe longer than the encoder's cap is cut by it,
+and two such probes may embed alike, which costs pool slots, not validity).
 
 Cost: pool encodes (cached per text, so a rerun or a second variant on the same canary re-encodes nothing),
 one Σ̂_Q per round (aux records routed to S_base ∪ Q) and one Alg. B.1 per round; ``design.info`` records
@@ -33,6 +35,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.text.generators.base import PoolShortfallError
 
 __all__ = ["COMPOSED_VARIANT", "ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary",
            "composed_pool", "edit_candidates", "solo_pool_covariance", "design_mu_eff", "design_composed", "probe_vote_examples"]
@@ -54,8 +57,9 @@ class ComposedConfig:
             since its candidates are cheap (no generator) and many are near-duplicates of each other.
         windows: word-window lengths of the own-record fragments (tuple of int ≥ 3).
         hub_sizes: records per recombination (tuple of int ≥ 2).
-        hub_words: word budget of a recombination (int ≥ 6; ~1.3 word pieces a word keeps 40 words under
-            the 64-piece cap the kit's presets use).
+        hub_words: word budget of a recombination (int ≥ 6): ⌊hub_words/g⌋ words from each of its g records, at
+            least 3 each, so not a hard cap for g > hub_words/3 (~1.3 word pieces a word keeps 40 words under the
+            64-piece cap the kit's presets use).
         refine_rounds: edit-and-reselect rounds after the first selection (int ≥ 0). 8: on the quick canaries
             μ_eff was still rising at round 5; 2, 5 and 8 rounds are compared in docs/composed.md.
         refine_edits: new candidates per round (int ≥ 1).
@@ -78,10 +82,12 @@ class ComposedConfig:
                 raise ValueError(f"ComposedConfig.{name}={v!r} must be an integer ≥ {lo}")
         if self.covariance not in ("solo", "pool"):
             raise ValueError(f"ComposedConfig.covariance={self.covariance!r} must be 'solo' or 'pool'")
-        if not self.windows or any(int(w) != w or w < 3 for w in self.windows):
-            raise ValueError(f"ComposedConfig.windows={self.windows!r} must be integers ≥ 3")
-        if not self.hub_sizes or any(int(g) != g or g < 2 for g in self.hub_sizes):
-            raise ValueError(f"ComposedConfig.hub_sizes={self.hub_sizes!r} must be integers ≥ 2")
+        for name, lo in (("windows", 3), ("hub_sizes", 2)):
+            v = getattr(self, name)
+            if not isinstance(v, (tuple, list)) or not v or any(
+                    isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < lo for x in v):
+                raise ValueError(f"ComposedConfig.{name}={v!r} must be a non-empty tuple of integers ≥ {lo}")
+            object.__setattr__(self, name, tuple(int(x) for x in v))   # frozen and hashable, whatever was passed
 
     def as_dict(self) -> dict:
         """Plain dict (tuples as lists) for ``design.info``."""
@@ -392,7 +398,9 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
         J_μeff, aux μ_eff, votes on P), ``encodes``, ``cached_texts``, ``design_seconds``, ``composed_config``.
 
     Raises:
-        ValueError: if the pool holds fewer than r candidates, or on shape errors (``design_selected``).
+        ValueError: ``config.pool_size`` < r, or on shape errors (``design_selected``).
+        PoolShortfallError (``text.generators.base``): the canary's records give fewer than r distinct candidates
+            (the audit skips that canary as a pool shortfall, as it does the paraphrase variants').
     """
     from pe_kit.attack.selection import pool_covariance
     from pe_kit.attack.variants import design_selected
@@ -406,9 +414,14 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
     words = record_words(texts_in)
     emb = np.asarray(canary_embeddings, dtype=np.float32)
     texts, spans, kinds = composed_pool(texts_in, emb, rng, config)
+    if config.pool_size < pos.size:
+        raise ValueError(f"ComposedConfig.pool_size={config.pool_size} < r={pos.size} probes: raise pool_size to at "
+                         "least r (default 2048) or lower r (max_probes)")
     if len(texts) < pos.size:
-        raise ValueError(f"the canary's records give {len(texts)} distinct candidates < r={pos.size}; lower r or "
-                         "raise ComposedConfig.pool_size")
+        raise PoolShortfallError(f"canary {canary_id}: its {len(texts_in)} records give only {len(texts)} distinct "
+                                 f"composed candidates < r={pos.size} probes (records too short or repetitive; "
+                                 "pool_size is not the limit); lower r (max_probes) or audit another canary",
+                                 list(texts), np.arange(len(texts)), pos.size - len(texts))
     stats = {"encoded": 0, "cached": 0}
     pool_emb = _encode(encoder, texts, stats)
     index = build_neighbor_index(emb, bank, mechanism.top_k + pos.size)

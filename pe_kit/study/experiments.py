@@ -191,7 +191,12 @@ def _route_key(variant: str, generator) -> tuple:
     ``study.DEFAULT_PARAPHRASER`` (so a changed default never reuses rows of the old one); ``"smollm2"`` adds the
     installed model's digest (its pools may be generated here); a generator object is keyed by
     ``generator_identity`` (name, ``config()``, model digest, code: two WordNet rates, two endpoints or two model
-    files never share rows)."""
+    files never share rows). ``composed-mu_eff`` adds its ``ComposedConfig`` (``composed_probes.DEFAULT_CONFIG``, which
+    ``benchmarks/composed_reference.py --refine-rounds`` replaces), so rows of two configs never share a step."""
+    if variant == "composed-mu_eff":
+        from pe_kit.attack import composed_probes
+
+        return ("composed", composed_probes.DEFAULT_CONFIG.as_dict())
     if not variant.startswith("paraphrase"):
         return ()
     from pe_kit.cache import content_hash
