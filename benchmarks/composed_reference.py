@@ -70,6 +70,19 @@ def test_background_mu_eff(world, design, mech, audit) -> float:
     return mu_eff(v, sigma)
 
 
+def check_resumable(rows, out, config, rounds: int) -> None:
+    """Refuse to append to ``out`` when its rows were made with other sizes or another number of edit rounds: the
+    resume skips (variant, canary) pairs already there, so rows of two settings would mix in one CSV."""
+    for r in rows:
+        want = {"n_aux": config.n_aux, "n_test": config.n_test}
+        if any(str(r.get(k, v)) != str(v) for k, v in want.items()):
+            raise SystemExit(f"{out}: its rows have n_aux={r.get('n_aux')}, n_test={r.get('n_test')}, this run "
+                             f"{want}: pass another --out (rows of two sizes must not mix)")
+        if r.get("round_mu_eff") and len(r["round_mu_eff"].split(";")) != rounds + 1:
+            raise SystemExit(f"{out}: its composed rows have {len(r['round_mu_eff'].split(';')) - 1} edit rounds, this "
+                             f"run {rounds} (--refine-rounds): pass another --out")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="quick")
@@ -111,7 +124,11 @@ def main(argv=None) -> int:
     done = set()
     if out.exists():
         with out.open() as f:
-            done = {(r["variant"], r["canary_index"]) for r in csv.DictReader(f)}
+            old = list(csv.DictReader(f))
+        from pe_kit.attack import composed_probes as _cp
+
+        check_resumable(old, out, config, _cp.DEFAULT_CONFIG.refine_rounds)
+        done = {(r["variant"], r["canary_index"]) for r in old}
     new_file = not out.exists()
     with out.open("a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
