@@ -216,3 +216,20 @@ def test_audit_scores_tight_case_reaches_the_paper_level():
     assert expected_epsilon(1.0, 0.1, 1_000_000, 0.0025, 1e-5) == pytest.approx(0.99, abs=0.01)
     assert all(0.72 <= v <= 1.32 for v in vals) and max(vals) < 1.695
     assert np.median(vals) == pytest.approx(0.99, abs=0.1)  # measured: 0.974, 0.943, 1.043
+
+
+def test_audit_mechanism_runs_the_beyond_paper_variant(monkeypatch):
+    """composed-mu_eff is accepted by the one-call audit (it is in ALL_VARIANTS) and marked beyond the paper; its
+    μ_eff stays under the ceiling 1/σ and ε_lower under ε_theory."""
+    from .conftest import TINY_DATA
+
+    import pe_kit.attack.composed_probes as composed
+
+    monkeypatch.setattr(composed, "DEFAULT_CONFIG", composed.ComposedConfig(pool_size=96, hub_sizes=(2, 4),
+                                                                            refine_rounds=0))
+    mech = pe_kit.MechanismConfig(record_cap=16)
+    r = pe_kit.audit_mechanism(str(TINY_DATA), "composed-mu_eff", mechanism=mech, trials=20_000, seed=0, study=TINY)
+    assert r.row["variant"] == "composed-mu_eff" and r.row["beyond_paper"].startswith("beyond the paper")
+    assert 0.5 < r.mu_eff <= 1 / mech.noise_multiplier and 0 <= r.epsilon_lower <= r.epsilon_theory
+    with pytest.raises(ValueError, match="did you mean 'composed-mu_eff'"):
+        pe_kit.audit_mechanism(str(TINY_DATA), "composed-mueff", mechanism=mech, study=TINY)

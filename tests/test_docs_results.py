@@ -137,3 +137,15 @@ def test_headline_puts_each_bank_a_run_beside_table_2():
     assert rows["nonce"].startswith("| nonce | 1.049 / 1.052 | 0.915 / 0.894 |")
     assert "ε_theory = 1.695 in every column" in md
     assert headline_markdown({"onerun": read_part(PAPER_RUN / "onerun")}) == ""  # no notebook 04 rows
+
+
+def test_comparison_markdown_marks_the_beyond_paper_variant():
+    """A composed-mu_eff row says it is beyond the paper (its paper columns are empty for that reason)."""
+    from pe_kit.report.paper_compare import comparison_markdown
+
+    df = pd.read_csv(PAPER_RUN / "long" / "results.csv", low_memory=False)
+    t2 = df[(df["experiment"] == "table2") & (df["variant"] == "exact")].copy()
+    both = pd.concat([t2, t2.assign(variant="composed-mu_eff")])
+    md = comparison_markdown(comparison_table(both))
+    assert "| composed-mu_eff *(beyond the paper)* |" in md and "| exact |" in md
+    assert "beyond the paper" not in comparison_markdown(comparison_table(t2))

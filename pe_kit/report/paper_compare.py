@@ -16,6 +16,8 @@ from typing import Mapping
 
 import pandas as pd
 
+from pe_kit.attack.variants import BEYOND_PAPER_VARIANTS
+
 __all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER", "BANK_LABEL", "paper_value", "comparison_table",
            "orderings", "orderings_line", "comparison_markdown", "format_count", "NATURAL_ORDER"]
 
@@ -216,7 +218,8 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
                    f"| variant | canaries | ε_lower max | median ε_lower | min–max | median μ_eff | paper Table 2 ({dataset}) "
                    f"| paper Table 4 ({dataset} {letter}) |\n|---|---|---|---|---|---|---|---|\n")
         for r in cell.itertuples(index=False):
-            out.append(f"| {r.variant} | {r.canaries} | {_num(r.max)} | {_num(r.median)} | {_num(r.min, '.2f')}–"
+            name = f"{r.variant} *(beyond the paper)*" if r.variant in BEYOND_PAPER_VARIANTS else r.variant
+            out.append(f"| {name} | {r.canaries} | {_num(r.max)} | {_num(r.median)} | {_num(r.min, '.2f')}–"
                        f"{_num(r.max, '.2f')} | {_num(r.mu_eff_median)} | {_num(r.paper_table2)} | "
                        f"{_num(r.paper_table4)} |\n")
         out.append("\n")

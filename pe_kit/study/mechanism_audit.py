@@ -28,8 +28,9 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
 
     Args:
         data: corpus path (JSON Lines / CSV as ``data.loaders.load_corpus`` reads; None = the bundled Blogs sample).
-        variant: one of ``attack.variants.VARIANTS`` (Table 1: ``ordinary``, ``exact``, ``paraphrase``, ``nonce``,
-            their ``-norm`` / ``-mu_eff`` selections).
+        variant: one of ``attack.variants.ALL_VARIANTS``: Table 1's (``ordinary``, ``exact``, ``paraphrase``,
+            ``nonce``, their ``-norm`` / ``-mu_eff`` selections) or ``composed-mu_eff`` (beyond the paper;
+            ``attack.composed_probes``, its settings ``composed_probes.DEFAULT_CONFIG``).
         mechanism: the audited release, ``MechanismConfig(top_k, clip_norm, noise_multiplier, sample_rate,
             record_cap)`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64). Its ``record_cap`` is the study's. A
             ``MechanismSettings`` (a preset's mechanism section, ``pe_kit.run.settings``) is taken with m = 64.
@@ -54,13 +55,13 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
     """
     from dataclasses import fields
 
-    from pe_kit.attack.variants import VARIANTS, unknown_variant
+    from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
     from pe_kit.config import check_param
     from pe_kit.study.experiments import world_for
     from pe_kit.study.world import StudyConfig, audit_design, make_design
 
-    if variant not in VARIANTS:
-        raise unknown_variant(variant, VARIANTS)
+    if variant not in ALL_VARIANTS:
+        raise unknown_variant(variant, ALL_VARIANTS)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     canaries = check_param("n_canaries", canaries)
     audit = replace(_as_config(audit, AuditConfig, AuditSettings, "audit"), n_canaries=canaries)

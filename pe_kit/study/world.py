@@ -454,7 +454,7 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
 
     Args:
         world: the study (its neighbour indices have depth k + max_probes).
-        variant: one of ``pe_kit.attack.variants.VARIANTS``. canary_slot: index into the canary split (real variants).
+        variant: one of ``pe_kit.attack.variants.ALL_VARIANTS`` (Table 1's eight and ``composed-mu_eff``). canary_slot: index into the canary split (real variants).
         rng: the only source of randomness (positions, nonce strings, spread draws).
         mechanism: k, C, σ, q (default ``MechanismConfig(record_cap=world.config.record_cap)``).
         audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase route (``"smollm2"``, ``"wordnet"``, None = :data:`DEFAULT_PARAPHRASER`, or a
