@@ -5,7 +5,7 @@
         --set n_test=600 --set n_calibration=600 --set max_seq_length=64 --mu-only --out docs/composed_paper_long.csv
 
 The canaries are paraphrase-mu_eff's five (``experiments.canary_slots``; composed-mu_eff audits the same ones),
-long arm, bank A. Every design is built as ``pe-kit reproduce`` builds it (``experiments.try_design``: same
+long arm (``--arm short``: the short arm), bank A. Every design is built as ``pe-kit reproduce`` builds it (``experiments.try_design``: same
 seeds, positions and pools). ``--mu-only`` embeds only the bank, the canaries and the aux users (μ_eff needs no
 test user: Σ̂_P from aux users and the count N, Eq. 15 with Eqs. 34–35) and writes μ_eff rows; otherwise every
 split is embedded and each design is audited (ε_lower on the test split, ``audit_design``). Prints one line per
@@ -74,9 +74,9 @@ def check_resumable(rows, out, config, rounds: int) -> None:
     """Refuse to append to ``out`` when its rows were made with other sizes or another number of edit rounds: the
     resume skips (variant, canary) pairs already there, so rows of two settings would mix in one CSV."""
     for r in rows:
-        want = {"n_aux": config.n_aux, "n_test": config.n_test}
+        want = {"arm": config.arm, "n_aux": config.n_aux, "n_test": config.n_test}
         if any(str(r.get(k, v)) != str(v) for k, v in want.items()):
-            raise SystemExit(f"{out}: its rows have n_aux={r.get('n_aux')}, n_test={r.get('n_test')}, this run "
+            raise SystemExit(f"{out}: its rows have arm={r.get('arm')}, n_aux={r.get('n_aux')}, n_test={r.get('n_test')}, this run "
                              f"{want}: pass another --out (rows of two sizes must not mix)")
         if r.get("round_mu_eff") and len(r["round_mu_eff"].split(";")) != rounds + 1:
             raise SystemExit(f"{out}: its composed rows have {len(r['round_mu_eff'].split(';')) - 1} edit rounds, this "
@@ -92,6 +92,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--mu-only", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--arm", default="long", choices=("long", "short"), help="data arm (default long; bank A either way)")
     ap.add_argument("--refine-rounds", type=int, help="ComposedConfig.refine_rounds (default: DEFAULT_CONFIG's)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
@@ -112,7 +113,7 @@ def main(argv=None) -> int:
                                                              refine_rounds=a.refine_rounds)
     P = get_preset(a.preset, dict(parse_override(s) for s in a.set) or None, a.data, a.fmt)
     params = {**P.as_dict(), "seed": a.seed}
-    config = X.study_config(params, arm="long", bank="bankA")
+    config = X.study_config(params, arm=a.arm, bank="bankA")
     t0 = time.time()
     world = light_world(config) if a.mu_only else X.world_for(config)
     print(f"world {time.time() - t0:.0f} s: {config}", flush=True)

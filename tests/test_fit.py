@@ -222,3 +222,17 @@ def test_public_bank_error_names_the_keys():
     splits = split_users(corpus, 1, 2, 3, 3, canary_records=4)  # 1 public user: 4 records
     with pytest.raises(ValueError, match=r"--set bank_size=4\).*--fit-data"):
         make_bank("public", 16, np.random.default_rng(0), corpus=corpus, splits=splits)
+
+
+def test_splits_that_take_every_user_leave_no_public_bank_and_stop_the_run():
+    """Sizes that use every user of the arm leave nobody for the public bank: a certain misfit (the run stops before
+    any notebook, naming the fix), not the estimated one that only warns."""
+    from pe_kit.run.fit import _needs
+
+    p = get_preset("tiny", {"banks": ["bankA", "public"]}, None, None)
+    used = p.n_canary + p.n_aux + p.n_calibration + p.n_test
+    prof = _profile([p.record_cap] * used, cap=p.record_cap)
+    found = _needs(p, prof, {"long"})
+    assert [d for _, d in found] == [True] and "drop the public bank (--set banks=bankA" in found[0][0]
+    assert fit_preset(p, prof).definite
+    assert _needs(get_preset("tiny", {"banks": ["bankA"], "bank": "bankA"}, None, None), prof, {"long"}) == []

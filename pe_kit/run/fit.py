@@ -146,7 +146,11 @@ def _needs(p: Preset, prof: DataProfile, arms: set) -> list[tuple[str, bool]]:
         out.append((f"n_canary + n_aux + n_calibration + n_test = {used} > {u} users in the data arm", True))
     elif _uses_public(p):
         public_records = (u - used) * float(np.mean(np.minimum(prof.records, m)))
-        if public_records < p.bank_size:
+        if u == used:   # certain: no user is left to make the public bank of
+            out.append((f"the public bank needs users in no split, and n_canary + n_aux + n_calibration + n_test = "
+                        f"{used} takes all {u} users of the data arm; lower those sizes or drop the public bank "
+                        "(--set banks=bankA --set bank=bankA)", True))
+        elif public_records < p.bank_size:
             out.append((f"the public bank needs bank_size={p.bank_size} texts; users in no split hold ~"
                         f"{public_records:.0f}", False))
     return out
