@@ -236,3 +236,21 @@ def test_splits_that_take_every_user_leave_no_public_bank_and_stop_the_run():
     assert [d for _, d in found] == [True] and "drop the public bank (--set banks=bankA" in found[0][0]
     assert fit_preset(p, prof).definite
     assert _needs(get_preset("tiny", {"banks": ["bankA"], "bank": "bankA"}, None, None), prof, {"long"}) == []
+
+
+def test_terminal_names_cells_with_skipped_canaries(tmp_path):
+    """After a notebook, the run names each Table 2 cell that audited fewer canaries than asked (a skipped design),
+    so the terminal says what results.md's counts show; the committed paper parts have none."""
+    from pathlib import Path
+
+    from pe_kit.run.reproduce import short_cells
+
+    rows = [{"experiment": "table2", "study_arm": "long", "study_bank": "bankA", "variant": v, "canary_id": f"{v}{j}"}
+            for v, n in (("exact", 2), ("paraphrase-mu_eff", 1)) for j in range(n)]
+    path = tmp_path / "04_audit.csv"
+    pd.DataFrame(rows + [{"experiment": "sweep", "variant": "nonce"}]).to_csv(path, index=False)
+    assert short_cells(path, 2) == ["long/bankA paraphrase-mu_eff: 1 of 2 canaries audited (the others were skipped: "
+                                    "see the executed notebook's warnings)"]
+    assert short_cells(path, 1) == [] and short_cells(tmp_path / "absent.csv", 2) == []
+    committed = Path(__file__).resolve().parents[1] / "docs" / "paper_run"
+    assert short_cells(committed / "long" / "results.csv", 5) == short_cells(committed / "short" / "results.csv", 5) == []
