@@ -4,7 +4,7 @@ docs/threshold_rules.md ("Why the nonce rows' max over five leaves the Monte-Car
 rows so: at the frozen threshold, the test split's false-positive rate over the calibration split's moves
 together for all five nonce canaries of a cell. This benchmark tests that reading directly. On one world (a
 preset's long arm, bank A) it designs ``--canaries`` canaries of ``--variant`` once (frozen, as ``pe-kit reproduce``
-does), pools the calibration and test users, and redraws their partition into two equal halves ``--redraws``
+does; ``--arm``, long by default), pools the calibration and test users, and redraws their partition into two equal halves ``--redraws``
 times (seeded). For each redraw every canary is audited (``audit.canary.audit_canary``, the kit's rule) with
 fresh trial seeds, so a redraw's five audits share only their users. It prints, per redraw, the five ε_lower and
 test/calibration FPR ratios, and then:
@@ -34,6 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data")
     ap.add_argument("--format", dest="fmt")
     ap.add_argument("--set", action="append", default=[], help="key=value overrides, as pe-kit reproduce --set")
+    ap.add_argument("--arm", default="long", choices=("long", "short"))
     ap.add_argument("--variant", default="nonce")
     ap.add_argument("--canaries", type=int, default=5)
     ap.add_argument("--redraws", type=int, default=20)
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
 
     P = get_preset(a.preset, dict(parse_override(s) for s in a.set) or None, a.data, a.fmt)
     params = {**P.as_dict(), "seed": a.seed}
-    config = X.study_config(params, arm="long", bank="bankA")
+    config = X.study_config(params, arm=a.arm, bank="bankA")
     t0 = time.time()
     world = X.world_for(config)
     print(f"world {time.time() - t0:.0f} s: N = {config.n_test} + {config.n_calibration}", flush=True)
