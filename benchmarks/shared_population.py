@@ -74,6 +74,13 @@ def main(argv=None) -> int:
         c = {s: world.contributions(s, mech, d) for s in ("aux", "calibration", "test")}
         designs.append((d.canary_id, v, coords, c["aux"], sp.vstack([c["calibration"], c["test"]]).tocsr()))
     n = config.n_test
+    own = []   # the world's own partition with the audit's own seeds: the rows `pe-kit reproduce` writes
+    for j, (cid, v, coords, aux, pooled) in enumerate(designs):
+        r = audit_canary(v, coords, aux, pooled[:n], pooled[n:], mech, audit,
+                         X._rng(a.seed, a.variant, j, 23, 0)).as_row()
+        own.append(r["epsilon_lower"])
+    print(f"the world's own split, the audit's seeds (= its results.csv rows): eps {' '.join(f'{e:.3f}' for e in own)}",
+          flush=True)
     rows = []
     for k in range(a.redraws):
         perm = np.random.default_rng([a.seed, 77, k]).permutation(2 * n)
