@@ -12,8 +12,6 @@ or ≥ 20 words with one; the same against three random *other* rows' examples a
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 from pathlib import Path
 
@@ -40,12 +38,6 @@ def words(text: str) -> list[str]:
     return text.lower().split()
 
 
-def read_rows(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="the full Blog corpus (the examples' source)")
@@ -54,7 +46,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from pe_kit.cache import cache_dir
     from pe_kit.data.loaders import default_bank_b_path, load_corpus
-    from scripts.make_bank_b import cut
+    from scripts.make_bank_b import cut, read_rows
 
     candidates = [Path(a.bank)] if a.bank else [default_bank_b_path(), default_bank_b_path(partial=True),
                                                 cache_dir() / "bank-b" / "work-seed0.jsonl"]
