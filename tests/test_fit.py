@@ -243,7 +243,7 @@ def test_terminal_names_cells_with_skipped_canaries(tmp_path):
     so the terminal says what results.md's counts show; the committed paper parts have none."""
     from pathlib import Path
 
-    from pe_kit.run.reproduce import short_cells
+    from pe_kit.report.results import short_cells
 
     rows = [{"experiment": "table2", "study_arm": "long", "study_bank": "bankA", "variant": v, "canary_id": f"{v}{j}"}
             for v, n in (("exact", 2), ("paraphrase-mu_eff", 1)) for j in range(n)]

@@ -24,7 +24,7 @@ from pe_kit.report.tables import (SHIFT_COLUMNS, SHIFT_ROWS_SHOWN, _TRUNC_COUNTS
                                   add_epsilon_interval, dropped_note, epsilon_interval, pool_generator_note,
                                   population_shift_table, spread_cells, table_epsilon, table_epsilon_spread, truncation_table)
 
-__all__ = ["StepCache", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
+__all__ = ["StepCache", "short_cells", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
            "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "spread_cells", "dropped_note",
            "pool_generator_note", "population_shift_table", "SHIFT_COLUMNS",
            "summary_markdown", "truncation_table", "RUN_COLUMNS"]
@@ -461,3 +461,23 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[f"version_{pkg}"] = None
     return out
+
+
+def short_cells(csv_path: Path, per_variant: int) -> list[str]:
+    """Lines naming the Table 2 cells (arm, bank, variant) of a notebook's rows that audited fewer than
+    ``per_variant`` canaries, because a canary's design was skipped (a pool shortfall; the executed notebook's
+    warnings name the canary), so the terminal says what results.md's canary counts show. [] when none, or the
+    file has no Table 2 rows."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(csv_path, low_memory=False, usecols=lambda c: c in (
+            "experiment", "study_arm", "study_bank", "variant", "canary_id"))
+    except (OSError, ValueError):
+        return []
+    if not {"experiment", "study_arm", "study_bank", "variant", "canary_id"} <= set(df.columns):
+        return []
+    t2 = df[df["experiment"] == "table2"]
+    counts = t2.groupby(["study_arm", "study_bank", "variant"], sort=False)["canary_id"].nunique()
+    return [f"{arm}/{bank} {variant}: {n} of {per_variant} canaries audited (the others were skipped: see the "
+            "executed notebook's warnings)" for (arm, bank, variant), n in counts.items() if n < per_variant]

@@ -343,26 +343,6 @@ def about_preset(p: Preset, changed: bool) -> str:
             "under 'sizes of this run' (the preset's own description and sizes: pe-kit presets)")
 
 
-def short_cells(csv_path: Path, per_variant: int) -> list[str]:
-    """Lines naming the Table 2 cells (arm, bank, variant) of a notebook's rows that audited fewer than
-    ``per_variant`` canaries, because a canary's design was skipped (a pool shortfall; the executed notebook's
-    warnings name the canary), so the terminal says what results.md's canary counts show. [] when none, or the
-    file has no Table 2 rows."""
-    import pandas as pd
-
-    try:
-        df = pd.read_csv(csv_path, low_memory=False, usecols=lambda c: c in (
-            "experiment", "study_arm", "study_bank", "variant", "canary_id"))
-    except (OSError, ValueError):
-        return []
-    if not {"experiment", "study_arm", "study_bank", "variant", "canary_id"} <= set(df.columns):
-        return []
-    t2 = df[df["experiment"] == "table2"]
-    counts = t2.groupby(["study_arm", "study_bank", "variant"], sort=False)["canary_id"].nunique()
-    return [f"{arm}/{bank} {variant}: {n} of {per_variant} canaries audited (the others were skipped: see the "
-            "executed notebook's warnings)" for (arm, bank, variant), n in counts.items() if n < per_variant]
-
-
 def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: Callable[[str], None],
          notebooks: Sequence[str] | None = None):
     """Check ``p`` against its data (own data only): fit it (``fit_data``) or refuse it; then the stability
@@ -447,7 +427,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
 
     from pe_kit.run.kernel import IOPUB_TIMEOUT_S, KERNEL_START_TIMEOUT_S, LosslessKernelManager
 
-    from pe_kit.report.results import collect, summary_markdown
+    from pe_kit.report.results import collect, short_cells, summary_markdown
 
     p = get_preset(preset, overrides, data, fmt)
     check_variants(p)
