@@ -468,14 +468,12 @@ def short_cells(csv_path: Path, per_variant: int) -> list[str]:
     ``per_variant`` canaries, because a canary's design was skipped (a pool shortfall; the executed notebook's
     warnings name the canary), so the terminal says what results.md's canary counts show. [] when none, or the
     file has no Table 2 rows."""
-    import pandas as pd
-
+    cols = ("experiment", "study_arm", "study_bank", "variant", "canary_id")
     try:
-        df = pd.read_csv(csv_path, low_memory=False, usecols=lambda c: c in (
-            "experiment", "study_arm", "study_bank", "variant", "canary_id"))
+        df = pd.read_csv(csv_path, low_memory=False, usecols=lambda c: c in cols)
     except (OSError, ValueError):
         return []
-    if not {"experiment", "study_arm", "study_bank", "variant", "canary_id"} <= set(df.columns):
+    if not set(cols) <= set(df.columns):
         return []
     t2 = df[df["experiment"] == "table2"]
     counts = t2.groupby(["study_arm", "study_bank", "variant"], sort=False)["canary_id"].nunique()

@@ -60,16 +60,13 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
 
 
 def _reserved_sets(P) -> list[frozenset]:
-    """One reserved-user set per distinct world the preset's banks make: none for every bank but a shipped bank B
-    (``study.world.reserved_users``), whose example authors are kept out of the private splits, so a bank-B world
-    may draw other canaries; the pools then cover both draws."""
-    from pe_kit.data.loaders import bank_b_authors, default_bank_b_path
+    """One reserved-user set per distinct world the preset's banks make (``study.world.bank_reserved_users``: none
+    but for a shipped bank B, whose example authors are kept out of the private splits, so a bank-B world may draw
+    other canaries); the pools then cover every draw. The empty set first, in the banks' sorted order after it."""
+    from pe_kit.study.world import bank_reserved_users
 
-    banks = set(P.banks) | {P.bank}
-    sets = [frozenset()] if banks - {"bankB"} else []
-    if "bankB" in banks and default_bank_b_path().is_file():
-        sets.append(bank_b_authors(default_bank_b_path()))
-    return sets or [frozenset()]
+    sets = {bank_reserved_users(b) for b in set(P.banks) | {P.bank}}
+    return sorted(sets, key=lambda s: (len(s) > 0, sorted(s)))
 
 
 def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str | None = None,

@@ -25,7 +25,7 @@ from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with
 from pe_kit.report.results import versions
 from pe_kit.text.encoder import Encoder
 
-__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
            "canary_contribution", "audit_design", "aux_pool_covariance", "DEFAULT_PARAPHRASER", "paraphrase_pool_seed",
            "paraphrase_pool", "make_design"]
 
@@ -162,11 +162,16 @@ def check_bank_b(config: StudyConfig) -> None:
 
 
 def reserved_users(config: StudyConfig) -> frozenset[str]:
-    """User ids a world on ``config`` keeps out of its private splits: bank B's example authors when
-    ``config.bank == "bankB"`` and the file is shipped (``data.loaders.bank_b_authors``), else none."""
+    """User ids a world on ``config`` keeps out of its private splits (:func:`bank_reserved_users` of its bank)."""
+    return bank_reserved_users(config.bank)
+
+
+def bank_reserved_users(bank: str) -> frozenset[str]:
+    """User ids a world on ``bank`` keeps out of its private splits: bank B's example authors when ``bank ==
+    "bankB"`` and the file is shipped (``data.loaders.bank_b_authors``), else none."""
     from pe_kit.data.loaders import bank_b_authors, default_bank_b_path
 
-    if config.bank != "bankB" or not default_bank_b_path().is_file():
+    if bank != "bankB" or not default_bank_b_path().is_file():
         return frozenset()
     return bank_b_authors(default_bank_b_path())
 
