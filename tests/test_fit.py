@@ -2,6 +2,7 @@
 stability warnings, and the adversarial leftovers (loader record minimums, typed notebook extras, variants
 checked up front, dropped table rows counted, contribution widths checked)."""
 import csv
+import json
 import warnings
 
 import numpy as np
@@ -254,3 +255,33 @@ def test_terminal_names_cells_with_skipped_canaries(tmp_path):
     assert short_cells(path, 1) == [] and short_cells(tmp_path / "absent.csv", 2) == []
     committed = Path(__file__).resolve().parents[1] / "docs" / "paper_run"
     assert short_cells(committed / "long" / "results.csv", 5) == short_cells(committed / "short" / "results.csv", 5) == []
+
+
+def test_fit_counts_bank_b_authors_out_of_the_private_splits(tmp_path, monkeypatch):
+    """A bank-B world keeps bank B's example authors out of every split (study.world.bank_reserved_users), so the fit
+    must not count them as users a split can take: 755 users with 40 records fit quick's short arm (25 + 150 + 290 +
+    290 = 755) exactly, and the same data with 10 of them reserved is definitely too small."""
+    from pe_kit.data import loaders
+    from pe_kit.data.passes import Scan
+    from pe_kit.run.fit import reserved_for
+
+    data = _s140(tmp_path / "own.blogs.jsonl", 2, 2)
+    short = {"arms": ["short"], "arm": "short", "sweep_arm": "short", "banks": ["bankA"], "bank": "bankA"}
+    p = get_preset("quick", data=data, fmt="blogs", overrides=short)
+    q = get_preset("quick", data=data, fmt="blogs", overrides={**short, "banks": ["bankA", "bankB"]})
+    counts = [64] * 755
+    assert not fit_preset(p, _profile(counts), notebooks=["04_audit"]).fitted
+    scan = Scan("own", "blogs", {f"u{i}": c for i, c in enumerate(counts)}, None, None)
+    reserved = {f"u{i}" for i in range(10)} | {"not-in-data"}
+    prof = DataProfile("own", "blogs", scan.records_per_user(64), 64, scan.reserved_records(reserved, 64))
+    assert prof.reserved.tolist() == [64] * 10                     # the id absent from the data is not counted
+    assert (prof.arm_users("short", 64), prof.canary_users(64)) == (745, 745)
+    fit = fit_preset(q, prof, notebooks=["04_audit"])
+    assert fit.definite and "755 > 745 users" in fit.reasons[0]
+    # which presets reserve: bank B named in banks or bank, and only when its file is shipped
+    monkeypatch.setattr(loaders, "default_bank_b_path", lambda partial=False: tmp_path / "absent.jsonl.gz")
+    assert reserved_for(q) == frozenset() and reserved_for(p) == frozenset()
+    path = tmp_path / "b.jsonl"
+    path.write_text(json.dumps({"text": "a", "examples": [["u1", 0], ["u2", 3]]}) + "\n")
+    monkeypatch.setattr(loaders, "default_bank_b_path", lambda partial=False: path)
+    assert reserved_for(q) == {"u1", "u2"} and reserved_for(p) == frozenset()

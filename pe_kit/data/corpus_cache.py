@@ -190,7 +190,9 @@ def _task(task: str, kw: dict) -> dict:
     if task == "profile":
         scan = cached_scan(kw.get("data"), kw.get("fmt", "auto"), kw.get("label_field", "industry"),
                            kw.get("on_error", "raise"))
-        return {"records": scan.records_per_user(int(kw["record_cap"])).tolist()}
+        cap = int(kw["record_cap"])
+        return {"records": scan.records_per_user(cap).tolist(),
+                "reserved": scan.reserved_records(kw.get("reserved", ()), cap).tolist()}
     if task == "select":
         c = cached_corpus(kw.get("data"), kw.get("fmt", "auto"), record_cap=int(kw["record_cap"]),
                           on_error=kw.get("on_error", "raise"), label_field=kw.get("label_field", "industry"))
@@ -201,9 +203,11 @@ def _task(task: str, kw: dict) -> dict:
 
 def run_isolated(task: str, **kwargs) -> dict:
     """Run :func:`cached_scan` (``task="profile"``: returns ``{"records": [records per user capped at
-    record_cap]}``) or :func:`cached_corpus` (``task="select"``: returns ``{"users", "records"}``) in a child
+    record_cap], "reserved": [the same for the ids in ``reserved``, those in the file]}``) or
+    :func:`cached_corpus` (``task="select"``: returns ``{"users", "records"}``) in a child
     Python process, so that the caller never holds the parsed file (its memory goes back to the system when the
-    child ends). Keyword arguments: ``data``, ``fmt``, ``record_cap``, ``on_error``, ``label_field``.
+    child ends). Keyword arguments: ``data``, ``fmt``, ``record_cap``, ``on_error``, ``label_field``, ``reserved``
+    (a list of user ids; profile only).
 
     The child's stderr (progress lines, :func:`parse_log_path` lines, warnings) goes to this process's stderr.
 

@@ -51,6 +51,12 @@ class Scan:
         """int64 array (U,): each user's records capped at ``record_cap``, in first-appearance order."""
         return np.minimum(np.fromiter(self.counts.values(), np.int64, len(self.counts)), record_cap)
 
+    def reserved_records(self, reserved, record_cap: int) -> np.ndarray:
+        """int64 array (R,): records (capped at ``record_cap``) of the users of ``reserved`` (ids, str) that are in
+        the file, in sorted id order; empty when none are."""
+        ids = sorted(u for u in set(reserved) if u in self.counts)
+        return np.minimum(np.asarray([self.counts[u] for u in ids], dtype=np.int64), record_cap)
+
 
 def file_stat(path: Path) -> tuple:
     """(size, mtime_ns) of a file: what pass 2 compares with pass 1's to refuse a file that changed."""

@@ -25,14 +25,14 @@ Stability thresholds (:func:`stability_warnings`): measured by ``benchmarks/smal
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from pe_kit.run.presets import Preset
 
-__all__ = ["DataProfile", "FitResult", "data_profile", "arms_used", "fit_preset", "stability_warnings",
+__all__ = ["DataProfile", "FitResult", "data_profile", "reserved_for", "arms_used", "fit_preset", "stability_warnings",
            "MIN_USERS_PER_SPLIT", "MIN_MAUVE_SAMPLES"]
 
 #: Calibration/test users below which single ε_lower values are noise. Measured by
@@ -53,41 +53,62 @@ class DataProfile:
     Attributes:
         source: file. fmt: loader used. records: int array (U,) records per user, capped at ``cap``.
         cap: the record cap the profile was loaded with (the preset's m).
+        reserved: int array (R,) records per user (capped) of the users a bank-B world keeps out of every private
+            split (``study.world.bank_reserved_users``) that are in the data; empty when none are.
     """
 
     source: str
     fmt: str
     records: np.ndarray
     cap: int
+    reserved: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def arm_users(self, arm: str, m: int) -> int:
-        """Users of ``arm`` at record cap m (long: ≥ m records; short: ≥ max(1, m // 2); ``splits.make_arm``)."""
+        """Users of ``arm`` at record cap m (long: ≥ m records; short: ≥ max(1, m // 2); ``splits.make_arm``) that
+        a private split may take: the reserved users are not counted."""
         lo = m if arm == "long" else max(1, m // 2)
-        return int((self.records >= lo).sum())
+        return int((self.records >= lo).sum() - (self.reserved >= lo).sum())
 
     def canary_users(self, m: int) -> int:
-        """Users with at least m records (exactly m after the cap): the canary-eligible ones (§3)."""
-        return int((self.records >= m).sum())
+        """Users with at least m records (exactly m after the cap), reserved users not counted: the canary-eligible
+        ones (§3)."""
+        return int((self.records >= m).sum() - (self.reserved >= m).sum())
 
 
 def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: str = "raise",
-                 isolated: bool = False) -> DataProfile:
+                 isolated: bool = False, reserved=frozenset()) -> DataProfile:
     """Records per user of ``data`` (every user, capped at ``record_cap``), from pass 1 of the loaders only: no
     text is held (``pe_kit.data.corpus_cache.cached_scan``, stored by content, so a rerun reads no file).
 
     Args: data: file. fmt: as ``load_corpus``. record_cap: m. on_error: ``raise`` | ``skip``.
         isolated: read it in a child process (``pe-kit reproduce``), so this process never holds the per-user
             table of a large file (``corpus_cache.run_isolated``).
+        reserved: user ids (a set of str) no private split may take (bank B's example authors,
+            :func:`reserved_for`); those present in the data are counted in ``DataProfile.reserved``.
     Raises: what ``pe_kit.data.loaders.load_corpus`` raises (missing file, ``DataError`` naming the line).
     """
     from pe_kit.data import corpus_cache
 
     if isolated:
-        counts = corpus_cache.run_isolated("profile", data=data, fmt=fmt, record_cap=record_cap,
-                                           on_error=on_error)["records"]
-        return DataProfile(str(data), fmt, np.asarray(counts, dtype=np.int64), record_cap)
+        got = corpus_cache.run_isolated("profile", data=data, fmt=fmt, record_cap=record_cap, on_error=on_error,
+                                        reserved=sorted(reserved))
+        return DataProfile(str(data), fmt, np.asarray(got["records"], dtype=np.int64), record_cap,
+                           np.asarray(got.get("reserved", []), dtype=np.int64))
     scan = corpus_cache.cached_scan(data, fmt, on_error=on_error)
-    return DataProfile(str(data), fmt, scan.records_per_user(record_cap), record_cap)
+    return DataProfile(str(data), fmt, scan.records_per_user(record_cap), record_cap,
+                       scan.reserved_records(reserved, record_cap))
+
+
+def reserved_for(p: Preset) -> frozenset:
+    """User ids that a world of ``p`` keeps out of its private splits: bank B's example authors when ``p.bank`` or
+    ``p.banks`` names ``bankB`` (``study.world.bank_reserved_users``), else none. The fit counts them out of every
+    arm, so the bank-A world of a run with both banks is fitted as its smaller bank-B world."""
+    banks = {str(b) for b in (*p.banks, p.bank)}
+    if "bankB" not in banks:
+        return frozenset()
+    from pe_kit.study.world import bank_reserved_users
+
+    return bank_reserved_users("bankB")
 
 
 @dataclass(frozen=True)

@@ -347,11 +347,12 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
          notebooks: Sequence[str] | None = None):
     """Check ``p`` against its data (own data only): fit it (``fit_data``) or refuse it; then the stability
     warnings. Returns (preset, fit summary or None, warnings)."""
-    from pe_kit.run.fit import arms_used, data_profile, fit_preset, stability_warnings
+    from pe_kit.run.fit import arms_used, data_profile, fit_preset, reserved_for, stability_warnings
 
     if p.data is None or p.name == "tiny" and Path(p.data) == Path(PRESETS["tiny"].data):
         return p, None, stability_warnings(p, notebooks=notebooks)
-    prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error, isolated=True)  # pass 1, in a child process
+    prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error, isolated=True,   # pass 1, in a child process
+                        reserved=reserved_for(p))
     fit = fit_preset(p, prof, fixed=list(overrides or {}), notebooks=notebooks)
     note = None
     if fit.fitted and not fit_data and not fit.definite:  # only the estimated public-bank size is short
