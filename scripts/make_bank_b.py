@@ -14,7 +14,11 @@ SmolLM2-135M-Instruct (bank A's GGUF), T = 0.9, top-p 0.95, 80 new tokens (bank 
 ``--shard`` entries, shard s seeded [seed, 1, s]; empty or duplicate outputs are asked again
 (``generators.pools.make_label_bank``). Every text is cached per (prompt, seed, model, settings) as soon as its
 batch returns and each finished shard is appended to the work file, so a stop loses at most one batch.
-``--ship`` gzips the work file into ``pe_kit/data_files/blogs-bankB-smollm2.jsonl.gz`` once every shard is there;
+``--ship`` gzips the work file into ``pe_kit/data_files/blogs-bankB-smollm2.jsonl.gz`` once every shard is there,
+after one more pass that makes the bank's texts distinct as bank A's are (``make_label_bank`` keeps a shard's texts
+distinct, not texts of different shards): a row whose whitespace-normalised text equals an earlier row's is asked
+again with its own prompt, rebuilt from its stored examples, under seed [seed, 2, row] (:func:`redraw_duplicates`;
+the row records ``redrawn``), so ``bank_b(8192)`` has 8,192 distinct candidates like bank A;
 ``--ship --allow-partial`` writes the finished shards to ``...-bankB-smollm2.partial.jsonl.gz`` instead, which a
 later run (another machine) reads back as done, so a build longer than a session is committed in parts.
 
@@ -102,6 +106,41 @@ def read_rows(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _norm(text: str) -> str:
+    """The key under which ``data.loaders.load_bank_texts`` counts two bank texts as one (whitespace-normalised)."""
+    return " ".join(str(text).split())
+
+
+def redraw_duplicates(rows: dict, items, gen, seed: int, attempts: int = 8) -> list[int]:
+    """Make the bank's texts distinct in place: every row (in row order) whose text repeats an earlier row's is asked
+    again with its own prompt (``bank_b_prompt`` of its label and its stored examples, cut as they were) under rng
+    [seed, 2, row], up to ``attempts`` generations, until its text is new; the row keeps its old text under
+    ``duplicate_of`` and records ``redrawn`` = [seed, 2, row]. Returns the redrawn rows.
+
+    Raises: RuntimeError naming the row when ``attempts`` generations give no new text."""
+    from pe_kit.text.generators.prompts import bank_b_prompt
+
+    text_of = {(x[1], x[2]): x[3] for x in items}
+    seen, redrawn = set(), []
+    for j in sorted(rows):
+        r = rows[j]
+        if _norm(r["text"]) not in seen:
+            seen.add(_norm(r["text"]))
+            continue
+        prompt = bank_b_prompt(r["label"], [text_of[(str(u), int(i))] for u, i in r["examples"]])
+        rng = np.random.default_rng([seed, 2, j])
+        for _ in range(attempts):
+            text = strip_enumerator(gen.generate([prompt], rng)[0])
+            if _norm(text) and _norm(text) not in seen:
+                break
+        else:
+            raise RuntimeError(f"row {j}: {attempts} generations gave no text distinct from the other rows")
+        rows[j] = {**r, "duplicate_of": r["text"], "redrawn": [seed, 2, j], "text": text}
+        seen.add(_norm(text))
+        redrawn.append(j)
+    return redrawn
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="the full Blog corpus (blogs.jsonl.gz)")
@@ -165,6 +204,9 @@ def main(argv=None) -> int:
             print(f"{len(rows)} of {a.size} rows: not shipped (add --allow-partial for {PARTIAL.name})")
             return 1
         dest = SHIPPED if complete else PARTIAL
+        if complete:
+            redrawn = redraw_duplicates(rows, items, gen, a.seed)
+            print(f"{len(redrawn)} rows repeated an earlier row's text and were asked again: {redrawn}")
         texts = [rows[j]["text"] for j in sorted(rows)]
         print(f"{len(rows)} rows, {len(set(texts))} distinct → {dest}")
         with gzip.GzipFile(dest, "wb", mtime=0) as raw:

@@ -293,3 +293,46 @@ def test_bank_b_authors_leave_the_paper_parts_splits_unchanged():
         assert split_users(users, P.n_canary, P.n_aux, n, n, seed=0, canary_records=P.record_cap,
                            reserved=authors) == plain
         assert not set(authors) & (set(plain.canary) | set(plain.aux) | set(plain.calibration) | set(plain.test))
+
+
+def _make_bank_b_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_bank_b", Path(__file__).resolve().parents[1] / "scripts" /
+                                                  "make_bank_b.py")
+    mbb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mbb)
+    return mbb
+
+
+def test_make_bank_b_redraws_rows_that_repeat_an_earlier_rows_text():
+    """Shards keep their own texts distinct, not texts of different shards, so the ship step asks a repeated row
+    again with its own prompt (rebuilt from its stored examples) until its text is new: bank_b(8192) then has 8,192
+    distinct candidates, as bank A has. The first occurrence keeps its text; the seed is [seed, 2, row]."""
+    from pe_kit.text.generators.prompts import bank_b_prompt
+
+    mbb = _make_bank_b_script()
+    items = [("Arts", "u1", 0, "first post"), ("Arts", "u2", 4, "second post"), ("Arts", "u3", 1, "third post")]
+    ex = [["u1", 0], ["u2", 4], ["u3", 1]]
+    rows = {j: {"row": j, "label": "Arts", "examples": ex, "text": t}
+            for j, t in enumerate(["No.", "a post", "No. ", "a  post", "other"])}
+
+    class Gen:
+        prompts, rngs = [], []
+        answers = iter(["a post", "2. fresh text", "another fresh text"])   # the first redraw repeats row 1
+
+        def generate(self, prompts, rng):
+            self.prompts += prompts
+            self.rngs.append(rng.bit_generator.state)
+            return [next(self.answers)]
+
+    gen = Gen()
+    assert mbb.redraw_duplicates(rows, items, gen, seed=0) == [2, 3]
+    assert [rows[j]["text"] for j in range(5)] == ["No.", "a post", "fresh text", "another fresh text", "other"]
+    assert rows[2]["duplicate_of"] == "No. " and rows[2]["redrawn"] == [0, 2, 2] and "redrawn" not in rows[0]
+    assert set(gen.prompts) == {bank_b_prompt("Arts", ["first post", "second post", "third post"])}
+    assert gen.rngs[0] == np.random.default_rng([0, 2, 2]).bit_generator.state      # row 2's own seed
+    assert gen.rngs[2] == np.random.default_rng([0, 2, 3]).bit_generator.state      # row 3's, not row 2's stream
+    with pytest.raises(RuntimeError, match="row 1: 2 generations"):
+        Gen.answers = iter(["x", "x"])
+        mbb.redraw_duplicates({0: {**rows[0], "text": "x"}, 1: {**rows[1], "text": "x"}}, items, Gen(), 0, attempts=2)
