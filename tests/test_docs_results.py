@@ -149,3 +149,28 @@ def test_comparison_markdown_marks_the_beyond_paper_variant():
     md = comparison_markdown(comparison_table(both))
     assert "| composed-mu_eff *(beyond the paper)* |" in md and "| exact |" in md
     assert "beyond the paper" not in comparison_markdown(comparison_table(t2))
+
+
+def test_table4_joins_a_part_and_its_bank_b_part_arm_by_arm():
+    """Table 4's analogue puts bank A, bank B and the public bank side by side for the arm of a part and its
+    ``-bankB`` part, beside the paper's A and B columns; a bank audited at other sizes is left out, and no bank-B rows
+    means no table."""
+    from pe_kit.report.docs_results import read_part, table4_markdown
+
+    df, meta = read_part(PAPER_RUN / "short")
+    assert table4_markdown({"short": (df, meta)}) == ""                     # no bank-B rows yet
+    t2 = df[(df["experiment"] == "table2") & (df["bank_source"] == "bankA")]
+    fake_b = t2.assign(bank_source="bankB", epsilon_lower=t2["epsilon_lower"] / 2)
+    md = table4_markdown({"short": (df, meta), "short-bankB": (fake_b, {})})
+    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
+    a = t2[t2["variant"] == "nonce"]["epsilon_lower"]
+    pub = df[(df["experiment"] == "table2") & (df["bank_source"] == "public") & (df["variant"] == "nonce")]
+    want = (f"| nonce | 1.018 | {a.max():.3f} / {a.median():.3f} | 1.014 | {a.max() / 2:.3f} / {a.median() / 2:.3f} | "
+            f"{pub['epsilon_lower'].max():.3f} / {pub['epsilon_lower'].median():.3f} |")
+    assert rows["nonce"] == want
+    assert "short arm (paper: Sentiment140; parts `short`, `short-bankB`): N = 1,000, 10⁶ trials" in md
+    assert "long arm" not in md
+    assert "| variant | paper A | bank A | paper B | bank B | public bank (not the paper's) |" in md.splitlines()
+    # bank B at other sizes than bank A: no table, rather than a comparison of unlike cells
+    other = fake_b.assign(trials=2 * 10 ** 5)
+    assert table4_markdown({"short": (df, meta), "short-bankB": (other, {})}) == ""

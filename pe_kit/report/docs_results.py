@@ -17,7 +17,7 @@ import pandas as pd
 
 from pe_kit.report.paper_compare import BANK_LABEL, comparison_markdown, comparison_table, format_count as _count
 
-__all__ = ["PART_ORDER", "read_part", "headline_markdown", "docs_results_markdown", "write_docs_results", "DEFAULT_OUT"]
+__all__ = ["PART_ORDER", "read_part", "headline_markdown", "table4_markdown", "docs_results_markdown", "write_docs_results", "DEFAULT_OUT"]
 
 #: the order in which parts are shown (others follow alphabetically)
 PART_ORDER = ("long", "short", "long-bankB", "short-bankB", "quick", "checks", "multi", "onerun")
@@ -95,6 +95,52 @@ def headline_markdown(parts: dict) -> str:
     return ("Bank A (label-only text), ε_lower as max / median over each variant's canaries (the paper's Table 2 is "
             f"the max over five).{same} The long arm stands in for Yelp, the short arm for Sentiment140.\n\n"
             + "\n".join(lines) + "\n")
+
+
+def table4_markdown(parts: dict) -> str:
+    """The paper's Table 4 analogue arm by arm: ε_lower "max / median" per variant on bank A, bank B and the public
+    bank, joined across a part and its ``-bankB`` part (e.g. ``short`` and ``short-bankB``, which audit the same
+    canaries on the same splits), beside the paper's Table 4 columns A and B.
+
+    Args: parts: part name → (results.csv frame, run.json dict), as :func:`read_part` gives. Returns markdown, ``""``
+    when no arm has bank-B rows at its bank-A rows' sizes (test users and trials; a public-bank column at other sizes
+    is left out): cells of other sizes would not compare like with like."""
+    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.report.paper_compare import ARM_DATASET, PAPER_TABLE4
+
+    out = []
+    for arm, dataset in ARM_DATASET.items():
+        names = [n for n in (arm, f"{arm}-bankB") if n in parts]
+        tabs = [comparison_table(_exp(parts[n][0], "table2")) for n in names]
+        tab = pd.concat([t[t["arm"] == arm] for t in tabs if not t.empty], ignore_index=True) if tabs else None
+        if tab is None or tab.empty or "bankB" not in set(tab["bank"]):
+            continue
+        sizes = {b: (g["n_test"].max(), g["trials"].max()) for b, g in tab.groupby("bank")}
+        ref = sizes.get("bankA", sizes["bankB"])
+        banks = [b for b in ("bankA", "bankB", "public") if b in sizes and sizes[b] == ref]
+        if "bankB" not in banks:
+            continue
+        cells = {b: {r.variant: f"{_f(r.max)} / {_f(r.median)}" for r in tab[tab["bank"] == b].itertuples()}
+                 for b in banks}
+        cols = [("paper A", {v: _f(x) for v, x in PAPER_TABLE4[f"{dataset} A"].items()}), ("bank A", cells.get("bankA")),
+                ("paper B", {v: _f(x) for v, x in PAPER_TABLE4[f"{dataset} B"].items()}), ("bank B", cells.get("bankB")),
+                ("public bank (not the paper's)", cells.get("public"))]
+        cols = [(h, c) for h, c in cols if c is not None]
+        theory = _f(tab["epsilon_theory"].max())
+        out.append(f"{arm} arm (paper: {dataset}; parts {', '.join(f'`{n}`' for n in names)}): N = "
+                   f"{_count(ref[0])}, {_count(ref[1])} trials per hypothesis, ε_theory = {theory}; the same canaries "
+                   "in every column.\n\n| variant | " + " | ".join(h for h, _ in cols) + " |\n|"
+                   + "---|" * (len(cols) + 1) + "\n")
+        for v in VARIANTS:
+            if any(v in c for _, c in cols[1:]):
+                out.append(f"| {v} | " + " | ".join(c.get(v, "") for _, c in cols) + " |\n")
+        out.append("\n")
+    if not out:
+        return ""
+    return ("ε_lower as max / median over each variant's canaries (the paper's Table 4 is the max over five). Bank A: "
+            "label-only SmolLM2 text; bank B: SmolLM2 text from a label and three public posts (the paper's two "
+            "generated banks, App. C); the public bank: real posts of bloggers in no split, a third bank of the "
+            "kit's own.\n\n" + "".join(out))
 
 
 def _runs_table(parts: dict, link: str) -> str:
@@ -318,6 +364,9 @@ def docs_results_markdown(root: str | Path = Path("docs") / "paper_run", link: s
     if head:
         out.append("\n## Headline: ε_lower beside the paper's Table 2\n\n" + head)
     out += ["\n## The runs\n\n", _runs_table(parts, link)]
+    t4 = table4_markdown(parts)
+    if t4:
+        out.append("\n## Table 4 analogue: bank A beside bank B\n\n" + t4)
     t2 = [(n, _exp(df, "table2")) for n, (df, _) in parts.items() if not _exp(df, "table2").empty]
     if t2:
         out.append("\n## ε_lower per variant beside the paper's Table 2 and Table 4 (notebook 04)\n")
