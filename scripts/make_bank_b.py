@@ -130,7 +130,7 @@ def redraw_duplicates(rows: dict, items, gen, seed: int, attempts: int = 8) -> l
         prompt = bank_b_prompt(r["label"], [text_of[(str(u), int(i))] for u, i in r["examples"]])
         rng = np.random.default_rng([seed, 2, j])
         for _ in range(attempts):
-            text = strip_enumerator(gen.generate([prompt], rng)[0])
+            text = strip_enumerator(" ".join(str(gen.generate([prompt], rng)[0]).split()))  # as make_label_bank stores
             if _norm(text) and _norm(text) not in seen:
                 break
         else:
@@ -205,6 +205,9 @@ def main(argv=None) -> int:
             return 1
         dest = SHIPPED if complete else PARTIAL
         if complete:
+            other = sorted({r.get("example_chars", a.example_chars) for r in rows.values()} - {a.example_chars})
+            if other:   # the rebuilt prompts would not be the ones the shards were asked with
+                raise SystemExit(f"rows were built with --example-chars {other}, not {a.example_chars}: ship with those")
             redrawn = redraw_duplicates(rows, items, gen, a.seed)
             print(f"{len(redrawn)} rows repeated an earlier row's text and were asked again: {redrawn}")
         texts = [rows[j]["text"] for j in sorted(rows)]

@@ -174,3 +174,17 @@ def test_table4_joins_a_part_and_its_bank_b_part_arm_by_arm():
     # bank B at other sizes than bank A: no table, rather than a comparison of unlike cells
     other = fake_b.assign(trials=2 * 10 ** 5)
     assert table4_markdown({"short": (df, meta), "short-bankB": (other, {})}) == ""
+
+
+def test_table4_survives_parts_without_table2_rows_and_keeps_the_base_parts_bank_a():
+    from pe_kit.report.docs_results import read_part, table4_markdown
+
+    df, meta = read_part(PAPER_RUN / "short")
+    assert table4_markdown({"short": (df[df["experiment"] != "table2"], meta)}) == ""
+    t2 = df[(df["experiment"] == "table2") & (df["bank_source"] == "bankA")]
+    fake_b = t2[t2["variant"] == "nonce"].assign(bank_source="bankB")
+    also_a = t2[t2["variant"] == "nonce"].assign(epsilon_lower=99.0)
+    md = table4_markdown({"short": (df[df["variant"] == "nonce"], meta),
+                          "short-bankB": (pd.concat([also_a, fake_b]), {})})
+    rows = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| variant")]
+    assert len(rows) == 1 and rows[0].startswith("| nonce |") and "99.000" not in rows[0]

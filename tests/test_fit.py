@@ -285,3 +285,17 @@ def test_fit_counts_bank_b_authors_out_of_the_private_splits(tmp_path, monkeypat
     path.write_text(json.dumps({"text": "a", "examples": [["u1", 0], ["u2", 3]]}) + "\n")
     monkeypatch.setattr(loaders, "default_bank_b_path", lambda partial=False: path)
     assert reserved_for(q) == {"u1", "u2"} and reserved_for(p) == frozenset()
+
+
+def test_reserved_for_follows_each_notebooks_own_bank(tmp_path, monkeypatch):
+    from pe_kit.data import loaders
+    from pe_kit.run.fit import reserved_for
+
+    path = tmp_path / "b.jsonl"
+    path.write_text(json.dumps({"text": "a", "examples": [["u1", 0]]}) + "\n")
+    monkeypatch.setattr(loaders, "default_bank_b_path", lambda partial=False: path)
+    data = _s140(tmp_path / "own.csv", 2, 2)
+    q = get_preset("quick", data=data, fmt="sentiment140", overrides={"03_llr_checks.bank": "bankB"})
+    assert reserved_for(q) == reserved_for(q, ["03_llr_checks"]) == {"u1"}
+    r = get_preset("quick", data=data, fmt="sentiment140", overrides={"banks": ["bankA", "bankB"]})
+    assert reserved_for(r, ["01_mechanism"]) == frozenset() and reserved_for(r, ["04_audit"]) == {"u1"}

@@ -54,7 +54,9 @@ class Scan:
     def reserved_records(self, reserved, record_cap: int) -> np.ndarray:
         """int64 array (R,): records (capped at ``record_cap``) of the users of ``reserved`` (ids, str) that are in
         the file, in sorted id order; empty when none are."""
-        ids = sorted(u for u in set(reserved) if u in self.counts)
+        if reserved is None or isinstance(reserved, (str, bytes)):
+            raise TypeError(f"reserved={reserved!r} must be a collection of user ids, not a single id or None")
+        ids = sorted(u for u in {str(u) for u in reserved} if u in self.counts)
         return np.minimum(np.asarray([self.counts[u] for u in ids], dtype=np.int64), record_cap)
 
 

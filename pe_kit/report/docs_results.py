@@ -111,9 +111,13 @@ def table4_markdown(parts: dict) -> str:
     out = []
     for arm, dataset in ARM_DATASET.items():
         names = [n for n in (arm, f"{arm}-bankB") if n in parts]
-        tabs = [comparison_table(_exp(parts[n][0], "table2")) for n in names]
-        tab = pd.concat([t[t["arm"] == arm] for t in tabs if not t.empty], ignore_index=True) if tabs else None
-        if tab is None or tab.empty or "bankB" not in set(tab["bank"]):
+        tabs = [t[t["arm"] == arm] for t in (comparison_table(_exp(parts[n][0], "table2")) for n in names)
+                if not t.empty]
+        if not tabs:
+            continue
+        # a bank audited in both parts: the first part's rows (the -bankB part's own bank-A rows do not overwrite)
+        tab = pd.concat(tabs, ignore_index=True).drop_duplicates(["bank", "variant"], keep="first")
+        if tab.empty or "bankB" not in set(tab["bank"]):
             continue
         sizes = {b: (g["n_test"].max(), g["trials"].max()) for b, g in tab.groupby("bank")}
         ref = sizes.get("bankA", sizes["bankB"])
@@ -132,7 +136,7 @@ def table4_markdown(parts: dict) -> str:
                    "in every column.\n\n| variant | " + " | ".join(h for h, _ in cols) + " |\n|"
                    + "---|" * (len(cols) + 1) + "\n")
         for v in VARIANTS:
-            if any(v in c for _, c in cols[1:]):
+            if any(v in c for h, c in cols if not h.startswith("paper")):
                 out.append(f"| {v} | " + " | ".join(c.get(v, "") for _, c in cols) + " |\n")
         out.append("\n")
     if not out:

@@ -32,7 +32,7 @@ import numpy as np
 
 from pe_kit.run.presets import Preset
 
-__all__ = ["DataProfile", "FitResult", "data_profile", "reserved_for", "arms_used", "fit_preset", "stability_warnings",
+__all__ = ["DataProfile", "FitResult", "data_profile", "reserved_for", "banks_used", "arms_used", "fit_preset", "stability_warnings",
            "MIN_USERS_PER_SPLIT", "MIN_MAUVE_SAMPLES"]
 
 #: Calibration/test users below which single ε_lower values are noise. Measured by
@@ -99,12 +99,27 @@ def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: s
                        scan.reserved_records(reserved, record_cap))
 
 
-def reserved_for(p: Preset) -> frozenset:
-    """User ids that a world of ``p`` keeps out of its private splits: bank B's example authors when ``p.bank`` or
-    ``p.banks`` names ``bankB`` (``study.world.bank_reserved_users``), else none. The fit counts them out of every
-    arm, so the bank-A world of a run with both banks is fitted as its smaller bank-B world."""
-    banks = {str(b) for b in (*p.banks, p.bank)}
-    if "bankB" not in banks:
+def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
+    """The banks the given notebooks build worlds on (all notebooks when None), as :func:`arms_used`: 04
+    ``banks``; 07 none; every other notebook its own ``bank`` (``p.view(nb)``, so ``--set 03_llr_checks.bank=``
+    counts)."""
+    stems = list(p.notebooks) if notebooks is None else list(notebooks)
+    out = {str(b) for b in (*p.banks, p.bank)} if notebooks is None else set()
+    for nb in stems:
+        num = nb.split("_")[0]
+        if num == "04":
+            out |= {str(b) for b in p.banks}
+        elif num != "07":
+            out.add(str(p.view(nb)["bank"] if nb in p.notebooks else p.bank))
+    return out
+
+
+def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset:
+    """User ids that a world of ``p`` keeps out of its private splits: bank B's example authors when a notebook
+    that runs builds a world on ``bankB`` (:func:`banks_used`; ``study.world.bank_reserved_users``), else none. The
+    fit counts them out of every arm, so the bank-A world of a run with both banks is fitted as its smaller bank-B
+    world."""
+    if "bankB" not in banks_used(p, notebooks):
         return frozenset()
     from pe_kit.study.world import bank_reserved_users
 

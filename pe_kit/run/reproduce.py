@@ -352,7 +352,7 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
     if p.data is None or p.name == "tiny" and Path(p.data) == Path(PRESETS["tiny"].data):
         return p, None, stability_warnings(p, notebooks=notebooks)
     prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error, isolated=True,   # pass 1, in a child process
-                        reserved=reserved_for(p))
+                        reserved=reserved_for(p, notebooks))
     fit = fit_preset(p, prof, fixed=list(overrides or {}), notebooks=notebooks)
     note = None
     if fit.fitted and not fit_data and not fit.definite:  # only the estimated public-bank size is short
