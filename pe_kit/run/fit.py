@@ -32,8 +32,8 @@ import numpy as np
 
 from pe_kit.run.presets import Preset
 
-__all__ = ["DataProfile", "FitResult", "data_profile", "reserved_for", "banks_used", "arms_used", "fit_preset", "stability_warnings",
-           "MIN_USERS_PER_SPLIT", "MIN_MAUVE_SAMPLES"]
+__all__ = ["DataProfile", "FitResult", "data_profile", "reserved_for", "banks_used", "arms_used", "fit_preset",
+           "stability_warnings", "MIN_USERS_PER_SPLIT", "MIN_MAUVE_SAMPLES"]
 
 #: Calibration/test users below which single ε_lower values are noise. Measured by
 #: ``benchmarks/small_data_stability.py`` (bundled Blogs, m = 8, p = 512, one nonce canary, 10⁵ trials, 10 reruns
