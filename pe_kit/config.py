@@ -273,7 +273,7 @@ class WorldSettings(Section):
     n_aux: int = setting(500, _I1, "aux users (Σ̂, Eq. 33)")
     n_calibration: int = setting(1000, _I1, "calibration users (as many as n_test)")
     n_test: int = setting(1000, _I1, "N: test users")
-    bank: str = setting("bankA", ParamSpec("str"), "bank of a single-world notebook: bankA, bankB (once shipped), public or a path")
+    bank: str = setting("bankA", ParamSpec("str"), "bank of a single-world notebook: bankA, bankB, public or a path")
     bank_size: int = setting(8192, _I1, "p: bank entries")
     max_probes: int = setting(64, ParamSpec("int", lo=0), "r: probes of the paraphrase and nonce variants")
     model: str = setting("all-MiniLM-L6-v2", ParamSpec("str"), "encoder name or path")

@@ -4,7 +4,7 @@ median and spread) next to the paper's Table 2 / Table 4, and which of the paper
 Paper values: Table 2 (§4, label-only bank A, max over five canaries at 10⁶ trials per hypothesis, σ = 1, q = 0.1,
 δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C: bank A and the in-distribution bank B). The kit's long arm (users
 with 64 records) is the Yelp analogue, its short arm (32–64 short records) the Sentiment140 analogue; its
-``bankA`` is the paper's bank A and its ``bankB`` (once shipped, docs/banks.md) the paper's bank B. Its ``public``
+``bankA`` is the paper's bank A and its ``bankB`` (docs/banks.md) the paper's bank B. Its ``public``
 bank (real texts of users outside every split) is NOT the paper's bank B (Qwen3 text written from three public
 in-context examples): it is real, not generated, and more in-distribution; the paper's bank-B column is shown beside it only as the nearest published arm (:data:`BANK_NOTE`).
 Used by ``results.md`` (:func:`pe_kit.report.results.summary_markdown`) and ``docs/results.md``

@@ -46,8 +46,8 @@ class StudyConfig(WorldSettings):
             n_canary ≥ 25 gives each of the five real-canary variants its own five canaries
             (``pe_kit.attack.variants.canary_assignment``); nonce canaries are synthetic and need no slot.
         bank: ``bankA`` (bundled label-only SmolLM2 bank), ``bankB`` (bundled SmolLM2 bank from a label and three
-            public examples, once shipped; its example authors stay out of every private split), ``public`` (label-stratified records of users in
-            no split), ``llm-label`` / ``llm-icl`` (generated, SmolLM2 by default), or ``file:<path>`` / a path
+            public examples; its example authors stay out of every private split), ``public`` (label-stratified
+            records of users in no split), ``llm-label`` / ``llm-icl`` (generated, SmolLM2 by default), or ``file:<path>`` / a path
             to a JSON Lines file with a ``text`` field (``pe_kit.text.banks.make_bank``).
         bank_size: p (8192). max_probes: r (64), the depth reserve of the neighbour index.
         model: encoder name/path; max_seq_length: token cap (None = model default).
