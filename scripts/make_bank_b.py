@@ -106,11 +106,6 @@ def read_rows(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _norm(text: str) -> str:
-    """The key under which ``data.loaders.load_bank_texts`` counts two bank texts as one (whitespace-normalised)."""
-    return " ".join(str(text).split())
-
-
 def redraw_duplicates(rows: dict, items, gen, seed: int, attempts: int = 8) -> list[int]:
     """Make the bank's texts distinct in place: every row (in row order) whose text repeats an earlier row's is asked
     again with its own prompt (``bank_b_prompt`` of its label and its stored examples, cut as they were) under rng
@@ -118,25 +113,26 @@ def redraw_duplicates(rows: dict, items, gen, seed: int, attempts: int = 8) -> l
     ``duplicate_of`` and records ``redrawn`` = [seed, 2, row]. Returns the redrawn rows.
 
     Raises: RuntimeError naming the row when ``attempts`` generations give no new text."""
+    from pe_kit.data.loaders import bank_text
     from pe_kit.text.generators.prompts import bank_b_prompt
 
     text_of = {(x[1], x[2]): x[3] for x in items}
     seen, redrawn = set(), []
     for j in sorted(rows):
         r = rows[j]
-        if _norm(r["text"]) not in seen:
-            seen.add(_norm(r["text"]))
+        if bank_text(r["text"]) not in seen:
+            seen.add(bank_text(r["text"]))
             continue
         prompt = bank_b_prompt(r["label"], [text_of[(str(u), int(i))] for u, i in r["examples"]])
         rng = np.random.default_rng([seed, 2, j])
         for _ in range(attempts):
-            text = strip_enumerator(" ".join(str(gen.generate([prompt], rng)[0]).split()))  # as make_label_bank stores
-            if _norm(text) and _norm(text) not in seen:
+            text = strip_enumerator(bank_text(gen.generate([prompt], rng)[0]))  # whitespace as make_label_bank stores
+            if bank_text(text) and bank_text(text) not in seen:
                 break
         else:
             raise RuntimeError(f"row {j}: {attempts} generations gave no text distinct from the other rows")
         rows[j] = {**r, "duplicate_of": r["text"], "redrawn": [seed, 2, j], "text": text}
-        seen.add(_norm(text))
+        seen.add(bank_text(text))
         redrawn.append(j)
     return redrawn
 

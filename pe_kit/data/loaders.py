@@ -39,7 +39,7 @@ from pe_kit.data.records import Corpus, DataError, User, fail as _fail  # noqa: 
 __all__ = ["TWEET_LENGTH", "PROFILE_FIELDS", "DataError", "User", "Corpus", "default_data_path", "default_bank_path",
            "default_bank_b_path", "bank_b_authors",
            "format_rows", "default_min_records", "folder_message", "load_blogs", "load_yelp", "load_sentiment140",
-           "sniff_format", "load_corpus", "resolve_format", "load_bank_texts", "check_path"]
+           "sniff_format", "load_corpus", "resolve_format", "load_bank_texts", "bank_text", "check_path"]
 
 TWEET_LENGTH = 140
 
@@ -482,6 +482,12 @@ def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
     return {"blogs": load_blogs, "yelp": load_yelp, "sentiment140": load_sentiment140}[fmt](path, **kwargs)
 
 
+def bank_text(text) -> str:
+    """A bank entry as :func:`load_bank_texts` keeps it, and the key under which two entries are one: the text with
+    its whitespace runs collapsed to single spaces and stripped (str; "" for an entry with no words)."""
+    return " ".join(str(text).split())
+
+
 def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) -> tuple[list[str], dict]:
     """Candidate bank texts from a JSON Lines file with a ``text`` field (default: the bundled bank A).
 
@@ -494,7 +500,7 @@ def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) ->
     rows = 0
     for _, obj in _iter_json_lines(path, ("text",), "raise", skipped):
         rows += 1
-        t = " ".join(str(obj["text"]).split())
+        t = bank_text(obj["text"])
         if not t:
             skipped["empty_removed"] += 1
             continue

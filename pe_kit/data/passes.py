@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from pe_kit.data.records import LINE_RULES, Corpus, DataError, User, fail
+from pe_kit.data.records import LINE_RULES, Corpus, DataError, User, fail, reserved_ids
 
 __all__ = ["PASSES", "Scan", "scan_corpus", "admitted", "select_corpus", "file_stat", "Row", "Rows"]
 
@@ -53,10 +53,8 @@ class Scan:
 
     def reserved_records(self, reserved, record_cap: int) -> np.ndarray:
         """int64 array (R,): records (capped at ``record_cap``) of the users of ``reserved`` (ids, str) that are in
-        the file, in sorted id order; empty when none are."""
-        if reserved is None or isinstance(reserved, (str, bytes)):
-            raise TypeError(f"reserved={reserved!r} must be a collection of user ids, not a single id or None")
-        ids = sorted(u for u in {str(u) for u in reserved} if u in self.counts)
+        the file, in sorted id order; empty when none are. Raises TypeError as ``records.reserved_ids``."""
+        ids = sorted(u for u in reserved_ids(reserved) if u in self.counts)
         return np.minimum(np.asarray([self.counts[u] for u in ids], dtype=np.int64), record_cap)
 
 

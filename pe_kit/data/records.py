@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["DataError", "User", "Corpus", "fail", "LINE_RULES"]
+__all__ = ["DataError", "User", "Corpus", "fail", "reserved_ids", "LINE_RULES"]
 
 #: Skip rules that count lines (each line held one record).
 LINE_RULES = ("malformed_line", "malformed_quote", "bad_encoding", "missing_field", "bad_label", "bad_type",
@@ -66,6 +66,16 @@ class Corpus:
                 **{f"skipped_{k}": v for k, v in sorted(self.skipped.items())},
                 **{f"records_removed_{k}": v for k, v in sorted(self.removed.items())},
                 "records_removed_total": int(sum(self.removed.values()))}
+
+
+def reserved_ids(reserved) -> set[str]:
+    """``reserved`` as a set of str user ids (the corpus's ids are strings): the users a world keeps out of every
+    private split (bank B's example authors). Raises TypeError for a single string (it would reserve its
+    characters) or None."""
+    if reserved is None or isinstance(reserved, (str, bytes)):
+        raise TypeError(f"reserved={reserved!r} must be a collection of user ids (e.g. a set, or "
+                        "data.loaders.bank_b_authors()), not a single id or None; pass reserved=() for none")
+    return {str(u) for u in reserved}
 
 
 def fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pe_kit.data.loaders import TWEET_LENGTH, Corpus, User
+from pe_kit.data.records import reserved_ids
 
 
 def cut_to_length(text: str, max_chars: int) -> str:
@@ -71,15 +72,6 @@ class Splits:
         return {name: len(getattr(self, name)) for name in ("canary", "aux", "calibration", "test", "public")}
 
 
-def _reserved_ids(reserved) -> set[str]:
-    """``reserved`` as a set of str user ids (the corpus's ids are strings). Raises TypeError for a single string
-    (it would reserve its characters) or None."""
-    if reserved is None or isinstance(reserved, (str, bytes)):
-        raise TypeError(f"reserved={reserved!r} must be a collection of user ids (e.g. a set, or "
-                        "data.loaders.bank_b_authors()), not a single id or None; pass reserved=() for none")
-    return {str(u) for u in reserved}
-
-
 def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: int = 500, n_test: int = 1000,
                 seed: int = 0, canary_records: int | None = None, reserved=()) -> Splits:
     """Seeded disjoint user splits (App. D). Users left over form the ``public`` split.
@@ -110,7 +102,7 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
     if len(set(ids)) != len(ids):
         raise ValueError("corpus has duplicate user ids; merge them before splitting")
     order = [ids[i] for i in rng.permutation(len(ids))]
-    keep_out = _reserved_ids(reserved)
+    keep_out = reserved_ids(reserved)
     lengths = {u.user_id: len(u.texts) for u in corpus.users}
     fits = [i for i in order if canary_records is None or lengths[i] == canary_records]
     eligible = [i for i in fits if i not in keep_out]

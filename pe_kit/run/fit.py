@@ -110,7 +110,7 @@ def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
         if num == "04":
             out |= {str(b) for b in p.banks}
         elif num != "07":
-            out.add(str(p.view(nb)["bank"] if nb in p.notebooks else p.bank))
+            out.add(str(_notebook_value(p, nb, "bank")))
     return out
 
 
@@ -147,6 +147,11 @@ class FitResult:
         return f"sizes fitted to the data: {ch}. Why: " + "; ".join(self.reasons)
 
 
+def _notebook_value(p: Preset, nb: str, key: str):
+    """The value of setting ``key`` that notebook ``nb`` runs with: its own (``p.view(nb)``) or the preset's."""
+    return p.view(nb)[key] if nb in p.notebooks else getattr(p, key)
+
+
 def arms_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
     """The data arms the given notebooks read (all notebooks when None): 04 ``arms``; 01–03, 06, 08 ``arm``;
     05 ``arm`` and ``sweep_arm``; 07 none (it audits implementations on synthetic data)."""
@@ -160,7 +165,7 @@ def arms_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
         elif num == "05":
             out |= {p.arm, p.sweep_arm}
         elif num != "07":
-            out.add(p.view(nb)["arm"] if nb in p.notebooks else p.arm)
+            out.add(_notebook_value(p, nb, "arm"))
     return out
 
 
