@@ -52,11 +52,10 @@ def test_busy_cores_does_not_count_niced_processes(monkeypatch):
     import types
     from collections import namedtuple
 
-    shares = namedtuple("shares", "user nice system idle iowait")
-    calls = iter([shares(0, 0, 0, 100, 0), shares(20.0, 50.0, 5.0, 25.0, 0.0)] * 2)
+    times = namedtuple("times", "user nice system idle iowait")
+    calls = iter([times(0, 0, 0, 100, 0), times(20.0, 50.0, 5.0, 125.0, 0.0)] * 2)
     fake_proc = types.SimpleNamespace(cpu_times=lambda: (0.0, 0.0))
-    fake = types.SimpleNamespace(Process=lambda: fake_proc, cpu_times_percent=lambda interval=None: next(calls),
-                                 cpu_count=lambda: 2)
+    fake = types.SimpleNamespace(Process=lambda: fake_proc, cpu_times=lambda: next(calls), cpu_count=lambda: 2)
     monkeypatch.setitem(sys.modules, "psutil", fake)
     monkeypatch.setattr(threads, "_own_nice", lambda: 0)
     monkeypatch.setattr(threads, "_autogroup_enabled", lambda: False)
@@ -65,8 +64,24 @@ def test_busy_cores_does_not_count_niced_processes(monkeypatch):
     monkeypatch.setattr(threads, "_own_nice", lambda: 10)
     assert threads.busy_cores(interval=0.01) == 1.5
     # with autogroup scheduling, niced jobs of other sessions do not yield: all 1.5 cores are busy
-    calls_again = iter([shares(0, 0, 0, 100, 0), shares(20.0, 50.0, 5.0, 25.0, 0.0)])
-    fake.cpu_times_percent = lambda interval=None: next(calls_again)
+    calls_again = iter([times(0, 0, 0, 100, 0), times(20.0, 50.0, 5.0, 125.0, 0.0)])
+    fake.cpu_times = lambda: next(calls_again)
     monkeypatch.setattr(threads, "_own_nice", lambda: 0)
     monkeypatch.setattr(threads, "_autogroup_enabled", lambda: True)
     assert threads.busy_cores(interval=0.01) == 1.5
+
+
+def test_busy_cores_reads_raw_counters_not_their_percentages(monkeypatch):
+    """One core busy of two over the interval → 1.0 core, from the raw counter deltas; guest time (already inside
+    user) and other extra fields do not shift it. psutil's cpu_times_percent read 1.6 here on the 2-core machine."""
+    import sys
+    import types
+    from collections import namedtuple
+
+    times = namedtuple("times", "user nice system idle iowait irq softirq steal guest")
+    calls = iter([times(10.0, 0, 1.0, 50.0, 0, 0, 0, 0, 7.0), times(10.2, 0, 1.0, 50.2, 0, 0, 0, 0, 900.0)])
+    fake_proc = types.SimpleNamespace(cpu_times=lambda: (0.0, 0.0))
+    fake = types.SimpleNamespace(Process=lambda: fake_proc, cpu_times=lambda: next(calls), cpu_count=lambda: 2)
+    monkeypatch.setitem(sys.modules, "psutil", fake)
+    monkeypatch.setattr(threads, "_autogroup_enabled", lambda: True)
+    assert threads.busy_cores(interval=0.01) == pytest.approx(1.0)

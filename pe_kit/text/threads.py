@@ -25,11 +25,18 @@ def cpu_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# the /proc/stat fields that partition CPU time (guest time is already inside user and nice, so it is left out)
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
 def busy_cores(interval: float = 0.2) -> float:
     """Cores kept busy by *other* processes right now (float ≥ 0, in cores).
 
     With ``psutil``: the machine's CPU use over ``interval`` seconds (the caller sleeps meanwhile, so its
-    own use is subtracted and is ≈ 0). CPU time of *niced* processes (the kernel's ``nice`` share: processes
+    own use is subtracted and is ≈ 0), from the raw ``psutil.cpu_times()`` counters: busy share =
+    1 − (Δidle + Δiowait) / Σ Δfields. Not ``psutil.cpu_times_percent``: on this kit's 2-core CI-like machine
+    (psutil 7.2.2, Linux 6.18) its shares over 0.2 s summed to 40 %, not 100 %, so one busy core read as 1.6 and
+    an encoder on an otherwise idle machine chose 1 thread (12 texts/s instead of ≈ 23). CPU time of *niced* processes (the kernel's ``nice`` share: processes
     with a higher nice value) is not counted when this process itself runs at nice ≤ 0 and the kernel's
     autogroup scheduling is off, because the scheduler then gives them only what this process leaves (weight 36 at
     nice 15 against 1024 at nice 0); counting them made a nice-0 paper run encode with 1 thread at 10 texts/s
@@ -54,14 +61,18 @@ def busy_cores(interval: float = 0.2) -> float:
     if psutil is not None:
         me = psutil.Process()
         t0 = sum(me.cpu_times()[:2])
-        psutil.cpu_times_percent(interval=None)
+        before = psutil.cpu_times()
         time.sleep(interval)
-        shares = psutil.cpu_times_percent(interval=None)
+        after = psutil.cpu_times()
         ncpu = psutil.cpu_count() or cpu_cores()
-        total = (100.0 - shares.idle - getattr(shares, "iowait", 0.0)) / 100.0 * ncpu
+        delta = {f: max(0.0, float(getattr(after, f, 0.0)) - float(getattr(before, f, 0.0))) for f in _CPU_FIELDS}
+        span = sum(delta.values())  # CPU-seconds that passed on all cores together (≈ interval · ncpu)
+        if span <= 0:
+            return 0.0
+        total = (span - delta["idle"] - delta["iowait"]) / span * ncpu
         own = (sum(me.cpu_times()[:2]) - t0) / interval
         yields = _own_nice() <= 0 and not _autogroup_enabled()
-        yielding = getattr(shares, "nice", 0.0) / 100.0 * ncpu if yields else 0.0
+        yielding = delta["nice"] / span * ncpu if yields else 0.0
         return max(0.0, total - own - yielding)
     try:
         return max(0.0, float(os.getloadavg()[0]))
