@@ -286,6 +286,10 @@ def test_bank_b_authors_leave_the_paper_parts_splits_unchanged():
     authors, items = mbb.public_examples(corpus, mbb.author_pool(corpus, str(_FULL)), 128, 300,
                                          np.random.default_rng([0, 0]))
     assert len(set(authors)) == 128 and len(items) > 3 * 128
+    from pe_kit.data.loaders import bank_b_authors, default_bank_b_path
+
+    if default_bank_b_path().is_file():  # the shipped file's example authors are exactly these
+        assert set(map(str, authors)) == set(bank_b_authors())
     P = get_preset("paper", None, str(_FULL), "blogs")
     for arm, n in (("long", 600), ("short", P.n_test)):
         users = make_arm(corpus, arm, P.record_cap)
@@ -336,3 +340,26 @@ def test_make_bank_b_redraws_rows_that_repeat_an_earlier_rows_text():
     with pytest.raises(RuntimeError, match="row 1: 2 generations"):
         Gen.answers = iter(["x", "x"])
         mbb.redraw_duplicates({0: {**rows[0], "text": "x"}, 1: {**rows[1], "text": "x"}}, items, Gen(), 0, attempts=2)
+
+
+def test_a_bank_b_file_reserves_its_authors_by_any_name(tmp_path):
+    """Bank B passed as a path (file:…, bare, a copy elsewhere) reserves the same example authors as ``bankB``; a
+    plain bank file and the built-in kinds reserve none."""
+    import shutil
+
+    from pe_kit.data.loaders import default_bank_b_path
+    from pe_kit.study.world import bank_reserved_users
+
+    shipped = default_bank_b_path()
+    if not shipped.is_file():
+        pytest.skip("bank B is not shipped in this checkout")
+    want = bank_reserved_users("bankB")
+    assert len(want) == 128
+    copy = tmp_path / "mine.jsonl.gz"
+    shutil.copy(shipped, copy)
+    for spelling in (f"file:{shipped}", str(shipped), str(copy), f"file:{copy}"):
+        assert bank_reserved_users(spelling) == want, spelling
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"text": "a post"}\n')
+    for spelling in (str(plain), f"file:{plain}", "bankA", "public", str(tmp_path / "missing.jsonl")):
+        assert bank_reserved_users(spelling) == frozenset(), spelling

@@ -149,3 +149,21 @@ def test_bank_b_authors_read_from_the_examples(tmp_path):
     assert bank_b_authors(path) == {"u1", "u2", "u7"}
     with pytest.raises(FileNotFoundError, match="does not exist"):
         bank_b_authors(tmp_path / "missing.jsonl")
+
+
+def test_reserved_users_are_kept_out_when_the_corpus_has_int_ids():
+    """A hand-built Corpus with int user ids: the reserved ids (text, as bank B lists them) still match, so no
+    reserved user enters a private split; with every fitting user reserved the error does not suggest n_canary=0."""
+    import pytest as _pytest
+
+    from pe_kit.data.records import Corpus, User
+    from pe_kit.data.splits import split_users
+
+    corpus = Corpus([User(i, tuple(f"post {i}.{j}" for j in range(4)), "x") for i in range(40)], "hand-built")
+    reserved = {str(i) for i in range(0, 40, 2)}
+    s = split_users(corpus, 2, 4, 4, 4, seed=0, reserved=reserved)
+    private = set(s.canary) | set(s.aux) | set(s.calibration) | set(s.test)
+    assert len(private) == 14 and not {str(i) for i in private} & reserved
+    with _pytest.raises(ValueError, match="choose another bank or corpus") as err:
+        split_users(corpus, 2, 4, 4, 4, seed=0, reserved={str(i) for i in range(40)})
+    assert "n_canary=0" not in str(err.value)

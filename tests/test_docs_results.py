@@ -171,9 +171,38 @@ def test_table4_joins_a_part_and_its_bank_b_part_arm_by_arm():
     assert "short arm (paper: Sentiment140; parts `short`, `short-bankB`): N = 1,000, 10⁶ trials" in md
     assert "long arm" not in md
     assert "| variant | paper A | bank A | paper B | bank B | public bank (not the paper's) |" in md.splitlines()
-    # bank B at other sizes than bank A: no table, rather than a comparison of unlike cells
+    # bank B at other sizes than bank A: no table, rather than a comparison of unlike cells, and a note that says why
     other = fake_b.assign(trials=2 * 10 ** 5)
-    assert table4_markdown({"short": (df, meta), "short-bankB": (other, {})}) == ""
+    note = table4_markdown({"short": (df, meta), "short-bankB": (other, {})})
+    assert note.startswith("Not joined: short arm: bank B's rows were audited at other sizes") and "| nonce" not in note
+
+
+def test_table4_refuses_to_join_other_canaries_or_another_setting():
+    """The Table 4 analogue says "the same canaries in every column": a bank-B part whose canaries, seed or
+    ε_theory differ from bank A's is not joined (a note says which), since its cells would compare other users."""
+    from pe_kit.report.docs_results import read_part, table4_markdown
+
+    df, meta = read_part(PAPER_RUN / "short")
+    t2 = df[(df["experiment"] == "table2") & (df["bank_source"] == "bankA")]
+    fake_b = t2.assign(bank_source="bankB")
+    swapped = fake_b.assign(canary_id=fake_b["canary_id"].astype(str) + "x")
+    md = table4_markdown({"short": (df, meta), "short-bankB": (swapped, {})})
+    assert md.startswith("Not joined: short arm: ") and "'s canaries on bankB are not those on bankA" in md
+    assert "| nonce" not in md
+    for col, value in (("study_seed", 7), ("epsilon_theory", 5.084)):
+        md = table4_markdown({"short": (df, meta), "short-bankB": (fake_b.assign(**{col: value}), {})})
+        assert md.startswith(f"Not joined: short arm: {col} differs between bankA") and "| nonce" not in md
+
+
+def test_table4_and_comparison_table_survive_rows_without_epsilon():
+    """A part whose every ε_lower is missing has no cells: no KeyError, no table."""
+    from pe_kit.report.docs_results import read_part, table4_markdown
+    from pe_kit.report.paper_compare import comparison_table
+
+    df, meta = read_part(PAPER_RUN / "short")
+    empty = df.assign(epsilon_lower=float("nan"))
+    assert comparison_table(empty[empty["experiment"] == "table2"]).empty
+    assert table4_markdown({"short": (empty, meta), "short-bankB": (empty.assign(bank_source="bankB"), {})}) == ""
 
 
 def test_table4_survives_parts_without_table2_rows_and_keeps_the_base_parts_bank_a():

@@ -46,42 +46,85 @@ def test_local_lm_thread_setting_validated_without_loading():
         LocalLMGenerator(num_threads=0)
 
 
-def test_busy_cores_does_not_count_niced_processes(monkeypatch):
-    """A niced job yields to a nice-0 process, so its CPU share is not 'busy' for it; at nice > 0 it is."""
+def _fake_psutil(monkeypatch, *snapshots, ncpu=2, allowed=None):
+    """psutil stand-in whose cpu_times(percpu=True) returns the given per-CPU snapshots in turn."""
     import sys
     import types
+
+    calls = iter(snapshots)
+    fake_proc = types.SimpleNamespace(cpu_times=lambda: (0.0, 0.0))
+    fake = types.SimpleNamespace(Process=lambda: fake_proc, cpu_times=lambda percpu=False: next(calls),
+                                 cpu_count=lambda: ncpu, Error=RuntimeError)
+    monkeypatch.setitem(sys.modules, "psutil", fake)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: set(range(ncpu) if allowed is None else allowed),
+                        raising=False)
+    return fake
+
+
+def test_busy_cores_does_not_count_niced_processes(monkeypatch):
+    """A niced job yields to a nice-0 process, so its CPU share is not 'busy' for it; at nice > 0 it is."""
     from collections import namedtuple
 
-    times = namedtuple("times", "user nice system idle iowait")
-    calls = iter([times(0, 0, 0, 100, 0), times(20.0, 50.0, 5.0, 125.0, 0.0)] * 2)
-    fake_proc = types.SimpleNamespace(cpu_times=lambda: (0.0, 0.0))
-    fake = types.SimpleNamespace(Process=lambda: fake_proc, cpu_times=lambda: next(calls), cpu_count=lambda: 2)
-    monkeypatch.setitem(sys.modules, "psutil", fake)
+    t = namedtuple("times", "user nice system idle iowait")
+    # two cores over the interval: core 0 fully niced, core 1 half user (40) half idle (but 10 system): 75 % busy
+    start = [t(0, 0, 0, 100, 0), t(0, 0, 0, 100, 0)]
+    end = [t(0, 100, 0, 100, 0), t(40, 0, 10, 150, 0)]
     monkeypatch.setattr(threads, "_own_nice", lambda: 0)
     monkeypatch.setattr(threads, "_autogroup_enabled", lambda: False)
+    _fake_psutil(monkeypatch, start, end)
     # 75 % of 2 cores in use, 50 % of it niced: only (75 − 50) % · 2 = 0.5 cores count as busy
-    assert threads.busy_cores(interval=0.01) == 0.5
+    assert threads.busy_cores(interval=0.01) == pytest.approx(0.5)
     monkeypatch.setattr(threads, "_own_nice", lambda: 10)
-    assert threads.busy_cores(interval=0.01) == 1.5
+    _fake_psutil(monkeypatch, start, end)
+    assert threads.busy_cores(interval=0.01) == pytest.approx(1.5)
     # with autogroup scheduling, niced jobs of other sessions do not yield: all 1.5 cores are busy
-    calls_again = iter([times(0, 0, 0, 100, 0), times(20.0, 50.0, 5.0, 125.0, 0.0)])
-    fake.cpu_times = lambda: next(calls_again)
     monkeypatch.setattr(threads, "_own_nice", lambda: 0)
     monkeypatch.setattr(threads, "_autogroup_enabled", lambda: True)
-    assert threads.busy_cores(interval=0.01) == 1.5
+    _fake_psutil(monkeypatch, start, end)
+    assert threads.busy_cores(interval=0.01) == pytest.approx(1.5)
 
 
 def test_busy_cores_reads_raw_counters_not_their_percentages(monkeypatch):
     """One core busy of two over the interval → 1.0 core, from the raw counter deltas; guest time (already inside
-    user) and other extra fields do not shift it. psutil's cpu_times_percent read 1.6 here on the 2-core machine."""
-    import sys
-    import types
+    user) does not shift it. psutil's cpu_times_percent read 1.6 here on the 2-core machine."""
     from collections import namedtuple
 
-    times = namedtuple("times", "user nice system idle iowait irq softirq steal guest")
-    calls = iter([times(10.0, 0, 1.0, 50.0, 0, 0, 0, 0, 7.0), times(10.2, 0, 1.0, 50.2, 0, 0, 0, 0, 900.0)])
-    fake_proc = types.SimpleNamespace(cpu_times=lambda: (0.0, 0.0))
-    fake = types.SimpleNamespace(Process=lambda: fake_proc, cpu_times=lambda: next(calls), cpu_count=lambda: 2)
-    monkeypatch.setitem(sys.modules, "psutil", fake)
+    t = namedtuple("times", "user nice system idle iowait irq softirq steal guest")
+    start = [t(10.0, 0, 1.0, 50.0, 0, 0, 0, 0, 7.0), t(5.0, 0, 0, 60.0, 0, 0, 0, 0, 0)]
+    end = [t(10.2, 0, 1.0, 50.0, 0, 0, 0, 0, 900.0), t(5.0, 0, 0, 60.2, 0, 0, 0, 0, 0)]
     monkeypatch.setattr(threads, "_autogroup_enabled", lambda: True)
+    _fake_psutil(monkeypatch, start, end)
     assert threads.busy_cores(interval=0.01) == pytest.approx(1.0)
+
+
+def test_busy_cores_counts_only_the_cpus_this_process_may_use(monkeypatch):
+    """Affinity to cores {2, 3} of 4 while cores 0 and 1 are busy elsewhere: nothing we could use is busy."""
+    from collections import namedtuple
+
+    t = namedtuple("times", "user nice system idle iowait")
+    start = [t(0, 0, 0, 0, 0)] * 4
+    end = [t(1, 0, 0, 0, 0), t(1, 0, 0, 0, 0), t(0, 0, 0, 1, 0), t(0.5, 0, 0, 0.5, 0)]
+    monkeypatch.setattr(threads, "_autogroup_enabled", lambda: True)
+    _fake_psutil(monkeypatch, start, end, ncpu=4, allowed={2, 3})
+    assert threads.busy_cores(interval=0.01) == pytest.approx(0.5)
+
+
+def test_busy_cores_falls_back_to_load_average_when_counters_are_refused(monkeypatch):
+    fake = _fake_psutil(monkeypatch)
+
+    def refuse(percpu=False):
+        raise PermissionError("no /proc/stat")
+
+    fake.cpu_times = refuse
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (0.75, 0.5, 0.25))
+    assert threads.busy_cores(interval=0.01) == 0.75
+
+
+def test_threads_env_override_errors_name_the_variable(monkeypatch):
+    for bad in ("two", "2.0", "0", "-1"):
+        monkeypatch.setenv("PE_KIT_THREADS", bad)
+        with pytest.raises(ValueError, match="PE_KIT_THREADS"):
+            threads.resolve_threads("auto")
+    monkeypatch.setenv("PE_KIT_THREADS", "auto")
+    monkeypatch.setattr(threads, "busy_cores", lambda interval=0.2: 0.0)
+    assert threads.resolve_threads("auto") == threads.cpu_cores()

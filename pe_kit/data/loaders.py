@@ -94,6 +94,23 @@ def bank_b_authors(path=None) -> frozenset[str]:
     return frozenset(authors)
 
 
+def has_examples(path) -> bool:
+    """Whether a bank file's first JSON object carries ``examples`` (a bank-B file, whatever its name or place).
+
+    Args:
+        path: a JSON Lines bank file (``.jsonl`` or ``.jsonl.gz``).
+
+    Returns:
+        False for a missing file, a folder, or a file whose first row has no ``examples`` (a plain bank).
+    """
+    path = Path(path)
+    if not path.is_file():
+        return False
+    for _, obj in _iter_json_lines(path, ("text",), "skip", Counter()):
+        return "examples" in obj
+    return False
+
+
 def _example_authors(examples, path: Path, lineno: int) -> list[str]:
     """The user ids of one bank-B row's ``examples`` ([[user id, record index], ...]), checked (DataError)."""
     def bad(what: str):

@@ -105,7 +105,7 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
     keep_out = reserved_ids(reserved)
     lengths = {u.user_id: len(u.texts) for u in corpus.users}
     fits = [i for i in order if canary_records is None or lengths[i] == canary_records]
-    eligible = [i for i in fits if i not in keep_out]
+    eligible = [i for i in fits if str(i) not in keep_out]  # ids compared as text (reserved_ids)
     if len(eligible) < n_canary:
         most = max(lengths.values(), default=0)
         if not ids:
@@ -120,15 +120,17 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
                              f"{canary_records} records, which every canary needs (§3; most records of a user: "
                              f"{most}); lower record_cap (e.g. --set record_cap={most}) or add --fit-data to fit "
                              "the sizes to the data")
+        fix = (f"lower n_canary (--set n_canary={len(eligible)}) or record_cap, or add --fit-data" if eligible else
+               "lower record_cap to a record count your unreserved users have, choose another bank or corpus, or "
+               "add --fit-data")
         raise ValueError(f"only {len(eligible)} users have exactly {canary_records if canary_records else 'any'} "
-                         f"records{why} but n_canary={n_canary} canaries are requested; lower n_canary (--set "
-                         f"n_canary={max(1, len(eligible))}) or record_cap, or add --fit-data")
+                         f"records{why} but n_canary={n_canary} canaries are requested; {fix}")
     canary = eligible[:n_canary]
     chosen = set(canary)
-    rest = [i for i in order if i not in chosen and i not in keep_out]
+    rest = [i for i in order if i not in chosen and str(i) not in keep_out]
     need = n_aux + n_calibration + n_test
     if len(rest) < need:
-        held = len(keep_out & set(ids))
+        held = len(keep_out & set(map(str, ids)))
         free = len(ids) - held
         why = (f", {held} of them reserved as bank-B example authors (kept out of every private split; a bank other "
                f"than bankB reserves none), so {free} can be split") if held else ""

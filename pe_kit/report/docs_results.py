@@ -108,7 +108,7 @@ def table4_markdown(parts: dict) -> str:
     from pe_kit.attack.variants import VARIANTS
     from pe_kit.report.paper_compare import ARM_DATASET, PAPER_TABLE4
 
-    out = []
+    out, skipped = [], []
     for arm, dataset in ARM_DATASET.items():
         names = [n for n in (arm, f"{arm}-bankB") if n in parts]
         tabs = [t[t["arm"] == arm] for t in (comparison_table(_exp(parts[n][0], "table2")) for n in names)
@@ -121,8 +121,13 @@ def table4_markdown(parts: dict) -> str:
             continue
         sizes = {b: (g["n_test"].max(), g["trials"].max()) for b, g in tab.groupby("bank")}
         ref = sizes.get("bankA", sizes["bankB"])
-        banks = [b for b in ("bankA", "bankB", "public") if b in sizes and sizes[b] == ref]
+        banks = [b for b in ("bankA", "bankB", "public") if b in sizes and _same_sizes(sizes[b], ref)]
         if "bankB" not in banks:
+            skipped.append(f"{arm} arm: bank B's rows were audited at other sizes (N, trials) than bank A's")
+            continue
+        differ = _world_mismatch(parts, names, arm, banks)
+        if differ:
+            skipped.append(f"{arm} arm: {differ}")
             continue
         cells = {b: {r.variant: f"{_f(r.max)} / {_f(r.median)}" for r in tab[tab["bank"] == b].itertuples()}
                  for b in banks}
@@ -139,12 +144,59 @@ def table4_markdown(parts: dict) -> str:
             if any(v in c for h, c in cols if not h.startswith("paper")):
                 out.append(f"| {v} | " + " | ".join(c.get(v, "") for _, c in cols) + " |\n")
         out.append("\n")
+    note = "".join(f"Not joined: {s_}; the columns would not compare like with like.\n\n" for s_ in skipped)
     if not out:
-        return ""
-    return ("ε_lower as max / median over each variant's canaries (the paper's Table 4 is the max over five). Bank A: "
+        return note
+    return (note + "ε_lower as max / median over each variant's canaries (the paper's Table 4 is the max over five). Bank A: "
             "label-only SmolLM2 text; bank B: SmolLM2 text from a label and three public posts (the paper's two "
             "generated banks, App. C); the public bank: real posts of bloggers in no split, a third bank of the "
             "kit's own.\n\n" + "".join(out))
+
+
+def _same_sizes(a: tuple, b: tuple) -> bool:
+    """Equal (N, trials) pairs, where a size missing from both (NaN) counts as equal."""
+    return all(x == y or (pd.isna(x) and pd.isna(y)) for x, y in zip(a, b))
+
+
+def _world_mismatch(parts: dict, names: list[str], arm: str, banks: list[str]) -> str:
+    """Why the banks' rows of one arm do not audit the same canaries ("" when they do): for each bank, the rows of
+    the first part in ``names`` that has it; compared are each variant's set of ``canary_id`` (variants in both),
+    ``epsilon_theory`` and, where recorded, the study's seed, data, record cap and token cap."""
+    rows = {}
+    for n in names:
+        t2 = _exp(parts[n][0], "table2")
+        if "study_arm" not in t2 or "bank_source" not in t2:
+            continue
+        t2 = t2[t2["study_arm"] == arm]
+        for b in banks:
+            if b not in rows and (t2["bank_source"] == b).any():
+                rows[b] = t2[t2["bank_source"] == b]
+    ref_bank = "bankA" if "bankA" in rows else "bankB"
+    ref = rows.get(ref_bank)
+    if ref is None:
+        return ""
+    for b, r in rows.items():
+        if b == ref_bank:
+            continue
+        if "canary_id" in ref and "canary_id" in r:
+            for v in sorted(set(ref["variant"]) & set(r["variant"])):
+                if set(ref.loc[ref["variant"] == v, "canary_id"].astype(str)) != set(
+                        r.loc[r["variant"] == v, "canary_id"].astype(str)):
+                    return f"{v}'s canaries on {b} are not those on {ref_bank}"
+        for col in ("epsilon_theory", "study_seed", "study_data", "study_record_cap", "study_max_seq_length"):
+            if col in ref and col in r:
+                a, c = _values(ref[col]), _values(r[col])
+                if a and c and a != c:
+                    return f"{col} differs between {ref_bank} ({'/'.join(sorted(a))}) and {b} ({'/'.join(sorted(c))})"
+    return ""
+
+
+def _values(col: pd.Series) -> set[str]:
+    """A column's distinct non-missing values as text (numbers to 6 decimals, so 1.6950 and 1.695 agree)."""
+    num = pd.to_numeric(col, errors="coerce")
+    if num.notna().all():
+        return {f"{x:.6g}" for x in num.dropna()}
+    return set(col.dropna().astype(str))
 
 
 def _runs_table(parts: dict, link: str) -> str:

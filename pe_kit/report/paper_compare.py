@@ -114,6 +114,8 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
                          **{out: (e[col].max() if col in e else float("nan"))
                             for out, col in (("trials", "trials"), ("n_test", "study_n_test"),
                                              ("n_calibration", "study_n_calibration"))}})
+    if not rows:  # every row lacked an arm, bank, variant or ε_lower
+        return pd.DataFrame()
     out = pd.DataFrame(rows)
     return out.astype({"paper_table2": float, "paper_table4": float})
 

@@ -115,15 +115,13 @@ def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
 
 
 def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset:
-    """User ids that a world of ``p`` keeps out of its private splits: bank B's example authors when a notebook
-    that runs builds a world on ``bankB`` (:func:`banks_used`; ``study.world.bank_reserved_users``), else none. The
-    fit counts them out of every arm, so the bank-A world of a run with both banks is fitted as its smaller bank-B
-    world."""
-    if "bankB" not in banks_used(p, notebooks):
-        return frozenset()
+    """User ids that a world of ``p`` keeps out of its private splits: the example authors of every bank-B file
+    that a notebook that runs builds a world on (``bankB`` or a bank-B file by path; :func:`banks_used`,
+    ``study.world.bank_reserved_users``), else none. The fit counts them out of every arm, so the bank-A world of
+    a run with both banks is fitted as its smaller bank-B world."""
     from pe_kit.study.world import bank_reserved_users
 
-    return bank_reserved_users("bankB")
+    return frozenset().union(*(bank_reserved_users(b) for b in banks_used(p, notebooks)))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -167,13 +168,26 @@ def reserved_users(config: StudyConfig) -> frozenset[str]:
 
 
 def bank_reserved_users(bank: str) -> frozenset[str]:
-    """User ids a world on ``bank`` keeps out of its private splits: bank B's example authors when ``bank ==
-    "bankB"`` and the file is shipped (``data.loaders.bank_b_authors``), else none."""
-    from pe_kit.data.loaders import bank_b_authors, default_bank_b_path
+    """User ids a world on ``bank`` keeps out of its private splits: the example authors of a bank-B file
+    (``data.loaders.bank_b_authors``): the shipped one for ``bank == "bankB"``, and any bank file
+    (``file:<path>`` or a bare path) whose rows carry ``examples`` (a copy or a rebuild of bank B); else none.
 
-    if bank != "bankB" or not default_bank_b_path().is_file():
+    Raises:
+        DataError: a bank file whose first row has ``examples`` but a later row is malformed (it would reserve the
+            wrong users).
+    """
+    from pe_kit.data.loaders import bank_b_authors, default_bank_b_path, has_examples
+    from pe_kit.text.banks import BANK_KINDS
+
+    if bank == "bankB":
+        path = default_bank_b_path()
+    elif bank in BANK_KINDS:
         return frozenset()
-    return bank_b_authors(default_bank_b_path())
+    else:
+        path = Path(bank[len("file:"):] if bank.startswith("file:") else bank)
+    if not has_examples(path):
+        return frozenset()
+    return bank_b_authors(path)
 
 
 def study_splits(config: StudyConfig, corpus: Corpus) -> Splits:

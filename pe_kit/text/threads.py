@@ -33,18 +33,19 @@ def busy_cores(interval: float = 0.2) -> float:
     """Cores kept busy by *other* processes right now (float ≥ 0, in cores).
 
     With ``psutil``: the machine's CPU use over ``interval`` seconds (the caller sleeps meanwhile, so its
-    own use is subtracted and is ≈ 0), from the raw ``psutil.cpu_times()`` counters: busy share =
+    own use is subtracted and is ≈ 0), from the raw per-CPU ``psutil.cpu_times(percpu=True)`` counters of the
+    CPUs this process may run on (its affinity mask, as :func:`cpu_cores` counts them): busy share =
     1 − (Δidle + Δiowait) / Σ Δfields. Not ``psutil.cpu_times_percent``: on this kit's 2-core CI-like machine
     (psutil 7.2.2, Linux 6.18) its shares over 0.2 s summed to 40 %, not 100 %, so one busy core read as 1.6 and
-    an encoder on an otherwise idle machine chose 1 thread (12 texts/s instead of ≈ 23). CPU time of *niced* processes (the kernel's ``nice`` share: processes
-    with a higher nice value) is not counted when this process itself runs at nice ≤ 0 and the kernel's
+    an encoder on an otherwise idle machine chose 1 thread (12 texts/s instead of ≈ 23). CPU time of *niced*
+    processes (the kernel's ``nice`` share: processes with a higher nice value) is not counted when this process itself runs at nice ≤ 0 and the kernel's
     autogroup scheduling is off, because the scheduler then gives them only what this process leaves (weight 36 at
     nice 15 against 1024 at nice 0); counting them made a nice-0 paper run encode with 1 thread at 10 texts/s
     while niced test jobs ran. With autogroup on (``/proc/sys/kernel/sched_autogroup_enabled`` = 1), nice only
     orders processes of one session and jobs of other sessions share the cores equally (measured: niced jobs kept
     ≈ 60 % of a core each beside the nice-0 run), so their time counts as busy. Without psutil: the 1-minute
     load average minus this process's recent use is not measurable, so the load average itself is returned
-    (an upper bound).
+    (an upper bound); the same where psutil's counters are refused (PermissionError in some sandboxes).
 
     Args:
         interval: seconds to sample (float > 0; psutil only).
@@ -59,25 +60,43 @@ def busy_cores(interval: float = 0.2) -> float:
     except ImportError:
         psutil = None
     if psutil is not None:
-        me = psutil.Process()
-        t0 = sum(me.cpu_times()[:2])
-        before = psutil.cpu_times()
-        time.sleep(interval)
-        after = psutil.cpu_times()
-        ncpu = psutil.cpu_count() or cpu_cores()
-        delta = {f: max(0.0, float(getattr(after, f, 0.0)) - float(getattr(before, f, 0.0))) for f in _CPU_FIELDS}
-        span = sum(delta.values())  # CPU-seconds that passed on all cores together (≈ interval · ncpu)
-        if span <= 0:
-            return 0.0
-        total = (span - delta["idle"] - delta["iowait"]) / span * ncpu
-        own = (sum(me.cpu_times()[:2]) - t0) / interval
-        yields = _own_nice() <= 0 and not _autogroup_enabled()
-        yielding = delta["nice"] / span * ncpu if yields else 0.0
-        return max(0.0, total - own - yielding)
+        try:
+            return _busy_from_counters(psutil, interval)
+        except (OSError, psutil.Error):  # counters refused (some sandboxes): fall back to the load average
+            pass
     try:
         return max(0.0, float(os.getloadavg()[0]))
     except (AttributeError, OSError):
         return 0.0
+
+
+def _allowed_cpus(ncpu: int) -> list[int]:
+    """Indices of the CPUs this process may run on (affinity mask), within [0, ncpu)."""
+    try:
+        allowed = sorted(c for c in os.sched_getaffinity(0) if 0 <= c < ncpu)
+    except (AttributeError, OSError):
+        allowed = []
+    return allowed or list(range(ncpu))
+
+
+def _busy_from_counters(psutil, interval: float) -> float:
+    """:func:`busy_cores` from psutil's raw per-CPU counters, over the CPUs this process may use only."""
+    me = psutil.Process()
+    t0 = sum(me.cpu_times()[:2])
+    before = psutil.cpu_times(percpu=True)
+    time.sleep(interval)
+    after = psutil.cpu_times(percpu=True)
+    cpus = _allowed_cpus(min(len(before), len(after)))
+    delta = {f: sum(max(0.0, float(getattr(after[c], f, 0.0)) - float(getattr(before[c], f, 0.0))) for c in cpus)
+             for f in _CPU_FIELDS}
+    span = sum(delta.values())  # CPU-seconds that passed on the allowed cores together (≈ interval · len(cpus))
+    if span <= 0:
+        return 0.0
+    total = (span - delta["idle"] - delta["iowait"]) / span * len(cpus)
+    own = (sum(me.cpu_times()[:2]) - t0) / interval
+    yields = _own_nice() <= 0 and not _autogroup_enabled()
+    yielding = delta["nice"] / span * len(cpus) if yields else 0.0
+    return float(min(len(cpus), max(0.0, total - own - yielding)))
 
 
 def _own_nice() -> int:
@@ -137,9 +156,14 @@ def resolve_threads(num_threads, field: str = "num_threads") -> int | None:
     if isinstance(num_threads, str):
         if num_threads != "auto":
             raise ValueError(f"{field}={num_threads!r} must be 'auto', None or an int ≥ 1")
-        env = os.environ.get("PE_KIT_THREADS")
-        if env:
-            return resolve_threads(int(env), "PE_KIT_THREADS")
+        env = os.environ.get("PE_KIT_THREADS", "").strip()
+        if env and env != "auto":
+            try:
+                value = int(env)
+            except ValueError:
+                raise ValueError(f"PE_KIT_THREADS={env!r} must be an int ≥ 1 or 'auto' (unset it to choose from "
+                                 "the load)") from None
+            return resolve_threads(value, "PE_KIT_THREADS")
         return auto_threads()
     if isinstance(num_threads, bool) or int(num_threads) != num_threads or int(num_threads) < 1:
         raise ValueError(f"{field}={num_threads!r} must be 'auto', None or an int ≥ 1")
