@@ -37,7 +37,7 @@ from pe_kit.data.passes import Row, Rows, Scan, admitted, scan_corpus, select_co
 from pe_kit.data.records import Corpus, DataError, User, fail as _fail  # noqa: F401  (re-exported)
 
 __all__ = ["TWEET_LENGTH", "PROFILE_FIELDS", "DataError", "User", "Corpus", "default_data_path", "default_bank_path",
-           "default_bank_b_path", "bank_b_authors",
+           "default_bank_b_path", "bank_b_authors", "has_examples",
            "format_rows", "default_min_records", "folder_message", "load_blogs", "load_yelp", "load_sentiment140",
            "sniff_format", "load_corpus", "resolve_format", "load_bank_texts", "bank_text", "check_path"]
 
