@@ -124,7 +124,8 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     check = check if check is not None else min(designs, key=lambda d: (len(d.test), len(d.canary)))
     checks = seed_check(release, check, mechanism)
     checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
-                                   gamma=gamma, seed=seeds[-1], scheduler=scheduler))
+                                   gamma=gamma, seed=seeds[-1], scheduler=scheduler,
+                                   show_progress=options.get("show_progress")))
     rows, reasons = [], []
     for d, st, s in zip(designs, stats, seeds):
         a = audit_implementation(release, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, stat=st,

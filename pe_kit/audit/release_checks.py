@@ -70,7 +70,8 @@ def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0
 
 
 def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_call: int = 2_000, batch_factor: int = 10,
-                     gamma: float = 0.0025, seed=0, split: str = "test", scheduler=None) -> dict:
+                     gamma: float = 0.0025, seed=0, split: str = "test", scheduler=None,
+                     show_progress: bool | None = None) -> dict:
     """Does ``release_batch`` draw what ``release(...)`` draws, on the probe coordinates? (module docstring)
 
     Scores ``n_call`` per-call releases and ``batch_factor``·``n_call`` batched ones of the split's users with the
@@ -82,6 +83,7 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
         n_call: per-call releases (int ≥ 2). batch_factor: batched releases per per-call one (int ≥ 1).
         gamma: the test's level (the flag's false-alarm probability for a correct implementation).
         seed: of the two streams. split: population. scheduler: as ``blackbox.audit_implementation``.
+        show_progress: a progress bar per stream (None: for the per-call stream only; False: none).
 
     Returns:
         dict ``batch_call_pvalue`` (NaN when the check does not apply), ``batch_call_statistic`` (KS D),
@@ -101,9 +103,9 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
                 "batch_call_n": 0}
     g_call, g_batch = np.random.default_rng(seed).spawn(2)
     per_call = implementation_scores(release, design, mechanism, stat, split, 1, int(n_call), g_call, use_batch=False,
-                                     scheduler=scheduler)
+                                     scheduler=scheduler, show_progress=show_progress)
     batched = implementation_scores(release, design, mechanism, stat, split, 1, int(n_call) * int(batch_factor),
-                                    g_batch, use_batch=True, scheduler=scheduler)
+                                    g_batch, use_batch=True, scheduler=scheduler, show_progress=show_progress)
     ks = stats.ks_2samp(per_call, batched)
     return {"batch_call_pvalue": float(ks.pvalue), "batch_call_statistic": float(ks.statistic),
             "batch_call_flag": bool(ks.pvalue < gamma), "batch_call_n": int(n_call)}

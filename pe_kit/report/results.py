@@ -256,8 +256,9 @@ def _answer(df: pd.DataFrame | None) -> str:
     return ("\n## The answer: ε_lower per variant beside the paper's Table 2 and Table 4\n\n"
             "ε_lower is the audit's 95 %-confidence lower bound on the release's ε (Eq. 28), ε_theory the accountant's "
             "ε; the paper reports the max over five canaries, the median and range show how far single canaries "
-            "differ. The long arm stands in for the paper's Yelp, the short arm for Sentiment140, the public bank for "
-            "its bank B. The per-canary detail follows below.\n\n" + comparison_markdown(table))
+            "differ. The long arm stands in for the paper's Yelp, the short arm for Sentiment140; the paper's bank B is "
+            "`bankB`, and the public bank (the kit's own third bank) is set beside the paper's bank-B values as the "
+            "nearest it has. The per-canary detail follows below.\n\n" + comparison_markdown(table))
 
 
 def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, figures: Sequence[str] = ()) -> str:
