@@ -59,6 +59,15 @@ class LosslessKernelManager(AsyncKernelManager):
 
     client_class = DottedObjectName("pe_kit.run.kernel.LosslessKernelClient")
 
+    def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
+        """The kernel command, with ``-m ipykernel_launcher`` replaced by ``-m pe_kit.run.kernel_launcher`` (the same
+        kernel with no send limit on IOPub); another kernel's command is left as it is."""
+        cmd = list(super().format_kernel_cmd(extra_arguments))
+        for i in range(len(cmd) - 1):
+            if cmd[i] == "-m" and cmd[i + 1] == "ipykernel_launcher":
+                cmd[i + 1] = "pe_kit.run.kernel_launcher"
+        return cmd
+
     @default("client_factory")
     def _client_factory_default(self) -> type:
         return LosslessKernelClient
