@@ -3,7 +3,7 @@
 For each data arm and each canary audited by ``paraphrase``, ``paraphrase-norm`` or ``paraphrase-mu_eff`` (the
 slots of ``pe_kit.study.experiments.canary_slots`` in the seeded canary split of ``pe_kit.data.splits.split_users``,
 exactly as ``pe_kit.study.world.build_world`` draws it; notebooks 02 and 04, then notebook 05's Fig. 1 sweep canary,
-``pe_kit.run.pool_canaries.sweep_paraphrase_canaries``, unless ``--no-sweeps``), build the pool of M rewrites with SmolLM2
+``scripts/pool_canaries.py``: ``sweep_paraphrase_canaries``, unless ``--no-sweeps``), build the pool of M rewrites with SmolLM2
 (``paraphrase_pools.llm_paraphraser``: T = 0.9, top-p 0.95, 64 new tokens, one thread) under the pool seed of
 ``pe_kit.study.world.paraphrase_pool_seed`` and append it to a JSON Lines work file. Every generated text is also
 cached on disk per (prompt, seed, model, settings) as soon as its batch returns, so a stopped run loses at
@@ -92,7 +92,7 @@ def main() -> None:
 
     from pe_kit.cache import cache_dir
     from pe_kit.run.presets import get_preset, parse_override
-    from pe_kit.run.pool_canaries import paraphrase_canaries, sweep_paraphrase_canaries
+    from pool_canaries import paraphrase_canaries, sweep_paraphrase_canaries
     from pe_kit.study.world import paraphrase_pool_seed
     from pe_kit.text.generators.base import PoolShortfallError
     from pe_kit.text.generators.cached import CachedGenerator

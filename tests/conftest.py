@@ -5,6 +5,7 @@ Embeddings are cached under a per-session folder (PE_KIT_CACHE) unless the calle
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 TESTS = Path(__file__).parent
 TINY_DATA = TESTS / "data" / "blogs-tiny.jsonl.gz"
 SHARED_DATA = TESTS.parent.parent / "shared" / "data"
+sys.path.insert(0, str(TESTS.parent / "scripts"))  # the repository's tools (docs_results, before_after, …)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,4 +1,4 @@
-"""pe_kit.report.before_after reproduces the committed before/after table of docs/threshold_rules.md from the
+"""scripts/before_after.py reproduces the committed before/after table of docs/threshold_rules.md from the
 two committed quick runs (git history), and its per-variant statistics are the plain max/median/min/mean."""
 import subprocess
 from pathlib import Path
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pe_kit.report.before_after import before_after_markdown, per_variant, read_results
+from before_after import before_after_markdown, per_variant, read_results
 
 REPO = Path(__file__).resolve().parents[1]
 

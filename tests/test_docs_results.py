@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pe_kit.report.docs_results import docs_results_markdown
+from docs_results import docs_results_markdown
 from pe_kit.report.paper_compare import (PAPER_TABLE2, PAPER_TABLE4, comparison_table, orderings, orderings_line,
                                          paper_value)
-from pe_kit.run.cli import main
+from docs_results import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_RUN = ROOT / "docs" / "paper_run"
@@ -20,12 +20,12 @@ PAPER_RUN = ROOT / "docs" / "paper_run"
 def test_docs_results_md_is_what_the_committed_csvs_give():
     committed = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     fresh = docs_results_markdown(PAPER_RUN, link="paper_run")
-    assert fresh == committed, "docs/results.md differs from docs/paper_run/*/results.csv: run `pe-kit results --docs`"
+    assert fresh == committed, "docs/results.md differs from docs/paper_run/*/results.csv: run `python scripts/docs_results.py`"
 
 
 def test_cli_check_passes_on_the_committed_file_and_fails_on_a_drifted_csv(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert main(["results", "--docs", "--check"]) == 0
+    assert main(["--check"]) == 0
     # one number changed in one CSV: the committed docs no longer match, and regenerating shows the new number
     runs = tmp_path / "docs" / "paper_run"
     shutil.copytree(PAPER_RUN / "long", runs / "long")
@@ -35,8 +35,8 @@ def test_cli_check_passes_on_the_committed_file_and_fails_on_a_drifted_csv(tmp_p
     df.to_csv(runs / "long" / "results.csv", index=False)
     out = tmp_path / "docs" / "results.md"
     shutil.copy(ROOT / "docs" / "results.md", out)
-    assert main(["results", "--docs", "--check", "--paper-run", str(runs), "--out", str(out)]) == 1
-    assert main(["results", "--docs", "--paper-run", str(runs), "--out", str(out)]) == 0
+    assert main(["--check", "--paper-run", str(runs), "--out", str(out)]) == 1
+    assert main(["--paper-run", str(runs), "--out", str(out)]) == 0
     assert "| ordinary | 5 | 1.500 |" in out.read_text(encoding="utf-8")
 
 
@@ -124,7 +124,7 @@ def test_format_count():
 
 
 def test_headline_puts_each_bank_a_run_beside_table_2():
-    from pe_kit.report.docs_results import headline_markdown, read_part
+    from docs_results import headline_markdown, read_part
 
     parts = {n: read_part(PAPER_RUN / n) for n in ("long", "quick")}
     md = headline_markdown(parts)
@@ -155,7 +155,7 @@ def test_table4_joins_a_part_and_its_bank_b_part_arm_by_arm():
     """Table 4's analogue puts bank A, bank B and the public bank side by side for the arm of a part and its
     ``-bankB`` part, beside the paper's A and B columns; a bank audited at other sizes is left out, and no bank-B rows
     means no table."""
-    from pe_kit.report.docs_results import read_part, table4_markdown
+    from docs_results import read_part, table4_markdown
 
     df, meta = read_part(PAPER_RUN / "short")
     assert table4_markdown({"short": (df, meta)}) == ""                     # no bank-B rows yet
@@ -180,7 +180,7 @@ def test_table4_joins_a_part_and_its_bank_b_part_arm_by_arm():
 def test_table4_refuses_to_join_other_canaries_or_another_setting():
     """The Table 4 analogue says "the same canaries in every column": a bank-B part whose canaries, seed or
     ε_theory differ from bank A's is not joined (a note says which), since its cells would compare other users."""
-    from pe_kit.report.docs_results import read_part, table4_markdown
+    from docs_results import read_part, table4_markdown
 
     df, meta = read_part(PAPER_RUN / "short")
     t2 = df[(df["experiment"] == "table2") & (df["bank_source"] == "bankA")]
@@ -196,7 +196,7 @@ def test_table4_refuses_to_join_other_canaries_or_another_setting():
 
 def test_table4_and_comparison_table_survive_rows_without_epsilon():
     """A part whose every ε_lower is missing has no cells: no KeyError, no table."""
-    from pe_kit.report.docs_results import read_part, table4_markdown
+    from docs_results import read_part, table4_markdown
     from pe_kit.report.paper_compare import comparison_table
 
     df, meta = read_part(PAPER_RUN / "short")
@@ -206,7 +206,7 @@ def test_table4_and_comparison_table_survive_rows_without_epsilon():
 
 
 def test_table4_survives_parts_without_table2_rows_and_keeps_the_base_parts_bank_a():
-    from pe_kit.report.docs_results import read_part, table4_markdown
+    from docs_results import read_part, table4_markdown
 
     df, meta = read_part(PAPER_RUN / "short")
     assert table4_markdown({"short": (df[df["experiment"] != "table2"], meta)}) == ""

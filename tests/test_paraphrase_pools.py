@@ -15,7 +15,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pe_kit.text.generators import paraphrase_pools as PP
-from pe_kit.run import pool_canaries as PC
+import pool_canaries as PC
 from pe_kit.text.generators.base import SeededGenerator
 from pe_kit.text.generators.cached import CachedGenerator
 from pe_kit.text.generators.prompts import paraphrase_prompt

@@ -37,10 +37,10 @@ def test_readme_python_block_prints_what_it_states(index, monkeypatch):
 
 
 def test_readme_headline_is_generated_from_the_committed_runs():
-    from pe_kit.report.docs_results import readme_with_headline
+    from docs_results import readme_with_headline
 
     text = README.read_text(encoding="utf-8")
-    assert readme_with_headline(text, ROOT / "docs" / "paper_run") == text, "run `pe-kit results --docs`"
+    assert readme_with_headline(text, ROOT / "docs" / "paper_run") == text, "run `python scripts/docs_results.py`"
 
 
 def test_readme_is_a_short_guide_with_usage_first():

@@ -2,7 +2,7 @@
 
 Modules: ``results`` (tidy rows, step cache, tables), ``plots`` (figures), ``widgets`` (explorer),
 ``mauve`` (MAUVE utility, Fig. 2), ``one_run_plots`` (notebook 08's figure), ``paper_compare`` (ε_lower beside the
-paper's Tables 2 / 4, the orderings), ``docs_results`` (docs/results.md from the committed runs).
+paper's Tables 2 / 4, the orderings).
 """
 
 from pe_kit.lazy import lazy_package

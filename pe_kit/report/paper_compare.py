@@ -8,7 +8,7 @@ with 64 records) is the Yelp analogue, its short arm (32–64 short records) the
 bank (real texts of users outside every split) is NOT the paper's bank B (Qwen3 text written from three public
 in-context examples): it is real, not generated, and more in-distribution; the paper's bank-B column is shown beside it only as the nearest published arm (:data:`BANK_NOTE`).
 Used by ``results.md`` (:func:`pe_kit.report.results.summary_markdown`) and ``docs/results.md``
-(:mod:`pe_kit.report.docs_results`).
+(``scripts/docs_results.py``).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Modules: ``settings`` (the one settings tree: study / mechanism / audit / per-notebook sections), ``presets``
 (its instances), ``fit`` (fitting sizes to own data, size warnings), ``preflight`` (checks before any
-notebook runs), ``pool_canaries`` (the canaries a preset's paraphrase pools are built for), ``reproduce``
+notebook runs), ``reproduce``
 (papermill; ``kernel``: its kernel client that never drops output messages), ``run_progress`` (the run's
 notebook i of n and ETA, the machine in run.json), ``cli``.
 """

@@ -11,8 +11,7 @@ Subcommands:
   (ε_theory, expected ε_lower; ``pe_kit.report.widgets.explorer_state``).
 * ``pe-kit results RUN_DIR`` — print a finished run's ``results.md`` (it does not re-collect: rerun
   ``pe-kit reproduce`` for that); ``RUN_DIR`` may be a preset or run-id name (``tiny``: the newest
-  ``results/tiny`` or ``results/tiny-…``). ``pe-kit results --docs`` renders ``docs/results.md`` from the
-  committed runs' CSVs (``pe_kit.report.docs_results``); ``--check`` only compares.
+  ``results/tiny`` or ``results/tiny-…``).
 
 Exit codes: 0 success, 1 a notebook failed (the message names notebook and cell), 2 bad arguments.
 """
@@ -94,14 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run folder (e.g. results/quick), or a preset or run-id name (e.g. tiny): the newest run "
                         "folder under --results-dir named NAME or NAME-… (e.g. tiny-fit)")
     s.add_argument("--results-dir", default="results", help="where to look up a NAME (default: ./results)")
-    s.add_argument("--docs", action="store_true",
-                   help="instead: render docs/results.md from the committed runs' results.csv and run.json "
-                        "(--paper-run) and write it to --out")
-    s.add_argument("--paper-run", default="docs/paper_run", help="with --docs: the folder of committed run parts "
-                                                                 "(default: docs/paper_run)")
-    s.add_argument("--out", default="docs/results.md", help="with --docs: where to write (default: docs/results.md)")
-    s.add_argument("--check", action="store_true",
-                   help="with --docs: write nothing; exit 1 if --out differs from what the CSVs give")
     return ap
 
 
@@ -251,53 +242,9 @@ def resolve_run_dir(name: str, results_dir: str | Path = "results") -> tuple[Pat
                             "Run 'pe-kit reproduce' first (or pass --results-dir where your runs are)")
 
 
-def _docs_results(args) -> int:
-    import os
-
-    from pe_kit.report.docs_results import docs_results_markdown, readme_with_headline, write_docs_results
-
-    out = Path(args.out)
-    try:
-        if args.check:
-            link = Path(os.path.relpath(Path(args.paper_run).resolve(), out.resolve().parent)).as_posix()
-            fresh = docs_results_markdown(args.paper_run, link=link)
-            same = out.is_file() and out.read_text(encoding="utf-8") == fresh
-            print(f"pe-kit: {out} {'matches' if same else 'differs from'} {args.paper_run}/*/results.csv"
-                  + ("" if same else "; run pe-kit results --docs to regenerate it"), file=sys.stderr)
-            readme = _readme_beside(out)
-            if readme is not None:  # the README's headline block comes from the same CSVs
-                text = readme.read_text(encoding="utf-8")
-                fresh_readme = readme_with_headline(text, args.paper_run)
-                if fresh_readme != text:
-                    print(f"pe-kit: {readme}'s headline differs from {args.paper_run}/*/results.csv; run pe-kit "
-                          "results --docs to regenerate it", file=sys.stderr)
-                    same = False
-            return 0 if same else 1
-        print(f"pe-kit: wrote {write_docs_results(args.paper_run, out)}")
-        readme = _readme_beside(out)
-        if readme is not None:
-            text = readme.read_text(encoding="utf-8")
-            readme.write_text(readme_with_headline(text, args.paper_run), encoding="utf-8")
-            print(f"pe-kit: wrote the headline of {readme}")
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"pe-kit: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _readme_beside(out: Path) -> Path | None:
-    """The README whose headline block ``pe-kit results --docs`` keeps in step: the repository's, i.e. the
-    ``README.md`` beside the ``docs/`` folder that ``out`` is written to; None for any other ``--out``."""
-    docs = out.resolve().parent
-    readme = docs.parent / "README.md"
-    return readme if docs.name == "docs" and readme.is_file() else None
-
-
 def _results(args) -> int:
-    if args.docs:
-        return _docs_results(args)
     if args.run_dir is None:
-        print("pe-kit results: give RUN_DIR (e.g. results/quick or quick), or --docs", file=sys.stderr)
+        print("pe-kit results: give RUN_DIR (e.g. results/quick or quick)", file=sys.stderr)
         return 2
     try:
         run_dir, matches = resolve_run_dir(args.run_dir, args.results_dir)
