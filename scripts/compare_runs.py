@@ -35,7 +35,7 @@ def differences(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[str], i
             same = (a.to_numpy() == b.to_numpy()) | (np.isnan(a.to_numpy(float)) & np.isnan(b.to_numpy(float)))
         else:
             same = (a.fillna("<NA>").astype(str) == b.fillna("<NA>").astype(str)).to_numpy()
-        out += [f"row {i}, column {c}: {a.iloc[i]!r} → {b.iloc[i]!r}" for i in np.flatnonzero(~same)]
+        out += [f"row {i}, column {c}: {a.iloc[i]} → {b.iloc[i]}" for i in np.flatnonzero(~same)]
     return out, len(numeric)
 
 
