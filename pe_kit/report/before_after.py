@@ -1,4 +1,4 @@
-"""A committed reference run before and after a change (issue 33: the threshold rule), one row per arm × bank ×
+"""A committed reference run before and after a change (e.g. of the threshold rule), one row per arm × bank ×
 variant of notebook 04's audit: max ε_lower over the canaries (the paper's statistic), median, min, and the mean
 calibration − test gap (calibration ε minus test ε_lower, averaged over the canaries: the winner's curse the
 threshold rule is meant to remove), with the paper's Table 2 / Table 4 value beside the max where one exists.
