@@ -346,7 +346,7 @@ class AuditSettings(Section):
         ridge: numerical ridge added to Σ̂ (Eq. 35), 1e-9 in the paper.
         threshold_rule: how the calibration split chooses the frozen threshold (§2.1 Step 5), a name of
             ``pe_kit.audit.threshold_rules.RULES``: ``"gaussian_model"`` (the default; docs/threshold_rules.md),
-            ``"argmax"`` (the kit's rule before it), ``"anchored_argmax"``, ``"penalised"``, ``"min_count"``.
+            ``"argmax"`` (the largest calibrated ε), ``"anchored_argmax"``, ``"penalised"``, ``"min_count"``.
 
     Raises:
         ValueError: naming the field and the admissible range.

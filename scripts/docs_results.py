@@ -58,7 +58,7 @@ def _exp(df: pd.DataFrame, *names: str) -> pd.DataFrame:
 
 
 def _rule(rows: pd.DataFrame) -> str:
-    """The threshold rule of a part's rows, as a column-header phrase: runs from before the rule was recorded (no
+    """The threshold rule of a part's rows, as a column-header phrase: rows that record no rule (no
     ``calibration_rule`` column) used the argmax rule (docs/threshold_rules.md)."""
     if "calibration_rule" not in rows or rows["calibration_rule"].isna().all():
         return "argmax rule"
@@ -385,7 +385,7 @@ def _blackbox_section(df: pd.DataFrame) -> str:
         lines.append(f"| {r.implementation} | {r.design} | {r.expected_violation} | {r.violation} | "
                      f"{_f(r.epsilon_lower)} | {_count(r.trials_needed) if pd.notna(r.trials_needed) else ''} |\n")
     if not ctrl.empty:
-        # times_flagged since the black-box rows gained a bool `flagged`; older runs wrote the count as `flagged`
+        # the count of flags: `times_flagged` where rows carry it (`flagged` is then a bool), else `flagged`
         counts = ctrl["times_flagged"] if "times_flagged" in ctrl and ctrl["times_flagged"].notna().any() else ctrl["flagged"]
         flagged = int(pd.to_numeric(counts, errors="raise").sum())
         lines.append(f"\nRe-audits of the implementations that keep the guarantee: {flagged} flagged in "

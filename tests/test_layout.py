@@ -8,6 +8,7 @@ every stage: it re-exports the public calls lazily (PEP 562) and no module of th
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,26 @@ def test_stage_packages_export_their_public_names_lazily():
     code = "import sys, pe_kit.audit, pe_kit.study; print(sorted(m for m in sys.modules if m.startswith('pe_kit')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['pe_kit', 'pe_kit.audit', 'pe_kit.lazy', 'pe_kit.study']"
+
+
+#: project history that belongs in docs/ and the git log, not in the package: issue numbers, dates, load figures
+HISTORY = re.compile(r"(?i:\bissue \d+)|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* 20\d\d\b"
+                     r"|\b20\d\d-\d\d-\d\d\b|(?i:load average)[\s:=]*(?:of\s+)?\d")
+
+
+def history_lines(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines(), 1) if HISTORY.search(line)]
+
+
+def test_package_text_carries_no_project_history():
+    """Docstrings and comments say what the code does; issue numbers, dates and load figures go to docs/."""
+    bad = [f"{p.relative_to(PKG.parent).as_posix()}:{i}" for p in sorted(PKG.rglob("*.py"))
+           for i in history_lines(p.read_text(encoding="utf-8"))]
+    assert not bad, "project history in pe_kit/ (move it to docs/ or the git log): " + ", ".join(bad)
+
+
+def test_history_check_sees_history_and_spares_citations():
+    planted = ["(Issue 33)", "511 s at load average 13, 4 Dec 2026", "run of 2026-12-04", "on 3 December 2026"]
+    assert history_lines("\n".join(planted)) == [1, 2, 3, 4]
+    kept = ["Steinke et al. 2023, Thm 3.1", "ICML 2025", "the 1-minute load average (other processes)", "2,048 rows"]
+    assert history_lines("\n".join(kept)) == []

@@ -1,6 +1,6 @@
 """``composed-mu_eff``: probes composed from the canary's own text and chosen against the encoder.
 
-A variant **beyond the paper's Table 1** (issue 34). The paper's natural-text variants rewrite the canary with
+A variant **beyond the paper's Table 1** (docs/composed.md). The paper's natural-text variants rewrite the canary with
 an LLM (paraphrase pools); this one needs no generator at all. Its candidate pool Q is built only from the
 canary's own records — the records themselves, their sentences, word windows, and *recombinations*: short
 leading fragments of several similar records joined in one text (real words in real order, never a nonce
@@ -42,7 +42,7 @@ __all__ = ["COMPOSED_VARIANT", "ComposedConfig", "AuxBackground", "record_words"
 
 COMPOSED_VARIANT = "composed-mu_eff"
 BEYOND_PAPER_NOTE = ("beyond the paper: not a Table 1 variant; probes composed from the canary's own records "
-                     "(issue 34, docs/composed.md)")
+                     "(docs/composed.md)")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 Span = tuple[int, int, int]  # (record index, first word, end word): words[record][first:end]

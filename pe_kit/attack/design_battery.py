@@ -1,6 +1,6 @@
 """A design battery: variants of one black-box design that vary what an implementation may treat specially.
 
-One design sees a bug only where its canary sits (issue 31: a canary always last never meets "the first user
+One design sees a bug only where its canary sits (a canary always last never meets "the first user
 always participates"; one with 8 records never meets "users with ≥ 32 records skip sampling"; a population of 25
 never empties a batch; probes below index 4,096 never meet "noise only on the first 4,096 coordinates"). The
 battery varies one axis at a time around the base design:

@@ -15,7 +15,7 @@ nonce-norm          synthetic       Alg. B.1 on the nonce pool, J_norm
 nonce-mu_eff        synthetic       Alg. B.1 on the nonce pool, J_μeff
 ==================  ==============  ===================================================================
 
-Beyond the paper: ``composed-mu_eff`` (``BEYOND_PAPER_VARIANTS``; ``pe_kit.attack.composed_probes``, issue 34) — a real
+Beyond the paper: ``composed-mu_eff`` (``BEYOND_PAPER_VARIANTS``; ``pe_kit.attack.composed_probes``, docs/composed.md) — a real
 canary, Alg. B.1 with J_μeff on a pool composed only of the canary's own records (records, sentences, windows,
 recombinations). It is not one of Table 1's eight: ``"all"`` still means the eight, and it is selected by name
 (``--set variants=exact,composed-mu_eff``); its rows say so (``beyond_paper``).

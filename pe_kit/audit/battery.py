@@ -27,7 +27,7 @@ from pe_kit.config import MechanismConfig
 
 __all__ = ["BatteryAudit", "audit_battery", "battery_gamma", "BATTERY_TRIALS"]
 
-#: trials per hypothesis per split of each battery audit by default (issue 31's escaped bugs are flagged there)
+#: trials per hypothesis per split of each battery audit by default (the bugs one design misses are flagged there)
 BATTERY_TRIALS = 20_000
 
 

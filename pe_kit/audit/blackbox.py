@@ -38,12 +38,12 @@ from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 __all__ = ["SpecStatistic", "spec_statistic", "BlackBoxAudit", "implementation_scores", "audit_implementation",
            "audit_suite", "trials_needed", "repeated_releases", "MAX_TRIALS", "DEFAULT_DELTA", "MAX_REPEAT_FRACTION"]
 
-#: the per-hypothesis trial budget of one black-box audit (issue 15: ≤ 10⁵)
+#: the per-hypothesis trial budget of one black-box audit (≤ 10⁵)
 MAX_TRIALS = 100_000
 
 #: δ of every black-box audit unless given (the suite's, ``study.implementation_audit.SUITE_DELTA``): the claimed
 #: guarantee holds at every δ of its curve, and at 10⁻³ the tail events that separate a broken ε from ε_theory are
-#: seen within 10⁵ trials (at 10⁻⁵, 3 of 5 real violations of issue 31 were no longer flagged)
+#: seen within 10⁵ trials (at 10⁻⁵ it missed 3 of 5 real violations it flags at 10⁻³)
 DEFAULT_DELTA = 1e-3
 #: a stream whose releases repeat exactly more often than this is not drawing fresh continuous noise per release
 MAX_REPEAT_FRACTION = 1e-3
@@ -279,7 +279,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
                                                        call_chunk=call_chunk, show_progress=show_progress)
             i += 1
     cal = calibrate_threshold(scores[("calibration", 0)], scores[("calibration", 1)], gamma, delta,
-                              sample_rate=mechanism.sample_rate)  # threshold_rules.DEFAULT_RULE (issue 33)
+                              sample_rate=mechanism.sample_rate)  # threshold_rules.DEFAULT_RULE
     tst = evaluate_threshold(scores[("test", 0)], scores[("test", 1)], cal.threshold, gamma, delta,
                              direction=cal.direction)  # the event frozen on calibration, direction included
     eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)

@@ -5,13 +5,13 @@ Source: App. E.6 of the paper — Eq. 28 (ε_lower, both branches, clamped at 0)
 a calibration split, evaluated on fresh trials). The primitives (``clopper_pearson``,
 ``epsilon_lower_from_counts``, ``best_threshold_from_counts``) live in ``audit.confusion`` and are re-exported.
 
-Threshold rule (issue 33). *Which* threshold and direction the calibration trials freeze is a
+Threshold rule. *Which* threshold and direction the calibration trials freeze is a
 ``threshold_rules.ThresholdRule``; the default (``threshold_rules.DEFAULT_RULE``, ``GaussianModel``) reads the
 optimum off the Gaussian model at the calibration split's own μ_eff and falls back to a model-free rule when
-the calibration counts disagree with the model; ``Argmax`` is the rule before issue 33. Every rule sees the
+the calibration counts disagree with the model; ``Argmax`` takes the largest calibrated ε. Every rule sees the
 calibration split only, and the calibration record names the rule (``ThresholdAudit.rule``).
 
-Score direction (issue 10). Eq. 28 bounds the event A = {score > t}; its second branch is the
+Score direction. Eq. 28 bounds the event A = {score > t}; its second branch is the
 complement of the *same* event with H0 and H1 swapped, so a statistic whose H1 scores fall *below*
 H0 (a score of the wrong sign, e.g. a user-supplied distance) gives ε_lower = 0 from both branches. The
 kit therefore audits **both directions**: calibration also scores the reversed event A' = {score ≤ t}
@@ -107,7 +107,7 @@ def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: flo
         gamma, delta: as in ``epsilon_lower_from_counts``.
         per_tail: candidate thresholds per tail per sample (see ``candidate_thresholds``).
         rule: a ``threshold_rules.ThresholdRule`` (None → ``threshold_rules.DEFAULT_RULE``, the Gaussian-model
-            rule of issue 33; ``threshold_rules.Argmax()`` is the rule before it).
+            rule; ``threshold_rules.Argmax()`` takes the largest calibrated ε).
         sample_rate: q of the audited mechanism (the Gaussian-model rule needs it; without it that rule uses its
             fallback, and says so in ``rule``).
 

@@ -23,7 +23,8 @@ from pe_kit.audit.trials import check_equal_populations, scalar_problem, simulat
 from pe_kit.config import AuditConfig, MechanismConfig
 
 #: audits with more trials per hypothesis than this use the streaming engine (``engine.audit_scalar``);
-#: smaller ones keep the in-memory score path (bit-identical to earlier releases for a given rng).
+#: smaller ones draw every score in memory from ``rng`` (``trials.simulate_scores``: the draws behind the
+#: committed results at these sizes).
 STREAMING_MIN_TRIALS = 1 << 21
 
 

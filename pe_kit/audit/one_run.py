@@ -47,8 +47,8 @@ def _check_counts(m: int, r: int, v: int) -> None:
 
 
 def _check_sample_rate(sample_rate: float) -> float:
-    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise (they used to fail as a bare
-    "math domain error", or for NaN give ε_lower = 0 silently)."""
+    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise ValueError (not a bare
+    "math domain error", nor for NaN a silent ε_lower = 0)."""
     try:
         q = float(sample_rate)
     except (TypeError, ValueError):

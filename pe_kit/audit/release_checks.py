@@ -1,7 +1,7 @@
 """Checks of a black-box release implementation itself (not of its privacy): are its trials what the audit assumes?
 
 An audit's trials are independent releases of one mechanism drawn from the generator the auditor passes
-(``pe.release_protocol``). Three ways an implementation breaks that, each invisible to ε_lower alone (issue 31):
+(``pe.release_protocol``). Three ways an implementation breaks that, each invisible to ε_lower alone:
 
 * **seed not honoured** (``seed_check``): the same generator seed must give the same release and two seeds two
   different ones. A release seeded from the clock, or from a generator created once at import, fails one of the

@@ -3,7 +3,7 @@
 The sweep unit is an ``AuditTask``: a calibration and a test ``ScalarProblem``, the trials per
 hypothesis, a seed, γ, δ and free labels → one calibrated ε_lower row (``engine.audit_scalar``). A task's
 numbers depend only on its own fields, so rows come back in task order and the same tasks give the same table.
-(A Dask fan-out of these tasks, reached by one test only, was removed with issue 30; the streaming engine's own
+(Tasks run one after another in this process; the streaming engine's own
 ``n_workers`` parallelise one task's blocks.)
 
 ``tightness_curve`` (ε_lower against the trial budget, the Fig. 1 / notebook 05 curve) runs its

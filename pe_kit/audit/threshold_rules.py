@@ -10,7 +10,7 @@ trial counts n, γ, δ, the sample rate q of the mechanism and the calibration s
 split is drawn afterwards and bounds the single frozen event with the full γ, so any rule here — however
 it uses the calibration trials — keeps the confidence of the test bound.
 
-**Why not the plain argmax (issue 33).** ``Argmax`` (the kit's rule until issue 33) takes the largest
+**Why not the plain argmax.** ``Argmax`` takes the largest
 calibrated ε over 10³–10⁴ thresholds. Calibrated ε is a noisy function of the threshold, noisiest in the far
 tail (few false positives), so the argmax favours far-tail thresholds where the calibration trials were
 lucky; the test then sees that tail's true rates (winner's curse). It costs power, never validity. At
@@ -128,7 +128,7 @@ def _masked_argmax(c: CalibrationCounts, gamma: float, min_small: float = 0.0) -
 @dataclass(frozen=True)
 class Argmax(ThresholdRule):
     """The exact maximum of calibrated ε (Eq. 28 at the audit's γ) over every candidate and both events —
-    the kit's rule before issue 33 (module docstring: the winner's curse)."""
+    it favours lucky far-tail thresholds (module docstring: the winner's curse)."""
 
     name: ClassVar[str] = "argmax"
 

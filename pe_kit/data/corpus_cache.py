@@ -1,4 +1,4 @@
-"""A corpus selection kept on disk by content, so that a run parses its data file once (issue 32, item 5).
+"""A corpus selection kept on disk by content, so that a run parses its data file once.
 
 ``cached_scan`` stores pass 1 of the loaders (records per user and the counted skips; ``pe_kit.data.passes``)
 and ``cached_corpus`` the selection of pass 2 (the admitted users' first m records), both under

@@ -17,7 +17,7 @@ One Blog user id whose records carry two different label sets (gender, age, indu
 by an id collision) raises ``DataError`` naming the id, both label sets and their lines (``on_error="skip"``: the
 records of the later set are dropped, counted as ``label_conflict`` and named in a warning).
 
-Memory (issue 32): every loader reads its file in two streaming passes (``pe_kit.data.passes``: count the records
+Memory: every loader reads its file in two streaming passes (``pe_kit.data.passes``: count the records
 of each user, then keep only the admitted users' first m records), so what it holds is the records it returns
 plus one count per user id, never every user's texts. ``pe_kit.data.corpus_cache`` keeps a selection on disk,
 keyed by the file's content, for the notebooks of a run.

@@ -1,4 +1,4 @@
-"""Two streaming passes over a corpus file, so that memory is bounded by what is kept (issue 32).
+"""Two streaming passes over a corpus file, so that memory is bounded by what is kept.
 
 Pass 1 (:func:`scan_corpus`) counts each user's non-empty valid records and every skip, keeping no text; the
 user rules (record cap m, min / max records, ``max_users``) then decide from the counts alone which users are

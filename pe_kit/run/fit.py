@@ -298,7 +298,7 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None,
                        notebooks: Sequence[str] | None = None) -> list[str]:
     """Warnings for sizes too small for stable numbers (thresholds :data:`MIN_USERS_PER_SPLIT`,
     :data:`MIN_MAUVE_SAMPLES`, measured by ``benchmarks/small_data_stability.py``; the notebook-06 warning cites
-    the 60 users × 40 tweets run of issue 14).
+    a run of 60 users × 40 tweets).
 
     Args:
         p: the preset a run uses. prof: its data's profile (None: records per user taken as ``record_cap``).

@@ -17,14 +17,14 @@ from typing import Sequence
 
 __all__ = ["REFERENCE_SECONDS", "PROFILES", "RunClock", "machine_info", "format_duration"]
 
-#: seconds per notebook of a measured run of each preset (only their ratios are used): quick from
-#: the cold run of 3 Dec 2026 (empty cache, 2 idle cores, 2,099 s; git history of docs/paper_run/quick/run.json), tiny from a cold run on 2 cores shared with
-#: other jobs (load average 13, 511 s in all, 4 Dec 2026); other presets use quick's
+#: seconds per notebook of a measured run of each preset (only their ratios are used; docs/presets.md names the
+#: runs): quick from a cold run (empty cache, 2 idle cores, 2,099 s in all), tiny from a cold run on 2 cores shared with
+#: other jobs (511 s in all); other presets use quick's
 REFERENCE_SECONDS = {
     "quick": {"01_mechanism": 654.0, "02_probe_design": 161.0, "03_llr_checks": 42.0, "04_audit": 860.0,
               "05_ablations": 123.0, "06_multiround_mauve": 64.0, "07_audit_an_implementation": 22.0,
               "08_one_run_audit": 172.0},
-    # warm: the same preset with every embedding cached (docs/paper_run/quick, 4 Dec 2026: 942 s in all, 2 shared cores)
+    # warm: the same preset with every embedding cached (docs/paper_run/quick: 942 s in all, 2 shared cores)
     "quick-warm": {"01_mechanism": 34.0, "02_probe_design": 42.0, "03_llr_checks": 36.0, "04_audit": 346.0,
                    "05_ablations": 175.0, "06_multiround_mauve": 83.0, "07_audit_an_implementation": 34.0,
                    "08_one_run_audit": 192.0},

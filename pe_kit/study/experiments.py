@@ -173,7 +173,7 @@ def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
     attack on "an independently selected set of five canaries"); otherwise the blocks wrap around and
     variants share canaries. Nonce variants draw synthetic canaries; their slots only index the draws.
     ``composed-mu_eff`` (beyond the paper) audits paraphrase-mu_eff's canaries, so the two natural-text
-    Alg. B.1 attacks compare on the same five records sets (issue 34).
+    Alg. B.1 attacks compare on the same five records sets.
     """
     if per_variant < 1:
         raise ValueError(f"per_variant={per_variant} must be ≥ 1 (canaries per variant)")

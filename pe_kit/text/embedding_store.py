@@ -1,6 +1,6 @@
 """Per-text embedding cache: an append-only store of verified segments with an in-memory index.
 
-Design (issue 12). The unit of caching is one *text* (key: the first 16 bytes of SHA-256 of its UTF-8),
+Design. The unit of caching is one *text* (key: the first 16 bytes of SHA-256 of its UTF-8),
 not a chunk of texts, so repeats inside a call and texts that land in differently aligned chunks are
 encoded once. One folder per embedding identity (model, max_seq_length, backend; see
 ``pe_kit.text.encoder.embedding_store_key``) holds *segments*; a segment is two files written once and

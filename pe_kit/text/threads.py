@@ -5,7 +5,7 @@ one busy is descheduled at each parallel barrier; measured here (2 cores, one bu
 16 SmolLM2 paraphrases took 194 s at torch's default 2 threads and 28 s at 1 thread. :func:`auto_threads`
 therefore counts the cores *other* processes keep busy and leaves them alone.
 
-Source: the kit's own engineering (issue 12); load from ``psutil`` (per-process CPU time) when installed,
+Source: the kit's own engineering; load from ``psutil`` (per-process CPU time) when installed,
 else ``os.getloadavg``.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A sentence-transformers encoder silently truncates every text to ``max_seq_length`` word pieces
 (special tokens included; all-MiniLM-L6-v2's own cap is 256), so the embedding of a longer text only
 sees its beginning. :func:`truncation_report` counts those texts so that every run can say how many
-records and bank texts were cut, and at which cap (issue 10: "Reports say what was done").
+records and bank texts were cut, and at which cap.
 
 Source: the model's own tokenizer (``transformers.AutoTokenizer``) and its ``sentence_bert_config.json``
 ``max_seq_length`` — the two things ``sentence_transformers.SentenceTransformer`` uses to truncate.

@@ -84,7 +84,7 @@ class SeedEcho:
     seed a different one (two agreeing samples can be chance for a short reply; three at temperature > 0 are
     not). At most ``max_prompts`` prompts are remembered (oldest forgotten first).
 
-    Source: issue 32 item 6 (OpenAI-compatible servers that drop the request's ``seed``).
+    Source: the kit's own engineering (OpenAI-compatible servers that drop the request's ``seed``).
     """
 
     def __init__(self, min_seeds: int = 3, max_prompts: int = 65_536):
