@@ -180,7 +180,8 @@ def _number(name: str, value, spec: ParamSpec):
         raise ValueError(f"{name}={value!r} is not {spec.describe()} (must be finite)")
     if spec.kind == "int":
         if x != int(x):
-            raise ValueError(f"{name}={value!r} is not {spec.describe()} (no fractional part allowed)")
+            raise ValueError(f"{name}={value!r} is not {spec.describe()} (no fractional part allowed: use "
+                             f"{math.floor(x)} or {math.ceil(x)})")
         out: float | int = int(x)
     else:
         out = x
