@@ -99,3 +99,44 @@ def test_report_counts_records_removed_per_rule(tmp_path):
     assert arm.report()["skipped_not_in_long_arm"] == 1 and arm.report()["records_removed_not_in_long_arm"] == 3
     capped = load_yelp(p, record_cap=4, min_records=3, on_error="skip", max_users=1)
     assert capped.report()["records_removed_user_beyond_max_users"] == 5  # small (2) and ok (3) after the first user
+
+
+S140_UTF8 = ["مرحبا بالعالم 😀", "naïve café ☕ — “quotes”", "日本語のツイート 🎉"]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_sentiment140_utf8_export_round_trips(tmp_path, monkeypatch, gz):
+    """A user's own UTF-8 export (emoji, Arabic) keeps its text exactly; Latin-1 would give 'Ù\x85Ø±Ø\xad…'."""
+    from pe_kit.data.corpus_cache import cached_corpus
+
+    data = "".join(f'"4","{i}","Mon","NO_QUERY","u1","{t}"\n' for i, t in enumerate(S140_UTF8)).encode("utf-8")
+    p = tmp_path / ("s.csv.gz" if gz else "s.csv")
+    if gz:
+        with gzip.open(p, "wb") as fh:
+            fh.write(data)
+    else:
+        p.write_bytes(data)
+    c = load_sentiment140(p, min_records=1)
+    assert c.users[0].texts == tuple(S140_UTF8) and c.report()["decoding"] == "utf-8"
+    assert make_arm(c, "short", record_cap=4).report()["decoding"] == "utf-8"
+    monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path / "cache"))
+    for _ in range(2):  # computed and stored, then read back: the same texts and decoding
+        cached = cached_corpus(p, "sentiment140", min_records=1)
+        assert cached.users == c.users and cached.report() == c.report()
+
+
+def test_sentiment140_latin1_dump_decodes_as_before(tmp_path):
+    """The original dump is Latin-1 and not valid UTF-8: every line is read as Latin-1, the user id too, even a
+    line whose bytes alone would be valid UTF-8 ('Ã©' stays 'Ã©')."""
+    texts = ["café crème", "Ã© is two Latin-1 characters", "£5 ½ price"]
+    users = ["josé", "josé", "zoë"]
+    p = _s140(tmp_path / "latin.csv", [f'"0","{i}","Mon","NO_QUERY","{u}","{t}"\n'
+                                       for i, (u, t) in enumerate(zip(users, texts))])
+    c = load_sentiment140(p, min_records=1)
+    assert {u.user_id: u.texts for u in c.users} == {"josé": tuple(texts[:2]), "zoë": (texts[2],)}
+    assert c.report()["decoding"] == "latin-1"
+
+
+def test_json_lines_report_utf8(tmp_path):
+    c = load_yelp(_crlf_jsonl(tmp_path / "y.json", YELP), min_records=1)
+    assert c.report()["decoding"] == "utf-8"

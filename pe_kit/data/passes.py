@@ -26,7 +26,18 @@ __all__ = ["PASSES", "Scan", "scan_corpus", "admitted", "select_corpus", "file_s
 PASSES: Counter = Counter()
 
 Row = tuple  # (physical line, user_id str, text str, label str, label set tuple or None)
-Rows = Callable[[Counter], Iterator[Row]]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A format's row reader: ``rows(skipped)`` makes one streaming pass (an iterator of ``Row``, skips counted in
+    ``skipped``); ``decoding`` names how it turns the file's bytes into text (``utf-8`` or ``latin-1``)."""
+
+    read: Callable[[Counter], Iterator[Row]]
+    decoding: str = "utf-8"
+
+    def __call__(self, skipped: Counter) -> Iterator[Row]:
+        return self.read(skipped)
 
 
 @dataclass
@@ -38,6 +49,7 @@ class Scan:
         counts: user id → non-empty valid records (uncapped), in first-appearance order.
         skipped, removed: Counters of the line rules and ``empty_text`` (as ``Corpus``).
         stat: (size, mtime_ns) of the file when it was read; pass 2 refuses a file that changed since.
+        decoding: how the file's bytes were read as text (``Rows.decoding``).
     """
 
     source: str
@@ -46,6 +58,7 @@ class Scan:
     skipped: Counter
     removed: Counter
     stat: tuple = ()
+    decoding: str = "utf-8"
 
     def records_per_user(self, record_cap: int) -> np.ndarray:
         """int64 array (U,): each user's records capped at ``record_cap``, in first-appearance order."""
@@ -129,7 +142,7 @@ def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Sc
     removed = Counter({"empty_text": skipped["empty_text"]})
     for rule in LINE_RULES:  # each skipped line held one record
         removed[rule] += skipped[rule]
-    return Scan(str(path), fmt, counts, +skipped, +removed, stat)
+    return Scan(str(path), fmt, counts, +skipped, +removed, stat, rows.decoding)
 
 
 def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | None,
@@ -204,4 +217,4 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
         raise DataError(f"{path}: the file changed while it was read (pass 1 counted other records than pass 2 "
                         "found); let the copy or download finish, then load it again")
     users = [User(uid, tuple(texts[uid]), labels[uid]) for uid in scan.counts if uid in want]
-    return Corpus(users, str(path), skipped, removed)
+    return Corpus(users, str(path), skipped, removed, scan.decoding)

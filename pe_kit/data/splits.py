@@ -40,7 +40,7 @@ def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
     kept = {u.user_id for u in users}
     skipped[f"not_in_{arm}_arm"] += len(corpus.users) - len(users)
     removed[f"not_in_{arm}_arm"] += sum(len(u.texts) for u in corpus.users if u.user_id not in kept)
-    return Corpus(users, f"{corpus.source} [{arm} arm]", skipped, removed)
+    return Corpus(users, f"{corpus.source} [{arm} arm]", skipped, removed, corpus.decoding)
 
 
 def empty_arm_message(corpus: Corpus, arm: str, record_cap: int) -> str:
