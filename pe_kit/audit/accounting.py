@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pe_kit.config import ParamSpec, check_param
+from pe_kit.config import COUNT, check_param
 
 __all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_one_release",
            "PRV_MIN_SIGMA", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
@@ -26,10 +26,6 @@ __all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsil
 NEIGHBOURING_RELATION = ("add/remove of one user (all of that user's records), each user in a release independently "
                          "with probability q (Poisson sampling), user vote vectors clipped to L2 norm C, Gaussian "
                          "noise of std σC")
-
-
-#: a count of releases or rounds: an integer ≥ 1 (an integral float such as 3.0 is taken, 2.5 is refused)
-_COUNT = ParamSpec("int", lo=1)
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,7 @@ class GaussianReleases:
             raise ValueError(f"noise_multiplier={self.noise_multiplier} must be > 0 for a finite ε_theory")
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample_rate={self.sample_rate} must satisfy 0 < q ≤ 1")
-        object.__setattr__(self, "releases", check_param("releases", self.releases, _COUNT))
+        object.__setattr__(self, "releases", check_param("releases", self.releases, COUNT))
 
 
 def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, releases: int = 1,
@@ -162,7 +158,7 @@ def epsilon_theory_prefixes(noise_multiplier: float, sample_rate: float, delta: 
     Returns a list of ``rounds`` floats; for σ=1.1088, q=0.1, δ=1e-5:
     1.345, 1.540, 1.682, 1.800, 1.905, 2.000.
     """
-    rounds = check_param("rounds", rounds, _COUNT)
+    rounds = check_param("rounds", rounds, COUNT)
     return [epsilon_theory(noise_multiplier, sample_rate, delta, t) for t in range(1, rounds + 1)]
 
 
