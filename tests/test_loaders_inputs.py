@@ -140,3 +140,18 @@ def test_sentiment140_latin1_dump_decodes_as_before(tmp_path):
 def test_json_lines_report_utf8(tmp_path):
     c = load_yelp(_crlf_jsonl(tmp_path / "y.json", YELP), min_records=1)
     assert c.report()["decoding"] == "utf-8"
+
+
+def test_report_counts_records_changed(tmp_path):
+    """Kept, changed and dropped records are all in the report: whitespace runs made one space at load, the short
+    arm's 140-character cut in make_arm."""
+    rows = ([{"user_id": "u", "text": t, "stars": 5} for t in ("two  spaces", "tab\there", "plain", "x " * 100)]
+            + [{"user_id": "v", "text": "ok", "stars": 1}])
+    c = load_yelp(_crlf_jsonl(tmp_path / "y.json", rows), record_cap=4, min_records=1)
+    assert c.by_id()["u"].texts[:3] == ("two spaces", "tab here", "plain")
+    assert c.report()["records_changed_whitespace_normalised"] == 3 and c.report()["records"] == 5
+    short = make_arm(c, "short", record_cap=4)  # u: 4 records (one of 199 characters, cut); v: 1 < 2, dropped
+    rep = short.report()
+    assert rep["records_changed_cut_to_140_chars"] == 1 and len(short.by_id()["u"].texts[3]) == 139
+    assert rep["records_removed_not_in_short_arm"] == 1 and rep["records"] == 4
+    assert make_arm(c, "long", record_cap=4).report()["records_changed_whitespace_normalised"] == 3

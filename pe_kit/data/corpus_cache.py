@@ -167,7 +167,8 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
         users = [User(u, tuple(texts), label) for u, label, texts in lines]
         if head.get("warning"):
             warnings.warn(head["warning"], UserWarning, stacklevel=2)
-        return Corpus(users, str(path), Counter(head["skipped"]), Counter(head["removed"]), head["decoding"])
+        return Corpus(users, str(path), Counter(head["skipped"]), Counter(head["removed"]), Counter(head["changed"]),
+                      head["decoding"])
     scan, note = _noting(lambda: cached_scan(path, fmt, label_field, on_error))
     corpus = select_corpus(path, format_rows(path, fmt, label_field, on_error), scan, record_cap, min_records,
                            max_records, max_users)
@@ -176,7 +177,8 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
 
     def objs():
         yield {"v": 1, "source": str(path), "users": len(corpus.users), "skipped": dict(corpus.skipped),
-               "removed": dict(corpus.removed), "decoding": corpus.decoding, "warning": note}
+               "removed": dict(corpus.removed), "changed": dict(corpus.changed), "decoding": corpus.decoding,
+               "warning": note}
         for u in corpus.users:
             yield [u.user_id, u.label, list(u.texts)]
     write_verified_stream(target, _gz_lines(objs()))

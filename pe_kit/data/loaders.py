@@ -12,7 +12,8 @@ raises ``DataError`` naming the file, the *physical* line and the field (``on_er
 reports such lines instead; nothing is silently rewritten); an empty text is a documented, counted skip;
 users outside [min_records, max_records] are counted and excluded. ``Corpus.report()`` gives, per skip
 rule, both what it counted (lines or users: ``skipped_<rule>``) and the records it removed
-(``records_removed_<rule>``). Files may start with a UTF-8 byte-order mark and use CRLF line ends. A gzip file
+(``records_removed_<rule>``), and the records a rewrite changed (``records_changed_whitespace_normalised``: runs of
+whitespace made one space). Files may start with a UTF-8 byte-order mark and use CRLF line ends. A gzip file
 that ends early (a truncated download or copy) is a ``DataError`` naming the file, whatever ``on_error`` says.
 One Blog user id whose records carry two different label sets (gender, age, industry, sign: two bloggers merged
 by an id collision) raises ``DataError`` naming the id, both label sets and their lines (``on_error="skip"``: the

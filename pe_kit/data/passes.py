@@ -195,20 +195,22 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
     texts: dict[str, list[str]] = {}
     labels: dict[str, str] = {}
     first: dict[str, tuple] = {}
+    rewritten = 0  # kept records whose whitespace was normalised
     changed = scan.stat and file_stat(path) != scan.stat
     left = len(want)
     if left and not changed:
         for _line, uid, text, label, prof in _read(path, rows(Counter()), "pass 2/2: keep admitted users"):
             if uid not in want:
                 continue
-            text = " ".join(text.split())
-            if not text or (prof is not None and first.setdefault(uid, prof) != prof):
+            norm = " ".join(text.split())
+            if not norm or (prof is not None and first.setdefault(uid, prof) != prof):
                 continue
             bucket = texts.setdefault(uid, [])
             if not bucket:
                 labels[uid] = label
             if len(bucket) < record_cap:
-                bucket.append(text)
+                bucket.append(norm)
+                rewritten += norm != text
                 if len(bucket) == want[uid]:
                     left -= 1
                     if not left:
@@ -217,4 +219,4 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
         raise DataError(f"{path}: the file changed while it was read (pass 1 counted other records than pass 2 "
                         "found); let the copy or download finish, then load it again")
     users = [User(uid, tuple(texts[uid]), labels[uid]) for uid in scan.counts if uid in want]
-    return Corpus(users, str(path), skipped, removed, scan.decoding)
+    return Corpus(users, str(path), skipped, removed, +Counter(whitespace_normalised=rewritten), scan.decoding)
