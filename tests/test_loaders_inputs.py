@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 
 import pytest
 
@@ -155,3 +156,35 @@ def test_report_counts_records_changed(tmp_path):
     assert rep["records_changed_cut_to_140_chars"] == 1 and len(short.by_id()["u"].texts[3]) == 139
     assert rep["records_removed_not_in_short_arm"] == 1 and rep["records"] == 4
     assert make_arm(c, "long", record_cap=4).report()["records_changed_whitespace_normalised"] == 3
+
+
+def test_doubled_file_counts_its_repeats_and_warns(tmp_path, monkeypatch):
+    """A file concatenated with itself keeps every record twice: the users are the same, the records double, half
+    of them are counted as exact repeats of a (user_id, text) pair, and a warning names them and the fix; the count
+    follows make_arm (the arm's users only) and the corpus cache (the warning too)."""
+    from pe_kit.data.corpus_cache import cached_corpus
+
+    a = [{"user_id": u, "text": f"{u} review {i}", "stars": 3} for u, n in (("u0", 4), ("u1", 2)) for i in range(n)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the original: no repeat, no warning
+        once = load_yelp(_crlf_jsonl(tmp_path / "a.json", a), record_cap=8, min_records=1)
+    assert once.report()["records_repeated"] == once.report()["users_with_repeats"] == 0
+    doubled = _crlf_jsonl(tmp_path / "aa.json", a + a)
+    msg = (f"{doubled}: 6 of the 12 records kept (50%, in 2 users) repeat an earlier record of the same user (same "
+           "user_id and text), as in a file concatenated with itself (exactly half); they are kept as records of "
+           "their own, so users hold extra records: if the file was merged from copies, deduplicate it (keep each "
+           "(user_id, text) pair once) and load it again")
+    with pytest.warns(UserWarning) as caught:
+        twice = load_yelp(doubled, record_cap=8, min_records=1)
+    assert [str(w.message) for w in caught] == [msg]
+    rep = twice.report()
+    assert [u.user_id for u in twice.users] == [u.user_id for u in once.users]
+    assert rep["records"] == 2 * once.report()["records"] == 12
+    assert rep["records_repeated"] == once.report()["records"] == 6 and rep["users_with_repeats"] == 2
+    long = make_arm(twice, "long", record_cap=8).report()  # u0 only: 8 records, 4 of them repeats
+    assert long["records"] == 8 and long["records_repeated"] == 4 and long["users_with_repeats"] == 1
+    monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path / "cache"))
+    for _ in range(2):  # computed and stored, then read back: the same counts and the same warning
+        with pytest.warns(UserWarning) as caught:
+            cached = cached_corpus(doubled, "yelp", record_cap=8, min_records=1)
+        assert [str(w.message) for w in caught] == [msg] and cached.report() == rep

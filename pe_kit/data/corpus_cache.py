@@ -170,8 +170,9 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
         return Corpus(users, str(path), Counter(head["skipped"]), Counter(head["removed"]), Counter(head["changed"]),
                       head["decoding"])
     scan, note = _noting(lambda: cached_scan(path, fmt, label_field, on_error))
-    corpus = select_corpus(path, format_rows(path, fmt, label_field, on_error), scan, record_cap, min_records,
-                           max_records, max_users)
+    corpus, note2 = _noting(lambda: select_corpus(path, format_rows(path, fmt, label_field, on_error), scan,
+                                                  record_cap, min_records, max_records, max_users))
+    note = "; ".join(filter(None, (note, note2)))
     del scan
     _log("pass 2/2 (keep admitted users)", path, key)
 

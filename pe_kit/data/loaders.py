@@ -13,8 +13,11 @@ reports such lines instead; nothing is silently rewritten); an empty text is a d
 users outside [min_records, max_records] are counted and excluded. ``Corpus.report()`` gives, per skip
 rule, both what it counted (lines or users: ``skipped_<rule>``) and the records it removed
 (``records_removed_<rule>``), and the records a rewrite changed (``records_changed_whitespace_normalised``: runs of
-whitespace made one space). Files may start with a UTF-8 byte-order mark and use CRLF line ends. A gzip file
-that ends early (a truncated download or copy) is a ``DataError`` naming the file, whatever ``on_error`` says.
+whitespace made one space), and the exact repeats of a (user_id, text) pair among the records kept
+(``records_repeated``, ``users_with_repeats``: kept as records of their own; a UserWarning names them when they are
+at least half of the records, as in a file concatenated with itself). Files may start with a UTF-8 byte-order
+mark and use CRLF line ends. A gzip file that ends early (a truncated download or copy) is a ``DataError`` naming
+the file, whatever ``on_error`` says.
 One Blog user id whose records carry two different label sets (gender, age, industry, sign: two bloggers merged
 by an id collision) raises ``DataError`` naming the id, both label sets and their lines (``on_error="skip"``: the
 records of the later set are dropped, counted as ``label_conflict`` and named in a warning).

@@ -186,6 +186,8 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
     """Pass 2: keep the first ``record_cap`` records of the users :func:`admitted` admits, nothing else.
 
     Stops reading once every admitted user has all its records. Memory: the returned records plus the id set.
+    Exact repeats of a (user_id, text) pair are kept and counted (``Corpus.repeats``); a UserWarning names them
+    when they are at least half of the records kept (a file concatenated with itself: exactly half).
 
     Raises: DataError when the file changed since pass 1 (its size, time or records differ; names the file and
         the fix), ValueError for inconsistent caps.
@@ -219,4 +221,13 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
         raise DataError(f"{path}: the file changed while it was read (pass 1 counted other records than pass 2 "
                         "found); let the copy or download finish, then load it again")
     users = [User(uid, tuple(texts[uid]), labels[uid]) for uid in scan.counts if uid in want]
-    return Corpus(users, str(path), skipped, removed, +Counter(whitespace_normalised=rewritten), scan.decoding)
+    corpus = Corpus(users, str(path), skipped, removed, +Counter(whitespace_normalised=rewritten), scan.decoding)
+    repeated, users_with = corpus.repeats()
+    kept = sum(want.values())
+    if repeated and 2 * repeated >= kept:
+        warnings.warn(f"{path}: {repeated} of the {kept} records kept ({repeated / kept:.0%}, in {users_with} "
+                      "users) repeat an earlier record of the same user (same user_id and text), "
+                      "as in a file concatenated with itself (exactly half); they are kept as records of their own, "
+                      "so users hold extra records: if the file was merged from copies, deduplicate it (keep each "
+                      "(user_id, text) pair once) and load it again", UserWarning, stacklevel=3)
+    return corpus

@@ -62,14 +62,23 @@ class Corpus:
     def by_id(self) -> dict[str, User]:
         return {u.user_id: u for u in self.users}
 
+    def repeats(self) -> tuple[int, int]:
+        """(records whose (user_id, text) pair appeared earlier among the records held, users holding such
+        records): exact repeats, kept as records of their own (a file concatenated with itself repeats half)."""
+        per = [len(u.texts) - len(set(u.texts)) for u in self.users]
+        return sum(per), sum(n > 0 for n in per)
+
     def report(self) -> dict:
-        """Counts: users, records, records per user (min/median/max); per skip rule, what it counted
+        """Counts: users, records, records per user (min/median/max), the exact repeats among the records held
+        (``records_repeated``, ``users_with_repeats``: :meth:`repeats`); per skip rule, what it counted
         (``skipped_<rule>``: lines or users) and the records it removed (``records_removed_<rule>``),
         ``records_removed_total``, per rewrite rule the records it changed (``records_changed_<rule>``), and the
         ``decoding`` of the file's bytes."""
         n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
+        repeated, users_with = self.repeats()
         return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
                 "records_min": int(n.min()), "records_median": float(np.median(n)), "records_max": int(n.max()),
+                "records_repeated": repeated, "users_with_repeats": users_with,
                 **{f"skipped_{k}": v for k, v in sorted(self.skipped.items())},
                 **{f"records_removed_{k}": v for k, v in sorted(self.removed.items())},
                 "records_removed_total": int(sum(self.removed.values())),
