@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "ParamSpec", "PARAM_TYPES",
+__all__ = ["MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "ParamSpec", "COUNT", "PARAM_TYPES",
            "Section", "WorldSettings", "ARMS", "FORMATS", "setting", "record_cap_setting", "RECORD_CAP", "check_param",
            "check_params"]
 
@@ -64,7 +64,8 @@ class ParamSpec:
         return out + (" or null" if self.optional else "")
 
 
-_I1 = ParamSpec("int", lo=1)
+#: A count (trials, releases, rounds, users …): an integer ≥ 1; an integral float (3.0, 1e6) is taken, 2.5 refused.
+COUNT = ParamSpec("int", lo=1)
 #: m, records kept per user: one declaration used by ``MechanismConfig`` and ``pe_kit.study.world.StudyConfig``.
 RECORD_CAP = ParamSpec("int", lo=1)
 
@@ -180,7 +181,8 @@ def _number(name: str, value, spec: ParamSpec):
         raise ValueError(f"{name}={value!r} is not {spec.describe()} (must be finite)")
     if spec.kind == "int":
         if x != int(x):
-            raise ValueError(f"{name}={value!r} is not {spec.describe()} (no fractional part allowed)")
+            raise ValueError(f"{name}={value!r} is not {spec.describe()} (no fractional part allowed: use "
+                             f"{math.floor(x)} or {math.ceil(x)})")
         out: float | int = int(x)
     else:
         out = x
@@ -269,12 +271,12 @@ class WorldSettings(Section):
     data: str | None = setting(None, ParamSpec("str", optional=True), "corpus file; None: the bundled Blogs sample")
     fmt: str = setting("auto", ParamSpec("str", choices=FORMATS), "format of data")
     arm: str = setting("long", ParamSpec("str", choices=ARMS), "data arm of a single-world notebook")
-    n_canary: int = setting(25, _I1, "users in the canary split")
-    n_aux: int = setting(500, _I1, "aux users (Σ̂, Eq. 33)")
-    n_calibration: int = setting(1000, _I1, "calibration users (as many as n_test)")
-    n_test: int = setting(1000, _I1, "N: test users")
+    n_canary: int = setting(25, COUNT, "users in the canary split")
+    n_aux: int = setting(500, COUNT, "aux users (Σ̂, Eq. 33)")
+    n_calibration: int = setting(1000, COUNT, "calibration users (as many as n_test)")
+    n_test: int = setting(1000, COUNT, "N: test users")
     bank: str = setting("bankA", ParamSpec("str"), "bank of a single-world notebook: bankA, bankB, public or a path")
-    bank_size: int = setting(8192, _I1, "p: bank entries")
+    bank_size: int = setting(8192, COUNT, "p: bank entries")
     max_probes: int = setting(64, ParamSpec("int", lo=0), "r: probes of the paraphrase and nonce variants")
     model: str = setting("all-MiniLM-L6-v2", ParamSpec("str"), "encoder name or path")
     max_seq_length: int | None = setting(None, ParamSpec("int", lo=4, optional=True),
@@ -303,7 +305,7 @@ class MechanismSettings(Section):
         ValueError: naming the field and the admissible range.
     """
 
-    top_k: int = setting(5, _I1, "k: votes per record")
+    top_k: int = setting(5, COUNT, "k: votes per record")
     clip_norm: float = setting(0.1, ParamSpec("float", lo=0, lo_open=True), "C: L2 clip of a user's vote vector")
     noise_multiplier: float = setting(1.0, ParamSpec("float", lo=0), "σ: noise std is σ·C")
     sample_rate: float = setting(0.1, ParamSpec("float", lo=0, hi=1, lo_open=True),
@@ -352,7 +354,7 @@ class AuditSettings(Section):
         ValueError: naming the field and the admissible range.
     """
 
-    trials: int = setting(1_000_000, _I1, "trials per hypothesis per split")
+    trials: int = setting(1_000_000, COUNT, "trials per hypothesis per split")
     alpha: float = setting(0.05, ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
                            "family-wise error over one variant's canaries")
     delta: float = setting(1e-5, ParamSpec("float", lo=0, hi=1, hi_open=True), "δ of the (ε, δ) statement")
@@ -374,7 +376,7 @@ class AuditConfig(AuditSettings):
         ValueError: naming the field and the admissible range.
     """
 
-    n_canaries: int = setting(5, _I1, "canaries per variant")
+    n_canaries: int = setting(5, COUNT, "canaries per variant")
 
     @property
     def gamma(self) -> float:

@@ -81,3 +81,23 @@ def test_tidy_rows_carry_ceiling_and_tightness():
     assert rows[0]["epsilon_ceiling"] == pytest.approx(1.695, abs=0.003)
     assert rows[0]["tightness"] == pytest.approx(0.9 / rows[0]["epsilon_ceiling"])
     assert 0 < rows[1]["epsilon_ceiling"] < rows[0]["epsilon_ceiling"] and "epsilon_ceiling" not in rows[2]
+
+
+@pytest.mark.parametrize("call", [
+    lambda r: epsilon_theory(1.0, 0.1, 1e-5, releases=r),
+    lambda r: epsilon_theory_prefixes(1.0, 0.1, 1e-5, rounds=r),
+    lambda r: __import__("pe_kit.audit.accounting", fromlist=["x"]).epsilon_ceiling(1.0, 0.1, 1e-5, releases=r),
+])
+def test_fractional_count_is_refused_not_truncated(call):
+    # int(2.5) == 2 gave ε of 2 releases (1.9277) for 2.5; the count is refused, naming the field and two fixes
+    with pytest.raises(ValueError) as exc:
+        call(2.5)
+    assert str(exc.value).split("=")[0] in ("releases", "rounds")
+    assert "=2.5 is not an integer ≥ 1 (no fractional part allowed: use 2 or 3)" in str(exc.value)
+
+
+def test_integral_float_count_is_the_integer():
+    assert epsilon_theory(1.0, 0.1, 1e-5, releases=3.0) == epsilon_theory(1.0, 0.1, 1e-5, releases=3)
+    assert epsilon_theory(1.0, 0.1, 1e-5, releases=3) == pytest.approx(2.0972, abs=1e-3)
+    assert GaussianReleases(1.0, 0.1, 3.0).releases == 3 and type(GaussianReleases(1.0, 0.1, 3.0).releases) is int
+    assert epsilon_theory_prefixes(1.0, 0.1, 1e-5, 2.0) == [epsilon_theory(1.0, 0.1, 1e-5, t) for t in (1, 2)]

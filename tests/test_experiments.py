@@ -122,3 +122,12 @@ def test_paraphrase_examples_pair_each_probe_with_its_source(tiny_world):
         assert r.paraphrase != r.source and r.generator == design.info["pool_generator"]
     with pytest.raises(ValueError, match="paraphrase"):
         X.paraphrase_examples(make_design(tiny_world, "ordinary", 0, np.random.default_rng(0)))
+
+
+def test_audit_from_refuses_a_fractional_or_zero_canary_count():
+    # max(1, int(n)) turned 2.5 into 2 canaries (γ = α/8, not α/10) and 0 into 1, both silently
+    with pytest.raises(ValueError, match=r"n_canaries=2.5 is not an integer ≥ 1 \(no fractional part allowed: use 2 or 3\)"):
+        X.audit_from({"trials": 1000}, 2.5)
+    with pytest.raises(ValueError, match=r"n_canaries=0 is out of range: use an integer ≥ 1"):
+        X.audit_from({"trials": 1000}, 0)
+    assert X.audit_from({"trials": 1000}, 5.0).n_canaries == 5

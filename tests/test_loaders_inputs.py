@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 
 import pytest
 
@@ -99,3 +100,91 @@ def test_report_counts_records_removed_per_rule(tmp_path):
     assert arm.report()["skipped_not_in_long_arm"] == 1 and arm.report()["records_removed_not_in_long_arm"] == 3
     capped = load_yelp(p, record_cap=4, min_records=3, on_error="skip", max_users=1)
     assert capped.report()["records_removed_user_beyond_max_users"] == 5  # small (2) and ok (3) after the first user
+
+
+S140_UTF8 = ["مرحبا بالعالم 😀", "naïve café ☕ — “quotes”", "日本語のツイート 🎉"]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_sentiment140_utf8_export_round_trips(tmp_path, monkeypatch, gz):
+    """A user's own UTF-8 export (emoji, Arabic) keeps its text exactly; Latin-1 would give 'Ù\x85Ø±Ø\xad…'."""
+    from pe_kit.data.corpus_cache import cached_corpus
+
+    data = "".join(f'"4","{i}","Mon","NO_QUERY","u1","{t}"\n' for i, t in enumerate(S140_UTF8)).encode("utf-8")
+    p = tmp_path / ("s.csv.gz" if gz else "s.csv")
+    if gz:
+        with gzip.open(p, "wb") as fh:
+            fh.write(data)
+    else:
+        p.write_bytes(data)
+    c = load_sentiment140(p, min_records=1)
+    assert c.users[0].texts == tuple(S140_UTF8) and c.report()["decoding"] == "utf-8"
+    assert make_arm(c, "short", record_cap=4).report()["decoding"] == "utf-8"
+    monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path / "cache"))
+    for _ in range(2):  # computed and stored, then read back: the same texts and decoding
+        cached = cached_corpus(p, "sentiment140", min_records=1)
+        assert cached.users == c.users and cached.report() == c.report()
+
+
+def test_sentiment140_latin1_dump_decodes_as_before(tmp_path):
+    """The original dump is Latin-1 and not valid UTF-8: every line is read as Latin-1, the user id too, even a
+    line whose bytes alone would be valid UTF-8 ('Ã©' stays 'Ã©')."""
+    texts = ["café crème", "Ã© is two Latin-1 characters", "£5 ½ price"]
+    users = ["josé", "josé", "zoë"]
+    p = _s140(tmp_path / "latin.csv", [f'"0","{i}","Mon","NO_QUERY","{u}","{t}"\n'
+                                       for i, (u, t) in enumerate(zip(users, texts))])
+    c = load_sentiment140(p, min_records=1)
+    assert {u.user_id: u.texts for u in c.users} == {"josé": tuple(texts[:2]), "zoë": (texts[2],)}
+    assert c.report()["decoding"] == "latin-1"
+
+
+def test_json_lines_report_utf8(tmp_path):
+    c = load_yelp(_crlf_jsonl(tmp_path / "y.json", YELP), min_records=1)
+    assert c.report()["decoding"] == "utf-8"
+
+
+def test_report_counts_records_changed(tmp_path):
+    """Kept, changed and dropped records are all in the report: whitespace runs made one space at load, the short
+    arm's 140-character cut in make_arm."""
+    rows = ([{"user_id": "u", "text": t, "stars": 5} for t in ("two  spaces", "tab\there", "plain", "x " * 100)]
+            + [{"user_id": "v", "text": "ok", "stars": 1}])
+    c = load_yelp(_crlf_jsonl(tmp_path / "y.json", rows), record_cap=4, min_records=1)
+    assert c.by_id()["u"].texts[:3] == ("two spaces", "tab here", "plain")
+    assert c.report()["records_changed_whitespace_normalised"] == 3 and c.report()["records"] == 5
+    short = make_arm(c, "short", record_cap=4)  # u: 4 records (one of 199 characters, cut); v: 1 < 2, dropped
+    rep = short.report()
+    assert rep["records_changed_cut_to_140_chars"] == 1 and len(short.by_id()["u"].texts[3]) == 139
+    assert rep["records_removed_not_in_short_arm"] == 1 and rep["records"] == 4
+    assert make_arm(c, "long", record_cap=4).report()["records_changed_whitespace_normalised"] == 3
+
+
+def test_doubled_file_counts_its_repeats_and_warns(tmp_path, monkeypatch):
+    """A file concatenated with itself keeps every record twice: the users are the same, the records double, half
+    of them are counted as exact repeats of a (user_id, text) pair, and a warning names them and the fix; the count
+    follows make_arm (the arm's users only) and the corpus cache (the warning too)."""
+    from pe_kit.data.corpus_cache import cached_corpus
+
+    a = [{"user_id": u, "text": f"{u} review {i}", "stars": 3} for u, n in (("u0", 4), ("u1", 2)) for i in range(n)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the original: no repeat, no warning
+        once = load_yelp(_crlf_jsonl(tmp_path / "a.json", a), record_cap=8, min_records=1)
+    assert once.report()["records_repeated"] == once.report()["users_with_repeats"] == 0
+    doubled = _crlf_jsonl(tmp_path / "aa.json", a + a)
+    msg = (f"{doubled}: 6 of the 12 records kept (50%, in 2 users) repeat an earlier record of the same user (same "
+           "user_id and text), as in a file concatenated with itself (exactly half); they are kept as records of "
+           "their own, so users hold extra records: if the file was merged from copies, deduplicate it (keep each "
+           "(user_id, text) pair once) and load it again")
+    with pytest.warns(UserWarning) as caught:
+        twice = load_yelp(doubled, record_cap=8, min_records=1)
+    assert [str(w.message) for w in caught] == [msg]
+    rep = twice.report()
+    assert [u.user_id for u in twice.users] == [u.user_id for u in once.users]
+    assert rep["records"] == 2 * once.report()["records"] == 12
+    assert rep["records_repeated"] == once.report()["records"] == 6 and rep["users_with_repeats"] == 2
+    long = make_arm(twice, "long", record_cap=8).report()  # u0 only: 8 records, 4 of them repeats
+    assert long["records"] == 8 and long["records_repeated"] == 4 and long["users_with_repeats"] == 1
+    monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path / "cache"))
+    for _ in range(2):  # computed and stored, then read back: the same counts and the same warning
+        with pytest.warns(UserWarning) as caught:
+            cached = cached_corpus(doubled, "yelp", record_cap=8, min_records=1)
+        assert [str(w.message) for w in caught] == [msg] and cached.report() == rep

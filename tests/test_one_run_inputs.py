@@ -212,3 +212,27 @@ def test_mu_lower_fdp_grid_must_span_an_interval(kw):
     with pytest.raises(ValueError, match=r"grid|mu_max"):
         mu_lower_fdp(100, 20, 20, 0.05, **kw)
     assert mu_lower_fdp(100, 20, 20, 0.05, grid=2) <= mu_lower_fdp(100, 20, 20, 0.05) == pytest.approx(0.769, abs=1e-3)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: __import__("pe_kit.audit.one_run_checks", fromlist=["x"]).idealised_correct(
+        1.0, 100, [10], 2.5, np.random.default_rng(0)), "repeats=2.5 is not an integer ≥ 2 (no fractional part allowed: use 2 or 3)"),
+    (lambda: __import__("pe_kit.audit.one_run_checks", fromlist=["x"]).idealised_correct(
+        1.0, 100.5, [10], 2, np.random.default_rng(0)), "m=100.5 is not an integer ≥ 1 (no fractional part allowed: use 100 or 101)"),
+    (lambda: __import__("pe_kit.study.one_run", fromlist=["x"]).idealised_rows(1.0, 1.0, [100], 0, repeats=1.5),
+     "repeats=1.5 is not an integer ≥ 1 (no fractional part allowed: use 1 or 2)"),
+    (lambda: __import__("pe_kit.study.one_run", fromlist=["x"]).idealised_rows(1.0, 1.0, [99.5], 0),
+     "m=99.5 is not an integer ≥ 1 (no fractional part allowed: use 99 or 100)"),
+])
+def test_fractional_game_sizes_are_refused_not_truncated(call, message):
+    # int() ran 2 games for repeats=2.5 and 100 canaries for m=100.5 without a word
+    with pytest.raises(ValueError) as exc:
+        call()
+    assert str(exc.value) == message
+
+
+def test_idealised_rows_take_integral_floats():
+    from pe_kit.study.one_run import idealised_rows
+
+    rows = idealised_rows(1.0, 1.0, [100.0], 0, repeats=1.0)
+    assert {r["m"] for r in rows} == {100} and all(type(r["m"]) is int for r in rows)

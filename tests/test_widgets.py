@@ -80,3 +80,53 @@ def test_show_explorer_is_a_static_table_when_headless(monkeypatch):
     monkeypatch.setenv("PE_KIT_HEADLESS", "1")
     assert show_explorer(sigma=1.0, sample_rate=0.1, trials=1_000_000, mu_eff=1.0) is None
     assert len(shown) == 1 and "<b>1.695</b>" in shown[0].data  # ε_theory at σ = 1, q = 0.1
+
+
+@pytest.mark.parametrize("sigma, q, trials, mu_eff, eps_theory", [
+    (0.1, 0.1, 10**6, 10.0, "84.051"),      # σ below the slider's 0.3 (was clamped to 0.3: ε_theory 14.99)
+    (5.0, 0.1, 10**6, 0.2, "0.089"),        # σ above 3
+    (1.0, 3e-4, 10**6, 1.0, None),          # q below 10⁻³
+    (1.0, 0.1, 5 * 10**9, 1.0, "1.695"),    # trials above 10⁹
+    (1.0, 0.1, 200, 1.0, "1.695"),          # trials below 10³
+])
+def test_explorer_shows_the_mechanism_it_was_given(sigma, q, trials, mu_eff, eps_theory):
+    """ipywidgets clamps a value to its slider's range silently (ipywidgets#3294): each range widens instead."""
+    panel = explorer(sigma=sigma, sample_rate=q, trials=trials, mu_eff=mu_eff, plot=False)
+    assert {k: s.value for k, s in panel.sliders.items()} == {"sigma": sigma, "sample_rate": q, "trials": trials,
+                                                              "mu_eff": mu_eff}
+    assert panel.state == explorer_state(sigma, q, trials, mu_eff)
+    if eps_theory is not None:
+        assert f"<b>{eps_theory}</b>" in panel.children[4].value
+
+
+def test_explorer_at_ten_times_less_noise():
+    from pe_kit.audit.accounting import epsilon_one_release
+
+    st = explorer(sigma=0.1, sample_rate=0.1, trials=10**6, mu_eff=10.0, plot=False).state
+    # the PRV accountant within its eps_error of the exact one-release ε (84.039)
+    assert st["epsilon_theory"] == pytest.approx(84.05, abs=0.005)
+    assert st["epsilon_theory"] == pytest.approx(epsilon_one_release(0.1, 0.1, 1e-5), abs=0.02)
+
+
+def test_explorer_refuses_before_a_slider_clamps():
+    with pytest.raises(ValueError, match=r"sample_rate \(q\)=1.5 must lie in \(0, 1\]"):
+        explorer(sigma=1.0, sample_rate=1.5, plot=False)  # q's slider would have clamped it to 1
+
+
+def test_notebook_05_explorer_follows_set_noise_multiplier(monkeypatch):
+    """Notebook 05's explorer cell under ``--set mechanism.noise_multiplier=0.2``: σ = 0.2, μ_eff = 1/σ = 5."""
+    import IPython.display
+
+    from pe_kit.run.settings import Preset
+    from pe_kit.study.experiments import mechanism_from
+    from pe_kit.report.widgets import show_explorer
+
+    monkeypatch.setattr(IPython.display, "display", lambda obj: None)
+    monkeypatch.delenv("PE_KIT_HEADLESS", raising=False)
+    P = Preset("x").with_values({"mechanism.noise_multiplier": 0.2}).view("05_ablations")
+    mech = mechanism_from(P)
+    panel = show_explorer(sigma=mech.noise_multiplier, sample_rate=mech.sample_rate, trials=int(P["trials"]),
+                          mu_eff=1 / mech.noise_multiplier, delta=P["delta"], alpha=P["alpha"], plot=False)
+    assert panel.sliders["sigma"].value == 0.2 and panel.sliders["mu_eff"].value == 5.0
+    assert panel.state == explorer_state(0.2, 0.1, P["trials"], 5.0, P["delta"], P["alpha"])
+    assert panel.state["epsilon_theory"] == pytest.approx(28.06, abs=0.01)

@@ -17,6 +17,8 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
+from pe_kit.config import COUNT, check_param
+
 __all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_one_release",
            "PRV_MIN_SIGMA", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
 
@@ -33,7 +35,8 @@ class GaussianReleases:
     Attributes:
         noise_multiplier: σ (> 0): noise std σC for sensitivity C.
         sample_rate: q in (0, 1]: independent per-user participation probability.
-        releases: T ≥ 1 histogram releases (PE rounds).
+        releases: T ≥ 1 histogram releases (PE rounds); an integral float (3.0) becomes an int, a fractional one
+            (2.5) is refused, never rounded.
     """
 
     noise_multiplier: float
@@ -45,8 +48,7 @@ class GaussianReleases:
             raise ValueError(f"noise_multiplier={self.noise_multiplier} must be > 0 for a finite ε_theory")
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample_rate={self.sample_rate} must satisfy 0 < q ≤ 1")
-        if int(self.releases) != self.releases or self.releases < 1:
-            raise ValueError(f"releases={self.releases} must be an integer ≥ 1")
+        object.__setattr__(self, "releases", check_param("releases", self.releases, COUNT))
 
 
 def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, releases: int = 1,
@@ -75,7 +77,7 @@ def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, re
 
     Source: ``opacus.accountants.PRVAccountant``, stepped once per release, then ``get_epsilon``.
     """
-    event = GaussianReleases(float(noise_multiplier), float(sample_rate), int(releases))
+    event = GaussianReleases(float(noise_multiplier), float(sample_rate), releases)
     if not 0 < delta < 1:
         raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
     return _prv_epsilon(event.noise_multiplier, event.sample_rate, float(delta), event.releases, float(eps_error))
@@ -156,7 +158,8 @@ def epsilon_theory_prefixes(noise_multiplier: float, sample_rate: float, delta: 
     Returns a list of ``rounds`` floats; for σ=1.1088, q=0.1, δ=1e-5:
     1.345, 1.540, 1.682, 1.800, 1.905, 2.000.
     """
-    return [epsilon_theory(noise_multiplier, sample_rate, delta, t) for t in range(1, int(rounds) + 1)]
+    rounds = check_param("rounds", rounds, COUNT)
+    return [epsilon_theory(noise_multiplier, sample_rate, delta, t) for t in range(1, rounds + 1)]
 
 
 def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: int = 1,
@@ -185,14 +188,14 @@ def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: i
     mu = float(mu_eff)
     if not (math.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0 (√(vᵀΣ⁻¹v), Eq. 15)")
-    GaussianReleases(1.0, float(sample_rate), int(releases))  # validates q and T
+    releases = GaussianReleases(1.0, float(sample_rate), releases).releases  # validates q and T
     if not 0 < delta < 1:
         raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
     if mu == 0:
         return 0.0
     # the PRV grid grows as eps_error shrinks: a floor of 1e-3 keeps tiny μ_eff at seconds and bounded memory
     err = float(eps_error) if eps_error is not None else max(1e-3, min(0.01, 0.01 * mu))
-    return max(0.0, _prv_epsilon(1.0 / mu, float(sample_rate), float(delta), int(releases), err))
+    return max(0.0, _prv_epsilon(1.0 / mu, float(sample_rate), float(delta), releases, err))
 
 
 def epsilon_ceiling_rounded(mu_eff: float, sample_rate: float, delta: float, releases: int = 1) -> float:

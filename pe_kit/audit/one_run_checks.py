@@ -65,6 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from pe_kit.audit.one_run import epsilon_from_mu, epsilon_lower_steinke, idealised_scores, mu_lower_fdp
+from pe_kit.config import COUNT, ParamSpec, check_param
 
 __all__ = ["TABLE1", "APP_B", "SOURCE", "idealised_correct", "guess_grid", "best_over_guesses", "published_checks"]
 
@@ -99,15 +100,16 @@ def idealised_correct(mu: float, m: int, guesses, repeats: int, rng: np.random.G
     Raises:
         ValueError: for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2.
     """
+    m, repeats = check_param("m", m, COUNT), check_param("repeats", repeats, ParamSpec("int", lo=2))
     g = np.asarray(guesses, dtype=np.int64).ravel()
     if (g % 2).any() or g.min() < 2 or g.max() > m:
         raise ValueError(f"guesses must be even integers in [2, m={m}]; got {g.tolist()}")
-    if not mu > 0 or int(repeats) < 2:
-        raise ValueError(f"need mu > 0 and repeats ≥ 2; got mu={mu}, repeats={repeats}")
+    if not mu > 0:
+        raise ValueError(f"mu={mu} must be > 0 (μ = 1/σ)")
     k_max = int(g.max()) // 2
-    counts = np.empty((int(repeats), g.size))
-    for rep in range(int(repeats)):
-        scores, included = idealised_scores(mu, 1.0, int(m), rng)
+    counts = np.empty((repeats, g.size))
+    for rep in range(repeats):
+        scores, included = idealised_scores(mu, 1.0, m, rng)
         if k_max < m // 2:  # only the k_max top and bottom scores matter: partition, then sort those
             top = np.argpartition(-scores, k_max)[:k_max]
             bottom = np.argpartition(scores, k_max)[:k_max]

@@ -128,7 +128,8 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
             counts.update(zip(chunk["ids"], chunk["counts"]))
         if head.get("warning"):
             warnings.warn(head["warning"], UserWarning, stacklevel=2)
-        return Scan(str(path), fmt, counts, Counter(head["skipped"]), Counter(head["removed"]), file_stat(path))
+        return Scan(str(path), fmt, counts, Counter(head["skipped"]), Counter(head["removed"]), file_stat(path),
+                    head["decoding"])
     rows = format_rows(path, fmt, label_field, on_error)
     scan, note = _noting(lambda: scan_corpus(path, rows, fmt, on_error))
     _log("pass 1/2 (records per user)", path, key)
@@ -136,7 +137,7 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
 
     def objs():
         yield {"v": 1, "source": str(path), "fmt": fmt, "users": len(ids), "skipped": dict(scan.skipped),
-               "removed": dict(scan.removed), "warning": note}
+               "removed": dict(scan.removed), "decoding": scan.decoding, "warning": note}
         for i in range(0, len(ids), 20000):
             part = ids[i:i + 20000]
             yield {"ids": part, "counts": [scan.counts[u] for u in part]}
@@ -166,16 +167,19 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
         users = [User(u, tuple(texts), label) for u, label, texts in lines]
         if head.get("warning"):
             warnings.warn(head["warning"], UserWarning, stacklevel=2)
-        return Corpus(users, str(path), Counter(head["skipped"]), Counter(head["removed"]))
+        return Corpus(users, str(path), Counter(head["skipped"]), Counter(head["removed"]), Counter(head["changed"]),
+                      head["decoding"])
     scan, note = _noting(lambda: cached_scan(path, fmt, label_field, on_error))
-    corpus = select_corpus(path, format_rows(path, fmt, label_field, on_error), scan, record_cap, min_records,
-                           max_records, max_users)
+    corpus, note2 = _noting(lambda: select_corpus(path, format_rows(path, fmt, label_field, on_error), scan,
+                                                  record_cap, min_records, max_records, max_users))
+    note = "; ".join(filter(None, (note, note2)))
     del scan
     _log("pass 2/2 (keep admitted users)", path, key)
 
     def objs():
         yield {"v": 1, "source": str(path), "users": len(corpus.users), "skipped": dict(corpus.skipped),
-               "removed": dict(corpus.removed), "warning": note}
+               "removed": dict(corpus.removed), "changed": dict(corpus.changed), "decoding": corpus.decoding,
+               "warning": note}
         for u in corpus.users:
             yield [u.user_id, u.label, list(u.texts)]
     write_verified_stream(target, _gz_lines(objs()))

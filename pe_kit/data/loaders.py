@@ -2,7 +2,8 @@
 
 Formats (../shared/data/README.md): Blog Authorship Corpus JSON Lines (gzip or plain; ``user_id``,
 ``text``, label field ``industry``), Yelp reviews JSON Lines (``user_id``, ``text``, ``stars``; streamed),
-Sentiment140 CSV (no header, Latin-1; columns polarity, id, date, query, user, text).
+Sentiment140 CSV (no header; columns polarity, id, date, query, user, text; UTF-8 when every byte of the file is
+valid UTF-8, else Latin-1 as the original dump; ``Corpus.report()["decoding"]`` says which).
 Paper: §3 and App. D ("Users and record cap"): m = 64 records; long arm (exactly 64 records, like Yelp),
 short arm (32–64 records cut to tweet length, like Sentiment140); 500 aux, 500 calibration, 1000 test.
 
@@ -11,8 +12,12 @@ raises ``DataError`` naming the file, the *physical* line and the field (``on_er
 reports such lines instead; nothing is silently rewritten); an empty text is a documented, counted skip;
 users outside [min_records, max_records] are counted and excluded. ``Corpus.report()`` gives, per skip
 rule, both what it counted (lines or users: ``skipped_<rule>``) and the records it removed
-(``records_removed_<rule>``). Files may start with a UTF-8 byte-order mark and use CRLF line ends. A gzip file
-that ends early (a truncated download or copy) is a ``DataError`` naming the file, whatever ``on_error`` says.
+(``records_removed_<rule>``), and the records a rewrite changed (``records_changed_whitespace_normalised``: runs of
+whitespace made one space), and the exact repeats of a (user_id, text) pair among the records kept
+(``records_repeated``, ``users_with_repeats``: kept as records of their own; a UserWarning names them when they are
+at least half of the records, as in a file concatenated with itself). Files may start with a UTF-8 byte-order
+mark and use CRLF line ends. A gzip file that ends early (a truncated download or copy) is a ``DataError`` naming
+the file, whatever ``on_error`` says.
 One Blog user id whose records carry two different label sets (gender, age, industry, sign: two bloggers merged
 by an id collision) raises ``DataError`` naming the id, both label sets and their lines (``on_error="skip"``: the
 records of the later set are dropped, counted as ``label_conflict`` and named in a warning).
@@ -224,19 +229,34 @@ def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped
 
 def _blog_rows(path: Path, label_field: str, on_error: str) -> Rows:
     profile = tuple(dict.fromkeys(PROFILE_FIELDS + (label_field,)))
-    return lambda skipped: _typed_rows(path, ("user_id", "text", label_field), on_error, skipped, profile)
+    return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", label_field), on_error, skipped, profile))
 
 
 def _yelp_rows(path: Path, on_error: str) -> Rows:
-    return lambda skipped: _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped)
+    return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped))
+
+
+def _csv_decoding(path) -> str:
+    """``"utf-8"`` when every line of the (gzip or plain) file is valid UTF-8, else ``"latin-1"``.
+
+    The original Sentiment140 dump is Latin-1 and not valid UTF-8; a user's own export is usually UTF-8 (emoji,
+    Arabic …), which Latin-1 would turn into mojibake. One decoding holds for the whole file, so a user id reads the
+    same on every line. Reads the bytes once, stopping at the first line that is not UTF-8.
+    """
+    for _, data in _raw_lines(Path(path)):
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "latin-1"
+    return "utf-8"
 
 
 class _Feed:
     """Physical lines for ``csv.reader`` that can be put back: after a malformed record that spanned several
     lines, every line but its first is read again (an unterminated quote must not swallow the next records)."""
 
-    def __init__(self, lines: Iterator[tuple[int, bytes]]):
-        self.lines, self.back, self.taken = lines, deque(), []
+    def __init__(self, lines: Iterator[tuple[int, bytes]], decoding: str):
+        self.lines, self.decoding, self.back, self.taken = lines, decoding, deque(), []
 
     def __iter__(self):
         return self
@@ -244,7 +264,7 @@ class _Feed:
     def __next__(self) -> str:
         n, data = self.back.popleft() if self.back else next(self.lines)
         self.taken.append((n, data))
-        return data.decode("latin-1")
+        return data.decode(self.decoding)
 
     def start(self) -> None:
         self.taken = []
@@ -254,8 +274,10 @@ class _Feed:
 
 
 def _s140_rows(path: Path, on_error: str) -> Rows:
+    decoding = _csv_decoding(path)
+
     def rows(skipped: Counter) -> Iterator[Row]:
-        feed = _Feed(_raw_lines(path))
+        feed = _Feed(_raw_lines(path), decoding)
         reader = csv.reader(feed, strict=True)  # a malformed quote is an error, never silently rewritten
         while True:
             feed.start()
@@ -285,12 +307,13 @@ def _s140_rows(path: Path, on_error: str) -> Rows:
                       f"{path}: line {lineno}: field 'polarity' is {rec[0]!r}, expected 0, 2 or 4")
                 continue
             yield lineno, rec[4], rec[5], rec[0].strip(), None
-    return rows
+    return Rows(rows, decoding)
 
 
 def format_rows(path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> Rows:
-    """The row reader of one format: a callable ``(skipped Counter) -> iterator of (line, user_id, text, label,
-    label set or None)``, one streaming pass per call. Raises ValueError for an unknown ``fmt``."""
+    """The row reader of one format (``Rows``: a callable ``(skipped Counter) -> iterator of (line, user_id, text,
+    label, label set or None)``, one streaming pass per call, and its ``decoding``). Raises ValueError for an
+    unknown ``fmt``."""
     path = Path(path)
     if fmt == "blogs":
         return _blog_rows(path, label_field, on_error)
@@ -382,7 +405,10 @@ def load_yelp(path, record_cap: int = 64, min_records: int | None = None, max_re
 
 def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
                       on_error: str = "raise") -> Corpus:
-    """Load Sentiment140 CSV: no header, Latin-1, columns polarity, id, date, query, user, text.
+    """Load Sentiment140 CSV: no header, columns polarity, id, date, query, user, text.
+
+    Decoding: UTF-8 when every byte of the file is valid UTF-8 (a user's own export, emoji and all), else Latin-1
+    (the original dump, which is not); ``report()["decoding"]`` names the one used.
 
     Label = polarity ("0", "2", "4") of the user's first tweet. Defaults follow the paper's arm: m/2 … m
     tweets per user (32–64 at m = 64; ``min_records=None`` means ``max(1, record_cap // 2)``, so a smaller cap

@@ -26,7 +26,18 @@ __all__ = ["PASSES", "Scan", "scan_corpus", "admitted", "select_corpus", "file_s
 PASSES: Counter = Counter()
 
 Row = tuple  # (physical line, user_id str, text str, label str, label set tuple or None)
-Rows = Callable[[Counter], Iterator[Row]]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A format's row reader: ``rows(skipped)`` makes one streaming pass (an iterator of ``Row``, skips counted in
+    ``skipped``); ``decoding`` names how it turns the file's bytes into text (``utf-8`` or ``latin-1``)."""
+
+    read: Callable[[Counter], Iterator[Row]]
+    decoding: str = "utf-8"
+
+    def __call__(self, skipped: Counter) -> Iterator[Row]:
+        return self.read(skipped)
 
 
 @dataclass
@@ -38,6 +49,7 @@ class Scan:
         counts: user id → non-empty valid records (uncapped), in first-appearance order.
         skipped, removed: Counters of the line rules and ``empty_text`` (as ``Corpus``).
         stat: (size, mtime_ns) of the file when it was read; pass 2 refuses a file that changed since.
+        decoding: how the file's bytes were read as text (``Rows.decoding``).
     """
 
     source: str
@@ -46,6 +58,7 @@ class Scan:
     skipped: Counter
     removed: Counter
     stat: tuple = ()
+    decoding: str = "utf-8"
 
     def records_per_user(self, record_cap: int) -> np.ndarray:
         """int64 array (U,): each user's records capped at ``record_cap``, in first-appearance order."""
@@ -129,7 +142,7 @@ def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Sc
     removed = Counter({"empty_text": skipped["empty_text"]})
     for rule in LINE_RULES:  # each skipped line held one record
         removed[rule] += skipped[rule]
-    return Scan(str(path), fmt, counts, +skipped, +removed, stat)
+    return Scan(str(path), fmt, counts, +skipped, +removed, stat, rows.decoding)
 
 
 def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | None,
@@ -173,6 +186,8 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
     """Pass 2: keep the first ``record_cap`` records of the users :func:`admitted` admits, nothing else.
 
     Stops reading once every admitted user has all its records. Memory: the returned records plus the id set.
+    Exact repeats of a (user_id, text) pair are kept and counted (``Corpus.repeats``); a UserWarning names them
+    when they are at least half of the records kept (a file concatenated with itself: exactly half).
 
     Raises: DataError when the file changed since pass 1 (its size, time or records differ; names the file and
         the fix), ValueError for inconsistent caps.
@@ -182,20 +197,22 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
     texts: dict[str, list[str]] = {}
     labels: dict[str, str] = {}
     first: dict[str, tuple] = {}
+    rewritten = 0  # kept records whose whitespace was normalised
     changed = scan.stat and file_stat(path) != scan.stat
     left = len(want)
     if left and not changed:
         for _line, uid, text, label, prof in _read(path, rows(Counter()), "pass 2/2: keep admitted users"):
             if uid not in want:
                 continue
-            text = " ".join(text.split())
-            if not text or (prof is not None and first.setdefault(uid, prof) != prof):
+            norm = " ".join(text.split())
+            if not norm or (prof is not None and first.setdefault(uid, prof) != prof):
                 continue
             bucket = texts.setdefault(uid, [])
             if not bucket:
                 labels[uid] = label
             if len(bucket) < record_cap:
-                bucket.append(text)
+                bucket.append(norm)
+                rewritten += norm != text
                 if len(bucket) == want[uid]:
                     left -= 1
                     if not left:
@@ -204,4 +221,13 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
         raise DataError(f"{path}: the file changed while it was read (pass 1 counted other records than pass 2 "
                         "found); let the copy or download finish, then load it again")
     users = [User(uid, tuple(texts[uid]), labels[uid]) for uid in scan.counts if uid in want]
-    return Corpus(users, str(path), skipped, removed)
+    corpus = Corpus(users, str(path), skipped, removed, +Counter(whitespace_normalised=rewritten), scan.decoding)
+    repeated, users_with = corpus.repeats()
+    kept = sum(want.values())
+    if repeated and 2 * repeated >= kept:
+        warnings.warn(f"{path}: {repeated} of the {kept} records kept ({repeated / kept:.0%}, in {users_with} "
+                      "users) repeat an earlier record of the same user (same user_id and text), "
+                      "as in a file concatenated with itself (exactly half); they are kept as records of their own, "
+                      "so users hold extra records: if the file was merged from copies, deduplicate it (keep each "
+                      "(user_id, text) pair once) and load it again", UserWarning, stacklevel=3)
+    return corpus

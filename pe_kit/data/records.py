@@ -43,12 +43,18 @@ class Corpus:
             ``over_record_cap``), users for user rules (``user_too_few_records``, ``user_too_many_records``,
             ``user_beyond_max_users``, ``not_in_<arm>_arm``).
         removed: Counter of skip rules → records (lines) each rule removed.
+        changed: Counter of rewrite rules → records each rewrote, at the step it ran (``whitespace_normalised``: runs
+            of whitespace made one space, at load; ``cut_to_140_chars``: the short arm's cut, ``make_arm``).
+        decoding: how the file's bytes were read as text: ``utf-8``, or ``latin-1`` for a Sentiment140 CSV that is
+            not valid UTF-8 (the original dump).
     """
 
     users: list[User]
     source: str
     skipped: Counter = field(default_factory=Counter)
     removed: Counter = field(default_factory=Counter)
+    changed: Counter = field(default_factory=Counter)
+    decoding: str = "utf-8"
 
     def __len__(self) -> int:
         return len(self.users)
@@ -56,16 +62,27 @@ class Corpus:
     def by_id(self) -> dict[str, User]:
         return {u.user_id: u for u in self.users}
 
+    def repeats(self) -> tuple[int, int]:
+        """(records whose (user_id, text) pair appeared earlier among the records held, users holding such
+        records): exact repeats, kept as records of their own (a file concatenated with itself repeats half)."""
+        per = [len(u.texts) - len(set(u.texts)) for u in self.users]
+        return sum(per), sum(n > 0 for n in per)
+
     def report(self) -> dict:
-        """Counts: users, records, records per user (min/median/max); per skip rule, what it counted
-        (``skipped_<rule>``: lines or users) and the records it removed (``records_removed_<rule>``), and
-        ``records_removed_total``."""
+        """Counts: users, records, records per user (min/median/max), the exact repeats among the records held
+        (``records_repeated``, ``users_with_repeats``: :meth:`repeats`); per skip rule, what it counted
+        (``skipped_<rule>``: lines or users) and the records it removed (``records_removed_<rule>``),
+        ``records_removed_total``, per rewrite rule the records it changed (``records_changed_<rule>``), and the
+        ``decoding`` of the file's bytes."""
         n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
+        repeated, users_with = self.repeats()
         return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
                 "records_min": int(n.min()), "records_median": float(np.median(n)), "records_max": int(n.max()),
+                "records_repeated": repeated, "users_with_repeats": users_with,
                 **{f"skipped_{k}": v for k, v in sorted(self.skipped.items())},
                 **{f"records_removed_{k}": v for k, v in sorted(self.removed.items())},
-                "records_removed_total": int(sum(self.removed.values()))}
+                "records_removed_total": int(sum(self.removed.values())),
+                **{f"records_changed_{k}": v for k, v in sorted(self.changed.items())}, "decoding": self.decoding}
 
 
 def reserved_ids(reserved) -> set[str]:

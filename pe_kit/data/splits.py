@@ -26,21 +26,24 @@ def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
     """The paper's two data arms (§3, App. D) from one corpus.
 
     ``long``: users with exactly ``record_cap`` records (Yelp-like). ``short``: users with
-    record_cap/2 … record_cap records, each cut to 140 characters (Sentiment140-like).
+    record_cap/2 … record_cap records, each cut to 140 characters (Sentiment140-like; the records cut are counted as
+    ``changed["cut_to_140_chars"]``).
     Raises ValueError for another arm name.
     """
+    changed = Counter(corpus.changed)
     if arm == "long":
         users = [u for u in corpus.users if len(u.texts) == record_cap]
     elif arm == "short":
-        users = [User(u.user_id, tuple(cut_to_length(t, TWEET_LENGTH) for t in u.texts), u.label)
-                 for u in corpus.users if record_cap // 2 <= len(u.texts) <= record_cap]
+        fit = [u for u in corpus.users if record_cap // 2 <= len(u.texts) <= record_cap]
+        users = [User(u.user_id, tuple(cut_to_length(t, TWEET_LENGTH) for t in u.texts), u.label) for u in fit]
+        changed["cut_to_140_chars"] += sum(len(t) > TWEET_LENGTH for u in fit for t in u.texts)
     else:
         raise ValueError(f"arm={arm!r} must be 'long' or 'short'")
     skipped, removed = Counter(corpus.skipped), Counter(corpus.removed)
     kept = {u.user_id for u in users}
     skipped[f"not_in_{arm}_arm"] += len(corpus.users) - len(users)
     removed[f"not_in_{arm}_arm"] += sum(len(u.texts) for u in corpus.users if u.user_id not in kept)
-    return Corpus(users, f"{corpus.source} [{arm} arm]", skipped, removed)
+    return Corpus(users, f"{corpus.source} [{arm} arm]", skipped, removed, +changed, corpus.decoding)
 
 
 def empty_arm_message(corpus: Corpus, arm: str, record_cap: int) -> str:

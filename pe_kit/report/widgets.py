@@ -131,24 +131,31 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
     """An ipywidgets panel: sliders for σ, q, trials and μ_eff; a live table of :func:`explorer_state`
     and (``plot=True``) ε_theory and the expected ε_lower against the trial budget.
 
+    Each slider's range (σ 0.3–3, q 10⁻³–1, trials 10³–10⁹, μ_eff 0–3.4) widens to hold the value it is given, so
+    the panel shows the mechanism it was given (ipywidgets would clamp it to the range silently, ipywidgets#3294).
+
     Returns:
         ``ipywidgets.VBox`` (display it in JupyterLab). Its ``.state`` attribute holds the latest
         :func:`explorer_state` dict and ``.sliders`` the four sliders (for scripted use and tests).
 
     Raises:
+        ValueError: out-of-range settings (via :func:`explorer_state`), before any widget is built.
         ImportError: if ipywidgets is not installed (``pip install ipywidgets``).
     """
     import ipywidgets as W
 
+    explorer_state(sigma, sample_rate, trials, mu_eff, delta, alpha, n_canaries)  # refuse before a slider clamps
+
     style = {"description_width": "110px"}
     layout = W.Layout(width="460px")
-    s_sigma = W.FloatSlider(value=sigma, min=0.3, max=3.0, step=0.05, description="σ (noise)", style=style,
-                            layout=layout, continuous_update=False)
-    s_q = W.FloatLogSlider(value=sample_rate, base=10, min=-3, max=0, step=0.05, description="q (sampling)",
-                           style=style, layout=layout, continuous_update=False)
-    s_t = W.FloatLogSlider(value=trials, base=10, min=3, max=9, step=0.25, description="trials", style=style,
+    s_sigma = W.FloatSlider(value=sigma, min=min(0.3, sigma), max=max(3.0, sigma), step=0.05, readout_format=".4g",
+                            description="σ (noise)", style=style, layout=layout, continuous_update=False)
+    s_q = W.FloatLogSlider(value=sample_rate, base=10, min=min(-3, math.floor(math.log10(sample_rate))), max=0,
+                           step=0.05, description="q (sampling)", style=style, layout=layout, continuous_update=False)
+    s_t = W.FloatLogSlider(value=trials, base=10, min=min(3, math.floor(math.log10(trials))),
+                           max=max(9, math.ceil(math.log10(trials))), step=0.25, description="trials", style=style,
                            layout=layout, continuous_update=False)
-    s_mu = W.FloatSlider(value=mu_eff, min=0.0, max=3.4, step=0.01, description="μ_eff", style=style,
+    s_mu = W.FloatSlider(value=mu_eff, min=0.0, max=max(3.4, mu_eff), step=0.01, description="μ_eff", style=style,
                          layout=layout, continuous_update=False)
     table = W.HTML()
     out = W.Output()
@@ -161,7 +168,7 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
         if plot:
             import matplotlib.pyplot as plt
 
-            ts = np.unique(np.round(np.logspace(3, 9, 19)).astype(np.int64))
+            ts = np.unique(np.round(np.logspace(s_t.min, s_t.max, 19)).astype(np.int64))
             ys = [expected_epsilon_lower(st["mu_eff"], st["sample_rate"], int(t), st["gamma"], delta) for t in ts]
             out.clear_output(wait=True)
             with out:

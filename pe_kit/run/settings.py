@@ -20,16 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from pe_kit.config import (ARMS, AuditSettings, MechanismSettings, ParamSpec, Section, WorldSettings, check_param,
-                           setting)
+from pe_kit.config import (ARMS, COUNT, AuditSettings, MechanismSettings, ParamSpec, Section, WorldSettings,
+                           check_param, setting)
 from pe_kit.study.implementation_audit import SUITE_DELTA
 
 __all__ = ["StudySettings", "MechanismSettings", "AuditSettings", "RunnerSettings", "NotebookSection", "LLRChecks",
            "Ablations", "MultiRound", "ImplementationAudit", "OneRun", "Preset", "SECTIONS", "NOTEBOOKS",
            "NOTEBOOK_SECTIONS", "NOTEBOOK_READS", "RUNNER_KEYS", "MECHANISM_KEYS", "notebook_keys", "notebook_stem",
            "locate", "parameters_cell", "audited_mechanism", "did_you_mean"]
-
-_I1 = ParamSpec("int", lo=1)
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -54,8 +52,8 @@ class StudySettings(WorldSettings):
     arms: tuple = setting(("long", "short"), ParamSpec("str", many=True, choices=ARMS), "notebook 04's data arms")
     banks: tuple = setting(("bankA", "public"), ParamSpec("str", many=True), "notebook 04's banks")
     variants: Any = setting("all", ParamSpec("str", many=True, word="all"), "'all' or a list of variant names")
-    per_variant: int = setting(5, _I1, "canaries audited per variant")
-    pool_size: int = setting(512, _I1, "M: candidate pool of the paraphrase and nonce variants")
+    per_variant: int = setting(5, COUNT, "canaries audited per variant")
+    pool_size: int = setting(512, COUNT, "M: candidate pool of the paraphrase and nonce variants")
     paraphraser: str | None = setting(None, ParamSpec("str", optional=True, choices=("smollm2", "auto", "wordnet")),
                                       "paraphrase pools: None (default route), auto, smollm2 or wordnet")
 
@@ -81,7 +79,7 @@ class NotebookSection(Section):
 class LLRChecks(NotebookSection):
     """Notebook 03: trials per check and the σ grid of the 1/σ ceiling check (Eq. 20)."""
 
-    llr_trials: int = setting(1_000_000, _I1, "trials per hypothesis of each check")
+    llr_trials: int = setting(1_000_000, COUNT, "trials per hypothesis of each check")
     ceiling_sigmas: tuple = setting((0.5, 1.0, 2.0), ParamSpec("float", lo=0, lo_open=True, many=True),
                                     "σ grid of the ceiling check")
 
@@ -98,11 +96,11 @@ class Ablations(NotebookSection):
                             "σ grid (q fixed)")
     qs: tuple = setting((0.01, 0.02, 0.05, 0.1, 0.2, 0.5), ParamSpec("float", lo=0, hi=1, lo_open=True, many=True),
                         "q grid (σ fixed)")
-    sweep_trials: int = setting(5_000_000, _I1, "trials per hypothesis of the sweeps")
+    sweep_trials: int = setting(5_000_000, COUNT, "trials per hypothesis of the sweeps")
     encoders: Any = setting("auto", ParamSpec("str", many=True, word="auto"), "'auto' or model names / paths")
     encoder_variants: tuple = setting(("ordinary", "exact", "nonce"), ParamSpec("str", many=True),
                                       "variants of the encoder ablation")
-    encoder_per_variant: int = setting(5, _I1, "canaries per variant of the encoder ablation")
+    encoder_per_variant: int = setting(5, COUNT, "canaries per variant of the encoder ablation")
     tightness_variant: str = setting("nonce", ParamSpec("str"), "variant of the tightness study")
     tightness_trials: tuple = setting((1_000, 10_000, 100_000, 1_000_000, 10_000_000),
                                       ParamSpec("int", lo=1, many=True), "trial budgets of the tightness study")
@@ -113,13 +111,13 @@ class MultiRound(NotebookSection):
     """Notebook 06 (Fig. 2): multi-round PE, its composed audit and MAUVE. Its own σ is the paper's 1.1088."""
 
     shared: Mapping = field(default_factory=lambda: {"noise_multiplier": 1.1088})
-    rounds: int = setting(6, _I1, "T: PE rounds")
+    rounds: int = setting(6, COUNT, "T: PE rounds")
     retain_fraction: float = setting(0.05, ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
                                      "share of the population kept each round")
     variant: str = setting("nonce", ParamSpec("str"), "audited canary: nonce or ordinary")
     generator: str = setting("public-retrieval", ParamSpec("str", choices=("public-retrieval", "smollm2", "openai",
                                                                             "wordnet")), "variation generator")
-    max_attempts: int = setting(5, _I1, "generator calls per round to fill the g new texts")
+    max_attempts: int = setting(5, COUNT, "generator calls per round to fill the g new texts")
     openai_base_url: str | None = setting(None, ParamSpec("str", optional=True), "server URL of the openai generator")
     openai_model: str | None = setting(None, ParamSpec("str", optional=True), "model of the openai generator")
     public_max_texts: int | None = setting(None, ParamSpec("int", lo=1, optional=True),
@@ -142,11 +140,11 @@ class ImplementationAudit(NotebookSection):
     suite's ``pe_kit.study.implementation_audit.SUITE_DELTA`` (1e-3) unless ``--set delta=…`` names another."""
 
     shared: Mapping = field(default_factory=lambda: {"delta": SUITE_DELTA})
-    suite_trials: int = setting(100_000, _I1, "trials per hypothesis per split of the suite")
+    suite_trials: int = setting(100_000, COUNT, "trials per hypothesis per split of the suite")
     ladder: tuple = setting((1_000, 3_000, 10_000, 30_000, 100_000), ParamSpec("int", lo=1, many=True),
                             "trial budgets of the 'trials needed' ladder")
-    repeats: int = setting(20, _I1, "re-audits of the reference and the non-violating mutants")
-    repeat_trials: int = setting(20_000, _I1, "trials of each re-audit")
+    repeats: int = setting(20, COUNT, "re-audits of the reference and the non-violating mutants")
+    repeat_trials: int = setting(20_000, COUNT, "trials of each re-audit")
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> Audit
     (γ = α / (4·n_canaries), App. E.6)."""
     kw = {k: params[k] for k in ("trials", "alpha", "delta", "shrinkage", "ridge", "threshold_rule")
           if params.get(k) is not None}
-    kw["n_canaries"] = max(1, int(n_canaries))
+    kw["n_canaries"] = n_canaries
     kw.update(overrides)
     return AuditConfig(**kw)
 
@@ -155,13 +155,13 @@ def world_for(config: StudyConfig, progress: bool = True, top_k: int = 5) -> Wor
     """
     from pe_kit.study.world import input_digests
 
-    key = (config, int(top_k), tuple(sorted(input_digests(config).items())))
+    key = (config, top_k, tuple(sorted(input_digests(config).items())))
     if key not in _WORLDS:
         from pe_kit.text.encoder import Encoder
 
         encoder = Encoder(config.model, max_seq_length=config.max_seq_length, progress=progress)
         _WORLDS[key] = build_world(config, encoder=encoder,
-                                   mechanism=MechanismConfig(top_k=int(top_k), record_cap=config.record_cap))
+                                   mechanism=MechanismConfig(top_k=top_k, record_cap=config.record_cap))
     return _WORLDS[key]
 
 
@@ -242,7 +242,7 @@ def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechani
     if mechanism is not None:
         kw["mechanism"] = mechanism
     if pool_size is not None:
-        kw["pool_size"] = int(pool_size)
+        kw["pool_size"] = pool_size
     if generator is not None:
         kw["generator"] = generator
     try:

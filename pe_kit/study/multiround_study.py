@@ -159,7 +159,7 @@ def _audits(world, design, generator, mechanism, pe, audit, rng, transcript: Tra
         return [{**r, "epsilon_lower_frozen": r["epsilon_lower"], **settings} for r in frozen]
     tree = transcript_tree(transcript, test, canary, generator, mechanism, replace(pe, retention="histogram"),
                            encoder=world.encoder, max_banks=max_banks)
-    a_audit = audit if adaptive_trials is None else replace(audit, trials=int(adaptive_trials))
+    a_audit = audit if adaptive_trials is None else replace(audit, trials=adaptive_trials)
     adapt = adaptive_audit(tree, canary, aux, cal, test, mechanism, a_audit, adaptive_rng)
     both = side_by_side(frozen, adapt)
     return [{**f, **b, "adaptive_trials": a_audit.trials, "mu_eff_adaptive": a["mu_eff_mean"], **settings}

@@ -19,7 +19,7 @@ from pe_kit.attack.one_run_design import OneRunDesign, design_one_run, max_canar
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
 from pe_kit.audit.one_run import idealised_scores, one_run_audit
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.config import COUNT, AuditConfig, MechanismConfig, check_param
 from pe_kit.pe.mechanism import contributions, release, topk_routes
 
 __all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_one_run_design", "one_run_release",
@@ -199,13 +199,13 @@ def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, tri
     pops = {s: _population(world, bank, mechanism, s) for s in ("aux", "calibration", "test")}
     v_full = np.asarray(routed_contributions(design.canary_embeddings[design.owner == 0], np.zeros(
         int((design.owner == 0).sum()), dtype=np.int64), 1, bank, mechanism).toarray()).ravel()
-    audit = AuditConfig(trials=int(trials), alpha=alpha, delta=delta, n_canaries=1)
+    audit = AuditConfig(trials=trials, alpha=alpha, delta=delta, n_canaries=1)
     res = audit_canary(v_full, np.sort(design.blocks[0]), pops["aux"], pops["calibration"], pops["test"], mechanism,
                        audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
     return {"experiment": "multi_trial", "method": "multi_trial", "variant": design.variant, "m": 1,
             "probe_share": design.blocks.shape[1] / design.bank_size, "epsilon_lower": res.epsilon_lower,
             "mu_eff": res.mu_eff, "mu_eff_ceiling": res.mu_eff_ceiling, "epsilon_theory": res.epsilon_theory,
-            "trials": int(trials), "releases": 4 * int(trials), "seconds": time.perf_counter() - t0,
+            "trials": audit.trials, "releases": 4 * audit.trials, "seconds": time.perf_counter() - t0,
             **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}}
 
 
@@ -213,16 +213,17 @@ def idealised_rows(mu: float, sample_rate: float, ms, seed: int, *, delta: float
                    repeats: int = 1) -> list[dict]:
     """One-run bounds on the idealised game (``audit.one_run.idealised_scores``: per-canary Gaussian LLR, no PE)
     for each m in ``ms`` and ``repeats`` seeds: the reference a perfect nonce design (μ_eff = 1/σ) would reach."""
+    repeats, ms = check_param("repeats", repeats, COUNT), [check_param("m", m, COUNT) for m in ms]
     rows = []
     noise = 1 / mu if mu > 0 else float("inf")
     eps_theory = epsilon_theory(noise, sample_rate, delta) if mu > 0 else 0.0
     for m in ms:
-        for rep in range(int(repeats)):
+        for rep in range(repeats):
             t0 = time.perf_counter()
-            s, inc = idealised_scores(mu, sample_rate, int(m), np.random.default_rng([int(seed), 16, 4, int(m), rep]))
+            s, inc = idealised_scores(mu, sample_rate, m, np.random.default_rng([int(seed), 16, 4, m, rep]))
             audits = one_run_audit(s, inc, delta=delta, alpha=alpha, sample_rate=sample_rate)
             for method, a in audits.items():
-                rows.append({"experiment": "one_run_idealised", "method": method, "m": int(m), "repeat": rep,
+                rows.append({"experiment": "one_run_idealised", "method": method, "m": m, "repeat": rep,
                              "epsilon_lower": a.epsilon_lower, "mu_lower": a.mu_lower, "k_plus": a.k_plus,
                              "k_minus": a.k_minus, "guesses": a.guesses, "correct": a.correct, "mu_eff": mu,
                              "epsilon_theory": eps_theory, "mech_sample_rate": sample_rate,
