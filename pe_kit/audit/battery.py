@@ -152,9 +152,12 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     bar = progress(total=4 * int(trials) * len(designs), desc=name, unit="release") if show else None
     for i, (d, st, s) in enumerate(zip(designs, stats, seeds), 1):
         info = dict(getattr(d, "info", {}) or {})
-        where = f"design {i} of {len(designs)} ({info.get('axis', 'base')}={info.get('setting', 'base')})"
+        axis = info.get("axis", "base")
+        label = "base" if axis == "base" else f"{axis}={info.get('setting')}"
+        where = f"design {i} of {len(designs)} ({label})"
         if bar is not None:
             bar.describe(f"{name}: {where}")
+            bar.update(0)  # a line naming the design now started, with the battery's ETA
         try:
             a = audit_implementation(release, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, stat=st,
                                      scheduler=scheduler, announce=False, **options)
