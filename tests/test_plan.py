@@ -147,3 +147,28 @@ def test_a_failing_design_keeps_the_finished_ones(tmp_path, monkeypatch):
     assert "fails_on_large_bank raised on design 3 of 3 (bank=8192), 'concentrated|bank=8192'" in info.value.__notes__[0]
     lines = progress_file.read_text(encoding="utf-8")
     assert "fails_on_large_bank: design 2 of 3 (population=1): 800/2400 release (33%) [" in lines
+
+
+def test_cli_explore_prints_the_reach(capsys):
+    from pe_kit.run.cli import main
+
+    assert main(["explore", "--sigma", "0.8", "--q", "0.05", "--trials", "2000", "--delta", "1e-6"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "reach (any canary)  2.524  the most these trials can certify (a perfectly separable canary); below "
+        "ε_theory: no violation can be shown")  # γ = 0.05/20: separable_epsilon(0.05, 2000, 0.0025, 1e-6)
+
+
+def test_audit_release_auto_picks_the_budget_and_prints_its_pilot_estimate(capsys):
+    mech = pk.MechanismConfig()
+    base = concentrated_design(np.random.default_rng(0), n_aux=10, n_test=10)
+    battery = battery_designs(base, mech, np.random.default_rng(1), axes={"population": (1,)})
+    gamma = battery_gamma(0.05, 2, 1)
+    r = pk.audit_release(ReferenceRelease(), designs=(battery, battery[1]), mechanism=mech, trials="auto",
+                         target=1.0, check_calls=20)
+    assert r.trials == auto_trials(mech, gamma=gamma, delta=1e-3, target=1.0) == r.reach.trials
+    assert separable_epsilon(0.1, r.trials, gamma, 1e-3) >= 1.0 > separable_epsilon(0.1, r.trials - 1, gamma, 1e-3)
+    err = capsys.readouterr().err
+    assert f"trials='auto': {r.trials:,} per hypothesis per split (2 designs, {8 * r.trials:,} releases); about " in err
+    assert err.index("reach: ") < err.index("trials='auto'") and not r.flagged
+    with pytest.raises(ValueError, match="target=9.000 is out of reach"):
+        pk.audit_release(ReferenceRelease(), designs=(battery, battery[1]), mechanism=mech, trials="auto", target=9)
