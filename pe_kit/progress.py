@@ -138,6 +138,12 @@ class Progress:
             if due:
                 _append(self._file, ("  " * self.depth) + self.line())
 
+    def describe(self, desc: str) -> None:
+        """Rename the step (the bar's label, and the lines headless mode writes from now on)."""
+        self.desc = desc
+        if self._bar is not None:
+            self._bar.set_description_str(desc)
+
     def close(self) -> None:
         """End the step: closes the bar, or writes the end line (cell output for an outermost step)."""
         if self.closed:

@@ -68,7 +68,8 @@ def _rule(rows: pd.DataFrame) -> str:
 
 def headline_markdown(parts: dict) -> str:
     """One table for a first look: per variant, the paper's Table 2 (Yelp / Sentiment140) beside ε_lower
-    "max / median" on bank A of every part with notebook 04's rows (arm by arm), each column headed by its sizes.
+    "max / median" on bank A of every part with notebook 04's rows at the paper's mechanism (arm by arm; others are
+    in the per-part tables, ``paper_compare.mechanism_words``), each column headed by its sizes.
 
     Args: parts: part name → (results.csv frame, run.json dict), as :func:`read_part` gives. Returns markdown ("" when
     no part has notebook 04's rows)."""
@@ -81,7 +82,7 @@ def headline_markdown(parts: dict) -> str:
         if tab.empty:
             continue
         rule = _rule(_exp(df, "table2"))
-        for arm, cell in tab[tab["bank"] == "bankA"].groupby("arm", sort=False):
+        for arm, cell in tab[(tab["bank"] == "bankA") & (tab["mechanism_note"] == "")].groupby("arm", sort=False):
             first = cell.iloc[0]
             theory |= set(cell["epsilon_theory"].round(3))
             head = (f"`{name}`, {arm} arm (N = {_count(first['n_test'])}, {_count(first['trials'])} trials, "
@@ -115,8 +116,8 @@ def table4_markdown(parts: dict) -> str:
     out, skipped = [], []
     for arm, dataset in ARM_DATASET.items():
         names = [n for n in (arm, f"{arm}-bankB") if n in parts]
-        tabs = [t[t["arm"] == arm] for t in (comparison_table(_exp(parts[n][0], "table2")) for n in names)
-                if not t.empty]
+        tabs = [t[(t["arm"] == arm) & (t["mechanism_note"] == "")]
+                for t in (comparison_table(_exp(parts[n][0], "table2")) for n in names) if not t.empty]
         if not tabs:
             continue
         # a bank audited in both parts: the first part's rows (the -bankB part's own bank-A rows do not overwrite)

@@ -217,3 +217,25 @@ def test_table4_survives_parts_without_table2_rows_and_keeps_the_base_parts_bank
                           "short-bankB": (pd.concat([also_a, fake_b]), {})})
     rows = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| variant")]
     assert len(rows) == 1 and rows[0].startswith("| nonce |") and "99.000" not in rows[0]
+
+
+def test_another_mechanism_is_never_shown_beside_the_papers_columns_and_says_when_c_never_binds():
+    """Rows audited at k = 3, C = 1 (the DPSDA mapping): no paper column, no headline column, and in words that C
+    never binds (1/√3 = 0.577 ≤ C, so μ_eff ≤ 1/(√3·σ·C) = 0.577)."""
+    from pe_kit.report.docs_results import headline_markdown
+    from pe_kit.report.paper_compare import comparison_markdown
+
+    df = pd.read_csv(PAPER_RUN / "long" / "results.csv", low_memory=False)
+    t2 = df[(df["experiment"] == "table2") & (df["study_arm"] == "long") & (df["bank_source"] == "bankA")].copy()
+    other = t2.assign(mech_top_k=3, mech_clip_norm=1.0)
+    tab = comparison_table(other)
+    assert tab["paper_table2"].isna().all() and tab["paper_table4"].isna().all()
+    md = comparison_markdown(tab)
+    assert "paper Table 2" not in md and "| variant | canaries | ε_lower max | median ε_lower | min–max | median μ_eff |\n" \
+        "|---|---|---|---|---|---|\n" in md
+    assert ("Mechanism k = 3, C = 1, σ = 1, q = 0.1 is not the paper's (k = 5, C = 0.1, σ = 1, q = 0.1), so the "
+            "paper's Table 2 and Table 4 values are not shown beside it. C never binds: a user's vote vector has norm "
+            "at most 1/√k = 0.577 ≤ C = 1, so no contribution is clipped and every canary's μ_eff is at most "
+            "1/(√k·σ·C) = 0.577 (not 1/σ): ε_lower stays near 0 by construction, whatever the canary.") in md
+    assert headline_markdown({"other": (other, {})}) == ""
+    assert "paper Table 2 (Yelp)" in comparison_markdown(comparison_table(t2))  # the paper's mechanism keeps them

@@ -21,9 +21,11 @@ import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
+from pe_kit.audit.plan import Reach, announce_reach, audit_reach
 from pe_kit.audit.release_checks import batch_call_check, seed_check
 from pe_kit.audit.release_runner import check_audit_arguments, implementation_name, seed_sequence
 from pe_kit.config import MechanismConfig
+from pe_kit.progress import progress
 
 __all__ = ["BatteryAudit", "audit_battery", "battery_gamma", "BATTERY_TRIALS"]
 
@@ -43,7 +45,7 @@ class BatteryAudit:
         alpha: family-wise level; gamma: the per-bound tail (``battery_gamma``); delta: δ; trials: per audit.
         checks: dict of the implementation checks (``seed_*``, ``batch_call_*``).
         rows: tuple of per-design row dicts (``BlackBoxAudit.as_row`` + ``axis``, ``setting`` + the checks).
-        seconds: wall time.
+        seconds: wall time. reach: what the battery's budget can certify (``audit.plan.Reach`` at γ).
     """
 
     implementation: str
@@ -59,6 +61,7 @@ class BatteryAudit:
     checks: dict
     rows: tuple
     seconds: float
+    reach: Reach | None = None
 
     @property
     def violation(self) -> bool:
@@ -104,13 +107,17 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         check: the design of the seed and batch-vs-call checks (default: the battery's smallest population).
         check_calls: per-call releases of the batch-vs-call test. stats: precomputed ``spec_statistic`` per design.
         scheduler: a ``dask.distributed.Client`` (or None): every audit's releases fan out over it.
-        options: further ``audit_implementation`` keywords (``batch``, ``call_chunk``, ``show_progress``).
+        options: further ``audit_implementation`` keywords (``batch``, ``call_chunk``, ``show_progress``);
+            ``announce=False`` skips printing the reach (``audit.plan.announce_reach``).
 
     Returns:
-        ``BatteryAudit``.
+        ``BatteryAudit``. Progress (unless ``show_progress`` is False): "design 3 of 7 (records=1)" with the
+        battery's ETA.
 
     Raises:
-        TypeError / ValueError: as ``audit_implementation``; ValueError on an empty battery.
+        TypeError / ValueError: as ``audit_implementation``; ValueError on an empty battery. An error of the release
+        on design i propagates with a note naming the design, and the designs finished before it as
+        ``exc.partial`` (a ``BatteryAudit``; None when none had finished).
     """
     if len(designs) == 0:
         raise ValueError("designs is empty: pass attack.design_battery.battery_designs(...)")
@@ -119,6 +126,10 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     name = implementation_name(release)
     has_ks = callable(release) and hasattr(release, "release_batch")
     gamma = battery_gamma(alpha, len(designs), int(has_ks))
+    reach = audit_reach(mechanism, int(trials), gamma=gamma, delta=delta)
+    show = options.get("show_progress") is not False
+    if options.pop("announce", True):
+        announce_reach(reach, mechanism, show=show)
     stats = list(stats) if stats is not None else [spec_statistic(d, mechanism) for d in designs]
     seeds = seed_sequence(seed).spawn(len(designs) + 1)
     check = check if check is not None else min(designs, key=lambda d: (len(d.test), len(d.canary)))
@@ -127,10 +138,36 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
                                    gamma=gamma, seed=seeds[-1], scheduler=scheduler,
                                    show_progress=options.get("show_progress")))
     rows, reasons = [], []
-    for d, st, s in zip(designs, stats, seeds):
-        a = audit_implementation(release, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, stat=st,
-                                 scheduler=scheduler, **options)
+
+    def verdict(rows, reasons):
+        if not rows:
+            return None
+        eps_t = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+        return BatteryAudit(implementation=name, flagged=bool(reasons), reasons=tuple(reasons),
+                            epsilon_lower=max(r["epsilon_lower"] for r in rows), epsilon_theory=float(eps_t),
+                            mu_eff=float(stats[0].mu_eff) if math.isfinite(stats[0].mu_eff) else math.nan,
+                            alpha=float(alpha), gamma=gamma, delta=float(delta), trials=int(trials), checks=checks,
+                            rows=tuple(rows), seconds=time.perf_counter() - t0, reach=reach)
+
+    bar = progress(total=4 * int(trials) * len(designs), desc=name, unit="release") if show else None
+    for i, (d, st, s) in enumerate(zip(designs, stats, seeds), 1):
         info = dict(getattr(d, "info", {}) or {})
+        axis = info.get("axis", "base")
+        label = "base" if axis == "base" else f"{axis}={info.get('setting')}"
+        where = f"design {i} of {len(designs)} ({label})"
+        if bar is not None:
+            bar.describe(f"{name}: {where}")
+            bar.update(0)  # a line naming the design now started, with the battery's ETA
+        try:
+            a = audit_implementation(release, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, stat=st,
+                                     scheduler=scheduler, announce=False, **options)
+        except Exception as exc:
+            if bar is not None:
+                bar.close()
+            exc.partial = verdict(rows, reasons)
+            exc.add_note(f"{name} raised on {where}, {d.name!r}, in audit_implementation(release, design, …); the "
+                         f"{len(rows)} designs finished before it are exc.partial")
+            raise
         rows.append({**a.as_row(), "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                      "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
                      "canary_position": str(getattr(d, "canary_position", "last")), "alpha": float(alpha),
@@ -139,14 +176,13 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
             reasons.append(f"{a.design}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}")
         if a.repeats_flag:
             reasons.append(f"{a.design}: {a.repeated_h0} repeated H0 releases of {int(trials)}")
+        if bar is not None:
+            bar.update(4 * int(trials))
+    if bar is not None:
+        bar.close()
     if checks["seed_flag"]:
         reasons.append("seed not honoured: " + ("same seed gave different releases" if not checks["seed_same_release"]
                                                 else "different seeds gave the same release"))
     if checks["batch_call_flag"]:
         reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
-    eps_t = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
-    return BatteryAudit(implementation=name, flagged=bool(reasons), reasons=tuple(reasons),
-                        epsilon_lower=max(r["epsilon_lower"] for r in rows), epsilon_theory=float(eps_t),
-                        mu_eff=float(stats[0].mu_eff) if math.isfinite(stats[0].mu_eff) else math.nan,
-                        alpha=float(alpha), gamma=gamma, delta=float(delta), trials=int(trials), checks=checks,
-                        rows=tuple(rows), seconds=time.perf_counter() - t0)
+    return verdict(rows, reasons)

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory
 from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments
+from pe_kit.audit.plan import Reach, announce_reach, audit_reach
 from pe_kit.audit.release_runner import (CALL_CHUNK, check_audit_arguments, implementation_name,
                                          release_scores, seed_sequence)
 from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_problem
@@ -177,6 +178,7 @@ class BlackBoxAudit:
         population_shift: the calibration → test FPR check at the frozen threshold (``bounds.population_shift``;
             a warning, not a flag: it also fires when the two user splits differ).
         fpr_calibration, fpr_test: the false-positive rates it compares.
+        reach: what the budget can certify (``audit.plan.Reach``; its ``as_row`` columns join the row).
         flagged: violation or repeats_flag (what the row accuses the implementation of).
     """
 
@@ -203,6 +205,7 @@ class BlackBoxAudit:
     population_shift: bool = False
     fpr_calibration: float = math.nan
     fpr_test: float = math.nan
+    reach: Reach | None = None
 
     @property
     def flagged(self) -> bool:
@@ -211,7 +214,8 @@ class BlackBoxAudit:
 
     def as_row(self) -> dict:
         """Flat dict: scalar fields plus ``calibration_*`` / ``test_*`` counts and bounds, ``tpr``, ``fpr``."""
-        row = {k: v for k, v in asdict(self).items() if k not in ("calibration", "test")}
+        row = {k: v for k, v in asdict(self).items() if k not in ("calibration", "test", "reach")}
+        row.update(self.reach.as_row() if self.reach is not None else {})
         for name in _SPLITS:
             for k, v in getattr(self, name).as_dict().items():
                 row[f"{name}_{k}"] = v
@@ -230,7 +234,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
                          gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0, shrinkage: float = 0.1,
                          ridge: float = 1e-9, batch: int = 8192, use_batch: bool | None = None,
                          stat: SpecStatistic | None = None, return_scores: bool = False, scheduler=None,
-                         call_chunk: int = CALL_CHUNK, show_progress: bool | None = None):
+                         call_chunk: int = CALL_CHUNK, show_progress: bool | None = None, announce: bool = True):
     """Audit a PE release implementation through its own function (module docstring; §2.1 Steps 2–5).
 
     Args:
@@ -250,6 +254,8 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
             workers in chunks, with the same scores as serial (``release_runner.release_scores``).
         call_chunk, show_progress: releases per chunk without ``release_batch``; a progress bar per stream (None:
             only without ``release_batch``).
+        announce: before the trials, print the budget's reach to stderr (unless ``show_progress`` is False) and
+            warn when it cannot flag a violation (``audit.plan.announce_reach``).
 
     Returns:
         ``BlackBoxAudit`` (and the scores dict if asked). Warns (``UserWarning``) when the calibration → test
@@ -267,6 +273,9 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
         raise ValueError(f"delta={delta} must lie in (0, 1)")
     if int(trials) != trials or trials < 1:
         raise ValueError(f"trials={trials} must be an integer ≥ 1")
+    reach = audit_reach(mechanism, int(trials), gamma=gamma, delta=delta)
+    if announce:
+        announce_reach(reach, mechanism, show=show_progress is not False)
     t0 = time.perf_counter()
     stat = stat or spec_statistic(design, mechanism, shrinkage=shrinkage, ridge=ridge)
     root = seed_sequence(seed)
@@ -309,7 +318,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
         batched=hasattr(release, "release_batch") if use_batch is None else bool(use_batch),
         seconds=time.perf_counter() - t0, repeated_h0=repeats, repeats_flag=repeats_flag,
         population_shift=bool(shift["population_shift"]), fpr_calibration=float(shift["fpr_calibration"]),
-        fpr_test=float(shift["fpr_test"]))
+        fpr_test=float(shift["fpr_test"]), reach=reach)
     return (out, scores) if return_scores else out
 
 
@@ -334,9 +343,12 @@ def audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: i
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must lie in (0, 1)")
     gamma = alpha / (4 * len(cases))
+    if options.pop("announce", True):
+        announce_reach(audit_reach(mechanism, int(trials), gamma=gamma, delta=delta), mechanism,
+                       show=options.get("show_progress") is not False)
     seeds = np.random.SeedSequence(seed).spawn(len(cases))
-    return [audit_implementation(r, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, **options)
-            for (r, d), s in zip(cases, seeds)]
+    return [audit_implementation(r, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, announce=False,
+                                 **options) for (r, d), s in zip(cases, seeds)]
 
 
 def trials_needed(release, design, mechanism: MechanismConfig, *, ladder: Sequence[int] = (1_000, 3_000, 10_000,
@@ -357,6 +369,7 @@ def trials_needed(release, design, mechanism: MechanismConfig, *, ladder: Sequen
     if not ladder or any(b <= a for a, b in zip(ladder, ladder[1:])):
         raise ValueError(f"ladder={ladder} must be a non-empty increasing sequence of trial counts")
     stat = options.pop("stat", None) or spec_statistic(design, mechanism)
+    options.setdefault("announce", False)  # each rung's reach is the point of the ladder, not a warning
     seeds = np.random.SeedSequence(seed).spawn(len(ladder))
     runs = []
     for t, s in zip(ladder, seeds):

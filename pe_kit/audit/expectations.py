@@ -87,3 +87,26 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
         if -res.fun > best:
             best_a, best = float(res.x), float(-res.fun)
     return (best, best_a) if return_threshold else best
+
+
+def separable_epsilon(sample_rate: float, trials: int, gamma: float = 0.0025, delta: float = 1e-5) -> float:
+    """Expected ε_lower of a perfectly separable canary: the most an audit at ``trials`` can certify (App. E.4–E.6).
+
+    The μ_eff → ∞ limit of :func:`expected_epsilon`: no H0 trial crosses the threshold (FPR = 0) and an H1 trial
+    does whenever the canary takes part (TPR = q, Eq. 23 with TPR_inc = 1), so Eq. 28 with the Clopper–Pearson
+    endpoints at the expected counts (Eqs. 29–30) is ε = log((p_L(qn) − δ) / (1 − γ^{1/n})), and the reverse event
+    log((γ^{1/n} − δ) / p_U((1−q)n)) ≤ −log(1−q) + O(1/n); the larger, floored at 0. Whatever a release
+    does, an audit with n trials per hypothesis at γ is not expected to certify more (e.g. q = 0.05, n = 2,000,
+    γ = 0.05/29, δ = 10⁻⁶: 2.45).
+
+    Args: sample_rate: q in (0, 1]. trials: n ≥ 1. gamma: γ in (0, 1). delta: δ in [0, 1).
+    Returns: float ε ≥ 0. Raises: ValueError on out-of-range arguments (as :func:`expected_epsilon`).
+    """
+    expected_epsilon(1.0, sample_rate, trials, gamma, delta)  # validates the arguments
+    q, n = float(sample_rate), float(trials)
+    tpr_l, fpr_u = _cp_real(q * n, n, gamma, "lower"), 1.0 - gamma ** (1.0 / n)
+    tnr_l, fnr_u = gamma ** (1.0 / n), _cp_real((1 - q) * n, n, gamma, "upper")
+    with np.errstate(all="ignore"):
+        b1 = math.log((tpr_l - delta) / fpr_u) if tpr_l > delta else 0.0
+        b2 = math.log((tnr_l - delta) / fnr_u) if tnr_l > delta and fnr_u > 0 else 0.0
+    return max(0.0, b1, b2)

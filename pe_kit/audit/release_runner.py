@@ -56,10 +56,14 @@ def check_release_signature(release) -> None:
     ``(bank, records, owner, n_users, config, rng)``; callables whose signature Python cannot read pass.
 
     Raises:
-        TypeError: naming the implementation, its signature, the expected one and the fix (a wrapper).
+        TypeError: naming the implementation, its signature, the expected one and the fix (a wrapper); for a class
+            passed instead of an instance.
     """
     import inspect
 
+    if isinstance(release, type):
+        raise TypeError(f"release is the class {release.__name__}, not an implementation: pass an instance, "
+                        f"{release.__name__}(), or a function (bank, records, owner, n_users, config, rng) -> (p,)")
     if not callable(release) or hasattr(release, "release_batch"):
         return
     try:

@@ -18,8 +18,33 @@ import pandas as pd
 
 from pe_kit.attack.variants import BEYOND_PAPER_VARIANTS
 
-__all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER", "BANK_LABEL", "paper_value", "comparison_table",
+__all__ = ["PAPER_MECHANISM", "mechanism_words", "PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER", "BANK_LABEL", "paper_value", "comparison_table",
            "orderings", "orderings_line", "comparison_markdown", "format_count", "NATURAL_ORDER"]
+
+#: the mechanism of the paper's Tables 2 and 4 (§4: k = 5, C = 0.1, σ = 1, q = 0.1): only rows audited at it are
+#: shown beside the paper's values
+PAPER_MECHANISM = {"mech_top_k": 5, "mech_clip_norm": 0.1, "mech_noise_multiplier": 1.0, "mech_sample_rate": 0.1}
+
+
+def mechanism_words(row: Mapping) -> str:
+    """What a results row's mechanism is, in words, when it is not the paper's: its settings, that the paper's columns
+    are left out, and when C never binds (a vote vector h̄_u = counts/(|D_u|·k) of Eq. 1 has norm ≤ 1/√k, so for
+    C ≥ 1/√k no contribution is clipped and μ_eff ≤ 1/(√k·σ·C) < 1/σ, Eq. 20). ``""`` for the paper's mechanism or
+    a row without ``mech_*`` columns."""
+    got = {k: row.get(k) for k in PAPER_MECHANISM}
+    if any(v is None or pd.isna(v) for v in got.values()) or all(
+            abs(float(got[k]) - v) < 1e-12 for k, v in PAPER_MECHANISM.items()):
+        return ""
+    k, c, sigma, q = (float(got[n]) for n in PAPER_MECHANISM)
+    words = (f"Mechanism k = {k:g}, C = {c:g}, σ = {sigma:g}, q = {q:g} is not the paper's (k = 5, C = 0.1, σ = 1, "
+             "q = 0.1), so the paper's Table 2 and Table 4 values are not shown beside it.")
+    if k ** -0.5 <= c:
+        words += (f" C never binds: a user's vote vector has norm at most 1/√k = {k ** -0.5:.3f} ≤ C = {c:g}, so no "
+                  f"contribution is clipped and every canary's μ_eff is at most 1/(√k·σ·C) = "
+                  f"{1 / (k ** 0.5 * sigma * c):.3f} (not 1/σ): ε_lower stays near 0 by construction, whatever the "
+                  "canary.")
+    return words
+
 
 #: Table 2 of the paper (label-only bank A, max over five canaries, 10⁶ trials; ε_theory = 1.695).
 PAPER_TABLE2 = {
@@ -94,7 +119,8 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
     Returns:
         DataFrame with columns ``arm``, ``bank``, ``variant``, ``canaries`` (int), ``max`` (the paper's statistic),
         ``median``, ``min``, ``mu_eff_median``, ``epsilon_theory``, ``paper_table2``, ``paper_table4`` (NaN where
-        the paper has no analogue), ``trials``, ``n_test``, ``n_calibration``; rows without an arm, bank, variant
+        the paper has no analogue or the rows' mechanism is not the paper's), ``mechanism_note``
+        (:func:`mechanism_words`), ``trials``, ``n_test``, ``n_calibration``; rows without an arm, bank, variant
         or ε_lower are left out. Empty frame for no rows.
     """
     need = ("study_arm", "bank_source", "variant", "epsilon_lower")
@@ -106,11 +132,13 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
         for v in _variant_order(cell["variant"].unique()):
             e = cell.loc[cell["variant"] == v]
             eps = e["epsilon_lower"].astype(float)
+            words = mechanism_words(e.iloc[0].to_dict())
             rows.append({"arm": arm, "bank": bank, "variant": v, "canaries": int(len(e)), "max": eps.max(),
                          "median": eps.median(), "min": eps.min(),
                          "mu_eff_median": e["mu_eff"].median() if "mu_eff" in e else float("nan"),
                          "epsilon_theory": e["epsilon_theory"].max() if "epsilon_theory" in e else float("nan"),
-                         "paper_table2": paper_value("2", arm, bank, v), "paper_table4": paper_value("4", arm, bank, v),
+                         "paper_table2": None if words else paper_value("2", arm, bank, v),
+                         "paper_table4": None if words else paper_value("4", arm, bank, v), "mechanism_note": words,
                          **{out: (e[col].max() if col in e else float("nan"))
                             for out, col in (("trials", "trials"), ("n_test", "study_n_test"),
                                              ("n_calibration", "study_n_calibration"))}})
@@ -204,7 +232,8 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
 
     Columns: variant, canaries, ε_lower max (the paper's statistic), median, min–max, median μ_eff, the paper's
     Table 2 value (bank A only) and its Table 4 value (dataset and bank matched as in :data:`ARM_DATASET`,
-    :data:`BANK_LETTER`). Returns ``""`` for an empty table.
+    :data:`BANK_LETTER`); a cell audited at another mechanism than the paper's has no paper columns and says so in
+    words (:func:`mechanism_words`). Returns ``""`` for an empty table.
     """
     if table is None or table.empty:
         return ""
@@ -213,17 +242,19 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
         dataset, letter = ARM_DATASET.get(str(arm), "?"), BANK_LETTER.get(str(bank), "?")
         first = cell.iloc[0]
         canaries = sorted(set(cell["canaries"]))
+        note = str(first.get("mechanism_note", "") or "")
+        paper = ("" if note else f" | paper Table 2 ({dataset}) | paper Table 4 ({dataset} {letter})")
         out.append(f"{heading} {arm} arm, {BANK_LABEL.get(str(bank), str(bank))} (paper: {dataset}, {BANK_NOTE.get(str(bank), 'bank ' + letter)})\n\n"
                    f"N = {format_count(first['n_test'])} test and {format_count(first['n_calibration'])} calibration users, "
                    f"{'/'.join(map(str, canaries))} canaries per variant, {format_count(first['trials'])} trials per "
-                   f"hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.\n\n"
-                   f"| variant | canaries | ε_lower max | median ε_lower | min–max | median μ_eff | paper Table 2 ({dataset}) "
-                   f"| paper Table 4 ({dataset} {letter}) |\n|---|---|---|---|---|---|---|---|\n")
+                   f"hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.{' ' + note if note else ''}\n\n"
+                   f"| variant | canaries | ε_lower max | median ε_lower | min–max | median μ_eff{paper} |\n|"
+                   + "---|" * (6 if note else 8) + "\n")
         for r in cell.itertuples(index=False):
             name = f"{r.variant} *(beyond the paper)*" if r.variant in BEYOND_PAPER_VARIANTS else r.variant
             out.append(f"| {name} | {r.canaries} | {_num(r.max)} | {_num(r.median)} | {_num(r.min, '.2f')}–"
-                       f"{_num(r.max, '.2f')} | {_num(r.mu_eff_median)} | {_num(r.paper_table2)} | "
-                       f"{_num(r.paper_table4)} |\n")
+                       f"{_num(r.max, '.2f')} | {_num(r.mu_eff_median)}"
+                       + ("" if note else f" | {_num(r.paper_table2)} | {_num(r.paper_table4)}") + " |\n")
         out.append("\n")
     line = orderings_line(orderings(table))
     return (line + "\n\n" if line else "") + "".join(out).rstrip("\n") + "\n"

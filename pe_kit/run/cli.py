@@ -176,6 +176,7 @@ def _presets() -> int:
 
 
 def _explore(args) -> int:
+    from pe_kit.audit.expectations import separable_epsilon
     from pe_kit.report.widgets import explorer_state
 
     from pe_kit.config import check_param
@@ -207,6 +208,9 @@ def _explore(args) -> int:
         print(f"expected ε_lower    {st['epsilon_lower_expected']:.3f}  at μ_eff={st['mu_eff']:.3f}"
               f"{' (capped at 1/σ)' if st['mu_eff_capped'] else ''}")
         print(f"ε as trials → ∞     {st['epsilon_asymptotic']:.3f}")
+        reach = separable_epsilon(st["sample_rate"], st["trials"], st["gamma"], st["delta"])
+        print(f"reach (any canary)  {reach:.3f}  the most these trials can certify (a perfectly separable canary)"
+              + ("; below ε_theory: no violation can be shown" if reach < st["epsilon_theory"] else ""))
     return 0
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from pe_kit.audit.outcome import AuditOutcome
 from pe_kit.config import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings
 
-__all__ = ["audit_mechanism"]
+__all__ = ["audit_mechanism", "check_study_keys"]
 
 
 def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanism: MechanismConfig | None = None,
@@ -45,7 +45,9 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
 
     Returns:
         ``AuditOutcome`` of the canary with the largest ε_lower; ``row`` is its ``audit_design`` row plus
-        ``canaries`` and ``epsilon_lower_per_canary`` (a list, in audit order).
+        ``canaries``, ``epsilon_lower_per_canary`` (a list, in audit order) and the budget's reach
+        (``audit.plan.Reach.as_row``: ``reach``, ``reach_ceiling``, ``reach_mu_eff``, ``clip_binds``), printed to
+        stderr before the world is built, with a warning when the budget cannot certify ε_theory.
 
     Raises:
         ValueError: for a ``study`` key that names ``data`` / ``seed`` / ``record_cap`` or no ``StudyConfig`` field,
@@ -53,9 +55,8 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
             ``StudyConfig``, ``build_world`` and ``make_design`` raise (sizes, unknown variant, …).
         TypeError: for a ``mechanism`` / ``audit`` that is not a settings object of its section.
     """
-    from dataclasses import fields
-
     from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
+    from pe_kit.audit.plan import announce_reach, audit_reach
     from pe_kit.config import check_param
     from pe_kit.study.experiments import world_for
     from pe_kit.study.world import StudyConfig, audit_design, make_design
@@ -69,13 +70,9 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
         audit = replace(audit, trials=trials)
     if delta is not None:
         audit = replace(audit, delta=delta)
-    study = dict(study or {})
-    known = {f.name for f in fields(StudyConfig)} - {"data", "seed", "record_cap"}
-    wrong = sorted(set(study) - known)
-    if wrong:
-        raise ValueError(f"study={{{', '.join(map(repr, wrong))}: …}} is not accepted: pass data, seed and record_cap "
-                         f"as audit_mechanism(data=…, seed=…, mechanism=MechanismConfig(record_cap=…)); other fields "
-                         f"are {sorted(known)}")
+    study = check_study_keys(study, {"data": "audit_mechanism(data=…)", "seed": "audit_mechanism(seed=…)",
+                                     "record_cap": "mechanism=MechanismConfig(record_cap=…)"})
+    reach = announce_reach(audit_reach(mechanism, audit.trials, gamma=audit.gamma, delta=audit.delta), mechanism)
     config = StudyConfig(data=data, seed=seed, record_cap=mechanism.record_cap, **study)
     world = world_for(config, progress=False, top_k=mechanism.top_k)
     real = not variant.startswith("nonce")
@@ -89,17 +86,46 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
                              pool_size=pool_size)
         rows.append(audit_design(world, design, mechanism, audit, rng))
     best = max(rows, key=lambda r: r["epsilon_lower"])
-    return AuditOutcome.from_row({**best, "canaries": canaries,
+    return AuditOutcome.from_row({**best, **reach.as_row(), "canaries": canaries,
                                   "epsilon_lower_per_canary": [float(r["epsilon_lower"]) for r in rows]})
+
+
+def check_study_keys(study, elsewhere: dict) -> dict:
+    """``study`` as a dict of ``study.world.StudyConfig`` fields, for a call that takes the fields of ``elsewhere``
+    (field → where to pass it) through its own arguments.
+
+    Raises:
+        ValueError: naming each key that is no field (with the closest field) or is passed elsewhere.
+    """
+    import difflib
+    from dataclasses import fields
+
+    from pe_kit.study.world import StudyConfig
+
+    study = dict(study or {})
+    known = sorted({f.name for f in fields(StudyConfig)} - set(elsewhere))
+    for key in study:
+        if key in elsewhere:
+            raise ValueError(f"study={{{key!r}: …}} is not accepted here: pass it as {elsewhere[key]}")
+        if key not in known:
+            close = difflib.get_close_matches(key, known, 1, 0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"the fields are {known}"
+            raise ValueError(f"study={{{key!r}: …}} is no StudyConfig field: {hint}")
+    return study
 
 
 def _as_config(value, config_cls, section_cls, name: str):
     """``value`` as ``config_cls`` (None → its defaults; a bare settings section → the config with that section's
-    fields and the config's own defaults for the rest)."""
+    fields and the config's own defaults for the rest).
+
+    Raises:
+        TypeError: for anything else, naming what came and the fix (a dict: ``pe_kit.MechanismConfig(**value)``).
+    """
     if value is None:
         return config_cls()
     if isinstance(value, config_cls):
         return value
     if isinstance(value, section_cls):
         return config_cls(**value.as_dict())
-    raise TypeError(f"{name}={value!r} is not a {config_cls.__name__}: pass pe_kit.{config_cls.__name__}(...)")
+    fix = f"pe_kit.{config_cls.__name__}(**{name})" if isinstance(value, dict) else f"pe_kit.{config_cls.__name__}(...)"
+    raise TypeError(f"{name}={value!r} is not a {config_cls.__name__} (it is a {type(value).__name__}): pass {fix}")

@@ -7,14 +7,18 @@ Source: §2.1 of the paper (Steps 1–5) with the trials run through the impleme
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from pe_kit.attack.design_battery import LARGE_BANK, battery_designs, check_design
+from pe_kit.attack.design_battery import DEFAULT_AXES, LARGE_BANK, battery_designs, check_design
 from pe_kit.attack.release_designs import release_design
-from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery
-from pe_kit.audit.blackbox import DEFAULT_DELTA
+from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, battery_gamma
+from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, spec_statistic
+from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials, check_keywords, dry_call, pilot_seconds
 from pe_kit.audit.release_runner import check_audit_arguments, check_release_signature, seed_sequence
-from pe_kit.config import MechanismConfig
+from pe_kit.config import MechanismConfig, MechanismSettings
+from pe_kit.study.mechanism_audit import _as_config, check_study_keys
 
 __all__ = ["audit_release", "release_battery"]
 
@@ -29,7 +33,7 @@ def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
         raise TypeError(f"world_or_data must be a corpus path (str / Path), None (the bundled Blogs sample) or a "
                         f"pe_kit.study.world.World; got {type(world_or_data).__name__}")
     data = None if world_or_data is None else str(world_or_data)
-    study = dict(study or {})
+    study = check_study_keys(study, {"data": "audit_release(release, data, …)"})
     study.setdefault("record_cap", mechanism.record_cap)  # the mechanism's m caps the study's records, as in audit_mechanism
     config = StudyConfig(data=data, **study)
     return build_world(config, mechanism=MechanismConfig(top_k=mechanism.top_k, record_cap=config.record_cap))
@@ -43,7 +47,7 @@ def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: Me
     Args: as ``audit_release``. Returns: (list of ``ImplementationDesign``, base first; the check design).
     Raises: as ``audit_release``.
     """
-    mechanism = mechanism or MechanismConfig()
+    mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     from pe_kit.study.world import make_design
 
     world = _world(world_or_data, study, mechanism)
@@ -60,8 +64,16 @@ def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: Me
     return designs, check_design(base, mechanism)
 
 
+#: keywords of ``audit_implementation`` that ``audit_release`` passes on (the others it sets itself)
+_PASSED_ON = ("shrinkage", "ridge", "batch", "use_batch", "call_chunk", "show_progress")
+#: a wrong keyword → the one meant
+_ALIASES = {"progress": "show_progress", "verbose": "show_progress", "client": "scheduler", "dask": "scheduler",
+            "n_trials": "trials", "data": "world_or_data", "world": "world_or_data"}
+
+
 def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
-                  trials: int = BATTERY_TRIALS, alpha: float = 0.05, delta: float = DEFAULT_DELTA, seed=0,
+                  trials: int | str = BATTERY_TRIALS, target: float | None = None, alpha: float = 0.05,
+                  delta: float = DEFAULT_DELTA, seed=0,
                   canary_slot: int = 0, study: dict | None = None, design_options: dict | None = None,
                   axes: dict | None = None, large_bank: int = LARGE_BANK, scheduler=None, check_calls: int = 2_000,
                   designs: tuple | None = None, **options) -> BatteryAudit:
@@ -75,8 +87,11 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
         variant: the Table-1 canary (``attack.variants.VARIANTS``; ``nonce`` by default: μ_eff ≈ 1/σ).
         mechanism: the settings the implementation claims (default ``MechanismConfig()``: k=5, C=0.1, σ=1, q=0.1,
             m=64).
-        trials: per hypothesis per split of each battery audit (20,000 by default). alpha: family-wise level over
-            the battery and its batch-vs-call test. delta: δ (10⁻³ like the suite).
+        trials: per hypothesis per split of each battery audit (20,000 by default), or ``"auto"``: the fewest whose
+            reach (``audit.plan``: a perfectly separable canary's expected ε_lower) is ≥ ``target`` (default
+            ε_theory), with a time estimate from a pilot of the release on the base design, both printed.
+        target: the ε ``trials="auto"`` must be able to certify. alpha: family-wise level over the battery and its
+            batch-vs-call test. delta: δ (10⁻³ like the suite).
         seed: seeds the design (canary, probes), the random position and every audit.
         canary_slot: which study canary a real-canary variant audits. study: ``study.world.StudyConfig`` keywords
             for a world built here (e.g. sizes). design_options: ``study.world.make_design`` keywords (``pool_size``,
@@ -87,24 +102,50 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
         designs: a precomputed ``(designs, check)`` from ``release_battery`` (re-audits skip the world and design).
         options: further ``audit_implementation`` keywords (``call_chunk``, ``show_progress``).
 
+    Before the world is built: the arguments, one dry call of the release on a tiny design
+    (``audit.plan.dry_call``), and the budget's reach printed to stderr (unless ``show_progress=False``) with a
+    warning when it cannot flag a violation by ε (γ from the most designs ``axes`` can give).
+
     Returns:
         ``audit.battery.BatteryAudit``: ``flagged``, ``reasons``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff``,
-        per-design ``rows``; ``.outcome()`` is the kit's ``AuditOutcome`` of its worst design.
+        ``reach``, per-design ``rows``; ``.outcome()`` is the kit's ``AuditOutcome`` of its worst design.
 
     Raises:
-        TypeError: on swapped or mistyped arguments. ValueError: on bad settings, an unknown variant, or a release
-            returning None / a wrong shape / NaN (naming the implementation).
+        TypeError: on swapped or mistyped arguments, a class passed for an instance, an unknown keyword (naming the
+            one meant, e.g. ``show_progress`` for ``progress``), a ``HistogramAdapter`` whose function refuses its
+            keywords. ValueError: on bad settings, an unknown variant or study key, a release returning None / a
+            wrong shape / NaN (naming the implementation), or a ``target`` out of reach. An error of the release on
+            a design carries the finished designs as ``exc.partial`` (``audit.battery.audit_battery``).
     """
-    mechanism = mechanism or MechanismConfig()
+    check_keywords(options, _PASSED_ON, "audit_release", _ALIASES)
+    mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
+    if not callable(release) and not hasattr(release, "release_batch"):
+        check_audit_arguments(release, None, mechanism)
     check_release_signature(release)  # before the world and the battery are built
+    dry_call(release, mechanism)
+    show = options.get("show_progress") is not False
+    n_designs = 1 + sum(len(v) for v in (DEFAULT_AXES if axes is None else axes).values())
+    gamma = battery_gamma(alpha, len(designs[0]) if designs is not None else n_designs,
+                          int(callable(release) and hasattr(release, "release_batch")))
+    auto = isinstance(trials, str)
+    if auto:
+        if trials != "auto":
+            raise ValueError(f"trials={trials!r} must be an integer ≥ 1 or 'auto'")
+        trials = auto_trials(mechanism, gamma=gamma, delta=delta, target=target, max_trials=MAX_TRIALS)
+    announce_reach(audit_reach(mechanism, trials, gamma=gamma, delta=delta), mechanism, show=show)
     if designs is None:
-        if not callable(release) and not hasattr(release, "release_batch"):
-            check_audit_arguments(release, None, mechanism)
         designs = release_battery(world_or_data, variant=variant, mechanism=mechanism, canary_slot=canary_slot,
                                   seed=seed, study=study, design_options=design_options, axes=axes,
                                   large_bank=large_bank)
     battery, check = designs
+    if auto and show:
+        per = pilot_seconds(release, battery[0], mechanism, spec_statistic(battery[0], mechanism),
+                            use_batch=options.get("use_batch"))
+        total = len(battery) * 4 * trials + (check_calls if hasattr(release, "release_batch") else 0)
+        print(f"trials='auto': {trials:,} per hypothesis per split ({len(battery)} designs, {4 * trials * len(battery):,}"
+              f" releases); about {per * total / 60:.1f} min at the pilot's {per * 1e3:.3g} ms per release",
+              file=sys.stderr, flush=True)
     return audit_battery(release, battery, mechanism, trials=trials, alpha=alpha, delta=delta,
                          seed=seed_sequence(seed).spawn(3)[2], check=check, check_calls=check_calls,
-                         scheduler=scheduler, **options)
+                         scheduler=scheduler, announce=False, **options)
 

@@ -1,0 +1,253 @@
+"""Plan an audit before it runs: what its trial budget can certify (its reach), the budget that reaches a target,
+a pilot's time estimate, and one dry call of a release implementation on a tiny design.
+
+Reach, in the closed forms of ``audit.expectations`` (expected confusion counts under the Gaussian scores of
+Eqs. 16–19 and 23 in the Clopper–Pearson endpoints of Eqs. 29–30, then Eq. 28):
+
+* ``reach``: the expected ε_lower of a perfectly separable canary (``expectations.separable_epsilon``), the most
+  any audit at n trials per hypothesis and γ can certify, whatever the release does. Below ε_theory the audit
+  cannot flag a violation by ε (σ = 0.8, q = 0.05, δ = 10⁻⁶, 2,000 trials, γ = 0.05/29: 2.45 < 2.566).
+* ``reach_ceiling``: the expected ε_lower of a canary at the attack ceiling of the claimed mechanism,
+  μ_eff = min(1, 1/(√k·C))/σ. Eq. 20 gives 1/σ when C binds; a vote vector h̄_u = counts/(|D_u|·k) (Eq. 1) has
+  norm ≤ 1/√k (every record voting the same k entries), so for C ≥ 1/√k clipping never binds, a user moves the
+  release by at most 1/√k < C and μ_eff ≤ 1/(√k·σ·C) (C = 1, k = 3: 0.577/σ). What an audit of a correct
+  mechanism shows at best.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.expectations import expected_epsilon, separable_epsilon
+from pe_kit.config import MechanismConfig
+
+__all__ = ["Reach", "audit_reach", "announce_reach", "auto_trials", "mu_eff_reachable", "clip_binds",
+           "dry_call", "pilot_seconds", "check_keywords"]
+
+
+def clip_binds(mechanism: MechanismConfig) -> bool:
+    """Whether some vote vector can reach norm C: 1/√k > C (module docstring)."""
+    return 1.0 / math.sqrt(mechanism.top_k) > mechanism.clip_norm
+
+
+def mu_eff_reachable(mechanism: MechanismConfig) -> float:
+    """The attack ceiling of the claimed mechanism: min(1, 1/(√k·C))/σ (Eq. 20; module docstring)."""
+    return min(1.0, 1.0 / (math.sqrt(mechanism.top_k) * mechanism.clip_norm)) / mechanism.noise_multiplier
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What an audit's budget can certify (module docstring).
+
+    Attributes:
+        trials: per hypothesis (per split). gamma, delta: of each bound. epsilon_theory: the claim at δ.
+        reach: the expected ε_lower of a perfectly separable canary. mu_eff: the attack ceiling
+        (``mu_eff_reachable``); reach_ceiling: the expected ε_lower of a canary there. clip_binds: 1/√k > C.
+    """
+
+    trials: int
+    gamma: float
+    delta: float
+    epsilon_theory: float
+    reach: float
+    mu_eff: float
+    reach_ceiling: float
+    clip_binds: bool
+
+    @property
+    def can_flag(self) -> bool:
+        """reach > ε_theory: some release could be flagged by ε at this budget."""
+        return self.reach > self.epsilon_theory
+
+    def line(self) -> str:
+        """One line for the user: the reach beside ε_theory, and whether C binds."""
+        clip = ("C binds" if self.clip_binds else
+                "C never binds: no vote vector exceeds 1/√k < C, so the ceiling is below 1/σ")
+        return (f"reach: {self.trials:,} trials per hypothesis (γ = {self.gamma:.3g}, δ = {self.delta:g}) certify at "
+                f"most ε_lower {self.reach:.2f} (a perfectly separable canary), {self.reach_ceiling:.2f} expected "
+                f"at the attack ceiling μ_eff = {self.mu_eff:.3f} ({clip}); ε_theory = {self.epsilon_theory:.3f}")
+
+    def as_row(self) -> dict:
+        """Columns for a results row: ``reach``, ``reach_ceiling``, ``reach_mu_eff``, ``clip_binds``."""
+        return {"reach": self.reach, "reach_ceiling": self.reach_ceiling, "reach_mu_eff": self.mu_eff,
+                "clip_binds": self.clip_binds}
+
+
+def audit_reach(mechanism: MechanismConfig, trials: int, *, gamma: float, delta: float) -> Reach:
+    """The ``Reach`` of an audit of ``mechanism`` at ``trials`` per hypothesis, γ and δ (closed forms, no trials).
+
+    Raises:
+        ValueError: on out-of-range trials, γ or δ (``expectations.expected_epsilon``).
+    """
+    mu = mu_eff_reachable(mechanism)
+    return Reach(int(trials), float(gamma), float(delta),
+                 epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta),
+                 separable_epsilon(mechanism.sample_rate, trials, gamma, delta), mu,
+                 expected_epsilon(mu, mechanism.sample_rate, trials, gamma, delta), clip_binds(mechanism))
+
+
+def announce_reach(reach: Reach, mechanism: MechanismConfig, *, show: bool = True) -> Reach:
+    """Print ``reach.line()`` to stderr (when ``show``) and warn (``UserWarning``) when the budget cannot flag a
+    violation, naming the trials and the δ that would. Returns ``reach``."""
+    if show:
+        print(reach.line(), file=sys.stderr, flush=True)
+    if not reach.can_flag:
+        need = _smallest(lambda n: _separable(mechanism, n, reach), reach.epsilon_theory, 10**9)
+        fix = f"trials ≥ {need:,}" if need else "far more trials (over 10⁹)"
+        for d in (1e-5, 1e-4, 1e-3, 1e-2):
+            if d > reach.delta and separable_epsilon(mechanism.sample_rate, reach.trials, reach.gamma, d) > \
+                    epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, d):
+                fix += f", or delta={d:g} (ε_theory falls to " \
+                       f"{epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, d):.3f})"
+                break
+        warnings.warn(f"this audit cannot flag a violation by ε: {reach.trials:,} trials per hypothesis certify at "
+                      f"most ε_lower {reach.reach:.2f} (a perfectly separable canary) < ε_theory "
+                      f"{reach.epsilon_theory:.3f}; use {fix} (trials='auto' picks the budget)", stacklevel=3)
+    return reach
+
+
+def _separable(mechanism: MechanismConfig, n: int, reach: Reach) -> float:
+    return separable_epsilon(mechanism.sample_rate, n, reach.gamma, reach.delta)
+
+
+def _smallest(f, target: float, hi: int) -> int | None:
+    """The smallest n in [1, hi] with f(n) ≥ target for f non-decreasing in n; None when f(hi) < target."""
+    if f(hi) < target:
+        return None
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if f(mid) >= target else (mid + 1, hi)
+    return lo
+
+
+def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, target: float | None = None,
+                basis: str = "separable", max_trials: int = 100_000) -> int:
+    """The smallest trials per hypothesis whose reach is ≥ ``target`` (default ε_theory at δ).
+
+    Args:
+        basis: ``"separable"`` (``Reach.reach``: what a black-box audit can certify at all) or ``"ceiling"``
+            (``Reach.reach_ceiling``: what the claimed mechanism's best canary shows).
+        max_trials: the largest budget considered.
+
+    Raises:
+        ValueError: on an unknown basis, or a target out of reach within ``max_trials`` (naming the reach there,
+            and for ``ceiling`` the limit as trials → ∞).
+    """
+    if basis not in ("separable", "ceiling"):
+        raise ValueError(f"basis={basis!r} must be 'separable' or 'ceiling'")
+    theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+    target = theory if target is None else float(target)
+    mu, q = mu_eff_reachable(mechanism), mechanism.sample_rate
+    f = ((lambda n: separable_epsilon(q, n, gamma, delta)) if basis == "separable"
+         else (lambda n: expected_epsilon(mu, q, n, gamma, delta)))
+    n = _smallest(f, target, int(max_trials))
+    if n is None:
+        limit = ("" if basis == "separable" else
+                 f"; as trials → ∞ it tends to {expected_epsilon(mu, q, None, gamma, delta):.3f}")
+        raise ValueError(f"target={target:.3f} is out of reach: at max_trials={int(max_trials):,} the {basis} reach "
+                         f"is {f(int(max_trials)):.3f}{limit} (ε_theory {theory:.3f}); lower the target, raise delta "
+                         f"or max_trials")
+    return n
+
+
+def check_keywords(given, accepted, call: str, aliases: dict | None = None) -> None:
+    """Raise TypeError for a keyword of ``given`` that ``call`` does not take, with the one it most likely meant.
+
+    Args: given, accepted: keyword names. call: e.g. ``"audit_release"``. aliases: wrong name → right one.
+    """
+    accepted = sorted(accepted)
+    for key in given:
+        if key in accepted:
+            continue
+        guess = (aliases or {}).get(key) or next(iter(difflib.get_close_matches(key, accepted, 1, 0.6)), None)
+        hint = f"did you mean {guess}=?" if guess else f"it takes {', '.join(accepted)}"
+        raise TypeError(f"{call}() got {key}=, which it does not take: {hint}")
+
+
+# ------------------------------------------------------------------------------------------ the user's function
+
+_DRY_USERS, _DRY_RECORDS, _DRY_BANK, _DRY_DIM = 3, 2, 16, 32
+
+
+def dry_call(release, mechanism: MechanismConfig) -> None:
+    """Call ``release`` once (and ``release_batch`` once when offered) on a tiny seeded design: 3 users of 2
+    records, a 16-entry bank, d = 32, so errors about the function come before any world is built.
+
+    Raises:
+        TypeError: a ``HistogramAdapter`` whose function rejects the keywords the adapter passes (naming them,
+            the function's signature and the fix: ``settings=`` / ``rng_arg=`` / ``seed_arg=``).
+        what the release raises, with a note naming the dry call and its arguments; ValueError for an output of
+        the wrong shape or non-finite values (``release_runner.check_release_output``).
+    """
+    from pe_kit.audit.release_runner import check_release_output, implementation_name
+
+    rng = np.random.default_rng(0)
+    bank = rng.standard_normal((_DRY_BANK, _DRY_DIM)).astype(np.float32)
+    records = rng.standard_normal((_DRY_USERS * _DRY_RECORDS, _DRY_DIM)).astype(np.float32)
+    owner = np.repeat(np.arange(_DRY_USERS), _DRY_RECORDS).astype(np.int64)
+    name = implementation_name(release)
+    calls = [("release(...)", lambda: release(bank, records, owner, _DRY_USERS, mechanism, rng), (_DRY_BANK,))]
+    if hasattr(release, "release_batch"):
+        calls.append(("release_batch(...)", lambda: release.release_batch(
+            bank, records, owner, _DRY_USERS, mechanism, rng, 2, np.arange(4)), (2, 4)))
+    for form, call, shape in calls:
+        if form == "release(...)" and not callable(release):
+            continue
+        try:
+            y = call()
+        except TypeError as exc:
+            fn = getattr(release, "histogram_fn", None)
+            if fn is not None and "argument" in str(exc):
+                raise TypeError(_adapter_message(release, fn, mechanism, exc)) from exc
+            _note(exc, name, form)
+            raise
+        except Exception as exc:
+            _note(exc, name, form)
+            raise
+        check_release_output(y, shape, name, form)
+
+
+def _note(exc: BaseException, name: str, form: str) -> None:
+    exc.add_note(f"raised by a dry call of {name}: {form} on a tiny design before any world was built; the kit calls "
+                 f"release(bank float32 ({_DRY_BANK}, {_DRY_DIM}), records float32 ({_DRY_USERS * _DRY_RECORDS}, "
+                 f"{_DRY_DIM}), owner int64 ({_DRY_USERS * _DRY_RECORDS},), n_users={_DRY_USERS}, "
+                 "config=MechanismConfig, rng=numpy Generator) and expects a float (p,) histogram "
+                 "(release_batch: (n_releases, |coords|))")
+
+
+def _adapter_message(adapter, fn, mechanism: MechanismConfig, exc: Exception) -> str:
+    import inspect
+
+    passed = [kw for kw in adapter.settings.values()]
+    passed += [adapter.rng_arg] if adapter.rng_arg is not None else [adapter.seed_arg] if adapter.seed_arg else []
+    try:
+        sig = str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        sig = "(…)"
+    return (f"HistogramAdapter({adapter.name}) called {adapter.name} with keywords {passed} and it refused ({exc}); "
+            f"its signature is {adapter.name}{sig}. Map the kit's settings onto its keywords with "
+            f"HistogramAdapter({adapter.name}, settings={{'top_k': …, 'clip_norm': …, 'noise_multiplier': …, "
+            f"'sample_rate': …}}) (fields it does not take left out) and name its generator keyword with rng_arg=… "
+            f"(or rng_arg=None, seed_arg='…' for an integer seed, or global_seed=True)")
+
+
+def pilot_seconds(release, design, mechanism: MechanismConfig, stat, *, releases: int = 64,
+                  use_batch: bool | None = None) -> float:
+    """Seconds per release of ``release`` on ``design``, measured on ``releases`` releases of the test split under H1
+    (one chunk: ``release_batch`` when offered and ``use_batch`` is not False, else one call per release)."""
+    from pe_kit.audit.release_runner import release_scores
+
+    batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
+    n = int(releases) * (32 if batched else 1)  # a batch's fixed cost is amortised over its releases
+    t0 = time.perf_counter()
+    release_scores(release, design, mechanism, stat, "test", 1, n, np.random.default_rng(0), batched=batched,
+                   chunk=n, show_progress=False)
+    return (time.perf_counter() - t0) / n
