@@ -222,7 +222,7 @@ def test_table4_survives_parts_without_table2_rows_and_keeps_the_base_parts_bank
 def test_another_mechanism_is_never_shown_beside_the_papers_columns_and_says_when_c_never_binds():
     """Rows audited at k = 3, C = 1 (the DPSDA mapping): no paper column, no headline column, and in words that C
     never binds (1/√3 = 0.577 ≤ C, so μ_eff ≤ 1/(√3·σ·C) = 0.577)."""
-    from pe_kit.report.docs_results import headline_markdown
+    from docs_results import headline_markdown
     from pe_kit.report.paper_compare import comparison_markdown
 
     df = pd.read_csv(PAPER_RUN / "long" / "results.csv", low_memory=False)
