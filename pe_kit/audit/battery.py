@@ -4,9 +4,9 @@ family-wise level α.
 The battery (``attack.design_battery``) holds n designs; each audit (``blackbox.audit_implementation``) flags at
 level 4γ (four one-sided Clopper–Pearson bounds, Eq. 28), the batched-vs-per-call test
 (``release_checks.batch_call_check``) at level γ when the implementation has both forms. Bonferroni:
-γ = α / (4n + n_ks), so the probability that a correct implementation is flagged anywhere is ≤ α. The seed check
-and the repeated-release counts cannot fire for a correct implementation (deterministic, or an event of
-probability 0 under continuous noise) and spend no α.
+γ = α / (4n + n_ks), so the probability that a correct implementation is flagged anywhere is ≤ α. The seed check,
+the two-stage check (``release_checks.stage_check``) and the repeated-release counts cannot fire for a correct
+implementation (deterministic, or an event of probability 0 under continuous noise) and spend no α.
 
 Source: §2.1 Steps 2–5 and Eq. 28 of the paper, run through the implementation on each design.
 """
@@ -22,7 +22,7 @@ import numpy as np
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
 from pe_kit.audit.plan import Reach, announce_reach, audit_reach
-from pe_kit.audit.release_checks import batch_call_check, seed_check
+from pe_kit.audit.release_checks import batch_call_check, seed_check, stage_check
 from pe_kit.audit.release_runner import check_audit_arguments, implementation_name, seed_sequence
 from pe_kit.config import MechanismConfig
 from pe_kit.progress import progress
@@ -137,6 +137,7 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
                                    gamma=gamma, seed=seeds[-1], scheduler=scheduler,
                                    show_progress=options.get("show_progress")))
+    checks.update(stage_check(release, check, mechanism))
     rows, reasons = [], []
 
     def verdict(rows, reasons):
@@ -185,4 +186,7 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
                                                 else "different seeds gave the same release"))
     if checks["batch_call_flag"]:
         reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
+    if checks["stage_flag"]:
+        reasons.append(f"two stages ≠ one call: snapshot deterministic = {checks['stage_deterministic']}, "
+                       f"{checks['stage_equal_calls']} of {checks['stage_calls']} staged releases equal the one-call form")
     return verdict(rows, reasons)

@@ -11,7 +11,10 @@ An audit's trials are independent releases of one mechanism drawn from the gener
   Kolmogorov–Smirnov test (``scipy.stats.ks_2samp``), a level-γ test of "same distribution" (one Bonferroni
   share of the battery's α);
 * **repeated releases** (``blackbox.repeated_releases``, counted in every audit row): with fresh continuous noise
-  no two releases coincide.
+  no two releases coincide;
+* **two stages ≠ one call** (``stage_check``, for a release exposing ``snapshot`` and ``randomise``): the snapshot
+  must be deterministic and the staged releases must equal the one-call releases seed for seed (deterministic: no
+  error budget is spent), so an audit of the randomised stage alone is an audit of the implementation.
 
 The calibration → test FPR check of canary audits (``bounds.population_shift``) is in every audit row too.
 Source: §2.1 Steps 3–4 of the paper (independent trials); the tests wrap ``scipy.stats``.
@@ -23,8 +26,9 @@ from scipy import stats
 
 from pe_kit.audit.release_runner import check_release_output, implementation_name, population
 from pe_kit.config import MechanismConfig
+from pe_kit.pe.release_protocol import staged
 
-__all__ = ["seed_check", "batch_call_check"]
+__all__ = ["seed_check", "batch_call_check", "stage_check"]
 
 
 def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0, 1), split: str = "test") -> dict:
@@ -109,3 +113,56 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
     ks = stats.ks_2samp(per_call, batched)
     return {"batch_call_pvalue": float(ks.pvalue), "batch_call_statistic": float(ks.statistic),
             "batch_call_flag": bool(ks.pvalue < gamma), "batch_call_n": int(n_call)}
+
+
+def _same(a, b) -> bool:
+    if hasattr(a, "toarray") or hasattr(b, "toarray"):  # scipy.sparse snapshots
+        a, b = (x.toarray() if hasattr(x, "toarray") else np.asarray(x) for x in (a, b))
+    return bool(np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8, seed: int = 0,
+                split: str = "test") -> dict:
+    """Is the two-stage form the implementation? (module docstring; SnapAudit's premise, Xia et al. 2025)
+
+    On the split's users with the canary (H1): the snapshot is computed twice, with NumPy's global RNG reseeded in
+    between (a deterministic stage that reads it, or the clock, differs), and must be equal; then for ``n_calls``
+    seeds ``release(..., Generator(PCG64(s)))`` must equal ``randomise(snapshot, config, Generator(PCG64(s)))`` exactly.
+
+    Args:
+        release: a ``PERelease`` (the check applies when ``release_protocol.staged(release)``).
+        design, mechanism: as the audit's. n_calls: one-call releases compared (int ≥ 1). seed: the first of the
+            ``n_calls`` consecutive seeds. split: population.
+
+    Returns:
+        dict ``stage_deterministic`` (bool), ``stage_equal_calls`` (how many of ``stage_calls`` releases agree),
+        ``stage_calls`` (0 when the check does not apply), ``stage_flag`` (either fails).
+
+    Raises:
+        ValueError: on n_calls < 1, or a release of the wrong shape / None / NaN (``check_release_output``).
+    """
+    if int(n_calls) != n_calls or n_calls < 1:
+        raise ValueError(f"n_calls={n_calls} must be an integer ≥ 1")
+    if not (callable(release) and staged(release)):
+        return {"stage_deterministic": True, "stage_equal_calls": 0, "stage_calls": 0, "stage_flag": False}
+    records, owner, n = population(design, split, 1, len(getattr(design, split)))
+    bank = np.asarray(design.bank, dtype=np.float32)
+    name = implementation_name(release)
+    state = np.random.get_state()  # the caller's global RNG is left as it was
+    try:
+        np.random.seed(seed)
+        snap = release.snapshot(bank, records, owner, n, mechanism)
+        np.random.seed(seed + 1)
+        deterministic = _same(snap, release.snapshot(bank, records, owner, n, mechanism))
+        equal = 0
+        for s in range(seed, seed + int(n_calls)):
+            one = check_release_output(release(bank, records, owner, n, mechanism,
+                                               np.random.Generator(np.random.PCG64(s))),
+                                       (bank.shape[0],), name, "release(...)")
+            two = check_release_output(release.randomise(snap, mechanism, np.random.Generator(np.random.PCG64(s))),
+                                       (bank.shape[0],), name, "randomise(snapshot(...))")
+            equal += int(np.array_equal(one, two))
+    finally:
+        np.random.set_state(state)
+    return {"stage_deterministic": deterministic, "stage_equal_calls": equal, "stage_calls": int(n_calls),
+            "stage_flag": not (deterministic and equal == int(n_calls))}

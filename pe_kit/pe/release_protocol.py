@@ -22,6 +22,17 @@ independent of them, so the batched form is exact in distribution for the audit 
 noise and routing per release. ``ReleasePipeline`` provides both forms from six overridable steps; the
 seeded bugs of ``pe.mutants`` each override one step.
 
+An implementation may also expose its two stages (the separation of SnapAudit, Xia et al. 2025, which the paper
+cites): the deterministic one and the randomised one,
+
+    release.snapshot(bank, records, owner, n_users, config) -> S          (per-user votes, or a histogram before noise)
+    release.randomise(S, config, rng) -> float64 (p,)                     (sampling and noise only)
+
+with ``release(..., rng)`` equal to ``randomise(snapshot(...), config, rng)`` for the same generator state. Then
+``staged_batch`` (assign it as the class's ``release_batch``) computes the snapshot once per batch and draws only the
+randomness per release, and ``audit.release_checks.stage_check`` verifies the two claims on a sample: the snapshot is
+deterministic, and the staged releases equal the one-call releases seed for seed.
+
 ``ReferenceRelease`` is the kit's own mechanism (``pe.mechanism``) behind the protocol; ``HistogramAdapter``
 wraps a third-party histogram function with its own signature (private user embeddings and synthetic
 embeddings in, counts out).
@@ -37,7 +48,7 @@ from pe_kit.config import MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, sample_participation, topk_routes
 
 __all__ = ["PERelease", "BatchedPERelease", "ReleasePipeline", "ReferenceRelease", "reference_release",
-           "HistogramAdapter", "check_release_inputs", "user_records", "stack_users"]
+           "HistogramAdapter", "staged", "staged_batch", "check_release_inputs", "user_records", "stack_users"]
 
 
 @runtime_checkable
@@ -79,6 +90,48 @@ def check_release_inputs(bank, records, owner, n_users: int) -> tuple[np.ndarray
     if owner.size and (owner.min() < 0 or owner.max() >= n_users):
         raise ValueError(f"owner values must lie in [0, n_users={n_users})")
     return bank, records, owner, int(n_users)
+
+
+def _coords(coords, p: int) -> np.ndarray:
+    coords = np.asarray(coords, dtype=np.int64).ravel()
+    if coords.size == 0 or coords.min() < 0 or coords.max() >= p:
+        raise ValueError(f"coords must be non-empty bank positions in [0, {p})")
+    return coords
+
+
+def _releases(n_releases) -> int:
+    if int(n_releases) != n_releases or n_releases < 1:
+        raise ValueError(f"n_releases={n_releases} must be an integer ≥ 1")
+    return int(n_releases)
+
+
+def staged(release) -> bool:
+    """Whether ``release`` exposes the two-stage form (callable ``snapshot`` and ``randomise``; module docstring)."""
+    return callable(getattr(release, "snapshot", None)) and callable(getattr(release, "randomise", None))
+
+
+def staged_batch(release, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
+                 n_releases: int, coords) -> np.ndarray:
+    """The batched form of a two-stage release: one ``snapshot``, then ``n_releases`` calls of ``randomise`` drawing
+    from ``rng`` in turn, each read on ``coords``; float64 (n_releases, |coords|). The releases are those of
+    ``n_releases`` one-call releases on the same generator whenever the two stages compose to the one-call form
+    (``audit.release_checks.stage_check``), at the cost of the randomness alone.
+
+    Raises:
+        ValueError: on bad data arguments, n_releases < 1, coords outside [0, p), or a ``randomise`` output that is
+            not p values.
+    """
+    bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
+    coords, p = _coords(coords, bank.shape[0]), bank.shape[0]
+    snap = release.snapshot(bank, records, owner, n_users, config)
+    out = np.empty((_releases(n_releases), coords.size))
+    for i in range(out.shape[0]):
+        y = np.asarray(release.randomise(snap, config, rng), dtype=np.float64).ravel()
+        if y.shape != (p,):
+            raise ValueError(f"{type(release).__name__}.randomise returned shape {y.shape}; expected ({p},), one "
+                             "noisy count per bank entry")
+        out[i] = y[coords]
+    return out
 
 
 def user_records(records: np.ndarray, owner: np.ndarray, n_users: int) -> list[np.ndarray]:
@@ -140,6 +193,26 @@ class ReleasePipeline:
         self._prepared = ((n_users, config), (bank.copy(), records.copy(), owner.copy()), out)
         return out
 
+    def snapshot(self, bank, records, owner, n_users: int, config: MechanismConfig) -> sp.csr_matrix:
+        """The deterministic stage of the two-stage form (module docstring): ``prepare``'s (N, p) contributions."""
+        return self.prepare(bank, records, owner, n_users, config)
+
+    def _randomised(self, contribs: sp.csr_matrix, config: MechanismConfig, rng: np.random.Generator,
+                    n_releases: int, coords: np.ndarray, chunk_size: int = 8192) -> np.ndarray:
+        p = contribs.shape[1]
+        dense = np.asarray(contribs[:, coords].todense(), dtype=np.float64)
+        out = np.empty((n_releases, coords.size))
+        for start in range(0, n_releases, chunk_size):
+            t = min(chunk_size, n_releases - start)
+            mask = self.participation(contribs.shape[0], config, rng, t)
+            out[start:start + t] = self.noise(self.accumulate(mask, dense), coords, p, config, rng)
+        return out
+
+    def randomise(self, snapshot: sp.csr_matrix, config: MechanismConfig, rng: np.random.Generator) -> np.ndarray:
+        """The randomised stage: participation, Σ_u I_u v_u and noise on the snapshot's (N, p) contributions;
+        float64 (p,)."""
+        return self._randomised(snapshot, config, rng, 1, np.arange(snapshot.shape[1]))[0]
+
     def release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
                       n_releases: int, coords, chunk_size: int = 8192) -> np.ndarray:
         """``n_releases`` independent releases on ``coords`` (float64 (n_releases, |coords|)); see module doc.
@@ -147,26 +220,14 @@ class ReleasePipeline:
         Raises:
             ValueError: on bad data arguments, n_releases < 1 or coords outside [0, p).
         """
-        if int(n_releases) != n_releases or n_releases < 1:
-            raise ValueError(f"n_releases={n_releases} must be an integer ≥ 1")
-        coords = np.asarray(coords, dtype=np.int64).ravel()
-        p = np.asarray(bank).shape[0]
-        if coords.size == 0 or coords.min() < 0 or coords.max() >= p:
-            raise ValueError(f"coords must be non-empty bank positions in [0, {p})")
-        contribs = self.prepare(bank, records, owner, n_users, config)
-        dense = np.asarray(contribs[:, coords].todense(), dtype=np.float64)
-        out = np.empty((int(n_releases), coords.size))
-        for start in range(0, int(n_releases), chunk_size):
-            t = min(chunk_size, int(n_releases) - start)
-            mask = self.participation(contribs.shape[0], config, rng, t)
-            out[start:start + t] = self.noise(self.accumulate(mask, dense), coords, p, config, rng)
-        return out
+        n_releases, coords = _releases(n_releases), _coords(coords, np.asarray(bank).shape[0])
+        return self._randomised(self.prepare(bank, records, owner, n_users, config), config, rng, n_releases, coords,
+                                chunk_size)
 
     def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
                  rng: np.random.Generator) -> np.ndarray:
-        """One full release, float64 (p,) (``PERelease``)."""
-        p = np.asarray(bank).shape[0]
-        return self.release_batch(bank, records, owner, n_users, config, rng, 1, np.arange(p))[0]
+        """One full release, float64 (p,) (``PERelease``): ``randomise(snapshot(...))``."""
+        return self.randomise(self.snapshot(bank, records, owner, n_users, config), config, rng)
 
     def breaks_guarantee(self, config: MechanismConfig, n_users: int) -> bool:
         """False: the steps above are the mechanism the accountant prices (Eq. 1; sensitivity C, std σC, rate q)."""
@@ -218,6 +279,12 @@ class HistogramAdapter:
             that RNG from the audit's generator before every call (``np.random.seed``), so the same audit seed gives
             the same releases. The global RNG is per process: run such a function serially or on Dask workers that
             are processes (``LocalCluster(processes=True, threads_per_worker=1)``), never on threads.
+        noise_fn: the library's randomised stage, when it is a function of its own (DPSDA: ``Gaussian.add_noise``
+            after ``NearestNeighbors.compute_histogram``): ``noise_fn(clean, **settings)`` → (p,) noisy histogram,
+            with the generator or seed as above. ``histogram_fn`` is then the deterministic stage (called without
+            generator or seed), the one-call release is ``noise_fn(histogram_fn(...))``, and the adapter offers the
+            two-stage form (``snapshot``, ``randomise``) and its ``release_batch`` (``staged_batch``; module
+            docstring).
 
     Calling it returns float64 (p,) and raises ValueError naming the function when it returns anything else.
     """
@@ -225,9 +292,11 @@ class HistogramAdapter:
     def __init__(self, histogram_fn: Callable, *, settings: Mapping[str, str] | None = None,
                  private_arg: str | None = None, synthetic_arg: str | None = None, rng_arg: str | None = "rng",
                  seed_arg: str | None = "seed", per_user: bool = True, owner_arg: str = "owner", name: str | None = None,
-                 global_seed: bool = False):
+                 global_seed: bool = False, noise_fn: Callable | None = None):
         if not callable(histogram_fn):
             raise ValueError(f"histogram_fn must be callable, got {type(histogram_fn).__name__}")
+        if noise_fn is not None and not callable(noise_fn):
+            raise ValueError(f"noise_fn must be callable or None, got {type(noise_fn).__name__}")
         self.histogram_fn = histogram_fn
         self.settings = dict(settings) if settings is not None else {
             "top_k": "k", "clip_norm": "clip", "noise_multiplier": "noise_multiplier", "sample_rate": "sample_rate"}
@@ -240,17 +309,34 @@ class HistogramAdapter:
         self.per_user, self.owner_arg = per_user, owner_arg
         self.name = name or getattr(histogram_fn, "__name__", "third-party")
         self.global_seed = bool(global_seed)
+        self.noise_fn = noise_fn
+        if noise_fn is not None:  # the two-stage form (module docstring), on this instance only
+            self.snapshot, self.randomise = self._snapshot, self._randomise
+            self.release_batch = self._release_batch
 
-    def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
-                 rng: np.random.Generator) -> np.ndarray:
-        bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
+    def _kwargs(self, config: MechanismConfig, rng: np.random.Generator | None) -> dict:
+        """The mapped settings, plus the generator or a seed drawn from it (and the global RNG seeded) if given."""
         kwargs = {kw: getattr(config, field) for field, kw in self.settings.items()}
+        if rng is None:
+            return kwargs
         if self.global_seed:
             np.random.seed(int(rng.integers(0, 2**32)))
         if self.rng_arg is not None:
             kwargs[self.rng_arg] = rng
         elif self.seed_arg is not None:
             kwargs[self.seed_arg] = int(rng.integers(0, 2**63))
+        return kwargs
+
+    def _checked(self, out, p: int, fn: str) -> np.ndarray:
+        out = np.asarray(out, dtype=np.float64).ravel()
+        if out.shape != (p,) or not np.isfinite(out).all():
+            raise ValueError(f"{fn} returned shape {out.shape} (finite={np.isfinite(out).all()}); a PE "
+                             f"histogram must be {p} finite counts, one per synthetic sample")
+        return out
+
+    def _histogram(self, bank, records, owner, n_users: int, config: MechanismConfig, rng) -> np.ndarray:
+        bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
+        kwargs = self._kwargs(config, rng)
         private = user_records(records, owner, n_users) if self.per_user else records
         if not self.per_user:
             kwargs[self.owner_arg] = owner
@@ -260,14 +346,30 @@ class HistogramAdapter:
         else:
             kwargs[self.private_arg or "private"] = private
             kwargs[self.synthetic_arg or "synthetic"] = bank
-        out = np.asarray(self.histogram_fn(*args, **kwargs), dtype=np.float64).ravel()
-        if out.shape != (bank.shape[0],) or not np.isfinite(out).all():
-            raise ValueError(f"{self.name} returned shape {out.shape} (finite={np.isfinite(out).all()}); a PE "
-                             f"histogram must be {bank.shape[0]} finite counts, one per synthetic sample")
-        return out
+        return self._checked(self.histogram_fn(*args, **kwargs), bank.shape[0], self.name)
+
+    def _snapshot(self, bank, records, owner, n_users: int, config: MechanismConfig) -> np.ndarray:
+        """The deterministic stage: ``histogram_fn`` without generator or seed (the histogram before noise)."""
+        return self._histogram(bank, records, owner, n_users, config, None)
+
+    def _randomise(self, clean: np.ndarray, config: MechanismConfig, rng: np.random.Generator) -> np.ndarray:
+        """The randomised stage: ``noise_fn(clean, **settings)`` with the generator or seed, float64 (p,)."""
+        clean = np.asarray(clean)
+        fn = getattr(self.noise_fn, "__qualname__", "noise_fn")
+        return self._checked(self.noise_fn(clean, **self._kwargs(config, rng)), clean.shape[0], f"{self.name} {fn}")
+
+    def _release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
+                       n_releases: int, coords) -> np.ndarray:
+        return staged_batch(self, bank, records, owner, n_users, config, rng, n_releases, coords)
+
+    def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
+                 rng: np.random.Generator) -> np.ndarray:
+        if self.noise_fn is None:
+            return self._histogram(bank, records, owner, n_users, config, rng)
+        return self._randomise(self._snapshot(bank, records, owner, n_users, config), config, rng)
 
     def __repr__(self) -> str:
-        return f"HistogramAdapter({self.name})"
+        return f"HistogramAdapter({self.name}{', two-stage' if self.noise_fn is not None else ''})"
 
 
 def stack_users(users: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
