@@ -1,7 +1,7 @@
 """Checks of a black-box release implementation itself (not of its privacy): are its trials what the audit assumes?
 
 An audit's trials are independent releases of one mechanism drawn from the generator the auditor passes
-(``pe.release_protocol``). Three ways an implementation breaks that, each invisible to ε_lower alone (issue 31):
+(``pe.release_protocol``). Three ways an implementation breaks that, each invisible to ε_lower alone:
 
 * **seed not honoured** (``seed_check``): the same generator seed must give the same release and two seeds two
   different ones. A release seeded from the clock, or from a generator created once at import, fails one of the
@@ -10,21 +10,32 @@ An audit's trials are independent releases of one mechanism drawn from the gener
   ``release(...)`` draws, on the probe coordinates. The scores of both forms are compared by a two-sample
   Kolmogorov–Smirnov test (``scipy.stats.ks_2samp``), a level-γ test of "same distribution" (one Bonferroni
   share of the battery's α);
-* **repeated releases** (``blackbox.repeated_releases``, counted in every audit row): with fresh continuous noise
-  no two releases coincide.
+* **repeated releases** (``repeat_check``): releases may repeat only as often as their own precision and support
+  allow. On the coordinates J0 that no user votes on, a correct release is f(Z_j), Z_j ~ N(0, (σC)²) i.i.d. (Eq. 1)
+  and f any coordinate-wise post-processing (clamping, rounding, a float16 cast, a count threshold; it keeps DP,
+  F1 of ``pe.mutants``), so its |J0| values are i.i.d. within and across releases: no release vector a has
+  probability above ρ = f^|J0|, f the largest probability of one value (bounded above by Clopper–Pearson on the
+  pooled n·|J0| values, at γ/2). Among n releases, the number equal to a is Bin(n, ρ_a), so with Σ_a ρ_a ≤ 1,
+  P(some g releases are equal) ≤ Σ_a C(n, g)·ρ_a^g ≤ C(n, g)·ρ^(g−1). The flag (that bound < γ/2 for the largest
+  group g) has level γ, one Bonferroni share of the battery's α. Noise drawn once (a constant seed), once per clock tick, or not at all
+  on an empty batch makes whole releases repeat far beyond ρ.
 
 The calibration → test FPR check of canary audits (``bounds.population_shift``) is in every audit row too.
 Source: §2.1 Steps 3–4 of the paper (independent trials); the tests wrap ``scipy.stats``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import stats
 
+from pe_kit.audit.confusion import clopper_pearson
 from pe_kit.audit.release_runner import check_release_output, implementation_name, population
 from pe_kit.config import MechanismConfig
+from pe_kit.pe.release_protocol import ReferenceRelease
 
-__all__ = ["seed_check", "batch_call_check"]
+__all__ = ["seed_check", "batch_call_check", "repeat_check"]
 
 
 def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0, 1), split: str = "test") -> dict:
@@ -109,3 +120,50 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
     ks = stats.ks_2samp(per_call, batched)
     return {"batch_call_pvalue": float(ks.pvalue), "batch_call_statistic": float(ks.statistic),
             "batch_call_flag": bool(ks.pvalue < gamma), "batch_call_n": int(n_call)}
+
+
+def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int = 200, gamma: float = 0.0025,
+                 seed=0, split: str = "test") -> dict:
+    """Do releases repeat more often than their own precision and support allow? (module docstring)
+
+    Draws ``n_releases`` releases of the split's users without the canary (H0), read on J0: ``release_batch`` on J0
+    when the implementation has it, else one full ``release(...)`` per draw.
+
+    Args:
+        release: a ``PERelease``. design: duck-typed design (``blackbox.spec_statistic``). mechanism: its settings.
+        n_releases: int ≥ 2. gamma: the flag's level in (0, 1). seed: of the draws. split: the population used.
+
+    Returns:
+        dict ``repeat_largest`` (g: the most releases equal to one another on J0), ``repeat_allowed`` (ρ_U: the
+        largest probability a correct release may give one vector), ``repeat_pvalue`` (the bound on P(≥ g equal):
+        1 when g = 1, NaN when J0 is empty), ``repeat_flag`` (p < γ/2), ``repeat_n`` (n_releases).
+
+    Raises:
+        ValueError: on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``.
+    """
+    if int(n_releases) != n_releases or n_releases < 2:
+        raise ValueError(f"n_releases={n_releases} must be an integer ≥ 2")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
+    n = int(n_releases)
+    records, owner, n_users = population(design, split, 0, len(getattr(design, split)))
+    bank = np.asarray(design.bank, dtype=np.float32)
+    free = np.flatnonzero(ReferenceRelease().prepare(bank, records, owner, n_users, mechanism).getnnz(axis=0) == 0)
+    out = {"repeat_largest": 0, "repeat_allowed": float("nan"), "repeat_pvalue": float("nan"), "repeat_flag": False,
+           "repeat_n": n}
+    if free.size == 0:
+        return out
+    name, rng = implementation_name(release), np.random.Generator(np.random.PCG64(seed))
+    if hasattr(release, "release_batch"):
+        y = check_release_output(release.release_batch(bank, records, owner, n_users, mechanism, rng, n, free),
+                                 (n, free.size), name, "release_batch(...)")
+    else:
+        y = np.stack([check_release_output(release(bank, records, owner, n_users, mechanism, rng), (bank.shape[0],),
+                                           name, "release(...)")[free] for _ in range(n)])
+    g = int(np.unique(y, axis=0, return_counts=True)[1].max())
+    f_max = clopper_pearson(int(np.unique(y, return_counts=True)[1].max()), y.size, gamma / 2, "upper")
+    log_rho = free.size * np.log(f_max) if f_max > 0 else -np.inf
+    log_choose = math.lgamma(n + 1) - math.lgamma(g + 1) - math.lgamma(n - g + 1)
+    p = 1.0 if g < 2 else float(np.exp(min(0.0, log_choose + (g - 1) * log_rho)))
+    return {**out, "repeat_largest": g, "repeat_allowed": float(np.exp(log_rho)), "repeat_pvalue": p,
+            "repeat_flag": bool(p < gamma / 2)}
