@@ -118,12 +118,17 @@ def test_release_design_is_the_studys_statistic_and_the_battery_varies_one_axis(
     axes = {d.info.get("axis"): d for d in designs[1:]}
     settings = [(d.info["axis"], d.info["setting"]) for d in designs[1:]]
     assert settings == [("position", "first"), ("position", "random"), ("records", "1"), ("records", "cap"),
-                        ("population", "1"), ("bank", "8192")]  # median = the canary's 16 records: skipped
+                        ("population", "1"), ("population", "100"), ("bank", "8192")]  # median = 16 records: skipped
     base = designs[0]
     assert base.canary_position == "last" and len(base.test) == 25 and len(base.canary) == 16
     assert designs[1].canary_position == "first" and 0 <= designs[2].canary_position <= 25
-    assert [len(d.canary) for d in designs[3:5]] == [1, 64] and len(axes["population"].test) == 1
+    assert [len(d.canary) for d in designs[3:5]] == [1, 64] and [len(d.test) for d in designs[5:7]] == [1, 100]
+    up = designs[6]  # each split's 25 users repeated 4 times, the splits still disjoint
+    assert [id(u) for u in up.test] == [id(u) for u in base.test] * 4 and len(up.calibration) == 100
+    assert not {id(u) for u in up.calibration} & {id(u) for u in up.test}
     assert len(check.test) == 1 and len(check.canary) == 1
+    with pytest.raises(ValueError, match=r"n_users='x0' must be an integer ≥ 1 or 'x<f>'"):
+        battery_designs(base, MECH, np.random.default_rng(0), axes={"population": ("x0",)})
 
 
 # ------------------------------------------------------------------------------------------ Dask
@@ -150,7 +155,7 @@ def test_battery_flags_each_escaped_bug_and_not_the_reference(tiny_world, tiny_b
     """Real text (bundled tiny Blogs, nonce canary): every escaped bug of issue 31 is flagged, where the issue says
     it hides; the reference and the harmless variants are not."""
     where = {"first_user_always": "position=first", "heavy_users_skip_sampling": "records=cap",
-             "empty_batch_zeros": "population=1", "noise_first_4096": "bank=8192", "clock_seeded": "seed not honoured",
+             "empty_batch_zeros": "repeated releases", "noise_first_4096": "bank=8192", "clock_seeded": "seed not honoured",
              "import_seeded": "seed not honoured: same seed", "batch_differs_from_call": "release_batch ≠"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -163,6 +168,20 @@ def test_battery_flags_each_escaped_bug_and_not_the_reference(tiny_world, tiny_b
             r = audit_release(impl, tiny_world, mechanism=MECH, trials=1_500, designs=tiny_battery, check_calls=1_000)
             assert not r.flagged, (r.implementation, r.reasons)
             assert r.epsilon_lower <= r.epsilon_theory
+
+
+@pytest.mark.slow
+def test_noise_that_shrinks_with_the_sampled_users_is_flagged_by_the_population_up_design(tiny_battery):
+    """The README's budget (2,000 trials, α = 0.05): noise std σC/√(#sampled) breaks the guarantee at N = 25 already
+    (derived), but only the 100-user design, where about 10 users are sampled, shows it."""
+    from pe_kit.pe.mutants import NoiseShrinksWithUsers
+
+    designs, check = tiny_battery
+    a = audit_battery(NoiseShrinksWithUsers(), designs, MECH, trials=2_000, seed=0, check=check, check_calls=300)
+    up = next(r for r in a.rows if r["setting"] == "100")
+    assert a.flagged and up["violation"] and up["epsilon_lower"] > a.epsilon_theory, a.reasons
+    assert [r["setting"] for r in a.rows if r["violation"]] == ["100"] and up["expected_violation"]
+    assert a.gamma == pytest.approx(0.05 / (4 * 8 + 2))
 
 
 @pytest.mark.slow
