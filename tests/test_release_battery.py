@@ -85,7 +85,10 @@ def test_repeat_check_allows_post_processing_and_flags_stale_or_missing_noise():
     the fixed-seed mutant and an empty batch returned without noise repeat far beyond what the output allows."""
     from pe_kit.pe.mutants import FixedNoiseSeed
 
-    d = check_design(concentrated_design(np.random.default_rng(2), **SMALL), MECH)  # one other user: 90% empty
+    from pe_kit.attack.design_battery import with_canary_records, with_population
+
+    big = check_design(concentrated_design(np.random.default_rng(2), **SMALL), MECH)  # 1 other user, p = 8,192
+    d = with_population(with_canary_records(concentrated_design(np.random.default_rng(2), **SMALL), 1, MECH), 1)
     gamma = battery_gamma(0.05, 7)
     for impl in (ReferenceRelease(),) + B.POST_PROCESSED:
         runs = [repeat_check(impl, d, MECH, gamma=gamma, seed=s) for s in range(20)]
@@ -93,9 +96,9 @@ def test_repeat_check_allows_post_processing_and_flags_stale_or_missing_noise():
         assert min(r["repeat_pvalue"] for r in runs) > 0.01
     thr = repeat_check(B.count_threshold, d, MECH, gamma=gamma, seed=0)
     assert thr["repeat_largest"] > 100 and thr["repeat_allowed"] > 0.5  # the all-zero release, as often as allowed
-    for impl in (B.constant_seeded, B.clock_seeded, B.empty_batch_zeros, FixedNoiseSeed()):
-        r = repeat_check(impl, d, MECH, gamma=gamma, seed=0)
-        assert r["repeat_flag"] and r["repeat_pvalue"] < 1e-30 and r["repeat_largest"] > 150, (impl, r)
+    for impl in (B.constant_seeded, B.clock_seeded, B.empty_batch_zeros, FixedNoiseSeed(), B.noise_first_4096):
+        r = repeat_check(impl, big, MECH, gamma=gamma, seed=0)
+        assert r["repeat_flag"] and r["repeat_pvalue"] < 1e-30, (impl, r)
     with pytest.raises(ValueError, match="n_releases=1 must be an integer ≥ 2"):
         repeat_check(B.reference_fn, d, MECH, n_releases=1)
 

@@ -172,6 +172,7 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
 
 def check_design(design, mechanism: MechanismConfig) -> ImplementationDesign:
     """The design of the per-call checks: one canary record, one other user (cheap releases, and the canary's
-    clipping binds hardest: a single record's normalised votes have norm 1/√k, ``pe.mutants`` F3)."""
-    return dataclasses.replace(with_population(with_canary_records(design, 1, mechanism), 1),
+    clipping binds hardest: a single record's normalised votes have norm 1/√k, ``pe.mutants`` F3), on the
+    ``LARGE_BANK`` bank (coordinates past 4,096 for the repeat check)."""
+    return dataclasses.replace(with_large_bank(with_population(with_canary_records(design, 1, mechanism), 1)),
                                name=f"{design.name}|check")

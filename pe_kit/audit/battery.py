@@ -143,10 +143,11 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         reasons.append("seed not honoured: " + ("same seed gave different releases" if not checks["seed_same_release"]
                                                 else "different seeds gave the same release"))
     if checks["repeat_flag"]:
-        reasons.append(f"repeated releases: {checks['repeat_largest']} of {repeat_calls} H0 releases equal, where "
-                       f"their precision and support allow any one vector probability ≤ {checks['repeat_allowed']:.2g} "
-                       f"(p ≤ {checks['repeat_pvalue']:.2g} < γ/2 = {gamma / 2:.2g}): noise not fresh per release (a "
-                       "constant or clock seed, or none on an empty batch)")
+        reasons.append(f"repeated releases: {checks['repeat_largest']} of {repeat_calls} H0 releases equal, "
+                       f"{checks['repeat_value_largest']} equal values in one coordinate, where their precision and "
+                       f"support allow any one release probability ≤ {checks['repeat_allowed']:.2g} (p ≤ "
+                       f"{checks['repeat_pvalue']:.2g} < γ/4 = {gamma / 4:.2g}): noise not fresh per release (a "
+                       "constant or clock seed, none on an empty batch, or none on some coordinates)")
     if checks["batch_call_flag"]:
         reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
     eps_t = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)

@@ -16,9 +16,11 @@ An audit's trials are independent releases of one mechanism drawn from the gener
   F1 of ``pe.mutants``), so its |J0| values are i.i.d. within and across releases: no release vector a has
   probability above ρ = f^|J0|, f the largest probability of one value (bounded above by Clopper–Pearson on the
   pooled n·|J0| values, at γ/2). Among n releases, the number equal to a is Bin(n, ρ_a), so with Σ_a ρ_a ≤ 1,
-  P(some g releases are equal) ≤ Σ_a C(n, g)·ρ_a^g ≤ C(n, g)·ρ^(g−1). The flag (that bound < γ/2 for the largest
-  group g) has level γ, one Bonferroni share of the battery's α. Noise drawn once (a constant seed), once per clock tick, or not at all
-  on an empty batch makes whole releases repeat far beyond ρ.
+  P(some g releases are equal) ≤ Σ_a C(n, g)·ρ_a^g ≤ C(n, g)·ρ^(g−1); likewise P(some coordinate holds h equal
+  values) ≤ |J0|·C(n, h)·f^(h−1). The flag (either bound < γ/4, for the largest group g of equal releases and h of
+  equal values in one coordinate) has level γ, one Bonferroni share of the battery's α. Noise drawn once (a
+  constant seed), once per clock tick, or not at all on an empty batch makes whole releases repeat far beyond ρ;
+  noise missing on some coordinates (e.g. beyond a buffer of 4,096) makes their values repeat far beyond f.
 
 The calibration → test FPR check of canary audits (``bounds.population_shift``) is in every audit row too.
 Source: §2.1 Steps 3–4 of the paper (independent trials); the tests wrap ``scipy.stats``.
@@ -135,8 +137,9 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
 
     Returns:
         dict ``repeat_largest`` (g: the most releases equal to one another on J0), ``repeat_allowed`` (ρ_U: the
-        largest probability a correct release may give one vector), ``repeat_pvalue`` (the bound on P(≥ g equal):
-        1 when g = 1, NaN when J0 is empty), ``repeat_flag`` (p < γ/2), ``repeat_n`` (n_releases).
+        largest probability a correct release may give one vector), ``repeat_value_largest`` (h: the most equal
+        values in one coordinate), ``repeat_pvalue`` (the smaller bound, NaN when J0 is empty), ``repeat_flag``
+        (p < γ/4), ``repeat_n`` (n_releases).
 
     Raises:
         ValueError: on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``.
@@ -149,8 +152,8 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
     records, owner, n_users = population(design, split, 0, len(getattr(design, split)))
     bank = np.asarray(design.bank, dtype=np.float32)
     free = np.flatnonzero(ReferenceRelease().prepare(bank, records, owner, n_users, mechanism).getnnz(axis=0) == 0)
-    out = {"repeat_largest": 0, "repeat_allowed": float("nan"), "repeat_pvalue": float("nan"), "repeat_flag": False,
-           "repeat_n": n}
+    out = {"repeat_largest": 0, "repeat_allowed": float("nan"), "repeat_value_largest": 0,
+           "repeat_pvalue": float("nan"), "repeat_flag": False, "repeat_n": n}
     if free.size == 0:
         return out
     name, rng = implementation_name(release), np.random.Generator(np.random.PCG64(seed))
@@ -161,9 +164,16 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
         y = np.stack([check_release_output(release(bank, records, owner, n_users, mechanism, rng), (bank.shape[0],),
                                            name, "release(...)")[free] for _ in range(n)])
     g = int(np.unique(y, axis=0, return_counts=True)[1].max())
-    f_max = clopper_pearson(int(np.unique(y, return_counts=True)[1].max()), y.size, gamma / 2, "upper")
-    log_rho = free.size * np.log(f_max) if f_max > 0 else -np.inf
-    log_choose = math.lgamma(n + 1) - math.lgamma(g + 1) - math.lgamma(n - g + 1)
-    p = 1.0 if g < 2 else float(np.exp(min(0.0, log_choose + (g - 1) * log_rho)))
-    return {**out, "repeat_largest": g, "repeat_allowed": float(np.exp(log_rho)), "repeat_pvalue": p,
-            "repeat_flag": bool(p < gamma / 2)}
+    ys = np.sort(y, axis=0)  # h: the longest run of equal values down a sorted column
+    rows = np.arange(n)[:, None]
+    starts = np.maximum.accumulate(np.where(np.vstack([np.ones((1, ys.shape[1]), bool), ys[1:] != ys[:-1]]), rows, 0))
+    h = int((rows - starts).max()) + 1
+    log_f = float(np.log(clopper_pearson(int(np.unique(y, return_counts=True)[1].max()), y.size, gamma / 2, "upper")))
+
+    def bound(size, log_p):  # log C(n, size)·p^(size−1), 0 (p = 1) for size < 2
+        log_choose = math.lgamma(n + 1) - math.lgamma(size + 1) - math.lgamma(n - size + 1)
+        return 0.0 if size < 2 else min(0.0, log_choose + (size - 1) * log_p)
+
+    p = float(np.exp(min(bound(g, free.size * log_f), np.log(free.size) + bound(h, log_f))))
+    return {**out, "repeat_largest": g, "repeat_allowed": float(np.exp(free.size * log_f)), "repeat_value_largest": h,
+            "repeat_pvalue": p, "repeat_flag": bool(p < gamma / 4)}
