@@ -60,6 +60,27 @@ def noise_multiplier_as_std(bank, records, owner, n_users, config, rng):
                     noise=rng.normal(0.0, config.noise_multiplier, size=bank.shape[0]))
 
 
+def clamped(bank, records, owner, n_users, config, rng):
+    """Harmless (post-processing): the reference with negative counts set to 0."""
+    return np.maximum(reference_fn(bank, records, owner, n_users, config, rng), 0.0)
+
+
+def rounded(bank, records, owner, n_users, config, rng):
+    """Harmless (post-processing): the reference rounded to 3 decimals."""
+    return np.round(reference_fn(bank, records, owner, n_users, config, rng), 3)
+
+
+def as_float16(bank, records, owner, n_users, config, rng):
+    """Harmless (post-processing): the reference cast to float16."""
+    return reference_fn(bank, records, owner, n_users, config, rng).astype(np.float16)
+
+
+def count_threshold(bank, records, owner, n_users, config, rng):
+    """Harmless (post-processing): PE's count threshold, counts below 3σC set to 0 (most coordinates, most times)."""
+    y = reference_fn(bank, records, owner, n_users, config, rng)
+    return np.where(y >= 3 * config.noise_multiplier * config.clip_norm, y, 0.0)
+
+
 def clip_to_half(bank, records, owner, n_users, config, rng):
     """Harmless: clips to C/2 (a smaller sensitivity than claimed)."""
     h, _ = _votes(bank, records, owner, n_users, config.top_k)
@@ -104,6 +125,11 @@ def clock_seeded(bank, records, owner, n_users, config, rng):
     return _release(bank, records, owner, n_users, config, np.random.default_rng(int(time.time())))
 
 
+def constant_seeded(bank, records, owner, n_users, config, rng):
+    """Bug: sampling and noise from a generator seeded with a constant, not from ``rng`` (every release the same)."""
+    return _release(bank, records, owner, n_users, config, np.random.default_rng(0))
+
+
 _IMPORT_RNG = np.random.default_rng(20260)
 
 
@@ -132,3 +158,5 @@ class BatchDiffersFromCall:
 ESCAPED = (first_user_always, heavy_users_skip_sampling, empty_batch_zeros, noise_first_4096, clock_seeded,
            import_seeded, BatchDiffersFromCall)
 HARMLESS = (reference_fn, noise_multiplier_as_std, clip_to_half)
+POST_PROCESSED = (clamped, rounded, as_float16, count_threshold)
+SEEDED_NOISE = (constant_seeded, clock_seeded, import_seeded, empty_batch_zeros)

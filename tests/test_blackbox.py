@@ -85,6 +85,10 @@ def test_derived_verdicts_at_the_suite_setting_and_closed_cases():
     assert not mutants.FixedSizeSample().breaks_guarantee(MechanismConfig(sample_rate=1.0), 51)
     assert mutants.Float32Accumulation().breaks_guarantee(MECH, 92)  # 2N²u > 10⁻³ beyond N = 91
     assert not mutants.Float32Accumulation().breaks_guarantee(MECH, 91)
+    # noise σC/√(#sampled): the canary alone is released at σC; from 5 others on, the projection on v already leaks
+    shrinks = mutants.NoiseShrinksWithUsers()
+    assert [shrinks.breaks_guarantee(MECH, n) for n in (1, 2, 5, 6, 26)] == [False, False, False, True, True]
+    assert type(shrinks) not in mutants.MUTANTS and shrinks.name not in {m.name for m in mutants.all_implementations()}
 
 
 def test_each_mutant_changes_only_its_step():
@@ -117,6 +121,11 @@ def test_each_mutant_changes_only_its_step():
     lo = ReferenceRelease().routes(b2, bank[:1], MECH)[0]
     hi = mutants.TiesHighestIndex().routes(b2, bank[:1], MECH)[0]
     assert list(lo[:2]) == [0, 40] and list(hi[:2]) == [40, 0] and set(lo) == set(hi)
+    # noise shrinking with the sampled users: std σC/√max(1, M) per release
+    y = mutants.NoiseShrinksWithUsers().release_batch(bank, rec, owner, n, MechanismConfig(sample_rate=1.0), rng(0),
+                                                      20_000, [bank.shape[0] - 1])
+    c_last = ReferenceRelease().prepare(bank, rec, owner, n, MECH)[:, bank.shape[0] - 1].sum()
+    assert abs(y.std() / (MECH.noise_std / np.sqrt(n)) - 1) < 0.03 and abs(y.mean() - c_last) < 0.002
     # float32: the sum differs from float64 by rounding only
     c = ReferenceRelease().prepare(bank, rec, owner, n, MECH).toarray()
     mask = rng(0).random((100, n)) < 0.5

@@ -162,7 +162,7 @@ def test_audit_release_auto_picks_the_budget_and_prints_its_pilot_estimate(capsy
     mech = pk.MechanismConfig()
     base = concentrated_design(np.random.default_rng(0), n_aux=10, n_test=10)
     battery = battery_designs(base, mech, np.random.default_rng(1), axes={"population": (1,)})
-    gamma = battery_gamma(0.05, 2, 1)
+    gamma = battery_gamma(0.05, 2, 2)  # the repeat check and the batch-vs-call test
     r = pk.audit_release(ReferenceRelease(), designs=(battery, battery[1]), mechanism=mech, trials="auto",
                          target=1.0, check_calls=20)
     assert r.trials == auto_trials(mech, gamma=gamma, delta=1e-3, target=1.0) == r.reach.trials

@@ -9,7 +9,10 @@ battery varies one axis at a time around the base design:
 * ``records``: the canary's record count — ``1`` (its record with the most top-k votes on P), the ``median`` of
   the population's counts, the ``cap`` m of the mechanism (records repeated cyclically: a user may hold equal
   records, and the normalised votes of a cyclic repeat are the canary's own up to the rounding of counts);
-* ``population``: the calibration and test users kept (their first N each, never resampled), down to 1;
+* ``population``: the calibration and test users kept (their first N each, never resampled), down to 1, or up to
+  ``x4`` = 4N, each split's users repeated cyclically (distinct people with equal records: the neighbouring relation
+  holds for any population), for bugs that grow with the number of sampled users (``pe.mutants``
+  ``NoiseShrinksWithUsers``);
 * ``bank``: the bank padded to ``large_bank`` entries with the probes moved to its tail (padding rows far from
   every record, so nobody routes to them: no specified contribution changes, ``with_large_bank``).
 
@@ -33,7 +36,7 @@ __all__ = ["battery_designs", "check_design", "with_canary_records", "with_popul
 #: the paper's p: probes moved past 4,096 (a common power of two in buggy code) on a bank of 8,192
 LARGE_BANK = 8192
 #: the default axes (one variant per value, the base excluded): position, records, population, bank
-DEFAULT_AXES = {"position": ("first", "random"), "records": (1, "median", "cap"), "population": (1,),
+DEFAULT_AXES = {"position": ("first", "random"), "records": (1, "median", "cap"), "population": (1, "x4"),
                 "bank": ("large",)}
 
 
@@ -73,19 +76,24 @@ def with_canary_records(design, n_records, mechanism: MechanismConfig) -> Implem
     return _renamed(design, "records", n_records, canary=new)
 
 
-def with_population(design, n_users: int) -> ImplementationDesign:
-    """The design with the first ``n_users`` calibration and test users (``population`` axis).
+def with_population(design, n_users) -> ImplementationDesign:
+    """The design with ``n_users`` calibration and test users (``population`` axis): the first ``n_users`` of each
+    split, repeated cyclically beyond its N; ``"x<f>"`` is f·N.
 
     Raises:
-        ValueError: unless 1 ≤ n_users ≤ the design's N.
+        ValueError: unless n_users is an integer ≥ 1 or ``"x<f>"`` with an integer f ≥ 1.
     """
-    n = len(design.test)
-    if int(n_users) != n_users or not 1 <= n_users <= min(n, len(design.calibration)):
-        raise ValueError(f"n_users={n_users} must be an integer in [1, {n}] (the design's calibration/test size)")
+    n = min(len(design.test), len(design.calibration))
+    label = n_users
+    if isinstance(n_users, str) and n_users[:1] == "x" and n_users[1:].isdigit():
+        n_users = n * int(n_users[1:])
+    if isinstance(n_users, str) or int(n_users) != n_users or n_users < 1:
+        raise ValueError(f"n_users={label!r} must be an integer ≥ 1 or 'x<f>' (f times the design's {n} users)")
     k = int(n_users)
     pos = design.canary_position if isinstance(design.canary_position, str) else min(int(design.canary_position), k)
-    return _renamed(design, "population", k, calibration=list(design.calibration)[:k], test=list(design.test)[:k],
-                    canary_position=pos)
+    rows = np.arange(k) % n
+    return _renamed(design, "population", k, calibration=[design.calibration[i] for i in rows],
+                    test=[design.test[i] for i in rows], canary_position=pos)
 
 
 def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
@@ -150,8 +158,9 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
                 if len(d.canary) != len(base.canary) or v == 1:
                     out.append(d)
             elif axis == "population":
-                if int(v) < n:
-                    out.append(with_population(base, v))
+                d = with_population(base, v)
+                if len(d.test) != n:
+                    out.append(d)
             elif axis == "bank":
                 if v != "large":
                     raise ValueError(f"bank value {v!r} must be 'large'")
@@ -163,6 +172,7 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
 
 def check_design(design, mechanism: MechanismConfig) -> ImplementationDesign:
     """The design of the per-call checks: one canary record, one other user (cheap releases, and the canary's
-    clipping binds hardest: a single record's normalised votes have norm 1/√k, ``pe.mutants`` F3)."""
-    return dataclasses.replace(with_population(with_canary_records(design, 1, mechanism), 1),
+    clipping binds hardest: a single record's normalised votes have norm 1/√k, ``pe.mutants`` F3), on the
+    ``LARGE_BANK`` bank (coordinates past 4,096 for the repeat check)."""
+    return dataclasses.replace(with_large_bank(with_population(with_canary_records(design, 1, mechanism), 1)),
                                name=f"{design.name}|check")

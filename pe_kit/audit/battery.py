@@ -2,11 +2,11 @@
 family-wise level α.
 
 The battery (``attack.design_battery``) holds n designs; each audit (``blackbox.audit_implementation``) flags at
-level 4γ (four one-sided Clopper–Pearson bounds, Eq. 28), the batched-vs-per-call test
-(``release_checks.batch_call_check``) at level γ when the implementation has both forms. Bonferroni:
-γ = α / (4n + n_ks), so the probability that a correct implementation is flagged anywhere is ≤ α. The seed check,
-the two-stage check (``release_checks.stage_check``) and the repeated-release counts cannot fire for a correct
-implementation (deterministic, or an event of probability 0 under continuous noise) and spend no α.
+level 4γ (four one-sided Clopper–Pearson bounds, Eq. 28), the repeated-release test (``release_checks.repeat_check``)
+at level γ, and the batched-vs-per-call test (``release_checks.batch_call_check``) at level γ when the implementation
+has both forms. Bonferroni: γ = α / (4n + n_checks), so the probability that a correct implementation is flagged
+anywhere is ≤ α. The seed check and the two-stage check (``release_checks.stage_check``) cannot fire for a correct
+implementation (deterministic) and spend no α.
 
 Source: §2.1 Steps 2–5 and Eq. 28 of the paper, run through the implementation on each design.
 """
@@ -22,7 +22,7 @@ import numpy as np
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
 from pe_kit.audit.plan import Reach, announce_reach, audit_reach
-from pe_kit.audit.release_checks import batch_call_check, seed_check, stage_check
+from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check, stage_check
 from pe_kit.audit.release_runner import check_audit_arguments, implementation_name, seed_sequence
 from pe_kit.config import MechanismConfig
 from pe_kit.progress import progress
@@ -43,7 +43,7 @@ class BatteryAudit:
         epsilon_lower: the largest ε_lower over the designs; epsilon_theory: the claimed ε at (σ, q, δ);
             mu_eff: the base design's μ_eff under the specification.
         alpha: family-wise level; gamma: the per-bound tail (``battery_gamma``); delta: δ; trials: per audit.
-        checks: dict of the implementation checks (``seed_*``, ``batch_call_*``).
+        checks: dict of the implementation checks (``seed_*``, ``repeat_*``, ``batch_call_*``).
         rows: tuple of per-design row dicts (``BlackBoxAudit.as_row`` + ``axis``, ``setting`` + the checks).
         seconds: wall time. reach: what the battery's budget can certify (``audit.plan.Reach`` at γ).
     """
@@ -81,8 +81,8 @@ class BatteryAudit:
         return [{**r, "battery_flagged": self.flagged, "battery_reasons": "; ".join(self.reasons)} for r in self.rows]
 
 
-def battery_gamma(alpha: float, n_designs: int, n_ks: int = 1) -> float:
-    """γ = α / (4·n_designs + n_ks) (module docstring).
+def battery_gamma(alpha: float, n_designs: int, n_checks: int = 2) -> float:
+    """γ = α / (4·n_designs + n_checks) (module docstring): n_checks level-γ checks (repeats, batch vs call).
 
     Raises:
         ValueError: on α outside (0, 1) or n_designs < 1.
@@ -91,11 +91,12 @@ def battery_gamma(alpha: float, n_designs: int, n_ks: int = 1) -> float:
         raise ValueError(f"alpha={alpha} must lie in (0, 1)")
     if int(n_designs) != n_designs or n_designs < 1:
         raise ValueError(f"n_designs={n_designs} must be an integer ≥ 1")
-    return float(alpha) / (4 * int(n_designs) + int(n_ks))
+    return float(alpha) / (4 * int(n_designs) + int(n_checks))
 
 
 def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, trials: int = BATTERY_TRIALS,
                   alpha: float = 0.05, delta: float = DEFAULT_DELTA, seed=0, check=None, check_calls: int = 2_000,
+                  repeat_calls: int = 200,
                   stats: Sequence | None = None, scheduler=None, **options) -> BatteryAudit:
     """Audit ``release`` on every design and run the implementation checks (module docstring).
 
@@ -103,9 +104,9 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         release: a ``pe.release_protocol.PERelease``. designs: the battery (``attack.design_battery.battery_designs``),
             base first. mechanism: the claimed settings.
         trials: per hypothesis per split of each audit. alpha: family-wise level in (0, 1). delta: δ (10⁻³).
-        seed: int / sequence / SeedSequence: design i's audit uses spawn child i, the checks child n.
-        check: the design of the seed and batch-vs-call checks (default: the battery's smallest population).
-        check_calls: per-call releases of the batch-vs-call test. stats: precomputed ``spec_statistic`` per design.
+        seed: int / sequence / SeedSequence: design i's audit uses spawn child i, the checks children n, n + 1.
+        check: the design of the implementation checks (default: the battery's smallest population).
+        check_calls: per-call releases of the batch-vs-call test. repeat_calls: releases of the repeat check. stats: precomputed ``spec_statistic`` per design.
         scheduler: a ``dask.distributed.Client`` (or None): every audit's releases fan out over it.
         options: further ``audit_implementation`` keywords (``batch``, ``call_chunk``, ``show_progress``);
             ``announce=False`` skips printing the reach (``audit.plan.announce_reach``).
@@ -125,17 +126,19 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     t0 = time.perf_counter()
     name = implementation_name(release)
     has_ks = callable(release) and hasattr(release, "release_batch")
-    gamma = battery_gamma(alpha, len(designs), int(has_ks))
+    gamma = battery_gamma(alpha, len(designs), 1 + int(has_ks))
     reach = audit_reach(mechanism, int(trials), gamma=gamma, delta=delta)
     show = options.get("show_progress") is not False
     if options.pop("announce", True):
         announce_reach(reach, mechanism, show=show)
     stats = list(stats) if stats is not None else [spec_statistic(d, mechanism) for d in designs]
-    seeds = seed_sequence(seed).spawn(len(designs) + 1)
+    seeds = seed_sequence(seed).spawn(len(designs) + 2)
     check = check if check is not None else min(designs, key=lambda d: (len(d.test), len(d.canary)))
     checks = seed_check(release, check, mechanism)
+    checks.update(repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma,
+                               seed=seeds[len(designs) + 1]))
     checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
-                                   gamma=gamma, seed=seeds[-1], scheduler=scheduler,
+                                   gamma=gamma, seed=seeds[len(designs)], scheduler=scheduler,
                                    show_progress=options.get("show_progress")))
     checks.update(stage_check(release, check, mechanism))
     rows, reasons = [], []
@@ -175,8 +178,6 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
                      **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}, **checks})
         if a.violation:
             reasons.append(f"{a.design}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}")
-        if a.repeats_flag:
-            reasons.append(f"{a.design}: {a.repeated_h0} repeated H0 releases of {int(trials)}")
         if bar is not None:
             bar.update(4 * int(trials))
     if bar is not None:
@@ -184,6 +185,12 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     if checks["seed_flag"]:
         reasons.append("seed not honoured: " + ("same seed gave different releases" if not checks["seed_same_release"]
                                                 else "different seeds gave the same release"))
+    if checks["repeat_flag"]:
+        reasons.append(f"repeated releases: {checks['repeat_largest']} of {repeat_calls} H0 releases equal, "
+                       f"{checks['repeat_value_largest']} equal values in one coordinate, where their precision and "
+                       f"support allow any one release probability ≤ {checks['repeat_allowed']:.2g} (p ≤ "
+                       f"{checks['repeat_pvalue']:.2g} < γ/4 = {gamma / 4:.2g}): noise not fresh per release (a "
+                       "constant or clock seed, none on an empty batch, or none on some coordinates)")
     if checks["batch_call_flag"]:
         reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
     if checks["stage_flag"]:

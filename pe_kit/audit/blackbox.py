@@ -37,7 +37,7 @@ from pe_kit.config import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
 __all__ = ["SpecStatistic", "spec_statistic", "BlackBoxAudit", "implementation_scores", "audit_implementation",
-           "audit_suite", "trials_needed", "repeated_releases", "MAX_TRIALS", "DEFAULT_DELTA", "MAX_REPEAT_FRACTION"]
+           "audit_suite", "trials_needed", "MAX_TRIALS", "DEFAULT_DELTA"]
 
 #: the per-hypothesis trial budget of one black-box audit (≤ 10⁵)
 MAX_TRIALS = 100_000
@@ -46,8 +46,6 @@ MAX_TRIALS = 100_000
 #: guarantee holds at every δ of its curve, and at 10⁻³ the tail events that separate a broken ε from ε_theory are
 #: seen within 10⁵ trials (at 10⁻⁵ it missed 3 of 5 real violations it flags at 10⁻³)
 DEFAULT_DELTA = 1e-3
-#: a stream whose releases repeat exactly more often than this is not drawing fresh continuous noise per release
-MAX_REPEAT_FRACTION = 1e-3
 
 _SPLITS = ("calibration", "test")
 
@@ -171,15 +169,12 @@ class BlackBoxAudit:
         mu_eff: the specification's μ_eff of the design. threshold, threshold_mix: the frozen threshold (ℓ, ℓ_mix).
         calibration, test: ``ThresholdAudit`` records. trials: per hypothesis per split. gamma, delta.
         batched: whether ``release_batch`` was used. seconds: wall time of the trials and bounds.
-        repeated_h0: the larger over the two splits of the number of H0 releases whose score repeats an earlier one
-            exactly (``repeated_releases``): 0 for a release with fresh continuous noise each time.
-        repeats_flag: repeated_h0 > ``MAX_REPEAT_FRACTION``·trials (noise missing on P, or the trials are not
-            independent: a clock seed, a fixed seed, an empty batch released without noise).
         population_shift: the calibration → test FPR check at the frozen threshold (``bounds.population_shift``;
             a warning, not a flag: it also fires when the two user splits differ).
         fpr_calibration, fpr_test: the false-positive rates it compares.
         reach: what the budget can certify (``audit.plan.Reach``; its ``as_row`` columns join the row).
-        flagged: violation or repeats_flag (what the row accuses the implementation of).
+        flagged: violation (what the row accuses the implementation of; repeated releases are judged by
+            ``release_checks.repeat_check``, against the precision and support of the output).
     """
 
     implementation: str
@@ -200,8 +195,6 @@ class BlackBoxAudit:
     delta: float
     batched: bool
     seconds: float
-    repeated_h0: int = 0
-    repeats_flag: bool = False
     population_shift: bool = False
     fpr_calibration: float = math.nan
     fpr_test: float = math.nan
@@ -209,8 +202,8 @@ class BlackBoxAudit:
 
     @property
     def flagged(self) -> bool:
-        """violation or repeats_flag."""
-        return bool(self.violation or self.repeats_flag)
+        """violation."""
+        return bool(self.violation)
 
     def as_row(self) -> dict:
         """Flat dict: scalar fields plus ``calibration_*`` / ``test_*`` counts and bounds, ``tpr``, ``fpr``."""
@@ -222,12 +215,6 @@ class BlackBoxAudit:
         row["tpr"], row["fpr"] = self.test.tpr, self.test.fpr
         row["flagged"] = self.flagged
         return row
-
-
-def repeated_releases(scores: np.ndarray) -> int:
-    """How many of the scores float (t,) repeat an earlier one exactly: t − #distinct (0 for continuous noise)."""
-    scores = np.asarray(scores, dtype=np.float64).ravel()
-    return int(scores.size - np.unique(scores).size)
 
 
 def audit_implementation(release, design, mechanism: MechanismConfig, *, trials: int = MAX_TRIALS,
@@ -259,7 +246,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
 
     Returns:
         ``BlackBoxAudit`` (and the scores dict if asked). Warns (``UserWarning``) when the calibration → test
-        population-shift check fires or H0 releases repeat.
+        population-shift check fires.
 
     Raises:
         TypeError: on swapped or mistyped arguments (``release_runner.check_audit_arguments``).
@@ -297,13 +284,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
     n_h1 = stat.n_users + 1
     name = implementation_name(release)
     shift = population_shift(cal, tst, gamma)
-    repeats = max(repeated_releases(scores[(s, 0)]) for s in _SPLITS)
-    repeats_flag = bool(repeats > MAX_REPEAT_FRACTION * int(trials))
-    if repeats_flag:
-        warnings.warn(f"{name}: {repeats} of {int(trials)} H0 releases repeat an earlier one exactly: the noise is not "
-                      "fresh per release (a seed from the clock or fixed, noise missing on the probe coordinates, or an "
-                      "empty batch released without noise); the trials are not independent", stacklevel=2)
-    elif shift["population_shift"]:
+    if shift["population_shift"]:
         warnings.warn(f"{name}: the frozen threshold's FPR moved from {shift['fpr_calibration']:.3g} (calibration) to "
                       f"{shift['fpr_test']:.3g} (test), outside both Clopper–Pearson intervals: the calibration did "
                       "not carry over (different user splits, or releases that change between streams, e.g. a clock "
@@ -316,7 +297,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
         threshold=cal.threshold, threshold_mix=float(mixture_llr(cal.threshold, mechanism.sample_rate)),
         calibration=cal, test=tst, trials=int(trials), gamma=float(gamma), delta=float(delta),
         batched=hasattr(release, "release_batch") if use_batch is None else bool(use_batch),
-        seconds=time.perf_counter() - t0, repeated_h0=repeats, repeats_flag=repeats_flag,
+        seconds=time.perf_counter() - t0,
         population_shift=bool(shift["population_shift"]), fpr_calibration=float(shift["fpr_calibration"]),
         fpr_test=float(shift["fpr_test"]), reach=reach)
     return (out, scores) if return_scores else out

@@ -10,8 +10,17 @@ An audit's trials are independent releases of one mechanism drawn from the gener
   ``release(...)`` draws, on the probe coordinates. The scores of both forms are compared by a two-sample
   Kolmogorov–Smirnov test (``scipy.stats.ks_2samp``), a level-γ test of "same distribution" (one Bonferroni
   share of the battery's α);
-* **repeated releases** (``blackbox.repeated_releases``, counted in every audit row): with fresh continuous noise
-  no two releases coincide;
+* **repeated releases** (``repeat_check``): releases may repeat only as often as their own precision and support
+  allow. On the coordinates J0 that no user votes on, a correct release is f(Z_j), Z_j ~ N(0, (σC)²) i.i.d. (Eq. 1)
+  and f any coordinate-wise post-processing (clamping, rounding, a float16 cast, a count threshold; it keeps DP,
+  F1 of ``pe.mutants``), so its |J0| values are i.i.d. within and across releases: no release vector a has
+  probability above ρ = f^|J0|, f the largest probability of one value (bounded above by Clopper–Pearson on the
+  pooled n·|J0| values, at γ/2). Among n releases, the number equal to a is Bin(n, ρ_a), so with Σ_a ρ_a ≤ 1,
+  P(some g releases are equal) ≤ Σ_a C(n, g)·ρ_a^g ≤ C(n, g)·ρ^(g−1); likewise P(some coordinate holds h equal
+  values) ≤ |J0|·C(n, h)·f^(h−1). The flag (either bound < γ/4, for the largest group g of equal releases and h of
+  equal values in one coordinate) has level γ, one Bonferroni share of the battery's α. Noise drawn once (a
+  constant seed), once per clock tick, or not at all on an empty batch makes whole releases repeat far beyond ρ;
+  noise missing on some coordinates (e.g. beyond a buffer of 4,096) makes their values repeat far beyond f.
 * **two stages ≠ one call** (``stage_check``, for a release exposing ``snapshot`` and ``randomise``): the snapshot
   must be deterministic and the staged releases must equal the one-call releases seed for seed (deterministic: no
   error budget is spent), so an audit of the randomised stage alone is an audit of the implementation.
@@ -21,14 +30,17 @@ Source: §2.1 Steps 3–4 of the paper (independent trials); the tests wrap ``sc
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import stats
 
+from pe_kit.audit.confusion import clopper_pearson
 from pe_kit.audit.release_runner import check_release_output, implementation_name, population
 from pe_kit.config import MechanismConfig
-from pe_kit.pe.release_protocol import staged
+from pe_kit.pe.release_protocol import ReferenceRelease, staged
 
-__all__ = ["seed_check", "batch_call_check", "stage_check"]
+__all__ = ["seed_check", "batch_call_check", "repeat_check", "stage_check"]
 
 
 def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0, 1), split: str = "test") -> dict:
@@ -166,3 +178,58 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
         np.random.set_state(state)
     return {"stage_deterministic": deterministic, "stage_equal_calls": equal, "stage_calls": int(n_calls),
             "stage_flag": not (deterministic and equal == int(n_calls))}
+
+
+def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int = 200, gamma: float = 0.0025,
+                 seed=0, split: str = "test") -> dict:
+    """Do releases repeat more often than their own precision and support allow? (module docstring)
+
+    Draws ``n_releases`` releases of the split's users without the canary (H0), read on J0: ``release_batch`` on J0
+    when the implementation has it, else one full ``release(...)`` per draw.
+
+    Args:
+        release: a ``PERelease``. design: duck-typed design (``blackbox.spec_statistic``). mechanism: its settings.
+        n_releases: int ≥ 2. gamma: the flag's level in (0, 1). seed: of the draws. split: the population used.
+
+    Returns:
+        dict ``repeat_largest`` (g: the most releases equal to one another on J0), ``repeat_allowed`` (ρ_U: the
+        largest probability a correct release may give one vector), ``repeat_value_largest`` (h: the most equal
+        values in one coordinate), ``repeat_pvalue`` (the smaller bound, NaN when J0 is empty), ``repeat_flag``
+        (p < γ/4), ``repeat_n`` (n_releases).
+
+    Raises:
+        ValueError: on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``.
+    """
+    if int(n_releases) != n_releases or n_releases < 2:
+        raise ValueError(f"n_releases={n_releases} must be an integer ≥ 2")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
+    n = int(n_releases)
+    records, owner, n_users = population(design, split, 0, len(getattr(design, split)))
+    bank = np.asarray(design.bank, dtype=np.float32)
+    free = np.flatnonzero(ReferenceRelease().prepare(bank, records, owner, n_users, mechanism).getnnz(axis=0) == 0)
+    out = {"repeat_largest": 0, "repeat_allowed": float("nan"), "repeat_value_largest": 0,
+           "repeat_pvalue": float("nan"), "repeat_flag": False, "repeat_n": n}
+    if free.size == 0:
+        return out
+    name, rng = implementation_name(release), np.random.Generator(np.random.PCG64(seed))
+    if hasattr(release, "release_batch"):
+        y = check_release_output(release.release_batch(bank, records, owner, n_users, mechanism, rng, n, free),
+                                 (n, free.size), name, "release_batch(...)")
+    else:
+        y = np.stack([check_release_output(release(bank, records, owner, n_users, mechanism, rng), (bank.shape[0],),
+                                           name, "release(...)")[free] for _ in range(n)])
+    g = int(np.unique(y, axis=0, return_counts=True)[1].max())
+    ys = np.sort(y, axis=0)  # h: the longest run of equal values down a sorted column
+    rows = np.arange(n)[:, None]
+    starts = np.maximum.accumulate(np.where(np.vstack([np.ones((1, ys.shape[1]), bool), ys[1:] != ys[:-1]]), rows, 0))
+    h = int((rows - starts).max()) + 1
+    log_f = float(np.log(clopper_pearson(int(np.unique(y, return_counts=True)[1].max()), y.size, gamma / 2, "upper")))
+
+    def bound(size, log_p):  # log C(n, size)·p^(size−1), 0 (p = 1) for size < 2
+        log_choose = math.lgamma(n + 1) - math.lgamma(size + 1) - math.lgamma(n - size + 1)
+        return 0.0 if size < 2 else min(0.0, log_choose + (size - 1) * log_p)
+
+    p = float(np.exp(min(bound(g, free.size * log_f), np.log(free.size) + bound(h, log_f))))
+    return {**out, "repeat_largest": g, "repeat_allowed": float(np.exp(free.size * log_f)), "repeat_value_largest": h,
+            "repeat_pvalue": p, "repeat_flag": bool(p < gamma / 4)}

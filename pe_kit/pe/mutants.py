@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from scipy import stats
 
 from pe_kit.pe.mechanism import contributions, topk_routes
 from pe_kit.pe.release_protocol import ReferenceRelease, ReleasePipeline
 
 __all__ = ["NoiseStdNotScaled", "NoClipping", "CanaryAlwaysIncluded", "FixedSizeSample", "FixedNoiseSeed",
-           "NoiseOnNonzeroOnly", "RawCounts", "TiesHighestIndex", "Float32Accumulation", "MUTANTS",
+           "NoiseOnNonzeroOnly", "RawCounts", "TiesHighestIndex", "Float32Accumulation", "NoiseShrinksWithUsers", "MUTANTS",
            "all_implementations", "FLOAT32_UNIT_ROUNDOFF"]
 
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
@@ -229,7 +230,53 @@ class Float32Accumulation(_Mutant):
         return 2.0 * n_users ** 2 * FLOAT32_UNIT_ROUNDOFF > 1e-3
 
 
-#: the mutant classes, in the suite's order
+class NoiseShrinksWithUsers(_Mutant):
+    """Noise std σC/√max(1, M), M the number of users sampled in the release (noise "shared" among participants).
+
+    Derivation: take N = n_users − 1 other users whose votes avoid the canary's entries (F3 allows it) and read the
+    release along v/‖v‖ (post-processing, F1): X = I·C + s_M·ξ, ξ ~ N(0, 1), s_M = σC/√max(1, M), M = M' + I with
+    M' ~ Bin(N, q) the others sampled and I ~ Bern(q) the canary. The claimed mechanism is the same with s ≡ σC,
+    the Poisson-subsampled Gaussian whose pair (X | absent, X | present) is tight (F2). ``breaks_guarantee``
+    computes both privacy profiles δ(ε) = ∫ (p₁ − e^ε p₀)₊ (add and remove directions, on a grid) and returns True
+    iff the projection's δ at ε + 0.01 exceeds the claimed δ at ε for some ε in [0, 10]: the release is then not
+    (ε_theory, δ)-DP at that δ, whatever the accountant's discretisation (eps_error 0.01). With N = 0 the noise is
+    σC whether or not the canary is sampled (False); the leak grows with q·N, the typical M.
+    """
+
+    name, bug = "noise_shrinks_with_users", "noise std σC/√(#sampled users)"
+
+    def accumulate(self, mask, contribs):
+        self._sampled = mask.sum(axis=1)
+        return super().accumulate(mask, contribs)
+
+    def noise(self, totals, coords, bank_size, config, rng):
+        scale = 1.0 / np.sqrt(np.maximum(self._sampled, 1))[:, None]
+        return totals + scale * rng.normal(0.0, config.noise_std, size=totals.shape)
+
+    def breaks_guarantee(self, config, n_users):
+        sigma, q, others = config.noise_multiplier, config.sample_rate, int(n_users) - 1
+        if others < 1:
+            return False
+        m = np.arange(others + 2)
+        weights = stats.binom.pmf(m[:-1], others, q)
+        x = np.linspace(-12 * sigma, 1 + 12 * sigma, 20_001)[:, None]
+        std = sigma / np.sqrt(np.maximum(m, 1))
+        p0 = stats.norm.pdf(x, 0, std[:-1]) @ weights
+        p1 = (1 - q) * p0 + q * (stats.norm.pdf(x, 1, std[1:]) @ weights)
+        c0, c1 = stats.norm.pdf(x[:, 0], 0, sigma), (1 - q) * stats.norm.pdf(x[:, 0], 0, sigma) + q * stats.norm.pdf(
+            x[:, 0], 1, sigma)
+        dx = x[1, 0] - x[0, 0]
+
+        def profile(a, b, eps):
+            return np.maximum(a[None, :] - np.exp(eps)[:, None] * b[None, :], 0).sum(axis=1) * dx
+
+        eps = np.linspace(0, 10, 201)
+        return bool(np.any(profile(p1, p0, eps + 0.01) > profile(c1, c0, eps))
+                    or np.any(profile(p0, p1, eps + 0.01) > profile(c0, c1, eps)))
+
+
+#: the mutant classes of the suite (notebook 07: each on its fixed-size design), in its order; ``NoiseShrinksWithUsers``
+#: needs a population that grows, so the design battery's ``population`` axis audits it instead
 MUTANTS = (NoiseStdNotScaled, NoClipping, CanaryAlwaysIncluded, FixedSizeSample, FixedNoiseSeed,
            NoiseOnNonzeroOnly, RawCounts, TiesHighestIndex, Float32Accumulation)
 

@@ -126,7 +126,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
     show = options.get("show_progress") is not False
     n_designs = 1 + sum(len(v) for v in (DEFAULT_AXES if axes is None else axes).values())
     gamma = battery_gamma(alpha, len(designs[0]) if designs is not None else n_designs,
-                          int(callable(release) and hasattr(release, "release_batch")))
+                          1 + int(callable(release) and hasattr(release, "release_batch")))
     auto = isinstance(trials, str)
     if auto:
         if trials != "auto":
