@@ -16,7 +16,9 @@ mechanism.sample_rate=0.05`` on the repository's notebooks, the first run with a
 with ``--cold every``), the later ones sharing that cache. A run passes when the CLI exits 0. While it runs, busy
 loops are added (one every 15 s, at most ``--busy``) whenever the 1-minute load average is below ``--min-load``
 and removed above ``--min-load`` + 2, so every run sees at least that load. A failed run's executed notebooks and
-its terminal output are copied to ``<work>/failed-<run>/``.
+its terminal output are copied to ``<work>/failed-<run>/``; a passed run's ``results.csv`` is kept as
+``<work>/results-<run>.csv``, and its line shows the margins of notebook 04's asserts (ε_lower ≤ ε_theory, μ_eff ≤ its
+ceiling 1/σ, Eq. 20) and a digest of its ε_lower values (equal digests: the runs agree to 10 decimals).
 
 Both print each run's result, wall time and load average (1-minute, min–max over the run), then the pass count.
 The busy loops are ended (by process id) at the end.
@@ -24,6 +26,7 @@ The busy loops are ended (by process id) at the end.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -34,6 +37,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_reproduce_load import CHATTY_CELL, EVERY, STEPS  # noqa: E402
@@ -148,8 +152,14 @@ def main() -> None:
                 for f in res.glob("*/notebooks/*.ipynb"):
                     shutil.copy2(f, kept / f.name)
                 tail = f" | kept {kept} | " + ((out.stdout + out.stderr).strip().splitlines() or [""])[-1][:160]
-            elif args.case == "sigma2":
+            elif args.case == "sigma2":  # keep the rows: the margins of notebook 04's asserts, and whether runs agree
+                rows = pd.read_csv(next(res.glob("*/results.csv")))
+                rows.to_csv(work / f"results-{r}.csv", index=False)
                 shutil.rmtree(res, ignore_errors=True)
+                nb04 = rows[rows["notebook"] == "04_audit"]
+                tail = (f" | 04: max ε_lower − ε_theory {(nb04['epsilon_lower'] - nb04['epsilon_theory']).max():+.4f}, "
+                        f"max μ_eff − ceiling {(nb04['mu_eff'] - nb04['mu_eff_ceiling']).max():+.2e}, ε_lower digest "
+                        + hashlib.sha256(nb04["epsilon_lower"].round(10).to_numpy().tobytes()).hexdigest()[:8])
             print(f"run {r} ({label}): {'PASS' if ok else 'FAIL'} in {dt:.0f} s, load average {min(loads):.1f}–"
                   f"{max(loads):.1f} ({len(loader.procs)} busy loops now){tail}", flush=True)
     finally:

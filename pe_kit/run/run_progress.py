@@ -38,6 +38,11 @@ REFERENCE_SECONDS = {
     "quick-warm": {"01_mechanism": 34.0, "02_probe_design": 42.0, "03_llr_checks": 36.0, "04_audit": 346.0,
                    "05_ablations": 175.0, "06_multiround_mauve": 83.0, "07_audit_an_implementation": 34.0,
                    "08_one_run_audit": 192.0},
+    # warm: pe-kit reproduce --preset tiny with every embedding cached (run.json statuses; 614 s in all, 2 cores
+    # shared with other jobs)
+    "tiny-warm": {"01_mechanism": 48.0, "02_probe_design": 50.0, "03_llr_checks": 46.0, "04_audit": 161.0,
+                  "05_ablations": 134.0, "06_multiround_mauve": 61.0, "07_audit_an_implementation": 55.0,
+                  "08_one_run_audit": 57.0},
     "tiny": {"01_mechanism": 54.0, "02_probe_design": 42.0, "03_llr_checks": 30.0, "04_audit": 136.0,
              "05_ablations": 73.0, "06_multiround_mauve": 95.0, "07_audit_an_implementation": 39.0,
              "08_one_run_audit": 41.0},
