@@ -27,7 +27,8 @@ from typing import Mapping, Sequence
 __all__ = ["REFERENCE_SECONDS", "PROFILES", "RunClock", "machine_info", "format_duration", "notebook_worlds",
            "embedding_plan", "run_plan", "warm_profile"]
 
-#: seconds per notebook of a measured run of each preset (only their ratios are used): quick from
+#: seconds per notebook of a measured run of each preset (the cold profiles' ratios weigh the ETA without a plan;
+#: a warm profile's seconds are the plan's work besides embedding, :func:`run_plan`): quick from
 #: the cold run of 3 Dec 2026 (empty cache, 2 idle cores, 2,099 s; git history of docs/paper_run/quick/run.json), tiny from a cold run on 2 cores shared with
 #: other jobs (load average 13, 511 s in all, 4 Dec 2026); other presets use quick's
 REFERENCE_SECONDS = {
@@ -172,7 +173,8 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str) -> dict:
     embed = sum(plan["seconds"].values())
     head = (f"{n:,} texts to embed that the cache lacks ("
             + "; ".join(f"{nb} {k:,}" for nb, k in plan["texts"].items() if k)
-            + f") at {min(plan['rates'].values(), default=0):.0f} text/s (timed just now) ≈ {format_duration(embed)}"
+            + (f") at {min(plan['rates'].values()):.0f} text/s (timed just now)" if plan["rates"] else ")")
+            + f" ≈ {format_duration(embed)}"
             if n else "every text is in the embedding cache")
     own = "" if name == f"{preset}-warm" else f"; preset {preset} has none of its own, quick's sizes may be smaller"
     plan["line"] = (f"estimate: {head}, plus {format_duration(sum(plan['planned'].values()) - embed)} of the other work "
