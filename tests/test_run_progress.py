@@ -149,7 +149,9 @@ def test_the_embedding_plan_counts_each_uncached_text_once_for_the_first_noteboo
         ("long", "bankA"), ("long", "public"), ("short", "bankA"), ("short", "public")]
     assert notebook_worlds("07_audit_an_implementation", params) == []
     plan = embedding_plan({"01_mechanism": params, "04_audit": params}, sample=100, clock=t)
-    assert FakeEncoder.calls == [16, 84]  # 100 of the 350 new texts: 16 untimed, 84 timed
+    assert FakeEncoder.calls == [16, 32, 32, 20]  # 100 of the 350 new texts: 16 untimed, 84 timed in 2.1 s
+    assert embedding_plan({"01_mechanism": params}, sample=100, seconds=1.0, clock=t)["rates"]  # 32 + 32 in 1.6 s
+    assert FakeEncoder.calls[4:] == [16, 32, 32]
     assert plan["rates"] == {"all-MiniLM-L6-v2|maxlen=32": pytest.approx(40.0)}
     # 350 new texts (300 for 01, 50 public ones for 04) less the 100 embedded while timing (every 3rd: all 01's)
     assert plan["texts"] == {"01_mechanism": 200, "04_audit": 50}

@@ -92,14 +92,16 @@ def notebook_worlds(notebook: str, params: Mapping) -> list:
     return configs
 
 
-def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256, clock=time.perf_counter) -> dict:
+def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256, seconds: float = 5.0,
+                   clock=time.perf_counter) -> dict:
     """The texts each notebook will embed that the embedding cache lacks, and how long that takes here.
 
     Every world of every notebook (:func:`notebook_worlds`) is listed by content (``study.world.world_texts``); a
     text counts once, for the first notebook that embeds it with its encoder (model, token cap and backend: one
     embedding store), and only when that store lacks it. A generated bank's texts count as new. For each encoder
-    with texts to embed, up to ``sample`` of them, spread over the list, are embedded now and timed (after 16
-    untimed ones: the runtime's first call); they stay in the cache, so measuring is work the run does not repeat.
+    with texts to embed, up to ``sample`` of them, spread over the list, are embedded now in batches of 32, timed
+    after 16 untimed ones (the runtime's first call) until ``seconds`` have passed; they stay in the cache, so
+    measuring is work the run does not repeat.
 
     Returns:
         ``{"texts": {notebook: texts left to embed}, "seconds": {notebook: texts / rate}, "rates": {encoder
@@ -114,8 +116,12 @@ def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256,
     encoders: dict[str, Encoder] = {}
     new: dict[str, dict] = {}  # encoder id → text key → (text, notebook)
     generated = {nb: 0 for nb in params_by_notebook}
+    listed = set()
     for nb, params in params_by_notebook.items():
         for config in notebook_worlds(nb, params):
+            if config in listed:
+                continue
+            listed.add(config)
             enc = Encoder(config.model, max_seq_length=config.max_seq_length, progress=False)
             enc = encoders.setdefault(enc.model_id, enc)
             texts, n_generated = world_texts(config)
@@ -127,13 +133,15 @@ def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256,
     rates = {}
     for eid, todo in new.items():
         items = list(todo.items())
-        measured = items[::max(1, len(items) // sample)][:sample]
-        if len(measured) > 16:
-            encoders[eid].encode([t for _, (t, _) in measured[:16]])
-            t1 = clock()
-            encoders[eid].encode([t for _, (t, _) in measured[16:]])
-            rates[eid] = (len(measured) - 16) / max(clock() - t1, 1e-6)
-            for k, _ in measured:
+        spread = items[::max(1, len(items) // sample)][:sample]
+        if len(spread) > 16:
+            encoders[eid].encode([t for _, (t, _) in spread[:16]])
+            t1, n = clock(), 16
+            while n < len(spread) and (n == 16 or clock() - t1 < seconds):
+                encoders[eid].encode([t for _, (t, _) in spread[n:n + 32]])
+                n = min(n + 32, len(spread))
+            rates[eid] = (n - 16) / max(clock() - t1, 1e-6)
+            for k, _ in spread[:n]:
                 del todo[k]
     fallback = min(rates.values(), default=0.0)
     texts = dict(generated)
