@@ -1,6 +1,8 @@
 """The run's own progress: notebook i of n and an ETA from the pace so far (pe_kit.run.run_progress)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pe_kit.run.run_progress import REFERENCE_SECONDS, RunClock, format_duration, machine_info
@@ -82,3 +84,170 @@ def test_a_warm_rerun_is_timed_by_the_warm_profile_not_the_cold_shares():
     cold.clock.t = REFERENCE_SECONDS["quick"]["01_mechanism"]
     cold.finish("01_mechanism")
     assert cold.profile() == "quick" and cold.seconds_left() == pytest.approx(REFERENCE_SECONDS["quick"]["04_audit"])
+
+
+def test_a_planned_run_has_its_estimate_from_the_start_and_checks_it_at_halfway_and_end():
+    """With a plan (texts to embed × measured rate + warm profile), the first line already says how long; the pace
+    then compares each notebook with its plan, and the estimate is set against the time taken at halfway and end."""
+    t = FakeClock()
+    planned = {"01_mechanism": 600.0, "03_llr_checks": 100.0, "04_audit": 500.0}
+    clock = RunClock(list(planned), "quick", clock=t, planned=planned)
+    assert clock.first_estimate == 1200.0 and clock.seconds_left() == 1200.0
+    assert clock.line() == "run: 0 of 3 notebooks done, 0 s elapsed, about 20 min left"
+    assert clock.checks() == []
+    clock.start("01_mechanism")
+    t.t = 900.0  # 1.5 × its plan: the rest is expected 1.5 × slower too
+    clock.finish("01_mechanism")
+    assert clock.seconds_left() == pytest.approx(1.5 * 600.0)
+    assert clock.checks() == ["estimate vs actual at the halfway point: the notebooks run so far (01_mechanism) were "
+                              "estimated at 10 min of 20 min; they took 15 min (+50%)"]
+    assert clock.checks() == []  # said once
+    for nb, dt in (("03_llr_checks", 150.0), ("04_audit", 750.0)):
+        clock.start(nb)
+        t.t += dt
+        clock.finish(nb)
+    assert clock.checks() == ["estimate vs actual at the end: the notebooks run so far (01_mechanism, 03_llr_checks, "
+                              "04_audit) were estimated at 20 min of 20 min; they took 30 min (+50%)"]
+    assert clock.reported["halfway"] == {"estimate_s": 600.0, "actual_s": 900.0, "notebooks": ["01_mechanism"],
+                                         "first_estimate_s": 1200.0}
+
+
+def test_the_embedding_plan_counts_each_uncached_text_once_for_the_first_notebook_that_embeds_it(tmp_path, monkeypatch):
+    """Notebook 04's second world (public bank, short arm) brings texts of its own: they are announced for 04, texts
+    shared with 01's world count for 01 only, and texts already in the cache for none. The rate is timed on a batch
+    of the texts themselves (after 16 untimed ones), which stay cached."""
+    import numpy as np
+
+    import pe_kit.study.world as world
+    import pe_kit.text.encoder as encoder
+    from pe_kit.run.run_progress import embedding_plan, notebook_worlds
+    from pe_kit.text.embedding_store import EmbeddingStore, text_key
+
+    monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path))
+    t = FakeClock()
+
+    class FakeEncoder:
+        calls: list = []
+
+        def __init__(self, model, max_seq_length=None, progress=True):
+            self.model_id, self.store_key = f"{model}|maxlen={max_seq_length}", "store"
+
+        def encode(self, texts):
+            FakeEncoder.calls.append(len(texts))
+            t.t += len(texts) / 40.0  # 40 texts per second
+
+    shared = [f"record {i}" for i in range(300)]
+    texts = {("long", "bankA"): shared, ("short", "bankA"): shared[:100],
+             ("long", "public"): shared + [f"public {i}" for i in range(50)], ("short", "public"): ["cached text"]}
+    monkeypatch.setattr(world, "world_texts", lambda config: (texts[(config.arm, config.bank)], 0))
+    monkeypatch.setattr(encoder, "Encoder", FakeEncoder)
+    EmbeddingStore.open(tmp_path / "embeddings" / "store").put([text_key("cached text")], np.zeros((1, 2), np.float32))
+    params = {"n_canary": 2, "n_aux": 2, "n_calibration": 2, "n_test": 2, "bank_size": 16, "max_probes": 4,
+              "record_cap": 4, "seed": 0, "arm": "long", "bank": "bankA", "arms": ["long", "short"],
+              "banks": ["bankA", "public"], "max_seq_length": 32}
+    assert [(c.arm, c.bank) for c in notebook_worlds("04_audit", params)] == [
+        ("long", "bankA"), ("long", "public"), ("short", "bankA"), ("short", "public")]
+    assert notebook_worlds("07_audit_an_implementation", params) == []
+    plan = embedding_plan({"01_mechanism": params, "04_audit": params}, sample=100, clock=t)
+    assert FakeEncoder.calls == [16, 32, 32, 20]  # 100 of the 350 new texts: 16 untimed, 84 timed in 2.1 s
+    assert embedding_plan({"01_mechanism": params}, sample=100, seconds=1.0, clock=t)["rates"]  # 32 + 32 in 1.6 s
+    assert FakeEncoder.calls[4:] == [16, 32, 32]
+    assert plan["rates"] == {"all-MiniLM-L6-v2|maxlen=32": pytest.approx(40.0)}
+    # 350 new texts (300 for 01, 50 public ones for 04) less the 100 embedded while timing (every 3rd: all 01's)
+    assert plan["texts"] == {"01_mechanism": 200, "04_audit": 50}
+    assert plan["seconds"]["01_mechanism"] == pytest.approx(plan["texts"]["01_mechanism"] / 40.0)
+    assert plan["measure_seconds"] == pytest.approx(100 / 40.0)
+
+
+@pytest.mark.parametrize("bank", ["bankA", "public"])
+def test_world_texts_are_the_texts_build_world_embeds(bank):
+    """The plan lists a world's texts without embedding them (study.world.world_texts): exactly what build_world
+    hands its encoder, on the tiny preset's data."""
+    import numpy as np
+
+    from pe_kit.run.presets import get_preset
+    from pe_kit.study.experiments import study_config
+    from pe_kit.study.world import build_world, world_texts
+
+    class RecordingEncoder:
+        model, max_seq_length, model_id = "all-MiniLM-L6-v2", 32, "recording"
+
+        def __init__(self):
+            self.seen = []
+
+        def encode(self, texts, desc=""):
+            self.seen += list(texts)
+            return np.random.default_rng(len(self.seen)).standard_normal((len(texts), 8)).astype(np.float32)
+
+    config = study_config({**get_preset("tiny").view("01_mechanism"), "seed": 0}, bank=bank)
+    enc = RecordingEncoder()
+    build_world(config, encoder=enc)
+    texts, generated = world_texts(config)
+    assert generated == 0 and len(texts) > config.bank_size and sorted(texts) == sorted(enc.seen)
+
+
+@pytest.mark.notebooks
+def test_reproduce_prints_the_estimate_before_the_first_notebook_and_checks_it(tmp_path, monkeypatch):
+    """The estimate is the first line after the run's header; each notebook's start line says how many texts it
+    embeds that the cache lacks; estimate vs actual is printed (halfway, end) and kept in run.json."""
+    import json
+
+    import pe_kit.run.reproduce as reproduce
+    from tests.user_notebooks import one_cell_notebook
+
+    seen = {}
+
+    def fake_plan(params_by_notebook, preset):
+        seen.update(params_by_notebook)
+        return {"texts": {"01_mechanism": 1200}, "seconds": {"01_mechanism": 40.0}, "rates": {"m": 30.0},
+                "measure_seconds": 9.0, "planned": {"01_mechanism": 70.0}, "profile": "tiny-warm",
+                "line": "estimate: 1,200 texts … → about 70 s in all",
+                "notes": {"01_mechanism": "; embeds 1,200 texts the cache lacks (≈ 40 s)"}}
+
+    monkeypatch.setattr(reproduce, "run_plan", fake_plan)
+    nbs = tmp_path / "nbs"
+    one_cell_notebook(nbs, "from pe_kit.report import results\n_ = results.write_rows(results.tidy([{'value': 1.0}], "
+                           "'01_mechanism', 'x', {'preset': preset, 'seed': seed}), output_dir, '01_mechanism')")
+    lines: list[str] = []
+    summary = reproduce.run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, echo=lines.append)
+    assert summary.ok, lines
+    assert list(seen) == ["01_mechanism"] and seen["01_mechanism"]["seed"] == 0
+    head = next(i for i, x in enumerate(lines) if x.startswith("pe-kit reproduce: preset tiny"))
+    assert lines[head + 1] == "pe-kit reproduce: estimate: 1,200 texts … → about 70 s in all"
+    assert lines[head + 2].startswith("[1/1] 01_mechanism: running …; embeds 1,200 texts the cache lacks (≈ 40 s); run: 0 "
+                               "of 1 notebooks done, 0 s elapsed, about 70 s left")
+    checks = [x for x in lines if x.startswith("pe-kit reproduce: estimate vs actual")]
+    assert [x.split(":")[1] for x in checks] == [" estimate vs actual at the halfway point", " estimate vs actual at the end"]
+    assert all("(01_mechanism) were estimated at 70 s of 70 s; they took " in x for x in checks)
+    est = json.loads((summary.run_dir / "run.json").read_text())["estimate"]
+    assert est["planned"] == {"01_mechanism": 70.0} and set(est["checks"]) == {"halfway", "end"}
+    rerun: list[str] = []  # everything reused: no estimate to make, no check to print
+    assert reproduce.run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, echo=rerun.append).ok
+    assert not any("estimate" in x for x in rerun) and len(seen) == 1
+
+
+def test_run_plan_adds_the_warm_profile_and_says_what_it_used(monkeypatch):
+    """The child's texts and seconds plus the preset's warm profile make each notebook's plan; the printed line
+    names the texts per notebook, the measured rate and the profile; a failed child is an error naming its status."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from pe_kit.run.run_progress import run_plan, warm_profile
+
+    child = {"texts": {"01_mechanism": 9000, "04_audit": 3345}, "seconds": {"01_mechanism": 300.0, "04_audit": 111.5},
+             "rates": {"m": 30.0}, "measure_seconds": 20.0}
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(stdout="noise\n" + json.dumps(child),
+                                                                           stderr="", returncode=0))
+    plan = run_plan({"01_mechanism": {}, "04_audit": {}}, "quick")
+    warm = REFERENCE_SECONDS["quick-warm"]
+    assert warm_profile("quick") == ("quick-warm", warm) and warm_profile("paper")[0] == "quick-warm"
+    assert plan["planned"] == {"01_mechanism": 300.0 + warm["01_mechanism"], "04_audit": 111.5 + warm["04_audit"]}
+    assert plan["line"] == ("estimate: 12,345 texts to embed that the cache lacks (01_mechanism 9,000; 04_audit 3,345) "
+                            "at 30 text/s (timed just now) ≈ 7 min, plus 6 min of the other work (profile quick-warm) "
+                            "→ about 13 min in all")
+    assert plan["notes"]["04_audit"] == "; embeds 3,345 texts the cache lacks (≈ 2 min)"
+    assert "preset paper has none of its own" in run_plan({"04_audit": {}}, "paper")["line"]
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(stdout="", stderr="x\nDataError: bad",
+                                                                           returncode=2))
+    with pytest.raises(RuntimeError, match=r"child process failed \(exit status 2\): DataError: bad"):
+        run_plan({"01_mechanism": {}}, "quick")

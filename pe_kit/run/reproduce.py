@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
-from pe_kit.run.run_progress import RunClock, machine_info
+from pe_kit.run.run_progress import RunClock, machine_info, run_plan
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
                                   check_variants, unused_overrides)
 from pe_kit.run.presets import (
@@ -421,6 +421,17 @@ class _ProgressTail:
         self._drain()
 
 
+def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable[[str], None]) -> dict:
+    """The run-level estimate (``run_progress.run_plan``), echoed; {} when no notebook runs, a line when it fails."""
+    try:
+        plan = run_plan(params_by_notebook, preset) if params_by_notebook else {}
+    except (RuntimeError, OSError) as exc:
+        plan = {"line": f"no estimate of the run's time ({exc}); time left is estimated once a notebook has run"}
+    if plan:
+        echo(f"pe-kit reproduce: {plan['line']}")
+    return plan
+
+
 def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
          kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
     import papermill as pm
@@ -464,15 +475,17 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     statuses: list[NotebookStatus] = []
     failures: list[ReproduceError] = []
     echo(f"pe-kit reproduce: preset {p.name}, seed {seed} → {run_dir}")
-    clock = RunClock(todo, p.name)
-    for i, nb in enumerate(todo, start=1):
-        src = folder / f"{nb}.ipynb"
-        declared = _declared(src)
-        params = notebook_params(nb, p, run_dir, seed, declared)
+    jobs = []  # (notebook, file, parameters, done-marker key, reusable)
+    for nb, src in ((nb, folder / f"{nb}.ipynb") for nb in todo):
+        params = notebook_params(nb, p, run_dir, seed, _declared(src))
         key = marker_key(src, params, fingerprint)
+        jobs.append((nb, src, params, key, not force and _marker_valid(run_dir / ".done" / f"{nb}.json", key, run_dir)))
+    plan = _plan({nb: params for nb, _, params, _, reusable in jobs if not reusable}, p.name, echo) if progress else {}
+    clock = RunClock(todo, p.name, planned=plan.get("planned"))
+    for i, (nb, src, params, key, reusable) in enumerate(jobs, start=1):
         marker = run_dir / ".done" / f"{nb}.json"
         head = f"[{i}/{len(todo)}] {nb}"
-        if not force and _marker_valid(marker, key, run_dir):
+        if reusable:
             info = json.loads(marker.read_text())
             echo(f"{head}: reused (finished {info.get('finished', '?')}, {info.get('seconds', 0):.0f} s)")
             statuses.append(NotebookStatus(nb, "reused", float(info.get("seconds", 0.0))))
@@ -480,7 +493,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
             continue
         marker.unlink(missing_ok=True)
         out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
-        echo(f"{head}: running …; {clock.line()}" if progress else f"{head}: running …")
+        echo(f"{head}: running …{plan.get('notes', {}).get(nb, '')}; {clock.line()}" if progress else f"{head}: running …")
         clock.start(nb)
         os.environ["PE_KIT_HEADLESS"] = "1"  # kernels inherit it: no live widgets without a frontend
         progress_file = run_dir / ".progress" / f"{nb}.log"  # pe_kit.progress lines from the kernel
@@ -542,6 +555,8 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         _write(marker, json.dumps(info, indent=1, default=str).encode())
         clock.finish(nb)
         echo(f"{head}: done in {dt:.0f} s ({len(outs)} files)" + (f"; {clock.line()}" if progress else ""))
+        for line in clock.checks():
+            echo(f"pe-kit reproduce: {line}")
         for line in short_cells(run_dir / f"{nb}.csv", p.per_variant):
             echo(f"    {line}")
         statuses.append(NotebookStatus(nb, "ran", dt))
@@ -577,7 +592,8 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         echo(f"results: {results_csv} ({len(df)} rows), {results_md}")
     _write(run_dir / "run.json", json.dumps(
         {"preset": p.as_dict(), "seed": seed, "statuses": [asdict(s) for s in statuses], "seconds": total,
-         "finished": _dt.datetime.now().isoformat(timespec="seconds"), "machine": machine_info()},
+         "finished": _dt.datetime.now().isoformat(timespec="seconds"), "machine": machine_info(),
+         "estimate": {**plan, "checks": clock.reported}},
         indent=1, default=str).encode())
     return RunSummary(run_dir, statuses, results_csv, results_md, total, failures)
 

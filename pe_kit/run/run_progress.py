@@ -1,24 +1,35 @@
 """How far a ``pe-kit reproduce`` run is and how long is left, and where it ran (``run.json``'s ``machine``).
 
-The run's ETA scales the notebooks still to run by the pace of the ones run so far, each weighed by its share of
-a measured run of the same preset (:data:`REFERENCE_SECONDS`). A preset has a cold profile (empty cache: the
-encoder dominates the first notebooks) and may have a warm one (embeddings cached); the profile whose seconds are
-nearest, in log ratio, to the notebooks finished so far is used, so a warm rerun is not promised the cold run's
-shares. A notebook reused from its done-marker costs nothing and is left out of both sides. The
-estimate exists from the first finished notebook on; before that the line says so instead of guessing.
+The run-level estimate, printed before the first notebook (:func:`run_plan`): the texts the run will embed that
+the embedding cache lacks (every world of every notebook, :func:`notebook_worlds`, by content), divided by an
+embedding rate measured on a short batch of those very texts, plus the preset's warm profile (its notebooks'
+seconds with every embedding cached, :data:`REFERENCE_SECONDS` ``<preset>-warm``). Each notebook's planned seconds
+are its own embedding plus its warm seconds. As notebooks finish, the time left is the planned seconds of the
+notebooks still to run scaled by the pace so far (seconds taken / seconds planned); once the finished notebooks
+were planned at half the estimate, :meth:`RunClock.checks` says how the estimate compares with the time they took.
+
+Without a plan (it failed, or ``--no-progress``) the ETA scales the notebooks still to run by the pace of the ones
+run so far, each weighed by its share of a measured run of the same preset; a preset has a cold profile (empty
+cache) and may have a warm one, and the one nearest, in log ratio, to the notebooks finished so far is used. A
+notebook reused from its done-marker costs nothing and is left out of both sides.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
+import subprocess
+import sys
 import time
-from typing import Sequence
+from typing import Mapping, Sequence
 
-__all__ = ["REFERENCE_SECONDS", "PROFILES", "RunClock", "machine_info", "format_duration"]
+__all__ = ["REFERENCE_SECONDS", "PROFILES", "RunClock", "machine_info", "format_duration", "notebook_worlds",
+           "embedding_plan", "run_plan", "warm_profile"]
 
-#: seconds per notebook of a measured run of each preset (only their ratios are used; docs/presets.md names the
-#: runs): quick from a cold run (empty cache, 2 idle cores, 2,099 s in all), tiny from a cold run on 2 cores shared with
+#: seconds per notebook of a measured run of each preset (the cold profiles' ratios weigh the ETA without a plan;
+#: a warm profile's seconds are the plan's work besides embedding, :func:`run_plan`; docs/presets.md names the runs):
+#: quick from a cold run (empty cache, 2 idle cores, 2,099 s in all), tiny from a cold run on 2 cores shared with
 #: other jobs (511 s in all); other presets use quick's
 REFERENCE_SECONDS = {
     "quick": {"01_mechanism": 654.0, "02_probe_design": 161.0, "03_llr_checks": 42.0, "04_audit": 860.0,
@@ -28,6 +39,11 @@ REFERENCE_SECONDS = {
     "quick-warm": {"01_mechanism": 34.0, "02_probe_design": 42.0, "03_llr_checks": 36.0, "04_audit": 346.0,
                    "05_ablations": 175.0, "06_multiround_mauve": 83.0, "07_audit_an_implementation": 34.0,
                    "08_one_run_audit": 192.0},
+    # warm: pe-kit reproduce --preset tiny with every embedding cached (run.json statuses; 614 s in all, 2 cores
+    # shared with other jobs)
+    "tiny-warm": {"01_mechanism": 48.0, "02_probe_design": 50.0, "03_llr_checks": 46.0, "04_audit": 161.0,
+                  "05_ablations": 134.0, "06_multiround_mauve": 61.0, "07_audit_an_implementation": 55.0,
+                  "08_one_run_audit": 57.0},
     "tiny": {"01_mechanism": 54.0, "02_probe_design": 42.0, "03_llr_checks": 30.0, "04_audit": 136.0,
              "05_ablations": 73.0, "06_multiround_mauve": 95.0, "07_audit_an_implementation": 39.0,
              "08_one_run_audit": 41.0},
@@ -47,6 +63,133 @@ def format_duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
+def warm_profile(preset: str) -> tuple[str, dict]:
+    """The warm profile of ``preset`` (``<preset>-warm`` in :data:`REFERENCE_SECONDS`; quick's for a preset without
+    one): its name and notebook → seconds."""
+    name = f"{preset}-warm" if f"{preset}-warm" in REFERENCE_SECONDS else "quick-warm"
+    return name, REFERENCE_SECONDS[name]
+
+
+def notebook_worlds(notebook: str, params: Mapping) -> list:
+    """The ``pe_kit.study.world.StudyConfig`` of every world a notebook builds from its papermill parameters, as
+    the notebooks call ``study.experiments.study_config``: 04 one per arm × bank; 05 its own, the sweep arm's and
+    one per encoder of the Table 3 ablation (``encoders``; ``auto`` = the installed ones); 07 none (it audits
+    implementations on synthetic data); every other notebook its own."""
+    from pe_kit.study.experiments import study_config
+
+    num = notebook.split("_")[0]
+    if num == "07":
+        return []
+    if num == "04":
+        return [study_config(params, arm=a, bank=b) for a in params["arms"] for b in params["banks"]]
+    configs = [study_config(params)]
+    if num == "05":
+        from pe_kit.text.models import available_encoders
+
+        enc = params.get("encoders")
+        names = available_encoders() if enc in ("auto", ["auto"], None) else list(enc)
+        configs += [study_config(params, arm=params["sweep_arm"])] + [study_config(params, model=m) for m in names]
+    return configs
+
+
+def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256, seconds: float = 5.0,
+                   clock=time.perf_counter) -> dict:
+    """The texts each notebook will embed that the embedding cache lacks, and how long that takes here.
+
+    Every world of every notebook (:func:`notebook_worlds`) is listed by content (``study.world.world_texts``); a
+    text counts once, for the first notebook that embeds it with its encoder (model, token cap and backend: one
+    embedding store), and only when that store lacks it. A generated bank's texts count as new. For each encoder
+    with texts to embed, up to ``sample`` of them, spread over the list, are embedded now in batches of 32, timed
+    after 16 untimed ones (the runtime's first call) until ``seconds`` have passed; they stay in the cache, so
+    measuring is work the run does not repeat.
+
+    Returns:
+        ``{"texts": {notebook: texts left to embed}, "seconds": {notebook: texts / rate}, "rates": {encoder
+        model id: texts per second}, "measure_seconds": seconds spent here}``.
+    """
+    from pe_kit.cache import cache_dir
+    from pe_kit.study.world import world_texts
+    from pe_kit.text.embedding_store import EmbeddingStore, text_key
+    from pe_kit.text.encoder import Encoder
+
+    t0 = clock()
+    encoders: dict[str, Encoder] = {}
+    new: dict[str, dict] = {}  # encoder id → text key → (text, notebook)
+    generated = {nb: 0 for nb in params_by_notebook}
+    listed = set()
+    for nb, params in params_by_notebook.items():
+        for config in notebook_worlds(nb, params):
+            if config in listed:
+                continue
+            listed.add(config)
+            enc = Encoder(config.model, max_seq_length=config.max_seq_length, progress=False)
+            enc = encoders.setdefault(enc.model_id, enc)
+            texts, n_generated = world_texts(config)
+            seen = new.setdefault(enc.model_id, {})
+            keys = {k: t for k, t in ((text_key(t), t) for t in texts) if k not in seen}
+            seen.update((k, (keys[k], nb)) for k in EmbeddingStore.open(cache_dir() / "embeddings" / enc.store_key)
+                        .missing(keys))
+            generated[nb] += n_generated
+    rates = {}
+    for eid, todo in new.items():
+        items = list(todo.items())
+        spread = items[::max(1, len(items) // sample)][:sample]
+        if len(spread) > 16:
+            encoders[eid].encode([t for _, (t, _) in spread[:16]])
+            t1, n = clock(), 16
+            while n < len(spread) and (n == 16 or clock() - t1 < seconds):
+                encoders[eid].encode([t for _, (t, _) in spread[n:n + 32]])
+                n = min(n + 32, len(spread))
+            rates[eid] = (n - 16) / max(clock() - t1, 1e-6)
+            for k, _ in spread[:n]:
+                del todo[k]
+    fallback = min(rates.values(), default=0.0)
+    texts = dict(generated)
+    seconds = {nb: n / fallback if fallback else 0.0 for nb, n in generated.items()}
+    for eid, todo in new.items():
+        rate = rates.get(eid, fallback)
+        for _, nb in todo.values():
+            texts[nb] += 1
+            seconds[nb] += 1 / rate if rate else 0.0
+    return {"texts": texts, "seconds": seconds, "rates": rates, "measure_seconds": clock() - t0}
+
+
+def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str) -> dict:
+    """The run-level estimate: :func:`embedding_plan` in a child Python process (the encoders' memory goes back to
+    the system when it ends) plus the preset's :func:`warm_profile`.
+
+    Returns:
+        the plan's dict plus ``planned`` (notebook → embedding + warm seconds), ``profile`` (the warm profile's
+        name), ``line`` (what the runner prints first) and ``notes`` (notebook → what its start line adds).
+
+    Raises:
+        RuntimeError: the child failed (its exit status and last line of stderr are named).
+    """
+    proc = subprocess.run([sys.executable, "-m", "pe_kit.run.run_progress", json.dumps(params_by_notebook, default=str)],
+                          capture_output=True, text=True, env=os.environ.copy())
+    try:
+        plan = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"the estimate's child process failed (exit status {proc.returncode}): {last}") from None
+    name, warm = warm_profile(preset)
+    plan["planned"] = {nb: plan["seconds"][nb] + warm.get(nb, _DEFAULT_SECONDS) for nb in params_by_notebook}
+    plan["profile"] = name
+    plan["notes"] = {nb: f"; embeds {k:,} texts the cache lacks (≈ {format_duration(plan['seconds'][nb])})"
+                     for nb, k in plan["texts"].items() if k}
+    n = sum(plan["texts"].values())
+    embed = sum(plan["seconds"].values())
+    head = (f"{n:,} texts to embed that the cache lacks ("
+            + "; ".join(f"{nb} {k:,}" for nb, k in plan["texts"].items() if k)
+            + (f") at {min(plan['rates'].values()):.0f} text/s (timed just now)" if plan["rates"] else ")")
+            + f" ≈ {format_duration(embed)}"
+            if n else "every text is in the embedding cache")
+    own = "" if name == f"{preset}-warm" else f"; preset {preset} has none of its own, quick's sizes may be smaller"
+    plan["line"] = (f"estimate: {head}, plus {format_duration(sum(plan['planned'].values()) - embed)} of the other work "
+                    f"(profile {name}{own}) → about {format_duration(sum(plan['planned'].values()))} in all")
+    return plan
+
+
 class RunClock:
     """Notebook i of n and the run's ETA.
 
@@ -54,16 +197,20 @@ class RunClock:
         notebooks: the stems this run will go through, in order (reused ones included).
         preset: the preset's name, choosing the reference shares (:data:`REFERENCE_SECONDS`; quick's for others).
         clock: a zero-argument function returning seconds (default ``time.perf_counter``; tests pass their own).
+        planned: notebook → planned seconds (:func:`run_plan`); the estimate exists from the start, and the pace
+            compares each notebook with its plan. None: the preset's reference shares.
 
     Use :meth:`start` before a notebook runs, :meth:`finish` after (``reused=True`` for a notebook skipped by its
-    done-marker), and :meth:`line` for the status text.
+    done-marker), :meth:`line` for the status text and :meth:`checks` for the estimate against the time taken.
     """
 
-    def __init__(self, notebooks: Sequence[str], preset: str = "quick", clock=time.perf_counter):
+    def __init__(self, notebooks: Sequence[str], preset: str = "quick", clock=time.perf_counter,
+                 planned: Mapping[str, float] | None = None):
         self.notebooks = list(notebooks)
         names = PROFILES.get(preset, (preset if preset in REFERENCE_SECONDS else "quick",))
-        self.profiles = {n: REFERENCE_SECONDS[n] for n in names}
-        self.reference = self.profiles[names[0]]
+        self.profiles = {"plan": dict(planned)} if planned is not None else {n: REFERENCE_SECONDS[n] for n in names}
+        self.reference = next(iter(self.profiles.values()))
+        self.planned = planned is not None
         self.ran: dict[str, float] = {}
         self.clock = clock
         self.t0 = clock()
@@ -71,6 +218,8 @@ class RunClock:
         self.ran_weight = 0.0
         self.done: set[str] = set()
         self._current: tuple[str, float] | None = None
+        self.first_estimate = sum(planned.values()) if planned is not None else None
+        self.reported: dict[str, dict] = {}
 
     def weight(self, notebook: str) -> float:
         """The notebook's seconds in the reference profile in use (:meth:`profile`; 150 s for an unknown one)."""
@@ -102,14 +251,16 @@ class RunClock:
         self.done.add(notebook)
 
     def seconds_left(self) -> float | None:
-        """Estimated seconds until the run's last notebook ends, or None before any notebook has run.
+        """Estimated seconds until the run's last notebook ends, or None before any notebook has run (without a
+        plan).
 
-        Pace = seconds of the notebooks run so far / their reference seconds; left = pace × reference seconds of
-        the notebooks not finished, minus the time the current one has already run (never below 0).
+        Pace = seconds of the notebooks run so far / their reference seconds (1 with a plan and none run yet);
+        left = pace × reference seconds of the notebooks not finished, minus the time the current one has already
+        run (never below 0).
         """
-        if self.ran_weight <= 0:
+        if self.ran_weight <= 0 and not self.planned:
             return None
-        pace = self.ran_seconds / self.ran_weight
+        pace = self.ran_seconds / self.ran_weight if self.ran_weight > 0 else 1.0
         left = pace * sum(self.weight(nb) for nb in self.notebooks if nb not in self.done)
         if self._current is not None:
             left -= self.clock() - self._current[1]
@@ -125,6 +276,25 @@ class RunClock:
         left = self.seconds_left()
         return head + (f", about {format_duration(left)} left" if left is not None
                        else ", time left estimated once a notebook has run")
+
+    def checks(self) -> list[str]:
+        """The first estimate against the time taken, each once: ``halfway`` when the notebooks run so far were
+        planned at half of it or more, ``end`` when every notebook is done. Recorded in :attr:`reported` (for
+        ``run.json``); empty without a plan or with nothing new to say."""
+        if not self.planned or not self.first_estimate or not self.ran:
+            return []
+        out = []
+        planned = sum(self.weight(nb) for nb in self.ran)
+        for name, due in (("halfway", planned >= self.first_estimate / 2), ("end", len(self.done) == len(self.notebooks))):
+            if due and name not in self.reported:
+                actual = self.clock() - self.t0
+                self.reported[name] = {"estimate_s": planned, "actual_s": actual, "notebooks": list(self.ran),
+                                       "first_estimate_s": self.first_estimate}
+                what = "at the halfway point" if name == "halfway" else "at the end"
+                out.append(f"estimate vs actual {what}: the notebooks run so far ({', '.join(self.ran)}) were "
+                           f"estimated at {format_duration(planned)} of {format_duration(self.first_estimate)}; they "
+                           f"took {format_duration(actual)} ({actual / planned - 1:+.0%})")
+        return out
 
 
 def machine_info() -> dict:
@@ -144,3 +314,7 @@ def machine_info() -> dict:
         gpu = None
     return {"platform": platform.platform(), "cpus": os.cpu_count(), "cpu": cpu,
             "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "gpu": gpu}
+
+
+if __name__ == "__main__":  # run_plan's child: the plan of the notebooks' parameters in argv[1] (JSON), as JSON
+    print(json.dumps(embedding_plan(json.loads(sys.argv[1]))), flush=True)

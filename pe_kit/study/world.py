@@ -26,7 +26,7 @@ from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with
 from pe_kit.report.results import versions
 from pe_kit.text.encoder import Encoder
 
-__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "world_texts", "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
            "canary_contribution", "audit_design", "aux_pool_covariance", "DEFAULT_PARAPHRASER", "paraphrase_pool_seed",
            "paraphrase_pool", "make_design"]
 
@@ -226,14 +226,9 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
         ValueError / DataError: on unreadable data, too few users, or a bank smaller than ``bank_size``; ``bankB``
             before its file ships (checked first, before the corpus is read).
     """
-    check_bank_b(config)
     mechanism = mechanism or MechanismConfig(record_cap=config.record_cap)
     encoder = encoder or Encoder(config.model, max_seq_length=config.max_seq_length)
-    loaded = cached_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error)
-    corpus = make_arm(loaded, config.arm, config.record_cap)
-    if not corpus.users:
-        raise ValueError(empty_arm_message(loaded, config.arm, config.record_cap))
-    splits = study_splits(config, corpus)
+    corpus, splits = _arm_splits(config)
     bank_texts, bank_info = _bank_texts(config, corpus, splits)
     bank = encoder.encode(bank_texts, desc="bank")
     world = World(config, corpus, splits, bank_texts, bank, encoder=encoder, bank_info=bank_info,
@@ -245,6 +240,32 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
                                 "index": build_neighbor_index(emb, bank, depth) if len(emb) else None}
     world.truncation = _truncation(world)
     return world
+
+
+def _arm_splits(config: StudyConfig) -> tuple[Corpus, Splits]:
+    """The study's data arm and its seeded splits (bank B's file checked first, before the corpus is read)."""
+    check_bank_b(config)
+    loaded = cached_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error)
+    corpus = make_arm(loaded, config.arm, config.record_cap)
+    if not corpus.users:
+        raise ValueError(empty_arm_message(loaded, config.arm, config.record_cap))
+    return corpus, study_splits(config, corpus)
+
+
+def world_texts(config: StudyConfig) -> tuple[list[str], int]:
+    """The texts :func:`build_world` embeds for ``config``, found without embedding any: the bank's, then the
+    records of every split (aux, calibration, test, canary). A generated bank (``llm-label`` / ``llm-icl``) is not
+    generated here: its texts are unknown until then, so its ``bank_size`` is returned as a count instead.
+
+    Returns: (texts, number of generated bank texts not among them). Raises what :func:`build_world` raises
+    before it embeds.
+    """
+    corpus, splits = _arm_splits(config)
+    generated = config.bank in ("llm-label", "llm-icl")
+    texts = [] if generated else _bank_texts(config, corpus, splits)[0]
+    by_id = corpus.by_id()
+    texts += [t for split in SPLITS + ("canary",) for i in getattr(splits, split) for t in by_id[i].texts]
+    return texts, config.bank_size if generated else 0
 
 
 def _truncation(world: World) -> dict:

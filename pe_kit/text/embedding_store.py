@@ -97,6 +97,12 @@ class EmbeddingStore:
         with self._lock:
             return len(self._index)
 
+    def missing(self, keys: Iterable[bytes]) -> list[bytes]:
+        """The keys among ``keys`` the store holds no row for, in order (from the index; no row is read)."""
+        with self._lock:
+            self.refresh()
+            return [k for k in keys if k not in self._index]
+
     # ---------------------------------------------------------------- read
     def _read_segment(self, seg: str) -> np.ndarray | None:
         data = read_verified(self.folder / f"{seg}.npy")
