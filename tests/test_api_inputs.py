@@ -159,7 +159,7 @@ def test_a_release_function_with_another_signature_is_refused_before_any_work():
         with pytest.raises(TypeError, match=rf"{fn.__name__}\(.*\) cannot be called as a PERelease.*{why}.*wrap it"):
             pk.audit_release(fn, "/nonexistent/corpus.jsonl")
     with pytest.raises(FileNotFoundError):  # a right signature reaches the data check
-        pk.audit_release(lambda bank, records, owner, n_users, config, rng: None, "/nonexistent/corpus.jsonl")
+        pk.audit_release(lambda bank, records, owner, n_users, config, rng: np.zeros(len(bank)), "/nonexistent/corpus.jsonl")
 
 
 # ------------------------------------------------------------------------------------------ mechanisms beyond k = 5
@@ -179,7 +179,7 @@ def test_audit_mechanism_serves_any_top_k_and_delta_zero():
 def test_audit_release_refuses_a_world_too_shallow_for_top_k(tiny_world):
     with pytest.raises(ValueError, match=r"mechanism.top_k=100: this World's neighbour index has depth \d+ < "
                                          r"top_k \+ max_probes"):
-        pk.audit_release(lambda bank, records, owner, n_users, config, rng: None, tiny_world,
+        pk.audit_release(lambda bank, records, owner, n_users, config, rng: np.zeros(len(bank)), tiny_world,
                          mechanism=pk.MechanismConfig(top_k=100, record_cap=16))
 
 

@@ -87,8 +87,8 @@ def audit_reach(mechanism: MechanismConfig, trials: int, *, gamma: float, delta:
         ValueError: on out-of-range trials, γ or δ (``expectations.expected_epsilon``).
     """
     mu = mu_eff_reachable(mechanism)
-    return Reach(int(trials), float(gamma), float(delta),
-                 epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta),
+    return Reach(int(trials), float(gamma), float(delta),  # δ = 0: no finite ε holds for Gaussian noise
+                 epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta) if delta > 0 else math.inf,
                  separable_epsilon(mechanism.sample_rate, trials, gamma, delta), mu,
                  expected_epsilon(mu, mechanism.sample_rate, trials, gamma, delta), clip_binds(mechanism))
 
@@ -98,7 +98,7 @@ def announce_reach(reach: Reach, mechanism: MechanismConfig, *, show: bool = Tru
     violation, naming the trials and the δ that would. Returns ``reach``."""
     if show:
         print(reach.line(), file=sys.stderr, flush=True)
-    if not reach.can_flag:
+    if not reach.can_flag and math.isfinite(reach.epsilon_theory):
         need = _smallest(lambda n: _separable(mechanism, n, reach), reach.epsilon_theory, 10**9)
         fix = f"trials ≥ {need:,}" if need else "far more trials (over 10⁹)"
         for d in (1e-5, 1e-4, 1e-3, 1e-2):
