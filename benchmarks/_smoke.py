@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def parse_args(ap: argparse.ArgumentParser, argv=None, **tiny) -> argparse.Namespace:
@@ -16,3 +17,6 @@ def parse_args(ap: argparse.ArgumentParser, argv=None, **tiny) -> argparse.Names
         ap.set_defaults(**tiny)
         args = ap.parse_args(argv)
     return args
+
+#: The tests' tiny real corpus (80 bloggers × 16 posts; the ``tiny`` preset's data): smoke runs build their worlds on it.
+TINY_DATA = str(Path(__file__).resolve().parents[1] / "tests" / "data" / "blogs-tiny.jsonl.gz")

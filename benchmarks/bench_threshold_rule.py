@@ -75,7 +75,7 @@ def _args():
     ap.add_argument("--save", help="also append every audit's ε_lower per rule to this CSV (for --combine)")
     ap.add_argument("--combine", nargs="+", help="print the table of saved CSV runs (their audits pooled per "
                     "μ_eff and rule; runs must use distinct seeds) instead of running audits")
-    return parse_args(ap, audits=20, trials=100_000, mu="1,0")
+    return parse_args(ap, audits=10, trials=100_000, mu="1,0")
 
 
 def _hist(rng, n, p0, p1, hypothesis):

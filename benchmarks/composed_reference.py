@@ -106,7 +106,9 @@ def main(argv=None) -> int:
     ap.add_argument("--arm", default="long", choices=("long", "short"), help="data arm (default long; bank A either way)")
     ap.add_argument("--refine-rounds", type=int, help="ComposedConfig.refine_rounds (default: DEFAULT_CONFIG's)")
     ap.add_argument("--out", required=True)
-    a = ap.parse_args(argv)
+    from _smoke import parse_args
+
+    a = parse_args(ap, argv, preset="tiny", variants="composed-mu_eff,nonce", refine_rounds=0)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import numpy as np
 

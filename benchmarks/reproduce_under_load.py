@@ -32,7 +32,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--busy", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--steps", type=int, default=STEPS)
-    args = ap.parse_args()
+    from _smoke import parse_args
+
+    args = parse_args(ap, runs=1, busy=0, steps=400)
     work = Path(tempfile.mkdtemp(prefix="pe_kit-load-"))
     nbs = work / "nbs"
     nbs.mkdir()
