@@ -166,7 +166,7 @@ def main() -> None:
     def show(mu, runs):
         for r in _rows(mu, runs, eps_theory):
             print(f"| {r[0]:g} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]} | {r[6]} | {r[7]} "
-                  f"| {r[8]:.1f} | {r[9]} |", flush=True)
+                  f"| {'–' if np.isnan(r[8]) else f'{r[8]:.1f}'} | {r[9]} |", flush=True)
 
     if args.combine:
         print(f"threshold rules, pooled from {len(args.combine)} saved runs; eps_theory={eps_theory:.3f}")

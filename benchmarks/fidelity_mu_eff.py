@@ -172,7 +172,7 @@ def main(argv=None) -> None:
     from _smoke import TINY_DATA, parse_args
 
     args = parse_args(ap, argv, data=TINY_DATA, record_cap=16, caps=[32], banks=[256], ns=[20],
-                      variants=["ordinary", "nonce"], per_variant=2, n_canary=5, n_aux=10, pool_size=32)
+                      variants=["ordinary", "nonce"], per_variant=2, n_canary=5, n_aux=10, pool_size=64)
 
     import pandas as pd
 
