@@ -268,3 +268,18 @@ def test_bank_b_copying():
     assert numbers(r": " + NUM + " rows", out) == [20]
     own = numbers(r"\| its own three examples \| " + NUM + r" \| " + NUM + "%", out)[0]
     assert own[0] >= 0 and 0 <= own[1] <= 100
+
+
+def test_committed_threshold_rule_csv_gives_the_documented_table():
+    """docs/threshold_rules.csv (every audit of the benchmark) gives back each row of docs/threshold_rules.md's
+    tables that it covers, in every column but the timing; e.g. the default rule at μ_eff = 1: 0.995 / 0.092."""
+    out = subprocess.run([sys.executable, str(BENCH / "bench_threshold_rule.py"), "--combine",
+                          str(ROOT / "docs" / "threshold_rules.csv")], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+    doc = {tuple(r[:2]): r[:8] + r[9:] for r in table((ROOT / "docs" / "threshold_rules.md").read_text())
+           if len(r) == 10}
+    rows = table(out)
+    assert len(rows) == 30 and {r[0] for r in rows} == {"2", "1.5", "1", "0.75", "0.5"}
+    for r in rows:
+        assert r[:8] + r[9:] == doc[tuple(r[:2])], r
+    assert ["1", "gaussian_model", "0.995", "0.992", "0.092", "0", "0", "15"] in [r[:8] for r in rows]
