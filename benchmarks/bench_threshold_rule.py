@@ -24,7 +24,7 @@ threshold for the true μ_eff (``expectations.expected_epsilon``), fixed before 
 Columns: median, mean and sd of ε_lower; audits at exactly 0; audits above ε_theory (1.695 here); the
 number that fell back (``gaussian_model`` only); the rule's own calibration time per audit (ms, CPU of this
 process on a shared machine); the audits in the row. Time of the whole run is printed at the end. ``--save``
-writes every audit's ε_lower per rule (one row per audit: ``mu_eff``, ``seed``, ``audit``, one column per rule,
+writes every audit's ε_lower per rule to 6 decimals (one row per audit: ``mu_eff``, ``seed``, ``audit``, one column per rule,
 ``gaussian_model_fell_back``), from which every column but the timing is recomputed; audits of a μ_eff may be
 split over processes with distinct ``--seed`` s and ``--save``, then pooled with ``--combine`` (no timing).
 
@@ -152,7 +152,7 @@ def _combine(paths) -> dict:
     for mu in sorted({float(r["mu_eff"]) for r in rows}):
         mine = [r for r in rows if float(r["mu_eff"]) == mu]
         fb = np.array([r["gaussian_model_fell_back"] == "1" for r in mine])
-        out[mu] = {k: (np.array([float(r[k]) for r in mine]), fb if k == "gaussian_model" else fb & False,
+        out[mu] = {k: (np.array([float(r[k]) for r in mine]), fb if k == "gaussian_model" else np.zeros_like(fb),
                        float("nan")) for k in RULES if mine[0][k] != ""}
     return out
 
