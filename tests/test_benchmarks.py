@@ -187,7 +187,7 @@ def test_bench_paraphrase_batching():
     except GenerationError as exc:
         pytest.skip(f"SmolLM2 is not installed: {exc}")
     out = run("bench_paraphrase_batching.py")
-    assert len(numbers(r"batch=\s*\d+ n=2 .*?\(" + NUM + " texts/s\)", out)) == 2
+    assert len(numbers(r"batch=\s*\d+ n=2 .*?\(\s*" + NUM + " texts/s\)", out)) == 2
     assert numbers(r"outputs identical to the first batch size's \(of 2\): \{1: (\d)", out) == [2]
 
 
