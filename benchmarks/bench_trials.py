@@ -204,19 +204,17 @@ def limit_ratios(nat_prob, block: int = 1 << 18, blocks: int = 4, repeats: int =
 
     plan = S._make_plan(nat_prob, "groups", 8)
 
-    def cpu(fn) -> float:
-        best = float("inf")
-        for r in range(repeats):
+    fns = {"limit": lambda g: _minimal_work(plan, block, g), "kit": lambda g: S._groups_numpy(plan, block, g),
+           "old": lambda g: _untiled_groups(plan, block, g)}
+    best = dict.fromkeys(fns, float("inf"))
+    for r in range(repeats):  # interleaved, so a slower spell of the shared cores hits all three alike
+        for name, fn in fns.items():
             gens = [S._generator(np.random.SeedSequence([r, b])) for b in range(blocks)]
             c0 = time.process_time()
             for g in gens:
                 fn(g)
-            best = min(best, time.process_time() - c0)
-        return best
-
-    t_limit = cpu(lambda g: _minimal_work(plan, block, g))
-    t_kit = cpu(lambda g: S._groups_numpy(plan, block, g))
-    t_old = cpu(lambda g: _untiled_groups(plan, block, g))
+            best[name] = min(best[name], time.process_time() - c0)
+    t_limit, t_kit, t_old = best["limit"], best["kit"], best["old"]
     n = block * blocks
     print(f"\n[limit] natural canary K = {nat_prob.projections.size}, q = {nat_prob.sample_rate}, groups of 8, "
           f"{blocks} blocks × {block} trials, best of {repeats} (CPU s)")
