@@ -279,7 +279,7 @@ def test_committed_threshold_rule_csv_gives_the_documented_table():
     doc = {tuple(r[:2]): r[:8] + r[9:] for r in table((ROOT / "docs" / "threshold_rules.md").read_text())
            if len(r) == 10}
     rows = table(out)
-    assert len(rows) == 30 and {r[0] for r in rows} == {"2", "1.5", "1", "0.75", "0.5"}
+    assert len(rows) == 35 and {r[0] for r in rows} == {"2", "1.5", "1", "0.75", "0.5", "0"}
     for r in rows:
         assert r[:8] + r[9:] == doc[tuple(r[:2])], r
     assert ["1", "gaussian_model", "0.995", "0.992", "0.092", "0", "0", "15"] in [r[:8] for r in rows]
