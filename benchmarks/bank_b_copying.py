@@ -43,7 +43,10 @@ def main(argv=None) -> int:
     ap.add_argument("--data", required=True, help="the full Blog corpus (the examples' source)")
     ap.add_argument("--bank", default=None, help="bank-B rows (default: shipped, else partial, else the work file)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the baseline's random other rows")
-    a = ap.parse_args(argv)
+    ap.add_argument("--rows", type=int, default=None, help="only the first ROWS bank-B rows (default: all)")
+    from _smoke import parse_args
+
+    a = parse_args(ap, argv, rows=20)
     from pe_kit.cache import cache_dir
     from pe_kit.data.loaders import default_bank_b_path, load_corpus
     from scripts.make_bank_b import cut, read_rows
@@ -53,7 +56,7 @@ def main(argv=None) -> int:
     path = next((p for p in candidates if p.is_file()), None)
     if path is None:
         raise SystemExit(f"no bank-B rows at {', '.join(map(str, candidates))}: run scripts/make_bank_b.py first")
-    rows = read_rows(path)
+    rows = read_rows(path)[:a.rows]
     by_id = load_corpus(a.data, "blogs", record_cap=64).by_id()
 
     def examples(r):

@@ -178,7 +178,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="/tmp/pe_kit-yelp-bench")
     ap.add_argument("--skip-reproduce", action="store_true")
     ap.add_argument("--measure", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    from _smoke import parse_args
+
+    args = parse_args(ap, argv, reviews=20_000, heavy=40, skip_reproduce=True)
     if args.measure:
         print(json.dumps(measure_loader(args.measure[1], args.measure[0])))
         return 0

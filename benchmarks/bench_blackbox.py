@@ -37,7 +37,9 @@ def _args():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-suite", action="store_true", help="only the control repeats")
     ap.add_argument("--n-test", type=int, default=None, help="test/calibration users of every design (default: design's)")
-    return ap.parse_args()
+    from _smoke import parse_args
+
+    return parse_args(ap, trials=2000, ladder="1000,2000", repeats=1, repeat_trials=1000, n_test=30)
 
 
 def main() -> None:
@@ -106,7 +108,7 @@ def _controls(IA, args, sizes) -> None:
         print(f"\ncontrols: {args.repeats} independent re-audits at {args.repeat_trials:,} trials "
               f"({time.perf_counter() - t0:.1f} s)")
         for t in tally:
-            print(f"  {t['implementation']:24s} {t['design']:13s} flagged {t['flagged']}/{t['repeats']}  "
+            print(f"  {t['implementation']:24s} {t['design']:13s} flagged {t['times_flagged']}/{t['repeats']}  "
                   f"max ε_lower {t['epsilon_lower_max']:.3f} (ε_theory {t['epsilon_theory']:.3f})")
 
 

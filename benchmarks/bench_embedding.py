@@ -18,7 +18,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=512, help="texts per measurement")
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
-    args = ap.parse_args()
+    from _smoke import parse_args
+
+    args = parse_args(ap, n=16)
 
     from pe_kit.data.loaders import load_bank_texts, load_blogs
     from pe_kit.pe.mechanism import topk_routes

@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads for the LM (default: torch's)")
     ap.add_argument("--skip-lm", action="store_true")
     ap.add_argument("--data", default=None)
-    args = ap.parse_args(argv)
+    from _smoke import parse_args
+
+    args = parse_args(ap, argv, prompts=2, max_new_tokens=8, batch_size=2)
 
     texts, source = load_texts(args.prompts, args.data)
     print(f"prompts: {len(texts)} from {source}; mean length {np.mean([len(t) for t in texts]):.0f} chars")

@@ -22,7 +22,9 @@ def main() -> None:
     ap.add_argument("--arm", default="long", choices=("long", "short"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    args = ap.parse_args()
+    from _smoke import parse_args
+
+    args = parse_args(ap, n=2, batches="1,2", max_new_tokens=8)
 
     from pe_kit.data.loaders import load_corpus
     from pe_kit.data.splits import make_arm, split_users

@@ -51,7 +51,9 @@ def _args():
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--users", type=int, default=25)
     ap.add_argument("--workers", type=int, default=2)
-    return ap.parse_args()
+    from _smoke import parse_args
+
+    return parse_args(ap, releases=32, trials=50, bank=64, dim=8, users=8)
 
 
 def main() -> None:

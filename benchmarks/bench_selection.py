@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--aux-users", type=int, default=500)
     ap.add_argument("--plain", action="store_true", help="also time the literal reference once")
     ap.add_argument("--smollm2", type=int, default=0, help="prompts through SmolLM2 (0 = skip)")
-    args = ap.parse_args(argv)
+    from _smoke import parse_args
+
+    args = parse_args(ap, argv, canaries=1, pool=96, r=8, records=16, bank=512, aux_users=20)
     bench_selection(args)
     bench_generators(args)
     return 0

@@ -3,8 +3,8 @@
 Usage::
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_threshold_rule.py [--audits 1000] [--trials 1000000]
-        [--mu 1,0.75,0.5,0] [--seed 0] [--save runs.npz]
-    HF_HUB_OFFLINE=1 python benchmarks/bench_threshold_rule.py --combine a.npz b.npz   # pool saved runs
+        [--mu 1,0.75,0.5,0] [--seed 0] [--save runs.csv] [--smoke]
+    HF_HUB_OFFLINE=1 python benchmarks/bench_threshold_rule.py --combine a.csv b.csv   # pool saved runs
 
 Setting: a nonce canary (no background voters: ℓ | H0 ~ N(−μ²/2, μ²), fixed inclusion N(+μ²/2, μ²), Eqs. 14–17)
 with σ = 1, q = 0.1, δ = 1e-5, γ = 0.0025, ``--trials`` per hypothesis per split; μ_eff = 0 is a null canary
@@ -23,15 +23,19 @@ Rules: ``argmax`` (the kit before issue 33), ``gaussian_model`` (the new default
 threshold for the true μ_eff (``expectations.expected_epsilon``), fixed before any trial (no row at μ = 0).
 Columns: median, mean and sd of ε_lower; audits at exactly 0; audits above ε_theory (1.695 here); the
 number that fell back (``gaussian_model`` only); the rule's own calibration time per audit (ms, CPU of this
-process on a shared machine); the audits in the row. Time of the whole run is printed at the end. Audits of a
-μ_eff may be split over processes with distinct ``--seed`` s and ``--save``, then pooled with ``--combine``.
+process on a shared machine); the audits in the row. Time of the whole run is printed at the end. ``--save``
+writes every audit's ε_lower per rule to 6 decimals (one row per audit: ``mu_eff``, ``seed``, ``audit``, one column per rule,
+``gaussian_model_fell_back``), from which every column but the timing is recomputed; audits of a μ_eff may be
+split over processes with distinct ``--seed`` s and ``--save``, then pooled with ``--combine`` (no timing).
 
 Measured (this machine, 2 shared cores, ``nice -n 10``; 1000 audits per μ_eff, 10⁶ trials per hypothesis per
-split, seed 0): see docs/threshold_rules.md for the table this script printed.
+split, seed 0): see docs/threshold_rules.md for the table this script printed and docs/threshold_rules.csv for
+its audits.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import sys
 import time
@@ -57,18 +61,21 @@ from pe_kit.audit.threshold_rules import (  # noqa: E402
 from pe_kit.audit.trials import nonce_problem  # noqa: E402
 
 Q, GAMMA, DELTA, SIGMA = 0.1, 0.0025, 1e-5, 1.0
+RULES = ("argmax", "gaussian_model", "anchored_argmax", "penalised", "min_count", "oracle")
 
 
 def _args():
+    from _smoke import parse_args
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--audits", type=int, default=1000, help="independent audits per mu_eff")
     ap.add_argument("--trials", type=int, default=1_000_000, help="trials per hypothesis per split")
     ap.add_argument("--mu", default="1,0.75,0.5,0", help="comma list of mu_eff (0 = null canary)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--save", help="also write every audit's ε_lower per rule to this .npz (for --combine)")
-    ap.add_argument("--combine", nargs="+", help="print the table of saved .npz runs (their audits pooled per "
+    ap.add_argument("--save", help="also append every audit's ε_lower per rule to this CSV (for --combine)")
+    ap.add_argument("--combine", nargs="+", help="print the table of saved CSV runs (their audits pooled per "
                     "μ_eff and rule; runs must use distinct seeds) instead of running audits")
-    return ap.parse_args()
+    return parse_args(ap, audits=10, trials=100_000, mu="1,0")
 
 
 def _hist(rng, n, p0, p1, hypothesis):
@@ -95,7 +102,7 @@ def run_mu(mu: float, audits: int, n: int, seed: int, eps_theory: float) -> list
         rules["oracle"] = Explicit(expected_epsilon(mu, Q, n, GAMMA, DELTA, return_threshold=True)[1])
     eps = {k: np.zeros(audits) for k in rules}
     secs = {k: 0.0 for k in rules}
-    fallbacks = {k: 0 for k in rules}
+    fell_back = {k: np.zeros(audits, dtype=bool) for k in rules}
     rng = np.random.default_rng([seed, int(round(mu * 1e6))])
     for a in range(audits):
         fp, tp = _above(_hist(rng, n, p0, p1, 0)), _above(_hist(rng, n, p0, p1, 1))
@@ -104,36 +111,49 @@ def run_mu(mu: float, audits: int, n: int, seed: int, eps_theory: float) -> list
             t0 = time.process_time()
             cal = calibrate_from_counts(thr, tp, fp, n, n, GAMMA, DELTA, rule=rule, sample_rate=Q)
             secs[name] += time.process_time() - t0
-            fallbacks[name] += ">" in cal.rule
+            fell_back[name][a] = ">" in cal.rule
             j = int(np.searchsorted(thr, cal.threshold))
             t, f = int(tp_t[j]), int(fp_t[j])
             if cal.direction == -1:
                 t, f = n - t, n - f
             eps[name][a] = epsilon_lower_from_counts(t, f, n, n, GAMMA, DELTA)[0]
-    return {name: (e, fallbacks[name], secs[name]) for name, e in eps.items()}
+    return {name: (e, fell_back[name], secs[name]) for name, e in eps.items()}
 
 
 def _rows(mu: float, runs: dict, eps_theory: float) -> list[tuple]:
     rows = []
     for name, (e, fell_back, secs) in runs.items():
         rows.append((mu, name, float(np.median(e)), float(e.mean()), float(e.std(ddof=1)), int((e == 0).sum()),
-                     int((e > eps_theory).sum()), int(fell_back), 1e3 * secs / e.size, e.size))
+                     int((e > eps_theory).sum()), int(fell_back.sum()), 1e3 * secs / e.size, e.size))
     return rows
 
 
+def _save(path: str, mu: float, seed: int, runs: dict) -> None:
+    """Append one row per audit (μ_eff, seed, audit, ε_lower of each rule, the default rule's fallback)."""
+    names = list(runs)
+    new = not Path(path).exists() or Path(path).stat().st_size == 0
+    with open(path, "a", newline="") as f:
+        w = csv.writer(f)
+        if new:
+            w.writerow(["mu_eff", "seed", "audit", *RULES, "gaussian_model_fell_back"])
+        for a in range(runs[names[0]][0].size):
+            w.writerow([f"{mu:g}", seed, a, *(f"{runs[k][0][a]:.6f}" if k in runs else "" for k in RULES),
+                        int(runs["gaussian_model"][1][a])])
+
+
 def _combine(paths) -> dict:
-    """{μ: {rule: (ε array, fallbacks, seconds)}} pooled over saved runs."""
+    """{μ: {rule: (ε array, fell-back flags, seconds = nan)}} pooled over saved runs."""
+    rows = [r for path in paths for r in csv.DictReader(open(path))]
+    seen = {(r["mu_eff"], r["seed"], r["audit"]) for r in rows}
+    if len(seen) != len(rows):
+        raise SystemExit(f"--combine {' '.join(paths)}: an audit (mu_eff, seed, audit) appears twice; pool runs "
+                         "of distinct seeds")
     out: dict = {}
-    for path in paths:
-        z = np.load(path)
-        for key in z.files:
-            if not key.startswith("eps|"):
-                continue
-            _, mu, name = key.split("|")
-            e, fb, sec = z[key], int(z[f"fb|{mu}|{name}"]), float(z[f"sec|{mu}|{name}"])
-            old = out.setdefault(float(mu), {}).get(name)
-            out[float(mu)][name] = (e, fb, sec) if old is None else (np.concatenate([old[0], e]), old[1] + fb,
-                                                                       old[2] + sec)
+    for mu in sorted({float(r["mu_eff"]) for r in rows}):
+        mine = [r for r in rows if float(r["mu_eff"]) == mu]
+        fb = np.array([r["gaussian_model_fell_back"] == "1" for r in mine])
+        out[mu] = {k: (np.array([float(r[k]) for r in mine]), fb if k == "gaussian_model" else np.zeros_like(fb),
+                       float("nan")) for k in RULES if mine[0][k] != ""}
     return out
 
 
@@ -146,7 +166,7 @@ def main() -> None:
     def show(mu, runs):
         for r in _rows(mu, runs, eps_theory):
             print(f"| {r[0]:g} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]} | {r[6]} | {r[7]} "
-                  f"| {r[8]:.1f} | {r[9]} |", flush=True)
+                  f"| {'–' if np.isnan(r[8]) else f'{r[8]:.1f}'} | {r[9]} |", flush=True)
 
     if args.combine:
         print(f"threshold rules, pooled from {len(args.combine)} saved runs; eps_theory={eps_theory:.3f}")
@@ -159,14 +179,11 @@ def main() -> None:
           f"sigma={SIGMA}, q={Q}, delta={DELTA}, gamma={GAMMA}, eps_theory={eps_theory:.3f}, seed={args.seed}")
     t0 = time.perf_counter()
     print(header)
-    saved = {}
     for mu in mus:
         runs = run_mu(mu, args.audits, args.trials, args.seed, eps_theory)
         show(mu, runs)
-        for name, (e, fb, sec) in runs.items():
-            saved.update({f"eps|{mu:g}|{name}": e, f"fb|{mu:g}|{name}": fb, f"sec|{mu:g}|{name}": sec})
         if args.save:
-            np.savez(args.save, **saved)
+            _save(args.save, mu, args.seed, runs)
     print(f"total wall time {time.perf_counter() - t0:.0f} s")
 
 

@@ -9,7 +9,8 @@ long arm (``--arm short``: the short arm), bank A. Every design is built as ``pe
 seeds, positions and pools). ``--mu-only`` embeds only the bank, the canaries and the aux users (μ_eff needs no
 test user: Σ̂_P from aux users and the count N, Eq. 15 with Eqs. 34–35) and writes μ_eff rows; otherwise every
 split is embedded and each design is audited (ε_lower on the test split, ``audit_design``). Prints one line per
-design with its cost (texts encoded, seconds). Rows are appended as they finish and a rerun skips the rows
+design with its cost (texts encoded, seconds). An audited row carries the audit's counts, γ, δ and threshold rule
+(``AUDIT_FIELDS``), so its ε_lower is recomputed from counts as a paper_run row's is. Rows are appended as they finish and a rerun skips the rows
 already in ``--out`` (embeddings are cached per text), so an interrupted run resumes.
 """
 from __future__ import annotations
@@ -27,6 +28,12 @@ VARIANTS = ("exact", "paraphrase-mu_eff", "composed-mu_eff", "nonce")
 FIELDS = ("preset", "arm", "bank", "variant", "canary_index", "canary_slot", "canary_id", "mu_eff", "mu_eff_ceiling",
           "mu_eff_fraction", "mu_eff_test_background", "canary_votes_on_P", "canary_norm", "epsilon_lower", "epsilon_theory", "trials",
           "n_aux", "n_test", "encodes", "design_seconds", "pool_size", "kept_round", "round_mu_eff", "beyond_paper")
+# the audit row's counts and settings, named as in every paper_run results.csv: ε_lower is recomputed from the
+# test counts at γ and δ (Eq. 28, Clopper–Pearson; Eqs. 29–30), the rule says how calibration froze the threshold
+AUDIT_FIELDS = ("gamma", "audit_delta", "audit_threshold_rule", "threshold", "calibration_rule",
+                "calibration_direction", "calibration_epsilon", "calibration_true_pos", "calibration_false_pos",
+                "calibration_n_h1", "calibration_n_h0", "test_direction", "test_threshold", "test_epsilon",
+                "test_branch", "test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "tpr", "fpr")
 
 
 def light_world(config):
@@ -70,9 +77,13 @@ def test_background_mu_eff(world, design, mech, audit) -> float:
     return mu_eff(v, sigma)
 
 
-def check_resumable(rows, out, config, rounds: int) -> None:
-    """Refuse to append to ``out`` when its rows were made with other sizes or another number of edit rounds: the
-    resume skips (variant, canary) pairs already there, so rows of two settings would mix in one CSV."""
+def check_resumable(header, rows, out, config, rounds: int) -> None:
+    """Refuse to append to ``out`` when its columns are not this script's or its rows were made with other sizes or
+    another number of edit rounds: the resume skips (variant, canary) pairs already there, so rows of two settings
+    would mix in one CSV."""
+    if list(header or ()) != [*FIELDS, *AUDIT_FIELDS]:
+        raise SystemExit(f"{out}: its columns are not this script's (an older CSV without the audit's counts, γ, δ "
+                         "and rule?): pass another --out")
     for r in rows:
         want = {"arm": config.arm, "n_aux": config.n_aux, "n_test": config.n_test}
         if any(str(r.get(k, v)) != str(v) for k, v in want.items()):
@@ -95,7 +106,9 @@ def main(argv=None) -> int:
     ap.add_argument("--arm", default="long", choices=("long", "short"), help="data arm (default long; bank A either way)")
     ap.add_argument("--refine-rounds", type=int, help="ComposedConfig.refine_rounds (default: DEFAULT_CONFIG's)")
     ap.add_argument("--out", required=True)
-    a = ap.parse_args(argv)
+    from _smoke import parse_args
+
+    a = parse_args(ap, argv, preset="tiny", variants="composed-mu_eff,nonce", refine_rounds=0)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import numpy as np
 
@@ -125,14 +138,15 @@ def main(argv=None) -> int:
     done = set()
     if out.exists():
         with out.open() as f:
-            old = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            old = list(reader)
         from pe_kit.attack import composed_probes as _cp
 
-        check_resumable(old, out, config, _cp.DEFAULT_CONFIG.refine_rounds)
+        check_resumable(reader.fieldnames, old, out, config, _cp.DEFAULT_CONFIG.refine_rounds)
         done = {(r["variant"], r["canary_index"]) for r in old}
     new_file = not out.exists()
     with out.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=[*FIELDS, *AUDIT_FIELDS], extrasaction="ignore")
         if new_file:
             w.writeheader()
         slots = X.canary_slots("composed-mu_eff", P.per_variant, config.n_canary)
@@ -173,8 +187,8 @@ def main(argv=None) -> int:
                 if not a.mu_only:
                     res = audit_design(world, design, mech, audit, X._rng(a.seed, variant, j, 23))
                     assert abs(res["mu_eff"] - summ["mu_eff"]) <= 1e-9 * max(1.0, res["mu_eff"])
-                    row.update(epsilon_lower=res["epsilon_lower"], epsilon_theory=res["epsilon_theory"],
-                               trials=res["trials"], mu_eff_test_background=test_background_mu_eff(world, design, mech, audit))
+                    row.update({k: res[k] for k in ("epsilon_lower", "epsilon_theory", "trials", *AUDIT_FIELDS)},
+                               mu_eff_test_background=test_background_mu_eff(world, design, mech, audit))
                 w.writerow(row)
                 f.flush()
                 print(f"{variant} #{j} ({design.canary_id}): mu_eff {summ['mu_eff']:.3f} votes on P "

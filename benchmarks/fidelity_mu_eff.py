@@ -169,7 +169,10 @@ def main(argv=None) -> None:
     ap.add_argument("--paper", default="token_cap=64,bank_size=8192,n_aux=300,n_test=1000",
                     help="the paper size for --compare")
     ap.add_argument("--tolerance", type=float, default=0.05, help="largest |median change| counted as within")
-    args = ap.parse_args(argv)
+    from _smoke import TINY_DATA, parse_args
+
+    args = parse_args(ap, argv, data=TINY_DATA, record_cap=16, caps=[32], banks=[256], ns=[20],
+                      variants=["ordinary", "nonce"], per_variant=2, n_canary=5, n_aux=10, pool_size=64)
 
     import pandas as pd
 

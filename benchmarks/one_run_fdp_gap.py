@@ -77,7 +77,10 @@ def main() -> None:
     ap.add_argument("--sigmas", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--seed", type=int, default=4)
-    a = ap.parse_args()
+    ap.add_argument("--other-ms", type=int, nargs="*", default=[10**6, 10**7], help="the stated rule at these m too")
+    from _smoke import parse_args
+
+    a = parse_args(ap, sigmas=[2.0], repeats=2, other_ms=[])
     for sigma in a.sigmas:
         t0, row, mu = time.perf_counter(), {}, 1 / sigma
         m = TABLE1[sigma]["m"]
@@ -103,7 +106,7 @@ def main() -> None:
         row["pergame_mean"], row["pergame_median"], row["pergame_max"] = games.mean(), np.median(games), games.max()
         own = [best(m, grid, per["split"][g].astype(int), fdp(0.05))[0] for g in range(min(a.repeats, 50))]
         row["pergame_own_c'_mean"], row["pergame_own_c'_median"] = float(np.mean(own)), float(np.median(own))
-        for m_other in (10**6, 10**7):
+        for m_other in a.other_ms:
             if m_other == m:
                 continue
             games_m = a.repeats if m_other <= 10**6 else max(10, a.repeats // 5)

@@ -22,7 +22,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--sigma", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args()
+    from _smoke import parse_args
+
+    a = parse_args(ap, ms=[100], qs=[1.0], repeats=2)
     t0 = time.perf_counter()
     rows = []
     for q in a.qs:

@@ -112,7 +112,9 @@ def main() -> None:
     ap.add_argument("--cold", choices=["first", "every"], default="first", help="sigma2: runs with an empty cache")
     ap.add_argument("--steps", type=int, default=STEPS, help="chatty: bar redraws")
     ap.add_argument("--work", default=None, help="folder for runs, caches and failures (default: a new temp folder)")
-    args = ap.parse_args()
+    from _smoke import parse_args
+
+    args = parse_args(ap, runs=1, busy=0, steps=400)
     work = Path(args.work or tempfile.mkdtemp(prefix="pe_kit-load-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"work folder {work}", flush=True)

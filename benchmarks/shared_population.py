@@ -41,7 +41,9 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=None, help="trials per hypothesis per split (default: preset's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="CSV of every audit (redraw, canary, ε_lower, FPRs)")
-    a = ap.parse_args(argv)
+    from _smoke import parse_args
+
+    a = parse_args(ap, argv, preset="tiny", canaries=2, redraws=3, trials=2000)
     import dataclasses
     import os
 

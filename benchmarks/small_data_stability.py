@@ -59,15 +59,17 @@ def mauve_vs_samples(emb: np.ndarray, sizes, repeats: int, seed: int = 0, other:
     return rows
 
 
-def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0) -> list[dict]:
-    """ε_lower of one frozen nonce design when N calibration and N test users are redrawn."""
+def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0, **world) -> list[dict]:
+    """ε_lower of one frozen nonce design when N calibration and N test users are redrawn (``world``: other
+    ``StudyConfig`` sizes)."""
     from pe_kit.audit.canary import audit_canary
     from pe_kit.config import AuditConfig, MechanismConfig
     from pe_kit.study import experiments as X
     from pe_kit.study.world import StudyConfig, canary_contribution
 
-    cfg = StudyConfig(arm="long", n_canary=5, n_aux=100, n_calibration=200, n_test=200, bank="public",
-                      bank_size=512, max_probes=8, max_seq_length=32, record_cap=8, seed=seed)
+    cfg = StudyConfig(**{"arm": "long", "n_canary": 5, "n_aux": 100, "n_calibration": 200, "n_test": 200,
+                         "bank": "public", "bank_size": 512, "max_probes": 8, "max_seq_length": 32, "record_cap": 8,
+                         "seed": seed, **world})
     t0 = time.perf_counter()
     world = X.world_for(cfg, progress=False)
     print(f"world built in {time.perf_counter() - t0:.0f} s")
@@ -103,25 +105,32 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=100_000)
     ap.add_argument("--skip-mauve", action="store_true")
     ap.add_argument("--skip-epsilon", action="store_true")
-    args = ap.parse_args()
+    ap.add_argument("--mauve-sizes", type=int, nargs="+", default=[50, 100, 200, 500, 1000])
+    ap.add_argument("--user-sizes", type=int, nargs="+", default=[10, 25, 50, 100, 200])
+    from _smoke import TINY_DATA, parse_args
+
+    args = parse_args(ap, repeats=2, trials=2000, mauve_sizes=[50], user_sizes=[10])
+    # smoke: the tests' tiny corpus (its 80 users hold no 200 + 200 + 100) and as few texts as the sizes need
+    world = {"data": TINY_DATA, "n_aux": 10, "n_calibration": 20, "n_test": 20, "bank": "bankA", "bank_size": 256} if args.smoke else {}
+    n_texts, n_bank = (2 * max(args.mauve_sizes) + 200, max(args.mauve_sizes)) if args.smoke else (2400, 1200)
     if not args.skip_mauve:
         from pe_kit.data.loaders import load_bank_texts, load_blogs
         from pe_kit.text.encoder import Encoder
 
         corpus = load_blogs(record_cap=4)
-        texts = [t for u in corpus.users for t in u.texts][:2400]
+        texts = [t for u in corpus.users for t in u.texts][:n_texts]
         enc = Encoder("all-MiniLM-L6-v2", max_seq_length=32, progress=False)
         emb = enc.encode(texts, desc="mauve")
-        bank, _ = load_bank_texts(limit=1200)
+        bank, _ = load_bank_texts(limit=n_bank)
         bank_emb = enc.encode(bank, desc="bank A")
         for share in (0.0, 0.5):
             print(f"MAUVE of blog records vs blog records with {share:.0%} of one side from bank A (SmolLM2 texts):")
-            for r in mauve_vs_samples(emb, (50, 100, 200, 500, 1000), args.repeats, other=bank_emb, share=share):
+            for r in mauve_vs_samples(emb, args.mauve_sizes, args.repeats, other=bank_emb, share=share):
                 print(f"  n={r['samples_per_side']:5d}/side  mean {r['mauve_mean']:.3f}  sd {r['mauve_sd']:.3f}  "
                       f"range {r['mauve_min']:.3f}–{r['mauve_max']:.3f}")
     if not args.skip_epsilon:
         print(f"ε_lower of one nonce canary, N calibration + N test users redrawn ({args.trials:,} trials):")
-        for r in epsilon_vs_users((10, 25, 50, 100, 200), args.repeats, args.trials):
+        for r in epsilon_vs_users(args.user_sizes, args.repeats, args.trials, **world):
             print(f"  N={r['users_per_split']:4d}  users redrawn: median {r['eps_median']:.3f}  sd {r['eps_sd']:.3f}  "
                   f"range {r['eps_min']:.3f}–{r['eps_max']:.3f} | same users, fresh trials: median "
                   f"{r['eps_median_same_users']:.3f}  sd {r['eps_sd_same_users']:.3f}")

@@ -23,7 +23,14 @@ def main() -> None:
     ap.add_argument("--bank", default="bankA")
     ap.add_argument("--pool-size", type=int, default=512)
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    from _smoke import TINY_DATA, parse_args
+
+    args = parse_args(ap, trials=2000, pool_size=32)
+    # smoke: the tests' tiny corpus (80 bloggers × 16 posts) at sizes it holds
+    sizes = ({"data": TINY_DATA, "n_aux": 10, "n_calibration": 20, "n_test": 20, "bank_size": 256, "max_probes": 16,
+              "max_seq_length": 32, "record_cap": 16} if args.smoke else
+             {"n_aux": 100, "n_calibration": 100, "n_test": 200, "bank_size": 2048, "max_probes": 64,
+              "max_seq_length": 64, "record_cap": 32})
 
     import pandas as pd
 
@@ -33,11 +40,10 @@ def main() -> None:
     from pe_kit.text.encoder import Encoder
 
     t0 = time.perf_counter()
-    cfg = StudyConfig(arm=args.arm, bank=args.bank, n_canary=25, n_aux=100, n_calibration=100, n_test=200,
-                      bank_size=2048, max_probes=64, max_seq_length=64, record_cap=32, seed=0)
-    world = build_world(cfg, encoder=Encoder(max_seq_length=64, progress=False))
+    cfg = StudyConfig(arm=args.arm, bank=args.bank, n_canary=25, seed=0, **sizes)
+    world = build_world(cfg, encoder=Encoder(max_seq_length=cfg.max_seq_length, progress=False))
     print(f"world built in {time.perf_counter() - t0:.0f} s: {world.splits.report()}")
-    mech, audit = MechanismConfig(record_cap=32), AuditConfig(trials=args.trials)
+    mech, audit = MechanismConfig(record_cap=cfg.record_cap), AuditConfig(trials=args.trials)
     slots = canary_assignment(cfg.n_canary, 5).slots
     rows = []
     for vi, variant in enumerate(VARIANTS):

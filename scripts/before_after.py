@@ -92,8 +92,8 @@ def before_after_markdown(before: pd.DataFrame, after: pd.DataFrame, labels: Seq
                           notebook: str = AUDIT_NOTEBOOK, paper: bool = False) -> str:
     """The before/after table as markdown: ``max``, ``median``, ``min`` and the mean calibration − test gap, each
     as "before → after"; with ``paper=True`` a column with the paper's max (Table 2 for ``bankA``; for another bank
-    Table 4's bank-B value as ``paper_compare.paper_value`` maps it, the nearest published arm; ``–`` where the paper
-    has none).
+    Table 4's bank-B value as ``paper_compare.paper_value`` maps it, the nearest published arm, marked "(paper's bank
+    B)" beside ``public``, which is not that bank; ``–`` where the paper has none).
 
     Args:
         before, after: results.csv tables. labels: the two runs' names in the header.
@@ -110,6 +110,8 @@ def before_after_markdown(before: pd.DataFrame, after: pd.DataFrame, labels: Seq
         cells.append(f"{_fmt(r['gap_before'], True)} → {_fmt(r['gap_after'], True)}")
         if paper:
             table = "2" if r["study_bank"] == "bankA" else "4"
-            cells.append(_fmt(paper_value(table, r["study_arm"], r["study_bank"], r["variant"])))
+            value = paper_value(table, r["study_arm"], r["study_bank"], r["variant"])
+            other = r["study_bank"] == "public" and value is not None
+            cells.append(_fmt(value) + (" (paper's bank B)" if other else ""))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

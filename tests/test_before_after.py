@@ -34,6 +34,15 @@ def test_bad_tables_named():
         per_variant(_rows().assign(notebook="01_mechanism"))
 
 
+def test_paper_column_names_the_paper_bank_beside_the_public_bank():
+    """The paper has no public bank: beside a public row the paper's value is its bank B's, and the cell says so."""
+    rows = pd.concat([_rows(), _rows().assign(study_bank="public")])
+    md = before_after_markdown(rows, rows, paper=True)
+    assert "| long | bankA | exact | 0.300 → 0.300 | 0.200 → 0.200 | 0.100 → 0.100 | +0.100 → +0.100 | 0.371 |" in md
+    assert ("| long | public | exact | 0.300 → 0.300 | 0.200 → 0.200 | 0.100 → 0.100 | +0.100 → +0.100 "
+            "| 0.304 (paper's bank B) |") in md
+
+
 def test_reproduces_committed_quick_table():
     try:
         old = subprocess.run(["git", "show", "29a0750:docs/paper_run/quick/results.csv"], cwd=REPO, check=True,
