@@ -117,7 +117,9 @@ def main(argv=None) -> None:
                     help="one-call releases of the batch-vs-call KS check (the stage check compares seed for seed)")
     ap.add_argument("--out", type=Path, default=Path("docs/real_pe_dpsda.csv"))
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    from _smoke import parse_args
+
+    args = parse_args(ap, argv, trials=100, speedup_trials=4, check_calls=10, out=Path("/tmp/real_pe_smoke.csv"))
 
     import pandas as pd
 

@@ -55,6 +55,7 @@ SMOKED = {  # every benchmark script and the test that runs it
     "fidelity_mu_eff.py": "test_fidelity_mu_eff", "shared_population.py": "test_shared_population",
     "composed_reference.py": "test_composed_reference", "bench_big_corpus.py": "test_bench_big_corpus",
     "reproduce_under_load.py": "test_reproduce_under_load", "bank_b_copying.py": "test_bank_b_copying",
+    "real_pe.py": "test_real_pe",
 }
 
 
@@ -283,3 +284,12 @@ def test_committed_threshold_rule_csv_gives_the_documented_table():
     for r in rows:
         assert r[:8] + r[9:] == doc[tuple(r[:2])], r
     assert ["1", "gaussian_model", "0.995", "0.992", "0.092", "0", "0", "15"] in [r[:8] for r in rows]
+
+
+@pytest.mark.slow
+def test_real_pe():
+    dpsda = Path(os.environ.get("PE_KIT_DPSDA", "/tmp/dpsda"))
+    if not (dpsda / "pe").is_dir():
+        pytest.skip(f"needs a checkout of microsoft/DPSDA at {dpsda} (PE_KIT_DPSDA; docs/real_pe.md)")
+    out = run("real_pe.py", "--dpsda", str(dpsda))
+    assert re.search(r"^microsoft/DPSDA @ [0-9a-f]{40}; battery of \d+ designs", out, re.M)
