@@ -27,6 +27,8 @@ def test_more_noise_less_epsilon():
     (dict(noise_multiplier=0.0, sample_rate=0.1), "noise_multiplier"),
     (dict(noise_multiplier=1.0, sample_rate=0.0), "sample_rate"),
     (dict(noise_multiplier=1.0, sample_rate=0.1, releases=0), "releases"),
+    (dict(noise_multiplier=float("nan"), sample_rate=0.1), "noise_multiplier"),
+    (dict(noise_multiplier=1.0, sample_rate=float("nan")), "sample_rate"),
 ])
 def test_bad_event_names_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
@@ -36,6 +38,19 @@ def test_bad_event_names_field(kwargs, field):
 def test_bad_delta():
     with pytest.raises(ValueError, match="delta"):
         epsilon_theory(1.0, 0.1, 0.0)
+
+
+@pytest.mark.parametrize("sigma, q, delta, match", [
+    (float("inf"), 0.1, 1e-5, r"noise_multiplier=inf must be finite and > 0"),  # ran the accountant for minutes
+    (1.0, float("inf"), 1e-5, r"sample_rate=inf must satisfy 0 < q ≤ 1"),
+    (1.0, 0.1, float("nan"), r"delta=nan must satisfy 0 < δ < 1"),
+])
+def test_non_finite_settings_refused_before_the_accountant(sigma, q, delta, match, monkeypatch):
+    import pe_kit.audit.accounting as acc
+
+    monkeypatch.setattr(acc, "_prv_epsilon", lambda *a: pytest.fail("the accountant ran"))
+    with pytest.raises(ValueError, match=match):
+        epsilon_theory(sigma, q, delta)
 
 
 # ---------------------------------------------------------------------------------------------- attack ceiling

@@ -128,14 +128,31 @@ def test_sentiment140_utf8_export_round_trips(tmp_path, monkeypatch, gz):
 
 def test_sentiment140_latin1_dump_decodes_as_before(tmp_path):
     """The original dump is Latin-1 and not valid UTF-8: every line is read as Latin-1, the user id too, even a
-    line whose bytes alone would be valid UTF-8 ('Ã©' stays 'Ã©')."""
-    texts = ["café crème", "Ã© is two Latin-1 characters", "£5 ½ price"]
+    line whose bytes alone are valid UTF-8 for U+FFFD only (the dump's 'ï¿½' stays 'ï¿½')."""
+    texts = ["café crème", "ï¿½ is three Latin-1 characters", "£5 ½ price"]
     users = ["josé", "josé", "zoë"]
     p = _s140(tmp_path / "latin.csv", [f'"0","{i}","Mon","NO_QUERY","{u}","{t}"\n'
                                        for i, (u, t) in enumerate(zip(users, texts))])
     c = load_sentiment140(p, min_records=1)
     assert {u.user_id: u.texts for u in c.users} == {"josé": tuple(texts[:2]), "zoë": (texts[2],)}
     assert c.report()["decoding"] == "latin-1"
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_sentiment140_mixed_encodings_refused(tmp_path, gz):
+    """UTF-8 lines with Arabic/emoji plus one appended Latin-1 line: no one decoding is right, so the file is
+    refused naming the Latin-1 line, the UTF-8 lines beyond ASCII and the fix — never read wholly as Latin-1."""
+    data = ("".join(f'"4","{i}","Mon","NO_QUERY","u1","{t}"\n' for i, t in enumerate(S140_UTF8)).encode("utf-8")
+            + b'"4","9","Mon","NO_QUERY","u1","plain ascii"\n' + '"0","8","Mon","NO_QUERY","u2","café"\n'.encode("latin-1"))
+    p = tmp_path / ("m.csv.gz" if gz else "m.csv")
+    if gz:
+        with gzip.open(p, "wb") as fh:
+            fh.write(data)
+    else:
+        p.write_bytes(data)
+    with pytest.raises(DataError, match=r"mixes encodings: line 5 is not UTF-8 while 3 line\(s\) hold UTF-8 text "
+                                        r"beyond ASCII.*Re-encode the file as UTF-8"):
+        load_sentiment140(p, min_records=1)
 
 
 def test_json_lines_report_utf8(tmp_path):

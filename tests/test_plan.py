@@ -61,8 +61,17 @@ def test_auto_trials_is_the_smallest_budget_that_reaches_the_target():
     theory = epsilon_theory(0.8, 0.05, 1e-6)
     assert separable_epsilon(0.05, n, GAMMA7, 1e-6) >= theory > separable_epsilon(0.05, n - 1, GAMMA7, 1e-6)
     assert 2_000 < n < 3_000
-    with pytest.raises(ValueError, match=r"target=50.000 is out of reach: at max_trials=100,000 the separable reach"):
+    with pytest.raises(ValueError, match=r"target=50.000 is out of reach: at trials=100,000 \(the most trials='auto' "
+                                         r"picks\) the separable reach is 6.626 \(ε_theory 2.566\); it stays out of "
+                                         r"reach even at 1,000,000,000 trials: lower the target or raise delta$"):
         auto_trials(MECH, gamma=GAMMA7, delta=1e-6, target=50)
+    beyond = auto_trials(MECH, gamma=GAMMA7, delta=1e-6, target=7, max_trials=10**7)
+    with pytest.raises(ValueError, match=rf"reach is 6.626 \(ε_theory 2.566\); pass trials={beyond:,} explicitly to "
+                                         r"reach it, or lower the target"):
+        auto_trials(MECH, gamma=GAMMA7, delta=1e-6, target=7)
+    for bad in (float("nan"), 0, -1.0, float("inf")):  # nan once picked 100,000 trials, ≤ 0 one trial
+        with pytest.raises(ValueError, match=rf"target={bad!r} must be a finite ε > 0 .*target=2.57 \(ε_theory\)"):
+            auto_trials(MECH, gamma=GAMMA7, delta=1e-6, target=bad)
     with pytest.raises(ValueError, match=r"as trials → ∞ it tends to 2\.5"):  # the ceiling canary never reaches ε_theory
         auto_trials(MECH, gamma=GAMMA7, delta=1e-6, basis="ceiling")
 
@@ -94,6 +103,30 @@ def test_errors_about_the_release_come_before_the_world():
         pk.audit_release(_Batched(), missing, progress=False)
     with pytest.raises(ValueError, match=r"study=\{'n_tset': …\} is no StudyConfig field: did you mean 'n_test'\?"):
         pk.audit_release(_Batched(), missing, study={"n_tset": 10}, show_progress=False)
+
+
+def test_argument_errors_come_before_the_world_and_name_the_fix():
+    """Each mistake below used to surface only after the world was built (minutes of embedding)."""
+    missing, rel = "no/such/corpus.jsonl", _Batched()
+    with pytest.raises(ValueError, match=r"variant='nonc' is unknown \(did you mean 'nonce'\?\); use one of"):
+        pk.audit_release(rel, missing, variant="nonc", show_progress=False)
+    with pytest.raises(ValueError, match=r"axes has the key 'populaton', which is unknown: did you mean 'population'\? "
+                                        r"use bank, population, position, records$"):
+        pk.audit_release(rel, missing, axes={"populaton": (1,)}, show_progress=False)
+    with pytest.raises(ValueError, match=r"design_options has the key 'pool', which is unknown: did you mean "
+                                        r"'pool_size'\? use audit, generator, pool_size, r$"):
+        pk.audit_release(rel, missing, design_options={"pool": 8}, show_progress=False)
+    with pytest.raises(ValueError, match=r"seed='abc' is not a seed \(.*\); pass an int ≥ 0"):
+        pk.audit_release(rel, missing, seed="abc", show_progress=False)
+    for typo, meant in (("trails", "trials"), ("mechansim", "mechanism"), ("varaint", "variant")):
+        with pytest.raises(TypeError, match=rf"audit_release\(\) got {typo}=, which it does not take: did you mean "
+                                            rf"{meant}=\?"):
+            pk.audit_release(rel, missing, **{typo: 1})
+    with pytest.raises(ValueError, match=r"target=1.0 is used only by trials='auto', but trials=300; pass "
+                                        r"trials='auto' .* or drop target"):
+        pk.audit_release(rel, missing, trials=300, target=1.0, show_progress=False)
+    with pytest.raises(ValueError, match=r"target=nan must be a finite ε > 0"):
+        pk.audit_release(rel, missing, trials="auto", target=float("nan"), show_progress=False)
 
 
 def test_histogram_adapter_keywords_refused_by_the_function_are_named():

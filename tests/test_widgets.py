@@ -108,6 +108,17 @@ def test_explorer_at_ten_times_less_noise():
     assert st["epsilon_theory"] == pytest.approx(epsilon_one_release(0.1, 0.1, 1e-5), abs=0.02)
 
 
+def test_explorer_mu_eff_none_is_the_ceiling_and_the_slider_reaches_it():
+    panel = explorer(sigma=0.1, sample_rate=0.1, trials=10**6, mu_eff=None, plot=False)  # once a TypeError
+    assert panel.sliders["mu_eff"].value == panel.sliders["mu_eff"].max == pytest.approx(10.0)
+    assert panel.state["mu_eff"] == panel.state["mu_eff_ceiling"] == pytest.approx(10.0)
+    assert explorer(sigma=0.1, mu_eff=1.0, plot=False).sliders["mu_eff"].max == pytest.approx(10.0)
+    assert explorer(sigma=1.0, mu_eff=1.0, plot=False).sliders["mu_eff"].max == pytest.approx(3.4)
+    for bad in (float("inf"), float("nan")):  # inf once built a slider with max=inf
+        with pytest.raises(ValueError, match=rf"mu_eff={bad!r} must be finite and ≥ 0, or None for the ceiling 1/σ"):
+            explorer(sigma=1.0, mu_eff=bad, plot=False)
+
+
 def test_explorer_refuses_before_a_slider_clamps():
     with pytest.raises(ValueError, match=r"sample_rate \(q\)=1.5 must lie in \(0, 1\]"):
         explorer(sigma=1.0, sample_rate=1.5, plot=False)  # q's slider would have clamped it to 1

@@ -44,8 +44,9 @@ class GaussianReleases:
     releases: int = 1
 
     def __post_init__(self) -> None:
-        if not self.noise_multiplier > 0:
-            raise ValueError(f"noise_multiplier={self.noise_multiplier} must be > 0 for a finite ε_theory")
+        if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
+            raise ValueError(f"noise_multiplier={self.noise_multiplier} must be finite and > 0 for a finite ε_theory "
+                             "(σ = ∞ is no release: its ε is 0 without an accountant)")
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample_rate={self.sample_rate} must satisfy 0 < q ≤ 1")
         object.__setattr__(self, "releases", check_param("releases", self.releases, COUNT))

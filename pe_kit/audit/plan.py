@@ -128,6 +128,9 @@ def _smallest(f, target: float, hi: int) -> int | None:
     return lo
 
 
+_FAR_TRIALS = 10**9  # how far an out-of-reach target is searched for the explicit trials that reach it
+
+
 def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, target: float | None = None,
                 basis: str = "separable", max_trials: int = 100_000) -> int:
     """The smallest trials per hypothesis whose reach is ≥ ``target`` (default ε_theory at δ).
@@ -138,23 +141,30 @@ def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, targe
         max_trials: the largest budget considered.
 
     Raises:
-        ValueError: on an unknown basis, or a target out of reach within ``max_trials`` (naming the reach there,
-            and for ``ceiling`` the limit as trials → ∞).
+        ValueError: on an unknown basis, a target that is not a finite ε > 0, or a target out of reach within
+            ``max_trials`` (naming the reach there, the explicit trials that reach it or that none up to 10⁹ do, and
+            for ``ceiling`` the limit as trials → ∞).
     """
     if basis not in ("separable", "ceiling"):
         raise ValueError(f"basis={basis!r} must be 'separable' or 'ceiling'")
     theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+    if target is not None and not (np.isfinite(float(target)) and float(target) > 0):
+        raise ValueError(f"target={target!r} must be a finite ε > 0 (the ε trials='auto' must be able to certify); "
+                         f"pass e.g. target={theory:.3g} (ε_theory) or leave it None")
     target = theory if target is None else float(target)
     mu, q = mu_eff_reachable(mechanism), mechanism.sample_rate
     f = ((lambda n: separable_epsilon(q, n, gamma, delta)) if basis == "separable"
          else (lambda n: expected_epsilon(mu, q, n, gamma, delta)))
     n = _smallest(f, target, int(max_trials))
     if n is None:
+        beyond = _smallest(f, target, _FAR_TRIALS)
+        fix = (f"pass trials={beyond:,} explicitly to reach it, or" if beyond is not None else
+               f"it stays out of reach even at {_FAR_TRIALS:,} trials:")
         limit = ("" if basis == "separable" else
                  f"; as trials → ∞ it tends to {expected_epsilon(mu, q, None, gamma, delta):.3f}")
-        raise ValueError(f"target={target:.3f} is out of reach: at max_trials={int(max_trials):,} the {basis} reach "
-                         f"is {f(int(max_trials)):.3f}{limit} (ε_theory {theory:.3f}); lower the target, raise delta "
-                         f"or max_trials")
+        raise ValueError(f"target={target:.3f} is out of reach: at trials={int(max_trials):,} (the most trials='auto' "
+                         f"picks) the {basis} reach is {f(int(max_trials)):.3f}{limit} (ε_theory {theory:.3f}); "
+                         f"{fix} lower the target or raise delta")
     return n
 
 

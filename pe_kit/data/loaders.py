@@ -3,7 +3,8 @@
 Formats (../shared/data/README.md): Blog Authorship Corpus JSON Lines (gzip or plain; ``user_id``,
 ``text``, label field ``industry``), Yelp reviews JSON Lines (``user_id``, ``text``, ``stars``; streamed),
 Sentiment140 CSV (no header; columns polarity, id, date, query, user, text; UTF-8 when every byte of the file is
-valid UTF-8, else Latin-1 as the original dump; ``Corpus.report()["decoding"]`` says which).
+valid UTF-8, else Latin-1 as the original dump, a file mixing the two refused; ``Corpus.report()["decoding"]`` says
+which).
 Paper: §3 and App. D ("Users and record cap"): m = 64 records; long arm (exactly 64 records, like Yelp),
 short arm (32–64 records cut to tweet length, like Sentiment140); 500 aux, 500 calibration, 1000 test.
 
@@ -237,18 +238,33 @@ def _yelp_rows(path: Path, on_error: str) -> Rows:
 
 
 def _csv_decoding(path) -> str:
-    """``"utf-8"`` when every line of the (gzip or plain) file is valid UTF-8, else ``"latin-1"``.
+    """``"utf-8"`` when every line of the (gzip or plain) file is valid UTF-8, ``"latin-1"`` when some line is not and
+    no line holds UTF-8 text beyond ASCII; a file with both is refused.
 
     The original Sentiment140 dump is Latin-1 and not valid UTF-8; a user's own export is usually UTF-8 (emoji,
     Arabic …), which Latin-1 would turn into mojibake. One decoding holds for the whole file, so a user id reads the
-    same on every line. Reads the bytes once, stopping at the first line that is not UTF-8.
+    same on every line. A UTF-8 line whose only non-ASCII character is U+FFFD (the trace of an earlier failed
+    decode, as in the dump's ``ï¿½``) is no sign of UTF-8 text. Reads the bytes once.
+
+    Raises:
+        DataError: the file mixes encodings (lines of UTF-8 text beyond ASCII and a line that is not UTF-8), naming
+            the first line that is not UTF-8, the count of UTF-8 lines beyond ASCII and the fix.
     """
-    for _, data in _raw_lines(Path(path)):
+    first_bad, utf8_text = None, 0
+    for lineno, data in _raw_lines(Path(path)):
+        if data.isascii():
+            continue
         try:
-            data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
-            return "latin-1"
-    return "utf-8"
+            first_bad = first_bad or lineno
+            continue
+        utf8_text += not text.replace("\ufffd", "").isascii()
+    if first_bad and utf8_text:
+        raise DataError(f"{path}: mixes encodings: line {first_bad} is not UTF-8 while {utf8_text} line(s) hold "
+                        "UTF-8 text beyond ASCII, so no one decoding reads every line right. Re-encode the file as "
+                        "UTF-8 (e.g. `iconv`, after fixing line {first_bad} by hand) and load it again")
+    return "latin-1" if first_bad else "utf-8"
 
 
 class _Feed:

@@ -99,6 +99,8 @@ def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float 
         raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
     if int(n_canaries) != n_canaries or n_canaries < 1:
         raise ValueError(f"n_canaries={n_canaries!r} must be an integer ≥ 1")
+    if mu_eff is not None and not np.isfinite(mu_eff):
+        raise ValueError(f"mu_eff={mu_eff!r} must be finite and ≥ 0, or None for the ceiling 1/σ")
     ceiling = 1.0 / float(sigma)
     mu = ceiling if mu_eff is None else float(mu_eff)
     capped = mu > ceiling
@@ -126,12 +128,13 @@ def _html(state: dict) -> str:
     return f"<table>{body}</table>"
 
 
-def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float = 1.0,
+def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float | None = 1.0,
              delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 5, plot: bool = True):
     """An ipywidgets panel: sliders for σ, q, trials and μ_eff; a live table of :func:`explorer_state`
     and (``plot=True``) ε_theory and the expected ε_lower against the trial budget.
 
-    Each slider's range (σ 0.3–3, q 10⁻³–1, trials 10³–10⁹, μ_eff 0–3.4) widens to hold the value it is given, so
+    Each slider's range (σ 0.3–3, q 10⁻³–1, trials 10³–10⁹, μ_eff 0–3.4 and up to the ceiling 1/σ of the smallest σ;
+    ``mu_eff=None`` starts at the ceiling 1/σ) widens to hold the value it is given, so
     the panel shows the mechanism it was given (ipywidgets would clamp it to the range silently, ipywidgets#3294).
 
     Returns:
@@ -155,7 +158,8 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
     s_t = W.FloatLogSlider(value=trials, base=10, min=min(3, math.floor(math.log10(trials))),
                            max=max(9, math.ceil(math.log10(trials))), step=0.25, description="trials", style=style,
                            layout=layout, continuous_update=False)
-    s_mu = W.FloatSlider(value=mu_eff, min=0.0, max=max(3.4, mu_eff), step=0.01, description="μ_eff", style=style,
+    mu_eff = 1.0 / sigma if mu_eff is None else mu_eff  # None: the ceiling 1/σ, as explorer_state
+    s_mu = W.FloatSlider(value=mu_eff, min=0.0, max=max(3.4, mu_eff, 1.0 / s_sigma.min), step=0.01, description="μ_eff", style=style,
                          layout=layout, continuous_update=False)
     table = W.HTML()
     out = W.Output()

@@ -7,6 +7,8 @@ Source: §2.1 of the paper (Steps 1–5) with the trials run through the impleme
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 import sys
 
 import numpy as np
@@ -39,6 +41,30 @@ def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
     return build_world(config, mechanism=MechanismConfig(top_k=mechanism.top_k, record_cap=config.record_cap))
 
 
+def _check_battery_arguments(variant, seed, design_options, axes) -> None:
+    """Refuse an unknown variant, axis or ``design_options`` key and a seed numpy cannot take, before any world is
+    built (ValueError naming the argument, the value and the fix)."""
+    from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
+    from pe_kit.study.world import make_design
+
+    if variant not in ALL_VARIANTS:
+        raise unknown_variant(variant, ALL_VARIANTS)
+    try:
+        seed_sequence(seed)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"seed={seed!r} is not a seed ({exc}); pass an int ≥ 0, a sequence of them or a "
+                         "numpy.random.SeedSequence") from None
+    own = ("world", "variant", "canary_slot", "rng", "mechanism")
+    for name, given, known in (("design_options", design_options, [k for k in inspect.signature(make_design).parameters
+                                                                   if k not in own]),
+                               ("axes", axes, sorted(DEFAULT_AXES))):
+        for key in given or {}:
+            if key not in known:
+                guess = difflib.get_close_matches(str(key), known, 1, 0.6)
+                hint = f"did you mean {guess[0]!r}? " if guess else ""
+                raise ValueError(f"{name} has the key {key!r}, which is unknown: {hint}use {', '.join(known)}")
+
+
 def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
                     canary_slot: int = 0, seed=0, study: dict | None = None, design_options: dict | None = None,
                     axes: dict | None = None, large_bank: int = LARGE_BANK) -> tuple[list, object]:
@@ -47,6 +73,7 @@ def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: Me
     Args: as ``audit_release``. Returns: (list of ``ImplementationDesign``, base first; the check design).
     Raises: as ``audit_release``.
     """
+    _check_battery_arguments(variant, seed, design_options, axes)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     from pe_kit.study.world import make_design
 
@@ -117,7 +144,10 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
             wrong shape / NaN (naming the implementation), or a ``target`` out of reach. An error of the release on
             a design carries the finished designs as ``exc.partial`` (``audit.battery.audit_battery``).
     """
-    check_keywords(options, _PASSED_ON, "audit_release", _ALIASES)
+    own = [k for k in inspect.signature(audit_release).parameters if k not in ("release", "options")]
+    check_keywords(options, _PASSED_ON + tuple(own), "audit_release", _ALIASES)
+    if designs is None:
+        _check_battery_arguments(variant, seed, design_options, axes)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     if not callable(release) and not hasattr(release, "release_batch"):
         check_audit_arguments(release, None, mechanism)
@@ -128,9 +158,12 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
     gamma = battery_gamma(alpha, len(designs[0]) if designs is not None else n_designs,
                           1 + int(callable(release) and hasattr(release, "release_batch")))
     auto = isinstance(trials, str)
+    if auto and trials != "auto":
+        raise ValueError(f"trials={trials!r} must be an integer ≥ 1 or 'auto'")
+    if target is not None and not auto:
+        raise ValueError(f"target={target!r} is used only by trials='auto', but trials={trials!r}; pass "
+                         "trials='auto' to pick the budget that reaches the target, or drop target")
     if auto:
-        if trials != "auto":
-            raise ValueError(f"trials={trials!r} must be an integer ≥ 1 or 'auto'")
         trials = auto_trials(mechanism, gamma=gamma, delta=delta, target=target, max_trials=MAX_TRIALS)
     announce_reach(audit_reach(mechanism, trials, gamma=gamma, delta=delta), mechanism, show=show)
     if designs is None:
