@@ -291,5 +291,10 @@ def test_real_pe():
     dpsda = Path(os.environ.get("PE_KIT_DPSDA", "/tmp/dpsda"))
     if not (dpsda / "pe").is_dir():
         pytest.skip(f"needs a checkout of microsoft/DPSDA at {dpsda} (PE_KIT_DPSDA; docs/real_pe.md)")
+    import importlib.util
+
+    missing = [m for m in ("omegaconf", "generalimport") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"DPSDA's dependencies {missing} are not installed (docs/real_pe.md)")
     out = run("real_pe.py", "--dpsda", str(dpsda))
     assert re.search(r"^microsoft/DPSDA @ [0-9a-f]{40}; battery of \d+ designs", out, re.M)
