@@ -59,6 +59,16 @@ def _s140(path, lines):
     return path
 
 
+def _write(path, data: bytes):
+    """``data`` to ``path``, gzip-compressed when the name ends in .gz."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "wb") as fh:
+            fh.write(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
 def test_sentiment140_physical_lines_and_malformed_quotes(tmp_path):
     ok = [f'"0","{i}","Mon","NO_QUERY","u1","tweet {i}"\n' for i in range(3)]
     multi = '"4","10","Mon","NO_QUERY","u2","two\nlines"\n'  # physical lines 4-5
@@ -111,12 +121,7 @@ def test_sentiment140_utf8_export_round_trips(tmp_path, monkeypatch, gz):
     from pe_kit.data.corpus_cache import cached_corpus
 
     data = "".join(f'"4","{i}","Mon","NO_QUERY","u1","{t}"\n' for i, t in enumerate(S140_UTF8)).encode("utf-8")
-    p = tmp_path / ("s.csv.gz" if gz else "s.csv")
-    if gz:
-        with gzip.open(p, "wb") as fh:
-            fh.write(data)
-    else:
-        p.write_bytes(data)
+    p = _write(tmp_path / ("s.csv.gz" if gz else "s.csv"), data)
     c = load_sentiment140(p, min_records=1)
     assert c.users[0].texts == tuple(S140_UTF8) and c.report()["decoding"] == "utf-8"
     assert make_arm(c, "short", record_cap=4).report()["decoding"] == "utf-8"
@@ -144,12 +149,7 @@ def test_sentiment140_mixed_encodings_refused(tmp_path, gz):
     refused naming the Latin-1 line, the UTF-8 lines beyond ASCII and the fix — never read wholly as Latin-1."""
     data = ("".join(f'"4","{i}","Mon","NO_QUERY","u1","{t}"\n' for i, t in enumerate(S140_UTF8)).encode("utf-8")
             + b'"4","9","Mon","NO_QUERY","u1","plain ascii"\n' + '"0","8","Mon","NO_QUERY","u2","café"\n'.encode("latin-1"))
-    p = tmp_path / ("m.csv.gz" if gz else "m.csv")
-    if gz:
-        with gzip.open(p, "wb") as fh:
-            fh.write(data)
-    else:
-        p.write_bytes(data)
+    p = _write(tmp_path / ("m.csv.gz" if gz else "m.csv"), data)
     with pytest.raises(DataError, match=r"mixes encodings: line 5 is not UTF-8 while 3 line\(s\) hold UTF-8 text "
                                         r"beyond ASCII.*Re-encode the file as UTF-8"):
         load_sentiment140(p, min_records=1)
