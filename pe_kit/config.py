@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 __all__ = ["MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "ParamSpec", "COUNT", "PARAM_TYPES",
            "Section", "WorldSettings", "ARMS", "FORMATS", "setting", "record_cap_setting", "RECORD_CAP", "check_param",
-           "check_params"]
+           "check_params", "closest"]
 
 
 @dataclass(frozen=True)
@@ -382,3 +382,11 @@ class AuditConfig(AuditSettings):
     def gamma(self) -> float:
         """Tail probability of each one-sided Clopper–Pearson bound: α / (n_canaries · 4) (App. E.6)."""
         return self.alpha / (self.n_canaries * 4)
+
+
+def closest(word, choices) -> str | None:
+    """The choice closest to ``word`` (``difflib.get_close_matches``, cutoff 0.6), or None:
+    the one did-you-mean of the kit's errors."""
+    import difflib
+
+    return next(iter(difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)), None)

@@ -15,7 +15,6 @@ Eqs. 16–19 and 23 in the Clopper–Pearson endpoints of Eqs. 29–30, then Eq.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import sys
 import time
@@ -26,7 +25,7 @@ import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.expectations import expected_epsilon, separable_epsilon
-from pe_kit.config import MechanismConfig
+from pe_kit.config import MechanismConfig, closest
 
 __all__ = ["Reach", "audit_reach", "announce_reach", "auto_trials", "mu_eff_reachable", "clip_binds",
            "dry_call", "pilot_seconds", "check_keywords"]
@@ -177,7 +176,7 @@ def check_keywords(given, accepted, call: str, aliases: dict | None = None) -> N
     for key in given:
         if key in accepted:
             continue
-        guess = (aliases or {}).get(key) or next(iter(difflib.get_close_matches(key, accepted, 1, 0.6)), None)
+        guess = (aliases or {}).get(key) or closest(key, accepted)
         hint = f"did you mean {guess}=?" if guess else f"it takes {', '.join(accepted)}"
         raise TypeError(f"{call}() got {key}=, which it does not take: {hint}")
 

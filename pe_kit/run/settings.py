@@ -33,10 +33,10 @@ __all__ = ["StudySettings", "MechanismSettings", "AuditSettings", "RunnerSetting
 def did_you_mean(word: str, choices) -> str:
     """``"; did you mean 'trials'?"`` for the closest of ``choices`` (an iterable of str) to ``word``
     (``difflib.get_close_matches``, cutoff 0.6), or ``""`` when none is close."""
-    import difflib
+    from pe_kit.config import closest
 
-    close = difflib.get_close_matches(str(word), sorted(str(c) for c in choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    close = closest(word, sorted(str(c) for c in choices))
+    return f"; did you mean {close!r}?" if close else ""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pe_kit.audit.outcome import AuditOutcome
-from pe_kit.config import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings
+from pe_kit.config import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings, closest
 
 __all__ = ["audit_mechanism", "check_study_keys"]
 
@@ -97,7 +97,6 @@ def check_study_keys(study, elsewhere: dict) -> dict:
     Raises:
         ValueError: naming each key that is no field (with the closest field) or is passed elsewhere.
     """
-    import difflib
     from dataclasses import fields
 
     from pe_kit.study.world import StudyConfig
@@ -108,8 +107,8 @@ def check_study_keys(study, elsewhere: dict) -> dict:
         if key in elsewhere:
             raise ValueError(f"study={{{key!r}: …}} is not accepted here: pass it as {elsewhere[key]}")
         if key not in known:
-            close = difflib.get_close_matches(key, known, 1, 0.6)
-            hint = f"did you mean {close[0]!r}?" if close else f"the fields are {known}"
+            close = closest(key, known)
+            hint = f"did you mean {close!r}?" if close else f"the fields are {known}"
             raise ValueError(f"study={{{key!r}: …}} is no StudyConfig field: {hint}")
     return study
 

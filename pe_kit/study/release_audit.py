@@ -7,7 +7,6 @@ Source: §2.1 of the paper (Steps 1–5) with the trials run through the impleme
 """
 from __future__ import annotations
 
-import difflib
 import inspect
 import sys
 
@@ -19,7 +18,7 @@ from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, ba
 from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, spec_statistic
 from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials, check_keywords, dry_call, pilot_seconds
 from pe_kit.audit.release_runner import check_audit_arguments, check_release_signature, seed_sequence
-from pe_kit.config import MechanismConfig, MechanismSettings
+from pe_kit.config import MechanismConfig, MechanismSettings, closest
 from pe_kit.study.mechanism_audit import _as_config, check_study_keys
 
 __all__ = ["audit_release", "release_battery"]
@@ -60,8 +59,8 @@ def _check_battery_arguments(variant, seed, design_options, axes) -> None:
                                ("axes", axes, sorted(DEFAULT_AXES))):
         for key in given or {}:
             if key not in known:
-                guess = difflib.get_close_matches(str(key), known, 1, 0.6)
-                hint = f"did you mean {guess[0]!r}? " if guess else ""
+                guess = closest(key, known)
+                hint = f"did you mean {guess!r}? " if guess else ""
                 raise ValueError(f"{name} has the key {key!r}, which is unknown: {hint}use {', '.join(known)}")
 
 
