@@ -174,7 +174,7 @@ def quick_section(sample: int, threads: int) -> None:
     from pe_kit.study.experiments import study_config
     from pe_kit.run.presets import resolve_params
     from pe_kit.study.world import build_world
-    from pe_kit.text.embedding_store import text_key
+    from pe_kit.cache import text_key
     from pe_kit.text.encoder import Encoder
 
     params = resolve_params("04_audit", "quick")

@@ -1,21 +1,35 @@
-"""Content-addressed on-disk cache: keys from content hashes, atomic writes, verified reads.
+"""One content-keyed on-disk cache: keys from content hashes, atomic writes, verified reads.
 
-Every heavy artefact of the kit (embeddings, generated texts, trial counts) is stored under
-``cache_dir()`` by a key derived from *what produced it* (model id, input texts, settings), written
-to a temporary file and renamed into place, and stored beside a SHA-256 of its bytes so that a
-truncated or corrupt file is detected on read and recomputed rather than trusted.
+Every heavy artefact of the kit is stored under ``cache_dir()`` by a key derived from *what produced it*
+(:func:`content_hash` of model files, input texts, settings and code; :func:`file_digest`, :func:`tree_digest`,
+:func:`source_digest`). Every file is written to a temporary file and renamed into place beside a SHA-256 of
+its bytes (:func:`write_verified`), and trusted only when its bytes match (:func:`open_verified`): a truncated
+or corrupt file is deleted and recomputed. Three forms of entry use this one primitive:
+
+* one file per key (generated texts, multi-round checkpoints, the ONNX export): :func:`write_verified`,
+  :func:`read_verified`;
+* a stream of JSON records (corpus selections), gzip, memory one record: :func:`write_records`,
+  :func:`read_records`;
+* float32 rows keyed per text (embeddings): :class:`EmbeddingStore`.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import os
 import tempfile
+import threading
+import zlib
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO, Iterable, Iterator, Sequence
 
-__all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "read_verified", "write_verified", "file_digest",
-           "tree_digest", "source_digest", "write_verified_stream", "open_verified"]
+import numpy as np
+
+__all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "write_verified", "open_verified", "read_verified",
+           "drop_verified", "write_records", "read_records", "file_digest", "tree_digest", "source_digest",
+           "KEY_BYTES", "text_key", "EmbeddingStore"]
 
 
 def cache_dir() -> Path:
@@ -58,96 +72,57 @@ def _update(h: "hashlib._Hash", part: Any) -> None:
         h.update(data)
 
 
-def _atomic_write_chunks(path: Path, chunks: Iterable[bytes]) -> str:
-    """Write ``chunks`` to a temporary file beside ``path``, fsync, rename onto ``path``; return their SHA-256 hex.
-    An interrupted write removes the temporary file and leaves ``path`` as it was. Raises ``OSError``."""
+def atomic_write_bytes(path: Path | str, data: bytes | Iterable[bytes]) -> str:
+    """Write ``data`` (bytes, or chunks of bytes made piece by piece) to ``path`` atomically: a temporary file in
+    the same folder, fsync, rename. Returns the SHA-256 hex of what was written.
+
+    A reader never sees a half-written file; an interrupted write leaves the old file (or none) at ``path``.
+    Memory is one chunk. Raises ``OSError`` if the folder cannot be written, or what iterating ``data`` raises.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     h = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as fh:
-            for chunk in chunks:
+            for chunk in ((data,) if isinstance(data, bytes) else data):
                 h.update(chunk)
                 fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        Path(tmp).unlink(missing_ok=True)
         raise
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync, rename).
-
-    A reader never sees a half-written file; an interrupted write leaves the old file intact.
-    Raises ``OSError`` if the folder cannot be written.
-    """
-    _atomic_write_chunks(Path(path), (data,))
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
 
 
-def write_verified(path: Path | str, data: bytes) -> None:
-    """Atomically write ``data`` to ``path`` and its SHA-256 to ``path + '.sha256'``."""
+def write_verified(path: Path | str, data: bytes | Iterable[bytes]) -> None:
+    """:func:`atomic_write_bytes`, then the SHA-256 of ``data`` to ``path + '.sha256'`` (which commits the entry)."""
     path = Path(path)
-    atomic_write_bytes(path, data)
-    atomic_write_bytes(path.with_name(path.name + ".sha256"), hashlib.sha256(data).hexdigest().encode())
+    atomic_write_bytes(_sidecar(path), atomic_write_bytes(path, data).encode())
 
 
-def read_verified(path: Path | str) -> bytes | None:
-    """Return the bytes at ``path`` if they match the stored SHA-256, else ``None``.
-
-    ``None`` means "missing or corrupt: recompute"; a corrupt file and its checksum are deleted so
-    that the next ``write_verified`` replaces them.
-    """
+def drop_verified(path: Path | str) -> None:
+    """Delete an entry and its checksum (missing ones are fine), so that the next write replaces them."""
     path = Path(path)
-    digest_path = path.with_name(path.name + ".sha256")
-    try:
-        data = path.read_bytes()
-        expected = digest_path.read_text().strip()
-    except (FileNotFoundError, OSError):
-        return None
-    if hashlib.sha256(data).hexdigest() != expected:
-        _drop(path, digest_path)
-        return None
-    return data
-
-
-def _drop(*paths: Path) -> None:
-    """Delete a corrupt file and its checksum (missing ones are fine), so that the next write replaces them."""
-    for p in paths:
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-
-
-
-def write_verified_stream(path: Path | str, chunks: Iterable[bytes]) -> None:
-    """:func:`write_verified` for data made piece by piece: ``chunks`` are hashed while they are written to a
-    temporary file in the same folder (fsync, rename), then the SHA-256 goes to ``path + '.sha256'``.
-
-    Memory is one chunk, not the whole file. An interrupted write leaves no file at ``path`` (or the old one).
-    Raises ``OSError`` if the folder cannot be written, or what iterating ``chunks`` raises.
-    """
-    path = Path(path)
-    digest = _atomic_write_chunks(path, chunks)
-    atomic_write_bytes(path.with_name(path.name + ".sha256"), digest.encode())
+    for p in (path, _sidecar(path)):
+        p.unlink(missing_ok=True)
 
 
 def open_verified(path: Path | str) -> BinaryIO | None:
-    """:func:`read_verified` without reading the file into memory: hash it in 4 MiB blocks, and return it open
-    (binary, at offset 0) when it matches its ``.sha256``; else ``None`` (missing or corrupt: recompute; a
-    corrupt file and its checksum are deleted). The caller closes the returned file. The open handle keeps the
-    verified bytes even if an atomic write replaces the path meanwhile.
+    """The file at ``path`` open (binary, at offset 0) when its bytes match its ``.sha256``, else ``None``
+    ("missing or corrupt: recompute"; a corrupt file and its checksum are deleted). Hashes in 4 MiB blocks, so
+    memory is one block. The caller closes the file; the open handle keeps the verified bytes even if an atomic
+    write replaces the path meanwhile.
     """
     path = Path(path)
-    digest_path = path.with_name(path.name + ".sha256")
     try:
-        expected = digest_path.read_text().strip()
+        expected = _sidecar(path).read_text().strip()
         fh = open(path, "rb")
     except OSError:
         return None
@@ -158,8 +133,41 @@ def open_verified(path: Path | str) -> BinaryIO | None:
         fh.seek(0)
         return fh
     fh.close()
-    _drop(path, digest_path)
+    drop_verified(path)
     return None
+
+
+def read_verified(path: Path | str) -> bytes | None:
+    """The bytes at ``path`` if they match the stored SHA-256, else ``None`` (see :func:`open_verified`)."""
+    fh = open_verified(path)
+    if fh is None:
+        return None
+    with fh:
+        return fh.read()
+
+
+def write_records(path: Path | str, records: Iterable[Any]) -> None:
+    """:func:`write_verified` of JSON records, one a line, gzip (fast level: such files are read a few times);
+    memory is one record."""
+    def lines() -> Iterator[bytes]:
+        comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: the gzip container
+        for rec in records:
+            yield comp.compress(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
+        yield comp.flush()
+    write_verified(path, lines())
+
+
+def read_records(path: Path | str) -> Iterator[Any] | None:
+    """The records of a verified :func:`write_records` file, read lazily; ``None`` when missing or corrupt."""
+    fh = open_verified(path)
+    if fh is None:
+        return None
+
+    def records() -> Iterator[Any]:
+        with fh, gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+            for raw in gz:
+                yield json.loads(raw)
+    return records()
 
 
 # ------------------------------------------------------------------------------------------ file digests
@@ -252,3 +260,167 @@ def source_digest(*modules: str) -> str:
             h.update(f.relative_to(pkg).as_posix().encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------ rows per text
+KEY_BYTES = 16
+SMALL_SEGMENT = 2048
+MAX_SMALL_SEGMENTS = 16
+
+
+def text_key(text: str) -> bytes:
+    """Content key of one text: the first 16 bytes of SHA-256 of its UTF-8 (collision odds ~n²/2¹²⁹)."""
+    return hashlib.sha256(text.encode("utf-8")).digest()[:KEY_BYTES]
+
+
+class EmbeddingStore:
+    """Append-only float32 rows keyed per text (:func:`text_key`) in one folder, with an in-memory index.
+
+    The unit is one text, so repeats inside a call and texts met in differently aligned chunks are stored once.
+    A *segment* is two verified files written once and never modified: ``<seg>.npy`` (float32 (n, d) rows,
+    written first) and ``<seg>.keys`` (n × 16 key bytes, written last: its presence commits the segment). A write
+    of b new texts adds O(b) bytes and never rewrites others, so concurrent writers never lose each other's
+    rows; a lookup reads the key files plus only the segments that hold wanted rows. A segment that fails its
+    checksum (or was removed by another process's merge) is dropped after one rescan, and its texts count as
+    missing. More than 16 segments under 2,048 rows are merged into one (:meth:`compact`).
+
+    Args:
+        folder: the store's folder (created on first write).
+
+    One instance per folder and process is shared through :meth:`open`; methods are thread-safe.
+    """
+
+    _open: dict[str, "EmbeddingStore"] = {}
+    _open_lock = threading.Lock()
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._index: dict[bytes, tuple[str, int]] = {}
+        self._sizes: dict[str, int] = {}
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(cls, folder: str | Path) -> "EmbeddingStore":
+        """The process-wide store for ``folder`` (its index is built once and kept up to date)."""
+        key = str(Path(folder).resolve())
+        with cls._open_lock:
+            return cls._open.setdefault(key, cls(folder))
+
+    def refresh(self) -> None:
+        """Index segments written since the last scan (by any process); forget removed ones."""
+        with self._lock:
+            present = {p.name[:-5] for p in self.folder.glob("*.keys")} if self.folder.is_dir() else set()
+            for seg in set(self._sizes) - present:
+                self._forget(seg)
+            for seg in sorted(present - set(self._sizes)):
+                raw = read_verified(self.folder / f"{seg}.keys")
+                if raw is None or len(raw) % KEY_BYTES:
+                    continue
+                self._sizes[seg] = len(raw) // KEY_BYTES
+                for row in range(self._sizes[seg]):
+                    self._index.setdefault(raw[row * KEY_BYTES:(row + 1) * KEY_BYTES], (seg, row))
+
+    def _forget(self, seg: str) -> None:
+        self._sizes.pop(seg, None)
+        for k in [k for k, (s, _) in self._index.items() if s == seg]:
+            del self._index[k]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._index)
+
+    def missing(self, keys: Iterable[bytes]) -> list[bytes]:
+        """The keys among ``keys`` the store holds no row for, in order (from the index; no row is read)."""
+        with self._lock:
+            self.refresh()
+            return [k for k in keys if k not in self._index]
+
+    def _read_segment(self, seg: str) -> np.ndarray | None:
+        data = read_verified(self.folder / f"{seg}.npy")
+        arr = np.load(io.BytesIO(data), allow_pickle=False) if data is not None else None
+        ok = arr is not None and arr.dtype == np.float32 and arr.ndim == 2 and arr.shape[0] == self._sizes.get(seg)
+        return arr if ok else None
+
+    def get(self, keys: Iterable[bytes]) -> dict[bytes, np.ndarray]:
+        """Rows stored for ``keys`` → dict key → float32 (d,) (absent keys are simply not in the dict)."""
+        keys = list(keys)
+        out: dict[bytes, np.ndarray] = {}
+        with self._lock:
+            for _ in range(2):
+                self.refresh()
+                by_seg: dict[str, list[tuple[bytes, int]]] = {}
+                for k in keys:
+                    hit = self._index.get(k) if k not in out else None
+                    if hit is not None:
+                        by_seg.setdefault(hit[0], []).append((k, hit[1]))
+                failed = False
+                for seg, items in by_seg.items():
+                    arr = self._read_segment(seg)
+                    if arr is None:
+                        failed = True
+                        self._drop(seg)
+                        continue
+                    out.update((k, arr[row]) for k, row in items)
+                if not failed:
+                    break
+        return out
+
+    def _drop(self, seg: str) -> None:
+        self._forget(seg)
+        for suffix in (".keys", ".npy"):
+            drop_verified(self.folder / f"{seg}{suffix}")
+
+    def put(self, keys: Sequence[bytes], rows: np.ndarray) -> str:
+        """Store ``rows`` (float32 (n, d)) under ``keys`` (n distinct 16-byte keys) as one new segment.
+
+        Returns the segment name. Raises ValueError if the lengths or the key size disagree.
+        """
+        rows = np.ascontiguousarray(rows, dtype=np.float32)
+        if rows.ndim != 2 or rows.shape[0] != len(keys) or any(len(k) != KEY_BYTES for k in keys):
+            raise ValueError(f"put needs n keys of {KEY_BYTES} bytes and rows (n, d); got {len(keys)} keys, "
+                             f"rows {rows.shape}")
+        with self._lock:
+            seg = self._write(keys, rows)
+            self._sizes[seg] = len(keys)
+            for row, k in enumerate(keys):
+                self._index.setdefault(k, (seg, row))
+        if len(keys) < SMALL_SEGMENT:
+            self.compact()
+        return seg
+
+    def compact(self, max_small: int = MAX_SMALL_SEGMENTS) -> bool:
+        """Merge the segments under 2,048 rows into one when there are more than ``max_small`` of them.
+
+        Returns True if a merge happened. The merged segment is committed before the old ones are removed.
+        """
+        with self._lock:
+            small = sorted(s for s, n in self._sizes.items() if n < SMALL_SEGMENT)
+            if len(small) <= max_small:
+                return False
+            merged: dict[bytes, np.ndarray] = {}
+            for seg in small:
+                arr, raw = self._read_segment(seg), read_verified(self.folder / f"{seg}.keys")
+                if arr is None or raw is None:
+                    self._drop(seg)
+                    continue
+                for row in range(arr.shape[0]):
+                    merged.setdefault(raw[row * KEY_BYTES:(row + 1) * KEY_BYTES], arr[row])
+            if not merged:
+                return False
+            new = self._write(list(merged), np.stack(list(merged.values())))
+            for seg in small:
+                if seg != new:
+                    self._drop(seg)
+            self._index.clear()
+            self._sizes.clear()
+            self.refresh()
+            return True
+
+    def _write(self, keys: Sequence[bytes], rows: np.ndarray) -> str:
+        raw = b"".join(keys)
+        seg = content_hash("segment", raw)[:20]
+        buf = io.BytesIO()
+        np.save(buf, rows, allow_pickle=False)
+        write_verified(self.folder / f"{seg}.npy", buf.getvalue())  # rows first ...
+        write_verified(self.folder / f"{seg}.keys", raw)  # ... then the keys, which commit the segment
+        return seg

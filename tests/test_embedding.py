@@ -1,13 +1,13 @@
 """Encoder: offline default model, L2-normalized float32, per-text verified cache, ONNX backend verified."""
+import importlib.util
 import uuid
 
 import numpy as np
 import pytest
 
-from pe_kit.cache import cache_dir
-from pe_kit.text.embedding_store import EmbeddingStore, text_key
+from pe_kit.cache import EmbeddingStore, cache_dir, text_key
 from pe_kit.text.encoder import Encoder, embedding_store_key
-from pe_kit.text.onnx_encoder import onnx_runtime_available, verify_against_torch
+from pe_kit.text.onnx_encoder import verify_against_torch
 
 
 def test_encode_normalized_and_cached():
@@ -72,7 +72,7 @@ def test_cache_key_depends_on_model_settings_and_backend():
         Encoder(backend="int8")
 
 
-@pytest.mark.skipif(not onnx_runtime_available(), reason="onnxruntime not installed")
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime not installed")
 def test_onnx_backend_is_default_verified_and_matches_torch():
     texts = ["the cat sat on the mat", "privacy audits of private evolution", "word " * 200]
     onnx = Encoder(max_seq_length=32, progress=False)
@@ -132,7 +132,7 @@ def test_auto_backend_uses_cuda_when_present_and_rows_record_the_device(monkeypa
     assert tidy([{"value": 1.0, "encoder_device": "mine"}], "04_audit")[0]["encoder_device"] == "mine"  # rows win
 
 
-@pytest.mark.skipif(not onnx_runtime_available(), reason="onnxruntime not installed")
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime not installed")
 def test_auto_backend_on_a_cpu_machine_is_onnx_on_cpu(monkeypatch):
     import torch
 

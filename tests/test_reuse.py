@@ -41,6 +41,25 @@ def _shuffle_blogs(path: Path) -> None:
         fh.writelines(json.dumps(r) + "\n" for r in rows)
 
 
+# ------------------------------------------------------------------------------------------ the one primitive
+def test_verified_entries_bytes_chunks_and_records_share_one_checksum_rule(tmp_path):
+    import hashlib
+
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    C.write_verified(a, b"abcdef")
+    C.write_verified(b, iter([b"abc", b"def"]))  # made piece by piece: the same entry
+    assert C.read_verified(a) == C.read_verified(b) == b"abcdef"
+    assert (tmp_path / "b.bin.sha256").read_text() == hashlib.sha256(b"abcdef").hexdigest()
+    b.write_bytes(b"abcdeF")  # corrupt: refused, and both files dropped so the next write replaces them
+    assert C.read_verified(b) is None and not b.exists() and not (tmp_path / "b.bin.sha256").exists()
+    recs = [{"u": "x", "texts": ["é", "b"]}, [1, 2.5, None]]
+    C.write_records(tmp_path / "r.jsonl.gz", iter(recs))
+    assert list(C.read_records(tmp_path / "r.jsonl.gz")) == recs
+    assert gzip.decompress((tmp_path / "r.jsonl.gz").read_bytes()).decode().count("\n") == 2
+    C.drop_verified(tmp_path / "r.jsonl.gz")
+    assert C.read_records(tmp_path / "r.jsonl.gz") is None and not list(tmp_path.glob("r.*"))
+
+
 # ------------------------------------------------------------------------------------------ file digests
 def test_file_digest_follows_bytes_and_stat_only_short_cuts(tmp_path):
     f = tmp_path / "data.jsonl"

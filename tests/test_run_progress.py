@@ -121,7 +121,7 @@ def test_the_embedding_plan_counts_each_uncached_text_once_for_the_first_noteboo
     import pe_kit.study.world as world
     import pe_kit.text.encoder as encoder
     from pe_kit.run.run_progress import embedding_plan, notebook_worlds
-    from pe_kit.text.embedding_store import EmbeddingStore, text_key
+    from pe_kit.cache import EmbeddingStore, text_key
 
     monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path))
     t = FakeClock()

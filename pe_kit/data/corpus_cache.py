@@ -3,8 +3,8 @@
 ``cached_scan`` stores pass 1 of the loaders (records per user and the counted skips; ``pe_kit.data.passes``)
 and ``cached_corpus`` the selection of pass 2 (the admitted users' first m records), both under
 ``cache_dir()/corpora/`` by keys from the file's bytes (``pe_kit.cache.file_digest``), the format, every loader
-setting and the loader's own source (``pe_kit.cache.source_digest``), written atomically beside a SHA-256 and
-verified when read (``pe_kit.cache`` conventions). Reading streams the file: memory is the selection itself.
+setting and the loader's own source (``pe_kit.cache.source_digest``), as verified JSON records
+(``pe_kit.cache.write_records``). Reading streams the file: memory is the selection itself.
 
 ``pe-kit reproduce`` computes both in a child process before the first notebook starts
 (:func:`run_isolated`), so the runner itself never holds the parsed file while the kernels run; each notebook's
@@ -13,18 +13,15 @@ verified when read (``pe_kit.cache`` conventions). Reading streams the file: mem
 """
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import sys
 import time
 import warnings
-import zlib
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
 
-from pe_kit.cache import cache_dir, content_hash, file_digest, open_verified, source_digest, write_verified_stream
+from pe_kit.cache import cache_dir, content_hash, file_digest, read_records, source_digest, write_records
 from pe_kit.data.loaders import default_min_records, format_rows, resolve_format
 from pe_kit.data.passes import Scan, file_stat, scan_corpus, select_corpus
 from pe_kit.data.records import Corpus, DataError, User
@@ -76,25 +73,6 @@ def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | 
     return content_hash("corpus/v1", skey, record_cap, min_records, max_records, max_users)
 
 
-def _gz_lines(objs: Iterator) -> Iterator[bytes]:
-    comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # gzip container, fast level: the file is read a few times
-    for obj in objs:
-        yield comp.compress(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
-    yield comp.flush()
-
-
-def _read_lines(path: Path) -> Iterator[dict] | None:
-    fh = open_verified(path)
-    if fh is None:
-        return None
-
-    def lines():
-        with fh, gzip.GzipFile(fileobj=fh, mode="rb") as gz:
-            for raw in gz:
-                yield json.loads(raw)
-    return lines()
-
-
 def _noting(fn):
     """(fn(), the text of the warnings it gave); the warnings are passed on, and stored with the cached result
     so that a later cache hit repeats them."""
@@ -120,7 +98,7 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
     path, fmt = resolve_format(data, fmt, label_field)
     key = scan_key(path, fmt, label_field, on_error)
     target = _folder() / f"{key[:32]}.scan.jsonl.gz"
-    lines = _read_lines(target)
+    lines = read_records(target)
     if lines is not None:
         head = next(lines)
         counts: dict[str, int] = {}
@@ -141,7 +119,7 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
         for i in range(0, len(ids), 20000):
             part = ids[i:i + 20000]
             yield {"ids": part, "counts": [scan.counts[u] for u in part]}
-    write_verified_stream(target, _gz_lines(objs()))
+    write_records(target, objs())
     return scan
 
 
@@ -161,7 +139,7 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
     skey = scan_key(path, fmt, label_field, on_error)
     key = corpus_key(skey, record_cap, min_records, max_records, max_users)
     target = _folder() / f"{key[:32]}.corpus.jsonl.gz"
-    lines = _read_lines(target)
+    lines = read_records(target)
     if lines is not None:
         head = next(lines)
         users = [User(u, tuple(texts), label) for u, label, texts in lines]
@@ -182,7 +160,7 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
                "warning": note}
         for u in corpus.users:
             yield [u.user_id, u.label, list(u.texts)]
-    write_verified_stream(target, _gz_lines(objs()))
+    write_records(target, objs())
     return corpus
 
 

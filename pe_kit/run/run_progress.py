@@ -109,7 +109,7 @@ def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256,
     """
     from pe_kit.cache import cache_dir
     from pe_kit.study.world import world_texts
-    from pe_kit.text.embedding_store import EmbeddingStore, text_key
+    from pe_kit.cache import EmbeddingStore, text_key
     from pe_kit.text.encoder import Encoder
 
     t0 = clock()

@@ -10,7 +10,7 @@ sentence-transformers. ``"auto"`` (default) takes ONNX when onnxruntime is insta
 verifies against the torch model on a probe set, else torch.
 
 Cache: one row per distinct text in an append-only store of verified segments
-(``pe_kit.text.embedding_store``) under ``cache_dir()/embeddings/<key>``, ``key`` =
+(``pe_kit.cache.EmbeddingStore``) under ``cache_dir()/embeddings/<key>``, ``key`` =
 :func:`embedding_store_key` (model, max sequence length, backend). Repeats inside a call and texts seen
 in earlier calls are never encoded again; new texts are committed every 2,048, so an interrupted run
 resumes where it stopped; a corrupt segment is recomputed, never trusted.
@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.cache import cache_dir, content_hash
-from pe_kit.text.embedding_store import EmbeddingStore, text_key
+from pe_kit.cache import EmbeddingStore, text_key
 from pe_kit.text.models import DEFAULT_MODEL, model_fingerprint, resolve_model_path
 from pe_kit.text.threads import resolve_threads, torch_threads
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.cache import cache_dir, content_hash, read_verified, write_verified
+from pe_kit.cache import cache_dir, content_hash, drop_verified, read_verified, write_verified
 from pe_kit.text.generators.base import (
     GenerationError,
     SeedEcho,
@@ -124,9 +124,7 @@ class CachedGenerator:
     def _withdraw(self, prompt: str) -> None:
         """Delete the entries of ``prompt`` under every seed seen for it (they are not seed-specific)."""
         for s in self._echo.seeds(prompt):
-            path = self.path(self.key(prompt, s))
-            for f in (path, path.with_name(path.name + ".sha256")):
-                f.unlink(missing_ok=True)
+            drop_verified(self.path(self.key(prompt, s)))
 
     def _seed_ignored(self, prompts: list[str], seeds: list[int], texts: list[str]) -> set[str]:
         """Prompts of a sampling generator whose seeds all gave one text (withdrawn from the cache, warned once)."""
