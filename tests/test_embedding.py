@@ -148,3 +148,17 @@ def test_auto_backend_on_a_cpu_machine_is_onnx_on_cpu(monkeypatch):
     assert (row["encoder_device"], row["encoder_backend"]) == ("cpu", "onnx-fp32")
     with pytest.raises(ValueError, match=r"device='cuda' but CUDA is not available.*device=None"):
         Encoder(device="cuda", backend="torch", progress=False).encode(["a text"])
+
+
+def test_encoder_core_path_loads_neither_onnx_export_nor_model_assembly():
+    """Resolving and fingerprinting the default model imports no ONNX code and no MPNet reassembly; they load
+    only when the ONNX backend or MPNet is used."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pe_kit.text.encoder as e; e.resolve_model_path('all-MiniLM-L6-v2'); "
+            "assert e.model_fingerprint('all-MiniLM-L6-v2').startswith('sha256:'); "
+            "print(sorted(m for m in ('pe_kit.text.models', 'pe_kit.text.onnx_encoder', 'onnxruntime', 'torch') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -90,7 +90,7 @@ def _fake_model(folder: Path, weights: bytes) -> Path:
 
 def test_model_fingerprint_is_content_not_folder_name(tmp_path):
     from pe_kit.text.encoder import Encoder
-    from pe_kit.text.models import model_fingerprint
+    from pe_kit.text.encoder import model_fingerprint
 
     a = _fake_model(tmp_path / "a" / "my-model", b"weights-1")
     b = _fake_model(tmp_path / "b" / "my-model", b"weights-2")  # same folder name, another model

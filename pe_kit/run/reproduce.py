@@ -163,7 +163,7 @@ def input_digests(params: Mapping[str, Any]) -> dict:
     ``data`` (None = the bundled Blogs sample), ``bank`` / ``banks`` (``bankA`` = the bundled bank file,
     ``file:<path>`` or a path), ``model`` / ``encoders`` (``"auto"`` = the installed encoders) and
     ``generator="smollm2"`` (the bundled GGUF) are hashed by content (``pe_kit.cache.file_digest`` /
-    ``pe_kit.text.models.model_fingerprint``); any other string parameter that names an existing file is
+    ``pe_kit.text.encoder.model_fingerprint``); any other string parameter that names an existing file is
     hashed too, and so are the shipped SmolLM2 paraphrase pools (``paraphrase_pools``, "absent" when none ship).
     A name stands in for content nowhere: rewriting ``my.jsonl.gz`` in place changes the key.
 
@@ -171,7 +171,8 @@ def input_digests(params: Mapping[str, Any]) -> dict:
     """
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import default_bank_path, default_data_path
-    from pe_kit.text.models import available_encoders, model_fingerprint
+    from pe_kit.text.encoder import model_fingerprint
+    from pe_kit.text.models import available_encoders
 
     from pe_kit.text.generators.paraphrase_pools import shipped_pools_digest
 

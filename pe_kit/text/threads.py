@@ -1,9 +1,9 @@
 """CPU thread choice for the local models (encoder, local language model) from the machine's load.
 
 On a small shared machine, a compute-bound process that asks for every core while another process keeps
-one busy is descheduled at each parallel barrier; measured here (2 cores, one busy process),
-16 SmolLM2 paraphrases took 194 s at torch's default 2 threads and 28 s at 1 thread. :func:`auto_threads`
-therefore counts the cores *other* processes keep busy and leaves them alone.
+one busy is descheduled at each parallel barrier (a local LM ran ~7× slower at 2 threads than at 1 on two
+cores with one busy). :func:`auto_threads` therefore counts the cores *other* processes keep busy and leaves
+them alone.
 
 Source: the kit's own engineering; load from ``psutil`` (per-process CPU time) when installed,
 else ``os.getloadavg``.
@@ -32,20 +32,13 @@ _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "st
 def busy_cores(interval: float = 0.2) -> float:
     """Cores kept busy by *other* processes right now (float ≥ 0, in cores).
 
-    With ``psutil``: the machine's CPU use over ``interval`` seconds (the caller sleeps meanwhile, so its
-    own use is subtracted and is ≈ 0), from the raw per-CPU ``psutil.cpu_times(percpu=True)`` counters of the
-    CPUs this process may run on (its affinity mask, as :func:`cpu_cores` counts them): busy share =
-    1 − (Δidle + Δiowait) / Σ Δfields. Not ``psutil.cpu_times_percent``: on this kit's 2-core CI-like machine
-    (psutil 7.2.2, Linux 6.18) its shares over 0.2 s summed to 40 %, not 100 %, so one busy core read as 1.6 and
-    an encoder on an otherwise idle machine chose 1 thread (12 texts/s instead of ≈ 23). CPU time of *niced*
-    processes (the kernel's ``nice`` share: processes with a higher nice value) is not counted when this process itself runs at nice ≤ 0 and the kernel's
-    autogroup scheduling is off, because the scheduler then gives them only what this process leaves (weight 36 at
-    nice 15 against 1024 at nice 0); counting them made a nice-0 paper run encode with 1 thread at 10 texts/s
-    while niced test jobs ran. With autogroup on (``/proc/sys/kernel/sched_autogroup_enabled`` = 1), nice only
-    orders processes of one session and jobs of other sessions share the cores equally (measured: niced jobs kept
-    ≈ 60 % of a core each beside the nice-0 run), so their time counts as busy. Without psutil: the 1-minute
-    load average minus this process's recent use is not measurable, so the load average itself is returned
-    (an upper bound); the same where psutil's counters are refused (PermissionError in some sandboxes).
+    With ``psutil``: the busy share of the CPUs this process may run on over ``interval`` seconds (the caller
+    sleeps meanwhile; its own use is subtracted), 1 − (Δidle + Δiowait) / Σ Δfields from the raw per-CPU
+    ``psutil.cpu_times(percpu=True)`` counters (their ``cpu_times_percent`` shares need not sum to 100 % over a
+    short interval). Time of *niced* processes is not counted when this process runs at nice ≤ 0 and the
+    kernel's autogroup scheduling is off, since the scheduler then gives them only what this process leaves;
+    with autogroup on, nice orders processes within one session only, so their time counts. Without psutil, or
+    where its counters are refused: the 1-minute load average (an upper bound).
 
     Args:
         interval: seconds to sample (float > 0; psutil only).

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.text.models import resolve_model_path
+from pe_kit.text.encoder import resolve_model_path
 
 __all__ = ["token_cap", "token_lengths", "truncation_report"]
 

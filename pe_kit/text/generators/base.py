@@ -199,7 +199,7 @@ def generator_identity(generator) -> dict:
 
     Returns a JSON-able dict: ``name``; ``config`` (its ``config()``: sampling settings such as temperature,
     top_p, max tokens, system prompt); ``model`` (its ``identity()`` when it has one: a digest of the model
-    files, ``pe_kit.text.models.model_fingerprint``, so two models in same-named folders differ; None
+    files, ``pe_kit.text.encoder.model_fingerprint``, so two models in same-named folders differ; None
     otherwise, e.g. a remote endpoint known only by name and URL); ``code`` (SHA-256 of the source file of
     the generator's class, so a change to its cleaning or sampling code regenerates).
     """

@@ -276,10 +276,10 @@ class LocalLMGenerator(SeededGenerator):
         }
 
     def identity(self) -> str:
-        """Digest of the model's files (``pe_kit.text.models.model_fingerprint`` of ``model_path``, or of the
+        """Digest of the model's files (``pe_kit.text.encoder.model_fingerprint`` of ``model_path``, or of the
         bundled SmolLM2 GGUF file), so that outputs are cached per model bytes, not per folder name.
         Raises :class:`GenerationError` if the default model is not installed."""
-        from pe_kit.text.models import model_fingerprint
+        from pe_kit.text.encoder import model_fingerprint
 
         if self.model_path is None:
             return model_fingerprint(smollm2_gguf_path())
