@@ -141,9 +141,9 @@ class AnchoredArgmax(ThresholdRule):
     """Maximum of calibrated ε over events whose min(FP, FN) ≥ ``fraction`` × that of the choice maximizing it at
     the stricter γ ``anchor_gamma``.
 
-    The choice at the stricter γ (penalising small counts) is stable but bulk-side of the optimum; the floor lets the argmax move tailwards by
-    at most a factor 1/fraction in false positives, which scales with the canary (few false positives for a
-    strong one, thousands for a weak one) without a model. No such choice → ``Argmax``.
+    The choice at the stricter γ (penalising small counts) is stable but bulk-side of the optimum; the floor lets
+    the argmax move tailwards by at most a factor 1/fraction in false positives, which scales with the canary (few
+    false positives for a strong one, thousands for a weak one) without a model. No such choice → ``Argmax``.
 
     Raises:
         ValueError: for anchor_gamma outside (0, 0.5) or fraction outside (0, 1].

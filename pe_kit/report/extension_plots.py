@@ -146,7 +146,8 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
     ax.set_yticks(y, [lab + ("  ✗" if w else "") for lab, w in zip(labels, wrong)], fontsize=8)
     lvl = f"{float(d['band_level'].iloc[0]):.4g}" if "band_level" in d.columns else "two-sided"
     ax.set_xlabel(f"ε_lower (band: {lvl} two-sided confidence)")
-    ax.set_title(f"red: flagged (ε_lower > ε_theory){_trials(d)}\n✗: the verdict differs from the derivation", fontsize=10)
+    ax.set_title(f"red: flagged (ε_lower > ε_theory){_trials(d)}\n✗: the verdict differs from the derivation",
+                 fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     if n_panels == 2:
         ax2 = axes[0][1]
@@ -157,7 +158,8 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
         for yi, ti in zip(yy, t):
             ax2.text(ti if np.isfinite(ti) else 1, yi, f" {int(ti):,}" if np.isfinite(ti) else " not flagged",
                      va="center", fontsize=7)
-        ax2.set(xscale="log", xlim=(300, None), xlabel="trials per hypothesis to flag", title="trials each violation needed")
+        ax2.set(xscale="log", xlim=(300, None), xlabel="trials per hypothesis to flag",
+                title="trials each violation needed")
         ax2.set_yticks(yy, list(nd["implementation"]), fontsize=8)
     fig.tight_layout()
     return fig

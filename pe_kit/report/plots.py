@@ -161,7 +161,8 @@ def plot_design(df: pd.DataFrame):
     sns.stripplot(df, x="variant", y="mu_eff", order=order, color="k", size=4, ax=axes[0])
     ceiling = float(df["mu_eff_ceiling"].max())
     axes[0].axhline(ceiling, color="C3", ls="--", label=f"ceiling 1/σ = {ceiling:.3g} (Eq. 20)")
-    axes[0].set(ylabel="μ_eff (Eq. 15)", ylim=(0, 1.2 * ceiling), title="μ_eff: bar = max over canaries, dots = each canary")
+    axes[0].set(ylabel="μ_eff (Eq. 15)", ylim=(0, 1.2 * ceiling),
+                title="μ_eff: bar = max over canaries, dots = each canary")
     axes[0].legend(loc="upper left", fontsize=8, framealpha=0.9)
     sns.barplot(df, x="variant", y="canary_votes_on_P", hue="variant", order=order, palette=pal, errorbar=None,
                 estimator="mean", ax=axes[1], alpha=0.5, legend=False)
@@ -214,7 +215,8 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
         ax.plot(pred, d["tpr"], "o", ms=3, label="thresholds")
         m = max(float(np.max(pred)), float(np.max(d["tpr"])))
         ax.plot([0, m], [0, m], "k--", lw=1, label="identity")
-        ax.set(xlabel="(1−q)·FPR + q·TPR_inc", ylabel="TPR (eligible canary)", title=f"{name}: mixture identity (Eq. 23)")
+        ax.set(xlabel="(1−q)·FPR + q·TPR_inc", ylabel="TPR (eligible canary)",
+               title=f"{name}: mixture identity (Eq. 23)")
         ax.legend(fontsize=7)
         ax = axes[1, j]
         x = np.asarray(d["bin_centers"])

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import platform
-import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -21,11 +20,12 @@ import pandas as pd
 
 from pe_kit.cache import atomic_write_bytes, content_hash
 from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_COLUMNS,  # noqa: F401
-                                  SHIFT_ROWS_SHOWN, add_epsilon_interval, dropped_note, epsilon_interval,
-                                  idealised_table, one_run_table, pool_generator_note, population_shift_table,
-                                  published_table, spread_cells, table_epsilon, table_epsilon_spread, truncation_table)
+                                  SHIFT_ROWS_SHOWN, _fmt, add_epsilon_interval, dropped_note, epsilon_interval,
+                                  idealised_table, markdown_table, one_run_table, pool_generator_note,
+                                  population_shift_table, published_table, spread_cells, table_epsilon,
+                                  table_epsilon_spread, truncation_table)
 
-__all__ = ["StepCache", "short_cells", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
+__all__ = ["StepCache", "short_cells", "tidy", "write_rows", "collect", "markdown_table", "epsilon_interval",
            "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "spread_cells", "dropped_note",
            "pool_generator_note", "population_shift_table", "SHIFT_COLUMNS",
            "summary_markdown", "truncation_table", "RUN_COLUMNS"]
@@ -178,11 +178,6 @@ def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebo
     return path
 
 
-def read_rows(path: str | Path) -> pd.DataFrame:
-    """Read one notebook's CSV (``pandas.DataFrame``). Raises FileNotFoundError if absent."""
-    return pd.read_csv(path)
-
-
 def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
     """Concatenate ``<run_dir>/<nb>.csv`` for the given notebook stems (missing ones skipped), union of columns.
 
@@ -201,43 +196,6 @@ def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True, sort=False)
     first = [c for c in RUN_COLUMNS if c in df.columns]
     return df[first + [c for c in df.columns if c not in first]]
-
-
-_COUNT_COL = re.compile(r"(^|_)(trials|canaries|truncated|total|token_cap|coords|voters|users|seed|round|"
-                        r"releases|participants|true_pos|false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|"
-                        r"max_probes|top_k|rows|slot|index|m|k_plus|k_minus|guesses|correct|repeats?|copies)$")
-
-
-def _fmt(v: Any, floatfmt: str) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if isinstance(v, (float, np.floating)):
-        return format(float(v), floatfmt)
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False) -> str:
-    """Render a DataFrame as a GitHub-flavoured markdown table (no ``tabulate`` needed).
-
-    Args:
-        df: the table; floatfmt: format spec for floats; index: include the index as first column(s).
-
-    Returns:
-        str (ends with a newline); ``"(no rows)\\n"`` for an empty frame.
-    """
-    if df is None or df.empty:
-        return "(no rows)\n"
-    d = df.reset_index() if index else df
-    cols = [str(c) for c in d.columns]
-    # count columns read back from CSV as floats (NaN elsewhere) print as integers
-    whole = [bool(_COUNT_COL.search(str(c))) and pd.api.types.is_float_dtype(d[c])
-             and bool((d[c].dropna() % 1 == 0).all()) for c in d.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in d.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(int(v) if w and isinstance(v, float) and not math.isnan(v) else v, floatfmt)
-                                       for v, w in zip(row, whole)) + " |")
-    return "\n".join(lines) + "\n"
-
 
 
 def _section(title: str, body: str) -> str:
@@ -397,7 +355,8 @@ _SECTIONS = (
         "background_voters"))),
     (("mechanism",), _table("One PE release on real data (notebook 01)", ("quantity", "value", "note"), ".4g")),
     (("llr_check",), _table("LLR derivation checks (notebook 03, App. E)", (
-        "check", "variant", "expected", "observed", "abs_error", "rule", "tolerance", "passed"), ".4g", prep=_llr_rules)),
+        "check", "variant", "expected", "observed", "abs_error", "rule", "tolerance", "passed"), ".4g",
+        prep=_llr_rules)),
     *((((name,), _table(title, [c.format(x=x) for c in _SWEEP], by=("variant", x))) for name, x, title in (
         ("sigma_sweep", "mech_noise_multiplier", "σ sweep (Fig. 1 analogue)"),
         ("q_sweep", "mech_sample_rate", "q sweep (Fig. 1 analogue)")))),

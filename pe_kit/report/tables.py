@@ -8,16 +8,55 @@ and ε_lower / μ_lower of the f-DP audit (Mahloujifar et al., ICML 2025) with t
 """
 from __future__ import annotations
 
-from typing import Sequence
+import math
+import re
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from pe_kit.audit.bounds import epsilon_lower_from_counts
 
-__all__ = ["epsilon_interval", "add_epsilon_interval", "table_epsilon", "table_epsilon_spread", "spread_cells",
-           "dropped_note", "population_shift_table", "SHIFT_COLUMNS", "SHIFT_ROWS_SHOWN", "truncation_table",
+__all__ = ["markdown_table", "epsilon_interval", "add_epsilon_interval", "table_epsilon", "table_epsilon_spread",
+           "spread_cells", "dropped_note", "population_shift_table", "SHIFT_COLUMNS", "SHIFT_ROWS_SHOWN",
+           "truncation_table",
            "published_table", "one_run_table", "idealised_table", "PUBLISHED_TITLE", "ONE_RUN_TITLE", "IDEALISED_TITLE"]
+
+_COUNT_COL = re.compile(r"(^|_)(trials|canaries|truncated|total|token_cap|coords|voters|users|seed|round|"
+                        r"releases|participants|true_pos|false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|"
+                        r"max_probes|top_k|rows|slot|index|m|k_plus|k_minus|guesses|correct|repeats?|copies)$")
+
+
+def _fmt(v: Any, floatfmt: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, (float, np.floating)):
+        return format(float(v), floatfmt)
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False) -> str:
+    """Render a DataFrame as a GitHub-flavoured markdown table (no ``tabulate`` needed).
+
+    Args:
+        df: the table; floatfmt: format spec for floats; index: include the index as first column(s).
+
+    Returns:
+        str (ends with a newline); ``"(no rows)\\n"`` for an empty frame.
+    """
+    if df is None or df.empty:
+        return "(no rows)\n"
+    d = df.reset_index() if index else df
+    cols = [str(c) for c in d.columns]
+    # count columns read back from CSV as floats (NaN elsewhere) print as integers
+    whole = [bool(_COUNT_COL.search(str(c))) and pd.api.types.is_float_dtype(d[c])
+             and bool((d[c].dropna() % 1 == 0).all()) for c in d.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in d.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(int(v) if w and isinstance(v, float) and not math.isnan(v) else v, floatfmt)
+                                       for v, w in zip(row, whole)) + " |")
+    return "\n".join(lines) + "\n"
+
 
 def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float = 0.95):
     """Two-sided confidence interval and point estimate of the ε that a frozen threshold test certifies.
@@ -157,19 +196,7 @@ def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_s
         silently: ``table.attrs["dropped_rows"]`` maps the reason to the count (:func:`dropped_note`), and a
         ``UserWarning`` says so.
     """
-    if df.empty:
-        return pd.DataFrame()
-    index = list(index)
-    df, order, dropped = _table_rows(df, index, variants)
-    if df.empty:
-        table = pd.DataFrame()
-    else:
-        table = df.pivot_table(index=index, columns="variant", values="epsilon_lower", aggfunc="max")
-        table = table[[v for v in order if v in table.columns]]
-        table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max()
-        table.columns.name = None
-    table.attrs["dropped_rows"] = dropped
-    return table
+    return _variant_table(df, index, variants, lambda g: g.max())
 
 
 def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"),
@@ -187,19 +214,24 @@ def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", 
         DataFrame of str cells indexed by ``index``, one column per variant, plus ``epsilon_theory``; rows left
         out are counted in ``table.attrs["dropped_rows"]`` as in :func:`table_epsilon`.
     """
+    return _variant_table(df, index, variants, spread_cells, lambda theory: theory.map("{:.3f}".format))
+
+
+def _variant_table(df: pd.DataFrame, index: Sequence[str], variants: Sequence[str] | None, cells,
+                   theory=lambda s: s) -> pd.DataFrame:
+    """What both variant tables share: ``cells`` of each (index…) × variant group of ε_lower, columns in
+    ``variants`` order, ``theory`` of the max ε_theory per row; rows left out counted in ``attrs["dropped_rows"]``."""
     if df.empty:
         return pd.DataFrame()
     index = list(index)
     df, order, dropped = _table_rows(df, index, variants)
-    if df.empty:
-        out = pd.DataFrame()
-        out.attrs["dropped_rows"] = dropped
-        return out
-    table = spread_cells(df.groupby(index + ["variant"])["epsilon_lower"]).unstack("variant")
-    table = table[[v for v in order if v in table.columns]]
-    if "epsilon_theory" in df.columns:
-        table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max().map("{:.3f}".format)
-    table.columns.name = None
+    table = pd.DataFrame()
+    if not df.empty:
+        table = cells(df.groupby(index + ["variant"])["epsilon_lower"]).unstack("variant")
+        table = table[[v for v in order if v in table.columns]]
+        if "epsilon_theory" in df.columns:
+            table["epsilon_theory"] = theory(df.groupby(index)["epsilon_theory"].max())
+        table.columns.name = None
     table.attrs["dropped_rows"] = dropped
     return table
 
@@ -309,13 +341,13 @@ PUBLISHED_TITLE = (
     "tried are in notebook 08 and `pe_kit.audit.one_run_checks`); with fewer games the tolerance is wider and an "
     "f-DP row can read `within` = True")
 ONE_RUN_TITLE = (
-    "One-run audits of one PE release (notebook 08): ε_lower (Steinke et al.) and μ_lower / ε_lower (f-DP) per sampling "
-    "rate, variant and number of canaries m, beside the kit's multi-trial audit on the same bank (method multi_trial: "
-    "m = 1 canary, `trials` per hypothesis, `releases` = 4·trials for the calibration and test splits under H0 and H1). "
-    "`probe_share`: the share of the bank's p coordinates the m canaries' blocks take; `mu_eff`: median per-canary "
-    "μ_eff (ceiling 1/σ); (`k_plus`, `k_minus`): the best pair of \"in\"/\"out\" guesses, with its `correct` of "
-    "`guesses` (when ε_lower = 0, the first pair searched, (1, 0)); `seconds`: wall time of routing, release, scoring "
-    "and bounds")
+    "One-run audits of one PE release (notebook 08): ε_lower (Steinke et al.) and μ_lower / ε_lower (f-DP) per "
+    "sampling rate, variant and number of canaries m, beside the kit's multi-trial audit on the same bank (method "
+    "multi_trial: m = 1 canary, `trials` per hypothesis, `releases` = 4·trials for the calibration and test splits "
+    "under H0 and H1). `probe_share`: the share of the bank's p coordinates the m canaries' blocks take; `mu_eff`: "
+    "median per-canary μ_eff (ceiling 1/σ); (`k_plus`, `k_minus`): the best pair of \"in\"/\"out\" guesses, with its "
+    "`correct` of `guesses` (when ε_lower = 0, the first pair searched, (1, 0)); `seconds`: wall time of routing, "
+    "release, scoring and bounds")
 IDEALISED_TITLE = ("One-run audits on the idealised game (notebook 08: no PE, per-canary Gaussian LLR at μ = 1/σ): "
                    "median (min, max) over repeats")
 
