@@ -18,9 +18,11 @@ a grid point with probability 0). So each rule's row is the distribution of a re
 and rows differ only by the rule, never by the draws.
 
 Rules: ``argmax`` (the kit before issue 33), ``gaussian_model`` (the new default, with its
-``anchored_argmax`` fallback counted in its row), ``anchored_argmax``, ``penalised`` (γ_select = 1e-5),
-``min_count`` (100 calibration false positives), and ``oracle``: ``Explicit`` at the Gaussian model's optimal
-threshold for the true μ_eff (``expectations.expected_epsilon``), fixed before any trial (no row at μ = 0).
+``anchored_argmax`` fallback counted in its row), ``anchored_argmax``, and three measured alternatives defined in
+this script (not in ``pe_kit``, which keeps only the rules ``AuditConfig.threshold_rule`` can name):
+``penalised`` (``Penalised``, γ_select = 1e-5), ``min_count`` (``MinCount``, 100 calibration false positives), and
+``oracle``: ``Explicit`` at the Gaussian model's optimal threshold for the true μ_eff
+(``expectations.expected_epsilon``), fixed before any trial (no row at μ = 0).
 Columns: median, mean and sd of ε_lower; audits at exactly 0; audits above ε_theory (1.695 here); the
 number that fell back (``gaussian_model`` only); the rule's own calibration time per audit (ms, CPU of this
 process on a shared machine); the audits in the row. Time of the whole run is printed at the end. ``--save``
@@ -36,10 +38,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -53,15 +58,75 @@ from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
 from pe_kit.audit.threshold_rules import (  # noqa: E402
     AnchoredArgmax,
     Argmax,
-    Explicit,
+    CalibrationCounts,
+    Choice,
     GaussianModel,
-    MinCount,
-    Penalised,
+    ThresholdRule,
+    _masked_argmax,
 )
 from pe_kit.audit.trials import nonce_problem  # noqa: E402
 
 Q, GAMMA, DELTA, SIGMA = 0.1, 0.0025, 1e-5, 1.0
 RULES = ("argmax", "gaussian_model", "anchored_argmax", "penalised", "min_count", "oracle")
+
+
+@dataclass(frozen=True)
+class Penalised(ThresholdRule):
+    """Maximum of calibrated ε with the stricter γ ``gamma_select`` (< γ) on calibration: Clopper–Pearson
+    widths grow as counts shrink, so far-tail events pay more. The test split still uses the audit's γ.
+
+    Raises:
+        ValueError: for gamma_select outside (0, 0.5).
+    """
+
+    gamma_select: float = 1e-5
+    name: ClassVar[str] = "penalised"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.gamma_select < 0.5:
+            raise ValueError(f"gamma_select={self.gamma_select} must lie in (0, 0.5); e.g. 1e-5")
+
+    def select(self, counts: CalibrationCounts) -> Choice:
+        i, d, _ = _masked_argmax(counts, self.gamma_select)
+        return Choice(i, d, self.name)
+
+
+@dataclass(frozen=True)
+class MinCount(ThresholdRule):
+    """Maximum of calibrated ε over events with min(FP, FN) ≥ ``min_false_positives`` on calibration.
+
+    Raises:
+        ValueError: for a negative floor.
+    """
+
+    min_false_positives: int = 100
+    name: ClassVar[str] = "min_count"
+
+    def __post_init__(self) -> None:
+        if self.min_false_positives < 0:
+            raise ValueError(f"min_false_positives={self.min_false_positives} must be ≥ 0")
+
+    def select(self, counts: CalibrationCounts) -> Choice:
+        i, d, _ = _masked_argmax(counts, counts.gamma, self.min_false_positives)
+        return Choice(i, d, self.name)
+
+
+@dataclass(frozen=True)
+class Explicit(ThresholdRule):
+    """A threshold fixed before any trial (e.g. the Gaussian model's optimum at a known μ_eff): the candidate
+    nearest to ``threshold`` (ties → the lower), event ``direction``. Uses no calibration count."""
+
+    threshold: float
+    direction: int = 1
+    name: ClassVar[str] = "explicit"
+
+    def __post_init__(self) -> None:
+        if self.direction not in (1, -1) or not math.isfinite(self.threshold):
+            raise ValueError(f"Explicit(threshold={self.threshold}, direction={self.direction}): use a finite "
+                             "threshold and direction +1 or -1")
+
+    def select(self, counts: CalibrationCounts) -> Choice:
+        return Choice(int(np.argmin(np.abs(counts.thresholds - self.threshold))), self.direction, self.name)
 
 
 def _args():

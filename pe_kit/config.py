@@ -333,7 +333,7 @@ class MechanismConfig(MechanismSettings):
 
 
 #: The threshold rules' names (``pe_kit.audit.threshold_rules.RULES`` holds the rules; this stage cannot import them).
-THRESHOLD_RULES = ("gaussian_model", "argmax", "anchored_argmax", "penalised", "min_count")
+THRESHOLD_RULES = ("gaussian_model", "argmax", "anchored_argmax")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from pe_kit.report.paper_compare import BANK_LABEL, comparison_markdown, comparison_table, format_count as _count
+from pe_kit.report.tables import markdown_table
 
 __all__ = ["PART_ORDER", "read_part", "headline_markdown", "table4_markdown", "docs_results_markdown", "write_docs_results",
            "DEFAULT_OUT", "main"]
@@ -205,16 +206,17 @@ def _values(col: pd.Series) -> set[str]:
 
 
 def _runs_table(parts: dict, link: str) -> str:
-    lines = ["| part | notebooks | preset | data | wall time | finished | provenance |", "|---|---|---|---|---|---|---|"]
+    rows = []
     for name, (df, meta) in parts.items():
         preset = meta.get("preset", {}) or {}
         nbs = ", ".join(s["notebook"][:2] for s in meta.get("statuses", []) if s.get("status") == "ran")
         data = preset.get("data") or "bundled Blogs sample"
         secs = f"{meta['seconds']:,.0f} s" if isinstance(meta.get("seconds"), (int, float)) else ""
         prov = str(meta.get("provenance", "")).replace("|", "/").replace("\n", " ")
-        lines.append(f"| [`{name}`]({link}/{name}/results.md) | {nbs} | {preset.get('name', '')} | `{data}` | {secs} | "
-                     f"{meta.get('finished', '')} | {prov} |")
-    return "\n".join(lines) + "\n"
+        rows.append([f"[`{name}`]({link}/{name}/results.md)", nbs, str(preset.get("name", "")), f"`{data}`", secs,
+                     str(meta.get("finished", "")), prov])
+    return markdown_table(pd.DataFrame(rows, columns=["part", "notebooks", "preset", "data", "wall time", "finished",
+                                                      "provenance"]))
 
 
 def _votes_section(df: pd.DataFrame) -> str:
@@ -227,15 +229,15 @@ def _votes_section(df: pd.DataFrame) -> str:
     t2 = t2[t2["variant"].isin(["ordinary", "exact"])]
     if t2.empty:
         return ""
-    lines = ["| arm | bank | variant | share of votes on P | ‖v_P‖ | μ_eff |\n|---|---|---|---|---|---|\n"]
-    for (arm, bank, variant), g in t2.groupby(["study_arm", "bank_source", "variant"], sort=False):
-        cells = [f"{_f(g[c].median())} ({_f(g[c].min(), '.2f')}–{_f(g[c].max(), '.2f')})"
-                 for c in ("canary_votes_on_P", "canary_norm", "mu_eff")]
-        lines.append(f"| {arm} | {bank} | {variant} | " + " | ".join(cells) + " |\n")
+    rows = [[str(arm), str(bank), str(variant)]
+            + [f"{_f(g[c].median())} ({_f(g[c].min(), '.2f')}–{_f(g[c].max(), '.2f')})"
+               for c in ("canary_votes_on_P", "canary_norm", "mu_eff")]
+            for (arm, bank, variant), g in t2.groupby(["study_arm", "bank_source", "variant"], sort=False)]
     return ("An exact canary's inspected coordinates P are its copies in the bank; each record's copy takes one of its "
             "k votes and the others go to bank texts outside P, so only part of its vote mass lands on P. An "
             "ordinary canary's P is its whole top-k support. Median (min–max) over each variant's canaries:\n\n"
-            + "".join(lines) + "\n")
+            + markdown_table(pd.DataFrame(rows, columns=["arm", "bank", "variant", "share of votes on P", "‖v_P‖",
+                                                         "μ_eff"])) + "\n")
 
 
 def _sweep_section(df: pd.DataFrame) -> str:

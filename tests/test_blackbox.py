@@ -283,14 +283,14 @@ def test_histogram_adapter_audits_third_party_code():
 def test_plot_mutant_suite(tmp_path):
     import pandas as pd
 
-    from pe_kit.report import plots
+    from pe_kit.report import extension_plots, plots
 
     df = pd.DataFrame({"implementation": ["reference", "no_clipping"], "design": ["concentrated"] * 2,
                        "epsilon_lower": [0.3, 6.0], "epsilon_ci_low": [0.3, 6.0], "epsilon_ci_high": [0.6, np.inf],
                        "epsilon_theory": [0.66, 0.66], "violation": [False, True], "expected_violation": [False, True],
                        "band_level": [0.9955] * 2})
     needed = pd.DataFrame({"implementation": ["no_clipping"], "trials_needed": [1000]})
-    fig = plots.plot_mutant_suite(df, needed)
+    fig = extension_plots.plot_mutant_suite(df, needed)
     assert len(fig.axes) == 2 and all(p.stat().st_size > 1000 for p in plots.save_figure(fig, tmp_path, "suite"))
     with pytest.raises(ValueError, match="violation"):
-        plots.plot_mutant_suite(df.drop(columns="violation"))
+        extension_plots.plot_mutant_suite(df.drop(columns="violation"))

@@ -7,7 +7,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from pe_kit.report import plots  # noqa: E402
+from pe_kit.report import extension_plots, plots  # noqa: E402
 from pe_kit.report.results import add_epsilon_interval, table_epsilon  # noqa: E402
 
 
@@ -189,7 +189,7 @@ def _multiround_rows():
 
 
 def test_fig2_states_sigma_q_T_N():
-    fig = plots.plot_multiround(_multiround_rows())
+    fig = extension_plots.plot_multiround(_multiround_rows())
     title = fig._suptitle.get_text()
     assert title == ("Multi-round PE (Fig. 2 analogue): σ = 1.1088, q = 0.1, T = 6, N = 1000 users, δ = 1e-05, "
                      "5,000,000 trials per hypothesis, canary: nonce")
@@ -200,7 +200,7 @@ def test_fig2_states_sigma_q_T_N():
     assert [line.get_label() for line in fig.axes[1].lines][:2] == ["ε_theory (PRV accountant)",
                                                                    "ε_lower (composed audit, Eq. 36)"]
     with pytest.raises(ValueError, match="study_n_test"):
-        plots.plot_multiround(_multiround_rows().drop(columns="study_n_test"))
+        extension_plots.plot_multiround(_multiround_rows().drop(columns="study_n_test"))
 
 
 def test_fig2_dp_vs_control_with_both_audits_and_the_gain():
@@ -210,7 +210,7 @@ def test_fig2_dp_vs_control_with_both_audits_and_the_gain():
     audit = pd.DataFrame({"releases": range(1, 7), "epsilon_theory": [1.345, 1.54, 1.682, 1.8, 1.905, 2.0],
                           "epsilon_lower_frozen": [0.4] * 6, "epsilon_lower_adaptive": [0.5] * 6})
     gain = pd.DataFrame({"round": [6], "gain": [0.05], "ci_low": [0.04], "ci_high": [0.06]})
-    fig = plots.plot_multiround(df, audit=audit, gain=gain)
+    fig = extension_plots.plot_multiround(df, audit=audit, gain=gain)
     ax1, ax2 = fig.axes
     assert [t.get_text() for t in ax1.get_legend().get_texts()] == ["DP histogram retention",
                                                                    "random retention (σ → ∞)"]
@@ -222,7 +222,7 @@ def test_fig2_dp_vs_control_with_both_audits_and_the_gain():
                                                         "ε_lower, adaptive (Eq. 36, realised banks)"]
     assert list(ax2.lines[2].get_ydata()) == [0.5] * 6
     with pytest.raises(ValueError, match="epsilon_lower_frozen"):
-        plots.plot_multiround(df, audit=audit.drop(columns="epsilon_lower_frozen"))
+        extension_plots.plot_multiround(df, audit=audit.drop(columns="epsilon_lower_frozen"))
 
 
 def test_encoder_figure_needs_two_encoders():
@@ -285,11 +285,11 @@ def test_release_draws_the_canary_on_a_log_scale_so_it_is_visible():
 
 
 def test_one_run_figure_from_the_committed_reference_run():
-    """Notebook 08's figure, drawn by pe_kit.report.one_run_plots from the committed one-run part's rows: a panel
+    """Notebook 08's figure, drawn by pe_kit.report.extension_plots from the committed one-run part's rows: a panel
     per q with one series per (variant, bound), ε_theory and the multi-trial value as horizontal lines."""
     from pathlib import Path
 
-    from pe_kit.report.one_run_plots import plot_epsilon_vs_m
+    from pe_kit.report.extension_plots import plot_epsilon_vs_m
 
     df = pd.read_csv(Path(__file__).resolve().parents[1] / "docs" / "paper_run" / "onerun" / "results.csv",
                      low_memory=False)

@@ -14,12 +14,10 @@ from pe_kit.audit.engine import ThresholdGrid, _gaussian_bin_probs, audit_scalar
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.threshold_rules import (
     DEFAULT_RULE,
+    RULES,
     AnchoredArgmax,
     Argmax,
-    Explicit,
     GaussianModel,
-    MinCount,
-    Penalised,
     moments_from_counts,
     rule_named,
 )
@@ -27,6 +25,19 @@ from pe_kit.audit.trials import nonce_problem
 from pe_kit.config import AuditConfig
 
 Q, G, D = 0.1, 0.0025, 1e-5
+
+
+def _bench():
+    """benchmarks/bench_threshold_rule.py, where the measured alternatives (Penalised, MinCount, Explicit) live."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_threshold_rule.py"
+    spec = importlib.util.spec_from_file_location("bench_threshold_rule", path)
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))  # dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
 
 
 def _draws(mu: float, n: int, audits: int, seed: int):
@@ -155,6 +166,8 @@ def test_argmax_is_the_exact_full_scan():
 
 
 def test_count_floors_and_penalty_are_respected():
+    bench = _bench()
+    MinCount, Penalised = bench.MinCount, bench.Penalised
     n = 1_000_000
     thr, fp, tp, _, _ = next(_draws(1.0, n, 1, seed=4))
     m = calibrate_from_counts(thr, tp, fp, n, n, G, D, rule=MinCount(300), sample_rate=Q)
@@ -169,17 +182,21 @@ def test_count_floors_and_penalty_are_respected():
 
 
 def test_explicit_and_names_and_errors():
+    bench = _bench()
     n = 10_000
     thr, tp, fp = _smooth_counts(1.0, n)
-    e = calibrate_from_counts(thr, tp, fp, n, n, G, D, rule=Explicit(2.0))
+    e = calibrate_from_counts(thr, tp, fp, n, n, G, D, rule=bench.Explicit(2.0))
     assert abs(e.threshold - 2.0) <= (thr[1] - thr[0]) / 2 and e.rule == "explicit"
     assert rule_named("argmax") == Argmax() and rule_named(None) is DEFAULT_RULE
-    with pytest.raises(ValueError, match="threshold_rule='argmx'"):
+    with pytest.raises(ValueError, match=r"threshold_rule='argmx' is unknown; use one of \['anchored_argmax', "
+                                         r"'argmax', 'gaussian_model'\]"):
         rule_named("argmx")
+    with pytest.raises(ValueError, match="threshold_rule='penalised' is unknown"):  # a benchmark's rule, not the kit's
+        rule_named("penalised")
     with pytest.raises(ValueError, match="threshold_rule"):
         AuditConfig(threshold_rule="argmx")
     with pytest.raises(ValueError, match="gamma_select"):
-        Penalised(0.7)
+        bench.Penalised(0.7)
     with pytest.raises(ValueError, match="fraction"):
         AnchoredArgmax(fraction=0)
     from pe_kit.audit.bounds import evaluate_threshold
@@ -224,7 +241,6 @@ def test_threshold_rule_is_a_setting_of_the_audit_section():
 
 def test_the_settings_choices_are_the_rules_registry():
     """config.THRESHOLD_RULES (the base stage cannot import the rules) names exactly audit.threshold_rules.RULES."""
-    from pe_kit.audit.threshold_rules import RULES
     from pe_kit.config import THRESHOLD_RULES
 
-    assert tuple(RULES) == THRESHOLD_RULES
+    assert tuple(RULES) == THRESHOLD_RULES == ("gaussian_model", "argmax", "anchored_argmax")

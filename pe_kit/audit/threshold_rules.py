@@ -18,18 +18,17 @@ lucky; the test then sees that tail's true rates (winner's curse). It costs powe
 the tail side of its optimum (0.99 at 137 expected calibration false positives, 0.68 at 17) and gently on the
 bulk side (0.88 at 850), so a rule should stay at or a little bulk-side of the optimum.
 
-Rules:
+Rules (the alternatives measured beside them, ``penalised``, ``min_count`` and the fixed-threshold oracle, live in
+``benchmarks/bench_threshold_rule.py``):
 
-* ``Argmax`` — the exact maximum of calibrated ε over both events {score > t} and {score ≤ t}.
-* ``Penalised(gamma_select)`` — the same maximum with a stricter γ on calibration (penalises small counts).
-* ``MinCount(min_false_positives)`` — the maximum over events with at least that many calibration false
-  positives (and false negatives); the fixed-floor analogue of ``jax_privacy.auditing``'s ``min_count``.
-* ``AnchoredArgmax(anchor_gamma, fraction)`` — ``MinCount`` whose floor is ``fraction`` × the small count at
-  the ``Penalised(anchor_gamma)`` choice: model-free and scale-free.
 * ``GaussianModel(fallback, fit_sd)`` — the kit's default: the event the Gaussian model of Eqs. 16–19 would
   choose at the μ_eff the calibration trials show, located on the calibration scores by quantile; used only
   when the calibration counts agree with the model there, else ``fallback``.
-* ``Explicit(threshold, direction)`` — a threshold fixed in advance (the oracle of the benchmark).
+* ``AnchoredArgmax(anchor_gamma, fraction)`` — the default's fallback: the maximum of calibrated ε over events
+  whose min(FP, FN) is at least ``fraction`` × that of the choice at the stricter γ ``anchor_gamma``;
+  model-free and scale-free.
+* ``Argmax`` — the exact maximum of calibrated ε over both events {score > t} and {score ≤ t}; the rule of the
+  committed runs made before the default (docs/threshold_rules.md, docs/composed.md).
 """
 from __future__ import annotations
 
@@ -43,8 +42,8 @@ from scipy import special
 from pe_kit.audit.confusion import best_threshold_from_counts, epsilon_lower_from_counts
 from pe_kit.audit.expectations import _expected_eps_at, expected_epsilon
 
-__all__ = ["CalibrationCounts", "Choice", "ThresholdRule", "Argmax", "Penalised", "MinCount", "AnchoredArgmax",
-           "GaussianModel", "Explicit", "DEFAULT_RULE", "RULES", "rule_named", "moments_from_counts"]
+__all__ = ["CalibrationCounts", "Choice", "ThresholdRule", "Argmax", "AnchoredArgmax", "GaussianModel", "DEFAULT_RULE",
+           "RULES", "rule_named", "moments_from_counts"]
 
 
 @dataclass(frozen=True)
@@ -138,53 +137,13 @@ class Argmax(ThresholdRule):
 
 
 @dataclass(frozen=True)
-class Penalised(ThresholdRule):
-    """Maximum of calibrated ε with the stricter γ ``gamma_select`` (< γ) on calibration: Clopper–Pearson
-    widths grow as counts shrink, so far-tail events pay more. The test split still uses the audit's γ.
-
-    Raises:
-        ValueError: for gamma_select outside (0, 0.5).
-    """
-
-    gamma_select: float = 1e-5
-    name: ClassVar[str] = "penalised"
-
-    def __post_init__(self) -> None:
-        if not 0 < self.gamma_select < 0.5:
-            raise ValueError(f"gamma_select={self.gamma_select} must lie in (0, 0.5); e.g. 1e-5")
-
-    def select(self, counts: CalibrationCounts) -> Choice:
-        i, d, _ = _masked_argmax(counts, self.gamma_select)
-        return Choice(i, d, self.name)
-
-
-@dataclass(frozen=True)
-class MinCount(ThresholdRule):
-    """Maximum of calibrated ε over events with min(FP, FN) ≥ ``min_false_positives`` on calibration.
-
-    Raises:
-        ValueError: for a negative floor.
-    """
-
-    min_false_positives: int = 100
-    name: ClassVar[str] = "min_count"
-
-    def __post_init__(self) -> None:
-        if self.min_false_positives < 0:
-            raise ValueError(f"min_false_positives={self.min_false_positives} must be ≥ 0")
-
-    def select(self, counts: CalibrationCounts) -> Choice:
-        i, d, _ = _masked_argmax(counts, counts.gamma, self.min_false_positives)
-        return Choice(i, d, self.name)
-
-
-@dataclass(frozen=True)
 class AnchoredArgmax(ThresholdRule):
-    """``MinCount`` with the floor ``fraction`` × min(FP, FN) of the ``Penalised(anchor_gamma)`` choice.
+    """Maximum of calibrated ε over events whose min(FP, FN) ≥ ``fraction`` × that of the choice maximizing it at
+    the stricter γ ``anchor_gamma``.
 
-    The penalised choice is stable but bulk-side of the optimum; the floor lets the argmax move tailwards by
-    at most a factor 1/fraction in false positives, which scales with the canary (few false positives for a
-    strong one, thousands for a weak one) without a model. No penalised choice → ``Argmax``.
+    The choice at the stricter γ (penalising small counts) is stable but bulk-side of the optimum; the floor lets
+    the argmax move tailwards by at most a factor 1/fraction in false positives, which scales with the canary (few
+    false positives for a strong one, thousands for a weak one) without a model. No such choice → ``Argmax``.
 
     Raises:
         ValueError: for anchor_gamma outside (0, 0.5) or fraction outside (0, 1].
@@ -205,24 +164,6 @@ class AnchoredArgmax(ThresholdRule):
         floor = self.fraction * counts.small_count(ia, da) if ia >= 0 else 0.0
         i, d, _ = _masked_argmax(counts, counts.gamma, floor)
         return Choice(i, d, self.name)
-
-
-@dataclass(frozen=True)
-class Explicit(ThresholdRule):
-    """A threshold fixed before any trial (e.g. the Gaussian model's optimum at a known μ_eff): the candidate
-    nearest to ``threshold`` (ties → the lower), event ``direction``. Uses no calibration count."""
-
-    threshold: float
-    direction: int = 1
-    name: ClassVar[str] = "explicit"
-
-    def __post_init__(self) -> None:
-        if self.direction not in (1, -1) or not math.isfinite(self.threshold):
-            raise ValueError(f"Explicit(threshold={self.threshold}, direction={self.direction}): use a finite "
-                             "threshold and direction +1 or -1")
-
-    def select(self, counts: CalibrationCounts) -> Choice:
-        return Choice(int(np.argmin(np.abs(counts.thresholds - self.threshold))), self.direction, self.name)
 
 
 @dataclass(frozen=True)
@@ -300,8 +241,7 @@ DEFAULT_RULE: ThresholdRule = GaussianModel()
 
 #: The rules by name, as ``AuditConfig.threshold_rule`` names them (the names ``pe_kit.config`` accepts).
 RULES: dict[str, ThresholdRule] = {"gaussian_model": DEFAULT_RULE, "argmax": Argmax(),
-                                   "anchored_argmax": AnchoredArgmax(), "penalised": Penalised(),
-                                   "min_count": MinCount()}
+                                   "anchored_argmax": AnchoredArgmax()}
 
 
 def rule_named(name: str | ThresholdRule | None) -> ThresholdRule:

@@ -60,6 +60,36 @@ def _features(x: np.ndarray, name: str) -> np.ndarray:
     return x
 
 
+def _subsample(x: np.ndarray, max_samples: int | None, rng: np.random.Generator | None) -> np.ndarray:
+    """At most ``max_samples`` rows of ``x``, drawn without replacement from ``rng`` (kept in their order)."""
+    if max_samples is None:
+        return x
+    if max_samples < 2:
+        raise ValueError(f"max_samples={max_samples} must be ≥ 2 (or None)")
+    if x.shape[0] <= max_samples:
+        return x
+    if rng is None:
+        raise ValueError("subsampling to max_samples needs rng= (a numpy Generator)")
+    return x[np.sort(rng.choice(x.shape[0], size=max_samples, replace=False))]
+
+
+def _buckets(num_buckets: int | str, n: int, distinct_p: int, distinct_q: int) -> int:
+    """k-means clusters: for ``"auto"`` max(2, min(round(n / 10), distinct_p, distinct_q)), else ``num_buckets``
+    (with a warning when a side has fewer distinct rows)."""
+    if num_buckets == "auto":
+        return max(2, min(int(round(n / 10)), distinct_p, distinct_q))
+    buckets = int(num_buckets)
+    for side, d in (("p_features", distinct_p), ("q_features", distinct_q)):
+        if d < buckets:
+            import warnings
+
+            warnings.warn(f"num_buckets={buckets} but {side} has only {d} distinct rows: k-means splits the other "
+                          f"side's clusters where this side has no points, and MAUVE drops for that alone; pass "
+                          f"num_buckets='auto' (caps at each side's distinct rows) or num_buckets ≤ {d}",
+                          UserWarning, stacklevel=3)
+    return buckets
+
+
 def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[int] = (0, 1, 2, 3, 4),
                 num_buckets: int | str = "auto", max_samples: int | None = None,
                 rng: np.random.Generator | None = None, kmeans_num_redo: int = 1, kmeans_max_iter: int = 100,
@@ -97,16 +127,7 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds is empty: pass at least one k-means seed, e.g. seeds=(0, 1, 2, 3, 4)")
-    if max_samples is not None:
-        if max_samples < 2:
-            raise ValueError(f"max_samples={max_samples} must be ≥ 2 (or None)")
-        if max(p.shape[0], q.shape[0]) > max_samples:
-            if rng is None:
-                raise ValueError("subsampling to max_samples needs rng= (a numpy Generator)")
-            if p.shape[0] > max_samples:
-                p = p[np.sort(rng.choice(p.shape[0], size=max_samples, replace=False))]
-            if q.shape[0] > max_samples:
-                q = q[np.sort(rng.choice(q.shape[0], size=max_samples, replace=False))]
+    p, q = _subsample(p, max_samples, rng), _subsample(q, max_samples, rng)
     if not (num_buckets == "auto" or (isinstance(num_buckets, (int, np.integer))
                                       and 2 <= int(num_buckets) <= p.shape[0] + q.shape[0])):
         raise ValueError(f"num_buckets={num_buckets!r} must be 'auto' or an int in [2, n_p + n_q]")
@@ -116,18 +137,7 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
     inverse = inverse.reshape(-1)
     distinct_q = int(np.unique(inverse[:q.shape[0]]).size)
     distinct_p = int(np.unique(inverse[q.shape[0]:]).size)
-    if num_buckets == "auto":
-        buckets = max(2, min(int(round(min(p.shape[0], q.shape[0]) / 10)), distinct_p, distinct_q))
-    else:
-        buckets = int(num_buckets)
-        for side, d in (("p_features", distinct_p), ("q_features", distinct_q)):
-            if d < buckets:
-                import warnings
-
-                warnings.warn(f"num_buckets={buckets} but {side} has only {d} distinct rows: k-means splits the other "
-                              f"side's clusters where this side has no points, and MAUVE drops for that alone; pass "
-                              f"num_buckets='auto' (caps at each side's distinct rows) or num_buckets ≤ {d}",
-                              UserWarning, stacklevel=2)
+    buckets = _buckets(num_buckets, min(p.shape[0], q.shape[0]), distinct_p, distinct_q)
     uniq = normalize(raw_uniq, norm="l2", axis=1)  # as mauve does (norm="l2")
     if float(np.ptp(uniq, axis=0).max()) <= 1e-6:  # every normalised row is the same point (up to rounding)
         raise ValueError("P and Q have zero-variance features: every (L2-normalised) row is the same point, so "

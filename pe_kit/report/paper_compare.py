@@ -17,6 +17,7 @@ from typing import Mapping
 import pandas as pd
 
 from pe_kit.attack.variants import BEYOND_PAPER_VARIANTS
+from pe_kit.report.tables import markdown_table
 
 __all__ = ["PAPER_MECHANISM", "mechanism_words", "PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER", "BANK_LABEL", "paper_value", "comparison_table",
            "orderings", "orderings_line", "comparison_markdown", "format_count", "NATURAL_ORDER"]
@@ -243,18 +244,18 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
         first = cell.iloc[0]
         canaries = sorted(set(cell["canaries"]))
         note = str(first.get("mechanism_note", "") or "")
-        paper = ("" if note else f" | paper Table 2 ({dataset}) | paper Table 4 ({dataset} {letter})")
         out.append(f"{heading} {arm} arm, {BANK_LABEL.get(str(bank), str(bank))} (paper: {dataset}, {BANK_NOTE.get(str(bank), 'bank ' + letter)})\n\n"
                    f"N = {format_count(first['n_test'])} test and {format_count(first['n_calibration'])} calibration users, "
                    f"{'/'.join(map(str, canaries))} canaries per variant, {format_count(first['trials'])} trials per "
-                   f"hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.{' ' + note if note else ''}\n\n"
-                   f"| variant | canaries | ε_lower max | median ε_lower | min–max | median μ_eff{paper} |\n|"
-                   + "---|" * (6 if note else 8) + "\n")
-        for r in cell.itertuples(index=False):
-            name = f"{r.variant} *(beyond the paper)*" if r.variant in BEYOND_PAPER_VARIANTS else r.variant
-            out.append(f"| {name} | {r.canaries} | {_num(r.max)} | {_num(r.median)} | {_num(r.min, '.2f')}–"
-                       f"{_num(r.max, '.2f')} | {_num(r.mu_eff_median)}"
-                       + ("" if note else f" | {_num(r.paper_table2)} | {_num(r.paper_table4)}") + " |\n")
-        out.append("\n")
+                   f"hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.{' ' + note if note else ''}\n\n")
+        cols = {"variant": [f"{v} *(beyond the paper)*" if v in BEYOND_PAPER_VARIANTS else v for v in cell["variant"]],
+                "canaries": [str(n) for n in cell["canaries"]], "ε_lower max": [_num(v) for v in cell["max"]],
+                "median ε_lower": [_num(v) for v in cell["median"]],
+                "min–max": [f"{_num(a, '.2f')}–{_num(b, '.2f')}" for a, b in zip(cell["min"], cell["max"])],
+                "median μ_eff": [_num(v) for v in cell["mu_eff_median"]]}
+        if not note:
+            cols[f"paper Table 2 ({dataset})"] = [_num(v) for v in cell["paper_table2"]]
+            cols[f"paper Table 4 ({dataset} {letter})"] = [_num(v) for v in cell["paper_table4"]]
+        out.append(markdown_table(pd.DataFrame(cols)) + "\n")
     line = orderings_line(orderings(table))
     return (line + "\n\n" if line else "") + "".join(out).rstrip("\n") + "\n"

@@ -17,7 +17,7 @@ from scipy import stats
 
 __all__ = ["set_style", "save_figure", "plot_vote_norms", "plot_release", "plot_design", "plot_score_distributions",
            "plot_mixture_checks", "plot_epsilon_heatmap", "plot_epsilon_by_canary", "plot_sweep",
-           "plot_encoder_ablation", "plot_tightness", "plot_multiround", "plot_mutant_suite", "variant_palette"]
+           "plot_encoder_ablation", "plot_tightness", "variant_palette"]
 
 
 def _rotate(ax, degrees: int = 30) -> None:
@@ -43,6 +43,26 @@ def variant_palette(variants: Sequence[str]) -> dict:
 
     cols = sns.color_palette("tab10", len(VARIANTS))
     return {v: cols[VARIANTS.index(v) % len(cols)] if v in VARIANTS else (0.4, 0.4, 0.4) for v in variants}
+
+
+def _order(variants) -> list[str]:
+    """The variants present, in Table 1's order, then those beyond the paper (``ALL_VARIANTS``); others left out."""
+    from pe_kit.attack.variants import ALL_VARIANTS
+
+    present = set(variants)
+    return [v for v in ALL_VARIANTS if v in present]
+
+
+def _need(df: pd.DataFrame, cols: Sequence[str], who: str, hint: str = "") -> None:
+    """Raise ValueError naming the columns of ``cols`` that ``df`` lacks."""
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{who} needs columns {missing}{hint}")
+
+
+def _trials(df: pd.DataFrame) -> str:
+    """``", 1,000,000 trials per hypothesis"`` (the rows' largest budget), ``""`` without a ``trials`` column."""
+    return f", {int(df['trials'].max()):,} trials per hypothesis" if "trials" in df.columns else ""
 
 
 def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[Path]:
@@ -81,10 +101,9 @@ def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     ax.hist(h, bins=40, color="C0", alpha=0.8)
     ax.axvline(clip_norm, color="C3", ls="--", label=f"clip norm C = {clip_norm:g}")
-    ax.set_xlabel("‖h̄_u‖₂ (normalized votes, before clipping)")
-    ax.set_ylabel("users")
+    ax.set(xlabel="‖h̄_u‖₂ (normalized votes, before clipping)", ylabel="users",
+           title=f"{(h > clip_norm).mean():.0%} of {h.size} users are clipped (‖h̄_u‖₂ > C, Eq. 1)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(f"{(h > clip_norm).mean():.0%} of {h.size} users are clipped (‖h̄_u‖₂ > C, Eq. 1)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)  # inside, it hid the C line
     fig.tight_layout()
     return fig
@@ -108,16 +127,14 @@ def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_s
         axes[0].set_yscale("log")
         axes[0].set_ylim(min(cv.min(), noise_std) / 3, max(cv.max(), noise_std) * 3)
         axes[0].set_xlim(-0.5, cv.size - 0.5)
-    axes[0].set_xlabel("canary's voted coordinates (sorted)")
-    axes[0].set_ylabel("canary contribution v_j (log scale)")
-    axes[0].set_title(f"canary: {cv.size} coordinates, ‖v‖₂ = {np.linalg.norm(cv):.3f}")
+    axes[0].set(xlabel="canary's voted coordinates (sorted)", ylabel="canary contribution v_j (log scale)",
+                title=f"canary: {cv.size} coordinates, ‖v‖₂ = {np.linalg.norm(cv):.3f}")
     axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     order = np.argsort(np.asarray(votes))[::-1]
     axes[1].plot(np.asarray(y)[order], ".", ms=1.5, alpha=0.5, color="C0", label="release Y = votes + noise")
     axes[1].plot(np.asarray(votes)[order], "-", color="k", lw=1, label="votes Σ I_u v_u")
-    axes[1].set_xlabel("bank coordinate (sorted by votes)")
-    axes[1].set_ylabel("histogram value")
-    axes[1].set_title(f"one release (Eq. 1) over p = {np.asarray(y).size} candidates")
+    axes[1].set(xlabel="bank coordinate (sorted by votes)", ylabel="histogram value",
+                title=f"one release (Eq. 1) over p = {np.asarray(y).size} candidates")
     # legends sit below the panels: inside, they covered release points
     axes[1].legend(markerscale=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.tight_layout()
@@ -131,15 +148,10 @@ def plot_design(df: pd.DataFrame):
     Args: df rows with ``variant, mu_eff, mu_eff_ceiling, canary_votes_on_P``. Returns Figure.
     Raises: ValueError naming a missing column.
     """
-    need = ["variant", "mu_eff", "mu_eff_ceiling", "canary_votes_on_P"]
-    missing = [c for c in need if c not in df.columns]
-    if missing:
-        raise ValueError(f"plot_design needs columns {missing}")
+    _need(df, ["variant", "mu_eff", "mu_eff_ceiling", "canary_votes_on_P"], "plot_design")
     import seaborn as sns
 
-    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS  # Table 1, then beyond-paper variants
-
-    order = [v for v in VARIANTS if v in set(df["variant"])]
+    order = _order(df["variant"])
     pal = variant_palette(order)
     counts = df.groupby("variant").size()
     per = f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}–{counts.max()}"
@@ -149,16 +161,14 @@ def plot_design(df: pd.DataFrame):
     sns.stripplot(df, x="variant", y="mu_eff", order=order, color="k", size=4, ax=axes[0])
     ceiling = float(df["mu_eff_ceiling"].max())
     axes[0].axhline(ceiling, color="C3", ls="--", label=f"ceiling 1/σ = {ceiling:.3g} (Eq. 20)")
-    axes[0].set_ylabel("μ_eff (Eq. 15)")
-    axes[0].set_ylim(0, 1.2 * ceiling)
-    axes[0].set_title("μ_eff: bar = max over canaries, dots = each canary")
+    axes[0].set(ylabel="μ_eff (Eq. 15)", ylim=(0, 1.2 * ceiling),
+                title="μ_eff: bar = max over canaries, dots = each canary")
     axes[0].legend(loc="upper left", fontsize=8, framealpha=0.9)
     sns.barplot(df, x="variant", y="canary_votes_on_P", hue="variant", order=order, palette=pal, errorbar=None,
                 estimator="mean", ax=axes[1], alpha=0.5, legend=False)
     sns.stripplot(df, x="variant", y="canary_votes_on_P", order=order, color="k", size=4, ax=axes[1])
-    axes[1].set_ylabel("share of canary votes on P")
-    axes[1].set_ylim(0, 1.08)
-    axes[1].set_title("votes on P: bar = mean over canaries, dots = each canary")
+    axes[1].set(ylabel="share of canary votes on P", ylim=(0, 1.08),
+                title="votes on P: bar = mean over canaries, dots = each canary")
     for ax in axes:
         ax.set_xlabel("")
         _rotate(ax)
@@ -185,9 +195,7 @@ def plot_score_distributions(data: Mapping[str, Mapping]):
         if mu > 0:
             ax.plot(x, stats.norm.pdf(x, -mu * mu / 2, mu), "C0-", lw=1.5, label="N(−μ²/2, μ²)")
             ax.plot(x, stats.norm.pdf(x, mu * mu / 2, mu), "C3-", lw=1.5, label="N(+μ²/2, μ²)")
-        ax.set_title(f"{name}: μ_eff = {mu:.3f}")
-        ax.set_xlabel("score ℓ (Eq. 14)")
-        ax.set_ylabel("density")
+        ax.set(title=f"{name}: μ_eff = {mu:.3f}", xlabel="score ℓ (Eq. 14)", ylabel="density")
         ax.legend(fontsize=7)
     fig.suptitle("LLR scores: histograms of simulated trials vs the Gaussian laws of Eqs. 16–17")
     fig.tight_layout()
@@ -207,9 +215,8 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
         ax.plot(pred, d["tpr"], "o", ms=3, label="thresholds")
         m = max(float(np.max(pred)), float(np.max(d["tpr"])))
         ax.plot([0, m], [0, m], "k--", lw=1, label="identity")
-        ax.set_xlabel("(1−q)·FPR + q·TPR_inc")
-        ax.set_ylabel("TPR (eligible canary)")
-        ax.set_title(f"{name}: mixture identity (Eq. 23)")
+        ax.set(xlabel="(1−q)·FPR + q·TPR_inc", ylabel="TPR (eligible canary)",
+               title=f"{name}: mixture identity (Eq. 23)")
         ax.legend(fontsize=7)
         ax = axes[1, j]
         x = np.asarray(d["bin_centers"])
@@ -217,9 +224,7 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
         if x.size:
             xs = np.linspace(x.min(), x.max(), 200)
             ax.plot(xs, mixture_llr(xs, d["q"]), "C3-", label="ℓ_mix(ℓ)")
-        ax.set_xlabel("score ℓ")
-        ax.set_ylabel("log likelihood ratio")
-        ax.set_title(f"{name}: ℓ_mix (Eq. 22)")
+        ax.set(xlabel="score ℓ", ylabel="log likelihood ratio", title=f"{name}: ℓ_mix (Eq. 22)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -242,9 +247,7 @@ def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over c
     fig, ax = plt.subplots(figsize=(1.2 * t.shape[1] + 2.5, 0.6 * t.shape[0] + 1.8))
     sns.heatmap(t.astype(float), annot=True, fmt=".3f", cmap="viridis", vmin=0, vmax=vmax, ax=ax,
                 cbar_kws={"label": "ε"})
-    ax.set_title(title)
-    ax.set_xlabel("")
-    ax.set_ylabel("")
+    ax.set(title=title, xlabel="", ylabel="")
     _rotate(ax)
     fig.tight_layout()
     return fig
@@ -260,15 +263,13 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
     """
     import seaborn as sns
 
-    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS  # Table 1, then beyond-paper variants
-
     groups = list(df.groupby(["study_arm", "bank_source"], sort=True))
     n = max(1, len(groups))
     # a grid of at most two panels per row: one row of four panels was 2727 px wide with unreadable labels
     ncols = min(2, n)
     nrows = -(-n // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 4.0 * nrows + 0.6), squeeze=False, sharey=True)
-    order = [v for v in VARIANTS if v in set(df["variant"])]
+    order = _order(df["variant"])
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     for ax, ((arm, bank), g) in zip(axes.flat, groups):
@@ -285,17 +286,14 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
         sns.stripplot(g, x="variant", y="epsilon_lower", hue="variant", order=order, palette=variant_palette(order),
                       size=6, ax=ax, legend=False)
         ax.axhline(g["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
-        ax.set_title(f"{arm} arm / {bank}")
-        ax.set_xlabel("")
-        ax.set_ylabel("ε_lower (one dot per canary)")
+        ax.set(title=f"{arm} arm / {bank}", xlabel="", ylabel="ε_lower (one dot per canary)")
         _rotate(ax, 35)
     top = axes.flat[0].get_ylim()[1]
     axes.flat[0].set_ylim(-0.03 * top, top)  # (shared) dots at ε_lower = 0 are drawn whole, not cut in half
     handles, labels = axes.flat[0].get_legend_handles_labels()
     per = df.groupby(["study_arm", "bank_source", "variant"]).size()
     per_txt = f"{per.min()}" if len(per) and per.min() == per.max() else f"{per.min()}–{per.max()}"
-    trials = f", {int(df['trials'].max()):,} trials per hypothesis" if "trials" in df.columns else ""
-    fig.suptitle(f"ε_lower of every canary ({per_txt} per variant{trials})")
+    fig.suptitle(f"ε_lower of every canary ({per_txt} per variant{_trials(df)})")
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
     fig.tight_layout(rect=(0, 0.06 if nrows == 1 else 0.035, 1, 1))
     return fig
@@ -383,7 +381,6 @@ def plot_encoder_ablation(df: pd.DataFrame):
     """
     import seaborn as sns
 
-    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS  # Table 1, then beyond-paper variants
     from pe_kit.text.models import encoder_ablation_note
 
     models = list(dict.fromkeys(df["study_model"].astype(str))) if "study_model" in df.columns else []
@@ -391,17 +388,15 @@ def plot_encoder_ablation(df: pd.DataFrame):
     if note is not None:
         raise ValueError(note)
     t = df.groupby(["variant", "study_model"], as_index=False)["epsilon_lower"].max()
-    order = [v for v in VARIANTS if v in set(t["variant"])]
+    order = _order(t["variant"])
     fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(order) + 3), 4.0))
     sns.barplot(t, x="variant", y="epsilon_lower", hue="study_model", hue_order=models, order=order, ax=ax, alpha=0.6)
     sns.stripplot(df, x="variant", y="epsilon_lower", hue="study_model", hue_order=models, order=order, dodge=True,
                   palette=["k"] * len(models), size=4, ax=ax, legend=False)
     if "epsilon_theory" in df.columns:
         ax.axhline(df["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
-    ax.set_ylabel("ε_lower")
-    ax.set_xlabel("")
-    trials = f", {int(df['trials'].max()):,} trials per hypothesis" if "trials" in df.columns else ""
-    ax.set_title(f"Encoder ablation (Table 3 analogue): bar = max over canaries, dots = each canary{trials}",
+    ax.set(ylabel="ε_lower", xlabel="")
+    ax.set_title(f"Encoder ablation (Table 3 analogue): bar = max over canaries, dots = each canary{_trials(df)}",
                  fontsize=10)
     _rotate(ax)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -430,157 +425,9 @@ def plot_tightness(df: pd.DataFrame):
     ax.xaxis.set_major_locator(FixedLocator(sorted(df["trials"].unique())))
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_ylabel("ε")
-    ax.set_ylim(bottom=0)
+    ax.set(ylabel="ε", ylim=(0, None))
     mu = f" (μ_eff = {float(df['mu_eff'].iloc[0]):.3f})" if "mu_eff" in df.columns and df["mu_eff"].nunique() == 1 else ""
     ax.set_title(f"ε_lower of one canary{mu} as the trial budget grows", fontsize=10)
     ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------- 06 multi-round
-def plot_multiround(df: pd.DataFrame, audit: pd.DataFrame | None = None, gain: pd.DataFrame | None = None):
-    """Fig. 2 analogue: MAUVE of each bank S^(t) for the DP run and the random-retention control, and ε_theory /
-    ε_lower after t releases (frozen-bank and adaptive audits, Eq. 36); the title states σ, q, T, N (eligible
-    users), δ, the trials and the audited canary.
-
-    Args:
-        df: rows of ``pe_kit.study.multiround_study.multiround_study`` after ``results.tidy`` (``round, mauve_mean``
-            and the settings ``mech_noise_multiplier, mech_sample_rate, study_n_test``; optional ``arm``
-            ("dp"/"control") and ``pe_seed``: MAUVE is then the mean ± sd over PE seeds per arm, else ± ``mauve_sd``).
-        audit: ``MultiroundResult.audit`` rows (``releases, epsilon_theory, epsilon_lower_frozen`` and optional
-            ``epsilon_lower_adaptive``); None: ``epsilon_theory`` / ``epsilon_lower`` of ``df``'s rounds t > 0.
-        gain: ``MultiroundResult.gain`` rows (``round, gain, ci_low, ci_high``); the last round's gain and its
-            interval go in the left panel's title.
-
-    Returns:
-        matplotlib Figure.
-
-    Raises:
-        ValueError: naming a missing column.
-    """
-    from matplotlib.ticker import MaxNLocator
-
-    need = ["round", "mauve_mean", "mech_noise_multiplier", "mech_sample_rate", "study_n_test"]
-    missing = [c for c in need if c not in df.columns]
-    if audit is None:
-        missing += [c for c in ("epsilon_theory", "epsilon_lower") if c not in df.columns]
-    elif len(audit):
-        missing += [c for c in ("releases", "epsilon_theory", "epsilon_lower_frozen") if c not in audit.columns]
-    if missing:
-        raise ValueError(f"plot_multiround needs columns {missing}: pass the rows of multiround_study")
-    d = df.sort_values("round")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 4.2))
-    arms = (("dp", "DP histogram retention"), ("control", "random retention (σ → ∞)"))
-    if "arm" in d.columns:
-        for arm, label in arms:
-            a = d[d["arm"] == arm].groupby("round")["mauve_mean"]
-            if a.ngroups:
-                ax1.errorbar(a.mean().index, a.mean(), yerr=a.std().fillna(0), marker="o", capsize=3, label=label)
-        spread = "mean ± sd over PE seeds"
-    else:
-        ax1.errorbar(d["round"], d["mauve_mean"], yerr=d.get("mauve_sd"), marker="o", capsize=3, label=arms[0][1])
-        spread = "mean ± sd over k-means seeds"
-    ax1.set_xlabel("PE round t (bank S⁽ᵗ⁾; t = 0: the initial bank)")
-    ax1.set_ylabel("MAUVE vs held-out records")
-    title = f"utility ({spread})"
-    if gain is not None and len(gain):
-        last = gain.sort_values("round").iloc[-1]
-        title += (f"\nDP − control at t = {int(last['round'])}: {last['gain']:+.3f} "
-                  f"[{last['ci_low']:+.3f}, {last['ci_high']:+.3f}]")
-    ax1.set_title(title, fontsize=9)
-    ax1.legend(fontsize=8, loc="best")
-    if audit is None:
-        p = d[d["round"] > 0].drop_duplicates("round")
-        x, theory, frozen, adaptive = p["round"], p["epsilon_theory"], p["epsilon_lower"], None
-    else:
-        p = audit.sort_values("releases")
-        x, theory, frozen = p["releases"], p["epsilon_theory"], p["epsilon_lower_frozen"]
-        adaptive = p["epsilon_lower_adaptive"] if "epsilon_lower_adaptive" in p.columns else None
-    ax2.plot(x, theory, marker="s", label="ε_theory (PRV accountant)")
-    ax2.plot(x, frozen, marker="o", label="ε_lower (composed audit, Eq. 36)" if adaptive is None
-             else "ε_lower, frozen banks (Eq. 36)")
-    if adaptive is not None:
-        ax2.plot(x, adaptive, marker="^", ls="--", label="ε_lower, adaptive (Eq. 36, realised banks)")
-    ax2.set_xlabel("releases t")
-    ax2.set_ylabel("ε")
-    ax2.set_ylim(bottom=0)
-    ax2.set_title("privacy after t releases (one canary)", fontsize=9)
-    ax2.legend(fontsize=8, loc="best")
-    for ax in (ax1, ax2):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    r = d.iloc[-1]
-    T = int(d["round"].max())
-    extra = []
-    if "audit_delta" in d.columns:
-        extra.append(f"δ = {float(r['audit_delta']):g}")
-    if "trials" in d.columns and pd.notna(r.get("trials")):
-        extra.append(f"{int(r['trials']):,} trials per hypothesis")
-    if "variant" in d.columns:
-        extra.append(f"canary: {r['variant']}")
-    fig.suptitle(f"Multi-round PE (Fig. 2 analogue): σ = {float(r['mech_noise_multiplier']):g}, "
-                 f"q = {float(r['mech_sample_rate']):g}, T = {T}, N = {int(r['study_n_test'])} users"
-                 + (f", {', '.join(extra)}" if extra else ""), fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------- 07 implementations
-def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
-    """Notebook 07: ε_lower of every audited implementation with its two-sided band, against ε_theory, coloured
-    by verdict; and (if given) the trials each violation needed to be flagged (log scale).
-
-    Args:
-        df: rows of ``study.implementation_audit.run_suite`` (``implementation, design, epsilon_lower,
-            epsilon_ci_low, epsilon_ci_high, epsilon_theory, violation, expected_violation``).
-        needed: rows of ``trials_needed_rows`` (``implementation, trials_needed``), or None.
-
-    Returns:
-        Figure.
-
-    Raises:
-        ValueError: naming a missing column.
-    """
-    need = ["implementation", "design", "epsilon_lower", "epsilon_ci_low", "epsilon_ci_high", "epsilon_theory",
-            "violation", "expected_violation"]
-    missing = [c for c in need if c not in df.columns]
-    if missing:
-        raise ValueError(f"plot_mutant_suite needs columns {missing}: pass rows of run_suite")
-    d = df.reset_index(drop=True)
-    labels = [f"{i} ({g})" for i, g in zip(d["implementation"], d["design"])]
-    n_panels = 2 if needed is not None and len(needed) else 1
-    fig, axes = plt.subplots(1, n_panels, figsize=(5.5 * n_panels + 1.5, 0.38 * len(d) + 1.6), squeeze=False)
-    ax = axes[0][0]
-    y = np.arange(len(d))[::-1]
-    cap = float(np.nanmax(np.where(np.isfinite(d["epsilon_ci_high"]), d["epsilon_ci_high"], np.nan)))
-    cap = max(cap if np.isfinite(cap) else 0.0, float(d["epsilon_lower"].max()), float(d["epsilon_theory"].max())) * 1.1
-    hi = np.minimum(np.where(np.isfinite(d["epsilon_ci_high"]), d["epsilon_ci_high"], cap), cap)
-    colours = np.where(d["violation"].astype(bool), "C3", "C0")
-    for yi, lo_, hi_, c in zip(y, d["epsilon_ci_low"], hi, colours):
-        ax.plot([lo_, hi_], [yi, yi], color=c, lw=3, alpha=0.35)
-    ax.scatter(d["epsilon_lower"], y, c=list(colours), zorder=3, s=25)
-    ax.axvline(float(d["epsilon_theory"].max()), color="k", ls="--", lw=1, label="ε_theory (claimed)")
-    wrong = d["violation"].astype(bool) != d["expected_violation"].astype(bool)
-    ax.set_yticks(y, [lab + ("  ✗" if w else "") for lab, w in zip(labels, wrong)], fontsize=8)
-    lvl = f"{float(d['band_level'].iloc[0]):.4g}" if "band_level" in d.columns else "two-sided"
-    ax.set_xlabel(f"ε_lower (band: {lvl} two-sided confidence)")
-    trials = f", {int(d['trials'].max()):,} trials per hypothesis" if "trials" in d.columns else ""
-    ax.set_title(f"red: flagged (ε_lower > ε_theory){trials}\n✗: the verdict differs from the derivation", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
-    if n_panels == 2:
-        ax2 = axes[0][1]
-        nd = needed.reset_index(drop=True)
-        t = nd["trials_needed"].astype(float)
-        yy = np.arange(len(nd))[::-1]
-        ax2.barh(yy, np.where(np.isfinite(t), t, 0.0), color="C3", alpha=0.7)
-        for yi, ti in zip(yy, t):
-            ax2.text(ti if np.isfinite(ti) else 1, yi, f" {int(ti):,}" if np.isfinite(ti) else " not flagged",
-                     va="center", fontsize=7)
-        ax2.set_xscale("log")
-        ax2.set_xlim(left=300)
-        ax2.set_yticks(yy, list(nd["implementation"]), fontsize=8)
-        ax2.set_xlabel("trials per hypothesis to flag")
-        ax2.set_title("trials each violation needed")
     fig.tight_layout()
     return fig

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import platform
-import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -20,11 +19,13 @@ import numpy as np
 import pandas as pd
 
 from pe_kit.cache import atomic_write_bytes, content_hash
-from pe_kit.report.tables import (SHIFT_COLUMNS, SHIFT_ROWS_SHOWN, _TRUNC_COUNTS, _TRUNC_KEYS,  # noqa: F401
-                                  add_epsilon_interval, dropped_note, epsilon_interval, pool_generator_note,
-                                  population_shift_table, spread_cells, table_epsilon, table_epsilon_spread, truncation_table)
+from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_COLUMNS,  # noqa: F401
+                                  SHIFT_ROWS_SHOWN, _fmt, add_epsilon_interval, dropped_note, epsilon_interval,
+                                  idealised_table, markdown_table, one_run_table, pool_generator_note,
+                                  population_shift_table, published_table, spread_cells, table_epsilon,
+                                  table_epsilon_spread, truncation_table)
 
-__all__ = ["StepCache", "short_cells", "tidy", "write_rows", "read_rows", "collect", "markdown_table", "epsilon_interval",
+__all__ = ["StepCache", "short_cells", "tidy", "write_rows", "collect", "markdown_table", "epsilon_interval",
            "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "spread_cells", "dropped_note",
            "pool_generator_note", "population_shift_table", "SHIFT_COLUMNS",
            "summary_markdown", "truncation_table", "RUN_COLUMNS"]
@@ -177,11 +178,6 @@ def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebo
     return path
 
 
-def read_rows(path: str | Path) -> pd.DataFrame:
-    """Read one notebook's CSV (``pandas.DataFrame``). Raises FileNotFoundError if absent."""
-    return pd.read_csv(path)
-
-
 def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
     """Concatenate ``<run_dir>/<nb>.csv`` for the given notebook stems (missing ones skipped), union of columns.
 
@@ -200,43 +196,6 @@ def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True, sort=False)
     first = [c for c in RUN_COLUMNS if c in df.columns]
     return df[first + [c for c in df.columns if c not in first]]
-
-
-_COUNT_COL = re.compile(r"(^|_)(trials|canaries|truncated|total|token_cap|coords|voters|users|seed|round|"
-                        r"releases|participants|true_pos|false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|"
-                        r"max_probes|top_k|rows|slot|index|m|k_plus|k_minus|guesses|correct|repeats?|copies)$")
-
-
-def _fmt(v: Any, floatfmt: str) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if isinstance(v, (float, np.floating)):
-        return format(float(v), floatfmt)
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False) -> str:
-    """Render a DataFrame as a GitHub-flavoured markdown table (no ``tabulate`` needed).
-
-    Args:
-        df: the table; floatfmt: format spec for floats; index: include the index as first column(s).
-
-    Returns:
-        str (ends with a newline); ``"(no rows)\\n"`` for an empty frame.
-    """
-    if df is None or df.empty:
-        return "(no rows)\n"
-    d = df.reset_index() if index else df
-    cols = [str(c) for c in d.columns]
-    # count columns read back from CSV as floats (NaN elsewhere) print as integers
-    whole = [bool(_COUNT_COL.search(str(c))) and pd.api.types.is_float_dtype(d[c])
-             and bool((d[c].dropna() % 1 == 0).all()) for c in d.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in d.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(int(v) if w and isinstance(v, float) and not math.isnan(v) else v, floatfmt)
-                                       for v, w in zip(row, whole)) + " |")
-    return "\n".join(lines) + "\n"
-
 
 
 def _section(title: str, body: str) -> str:
@@ -267,12 +226,11 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     experiment found in ``df``.
 
     After the settings the texts the encoder truncated (:func:`truncation_table`), then the experiments recognised
-    (column ``experiment``): ``mechanism`` (01), ``probe_design`` (02),
-    ``llr_check`` (03), ``table2`` (04), ``sigma_sweep`` / ``q_sweep`` / ``encoder`` / ``tightness`` (05),
-    ``one_run_published`` (08, both bounds against their published values), ``one_run`` / ``multi_trial`` (08, with
-    both bounds epsilon_lower and mu_lower) and ``one_run_idealised``
-    (08, median, min and max over repeats),
-    anything else (e.g. 06's rows) as a compact table of its numeric columns.
+    (column ``experiment``, :data:`_SECTIONS`): ``table2`` (04), ``probe_design`` (02), ``mechanism`` (01),
+    ``llr_check`` (03), ``sigma_sweep`` / ``q_sweep`` / ``encoder`` / ``tightness`` (05), ``implementation_audit``
+    (07), ``fig2_multiround*`` (06), ``one_run_published`` (08, both bounds against their published values),
+    ``one_run`` / ``multi_trial`` (08, with both bounds epsilon_lower and mu_lower) and ``one_run_idealised``
+    (08, median, min and max over repeats), anything else (e.g. 06's rows) as a compact table of its numeric columns.
 
     Args:
         df: the concatenated ``results.csv`` frame; meta: run facts (preset, seed, timings, notes);
@@ -281,167 +239,27 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     Returns:
         markdown str.
     """
-    meta = dict(meta or {})
     from pe_kit.audit.accounting import NEIGHBOURING_RELATION
 
-    out = ["# pe_kit reproduction results\n"]
-    answer = _answer(df)
-    if answer:
-        out.append(answer)
-    out.append(f"\nε_theory is the accountant's user-level guarantee (Opacus PRV) under the neighbouring relation: "
-               f"{NEIGHBOURING_RELATION} (docs/your_mechanism.md); ε_lower bounds ε for the same relation from below.\n")
+    out = ["# pe_kit reproduction results\n", _answer(df),
+           f"\nε_theory is the accountant's user-level guarantee (Opacus PRV) under the neighbouring relation: "
+           f"{NEIGHBOURING_RELATION} (docs/your_mechanism.md); ε_lower bounds ε for the same relation from below.\n"]
     if meta:
-        out.append("\n## Settings of this run\n")
-        out.append("\n| setting | value |\n|---|---|\n")
-        for k, v in meta.items():
-            out.append(f"| {k} | {_fmt(v, '.3g') if isinstance(v, float) else str(v).replace('|', '/')} |\n")
+        out.append("\n## Settings of this run\n\n| setting | value |\n|---|---|\n")
+        out += [f"| {k} | {_fmt(v, '.3g') if isinstance(v, float) else str(v).replace('|', '/')} |\n"
+                for k, v in meta.items()]
     if df is None or df.empty:
-        out.append("\n(no result rows)\n")
-        return "".join(out)
+        return "".join(out) + "\n(no result rows)\n"
     trunc = truncation_table(df)
     if not trunc.empty:
         out.append(_section("Texts cut by the encoder (longer than its token cap, embedded truncated)",
                             markdown_table(trunc)))
     exp = df.get("experiment", pd.Series([None] * len(df))).fillna("other")
-    done = set()
-    t2 = df[exp == "table2"]
-    if not t2.empty:
-        tab = table_epsilon_spread(t2)
-        out.append(_section("ε_lower by variant (Table 2 / Table 4 analogue): max / median (min–max) over canaries",
-                            "The paper reports the max over five canaries; the median and range show how much single "
-                            "canaries of one variant differ." + (f" {dropped_note(tab)}" if dropped_note(tab) else "")
-                            + (f" {pool_generator_note(t2)}" if pool_generator_note(t2) else "")
-                            + "\n\n" + markdown_table(tab, index=True)))
-        spec = dict(canaries=("epsilon_lower", "size"), epsilon_lower_max=("epsilon_lower", "max"),
-                    epsilon_lower_median=("epsilon_lower", "median"), epsilon_lower_min=("epsilon_lower", "min"),
-                    mu_eff_median=("mu_eff", "median"), mu_eff_min=("mu_eff", "min"), mu_eff_max=("mu_eff", "max"),
-                    mu_eff_ceiling=("mu_eff_ceiling", "max"), trials=("trials", "max"))
-        if "population_shift" in t2.columns:
-            spec["population_shift"] = ("population_shift", lambda s: int(pd.Series(s).astype(bool).sum()))
-        agg = t2.groupby(["study_arm", "bank_source", "variant"], sort=False).agg(**spec).reset_index()
-        if "epsilon_ceiling" in t2.columns:  # the attack ceiling of the best canary, and how close the audit came
-            best = t2.loc[t2.groupby(["study_arm", "bank_source", "variant"], sort=False)["epsilon_lower"].idxmax()]
-            agg["epsilon_ceiling"] = best["epsilon_ceiling"].to_numpy()
-            agg["tightness"] = best["tightness"].to_numpy()
-            agg["epsilon_theory"] = best["epsilon_theory"].to_numpy()
-        out.append(_section("Audit detail (per arm, bank and variant; ceiling and tightness of the best canary)",
-                            "`population_shift`: canaries whose test-split FPR interval at the frozen threshold is "
-                            "disjoint from the calibration split's (two-sided Clopper–Pearson; per canary in the "
-                            "next section).\n\n"
-                            + markdown_table(agg)))
-        shift = population_shift_table(t2)
-        if shift.attrs["checked"]:
-            n, k = shift.attrs["checked"], shift.attrs["flagged"]
-            shown = shift if n <= SHIFT_ROWS_SHOWN else shift[shift["population_shift"]]
-            out.append(_section(
-                "Population shift per canary: FPR at the frozen threshold, calibration vs test split",
-                "Each canary's threshold is frozen on the calibration split's trials; its false-positive rate is then "
-                "measured on the test split's. Both rates get a two-sided Clopper–Pearson interval (γ each side, "
-                "`pe_kit.audit.bounds.population_shift`); a canary is flagged when the intervals are disjoint (the "
-                "test users see another FPR than the one the threshold was chosen on, so its ε_lower on test can "
-                "collapse). The calibration FPR is read on the trials the threshold was chosen on, so it leans "
-                "slightly low; a flag with test above calibration can come from that choice as well as from the "
-                "populations. "
-                f"**{k} of {n} canaries flagged.**"
-                + ("" if n <= SHIFT_ROWS_SHOWN else f" The {k} flagged canaries are listed; every canary's rates and "
-                   "intervals are in results.csv (`fpr_calibration*`, `fpr_test*`).")
-                + "\n\n" + (markdown_table(shown) if len(shown) else "")))
-        done.add("table2")
-    pd_rows = df[exp == "probe_design"]
-    if not pd_rows.empty:
-        cols = [c for c in ("variant", "canary_id", "mu_eff", "mu_eff_ceiling", "canary_norm", "clip_norm",
-                            "canary_votes_on_P", "n_coords", "background_voters") if c in pd_rows.columns]
-        out.append(_section("Probe design: μ_eff per variant (notebook 02)", markdown_table(pd_rows[cols])))
-        done.add("probe_design")
-    mech = df[exp == "mechanism"]
-    if not mech.empty:
-        cols = [c for c in ("quantity", "value", "note") if c in mech.columns]
-        out.append(_section("One PE release on real data (notebook 01)", markdown_table(mech[cols], floatfmt=".4g")))
-        done.add("mechanism")
-    llr = df[exp == "llr_check"]
-    if not llr.empty:
-        llr = llr.copy()
-        if "rule" in llr.columns:  # say what makes a row pass, not only the numbers
-            llr["rule"] = llr["rule"].map(lambda r: LLR_RULES.get(r, r))
-        cols = [c for c in ("check", "variant", "expected", "observed", "abs_error", "rule", "tolerance", "passed")
-                if c in llr.columns]
-        out.append(_section("LLR derivation checks (notebook 03, App. E)", markdown_table(llr[cols], floatfmt=".4g")))
-        done.add("llr_check")
-    for name, xcol, title in (("sigma_sweep", "mech_noise_multiplier", "σ sweep (Fig. 1 analogue)"),
-                              ("q_sweep", "mech_sample_rate", "q sweep (Fig. 1 analogue)")):
-        sw = df[exp == name]
-        if not sw.empty:
-            cols = [c for c in ("variant", xcol, "mu_eff", "epsilon_lower", "epsilon_ci_low", "epsilon_ci_high",
-                                "epsilon_theory", "trials") if c in sw.columns]
-            out.append(_section(title, markdown_table(sw[cols].sort_values(["variant", xcol]))))
-            done.add(name)
-    enc = df[exp == "encoder"]
-    if not enc.empty:
-        from pe_kit.text.models import encoder_ablation_note
-
-        from pe_kit.attack.variants import VARIANTS
-
-        enc = enc[enc["epsilon_lower"].notna()]
-        tab = spread_cells(enc.groupby(["variant", "study_model"])["epsilon_lower"]).unstack("study_model")
-        tab = tab.reindex([v for v in VARIANTS if v in tab.index] + [v for v in tab.index if v not in VARIANTS])
-        tab.columns.name = None
-        note = encoder_ablation_note(list(dict.fromkeys(enc["study_model"].astype(str))))
-        out.append(_section("Encoder ablation (Table 3 analogue): max / median (min–max) ε_lower over canaries",
-                            "The paper reports the max over canaries; the median and range are shown beside it.\n\n"
-                            + markdown_table(tab, index=True) + (f"\n**{note}**\n" if note else "")))
-        done.add("encoder")
-    tight = df[exp == "tightness"]
-    if not tight.empty:
-        cols = [c for c in ("variant", "trials", "epsilon_lower", "epsilon_expected", "mu_eff", "epsilon_theory",
-                            "source") if c in tight.columns]
-        out.append(_section("Tightness: ε_lower vs trials", markdown_table(tight[cols])))
-        done.add("tightness")
-    impl = df[exp == "implementation_audit"]
-    if not impl.empty:
-        cols = [c for c in ("implementation", "design", "expected_violation", "violation", "epsilon_lower",
-                            "epsilon_ci_low", "epsilon_ci_high", "epsilon_theory", "epsilon_ceiling", "mu_eff",
-                            "trials", "trials_needed", "seconds") if c in impl.columns]
-        out.append(_section("Black-box implementation audit: seeded bugs (notebook 07)", markdown_table(impl[cols])))
-        done.add("implementation_audit")
-    mr = df[exp == "fig2_multiround"]
-    if not mr.empty:
-        cols = [c for c in ("variant", "arm", "pe_seed", "round", "releases", "participants", "mauve_mean", "mauve_sd",
-                            "mu_eff_composed", "epsilon_lower", "epsilon_theory", "trials")
-                if c in mr.columns and mr[c].notna().any()]
-        out.append(_section("Multi-round PE: MAUVE per round, DP run (arm dp) and random-retention control (arm "
-                            "control), per PE seed (Fig. 2 analogue, notebook 06)", markdown_table(mr[cols])))
-        done.add("fig2_multiround")
-    for name, title, wanted in (
-            ("fig2_multiround_gain", "Multi-round PE: MAUVE gain of the DP feedback (DP − control, interval over PE "
-             "seeds)", ("round", "gain", "ci_low", "ci_high", "level", "n_seeds", "treated_mean", "control_mean",
-                        "significant")),
-            ("fig2_multiround_audit", "Multi-round PE: ε after t releases, frozen-bank and adaptive audits (Eq. 36)",
-             ("releases", "epsilon_theory", "epsilon_lower_frozen", "epsilon_lower_adaptive", "frac_retention_changed",
-              "frac_bank_changed", "n_banks", "trials", "adaptive_trials"))):
-        part = df[exp == name]
-        if not part.empty:
-            cols = [c for c in wanted if c in part.columns and part[c].notna().any()]
-            out.append(_section(title, markdown_table(part[cols])))
-            done.add(name)
-    from pe_kit.report.one_run_tables import PUBLISHED_TITLE, idealised_table, one_run_table, published_table
-
-    for names, table, title in (
-            (("one_run_published",), published_table, PUBLISHED_TITLE),
-            (("one_run", "multi_trial"), one_run_table, "One-run audits of one PE release (notebook 08): ε_lower "
-             "(Steinke et al.) and μ_lower / ε_lower (f-DP) per sampling rate, variant and number of canaries m, beside "
-             "the kit's multi-trial audit on the same bank (method multi_trial: m = 1 canary, `trials` per hypothesis, "
-             "`releases` = 4·trials for the calibration and test splits under H0 and H1). `probe_share`: the share of "
-             "the bank's p coordinates the m canaries' blocks take; `mu_eff`: median per-canary μ_eff (ceiling 1/σ); "
-             "(`k_plus`, `k_minus`): the best pair of \"in\"/\"out\" guesses, with its `correct` of `guesses` (when "
-             "ε_lower = 0, the first pair searched, (1, 0)); `seconds`: wall time of routing, release, scoring and "
-             "bounds"),
-            (("one_run_idealised",), idealised_table, "One-run audits on the idealised game (notebook 08: no PE, "
-             "per-canary Gaussian LLR at μ = 1/σ): median (min, max) over repeats")):
+    for names, render in _SECTIONS:
         part = df[exp.isin(names)]
         if not part.empty:
-            out.append(_section(title, markdown_table(table(part))))
-            done |= set(names)
-    for name in sorted(set(exp) - done):
+            out.append(render(part))
+    for name in sorted(set(exp) - {n for names, _ in _SECTIONS for n in names}):
         part = df[exp == name].dropna(axis=1, how="all")
         skip = ("param_", "version_", "python", "study_", "mech_", "audit_", "calibration_", "test_", "pe_")
         keep = [c for c in part.columns if not c.startswith(skip) and c not in ("notebook", "experiment", "preset", "seed")
@@ -451,6 +269,120 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     if figures:
         out.append(_section("Figures", "".join(f"- [{f}]({f})\n" for f in figures)))
     return "".join(out)
+
+
+def _table(title: str, cols: Sequence[str] | None = None, floatfmt: str = ".3f", filled: bool = False,
+           by: Sequence[str] | None = None, prep: Callable[[pd.DataFrame], pd.DataFrame] | None = None):
+    """A results.md section of one experiment's rows: ``prep(rows)`` (default: the rows), its ``cols`` that exist
+    (every column for None; with ``filled`` only those holding a value), sorted by ``by``."""
+    def render(part: pd.DataFrame) -> str:
+        part = prep(part) if prep else part
+        part = part[[c for c in (cols or part.columns) if c in part.columns and (not filled or part[c].notna().any())]]
+        return _section(title, markdown_table(part.sort_values(list(by)) if by else part, floatfmt))
+    return render
+
+
+def _table2_sections(t2: pd.DataFrame) -> str:
+    """Notebook 04's sections: ε_lower per variant with its spread, the audit detail per cell, the population shift."""
+    tab = table_epsilon_spread(t2)
+    out = [_section("ε_lower by variant (Table 2 / Table 4 analogue): max / median (min–max) over canaries",
+                    "The paper reports the max over five canaries; the median and range show how much single "
+                    "canaries of one variant differ." + (f" {dropped_note(tab)}" if dropped_note(tab) else "")
+                    + (f" {pool_generator_note(t2)}" if pool_generator_note(t2) else "")
+                    + "\n\n" + markdown_table(tab, index=True))]
+    spec = dict(canaries=("epsilon_lower", "size"), epsilon_lower_max=("epsilon_lower", "max"),
+                epsilon_lower_median=("epsilon_lower", "median"), epsilon_lower_min=("epsilon_lower", "min"),
+                mu_eff_median=("mu_eff", "median"), mu_eff_min=("mu_eff", "min"), mu_eff_max=("mu_eff", "max"),
+                mu_eff_ceiling=("mu_eff_ceiling", "max"), trials=("trials", "max"))
+    if "population_shift" in t2.columns:
+        spec["population_shift"] = ("population_shift", lambda s: int(pd.Series(s).astype(bool).sum()))
+    cell = ["study_arm", "bank_source", "variant"]
+    agg = t2.groupby(cell, sort=False).agg(**spec).reset_index()
+    if "epsilon_ceiling" in t2.columns:  # the attack ceiling of the best canary, and how close the audit came
+        best = t2.loc[t2.groupby(cell, sort=False)["epsilon_lower"].idxmax()]
+        for c in ("epsilon_ceiling", "tightness", "epsilon_theory"):
+            agg[c] = best[c].to_numpy()
+    out.append(_section("Audit detail (per arm, bank and variant; ceiling and tightness of the best canary)",
+                        "`population_shift`: canaries whose test-split FPR interval at the frozen threshold is "
+                        "disjoint from the calibration split's (two-sided Clopper–Pearson; per canary in the "
+                        "next section).\n\n" + markdown_table(agg)))
+    shift = population_shift_table(t2)
+    n, k = shift.attrs["checked"], shift.attrs["flagged"]
+    if n:
+        shown = shift if n <= SHIFT_ROWS_SHOWN else shift[shift["population_shift"]]
+        out.append(_section(
+            "Population shift per canary: FPR at the frozen threshold, calibration vs test split",
+            "Each canary's threshold is frozen on the calibration split's trials; its false-positive rate is then "
+            "measured on the test split's. Both rates get a two-sided Clopper–Pearson interval (γ each side, "
+            "`pe_kit.audit.bounds.population_shift`); a canary is flagged when the intervals are disjoint (the "
+            "test users see another FPR than the one the threshold was chosen on, so its ε_lower on test can "
+            "collapse). The calibration FPR is read on the trials the threshold was chosen on, so it leans "
+            "slightly low; a flag with test above calibration can come from that choice as well as from the "
+            f"populations. **{k} of {n} canaries flagged.**"
+            + ("" if n <= SHIFT_ROWS_SHOWN else f" The {k} flagged canaries are listed; every canary's rates and "
+               "intervals are in results.csv (`fpr_calibration*`, `fpr_test*`).")
+            + "\n\n" + (markdown_table(shown) if len(shown) else "")))
+    return "".join(out)
+
+
+def _encoder_section(enc: pd.DataFrame) -> str:
+    """Notebook 05's encoder ablation (Table 3 analogue): max / median (min–max) ε_lower per variant and encoder."""
+    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.text.models import encoder_ablation_note
+
+    enc = enc[enc["epsilon_lower"].notna()]
+    tab = spread_cells(enc.groupby(["variant", "study_model"])["epsilon_lower"]).unstack("study_model")
+    tab = tab.reindex([v for v in VARIANTS if v in tab.index] + [v for v in tab.index if v not in VARIANTS])
+    tab.columns.name = None
+    note = encoder_ablation_note(list(dict.fromkeys(enc["study_model"].astype(str))))
+    return _section("Encoder ablation (Table 3 analogue): max / median (min–max) ε_lower over canaries",
+                    "The paper reports the max over canaries; the median and range are shown beside it.\n\n"
+                    + markdown_table(tab, index=True) + (f"\n**{note}**\n" if note else ""))
+
+
+def _llr_rules(llr: pd.DataFrame) -> pd.DataFrame:
+    """The LLR checks with their pass rule in words (:data:`LLR_RULES`), not only the numbers."""
+    return llr.assign(rule=llr["rule"].map(lambda r: LLR_RULES.get(r, r))) if "rule" in llr.columns else llr
+
+
+_SWEEP = ("variant", "{x}", "mu_eff", "epsilon_lower", "epsilon_ci_low", "epsilon_ci_high", "epsilon_theory", "trials")
+
+#: results.md's sections after the truncation table, in order: (experiments, renderer of their rows).
+_SECTIONS = (
+    (("table2",), _table2_sections),
+    (("probe_design",), _table("Probe design: μ_eff per variant (notebook 02)", (
+        "variant", "canary_id", "mu_eff", "mu_eff_ceiling", "canary_norm", "clip_norm", "canary_votes_on_P", "n_coords",
+        "background_voters"))),
+    (("mechanism",), _table("One PE release on real data (notebook 01)", ("quantity", "value", "note"), ".4g")),
+    (("llr_check",), _table("LLR derivation checks (notebook 03, App. E)", (
+        "check", "variant", "expected", "observed", "abs_error", "rule", "tolerance", "passed"), ".4g",
+        prep=_llr_rules)),
+    *((((name,), _table(title, [c.format(x=x) for c in _SWEEP], by=("variant", x))) for name, x, title in (
+        ("sigma_sweep", "mech_noise_multiplier", "σ sweep (Fig. 1 analogue)"),
+        ("q_sweep", "mech_sample_rate", "q sweep (Fig. 1 analogue)")))),
+    (("encoder",), _encoder_section),
+    (("tightness",), _table("Tightness: ε_lower vs trials", (
+        "variant", "trials", "epsilon_lower", "epsilon_expected", "mu_eff", "epsilon_theory", "source"))),
+    (("implementation_audit",), _table("Black-box implementation audit: seeded bugs (notebook 07)", (
+        "implementation", "design", "expected_violation", "violation", "epsilon_lower", "epsilon_ci_low",
+        "epsilon_ci_high", "epsilon_theory", "epsilon_ceiling", "mu_eff", "trials", "trials_needed", "seconds"))),
+    (("fig2_multiround",), _table(
+        "Multi-round PE: MAUVE per round, DP run (arm dp) and random-retention control (arm control), per PE seed "
+        "(Fig. 2 analogue, notebook 06)", ("variant", "arm", "pe_seed", "round", "releases", "participants",
+                                           "mauve_mean", "mauve_sd", "mu_eff_composed", "epsilon_lower",
+                                           "epsilon_theory", "trials"), filled=True)),
+    (("fig2_multiround_gain",), _table(
+        "Multi-round PE: MAUVE gain of the DP feedback (DP − control, interval over PE seeds)",
+        ("round", "gain", "ci_low", "ci_high", "level", "n_seeds", "treated_mean", "control_mean", "significant"),
+        filled=True)),
+    (("fig2_multiround_audit",), _table(
+        "Multi-round PE: ε after t releases, frozen-bank and adaptive audits (Eq. 36)",
+        ("releases", "epsilon_theory", "epsilon_lower_frozen", "epsilon_lower_adaptive", "frac_retention_changed",
+         "frac_bank_changed", "n_banks", "trials", "adaptive_trials"), filled=True)),
+    (("one_run_published",), _table(PUBLISHED_TITLE, prep=published_table)),
+    (("one_run", "multi_trial"), _table(ONE_RUN_TITLE, prep=one_run_table)),
+    (("one_run_idealised",), _table(IDEALISED_TITLE, prep=idealised_table)),
+)
 
 
 def versions() -> dict:

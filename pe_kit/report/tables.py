@@ -1,19 +1,62 @@
 """Tables of audit results: ε_lower with Clopper–Pearson intervals, max / median / range over canaries
 (the paper's statistic is the max over canaries; Table 2 / Table 4 analogues), the per-canary population-shift
-check and the truncation counts. Split from ``pe_kit.report.results`` (which re-exports every name) so that
-each module stays small.
+check, the truncation counts, and notebook 08's one-run tables. ``pe_kit.report.results`` re-exports them.
+
+Notebook 08's rows come from ``pe_kit.audit.one_run_checks.published_checks`` (experiment ``one_run_published``) and
+``pe_kit.study.one_run`` (``one_run_rows``, ``multi_trial_row``, ``idealised_rows``): ε_lower of Steinke et al. (2023)
+and ε_lower / μ_lower of the f-DP audit (Mahloujifar et al., ICML 2025) with the attaining (k₊, k₋) and their counts.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import math
+import re
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from pe_kit.audit.bounds import epsilon_lower_from_counts
 
-__all__ = ["epsilon_interval", "add_epsilon_interval", "table_epsilon", "table_epsilon_spread", "spread_cells",
-           "dropped_note", "population_shift_table", "SHIFT_COLUMNS", "SHIFT_ROWS_SHOWN", "truncation_table"]
+__all__ = ["markdown_table", "epsilon_interval", "add_epsilon_interval", "table_epsilon", "table_epsilon_spread",
+           "spread_cells", "dropped_note", "population_shift_table", "SHIFT_COLUMNS", "SHIFT_ROWS_SHOWN",
+           "truncation_table",
+           "published_table", "one_run_table", "idealised_table", "PUBLISHED_TITLE", "ONE_RUN_TITLE", "IDEALISED_TITLE"]
+
+_COUNT_COL = re.compile(r"(^|_)(trials|canaries|truncated|total|token_cap|coords|voters|users|seed|round|"
+                        r"releases|participants|true_pos|false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|"
+                        r"max_probes|top_k|rows|slot|index|m|k_plus|k_minus|guesses|correct|repeats?|copies)$")
+
+
+def _fmt(v: Any, floatfmt: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, (float, np.floating)):
+        return format(float(v), floatfmt)
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False) -> str:
+    """Render a DataFrame as a GitHub-flavoured markdown table (no ``tabulate`` needed).
+
+    Args:
+        df: the table; floatfmt: format spec for floats; index: include the index as first column(s).
+
+    Returns:
+        str (ends with a newline); ``"(no rows)\\n"`` for an empty frame.
+    """
+    if df is None or df.empty:
+        return "(no rows)\n"
+    d = df.reset_index() if index else df
+    cols = [str(c) for c in d.columns]
+    # count columns read back from CSV as floats (NaN elsewhere) print as integers
+    whole = [bool(_COUNT_COL.search(str(c))) and pd.api.types.is_float_dtype(d[c])
+             and bool((d[c].dropna() % 1 == 0).all()) for c in d.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in d.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(int(v) if w and isinstance(v, float) and not math.isnan(v) else v, floatfmt)
+                                       for v, w in zip(row, whole)) + " |")
+    return "\n".join(lines) + "\n"
+
 
 def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float = 0.95):
     """Two-sided confidence interval and point estimate of the ε that a frozen threshold test certifies.
@@ -153,19 +196,7 @@ def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_s
         silently: ``table.attrs["dropped_rows"]`` maps the reason to the count (:func:`dropped_note`), and a
         ``UserWarning`` says so.
     """
-    if df.empty:
-        return pd.DataFrame()
-    index = list(index)
-    df, order, dropped = _table_rows(df, index, variants)
-    if df.empty:
-        table = pd.DataFrame()
-    else:
-        table = df.pivot_table(index=index, columns="variant", values="epsilon_lower", aggfunc="max")
-        table = table[[v for v in order if v in table.columns]]
-        table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max()
-        table.columns.name = None
-    table.attrs["dropped_rows"] = dropped
-    return table
+    return _variant_table(df, index, variants, lambda g: g.max())
 
 
 def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"),
@@ -183,19 +214,24 @@ def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", 
         DataFrame of str cells indexed by ``index``, one column per variant, plus ``epsilon_theory``; rows left
         out are counted in ``table.attrs["dropped_rows"]`` as in :func:`table_epsilon`.
     """
+    return _variant_table(df, index, variants, spread_cells, lambda theory: theory.map("{:.3f}".format))
+
+
+def _variant_table(df: pd.DataFrame, index: Sequence[str], variants: Sequence[str] | None, cells,
+                   theory=lambda s: s) -> pd.DataFrame:
+    """What both variant tables share: ``cells`` of each (index…) × variant group of ε_lower, columns in
+    ``variants`` order, ``theory`` of the max ε_theory per row; rows left out counted in ``attrs["dropped_rows"]``."""
     if df.empty:
         return pd.DataFrame()
     index = list(index)
     df, order, dropped = _table_rows(df, index, variants)
-    if df.empty:
-        out = pd.DataFrame()
-        out.attrs["dropped_rows"] = dropped
-        return out
-    table = spread_cells(df.groupby(index + ["variant"])["epsilon_lower"]).unstack("variant")
-    table = table[[v for v in order if v in table.columns]]
-    if "epsilon_theory" in df.columns:
-        table["epsilon_theory"] = df.groupby(index)["epsilon_theory"].max().map("{:.3f}".format)
-    table.columns.name = None
+    table = pd.DataFrame()
+    if not df.empty:
+        table = cells(df.groupby(index + ["variant"])["epsilon_lower"]).unstack("variant")
+        table = table[[v for v in order if v in table.columns]]
+        if "epsilon_theory" in df.columns:
+            table["epsilon_theory"] = theory(df.groupby(index)["epsilon_theory"].max())
+        table.columns.name = None
     table.attrs["dropped_rows"] = dropped
     return table
 
@@ -285,3 +321,90 @@ def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
     if "records_truncated" in out and "records_total" in out:
         out["records_truncated_share"] = out["records_truncated"] / out["records_total"].where(out["records_total"] > 0)
     return out
+
+
+#: notebook 08's two bounds: shown even when one of them is empty (μ_lower is NaN for Steinke et al.'s rows)
+ALWAYS = ("epsilon_lower", "mu_lower")
+_COLUMNS = ("mech_sample_rate", "variant", "method", "m", "probe_share", "mu_eff", "k_plus", "k_minus", "correct",
+            "guesses", "epsilon_lower", "mu_lower", "epsilon_theory", "trials", "releases", "seconds")
+
+_PUBLISHED = ("table", "method", "setting", "published", "reproduced", "tolerance", "within", "note")
+
+#: results.md's titles of notebook 08's tables; ``PUBLISHED_TITLE`` says what is and is not reproduced, and how to
+#: read ``within``
+PUBLISHED_TITLE = (
+    "One-run bounds against their published values (notebook 08, before anything PE-specific): Mahloujifar, Melis & "
+    "Chaudhuri (ICML 2025), App. B's correct guesses c and Table 1's ε (theory, Steinke et al., f-DP) on their "
+    "idealised Gaussian game. `within`: |published − reproduced| ≤ tolerance, the Monte-Carlo spread at this run's "
+    "number of games (see `note`; the source used 100). At 100 games c, the theoretical ε and Steinke et al.'s "
+    "column reproduce (σ = 0.5: 0.11 short) and the f-DP column does not (the kit is 0.1–0.9 lower; the settings "
+    "tried are in notebook 08 and `pe_kit.audit.one_run_checks`); with fewer games the tolerance is wider and an "
+    "f-DP row can read `within` = True")
+ONE_RUN_TITLE = (
+    "One-run audits of one PE release (notebook 08): ε_lower (Steinke et al.) and μ_lower / ε_lower (f-DP) per "
+    "sampling rate, variant and number of canaries m, beside the kit's multi-trial audit on the same bank (method "
+    "multi_trial: m = 1 canary, `trials` per hypothesis, `releases` = 4·trials for the calibration and test splits "
+    "under H0 and H1). `probe_share`: the share of the bank's p coordinates the m canaries' blocks take; `mu_eff`: "
+    "median per-canary μ_eff (ceiling 1/σ); (`k_plus`, `k_minus`): the best pair of \"in\"/\"out\" guesses, with its "
+    "`correct` of `guesses` (when ε_lower = 0, the first pair searched, (1, 0)); `seconds`: wall time of routing, "
+    "release, scoring and bounds")
+IDEALISED_TITLE = ("One-run audits on the idealised game (notebook 08: no PE, per-canary Gaussian LLR at μ = 1/σ): "
+                   "median (min, max) over repeats")
+
+
+def published_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The published-value checks of notebook 08 (experiment ``one_run_published``, rows of ``published_checks``).
+
+    Args:
+        rows: DataFrame of those rows (``source``, ``method``, ``setting``, ``published``, ``reproduced``,
+            ``tolerance``, ``within``, ``note``).
+
+    Returns:
+        DataFrame with ``table`` (the part of the source: "App. B" or "Table 1", from ``source``) and the other
+        columns of ``_PUBLISHED`` that exist, in the order published_checks wrote them.
+    """
+    rows = rows.copy()
+    if "source" in rows.columns:
+        rows["table"] = rows["source"].astype(str).str.rsplit(", ", n=1).str[-1]
+    return rows[[c for c in _PUBLISHED if c in rows.columns]]
+
+
+def one_run_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The one-run rows (experiment ``one_run``) and the multi-trial row (``multi_trial``) of notebook 08.
+
+    Args:
+        rows: DataFrame of those rows (as read back from ``results.csv``).
+
+    Returns:
+        DataFrame with the columns of ``_COLUMNS`` that hold a value (``epsilon_lower`` and ``mu_lower`` always),
+        sorted by sampling rate q (largest first), variant, then the one-run rows by m and method before the
+        multi-trial row of the same q and variant.
+    """
+    cols = [c for c in _COLUMNS if c in rows.columns and (rows[c].notna().any() or c in ALWAYS)]
+    rows = rows.copy()  # a slice of the wide results.csv frame is fragmented: assign() on it warns
+    rows["_multi"] = rows["experiment"] == "multi_trial"
+    order = [c for c in ("mech_sample_rate", "variant", "_multi", "m", "method") if c in rows.columns]
+    return rows.sort_values(order, ascending=[c != "mech_sample_rate" for c in order], kind="stable")[cols]
+
+
+def idealised_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The idealised-game rows (experiment ``one_run_idealised``) summarised over repeats per (q, m, method).
+
+    Args:
+        rows: DataFrame of those rows.
+
+    Returns:
+        DataFrame: ``mech_sample_rate, m, method, repeats`` (int), ``epsilon_lower_median / _min / _max``,
+        ``mu_lower_median`` and ``epsilon_theory`` (one value per q), q largest first.
+    """
+    keys = [c for c in ("mech_sample_rate", "m", "method") if c in rows.columns]
+    spec = {"repeats": ("epsilon_lower", "size"), "epsilon_lower_median": ("epsilon_lower", "median"),
+            "epsilon_lower_min": ("epsilon_lower", "min"), "epsilon_lower_max": ("epsilon_lower", "max")}
+    if "mu_lower" in rows.columns:
+        spec["mu_lower_median"] = ("mu_lower", "median")
+    if "epsilon_theory" in rows.columns:
+        spec["epsilon_theory"] = ("epsilon_theory", "max")
+    agg = rows.groupby(keys, sort=True).agg(**spec).reset_index()
+    if "mech_sample_rate" in agg.columns:
+        agg = agg.sort_values(keys, ascending=[k != "mech_sample_rate" for k in keys], kind="stable")
+    return agg
