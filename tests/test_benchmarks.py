@@ -316,8 +316,8 @@ def test_real_pe_augpe():
     # the two-stage form gives the one-call form's releases, seed for seed
     assert re.search(r"counts identical: True \(\d+, \d+, \d+, \d+\); max \|score difference\| " + NUM, out)
     assert numbers(r"max \|score difference\| " + NUM, out)[0] < 1e-12
-    lower = dict(re.findall(r"^augpe_(sample|user): flagged=\w+ epsilon_lower=" + NUM + " epsilon_theory=3\.15 designs=\d+",
-                            out, re.M))
+    lower = dict(re.findall(r"^augpe_(sample|user): flagged=\w+ epsilon_lower=" + NUM
+                            + r" epsilon_theory=3\.15 designs=\d+", out, re.M))
     assert set(lower) == {"sample", "user"}
     assert float(lower["user"]) > float(lower["sample"])  # 16 records per user: separable even at smoke size
 
