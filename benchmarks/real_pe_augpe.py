@@ -3,7 +3,7 @@ imported from a snapshot outside this repository, through ``HistogramAdapter``, 
 
 Usage (the recipe, with the snapshot and faiss-cpu: docs/real_pe.md)::
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. nice -n 10 python benchmarks/real_pe_augpe.py --augpe /tmp/augpe \\
+    HF_HUB_OFFLINE=1 PYTHONPATH=. nice -n 15 python benchmarks/real_pe_augpe.py --augpe /tmp/augpe \\
         --deps /tmp/augpe-deps [--trials 10000] [--speedup-trials 50] [--check-calls 100] [--out docs/real_pe_augpe.csv]
 
 What runs (nothing of aug-pe is copied: ``dp_nn_histogram`` is called as its ``main.py`` calls it, with its
