@@ -55,7 +55,7 @@ class NoGpu:
 
 
 class ReplayFaiss:
-    """The faiss that the randomised stage's copy of aug-pe's module sees: a flat index whose search returns ``ids``."""
+    """faiss for the second load of aug-pe's module (the randomised stage): every search returns ``ids``."""
 
     StandardGpuResources = NoGpu
     ids = np.zeros((0, 1), dtype=np.int64)
