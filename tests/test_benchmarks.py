@@ -55,7 +55,7 @@ SMOKED = {  # every benchmark script and the test that runs it
     "fidelity_mu_eff.py": "test_fidelity_mu_eff", "shared_population.py": "test_shared_population",
     "composed_reference.py": "test_composed_reference", "bench_big_corpus.py": "test_bench_big_corpus",
     "reproduce_under_load.py": "test_reproduce_under_load", "bank_b_copying.py": "test_bank_b_copying",
-    "real_pe.py": "test_real_pe",
+    "real_pe.py": "test_real_pe", "real_pe_augpe.py": "test_real_pe_augpe",
 }
 
 
@@ -298,3 +298,26 @@ def test_real_pe():
         pytest.skip(f"DPSDA's dependencies {missing} are not installed (docs/real_pe.md)")
     out = run("real_pe.py", "--dpsda", str(dpsda))
     assert re.search(r"^microsoft/DPSDA @ [0-9a-f]{40}; battery of \d+ designs", out, re.M)
+
+
+@pytest.mark.slow
+def test_real_pe_augpe():
+    augpe = Path(os.environ.get("PE_KIT_AUGPE", "/tmp/augpe"))
+    deps = Path(os.environ.get("PE_KIT_AUGPE_DEPS", "/tmp/augpe-deps"))
+    if not ((augpe / ".git").exists() and (augpe / "dpsda" / "dp_counter.py").is_file()):
+        pytest.skip(f"needs a git checkout of AI-secure/aug-pe at {augpe} (PE_KIT_AUGPE; docs/real_pe.md)")
+    import importlib.util
+
+    if importlib.util.find_spec("faiss") is None and not (deps / "faiss").is_dir():
+        pytest.skip(f"faiss-cpu is neither installed nor in {deps} (PE_KIT_AUGPE_DEPS; docs/real_pe.md)")
+    out = run("real_pe_augpe.py", "--augpe", str(augpe), "--deps", str(deps))
+    assert re.search(r"^AI-secure/aug-pe @ [0-9a-f]{40}; batteries of \d+ \(sample\) and \d+ \(user\) designs", out,
+                     re.M)
+    # the two-stage form gives the one-call form's releases, seed for seed
+    assert re.search(r"counts identical: True \(\d+, \d+, \d+, \d+\); max \|score difference\| " + NUM, out)
+    assert numbers(r"max \|score difference\| " + NUM, out)[0] < 1e-12
+    lower = dict(re.findall(r"^augpe_(sample|user): flagged=\w+ epsilon_lower=" + NUM
+                            + r" epsilon_theory=3\.15 designs=\d+", out, re.M))
+    assert set(lower) == {"sample", "user"}
+    assert float(lower["user"]) > float(lower["sample"])  # 16 records per user: separable even at smoke size
+
