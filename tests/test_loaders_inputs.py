@@ -47,11 +47,20 @@ def test_blogs_and_bank_with_bom_crlf(tmp_path):
     assert texts == ["alpha", "beta"] and info["rows"] == 2
 
 
-def test_bom_only_at_the_start(tmp_path):
-    p = tmp_path / "y.json"
-    p.write_bytes(json.dumps(YELP[0]).encode() + b"\n" + BOM + json.dumps(YELP[1]).encode() + b"\n")
-    with pytest.raises(DataError, match="line 2"):  # a BOM in the middle is a malformed line, named
-        load_yelp(p, min_records=1)
+@pytest.mark.parametrize("name", ["y.json", "y.json.gz", "s.csv"])
+def test_bom_only_at_the_start(tmp_path, name):
+    """A BOM that starts a later line (files joined with cat, each with its BOM) is refused whatever on_error says,
+    naming the line and how to remove the marks: skipping the line would drop a record whole but for the mark."""
+    lines = ([json.dumps(r).encode() + b"\n" for r in YELP] if name.startswith("y") else
+             [f'"0","{i}","Mon","NO_QUERY","u1","tweet {i}"\n'.encode() for i in range(3)])
+    p = _write(tmp_path / name, BOM + lines[0] + BOM + lines[1] + lines[2])
+    load = load_yelp if name.startswith("y") else load_sentiment140
+    for on_error in ("raise", "skip"):
+        with pytest.raises(DataError, match=rf"{name}: line 2 starts with a UTF-8 byte-order mark \(BOM, bytes EF BB "
+                                            r"BF\), which only line 1 may carry: the file looks like files joined by "
+                                            r"concatenation, each with its BOM\. Remove the marks \(e\.g\. `sed -i "
+                                            r"'2,\$ s/\^\\xEF\\xBB\\xBF//' FILE`"):
+            load(p, min_records=1, on_error=on_error)
 
 
 def _s140(path, lines):
