@@ -94,6 +94,21 @@ def test_explore_json(capsys):
     assert "sigma" in capsys.readouterr().err
 
 
+def test_explore_json_is_strict_json_at_delta_zero(capsys):
+    """δ = 0 gives ε_theory = ∞ (the Gaussian mechanism has no pure-DP ε) and fraction_of_theory = NaN: strict JSON
+    has neither, so both are null and not_finite names their values; a strict parser reads the output."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    assert main(["explore", "--delta", "0", "--json"]) == 0
+    st = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert st["epsilon_theory"] is None and st["fraction_of_theory"] is None
+    assert st["not_finite"] == {"epsilon_theory": "inf", "fraction_of_theory": "nan"}
+    assert st["epsilon_lower_expected"] == pytest.approx(1.0138, abs=1e-4)
+    assert main(["explore", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out, parse_constant=refuse)["not_finite"] == {}
+
+
 def test_explore_help_describes_every_option_with_field_names(capsys):
     with pytest.raises(SystemExit):
         main(["explore", "--help"])

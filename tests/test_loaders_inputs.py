@@ -47,11 +47,20 @@ def test_blogs_and_bank_with_bom_crlf(tmp_path):
     assert texts == ["alpha", "beta"] and info["rows"] == 2
 
 
-def test_bom_only_at_the_start(tmp_path):
-    p = tmp_path / "y.json"
-    p.write_bytes(json.dumps(YELP[0]).encode() + b"\n" + BOM + json.dumps(YELP[1]).encode() + b"\n")
-    with pytest.raises(DataError, match="line 2"):  # a BOM in the middle is a malformed line, named
-        load_yelp(p, min_records=1)
+@pytest.mark.parametrize("name", ["y.json", "y.json.gz", "s.csv"])
+def test_bom_only_at_the_start(tmp_path, name):
+    """A BOM that starts a later line (files joined with cat, each with its BOM) is refused whatever on_error says,
+    naming the line and how to remove the marks: skipping the line would drop a record whole but for the mark."""
+    lines = ([json.dumps(r).encode() + b"\n" for r in YELP] if name.startswith("y") else
+             [f'"0","{i}","Mon","NO_QUERY","u1","tweet {i}"\n'.encode() for i in range(3)])
+    p = _write(tmp_path / name, BOM + lines[0] + BOM + lines[1] + lines[2])
+    load = load_yelp if name.startswith("y") else load_sentiment140
+    for on_error in ("raise", "skip"):
+        with pytest.raises(DataError, match=rf"{name}: line 2 starts with a UTF-8 byte-order mark \(BOM, bytes EF BB "
+                                            r"BF\), which only line 1 may carry: the file looks like files joined by "
+                                            r"concatenation, each with its BOM\. Remove the marks \(e\.g\. `sed -i "
+                                            r"'2,\$ s/\^\\xEF\\xBB\\xBF//' FILE`"):
+            load(p, min_records=1, on_error=on_error)
 
 
 def _s140(path, lines):
@@ -188,9 +197,9 @@ def test_doubled_file_counts_its_repeats_and_warns(tmp_path, monkeypatch):
     assert once.report()["records_repeated"] == once.report()["users_with_repeats"] == 0
     doubled = _crlf_jsonl(tmp_path / "aa.json", a + a)
     msg = (f"{doubled}: 6 of the 12 records kept (50%, in 2 users) repeat an earlier record of the same user (same "
-           "user_id and text), as in a file concatenated with itself (exactly half); they are kept as records of "
-           "their own, so users hold extra records: if the file was merged from copies, deduplicate it (keep each "
-           "(user_id, text) pair once) and load it again")
+           "user_id and text), as in a file concatenated with itself (half of the records, less where the record "
+           "cap cuts a user's second copy); they are kept as records of their own, so users hold extra records: if "
+           "the file was merged from copies, deduplicate it (keep each (user_id, text) pair once) and load it again")
     with pytest.warns(UserWarning) as caught:
         twice = load_yelp(doubled, record_cap=8, min_records=1)
     assert [str(w.message) for w in caught] == [msg]
@@ -205,3 +214,22 @@ def test_doubled_file_counts_its_repeats_and_warns(tmp_path, monkeypatch):
         with pytest.warns(UserWarning) as caught:
             cached = cached_corpus(doubled, "yelp", record_cap=8, min_records=1)
         assert [str(w.message) for w in caught] == [msg] and cached.report() == rep
+
+
+def test_doubled_file_cut_by_the_record_cap_warns(tmp_path):
+    """Under the record cap a doubled file keeps less than half repeats (a user's second copy is cut), yet users
+    cross min_records on repeats alone: u0 (4 records) is admitted at min_records = 6 only doubled, with 2 repeats
+    among its 6; u1 (2 records) keeps 4, 2 repeats: 4 of 10 (40%), exactly as many as a copy adds, so it warns."""
+    a = [{"user_id": u, "text": f"{u} review {i}", "stars": 3} for u, n in (("u0", 4), ("u1", 2)) for i in range(n)]
+    assert len(load_yelp(_crlf_jsonl(tmp_path / "a.json", a), record_cap=6, min_records=6)) == 0
+    doubled = _crlf_jsonl(tmp_path / "aa.json", a + a)
+    with pytest.warns(UserWarning, match=r"aa\.json: 2 of the 6 records kept \(33%, in 1 users\) repeat an earlier"):
+        c = load_yelp(doubled, record_cap=6, min_records=6)
+    assert [(u.user_id, len(u.texts), len(set(u.texts))) for u in c.users] == [("u0", 6, 4)]
+    assert c.report()["records_repeated"] == 2
+    with pytest.warns(UserWarning, match=r"4 of the 10 records kept \(40%, in 2 users\)"):
+        assert len(load_yelp(doubled, record_cap=6, min_records=1)) == 2
+    with warnings.catch_warnings():  # u0's first copy fills a cap of 4: no repeat is kept, a copy adds none
+        warnings.simplefilter("error")
+        u0 = _crlf_jsonl(tmp_path / "u0.json", a[:4] + a[:4])
+        assert load_yelp(u0, record_cap=4, min_records=4).report()["records_repeated"] == 0

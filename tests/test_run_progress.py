@@ -148,7 +148,9 @@ def test_the_embedding_plan_counts_each_uncached_text_once_for_the_first_noteboo
     assert [(c.arm, c.bank) for c in notebook_worlds("04_audit", params)] == [
         ("long", "bankA"), ("long", "public"), ("short", "bankA"), ("short", "public")]
     assert notebook_worlds("07_audit_an_implementation", params) == []
-    plan = embedding_plan({"01_mechanism": params, "04_audit": params}, sample=100, clock=t)
+    listed = []
+    plan = embedding_plan({"01_mechanism": params, "04_audit": params}, sample=100, clock=t, listed=listed.append)
+    assert listed == [{"01_mechanism": 300, "04_audit": 51}]  # before the cache is asked: 'cached text' counts
     assert FakeEncoder.calls == [16, 32, 32, 20]  # 100 of the 350 new texts: 16 untimed, 84 timed in 2.1 s
     assert embedding_plan({"01_mechanism": params}, sample=100, seconds=1.0, clock=t)["rates"]  # 32 + 32 in 1.6 s
     assert FakeEncoder.calls[4:] == [16, 32, 32]
@@ -197,8 +199,9 @@ def test_reproduce_prints_the_estimate_before_the_first_notebook_and_checks_it(t
 
     seen = {}
 
-    def fake_plan(params_by_notebook, preset):
+    def fake_plan(params_by_notebook, preset, early):
         seen.update(params_by_notebook)
+        early("rough estimate: at most 1,500 texts …")
         return {"texts": {"01_mechanism": 1200}, "seconds": {"01_mechanism": 40.0}, "rates": {"m": 30.0},
                 "measure_seconds": 9.0, "planned": {"01_mechanism": 70.0}, "profile": "tiny-warm",
                 "line": "estimate: 1,200 texts … → about 70 s in all",
@@ -213,8 +216,9 @@ def test_reproduce_prints_the_estimate_before_the_first_notebook_and_checks_it(t
     assert summary.ok, lines
     assert list(seen) == ["01_mechanism"] and seen["01_mechanism"]["seed"] == 0
     head = next(i for i, x in enumerate(lines) if x.startswith("pe-kit reproduce: preset tiny"))
-    assert lines[head + 1] == "pe-kit reproduce: estimate: 1,200 texts … → about 70 s in all"
-    assert lines[head + 2].startswith("[1/1] 01_mechanism: running …; embeds 1,200 texts the cache lacks (≈ 40 s); run: 0 "
+    assert lines[head + 1] == "pe-kit reproduce: rough estimate: at most 1,500 texts …"
+    assert lines[head + 2] == "pe-kit reproduce: estimate: 1,200 texts … → about 70 s in all"
+    assert lines[head + 3].startswith("[1/1] 01_mechanism: running …; embeds 1,200 texts the cache lacks (≈ 40 s); run: 0 "
                                "of 1 notebooks done, 0 s elapsed, about 70 s left")
     checks = [x for x in lines if x.startswith("pe-kit reproduce: estimate vs actual")]
     assert [x.split(":")[1] for x in checks] == [" estimate vs actual at the halfway point", " estimate vs actual at the end"]
@@ -226,19 +230,39 @@ def test_reproduce_prints_the_estimate_before_the_first_notebook_and_checks_it(t
     assert not any("estimate" in x for x in rerun) and len(seen) == 1
 
 
+class FakeChild:
+    """A ``subprocess.Popen`` stand-in: ``out`` on stdout, ``err`` to the stderr file, exit status ``rc``."""
+
+    def __init__(self, out: str, err: str = "", rc: int = 0):
+        self.out, self.err, self.returncode = out, err, rc
+
+    def __call__(self, args, stdout, stderr, text, env):
+        import io
+
+        stderr.write(self.err)
+        self.stdout = io.StringIO(self.out)
+        return self
+
+    def wait(self):
+        return self.returncode
+
+
 def test_run_plan_adds_the_warm_profile_and_says_what_it_used(monkeypatch):
     """The child's texts and seconds plus the preset's warm profile make each notebook's plan; the printed line
-    names the texts per notebook, the measured rate and the profile; a failed child is an error naming its status."""
+    names the texts per notebook, the measured rate and the profile; the rough line reaches ``early`` as soon as
+    the child has listed the texts; a failed child is an error naming its status."""
     import subprocess
-    from types import SimpleNamespace
 
     from pe_kit.run.run_progress import run_plan, warm_profile
 
     child = {"texts": {"01_mechanism": 9000, "04_audit": 3345}, "seconds": {"01_mechanism": 300.0, "04_audit": 111.5},
              "rates": {"m": 30.0}, "measure_seconds": 20.0}
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(stdout="noise\n" + json.dumps(child),
-                                                                           stderr="", returncode=0))
-    plan = run_plan({"01_mechanism": {}, "04_audit": {}}, "quick")
+    listed = json.dumps({"listed": {"01_mechanism": 9000, "04_audit": 4000}})
+    monkeypatch.setattr(subprocess, "Popen", FakeChild(f"noise\n{listed}\n{json.dumps(child)}\n"))
+    early = []
+    plan = run_plan({"01_mechanism": {}, "04_audit": {}}, "quick", early.append)
+    assert len(early) == 1 and early[0].startswith("rough estimate: at most 13,000 texts to embed (01_mechanism 9,000; "
+                                                   "04_audit 4,000) at ≈ ")
     warm = REFERENCE_SECONDS["quick-warm"]
     assert warm_profile("quick") == ("quick-warm", warm) and warm_profile("paper")[0] == "quick-warm"
     assert plan["planned"] == {"01_mechanism": 300.0 + warm["01_mechanism"], "04_audit": 111.5 + warm["04_audit"]}
@@ -247,7 +271,24 @@ def test_run_plan_adds_the_warm_profile_and_says_what_it_used(monkeypatch):
                             "→ about 13 min in all")
     assert plan["notes"]["04_audit"] == "; embeds 3,345 texts the cache lacks (≈ 2 min)"
     assert "preset paper has none of its own" in run_plan({"04_audit": {}}, "paper")["line"]
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(stdout="", stderr="x\nDataError: bad",
-                                                                           returncode=2))
+    monkeypatch.setattr(subprocess, "Popen", FakeChild("", "x\nDataError: bad", 2))
     with pytest.raises(RuntimeError, match=r"child process failed \(exit status 2\): DataError: bad"):
         run_plan({"01_mechanism": {}}, "quick")
+
+
+def test_the_rough_estimate_is_the_texts_at_the_reference_rate_scaled_to_the_free_cores():
+    """Before the encoder is ready: the texts listed at REFERENCE_RATE (88 text/s: the quick cold run's notebook 01,
+    54,341 texts in 654 − 34 s), × cores / load when the load exceeds the cores, plus the warm profile."""
+    from pe_kit.run.run_progress import REFERENCE_RATE, listed_line
+
+    warm = REFERENCE_SECONDS["quick-warm"]
+    assert REFERENCE_RATE == pytest.approx(54_341 / (REFERENCE_SECONDS["quick"]["01_mechanism"] - warm["01_mechanism"]),
+                                           rel=0.01)
+    idle = listed_line({"01_mechanism": 52_800, "04_audit": 0}, "quick", cpus=2, load=1.0)
+    other = format_duration(warm["01_mechanism"] + warm["04_audit"])  # 380 s
+    assert idle == ("rough estimate: at most 52,800 texts to embed (01_mechanism 52,800) at ≈ 88 text/s (the "
+                    f"reference run's 88 × 2 cores / load 1.0) ≈ 10 min, plus {other} of the other work (profile "
+                    "quick-warm) → at most about 16 min in all; the cache is asked and the rate timed once the "
+                    "encoder is ready")
+    busy = listed_line({"01_mechanism": 52_800}, "quick", cpus=2, load=11.0)  # 16 text/s: 3,300 s of embedding
+    assert "at ≈ 16 text/s (the reference run's 88 × 2 cores / load 11.0) ≈ 55 min, plus 34 s" in busy

@@ -142,13 +142,21 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
     Raises:
         DataError: a gzip stream that ends early or is corrupt (names the file, the last line read and the fix),
-            whatever ``on_error`` says: a cut file would silently lose its tail.
+            or a UTF-8 BOM that starts a later line (files joined by concatenation, each with its BOM: names the
+            line and the fix), whatever ``on_error`` says: a cut file would silently lose its tail, a skipped
+            line a record that is whole but for the mark.
     """
     lineno = 0
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
             for lineno, data in enumerate(raw, start=1):
-                if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
+                if data.startswith(b"\xef\xbb\xbf"):
+                    if lineno > 1:
+                        raise DataError(f"{path}: line {lineno} starts with a UTF-8 byte-order mark (BOM, bytes EF BB "
+                                        "BF), which only line 1 may carry: the file looks like files joined by "
+                                        "concatenation, each with its BOM. Remove the marks (e.g. `sed -i "
+                                        "'2,$ s/^\\xEF\\xBB\\xBF//' FILE`; a .gz file through zcat and gzip) and "
+                                        "load it again")
                     data = data[3:]
                 yield lineno, data
     except gzip.BadGzipFile as exc:

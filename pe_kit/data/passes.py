@@ -187,7 +187,9 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
 
     Stops reading once every admitted user has all its records. Memory: the returned records plus the id set.
     Exact repeats of a (user_id, text) pair are kept and counted (``Corpus.repeats``); a UserWarning names them
-    when they are at least half of the records kept (a file concatenated with itself: exactly half).
+    when they are at least as many as a file concatenated with itself holds: per user with ``c`` records in pass 1,
+    the records kept beyond its first ⌈c/2⌉ (exactly half without the record cap, fewer where the cap cuts the
+    second copy, none for a user whose first copy fills the cap).
 
     Raises: DataError when the file changed since pass 1 (its size, time or records differ; names the file and
         the fix), ValueError for inconsistent caps.
@@ -224,10 +226,12 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
     corpus = Corpus(users, str(path), skipped, removed, +Counter(whitespace_normalised=rewritten), scan.decoding)
     repeated, users_with = corpus.repeats()
     kept = sum(want.values())
-    if repeated and 2 * repeated >= kept:
+    doubled = sum(n - min(-(-scan.counts[uid] // 2), n) for uid, n in want.items())
+    if doubled and repeated >= doubled:  # doubled = 0: a copy would add no repeat, those held are the file's own
         warnings.warn(f"{path}: {repeated} of the {kept} records kept ({repeated / kept:.0%}, in {users_with} "
                       "users) repeat an earlier record of the same user (same user_id and text), "
-                      "as in a file concatenated with itself (exactly half); they are kept as records of their own, "
+                      "as in a file concatenated with itself (half of the records, less where the record cap cuts "
+                      "a user's second copy); they are kept as records of their own, "
                       "so users hold extra records: if the file was merged from copies, deduplicate it (keep each "
                       "(user_id, text) pair once) and load it again", UserWarning, stacklevel=3)
     return corpus

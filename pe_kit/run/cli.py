@@ -82,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--delta", type=float, default=1e-5, metavar="δ",
                    help="δ of the (ε, δ) guarantee (field delta) (default 1e-5)")
     e.add_argument("--json", action="store_true", help="print every field as JSON (sigma, sample_rate, trials, delta, "
-                                                      "gamma, mu_eff, epsilon_theory, epsilon_lower_expected, …)")
+                                                      "gamma, mu_eff, epsilon_theory, epsilon_lower_expected, …); a "
+                                                      "value that is not finite (ε_theory at --delta 0) is null and "
+                                                      "named in not_finite with its value, 'inf' or 'nan'")
 
     s = sub.add_parser("results", help="print a finished run's results.md",
                        description="Print RUN_DIR/results.md, the tables that pe-kit reproduce collected from the "
@@ -198,7 +200,9 @@ def _explore(args) -> int:
         print(f"pe-kit: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(st, indent=1))
+        # strict JSON has no Infinity or NaN: such a field is null, and not_finite says which value it stands for
+        bad = {k: str(v) for k, v in st.items() if isinstance(v, float) and not math.isfinite(v)}
+        print(json.dumps({**st, **dict.fromkeys(bad), "not_finite": bad}, indent=1, allow_nan=False))
     else:
         print(f"noise multiplier σ={st['sigma']:g}  sample rate q={st['sample_rate']:g}  "
               f"trials={st['trials']:,} per hypothesis  δ={st['delta']:g}")

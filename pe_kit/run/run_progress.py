@@ -1,7 +1,8 @@
 """How far a ``pe-kit reproduce`` run is and how long is left, and where it ran (``run.json``'s ``machine``).
 
-The run-level estimate, printed before the first notebook (:func:`run_plan`): the texts the run will embed that
-the embedding cache lacks (every world of every notebook, :func:`notebook_worlds`, by content), divided by an
+The run-level estimate, printed before the first notebook (:func:`run_plan`), first rough (:func:`listed_line`:
+the texts the run embeds at a reference rate, printed before the encoder is ready), then: the texts the run will
+embed that the embedding cache lacks (every world of every notebook, :func:`notebook_worlds`, by content), divided by an
 embedding rate measured on a short batch of those very texts, plus the preset's warm profile (its notebooks'
 seconds with every embedding cached, :data:`REFERENCE_SECONDS` ``<preset>-warm``). Each notebook's planned seconds
 are its own embedding plus its warm seconds. As notebooks finish, the time left is the planned seconds of the
@@ -21,11 +22,13 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
-from typing import Mapping, Sequence
+from collections import Counter
+from typing import Callable, Mapping, Sequence
 
 __all__ = ["REFERENCE_SECONDS", "PROFILES", "RunClock", "machine_info", "format_duration", "notebook_worlds",
-           "embedding_plan", "run_plan", "warm_profile"]
+           "embedding_plan", "listed_line", "run_plan", "warm_profile", "REFERENCE_RATE"]
 
 #: seconds per notebook of a measured run of each preset (the cold profiles' ratios weigh the ETA without a plan;
 #: a warm profile's seconds are the plan's work besides embedding, :func:`run_plan`; docs/presets.md names the runs):
@@ -51,6 +54,10 @@ REFERENCE_SECONDS = {
 #: the profiles a preset's ETA chooses among (:meth:`RunClock.profile`); a preset not listed uses its own or quick's
 PROFILES = {"quick": ("quick", "quick-warm")}
 _DEFAULT_SECONDS = 150.0  # a notebook the reference run does not have
+#: texts per second of the quick preset's cold reference run: notebook 01 embedded its world's 54,341 texts in
+#: (654 − 34) s (its cold less its warm seconds, :data:`REFERENCE_SECONDS`), 2 idle cores; the rough estimate's
+#: rate (:func:`listed_line`), before one is timed here
+REFERENCE_RATE = 88.0
 
 
 def format_duration(seconds: float) -> str:
@@ -93,12 +100,14 @@ def notebook_worlds(notebook: str, params: Mapping) -> list:
 
 
 def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256, seconds: float = 5.0,
-                   clock=time.perf_counter) -> dict:
+                   clock=time.perf_counter, listed: Callable[[dict], None] | None = None) -> dict:
     """The texts each notebook will embed that the embedding cache lacks, and how long that takes here.
 
     Every world of every notebook (:func:`notebook_worlds`) is listed by content (``study.world.world_texts``); a
     text counts once, for the first notebook that embeds it with its encoder (model, token cap and backend: one
-    embedding store), and only when that store lacks it. A generated bank's texts count as new. For each encoder
+    embedding store), and only when that store lacks it. A generated bank's texts count as new. ``listed`` (if
+    given) receives ``{notebook: texts}`` as soon as the texts are listed, before any encoder resolves its backend
+    (a first ONNX export takes about a minute) and so before the cache is asked: an upper bound. For each encoder
     with texts to embed, up to ``sample`` of them, spread over the list, are embedded now in batches of 32, timed
     after 16 untimed ones (the runtime's first call) until ``seconds`` have passed; they stay in the cache, so
     measuring is work the run does not repeat.
@@ -116,20 +125,24 @@ def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256,
     encoders: dict[str, Encoder] = {}
     new: dict[str, dict] = {}  # encoder id → text key → (text, notebook)
     generated = {nb: 0 for nb in params_by_notebook}
-    listed = set()
+    configs = set()
     for nb, params in params_by_notebook.items():
         for config in notebook_worlds(nb, params):
-            if config in listed:
+            if config in configs:
                 continue
-            listed.add(config)
+            configs.add(config)
             enc = Encoder(config.model, max_seq_length=config.max_seq_length, progress=False)
             enc = encoders.setdefault(enc.model_id, enc)
             texts, n_generated = world_texts(config)
             seen = new.setdefault(enc.model_id, {})
-            keys = {k: t for k, t in ((text_key(t), t) for t in texts) if k not in seen}
-            seen.update((k, (keys[k], nb)) for k in EmbeddingStore.open(cache_dir() / "embeddings" / enc.store_key)
-                        .missing(keys))
+            seen.update((k, (t, nb)) for k, t in ((text_key(t), t) for t in texts) if k not in seen)
             generated[nb] += n_generated
+    if listed is not None:
+        first = Counter(nb for todo in new.values() for _, nb in todo.values())
+        listed({nb: n + first[nb] for nb, n in generated.items()})
+    for eid, todo in new.items():  # store_key resolves the encoder's backend
+        lacks = set(EmbeddingStore.open(cache_dir() / "embeddings" / encoders[eid].store_key).missing(todo))
+        new[eid] = {k: v for k, v in todo.items() if k in lacks}
     rates = {}
     for eid, todo in new.items():
         items = list(todo.items())
@@ -154,9 +167,29 @@ def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256,
     return {"texts": texts, "seconds": seconds, "rates": rates, "measure_seconds": clock() - t0}
 
 
-def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str) -> dict:
+def listed_line(texts: Mapping[str, int], preset: str, cpus: int | None = None, load: float | None = None) -> str:
+    """The rough estimate, from the texts the run embeds (:func:`embedding_plan`'s ``listed``: before the cache is
+    asked, so at most these) at :data:`REFERENCE_RATE` scaled to the cores free now (× cpus / 1-minute load
+    average when the load exceeds the cores), plus the preset's :func:`warm_profile`."""
+    cpus = cpus or os.cpu_count() or 1
+    load = os.getloadavg()[0] if load is None and hasattr(os, "getloadavg") else (load or 0.0)
+    rate = REFERENCE_RATE * min(1.0, cpus / load) if load > 0 else REFERENCE_RATE
+    name, warm = warm_profile(preset)
+    n, embed = sum(texts.values()), sum(texts.values()) / rate
+    other = sum(warm.get(nb, _DEFAULT_SECONDS) for nb in texts)
+    return (f"rough estimate: at most {n:,} texts to embed ("
+            + "; ".join(f"{nb} {k:,}" for nb, k in texts.items() if k)
+            + f") at ≈ {rate:.0f} text/s (the reference run's {REFERENCE_RATE:.0f} × {cpus} cores / load {load:.1f})"
+            f" ≈ {format_duration(embed)}, plus {format_duration(other)} of the other work (profile {name}) → at "
+            f"most about {format_duration(embed + other)} in all; the cache is asked and the rate timed once the "
+            "encoder is ready")
+
+
+def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
+             early: Callable[[str], None] | None = None) -> dict:
     """The run-level estimate: :func:`embedding_plan` in a child Python process (the encoders' memory goes back to
-    the system when it ends) plus the preset's :func:`warm_profile`.
+    the system when it ends) plus the preset's :func:`warm_profile`; ``early`` (if given) receives
+    :func:`listed_line` as soon as the child has listed the texts, before its encoder is ready.
 
     Returns:
         the plan's dict plus ``planned`` (notebook → embedding + warm seconds), ``profile`` (the warm profile's
@@ -165,12 +198,22 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str) -> dict:
     Raises:
         RuntimeError: the child failed (its exit status and last line of stderr are named).
     """
-    proc = subprocess.run([sys.executable, "-m", "pe_kit.run.run_progress", json.dumps(params_by_notebook, default=str)],
-                          capture_output=True, text=True, env=os.environ.copy())
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "pe_kit.run.run_progress",
+                                 json.dumps(params_by_notebook, default=str)],
+                                stdout=subprocess.PIPE, stderr=err, text=True, env=os.environ.copy())
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if early is not None and line.startswith('{"listed": '):
+                early(listed_line(json.loads(line)["listed"], preset))
+        proc.wait()
+        err.seek(0)
+        stderr = err.read()
     try:
-        plan = json.loads(proc.stdout.strip().splitlines()[-1])
+        plan = json.loads(lines[-1])
     except (IndexError, ValueError):
-        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        last = (stderr.strip().splitlines() or ["no message"])[-1]
         raise RuntimeError(f"the estimate's child process failed (exit status {proc.returncode}): {last}") from None
     name, warm = warm_profile(preset)
     plan["planned"] = {nb: plan["seconds"][nb] + warm.get(nb, _DEFAULT_SECONDS) for nb in params_by_notebook}
@@ -316,5 +359,7 @@ def machine_info() -> dict:
             "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "gpu": gpu}
 
 
-if __name__ == "__main__":  # run_plan's child: the plan of the notebooks' parameters in argv[1] (JSON), as JSON
-    print(json.dumps(embedding_plan(json.loads(sys.argv[1]))), flush=True)
+if __name__ == "__main__":  # run_plan's child: the texts listed, then the plan of the notebooks' parameters in
+    # argv[1] (JSON), each one line of JSON
+    plan = embedding_plan(json.loads(sys.argv[1]), listed=lambda t: print(json.dumps({"listed": t}), flush=True))
+    print(json.dumps(plan), flush=True)
