@@ -212,7 +212,7 @@ def test_gaussian_model_without_hidden_participation_takes_the_usual_event():
 def test_threshold_rule_is_a_setting_of_the_audit_section():
     """`--set audit.threshold_rule=argmax` reaches the AuditConfig every notebook builds; a misspelt rule is refused
     naming the admissible rules (one declaration: pe_kit.config.AuditSettings)."""
-    from pe_kit.run.presets import parse_override
+    from pe_kit.settings import parse_override
     from pe_kit.study.experiments import audit_from
 
     assert parse_override("audit.threshold_rule=argmax") == ("threshold_rule", "argmax")

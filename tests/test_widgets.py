@@ -120,7 +120,7 @@ def test_explorer_mu_eff_none_is_the_ceiling_and_the_slider_reaches_it():
 
 
 def test_explorer_refuses_before_a_slider_clamps():
-    with pytest.raises(ValueError, match=r"sample_rate \(q\)=1.5 must lie in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"sample_rate=1.5 is out of range: use a number in \(0, 1\]"):
         explorer(sigma=1.0, sample_rate=1.5, plot=False)  # q's slider would have clamped it to 1
 
 
@@ -128,7 +128,7 @@ def test_notebook_05_explorer_follows_set_noise_multiplier(monkeypatch):
     """Notebook 05's explorer cell under ``--set mechanism.noise_multiplier=0.2``: σ = 0.2, μ_eff = 1/σ = 5."""
     import IPython.display
 
-    from pe_kit.run.settings import Preset
+    from pe_kit.settings import Preset
     from pe_kit.study.experiments import mechanism_from
     from pe_kit.report.widgets import show_explorer
 
