@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ParamSpec", "COUNT", "RECORD_CAP", "PARAM_TYPES", "Section", "setting", "record_cap_setting", "check_param",
-           "check_params", "closest", "did_you_mean", "slider_range", "ARMS", "FORMATS", "THRESHOLD_RULES",
+           "closest", "did_you_mean", "slider_range", "ARMS", "FORMATS", "THRESHOLD_RULES",
            "WorldSettings", "MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "StudySettings",
            "RunnerSettings", "NotebookSection", "LLRChecks", "Ablations", "MultiRound", "ImplementationAudit",
            "OneRun", "Preset", "SECTIONS", "NOTEBOOKS", "NOTEBOOK_SECTIONS", "NOTEBOOK_READS", "RUNNER_KEYS",
@@ -151,12 +151,12 @@ class Section:
 
 
 class _ParamTypes(Mapping):
-    _fields: dict = {}  # name → its dataclass field (default, doc, slider)
-
     """``name → ParamSpec`` of every field declared on a registered :class:`Section` (read-only, live).
 
     A name declared on two classes must carry the very same ``ParamSpec`` object (``record_cap``); otherwise the
     lookup raises ``RuntimeError`` (a setting declared twice)."""
+
+    _fields: dict = {}  # name → its dataclass field (default, doc, slider)
 
     def _index(self) -> dict:
         from dataclasses import is_dataclass
@@ -293,11 +293,6 @@ def check_param(name: str, value, spec: ParamSpec | None = None):
     return _one(name, value, spec)
 
 
-def check_params(values: dict, skip_none: bool = False) -> dict:
-    """:func:`check_param` on every item of ``values``; returns a new dict (``skip_none``: keep None as is)."""
-    return {k: (v if skip_none and v is None else check_param(k, v)) for k, v in values.items()}
-
-
 ARMS = ("long", "short")
 FORMATS = ("auto", "blogs", "yelp", "sentiment140")
 
@@ -334,19 +329,10 @@ class WorldSettings(Section):
 
 @dataclass(frozen=True)
 class MechanismSettings(Section):
-    """The mechanism section of the settings tree: one PE histogram release (Eq. 1, Alg. A.1 lines 8–20).
+    """The mechanism section of the tree: one PE histogram release (Eq. 1, Alg. A.1 lines 8–20), k, C, σ, q.
 
-    ε_theory (``pe_kit.audit.accounting.epsilon_theory``) is for add/remove of one user under Poisson
-    sampling at rate q, composed over the releases.
-
-    Attributes:
-        top_k: k, votes per record (int ≥ 1).
-        clip_norm: C, L2 clip of a user's normalized vote vector (float > 0).
-        noise_multiplier: σ; the release noise is N(0, (σC)² I) (float ≥ 0).
-        sample_rate: q, independent Bernoulli participation probability (0 < q ≤ 1).
-
-    Raises:
-        ValueError: naming the field and the admissible range.
+    ε_theory (``pe_kit.audit.accounting.epsilon_theory``) is for add/remove of one user under Poisson sampling at
+    rate q. Raises: ValueError naming the field, the value and the admissible range.
     """
 
     top_k: int = setting(5, COUNT, "k: votes per record")
@@ -358,15 +344,8 @@ class MechanismSettings(Section):
 
 @dataclass(frozen=True)
 class MechanismConfig(MechanismSettings):
-    """One PE histogram release (Eq. 1, Alg. A.1 lines 8–20): :class:`MechanismSettings` plus m.
-
-    Attributes:
-        top_k, clip_norm, noise_multiplier, sample_rate: see :class:`MechanismSettings`.
-        record_cap: m, records kept per user (int ≥ 1).
-
-    Raises:
-        ValueError: naming the field and the admissible range.
-    """
+    """One PE histogram release as the mechanism code takes it: :class:`MechanismSettings` plus m (App. D); in the
+    tree m is the study's ``record_cap`` (it also caps the loaded records)."""
 
     record_cap: int = record_cap_setting()
 
@@ -382,20 +361,9 @@ THRESHOLD_RULES = ("gaussian_model", "argmax", "anchored_argmax", "penalised", "
 
 @dataclass(frozen=True)
 class AuditSettings(Section):
-    """The audit section of the settings tree: statistics of every audit (§2.1 Steps 2–5, App. E.6–E.7).
-
-    Attributes:
-        trials: trials per hypothesis, for calibration and again for the test (int ≥ 1).
-        alpha: family-wise error over the canaries of one variant (0 < α < 1).
-        delta: δ of the (ε, δ) statement (0 ≤ δ < 1).
-        shrinkage: diagonal shrinkage of the aux second moment (Eq. 33), 0.1 in the paper.
-        ridge: numerical ridge added to Σ̂ (Eq. 35), 1e-9 in the paper.
-        threshold_rule: how the calibration split chooses the frozen threshold (§2.1 Step 5), a name of
-            ``pe_kit.audit.threshold_rules.RULES``: ``"gaussian_model"`` (the default; docs/threshold_rules.md),
-            ``"argmax"`` (the largest calibrated ε), ``"anchored_argmax"``, ``"penalised"``, ``"min_count"``.
-
-    Raises:
-        ValueError: naming the field and the admissible range.
+    """The audit section of the tree: statistics of every audit (§2.1 Steps 2–5, App. E.6–E.7); trials count
+    calibration and test trials per hypothesis, each; the threshold rules are ``pe_kit.audit.threshold_rules.RULES``
+    (docs/threshold_rules.md). Raises: ValueError naming the field, the value and the admissible range.
     """
 
     trials: int = setting(1_000_000, COUNT, "trials per hypothesis per split", notebooks="01 02 03 04 05 06 08",
@@ -413,15 +381,8 @@ class AuditSettings(Section):
 
 @dataclass(frozen=True)
 class AuditConfig(AuditSettings):
-    """Audit statistics settings (§2.1 Steps 2–5, App. E.6–E.7): :class:`AuditSettings` plus the canary count.
-
-    Attributes:
-        trials, alpha, delta, shrinkage, ridge, threshold_rule: see :class:`AuditSettings`.
-        n_canaries: canaries per variant; γ = α / (n_canaries · 4) (Eq. 30 ff.).
-
-    Raises:
-        ValueError: naming the field and the admissible range.
-    """
+    """One audit's statistics as the audit code takes them: :class:`AuditSettings` plus the canaries per variant
+    (γ = α / (4 · n_canaries), App. E.6); in the tree that count is the study's ``per_variant``."""
 
     n_canaries: int = setting(5, COUNT, "canaries per variant")
 
@@ -745,13 +706,12 @@ class Preset:
         changes: dict[str, dict] = {}
         shared: dict[str, dict] = {}
         for key, value in values.items():
-            sec, name, canon = locate(key)
-            v = check_param(canon if "." not in key else key, value, _spec(name))
-            v = tuple(v) if isinstance(v, list) else v
-            if sec not in SECTIONS and name not in _own(sec):
-                shared.setdefault(sec, {})[name] = v
-            else:
-                changes.setdefault(sec, {})[name] = v
+            sec, name, _ = locate(key)
+            if sec not in SECTIONS and name not in _own(sec):  # one notebook's shared value: no section holds it
+                v = check_param(key, value, _spec(name))
+                shared.setdefault(sec, {})[name] = tuple(v) if isinstance(v, list) else v
+            else:  # checked once, when its section is built below
+                changes.setdefault(sec, {})[name] = value
         kw: dict[str, Any] = {s: replace(getattr(self, s), **c) for s, c in changes.items() if s in SECTIONS}
         nbs = dict(self.notebooks)
         for stem in set(changes) - set(SECTIONS) | set(shared):
