@@ -565,15 +565,7 @@ def _own(stem: str) -> dict:
     return NOTEBOOK_SECTIONS[stem].specs()
 
 
-def _shared_specs() -> dict:
-    out: dict = {}
-    for sec, cls in SECTIONS.items():
-        for k, spec in cls.specs().items():
-            out[k] = (sec, spec)
-    return out
-
-
-_SHARED = _shared_specs()
+_SHARED = {k: (sec, spec) for sec, cls in SECTIONS.items() for k, spec in cls.specs().items()}
 #: short name → (section or notebook stem, field); a field name that two sections declare has no short name.
 SHORT: dict[str, tuple] = {k: (sec, k) for k, (sec, _) in _SHARED.items() if k != "seed"}
 for _stem in NOTEBOOKS:
@@ -597,20 +589,11 @@ def notebook_stem(nb: str) -> str:
 
 def notebook_keys(stem: str) -> tuple:
     """The parameters notebook ``stem`` takes: the runner's, the shared ones it reads, its own section's."""
-    own = tuple(k for k in _own(stem))
-    return RUNNER_KEYS + NOTEBOOK_READS[stem] + own
-
-
-def _spec(name: str) -> ParamSpec:
-    if name in ("output_dir", "preset"):
-        return RunnerSettings.specs()[name]
-    if name in _SHARED:
-        return _SHARED[name][1]
-    return NOTEBOOK_SECTIONS[SHORT[name][0]].specs()[name]
+    return RUNNER_KEYS + NOTEBOOK_READS[stem] + tuple(_own(stem))
 
 
 def _describe(names) -> str:
-    return ", ".join(f"{k} ({_spec(k).describe()})" for k in names)
+    return ", ".join(f"{k} ({PARAM_TYPES[k].describe()})" for k in names)
 
 
 def locate(key: str) -> tuple[str, str, str]:
@@ -708,7 +691,7 @@ class Preset:
         for key, value in values.items():
             sec, name, _ = locate(key)
             if sec not in SECTIONS and name not in _own(sec):  # one notebook's shared value: no section holds it
-                v = check_param(key, value, _spec(name))
+                v = check_param(key, value, PARAM_TYPES[name])
                 shared.setdefault(sec, {})[name] = tuple(v) if isinstance(v, list) else v
             else:  # checked once, when its section is built below
                 changes.setdefault(sec, {})[name] = value
@@ -785,7 +768,7 @@ def parameters_cell(stem: str) -> str:
     for title, names in groups + [(f"notebook {stem[:2]}", list(_own(stem)))]:
         if names:
             lines.append(f"# {title}")
-            lines += [f"{k} = None  # {_declared(k).metadata['doc']}: {_spec(k).describe()}" for k in names]
+            lines += [f"{k} = None  # {_declared(k).metadata['doc']}: {PARAM_TYPES[k].describe()}" for k in names]
     return "\n".join(lines)
 
 
@@ -824,7 +807,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if isinstance(value, list):  # "a,1e6" → each part parsed as JSON when it parses
         value = [_json_or_str(v) for v in value]
     try:
-        value = check_param(key, value, _spec(name))
+        value = check_param(key, value, PARAM_TYPES[name])
     except ValueError as exc:
         raise ValueError(f"--set {key}={raw}: {exc}") from None
     return canon, _absolute_paths(canon, value)

@@ -257,7 +257,7 @@ KNOWN_GUARDS = {
     "audit/engine.py": {"delta", "sample_rate", "trials"}, "audit/expectations.py": {"delta", "sample_rate", "trials"},
     "audit/moments.py": {"shrinkage"}, "audit/one_run.py": {"delta", "sample_rate"}, "audit/sweep.py": {"n_canaries"},
     "audit/trials.py": {"sample_rate"}, "data/passes.py": {"record_cap"}, "data/splits.py": {"n_canary"},
-    "pe/mechanism.py": {"top_k"}, "pe/multiround.py": {"retain_fraction", "rounds"},
+    "pe/mechanism.py": {"clip_norm", "top_k"}, "pe/multiround.py": {"retain_fraction", "rounds"},
     "study/world.py": {"max_probes", "pool_size"}, "text/encoder.py": {"max_seq_length"},
     "text/variation.py": {"max_attempts"},
 }

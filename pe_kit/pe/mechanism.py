@@ -229,7 +229,8 @@ def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size
         raise ValueError(f"routes (n, k) and owner (n,) disagree: {routes.shape} vs {owner.shape}")
     if owner.size and (owner.min() < 0 or owner.max() >= n_users):
         raise ValueError(f"owner values must lie in [0, {n_users})")
-    clip_norm = check_param("clip_norm", clip_norm)
+    if clip_norm <= 0:  # C = ∞ (no clipping) is allowed here: the unclipped mutant of pe.mutants
+        raise ValueError(f"clip_norm={clip_norm} must be > 0")
     n, k = routes.shape
     per_user = np.bincount(owner, minlength=n_users).astype(np.float64)
     rows = np.repeat(owner, k)
