@@ -98,7 +98,7 @@ def world_key(world: World) -> str:
 
 def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | None = None,
                  model: str | None = None) -> StudyConfig:
-    """A ``StudyConfig`` from notebook parameters (keys as in ``pe_kit.run.presets.Preset``).
+    """A ``StudyConfig`` from notebook parameters (keys as in ``pe_kit.settings.Preset``).
 
     Args:
         params: mapping with ``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size, max_probes,
