@@ -111,6 +111,9 @@ def test_mechanism_set_reaches_every_notebook_and_a_notebook_value_wins():
     base = PRESETS["tiny"]
     assert base.view("06_multiround_mauve")["noise_multiplier"] == 1.1088  # paper Fig. 2, notebook 06's own
     assert base.view("07_audit_an_implementation")["delta"] == 1e-3  # the black-box suite's own δ
+    from pe_kit.study.implementation_audit import SUITE_DELTA  # the base stage cannot import it: the same value
+
+    assert base.view("07_audit_an_implementation")["delta"] == SUITE_DELTA
     p = get_preset("tiny", {"noise_multiplier": 2, "sample_rate": 0.05})
     for stem in NOTEBOOKS:
         params = notebook_params(stem, p, Path("/tmp/run"), 0, NOTEBOOK_KEYS[stem])
