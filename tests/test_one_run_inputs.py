@@ -237,3 +237,15 @@ def test_idealised_rows_take_integral_floats():
 
     rows = idealised_rows(1.0, 1.0, [100.0], 0, repeats=1.0)
     assert {r["m"] for r in rows} == {100} and all(type(r["m"]) is int for r in rows)
+
+
+def test_audit_one_run_refuses_a_bool_sample_rate():
+    # True was taken as q = 1 (every user in every release): the bound of another mechanism, without a word
+    import pe_kit as pk
+
+    scores, included = np.arange(100.0), np.arange(100) % 2 == 0
+    with pytest.raises(ValueError, match=r"^sample_rate=True is not a number in \(0, 1\] \(true/false is not a "
+                                         r"number\): pass a float, e\.g\. 0\.1$"):
+        pk.audit_one_run(scores, included, delta=1e-5, sample_rate=True)
+    assert pk.audit_one_run(scores, included, delta=1e-5, sample_rate=1).epsilon_lower == \
+        pk.audit_one_run(scores, included, delta=1e-5, sample_rate=1.0).epsilon_lower
