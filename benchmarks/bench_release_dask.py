@@ -68,7 +68,7 @@ def main() -> None:
 
     from pe_kit.attack.bug_canaries import concentrated_design
     from pe_kit.audit.blackbox import audit_implementation, implementation_scores, spec_statistic
-    from pe_kit.config import MechanismConfig
+    from pe_kit.settings import MechanismConfig
     from pe_kit.pe.release_protocol import HistogramAdapter
 
     claim = MechanismConfig(top_k=5, clip_norm=1.0, noise_multiplier=1.0, sample_rate=0.1)

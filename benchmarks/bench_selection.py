@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pe_kit.attack.selection import base_neighbors, greedy_select, pool_covariance  # noqa: E402
-from pe_kit.config import MechanismConfig  # noqa: E402
+from pe_kit.settings import MechanismConfig  # noqa: E402
 from pe_kit.pe.mechanism import build_neighbor_index, squared_distances  # noqa: E402
 
 

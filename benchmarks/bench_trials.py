@@ -56,7 +56,7 @@ from pe_kit.audit.engine import ThresholdGrid, TrialEngine, audit_scalar  # noqa
 from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
 from pe_kit.audit.moments import aux_moments, llr_weights, null_moments, restrict  # noqa: E402
 from pe_kit.audit.trials import nonce_problem, scalar_problem, simulate_scores_full  # noqa: E402
-from pe_kit.config import MechanismConfig  # noqa: E402
+from pe_kit.settings import MechanismConfig  # noqa: E402
 from pe_kit.pe.mechanism import contributions  # noqa: E402
 
 MECH = MechanismConfig()  # k=5, C=0.1, σ=1, q=0.1, m=64

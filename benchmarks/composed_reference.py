@@ -114,7 +114,8 @@ def main(argv=None) -> int:
 
     from pe_kit.attack.composed_probes import AuxBackground, design_mu_eff
     from pe_kit.study import experiments as X
-    from pe_kit.run.presets import get_preset, parse_override
+    from pe_kit.run.presets import get_preset
+    from pe_kit.settings import parse_override
     from pe_kit.study.world import audit_design
 
     if a.refine_rounds is not None:

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
 from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict  # noqa: E402
-from pe_kit.config import AuditConfig, MechanismConfig  # noqa: E402
+from pe_kit.settings import AuditConfig, MechanismConfig  # noqa: E402
 from pe_kit.study.experiments import canary_slots, try_design  # noqa: E402
 from pe_kit.study.world import StudyConfig, build_world, canary_contribution  # noqa: E402
 from pe_kit.text.encoder import Encoder  # noqa: E402

@@ -51,7 +51,8 @@ def main(argv=None) -> int:
     import scipy.sparse as sp
 
     from pe_kit.audit.canary import audit_canary
-    from pe_kit.run.presets import get_preset, parse_override
+    from pe_kit.run.presets import get_preset
+    from pe_kit.settings import parse_override
     from pe_kit.study import experiments as X
     from pe_kit.study.world import canary_contribution
 

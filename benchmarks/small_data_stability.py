@@ -63,7 +63,7 @@ def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0, **world) -
     """ε_lower of one frozen nonce design when N calibration and N test users are redrawn (``world``: other
     ``StudyConfig`` sizes)."""
     from pe_kit.audit.canary import audit_canary
-    from pe_kit.config import AuditConfig, MechanismConfig
+    from pe_kit.settings import AuditConfig, MechanismConfig
     from pe_kit.study import experiments as X
     from pe_kit.study.world import StudyConfig, canary_contribution
 

@@ -35,7 +35,7 @@ def main() -> None:
     import pandas as pd
 
     from pe_kit.attack.variants import VARIANTS, canary_assignment
-    from pe_kit.config import AuditConfig, MechanismConfig
+    from pe_kit.settings import AuditConfig, MechanismConfig
     from pe_kit.study.world import StudyConfig, audit_design, build_world, make_design
     from pe_kit.text.encoder import Encoder
 

@@ -33,8 +33,8 @@ _EXPORTS = {
     "audit_mechanism": "pe_kit.study.mechanism_audit",
     "audit_release": "pe_kit.study.release_audit",
     "AuditOutcome": "pe_kit.audit.outcome",
-    "MechanismConfig": "pe_kit.config",
-    "AuditConfig": "pe_kit.config",
+    "MechanismConfig": "pe_kit.settings",
+    "AuditConfig": "pe_kit.settings",
     "StudyConfig": "pe_kit.study.world",
     "epsilon_theory": "pe_kit.audit.accounting",
 }
@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs only; at run time the names load
     from pe_kit.audit.accounting import epsilon_theory
     from pe_kit.audit.outcome import AuditOutcome
     from pe_kit.audit.scores import audit_one_run, audit_scores
-    from pe_kit.config import AuditConfig, MechanismConfig
+    from pe_kit.settings import AuditConfig, MechanismConfig
     from pe_kit.study.mechanism_audit import audit_mechanism
     from pe_kit.study.release_audit import audit_release
     from pe_kit.study.world import StudyConfig

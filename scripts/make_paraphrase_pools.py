@@ -91,7 +91,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from pe_kit.cache import cache_dir
-    from pe_kit.run.presets import get_preset, parse_override
+    from pe_kit.run.presets import get_preset
+    from pe_kit.settings import parse_override
     from pool_canaries import paraphrase_canaries, sweep_paraphrase_canaries
     from pe_kit.study.world import paraphrase_pool_seed
     from pe_kit.text.generators.base import PoolShortfallError

@@ -41,9 +41,9 @@ def test_bad_delta():
 
 
 @pytest.mark.parametrize("sigma, q, delta, match", [
-    (float("inf"), 0.1, 1e-5, r"noise_multiplier=inf must be finite and > 0"),  # ran the accountant for minutes
-    (1.0, float("inf"), 1e-5, r"sample_rate=inf must satisfy 0 < q ≤ 1"),
-    (1.0, 0.1, float("nan"), r"delta=nan must satisfy 0 < δ < 1"),
+    (float("inf"), 0.1, 1e-5, r"noise_multiplier=inf is not a number ≥ 0 \(must be finite\)"),  # ran for minutes
+    (1.0, float("inf"), 1e-5, r"sample_rate=inf is not a number in \(0, 1\] \(must be finite\)"),
+    (1.0, 0.1, float("nan"), r"delta=nan is not a number in \[0, 1\) \(must be finite\)"),
 ])
 def test_non_finite_settings_refused_before_the_accountant(sigma, q, delta, match, monkeypatch):
     import pe_kit.audit.accounting as acc
@@ -116,3 +116,26 @@ def test_integral_float_count_is_the_integer():
     assert epsilon_theory(1.0, 0.1, 1e-5, releases=3) == pytest.approx(2.0972, abs=1e-3)
     assert GaussianReleases(1.0, 0.1, 3.0).releases == 3 and type(GaussianReleases(1.0, 0.1, 3.0).releases) is int
     assert epsilon_theory_prefixes(1.0, 0.1, 1e-5, 2.0) == [epsilon_theory(1.0, 0.1, 1e-5, t) for t in (1, 2)]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: epsilon_theory(1.0, True, 1e-5),
+    lambda: GaussianReleases(1.0, True),
+    lambda: __import__("pe_kit.audit.accounting", fromlist=["x"]).epsilon_ceiling(1.0, True, 1e-5),
+])
+def test_a_bool_is_not_a_sample_rate(call):
+    # True was taken as q = 1 (ε 4.387 for σ = 1); now refused with the field, the value and the fix
+    with pytest.raises(ValueError, match=r"^sample_rate=True is not a number in \(0, 1\] \(true/false is not a "
+                                         r"number\): pass a float, e\.g\. 0\.1$"):
+        call()
+
+
+@pytest.mark.parametrize("call", [
+    lambda: epsilon_theory(1.0, 0.1, "1e-5"),
+    lambda: __import__("pe_kit.audit.accounting", fromlist=["x"]).epsilon_one_release(1.0, 0.1, "1e-5"),
+    lambda: __import__("pe_kit.audit.accounting", fromlist=["x"]).epsilon_ceiling(1.0, 0.1, "1e-5"),
+])
+def test_a_str_delta_is_refused_naming_the_fix(call):
+    # was TypeError: '<' not supported between instances of 'int' and 'str'
+    with pytest.raises(ValueError, match=r"^delta='1e-5' is not a number in \[0, 1\): pass a float, e\.g\. 1e-05$"):
+        call()

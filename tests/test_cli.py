@@ -12,9 +12,9 @@ from pe_kit.run.presets import (
     PRESETS,
     get_preset,
     notebook_params,
-    parse_override,
     resolve_params,
 )
+from pe_kit.settings import parse_override
 from pe_kit.run.reproduce import default_run_id
 
 TINY = Path(__file__).parent / "data" / "blogs-tiny.jsonl.gz"
@@ -214,7 +214,7 @@ def test_readme_commands_and_example(capsys):
 
 
 def test_set_single_value_for_a_list_setting_and_relative_bank_path(tmp_path, monkeypatch):
-    from pe_kit.run.presets import parse_override
+    from pe_kit.settings import parse_override
 
     assert parse_override("banks=public") == ("banks", ["public"])
     assert parse_override("arms=long") == ("arms", ["long"])

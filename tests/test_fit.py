@@ -14,7 +14,8 @@ from pe_kit.audit.trials import check_equal_populations
 from pe_kit.data.loaders import Corpus, DataError, User, load_blogs, load_sentiment140, load_yelp
 from pe_kit.data.splits import split_users
 from pe_kit.run.fit import MIN_MAUVE_SAMPLES, MIN_USERS_PER_SPLIT, DataProfile, fit_preset, stability_warnings
-from pe_kit.run.presets import PRESETS, get_preset, parse_override
+from pe_kit.run.presets import PRESETS, get_preset
+from pe_kit.settings import parse_override
 
 
 def _s140(path, users: int, tweets: int) -> str:

@@ -29,7 +29,7 @@ def stage_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) >= 3 or (len(parts) == 2 and (PKG / parts[1]).is_dir()):
         return parts[1]
-    return "base"  # pe_kit.config, pe_kit.cache, pe_kit.progress
+    return "base"  # pe_kit.settings, pe_kit.cache, pe_kit.progress
 
 
 def modules() -> dict[str, Path]:
@@ -120,7 +120,7 @@ def test_checker_sees_cycles_and_upward_imports():
     """The checker itself: a planted cycle and a planted upward edge are found."""
     g = {"pe_kit.audit.a": {"pe_kit.audit.b"}, "pe_kit.audit.b": {"pe_kit.audit.a"}}
     assert find_cycle(g) == ["pe_kit.audit.a", "pe_kit.audit.b", "pe_kit.audit.a"]
-    assert stage_of("pe_kit.run.cli") == "run" and stage_of("pe_kit.config") == "base"
+    assert stage_of("pe_kit.run.cli") == "run" and stage_of("pe_kit.settings") == "base"
     assert stage_of("pe_kit.audit") == "audit" and stage_of("pe_kit") == "facade"
 
 

@@ -53,7 +53,7 @@ def _params(**kw):
 def test_one_run_study_names_probe_shares_when_no_canary_fits():
     # before: probe_shares=0.001 on p = 600 with k = 5 copies fits m = 0 canaries; every row was skipped and the
     # multi-trial design then failed with "n_canaries=0, records_per_canary=1, copies=5 must all be ≥ 1"
-    from pe_kit.config import MechanismConfig
+    from pe_kit.settings import MechanismConfig
     from pe_kit.study.one_run import one_run_study
 
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
@@ -68,7 +68,7 @@ def test_one_run_study_marks_the_largest_share_when_two_shares_fit_the_same_m():
     # p = 600, 5 copies: shares 0.5 and 0.505 both fit m = 60 canaries; the headline rows (largest_share) are the
     # m = 60 rows. Before: the 0.505 row was dropped as a duplicate m and the kept row was marked largest_share=False,
     # so notebook 08's headline table (nonce rows at the largest share) held only the multi-trial row.
-    from pe_kit.config import MechanismConfig
+    from pe_kit.settings import MechanismConfig
     from pe_kit.study.one_run import one_run_study
 
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
@@ -90,14 +90,15 @@ def test_one_run_study_marks_the_largest_share_when_two_shares_fit_the_same_m():
 def test_notebook_08_published_check_parameters_are_checked_at_parse_time(override, match):
     # before: both had no type, so `--set 08_one_run_audit.published_repeats=1` passed and failed after the world was
     # built, inside published_checks ("need mu > 0 and repeats ≥ 2"), 1.5 was truncated to 1, 'abc' hit int('abc')
-    from pe_kit.run.presets import parse_override
+    from pe_kit.settings import parse_override
 
     with pytest.raises(ValueError, match=match):
         parse_override(f"08_one_run_audit.{override}")
 
 
 def test_notebook_08_published_check_parameters_accept_table_1_values():
-    from pe_kit.run.presets import parse_override, resolve_params
+    from pe_kit.run.presets import resolve_params
+    from pe_kit.settings import parse_override
 
     assert parse_override("08_one_run_audit.published_sigmas=0.5,4") == ("08_one_run_audit.published_sigmas", [0.5, 4.0])
     assert parse_override("08_one_run_audit.published_repeats=2") == ("08_one_run_audit.published_repeats", 2)
@@ -107,7 +108,7 @@ def test_notebook_08_published_check_parameters_accept_table_1_values():
 
 def test_published_sigmas_choices_are_the_rows_of_table_1():
     from pe_kit.audit.one_run_checks import TABLE1
-    from pe_kit.config import PARAM_TYPES
+    from pe_kit.settings import PARAM_TYPES
 
     assert PARAM_TYPES["published_sigmas"].choices == tuple(sorted(TABLE1))
 
@@ -236,3 +237,15 @@ def test_idealised_rows_take_integral_floats():
 
     rows = idealised_rows(1.0, 1.0, [100.0], 0, repeats=1.0)
     assert {r["m"] for r in rows} == {100} and all(type(r["m"]) is int for r in rows)
+
+
+def test_audit_one_run_refuses_a_bool_sample_rate():
+    # True was taken as q = 1 (every user in every release): the bound of another mechanism, without a word
+    import pe_kit as pk
+
+    scores, included = np.arange(100.0), np.arange(100) % 2 == 0
+    with pytest.raises(ValueError, match=r"^sample_rate=True is not a number in \(0, 1\] \(true/false is not a "
+                                         r"number\): pass a float, e\.g\. 0\.1$"):
+        pk.audit_one_run(scores, included, delta=1e-5, sample_rate=True)
+    assert pk.audit_one_run(scores, included, delta=1e-5, sample_rate=1).epsilon_lower == \
+        pk.audit_one_run(scores, included, delta=1e-5, sample_rate=1.0).epsilon_lower

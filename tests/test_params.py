@@ -4,8 +4,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from pe_kit.config import AuditConfig, MechanismConfig, check_param
-from pe_kit.run.presets import PRESETS, get_preset, parse_override, resolve_params
+from pe_kit.settings import AuditConfig, MechanismConfig, check_param, parse_override
+from pe_kit.run.presets import PRESETS, get_preset, resolve_params
 
 
 @pytest.mark.parametrize("text, key, value", [

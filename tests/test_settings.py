@@ -3,6 +3,7 @@
 The fast tests check the declarations, the paths and the error wording. The ``notebooks``-marked test runs the
 tiny reproduction at σ = 2, q = 0.05 through the CLI and checks every CSV row against the accountant.
 """
+import ast
 import json
 import os
 from dataclasses import fields
@@ -14,12 +15,11 @@ import pandas as pd
 import pytest
 
 from pe_kit.audit.accounting import epsilon_theory
-from pe_kit.config import PARAM_TYPES, AuditSettings, MechanismSettings, Section
 from pe_kit.study import experiments as X
-from pe_kit.run.presets import NOTEBOOK_KEYS, PRESETS, get_preset, notebook_params, parse_override, resolve_params
-from pe_kit.run.reproduce import audited_mechanism, preset_changes
-from pe_kit.run.settings import (MECHANISM_KEYS, NOTEBOOK_SECTIONS, NOTEBOOKS, RUNNER_KEYS, SECTIONS, SHORT, Preset,
-                                 locate, parameters_cell)
+from pe_kit.run.presets import NOTEBOOK_KEYS, PRESETS, audited_mechanism, get_preset, notebook_params, resolve_params
+from pe_kit.run.reproduce import preset_changes
+from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOK_SECTIONS, NOTEBOOKS, PARAM_TYPES, RUNNER_KEYS, SECTIONS, SHORT,
+                             AuditSettings, MechanismSettings, Preset, Section, locate, parameters_cell, parse_override)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "blogs-tiny.jsonl.gz"
@@ -111,6 +111,9 @@ def test_mechanism_set_reaches_every_notebook_and_a_notebook_value_wins():
     base = PRESETS["tiny"]
     assert base.view("06_multiround_mauve")["noise_multiplier"] == 1.1088  # paper Fig. 2, notebook 06's own
     assert base.view("07_audit_an_implementation")["delta"] == 1e-3  # the black-box suite's own δ
+    from pe_kit.study.implementation_audit import SUITE_DELTA  # the base stage cannot import it: the same value
+
+    assert base.view("07_audit_an_implementation")["delta"] == SUITE_DELTA
     p = get_preset("tiny", {"noise_multiplier": 2, "sample_rate": 0.05})
     for stem in NOTEBOOKS:
         params = notebook_params(stem, p, Path("/tmp/run"), 0, NOTEBOOK_KEYS[stem])
@@ -228,3 +231,58 @@ def test_a_changed_mechanism_gets_its_own_default_run_folder():
     assert default_run_id(get_preset("tiny", {"noise_multiplier": 0.8, "sample_rate": 0.05})) == "tiny-sigma0.8-q0.05"
     assert default_run_id(get_preset("quick", {"delta": 1e-6, "threshold_rule": "argmax"}), fitted=True) == \
         "quick-delta1e-06-rule-argmax-fit"
+
+
+# ------------------------------------------------------------------ each setting's type and range: one declaration
+def _name(node):
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _range_guards(tree) -> set:
+    """Declared names an ``if … raise`` compares with a number literal (``if not 0 < sample_rate <= 1: raise``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and any(isinstance(b, ast.Raise) for b in node.body):
+            for cmp in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+                ops = [cmp.left, *cmp.comparators]
+                if any(isinstance(o, ast.Constant) and type(o.value) in (int, float) for o in ops):
+                    out |= {_name(o) for o in ops if _name(o) in PARAM_TYPES}
+    return out
+
+
+#: Guards outside pe_kit/settings.py that repeat or narrow a declared range (σ > 0 for ε_theory, top_k ≤ p …).
+#: Each should become ``check_param`` or a cross-field rule; this list may only shrink.
+KNOWN_GUARDS = {
+    "attack/one_run_design.py": {"bank_size", "copies"}, "attack/selection.py": {"top_k"},
+    "attack/variants.py": {"bank_size", "per_variant", "pool_size"}, "audit/accounting.py": {"noise_multiplier"},
+    "audit/adaptive.py": {"noise_multiplier"}, "audit/battery.py": {"alpha"},
+    "audit/blackbox.py": {"alpha", "delta", "noise_multiplier", "trials"}, "audit/composed.py": {"noise_multiplier"},
+    "audit/engine.py": {"delta", "sample_rate", "trials"}, "audit/expectations.py": {"delta", "sample_rate", "trials"},
+    "audit/moments.py": {"shrinkage"}, "audit/one_run.py": {"delta", "sample_rate"}, "audit/sweep.py": {"n_canaries"},
+    "audit/trials.py": {"sample_rate"}, "data/passes.py": {"record_cap"}, "data/splits.py": {"n_canary"},
+    "pe/mechanism.py": {"clip_norm", "top_k"}, "pe/multiround.py": {"retain_fraction", "rounds"},
+    "study/world.py": {"max_probes", "pool_size"}, "text/encoder.py": {"max_seq_length"},
+    "text/variation.py": {"max_attempts"},
+}
+
+
+def test_each_setting_type_and_range_is_declared_in_one_place():
+    """An AST scan of pe_kit/: ``ParamSpec`` / ``setting`` are built only in pe_kit/settings.py (one_run_checks'
+    ``repeats``, Monte-Carlo games ≥ 2, is another quantity under a declared name), and no new module re-checks a
+    declared field's range with literals (the explorer, ``--set`` and the sections all call ``check_param``)."""
+    pkg = ROOT / "pe_kit"
+    specs, guards = [], {}
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg).as_posix()
+        if rel == "settings.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        specs += [(rel, n.lineno) for n in ast.walk(tree)
+                  if isinstance(n, ast.Call) and _name(n.func) in ("ParamSpec", "setting", "record_cap_setting")]
+        if _range_guards(tree):
+            guards[rel] = _range_guards(tree)
+    assert [rel for rel, _ in specs] == ["audit/one_run_checks.py"], specs
+    assert guards == KNOWN_GUARDS, {k: guards.get(k, set()) ^ KNOWN_GUARDS.get(k, set())
+                                    for k in set(guards) | set(KNOWN_GUARDS) if guards.get(k) != KNOWN_GUARDS.get(k)}
+    # the scan sees a guard: q's old explorer check
+    assert _range_guards(ast.parse("if not 0 < sample_rate <= 1:\n    raise ValueError")) == {"sample_rate"}

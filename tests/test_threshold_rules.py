@@ -228,8 +228,8 @@ def test_gaussian_model_without_hidden_participation_takes_the_usual_event():
 
 def test_threshold_rule_is_a_setting_of_the_audit_section():
     """`--set audit.threshold_rule=argmax` reaches the AuditConfig every notebook builds; a misspelt rule is refused
-    naming the admissible rules (one declaration: pe_kit.config.AuditSettings)."""
-    from pe_kit.run.presets import parse_override
+    naming the admissible rules (one declaration: pe_kit.settings.AuditSettings)."""
+    from pe_kit.settings import parse_override
     from pe_kit.study.experiments import audit_from
 
     assert parse_override("audit.threshold_rule=argmax") == ("threshold_rule", "argmax")
@@ -240,7 +240,8 @@ def test_threshold_rule_is_a_setting_of_the_audit_section():
 
 
 def test_the_settings_choices_are_the_rules_registry():
-    """config.THRESHOLD_RULES (the base stage cannot import the rules) names exactly audit.threshold_rules.RULES."""
-    from pe_kit.config import THRESHOLD_RULES
+    """settings.THRESHOLD_RULES (the base stage cannot import the rules) names exactly audit.threshold_rules.RULES."""
+    from pe_kit.audit.threshold_rules import RULES
+    from pe_kit.settings import THRESHOLD_RULES
 
     assert tuple(RULES) == THRESHOLD_RULES == ("gaussian_model", "argmax", "anchored_argmax")

@@ -120,7 +120,7 @@ def test_explorer_mu_eff_none_is_the_ceiling_and_the_slider_reaches_it():
 
 
 def test_explorer_refuses_before_a_slider_clamps():
-    with pytest.raises(ValueError, match=r"sample_rate \(q\)=1.5 must lie in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"sample_rate=1.5 is out of range: use a number in \(0, 1\]"):
         explorer(sigma=1.0, sample_rate=1.5, plot=False)  # q's slider would have clamped it to 1
 
 
@@ -128,7 +128,7 @@ def test_notebook_05_explorer_follows_set_noise_multiplier(monkeypatch):
     """Notebook 05's explorer cell under ``--set mechanism.noise_multiplier=0.2``: σ = 0.2, μ_eff = 1/σ = 5."""
     import IPython.display
 
-    from pe_kit.run.settings import Preset
+    from pe_kit.settings import Preset
     from pe_kit.study.experiments import mechanism_from
     from pe_kit.report.widgets import show_explorer
 
@@ -141,3 +141,16 @@ def test_notebook_05_explorer_follows_set_noise_multiplier(monkeypatch):
     assert panel.sliders["sigma"].value == 0.2 and panel.sliders["mu_eff"].value == 5.0
     assert panel.state == explorer_state(0.2, 0.1, P["trials"], 5.0, P["delta"], P["alpha"])
     assert panel.state["epsilon_theory"] == pytest.approx(28.06, abs=0.01)
+
+
+def test_slider_ranges_come_from_the_declarations():
+    """σ, q and trials sliders start from the ranges declared with their settings (pe_kit.settings), inside the
+    declared type ranges, so the explorer and --set accept and refuse the same values."""
+    from pe_kit.settings import PARAM_TYPES, slider_range
+
+    s = explorer(plot=False).sliders
+    assert (s["sigma"].min, s["sigma"].max) == slider_range("noise_multiplier") == (0.3, 3.0)
+    assert (10 ** s["sample_rate"].min, 10 ** s["sample_rate"].max) == pytest.approx(slider_range("sample_rate"))
+    assert (10 ** s["trials"].min, 10 ** s["trials"].max) == pytest.approx(slider_range("trials")) == (1e3, 1e9)
+    q = PARAM_TYPES["sample_rate"]
+    assert q.lo < slider_range("sample_rate")[0] and slider_range("sample_rate")[1] <= q.hi

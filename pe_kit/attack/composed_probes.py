@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.text.generators.base import PoolShortfallError
 
 __all__ = ["COMPOSED_VARIANT", "ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary",

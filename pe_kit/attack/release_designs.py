@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from pe_kit.attack.bug_canaries import ImplementationDesign
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import topk_routes
 from pe_kit.pe.release_protocol import user_records
 

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from pe_kit.audit.moments import aux_moments, null_moments
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import NeighborIndex, contributions, topk_routes
 
 __all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_covariance", "probe_votes",

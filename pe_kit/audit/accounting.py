@@ -44,11 +44,11 @@ class GaussianReleases:
     releases: int = 1
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
+        for name in ("noise_multiplier", "sample_rate"):  # a bool or a str is refused, never taken as a number
+            object.__setattr__(self, name, check_param(name, getattr(self, name)))
+        if not self.noise_multiplier > 0:
             raise ValueError(f"noise_multiplier={self.noise_multiplier} must be finite and > 0 for a finite ε_theory "
                              "(σ = ∞ is no release: its ε is 0 without an accountant)")
-        if not 0 < self.sample_rate <= 1:
-            raise ValueError(f"sample_rate={self.sample_rate} must satisfy 0 < q ≤ 1")
         object.__setattr__(self, "releases", check_param("releases", self.releases, COUNT))
 
 
@@ -78,8 +78,8 @@ def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, re
 
     Source: ``opacus.accountants.PRVAccountant``, stepped once per release, then ``get_epsilon``.
     """
-    event = GaussianReleases(float(noise_multiplier), float(sample_rate), releases)
-    if not 0 < delta < 1:
+    event = GaussianReleases(noise_multiplier, sample_rate, releases)
+    if not 0 < check_param("delta", delta) < 1:
         raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
     return _prv_epsilon(event.noise_multiplier, event.sample_rate, float(delta), event.releases, float(eps_error))
 
@@ -117,8 +117,8 @@ def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: floa
     """
     from scipy.optimize import brentq
 
-    event = GaussianReleases(float(noise_multiplier), float(sample_rate))
-    if not 0 < delta < 1:
+    event = GaussianReleases(noise_multiplier, sample_rate)
+    if not 0 < check_param("delta", delta) < 1:
         raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
     sigma, q = event.noise_multiplier, event.sample_rate
     if _log_delta_gap(0.0, sigma, q, delta) <= 0:
@@ -189,8 +189,8 @@ def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: i
     mu = float(mu_eff)
     if not (math.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0 (√(vᵀΣ⁻¹v), Eq. 15)")
-    releases = GaussianReleases(1.0, float(sample_rate), releases).releases  # validates q and T
-    if not 0 < delta < 1:
+    releases = GaussianReleases(1.0, sample_rate, releases).releases  # validates q and T
+    if not 0 < check_param("delta", delta) < 1:
         raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
     if mu == 0:
         return 0.0

@@ -208,6 +208,7 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
         raise ValueError(f"scores holds {n_nan} NaN score(s): every canary needs a score to be ranked (±inf "
                          "ranks first / last); fix the statistic that gave NaN (dropping canaries after seeing their "
                          "scores can bias the audit)")
+    sample_rate = check_param("sample_rate", sample_rate)  # its declaration: a bool is not q = 1
     res = one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
     s = np.asarray(scores, dtype=np.float64).ravel()
     if res.epsilon_lower == 0:

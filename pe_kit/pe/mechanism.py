@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig, check_param
 
 __all__ = [
     "squared_distances",
@@ -229,7 +229,7 @@ def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size
         raise ValueError(f"routes (n, k) and owner (n,) disagree: {routes.shape} vs {owner.shape}")
     if owner.size and (owner.min() < 0 or owner.max() >= n_users):
         raise ValueError(f"owner values must lie in [0, {n_users})")
-    if clip_norm <= 0:
+    if clip_norm <= 0:  # C = ∞ (no clipping) is allowed here: the unclipped mutant of pe.mutants
         raise ValueError(f"clip_norm={clip_norm} must be > 0")
     n, k = routes.shape
     per_user = np.bincount(owner, minlength=n_users).astype(np.float64)
@@ -246,9 +246,7 @@ def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size
 
 def sample_participation(n_users: int, sample_rate: float, rng: np.random.Generator) -> np.ndarray:
     """Independent Bernoulli(q) participation indicators (App. E.2), bool (n_users,)."""
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
-    return rng.random(n_users) < sample_rate
+    return rng.random(n_users) < check_param("sample_rate", sample_rate)
 
 
 def release(contribs: sp.spmatrix, config: MechanismConfig, rng: np.random.Generator,

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.cache import cache_dir, content_hash, read_verified, source_digest, write_verified
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import (
     contributions,
     release,

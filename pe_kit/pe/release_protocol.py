@@ -44,7 +44,7 @@ from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, sample_participation, topk_routes
 
 __all__ = ["PERelease", "BatchedPERelease", "ReleasePipeline", "ReferenceRelease", "reference_release",

@@ -18,22 +18,20 @@ import math
 import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.settings import check_param, slider_range
 
 __all__ = ["expected_epsilon_lower", "asymptotic_epsilon", "explorer_state", "explorer", "show_explorer"]
 
 
 def _check(mu_eff: float, sample_rate: float, trials: int | None, gamma: float, delta: float) -> None:
+    """q, trials and δ as their declarations say (``pe_kit.settings``); μ_eff ≥ 0 and γ in (0, 1)."""
     if not (np.isfinite(mu_eff) and mu_eff >= 0):
         raise ValueError(f"mu_eff={mu_eff!r} must be a finite number ≥ 0")
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate (q)={sample_rate!r} must lie in (0, 1]: the probability that a user takes part "
-                         "in a release, e.g. 0.1")
-    if trials is not None and (int(trials) != trials or trials < 1):
-        raise ValueError(f"trials={trials!r} must be an integer ≥ 1 (trials per hypothesis)")
+    check_param("sample_rate", sample_rate), check_param("delta", delta)
+    if trials is not None:
+        check_param("trials", trials)
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma!r} must lie in (0, 1), e.g. α/(4·5) = 0.0025")
-    if not 0 <= delta < 1:
-        raise ValueError(f"delta={delta!r} must satisfy 0 ≤ δ < 1")
 
 
 def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma: float = 0.0025,
@@ -95,10 +93,7 @@ def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float 
     """
     if not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma={sigma!r} must be > 0 (the noise multiplier)")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
-    if int(n_canaries) != n_canaries or n_canaries < 1:
-        raise ValueError(f"n_canaries={n_canaries!r} must be an integer ≥ 1")
+    alpha, n_canaries = check_param("alpha", alpha), check_param("n_canaries", n_canaries)
     if mu_eff is not None and not np.isfinite(mu_eff):
         raise ValueError(f"mu_eff={mu_eff!r} must be finite and ≥ 0, or None for the ceiling 1/σ")
     ceiling = 1.0 / float(sigma)
@@ -133,7 +128,8 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
     """An ipywidgets panel: sliders for σ, q, trials and μ_eff; a live table of :func:`explorer_state`
     and (``plot=True``) ε_theory and the expected ε_lower against the trial budget.
 
-    Each slider's range (σ 0.3–3, q 10⁻³–1, trials 10³–10⁹, μ_eff 0–3.4 and up to the ceiling 1/σ of the smallest σ;
+    Each slider's range (σ, q and trials as declared with them, ``pe_kit.settings.slider_range``: σ 0.3–3,
+    q 10⁻³–1, trials 10³–10⁹; μ_eff 0–3.4 and up to the ceiling 1/σ of the smallest σ;
     ``mu_eff=None`` starts at the ceiling 1/σ) widens to hold the value it is given, so
     the panel shows the mechanism it was given (ipywidgets would clamp it to the range silently, ipywidgets#3294).
 
@@ -151,13 +147,15 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
 
     style = {"description_width": "110px"}
     layout = W.Layout(width="460px")
-    s_sigma = W.FloatSlider(value=sigma, min=min(0.3, sigma), max=max(3.0, sigma), step=0.05, readout_format=".4g",
+    (s_lo, s_hi), (q_lo, q_hi), (t_lo, t_hi) = map(slider_range, ("noise_multiplier", "sample_rate", "trials"))
+    s_sigma = W.FloatSlider(value=sigma, min=min(s_lo, sigma), max=max(s_hi, sigma), step=0.05, readout_format=".4g",
                             description="σ (noise)", style=style, layout=layout, continuous_update=False)
-    s_q = W.FloatLogSlider(value=sample_rate, base=10, min=min(-3, math.floor(math.log10(sample_rate))), max=0,
-                           step=0.05, description="q (sampling)", style=style, layout=layout, continuous_update=False)
-    s_t = W.FloatLogSlider(value=trials, base=10, min=min(3, math.floor(math.log10(trials))),
-                           max=max(9, math.ceil(math.log10(trials))), step=0.25, description="trials", style=style,
-                           layout=layout, continuous_update=False)
+    s_q = W.FloatLogSlider(value=sample_rate, base=10, min=min(math.log10(q_lo), math.floor(math.log10(sample_rate))),
+                           max=math.log10(q_hi), step=0.05, description="q (sampling)", style=style, layout=layout,
+                           continuous_update=False)
+    s_t = W.FloatLogSlider(value=trials, base=10, min=min(math.log10(t_lo), math.floor(math.log10(trials))),
+                           max=max(math.log10(t_hi), math.ceil(math.log10(trials))), step=0.25, description="trials",
+                           style=style, layout=layout, continuous_update=False)
     mu_eff = 1.0 / sigma if mu_eff is None else mu_eff  # None: the ceiling 1/σ, as explorer_state
     s_mu = W.FloatSlider(value=mu_eff, min=0.0, max=max(3.4, mu_eff, 1.0 / s_sigma.min), step=0.01, description="μ_eff", style=style,
                          layout=layout, continuous_update=False)

@@ -1,7 +1,6 @@
 """Stage 8 — runs: presets, the papermill runner and the ``pe-kit`` CLI (the library they drive is ``pe_kit.study``).
 
-Modules: ``settings`` (the one settings tree: study / mechanism / audit / per-notebook sections), ``presets``
-(its instances), ``fit`` (fitting sizes to own data, size warnings), ``preflight`` (checks before any
+Modules: ``presets`` (instances of the settings tree, ``pe_kit.settings``), ``fit`` (fitting sizes to own data, size warnings), ``preflight`` (checks before any
 notebook runs), ``reproduce``
 (papermill; ``kernel``: its kernel client that never drops output messages), ``run_progress`` (the run's
 notebook i of n and ETA, the machine in run.json), ``cli``.

@@ -4,7 +4,7 @@ Subcommands:
 
 * ``pe-kit reproduce --preset quick`` — run the notebooks headless into ``results/<run-id>/`` (the kit's
   main job; see ``pe_kit.run.reproduce``). ``--data PATH --format yelp|sentiment140|blogs`` audits your own
-  corpus; ``--set key=value`` changes any setting of the tree (``pe_kit.run.settings``: ``trials=…``,
+  corpus; ``--set key=value`` changes any setting of the tree (``pe_kit.settings``: ``trials=…``,
   ``mechanism.noise_multiplier=…``, ``audit.delta=…``, ``06.rounds=…``); a rerun resumes.
 * ``pe-kit presets`` — list the presets and their sizes.
 * ``pe-kit explore --sigma 1 --q 0.1 --trials 1e6 --mu-eff 1`` — the explorer's numbers without Jupyter
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--run-id", default=None, help="run folder name (default: the preset, plus the data file stem)")
     r.add_argument("--results-dir", default="results", help="parent folder of runs (default: ./results)")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a setting (pe_kit.run.settings): a name, <section>.<field> or <notebook>.<field>, "
+                   help="change a setting (pe_kit.settings): a name, <section>.<field> or <notebook>.<field>, "
                         "e.g. --set trials=100000 --set mechanism.noise_multiplier=0.8 --set audit.delta=1e-6 "
                         "--set 06.rounds=3")
     r.add_argument("--notebooks", default=None, help="comma list of notebooks to run, e.g. 01,04 (default: all)")
@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _reproduce(args) -> int:
-    from pe_kit.run.presets import parse_override
+    from pe_kit.settings import parse_override
     from pe_kit.run.reproduce import ReproduceError, run_reproduction
 
     try:
@@ -181,20 +181,9 @@ def _explore(args) -> int:
     from pe_kit.audit.expectations import separable_epsilon
     from pe_kit.report.widgets import explorer_state
 
-    from pe_kit.config import check_param
+    from pe_kit.settings import check_param
 
-    import math
-
-    for flag, field, value, ok, rule in (
-            ("--sigma", "noise_multiplier (σ)", args.sigma, math.isfinite(args.sigma) and args.sigma > 0,
-             "must be > 0, e.g. --sigma 1"),
-            ("--q", "sample_rate (q)", args.q, 0 < args.q <= 1,
-             "must lie in (0, 1] (the probability that a user takes part in a release), e.g. --q 0.1"),
-            ("--delta", "delta (δ)", args.delta, 0 <= args.delta < 1, "must lie in [0, 1), e.g. --delta 1e-5")):
-        if not ok:
-            print(f"pe-kit: {flag} {value:g}: {field} {rule}", file=sys.stderr)
-            return 2
-    try:
+    try:  # σ, q, δ and trials checked as their declarations say (pe_kit.settings), the explorer's σ > 0 on top
         st = explorer_state(args.sigma, args.q, check_param("trials", args.trials), args.mu_eff, args.delta)
     except ValueError as exc:
         print(f"pe-kit: {exc}", file=sys.stderr)

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.run.presets import Preset
+from pe_kit.settings import Preset
 
 __all__ = ["DataProfile", "FitResult", "data_profile", "reserved_for", "banks_used", "arms_used", "fit_preset",
            "stability_warnings", "MIN_USERS_PER_SPLIT", "MIN_MAUVE_SAMPLES"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pe_kit.run.presets import NOTEBOOK_KEYS, Preset, did_you_mean
+from pe_kit.run.presets import NOTEBOOK_KEYS
+from pe_kit.settings import Preset, did_you_mean
 
 __all__ = ["check_notebook_overrides", "unused_overrides", "check_variants", "check_banks", "check_bank_sizes",
            "check_models"]

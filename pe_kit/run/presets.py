@@ -1,7 +1,7 @@
 """Presets and parameters of the reproduction: the ``tiny`` / ``quick`` / ``paper`` sizes, ``--set`` overrides,
 and each notebook's papermill parameters.
 
-A preset is an instance of the one settings tree, ``pe_kit.run.settings.Preset`` (study / mechanism / audit sections
+A preset is an instance of the one settings tree, ``pe_kit.settings.Preset`` (study / mechanism / audit sections
 and one section per notebook, each field declared once); :func:`preset` builds one from short names.
 
 Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p = 8192, r = 64, m = 64,
@@ -9,17 +9,15 @@ Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p
 """
 from __future__ import annotations
 
-__all__ = ["Preset", "PRESETS", "NOTEBOOKS", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_params",
-           "notebook_output_dir", "text_progress", "parse_override", "did_you_mean", "preset"]
+__all__ = ["PRESETS", "NEEDS_DATA", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_params",
+           "notebook_output_dir", "text_progress", "preset", "audited_mechanism"]
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pe_kit.audit.trials import check_equal_populations
-from pe_kit.config import PARAM_TYPES, check_param
-from pe_kit.run.settings import MECHANISM_KEYS, NOTEBOOKS, Preset, did_you_mean, locate, notebook_keys
+from pe_kit.settings import MECHANISM_KEYS, NOTEBOOKS, Preset, check_param, locate, notebook_keys
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -73,79 +71,8 @@ PRESETS: dict[str, Preset] = {
 }
 
 #: The parameters each notebook takes (runner keys, the shared settings it reads, its own section's fields),
-#: derived from the declarations in ``pe_kit.run.settings``.
+#: derived from the declarations in ``pe_kit.settings``.
 NOTEBOOK_KEYS: dict[str, tuple] = {stem: notebook_keys(stem) for stem in NOTEBOOKS}
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """Parse ``key=value`` (value as JSON if it parses, else a comma list for ``a,b``, else a string).
-
-    ``key`` is a path of the settings tree (``pe_kit.run.settings.locate``): a short name (``trials``,
-    ``noise_multiplier``, ``rounds``), ``<section>.<field>`` (``mechanism.noise_multiplier``, ``audit.delta``)
-    or ``<notebook>.<parameter>`` (``06.rounds=3``, ``06_multiround_mauve.bank_size=512``: for that notebook only).
-    The value is checked and normalised against the field's own declaration (``trials=1e6`` → 1000000;
-    ``trials=true``, ``max_probes=1.5`` rejected).
-
-    Returns:
-        (canonical key, value): the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``.
-
-    Raises:
-        ValueError: if ``text`` has no ``=``, the key is not in the tree (the message lists the valid keys, or the
-            section's settings with their ranges, with a did-you-mean), or the value has the wrong type or range
-            (the message names the key, the value and the accepted values).
-    """
-    if "=" not in text:
-        raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    try:
-        sec, name, canon = locate(key)
-    except ValueError as exc:
-        raise ValueError(f"--set {key}=…: {exc}") from None
-    raw = raw.strip()
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = [v.strip() for v in raw.split(",")] if "," in raw else raw
-    if raw.lower() in ("none", "null"):
-        value = None
-    if isinstance(value, list):  # "a,1e6" → each part parsed as JSON when it parses
-        value = [_json_or_str(v) for v in value]
-    try:
-        value = check_param(key, value, PARAM_TYPES[name])
-    except ValueError as exc:
-        raise ValueError(f"--set {key}={raw}: {exc}") from None
-    return canon, _absolute_paths(canon, value)
-
-
-
-def _json_or_str(v: Any) -> Any:
-    if not isinstance(v, str):
-        return v
-    try:
-        return json.loads(v)
-    except json.JSONDecodeError:
-        return v
-
-
-def _absolute_paths(key: str, value: Any) -> Any:
-    """Make relative file paths in path-like settings absolute against the current directory.
-
-    Notebooks run with the run folder as their working directory, so ``--set banks=my_bank.jsonl``
-    must be resolved where the command was typed. Applies to ``data``/``bank``/``banks`` keys (also
-    ``<notebook>.data`` …); ``file:<path>`` keeps its prefix; names that are not existing files are kept.
-    """
-    if key.split(".")[-1] not in ("data", "bank", "banks"):
-        return value
-    if isinstance(value, list):
-        return [_absolute_paths(key, v) for v in value]
-    if not isinstance(value, str):
-        return value
-    prefix, path = ("file:", value[5:]) if value.startswith("file:") else ("", value)
-    candidate = Path(path).expanduser()
-    if not candidate.is_absolute() and candidate.is_file():
-        return prefix + str(candidate.resolve())
-    return value
 
 
 #: Presets without bundled data: ``data=None`` is refused and ``--data PATH`` is required.
@@ -158,14 +85,14 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
 
     With user data of format ``yelp`` the data arms default to ``("long",)``, with ``sentiment140`` to
     ``("short",)`` (the paper's two datasets), and banks to ``("public",)`` (the bundled bank A is
-    generated for the Blogs corpus). An override of the audited mechanism (``pe_kit.run.settings.MECHANISM_KEYS``:
+    generated for the Blogs corpus). An override of the audited mechanism (``pe_kit.settings.MECHANISM_KEYS``:
     σ, q, k, C, δ, α; e.g. ``mechanism.noise_multiplier``) applies to every notebook: a notebook's own value of it
     in the preset (notebook 06's σ = 1.1088, notebook 07's δ = 1e-3) is dropped, unless ``<notebook>.<key>`` is given
     too. A notebook's own sizes (``06.bank_size``, ``06.trials``) stay under ``--set bank_size=…`` / ``trials=…``.
 
     Args:
         name: preset name or ``Preset``. overrides: ``{key: value}`` with keys as ``--set`` takes them
-            (``pe_kit.run.settings.locate``). data, fmt: a user corpus (``--data`` / ``--format``).
+            (``pe_kit.settings.locate``). data, fmt: a user corpus (``--data`` / ``--format``).
 
     Raises:
         ValueError: unknown preset or key, a value of the wrong type or range (naming key, value and range), the
@@ -211,7 +138,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             check_equal_populations(v["n_calibration"], v["n_test"])
     except ValueError as exc:
         raise ValueError(f"{exc} (preset {p.name})") from None
-    if p.max_probes < 0 or p.max_probes > p.bank_size:
+    if p.max_probes > p.bank_size:  # max_probes ≥ 0 is its declaration's
         raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name in NEEDS_DATA and p.data is None:
         raise ValueError(f"the {p.name} preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
@@ -223,6 +150,29 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     if p.data is not None and not Path(p.data).is_file():
         raise ValueError(f"data={p.data!r} does not exist; pass an existing file with --data PATH")
     return p
+
+
+def audited_mechanism(p: Preset) -> str:
+    """The results.md line that says which mechanism the run audited: σ, q, k, C, m, δ, α and its ε_theory
+    (``pe_kit.audit.accounting.epsilon_theory``: Opacus PRV accountant, add/remove of one user under Poisson
+    sampling at rate q, one release), plus each notebook's own mechanism values (notebook 06: σ = 1.1088).
+
+    Args: p: the run's preset. Returns: str.
+    """
+    from pe_kit.audit.accounting import epsilon_theory
+
+    v = p.view()
+    eps = epsilon_theory(v["noise_multiplier"], v["sample_rate"], v["delta"])
+    line = (f"σ (noise_multiplier)={v['noise_multiplier']:g}, q (sample_rate)={v['sample_rate']:g}, "
+            f"k (top_k)={v['top_k']}, C (clip_norm)={v['clip_norm']:g}, m (record_cap)={v['record_cap']}, "
+            f"δ={v['delta']:g}, α={v['alpha']:g}: ε_theory={eps:.3f} for one release (Opacus PRV accountant; "
+            "add/remove of one user under Poisson sampling at rate q); every CSV row carries these as param_* "
+            "columns, and the mechanism it audited as mech_* columns (the sweeps vary σ or q)")
+    for stem, sec in p.notebooks.items():
+        own = {k: x for k, x in sec.shared.items() if k in MECHANISM_KEYS}
+        if own:
+            line += f"; notebook {stem.split('_')[0]}: " + ", ".join(f"{k}={x:g}" for k, x in own.items())
+    return line
 
 
 def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str | os.PathLike | None = None) -> str:
@@ -267,7 +217,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
 
     Returns:
         dict with every key of ``NOTEBOOK_KEYS[notebook]`` (``output_dir`` default ``results/interactive`` at the
-        checkout's root, :func:`notebook_output_dir`; ``seed`` default 0), each checked by ``pe_kit.config.check_param`` (integral floats become ints,
+        checkout's root, :func:`notebook_output_dir`; ``seed`` default 0), each checked by ``pe_kit.settings.check_param`` (integral floats become ints,
         list fields lists).
 
     Raises:

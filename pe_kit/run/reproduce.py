@@ -40,19 +40,12 @@ from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
 from pe_kit.run.run_progress import RunClock, machine_info, run_plan
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
                                   check_variants, unused_overrides)
-from pe_kit.run.presets import (
-    _REPO,
-    NOTEBOOKS,
-    PRESETS,
-    Preset,
-    get_preset,
-    notebook_params,
-)
+from pe_kit.run.presets import _REPO, PRESETS, audited_mechanism, get_preset, notebook_params
 from pe_kit.run.run_id import default_run_id
-from pe_kit.run.settings import audited_mechanism
+from pe_kit.settings import NOTEBOOKS, Preset
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "audited_mechanism", "about_preset", "preset_changes", "input_digests",
+           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests",
            "marker_key"]
 
 
@@ -141,7 +134,7 @@ def _write(path: Path, data: bytes) -> None:
     os.chmod(path, 0o644)
 
 
-_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py", "run/settings.py",
+_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py",
                 "run/run_id.py")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pe_kit.cache import content_hash
 from pe_kit.run.presets import PRESETS
-from pe_kit.run.settings import Preset
+from pe_kit.settings import Preset
 
 __all__ = ["default_run_id"]
 

@@ -28,7 +28,7 @@ from pe_kit.audit.moments import (
     restrict,
 )
 from pe_kit.audit.trials import check_equal_populations, scalar_problem
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig, check_param
 from pe_kit.report.results import StepCache
 from pe_kit.study.world import (
     StudyConfig,
@@ -98,7 +98,7 @@ def world_key(world: World) -> str:
 
 def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | None = None,
                  model: str | None = None) -> StudyConfig:
-    """A ``StudyConfig`` from notebook parameters (keys as in ``pe_kit.run.presets.Preset``).
+    """A ``StudyConfig`` from notebook parameters (keys as in ``pe_kit.settings.Preset``).
 
     Args:
         params: mapping with ``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size, max_probes,
@@ -107,7 +107,7 @@ def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | 
 
     Raises:
         ValueError: naming a missing key, or a value of the wrong type or range (``StudyConfig`` checks every
-            field with ``pe_kit.config.check_param``; no silent ``int()`` of a bool or a fraction).
+            field with ``pe_kit.settings.check_param``; no silent ``int()`` of a bool or a fraction).
     """
     need = ("n_canary", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "record_cap", "seed")
     missing = [k for k in need if params.get(k) is None]
@@ -175,12 +175,10 @@ def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
     ``composed-mu_eff`` (beyond the paper) audits paraphrase-mu_eff's canaries, so the two natural-text
     Alg. B.1 attacks compare on the same five records sets.
     """
-    if per_variant < 1:
-        raise ValueError(f"per_variant={per_variant} must be ≥ 1 (canaries per variant)")
+    per_variant = check_param("per_variant", per_variant)
     if variant in NONCE_VARIANTS:
         return list(range(per_variant))
-    if n_canary < 1:
-        raise ValueError("n_canary must be ≥ 1 for real-canary variants")
+    n_canary = check_param("n_canary", n_canary)
     i = REAL_VARIANTS.index("paraphrase-mu_eff" if variant == "composed-mu_eff" else variant)
     return [(i * per_variant + j) % n_canary for j in range(per_variant)]
 

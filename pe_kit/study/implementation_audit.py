@@ -14,7 +14,7 @@ import numpy as np
 
 from pe_kit.attack.bug_canaries import DESIGNS, design_for
 from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_suite, spec_statistic, trials_needed
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig, check_param
 from pe_kit.pe.mutants import all_implementations
 from pe_kit.pe.release_protocol import ReferenceRelease
 from pe_kit.report.results import epsilon_interval
@@ -122,10 +122,9 @@ def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 
     Raises:
         ValueError: on repeats < 1.
     """
-    if int(repeats) != repeats or repeats < 1:
-        raise ValueError(f"repeats={repeats} must be an integer ≥ 1")
+    repeats = check_param("repeats", repeats)
     tally: dict = {}
-    for r in range(int(repeats)):
+    for r in range(repeats):
         cases = suite_cases([int(seed), 7, r], sizes)
         keep = [(impl, d) for impl, d in cases if not impl.breaks_guarantee(mechanism, len(d.test) + 1)]
         gamma_cases = len(cases)  # γ as in the full suite (a repeat of the same family)

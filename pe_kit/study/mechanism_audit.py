@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pe_kit.audit.outcome import AuditOutcome
-from pe_kit.config import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings, closest
+from pe_kit.settings import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings, closest
 
 __all__ = ["audit_mechanism", "check_study_keys"]
 
@@ -33,7 +33,7 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
             ``attack.composed_probes``, its settings ``composed_probes.DEFAULT_CONFIG``).
         mechanism: the audited release, ``MechanismConfig(top_k, clip_norm, noise_multiplier, sample_rate,
             record_cap)`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64). Its ``record_cap`` is the study's. A
-            ``MechanismSettings`` (a preset's mechanism section, ``pe_kit.run.settings``) is taken with m = 64.
+            ``MechanismSettings`` (a preset's mechanism section, ``pe_kit.settings``) is taken with m = 64.
         audit: trials, α, δ, shrinkage, ridge (default ``AuditConfig()``, or a preset's ``AuditSettings``; its
             ``n_canaries`` is replaced by ``canaries``). trials, delta: shortcuts that replace ``audit.trials`` / ``audit.delta``.
         canaries: int ≥ 1: canaries audited (real variants: canary slots 0 … canaries−1; nonce: fresh draws); each
@@ -57,7 +57,7 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
     """
     from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
     from pe_kit.audit.plan import announce_reach, audit_reach
-    from pe_kit.config import check_param
+    from pe_kit.settings import check_param
     from pe_kit.study.experiments import world_for
     from pe_kit.study.world import StudyConfig, audit_design, make_design
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from pe_kit.audit.adaptive import adaptive_audit, side_by_side, transcript_tree
 from pe_kit.audit.composed import composed_audit, round_problems
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import PEConfig, Population, Transcript, _generator_id, run_pe
 from pe_kit.progress import progress
 

@@ -19,7 +19,7 @@ from pe_kit.attack.one_run_design import OneRunDesign, design_one_run, max_canar
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
 from pe_kit.audit.one_run import idealised_scores, one_run_audit
-from pe_kit.config import COUNT, AuditConfig, MechanismConfig, check_param
+from pe_kit.settings import COUNT, AuditConfig, MechanismConfig, check_param
 from pe_kit.pe.mechanism import contributions, release, topk_routes
 
 __all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_one_run_design", "one_run_release",

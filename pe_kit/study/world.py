@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from pe_kit.attack.variants import ProbeDesign
 from pe_kit.audit.canary import audit_canary
 from pe_kit.audit.trials import check_equal_populations
-from pe_kit.config import AuditConfig, MechanismConfig, WorldSettings
+from pe_kit.settings import AuditConfig, MechanismConfig, WorldSettings
 from pe_kit.data.corpus_cache import cached_corpus
 from pe_kit.data.loaders import Corpus
 from pe_kit.data.splits import Splits, empty_arm_message, make_arm, split_users
@@ -36,7 +36,7 @@ SPLITS = ("aux", "calibration", "test")
 @dataclass(frozen=True)
 class StudyConfig(WorldSettings):
     """Everything that fixes a study's data and bank (one row's provenance): the fields of
-    ``pe_kit.config.WorldSettings`` (declared there, once), with calibration and test of equal size.
+    ``pe_kit.settings.WorldSettings`` (declared there, once), with calibration and test of equal size.
 
     Attributes:
         data: corpus path (None = bundled Blogs sample); fmt: loader (``auto``).
@@ -58,12 +58,12 @@ class StudyConfig(WorldSettings):
             world that loads at all holds the same users under either policy.
 
     Raises:
-        ValueError: a field of the wrong type or range (checked against its declaration, ``pe_kit.config.setting``: ``n_test=True`` or
+        ValueError: a field of the wrong type or range (checked against its declaration, ``pe_kit.settings.setting``: ``n_test=True`` or
             ``n_test=2.5`` are refused, ``n_test=1e3`` is 1000), naming the field and the accepted values.
     """
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # each field checked against its own declaration (pe_kit.config.setting)
+        super().__post_init__()  # each field checked against its own declaration (pe_kit.settings.setting)
         check_equal_populations(self.n_calibration, self.n_test)
         if self.max_probes > self.bank_size:  # the probes are bank entries (as the presets check)
             raise ValueError(f"max_probes={self.max_probes} > bank_size={self.bank_size}: the r probes are bank "
