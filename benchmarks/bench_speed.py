@@ -170,14 +170,14 @@ class _Recorder:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def quick_section(sample: int, threads: int) -> None:
+def quick_section(sample: int, threads: int, preset: str = "quick") -> None:
     from pe_kit.study.experiments import study_config
     from pe_kit.run.presets import resolve_params
     from pe_kit.study.world import build_world
     from pe_kit.cache import text_key
     from pe_kit.text.encoder import Encoder
 
-    params = resolve_params("04_audit", "quick")
+    params = resolve_params("04_audit", preset)
     rec = _Recorder()
     t0 = time.perf_counter()
     for arm in params["arms"]:
@@ -192,7 +192,7 @@ def quick_section(sample: int, threads: int) -> None:
             if key not in seen_chunks:
                 seen_chunks.add(key)
                 old += len(key)
-    print(f"\n[quick preset texts] {len(rec.calls)} encode calls from the {len(params['arms']) * len(params['banks'])} "
+    print(f"\n[{preset} preset texts] {len(rec.calls)} encode calls from the {len(params['arms']) * len(params['banks'])} "
           f"notebook-04 worlds (recorded in {time.perf_counter() - t0:.0f} s): {requested} texts requested, "
           f"{len(distinct)} distinct")
     print(f"  chunk-keyed cache (previous): {old} encodes, {old - len(distinct)} of them repeats "
@@ -266,11 +266,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="encoder threads (default: auto_threads() at start)")
     ap.add_argument("--skip-encoder", action="store_true")
     ap.add_argument("--skip-quick", action="store_true")
+    ap.add_argument("--preset", default="quick", help="preset whose notebook-04 worlds section 2 records")
     ap.add_argument("--skip-trials", action="store_true")
     ap.add_argument("--skip-generation", action="store_true")
     from _smoke import parse_args
 
-    args = parse_args(ap, n_texts=16, records=16, bank=64, reps=1, quick_sample=16, prompts=2, max_new_tokens=8)
+    args = parse_args(ap, n_texts=16, records=16, bank=64, reps=1, quick_sample=16, prompts=2, max_new_tokens=8,
+                      preset="tiny")
     from pe_kit.text.threads import auto_threads
 
     threads = args.threads or auto_threads()
@@ -278,7 +280,7 @@ def main() -> None:
     if not args.skip_encoder:
         encoder_section(args.n_texts, args.records, args.bank, threads, args.reps)
     if not args.skip_quick:
-        quick_section(args.quick_sample, threads)
+        quick_section(args.quick_sample, threads, args.preset)
     if not args.skip_trials:
         from bench_trials import limit_ratios, natural_case
 
