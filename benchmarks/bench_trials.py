@@ -258,8 +258,8 @@ def nonce_1e9(trials: int, workers: int) -> None:
         res = audit_scalar(prob, trials=trials, gamma=0.0025, delta=1e-5, seed=(2026, canary), method="sample",
                            n_workers=workers, parallel="processes", block_trials=1 << 20)
         eps.append(res.epsilon_lower)
-        print(f"  canary {canary}: ε_lower = {res.epsilon_lower:.4f} (calibration {res.calibration.epsilon:.4f}), "
-              f"threshold ℓ = {res.threshold:.4f}, test TP = {res.test.true_pos}, FP = {res.test.false_pos}, "
+        print(f"  canary {canary}: ε_lower = {res.epsilon_lower:.4f} (calibration {res.calibration.epsilon_lower:.4f}), "
+              f"threshold ℓ = {res.threshold:.4f}, test TP = {res.true_pos}, FP = {res.false_pos}, "
               f"{time.perf_counter() - t0:.0f} s")
     best = max(eps)
     print(f"  max over five canaries: ε_lower = {best:.4f} = {best / eps_th:.3f} ε_theory "

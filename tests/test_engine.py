@@ -248,9 +248,9 @@ def test_perfect_canary_audit_at_one_million_trials():
     eps = np.array([r.epsilon_lower for r in runs])
     assert 0.8 <= np.median(eps) <= 1.15 and np.all((eps > 0.3) & (eps <= EPS_THEORY))
     for res in runs:
-        assert res.calibration.n_h0 == res.test.n_h1 == 10**6
-        assert res.threshold == res.test.threshold and res.test.branch == 1
-        assert 1e-6 < res.test.fpr < 1e-3 and res.method == "sample"
+        assert res.calibration.n_h0 == res.n_h1 == 10**6
+        assert res.threshold == res.calibration.threshold and res.branch == 1
+        assert 1e-6 < res.fpr < 1e-3 and res.info["sampler"] == "sample"
 
 
 def test_audit_never_overclaims():
@@ -280,9 +280,9 @@ def test_audit_canary_uses_streaming_engine_above_threshold(monkeypatch):
                                    np.random.default_rng(3)) for _ in range(2)]
     a, b = runs
     assert a.epsilon_lower == b.epsilon_lower and a.threshold == b.threshold  # same rng → same numbers
-    assert a.test.n_h0 == a.calibration.n_h1 == a.trials == 200_000
+    assert a.n_h0 == a.calibration.n_h1 == a.info["trials"] == 200_000
     assert a.mu_eff == pytest.approx(1.0, abs=1e-6) and 0.2 < a.epsilon_lower <= a.epsilon_theory
-    assert a.threshold_mix == pytest.approx(mixture_llr_fn(a.threshold, 0.1))
+    assert a.info["threshold_mix"] == pytest.approx(mixture_llr_fn(a.threshold, 0.1))
 
 
 def test_tightness_curve_table():
@@ -335,8 +335,8 @@ def test_audit_scalar_picks_exact_multinomial_only_where_exact():
     assert exact_method("auto", nonce, background) == "auto"  # one split has background voters
     assert exact_method("sample", nonce) == "sample"  # an explicit choice is kept
     res = audit_scalar(nonce, trials=20_000, gamma=0.0025, delta=1e-5, seed=3)
-    assert res.method == "multinomial" and res.calibration.n_h0 == res.test.n_h1 == 20_000
-    assert audit_scalar(background, trials=2_000, gamma=0.0025, delta=1e-5, seed=3).method in ("groups", "gaps")
+    assert res.info["sampler"] == "multinomial" and res.calibration.n_h0 == res.n_h1 == 20_000
+    assert audit_scalar(background, trials=2_000, gamma=0.0025, delta=1e-5, seed=3).info["sampler"] in ("groups", "gaps")
 
 
 def test_tiled_group_sampler_partial_tiles_keep_the_exact_mean():

@@ -106,7 +106,7 @@ def test_fdp_is_tighter_than_steinke_on_the_gaussian_game():
         s, inc = idealised_scores(2.0, 1.0, 1000, np.random.default_rng(seed))
         res = one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)
         assert 0 < res["steinke"].epsilon_lower and res["fdp"].epsilon_lower < epsilon_from_mu(2.0, 1.0, 1e-5)
-        assert res["fdp"].mu_lower < 2.0
+        assert res["fdp"].info["mu_lower"] < 2.0
         wins += res["fdp"].epsilon_lower > res["steinke"].epsilon_lower
     assert wins == 5
 
@@ -140,7 +140,7 @@ def test_null_run_gives_zero_in_at_least_95_percent_of_200_repeats(q):
         s, inc = idealised_scores(0.0, q, 100, np.random.default_rng([7, rep]))
         s = s + np.random.default_rng([8, rep]).normal(size=s.size)  # scores with no signal, no ties
         for method, a in one_run_audit(s, inc, delta=1e-5, sample_rate=q).items():
-            assert a.sample_rate == q
+            assert a.info["sample_rate"] == q
             zeros[method] += a.epsilon_lower == 0
     assert zeros["steinke"] >= 190 and zeros["fdp"] >= 190, zeros
 
@@ -226,7 +226,7 @@ def test_pe_nonce_one_run_never_above_epsilon_theory(q):
         res = one_run_release(world, design, mech, np.random.default_rng([q == 1, seed]))
         assert np.allclose(res.mu_eff, 1.0, atol=1e-6) and res.releases == 1
         for a in res.audits.values():
-            assert a.sample_rate == q and 0 <= a.epsilon_lower <= theory, a
+            assert a.info["sample_rate"] == q and 0 <= a.epsilon_lower <= theory, a
         if q == 1:
             assert min(a.epsilon_lower for a in res.audits.values()) > 0
 

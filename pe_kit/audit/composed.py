@@ -26,13 +26,13 @@ moments, as in the single-release audit.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory_prefixes
-from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold
+from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold
 from pe_kit.audit.moments import (
     aux_moments,
     llr_weights,
@@ -40,6 +40,7 @@ from pe_kit.audit.moments import (
     null_moments,
     restrict,
 )
+from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import ScalarProblem, scalar_problem, simulate_scores
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import FrozenBank, Population, Transcript
@@ -128,7 +129,7 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
 
 
 def prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
-                 audit: AuditConfig) -> dict:
+                 audit: AuditConfig) -> Audit:
     """Threshold calibrated on calibration-split trials, ε_lower bounded on test-split trials (Eq. 28).
 
     Args: float (n,) summed mixture-LLR scores of one prefix per split and hypothesis; audit: γ, δ and
@@ -137,17 +138,11 @@ def prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, te
         (recorded as ``calibration_rule = "gaussian_model>anchored_argmax"``).
 
     Returns:
-        dict: ``epsilon_lower``, ``threshold``, ``tpr``, ``fpr``, ``branch`` and the ``test_*`` /
-        ``calibration_*`` counts and bounds (``ThresholdAudit.as_dict``).
+        ``Audit`` of the test trials, calibration record attached; ``info``: ``branch`` (of Eq. 28).
     """
-    cal: ThresholdAudit = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta, rule=audit.threshold_rule)
-    test: ThresholdAudit = evaluate_threshold(test_h0, test_h1, cal.threshold, audit.gamma, audit.delta,
-                                              cal.direction)
-    row = {"epsilon_lower": test.epsilon, "threshold": cal.threshold, "tpr": test.tpr, "fpr": test.fpr,
-           "branch": test.branch}
-    for name, a in (("calibration", cal), ("test", test)):
-        row.update({f"{name}_{k}": v for k, v in a.as_dict().items()})
-    return row
+    cal = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta, rule=audit.threshold_rule)
+    test = evaluate_threshold(test_h0, test_h1, cal.threshold, audit.gamma, audit.delta, cal.direction)
+    return replace(test, calibration=cal, info={"branch": test.branch})
 
 
 def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
@@ -193,6 +188,6 @@ def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig,
                "n_coords": int(prob.coords.size), "background_voters": int(prob.test.projections.size),
                "trials": n, "seconds": time.perf_counter() - t0,
                **prefix_audit(scores["calibration", 0], scores["calibration", 1], scores["test", 0],
-                              scores["test", 1], audit)}
+                              scores["test", 1], audit).row}
         rows.append(row)
     return rows

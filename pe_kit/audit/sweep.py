@@ -165,7 +165,8 @@ class AuditTask:
 
 def run_task(task: AuditTask, timing: bool = False) -> dict:
     """Run one ``AuditTask`` → flat row: labels, ε_lower, ε_theory, μ_eff (√(w·v)), K, and the
-    ``ScalarAudit.as_row`` counts. ``seconds`` only if ``timing`` (wall time is not reproducible)."""
+    threshold, trials, sampler (``method``), grid and the ``calibration_*`` / ``test_*`` columns of the
+    ``engine.audit_scalar`` audit. ``seconds`` only if ``timing`` (wall time is not reproducible)."""
     res = audit_scalar(task.calibration, task.test, trials=task.trials, gamma=task.gamma, delta=task.delta,
                        seed=task.seed, **dict(task.options))
     row = dict(task.labels)
@@ -174,9 +175,10 @@ def run_task(task: AuditTask, timing: bool = False) -> dict:
                 "background_voters": int(np.asarray(task.test.projections).size),
                 "sample_rate": task.test.sample_rate, "gamma": task.gamma, "delta": task.delta,
                 "seed": str(task.seed)})
-    for k, v in res.as_row().items():
-        if k not in row and (timing or k != "seconds"):
-            row[k] = v
+    grid = res.info["grid"]
+    row.update({"threshold": res.threshold, "trials": res.info["trials"], "method": res.info["sampler"],
+                "grid_size": grid.size, "grid_step": grid.step, **({"seconds": res.info["seconds"]} if timing else {}),
+                **res.calibration.columns("calibration_"), **res.columns("test_")})
     return row
 
 

@@ -69,7 +69,7 @@ def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float =
     """Audit every case of ``suite_cases`` at ``trials`` per hypothesis (family-wise α over the cases).
 
     Returns:
-        list of row dicts (``BlackBoxAudit.as_row`` plus ``bug``, a two-sided ε band
+        list of row dicts (``Audit.row`` of ``blackbox.audit_implementation`` plus ``bug``, a two-sided ε band
         ``epsilon_ci_low/epsilon_point/epsilon_ci_high`` (``report.results.epsilon_interval`` at ``level``; default
         1 − 4γ, whose lower end is the row's ε_lower), ``band_level`` and
         ``flag_correct`` = (violation == expected_violation)).
@@ -132,10 +132,11 @@ def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 
         audits = audit_suite(keep, mechanism, trials=trials, alpha=alpha * len(keep) / gamma_cases, delta=delta,
                              seed=[int(seed), 8, r])
         for a in audits:
-            t = tally.setdefault((a.implementation, a.design), {"implementation": a.implementation, "design": a.design,
-                                                                "repeats": 0, "times_flagged": 0, "epsilon_lower_max": 0.0,
-                                                                "epsilon_theory": a.epsilon_theory})
+            name, design = a.info["implementation"], a.info["design"]
+            t = tally.setdefault((name, design), {"implementation": name, "design": design, "repeats": 0,
+                                                  "times_flagged": 0, "epsilon_lower_max": 0.0,
+                                                  "epsilon_theory": a.epsilon_theory})
             t["repeats"] += 1
-            t["times_flagged"] += int(a.violation)
+            t["times_flagged"] += int(a.info["violation"])
             t["epsilon_lower_max"] = max(t["epsilon_lower_max"], a.epsilon_lower)
     return list(tally.values())

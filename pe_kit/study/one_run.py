@@ -34,7 +34,7 @@ class OneRunRelease:
     Attributes:
         scores: float64 (m,) mixture-LLR score per canary. included: bool (m,) S_i. participated: bool (m,)
         (S_i and the canary's Poisson draw). mu_eff: float64 (m,) per-canary μ_eff on its block (Eq. 15).
-        background_voters: int (m,) test users with a vote on each block. audits: method → ``OneRunAudit``.
+        background_voters: int (m,) test users with a vote on each block. audits: method → ``Audit`` (``audit.one_run.one_run_audit``).
         releases: releases made (1). seconds: wall time (routing, release, scoring, bounds).
     """
 
@@ -174,9 +174,9 @@ def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfi
     for method, a in res.audits.items():
         rows.append({"experiment": "one_run", "method": method, "variant": variant, "m": design.m,
                      "probe_share": design.probe_share, "copies": copies, "records_per_canary": records_per_canary,
-                     "epsilon_lower": a.epsilon_lower, "mu_lower": a.mu_lower, "k_plus": a.k_plus,
-                     "k_minus": a.k_minus, "guesses": a.guesses, "correct": a.correct, "n_included": a.n_included,
-                     "n_pairs": a.n_pairs, "alpha": a.alpha, "delta": a.delta,
+                     "epsilon_lower": a.epsilon_lower, **{k: a.info[k] for k in (
+                         "mu_lower", "k_plus", "k_minus", "guesses", "correct", "n_included", "n_pairs", "alpha",
+                         "delta")},
                      "mu_eff": float(np.median(res.mu_eff)), "mu_eff_ceiling": 1 / mechanism.noise_multiplier,
                      "background_voters": float(np.mean(res.background_voters)),
                      "epsilon_theory": eps_theory, "releases": res.releases, "seconds": res.seconds,
@@ -204,7 +204,7 @@ def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, tri
                        audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
     return {"experiment": "multi_trial", "method": "multi_trial", "variant": design.variant, "m": 1,
             "probe_share": design.blocks.shape[1] / design.bank_size, "epsilon_lower": res.epsilon_lower,
-            "mu_eff": res.mu_eff, "mu_eff_ceiling": res.mu_eff_ceiling, "epsilon_theory": res.epsilon_theory,
+            "mu_eff": res.mu_eff, "mu_eff_ceiling": res.info["mu_eff_ceiling"], "epsilon_theory": res.epsilon_theory,
             "trials": audit.trials, "releases": 4 * audit.trials, "seconds": time.perf_counter() - t0,
             **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}}
 
@@ -224,8 +224,8 @@ def idealised_rows(mu: float, sample_rate: float, ms, seed: int, *, delta: float
             audits = one_run_audit(s, inc, delta=delta, alpha=alpha, sample_rate=sample_rate)
             for method, a in audits.items():
                 rows.append({"experiment": "one_run_idealised", "method": method, "m": m, "repeat": rep,
-                             "epsilon_lower": a.epsilon_lower, "mu_lower": a.mu_lower, "k_plus": a.k_plus,
-                             "k_minus": a.k_minus, "guesses": a.guesses, "correct": a.correct, "mu_eff": mu,
+                             "epsilon_lower": a.epsilon_lower, **{k: a.info[k] for k in (
+                                 "mu_lower", "k_plus", "k_minus", "guesses", "correct")}, "mu_eff": mu,
                              "epsilon_theory": eps_theory, "mech_sample_rate": sample_rate,
                              "mech_noise_multiplier": noise, "releases": 1, "seconds": time.perf_counter() - t0})
     return rows
