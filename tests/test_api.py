@@ -1,7 +1,7 @@
 """The public calls (pe_kit.audit_scores / audit_one_run / audit_mechanism) give the kit's own numbers.
 
 Each is checked against the path it wraps on the same inputs (the two-call calibrate_threshold + evaluate_threshold,
-one_run.one_run_audit, the World → make_design → audit_design chain), plus null / direction invariants and the
+one_run._one_run_audit, the World → make_design → audit_design chain), plus null / direction invariants and the
 import footprint of scores-only use.
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_the_result_is_frozen_and_a_csv_row():
     r = pe_kit.audit_scores(s1, s0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.epsilon_lower = 9.0
-    row = r.as_row()
+    row = r.row
     row["epsilon_lower"] = 9.0  # a copy: the result keeps its own
     assert r.row["epsilon_lower"] == r.epsilon_lower != 9.0
     for k in ("epsilon_lower", "epsilon_theory", "mu_eff", "tpr", "fpr", "threshold", "test_true_pos",
@@ -97,6 +97,7 @@ def test_every_audit_is_one_type_whose_row_is_the_csv_row():
     assert (r.gamma, r.delta, r.rule, r.calibration.rule) == (0.05 / 4, 1e-5, "", r.row["calibration_rule"])
     assert pe_kit.Audit.from_row(r.row).row == r.row
     assert "test_true_pos" not in one.row and one.row["guesses"] == one.counts["guesses"] and one.true_pos is None
+    assert not r.violation and r.epsilon_lower < r.epsilon_theory and not one.violation  # no ε_theory: no violation
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -122,10 +123,10 @@ def test_audit_scores_refuses_bad_scores():
 
 @pytest.mark.parametrize("method", ["fdp", "steinke"])
 def test_audit_one_run_is_one_run_audit(method):
-    from pe_kit.audit.one_run import idealised_scores, one_run_audit
+    from pe_kit.audit.one_run import idealised_scores, _one_run_audit
 
     s, inc = idealised_scores(2.0, 1.0, 1000, np.random.default_rng(0))
-    ref = one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)[method]
+    ref = _one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)[method]
     r = pe_kit.audit_one_run(s, inc, delta=1e-5, sample_rate=1.0, method=method)
     assert r.epsilon_lower == ref.epsilon_lower > 2.0 and r.method == method
     assert dict(r.counts) == {"guesses": ref.info["guesses"], "correct": ref.info["correct"],

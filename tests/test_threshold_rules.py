@@ -9,8 +9,8 @@ from scipy import special
 
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.bounds import calibrate_from_counts, calibrate_threshold, epsilon_lower_from_counts
-from pe_kit.audit.composed import prefix_audit
-from pe_kit.audit.engine import ThresholdGrid, _gaussian_bin_probs, audit_scalar
+from pe_kit.audit.composed import _prefix_audit
+from pe_kit.audit.engine import ThresholdGrid, _gaussian_bin_probs, _audit_scalar
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.threshold_rules import (
     DEFAULT_RULE,
@@ -30,7 +30,7 @@ Q, G, D = 0.1, 0.0025, 1e-5
 
 
 def _draws(mu: float, n: int, audits: int, seed: int):
-    """Calibration and test counts above the engine's grid, drawn as ``audit_scalar``'s multinomial method."""
+    """Calibration and test counts above the engine's grid, drawn as ``_audit_scalar``'s multinomial method."""
     prob = nonce_problem(mu, Q)
     grid = ThresholdGrid.for_problem(prob, n)
     p0 = _gaussian_bin_probs(grid, -prob.offset, prob.noise_sd)
@@ -60,11 +60,11 @@ def _audit_eps(rule, mu, n, audits, seed):
 
 @pytest.mark.parametrize("rule", [None, "argmax", "anchored_argmax"])
 def test_threshold_depends_on_calibration_trials_only_streaming(rule):
-    """audit_scalar: a different test population (and so different test trials) leaves the frozen threshold
+    """_audit_scalar: a different test population (and so different test trials) leaves the frozen threshold
     and the whole calibration record unchanged; only the test record moves."""
     cal = nonce_problem(1.0, Q)
-    a = audit_scalar(cal, nonce_problem(1.0, Q), trials=20_000, gamma=G, delta=D, seed=5, rule=rule)
-    b = audit_scalar(cal, nonce_problem(0.3, Q), trials=20_000, gamma=G, delta=D, seed=5, rule=rule)
+    a = _audit_scalar(cal, nonce_problem(1.0, Q), trials=20_000, gamma=G, delta=D, seed=5, rule=rule)
+    b = _audit_scalar(cal, nonce_problem(0.3, Q), trials=20_000, gamma=G, delta=D, seed=5, rule=rule)
     assert a.threshold == b.threshold and a.calibration == b.calibration
     assert a.columns() != b.columns()
     assert a.calibration.rule.startswith(rule or "gaussian_model")
@@ -79,8 +79,8 @@ def test_threshold_depends_on_calibration_trials_only_scores_and_prefix():
     c0, c1 = simulate_scores(prob, 0, n, rng), simulate_scores(prob, 1, n, rng)
     t0, t1 = simulate_scores(prob, 0, n, rng), simulate_scores(prob, 1, n, rng)
     audit = AuditConfig(trials=n, n_canaries=1)
-    r1 = prefix_audit(c0, c1, t0, t1, audit).row
-    r2 = prefix_audit(c0, c1, rng.permutation(t1), t0, audit).row  # other test trials entirely
+    r1 = _prefix_audit(c0, c1, t0, t1, audit).row
+    r2 = _prefix_audit(c0, c1, rng.permutation(t1), t0, audit).row  # other test trials entirely
     assert r1["threshold"] == r2["threshold"]
     assert {k: v for k, v in r1.items() if k.startswith("calibration_")} == \
         {k: v for k, v in r2.items() if k.startswith("calibration_")}

@@ -110,7 +110,7 @@ def test_audit_through_two_stages_gives_the_one_call_counts():
     assert two.info["batched"] and not one.info["batched"]
     assert (two.true_pos, two.false_pos, two.calibration.true_pos) == \
            (one.true_pos, one.false_pos, one.calibration.true_pos)
-    assert two.epsilon_lower == one.epsilon_lower and not two.info["violation"]
+    assert two.epsilon_lower == one.epsilon_lower and not two.violation
 
 
 def test_battery_reports_the_stage_check_and_flags_unequal_stages():

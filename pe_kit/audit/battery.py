@@ -74,7 +74,7 @@ class BatteryAudit:
     @property
     def violation(self) -> bool:
         """Some design's ε_lower exceeds ε_theory."""
-        return any(a.info["violation"] for a in self.audits)
+        return any(a.violation for a in self.audits)
 
     def outcome(self) -> Audit:
         """The audit of the design with the largest ε_lower, with ``battery_flagged`` and ``battery_reasons`` added."""
@@ -184,7 +184,7 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
                      "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
                      "canary_position": str(getattr(d, "canary_position", "last")), "alpha": float(alpha),
                      **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}, **checks}))
-        if a.info["violation"]:
+        if a.violation:
             reasons.append(f"{a.info['design']}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}")
         if bar is not None:
             bar.update(4 * int(trials))

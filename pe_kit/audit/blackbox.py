@@ -12,7 +12,7 @@ threshold on either is the same test). A threshold is calibrated on calibration-
 (Eq. 28) bounded on fresh test-user trials with one-sided Clopper–Pearson endpoints at γ.
 
 ``violation = ε_lower > ε_theory``: ε_lower holds with probability ≥ 1 − 4γ (four one-sided bounds), so a
-flagged row is a level-4γ test of "the implementation meets (ε_theory, δ)"; ``audit_suite`` sets
+flagged row is a level-4γ test of "the implementation meets (ε_theory, δ)"; ``_audit_suite`` sets
 γ = α/(4·n_audits) so that the whole suite's family-wise error is ≤ α by construction (Bonferroni).
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pe_kit.config import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
 __all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_implementation",
-           "audit_suite", "trials_needed", "MAX_TRIALS", "DEFAULT_DELTA"]
+           "trials_needed", "MAX_TRIALS", "DEFAULT_DELTA"]
 
 #: the per-hypothesis trial budget of one black-box audit (≤ 10⁵)
 MAX_TRIALS = 100_000
@@ -250,7 +250,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
     return (out, scores) if return_scores else out
 
 
-def audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
+def _audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
                 delta: float = DEFAULT_DELTA, seed=0, **options) -> list[Audit]:
     """Audit several (release, design) pairs with a family-wise level α (γ = α/(4·len(cases))).
 
@@ -303,6 +303,6 @@ def trials_needed(release, design, mechanism: MechanismConfig, *, ladder: Sequen
     for t, s in zip(ladder, seeds):
         runs.append(audit_implementation(release, design, mechanism, trials=t, gamma=gamma / len(ladder), delta=delta,
                                          seed=s, stat=stat, **options))
-        if runs[-1].info["violation"]:
+        if runs[-1].violation:
             return t, runs
     return None, runs

@@ -23,13 +23,13 @@ from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import check_equal_populations, scalar_problem, simulate_scores
 from pe_kit.config import AuditConfig, MechanismConfig
 
-#: audits with more trials per hypothesis than this use the streaming engine (``engine.audit_scalar``);
+#: audits with more trials per hypothesis than this use the streaming engine (``engine._audit_scalar``);
 #: smaller ones draw every score in memory from ``rng`` (``trials.simulate_scores``: the draws behind the
 #: committed results at these sizes).
 STREAMING_MIN_TRIALS = 1 << 21
 
 
-def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
+def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
                  test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
                  rng: np.random.Generator) -> Audit:
     """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
@@ -37,7 +37,7 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
     Steps (§2.1): aux moments → (m̂0, Σ̂_P) for N = n_test users → w = Σ̂⁻¹v → scalar projections →
     ``audit.trials`` trials per hypothesis on the calibration population → threshold chosen by
     ``audit.threshold_rule`` (``threshold_rules``, with q = ``mechanism.sample_rate``) → fresh trials on the test population → ε_lower (Eq. 28, γ = α/(4·n_canaries)).
-    Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine.audit_scalar``: calibration on a
+    Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine._audit_scalar``: calibration on a
     fine threshold grid, test counts at the frozen threshold; seeded from one draw of ``rng``).
     The calibration and test splits must have the same number of users (``trials.check_equal_populations``):
     both score the statistic of N users; calibration users are never resampled.
@@ -86,9 +86,9 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
     probs = {split: scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
              for split, pop in (("calibration", cal), ("test", restrict(test, coords)))}
     if audit.trials > STREAMING_MIN_TRIALS:  # streaming engine: memory bounded by one block, not by the trials
-        from pe_kit.audit.engine import audit_scalar
+        from pe_kit.audit.engine import _audit_scalar
 
-        res = audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
+        res = _audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
                            delta=audit.delta, seed=int(rng.integers(0, 2**63)), rule=audit.threshold_rule)
         cal_audit, test_audit = res.calibration, res
     else:

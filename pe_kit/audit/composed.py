@@ -5,7 +5,7 @@ accountant; "the empirical audit composes the same prefixes by summing their mix
 ratios"), App. E.8 Eq. 36 (chain rule of the transcript likelihood ratio). The loop itself is
 ``pe_kit.pe.multiround``.
 
-The composed audit (``round_problems`` → ``composed_audit``). Design decision (documented
+The composed audit (``round_problems`` → ``_composed_audit``). Design decision (documented
 approximation): the transcript is run once, *without* the canary (as under H0), and its banks are
 frozen. For each round's bank the single-release audit is rebuilt exactly as ``pe_kit.audit.moments``: aux
 moments on the inspected coordinates P_t (the probe positions; the canary's own top-k support when
@@ -74,7 +74,7 @@ def round_problems(transcript: Transcript, canary: Population, aux: Population, 
     For each round's frozen bank: the canary's, aux, calibration and test contributions (exact routing);
     P_t = the probe positions (or the canary's nonzero coordinates without probes); aux moments →
     (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w_t → projections. The calibration population is resized
-    to n_test users by one seeded draw with replacement, reused in every round (as ``audit_canary``).
+    to n_test users by one seeded draw with replacement, reused in every round (as ``_audit_canary``).
 
     Args:
         transcript: a ``run_pe`` result. canary: one user (n_users == 1).
@@ -128,7 +128,7 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
                         scalar_problem(w, cal, v, m0, ns, q), scalar_problem(w, tst, v, m0, ns, q))
 
 
-def prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
+def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
                  audit: AuditConfig) -> Audit:
     """Threshold calibrated on calibration-split trials, ε_lower bounded on test-split trials (Eq. 28).
 
@@ -145,7 +145,7 @@ def prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, te
     return replace(test, calibration=cal, info={"branch": test.branch})
 
 
-def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
+def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
                    rng: np.random.Generator, chunk_size: int = 1 << 20) -> list[dict]:
     """ε_lower of every prefix t = 1..T from summed per-round mixture LLRs (Eq. 36), with ε_theory.
 
@@ -187,7 +187,7 @@ def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig,
                "mu_eff_composed": float(np.sqrt(mu2)), "canary_norm": prob.canary_norm,
                "n_coords": int(prob.coords.size), "background_voters": int(prob.test.projections.size),
                "trials": n, "seconds": time.perf_counter() - t0,
-               **prefix_audit(scores["calibration", 0], scores["calibration", 1], scores["test", 0],
+               **_prefix_audit(scores["calibration", 0], scores["calibration", 1], scores["test", 0],
                               scores["test", 1], audit).row}
         rows.append(row)
     return rows

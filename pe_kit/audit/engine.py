@@ -44,7 +44,7 @@ Participation sampling (exact in distribution; users with a_u = 0 are already dr
 * ``multinomial`` — only for problems without background voters (nonce canaries): given the
   Binomial(t, q) number of canary inclusions, the bin counts of t i.i.d. Gaussian scores *are*
   Multinomial(t, p_bins) — exact in distribution with no per-trial work (and the test count is
-  Binomial). ``audit_scalar`` (hence ``tightness_curve`` and ``audit_canary``) picks it under
+  Binomial). ``_audit_scalar`` (hence ``tightness_curve`` and ``_audit_canary``) picks it under
   ``method="auto"`` whenever it is exact (:func:`exact_method`); ``TrialEngine(method="auto")`` itself
   keeps per-trial sampling, so that ``scores`` works on every problem.
 
@@ -78,7 +78,7 @@ from pe_kit.audit.samplers import (
 from pe_kit.audit.trials import ScalarProblem
 
 __all__ = [
-    "ThresholdGrid", "score_moments", "TrialEngine", "audit_scalar",
+    "ThresholdGrid", "score_moments", "TrialEngine",
     "stream_seed", "exact_method", "DEFAULT_BLOCK_TRIALS", "METHODS",
 ]
 
@@ -432,7 +432,7 @@ def exact_method(method: str, *problems: ScalarProblem) -> str:
     return method
 
 
-def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
+def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
                  delta: float, seed, grid: ThresholdGrid | None = None, resolution: int = 256, rule=None,
                  **engine_options) -> Audit:
     """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on

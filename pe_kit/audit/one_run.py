@@ -35,7 +35,7 @@ from scipy import special, stats
 from pe_kit.audit.outcome import Audit
 
 __all__ = ["abstaining_guesses", "guess_pairs", "steinke_p_value", "epsilon_lower_steinke", "tradeoff_inverse_blowup",
-           "fdp_rejects", "mu_lower_fdp", "epsilon_from_mu", "one_run_audit", "idealised_scores"]
+           "fdp_rejects", "mu_lower_fdp", "epsilon_from_mu", "idealised_scores"]
 
 METHODS = ("steinke", "fdp")
 
@@ -466,7 +466,7 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
 
 # ----------------------------------------------------------------------------------------------- the audit
 
-def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alpha: float = 0.05,
+def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alpha: float = 0.05,
                   sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
                   methods=METHODS) -> dict[str, Audit]:
     """Both one-run bounds from per-canary scores, maximised over (k₊, k₋) at family-wise level α.

@@ -10,7 +10,7 @@ table: ``pandas.DataFrame([a.row for a in audits])``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 __all__ = ["Audit", "settings_of"]
@@ -47,6 +47,7 @@ class Audit:
             bound.
         epsilon_theory: the accountant's ε for the audited mechanism (``accounting.epsilon_theory``: Poisson-subsampled
             Gaussian releases at σ, q, δ, add/remove of one user); NaN when the call was not told the mechanism.
+            ``violation``: ε_lower > ε_theory.
         mu_eff: the canary's effective signal μ_eff (Eq. 15; ≤ 1/σ, Eq. 20); for ``fdp`` the largest rejected μ.
         threshold, direction: the audited event A = {score > threshold} (+1, Eq. 28 as written) or {score ≤ threshold}
             (−1, ``audit.bounds`` module docstring), in score units; one-run: the k₊-th highest score, +1.
@@ -97,16 +98,17 @@ class Audit:
 
     @property
     def row(self) -> dict:
-        """The audit as one results-CSV row: the headline fields that are set, the ``calibration_*`` and ``test_*``
-        columns of a calibrated audit (``columns``), then ``info``."""
+        """The audit as one results-CSV row (a fresh dict): the headline fields that are set, the ``calibration_*`` and
+        ``test_*`` columns of a calibrated audit (``columns``), then ``info``."""
         out = {k: getattr(self, k) for k in _HEADLINE if getattr(self, k) is not None}
         if self.calibration is not None:
             out |= self.calibration.columns("calibration_") | self.columns("test_")
         return out | self.info
 
-    def as_row(self) -> dict:
-        """``row`` (a fresh dict)."""
-        return self.row
+    @property
+    def violation(self) -> bool:
+        """ε_lower > ε_theory: the audit shows more leakage than the accountant allows (False without ε_theory)."""
+        return self.epsilon_theory is not None and bool(self.epsilon_lower > self.epsilon_theory)
 
     @property
     def counts(self) -> dict:
@@ -142,7 +144,5 @@ class Audit:
 
 def _split_record(row: Mapping[str, Any], prefix: str) -> dict:
     """The fields of one set of trials from its prefixed columns (``Audit.columns``)."""
-    names = {f.name for f in fields(Audit)}
-    out = {k: row[prefix + k] for k in _SPLIT if k != "epsilon" and k in names and prefix + k in row}
-    out["epsilon_lower"] = row[prefix + "epsilon"]
-    return out
+    out = {k: row[prefix + k] for k in _SPLIT if k != "epsilon" and prefix + k in row}
+    return {**out, "epsilon_lower": row[prefix + "epsilon"]}

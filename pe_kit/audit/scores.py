@@ -4,7 +4,7 @@
 Both are short functions over the kit's own statistics, so they give the kit's numbers on the same scores:
 ``audit_scores`` is ``bounds.calibrate_threshold`` on one seeded split of the trials and ``bounds.evaluate_threshold``
 on the other (§2.1 Step 5; Eq. 28 with the Clopper–Pearson bounds of Eqs. 29–30; both score directions, the
-``bounds`` module docstring); ``audit_one_run`` is ``one_run.one_run_audit``. Neither needs torch, Dask, ONNX or
+``bounds`` module docstring); ``audit_one_run`` is ``one_run._one_run_audit``. Neither needs torch, Dask, ONNX or
 Jupyter: only numpy and scipy, and Opacus (hence torch) only when ε_theory is asked for (``noise_multiplier``).
 
 The neighbouring relation behind ε_theory is the kit's everywhere: add/remove of one user (all of that user's
@@ -140,9 +140,9 @@ def _warn_if_reversed(s: np.ndarray, included, delta, alpha, sample_rate, method
     (lower = "in") passed where higher = "in" is required. The returned bound stays the one asked for."""
     import warnings
 
-    from pe_kit.audit.one_run import one_run_audit
+    from pe_kit.audit.one_run import _one_run_audit
 
-    flipped = one_run_audit(-s, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
+    flipped = _one_run_audit(-s, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
     if flipped.epsilon_lower > 0:
         warnings.warn(f"audit_one_run: ε_lower = 0, but -scores would give {flipped.epsilon_lower:.3g}: the scores "
                       "must be higher for included canaries (higher = \"in\"); if your statistic is a loss or a "
@@ -166,7 +166,7 @@ def _in_guess_rates(scores: np.ndarray, included: np.ndarray, k_plus: int) -> tu
 
 def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float = 1.0, alpha: float = 0.05,
                   method: str = "fdp", noise_multiplier: float | None = None) -> Audit:
-    """ε_lower from one release with m canaries, each included with probability ½ (``one_run.one_run_audit``).
+    """ε_lower from one release with m canaries, each included with probability ½ (``one_run._one_run_audit``).
 
     The abstaining guesser says "in" for its k₊ top-scored canaries and "out" for its k₋ bottom-scored ones; the
     bound is maximised over the (k₊, k₋) pairs of ``one_run.guess_pairs(m)``, each tested at α / (number of pairs),
@@ -190,13 +190,13 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
     Returns:
         ``Audit``: ``counts`` holds ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included``;
         ``tpr`` / ``fpr`` / ``threshold`` describe the "in" guesses (the k₊ top-scored canaries); ``row`` carries
-        the ``one_run.one_run_audit`` fields (``mu_lower``, ``beta``, ``n_pairs`` …) as notebook 08's CSV does.
+        the ``one_run._one_run_audit`` fields (``mu_lower``, ``beta``, ``n_pairs`` …) as notebook 08's CSV does.
 
     Raises:
-        ValueError: as ``one_run.one_run_audit`` (shapes, ``included`` values or an implausible count of included
+        ValueError: as ``one_run._one_run_audit`` (shapes, ``included`` values or an implausible count of included
             canaries, levels, q), for an unknown method, NaN or complex scores, or σ out of range.
     """
-    from pe_kit.audit.one_run import METHODS, _as_included, one_run_audit
+    from pe_kit.audit.one_run import METHODS, _as_included, _one_run_audit
 
     if method not in METHODS:
         raise ValueError(f"method={method!r} is unknown; use one of {METHODS}")
@@ -205,7 +205,7 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
         raise ValueError(f"scores holds {n_nan} NaN score(s): every canary needs a score to be ranked (±inf "
                          "ranks first / last); fix the statistic that gave NaN (dropping canaries after seeing their "
                          "scores can bias the audit)")
-    res = one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
+    res = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
     s = np.asarray(scores, dtype=np.float64).ravel()
     if res.epsilon_lower == 0:
         _warn_if_reversed(s, included, delta, alpha, sample_rate, method)

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.attack.bug_canaries import DESIGNS, design_for
-from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_suite, spec_statistic, trials_needed
+from pe_kit.audit.blackbox import DEFAULT_DELTA, _audit_suite, spec_statistic, trials_needed
 from pe_kit.config import MechanismConfig
 from pe_kit.pe.mutants import all_implementations
 from pe_kit.pe.release_protocol import ReferenceRelease
@@ -53,7 +53,7 @@ def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Seque
 
 
 def _row(audit, impl, level: float | None) -> dict:
-    row = audit.as_row()
+    row = audit.row
     level = 1 - 4 * audit.gamma if level is None else level  # its lower end is then ε_lower itself
     lo, pt, hi = epsilon_interval(row["test_true_pos"], row["test_false_pos"], row["test_n_h1"], row["test_n_h0"],
                                   row["delta"], level)
@@ -75,10 +75,10 @@ def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float =
         ``flag_correct`` = (violation == expected_violation)).
 
     Raises:
-        ValueError: as ``audit.blackbox.audit_suite``.
+        ValueError: as ``audit.blackbox._audit_suite``.
     """
     cases = list(cases) if cases is not None else suite_cases(seed, sizes)
-    audits = audit_suite(cases, mechanism, trials=trials, alpha=alpha, delta=delta, seed=[int(seed), 1])
+    audits = _audit_suite(cases, mechanism, trials=trials, alpha=alpha, delta=delta, seed=[int(seed), 1])
     return [_row(a, impl, level) for a, (impl, _) in zip(audits, cases)]
 
 
@@ -129,7 +129,7 @@ def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 
         cases = suite_cases([int(seed), 7, r], sizes)
         keep = [(impl, d) for impl, d in cases if not impl.breaks_guarantee(mechanism, len(d.test) + 1)]
         gamma_cases = len(cases)  # γ as in the full suite (a repeat of the same family)
-        audits = audit_suite(keep, mechanism, trials=trials, alpha=alpha * len(keep) / gamma_cases, delta=delta,
+        audits = _audit_suite(keep, mechanism, trials=trials, alpha=alpha * len(keep) / gamma_cases, delta=delta,
                              seed=[int(seed), 8, r])
         for a in audits:
             name, design = a.info["implementation"], a.info["design"]
@@ -137,6 +137,6 @@ def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 
                                                   "times_flagged": 0, "epsilon_lower_max": 0.0,
                                                   "epsilon_theory": a.epsilon_theory})
             t["repeats"] += 1
-            t["times_flagged"] += int(a.info["violation"])
+            t["times_flagged"] += int(a.violation)
             t["epsilon_lower_max"] = max(t["epsilon_lower_max"], a.epsilon_lower)
     return list(tally.values())
