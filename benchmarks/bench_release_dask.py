@@ -113,10 +113,10 @@ def main() -> None:
         b = audit_implementation(release, design, claim, trials=args.trials, seed=7, stat=stat, call_chunk=16,
                                  scheduler=client)
         t_dask = time.perf_counter() - t0
-    same = (a.calibration.as_dict(), a.test.as_dict()) == (b.calibration.as_dict(), b.test.as_dict())
+    same = (a.calibration.columns(), a.columns()) == (b.calibration.columns(), b.columns())
     for label, r, t in (("serial", a, t_serial), (f"dask {args.workers} workers", b, t_dask)):
         print(f"  {label:16s} ε_lower {r.epsilon_lower:.2f} vs ε_theory {r.epsilon_theory:.2f}  violation={r.violation}"
-              f"  TP {r.test.true_pos}/{r.test.n_h1} FP {r.test.false_pos}/{r.test.n_h0}  {t:.1f} s")
+              f"  TP {r.true_pos}/{r.n_h1} FP {r.false_pos}/{r.n_h0}  {t:.1f} s")
     print(f"  identical counts serial vs dask: {same}")
 
 

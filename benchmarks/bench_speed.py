@@ -17,7 +17,7 @@ side in this one process, alternating the backends):
    cache encoded, what the per-text cache encodes (0 texts twice); then ONNX vs torch time on a random
    ``--quick-sample`` of the distinct texts (target ≤ 0.55), and the projected encode time of all of them.
 3. **Trial engine**: ``bench_trials.limit_ratios`` (groups sampler vs tiled minimal-work limit, target ≥ 0.9;
-   vs the untiled loop; nonce ``audit_scalar`` auto vs per-trial).
+   vs the untiled loop; nonce ``_audit_scalar`` auto vs per-trial).
 4. **Generation under load**: one busy process pinned to the last core; ``--prompts`` SmolLM2 paraphrases with
    ``num_threads="auto"`` vs fixed 1 and 2 (target: auto ≤ the best fixed), and whether the texts agree.
 """

@@ -8,7 +8,7 @@ Usage::
 
 Setting: a nonce canary (no background voters: ℓ | H0 ~ N(−μ²/2, μ²), fixed inclusion N(+μ²/2, μ²), Eqs. 14–17)
 with σ = 1, q = 0.1, δ = 1e-5, γ = 0.0025, ``--trials`` per hypothesis per split; μ_eff = 0 is a null canary
-(H1 ≡ H0). Each audit draws, exactly as ``engine.audit_scalar`` with its exact ``multinomial`` method does
+(H1 ≡ H0). Each audit draws, exactly as ``engine._audit_scalar`` with its exact ``multinomial`` method does
 (``ThresholdGrid.for_problem`` grid, Binomial(n, q) inclusions, Multinomial bin counts): the calibration
 histograms of H0 and H1 and — once, shared by every rule — the test histograms on the same grid. Every rule
 calibrates through ``bounds.calibrate_from_counts`` (the streaming engine's own call, q passed as the engine

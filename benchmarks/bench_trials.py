@@ -26,7 +26,7 @@ the 2 cores are shared with other jobs, so the CPU rate (× 2 for two idle cores
 its *tiled minimal-work limit* — the same number of 16-bit cell draws, one lookup-table take, one subset-sum
 gather and one add per (group, trial), in the same cache tiles, with no exactness work (no straddle
 completion) — as a fraction (target ≥ 0.9), the untiled sampler of the previous release as a speed-up, and
-the nonce audit through ``audit_scalar`` with ``method="auto"`` (exact multinomial counts) vs per-trial
+the nonce audit through ``_audit_scalar`` with ``method="auto"`` (exact multinomial counts) vs per-trial
 ``"sample"``, all CPU-time ratios measured side by side in one process.
 
 ``--nonce-1e9``: five nonce-μ_eff canaries (μ = 1, σ = 1, q = 0.1, γ = 0.0025, δ = 1e-5; five seeds) audited
@@ -52,7 +52,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pe_kit.audit.engine import ThresholdGrid, TrialEngine, audit_scalar  # noqa: E402
+from pe_kit.audit.engine import ThresholdGrid, TrialEngine, _audit_scalar  # noqa: E402
 from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
 from pe_kit.audit.moments import aux_moments, llr_weights, null_moments, restrict  # noqa: E402
 from pe_kit.audit.trials import nonce_problem, scalar_problem, simulate_scores_full  # noqa: E402
@@ -222,12 +222,12 @@ def limit_ratios(nat_prob, block: int = 1 << 18, blocks: int = 4, repeats: int =
           f"kit / limit = {t_limit / t_kit:.2f} (target ≥ 0.9) | kit / untiled previous loop = {t_old / t_kit:.2f}×")
     prob = nonce_problem(1.0, 0.1)
     c0 = time.process_time()
-    auto = audit_scalar(prob, trials=nonce_trials, gamma=0.0025, delta=1e-5, seed=1)
+    auto = _audit_scalar(prob, trials=nonce_trials, gamma=0.0025, delta=1e-5, seed=1)
     t_auto = time.process_time() - c0
     c0 = time.process_time()
-    audit_scalar(prob, trials=nonce_trials, gamma=0.0025, delta=1e-5, seed=1, method="sample")
+    _audit_scalar(prob, trials=nonce_trials, gamma=0.0025, delta=1e-5, seed=1, method="sample")
     t_sample = time.process_time() - c0
-    print(f"  nonce audit_scalar at {nonce_trials:.3g} trials: method='auto' resolves to {auto.method!r}, "
+    print(f"  nonce _audit_scalar at {nonce_trials:.3g} trials: method='auto' resolves to {auto.info['sampler']!r}, "
           f"{t_sample / max(t_auto, 1e-9):.0f}× the per-trial 'sample' path ({t_auto:.2f} vs {t_sample:.2f} CPU s)")
     return {"kit_vs_limit": t_limit / t_kit, "tiled_vs_untiled": t_old / t_kit, "auto_vs_sample": t_sample / t_auto}
 
@@ -255,11 +255,11 @@ def nonce_1e9(trials: int, workers: int) -> None:
     eps = []
     for canary in range(5):
         t0 = time.perf_counter()
-        res = audit_scalar(prob, trials=trials, gamma=0.0025, delta=1e-5, seed=(2026, canary), method="sample",
+        res = _audit_scalar(prob, trials=trials, gamma=0.0025, delta=1e-5, seed=(2026, canary), method="sample",
                            n_workers=workers, parallel="processes", block_trials=1 << 20)
         eps.append(res.epsilon_lower)
-        print(f"  canary {canary}: ε_lower = {res.epsilon_lower:.4f} (calibration {res.calibration.epsilon:.4f}), "
-              f"threshold ℓ = {res.threshold:.4f}, test TP = {res.test.true_pos}, FP = {res.test.false_pos}, "
+        print(f"  canary {canary}: ε_lower = {res.epsilon_lower:.4f} (calibration {res.calibration.epsilon_lower:.4f}), "
+              f"threshold ℓ = {res.threshold:.4f}, test TP = {res.true_pos}, FP = {res.false_pos}, "
               f"{time.perf_counter() - t0:.0f} s")
     best = max(eps)
     print(f"  max over five canaries: ε_lower = {best:.4f} = {best / eps_th:.3f} ε_theory "
@@ -268,7 +268,7 @@ def nonce_1e9(trials: int, workers: int) -> None:
           f"total {time.perf_counter() - t_all:.0f} s wall, "
           f"{time.process_time() + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - c_all:.0f} CPU-s "
           f"({4 * 5 * trials / (time.perf_counter() - t_all):.3g} trials/s wall over the 4 passes × 5 canaries)")
-    exact = [audit_scalar(prob, trials=trials, gamma=0.0025, delta=1e-5, seed=(2026, c), method="multinomial"
+    exact = [_audit_scalar(prob, trials=trials, gamma=0.0025, delta=1e-5, seed=(2026, c), method="multinomial"
                           ).epsilon_lower for c in range(5)]
     print(f"  same audit with exact multinomial counts (no per-trial work): {np.round(exact, 4).tolist()}, "
           f"max {max(exact):.4f}")

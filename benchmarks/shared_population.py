@@ -5,7 +5,7 @@ rows so: at the frozen threshold, the test split's false-positive rate over the 
 together for all five nonce canaries of a cell. This benchmark tests that reading directly. On one world (a
 preset's long arm, bank A) it designs ``--canaries`` canaries of ``--variant`` once (frozen, as ``pe-kit reproduce``
 does; ``--arm``, long by default), pools the calibration and test users, and redraws their partition into two equal halves ``--redraws``
-times (seeded). For each redraw every canary is audited (``audit.canary.audit_canary``, the kit's rule) with
+times (seeded). For each redraw every canary is audited (``audit.canary._audit_canary``, the kit's rule) with
 fresh trial seeds, so a redraw's five audits share only their users. It prints, per redraw, the five ε_lower and
 test/calibration FPR ratios, and then:
 
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import scipy.sparse as sp
 
-    from pe_kit.audit.canary import audit_canary
+    from pe_kit.audit.canary import _audit_canary
     from pe_kit.run.presets import get_preset
     from pe_kit.settings import parse_override
     from pe_kit.study import experiments as X
@@ -79,8 +79,8 @@ def main(argv=None) -> int:
     n = config.n_test
     own = []   # the world's own partition with the audit's own seeds: the rows `pe-kit reproduce` writes
     for j, (cid, v, coords, aux, pooled) in enumerate(designs):
-        r = audit_canary(v, coords, aux, pooled[:n], pooled[n:], mech, audit,
-                         X._rng(a.seed, a.variant, j, 23, 0)).as_row()
+        r = _audit_canary(v, coords, aux, pooled[:n], pooled[n:], mech, audit,
+                         X._rng(a.seed, a.variant, j, 23, 0)).row
         own.append(r["epsilon_lower"])
     print(f"the world's own split, the audit's seeds (= its results.csv rows): eps {' '.join(f'{e:.3f}' for e in own)}",
           flush=True)
@@ -89,9 +89,9 @@ def main(argv=None) -> int:
         perm = np.random.default_rng([a.seed, 77, k]).permutation(2 * n)
         cal, test = perm[:n], perm[n:]
         for j, (cid, v, coords, aux, pooled) in enumerate(designs):
-            res = audit_canary(v, coords, aux, pooled[cal], pooled[test], mech, audit,
+            res = _audit_canary(v, coords, aux, pooled[cal], pooled[test], mech, audit,
                                np.random.default_rng([a.seed, 78, k, j]))
-            r = res.as_row()
+            r = res.row
             rows.append({"redraw": k, "canary": j, "canary_id": cid, "epsilon_lower": r["epsilon_lower"],
                          "mu_eff": r["mu_eff"], "fpr_calibration": r["fpr_calibration"], "fpr_test": r["fpr_test"],
                          "trials": audit.trials})

@@ -62,7 +62,7 @@ def mauve_vs_samples(emb: np.ndarray, sizes, repeats: int, seed: int = 0, other:
 def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0, **world) -> list[dict]:
     """ε_lower of one frozen nonce design when N calibration and N test users are redrawn (``world``: other
     ``StudyConfig`` sizes)."""
-    from pe_kit.audit.canary import audit_canary
+    from pe_kit.audit.canary import _audit_canary
     from pe_kit.settings import AuditConfig, MechanismConfig
     from pe_kit.study import experiments as X
     from pe_kit.study.world import StudyConfig, canary_contribution
@@ -88,9 +88,9 @@ def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0, **world) -
         first = rng.permutation(pool.shape[0])
         for _ in range(repeats):
             idx = rng.permutation(pool.shape[0])
-            res = audit_canary(v, coords, aux, pool[idx[:n]], pool[idx[n:2 * n]], mech, audit, rng)
+            res = _audit_canary(v, coords, aux, pool[idx[:n]], pool[idx[n:2 * n]], mech, audit, rng)
             eps.append(res.epsilon_lower)
-            res = audit_canary(v, coords, aux, pool[first[:n]], pool[first[n:2 * n]], mech, audit, rng)
+            res = _audit_canary(v, coords, aux, pool[first[:n]], pool[first[n:2 * n]], mech, audit, rng)
             fixed.append(res.epsilon_lower)  # the same users, fresh trials: the trials' own spread
         e, f = np.array(eps), np.array(fixed)
         rows.append({"users_per_split": n, "eps_median": float(np.median(e)), "eps_sd": e.std(ddof=1),

@@ -1,7 +1,7 @@
 """pe_kit: audit the user-level differential privacy of Private Evolution (PE).
 
 Spec: "Canaries in the Bank: Auditing User-Level Privacy in Private Evolution". The public face (this module, the
-facade) is a handful of calls, each returning a frozen ``AuditOutcome`` with the fields of a results-CSV row::
+facade) is a handful of calls, each returning a frozen ``Audit`` with the fields of a results-CSV row::
 
     import pe_kit as pk
     r = pk.audit_scores(in_scores, out_scores, delta=1e-5, alpha=0.05)         # scores you already have
@@ -32,7 +32,7 @@ _EXPORTS = {
     "audit_one_run": "pe_kit.audit.scores",
     "audit_mechanism": "pe_kit.study.mechanism_audit",
     "audit_release": "pe_kit.study.release_audit",
-    "AuditOutcome": "pe_kit.audit.outcome",
+    "Audit": "pe_kit.audit.outcome",
     "MechanismConfig": "pe_kit.settings",
     "AuditConfig": "pe_kit.settings",
     "StudyConfig": "pe_kit.study.world",
@@ -43,7 +43,7 @@ __all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:  # for type checkers and IDEs only; at run time the names load lazily
     from pe_kit.audit.accounting import epsilon_theory
-    from pe_kit.audit.outcome import AuditOutcome
+    from pe_kit.audit.outcome import Audit
     from pe_kit.audit.scores import audit_one_run, audit_scores
     from pe_kit.settings import AuditConfig, MechanismConfig
     from pe_kit.study.mechanism_audit import audit_mechanism

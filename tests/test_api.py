@@ -1,7 +1,7 @@
 """The public calls (pe_kit.audit_scores / audit_one_run / audit_mechanism) give the kit's own numbers.
 
 Each is checked against the path it wraps on the same inputs (the two-call calibrate_threshold + evaluate_threshold,
-one_run.one_run_audit, the World → make_design → audit_design chain), plus null / direction invariants and the
+one_run._one_run_audit, the World → make_design → audit_design chain), plus null / direction invariants and the
 import footprint of scores-only use.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 import pe_kit
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold
+from pe_kit.audit.one_run import idealised_scores
 
 TINY = dict(n_canary=5, n_aux=20, n_calibration=25, n_test=25, bank_size=1024, max_probes=16, max_seq_length=32)
 
@@ -38,7 +39,7 @@ def test_audit_scores_agrees_with_the_two_call_path(n_canaries):
     # the same threshold rule at the same q (audit_scores' default sample_rate = 1; threshold_rules, issue 33)
     cal = calibrate_threshold(s0[p0[:c]], s1[p1[:c]], gamma, 1e-5, sample_rate=1.0)
     test = evaluate_threshold(s0[p0[c:]], s1[p1[c:]], cal.threshold, gamma, 1e-5, cal.direction)
-    assert r.epsilon_lower == test.epsilon > 0.5 and r.row["calibration_rule"] == cal.rule
+    assert r.epsilon_lower == test.epsilon_lower > 0.5 and r.row["calibration_rule"] == cal.rule
     assert (r.threshold, r.direction, r.tpr, r.fpr) == (cal.threshold, cal.direction, test.tpr, test.fpr)
     assert dict(r.counts) == {"true_pos": test.true_pos, "false_pos": test.false_pos, "n_h1": 20_001, "n_h0": 20_001}
     assert r.row["gamma"] == gamma and r.settings["audit_n_canaries"] == n_canaries
@@ -70,12 +71,33 @@ def test_the_result_is_frozen_and_a_csv_row():
     r = pe_kit.audit_scores(s1, s0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.epsilon_lower = 9.0
-    row = r.as_row()
+    row = r.row
     row["epsilon_lower"] = 9.0  # a copy: the result keeps its own
     assert r.row["epsilon_lower"] == r.epsilon_lower != 9.0
     for k in ("epsilon_lower", "epsilon_theory", "mu_eff", "tpr", "fpr", "threshold", "test_true_pos",
               "test_false_pos", "test_n_h1", "test_n_h0", "gamma", "audit_delta"):
         assert k in r.row
+
+
+def test_every_audit_is_one_type_whose_row_is_the_csv_row():
+    """Threshold and one-run audits and a calibration record are all ``pe_kit.Audit``; ``row`` has the CSV's columns
+    (fields left None have none), and ``Audit.from_row`` rebuilds the same row."""
+    s1, s0 = _gaussian_llr(1.0, 2_000, 0)
+    r = pe_kit.audit_scores(s1, s0, noise_multiplier=1.0, sample_rate=0.1)
+    one = pe_kit.audit_one_run(*idealised_scores(2.0, 1.0, 200, np.random.default_rng(0)))
+    assert all(isinstance(a, pe_kit.Audit) for a in (r, r.calibration, one)) and one.calibration is None
+    split = ("threshold", "epsilon", "branch", "true_pos", "false_pos", "n_h1", "n_h0", "tpr", "fpr", "tpr_lower",
+             "fpr_upper", "tnr_lower", "fnr_upper", "direction")
+    shift = [f"fpr_{s}{b}" for s in ("calibration", "test") for b in ("", "_lower", "_upper")]
+    assert list(r.row) == ["epsilon_lower", "epsilon_theory", "mu_eff", "threshold", "tpr", "fpr",
+                           *(f"calibration_{k}" for k in (*split, "rule")), *(f"test_{k}" for k in split), "method",
+                           *shift, "population_shift", "gamma", "audit_alpha", "audit_delta", "audit_n_canaries",
+                           "calibration_fraction", "seed", "mech_noise_multiplier", "mech_sample_rate"]
+    assert r.row["test_epsilon"] == r.epsilon_lower and r.row["calibration_epsilon"] == r.calibration.epsilon_lower
+    assert (r.gamma, r.delta, r.rule, r.calibration.rule) == (0.05 / 4, 1e-5, "", r.row["calibration_rule"])
+    assert pe_kit.Audit.from_row(r.row).row == r.row
+    assert "test_true_pos" not in one.row and one.row["guesses"] == one.counts["guesses"] and one.true_pos is None
+    assert not r.violation and r.epsilon_lower < r.epsilon_theory and not one.violation  # no ε_theory: no violation
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -101,15 +123,16 @@ def test_audit_scores_refuses_bad_scores():
 
 @pytest.mark.parametrize("method", ["fdp", "steinke"])
 def test_audit_one_run_is_one_run_audit(method):
-    from pe_kit.audit.one_run import idealised_scores, one_run_audit
+    from pe_kit.audit.one_run import idealised_scores, _one_run_audit
 
     s, inc = idealised_scores(2.0, 1.0, 1000, np.random.default_rng(0))
-    ref = one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)[method]
+    ref = _one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)[method]
     r = pe_kit.audit_one_run(s, inc, delta=1e-5, sample_rate=1.0, method=method)
     assert r.epsilon_lower == ref.epsilon_lower > 2.0 and r.method == method
-    assert dict(r.counts) == {"guesses": ref.guesses, "correct": ref.correct, "k_plus": ref.k_plus,
-                              "k_minus": ref.k_minus, "m": 1000, "n_included": int(inc.sum())}
-    top = np.argsort(-s, kind="stable")[:ref.k_plus]  # the "in" guesses
+    assert dict(r.counts) == {"guesses": ref.info["guesses"], "correct": ref.info["correct"],
+                              "k_plus": ref.info["k_plus"], "k_minus": ref.info["k_minus"], "m": 1000,
+                              "n_included": int(inc.sum())}
+    top = np.argsort(-s, kind="stable")[:ref.info["k_plus"]]  # the "in" guesses
     assert r.tpr == inc[top].sum() / inc.sum() and r.fpr == (~inc[top]).sum() / (~inc).sum()
     assert r.threshold == s[top[-1]]
     with pytest.raises(ValueError, match="method='gdp' is unknown"):

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from pe_kit.audit.accounting import epsilon_theory
-from pe_kit.audit.canary import audit_canary
+from pe_kit.audit.canary import _audit_canary
 from pe_kit.audit.moments import (
     aux_moments,
     llr,
@@ -115,7 +115,7 @@ def test_null_canary_gives_zero(rng):
     v_full = np.zeros(80)
     v_full[40:] = 0.1 / np.sqrt(40)  # votes only outside P = 0..39
     for seed in range(5):
-        res = audit_canary(v_full, np.arange(40), sp.hstack([background, sp.csr_matrix((300, 40))]).tocsr()[:100],
+        res = _audit_canary(v_full, np.arange(40), sp.hstack([background, sp.csr_matrix((300, 40))]).tocsr()[:100],
                            sp.hstack([background, sp.csr_matrix((300, 40))]).tocsr()[100:200],
                            sp.hstack([background, sp.csr_matrix((300, 40))]).tocsr()[200:],
                            MECH, AuditConfig(trials=20000), np.random.default_rng(seed))
@@ -127,7 +127,7 @@ def test_nonce_canary_one_million_trials_matches_expectation():
     v_full, coords = _nonce_canary()
     empty, population = sp.csr_matrix((50, 100)), sp.csr_matrix((1000, 100))
     eps_theory = epsilon_theory(1.0, 0.1, 1e-5)
-    results = [audit_canary(v_full, coords, empty, population, population, MECH,
+    results = [_audit_canary(v_full, coords, empty, population, population, MECH,
                             AuditConfig(trials=1_000_000), np.random.default_rng(seed)) for seed in range(5)]
     eps = np.array([r.epsilon_lower for r in results])
     assert all(r.mu_eff == pytest.approx(1.0, abs=1e-6) for r in results)
@@ -140,8 +140,8 @@ def test_nonce_canary_one_million_trials_matches_expectation():
 def test_same_seed_same_numbers():
     v_full, coords = _nonce_canary()
     empty = sp.csr_matrix((10, 100))
-    a = audit_canary(v_full, coords, empty, empty, empty, MECH, AuditConfig(trials=5000), np.random.default_rng(7))
-    b = audit_canary(v_full, coords, empty, empty, empty, MECH, AuditConfig(trials=5000), np.random.default_rng(7))
+    a = _audit_canary(v_full, coords, empty, empty, empty, MECH, AuditConfig(trials=5000), np.random.default_rng(7))
+    b = _audit_canary(v_full, coords, empty, empty, empty, MECH, AuditConfig(trials=5000), np.random.default_rng(7))
     assert a.epsilon_lower == b.epsilon_lower and a.threshold == b.threshold
 
 
@@ -149,7 +149,7 @@ def test_calibration_and_test_splits_must_have_equal_size():
     """No resampling: a calibration split of another size is refused, naming the keys and the fix."""
     v_full, coords = _nonce_canary()
     with pytest.raises(ValueError, match=r"n_calibration=50 but n_test=1000.*--set n_calibration=1000"):
-        audit_canary(v_full, coords, sp.csr_matrix((10, 100)), sp.csr_matrix((50, 100)), sp.csr_matrix((1000, 100)),
+        _audit_canary(v_full, coords, sp.csr_matrix((10, 100)), sp.csr_matrix((50, 100)), sp.csr_matrix((1000, 100)),
                      MECH, AuditConfig(trials=1000), np.random.default_rng(0))
 
 

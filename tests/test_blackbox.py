@@ -196,7 +196,7 @@ def test_fixed_size_sample_flagged_at_1e5_trials():
     impl = mutants.FixedSizeSample()
     d = design_for(impl, np.random.default_rng(3), n_aux=20, bank_size=64)
     a = audit_implementation(impl, d, MECH, trials=100_000, gamma=0.05 / 44, delta=SUITE_DELTA, seed=11)
-    assert a.expected_violation and a.violation and a.epsilon_lower > a.epsilon_theory
+    assert a.info["expected_violation"] and a.violation and a.epsilon_lower > a.epsilon_theory
 
 
 @pytest.mark.slow
@@ -238,7 +238,7 @@ def test_blackbox_reference_agrees_with_scalar_engine():
         assert stats.ks_2samp(scores[("test", h)], eng.scores(h, n, seed=[9, h])).pvalue > 1e-3
     # the same frozen threshold on fresh scalar trials: counts within each other's Clopper–Pearson noise
     tp_s, fp_s = eng.count_above(1, n, bb.threshold, seed=[10, 1]), eng.count_above(0, n, bb.threshold, seed=[10, 0])
-    for x_bb, x_s in ((bb.test.true_pos, tp_s), (bb.test.false_pos, fp_s)):
+    for x_bb, x_s in ((bb.true_pos, tp_s), (bb.false_pos, fp_s)):
         lo, hi = clopper_pearson(x_s, n, 0.0005, "lower"), clopper_pearson(x_s, n, 0.0005, "upper")
         assert lo * n <= x_bb <= hi * n
     # ε_lower is itself a γ-level lower bound on its own counts: compare it with a wide band of the scalar counts
@@ -272,7 +272,8 @@ def test_histogram_adapter_audits_third_party_code():
     adapter = HistogramAdapter(_third_party)
     d = concentrated_design(np.random.default_rng(4), n_aux=10, n_calibration=10, n_test=10, bank_size=32)
     a = audit_implementation(adapter, d, MECH, trials=400, gamma=0.0025, delta=SUITE_DELTA, seed=0)
-    assert not a.batched and a.implementation == "_third_party" and not a.violation and a.expected_violation is None
+    assert not a.info["batched"] and a.info["implementation"] == "_third_party" and not a.violation
+    assert a.info["expected_violation"] is None
     with pytest.raises(ValueError, match="not MechanismConfig fields"):
         HistogramAdapter(_third_party, settings={"sigma": "noise_multiplier"})
     bad = HistogramAdapter(lambda private, synthetic, **kw: np.zeros(3), name="bad")

@@ -59,7 +59,7 @@ def test_null_scores_give_zero_epsilon(rng):
     s0, s1 = rng.normal(size=20000), rng.normal(size=20000)
     cal = calibrate_threshold(s0, s1, 0.0025, 1e-5)
     test = evaluate_threshold(rng.normal(size=20000), rng.normal(size=20000), cal.threshold, 0.0025, 1e-5)
-    assert test.epsilon == 0.0
+    assert test.epsilon_lower == 0.0
 
 
 def test_calibrated_threshold_is_optimal_on_a_grid(rng):
@@ -67,7 +67,7 @@ def test_calibrated_threshold_is_optimal_on_a_grid(rng):
     s1 = np.where(rng.random(50000) < 0.5, rng.normal(0.5, 1, 50000), rng.normal(-0.5, 1, 50000))
     cal = calibrate_threshold(s0, s1, 0.0025, 1e-5)
     grid = np.quantile(s0, np.linspace(0.5, 0.99999, 400))
-    best_grid = max(evaluate_threshold(s0, s1, t, 0.0025, 1e-5).epsilon for t in grid)
-    assert cal.epsilon >= best_grid - 1e-9
+    best_grid = max(evaluate_threshold(s0, s1, t, 0.0025, 1e-5).epsilon_lower for t in grid)
+    assert cal.epsilon_lower >= best_grid - 1e-9
     with pytest.raises(ValueError, match="scores_h0"):
         calibrate_threshold(np.array([]), s1, 0.0025, 1e-5)

@@ -25,15 +25,15 @@ def test_reversed_statistic_is_audited_not_zero():
     tp, fp = (s1[:, None] > np.linspace(-4, 4, 81)).sum(0), (s0[:, None] > np.linspace(-4, 4, 81)).sum(0)
     assert epsilon_lower_from_counts(tp, fp, n, n, G, D)[0].max() == 0.0
     cal = calibrate_threshold(s0, s1, G, D)
-    assert cal.direction == -1 and cal.epsilon > 1.0
+    assert cal.direction == -1 and cal.epsilon_lower > 1.0
     test = evaluate_threshold(t0, t1, cal.threshold, G, D, cal.direction)
     # identical to auditing the negated statistic in the usual direction (continuous scores: no ties)
     mirror = evaluate_threshold(-t0, -t1, -cal.threshold, G, D)
-    assert test.direction == -1 and test.epsilon == pytest.approx(mirror.epsilon, rel=1e-12) and test.epsilon > 1.0
+    assert test.direction == -1 and test.epsilon_lower == pytest.approx(mirror.epsilon_lower, rel=1e-12) and test.epsilon_lower > 1.0
     assert (test.true_pos, test.false_pos) == (int((t1 <= cal.threshold).sum()), int((t0 <= cal.threshold).sum()))
     # the usual direction is untouched
     fwd = calibrate_threshold(-s0, -s1, G, D)
-    assert fwd.direction == 1 and fwd.epsilon == pytest.approx(cal.epsilon, abs=0.05)  # ≤ vs < at sample points
+    assert fwd.direction == 1 and fwd.epsilon_lower == pytest.approx(cal.epsilon_lower, abs=0.05)  # ≤ vs < at sample points
 
 
 def test_reversed_direction_from_counts_streaming():
@@ -50,7 +50,7 @@ def test_reversed_direction_from_counts_streaming():
     assert calibrate_from_counts(thr, tp, fp, n, n, G, D).direction == -1
     j = int(np.flatnonzero(thr == cal.threshold)[0])
     eps_rev, _ = epsilon_lower_from_counts(n - tp, n - fp, n, n, G, D)
-    assert cal.epsilon == pytest.approx(eps_rev.max(), rel=1e-12) and (cal.true_pos, cal.false_pos) == (n - tp[j], n - fp[j])
+    assert cal.epsilon_lower == pytest.approx(eps_rev.max(), rel=1e-12) and (cal.true_pos, cal.false_pos) == (n - tp[j], n - fp[j])
     fwd = calibrate_from_counts(thr, fp, tp, n, n, G, D)  # swap roles: H1 above H0 → usual direction
     assert fwd.direction == 1
 

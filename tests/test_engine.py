@@ -14,7 +14,7 @@ from pe_kit.audit.bounds import (
     calibrate_from_counts,
     epsilon_lower_from_counts,
 )
-from pe_kit.audit.engine import ThresholdGrid, TrialEngine, audit_scalar, score_moments
+from pe_kit.audit.engine import ThresholdGrid, TrialEngine, _audit_scalar, score_moments
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.moments import mixture_llr as mixture_llr_fn
 from pe_kit.audit.samplers import _groups_numpy, _make_plan, _subset_tables, stream_seed
@@ -243,14 +243,14 @@ def test_expected_curve_reference_values():
 def test_perfect_canary_audit_at_one_million_trials():
     """μ_eff = 1/σ, 10⁶ per-trial samples per hypothesis (design.md: median ≈ 0.96, 0.72–1.32 over seeds),
     always below ε_theory; the threshold sits in the upper tail (branch 1, FPR ~ 10⁻⁵)."""
-    runs = [audit_scalar(nonce_problem(1.0, 0.1), trials=10**6, gamma=0.0025, delta=1e-5, seed=s, method="sample")
+    runs = [_audit_scalar(nonce_problem(1.0, 0.1), trials=10**6, gamma=0.0025, delta=1e-5, seed=s, method="sample")
             for s in range(3)]
     eps = np.array([r.epsilon_lower for r in runs])
     assert 0.8 <= np.median(eps) <= 1.15 and np.all((eps > 0.3) & (eps <= EPS_THEORY))
     for res in runs:
-        assert res.calibration.n_h0 == res.test.n_h1 == 10**6
-        assert res.threshold == res.test.threshold and res.test.branch == 1
-        assert 1e-6 < res.test.fpr < 1e-3 and res.method == "sample"
+        assert res.calibration.n_h0 == res.n_h1 == 10**6
+        assert res.threshold == res.calibration.threshold and res.branch == 1
+        assert 1e-6 < res.fpr < 1e-3 and res.info["sampler"] == "sample"
 
 
 def test_audit_never_overclaims():
@@ -259,13 +259,13 @@ def test_audit_never_overclaims():
     alpha, gamma = 0.05, 0.05 / 20
     null = ScalarProblem(projections=_background_problem(k=40).projections, canary_shift=0.0, noise_sd=0.25,
                          offset=0.0, sample_rate=0.1, n_users=80)
-    eps = np.array([audit_scalar(null, trials=20_000, gamma=gamma, delta=1e-5, seed=s, resolution=24).epsilon_lower
+    eps = np.array([_audit_scalar(null, trials=20_000, gamma=gamma, delta=1e-5, seed=s, resolution=24).epsilon_lower
                     for s in range(200)])
     positive = int((eps > 0).sum())
     assert positive / eps.size <= alpha
     assert stats.binomtest(positive, eps.size, alpha, alternative="greater").pvalue > 0.05
     assert np.all(eps <= EPS_THEORY)
-    perfect = [audit_scalar(nonce_problem(1.0, 0.1), trials=100_000, gamma=gamma, delta=1e-5, seed=s,
+    perfect = [_audit_scalar(nonce_problem(1.0, 0.1), trials=100_000, gamma=gamma, delta=1e-5, seed=s,
                             method="multinomial").epsilon_lower for s in range(40)]
     assert np.all(np.array(perfect) <= EPS_THEORY) and np.median(perfect) > 0.3
 
@@ -276,13 +276,13 @@ def test_audit_canary_uses_streaming_engine_above_threshold(monkeypatch):
     v_full[:64] = 0.1 / 8
     empty = sp.csr_matrix((20, 100))
     mech = MechanismConfig()
-    runs = [audit_mod.audit_canary(v_full, np.arange(64), empty, empty, empty, mech, AuditConfig(trials=200_000),
+    runs = [audit_mod._audit_canary(v_full, np.arange(64), empty, empty, empty, mech, AuditConfig(trials=200_000),
                                    np.random.default_rng(3)) for _ in range(2)]
     a, b = runs
     assert a.epsilon_lower == b.epsilon_lower and a.threshold == b.threshold  # same rng → same numbers
-    assert a.test.n_h0 == a.calibration.n_h1 == a.trials == 200_000
+    assert a.n_h0 == a.calibration.n_h1 == a.info["trials"] == 200_000
     assert a.mu_eff == pytest.approx(1.0, abs=1e-6) and 0.2 < a.epsilon_lower <= a.epsilon_theory
-    assert a.threshold_mix == pytest.approx(mixture_llr_fn(a.threshold, 0.1))
+    assert a.info["threshold_mix"] == pytest.approx(mixture_llr_fn(a.threshold, 0.1))
 
 
 def test_tightness_curve_table():
@@ -318,7 +318,7 @@ def test_bad_inputs_raise_value_errors_naming_the_field():
     with pytest.raises(ValueError, match="seed"):
         TrialEngine(prob).count_above(0, 10, 0.0, seed=-1)
     with pytest.raises(ValueError, match="gamma"):
-        audit_scalar(prob, trials=10, gamma=0.0, delta=1e-5, seed=0)
+        _audit_scalar(prob, trials=10, gamma=0.0, delta=1e-5, seed=0)
     with pytest.raises(ValueError, match="sample_rate"):
         TrialEngine(ScalarProblem(np.zeros(0), 1.0, 1.0, 0.5, 0.0, 0))
     with pytest.raises(ValueError, match="sample_rate"):
@@ -334,9 +334,9 @@ def test_audit_scalar_picks_exact_multinomial_only_where_exact():
     assert exact_method("auto", nonce, nonce) == "multinomial"
     assert exact_method("auto", nonce, background) == "auto"  # one split has background voters
     assert exact_method("sample", nonce) == "sample"  # an explicit choice is kept
-    res = audit_scalar(nonce, trials=20_000, gamma=0.0025, delta=1e-5, seed=3)
-    assert res.method == "multinomial" and res.calibration.n_h0 == res.test.n_h1 == 20_000
-    assert audit_scalar(background, trials=2_000, gamma=0.0025, delta=1e-5, seed=3).method in ("groups", "gaps")
+    res = _audit_scalar(nonce, trials=20_000, gamma=0.0025, delta=1e-5, seed=3)
+    assert res.info["sampler"] == "multinomial" and res.calibration.n_h0 == res.n_h1 == 20_000
+    assert _audit_scalar(background, trials=2_000, gamma=0.0025, delta=1e-5, seed=3).info["sampler"] in ("groups", "gaps")
 
 
 def test_tiled_group_sampler_partial_tiles_keep_the_exact_mean():

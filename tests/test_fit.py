@@ -204,16 +204,16 @@ def test_variant_tables_count_dropped_rows():
 
 
 def test_audit_canary_checks_contribution_widths():
-    from pe_kit.audit.canary import audit_canary
+    from pe_kit.audit.canary import _audit_canary
     from pe_kit.config import AuditConfig, MechanismConfig
 
     rng = np.random.default_rng(0)
     good = sp.csr_matrix(rng.random((6, 8)))
     with pytest.raises(ValueError, match=r"p=8 columns.*calibration 7"):
-        audit_canary(np.ones(8), np.arange(3), good, sp.csr_matrix(rng.random((6, 7))), good, MechanismConfig(),
+        _audit_canary(np.ones(8), np.arange(3), good, sp.csr_matrix(rng.random((6, 7))), good, MechanismConfig(),
                      AuditConfig(trials=100), rng)
     with pytest.raises(ValueError, match=r"coords must lie in \[0, p=8\)"):
-        audit_canary(np.ones(8), np.array([2, 8]), good, good, good, MechanismConfig(), AuditConfig(trials=100), rng)
+        _audit_canary(np.ones(8), np.array([2, 8]), good, good, good, MechanismConfig(), AuditConfig(trials=100), rng)
 
 
 def test_public_bank_error_names_the_keys():

@@ -7,7 +7,7 @@ import pytest
 import pe_kit.pe.multiround as mr
 from pe_kit.attack.variants import design_nonce
 from pe_kit.audit.accounting import epsilon_theory, epsilon_theory_prefixes
-from pe_kit.audit.composed import RoundProblem, composed_audit, round_problems
+from pe_kit.audit.composed import RoundProblem, _composed_audit, round_problems
 from pe_kit.audit.trials import ScalarProblem
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.study.multiround_study import multiround_study
@@ -289,7 +289,7 @@ def test_composed_audit_on_blogs_stays_below_theory(loop, tiny_world, design):
         assert p.canary_norm == pytest.approx(0.1)  # every nonce vote lands on a probe: ‖v_P‖ = C
         assert 0.85 < p.mu_eff <= 1 / 1.1088  # Eq. 20 ceiling 1/σ = 0.9019
         assert p.test.n_users == p.calibration.n_users == 25
-    rows = composed_audit(probs, MECH, audit, np.random.default_rng(2))
+    rows = _composed_audit(probs, MECH, audit, np.random.default_rng(2))
     assert [r["releases"] for r in rows] == [1, 2, 3]
     theory = [r["epsilon_theory"] for r in rows]
     np.testing.assert_allclose(theory, [1.345, 1.540, 1.682], atol=0.003)
@@ -305,17 +305,17 @@ def test_composed_audit_null_canary_gives_zero():
     null = ScalarProblem(projections=np.array([0.01, -0.02, 0.03]), canary_shift=0.0, noise_sd=0.5, offset=0.0,
                          sample_rate=0.1, n_users=3)
     probs = [RoundProblem(t, np.arange(2), 0.0, 0.0, null, null) for t in range(4)]
-    rows = composed_audit(probs, MECH, AuditConfig(trials=20_000), np.random.default_rng(0))
+    rows = _composed_audit(probs, MECH, AuditConfig(trials=20_000), np.random.default_rng(0))
     assert [r["epsilon_lower"] for r in rows] == [0.0] * 4
     np.testing.assert_allclose([r["epsilon_theory"] for r in rows], [1.345, 1.540, 1.682, 1.800], atol=0.003)
 
 
 def test_composed_audit_rejects_empty_and_noiseless():
     with pytest.raises(ValueError, match="problems"):
-        composed_audit([], MECH, AuditConfig(trials=10), np.random.default_rng(0))
+        _composed_audit([], MECH, AuditConfig(trials=10), np.random.default_rng(0))
     p = ScalarProblem(np.zeros(0), 1.0, 1.0, 0.0, 0.1, 1)
     with pytest.raises(ValueError, match="noise_multiplier"):
-        composed_audit([RoundProblem(0, np.arange(1), 1.0, 0.1, p, p)],
+        _composed_audit([RoundProblem(0, np.arange(1), 1.0, 0.1, p, p)],
                           MechanismConfig(noise_multiplier=0.0), AuditConfig(trials=10), np.random.default_rng(0))
 
 

@@ -13,8 +13,8 @@ import pytest
 import pe_kit.pe.multiround as mr
 from pe_kit.attack.variants import design_nonce
 from pe_kit.audit.accounting import epsilon_theory_prefixes
-from pe_kit.audit.adaptive import adaptive_audit, side_by_side, transcript_tree
-from pe_kit.audit.composed import composed_audit, round_problems
+from pe_kit.audit.adaptive import _adaptive_audit, side_by_side, transcript_tree
+from pe_kit.audit.composed import _composed_audit, round_problems
 from pe_kit.cache import content_hash
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.report.mauve import paired_gain
@@ -212,7 +212,7 @@ def test_adaptive_tree_branches_where_the_canary_changes_retention():
         1 for nodes in tree[:-1] for n in nodes if n.next_absent != n.next_present)
     assert gen.calls - calls == built  # one generation per distinct (bank, retained set); S^(T) is not built
     splits = [mr.Population(pop.embeddings, pop.owner, pop.n_users, s) for s in ("aux", "calibration")]
-    rows = adaptive_audit(tree, canary, *splits, pop, MECH1, AuditConfig(trials=10_000), np.random.default_rng(3))
+    rows = _adaptive_audit(tree, canary, *splits, pop, MECH1, AuditConfig(trials=10_000), np.random.default_rng(3))
     assert rows[0]["frac_retention_changed"] == pytest.approx(0.5, abs=0.02)  # J_0 ~ Bernoulli(q = 0.5)
     assert rows[0]["frac_bank_changed"] == 0.0 and rows[1]["frac_bank_changed"] == pytest.approx(0.5, abs=0.02)
     assert rows[-1]["frac_retention_changed"] >= rows[0]["frac_retention_changed"]
@@ -238,8 +238,8 @@ def test_adaptive_and_frozen_audits_of_the_nonce_canary(tiny_world):
     assert not any(n.changes_retention for nodes in tree for n in nodes)
     audit = AuditConfig(trials=50_000)
     problems = round_problems(tr, canary, aux, cal, test, mech, audit, np.random.default_rng(1))
-    frozen = composed_audit(problems, mech, audit, np.random.default_rng(2))
-    adapt = adaptive_audit(tree, canary, aux, cal, test, mech, audit, np.random.default_rng(2))
+    frozen = _composed_audit(problems, mech, audit, np.random.default_rng(2))
+    adapt = _adaptive_audit(tree, canary, aux, cal, test, mech, audit, np.random.default_rng(2))
     # on a chain the adaptive trials score exactly the frozen per-round problems (same law; ε_lower differs
     # only by trial noise, which at 25 users spans 0.0–0.6 per prefix over seeds)
     for nodes, prob in zip(tree, problems):

@@ -15,7 +15,7 @@ from pe_kit.audit.one_run import (
     guess_pairs,
     idealised_scores,
     mu_lower_fdp,
-    one_run_audit,
+    _one_run_audit,
     steinke_p_value,
     tradeoff_inverse_blowup,
 )
@@ -104,9 +104,9 @@ def test_fdp_is_tighter_than_steinke_on_the_gaussian_game():
     wins = 0
     for seed in range(5):
         s, inc = idealised_scores(2.0, 1.0, 1000, np.random.default_rng(seed))
-        res = one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)
+        res = _one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)
         assert 0 < res["steinke"].epsilon_lower and res["fdp"].epsilon_lower < epsilon_from_mu(2.0, 1.0, 1e-5)
-        assert res["fdp"].mu_lower < 2.0
+        assert res["fdp"].info["mu_lower"] < 2.0
         wins += res["fdp"].epsilon_lower > res["steinke"].epsilon_lower
     assert wins == 5
 
@@ -139,8 +139,8 @@ def test_null_run_gives_zero_in_at_least_95_percent_of_200_repeats(q):
     for rep in range(200):
         s, inc = idealised_scores(0.0, q, 100, np.random.default_rng([7, rep]))
         s = s + np.random.default_rng([8, rep]).normal(size=s.size)  # scores with no signal, no ties
-        for method, a in one_run_audit(s, inc, delta=1e-5, sample_rate=q).items():
-            assert a.sample_rate == q
+        for method, a in _one_run_audit(s, inc, delta=1e-5, sample_rate=q).items():
+            assert a.info["sample_rate"] == q
             zeros[method] += a.epsilon_lower == 0
     assert zeros["steinke"] >= 190 and zeros["fdp"] >= 190, zeros
 
@@ -226,7 +226,7 @@ def test_pe_nonce_one_run_never_above_epsilon_theory(q):
         res = one_run_release(world, design, mech, np.random.default_rng([q == 1, seed]))
         assert np.allclose(res.mu_eff, 1.0, atol=1e-6) and res.releases == 1
         for a in res.audits.values():
-            assert a.sample_rate == q and 0 <= a.epsilon_lower <= theory, a
+            assert a.info["sample_rate"] == q and 0 <= a.epsilon_lower <= theory, a
         if q == 1:
             assert min(a.epsilon_lower for a in res.audits.values()) > 0
 
@@ -351,8 +351,8 @@ def test_one_run_audit_names_a_sample_rate_out_of_range(bad):
     # was "math domain error" from the accountant; now the field, its range and its meaning
     scores, included = np.arange(10.0), np.arange(10) % 2 == 0
     with pytest.raises(ValueError, match=r"sample_rate=.* must satisfy 0 < q ≤ 1 \(the mechanism's Poisson"):
-        one_run_audit(scores, included, delta=1e-5, sample_rate=bad)
+        _one_run_audit(scores, included, delta=1e-5, sample_rate=bad)
     with pytest.raises(ValueError, match="sample_rate"):
         fdp_rejects(10, 4, 4, np.array([0.5]), 0.05, bad)
     with pytest.raises(ValueError, match="must be 1-D: one value per canary"):
-        one_run_audit(np.zeros((3, 2)), np.zeros((3, 2), bool), delta=1e-5)
+        _one_run_audit(np.zeros((3, 2)), np.zeros((3, 2), bool), delta=1e-5)

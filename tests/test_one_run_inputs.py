@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pe_kit.audit.one_run import abstaining_guesses, fdp_rejects, idealised_scores, mu_lower_fdp, one_run_audit
+from pe_kit.audit.one_run import abstaining_guesses, fdp_rejects, idealised_scores, mu_lower_fdp, _one_run_audit
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -21,7 +21,7 @@ def test_one_run_audit_rejects_a_sample_rate_outside_0_1(q):
     # before: q = 0 and 1.5 raised "math domain error"; q = NaN returned ε_lower = 0 for the f-DP bound silently
     s, inc = _scores()
     with pytest.raises(ValueError, match="sample_rate"):
-        one_run_audit(s, inc, delta=1e-5, sample_rate=q)
+        _one_run_audit(s, inc, delta=1e-5, sample_rate=q)
     with pytest.raises(ValueError, match="sample_rate"):
         fdp_rejects(200, 100, 80, np.array([0.5]), 0.05, sample_rate=q)
     with pytest.raises(ValueError, match="sample_rate"):
@@ -31,11 +31,11 @@ def test_one_run_audit_rejects_a_sample_rate_outside_0_1(q):
 def test_one_run_audit_sample_rate_one_as_int_or_numpy_float_is_q_equal_one():
     # q = 1 exactly, as int 1, numpy float32 1.0 or a float a hair below 1: the same μ-GDP bound (continuity)
     s, inc = _scores()
-    ref = one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)["fdp"].epsilon_lower
+    ref = _one_run_audit(s, inc, delta=1e-5, sample_rate=1.0)["fdp"].epsilon_lower
     assert ref > 0
     for q in (1, np.float32(1.0)):
-        assert one_run_audit(s, inc, delta=1e-5, sample_rate=q)["fdp"].epsilon_lower == ref
-    assert one_run_audit(s, inc, delta=1e-5, sample_rate=1 - 1e-7)["fdp"].epsilon_lower == pytest.approx(ref, rel=1e-3)
+        assert _one_run_audit(s, inc, delta=1e-5, sample_rate=q)["fdp"].epsilon_lower == ref
+    assert _one_run_audit(s, inc, delta=1e-5, sample_rate=1 - 1e-7)["fdp"].epsilon_lower == pytest.approx(ref, rel=1e-3)
 
 
 def _study_world():
@@ -122,7 +122,7 @@ def test_included_as_plus_minus_one_labels_is_refused_not_read_as_all_in():
     with pytest.raises(ValueError, match=r"included.*0/1 or True/False.*included = \(s == 1\)"):
         abstaining_guesses(scores, s_pm, 10, 10)
     with pytest.raises(ValueError, match=r"included"):
-        one_run_audit(scores, s_pm, delta=1e-5)
+        _one_run_audit(scores, s_pm, delta=1e-5)
     with pytest.raises(ValueError, match=r"included"):
         abstaining_guesses(scores, np.full(200, 0.3), 10, 10)  # probabilities are not the truth S_i
     # 0/1 integers and floats are the truth S_i as well as bools: the same counts
@@ -139,17 +139,17 @@ def test_guess_counts_given_as_integral_floats_work_and_fractions_are_named():
     with pytest.raises(ValueError, match=r"k_plus=10\.5.*integer"):
         abstaining_guesses(s, inc, 10.5, 0)
     with pytest.raises(ValueError, match=r"pairs.*\(10\.7, 0\).*integer"):
-        one_run_audit(s, inc, delta=1e-5, pairs=[(10.7, 0)])  # before: silently truncated to (10, 0)
+        _one_run_audit(s, inc, delta=1e-5, pairs=[(10.7, 0)])  # before: silently truncated to (10, 0)
 
 
 def test_empty_run_and_a_method_given_as_a_string():
     s, inc = _scores()
     with pytest.raises(ValueError, match=r"scores.*included.*empty.*at least one canary"):
-        one_run_audit(np.array([]), np.array([], dtype=bool), delta=1e-5)
+        _one_run_audit(np.array([]), np.array([], dtype=bool), delta=1e-5)
     # methods="fdp" (one name, not a tuple): before, it was split into letters ("methods ['d', 'f', 'p'] unknown")
-    out = one_run_audit(s, inc, delta=1e-5, methods="fdp")
+    out = _one_run_audit(s, inc, delta=1e-5, methods="fdp")
     assert list(out) == ["fdp"]
-    assert out["fdp"].epsilon_lower == one_run_audit(s, inc, delta=1e-5)["fdp"].epsilon_lower
+    assert out["fdp"].epsilon_lower == _one_run_audit(s, inc, delta=1e-5)["fdp"].epsilon_lower
 
 
 @pytest.mark.parametrize("q", [1.0, 0.1])
@@ -173,15 +173,15 @@ def test_inclusion_far_from_bernoulli_half_is_refused(n_in):
     inc = np.arange(200) < n_in
     np.random.default_rng(0).shuffle(inc)
     with pytest.raises(ValueError, match=rf"included has {n_in} of 200 canaries in.*Bernoulli\(½\).*rng\.random\(m\) < 0\.5"):
-        one_run_audit(s, inc, delta=1e-5)
+        _one_run_audit(s, inc, delta=1e-5)
 
 
 def test_inclusion_check_passes_a_fair_draw_and_small_runs():
     # a fair draw passes (false-refusal rate 1e-6), and small m where even all-in is plausible is audited (to 0)
     for seed in range(20):
         s, inc = _scores(mu=0.0, seed=seed)
-        assert one_run_audit(s, inc, delta=1e-5)["steinke"].epsilon_lower == 0.0
-    out = one_run_audit(np.arange(10.0), np.ones(10, dtype=bool), delta=1e-5)  # P[10 of 10] = 2⁻⁹ two-sided
+        assert _one_run_audit(s, inc, delta=1e-5)["steinke"].epsilon_lower == 0.0
+    out = _one_run_audit(np.arange(10.0), np.ones(10, dtype=bool), delta=1e-5)  # P[10 of 10] = 2⁻⁹ two-sided
     assert all(a.epsilon_lower == 0.0 for a in out.values())
 
 

@@ -80,7 +80,7 @@ def test_audit_implementation_puts_reach_on_its_row():
     design = concentrated_design(np.random.default_rng(0), n_aux=10, n_test=10)
     mech = pk.MechanismConfig()
     a = audit_implementation(ReferenceRelease(), design, mech, trials=300, show_progress=False)
-    row = a.as_row()
+    row = a.row
     assert row["reach"] == pytest.approx(separable_epsilon(0.1, 300, 0.0025, 1e-3)) and row["clip_binds"] is True
 
 

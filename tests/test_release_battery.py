@@ -37,7 +37,7 @@ def test_defaults_names_and_errors_say_what_was_expected():
     d = concentrated_design(np.random.default_rng(0), **SMALL)
     assert DEFAULT_DELTA == SUITE_DELTA == 1e-3
     a = audit_implementation(B.reference_fn, d, MECH, trials=200, seed=0)
-    assert a.delta == 1e-3 and a.implementation == "reference_fn" and not a.batched
+    assert a.delta == 1e-3 and a.info["implementation"] == "reference_fn" and not a.info["batched"]
     with pytest.raises(TypeError, match="swap release and design"):
         audit_implementation(d, B.reference_fn, MECH, trials=10)
     with pytest.raises(TypeError, match="MechanismConfig"):
@@ -147,7 +147,7 @@ def test_dask_fan_out_gives_the_serial_counts():
         fanned = [audit_implementation(r, d, MECH, trials=300, seed=4, call_chunk=50, scheduler=client)
                   for r in (B.reference_fn, ReferenceRelease())]
     for a, b in zip(serial, fanned):
-        assert (a.calibration.as_dict(), a.test.as_dict()) == (b.calibration.as_dict(), b.test.as_dict())
+        assert (a.calibration.columns(), a.columns()) == (b.calibration.columns(), b.columns())
         assert a.epsilon_lower == b.epsilon_lower and a.threshold == b.threshold
 
 

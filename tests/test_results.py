@@ -161,7 +161,7 @@ def test_population_shift_per_canary_in_results_md():
         cal = threshold_audit_from_counts(1.0, 900, fp_cal, n, n, g, 1e-5)
         tst = threshold_audit_from_counts(1.0, 900, fp_test, n, n, g, 1e-5)
         return {"experiment": "table2", "notebook": "04_audit", "study_arm": "long", "bank_source": "bankA",
-                "variant": "nonce", "canary_id": cid, "epsilon_lower": tst.epsilon, "calibration_epsilon": cal.epsilon,
+                "variant": "nonce", "canary_id": cid, "epsilon_lower": tst.epsilon_lower, "calibration_epsilon": cal.epsilon_lower,
                 "epsilon_theory": 1.695, "mu_eff": 0.99, "mu_eff_ceiling": 1.0, "trials": n,
                 **population_shift(cal, tst, g)}
 

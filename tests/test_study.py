@@ -52,8 +52,8 @@ def test_calibration_and_test_are_distinct_users_of_equal_size_never_resampled(t
         seen.update(calibration=calibration, test=test_)
         return real(v_full, coords, aux, calibration, test_, mechanism, audit, rng)
 
-    real = study.audit_canary
-    monkeypatch.setattr(study, "audit_canary", spy)
+    real = study._audit_canary
+    monkeypatch.setattr(study, "_audit_canary", spy)
     rng = np.random.default_rng(0)
     design = make_design(tiny_world, "ordinary", 0, rng)
     row = audit_design(tiny_world, design, MECH, AuditConfig(trials=2000), rng)

@@ -9,8 +9,8 @@ from scipy import special
 
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.bounds import calibrate_from_counts, calibrate_threshold, epsilon_lower_from_counts
-from pe_kit.audit.composed import prefix_audit
-from pe_kit.audit.engine import ThresholdGrid, _gaussian_bin_probs, audit_scalar
+from pe_kit.audit.composed import _prefix_audit
+from pe_kit.audit.engine import ThresholdGrid, _gaussian_bin_probs, _audit_scalar
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.threshold_rules import (
     DEFAULT_RULE,
@@ -41,7 +41,7 @@ def _bench():
 
 
 def _draws(mu: float, n: int, audits: int, seed: int):
-    """Calibration and test counts above the engine's grid, drawn as ``audit_scalar``'s multinomial method."""
+    """Calibration and test counts above the engine's grid, drawn as ``_audit_scalar``'s multinomial method."""
     prob = nonce_problem(mu, Q)
     grid = ThresholdGrid.for_problem(prob, n)
     p0 = _gaussian_bin_probs(grid, -prob.offset, prob.noise_sd)
@@ -71,13 +71,13 @@ def _audit_eps(rule, mu, n, audits, seed):
 
 @pytest.mark.parametrize("rule", [None, "argmax", "anchored_argmax"])
 def test_threshold_depends_on_calibration_trials_only_streaming(rule):
-    """audit_scalar: a different test population (and so different test trials) leaves the frozen threshold
+    """_audit_scalar: a different test population (and so different test trials) leaves the frozen threshold
     and the whole calibration record unchanged; only the test record moves."""
     cal = nonce_problem(1.0, Q)
-    a = audit_scalar(cal, nonce_problem(1.0, Q), trials=20_000, gamma=G, delta=D, seed=5, rule=rule)
-    b = audit_scalar(cal, nonce_problem(0.3, Q), trials=20_000, gamma=G, delta=D, seed=5, rule=rule)
+    a = _audit_scalar(cal, nonce_problem(1.0, Q), trials=20_000, gamma=G, delta=D, seed=5, rule=rule)
+    b = _audit_scalar(cal, nonce_problem(0.3, Q), trials=20_000, gamma=G, delta=D, seed=5, rule=rule)
     assert a.threshold == b.threshold and a.calibration == b.calibration
-    assert a.test != b.test
+    assert a.columns() != b.columns()
     assert a.calibration.rule.startswith(rule or "gaussian_model")
 
 
@@ -90,8 +90,8 @@ def test_threshold_depends_on_calibration_trials_only_scores_and_prefix():
     c0, c1 = simulate_scores(prob, 0, n, rng), simulate_scores(prob, 1, n, rng)
     t0, t1 = simulate_scores(prob, 0, n, rng), simulate_scores(prob, 1, n, rng)
     audit = AuditConfig(trials=n, n_canaries=1)
-    r1 = prefix_audit(c0, c1, t0, t1, audit)
-    r2 = prefix_audit(c0, c1, rng.permutation(t1), t0, audit)  # other test trials entirely
+    r1 = _prefix_audit(c0, c1, t0, t1, audit).row
+    r2 = _prefix_audit(c0, c1, rng.permutation(t1), t0, audit).row  # other test trials entirely
     assert r1["threshold"] == r2["threshold"]
     assert {k: v for k, v in r1.items() if k.startswith("calibration_")} == \
         {k: v for k, v in r2.items() if k.startswith("calibration_")}
@@ -147,7 +147,7 @@ def test_gaussian_model_falls_back_without_q_or_signal():
     thr, tp, fp = _smooth_counts(1.0, n)
     assert calibrate_from_counts(thr, tp, fp, n, n, G, D).rule == "gaussian_model>anchored_argmax"
     same = calibrate_from_counts(thr, fp, fp, n, n, G, D, sample_rate=Q)  # H1 ≡ H0: the model expects nothing
-    assert same.rule == "gaussian_model>anchored_argmax" and same.epsilon == 0.0
+    assert same.rule == "gaussian_model>anchored_argmax" and same.epsilon_lower == 0.0
     strict = GaussianModel(fallback=Argmax(), fit_sd=1e-9)  # a fit check nothing passes
     assert calibrate_from_counts(thr, tp, fp, n, n, G, D, rule=strict, sample_rate=Q).rule == "gaussian_model>argmax"
 
@@ -162,7 +162,7 @@ def test_argmax_is_the_exact_full_scan():
     cand = candidate_thresholds(s0, s1)
     tp, fp = (s1[None, :] > cand[:, None]).sum(1), (s0[None, :] > cand[:, None]).sum(1)
     eps, _ = epsilon_lower_from_counts(tp, fp, n, n, G, D)
-    assert cal.epsilon == pytest.approx(eps.max(), rel=1e-12) and cal.threshold == cand[int(np.argmax(eps))]
+    assert cal.epsilon_lower == pytest.approx(eps.max(), rel=1e-12) and cal.threshold == cand[int(np.argmax(eps))]
 
 
 def test_count_floors_and_penalty_are_respected():
@@ -174,7 +174,7 @@ def test_count_floors_and_penalty_are_respected():
     assert m.false_pos >= 300 and m.rule == "min_count"
     # the floor binds: the best event with ≥ 300 false positives is worse on calibration than the free maximum
     free = calibrate_from_counts(thr, tp, fp, n, n, G, D, rule=Argmax())
-    assert free.false_pos < 300 and m.epsilon <= free.epsilon
+    assert free.false_pos < 300 and m.epsilon_lower <= free.epsilon_lower
     p = calibrate_from_counts(thr, tp, fp, n, n, G, D, rule=Penalised(1e-6))
     assert p.false_pos >= free.false_pos  # a stricter selection γ moves bulk-wards
     anchored = calibrate_from_counts(thr, tp, fp, n, n, G, D, rule=AnchoredArgmax(1e-6, 0.5))
@@ -203,8 +203,8 @@ def test_explicit_and_names_and_errors():
 
     s0, s1 = np.arange(50.0), np.arange(50.0) + 20
     cal = calibrate_threshold(s0, s1, G, D, rule="argmax")
-    assert cal.as_dict()["rule"] == "argmax"  # calibration rows carry calibration_rule
-    assert "rule" not in evaluate_threshold(s0, s1, cal.threshold, G, D).as_dict()  # test rows: no test_rule
+    assert cal.columns()["rule"] == "argmax"  # calibration rows carry calibration_rule
+    assert "rule" not in evaluate_threshold(s0, s1, cal.threshold, G, D).columns()  # test rows: no test_rule
 
 
 def test_moments_from_counts_match_the_scores():

@@ -107,9 +107,9 @@ def test_audit_through_two_stages_gives_the_one_call_counts():
     kw = dict(trials=300, gamma=0.0025, delta=SUITE_DELTA, seed=5)
     one = audit_implementation(two_stage(), d, CLIENT, use_batch=False, **kw)
     two = audit_implementation(two_stage(), d, CLIENT, batch=CALL_CHUNK, **kw)  # the one-call chunks: same streams
-    assert two.batched and not one.batched
-    assert (two.test.true_pos, two.test.false_pos, two.calibration.true_pos) == \
-           (one.test.true_pos, one.test.false_pos, one.calibration.true_pos)
+    assert two.info["batched"] and not one.info["batched"]
+    assert (two.true_pos, two.false_pos, two.calibration.true_pos) == \
+           (one.true_pos, one.false_pos, one.calibration.true_pos)
     assert two.epsilon_lower == one.epsilon_lower and not two.violation
 
 

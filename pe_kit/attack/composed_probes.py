@@ -284,7 +284,7 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
     """μ_eff of a frozen design from aux users only (Eq. 15; Σ̂_P of Eqs. 31–35 with N = ``aux.n_users``).
 
     The canary and the aux users are routed to the bank with the probes at ``positions`` (Eq. 1), exactly as the
-    audit does (``pe_kit.study.world.canary_contribution``, ``audit.canary.audit_canary``), so this is the μ_eff
+    audit does (``pe_kit.study.world.canary_contribution``, ``audit.canary._audit_canary``), so this is the μ_eff
     an audit row of the design reports.
 
     Args:

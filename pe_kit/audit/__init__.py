@@ -5,8 +5,8 @@ Modules: ``moments`` (Eqs. 2–4, 14, 15, 22, 31–35), ``trials`` (scalar probl
 ``threshold_rules`` (how calibration freezes the threshold), ``bounds`` (calibrate and evaluate),
 ``canary`` (one canary end to end, §2.1 Steps 2–5), ``sweep`` (sweep tasks, tightness curve),
 ``composed`` (multi-round audit, Eq. 36), ``accounting`` (ε_theory and the attack ceiling, Opacus PRV),
-``blackbox`` (audits of a release implementation through its own function), ``outcome`` (the public result,
-``AuditOutcome``), ``scores`` (``audit_scores`` / ``audit_one_run``: scores a user already has).
+``blackbox`` (audits of a release implementation through its own function), ``outcome`` (``Audit``, the one
+result type of every audit), ``scores`` (``audit_scores`` / ``audit_one_run``: scores a user already has).
 It sits below ``attack``: the attack objective of Eq. 6 is the audit's own μ_eff with Σ̂ of Eq. 35.
 """
 

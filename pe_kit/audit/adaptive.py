@@ -16,7 +16,7 @@ participation pattern J_1..J_T, so at most 2^T − 1 transcripts exist; in pract
 sampled canary changes retention only when one of its votes lands on a candidate near the top-k̃
 boundary (a nonce canary, whose votes all land on probes, never does: probes are never candidates).
 ``transcript_tree`` builds each distinct bank once (generation and embeddings are cached by content, so
-branches that retain the same set reuse them). ``adaptive_audit`` then runs trials: per trial and
+branches that retain the same set reuse them). ``_adaptive_audit`` then runs trials: per trial and
 round, J_t is drawn, the trial moves down the tree, and the round's score is the single-release mixture
 LLR (Eqs. 14, 22) on *that trial's* realised bank S^(t) — with fresh background participation and noise
 on the inspected coordinates, as in the single-release audit (``trials.simulate_scores``) — summed over
@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory_prefixes
-from pe_kit.audit.composed import RoundProblem, bank_problem, prefix_audit
+from pe_kit.audit.composed import RoundProblem, _prefix_audit, bank_problem
 from pe_kit.audit.moments import mixture_llr
 from pe_kit.audit.trials import simulate_scores
 from pe_kit.cache import content_hash
@@ -46,7 +46,7 @@ from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import FrozenBank, PEConfig, Population, Transcript, next_bank, pe_round, release_round
 from pe_kit.text.variation import build_feedback
 
-__all__ = ["TreeNode", "transcript_tree", "adaptive_audit", "side_by_side"]
+__all__ = ["TreeNode", "transcript_tree", "side_by_side"]
 
 
 @dataclass
@@ -60,7 +60,7 @@ class TreeNode:
             not / is sampled in round t (equal when its votes change nothing the generator sees); −1 at t = T−1
             (S^(T) is not released, so it is not built; ``changes_retention`` is still set there).
         changes_retention: True when the canary's votes, if sampled in round t, change the retained *set*.
-        problem: the ``RoundProblem`` of this bank (filled by ``adaptive_audit``).
+        problem: the ``RoundProblem`` of this bank (filled by ``_adaptive_audit``).
     """
 
     round: int
@@ -153,7 +153,7 @@ def transcript_tree(transcript: Transcript, private: Population, canary: Populat
     return tree
 
 
-def adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Population, calibration: Population,
+def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Population, calibration: Population,
                    test: Population, mechanism: MechanismConfig, audit: AuditConfig, rng: np.random.Generator,
                    chunk_size: int = 1 << 20) -> list[dict]:
     """ε_lower per prefix t = 1..T of the adaptive transcript (Eq. 36), with ε_theory and how often the canary
@@ -163,7 +163,7 @@ def adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populati
     (≡ 0 under H0); trial i's bank in round t is the tree node reached by J_{i,<t}; its round score is
     ℓ_mix,t = log[(1−q) + q e^{ℓ_t}] with ℓ_t simulated on that node's ``RoundProblem`` (background
     participation and noise fresh per trial, the canary's shift added when J_{i,t} = 1). Scores are summed
-    over rounds; each prefix is calibrated and bounded as in ``composed_audit`` (``prefix_audit``).
+    over rounds; each prefix is calibrated and bounded as in ``_composed_audit`` (``_prefix_audit``).
 
     Args:
         tree: ``transcript_tree`` output. canary, aux, calibration, test: populations (equal-size
@@ -175,7 +175,7 @@ def adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populati
         (share of H1 test-split trials in which the sampled canary changed the retained set in some round
         ≤ t), ``frac_bank_changed`` (share whose bank S^(t) differs from the canary-free one), ``n_banks``
         (distinct banks in round t), ``mu_eff_mean`` (μ_eff over round t's banks, weighted by H1 trials),
-        ``trials``, ``seconds`` and the counts of ``prefix_audit``.
+        ``trials``, ``seconds`` and the counts of ``_prefix_audit``.
 
     Raises:
         ValueError: on an empty tree or σ = 0.
@@ -228,15 +228,15 @@ def adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populati
                      "frac_retention_changed": float(stats["changed"][t]), "frac_bank_changed": float(stats["off"][t]),
                      "n_banks": len(tree[t]), "mu_eff_mean": float(stats["mu"][t]), "trials": n,
                      "seconds": time.perf_counter() - t0,
-                     **prefix_audit(prefix["calibration", 0][t], prefix["calibration", 1][t], prefix["test", 0][t],
-                                    prefix["test", 1][t], audit)})
+                     **_prefix_audit(prefix["calibration", 0][t], prefix["calibration", 1][t], prefix["test", 0][t],
+                                    prefix["test", 1][t], audit).row})
     return rows
 
 
 def side_by_side(frozen_rows: Sequence[dict], adaptive_rows: Sequence[dict]) -> list[dict]:
     """One row per prefix with the frozen-bank and the adaptive ε_lower next to ε_theory.
 
-    Args: ``composed_audit`` rows and ``adaptive_audit`` rows of the same canary and transcript (T each).
+    Args: ``_composed_audit`` rows and ``_adaptive_audit`` rows of the same canary and transcript (T each).
 
     Returns:
         list of T dicts: ``releases``, ``epsilon_theory``, ``epsilon_lower_frozen``, ``epsilon_lower_adaptive``,

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
+from pe_kit.audit.outcome import Audit
 from pe_kit.audit.plan import Reach, announce_reach, audit_reach
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check, stage_check
 from pe_kit.audit.release_runner import check_audit_arguments, implementation_name, seed_sequence
@@ -35,7 +36,8 @@ BATTERY_TRIALS = 20_000
 
 @dataclass(frozen=True)
 class BatteryAudit:
-    """The battery's verdict on one implementation.
+    """The battery's verdict on one implementation: a family of per-design ``Audit`` s at level α plus the checks of
+    the implementation itself, so a container of audits rather than one more bound.
 
     Attributes:
         implementation: its name (``release_runner.implementation_name``). flagged: any row flagged or any check
@@ -44,7 +46,8 @@ class BatteryAudit:
             mu_eff: the base design's μ_eff under the specification.
         alpha: family-wise level; gamma: the per-bound tail (``battery_gamma``); delta: δ; trials: per audit.
         checks: dict of the implementation checks (``seed_*``, ``repeat_*``, ``batch_call_*``).
-        rows: tuple of per-design row dicts (``BlackBoxAudit.as_row`` + ``axis``, ``setting`` + the checks).
+        audits: the per-design ``Audit`` s (``blackbox.audit_implementation``), ``info`` extended by ``axis``,
+            ``setting``, the design's sizes, the mechanism and the checks; ``rows``: their rows.
         seconds: wall time. reach: what the battery's budget can certify (``audit.plan.Reach`` at γ).
     """
 
@@ -59,26 +62,31 @@ class BatteryAudit:
     delta: float
     trials: int
     checks: dict
-    rows: tuple
+    audits: tuple
     seconds: float
     reach: Reach | None = None
 
     @property
+    def rows(self) -> tuple:
+        """The per-design rows (``Audit.row``)."""
+        return tuple(a.row for a in self.audits)
+
+    @property
     def violation(self) -> bool:
         """Some design's ε_lower exceeds ε_theory."""
-        return any(r["violation"] for r in self.rows)
+        return any(a.violation for a in self.audits)
 
-    def outcome(self):
-        """The battery as the kit's public result (``audit.outcome.AuditOutcome``, method ``threshold``): the row of
-        the design with the largest ε_lower, with ``battery_flagged`` and ``battery_reasons`` added."""
-        from pe_kit.audit.outcome import AuditOutcome
+    def outcome(self) -> Audit:
+        """The audit of the design with the largest ε_lower, with ``battery_flagged`` and ``battery_reasons`` added."""
+        worst = max(self.audits, key=lambda a: a.epsilon_lower)
+        return replace(worst, info={**worst.info, **self._verdict()})
 
-        worst = max(self.as_rows(), key=lambda r: r["epsilon_lower"])
-        return AuditOutcome.from_row(worst)
+    def _verdict(self) -> dict:
+        return {"battery_flagged": self.flagged, "battery_reasons": "; ".join(self.reasons)}
 
     def as_rows(self) -> list[dict]:
         """The per-design rows, each with the battery's ``battery_flagged`` and ``battery_reasons``."""
-        return [{**r, "battery_flagged": self.flagged, "battery_reasons": "; ".join(self.reasons)} for r in self.rows]
+        return [{**r, **self._verdict()} for r in self.rows]
 
 
 def battery_gamma(alpha: float, n_designs: int, n_checks: int = 2) -> float:
@@ -148,10 +156,10 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
             return None
         eps_t = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
         return BatteryAudit(implementation=name, flagged=bool(reasons), reasons=tuple(reasons),
-                            epsilon_lower=max(r["epsilon_lower"] for r in rows), epsilon_theory=float(eps_t),
+                            epsilon_lower=max(a.epsilon_lower for a in rows), epsilon_theory=float(eps_t),
                             mu_eff=float(stats[0].mu_eff) if math.isfinite(stats[0].mu_eff) else math.nan,
                             alpha=float(alpha), gamma=gamma, delta=float(delta), trials=int(trials), checks=checks,
-                            rows=tuple(rows), seconds=time.perf_counter() - t0, reach=reach)
+                            audits=tuple(rows), seconds=time.perf_counter() - t0, reach=reach)
 
     bar = progress(total=4 * int(trials) * len(designs), desc=name, unit="release") if show else None
     for i, (d, st, s) in enumerate(zip(designs, stats, seeds), 1):
@@ -172,12 +180,12 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
             exc.add_note(f"{name} raised on {where}, {d.name!r}, in audit_implementation(release, design, …); the "
                          f"{len(rows)} designs finished before it are exc.partial")
             raise
-        rows.append({**a.as_row(), "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
+        rows.append(replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                      "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
                      "canary_position": str(getattr(d, "canary_position", "last")), "alpha": float(alpha),
-                     **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}, **checks})
+                     **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}, **checks}))
         if a.violation:
-            reasons.append(f"{a.design}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}")
+            reasons.append(f"{a.info['design']}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}")
         if bar is not None:
             bar.update(4 * int(trials))
     if bar is not None:

@@ -12,7 +12,7 @@ threshold on either is the same test). A threshold is calibrated on calibration-
 (Eq. 28) bounded on fresh test-user trials with one-sided Clopper–Pearson endpoints at γ.
 
 ``violation = ε_lower > ε_theory``: ε_lower holds with probability ≥ 1 − 4γ (four one-sided bounds), so a
-flagged row is a level-4γ test of "the implementation meets (ε_theory, δ)"; ``audit_suite`` sets
+flagged row is a level-4γ test of "the implementation meets (ε_theory, δ)"; ``_audit_suite`` sets
 γ = α/(4·n_audits) so that the whole suite's family-wise error is ≤ α by construction (Bonferroni).
 """
 from __future__ import annotations
@@ -20,24 +20,25 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory
-from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold, population_shift
+from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments
-from pe_kit.audit.plan import Reach, announce_reach, audit_reach
+from pe_kit.audit.outcome import Audit
+from pe_kit.audit.plan import announce_reach, audit_reach
 from pe_kit.audit.release_runner import (CALL_CHUNK, check_audit_arguments, implementation_name,
                                          release_scores, seed_sequence)
 from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_problem
 from pe_kit.config import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
-__all__ = ["SpecStatistic", "spec_statistic", "BlackBoxAudit", "implementation_scores", "audit_implementation",
-           "audit_suite", "trials_needed", "MAX_TRIALS", "DEFAULT_DELTA"]
+__all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_implementation",
+           "trials_needed", "MAX_TRIALS", "DEFAULT_DELTA"]
 
 #: the per-hypothesis trial budget of one black-box audit (≤ 10⁵)
 MAX_TRIALS = 100_000
@@ -154,69 +155,6 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
                           chunk=batch if batched else call_chunk, scheduler=scheduler, show_progress=show_progress)
 
 
-@dataclass(frozen=True)
-class BlackBoxAudit:
-    """One black-box audit of one implementation on one design (one tidy row).
-
-    Attributes:
-        implementation: its ``name``; design: the design's ``name``.
-        epsilon_lower: ε_lower on the test trials (Eq. 28). epsilon_theory: the claimed ε (Opacus PRV at σ, q, δ).
-        epsilon_ceiling: the PRV ε at noise multiplier 1/μ_eff (``accounting.epsilon_ceiling``): the most a
-            threshold test on this statistic can show against the *specified* mechanism.
-        tightness: ε_lower / epsilon_ceiling (NaN when the ceiling is 0).
-        violation: ε_lower > ε_theory. expected_violation: the implementation's derived verdict
-            (``breaks_guarantee``; None if it has none).
-        mu_eff: the specification's μ_eff of the design. threshold, threshold_mix: the frozen threshold (ℓ, ℓ_mix).
-        calibration, test: ``ThresholdAudit`` records. trials: per hypothesis per split. gamma, delta.
-        batched: whether ``release_batch`` was used. seconds: wall time of the trials and bounds.
-        population_shift: the calibration → test FPR check at the frozen threshold (``bounds.population_shift``;
-            a warning, not a flag: it also fires when the two user splits differ).
-        fpr_calibration, fpr_test: the false-positive rates it compares.
-        reach: what the budget can certify (``audit.plan.Reach``; its ``as_row`` columns join the row).
-        flagged: violation (what the row accuses the implementation of; repeated releases are judged by
-            ``release_checks.repeat_check``, against the precision and support of the output).
-    """
-
-    implementation: str
-    design: str
-    epsilon_lower: float
-    epsilon_theory: float
-    epsilon_ceiling: float
-    tightness: float
-    violation: bool
-    expected_violation: bool | None
-    mu_eff: float
-    threshold: float
-    threshold_mix: float
-    calibration: ThresholdAudit
-    test: ThresholdAudit
-    trials: int
-    gamma: float
-    delta: float
-    batched: bool
-    seconds: float
-    population_shift: bool = False
-    fpr_calibration: float = math.nan
-    fpr_test: float = math.nan
-    reach: Reach | None = None
-
-    @property
-    def flagged(self) -> bool:
-        """violation."""
-        return bool(self.violation)
-
-    def as_row(self) -> dict:
-        """Flat dict: scalar fields plus ``calibration_*`` / ``test_*`` counts and bounds, ``tpr``, ``fpr``."""
-        row = {k: v for k, v in asdict(self).items() if k not in ("calibration", "test", "reach")}
-        row.update(self.reach.as_row() if self.reach is not None else {})
-        for name in _SPLITS:
-            for k, v in getattr(self, name).as_dict().items():
-                row[f"{name}_{k}"] = v
-        row["tpr"], row["fpr"] = self.test.tpr, self.test.fpr
-        row["flagged"] = self.flagged
-        return row
-
-
 def audit_implementation(release, design, mechanism: MechanismConfig, *, trials: int = MAX_TRIALS,
                          gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0, shrinkage: float = 0.1,
                          ridge: float = 1e-9, batch: int = 8192, use_batch: bool | None = None,
@@ -245,7 +183,16 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
             warn when it cannot flag a violation (``audit.plan.announce_reach``).
 
     Returns:
-        ``BlackBoxAudit`` (and the scores dict if asked). Warns (``UserWarning``) when the calibration → test
+        ``Audit`` of the test trials (calibration record attached, ε_theory the claimed ε at σ, q, δ, μ_eff the
+        specification's; and the scores dict if asked). ``info`` in row order: ``implementation`` and ``design``
+        (names), ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff: the most a threshold test on this statistic
+        can show against the specified mechanism), ``tightness`` (ε_lower / ceiling, NaN when it is 0),
+        ``violation`` (ε_lower > ε_theory: what the row accuses the implementation of; repeated releases are judged
+        by ``release_checks.repeat_check``), ``expected_violation`` (the implementation's ``breaks_guarantee``,
+        None without one), ``threshold_mix``, ``trials``, ``gamma``, ``delta``, ``batched`` (``release_batch``
+        used), ``seconds``, the calibration → test FPR check (``population_shift``, ``fpr_calibration``,
+        ``fpr_test``; a warning, not a flag: it also fires when the two user splits differ), the budget's reach
+        (``audit.plan.Reach.as_row``) and ``flagged`` (= violation). Warns (``UserWarning``) when the calibration → test
         population-shift check fires.
 
     Raises:
@@ -289,22 +236,22 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
                       f"{shift['fpr_test']:.3g} (test), outside both Clopper–Pearson intervals: the calibration did "
                       "not carry over (different user splits, or releases that change between streams, e.g. a clock "
                       "seed)", stacklevel=2)
-    out = BlackBoxAudit(
-        implementation=name, design=str(getattr(design, "name", "")),
-        epsilon_lower=tst.epsilon, epsilon_theory=eps_theory, epsilon_ceiling=ceiling,
-        tightness=(tst.epsilon / ceiling) if ceiling > 0 else math.nan, violation=bool(tst.epsilon > eps_theory),
-        expected_violation=None if expected is None else bool(expected(mechanism, n_h1)), mu_eff=stat.mu_eff,
-        threshold=cal.threshold, threshold_mix=float(mixture_llr(cal.threshold, mechanism.sample_rate)),
-        calibration=cal, test=tst, trials=int(trials), gamma=float(gamma), delta=float(delta),
-        batched=hasattr(release, "release_batch") if use_batch is None else bool(use_batch),
-        seconds=time.perf_counter() - t0,
-        population_shift=bool(shift["population_shift"]), fpr_calibration=float(shift["fpr_calibration"]),
-        fpr_test=float(shift["fpr_test"]), reach=reach)
+    violation = bool(tst.epsilon_lower > eps_theory)
+    info = {"implementation": name, "design": str(getattr(design, "name", "")), "epsilon_ceiling": ceiling,
+            "tightness": (tst.epsilon_lower / ceiling) if ceiling > 0 else math.nan, "violation": violation,
+            "expected_violation": None if expected is None else bool(expected(mechanism, n_h1)),
+            "threshold_mix": float(mixture_llr(cal.threshold, mechanism.sample_rate)), "trials": int(trials),
+            "gamma": float(gamma), "delta": float(delta),
+            "batched": hasattr(release, "release_batch") if use_batch is None else bool(use_batch),
+            "seconds": time.perf_counter() - t0, "population_shift": bool(shift["population_shift"]),
+            "fpr_calibration": float(shift["fpr_calibration"]), "fpr_test": float(shift["fpr_test"]),
+            **reach.as_row(), "flagged": violation}
+    out = replace(tst, epsilon_theory=eps_theory, mu_eff=stat.mu_eff, calibration=cal, info=info)
     return (out, scores) if return_scores else out
 
 
-def audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
-                delta: float = DEFAULT_DELTA, seed=0, **options) -> list[BlackBoxAudit]:
+def _audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
+                delta: float = DEFAULT_DELTA, seed=0, **options) -> list[Audit]:
     """Audit several (release, design) pairs with a family-wise level α (γ = α/(4·len(cases))).
 
     Args:
@@ -314,7 +261,7 @@ def audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: i
         options: further ``audit_implementation`` keywords.
 
     Returns:
-        list of ``BlackBoxAudit``, one per case, in order.
+        list of ``Audit``, one per case, in order.
 
     Raises:
         ValueError: on an empty suite or α outside (0, 1).
@@ -334,7 +281,7 @@ def audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: i
 
 def trials_needed(release, design, mechanism: MechanismConfig, *, ladder: Sequence[int] = (1_000, 3_000, 10_000,
                   30_000, 100_000), gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0,
-                  **options) -> tuple[int | None, list[BlackBoxAudit]]:
+                  **options) -> tuple[int | None, list[Audit]]:
     """The smallest trial budget of ``ladder`` at which ``release`` is flagged (the tightness curve of a mutant).
 
     Every rung is a fresh audit (its own seed spawn) at γ/len(ladder), so the ladder as a whole keeps the

@@ -9,7 +9,7 @@ Threshold rule. *Which* threshold and direction the calibration trials freeze is
 ``threshold_rules.ThresholdRule``; the default (``threshold_rules.DEFAULT_RULE``, ``GaussianModel``) reads the
 optimum off the Gaussian model at the calibration split's own μ_eff and falls back to a model-free rule when
 the calibration counts disagree with the model; ``Argmax`` takes the largest calibrated ε. Every rule sees the
-calibration split only, and the calibration record names the rule (``ThresholdAudit.rule``).
+calibration split only, and the calibration record names the rule (``Audit.rule``).
 
 Score direction. Eq. 28 bounds the event A = {score > t}; its second branch is the
 complement of the *same* event with H0 and H1 swapped, so a statistic whose H1 scores fall *below*
@@ -25,8 +25,6 @@ P1(A') ≤ e^ε P0(A') + δ and P0(A') ≤ e^ε P1(A') + δ for every event.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import numpy as np
 
 from pe_kit.audit.confusion import (  # noqa: F401 (re-exported: the Eq. 28–30 primitives live in confusion)
@@ -35,46 +33,12 @@ from pe_kit.audit.confusion import (  # noqa: F401 (re-exported: the Eq. 28–30
     clopper_pearson,
     epsilon_lower_from_counts,
 )
+from pe_kit.audit.outcome import Audit
 from pe_kit.audit.threshold_rules import CalibrationCounts, ThresholdRule, moments_from_counts, rule_named
 
-__all__ = ["clopper_pearson", "epsilon_lower_from_counts", "ThresholdAudit", "calibrate_threshold",
+__all__ = ["clopper_pearson", "epsilon_lower_from_counts", "calibrate_threshold",
            "evaluate_threshold", "candidate_thresholds", "threshold_audit_from_counts", "best_threshold_from_counts",
            "calibrate_from_counts", "population_shift"]
-
-
-@dataclass(frozen=True)
-class ThresholdAudit:
-    """Counts and bounds of one decision threshold on one set of trials (Eq. 28).
-
-    Attributes: threshold (score units), epsilon (ε bound, ≥ 0), branch (0/1/2), true_pos, false_pos
-    (#H1 / #H0 trials in the audited event A), n_h1, n_h0, tpr, fpr (point estimates), tpr_lower,
-    fpr_upper, tnr_lower, fnr_upper (bounds at γ), direction (+1: A = {score > threshold}, Eq. 28 as
-    written; −1: A = {score ≤ threshold}, for statistics whose H1 scores fall below H0; see the module
-    docstring), rule (the threshold rule that chose the threshold, ``threshold_rules``; "" on a test
-    split's record, and then left out of ``as_dict``).
-    """
-
-    threshold: float
-    epsilon: float
-    branch: int
-    true_pos: int
-    false_pos: int
-    n_h1: int
-    n_h0: int
-    tpr: float
-    fpr: float
-    tpr_lower: float
-    fpr_upper: float
-    tnr_lower: float
-    fnr_upper: float
-    direction: int = 1
-    rule: str = ""
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        if not d["rule"]:
-            del d["rule"]
-        return d
 
 
 def candidate_thresholds(scores_h0: np.ndarray, scores_h1: np.ndarray, per_tail: int = 400) -> np.ndarray:
@@ -99,7 +63,7 @@ def _counts_above(sorted_scores: np.ndarray, thresholds: np.ndarray) -> np.ndarr
 
 def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: float, delta: float,
                         per_tail: int = 400, *, rule: ThresholdRule | None = None,
-                        sample_rate: float | None = None) -> ThresholdAudit:
+                        sample_rate: float | None = None) -> Audit:
     """Choose the threshold and direction on calibration trials with a threshold rule (§2.1 Step 5).
 
     Args:
@@ -112,7 +76,7 @@ def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: flo
             fallback, and says so in ``rule``).
 
     Returns:
-        ``ThresholdAudit`` of the calibration trials at the chosen event, ``rule`` naming the rule that chose;
+        ``Audit`` of the calibration trials at the chosen event, ``rule`` naming the rule that chose;
         both events {score > t} and {score ≤ t} are candidates (module docstring). If no event has a positive
         bound, the threshold is the H0 median, direction +1 and epsilon 0. Only these calibration scores are
         read: the test split cannot move the threshold.
@@ -132,7 +96,7 @@ def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: flo
 
 
 def evaluate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, threshold: float, gamma: float,
-                       delta: float, direction: int = 1, *, rule: str = "") -> ThresholdAudit:
+                       delta: float, direction: int = 1, *, rule: str = "") -> Audit:
     """Counts, point rates and Clopper–Pearson bounds of A = {score > threshold} (Eqs. 28–30), or of
     A = {score ≤ threshold} with ``direction=-1`` (the direction a calibration chose); ``rule`` is recorded."""
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
@@ -141,8 +105,8 @@ def evaluate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, threshold: 
 
 
 def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0: int, gamma: float,
-                                delta: float, direction: int = 1, *, rule: str = "") -> ThresholdAudit:
-    """``ThresholdAudit`` from counts alone (for streaming engines that never hold the scores).
+                                delta: float, direction: int = 1, *, rule: str = "") -> Audit:
+    """``Audit`` from counts alone (for streaming engines that never hold the scores).
 
     ``tp``, ``fp``: #H1 / #H0 trials with score > threshold. With ``direction=-1`` the audited event is
     {score ≤ threshold}, whose counts are n1 − tp and n0 − fp (stored as ``true_pos`` / ``false_pos``).
@@ -156,18 +120,18 @@ def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0:
     if direction == -1:
         tp, fp = n1 - tp, n0 - fp
     eps, branch = epsilon_lower_from_counts(tp, fp, n1, n0, gamma, delta)
-    return ThresholdAudit(
-        threshold=float(threshold), epsilon=eps, branch=branch, true_pos=tp, false_pos=fp, n_h1=n1, n_h0=n0,
+    return Audit(
+        threshold=float(threshold), epsilon_lower=eps, branch=branch, true_pos=tp, false_pos=fp, n_h1=n1, n_h0=n0,
         tpr=tp / n1, fpr=fp / n0,
         tpr_lower=clopper_pearson(tp, n1, gamma, "lower"), fpr_upper=clopper_pearson(fp, n0, gamma, "upper"),
         tnr_lower=clopper_pearson(n0 - fp, n0, gamma, "lower"), fnr_upper=clopper_pearson(n1 - tp, n1, gamma, "upper"),
-        direction=int(direction), rule=str(rule),
+        direction=int(direction), rule=str(rule), gamma=gamma, delta=delta,
     )
 
 
 def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int, gamma: float,
                           delta: float, *, rule: ThresholdRule | None = None, sample_rate: float | None = None,
-                          moments: tuple | None = None) -> ThresholdAudit:
+                          moments: tuple | None = None) -> Audit:
     """``calibrate_threshold`` for streaming engines: choose the event from counts alone (§2.1 Step 5).
 
     Args:
@@ -180,7 +144,7 @@ def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int,
             (``threshold_rules.moments_from_counts``: exact up to binning on a fine grid spanning the scores).
 
     Returns:
-        ``ThresholdAudit`` at the rule's threshold and direction (``rule`` names it; ``Argmax`` breaks ties
+        ``Audit`` at the rule's threshold and direction (``rule`` names it; ``Argmax`` breaks ties
         towards direction +1 and the lowest threshold, exactly, see ``best_threshold_from_counts``). If no
         candidate gives ε > 0: the lowest threshold with at most half of the H0 trials above it (the grid's H0
         median), direction +1 and ε = 0 — as ``calibrate_threshold``.
@@ -218,7 +182,7 @@ def _check_scores(s: np.ndarray, name: str) -> np.ndarray:
     return s
 
 
-def population_shift(calibration: ThresholdAudit, test: ThresholdAudit, gamma: float) -> dict:
+def population_shift(calibration: Audit, test: Audit, gamma: float) -> dict:
     """Does the frozen threshold see the same false-positive rate on the test split as on calibration?
 
     The threshold is chosen on the calibration users' trials and evaluated on the test users' (§2.1
@@ -227,7 +191,7 @@ def population_shift(calibration: ThresholdAudit, test: ThresholdAudit, gamma: f
     (Eqs. 29–30, tail γ each side); the check flags the canary when the intervals do not overlap.
 
     Args:
-        calibration, test: ``ThresholdAudit`` of the two splits at the same threshold.
+        calibration, test: ``Audit`` of the two splits at the same threshold.
         gamma: float in (0, 1), the tail of each one-sided bound (the audit's γ).
 
     Returns:

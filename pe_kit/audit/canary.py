@@ -5,13 +5,13 @@ Source: "Canaries in the Bank" §2.1 Steps 2–5 (Eqs. 2–5), App. E.6 (Eq. 28)
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory, tightness
-from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold, population_shift
+from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import (
     aux_moments,
     llr_weights,
@@ -19,72 +19,25 @@ from pe_kit.audit.moments import (
     null_moments,
     restrict,
 )
+from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import check_equal_populations, scalar_problem, simulate_scores
 from pe_kit.config import AuditConfig, MechanismConfig
 
-#: audits with more trials per hypothesis than this use the streaming engine (``engine.audit_scalar``);
+#: audits with more trials per hypothesis than this use the streaming engine (``engine._audit_scalar``);
 #: smaller ones draw every score in memory from ``rng`` (``trials.simulate_scores``: the draws behind the
 #: committed results at these sizes).
 STREAMING_MIN_TRIALS = 1 << 21
 
 
-@dataclass(frozen=True)
-class AuditResult:
-    """Outcome of one canary audit (one row of a results table).
-
-    Attributes:
-        epsilon_lower: ε_lower on the test split (Eq. 28 at the calibrated threshold).
-        epsilon_theory: Opacus PRV ε for one release at (σ, q, δ).
-        mu_eff: test-population μ_eff (Eq. 15); mu_eff_ceiling: 1/σ (Eq. 20).
-        epsilon_ceiling: the attack ceiling, PRV ε at noise multiplier 1/μ_eff (same q, δ; ``accounting.epsilon_ceiling``):
-            the most a threshold test on this statistic can show with unlimited trials.
-        tightness: epsilon_lower / epsilon_ceiling (NaN when the ceiling is 0).
-        canary_norm: ‖v_P‖₂ (≤ C).
-        n_coords: |P|; background_voters: test users with a nonzero projection (K).
-        threshold: frozen LLR threshold (ℓ units; the mixture threshold is ``mixture_llr`` of it).
-        calibration, test: ``ThresholdAudit`` records of both splits.
-        trials: per hypothesis per split; seconds: wall time of the trials.
-        gamma: tail of each one-sided bound; the row adds ``bounds.population_shift`` (test vs calibration
-            FPR at the frozen threshold, flagged when their Clopper–Pearson intervals are disjoint).
-    """
-
-    epsilon_lower: float
-    epsilon_theory: float
-    mu_eff: float
-    mu_eff_ceiling: float
-    epsilon_ceiling: float
-    tightness: float
-    canary_norm: float
-    n_coords: int
-    background_voters: int
-    threshold: float
-    threshold_mix: float
-    calibration: ThresholdAudit
-    test: ThresholdAudit
-    trials: int
-    seconds: float
-    gamma: float = 0.0025
-
-    def as_row(self) -> dict:
-        """Flat dict: scalar fields plus ``test_*`` / ``calibration_*`` counts and bounds."""
-        row = {k: v for k, v in asdict(self).items() if k not in ("calibration", "test")}
-        for name in ("calibration", "test"):
-            for k, v in getattr(self, name).as_dict().items():
-                row[f"{name}_{k}"] = v
-        row["tpr"], row["fpr"] = self.test.tpr, self.test.fpr
-        row.update(population_shift(self.calibration, self.test, self.gamma))
-        return row
-
-
-def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
+def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
                  test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
-                 rng: np.random.Generator) -> AuditResult:
+                 rng: np.random.Generator) -> Audit:
     """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
 
     Steps (§2.1): aux moments → (m̂0, Σ̂_P) for N = n_test users → w = Σ̂⁻¹v → scalar projections →
     ``audit.trials`` trials per hypothesis on the calibration population → threshold chosen by
     ``audit.threshold_rule`` (``threshold_rules``, with q = ``mechanism.sample_rate``) → fresh trials on the test population → ε_lower (Eq. 28, γ = α/(4·n_canaries)).
-    Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine.audit_scalar``: calibration on a
+    Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine._audit_scalar``: calibration on a
     fine threshold grid, test counts at the frozen threshold; seeded from one draw of ``rng``).
     The calibration and test splits must have the same number of users (``trials.check_equal_populations``):
     both score the statistic of N users; calibration users are never resampled.
@@ -96,7 +49,12 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
         mechanism, audit: settings. rng: the only source of randomness.
 
     Returns:
-        ``AuditResult``.
+        ``Audit`` of the test trials (calibration record attached) with ε_theory (Opacus PRV, one release at σ, q, δ),
+        the test population's μ_eff (Eq. 15) and γ; ``info`` holds ``mu_eff_ceiling`` (1/σ, Eq. 20),
+        ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff: the most a threshold test on this statistic can show),
+        ``tightness`` (ε_lower / ceiling), ``canary_norm`` ‖v_P‖₂ (≤ C), ``n_coords`` |P|, ``background_voters``
+        (test users with a nonzero projection, K), ``threshold_mix`` (``mixture_llr`` of the threshold),
+        ``trials`` (per hypothesis per split), ``seconds`` and the ``bounds.population_shift`` columns.
 
     Raises:
         ValueError: on empty coordinates or splits, splits of different sizes, contribution matrices whose
@@ -128,11 +86,11 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
     probs = {split: scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
              for split, pop in (("calibration", cal), ("test", restrict(test, coords)))}
     if audit.trials > STREAMING_MIN_TRIALS:  # streaming engine: memory bounded by one block, not by the trials
-        from pe_kit.audit.engine import audit_scalar
+        from pe_kit.audit.engine import _audit_scalar
 
-        res = audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
+        res = _audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
                            delta=audit.delta, seed=int(rng.integers(0, 2**63)), rule=audit.threshold_rule)
-        cal_audit, test_audit = res.calibration, res.test
+        cal_audit, test_audit = res.calibration, res
     else:
         scores = {split: (simulate_scores(prob, 0, audit.trials, rng), simulate_scores(prob, 1, audit.trials, rng))
                   for split, prob in probs.items()}
@@ -144,11 +102,12 @@ def audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, 
                   if mechanism.noise_multiplier > 0 and audit.delta > 0 else float("inf"))  # (ε, 0): no finite ε
     mu = float(np.sqrt(max(0.0, w @ v)))
     ceiling = epsilon_ceiling(mu, mechanism.sample_rate, audit.delta) if audit.delta > 0 else float("nan")
-    return AuditResult(
-        epsilon_lower=test_audit.epsilon, epsilon_theory=eps_theory, mu_eff=mu, epsilon_ceiling=ceiling,
-        tightness=tightness(test_audit.epsilon, ceiling) if ceiling == ceiling else float("nan"),
-        mu_eff_ceiling=(1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
-        canary_norm=float(np.linalg.norm(v)), n_coords=int(coords.size),
-        background_voters=int(probs["test"].projections.size), threshold=cal_audit.threshold,
-        threshold_mix=mixture_llr(cal_audit.threshold, mechanism.sample_rate), calibration=cal_audit, test=test_audit,
-        trials=audit.trials, seconds=time.perf_counter() - t0, gamma=audit.gamma)
+    info = {"mu_eff_ceiling": (1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
+            "epsilon_ceiling": ceiling,
+            "tightness": tightness(test_audit.epsilon_lower, ceiling) if ceiling == ceiling else float("nan"),
+            "canary_norm": float(np.linalg.norm(v)), "n_coords": int(coords.size),
+            "background_voters": int(probs["test"].projections.size),
+            "threshold_mix": mixture_llr(cal_audit.threshold, mechanism.sample_rate), "trials": audit.trials,
+            "seconds": time.perf_counter() - t0, "gamma": audit.gamma,
+            **population_shift(cal_audit, test_audit, audit.gamma)}
+    return replace(test_audit, epsilon_theory=eps_theory, mu_eff=mu, calibration=cal_audit, info=info)

@@ -5,7 +5,7 @@ accountant; "the empirical audit composes the same prefixes by summing their mix
 ratios"), App. E.8 Eq. 36 (chain rule of the transcript likelihood ratio). The loop itself is
 ``pe_kit.pe.multiround``.
 
-The composed audit (``round_problems`` → ``composed_audit``). Design decision (documented
+The composed audit (``round_problems`` → ``_composed_audit``). Design decision (documented
 approximation): the transcript is run once, *without* the canary (as under H0), and its banks are
 frozen. For each round's bank the single-release audit is rebuilt exactly as ``pe_kit.audit.moments``: aux
 moments on the inspected coordinates P_t (the probe positions; the canary's own top-k support when
@@ -26,13 +26,13 @@ moments, as in the single-release audit.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory_prefixes
-from pe_kit.audit.bounds import ThresholdAudit, calibrate_threshold, evaluate_threshold
+from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold
 from pe_kit.audit.moments import (
     aux_moments,
     llr_weights,
@@ -40,6 +40,7 @@ from pe_kit.audit.moments import (
     null_moments,
     restrict,
 )
+from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import ScalarProblem, scalar_problem, simulate_scores
 from pe_kit.config import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import FrozenBank, Population, Transcript
@@ -73,7 +74,7 @@ def round_problems(transcript: Transcript, canary: Population, aux: Population, 
     For each round's frozen bank: the canary's, aux, calibration and test contributions (exact routing);
     P_t = the probe positions (or the canary's nonzero coordinates without probes); aux moments →
     (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w_t → projections. The calibration population is resized
-    to n_test users by one seeded draw with replacement, reused in every round (as ``audit_canary``).
+    to n_test users by one seeded draw with replacement, reused in every round (as ``_audit_canary``).
 
     Args:
         transcript: a ``run_pe`` result. canary: one user (n_users == 1).
@@ -127,8 +128,8 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
                         scalar_problem(w, cal, v, m0, ns, q), scalar_problem(w, tst, v, m0, ns, q))
 
 
-def prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
-                 audit: AuditConfig) -> dict:
+def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
+                 audit: AuditConfig) -> Audit:
     """Threshold calibrated on calibration-split trials, ε_lower bounded on test-split trials (Eq. 28).
 
     Args: float (n,) summed mixture-LLR scores of one prefix per split and hypothesis; audit: γ, δ and
@@ -137,20 +138,14 @@ def prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, te
         (recorded as ``calibration_rule = "gaussian_model>anchored_argmax"``).
 
     Returns:
-        dict: ``epsilon_lower``, ``threshold``, ``tpr``, ``fpr``, ``branch`` and the ``test_*`` /
-        ``calibration_*`` counts and bounds (``ThresholdAudit.as_dict``).
+        ``Audit`` of the test trials, calibration record attached; ``info``: ``branch`` (of Eq. 28).
     """
-    cal: ThresholdAudit = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta, rule=audit.threshold_rule)
-    test: ThresholdAudit = evaluate_threshold(test_h0, test_h1, cal.threshold, audit.gamma, audit.delta,
-                                              cal.direction)
-    row = {"epsilon_lower": test.epsilon, "threshold": cal.threshold, "tpr": test.tpr, "fpr": test.fpr,
-           "branch": test.branch}
-    for name, a in (("calibration", cal), ("test", test)):
-        row.update({f"{name}_{k}": v for k, v in a.as_dict().items()})
-    return row
+    cal = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta, rule=audit.threshold_rule)
+    test = evaluate_threshold(test_h0, test_h1, cal.threshold, audit.gamma, audit.delta, cal.direction)
+    return replace(test, calibration=cal, info={"branch": test.branch})
 
 
-def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
+def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
                    rng: np.random.Generator, chunk_size: int = 1 << 20) -> list[dict]:
     """ε_lower of every prefix t = 1..T from summed per-round mixture LLRs (Eq. 36), with ε_theory.
 
@@ -192,7 +187,7 @@ def composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig,
                "mu_eff_composed": float(np.sqrt(mu2)), "canary_norm": prob.canary_norm,
                "n_coords": int(prob.coords.size), "background_voters": int(prob.test.projections.size),
                "trials": n, "seconds": time.perf_counter() - t0,
-               **prefix_audit(scores["calibration", 0], scores["calibration", 1], scores["test", 0],
-                              scores["test", 1], audit)}
+               **_prefix_audit(scores["calibration", 0], scores["calibration", 1], scores["test", 0],
+                              scores["test", 1], audit).row}
         rows.append(row)
     return rows

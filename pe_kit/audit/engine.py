@@ -44,7 +44,7 @@ Participation sampling (exact in distribution; users with a_u = 0 are already dr
 * ``multinomial`` — only for problems without background voters (nonce canaries): given the
   Binomial(t, q) number of canary inclusions, the bin counts of t i.i.d. Gaussian scores *are*
   Multinomial(t, p_bins) — exact in distribution with no per-trial work (and the test count is
-  Binomial). ``audit_scalar`` (hence ``tightness_curve`` and ``audit_canary``) picks it under
+  Binomial). ``_audit_scalar`` (hence ``tightness_curve`` and ``_audit_canary``) picks it under
   ``method="auto"`` whenever it is exact (:func:`exact_method`); ``TrialEngine(method="auto")`` itself
   keeps per-trial sampling, so that ``scores`` works on every problem.
 
@@ -59,16 +59,13 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special, stats
 
-from pe_kit.audit.bounds import (
-    ThresholdAudit,
-    calibrate_from_counts,
-    threshold_audit_from_counts,
-)
+from pe_kit.audit.bounds import calibrate_from_counts, threshold_audit_from_counts
+from pe_kit.audit.outcome import Audit
 from pe_kit.audit.samplers import (
     METHODS,
     _block_scores_numpy,
@@ -81,7 +78,7 @@ from pe_kit.audit.samplers import (
 from pe_kit.audit.trials import ScalarProblem
 
 __all__ = [
-    "ThresholdGrid", "score_moments", "TrialEngine", "ScalarAudit", "audit_scalar",
+    "ThresholdGrid", "score_moments", "TrialEngine",
     "stream_seed", "exact_method", "DEFAULT_BLOCK_TRIALS", "METHODS",
 ]
 
@@ -435,41 +432,9 @@ def exact_method(method: str, *problems: ScalarProblem) -> str:
     return method
 
 
-@dataclass(frozen=True)
-class ScalarAudit:
-    """One calibrated audit on the scalar projection (§2.1 Step 5, Eq. 28).
-
-    Attributes:
-        epsilon_lower: ε_lower on the fresh test trials at the frozen threshold.
-        threshold: the frozen threshold (ℓ units; a grid point).
-        calibration, test: ``ThresholdAudit`` records (counts, rates, Clopper–Pearson bounds).
-        trials: trials per hypothesis per split. grid: the calibration ``ThresholdGrid``.
-        method: the sampler used. seconds: wall time.
-    """
-
-    epsilon_lower: float
-    threshold: float
-    calibration: ThresholdAudit
-    test: ThresholdAudit
-    trials: int
-    grid: ThresholdGrid
-    method: str
-    seconds: float
-
-    def as_row(self) -> dict:
-        """Flat dict: scalar fields, ``calibration_*`` and ``test_*`` counts/bounds, grid size/step."""
-        row = {"epsilon_lower": self.epsilon_lower, "threshold": self.threshold, "trials": self.trials,
-               "method": self.method, "grid_size": self.grid.size,
-               "grid_step": self.grid.step, "seconds": self.seconds}
-        for name in ("calibration", "test"):
-            for k, v in getattr(self, name).as_dict().items():
-                row[f"{name}_{k}"] = v
-        return row
-
-
-def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
+def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
                  delta: float, seed, grid: ThresholdGrid | None = None, resolution: int = 256, rule=None,
-                 **engine_options) -> ScalarAudit:
+                 **engine_options) -> Audit:
     """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on
     ``trials`` fresh trials per hypothesis of ``test`` (§2.1 Step 5; Eqs. 28–30).
 
@@ -492,7 +457,8 @@ def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, 
             cheapest exact per-trial sampler.
 
     Returns:
-        ``ScalarAudit``.
+        ``Audit`` of the test trials, calibration record attached; ``info``: ``trials`` (per hypothesis per split),
+        ``sampler`` (the ``TrialEngine`` method used), ``grid`` (the calibration ``ThresholdGrid``), ``seconds``.
 
     Raises:
         ValueError: on bad γ, δ, trials, seed or engine options.
@@ -517,6 +483,5 @@ def audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, 
     fp_t = test_engine.count_above(0, trials, cal.threshold, stream_seed(seed, 1, 0))
     tp_t = test_engine.count_above(1, trials, cal.threshold, stream_seed(seed, 1, 1))
     tst = threshold_audit_from_counts(cal.threshold, tp_t, fp_t, trials, trials, gamma, delta, cal.direction)
-    return ScalarAudit(epsilon_lower=tst.epsilon, threshold=cal.threshold, calibration=cal, test=tst, trials=trials,
-                       grid=grid, method=cal_engine.method,
-                       seconds=time.perf_counter() - t0)
+    return replace(tst, calibration=cal, info={"trials": trials, "sampler": cal_engine.method, "grid": grid,
+                                               "seconds": time.perf_counter() - t0})

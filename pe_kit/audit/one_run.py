@@ -28,13 +28,14 @@ Both are reported at a family-wise level α over the (k₊, k₋) pairs searched
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import special, stats
 
+from pe_kit.audit.outcome import Audit
+
 __all__ = ["abstaining_guesses", "guess_pairs", "steinke_p_value", "epsilon_lower_steinke", "tradeoff_inverse_blowup",
-           "fdp_rejects", "mu_lower_fdp", "epsilon_from_mu", "OneRunAudit", "one_run_audit", "idealised_scores"]
+           "fdp_rejects", "mu_lower_fdp", "epsilon_from_mu", "idealised_scores"]
 
 METHODS = ("steinke", "fdp")
 
@@ -465,40 +466,9 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
 
 # ----------------------------------------------------------------------------------------------- the audit
 
-@dataclass(frozen=True)
-class OneRunAudit:
-    """The best (k₊, k₋) of one method on one run, at family-wise level α.
-
-    Attributes:
-        method: ``"steinke"`` or ``"fdp"``. epsilon_lower: ε_lower at δ (max over the pairs; 0 if none rejects).
-        mu_lower: largest rejected μ (``fdp``; NaN for ``steinke``). k_plus, k_minus, guesses, correct: the
-        attaining pair and its counts (the first pair when ε_lower = 0). m: canaries. n_included: Σ S_i.
-        alpha: family-wise level; beta: per-pair level α / n_pairs; n_pairs; delta: δ; sample_rate: q of the
-        f-DP family.
-    """
-
-    method: str
-    epsilon_lower: float
-    mu_lower: float
-    k_plus: int
-    k_minus: int
-    guesses: int
-    correct: int
-    m: int
-    n_included: int
-    alpha: float
-    beta: float
-    n_pairs: int
-    delta: float
-    sample_rate: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alpha: float = 0.05,
+def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alpha: float = 0.05,
                   sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
-                  methods=METHODS) -> dict[str, OneRunAudit]:
+                  methods=METHODS) -> dict[str, Audit]:
     """Both one-run bounds from per-canary scores, maximised over (k₊, k₋) at family-wise level α.
 
     Args:
@@ -510,7 +480,11 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
             one name.
 
     Returns:
-        dict method → ``OneRunAudit``.
+        dict method → ``Audit`` (method, ε_lower at δ: the max over the pairs, 0 if none rejects); ``info``: the
+        ``method``, ``mu_lower`` (largest rejected μ, ``fdp``; NaN for ``steinke``), ``k_plus``, ``k_minus``,
+        ``guesses``, ``correct`` (the attaining pair and its counts; the first pair when ε_lower = 0), ``m``
+        (canaries), ``n_included`` (Σ S_i), ``alpha``, ``beta`` (α / n_pairs), ``n_pairs``, ``delta``,
+        ``sample_rate`` (q of the f-DP family).
 
     Raises:
         ValueError: on bad shapes, empty scores, ``included`` values other than 0/1 or a count of included
@@ -562,10 +536,10 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alp
             else:
                 best, best_mu = 0.0, 0.0
         (kp, km), (r, v) = pairs[best_j], counts[best_j]
-        out[method] = OneRunAudit(method=method, epsilon_lower=max(0.0, float(best)), mu_lower=float(best_mu),
-                                  k_plus=kp, k_minus=km, guesses=r, correct=v, m=m, n_included=int(inc.sum()),
-                                  alpha=float(alpha), beta=float(beta), n_pairs=len(pairs), delta=float(delta),
-                                  sample_rate=float(sample_rate))
+        out[method] = Audit(epsilon_lower=max(0.0, float(best)), delta=float(delta), method=method, info={
+            "method": method, "mu_lower": float(best_mu), "k_plus": kp, "k_minus": km, "guesses": r, "correct": v,
+            "m": m, "n_included": int(inc.sum()), "alpha": float(alpha), "beta": float(beta), "n_pairs": len(pairs),
+            "delta": float(delta), "sample_rate": float(sample_rate)})
     return out
 
 

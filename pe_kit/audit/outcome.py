@@ -1,9 +1,11 @@
-"""The public result of every top-level audit call (``pe_kit.audit_mechanism``, ``audit_scores``, ``audit_one_run``).
+"""``Audit``: the one result type of every audit in the kit, and its results-CSV row.
 
-One frozen record with the fields a reader looks at first (ε_lower, ε_theory, μ_eff, the audited event's TPR and
-FPR, its threshold and counts, the settings) and the full tidy ``row`` whose keys are the column names of the kit's
-CSV files (``results.csv``; ``AuditResult.as_row`` and ``pe_kit.study.world.audit_design``), so a list of results
-is a results table: ``pandas.DataFrame([r.as_row() for r in results])``.
+An audit bounds ε from below at δ. A threshold audit (§2.1 Step 5) freezes an event {score > t} (or {score ≤ t}) on
+calibration trials and bounds ε on fresh trials with Eq. 28 and the Clopper–Pearson endpoints of Eqs. 29–30; its
+``Audit`` is the record of those fresh trials, carrying the calibration trials' record as ``calibration`` (an
+``Audit`` of the same form). A one-run audit (Steinke et al. 2023; Mahloujifar et al. 2024) bounds ε from the guesses
+on m canaries of one release. ``row`` is the audit as one line of a results CSV, so a list of audits is a results
+table: ``pandas.DataFrame([a.row for a in audits])``.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["AuditOutcome", "settings_of"]
+__all__ = ["Audit", "settings_of"]
 
 #: How ``epsilon_lower`` was bounded: a calibrated threshold test bounded by Clopper–Pearson (Eq. 28, §2.1 Step 5), or
 #: one of the two one-run bounds of ``pe_kit.audit.one_run`` (Steinke et al. 2023; Mahloujifar et al. 2024, f-DP).
@@ -22,6 +24,13 @@ _SETTING_PREFIXES = ("mech_", "audit_", "study_")
 _SETTING_KEYS = ("gamma", "variant", "canary_id", "canaries", "alpha", "delta", "sample_rate", "calibration_fraction",
                  "seed", "method")
 
+#: columns a set field gives (None: the audit has no such column)
+_HEADLINE = ("epsilon_lower", "epsilon_theory", "mu_eff", "threshold", "tpr", "fpr")
+#: one set of trials' columns (``calibration_*`` / ``test_*``): the event, Eq. 28 on its counts, the bounds at γ
+_SPLIT = ("threshold", "epsilon", "branch", "true_pos", "false_pos", "n_h1", "n_h0", "tpr", "fpr", "tpr_lower",
+          "fpr_upper", "tnr_lower", "fnr_upper", "direction", "rule")
+_ONE_RUN_COUNTS = ("guesses", "correct", "k_plus", "k_minus", "m", "n_included")
+
 
 def settings_of(row: Mapping[str, Any]) -> dict:
     """The settings part of a tidy row: every ``mech_*`` / ``audit_*`` / ``study_*`` column plus γ, the variant, the
@@ -30,60 +39,110 @@ def settings_of(row: Mapping[str, Any]) -> dict:
 
 
 @dataclass(frozen=True)
-class AuditOutcome:
-    """The outcome of one audit, as one CSV row (frozen: no attribute can be rebound).
+class Audit:
+    """One audit's bound and what produced it (frozen: no attribute can be rebound).
 
     Attributes:
-        method: one of :data:`METHODS`.
-        epsilon_lower: the empirical lower bound on ε at δ (≥ 0; unitless, natural log).
-        epsilon_theory: the accountant's ε for the audited mechanism (``accounting.epsilon_theory``: one
-            Poisson-subsampled Gaussian release at σ, q, δ, add/remove of one user); NaN when the call was not told
-            the mechanism (``audit_scores`` / ``audit_one_run`` without ``noise_multiplier``).
-        mu_eff: the canary's effective signal μ_eff (Eq. 15; ≤ 1/σ, Eq. 20) when the kit built the statistic; for
-            ``fdp`` the largest rejected μ (``mu_lower``); NaN when unknown (scores supplied by the user).
-        tpr, fpr: point rates of the audited event on the evaluated trials (threshold: test split; one-run: the
-            k₊ top-scored canaries guessed "in", as a share of the included / excluded canaries).
-        threshold: score value of the audited event (score units of the statistic).
-        direction: +1 the event is {score > threshold} (Eq. 28 as written), −1 {score ≤ threshold}
-            (``audit.bounds`` module docstring; one-run: always +1).
-        counts: int counts behind the bound: ``true_pos``, ``false_pos``, ``n_h1``, ``n_h0`` (threshold) or
-            ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included`` (one-run).
-        settings: what produced the number (:func:`settings_of` of ``row``).
-        row: the full tidy row, keys as the kit's CSV columns (``epsilon_lower``, ``epsilon_theory``, ``mu_eff``,
-            ``tpr``, ``fpr``, ``threshold``, ``test_true_pos`` …, ``mech_*``, ``audit_*``, ``gamma``).
+        epsilon_lower: the empirical lower bound on ε at δ (≥ 0; natural log): Eq. 28 on these trials, or a one-run
+            bound.
+        epsilon_theory: the accountant's ε for the audited mechanism (``accounting.epsilon_theory``: Poisson-subsampled
+            Gaussian releases at σ, q, δ, add/remove of one user); NaN when the call was not told the mechanism.
+            ``violation``: ε_lower > ε_theory.
+        mu_eff: the canary's effective signal μ_eff (Eq. 15; ≤ 1/σ, Eq. 20); for ``fdp`` the largest rejected μ.
+        threshold, direction: the audited event A = {score > threshold} (+1, Eq. 28 as written) or {score ≤ threshold}
+            (−1, ``audit.bounds`` module docstring), in score units; one-run: the k₊-th highest score, +1.
+        rule: the threshold rule that chose the event (``threshold_rules``; on a calibration record, "" otherwise).
+        tpr, fpr: point rates of A on these trials (one-run: of the "in" guesses among included / excluded canaries).
+        true_pos, false_pos, n_h1, n_h0: #H1 / #H0 trials in A, and trials per hypothesis.
+        branch: which branch of Eq. 28 gave ``epsilon_lower`` (0: none, 1: TPR/FPR, 2: TNR/FNR).
+        tpr_lower, fpr_upper, tnr_lower, fnr_upper: one-sided Clopper–Pearson bounds at γ (Eqs. 29–30).
+        gamma, delta: the tail of each one-sided bound and δ. method: one of :data:`METHODS`.
+        calibration: the calibration trials' record (the split that froze the event), or None.
+        info: the row's further columns, in order (settings, sizes, diagnostics, a black-box verdict …).
+    Fields left None have no column; gamma, delta and method are columns only where ``info`` lists them.
     """
 
-    method: str
     epsilon_lower: float
-    epsilon_theory: float
-    mu_eff: float
-    tpr: float
-    fpr: float
-    threshold: float
-    direction: int
-    counts: Mapping[str, int] = field(default_factory=dict)
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    row: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    epsilon_theory: float | None = None
+    mu_eff: float | None = None
+    threshold: float | None = None
+    direction: int = 1
+    rule: str = ""
+    tpr: float | None = None
+    fpr: float | None = None
+    true_pos: int | None = None
+    false_pos: int | None = None
+    n_h1: int | None = None
+    n_h0: int | None = None
+    branch: int | None = None
+    tpr_lower: float | None = None
+    fpr_upper: float | None = None
+    tnr_lower: float | None = None
+    fnr_upper: float | None = None
+    gamma: float = math.nan
+    delta: float = math.nan
+    method: str = "threshold"
+    calibration: Audit | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r} is unknown; use one of {METHODS}")
-        for name in ("counts", "settings", "row"):  # own copies: the caller's dicts cannot change a result
-            object.__setattr__(self, name, dict(getattr(self, name)))
+        object.__setattr__(self, "info", dict(self.info))  # own copy: the caller's dict cannot change a result
 
-    def as_row(self) -> dict:
-        """A copy of the tidy row (one line of a results CSV)."""
-        return dict(self.row)
+    def columns(self, prefix: str = "") -> dict:
+        """This set of trials' columns (``threshold``, ``epsilon``, ``branch``, counts, rates, bounds, ``direction``,
+        ``rule`` when set), each name after ``prefix``: the ``calibration_*`` / ``test_*`` columns of ``row``."""
+        values = {k: getattr(self, k) for k in _SPLIT if k != "epsilon"} | {"epsilon": self.epsilon_lower}
+        return {prefix + k: values[k] for k in _SPLIT if k != "rule" or self.rule}
+
+    @property
+    def row(self) -> dict:
+        """The audit as one results-CSV row (a fresh dict): the headline fields that are set, the ``calibration_*`` and
+        ``test_*`` columns of a calibrated audit (``columns``), then ``info``."""
+        out = {k: getattr(self, k) for k in _HEADLINE if getattr(self, k) is not None}
+        if self.calibration is not None:
+            out |= self.calibration.columns("calibration_") | self.columns("test_")
+        return out | self.info
+
+    @property
+    def violation(self) -> bool:
+        """ε_lower > ε_theory: the audit shows more leakage than the accountant allows (False without ε_theory)."""
+        return self.epsilon_theory is not None and bool(self.epsilon_lower > self.epsilon_theory)
+
+    @property
+    def counts(self) -> dict:
+        """The int counts behind the bound: ``true_pos``, ``false_pos``, ``n_h1``, ``n_h0`` (threshold) or
+        ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included`` (one-run)."""
+        if self.method == "threshold":
+            return {k: getattr(self, k) for k in ("true_pos", "false_pos", "n_h1", "n_h0")}
+        return {k: self.info[k] for k in _ONE_RUN_COUNTS}
+
+    @property
+    def settings(self) -> dict:
+        """What produced the number (:func:`settings_of` of ``row``)."""
+        return settings_of(self.row)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "AuditOutcome":
-        """The outcome of a threshold audit from its tidy row (``AuditResult.as_row`` keys: ``test_true_pos`` …).
+    def from_row(cls, row: Mapping[str, Any]) -> "Audit":
+        """The threshold audit whose ``row`` is ``row`` (same columns and values): headline columns, ``test_*`` /
+        ``calibration_*`` split columns, and every other column into ``info`` (γ, δ from ``gamma`` and ``delta`` or
+        ``audit_delta``).
 
         Raises:
-            KeyError: naming the first missing column when ``row`` is not a threshold-audit row.
+            KeyError: naming the first missing column when ``row`` is not a calibrated threshold audit's row.
         """
-        counts = {k: int(row[f"test_{k}"]) for k in ("true_pos", "false_pos", "n_h1", "n_h0")}
-        return cls(method="threshold", epsilon_lower=float(row["epsilon_lower"]),
-                   epsilon_theory=float(row.get("epsilon_theory", math.nan)), mu_eff=float(row.get("mu_eff", math.nan)),
-                   tpr=float(row["tpr"]), fpr=float(row["fpr"]), threshold=float(row["threshold"]),
-                   direction=int(row.get("test_direction", 1)), counts=counts, settings=settings_of(row), row=row)
+        split = {f"{s}_{k}" for s in ("calibration", "test") for k in _SPLIT}
+        cal = _split_record(row, "calibration_")
+        head = {k: row[k] for k in _HEADLINE[1:] if k in row}
+        own = _split_record(row, "test_")
+        return cls(**{**own, **head, "epsilon_lower": row["epsilon_lower"], "gamma": row.get("gamma", math.nan),
+                      "delta": row.get("delta", row.get("audit_delta", math.nan)),
+                      "method": row.get("method", "threshold")},
+                   calibration=cls(**cal), info={k: v for k, v in row.items() if k not in split and k not in _HEADLINE})
+
+
+def _split_record(row: Mapping[str, Any], prefix: str) -> dict:
+    """The fields of one set of trials from its prefixed columns (``Audit.columns``)."""
+    out = {k: row[prefix + k] for k in _SPLIT if k != "epsilon" and prefix + k in row}
+    return {**out, "epsilon_lower": row[prefix + "epsilon"]}

@@ -4,7 +4,7 @@
 Both are short functions over the kit's own statistics, so they give the kit's numbers on the same scores:
 ``audit_scores`` is ``bounds.calibrate_threshold`` on one seeded split of the trials and ``bounds.evaluate_threshold``
 on the other (§2.1 Step 5; Eq. 28 with the Clopper–Pearson bounds of Eqs. 29–30; both score directions, the
-``bounds`` module docstring); ``audit_one_run`` is ``one_run.one_run_audit``. Neither needs torch, Dask, ONNX or
+``bounds`` module docstring); ``audit_one_run`` is ``one_run._one_run_audit``. Neither needs torch, Dask, ONNX or
 Jupyter: only numpy and scipy, and Opacus (hence torch) only when ε_theory is asked for (``noise_multiplier``).
 
 The neighbouring relation behind ε_theory is the kit's everywhere: add/remove of one user (all of that user's
@@ -13,11 +13,12 @@ records) under Poisson sampling with rate q (``accounting.epsilon_theory``).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
-from pe_kit.audit.outcome import AuditOutcome, settings_of
+from pe_kit.audit.outcome import Audit
 from pe_kit.config import check_param
 
 __all__ = ["audit_scores", "audit_one_run", "split_trials"]
@@ -79,7 +80,7 @@ def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random
 
 def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 1,
                  calibration_fraction: float = 0.5, seed: int = 0, noise_multiplier: float | None = None,
-                 sample_rate: float = 1.0) -> AuditOutcome:
+                 sample_rate: float = 1.0) -> Audit:
     """ε_lower from scores of trials with the canary in (H1) and out (H0), in one call.
 
     The trials of each hypothesis are split by a seeded permutation (:func:`split_trials`; ``in_scores`` first,
@@ -100,7 +101,7 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
             sample_rate: its q in (0, 1] (user-level Poisson sampling; 1 = every user participates).
 
     Returns:
-        ``AuditOutcome`` (method ``threshold``; ``mu_eff`` NaN: the statistic is the user's); its ``row`` carries
+        ``Audit`` (method ``threshold``; ``mu_eff`` NaN: the statistic is the user's); its ``row`` carries
         ``calibration_*`` / ``test_*`` counts and bounds, the ``population_shift`` columns, ``gamma``, ``audit_*``.
 
     Raises:
@@ -126,16 +127,12 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
     s0_cal, s0_test = split_trials(s0, f, rng)
     cal = calibrate_threshold(s0_cal, s1_cal, gamma, delta, sample_rate=sample_rate)
     test = evaluate_threshold(s0_test, s1_test, cal.threshold, gamma, delta, cal.direction)
-    row = {"method": "threshold", "epsilon_lower": test.epsilon,
-           "epsilon_theory": _epsilon_theory(noise_multiplier, sample_rate, delta), "mu_eff": math.nan,
-           "threshold": cal.threshold, "tpr": test.tpr, "fpr": test.fpr,
-           **{f"calibration_{k}": v for k, v in cal.as_dict().items()},
-           **{f"test_{k}": v for k, v in test.as_dict().items()},
-           **population_shift(cal, test, gamma), "gamma": gamma, "audit_alpha": alpha, "audit_delta": delta,
-           "audit_n_canaries": n_canaries, "calibration_fraction": f, "seed": seed,
-           **({"mech_noise_multiplier": float(noise_multiplier), "mech_sample_rate": sample_rate}
-              if noise_multiplier is not None else {})}
-    return AuditOutcome.from_row(row)
+    info = {"method": "threshold", **population_shift(cal, test, gamma), "gamma": gamma, "audit_alpha": alpha,
+            "audit_delta": delta, "audit_n_canaries": n_canaries, "calibration_fraction": f, "seed": seed,
+            **({"mech_noise_multiplier": float(noise_multiplier), "mech_sample_rate": sample_rate}
+               if noise_multiplier is not None else {})}
+    return replace(test, epsilon_theory=_epsilon_theory(noise_multiplier, sample_rate, delta), mu_eff=math.nan,
+                   calibration=cal, info=info)
 
 
 def _warn_if_reversed(s: np.ndarray, included, delta, alpha, sample_rate, method: str) -> None:
@@ -143,9 +140,9 @@ def _warn_if_reversed(s: np.ndarray, included, delta, alpha, sample_rate, method
     (lower = "in") passed where higher = "in" is required. The returned bound stays the one asked for."""
     import warnings
 
-    from pe_kit.audit.one_run import one_run_audit
+    from pe_kit.audit.one_run import _one_run_audit
 
-    flipped = one_run_audit(-s, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
+    flipped = _one_run_audit(-s, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
     if flipped.epsilon_lower > 0:
         warnings.warn(f"audit_one_run: ε_lower = 0, but -scores would give {flipped.epsilon_lower:.3g}: the scores "
                       "must be higher for included canaries (higher = \"in\"); if your statistic is a loss or a "
@@ -168,8 +165,8 @@ def _in_guess_rates(scores: np.ndarray, included: np.ndarray, k_plus: int) -> tu
 
 
 def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float = 1.0, alpha: float = 0.05,
-                  method: str = "fdp", noise_multiplier: float | None = None) -> AuditOutcome:
-    """ε_lower from one release with m canaries, each included with probability ½ (``one_run.one_run_audit``).
+                  method: str = "fdp", noise_multiplier: float | None = None) -> Audit:
+    """ε_lower from one release with m canaries, each included with probability ½ (``one_run._one_run_audit``).
 
     The abstaining guesser says "in" for its k₊ top-scored canaries and "out" for its k₋ bottom-scored ones; the
     bound is maximised over the (k₊, k₋) pairs of ``one_run.guess_pairs(m)``, each tested at α / (number of pairs),
@@ -191,15 +188,15 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
         UserWarning: when ε_lower is 0 but ``-scores`` would bound ε > 0 (a loss-like statistic, lower = "in").
 
     Returns:
-        ``AuditOutcome``: ``counts`` holds ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included``;
+        ``Audit``: ``counts`` holds ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included``;
         ``tpr`` / ``fpr`` / ``threshold`` describe the "in" guesses (the k₊ top-scored canaries); ``row`` carries
-        the ``OneRunAudit`` fields (``mu_lower``, ``beta``, ``n_pairs`` …) as notebook 08's CSV does.
+        the ``one_run._one_run_audit`` fields (``mu_lower``, ``beta``, ``n_pairs`` …) as notebook 08's CSV does.
 
     Raises:
-        ValueError: as ``one_run.one_run_audit`` (shapes, ``included`` values or an implausible count of included
+        ValueError: as ``one_run._one_run_audit`` (shapes, ``included`` values or an implausible count of included
             canaries, levels, q), for an unknown method, NaN or complex scores, or σ out of range.
     """
-    from pe_kit.audit.one_run import METHODS, _as_included, one_run_audit
+    from pe_kit.audit.one_run import METHODS, _as_included, _one_run_audit
 
     if method not in METHODS:
         raise ValueError(f"method={method!r} is unknown; use one of {METHODS}")
@@ -209,16 +206,13 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
                          "ranks first / last); fix the statistic that gave NaN (dropping canaries after seeing their "
                          "scores can bias the audit)")
     sample_rate = check_param("sample_rate", sample_rate)  # its declaration: a bool is not q = 1
-    res = one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
+    res = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
     s = np.asarray(scores, dtype=np.float64).ravel()
     if res.epsilon_lower == 0:
         _warn_if_reversed(s, included, delta, alpha, sample_rate, method)
-    tpr, fpr, threshold = _in_guess_rates(s, _as_included(included), res.k_plus)
-    counts = {k: getattr(res, k) for k in ("guesses", "correct", "k_plus", "k_minus", "m", "n_included")}
-    row = {**res.as_dict(), "epsilon_theory": _epsilon_theory(noise_multiplier, res.sample_rate, res.delta),
-           "mu_eff": res.mu_lower if method == "fdp" else math.nan, "tpr": tpr, "fpr": fpr, "threshold": threshold,
-           **({"mech_noise_multiplier": float(noise_multiplier), "mech_sample_rate": res.sample_rate}
-              if noise_multiplier is not None else {})}
-    return AuditOutcome(method=method, epsilon_lower=res.epsilon_lower, epsilon_theory=row["epsilon_theory"],
-                        mu_eff=row["mu_eff"], tpr=tpr, fpr=fpr, threshold=threshold, direction=1, counts=counts,
-                        settings=settings_of(row), row=row)
+    tpr, fpr, threshold = _in_guess_rates(s, _as_included(included), res.info["k_plus"])
+    return replace(res, epsilon_theory=_epsilon_theory(noise_multiplier, res.info["sample_rate"], res.delta),
+                   mu_eff=res.info["mu_lower"] if method == "fdp" else math.nan, threshold=threshold, tpr=tpr, fpr=fpr,
+                   info={**res.info, **({"mech_noise_multiplier": float(noise_multiplier),
+                                         "mech_sample_rate": res.info["sample_rate"]}
+                                        if noise_multiplier is not None else {})})

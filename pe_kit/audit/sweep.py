@@ -1,7 +1,7 @@
 """Audit sweeps on the scalar projection: ``AuditTask`` s run in order, and the tightness curve built on them.
 
 The sweep unit is an ``AuditTask``: a calibration and a test ``ScalarProblem``, the trials per
-hypothesis, a seed, γ, δ and free labels → one calibrated ε_lower row (``engine.audit_scalar``). A task's
+hypothesis, a seed, γ, δ and free labels → one calibrated ε_lower row (``engine._audit_scalar``). A task's
 numbers depend only on its own fields, so rows come back in task order and the same tasks give the same table.
 (Tasks run one after another in this process; the streaming engine's own
 ``n_workers`` parallelise one task's blocks.)
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pe_kit.audit.engine import _check_problem, audit_scalar, exact_method
+from pe_kit.audit.engine import _audit_scalar, _check_problem, exact_method
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.trials import ScalarProblem, nonce_problem
 
@@ -34,7 +34,7 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
     """ε_lower vs trials per hypothesis, beside ε_theory and the expected curve from μ_eff (tidy table).
 
     For every attack, canary and trial count: calibrate on ``trials`` trials per hypothesis and bound ε on
-    fresh ones (``audit_scalar``). Each row also carries ε_theory (Opacus PRV for one release at
+    fresh ones (``_audit_scalar``). Each row also carries ε_theory (Opacus PRV for one release at
     (σ, q, δ)) and ``epsilon_expected`` = ``expected_epsilon(μ_eff, q, trials)`` and its n → ∞ limit.
 
     Args:
@@ -44,7 +44,7 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
             ``n_canaries`` times with independent seeds ("five canaries (five seeds)").
         trials: trial counts per hypothesis (each ≥ 1), e.g. 10⁴ … 10⁹.
         noise_multiplier: σ (for ε_theory). sample_rate: q for float attacks (problems carry their own).
-        delta, gamma: as in ``audit_scalar``. n_canaries: seeds per single-problem attack.
+        delta, gamma: as in ``_audit_scalar``. n_canaries: seeds per single-problem attack.
         seed: root seed; task (attack i, canary c, trials j) uses ``SeedSequence([seed, i, c, j])``.
         epsilon_theory: override ε_theory (else computed from σ, q, δ).
         max_simulated_trials: trial counts above it get NaN ε_lower (expected/theory only).
@@ -142,7 +142,7 @@ def _canary_problems(name, spec, sample_rate, n_canaries) -> list[tuple[ScalarPr
 
 @dataclass(frozen=True)
 class AuditTask:
-    """One sweep unit: calibrate on ``calibration`` and bound ε on ``test`` (``engine.audit_scalar``).
+    """One sweep unit: calibrate on ``calibration`` and bound ε on ``test`` (``engine._audit_scalar``).
 
     Attributes:
         calibration, test: ``ScalarProblem`` s. trials: per hypothesis per split (≥ 1).
@@ -165,8 +165,9 @@ class AuditTask:
 
 def run_task(task: AuditTask, timing: bool = False) -> dict:
     """Run one ``AuditTask`` → flat row: labels, ε_lower, ε_theory, μ_eff (√(w·v)), K, and the
-    ``ScalarAudit.as_row`` counts. ``seconds`` only if ``timing`` (wall time is not reproducible)."""
-    res = audit_scalar(task.calibration, task.test, trials=task.trials, gamma=task.gamma, delta=task.delta,
+    threshold, trials, sampler (``method``), grid and the ``calibration_*`` / ``test_*`` columns of the
+    ``engine._audit_scalar`` audit. ``seconds`` only if ``timing`` (wall time is not reproducible)."""
+    res = _audit_scalar(task.calibration, task.test, trials=task.trials, gamma=task.gamma, delta=task.delta,
                        seed=task.seed, **dict(task.options))
     row = dict(task.labels)
     row.update({"epsilon_lower": res.epsilon_lower, "epsilon_theory": task.epsilon_theory,
@@ -174,9 +175,10 @@ def run_task(task: AuditTask, timing: bool = False) -> dict:
                 "background_voters": int(np.asarray(task.test.projections).size),
                 "sample_rate": task.test.sample_rate, "gamma": task.gamma, "delta": task.delta,
                 "seed": str(task.seed)})
-    for k, v in res.as_row().items():
-        if k not in row and (timing or k != "seconds"):
-            row[k] = v
+    grid = res.info["grid"]
+    row.update({"threshold": res.threshold, "trials": res.info["trials"], "method": res.info["sampler"],
+                "grid_size": grid.size, "grid_step": grid.step, **({"seconds": res.info["seconds"]} if timing else {}),
+                **res.calibration.columns("calibration_"), **res.columns("test_")})
     return row
 
 

@@ -4,7 +4,7 @@ Every mutant is a ``release_protocol.ReleasePipeline`` that overrides exactly on
 (Eq. 1, Alg. A.1 lines 7–20), and derives in its docstring whether the bug breaks the claimed guarantee —
 the (ε_theory, δ) of the Poisson-subsampled Gaussian mechanism with sensitivity C, noise std σC and rate q
 under add/remove-one-user neighbours (paper §2, App. D: Opacus PRV). ``breaks_guarantee(config, n_users)``
-returns that verdict for a setting; the audit suite (``pe_kit.audit.blackbox.audit_suite``) must flag
+returns that verdict for a setting; the audit suite (``pe_kit.audit.blackbox._audit_suite``) must flag
 exactly the mutants whose verdict is True.
 
 The derivations use three facts. (F1) Post-processing: anything computed from the release alone costs no

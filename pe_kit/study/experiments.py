@@ -447,7 +447,7 @@ def encoder_ablation(params: Mapping[str, Any], encoders: Sequence[str], variant
 
 def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: AuditConfig,
                     rng: np.random.Generator):
-    """The (calibration, test) ``ScalarProblem`` pair of one frozen design, exactly as ``audit_canary`` builds it.
+    """The (calibration, test) ``ScalarProblem`` pair of one frozen design, exactly as ``_audit_canary`` builds it.
 
     aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v → projections of the calibration users
     and of the test users (equal-size splits, never resampled; ``rng`` is unused and kept for callers).

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.attack.bug_canaries import DESIGNS, design_for
-from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_suite, spec_statistic, trials_needed
+from pe_kit.audit.blackbox import DEFAULT_DELTA, _audit_suite, spec_statistic, trials_needed
 from pe_kit.settings import MechanismConfig, check_param
 from pe_kit.pe.mutants import all_implementations
 from pe_kit.pe.release_protocol import ReferenceRelease
@@ -53,7 +53,7 @@ def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Seque
 
 
 def _row(audit, impl, level: float | None) -> dict:
-    row = audit.as_row()
+    row = audit.row
     level = 1 - 4 * audit.gamma if level is None else level  # its lower end is then ε_lower itself
     lo, pt, hi = epsilon_interval(row["test_true_pos"], row["test_false_pos"], row["test_n_h1"], row["test_n_h0"],
                                   row["delta"], level)
@@ -69,16 +69,16 @@ def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float =
     """Audit every case of ``suite_cases`` at ``trials`` per hypothesis (family-wise α over the cases).
 
     Returns:
-        list of row dicts (``BlackBoxAudit.as_row`` plus ``bug``, a two-sided ε band
+        list of row dicts (``Audit.row`` of ``blackbox.audit_implementation`` plus ``bug``, a two-sided ε band
         ``epsilon_ci_low/epsilon_point/epsilon_ci_high`` (``report.results.epsilon_interval`` at ``level``; default
         1 − 4γ, whose lower end is the row's ε_lower), ``band_level`` and
         ``flag_correct`` = (violation == expected_violation)).
 
     Raises:
-        ValueError: as ``audit.blackbox.audit_suite``.
+        ValueError: as ``audit.blackbox._audit_suite``.
     """
     cases = list(cases) if cases is not None else suite_cases(seed, sizes)
-    audits = audit_suite(cases, mechanism, trials=trials, alpha=alpha, delta=delta, seed=[int(seed), 1])
+    audits = _audit_suite(cases, mechanism, trials=trials, alpha=alpha, delta=delta, seed=[int(seed), 1])
     return [_row(a, impl, level) for a, (impl, _) in zip(audits, cases)]
 
 
@@ -128,12 +128,13 @@ def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 
         cases = suite_cases([int(seed), 7, r], sizes)
         keep = [(impl, d) for impl, d in cases if not impl.breaks_guarantee(mechanism, len(d.test) + 1)]
         gamma_cases = len(cases)  # γ as in the full suite (a repeat of the same family)
-        audits = audit_suite(keep, mechanism, trials=trials, alpha=alpha * len(keep) / gamma_cases, delta=delta,
+        audits = _audit_suite(keep, mechanism, trials=trials, alpha=alpha * len(keep) / gamma_cases, delta=delta,
                              seed=[int(seed), 8, r])
         for a in audits:
-            t = tally.setdefault((a.implementation, a.design), {"implementation": a.implementation, "design": a.design,
-                                                                "repeats": 0, "times_flagged": 0, "epsilon_lower_max": 0.0,
-                                                                "epsilon_theory": a.epsilon_theory})
+            name, design = a.info["implementation"], a.info["design"]
+            t = tally.setdefault((name, design), {"implementation": name, "design": design, "repeats": 0,
+                                                  "times_flagged": 0, "epsilon_lower_max": 0.0,
+                                                  "epsilon_theory": a.epsilon_theory})
             t["repeats"] += 1
             t["times_flagged"] += int(a.violation)
             t["epsilon_lower_max"] = max(t["epsilon_lower_max"], a.epsilon_lower)

@@ -2,7 +2,7 @@
 
 data → ``World`` (``world.build_world``: users, splits, embeddings, bank) → a frozen design of one Table-1 variant
 (``world.make_design``) → ``world.audit_design`` (aux moments, LLR weights, trials under H0 / H1, a threshold
-calibrated on the calibration users and evaluated on the test users, Eq. 28) → an ``AuditOutcome`` whose ``row`` is
+calibrated on the calibration users and evaluated on the test users, Eq. 28) → an ``Audit`` whose ``row`` is
 the row notebook 04 writes for the same settings. Any mechanism (σ, q, k, C, m in ``MechanismConfig``) and any
 δ / α / trials (``AuditConfig``); the neighbouring relation is add/remove of one user under Poisson sampling with
 rate q (``audit.accounting.epsilon_theory``).
@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pe_kit.audit.outcome import AuditOutcome
+from pe_kit.audit.outcome import Audit
 from pe_kit.settings import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings, closest
 
 __all__ = ["audit_mechanism", "check_study_keys"]
@@ -23,7 +23,7 @@ __all__ = ["audit_mechanism", "check_study_keys"]
 def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanism: MechanismConfig | None = None,
                     audit: AuditConfig | None = None, trials: int | None = None, delta: float | None = None,
                     canaries: int = 1, seed: int = 0, study: Mapping[str, Any] | None = None,
-                    generator=None, pool_size: int = 512) -> AuditOutcome:
+                    generator=None, pool_size: int = 512) -> Audit:
     """Audit the kit's PE mechanism on ``data`` with ``canaries`` canaries of ``variant``; report the largest ε_lower.
 
     Args:
@@ -44,7 +44,7 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
         generator, pool_size: paraphrase route and pool size M (``world.make_design``).
 
     Returns:
-        ``AuditOutcome`` of the canary with the largest ε_lower; ``row`` is its ``audit_design`` row plus
+        ``Audit`` of the canary with the largest ε_lower; ``row`` is its ``audit_design`` row plus
         ``canaries``, ``epsilon_lower_per_canary`` (a list, in audit order) and the budget's reach
         (``audit.plan.Reach.as_row``: ``reach``, ``reach_ceiling``, ``reach_mu_eff``, ``clip_binds``), printed to
         stderr before the world is built, with a warning when the budget cannot certify ε_theory.
@@ -86,8 +86,8 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
                              pool_size=pool_size)
         rows.append(audit_design(world, design, mechanism, audit, rng))
     best = max(rows, key=lambda r: r["epsilon_lower"])
-    return AuditOutcome.from_row({**best, **reach.as_row(), "canaries": canaries,
-                                  "epsilon_lower_per_canary": [float(r["epsilon_lower"]) for r in rows]})
+    return Audit.from_row({**best, **reach.as_row(), "canaries": canaries,
+                           "epsilon_lower_per_canary": [float(r["epsilon_lower"]) for r in rows]})
 
 
 def check_study_keys(study, elsewhere: dict) -> dict:

@@ -12,8 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.audit.adaptive import adaptive_audit, side_by_side, transcript_tree
-from pe_kit.audit.composed import composed_audit, round_problems
+from pe_kit.audit.adaptive import _adaptive_audit, side_by_side, transcript_tree
+from pe_kit.audit.composed import _composed_audit, round_problems
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import PEConfig, Population, Transcript, _generator_id, run_pe
 from pe_kit.progress import progress
@@ -32,7 +32,7 @@ class MultiroundResult:
             ``mauve_scores``), bank make-up, settings.
         gain: one row per round t: ``paired_gain`` of the DP arm over the control (mean, sd, t interval).
         audit: one row per prefix t = 1..T on the DP transcript of the first PE seed: ε_theory, the
-            frozen-bank ε_lower (``composed_audit``) and the adaptive one (``adaptive_audit``), the fraction
+            frozen-bank ε_lower (``_composed_audit``) and the adaptive one (``_adaptive_audit``), the fraction
             of H1 trials whose retained set the canary changed, and every audit column of the frozen audit.
     """
 
@@ -57,7 +57,7 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
     (``pe_kit.report.mauve.mauve_score``) of each bank's non-probe candidates against the held-out records
     of ``reference_split`` (one subsample, the same k-means seeds and subsample draws for both arms at a
     given round). Then ``paired_gain`` per round over the PE seeds, and, on the first seed's DP
-    transcript, ``composed_audit`` (frozen banks) and ``adaptive_audit`` (Eq. 36 on each trial's realised
+    transcript, ``_composed_audit`` (frozen banks) and ``_adaptive_audit`` (Eq. 36 on each trial's realised
     banks) of ``design``'s canary.
 
     Args:
@@ -149,18 +149,18 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
 
 def _audits(world, design, generator, mechanism, pe, audit, rng, transcript: Transcript, test, adaptive: bool,
             adaptive_trials, max_banks: int, settings: dict) -> list[dict]:
-    """Frozen-bank (``composed_audit``) and adaptive (``adaptive_audit``) ε_lower per prefix, side by side."""
+    """Frozen-bank (``_composed_audit``) and adaptive (``_adaptive_audit``) ε_lower per prefix, side by side."""
     canary = Population(design.canary_embeddings, np.zeros(len(design.canary_embeddings), np.int64), 1, "canary")
     aux, cal = Population.from_world(world, "aux"), Population.from_world(world, "calibration")
     frozen_rng, adaptive_rng = rng.spawn(2)
     problems = round_problems(transcript, canary, aux, cal, test, mechanism, audit, frozen_rng)
-    frozen = composed_audit(problems, mechanism, audit, frozen_rng)
+    frozen = _composed_audit(problems, mechanism, audit, frozen_rng)
     if not adaptive:
         return [{**r, "epsilon_lower_frozen": r["epsilon_lower"], **settings} for r in frozen]
     tree = transcript_tree(transcript, test, canary, generator, mechanism, replace(pe, retention="histogram"),
                            encoder=world.encoder, max_banks=max_banks)
     a_audit = audit if adaptive_trials is None else replace(audit, trials=adaptive_trials)
-    adapt = adaptive_audit(tree, canary, aux, cal, test, mechanism, a_audit, adaptive_rng)
+    adapt = _adaptive_audit(tree, canary, aux, cal, test, mechanism, a_audit, adaptive_rng)
     both = side_by_side(frozen, adapt)
     return [{**f, **b, "adaptive_trials": a_audit.trials, "mu_eff_adaptive": a["mu_eff_mean"], **settings}
             for f, b, a in zip(frozen, both, adapt)]

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from pe_kit.attack.one_run_design import OneRunDesign, design_one_run, max_canaries
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
-from pe_kit.audit.one_run import idealised_scores, one_run_audit
+from pe_kit.audit.one_run import _one_run_audit, idealised_scores
 from pe_kit.settings import COUNT, AuditConfig, MechanismConfig, check_param
 from pe_kit.pe.mechanism import contributions, release, topk_routes
 
@@ -34,7 +34,7 @@ class OneRunRelease:
     Attributes:
         scores: float64 (m,) mixture-LLR score per canary. included: bool (m,) S_i. participated: bool (m,)
         (S_i and the canary's Poisson draw). mu_eff: float64 (m,) per-canary μ_eff on its block (Eq. 15).
-        background_voters: int (m,) test users with a vote on each block. audits: method → ``OneRunAudit``.
+        background_voters: int (m,) test users with a vote on each block. audits: method → ``Audit`` (``audit.one_run._one_run_audit``).
         releases: releases made (1). seconds: wall time (routing, release, scoring, bounds).
     """
 
@@ -113,7 +113,7 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
         design: the frozen ``OneRunDesign`` (its bank size must be the world's p).
         mechanism: k, C, σ, q. rng: the only randomness (inclusion, participation, noise).
         delta, alpha: δ and the family-wise level over the (k₊, k₋) pairs. shrinkage, ridge: Eqs. 33, 35.
-        pairs, methods: passed to ``audit.one_run.one_run_audit``.
+        pairs, methods: passed to ``audit.one_run._one_run_audit``.
 
     Returns:
         ``OneRunRelease``.
@@ -145,7 +145,7 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
         scores[i] = mixture_llr(ell, mechanism.sample_rate)
         mu[i] = np.sqrt(max(0.0, float(w @ v)))
         voters[i] = int((restrict(test, coords).getnnz(axis=1) > 0).sum())
-    audits = one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=mechanism.sample_rate,
+    audits = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=mechanism.sample_rate,
                            pairs=pairs, methods=methods)
     return OneRunRelease(scores=scores, included=included, participated=participated, mu_eff=mu,
                          background_voters=voters, audits=audits, releases=1, seconds=time.perf_counter() - t0)
@@ -174,9 +174,9 @@ def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfi
     for method, a in res.audits.items():
         rows.append({"experiment": "one_run", "method": method, "variant": variant, "m": design.m,
                      "probe_share": design.probe_share, "copies": copies, "records_per_canary": records_per_canary,
-                     "epsilon_lower": a.epsilon_lower, "mu_lower": a.mu_lower, "k_plus": a.k_plus,
-                     "k_minus": a.k_minus, "guesses": a.guesses, "correct": a.correct, "n_included": a.n_included,
-                     "n_pairs": a.n_pairs, "alpha": a.alpha, "delta": a.delta,
+                     "epsilon_lower": a.epsilon_lower, **{k: a.info[k] for k in (
+                         "mu_lower", "k_plus", "k_minus", "guesses", "correct", "n_included", "n_pairs", "alpha",
+                         "delta")},
                      "mu_eff": float(np.median(res.mu_eff)), "mu_eff_ceiling": 1 / mechanism.noise_multiplier,
                      "background_voters": float(np.mean(res.background_voters)),
                      "epsilon_theory": eps_theory, "releases": res.releases, "seconds": res.seconds,
@@ -186,13 +186,13 @@ def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfi
 
 def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, trials: int, seed: int, *,
                     delta: float = 1e-5, alpha: float = 0.05) -> dict:
-    """The kit's multi-trial audit (``audit.canary.audit_canary``: calibrated threshold, Clopper–Pearson, Eq. 28)
+    """The kit's multi-trial audit (``audit.canary._audit_canary``: calibrated threshold, Clopper–Pearson, Eq. 28)
     of the design's first canary on the same frozen bank, for comparison. One canary, so γ = α/4.
 
     Returns a row with ``method="multi_trial"``, ε_lower, μ_eff, ε_theory, ``releases`` = 4·trials (calibration and
     test splits, H0 and H1) and ``seconds``.
     """
-    from pe_kit.audit.canary import audit_canary
+    from pe_kit.audit.canary import _audit_canary
 
     t0 = time.perf_counter()
     bank = design.bank(world.bank)
@@ -200,11 +200,11 @@ def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, tri
     v_full = np.asarray(routed_contributions(design.canary_embeddings[design.owner == 0], np.zeros(
         int((design.owner == 0).sum()), dtype=np.int64), 1, bank, mechanism).toarray()).ravel()
     audit = AuditConfig(trials=trials, alpha=alpha, delta=delta, n_canaries=1)
-    res = audit_canary(v_full, np.sort(design.blocks[0]), pops["aux"], pops["calibration"], pops["test"], mechanism,
+    res = _audit_canary(v_full, np.sort(design.blocks[0]), pops["aux"], pops["calibration"], pops["test"], mechanism,
                        audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
     return {"experiment": "multi_trial", "method": "multi_trial", "variant": design.variant, "m": 1,
             "probe_share": design.blocks.shape[1] / design.bank_size, "epsilon_lower": res.epsilon_lower,
-            "mu_eff": res.mu_eff, "mu_eff_ceiling": res.mu_eff_ceiling, "epsilon_theory": res.epsilon_theory,
+            "mu_eff": res.mu_eff, "mu_eff_ceiling": res.info["mu_eff_ceiling"], "epsilon_theory": res.epsilon_theory,
             "trials": audit.trials, "releases": 4 * audit.trials, "seconds": time.perf_counter() - t0,
             **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}}
 
@@ -221,11 +221,11 @@ def idealised_rows(mu: float, sample_rate: float, ms, seed: int, *, delta: float
         for rep in range(repeats):
             t0 = time.perf_counter()
             s, inc = idealised_scores(mu, sample_rate, m, np.random.default_rng([int(seed), 16, 4, m, rep]))
-            audits = one_run_audit(s, inc, delta=delta, alpha=alpha, sample_rate=sample_rate)
+            audits = _one_run_audit(s, inc, delta=delta, alpha=alpha, sample_rate=sample_rate)
             for method, a in audits.items():
                 rows.append({"experiment": "one_run_idealised", "method": method, "m": m, "repeat": rep,
-                             "epsilon_lower": a.epsilon_lower, "mu_lower": a.mu_lower, "k_plus": a.k_plus,
-                             "k_minus": a.k_minus, "guesses": a.guesses, "correct": a.correct, "mu_eff": mu,
+                             "epsilon_lower": a.epsilon_lower, **{k: a.info[k] for k in (
+                                 "mu_lower", "k_plus", "k_minus", "guesses", "correct")}, "mu_eff": mu,
                              "epsilon_theory": eps_theory, "mech_sample_rate": sample_rate,
                              "mech_noise_multiplier": noise, "releases": 1, "seconds": time.perf_counter() - t0})
     return rows

@@ -134,7 +134,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
 
     Returns:
         ``audit.battery.BatteryAudit``: ``flagged``, ``reasons``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff``,
-        ``reach``, per-design ``rows``; ``.outcome()`` is the kit's ``AuditOutcome`` of its worst design.
+        ``reach``, per-design ``audits`` and their ``rows``; ``.outcome()`` is the ``Audit`` of its worst design.
 
     Raises:
         TypeError: on swapped or mistyped arguments, a class passed for an instance, an unknown keyword (naming the

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.attack.variants import ProbeDesign
-from pe_kit.audit.canary import audit_canary
+from pe_kit.audit.canary import _audit_canary
 from pe_kit.audit.trials import check_equal_populations
 from pe_kit.settings import AuditConfig, MechanismConfig, WorldSettings
 from pe_kit.data.corpus_cache import cached_corpus
@@ -313,17 +313,17 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
 
     The inspected coordinates P are the probe positions (active variants) or the canary's natural
     top-k support (``ordinary``). The row carries every setting, the seed-free provenance of the
-    design, the ``AuditResult`` fields and package versions, and for pool-based designs ``pool_generator`` and
+    design, the ``_audit_canary`` audit's ``row`` and package versions, and for pool-based designs ``pool_generator`` and
     ``pool_source`` (``shipped`` / ``generated``: which generator made the paraphrase or nonce pool).
     """
     v_full = canary_contribution(world, design, mechanism)
     coords = design.positions if design.positions is not None else np.flatnonzero(v_full)
     contribs = {s: world.contributions(s, mechanism, design) for s in SPLITS}
-    result = audit_canary(v_full, np.sort(np.asarray(coords)), contribs["aux"], contribs["calibration"],
+    result = _audit_canary(v_full, np.sort(np.asarray(coords)), contribs["aux"], contribs["calibration"],
                           contribs["test"], mechanism, audit, rng)
     row = {"variant": design.variant, "canary_id": design.canary_id,
            "canary_votes_on_P": float(v_full[np.asarray(coords)].sum() / max(v_full.sum(), 1e-300)),
-           **result.as_row(), **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
+           **result.row, **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
            "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions(),
