@@ -183,14 +183,18 @@ def test_battery_flags_each_escaped_bug_and_not_the_reference(tiny_world, tiny_b
 @pytest.mark.slow
 def test_noise_that_shrinks_with_the_sampled_users_is_flagged_by_the_population_up_design(tiny_battery):
     """The README's budget (2,000 trials, α = 0.05): noise std σC/√(#sampled) breaks the guarantee at N = 25 already
-    (derived), but only the 100-user design, where about 10 users are sampled, shows it."""
+    (derived), but at the claimed q only the 100-user design, where about 10 users are sampled, shows it."""
     from pe_kit.pe.mutants import NoiseShrinksWithUsers
 
     designs, check = tiny_battery
     a = audit_battery(NoiseShrinksWithUsers(), designs, MECH, trials=2_000, seed=0, check=check, check_calls=300)
     up = next(r for r in a.rows if r["setting"] == "100")
     assert a.flagged and up["violation"] and up["epsilon_lower"] > a.epsilon_theory, a.reasons
-    assert [r["setting"] for r in a.rows if r["violation"]] == ["100"] and up["expected_violation"]
+    at_claim = [r["setting"] for r in a.rows if r["violation"] and r["mech_sample_rate"] == MECH.sample_rate]
+    assert at_claim == ["100"] and up["expected_violation"]
+    # with every user sampled (the sensitivity design, q = 1) the noise is σC/√25 whenever the canary is in: flagged too
+    assert next(r for r in a.rows if r["setting"] == "q=1")["violation"]
+    assert NoiseShrinksWithUsers().breaks_guarantee(MechanismConfig(sample_rate=1.0), 26)
     assert a.gamma == pytest.approx(0.05 / (4 * 9 + 2))
 
 
