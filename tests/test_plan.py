@@ -175,7 +175,8 @@ def test_a_failing_design_keeps_the_finished_ones(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="out of memory") as info:
         audit_battery(_FailsOnLargeBank(), designs, mech, trials=200, check_calls=20, show_progress=True)
     partial = info.value.partial
-    assert [r["setting"] for r in partial.rows] == ["base", "1"] and partial.gamma == battery_gamma(0.05, 3, _FailsOnLargeBank())
+    assert [r["setting"] for r in partial.rows] == ["base", "1"]
+    assert partial.gamma == battery_gamma(0.05, 3, _FailsOnLargeBank())
     assert partial.reach.trials == 200
     assert "fails_on_large_bank raised on design 3 of 3 (bank=8192), 'concentrated|bank=8192'" in info.value.__notes__[0]
     lines = progress_file.read_text(encoding="utf-8")

@@ -7,8 +7,8 @@ at level γ, and the batched-vs-per-call test (``release_checks.batch_call_check
 has both forms. Bonferroni: γ = α / (4n + n_checks) (``battery_gamma``, the one rule ``study.release_audit`` uses
 too), so the probability that a correct implementation is flagged anywhere is ≤ α. A design whose
 ``info["claim"]`` names settings (``sample_rate``, ``delta``, …) is audited at them: the claim holds at every
-setting of a correct implementation. The seed check and the two-stage check (``release_checks.stage_check``) cannot fire for a correct
-implementation (deterministic) and spend no α.
+setting of a correct implementation. The seed check and the two-stage check (``release_checks.stage_check``)
+cannot fire for a correct implementation (deterministic) and spend no α.
 
 Source: §2.1 Steps 2–5 and Eq. 28 of the paper, run through the implementation on each design.
 """
