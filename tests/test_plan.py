@@ -111,7 +111,7 @@ def test_argument_errors_come_before_the_world_and_name_the_fix():
     with pytest.raises(ValueError, match=r"variant='nonc' is unknown \(did you mean 'nonce'\?\); use one of"):
         pk.audit_release(rel, missing, variant="nonc", show_progress=False)
     with pytest.raises(ValueError, match=r"axes has the key 'populaton', which is unknown: did you mean 'population'\? "
-                                        r"use bank, population, position, records$"):
+                                        r"use bank, population, position, records, sensitivity$"):
         pk.audit_release(rel, missing, axes={"populaton": (1,)}, show_progress=False)
     with pytest.raises(ValueError, match=r"design_options has the key 'pool', which is unknown: did you mean "
                                         r"'pool_size'\? use audit, generator, pool_size, r$"):
@@ -175,7 +175,8 @@ def test_a_failing_design_keeps_the_finished_ones(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="out of memory") as info:
         audit_battery(_FailsOnLargeBank(), designs, mech, trials=200, check_calls=20, show_progress=True)
     partial = info.value.partial
-    assert [r["setting"] for r in partial.rows] == ["base", "1"] and partial.gamma == battery_gamma(0.05, 3)
+    assert [r["setting"] for r in partial.rows] == ["base", "1"]
+    assert partial.gamma == battery_gamma(0.05, 3, _FailsOnLargeBank())
     assert partial.reach.trials == 200
     assert "fails_on_large_bank raised on design 3 of 3 (bank=8192), 'concentrated|bank=8192'" in info.value.__notes__[0]
     lines = progress_file.read_text(encoding="utf-8")
@@ -195,7 +196,8 @@ def test_audit_release_auto_picks_the_budget_and_prints_its_pilot_estimate(capsy
     mech = pk.MechanismConfig()
     base = concentrated_design(np.random.default_rng(0), n_aux=10, n_test=10)
     battery = battery_designs(base, mech, np.random.default_rng(1), axes={"population": (1,)})
-    gamma = battery_gamma(0.05, 2, 2)  # the repeat check and the batch-vs-call test
+    gamma = battery_gamma(0.05, 2, ReferenceRelease())  # 0.05/(4·2 + 2): the repeat check and batch vs call
+    assert gamma == 0.05 / 10
     r = pk.audit_release(ReferenceRelease(), designs=(battery, battery[1]), mechanism=mech, trials="auto",
                          target=1.0, check_calls=20)
     assert r.trials == auto_trials(mech, gamma=gamma, delta=1e-3, target=1.0) == r.reach.trials

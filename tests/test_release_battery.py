@@ -11,7 +11,8 @@ import pytest
 from pe_kit.attack.bug_canaries import concentrated_design
 from pe_kit.attack.design_battery import battery_designs, check_design, with_large_bank
 from pe_kit.attack.release_designs import release_design
-from pe_kit.audit.battery import audit_battery, battery_gamma
+from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.battery import audit_battery, battery_gamma, design_claim
 from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check
 from pe_kit.config import AuditConfig, MechanismConfig
@@ -76,7 +77,8 @@ def test_batch_call_check_on_a_synthetic_design():
     assert not ok["batch_call_flag"] and ok["batch_call_pvalue"] > 1e-3
     assert bad["batch_call_flag"] and bad["batch_call_pvalue"] < 1e-6
     assert np.isnan(batch_call_check(B.reference_fn, d, MECH, stat)["batch_call_pvalue"])  # no batched form
-    assert battery_gamma(0.05, 7, 2) == pytest.approx(0.05 / 30)
+    assert battery_gamma(0.05, 7, ReferenceRelease()) == pytest.approx(0.05 / 30)  # batched and per-call forms
+    assert battery_gamma(0.05, [d] * 7, B.reference_fn) == pytest.approx(0.05 / 29)  # one form: no batch-vs-call test
 
 
 def test_repeat_check_allows_post_processing_and_flags_stale_or_missing_noise():
@@ -89,7 +91,7 @@ def test_repeat_check_allows_post_processing_and_flags_stale_or_missing_noise():
 
     big = check_design(concentrated_design(np.random.default_rng(2), **SMALL), MECH)  # 1 other user, p = 8,192
     d = with_population(with_canary_records(concentrated_design(np.random.default_rng(2), **SMALL), 1, MECH), 1)
-    gamma = battery_gamma(0.05, 7)
+    gamma = battery_gamma(0.05, 7, ReferenceRelease())
     for impl in (ReferenceRelease(),) + B.POST_PROCESSED:
         runs = [repeat_check(impl, d, MECH, gamma=gamma, seed=s) for s in range(20)]
         assert not any(r["repeat_flag"] for r in runs), (impl, runs)
@@ -121,11 +123,16 @@ def test_release_design_is_the_studys_statistic_and_the_battery_varies_one_axis(
     axes = {d.info.get("axis"): d for d in designs[1:]}
     settings = [(d.info["axis"], d.info["setting"]) for d in designs[1:]]
     assert settings == [("position", "first"), ("position", "random"), ("records", "1"), ("records", "cap"),
-                        ("population", "1"), ("population", "100"), ("bank", "8192")]  # median = 16 records: skipped
+                        ("population", "1"), ("population", "100"), ("bank", "8192"),
+                        ("sensitivity", "q=1")]  # median = 16 records: skipped
     base = designs[0]
     assert base.canary_position == "last" and len(base.test) == 25 and len(base.canary) == 16
     assert designs[1].canary_position == "first" and 0 <= designs[2].canary_position <= 25
     assert [len(d.canary) for d in designs[3:5]] == [1, 64] and [len(d.test) for d in designs[5:7]] == [1, 100]
+    assert (designs[4].canary == designs[3].canary).all()  # cap: m copies of the 1-record canary's record
+    assert spec_statistic(designs[4], MECH).mu_eff == pytest.approx(spec_statistic(designs[3], MECH).mu_eff)
+    sens = designs[8]  # the 1-record canary, audited with every user sampled at δ = 0.1
+    assert (sens.canary == designs[3].canary).all() and sens.info["claim"] == {"sample_rate": 1.0, "delta": 0.1}
     up = designs[6]  # each split's 25 users repeated 4 times, the splits still disjoint
     assert [id(u) for u in up.test] == [id(u) for u in base.test] * 4 and len(up.calibration) == 100
     assert not {id(u) for u in up.calibration} & {id(u) for u in up.test}
@@ -176,32 +183,95 @@ def test_battery_flags_each_escaped_bug_and_not_the_reference(tiny_world, tiny_b
 @pytest.mark.slow
 def test_noise_that_shrinks_with_the_sampled_users_is_flagged_by_the_population_up_design(tiny_battery):
     """The README's budget (2,000 trials, α = 0.05): noise std σC/√(#sampled) breaks the guarantee at N = 25 already
-    (derived), but only the 100-user design, where about 10 users are sampled, shows it."""
+    (derived), but at the claimed q only the 100-user design, where about 10 users are sampled, shows it."""
     from pe_kit.pe.mutants import NoiseShrinksWithUsers
 
     designs, check = tiny_battery
     a = audit_battery(NoiseShrinksWithUsers(), designs, MECH, trials=2_000, seed=0, check=check, check_calls=300)
     up = next(r for r in a.rows if r["setting"] == "100")
     assert a.flagged and up["violation"] and up["epsilon_lower"] > a.epsilon_theory, a.reasons
-    assert [r["setting"] for r in a.rows if r["violation"]] == ["100"] and up["expected_violation"]
-    assert a.gamma == pytest.approx(0.05 / (4 * 8 + 2))
+    at_claim = [r["setting"] for r in a.rows if r["violation"] and r["mech_sample_rate"] == MECH.sample_rate]
+    assert at_claim == ["100"] and up["expected_violation"]
+    # with every user sampled (the sensitivity design, q = 1) the noise is σC/√25 whenever the canary is in: flagged too
+    assert next(r for r in a.rows if r["setting"] == "q=1")["violation"]
+    assert NoiseShrinksWithUsers().breaks_guarantee(MechanismConfig(sample_rate=1.0), 26)
+    assert a.gamma == pytest.approx(0.05 / (4 * 9 + 2))
+
+
+@pytest.mark.slow
+def test_clipping_at_2c_and_record_level_sampling_are_flagged_by_the_designs_aimed_at_them(tiny_battery):
+    """The README's budget (2,000 trials, α = 0.05): clipping to 2C doubles the 1-record canary's contribution (its
+    h̄ has norm 1/√5 > 2C), which the sensitivity design (q = 1, δ = 0.1) shows; records sampled instead of users let
+    the cap design's 64 equal records in w.p. 1 − 0.9⁶⁴ ≈ 1 instead of 0.1 (both derived in pe.mutants)."""
+    from pe_kit.pe.mutants import ClipAtTwiceC, RecordLevelSampling
+
+    designs, check = tiny_battery
+    for impl, aimed in ((ClipAtTwiceC(), "q=1"), (RecordLevelSampling(), "cap")):
+        assert impl.breaks_guarantee(MECH, 26)
+        a = audit_battery(impl, designs, MECH, trials=2_000, seed=0, check=check, check_calls=300)
+        row = next(r for r in a.rows if r["setting"] == aimed)
+        assert a.flagged and row["violation"] and row["epsilon_lower"] > row["epsilon_theory"], a.reasons
+        assert any(r.startswith(row["design"] + ":") for r in a.reasons)
+    sens = next(r for r in a.rows if r["setting"] == "q=1")
+    assert sens["mech_sample_rate"] == 1.0 and sens["delta"] == 0.1 and sens["epsilon_theory"] == pytest.approx(
+        epsilon_theory(1.0, 1.0, 0.1))
+
+
+def test_the_new_mutants_derive_when_they_break_the_guarantee():
+    """ClipAtTwiceC breaks iff clipping binds (C < 1/√k); RecordLevelSampling iff q < 1 and m ≥ 2 (pe.mutants); the
+    batched RecordLevelSampling is a per-release loop over mechanism.contributions of the sampled records."""
+    from pe_kit.pe.mechanism import contributions, topk_routes
+    from pe_kit.pe.mutants import ClipAtTwiceC, RecordLevelSampling
+
+    assert ClipAtTwiceC().breaks_guarantee(MECH, 2) and not ClipAtTwiceC().breaks_guarantee(
+        MechanismConfig(clip_norm=0.5, top_k=5), 2)  # 0.5 ≥ 1/√5: no vote vector reaches C
+    rl = RecordLevelSampling()
+    assert rl.breaks_guarantee(MECH, 2) and not rl.breaks_guarantee(MechanismConfig(record_cap=1), 2)
+    assert not rl.breaks_guarantee(MechanismConfig(sample_rate=1.0), 2)
+    g = np.random.default_rng(0)
+    bank, records = g.normal(size=(40, 4)).astype(np.float32), g.normal(size=(30, 4)).astype(np.float32)
+    owner, mech = np.sort(g.integers(0, 6, 30)), MechanismConfig(clip_norm=0.15, sample_rate=0.4, top_k=3)
+    y = rl.release_batch(bank, records, owner, 7, mech, np.random.default_rng(5), 50, np.arange(40))
+    g, routes = np.random.default_rng(5), topk_routes(records, bank, 3)
+    loop = np.stack([np.asarray(contributions(routes[m], owner[m], 7, 40, 0.15).sum(axis=0)).ravel()
+                     for m in g.random((50, 30)) < 0.4])
+    np.testing.assert_allclose(y, loop + g.normal(0.0, mech.noise_std, (50, 40)), rtol=0, atol=1e-12)
+
+
+def test_audit_release_and_audit_battery_use_one_gamma(tiny_world, capsys):
+    """audit_release announces the reach at the γ audit_battery then uses: that of the battery as built (the median
+    design coincides with the base's 16 records and is audited once: 2 designs, not the 3 the axes name)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = audit_release(ReferenceRelease(), tiny_world, mechanism=MECH, trials=50, seed=0, check_calls=20,
+                          axes={"records": ("median", 1)}, design_options={"pool_size": 64, "r": 16})
+    assert len(r.rows) == 2 and r.gamma == battery_gamma(0.05, 2, ReferenceRelease()) == 0.05 / 10
+    assert r.reach.line() in capsys.readouterr().err.splitlines()
 
 
 @pytest.mark.slow
 def test_battery_family_wise_false_alarms_at_most_alpha(tiny_battery):
-    """20 independent re-audits of the reference on the tiny real-text battery: at most α·20 = 1 is flagged."""
+    """20 independent re-audits each of the reference and of a correct release clamped at 0 (post-processing) on the
+    tiny real-text battery at the tests' smallest budget: at most α·20 = 1 of each is flagged (measured: 0 and 0)."""
+    class Clamped(ReferenceRelease):
+        name = "clamped"
+
+        def noise(self, totals, coords, bank_size, config, rng):
+            return np.maximum(super().noise(totals, coords, bank_size, config, rng), 0.0)
+
     designs, check = tiny_battery
-    stats = [spec_statistic(d, MECH) for d in designs]
-    flags, eps = 0, []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for r in range(20):
-            a = audit_battery(ReferenceRelease(), designs, MECH, trials=1_000, alpha=0.05, seed=[31, r], check=check,
-                              check_calls=300, stats=stats)
-            flags += int(a.flagged)
-            eps.append(a.epsilon_lower)
-    assert flags <= 1, flags
-    assert max(eps) < a.epsilon_theory
+    stats = [spec_statistic(d, design_claim(d, MECH, DEFAULT_DELTA)[0]) for d in designs]
+    for impl in (ReferenceRelease(), Clamped()):
+        flags, eps = 0, []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for r in range(20):
+                a = audit_battery(impl, designs, MECH, trials=1_000, alpha=0.05, seed=[31, r], check=check,
+                                  check_calls=300, stats=stats, show_progress=False)
+                flags += int(a.flagged)
+                eps.append(a.epsilon_lower)
+        assert flags <= 1, (impl, flags)
+        assert max(eps) < a.epsilon_theory
 
 
 def test_per_call_releases_show_progress(monkeypatch, capsys):

@@ -7,18 +7,31 @@ battery varies one axis at a time around the base design:
 
 * ``position``: the canary's user row under H1 — ``first``, ``last`` (the base) or a seeded ``random`` row;
 * ``records``: the canary's record count — ``1`` (its record with the most top-k votes on P), the ``median`` of
-  the population's counts, the ``cap`` m of the mechanism (records repeated cyclically: a user may hold equal
-  records, and the normalised votes of a cyclic repeat are the canary's own up to the rounding of counts);
+  the population's counts (records repeated cyclically: a user may hold equal records, and the normalised votes of
+  a cyclic repeat are the canary's own up to the rounding of counts), the ``cap`` m of the mechanism (m copies of
+  the 1-record canary's record: its normalised votes, hence its specified contribution, are the 1-record
+  canary's, while code that treats records one by one sees m of them; records sampled instead of users let it in
+  w.p. 1 − (1 − q)^m, ``pe.mutants`` ``RecordLevelSampling``);
 * ``population``: the calibration and test users kept (their first N each, never resampled), down to 1, or up to
   ``x4`` = 4N, each split's users repeated cyclically (distinct people with equal records: the neighbouring relation
   holds for any population), for bugs that grow with the number of sampled users (``pe.mutants``
   ``NoiseShrinksWithUsers``);
 * ``bank``: the bank padded to ``large_bank`` entries with the probes moved to its tail (padding rows far from
-  every record, so nobody routes to them: no specified contribution changes, ``with_large_bank``).
+  every record, so nobody routes to them: no specified contribution changes, ``with_large_bank``);
+* ``sensitivity``: the 1-record canary audited with every user sampled (q = 1) at δ = ``SENSITIVITY_DELTA``
+  (``with_sensitivity_claim``), for bugs in the sensitivity itself (``pe.mutants`` ``ClipAtTwiceC``). A record's
+  top-k votes fall on k distinct entries, so its h̄ has norm 1/√k, the largest any user's can have (Eq. 1): clipping
+  to 2C doubles its contribution whenever 1/√k ≥ 2C. At the claimed q a doubled sensitivity hides in the
+  subsampling (q = 0.1, σ = 1, 2,000 trials: expected ε_lower 0.60 at μ_eff 2 < ε_theory 0.66 at δ = 10⁻³); with
+  the canary always in, the pair is two Gaussians 1/σ apart under the claim and 2/σ apart under the bug, and at
+  δ = 0.1 the claim is ε_theory 1.17 while 2,000 trials expect ε_lower 2.58 from the bug and 0.75 from a correct
+  release (σ = 1; ``audit.expectations.expected_epsilon``). A correct implementation is the claimed mechanism at
+  every (q, δ), so this too is a valid test of it.
 
 Each variant is an ordinary design (``attack.bug_canaries.ImplementationDesign``) whose statistic the audit
 recomputes under the specification (Eqs. 14, 31–35), so every audit of the battery is a valid test of the same
-claim (ε_theory, δ) on a different neighbouring pair; ``audit.battery.audit_battery`` splits α over them.
+claim (ε_theory, δ) on a different neighbouring pair (the ``sensitivity`` design: of the claim at q = 1, its
+``info["claim"]``); ``audit.battery.audit_battery`` splits α over them.
 """
 from __future__ import annotations
 
@@ -30,14 +43,16 @@ from pe_kit.attack.bug_canaries import ImplementationDesign
 from pe_kit.config import MechanismConfig
 from pe_kit.pe.mechanism import topk_routes
 
-__all__ = ["battery_designs", "check_design", "with_canary_records", "with_population", "with_large_bank",
-           "DEFAULT_AXES", "LARGE_BANK"]
+__all__ = ["battery_designs", "check_design", "with_canary_records", "with_population",
+           "with_large_bank", "with_sensitivity_claim", "DEFAULT_AXES", "LARGE_BANK", "SENSITIVITY_DELTA"]
 
 #: the paper's p: probes moved past 4,096 (a common power of two in buggy code) on a bank of 8,192
 LARGE_BANK = 8192
-#: the default axes (one variant per value, the base excluded): position, records, population, bank
+#: the δ of the ``sensitivity`` design (module docstring)
+SENSITIVITY_DELTA = 0.1
+#: the default axes (one variant per value, the base excluded): position, records, population, bank, sensitivity
 DEFAULT_AXES = {"position": ("first", "random"), "records": (1, "median", "cap"), "population": (1, "x4"),
-                "bank": ("large",)}
+                "bank": ("large",), "sensitivity": ("q=1",)}
 
 
 def _renamed(design, axis: str, value, **changes) -> ImplementationDesign:
@@ -54,7 +69,7 @@ def with_canary_records(design, n_records, mechanism: MechanismConfig) -> Implem
 
     Args:
         n_records: int ≥ 1, ``"median"`` (of the calibration and test users' counts) or ``"cap"``
-            (``mechanism.record_cap``).
+            (``mechanism.record_cap`` copies of the 1-record canary's record).
 
     Raises:
         ValueError: on another value.
@@ -68,9 +83,9 @@ def with_canary_records(design, n_records, mechanism: MechanismConfig) -> Implem
         m = int(n_records)
     else:
         raise ValueError(f"n_records={n_records!r} must be an integer ≥ 1, 'median' or 'cap'")
-    if m == 1:  # the record that casts the most top-k votes on P (ties → the first)
+    if m == 1 or n_records == "cap":  # the record that casts the most top-k votes on P (ties → the first)
         hits = np.isin(topk_routes(canary, np.asarray(design.bank), mechanism.top_k), design.coords).sum(axis=1)
-        new = canary[[int(np.argmax(hits))]]
+        new = canary[[int(np.argmax(hits))] * m]
     else:
         new = canary[np.arange(m) % len(canary)]
     return _renamed(design, "records", n_records, canary=new)
@@ -122,6 +137,13 @@ def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
     return _renamed(design, "bank", size, bank=new, coords=np.arange(size - coords.size, size, dtype=np.int64))
 
 
+def with_sensitivity_claim(design, mechanism: MechanismConfig) -> ImplementationDesign:
+    """The 1-record canary (``with_canary_records``) audited at q = 1 and δ = ``SENSITIVITY_DELTA``
+    (``sensitivity`` axis): ``info["claim"]`` holds the settings ``audit.battery.audit_battery`` audits it at."""
+    d = _renamed(design, "sensitivity", "q=1", canary=with_canary_records(design, 1, mechanism).canary)
+    return dataclasses.replace(d, info={**d.info, "claim": {"sample_rate": 1.0, "delta": SENSITIVITY_DELTA}})
+
+
 def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator, *, axes: dict | None = None,
                     large_bank: int = LARGE_BANK) -> list[ImplementationDesign]:
     """The base design followed by one variant per axis value (module docstring), in ``axes`` order.
@@ -155,7 +177,7 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
                 out.append(_renamed(base, "position", v, canary_position=pos))
             elif axis == "records":
                 d = with_canary_records(base, v, mechanism)
-                if len(d.canary) != len(base.canary) or v == 1:
+                if v == 1 or not np.array_equal(d.canary, base.canary):
                     out.append(d)
             elif axis == "population":
                 d = with_population(base, v)
@@ -165,6 +187,10 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
                 if v != "large":
                     raise ValueError(f"bank value {v!r} must be 'large'")
                 out.append(with_large_bank(base, large_bank))
+            elif axis == "sensitivity":
+                if v != "q=1":
+                    raise ValueError(f"sensitivity value {v!r} must be 'q=1'")
+                out.append(with_sensitivity_claim(base, mechanism))
             else:
                 raise ValueError(f"axis {axis!r} is unknown; use {sorted(DEFAULT_AXES)}")
     return out

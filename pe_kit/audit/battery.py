@@ -4,14 +4,17 @@ family-wise level α.
 The battery (``attack.design_battery``) holds n designs; each audit (``blackbox.audit_implementation``) flags at
 level 4γ (four one-sided Clopper–Pearson bounds, Eq. 28), the repeated-release test (``release_checks.repeat_check``)
 at level γ, and the batched-vs-per-call test (``release_checks.batch_call_check``) at level γ when the implementation
-has both forms. Bonferroni: γ = α / (4n + n_checks), so the probability that a correct implementation is flagged
-anywhere is ≤ α. The seed check and the two-stage check (``release_checks.stage_check``) cannot fire for a correct
-implementation (deterministic) and spend no α.
+has both forms. Bonferroni: γ = α / (4n + n_checks) (``battery_gamma``, the one rule ``study.release_audit`` uses
+too), so the probability that a correct implementation is flagged anywhere is ≤ α. A design whose
+``info["claim"]`` names settings (``sample_rate``, ``delta``, …) is audited at them: the claim holds at every
+setting of a correct implementation. The seed check and the two-stage check (``release_checks.stage_check``)
+cannot fire for a correct implementation (deterministic) and spend no α.
 
 Source: §2.1 Steps 2–5 and Eq. 28 of the paper, run through the implementation on each design.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, replace
@@ -28,7 +31,7 @@ from pe_kit.audit.release_runner import check_audit_arguments, implementation_na
 from pe_kit.config import MechanismConfig
 from pe_kit.progress import progress
 
-__all__ = ["BatteryAudit", "audit_battery", "battery_gamma", "BATTERY_TRIALS"]
+__all__ = ["BatteryAudit", "audit_battery", "battery_gamma", "design_claim", "BATTERY_TRIALS"]
 
 #: trials per hypothesis per split of each battery audit by default (the bugs one design misses are flagged there)
 BATTERY_TRIALS = 20_000
@@ -42,7 +45,8 @@ class BatteryAudit:
     Attributes:
         implementation: its name (``release_runner.implementation_name``). flagged: any row flagged or any check
             failed. reasons: what flagged it (design names and checks), empty if nothing.
-        epsilon_lower: the largest ε_lower over the designs; epsilon_theory: the claimed ε at (σ, q, δ);
+        epsilon_lower: the largest ε_lower over the designs audited at the claim (not at their own
+            ``info["claim"]``); epsilon_theory: the claimed ε at (σ, q, δ);
             mu_eff: the base design's μ_eff under the specification.
         alpha: family-wise level; gamma: the per-bound tail (``battery_gamma``); delta: δ; trials: per audit.
         checks: dict of the implementation checks (``seed_*``, ``repeat_*``, ``batch_call_*``).
@@ -89,17 +93,35 @@ class BatteryAudit:
         return [{**r, **self._verdict()} for r in self.rows]
 
 
-def battery_gamma(alpha: float, n_designs: int, n_checks: int = 2) -> float:
-    """γ = α / (4·n_designs + n_checks) (module docstring): n_checks level-γ checks (repeats, batch vs call).
+def battery_gamma(alpha: float, designs, release) -> float:
+    """γ = α / (4·n + n_checks) (module docstring) for n designs (the battery, or how many it holds) and ``release``:
+    n_checks is 1 (the repeat check) plus 1 when ``release`` is callable and has ``release_batch`` (batch vs call).
 
     Raises:
-        ValueError: on α outside (0, 1) or n_designs < 1.
+        ValueError: on α outside (0, 1) or fewer than one design.
     """
+    n = designs if isinstance(designs, (int, np.integer)) else len(designs)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must lie in (0, 1)")
-    if int(n_designs) != n_designs or n_designs < 1:
-        raise ValueError(f"n_designs={n_designs} must be an integer ≥ 1")
-    return float(alpha) / (4 * int(n_designs) + int(n_checks))
+    if n < 1:
+        raise ValueError(f"designs={designs!r} must hold at least one design")
+    return float(alpha) / (4 * int(n) + 1 + int(callable(release) and hasattr(release, "release_batch")))
+
+
+def design_claim(design, mechanism: MechanismConfig, delta: float) -> tuple[MechanismConfig, float]:
+    """The settings and δ ``design`` is audited at: ``mechanism`` and ``delta`` with its ``info["claim"]`` applied
+    (module docstring).
+
+    Raises:
+        ValueError: on a claim key that is neither ``delta`` nor a ``MechanismConfig`` field.
+    """
+    claim = dict((getattr(design, "info", None) or {}).get("claim", {}))
+    delta = float(claim.pop("delta", delta))
+    fields = {f.name for f in dataclasses.fields(mechanism)}
+    if set(claim) - fields:
+        raise ValueError(f"design {design.name!r} claims {sorted(set(claim) - fields)}, which are no MechanismConfig "
+                         f"fields; use delta or {', '.join(sorted(fields))}")
+    return dataclasses.replace(mechanism, **claim), delta
 
 
 def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, trials: int = BATTERY_TRIALS,
@@ -114,7 +136,8 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         trials: per hypothesis per split of each audit. alpha: family-wise level in (0, 1). delta: δ (10⁻³).
         seed: int / sequence / SeedSequence: design i's audit uses spawn child i, the checks children n, n + 1.
         check: the design of the implementation checks (default: the battery's smallest population).
-        check_calls: per-call releases of the batch-vs-call test. repeat_calls: releases of the repeat check. stats: precomputed ``spec_statistic`` per design.
+        check_calls: per-call releases of the batch-vs-call test. repeat_calls: releases of the repeat check.
+        stats: precomputed ``spec_statistic`` per design, each at its ``design_claim``.
         scheduler: a ``dask.distributed.Client`` (or None): every audit's releases fan out over it.
         options: further ``audit_implementation`` keywords (``batch``, ``call_chunk``, ``show_progress``);
             ``announce=False`` skips printing the reach (``audit.plan.announce_reach``).
@@ -133,13 +156,13 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     check_audit_arguments(release, designs[0], mechanism)
     t0 = time.perf_counter()
     name = implementation_name(release)
-    has_ks = callable(release) and hasattr(release, "release_batch")
-    gamma = battery_gamma(alpha, len(designs), 1 + int(has_ks))
+    gamma = battery_gamma(alpha, designs, release)
     reach = audit_reach(mechanism, int(trials), gamma=gamma, delta=delta)
     show = options.get("show_progress") is not False
     if options.pop("announce", True):
         announce_reach(reach, mechanism, show=show)
-    stats = list(stats) if stats is not None else [spec_statistic(d, mechanism) for d in designs]
+    claims = [design_claim(d, mechanism, delta) for d in designs]
+    stats = list(stats) if stats is not None else [spec_statistic(d, m) for d, (m, _) in zip(designs, claims)]
     seeds = seed_sequence(seed).spawn(len(designs) + 2)
     check = check if check is not None else min(designs, key=lambda d: (len(d.test), len(d.canary)))
     checks = seed_check(release, check, mechanism)
@@ -155,14 +178,15 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         if not rows:
             return None
         eps_t = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+        at_claim = [a.epsilon_lower for a, c in zip(rows, claims) if c == (mechanism, delta)]
         return BatteryAudit(implementation=name, flagged=bool(reasons), reasons=tuple(reasons),
-                            epsilon_lower=max(a.epsilon_lower for a in rows), epsilon_theory=float(eps_t),
+                            epsilon_lower=max(at_claim, default=0.0), epsilon_theory=float(eps_t),
                             mu_eff=float(stats[0].mu_eff) if math.isfinite(stats[0].mu_eff) else math.nan,
                             alpha=float(alpha), gamma=gamma, delta=float(delta), trials=int(trials), checks=checks,
                             audits=tuple(rows), seconds=time.perf_counter() - t0, reach=reach)
 
     bar = progress(total=4 * int(trials) * len(designs), desc=name, unit="release") if show else None
-    for i, (d, st, s) in enumerate(zip(designs, stats, seeds), 1):
+    for i, (d, st, s, (mech, dlt)) in enumerate(zip(designs, stats, seeds, claims), 1):
         info = dict(getattr(d, "info", {}) or {})
         axis = info.get("axis", "base")
         label = "base" if axis == "base" else f"{axis}={info.get('setting')}"
@@ -171,7 +195,7 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
             bar.describe(f"{name}: {where}")
             bar.update(0)  # a line naming the design now started, with the battery's ETA
         try:
-            a = audit_implementation(release, d, mechanism, trials=trials, gamma=gamma, delta=delta, seed=s, stat=st,
+            a = audit_implementation(release, d, mech, trials=trials, gamma=gamma, delta=dlt, seed=s, stat=st,
                                      scheduler=scheduler, announce=False, **options)
         except Exception as exc:
             if bar is not None:
@@ -183,9 +207,10 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         rows.append(replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                      "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
                      "canary_position": str(getattr(d, "canary_position", "last")), "alpha": float(alpha),
-                     **{f"mech_{k}": v for k, v in mechanism.as_dict().items()}, **checks}))
+                     **{f"mech_{k}": v for k, v in mech.as_dict().items()}, **checks}))
         if a.violation:
-            reasons.append(f"{a.info['design']}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}")
+            at = "" if (mech, dlt) == (mechanism, delta) else f" (at q = {mech.sample_rate:g}, δ = {dlt:g})"
+            reasons.append(f"{a.info['design']}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}{at}")
         if bar is not None:
             bar.update(4 * int(trials))
     if bar is not None:

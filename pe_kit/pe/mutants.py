@@ -24,7 +24,8 @@ from pe_kit.pe.mechanism import contributions, topk_routes
 from pe_kit.pe.release_protocol import ReferenceRelease, ReleasePipeline
 
 __all__ = ["NoiseStdNotScaled", "NoClipping", "CanaryAlwaysIncluded", "FixedSizeSample", "FixedNoiseSeed",
-           "NoiseOnNonzeroOnly", "RawCounts", "TiesHighestIndex", "Float32Accumulation", "NoiseShrinksWithUsers", "MUTANTS",
+           "NoiseOnNonzeroOnly", "RawCounts", "TiesHighestIndex", "Float32Accumulation", "NoiseShrinksWithUsers",
+           "ClipAtTwiceC", "RecordLevelSampling", "MUTANTS",
            "all_implementations", "FLOAT32_UNIT_ROUNDOFF"]
 
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
@@ -275,8 +276,72 @@ class NoiseShrinksWithUsers(_Mutant):
                     or np.any(profile(p0, p1, eps + 0.01) > profile(c0, c1, eps)))
 
 
+class ClipAtTwiceC(_Mutant):
+    """Clipping to 2C instead of C: v_u = h̄_u·min(1, 2C/‖h̄_u‖₂).
+
+    Derivation: by F3 ‖h̄_u‖₂ ≤ 1/√k, and a user with one record attains it (its k votes fall on k distinct entries),
+    so the sensitivity is min(2C, 1/√k) instead of C: the noise multiplier falls from σ to σC/min(2C, 1/√k) (F2). It
+    breaks the guarantee iff **C < 1/√k**, i.e. iff clipping binds at all (k = 5, C = 0.1: 2× the claimed
+    sensitivity, μ_eff up to 2/σ). The design battery's ``sensitivity`` design aims at it.
+    """
+
+    name, bug = "clip_at_twice_c", "clipping to 2C"
+
+    def contributions(self, routes, owner, n_users, bank_size, config):
+        return contributions(routes, owner, n_users, bank_size, 2.0 * config.clip_norm)
+
+    def breaks_guarantee(self, config, n_users):
+        return config.clip_norm < 1.0 / np.sqrt(config.top_k)
+
+
+class RecordLevelSampling(_Mutant):
+    """Poisson sampling of records instead of users: each record joins w.p. q, per release, and a user's votes are
+    normalised over its records that joined, then clipped to C.
+
+    Derivation: take a user whose m records are equal (the neighbouring relation allows any records): whenever one
+    or more of them joins, its normalised votes are h̄_u, clipped to v_u, so it enters the sum w.p. q_m = 1 − (1 − q)^m
+    with the contribution the claim prices; every user's contribution still has norm ≤ C (F3). The release is the
+    Poisson-subsampled Gaussian at rate q_m for that user, and q_m > q iff m ≥ 2 and q < 1 (F2): it breaks the
+    guarantee iff **q < 1 and the record cap m ≥ 2** (m = 16, q = 0.1: q_m = 0.81). A single-record user is
+    sampled exactly as claimed; the leak grows with the records a user holds.
+
+    The deterministic stage (``snapshot``) is the (n_records, p) routing matrix whose row r holds owner_r + 1 on the
+    k entries record r votes for; each release samples its rows.
+    """
+
+    name, bug = "record_level_sampling", "records sampled instead of users"
+
+    def contributions(self, routes, owner, n_users, bank_size, config):
+        n, k = routes.shape
+        return sp.csr_matrix((np.repeat(np.asarray(owner, np.float64) + 1.0, k), (np.repeat(np.arange(n), k),
+                                                                                   np.asarray(routes).ravel())),
+                             shape=(n, bank_size))
+
+    def _randomised(self, snapshot, config, rng, n_releases, coords, chunk_size=8192):
+        snapshot = sp.csr_matrix(snapshot)
+        owner = snapshot.max(axis=1).toarray().ravel().astype(np.int64) - 1
+        votes = (snapshot > 0).astype(np.float64).tocsr()
+        k, out = config.top_k, np.empty((n_releases, np.size(coords)))
+        for start in range(0, n_releases, chunk_size):
+            mask = (rng.random((min(chunk_size, n_releases - start), owner.size)) < config.sample_rate).astype(float)
+            total = np.zeros((mask.shape[0], np.size(coords)))
+            for u in np.unique(owner):  # user u's sampled records: counts c on P, ‖c‖² over all p, n sampled
+                rows = np.flatnonzero(owner == u)
+                m, r = mask[:, rows], votes[rows]
+                n = m.sum(axis=1)
+                norm = np.sqrt(np.einsum("ti,ti->t", m @ (r @ r.T).toarray(), m)) / np.maximum(n * k, 1)
+                scale = np.where(n > 0, np.minimum(1.0, config.clip_norm / np.maximum(norm, 1e-300)), 0.0)
+                total += (scale / np.maximum(n * k, 1))[:, None] * (m @ r[:, coords].toarray())
+            out[start:start + mask.shape[0]] = total + rng.normal(0.0, config.noise_std, total.shape)
+        return out
+
+    def breaks_guarantee(self, config, n_users):
+        return config.sample_rate < 1.0 and config.record_cap >= 2
+
+
 #: the mutant classes of the suite (notebook 07: each on its fixed-size design), in its order; ``NoiseShrinksWithUsers``
-#: needs a population that grows, so the design battery's ``population`` axis audits it instead
+#: needs a population that grows, ``ClipAtTwiceC`` every user sampled and ``RecordLevelSampling`` users with many
+#: records, so the design battery (``population``, ``sensitivity`` and ``records`` axes) audits them instead
 MUTANTS = (NoiseStdNotScaled, NoClipping, CanaryAlwaysIncluded, FixedSizeSample, FixedNoiseSeed,
            NoiseOnNonzeroOnly, RawCounts, TiesHighestIndex, Float32Accumulation)
 

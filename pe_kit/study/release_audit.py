@@ -128,9 +128,10 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
         designs: a precomputed ``(designs, check)`` from ``release_battery`` (re-audits skip the world and design).
         options: further ``audit_implementation`` keywords (``call_chunk``, ``show_progress``).
 
-    Before the world is built: the arguments, one dry call of the release on a tiny design
-    (``audit.plan.dry_call``), and the budget's reach printed to stderr (unless ``show_progress=False``) with a
-    warning when it cannot flag a violation by ε (γ from the most designs ``axes`` can give).
+    Before the world is built: the arguments and one dry call of the release on a tiny design
+    (``audit.plan.dry_call``). Before the first release of the audit: the budget's reach at the battery's γ
+    (``audit.battery.battery_gamma``) printed to stderr (unless ``show_progress=False``), with a warning when it
+    cannot flag a violation by ε.
 
     Returns:
         ``audit.battery.BatteryAudit``: ``flagged``, ``reasons``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff``,
@@ -153,23 +154,24 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
     check_release_signature(release)  # before the world and the battery are built
     dry_call(release, mechanism)
     show = options.get("show_progress") is not False
-    n_designs = 1 + sum(len(v) for v in (DEFAULT_AXES if axes is None else axes).values())
-    gamma = battery_gamma(alpha, len(designs[0]) if designs is not None else n_designs,
-                          1 + int(callable(release) and hasattr(release, "release_batch")))
     auto = isinstance(trials, str)
     if auto and trials != "auto":
         raise ValueError(f"trials={trials!r} must be an integer ≥ 1 or 'auto'")
     if target is not None and not auto:
         raise ValueError(f"target={target!r} is used only by trials='auto', but trials={trials!r}; pass "
                          "trials='auto' to pick the budget that reaches the target, or drop target")
-    if auto:
-        trials = auto_trials(mechanism, gamma=gamma, delta=delta, target=target, max_trials=MAX_TRIALS)
-    announce_reach(audit_reach(mechanism, trials, gamma=gamma, delta=delta), mechanism, show=show)
+    if auto and designs is None:  # a target that even a one-design battery cannot reach fails before the world
+        auto_trials(mechanism, gamma=battery_gamma(alpha, 1, release), delta=delta, target=target,
+                    max_trials=MAX_TRIALS)
     if designs is None:
         designs = release_battery(world_or_data, variant=variant, mechanism=mechanism, canary_slot=canary_slot,
                                   seed=seed, study=study, design_options=design_options, axes=axes,
                                   large_bank=large_bank)
     battery, check = designs
+    gamma = battery_gamma(alpha, battery, release)  # audit_battery's γ for this battery
+    if auto:
+        trials = auto_trials(mechanism, gamma=gamma, delta=delta, target=target, max_trials=MAX_TRIALS)
+    announce_reach(audit_reach(mechanism, trials, gamma=gamma, delta=delta), mechanism, show=show)
     if auto and show:
         per = pilot_seconds(release, battery[0], mechanism, spec_statistic(battery[0], mechanism),
                             use_batch=options.get("use_batch"))
