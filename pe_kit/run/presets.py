@@ -132,7 +132,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         p = p.with_values({**changes, **overrides})
     except ValueError as exc:
         raise ValueError(f"{exc} (preset {p.name})") from None
-    try:  # the same rule audit_canary and the sweeps enforce, checked before any notebook runs
+    try:  # the same rule _audit_canary and the sweeps enforce, checked before any notebook runs
         for stem in (None, *NOTEBOOKS):
             v = p.view(stem)
             check_equal_populations(v["n_calibration"], v["n_test"])
