@@ -40,7 +40,7 @@ def light_world(config):
     """A ``World`` with the bank, the canaries and the aux users embedded (no calibration or test records)."""
     import numpy as np
 
-    from pe_kit.config import MechanismConfig
+    from pe_kit.settings import MechanismConfig
     from pe_kit.data.loaders import load_corpus
     from pe_kit.data.splits import make_arm
     from pe_kit.pe.mechanism import build_neighbor_index

@@ -161,7 +161,7 @@ def test_audit_mechanism_is_the_world_design_audit_chain():
     from .conftest import TINY_DATA
 
     from pe_kit.audit.accounting import epsilon_theory
-    from pe_kit.config import AuditConfig
+    from pe_kit.settings import AuditConfig
     from pe_kit.study.experiments import world_for
     from pe_kit.study.world import StudyConfig, audit_design, make_design
 

@@ -16,7 +16,7 @@ from pe_kit.audit.moments import (
     null_moments,
 )
 from pe_kit.audit.trials import scalar_problem, simulate_scores
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 
 MECH = MechanismConfig()
 

@@ -8,7 +8,7 @@ from pe_kit.attack.bug_canaries import ImplementationDesign, concentrated_design
 from pe_kit.audit.blackbox import audit_implementation, implementation_scores, spec_statistic
 from pe_kit.audit.bounds import clopper_pearson
 from pe_kit.audit.engine import TrialEngine
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe import mutants
 from pe_kit.pe.mechanism import contributions, topk_routes
 from pe_kit.pe.release_protocol import (

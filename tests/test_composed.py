@@ -19,7 +19,7 @@ from pe_kit.attack.composed_probes import (
 )
 from pe_kit.attack.selection import base_neighbors, greedy_select
 from pe_kit.attack.variants import ALL_VARIANTS, VARIANTS, resolve_variants, variant_objective
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import build_neighbor_index, squared_distances
 from tests.test_selection import _brute_force
 

@@ -25,7 +25,7 @@ from pe_kit.audit.trials import (
     simulate_scores,
     simulate_scores_full,
 )
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 
 EPS_THEORY = epsilon_theory(1.0, 0.1, 1e-5)  # 1.695 (design.md)
 

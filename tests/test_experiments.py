@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.report.results import StepCache
 from pe_kit.study import checks
 from pe_kit.study import experiments as X

@@ -205,7 +205,7 @@ def test_variant_tables_count_dropped_rows():
 
 def test_audit_canary_checks_contribution_widths():
     from pe_kit.audit.canary import _audit_canary
-    from pe_kit.config import AuditConfig, MechanismConfig
+    from pe_kit.settings import AuditConfig, MechanismConfig
 
     rng = np.random.default_rng(0)
     good = sp.csr_matrix(rng.random((6, 8)))

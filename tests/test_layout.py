@@ -1,6 +1,6 @@
 """The package layout: stages import only downwards, no import cycles, modules stay small.
 
-The stages follow the flow of one audit (docs/architecture.md): base (config, cache) → data → text →
+The stages follow the flow of one audit (docs/architecture.md): base (settings, cache) → data → text →
 pe → audit → attack → report → study → run. A module may import its own stage or any lower one — lazy
 imports inside functions count — and the module graph has no cycle. ``pe_kit/__init__.py`` is the facade, above
 every stage: it re-exports the public calls lazily (PEP 562) and no module of the package imports it.

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import (
     build_neighbor_index,
     contributions,

@@ -9,7 +9,7 @@ from pe_kit.attack.variants import design_nonce
 from pe_kit.audit.accounting import epsilon_theory, epsilon_theory_prefixes
 from pe_kit.audit.composed import RoundProblem, _composed_audit, round_problems
 from pe_kit.audit.trials import ScalarProblem
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.study.multiround_study import multiround_study
 from pe_kit.text.generators.base import GenerationError
 from pe_kit.text.variation import (

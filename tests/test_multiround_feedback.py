@@ -16,7 +16,7 @@ from pe_kit.audit.accounting import epsilon_theory_prefixes
 from pe_kit.audit.adaptive import _adaptive_audit, side_by_side, transcript_tree
 from pe_kit.audit.composed import _composed_audit, round_problems
 from pe_kit.cache import content_hash
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.report.mauve import paired_gain
 from pe_kit.text.generators.base import GenerationError, SeededGenerator
 from pe_kit.text.generators.cached import CachedGenerator

@@ -19,7 +19,7 @@ from pe_kit.audit.one_run import (
     steinke_p_value,
     tradeoff_inverse_blowup,
 )
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 
 
 # ------------------------------------------------------------------------------------------ Steinke et al.

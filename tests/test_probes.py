@@ -14,7 +14,7 @@ from pe_kit.attack.variants import (
     spread_select,
     variant_objective,
 )
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
 from pe_kit.study.world import audit_design, make_design
 from pe_kit.text.generators.base import normalize_text

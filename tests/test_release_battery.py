@@ -15,7 +15,7 @@ from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.battery import audit_battery, battery_gamma, design_claim
 from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease
 from pe_kit.study.implementation_audit import SUITE_DELTA
 from pe_kit.study.release_audit import audit_release, release_battery
@@ -330,7 +330,7 @@ def test_battery_outcome_is_the_public_result_of_its_worst_design():
 def test_audit_release_takes_the_record_cap_from_the_mechanism():
     """MechanismConfig(record_cap=16) caps the study's records, as audit_mechanism does: the tiny corpus (16 posts per
     blogger) builds a world instead of failing on the default m = 64; an empty arm says it is empty and how to fix it."""
-    from pe_kit.config import MechanismConfig
+    from pe_kit.settings import MechanismConfig
     from pe_kit.study.release_audit import release_battery
 
     tiny = str(Path(__file__).parent / "data" / "blogs-tiny.jsonl.gz")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from pe_kit import cache as C
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 
 TESTS = Path(__file__).parent
 TINY = TESTS / "data" / "blogs-tiny.jsonl.gz"

@@ -10,7 +10,7 @@ from pe_kit.attack.selection import (
     pool_routes,
     probe_votes,
 )
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import (
     build_neighbor_index,
     contributions,

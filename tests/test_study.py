@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.study.world import audit_design, make_design
 
 MECH = MechanismConfig(record_cap=16)

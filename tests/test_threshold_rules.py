@@ -22,7 +22,7 @@ from pe_kit.audit.threshold_rules import (
     rule_named,
 )
 from pe_kit.audit.trials import nonce_problem
-from pe_kit.config import AuditConfig
+from pe_kit.settings import AuditConfig
 
 Q, G, D = 0.1, 0.0025, 1e-5
 

@@ -10,7 +10,7 @@ from pe_kit.audit.trials import (
     simulate_scores,
     simulate_scores_full,
 )
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.study.world import canary_contribution, make_design
 
 

@@ -8,7 +8,7 @@ from pe_kit.audit.battery import audit_battery
 from pe_kit.audit.blackbox import audit_implementation
 from pe_kit.audit.release_checks import stage_check
 from pe_kit.audit.release_runner import CALL_CHUNK
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe import mutants
 from pe_kit.pe.release_protocol import HistogramAdapter, ReferenceRelease, staged, staged_batch, stack_users
 from pe_kit.study.implementation_audit import SUITE_DELTA, SUITE_MECHANISM

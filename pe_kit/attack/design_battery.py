@@ -40,7 +40,7 @@ import dataclasses
 import numpy as np
 
 from pe_kit.attack.bug_canaries import ImplementationDesign
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import topk_routes
 
 __all__ = ["battery_designs", "check_design", "with_canary_records", "with_population",

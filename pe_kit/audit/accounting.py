@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pe_kit.config import COUNT, check_param
+from pe_kit.settings import COUNT, check_param
 
 __all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_one_release",
            "PRV_MIN_SIGMA", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]

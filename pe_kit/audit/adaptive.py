@@ -42,7 +42,7 @@ from pe_kit.audit.composed import RoundProblem, _prefix_audit, bank_problem
 from pe_kit.audit.moments import mixture_llr
 from pe_kit.audit.trials import simulate_scores
 from pe_kit.cache import content_hash
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import FrozenBank, PEConfig, Population, Transcript, next_bank, pe_round, release_round
 from pe_kit.text.variation import build_feedback
 

@@ -28,7 +28,7 @@ from pe_kit.audit.outcome import Audit
 from pe_kit.audit.plan import Reach, announce_reach, audit_reach
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check, stage_check
 from pe_kit.audit.release_runner import check_audit_arguments, implementation_name, seed_sequence
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.progress import progress
 
 __all__ = ["BatteryAudit", "audit_battery", "battery_gamma", "design_claim", "BATTERY_TRIALS"]

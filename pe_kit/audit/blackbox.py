@@ -34,7 +34,7 @@ from pe_kit.audit.plan import announce_reach, audit_reach
 from pe_kit.audit.release_runner import (CALL_CHUNK, check_audit_arguments, implementation_name,
                                          release_scores, seed_sequence)
 from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_problem
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
 __all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_implementation",

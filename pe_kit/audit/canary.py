@@ -21,7 +21,7 @@ from pe_kit.audit.moments import (
 )
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import check_equal_populations, scalar_problem, simulate_scores
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 
 #: audits with more trials per hypothesis than this use the streaming engine (``engine._audit_scalar``);
 #: smaller ones draw every score in memory from ``rng`` (``trials.simulate_scores``: the draws behind the

@@ -42,7 +42,7 @@ from pe_kit.audit.moments import (
 )
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import ScalarProblem, scalar_problem, simulate_scores
-from pe_kit.config import AuditConfig, MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.multiround import FrozenBank, Population, Transcript
 from pe_kit.progress import progress
 

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from pe_kit.audit.one_run import epsilon_from_mu, epsilon_lower_steinke, idealised_scores, mu_lower_fdp
-from pe_kit.config import COUNT, ParamSpec, check_param
+from pe_kit.settings import COUNT, ParamSpec, check_param
 
 __all__ = ["TABLE1", "APP_B", "SOURCE", "idealised_correct", "guess_grid", "best_over_guesses", "published_checks"]
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.expectations import expected_epsilon, separable_epsilon
-from pe_kit.config import MechanismConfig, closest
+from pe_kit.settings import MechanismConfig, closest
 
 __all__ = ["Reach", "audit_reach", "announce_reach", "auto_trials", "mu_eff_reachable", "clip_binds",
            "dry_call", "pilot_seconds", "check_keywords"]

@@ -37,7 +37,7 @@ from scipy import stats
 
 from pe_kit.audit.confusion import clopper_pearson
 from pe_kit.audit.release_runner import check_release_output, implementation_name, population
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, staged
 
 __all__ = ["seed_check", "batch_call_check", "repeat_check", "stage_check"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pe_kit.config import MechanismConfig
+from pe_kit.settings import MechanismConfig
 from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
@@ -101,7 +101,7 @@ def check_audit_arguments(release, design, mechanism) -> None:
                         f"pe_kit.attack.release_designs.release_design); got {type(design).__name__} without "
                         f"{missing}{hint}")
     if not isinstance(mechanism, MechanismConfig):
-        raise TypeError(f"mechanism must be a pe_kit.config.MechanismConfig (the settings the implementation claims); "
+        raise TypeError(f"mechanism must be a pe_kit.settings.MechanismConfig (the settings the implementation claims); "
                         f"got {type(mechanism).__name__}")
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.outcome import Audit
-from pe_kit.config import check_param
+from pe_kit.settings import check_param
 
 __all__ = ["audit_scores", "audit_one_run", "split_trials"]
 

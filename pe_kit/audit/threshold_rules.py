@@ -239,7 +239,7 @@ class GaussianModel(ThresholdRule):
 
 DEFAULT_RULE: ThresholdRule = GaussianModel()
 
-#: The rules by name, as ``AuditConfig.threshold_rule`` names them (the names ``pe_kit.config`` accepts).
+#: The rules by name, as ``AuditConfig.threshold_rule`` names them (the names ``pe_kit.settings`` accepts).
 RULES: dict[str, ThresholdRule] = {"gaussian_model": DEFAULT_RULE, "argmax": Argmax(),
                                    "anchored_argmax": AnchoredArgmax()}
 

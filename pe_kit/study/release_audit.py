@@ -18,7 +18,7 @@ from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, ba
 from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, spec_statistic
 from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials, check_keywords, dry_call, pilot_seconds
 from pe_kit.audit.release_runner import check_audit_arguments, check_release_signature, seed_sequence
-from pe_kit.config import MechanismConfig, MechanismSettings, closest
+from pe_kit.settings import MechanismConfig, MechanismSettings, closest
 from pe_kit.study.mechanism_audit import _as_config, check_study_keys
 
 __all__ = ["audit_release", "release_battery"]
