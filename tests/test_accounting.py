@@ -19,6 +19,15 @@ def test_prefixes_match_paper_multi_round():
     assert got == pytest.approx(expected, abs=0.003)
 
 
+def test_epsilon_is_never_negative():
+    """At σ = 5, q = 1, δ = 0.1 the Gaussian mechanism is (0, δ)-DP (exact ε is 0 for σ ≥ 3.98 at that δ); the PRV
+    grid returns −0.031 there, which would flag any ε_lower ≥ 0 as a violation."""
+    from pe_kit.audit.accounting import epsilon_one_release
+
+    assert epsilon_theory(5.0, 1.0, 0.1) == 0.0 == epsilon_one_release(5.0, 1.0, 0.1)
+    assert epsilon_theory(3.0, 1.0, 0.1) > 0
+
+
 def test_more_noise_less_epsilon():
     assert epsilon_theory(2.0, 0.1, 1e-5) < epsilon_theory(1.0, 0.1, 1e-5) < epsilon_theory(0.8, 0.1, 1e-5)
 

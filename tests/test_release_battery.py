@@ -339,3 +339,25 @@ def test_audit_release_takes_the_record_cap_from_the_mechanism():
     assert designs[0].canary.shape[0] == 16 and all(len(u) <= 16 for u in designs[0].test)  # m = 16 records
     with pytest.raises(ValueError, match="holds no users|none with exactly record_cap=64"):
         release_battery(tiny, mechanism=MechanismConfig(record_cap=64), study=study, axes={})
+
+
+def test_the_battery_headline_is_at_the_claim_and_a_refusal_of_q1_comes_before_the_world():
+    """The sensitivity design runs at q = 1, δ = 0.1, where a correct release's ε_lower (larger δ) may exceed the
+    claim's ε_theory: the headline ε_lower and ``outcome()`` stay at the claim; a release that refuses q = 1 fails
+    in the dry call, before any world, naming the way out."""
+    d = concentrated_design(np.random.default_rng(7), **SMALL)
+    designs = battery_designs(d, MECH, np.random.default_rng(0), axes={"sensitivity": ("q=1",)})
+    a = audit_battery(ReferenceRelease(), designs, MECH, trials=1_000, seed=0, show_progress=False)
+    o = a.outcome()
+    assert not a.flagged and [r["at_claim"] for r in a.rows] == [True, False]
+    assert o.info["at_claim"] and o.epsilon_theory == a.epsilon_theory == pytest.approx(0.660, abs=1e-3)
+    assert o.epsilon_lower == a.epsilon_lower == a.audits[0].epsilon_lower
+
+    def strict(bank, records, owner, n_users, config, rng):
+        if not 0 < config.sample_rate < 1:
+            raise ValueError(f"sample_rate={config.sample_rate} must lie in (0, 1)")
+        return B.reference_fn(bank, records, owner, n_users, config, rng)
+
+    with pytest.raises(ValueError, match=r"sample_rate=1.0 must lie in \(0, 1\)") as exc:
+        audit_release(strict, "no/such/corpus.jsonl", mechanism=MECH)  # a world would fail on the path: this comes first
+    assert "axes without 'sensitivity'" in "".join(getattr(exc.value, "__notes__", []))

@@ -81,8 +81,13 @@ class BatteryAudit:
         return any(a.violation for a in self.audits)
 
     def outcome(self) -> Audit:
-        """The audit of the design with the largest ε_lower, with ``battery_flagged`` and ``battery_reasons`` added."""
-        worst = max(self.audits, key=lambda a: a.epsilon_lower)
+        """The audit of the design with the largest ε_lower among those audited at the claim (``info["at_claim"]``)
+        — or, when only a design at its own claim is flagged, of that design — with ``battery_flagged`` and
+        ``battery_reasons`` added."""
+        at_claim = [a for a in self.audits if a.info.get("at_claim", True)]
+        flagged_off = [a for a in self.audits if a.violation and not a.info.get("at_claim", True)]
+        pool = flagged_off if flagged_off and not any(a.violation for a in at_claim) else at_claim
+        worst = max(pool, key=lambda a: a.epsilon_lower)
         return replace(worst, info={**worst.info, **self._verdict()})
 
     def _verdict(self) -> dict:
@@ -207,6 +212,7 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         rows.append(replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                      "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
                      "canary_position": str(getattr(d, "canary_position", "last")), "alpha": float(alpha),
+                     "at_claim": (mech, dlt) == (mechanism, delta),
                      **{f"mech_{k}": v for k, v in mech.as_dict().items()}, **checks}))
         if a.violation:
             at = "" if (mech, dlt) == (mechanism, delta) else f" (at q = {mech.sample_rate:g}, δ = {dlt:g})"

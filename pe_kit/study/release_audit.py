@@ -7,6 +7,7 @@ Source: §2.1 of the paper (Steps 1–5) with the trials run through the impleme
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 
@@ -20,6 +21,22 @@ from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials, check_ke
 from pe_kit.audit.release_runner import check_audit_arguments, check_release_signature, seed_sequence
 from pe_kit.settings import MechanismConfig, MechanismSettings, closest
 from pe_kit.study.mechanism_audit import _as_config, check_study_keys
+
+
+def _dry_call_at_q1(release, mechanism: MechanismConfig, designs, axes) -> None:
+    """The dry call again at q = 1 when the battery holds the ``sensitivity`` design (which runs the release with
+    every user sampled), so a release that refuses q = 1 fails before the world, naming the way out."""
+    wanted = (any((getattr(d, "info", None) or {}).get("claim") for d in designs[0]) if designs is not None
+              else "sensitivity" in (DEFAULT_AXES if axes is None else axes))
+    if not wanted or mechanism.sample_rate == 1:
+        return
+    try:
+        dry_call(release, dataclasses.replace(mechanism, sample_rate=1.0))
+    except Exception as exc:
+        exc.add_note("the battery's sensitivity design runs the release with every user sampled (q = 1; "
+                     "attack.design_battery); to leave it out pass axes without 'sensitivity', e.g. "
+                     "axes={k: v for k, v in DEFAULT_AXES.items() if k != 'sensitivity'}")
+        raise
 
 __all__ = ["audit_release", "release_battery"]
 
@@ -153,6 +170,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
         check_audit_arguments(release, None, mechanism)
     check_release_signature(release)  # before the world and the battery are built
     dry_call(release, mechanism)
+    _dry_call_at_q1(release, mechanism, designs, axes)
     show = options.get("show_progress") is not False
     auto = isinstance(trials, str)
     if auto and trials != "auto":
