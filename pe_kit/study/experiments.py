@@ -50,7 +50,7 @@ REAL_VARIANTS = tuple(v for v in VARIANTS if not v.startswith("nonce"))
 NONCE_VARIANTS = tuple(v for v in VARIANTS if v.startswith("nonce"))
 #: The only modules left out of :func:`code_hash`: they drive runs or draw, and no other module imports them
 #: (tests/test_code_hash.py checks both against the import graph), so the numbers cannot depend on them.
-DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/plots.py")
+DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/plots.py", "report/extension_plots.py")
 
 
 def package_code_hash(pkg: str | Path | None = None, exclude: Sequence[str] = DISPLAY_ONLY) -> str:
