@@ -155,12 +155,12 @@ def main(argv=None) -> None:
     a = audit_implementation(adapter(lib, "user", staged=False), base, mech, use_batch=False, **kw)
     b = audit_implementation(adapter(lib, "user"), base, mech, batch=CALL_CHUNK, **kw)
     diff = max(float(np.max(np.abs(a[1][key] - b[1][key]))) for key in a[1])
-    counts = [(x.calibration.true_pos, x.calibration.false_pos, x.test.true_pos, x.test.false_pos)
+    counts = [(x.calibration.true_pos, x.calibration.false_pos, x.true_pos, x.false_pos)
               for x in (a[0], b[0])]
-    ms = [x.seconds / (4 * args.speedup_trials) * 1e3 for x in (a[0], b[0])]
+    ms = [x.info["seconds"] / (4 * args.speedup_trials) * 1e3 for x in (a[0], b[0])]
     print(f"speed-up on the base design (user), {args.speedup_trials} trials × 4 streams: one-call "
-          f"{a[0].seconds:.1f} s ({ms[0]:.1f} ms per release), two-stage {b[0].seconds:.2f} s ({ms[1]:.2f} ms per "
-          f"release), ratio {a[0].seconds / b[0].seconds:.1f}×; counts identical: {counts[0] == counts[1]} "
+          f"{a[0].info['seconds']:.1f} s ({ms[0]:.1f} ms per release), two-stage {b[0].info['seconds']:.2f} s ({ms[1]:.2f} ms per "
+          f"release), ratio {a[0].info['seconds'] / b[0].info['seconds']:.1f}×; counts identical: {counts[0] == counts[1]} "
           f"{counts[0]}; max |score difference| {diff:.1e}; ε_lower {a[0].epsilon_lower:.3f} vs "
           f"{b[0].epsilon_lower:.3f}")
 
