@@ -108,28 +108,56 @@ def adapter(lib: dict, level: str, delta: float):
                             rng_arg=None, seed_arg=None, global_seed=True, name=f"dpsda_{level}")
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dpsda", type=Path, default=Path("/tmp/dpsda"), help="a checkout of microsoft/DPSDA")
+def battery_args(ap: argparse.ArgumentParser, argv, name: str):
+    """The options both real-PE scripts share (budget, seed, output ``docs/real_pe_<name>.csv``), parsed with
+    ``--smoke``."""
     ap.add_argument("--trials", type=int, default=10_000)
     ap.add_argument("--speedup-trials", type=int, default=50)
     ap.add_argument("--check-calls", type=int, default=100,
                     help="one-call releases of the batch-vs-call KS check (the stage check compares seed for seed)")
-    ap.add_argument("--out", type=Path, default=Path("docs/real_pe_dpsda.csv"))
+    ap.add_argument("--out", type=Path, default=Path(f"docs/real_pe_{name}.csv"))
     ap.add_argument("--seed", type=int, default=0)
     from _smoke import parse_args
 
-    args = parse_args(ap, argv, trials=100, speedup_trials=4, check_calls=10, out=Path("/tmp/real_pe_smoke.csv"))
+    return parse_args(ap, argv, trials=100, speedup_trials=4, check_calls=10, out=Path(f"/tmp/real_pe_{name}_smoke.csv"))
 
+
+def print_verdict(r, t1: float) -> None:
+    """One line per battery: flagged, ε_lower, ε_theory, designs, seconds since ``t1`` and the reasons."""
+    print(f"{r.implementation}: flagged={r.flagged} epsilon_lower={r.epsilon_lower:.2f} "
+          f"epsilon_theory={r.epsilon_theory:.2f} designs={len(r.rows)} ({time.perf_counter() - t1:.0f} s)"
+          + (f" reasons: {'; '.join(r.reasons)}" if r.reasons else ""))
+
+
+def write_rows(rows: list, out: Path, t0: float, load0) -> None:
+    """Write the rows to ``out`` and print the wall time since ``t0`` with the load averages."""
     import pandas as pd
+
+    load1 = os.getloadavg()
+    wall = time.perf_counter() - t0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out, index=False)
+    print(f"wall {wall:.0f} s ({wall / 60:.1f} min); load average at start {load0[0]:.2f}, at end "
+          f"{load1[0]:.2f} (15-min {load1[2]:.2f}) on {os.cpu_count()} cores; rows → {out}")
+
+
+def snapshot_commit(checkout: Path) -> str:
+    """The commit a checkout is at (recorded in every row)."""
+    return subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dpsda", type=Path, default=Path("/tmp/dpsda"), help="a checkout of microsoft/DPSDA")
+    args = battery_args(ap, argv, "dpsda")
 
     import pe_kit as pk
     from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation
     from pe_kit.audit.release_runner import CALL_CHUNK
     from pe_kit.study.release_audit import audit_release, release_battery
 
-    commit = subprocess.run(["git", "-C", str(args.dpsda), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = snapshot_commit(args.dpsda)
     lib = load_dpsda(args.dpsda.resolve())
     mech = pk.MechanismConfig(noise_multiplier=1.0, sample_rate=1.0, top_k=5, clip_norm=1.0, record_cap=16)
     t0, load0 = time.perf_counter(), os.getloadavg()
@@ -153,16 +181,9 @@ def main(argv=None) -> None:
         t1 = time.perf_counter()
         r = audit_release(adapter(lib, level, DEFAULT_DELTA), mechanism=mech, trials=args.trials, seed=args.seed,
                           designs=designs, check_calls=args.check_calls, show_progress=False)
-        print(f"{r.implementation}: flagged={r.flagged} epsilon_lower={r.epsilon_lower:.2f} "
-              f"epsilon_theory={r.epsilon_theory:.2f} designs={len(r.rows)} ({time.perf_counter() - t1:.0f} s)"
-              + (f" reasons: {'; '.join(r.reasons)}" if r.reasons else ""))
+        print_verdict(r, t1)
         rows += [{**row, "snapshot": f"microsoft/DPSDA@{commit}"} for row in r.as_rows()]
-    load1 = os.getloadavg()
-    wall = time.perf_counter() - t0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(args.out, index=False)
-    print(f"wall {wall:.0f} s ({wall / 60:.1f} min); load average at start {load0[0]:.2f}, at end "
-          f"{load1[0]:.2f} (15-min {load1[2]:.2f}) on {os.cpu_count()} cores; rows → {args.out}")
+    write_rows(rows, args.out, t0, load0)
 
 
 if __name__ == "__main__":

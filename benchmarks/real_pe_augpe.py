@@ -38,14 +38,13 @@ import functools
 import importlib.util
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from real_pe import DATA, STUDY
+from real_pe import DATA, STUDY, battery_args, print_verdict, snapshot_commit, write_rows
 
 THRESHOLD = 0.0  # aug-pe's default --count_threshold
 
@@ -119,25 +118,14 @@ def main(argv=None) -> None:
     ap.add_argument("--augpe", type=Path, default=Path("/tmp/augpe"), help="a snapshot of AI-secure/aug-pe")
     ap.add_argument("--deps", type=Path, default=None,
                     help="faiss-cpu installed with pip --target (searched after the environment's packages)")
-    ap.add_argument("--trials", type=int, default=10_000)
-    ap.add_argument("--speedup-trials", type=int, default=50)
-    ap.add_argument("--check-calls", type=int, default=100,
-                    help="one-call releases of the batch-vs-call KS check (the stage check compares seed for seed)")
-    ap.add_argument("--out", type=Path, default=Path("docs/real_pe_augpe.csv"))
-    ap.add_argument("--seed", type=int, default=0)
-    from _smoke import parse_args
-
-    args = parse_args(ap, argv, trials=100, speedup_trials=4, check_calls=10, out=Path("/tmp/real_pe_augpe_smoke.csv"))
-
-    import pandas as pd
+    args = battery_args(ap, argv, "augpe")
 
     import pe_kit as pk
     from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation
     from pe_kit.audit.release_runner import CALL_CHUNK
     from pe_kit.study.release_audit import audit_release, release_battery
 
-    commit = subprocess.run(["git", "-C", str(args.augpe), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = snapshot_commit(args.augpe)
     if args.deps is not None:
         sys.path.append(str(args.deps.resolve()))
     lib = load_augpe(args.augpe.resolve())
@@ -169,16 +157,9 @@ def main(argv=None) -> None:
         t1 = time.perf_counter()
         r = audit_release(adapter(lib, claim), mechanism=mechs[claim], trials=args.trials, seed=args.seed,
                           designs=designs, check_calls=args.check_calls, show_progress=False)
-        print(f"{r.implementation}: flagged={r.flagged} epsilon_lower={r.epsilon_lower:.2f} "
-              f"epsilon_theory={r.epsilon_theory:.2f} designs={len(r.rows)} ({time.perf_counter() - t1:.0f} s)"
-              + (f" reasons: {'; '.join(r.reasons)}" if r.reasons else ""))
+        print_verdict(r, t1)
         rows += [{**row, "claim": claim, "snapshot": f"AI-secure/aug-pe@{commit}"} for row in r.as_rows()]
-    load1 = os.getloadavg()
-    wall = time.perf_counter() - t0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(args.out, index=False)
-    print(f"wall {wall:.0f} s ({wall / 60:.1f} min); load average at start {load0[0]:.2f}, at end "
-          f"{load1[0]:.2f} (15-min {load1[2]:.2f}) on {os.cpu_count()} cores; rows → {args.out}")
+    write_rows(rows, args.out, t0, load0)
 
 
 if __name__ == "__main__":
