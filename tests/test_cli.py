@@ -1,5 +1,6 @@
 """The pe-kit command: presets, overrides, the headless explorer, argument errors (no notebook execution here)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +241,14 @@ def test_this_python_kernel_runs_this_interpreter():
     assert spec.argv[0] == sys.executable
     assert json.loads(json.dumps(spec.argv))[1:3] == ["-m", "ipykernel_launcher"]
     assert os.environ["JUPYTER_PATH"].split(os.pathsep)[0].endswith("jupyter")
+
+
+def test_a_lighter_install_is_told_which_install_the_commands_need():
+    """`pip install -e .` lacks pandas and papermill: `pe-kit presets` says so and names the main install (exit 2)
+    instead of a ModuleNotFoundError traceback."""
+    code = "import sys; sys.modules['pandas'] = None\nfrom pe_kit.run.cli import main\nsys.exit(main(['presets']))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == ("pe-kit presets: needs pandas, which this install lacks; the pe-kit commands need the "
+                                "main install: bash scripts/bootstrap.sh (or pip install 'pe_kit[notebooks]')")

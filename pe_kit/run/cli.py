@@ -260,13 +260,15 @@ def _results(args) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pe-kit`` console script. Returns the exit code (0 ok, 1 failure, 2 usage)."""
     args = build_parser().parse_args(argv)
-    if args.command == "reproduce":
-        return _reproduce(args)
-    if args.command == "presets":
-        return _presets()
-    if args.command == "explore":
-        return _explore(args)
-    return _results(args)
+    commands = {"reproduce": _reproduce, "presets": lambda _: _presets(), "explore": _explore}
+    try:
+        return commands.get(args.command, _results)(args)
+    except ModuleNotFoundError as exc:  # a lighter install than the main one
+        if not exc.name or exc.name.split(".")[0] == "pe_kit":
+            raise
+        print(f"pe-kit {args.command}: needs {exc.name}, which this install lacks; the pe-kit commands need the main "
+              "install: bash scripts/bootstrap.sh (or pip install 'pe_kit[notebooks]')", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
