@@ -221,15 +221,19 @@ def _number(name: str, value, spec: ParamSpec):
     x = float(value)
     if not math.isfinite(x):
         raise ValueError(f"{name}={value!r} is not {spec.describe()} (must be finite)")
+    def inside(v: float) -> bool:
+        return not (spec.lo is not None and (v < spec.lo or (spec.lo_open and v == spec.lo))
+                    or spec.hi is not None and (v > spec.hi or (spec.hi_open and v == spec.hi)))
+
     if spec.kind == "int":
         if x != int(x):
+            near = [v for v in (math.floor(x), math.ceil(x)) if inside(v)] or [math.ceil(x)]
             raise ValueError(f"{name}={value!r} is not {spec.describe()} (no fractional part allowed: use "
-                             f"{math.floor(x)} or {math.ceil(x)})")
+                             f"{' or '.join(map(str, near))})")
         out: float | int = int(x)
     else:
         out = x
-    if spec.lo is not None and (x < spec.lo or (spec.lo_open and x == spec.lo)) or \
-            spec.hi is not None and (x > spec.hi or (spec.hi_open and x == spec.hi)):
+    if not inside(x):
         raise ValueError(f"{name}={value!r} is out of range: use {spec.describe()}")
     if spec.choices and out not in spec.choices:
         raise ValueError(f"{name}={value!r} is not accepted: use one of {', '.join(map(str, spec.choices))}")

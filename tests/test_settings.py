@@ -286,3 +286,13 @@ def test_each_setting_type_and_range_is_declared_in_one_place():
                                     for k in set(guards) | set(KNOWN_GUARDS) if guards.get(k) != KNOWN_GUARDS.get(k)}
     # the scan sees a guard: q's old explorer check
     assert _range_guards(ast.parse("if not 0 < sample_rate <= 1:\n    raise ValueError")) == {"sample_rate"}
+
+
+def test_a_fractional_count_is_told_only_values_in_range():
+    """trials=0.5 suggests 1, not 0 (out of range); 2.5 suggests 2 or 3."""
+    from pe_kit.settings import check_param
+
+    with pytest.raises(ValueError, match=r"^trials=0.5 is not an integer ≥ 1 \(no fractional part allowed: use 1\)$"):
+        check_param("trials", 0.5)
+    with pytest.raises(ValueError, match=r"\(no fractional part allowed: use 2 or 3\)$"):
+        check_param("trials", 2.5)
