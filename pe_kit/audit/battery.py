@@ -183,7 +183,7 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
         if not rows:
             return None
         eps_t = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
-        at_claim = [a.epsilon_lower for a, c in zip(rows, claims) if c == (mechanism, delta)]
+        at_claim = [a.epsilon_lower for a in rows if a.info["at_claim"]]
         return BatteryAudit(implementation=name, flagged=bool(reasons), reasons=tuple(reasons),
                             epsilon_lower=max(at_claim, default=0.0), epsilon_theory=float(eps_t),
                             mu_eff=float(stats[0].mu_eff) if math.isfinite(stats[0].mu_eff) else math.nan,
@@ -209,13 +209,14 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
             exc.add_note(f"{name} raised on {where}, {d.name!r}, in audit_implementation(release, design, …); the "
                          f"{len(rows)} designs finished before it are exc.partial")
             raise
+        own = (mech, dlt) != (mechanism, delta)  # audited at the design's own claim
         rows.append(replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                      "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
                      "canary_position": str(getattr(d, "canary_position", "last")), "alpha": float(alpha),
-                     "at_claim": (mech, dlt) == (mechanism, delta),
+                     "at_claim": not own,
                      **{f"mech_{k}": v for k, v in mech.as_dict().items()}, **checks}))
         if a.violation:
-            at = "" if (mech, dlt) == (mechanism, delta) else f" (at q = {mech.sample_rate:g}, δ = {dlt:g})"
+            at = f" (at q = {mech.sample_rate:g}, δ = {dlt:g})" if own else ""
             reasons.append(f"{a.info['design']}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}{at}")
         if bar is not None:
             bar.update(4 * int(trials))
