@@ -18,7 +18,7 @@ battery varies one axis at a time around the base design:
   ``NoiseShrinksWithUsers``);
 * ``bank``: the bank padded to ``large_bank`` entries with the probes moved to its tail (padding rows far from
   every record, so nobody routes to them: no specified contribution changes, ``with_large_bank``);
-* ``sensitivity``: the 1-record canary audited with every user sampled (q = 1) at δ = ``SENSITIVITY_DELTA``
+* ``sensitivity``: the 1-record canary audited with every user sampled (q = 1) at δ = 0.1 (``SENSITIVITY_CLAIM``)
   (``with_sensitivity_claim``), for bugs in the sensitivity itself (``pe.mutants`` ``ClipAtTwiceC``). A record's
   top-k votes fall on k distinct entries, so its h̄ has norm 1/√k, the largest any user's can have (Eq. 1): clipping
   to 2C doubles its contribution whenever 1/√k ≥ 2C. At the claimed q a doubled sensitivity hides in the
@@ -44,12 +44,12 @@ from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import topk_routes
 
 __all__ = ["battery_designs", "check_design", "with_canary_records", "with_population",
-           "with_large_bank", "with_sensitivity_claim", "DEFAULT_AXES", "LARGE_BANK", "SENSITIVITY_DELTA"]
+           "with_large_bank", "with_sensitivity_claim", "DEFAULT_AXES", "LARGE_BANK", "SENSITIVITY_CLAIM"]
 
 #: the paper's p: probes moved past 4,096 (a common power of two in buggy code) on a bank of 8,192
 LARGE_BANK = 8192
-#: the δ of the ``sensitivity`` design (module docstring)
-SENSITIVITY_DELTA = 0.1
+#: the settings the ``sensitivity`` design is audited at (module docstring; ``audit.battery.design_claim``)
+SENSITIVITY_CLAIM = {"sample_rate": 1.0, "delta": 0.1}
 #: the default axes (one variant per value, the base excluded): position, records, population, bank, sensitivity
 DEFAULT_AXES = {"position": ("first", "random"), "records": (1, "median", "cap"), "population": (1, "x4"),
                 "bank": ("large",), "sensitivity": ("q=1",)}
@@ -138,10 +138,10 @@ def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
 
 
 def with_sensitivity_claim(design, mechanism: MechanismConfig) -> ImplementationDesign:
-    """The 1-record canary (``with_canary_records``) audited at q = 1 and δ = ``SENSITIVITY_DELTA``
+    """The 1-record canary (``with_canary_records``) audited at ``SENSITIVITY_CLAIM`` (q = 1, δ = 0.1)
     (``sensitivity`` axis): ``info["claim"]`` holds the settings ``audit.battery.audit_battery`` audits it at."""
     d = _renamed(design, "sensitivity", "q=1", canary=with_canary_records(design, 1, mechanism).canary)
-    return dataclasses.replace(d, info={**d.info, "claim": {"sample_rate": 1.0, "delta": SENSITIVITY_DELTA}})
+    return dataclasses.replace(d, info={**d.info, "claim": dict(SENSITIVITY_CLAIM)})
 
 
 def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator, *, axes: dict | None = None,

@@ -13,7 +13,8 @@ import sys
 
 import numpy as np
 
-from pe_kit.attack.design_battery import DEFAULT_AXES, LARGE_BANK, battery_designs, check_design
+from pe_kit.attack.design_battery import (DEFAULT_AXES, LARGE_BANK, SENSITIVITY_CLAIM, battery_designs,
+                                         check_design)
 from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, battery_gamma
 from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, spec_statistic
@@ -22,23 +23,23 @@ from pe_kit.audit.release_runner import check_audit_arguments, check_release_sig
 from pe_kit.settings import MechanismConfig, MechanismSettings, closest
 from pe_kit.study.mechanism_audit import _as_config, check_study_keys
 
-
-def _dry_call_at_q1(release, mechanism: MechanismConfig, designs, axes) -> None:
-    """The dry call again at q = 1 when the battery holds the ``sensitivity`` design (which runs the release with
-    every user sampled), so a release that refuses q = 1 fails before the world, naming the way out."""
-    wanted = (any((getattr(d, "info", None) or {}).get("claim") for d in designs[0]) if designs is not None
-              else "sensitivity" in (DEFAULT_AXES if axes is None else axes))
-    if not wanted or mechanism.sample_rate == 1:
-        return
-    try:
-        dry_call(release, dataclasses.replace(mechanism, sample_rate=1.0))
-    except Exception as exc:
-        exc.add_note("the battery's sensitivity design runs the release with every user sampled (q = 1; "
-                     "attack.design_battery); to leave it out pass axes without 'sensitivity', e.g. "
-                     "axes={k: v for k, v in DEFAULT_AXES.items() if k != 'sensitivity'}")
-        raise
-
 __all__ = ["audit_release", "release_battery"]
+
+
+def _dry_call_at_claims(release, mechanism: MechanismConfig, designs, axes) -> None:
+    """The dry call again at each other mechanism the battery audits at (a design's ``info["claim"]``: the
+    ``sensitivity`` design's q = 1), so a release that refuses one fails before the world, naming the way out."""
+    claims = ([(getattr(d, "info", None) or {}).get("claim") for d in designs[0]] if designs is not None
+              else [SENSITIVITY_CLAIM] if "sensitivity" in (DEFAULT_AXES if axes is None else axes) else [])
+    others = {dataclasses.replace(mechanism, **{k: v for k, v in c.items() if k != "delta"}) for c in claims if c}
+    for mech in others - {mechanism}:
+        try:
+            dry_call(release, mech)
+        except Exception as exc:
+            exc.add_note(f"the battery's sensitivity design runs the release at q = {mech.sample_rate:g} "
+                         "(attack.design_battery.SENSITIVITY_CLAIM); to leave it out pass axes without 'sensitivity', "
+                         "e.g. axes={k: v for k, v in DEFAULT_AXES.items() if k != 'sensitivity'}")
+            raise
 
 
 def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
@@ -170,7 +171,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
         check_audit_arguments(release, None, mechanism)
     check_release_signature(release)  # before the world and the battery are built
     dry_call(release, mechanism)
-    _dry_call_at_q1(release, mechanism, designs, axes)
+    _dry_call_at_claims(release, mechanism, designs, axes)
     show = options.get("show_progress") is not False
     auto = isinstance(trials, str)
     if auto and trials != "auto":
