@@ -28,7 +28,7 @@ from typing import Any, BinaryIO, Iterable, Iterator, Sequence
 import numpy as np
 
 __all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "write_verified", "open_verified", "read_verified",
-           "drop_verified", "write_records", "read_records", "file_digest", "tree_digest", "source_digest",
+           "drop_verified", "hash_file", "write_records", "read_records", "file_digest", "tree_digest", "source_digest",
            "KEY_BYTES", "text_key", "EmbeddingStore"]
 
 
@@ -97,6 +97,14 @@ def atomic_write_bytes(path: Path | str, data: bytes | Iterable[bytes]) -> str:
     return h.hexdigest()
 
 
+def hash_file(fh: BinaryIO, h: "hashlib._Hash | None" = None) -> "hashlib._Hash":
+    """``h`` (default a new SHA-256) updated with the rest of the binary file ``fh``, in 4 MiB blocks (memory: one)."""
+    h = hashlib.sha256() if h is None else h
+    for block in iter(lambda: fh.read(1 << 22), b""):
+        h.update(block)
+    return h
+
+
 def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
@@ -126,10 +134,7 @@ def open_verified(path: Path | str) -> BinaryIO | None:
         fh = open(path, "rb")
     except OSError:
         return None
-    h = hashlib.sha256()
-    for block in iter(lambda: fh.read(1 << 22), b""):
-        h.update(block)
-    if h.hexdigest() == expected:
+    if hash_file(fh).hexdigest() == expected:
         fh.seek(0)
         return fh
     fh.close()
@@ -207,12 +212,9 @@ def file_digest(path: Path | str) -> str:
             return info["sha256"]
     except (OSError, ValueError, AttributeError):
         pass
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
+        digest = hash_file(fh).hexdigest()
     _DIGEST_COUNT["hashed"] += 1
-    digest = h.hexdigest()
     if _stat_key(path.stat()) == _stat_key(st):  # unchanged while we read it: safe to remember
         try:
             atomic_write_bytes(side, json.dumps({"path": str(path), "stat": _stat_key(st), "sha256": digest}).encode())

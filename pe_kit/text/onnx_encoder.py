@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.cache import cache_dir, content_hash, read_verified, write_verified
+from pe_kit.cache import cache_dir, content_hash, hash_file, read_verified, write_verified
 
 __all__ = ["export_key", "OnnxSentenceEncoder", "probe_texts", "verify_against_torch", "load_verified_backend"]
 
@@ -47,8 +47,7 @@ def _model_digest(root: Path) -> str:
         for (rel, size, _), p in zip(stamp[1:], files):
             h.update(b"%d:" % len(rel.encode()) + rel.encode() + b"%d:" % size)
             with open(p, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 22), b""):
-                    h.update(block)
+                hash_file(fh, h)
         _DIGESTS[stamp] = h.hexdigest()
     return _DIGESTS[stamp]
 
