@@ -116,9 +116,8 @@ def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256,
         ``{"texts": {notebook: texts left to embed}, "seconds": {notebook: texts / rate}, "rates": {encoder
         model id: texts per second}, "measure_seconds": seconds spent here}``.
     """
-    from pe_kit.cache import cache_dir
+    from pe_kit.cache import EmbeddingStore, cache_dir, text_key
     from pe_kit.study.world import world_texts
-    from pe_kit.cache import EmbeddingStore, text_key
     from pe_kit.text.encoder import Encoder
 
     t0 = clock()
