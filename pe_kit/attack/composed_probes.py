@@ -1,29 +1,11 @@
 """``composed-mu_eff``: probes composed from the canary's own text and chosen against the encoder.
 
-A variant **beyond the paper's Table 1** (docs/composed.md). The paper's natural-text variants rewrite the canary with
-an LLM (paraphrase pools); this one needs no generator at all. Its candidate pool Q is built only from the
-canary's own records — the records themselves, their sentences, word windows, and *recombinations*: short
-leading fragments of several similar records joined in one text (real words in real order, never a nonce
-string; no word list is used, so every word of every probe is a whitespace token of a canary record). An
-optional search then edits the selected candidates (extend with a fragment of a record whose votes still go
-to the bank, trim a fragment, cross two probes), encodes the edits through the kit's content-keyed embedding
-cache, re-estimates the frozen pool covariance Σ̂_Q on the grown pool from aux users only, and re-runs
-Alg. B.1 with J_μeff (Eq. 6). Every round ends in Alg. B.1's greedy selection of r probes; the round kept is
-the one whose frozen design has the largest μ_eff (Eq. 15 with Σ̂_P of Eqs. 34–35 from aux users and the
-population size N — the same μ_eff an audit row reports; test users never enter the design).
-
-Why recombinations: a user's clipped contribution v = h̄·min(1, C/‖h̄‖₂) (Eq. 1) puts ‖v_P‖₂ = C·‖h̄_P‖/‖h̄‖
-on P once ‖h̄‖ ≥ C, so μ_eff → 1/σ (Eq. 20) needs the canary's *L2* vote mass on P, not one vote per record:
-a few "hub" probes that sit among the k nearest bank entries of many of its records concentrate h̄ on P.
-An exact copy is nearest to one record only; a text made of several records' openings lies near all of them
-(the encoder mean-pools word pieces, and it sees only the first ``max_seq_length`` of them, so fragments
-are taken from the records' openings and a recombination of g records takes ⌊hub_words/g⌋ words of each, at least
-3: about ``hub_words`` words, but up to 3g, e.g. 48 for g = 16; a probe longer than the encoder's cap is cut by it,
-and two such probes may embed alike, which costs pool slots, not validity).
-
-Cost: pool encodes (cached per text, so a rerun or a second variant on the same canary re-encodes nothing),
-one Σ̂_Q per round (aux records routed to S_base ∪ Q) and one Alg. B.1 per round; ``design.info`` records
-encodes, cached texts, seconds per stage, pool sizes and the μ_eff of every round.
+A variant beyond the paper's Table 1 (docs/composed.md). The pool Q is built only from the canary's records —
+the records, their sentences, word windows and recombinations (the openings of several similar records in one
+text, which lies near all of them and so concentrates the canary's L2 vote mass on P: μ_eff → 1/σ, Eqs. 1, 20).
+Every probe word is a whitespace token of a canary record. A search edits the selected candidates, re-estimates
+the frozen Σ̂_Q from aux users and re-runs Alg. B.1 with J_μeff (Eq. 6); the round kept has the largest aux μ_eff
+(Eq. 15, Σ̂_P of Eqs. 34–35). Test users never enter the design.
 """
 from __future__ import annotations
 
@@ -37,10 +19,9 @@ import numpy as np
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.text.generators.base import PoolShortfallError
 
-__all__ = ["COMPOSED_VARIANT", "ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary",
+__all__ = ["ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary",
            "composed_pool", "edit_candidates", "solo_pool_covariance", "design_mu_eff", "design_composed", "probe_vote_examples"]
 
-COMPOSED_VARIANT = "composed-mu_eff"
 BEYOND_PAPER_NOTE = ("beyond the paper: not a Table 1 variant; probes composed from the canary's own records "
                      "(docs/composed.md)")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -50,21 +31,16 @@ Span = tuple[int, int, int]  # (record index, first word, end word): words[recor
 
 @dataclass(frozen=True)
 class ComposedConfig:
-    """Settings of the composed pool and its search (one place; ``design_composed``).
+    """Settings of the composed pool and its search (``design_composed``).
 
     Attributes:
-        pool_size: M, candidates of the base pool (int ≥ r). 2048: four times the paraphrase pools' 512,
-            since its candidates are cheap (no generator) and many are near-duplicates of each other.
-        windows: word-window lengths of the own-record fragments (tuple of int ≥ 3).
-        hub_sizes: records per recombination (tuple of int ≥ 2).
-        hub_words: word budget of a recombination (int ≥ 6): ⌊hub_words/g⌋ words from each of its g records, at
-            least 3 each, so not a hard cap for g > hub_words/3 (~1.3 word pieces a word keeps 40 words under the
-            64-piece cap the kit's presets use).
-        refine_rounds: edit-and-reselect rounds after the first selection (int ≥ 0). 8: on the quick canaries
-            μ_eff was still rising at round 5; 2, 5 and 8 rounds are compared in docs/composed.md.
+        pool_size: M, candidates of the base pool (int ≥ r).
+        windows: word-window lengths of the own-record fragments (int ≥ 3 each).
+        hub_sizes: records per recombination (int ≥ 2 each).
+        hub_words: word budget of a recombination of g records: ⌊hub_words/g⌋ words of each, at least 3 (int ≥ 6).
+        refine_rounds: edit-and-reselect rounds after the first selection (int ≥ 0).
         refine_edits: new candidates per round (int ≥ 1).
-        covariance: ``"solo"`` (``solo_pool_covariance``, conservative, default) or ``"pool"`` (Alg. B.1 line 6 as
-            the paper's variants use it, ``selection.pool_covariance``).
+        covariance: ``"solo"`` (``solo_pool_covariance``) or ``"pool"`` (Alg. B.1 line 6, ``selection.pool_covariance``).
     """
 
     pool_size: int = 2048
@@ -99,12 +75,11 @@ DEFAULT_CONFIG = ComposedConfig()  # what ``make_design`` uses (``design_compose
 
 @dataclass(frozen=True)
 class AuxBackground:
-    """The aux users a design may use (App. B: aux users only for design), and the population size N.
+    """The aux users a design may use (App. B) and the population size N.
 
     Attributes:
         index: ``NeighborIndex`` of the aux records on the base bank (depth ≥ k + r).
-        records: float32 (n_records, d) aux record embeddings; owner: int (n_records,) user row.
-        n_aux_users: rows; n_users: N, the size of the population the audit faces (a count, no test data).
+        records: float32 (n_records, d); owner: int (n_records,) user row; n_aux_users: rows; n_users: N.
     """
 
     index: object
@@ -115,9 +90,7 @@ class AuxBackground:
 
 
 def record_words(records) -> list[list[str]]:
-    """Whitespace tokens of each record (the unit every probe is built from). Returns list of list of str.
-
-    Raises ValueError when ``records`` is empty or a record has no word."""
+    """Whitespace tokens of each record; raises ValueError when ``records`` is empty or a record has no word."""
     words = [str(t).split() for t in records]
     if not words or any(not w for w in words):
         raise ValueError("records must be a non-empty sequence of non-empty texts (the canary's m records)")
@@ -152,25 +125,13 @@ def _hub(words, group, budget: int) -> tuple[Span, ...]:
 
 def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
                   config: ComposedConfig | None = None) -> tuple[list[str], list[tuple], list[str]]:
-    """The base candidate pool Q of ``composed-mu_eff``, built only from the canary's records.
+    """The base candidate pool Q of ``composed-mu_eff``: (texts, spans, kinds), M each.
 
-    Kinds, in priority order (the pool keeps the first ``config.pool_size`` distinct texts of this order):
-    ``record`` (each record, whitespace normalized to single spaces: exact's copies up to spacing), ``centroid``
-    (openings of the records nearest the mean embedding, one per hub size), ``knn`` (for each record and hub size, the openings of the record and its
-    nearest records in embedding space), ``sentence`` (each sentence of a multi-sentence record), ``window``
-    (word windows of the records' first 48 words), ``random`` (openings of seeded random groups of records,
-    filling the pool).
-
-    Args:
-        records: m str (the canary's records). embeddings: float32 (m, d) their embeddings (L2-normalized).
-        rng: the only randomness (the random groups). config: ``ComposedConfig`` (default settings).
-
-    Returns:
-        (texts list of M str, spans list of M tuples of (record, first, end) word spans, kinds list of M str).
-
-    Raises:
-        ValueError: for empty records or mismatched embeddings. A canary whose records admit fewer than
-            ``pool_size`` distinct candidates gets a smaller pool (``design_composed`` refuses one smaller than r).
+    Kinds, in priority order (the first ``config.pool_size`` distinct texts are kept): ``record``, ``centroid``
+    (openings of the records nearest the mean embedding, per hub size), ``knn`` (per record and hub size, its and
+    its nearest records' openings), ``sentence``, ``window`` (within the first 48 words), ``random`` (openings of
+    seeded random groups, filling the pool). Spans are tuples of (record, first, end) word spans. A canary whose
+    records admit fewer candidates gets a smaller pool. Raises ValueError for empty records or mismatched embeddings.
     """
     config = config or ComposedConfig()
     words = record_words(records)
@@ -222,23 +183,11 @@ def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
 
 def edit_candidates(words, selected_spans, uncovered, n: int, rng: np.random.Generator,
                     hub_words: int = 40) -> list[tuple]:
-    """Word-level edits of selected probes (the search of ``design_composed``), as span tuples.
+    """Up to n word-level edits of the selected probes, as span tuples (duplicates possible).
 
-    Edits (drawn uniformly, seeded): ``extend`` a probe with the opening of a record in ``uncovered`` (records
-    whose k votes are not all on probes), dropping the probe's last fragment when over ``hub_words``;
-    ``trim`` one fragment of a multi-fragment probe; ``cross`` the first half of one probe's fragments with the
-    second half of another's; ``swap`` one fragment for the opening of an uncovered record.
-
-    Args:
-        words: per-record word lists (``record_words``). selected_spans: span tuples of the selected probes.
-        uncovered: int record indices to pull probes toward (may be empty: then all records). n: edits wanted.
-        rng: the only randomness. hub_words: word budget of an edited probe.
-
-    Returns:
-        list of ≤ n span tuples (duplicates possible; the caller drops texts already in the pool).
-
-    Raises:
-        ValueError: for n < 0.
+    Each edit, drawn uniformly: ``extend`` a probe with the opening of an ``uncovered`` record (empty: any record),
+    ``trim`` a fragment, ``cross`` the halves of two probes, or ``swap`` a fragment for an uncovered record's opening;
+    then cut to ``hub_words`` words. Raises ValueError for n < 0.
     """
     if n < 0:
         raise ValueError(f"n={n} must be ≥ 0")
@@ -283,21 +232,10 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
                   canary_index=None) -> dict:
     """μ_eff of a frozen design from aux users only (Eq. 15; Σ̂_P of Eqs. 31–35 with N = ``aux.n_users``).
 
-    The canary and the aux users are routed to the bank with the probes at ``positions`` (Eq. 1), exactly as the
-    audit does (``pe_kit.study.world.canary_contribution``, ``audit.canary._audit_canary``), so this is the μ_eff
-    an audit row of the design reports.
-
-    Args:
-        canary_embeddings: float32 (m, d). bank: float32 (p, d). probe_embeddings: float32 (r, d).
-        positions: int (r,), or None for a design without probes (``ordinary``: P is the canary's natural top-k
-            support, as ``study.world.audit_design`` inspects it). aux: ``AuxBackground``. mechanism: k, C, σ, q.
-            audit: shrinkage, ridge.
-        canary_index: optional ``NeighborIndex`` of the canary on ``bank`` (depth ≥ k + r).
-
-    Returns:
-        dict ``mu_eff`` (float), ``canary_votes_on_P`` (share of the canary's vote mass on P), ``canary_norm``
-        (‖v_P‖₂), ``record_probe_votes`` (int (m,) probes among each record's k nearest), ``aux_voters``
-        (aux users with a vote on P).
+    Routes the canary and the aux users with the probes at ``positions`` (Eq. 1) as the audit does, so this is the
+    μ_eff an audit row reports. ``positions`` None: a design without probes, P = the canary's top-k support.
+    Returns dict ``mu_eff``, ``canary_votes_on_P`` (share of vote mass), ``canary_norm`` (‖v_P‖₂),
+    ``record_probe_votes`` (int (m,) probes among each record's k nearest) and ``aux_voters``.
     """
     from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
     from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
@@ -322,22 +260,11 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
 
 def solo_pool_covariance(aux: AuxBackground, pool: np.ndarray, positions, mechanism: MechanismConfig,
                          audit: AuditConfig | None = None, chunk_size: int = 4096) -> np.ndarray:
-    """A conservative frozen Σ̂_Q: every aux record votes for *every* candidate nearer than its k-th S_base entry.
+    """A conservative frozen Σ̂_Q (M, M): each aux record votes for every candidate nearer than its k-th S_base entry.
 
-    Alg. B.1 line 6 (``selection.pool_covariance``) routes aux users to S_base ∪ Q with all M candidates present;
-    with a pool of many near-duplicate candidates (as a composed pool is) their votes split among the duplicates,
-    so each candidate looks quieter than it is once only r of them remain in the bank. Here candidate j gets the
-    vote of each aux record that j alone would enter (distance below the record's k-th base distance; the
-    record's vote count is not capped at k and no clip is applied), i.e. the background each probe would see in
-    a bank where it displaced nothing else: an upper bound of every vote an aux record can give it. Then
-    Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)² I + ridge·I (Eqs. 31–35) with N = ``aux.n_users``.
-
-    Args:
-        aux: ``AuxBackground``. pool: float32 (M, d). positions: int (r,) reserved positions (not in S_base).
-        mechanism: k, C, σ, q. audit: shrinkage and ridge. chunk_size: aux records per distance block.
-
-    Returns:
-        float64 (M, M) symmetric positive definite.
+    Near-duplicate candidates split the aux votes in Alg. B.1 line 6 (``selection.pool_covariance``); here candidate
+    j gets the vote of each aux record it alone would enter (no cap at k, no clip), an upper bound of its background.
+    Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)² I + ridge·I (Eqs. 31–35), N = ``aux.n_users``.
     """
     import scipy.sparse as sp
 
@@ -373,34 +300,29 @@ def _encode(encoder, texts, stats: dict) -> np.ndarray:
     return np.asarray(emb, dtype=np.float32)
 
 
+def _new_edits(words, selected_spans, uncovered, seen: set, rng, config: ComposedConfig) -> list[tuple]:
+    """(text, spans) of the edits (``edit_candidates``) whose text is not in ``seen``; adds them to it."""
+    new = []
+    for sp in edit_candidates(words, selected_spans, uncovered, config.refine_edits, rng, config.hub_words):
+        t = _text(words, sp)
+        if t and t not in seen:
+            seen.add(t)
+            new.append((t, sp))
+    return new
+
+
 def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np.ndarray, bank: np.ndarray,
                     positions, mechanism: MechanismConfig, aux: AuxBackground, rng: np.random.Generator,
                     audit: AuditConfig | None = None, config: ComposedConfig | None = None):
-    """The frozen ``composed-mu_eff`` design of one real canary (beyond Table 1; see the module docstring).
+    """The frozen ``composed-mu_eff`` design (``ProbeDesign``) of one real canary.
 
-    Steps: base pool (``composed_pool``) → encode (cached per text) → Σ̂_Q from aux users on S_base ∪ Q
-    (``selection.pool_covariance``, Alg. B.1 line 6) → Alg. B.1 with J_μeff (``variants.design_selected``) →
-    ``config.refine_rounds`` times: edits of the selected probes (``edit_candidates``) join the pool, Σ̂_Q is
-    re-estimated on the grown pool, Alg. B.1 runs again. The round whose design has the largest aux μ_eff
-    (``design_mu_eff``) is frozen; ties keep the earlier round.
-
-    Args:
-        encoder: ``pe_kit.text.encoder.Encoder`` (the study's: probes must be embedded like the bank).
-        canary_id: user id. canary_texts: m str. canary_embeddings: float32 (m, d).
-        bank: float32 (p, d) base bank. positions: int (r,) reserved replacement positions (drawn before).
-        mechanism: k, C, σ, q. aux: ``AuxBackground`` (aux users and N). rng: pool and edit draws.
-        audit: shrinkage and ridge of Σ̂ (default ``AuditConfig()``). config: ``ComposedConfig`` (None:
-            ``DEFAULT_CONFIG``).
-
-    Returns:
-        ``ProbeDesign`` with variant ``composed-mu_eff``; ``info`` holds ``beyond_paper``, ``pool_size``,
-        ``pool_kinds`` (count per kind of the selected probes), ``probe_spans``, ``rounds`` (per round: pool size,
-        J_μeff, aux μ_eff, votes on P), ``encodes``, ``cached_texts``, ``design_seconds``, ``composed_config``.
+    ``composed_pool`` → encode with ``encoder`` (cached per text) → Σ̂_Q (``config.covariance``) → Alg. B.1 with J_μeff
+    (``variants.design_selected``); then ``config.refine_rounds`` times the selected probes' edits join the pool and
+    both run again. The round with the largest aux μ_eff (``design_mu_eff``) is kept, ties to the earlier; ``info``
+    adds ``pool_kinds``, ``probe_spans``, ``rounds`` (pool size, J_μeff, aux μ_eff per round), ``encodes``.
 
     Raises:
-        ValueError: ``config.pool_size`` < r, or on shape errors (``design_selected``).
-        PoolShortfallError (``text.generators.base``): the canary's records give fewer than r distinct candidates
-            (the audit skips that canary as a pool shortfall, as it does the paraphrase variants').
+        ValueError: ``config.pool_size`` < r. PoolShortfallError: fewer than r distinct candidates.
     """
     from pe_kit.attack.selection import pool_covariance
     from pe_kit.attack.variants import design_selected
@@ -432,13 +354,7 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
             cur = best[2]
             summ = design_mu_eff(emb, bank, cur.probe_embeddings, pos, aux, mechanism, audit, index)
             uncovered = np.flatnonzero(summ["record_probe_votes"] < mechanism.top_k)
-            new = []
-            for sp in edit_candidates(words, [spans[i] for i in cur.pool_indices], uncovered,
-                                      config.refine_edits, rng, config.hub_words):
-                t = _text(words, sp)
-                if t and t not in seen:
-                    seen.add(t)
-                    new.append((t, sp))
+            new = _new_edits(words, [spans[i] for i in cur.pool_indices], uncovered, seen, rng, config)
             if not new:
                 break
             texts += [t for t, _ in new]
@@ -473,21 +389,11 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
 
 
 def probe_vote_examples(design, bank: np.ndarray, top_k: int = 5, records=None, bank_texts=None) -> list[dict]:
-    """For some canary records, the k entries they vote for on the design's bank: probe text or "bank #i".
+    """For some canary ``records`` (default the first 3), the k entries each votes for on the design's bank.
 
-    What notebook 02's composed cell shows (a canary record beside the probes that took its votes).
-
-    Args:
-        design: a frozen ``ProbeDesign`` with probes. bank: float32 (p, d) base bank (the world's).
-        top_k: k. records: int record indices (default: the first 3). bank_texts: optional p str (the world's
-            ``bank_texts``) to show the bank entries that took a vote.
-
-    Returns:
-        list of dicts ``record`` (index), ``text`` (the record), ``votes`` (list of k dicts ``probe`` (slot or
-        None), ``text`` (probe text, or ``"bank #<position>: <text>"``), ``distance`` (squared Euclidean)).
-
-    Raises:
-        ValueError: for a design without probes or a record index out of range.
+    Returns dicts ``record``, ``text``, ``votes`` (k dicts ``probe`` (slot or None), ``text`` (the probe's, or
+    ``"bank #<position>"`` plus ``bank_texts``' entry), ``distance`` (squared)). Raises ValueError for a design
+    without probes or a record index out of range.
     """
     from pe_kit.pe.mechanism import build_neighbor_index, routes_with_probes, squared_distances
 

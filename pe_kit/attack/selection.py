@@ -1,34 +1,15 @@
-"""Greedy forward probe selection (Alg. B.1, Eq. 6) and the routing pieces it needs.
+"""Greedy forward probe selection (Alg. B.1, Eq. 6) and the routing it needs (App. B; Σ̂_Q: Eqs. 31–35).
 
-Source: "Canaries in the Bank", App. B ("Trial-set routing and scores", "Why forward selection is
-necessary", Algorithm B.1) and App. E.7 (Eqs. 31–35) for the frozen pool covariance Σ̂_Q.
+r ordered replacement positions ρ_1..ρ_r are reserved in the bank S; S_base is S without them. For a trial set T
+of pool indices (in selection order), probe T[t] sits at ρ_t. ProbeVotes re-routes every canary record to its k
+nearest entries of S_base ∪ {c_j : j ∈ T} (ties → lowest final bank index) and gives w_T = counts / (m·k), the
+canary's un-clipped normalized probe votes. Objectives (Eq. 6): J_norm(T) = ‖w_T‖², J_μeff(T) = w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T.
 
-Setting. The bank S has p positions; r ordered replacement positions ρ_1..ρ_r are reserved before
-selection and S_base is S without them. A pool Q = {c_1..c_M} of candidate probes is given. For a trial
-index set T (in selection order), probe T[t] sits at bank position ρ_t. ProbeVotes(S(T), D_can, k)
-re-routes every canary record to its k nearest entries of S_base ∪ {c_j : j ∈ T} (exact Euclidean,
-ties → lowest *final bank index*), and returns w_T = (probe vote counts) / (m·k), the canary's
-*un-clipped* normalized probe votes. The objectives are (Eq. 6)
-
-    J_norm(T) = ‖w_T‖²,        J_μeff(T) = w_Tᵀ [Σ̂_Q]_{T,T}⁻¹ w_T.
-
-Two implementations of Alg. B.1 are provided and tested to select the same sequence:
-
-* ``method="plain"`` – literal Alg. B.1 lines 8–21: for every remaining candidate, re-route all m
-  records by merging the trial probes with each record's k nearest base entries, count votes, and
-  evaluate J with a fresh Cholesky solve on the principal submatrix.
-* ``method="incremental"`` (default) – the same decisions, vectorized. Each record's current top-k
-  list over S(P) is kept; adding one candidate j only lets j displace the current k-th entry of the
-  records it beats, so for *all* remaining candidates at once the trial vote vector is
-  (current counts − evictions, new votes) with evictions = (one-hot k-th owner)ᵀ · enters. J_norm is
-  evaluated in exact integer arithmetic on counts; J_μeff with the bordered (Schur-complement)
-  inverse xᵀΣ_T⁻¹x = x_Pᵀ K x_P + (x_j − bᵀK x_P)² / (c − bᵀK b), K = Σ_P⁻¹ updated rank-one per round.
-  Cost per round O(m·M + |P|·m·M + |P|²·M) instead of O(M·(m·k·|P| + |P|³)).
-
-Ties: J_norm ties are exact (integers). J_μeff scores within ``tie_rtol`` (relative to the best,
-plus the same fraction of the one-vote score scale (1/(mk))²/max diag Σ̂) count as ties, so rounding
-differences between algebraically equal scores can never split a tie; every tie goes to the lowest
-pool index (Alg. B.1 line 19).
+``method="plain"`` is Alg. B.1 lines 8–21 literally (re-route and solve per candidate). ``method="incremental"``
+(default) makes the same decisions for all candidates at once: candidate j can only displace the k-th entry of
+the records it beats, so the trial votes are (counts − evictions, new votes); J_norm is exact on integer counts,
+J_μeff uses the bordered inverse xᵀΣ_T⁻¹x = x_PᵀKx_P + (x_j − bᵀKx_P)²/(c − bᵀKb), K = Σ_P⁻¹. J_μeff scores
+within ``tie_rtol`` count as ties; every tie goes to the lowest pool index (Alg. B.1 line 19).
 """
 from __future__ import annotations
 
@@ -70,18 +51,11 @@ def _check_positions(positions, bank_size: int | None = None) -> np.ndarray:
 
 
 def base_neighbors(index: NeighborIndex, removed_positions, top_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each record's k nearest entries of S_base = the bank without the reserved positions (App. B).
+    """Each record's k nearest entries of S_base, the bank without ``removed_positions`` (App. B).
 
-    Args:
-        index: ``NeighborIndex`` of the records on the full bank, depth ≥ top_k + len(removed_positions).
-        removed_positions: int (r,) reserved replacement positions ρ.
-        top_k: k ≥ 1.
-
-    Returns:
-        (indices int64 (n, k), squared distances float64 (n, k)), nearest first, ties → lowest index.
-
-    Raises:
-        ValueError: if the index is too shallow, or positions are invalid.
+    ``index`` is the records' ``NeighborIndex`` on the full bank, depth ≥ top_k + r. Returns (indices int64 (n, k),
+    squared distances float64 (n, k)), nearest first, ties → lowest index. Raises ValueError if the index is too
+    shallow or the positions are invalid.
     """
     pos = _check_positions(removed_positions, index.bank_size)
     if top_k < 1:
@@ -96,22 +70,10 @@ def base_neighbors(index: NeighborIndex, removed_positions, top_k: int) -> tuple
 
 def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, removed_positions, top_k: int,
                 chunk_size: int = 4096) -> np.ndarray:
-    """Top-k routes of ``records`` in S_base ∪ Q, the base bank plus the *whole* pool (Alg. B.1 line 6).
+    """Top-k routes (int64 (n, k) in [0, p + M)) of ``records`` in S_base ∪ Q, the whole pool (Alg. B.1 line 6).
 
-    Pool entry j gets the virtual index p + j (after every base index, so exact ties go to the base).
-
-    Args:
-        index: ``NeighborIndex`` of ``records`` on the full bank (depth ≥ top_k + r).
-        records: float (n, d) embeddings of the same records.
-        pool: float (M, d) candidate embeddings.
-        removed_positions: int (r,) reserved positions (excluded from the base).
-        top_k: k. chunk_size: records per (chunk, M) distance block.
-
-    Returns:
-        int64 (n, k) indices in [0, p + M).
-
-    Raises:
-        ValueError: on a too-shallow index or mismatched shapes.
+    Pool entry j gets index p + j, so exact ties go to the base. ``index``: the records' ``NeighborIndex`` on the
+    full bank (depth ≥ top_k + r). Raises ValueError on a too-shallow index or mismatched shapes.
     """
     records = np.asarray(records)
     pool = np.asarray(pool)
@@ -137,27 +99,11 @@ def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, rem
 def pool_covariance(aux_index: NeighborIndex, aux_records: np.ndarray, aux_owner: np.ndarray, n_aux_users: int,
                     pool: np.ndarray, removed_positions, mechanism: MechanismConfig, n_users: int,
                     shrinkage: float = 0.1, ridge: float = 1e-9) -> np.ndarray:
-    """Frozen pool covariance Σ̂_Q from auxiliary users (Alg. B.1 line 6; Eqs. 31–35).
+    """Frozen pool covariance Σ̂_Q (M, M) from auxiliary users (Alg. B.1 line 6; Eqs. 31–35).
 
-    Design choice (documented): aux users are routed to S_base ∪ Q with *all* M candidates present
-    (``pool_routes``), their normalized votes are clipped to C on the full vector (Eq. 1), and Σ̂_Q =
-    q(1−q)N·shrink_s(M̂_Q) + (σC)² I + ridge·I on the M pool coordinates, N = ``n_users`` (the eligible
-    test population the audit will face). Trial sets use principal submatrices [Σ̂_Q]_{T,T}. The canary's
-    w_T in J_μeff is the *un-clipped* vote fraction (App. B); since J is a quadratic form, a constant
-    rescaling of w would not change the argmax — only the j-dependent clip factor would, and App. B
-    uses w_P, so we do too.
-
-    Args:
-        aux_index: ``NeighborIndex`` of aux records on the full bank (depth ≥ k + r).
-        aux_records: float (n_records, d); aux_owner: int (n_records,) user rows; n_aux_users: rows.
-        pool: float (M, d). removed_positions: int (r,) reserved positions.
-        mechanism: k, C, σ, q. n_users: N. shrinkage: Eq. 33 coefficient. ridge: Eq. 35 ridge.
-
-    Returns:
-        float64 (M, M) symmetric positive definite Σ̂_Q.
-
-    Raises:
-        ValueError: on no aux users or bad shapes (see ``pool_routes``, ``aux_moments``).
+    Aux users are routed to S_base ∪ Q with all M candidates present (``pool_routes``), clipped to C (Eq. 1), and
+    Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)² I + ridge·I on the pool coordinates, N = ``n_users``. Trial sets use its
+    principal submatrices. Raises ValueError on no aux users or bad shapes.
     """
     if n_aux_users < 1:
         raise ValueError("n_aux_users must be ≥ 1: Σ̂_Q is estimated from auxiliary users")
@@ -197,19 +143,15 @@ def _check_inputs(pool_d2, base_d2, base_idx, positions):
 
 
 def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, selected) -> np.ndarray:
-    """ProbeVotes(S(T), D_can, k) by full re-routing (App. B; Alg. B.1 line 11), as integer counts.
+    """ProbeVotes(S(T), D_can, k) by full re-routing (App. B; Alg. B.1 line 11): int64 (|T|,) votes per slot.
 
     Args:
-        pool_d2: float64 (m, M) squared distances canary records → pool entries.
+        pool_d2: float64 (m, M) squared distances canary records → pool.
         base_d2, base_idx: (m, k) each record's k nearest S_base entries (``base_neighbors``).
         positions: int (≥ |T|,) reserved positions; probe T[t] sits at ``positions[t]``.
         selected: int (|T|,) pool indices in slot order.
 
-    Returns:
-        int64 (|T|,) canary votes per probe slot; w_T = counts / (m·k).
-
-    Raises:
-        ValueError: on inconsistent shapes or more probes than positions.
+    Raises ValueError on inconsistent shapes or more probes than positions.
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
     sel = np.asarray(selected, dtype=np.int64).ravel()
@@ -228,17 +170,10 @@ def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, 
 
 def objective_value(counts: np.ndarray, n_records: int, top_k: int, objective: str,
                     sigma_sub: np.ndarray | None = None) -> float:
-    """J_norm or J_μeff of one trial set from its vote counts (Eq. 6).
+    """J_norm or J_μeff (Eq. 6) of one trial set from its vote counts, w = counts / (n_records·top_k).
 
-    Args:
-        counts: int (|T|,) probe vote counts; w = counts / (n_records·top_k).
-        objective: ``"norm"`` or ``"mu_eff"``; sigma_sub: float (|T|, |T|) [Σ̂_Q]_{T,T} for mu_eff.
-
-    Returns:
-        float J(T).
-
-    Raises:
-        ValueError: on an unknown objective, a missing/mis-shaped Σ, or a non-PD Σ.
+    ``sigma_sub`` is [Σ̂_Q]_{T,T}, needed for ``"mu_eff"``. Raises ValueError on an unknown objective or a
+    missing, mis-shaped or non-PD Σ.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
@@ -260,12 +195,11 @@ class Selection:
     """Outcome of Alg. B.1.
 
     Attributes:
-        order: int64 (r,) pool indices j_1..j_r (selection order; probe t → position ρ_t).
+        order: int64 (r,) pool indices j_1..j_r in selection order (probe t → position ρ_t).
         scores: float64 (r,) J of the committed set after each round (Eq. 6).
-        counts: int64 (r,) final canary vote counts per probe slot; weights = counts / (m·k).
-        objective: ``norm`` or ``mu_eff``; method: ``incremental`` or ``plain``.
-        n_records: m; top_k: k; seconds: wall time of the selection loop.
-        ties: int (r,) number of candidates tied at the best score in each round.
+        counts: int64 (r,) final canary votes per probe slot.
+        objective, method, n_records (m), top_k (k), seconds: as run.
+        ties: int (r,) candidates tied at the best score in each round.
     """
 
     order: np.ndarray
@@ -308,24 +242,14 @@ def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray
                   sigma: np.ndarray | None = None, method: str = "incremental", tie_rtol: float = 1e-10) -> Selection:
     """Greedy forward selection of r = len(positions) probes from a pool of M (Alg. B.1, Eq. 6).
 
-    Every tentative set P ∪ {j} re-routes all m canary records (exactly; see the module docstring),
-    the best trial set is committed, exact ties → lowest pool index.
-
     Args:
-        pool_d2: float (m, M) squared distances from each canary record to each pool entry
-            (``mechanism.squared_distances``, the same formula the audit uses).
+        pool_d2: float (m, M) squared distances canary records → pool (``mechanism.squared_distances``).
         base_d2, base_idx: (m, k) each record's k nearest S_base entries (``base_neighbors``).
-        positions: int (r,) ordered replacement positions ρ (r ≤ M); used for exact-tie routing.
-        objective: ``"norm"`` (J = ‖w‖²) or ``"mu_eff"`` (J = wᵀΣ̂_T⁻¹w).
-        sigma: float (M, M) frozen Σ̂_Q (``pool_covariance``), required for ``mu_eff``.
-        method: ``"incremental"`` (vectorized, default) or ``"plain"`` (literal reference).
-        tie_rtol: relative tolerance under which μ_eff scores count as tied (norm ties are exact).
+        positions: int (r,) ordered replacement positions ρ (r ≤ M).
+        objective: ``"norm"`` or ``"mu_eff"``; sigma: float (M, M) frozen Σ̂_Q (``pool_covariance``) for mu_eff.
+        method: ``"incremental"`` or ``"plain"`` (same selection). tie_rtol: relative tie tolerance of μ_eff scores.
 
-    Returns:
-        ``Selection``.
-
-    Raises:
-        ValueError: naming the bad argument (shapes, r > M, unknown objective/method, Σ not PD).
+    Returns ``Selection``. Raises ValueError naming the bad argument (shapes, r > M, objective, method, Σ not PD).
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
     if objective not in OBJECTIVES:
@@ -386,6 +310,19 @@ def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, 
         order.append(j)
         available[j] = False
     return np.asarray(order, dtype=np.int64), scores, ties
+
+
+def _bordered_inverse(kinv: np.ndarray, sigma: np.ndarray, sel: np.ndarray, j: int) -> np.ndarray:
+    """K_{P∪j} = [Σ̂]_{P∪j}⁻¹ from K_P = [Σ̂]_P⁻¹ (Schur complement); raises ValueError if Σ̂_T is not PD."""
+    if not sel.size:
+        return np.array([[1.0 / sigma[j, j]]])
+    bj = sigma[sel, j]
+    kbj = kinv @ bj
+    sc = sigma[j, j] - bj @ kbj
+    if not sc > 0:
+        raise ValueError("Σ̂_T lost positive definiteness during selection; raise the ridge")
+    top = kinv + np.outer(kbj, kbj) / sc
+    return np.block([[top, -kbj[:, None] / sc], [-kbj[None, :] / sc, np.array([[1.0 / sc]])]])
 
 
 def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, rtol):
@@ -455,17 +392,8 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
             cur_i[hit] = np.take_along_axis(cur_i[hit], o, axis=1)
             cur_s[hit] = np.take_along_axis(cur_s[hit], o, axis=1)
         counts[t] = hit.size
-        if objective == "mu_eff":  # bordered inverse: K_{P∪j} from K_P
-            if t == 0:
-                kinv = np.array([[1.0 / sigma[j, j]]])
-            else:
-                bj = sigma[order[:t], j]
-                kbj = kinv @ bj
-                sc = sigma[j, j] - bj @ kbj
-                if not sc > 0:
-                    raise ValueError("Σ̂_T lost positive definiteness during selection; raise the ridge")
-                top = kinv + np.outer(kbj, kbj) / sc
-                kinv = np.block([[top, -kbj[:, None] / sc], [-kbj[None, :] / sc, np.array([[1.0 / sc]])]])
+        if objective == "mu_eff":
+            kinv = _bordered_inverse(kinv, sigma, order[:t], j)
         order[t] = j
         available[j] = False
     return order, scores, ties

@@ -1,7 +1,4 @@
-"""One canary's audit end to end on frozen contributions: moments → weights → trials → ε_lower.
-
-Source: "Canaries in the Bank" §2.1 Steps 2–5 (Eqs. 2–5), App. E.6 (Eq. 28).
-"""
+"""One canary's audit on frozen contributions: moments → weights → trials → ε_lower (§2.1 Steps 2–5, Eqs. 2–5, 28)."""
 from __future__ import annotations
 
 import time
@@ -23,44 +20,12 @@ from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import check_equal_populations, scalar_problem, simulate_scores
 from pe_kit.settings import AuditConfig, MechanismConfig
 
-#: audits with more trials per hypothesis than this use the streaming engine (``engine._audit_scalar``);
-#: smaller ones draw every score in memory from ``rng`` (``trials.simulate_scores``: the draws behind the
-#: committed results at these sizes).
+#: more trials per hypothesis than this stream (``engine._audit_scalar``); fewer draw every score from ``rng``
 STREAMING_MIN_TRIALS = 1 << 21
 
 
-def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
-                 test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
-                 rng: np.random.Generator) -> Audit:
-    """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
-
-    Steps (§2.1): aux moments → (m̂0, Σ̂_P) for N = n_test users → w = Σ̂⁻¹v → scalar projections →
-    ``audit.trials`` trials per hypothesis on the calibration population → threshold chosen by
-    ``audit.threshold_rule`` (``threshold_rules``, with q = ``mechanism.sample_rate``) → fresh trials on the test population → ε_lower (Eq. 28, γ = α/(4·n_canaries)).
-    Above ``STREAMING_MIN_TRIALS`` trials the trials are streamed (``engine._audit_scalar``: calibration on a
-    fine threshold grid, test counts at the frozen threshold; seeded from one draw of ``rng``).
-    The calibration and test splits must have the same number of users (``trials.check_equal_populations``):
-    both score the statistic of N users; calibration users are never resampled.
-
-    Args:
-        canary_full: float (p,) the canary's full clipped contribution v_can.
-        coords: int (|P|,) inspected coordinates (probe positions, or the canary's support for ordinary).
-        aux, calibration, test: (n, p) full contributions of each split's users (sparse).
-        mechanism, audit: settings. rng: the only source of randomness.
-
-    Returns:
-        ``Audit`` of the test trials (calibration record attached) with ε_theory (Opacus PRV, one release at σ, q, δ),
-        the test population's μ_eff (Eq. 15) and γ; ``info`` holds ``mu_eff_ceiling`` (1/σ, Eq. 20),
-        ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff: the most a threshold test on this statistic can show),
-        ``tightness`` (ε_lower / ceiling), ``canary_norm`` ‖v_P‖₂ (≤ C), ``n_coords`` |P|, ``background_voters``
-        (test users with a nonzero projection, K), ``threshold_mix`` (``mixture_llr`` of the threshold),
-        ``trials`` (per hypothesis per split), ``seconds`` and the ``bounds.population_shift`` columns.
-
-    Raises:
-        ValueError: on empty coordinates or splits, splits of different sizes, contribution matrices whose
-            widths differ from ``canary_full``'s length p (or coordinates outside [0, p)), or a singular
-            covariance.
-    """
+def _check_design(canary_full, coords, aux, calibration, test) -> np.ndarray:
+    """``coords`` as int64, after checking it and the splits' widths against p = len(canary_full)."""
     coords = np.asarray(coords, dtype=np.int64)
     if coords.size == 0:
         raise ValueError("coords is empty: the canary votes on no inspected coordinate")
@@ -75,6 +40,34 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
         raise ValueError(f"coords must lie in [0, p={p}); got {int(coords.min())}..{int(coords.max())}")
     if calibration.shape[0] == 0 or test.shape[0] == 0:
         raise ValueError("calibration and test splits need at least one user each")
+    return coords
+
+
+def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
+                 test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
+                 rng: np.random.Generator) -> Audit:
+    """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
+
+    Aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v (Eq. 14) → ``audit.trials`` trials per
+    hypothesis on the calibration users → threshold (``audit.threshold_rule``) → fresh trials on the test users →
+    ε_lower (Eq. 28, γ = α/(4·n_canaries)). Above ``STREAMING_MIN_TRIALS`` the trials stream
+    (``engine._audit_scalar``, seeded from one draw of ``rng``). Calibration and test need equal user counts.
+
+    Args:
+        canary_full: float (p,) the canary's clipped contribution v_can. coords: int (|P|,) inspected coordinates.
+        aux, calibration, test: sparse (n, p) contributions of each split's users. rng: the only randomness.
+
+    Returns:
+        ``Audit`` of the test trials (calibration attached) with ε_theory (PRV, one release), μ_eff (Eq. 15), γ;
+        ``info``: ``mu_eff_ceiling`` (1/σ, Eq. 20), ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff),
+        ``tightness``, ``canary_norm`` ‖v_P‖₂, ``n_coords``, ``background_voters`` (K), ``threshold_mix``
+        (``mixture_llr``), ``trials``, ``seconds`` and the ``bounds.population_shift`` columns.
+
+    Raises:
+        ValueError: on empty coordinates or splits, unequal split sizes, widths other than p, coordinates outside
+            [0, p), or a singular covariance.
+    """
+    coords = _check_design(canary_full, coords, aux, calibration, test)
     t0 = time.perf_counter()
     v = np.asarray(canary_full, dtype=np.float64).ravel()[coords]
     n_test = test.shape[0]
