@@ -1,8 +1,4 @@
-"""Stage 5 — attack design: the eight variants and greedy probe selection.
-
-Modules: ``variants`` (Table 1, App. B), ``selection`` (Alg. B.1, Eq. 6), ``bug_canaries`` (canaries designed
-for implementation bugs).
-"""
+"""Attack design: the variants (Table 1, App. B), greedy probe selection (Alg. B.1, Eq. 6), bug canaries."""
 
 from pe_kit.lazy import lazy_package
 

@@ -1,25 +1,15 @@
-"""Canary designs for black-box implementation audits: the auditor designs the canary for the bug.
+"""Canary designs for black-box implementation audits: geometric constructions in the embedding space.
 
-A design is everything the auditor controls (``audit.blackbox.audit_implementation`` reads it duck-typed):
-the frozen bank embeddings, the probe coordinates P, the canary's record embeddings and the aux /
-calibration / test users' record embeddings. The designs here are geometric constructions in the
-embedding space (no encoder, no text), so they are exact about who votes where:
+A design is what the auditor controls (``audit.blackbox.audit_implementation`` reads it duck-typed): the frozen
+bank, the probe coordinates P, the canary's records and the aux / calibration / test users' records.
 
-* ``concentrated`` — the canary's records sit on a tight cluster of exactly k bank entries (the probes),
-  far from everyone else: every one of its votes lands on the k probes and no other user votes there.
-  ‖h̄_can‖ = 1/√k before clipping (the maximum, ``pe.mutants`` F3) and ‖v_P‖ = C after, so under the
-  specification μ_eff = 1/σ (Eq. 20's ceiling, like the paper's nonce canary) — and a missing clip shows
-  as μ_eff = 1/(σC√k) (4.47/σ at k = 5, C = 0.1). A probe nobody else votes on also makes noise that skips
-  zero coordinates, a fixed noise vector, or a canary exempt from sampling visible.
-* ``displacement`` — for fixed-size sampling (``pe.mutants.FixedSizeSample``): the calibration and test
-  users are identical and vote on a second cluster B of k entries (contribution c ⊥ v, ‖c‖ = C); the aux
-  users vote half on A and half on B, so the specification's Σ̂ (Eqs. 31–35) is dominated by the
-  direction v + c and the LLR weight w = Σ̂⁻¹v leans towards v − c. With Poisson sampling the test users'
-  sampling noise along c swamps the score (μ_eff small); with a fixed-size sample the background sum is
-  constant and a sampled canary displaces one c: the score shifts by w·(v − c), the √2C displacement of
-  the mutant's derivation. P = A ∪ B.
-
-Source: the bug derivations in ``pe.mutants``; Eq. 1 (routing, normalisation, clipping), Eqs. 14–15, 31–35.
+* ``concentrated`` — the canary's records sit on a tight cluster of exactly k bank entries (the probes), far
+  from everyone else: ‖h̄_can‖ = 1/√k before clipping and ‖v_P‖ = C after, so μ_eff = 1/σ under the
+  specification (Eq. 20), and a missing clip shows as μ_eff = 1/(σC√k).
+* ``displacement`` — for fixed-size sampling (``pe.mutants.FixedSizeSample``): calibration and test users vote
+  on a second cluster B (contribution c ⊥ v, ‖c‖ = C), aux users half on A and half on B, so w = Σ̂⁻¹v
+  (Eqs. 14, 31–35) leans towards v − c; with a fixed-size sample a sampled canary displaces one c and the score
+  shifts by w·(v − c). P = A ∪ B.
 """
 from __future__ import annotations
 
@@ -36,14 +26,10 @@ class ImplementationDesign:
     """A frozen black-box audit design.
 
     Attributes:
-        name: design name (``concentrated`` / ``displacement``).
-        bank: float32 (p, d) bank embeddings, in bank order.
-        coords: int64 (|P|,) probe coordinates the score reads.
-        canary: float32 (m, d) the canary's record embeddings.
-        aux, calibration, test: lists of float32 (n_u, d) record embeddings, one array per user.
-        info: how it was built (sizes, seed-free).
-        canary_position: the canary's user row under H1: ``"last"`` (default), ``"first"`` or an int in [0, N]
-            (``audit.release_runner.canary_index``; the battery of ``attack.design_battery`` varies it).
+        name: ``concentrated`` / ``displacement``. bank: float32 (p, d). coords: int64 (|P|,) probe coordinates.
+        canary: float32 (m, d). aux, calibration, test: one float32 (n_u, d) array of records per user.
+        info: sizes. canary_position: the canary's user row under H1: ``"last"``, ``"first"`` or an int in [0, N]
+            (``audit.release_runner.canary_index``).
     """
 
     name: str
@@ -100,21 +86,11 @@ def _centre(rng, dim: int, radius: float) -> np.ndarray:
 def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
                         n_aux: int = 50, n_calibration: int | None = None, n_test: int = 50, records: int = 4,
                         canary_records: int = 8) -> ImplementationDesign:
-    """The ``concentrated`` design (module docstring): k probes, all canary votes on them, nobody else there.
+    """The ``concentrated`` design: k probes, all canary votes on them, nobody else there (|P| = k).
 
-    Args:
-        rng: the only source of randomness (bank, positions, records).
-        top_k: k of the audited mechanism (the cluster has exactly k entries).
-        dim: embedding dimension d. bank_size: p. n_aux, n_calibration, n_test: users per split; the calibration
-            and test splits are distinct users of equal size (None: n_calibration = n_test), never resampled.
-        records: records per background user. canary_records: the canary's m.
-
-    Returns:
-        ``ImplementationDesign`` with |P| = k.
-
-    Raises:
-        ValueError: on a size < 1, n_calibration ≠ n_test (``audit.trials.check_equal_populations``), or a bank
-            too small for the cluster.
+    ``rng`` is the only randomness; ``records`` per background user, ``canary_records`` the canary's m; calibration
+    and test are distinct users of equal size (n_calibration None: n_test). Raises ValueError on a size < 1,
+    n_calibration ≠ n_test, or a bank too small for the cluster.
     """
     n_calibration = n_test if n_calibration is None else n_calibration
     _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
@@ -134,11 +110,9 @@ def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
 def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
                         n_aux: int = 50, n_calibration: int | None = None, n_test: int = 100, records: int = 4,
                         canary_records: int = 8) -> ImplementationDesign:
-    """The ``displacement`` design (module docstring) for fixed-size sampling; P = A ∪ B, |P| = 2k.
+    """The ``displacement`` design for fixed-size sampling; P = A ∪ B, |P| = 2k.
 
-    Args and Raises: as ``concentrated_design`` (``records`` must be even: aux users put half on each cluster).
-    The default population is larger (100) so that the specification's Σ̂ is dominated by v + c. Its calibration
-    and test users are distinct draws of the same cluster (disjoint splits, as everywhere else).
+    As ``concentrated_design``; ``records`` must be even (aux users put half on each cluster).
     """
     n_calibration = n_test if n_calibration is None else n_calibration
     _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
@@ -169,10 +143,6 @@ DESIGN_FOR_BUG = {"fixed_size_sample": "displacement"}
 
 
 def design_for(implementation, rng: np.random.Generator, **sizes) -> ImplementationDesign:
-    """The design for ``implementation`` (its ``name``; ``DESIGN_FOR_BUG``, default ``concentrated``).
-
-    Raises:
-        ValueError: on sizes the design does not accept.
-    """
+    """The design for ``implementation`` (its ``name`` in ``DESIGN_FOR_BUG``, default ``concentrated``)."""
     name = DESIGN_FOR_BUG.get(getattr(implementation, "name", ""), "concentrated")
     return DESIGNS[name](rng, **sizes)

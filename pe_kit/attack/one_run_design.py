@@ -1,21 +1,11 @@
 """The multi-canary design of a one-run audit of PE: m canaries, each with its own block of probe coordinates.
 
-One shared bank holds every canary's block. Canary i is a user with ``records_per_canary`` records; its block is
-``copies`` verbatim copies of each of its records written at bank positions reserved for it (``copies`` = k by
-default). Exact duplicates share one distance column and ties go to the lowest index (``pe.mechanism``), so each
-record of canary i votes only for its own copies: all of canary i's votes land on its own block and on no other
-canary's, whatever the encoder does with the texts. With one record and k copies, h̄ = 1/k on k coordinates,
-‖h̄‖ = 1/√k ≥ C for the paper's k = 5, C = 0.1, so ‖v_P‖ = C and μ_eff = 1/σ when no background user votes
-on the block (Eq. 20). This replaces the single-canary nonce design (probes drawn from an independent nonce
-pool, ``attack.variants.design_nonce``), whose probes any nonce canary would vote for: with m canaries, the
-blocks must be bound to their own canary.
-
-Variants (Table 1 names): ``nonce`` — synthetic records from ``attack.variants.nonce_strings`` (no background
-user routes to them); ``natural`` — records of real users (background users whose records lie near a copy vote
-on the block too, as for the paper's ``exact`` variant).
-
-Each canary is then inserted into the population independently with probability ½ (Steinke et al. 2023, §2),
-on top of the mechanism's own Poisson participation q (App. E.2): ``pe_kit.study.one_run`` does that.
+Canary i's block holds ``copies`` verbatim copies of each of its records at bank positions reserved for it.
+Exact duplicates tie to the lowest index (``pe.mechanism``), so canary i votes only on its own block. With one
+record and k copies, ‖h̄‖ = 1/√k ≥ C, so ‖v_P‖ = C and μ_eff = 1/σ without background votes (Eq. 20).
+Variants: ``nonce`` (``variants.nonce_strings``) and ``natural`` (real users' records, as Table 1's ``exact``).
+Each canary then joins the population with probability ½ (Steinke et al. 2023, §2) on top of Poisson q
+(``study.one_run``).
 """
 from __future__ import annotations
 
@@ -35,12 +25,10 @@ class OneRunDesign:
     """A frozen multi-canary design: the canaries and the bank positions of their blocks.
 
     Attributes:
-        variant: ``"nonce"`` or ``"natural"``.
-        canary_ids: tuple of m ids. canary_texts: tuple of m tuples of records.
+        variant: ``"nonce"`` or ``"natural"``. canary_ids: m ids. canary_texts: m tuples of records.
         canary_embeddings: float32 (m·n_rec, d), canary i's records at rows [i·n_rec, (i+1)·n_rec).
         owner: int64 (m·n_rec,) canary of each record row.
-        blocks: int64 (m, n_rec·copies) bank positions of canary i's block; column j holds a copy of its record
-            j // copies.
+        blocks: int64 (m, n_rec·copies) bank positions; column j holds a copy of record j // copies.
         bank_size: p. copies: copies per record. info: provenance.
     """
 
@@ -78,11 +66,7 @@ class OneRunDesign:
         return self.n_probes / self.bank_size
 
     def bank(self, base_bank: np.ndarray) -> np.ndarray:
-        """The frozen bank: ``base_bank`` (p, d) with each block's positions overwritten by its copies.
-
-        Raises:
-            ValueError: if the base bank's shape does not match (p, d of the canary embeddings).
-        """
+        """The frozen bank: ``base_bank`` (p, d) with each block overwritten by its copies; ValueError on a shape mismatch."""
         base = np.asarray(base_bank, dtype=np.float32)
         if base.shape != (self.bank_size, self.canary_embeddings.shape[1]):
             raise ValueError(f"base_bank has shape {base.shape}; the design needs ({self.bank_size}, "
@@ -97,8 +81,7 @@ class OneRunDesign:
 def max_canaries(bank_size: int, probe_share: float, copies: int = 5, records_per_canary: int = 1) -> int:
     """Largest m whose blocks fit in ``probe_share`` of the bank: ⌊share·p / (copies·records_per_canary)⌋.
 
-    Raises:
-        ValueError: for p < 1, share outside (0, 1], copies or records < 1.
+    Raises ValueError for p < 1, a share outside (0, 1], or copies or records < 1.
     """
     if int(bank_size) != bank_size or bank_size < 1:
         raise ValueError(f"bank_size={bank_size} must be an integer ≥ 1")
@@ -112,23 +95,14 @@ def max_canaries(bank_size: int, probe_share: float, copies: int = 5, records_pe
 
 def design_one_run(encoder, bank_size: int, n_canaries: int, rng: np.random.Generator, *, variant: str = "nonce",
                    copies: int = 5, records_per_canary: int = 1, natural=None) -> OneRunDesign:
-    """Build a frozen ``OneRunDesign`` of ``n_canaries`` canaries with disjoint blocks in one bank.
+    """A frozen ``OneRunDesign`` of ``n_canaries`` canaries with disjoint blocks in one bank.
 
     Args:
-        encoder: object with ``encode(texts, desc=...) -> float32 (n, d)`` (``pe_kit.text.encoder.Encoder``).
-        bank_size: p. n_canaries: m ≥ 1 with m·records_per_canary·copies ≤ p.
-        rng: the only source of randomness (nonce strings, then the reserved positions).
-        variant: ``"nonce"`` (synthetic strings) or ``"natural"`` (``natural`` users' records).
-        copies: copies of each record in its canary's block (≥ top_k puts every vote on the block).
-        records_per_canary: n_rec records per canary.
-        natural: for ``natural``: a sequence of at least m (user_id, texts) pairs; each canary keeps its first
-            n_rec texts (users with fewer are skipped).
+        encoder: has ``encode(texts, desc=...) -> float32 (n, d)``. rng: nonce strings, then the positions.
+        copies: copies of each record (≥ top_k puts every vote on the block). records_per_canary: n_rec.
+        natural: for ``natural``, ≥ m (user_id, texts) pairs; users with fewer than n_rec texts are skipped.
 
-    Returns:
-        ``OneRunDesign``.
-
-    Raises:
-        ValueError: on an unknown variant, blocks that do not fit in the bank, or too few natural users.
+    Raises ValueError on an unknown variant, blocks that do not fit in the bank, or too few natural users.
     """
     if variant not in ONE_RUN_VARIANTS:
         raise ValueError(f"variant={variant!r} is unknown; use one of {ONE_RUN_VARIANTS}")

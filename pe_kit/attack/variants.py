@@ -1,7 +1,5 @@
 """Attack variants: canaries and the probes they place in the shared bank (Table 1, App. B).
 
-The eight variants (paper names; ``mu_eff`` spells μ_eff):
-
 ==================  ==============  ===================================================================
 variant             canary          probes (r = 64 at seeded replacement positions ρ_1..ρ_r)
 ==================  ==============  ===================================================================
@@ -15,20 +13,8 @@ nonce-norm          synthetic       Alg. B.1 on the nonce pool, J_norm
 nonce-mu_eff        synthetic       Alg. B.1 on the nonce pool, J_μeff
 ==================  ==============  ===================================================================
 
-Beyond the paper: ``composed-mu_eff`` (``BEYOND_PAPER_VARIANTS``; ``pe_kit.attack.composed_probes``, docs/composed.md) — a real
-canary, Alg. B.1 with J_μeff on a pool composed only of the canary's own records (records, sentences, windows,
-recombinations). It is not one of Table 1's eight: ``"all"`` still means the eight, and it is selected by name
-(``--set variants=exact,composed-mu_eff``); its rows say so (``beyond_paper``).
-
-Probe t of an active variant is written to bank position ρ_t (App. B); the completed bank is frozen
-in a ``ProbeDesign`` before any trial. The greedy search itself lives in ``pe_kit.attack.selection``; the
-study-level glue (pools from a generator, Σ̂_Q from aux users) is ``pe_kit.study.world.make_design``.
-
-Canaries per variant (``canary_assignment``): "each attack is evaluated on an independently selected
-set of five canaries" (§2). The canary split is a seeded draw disjoint from aux, calibration and test
-users (``data.split_users``); real variant i takes slots [5i, 5i + 5) of it, which are disjoint across
-variants when the split holds ≥ 25 canaries (StudyConfig.n_canary ≥ 25) and wrap around otherwise.
-Nonce canaries are fresh per design.
+Beyond the paper: ``composed-mu_eff`` (``attack.composed_probes``), selected by name only, never by ``"all"``.
+Probe t is written to bank position ρ_t and the bank is frozen in a ``ProbeDesign`` before any trial.
 """
 from __future__ import annotations
 
@@ -52,15 +38,9 @@ ALL_VARIANTS = VARIANTS + BEYOND_PAPER_VARIANTS  # every name a setting accepts;
 
 
 def resolve_variants(variants) -> list[str]:
-    """Variant names from a user's setting: ``"all"`` → the eight variants of Table 1; else a comma-separated
-    string, or a sequence of names or of such strings (``--set variants=a,b`` gives a list, and ``["all"]`` means
-    all). Order kept, duplicates dropped. Names beyond the paper (``BEYOND_PAPER_VARIANTS``) are accepted by name
-    only, never through ``"all"``.
-
-    Args: variants: str or sequence of str.
-    Returns: list of names from ``ALL_VARIANTS``.
-    Raises:
-        ValueError: naming an unknown variant and listing the known ones, or for an empty setting.
+    """Variant names from a setting: ``"all"`` (or ``["all"]``) → Table 1's eight; else a comma-separated string
+    or a sequence of names or such strings. Order kept, duplicates dropped; ``BEYOND_PAPER_VARIANTS`` by name only.
+    Raises ValueError naming an unknown variant, or for an empty setting.
     """
     items = [variants] if isinstance(variants, str) else list(variants)
     names = [v.strip() for item in items for v in str(item).split(",") if v.strip()]
@@ -80,8 +60,7 @@ _NONCE_ALPHABET = np.array(list(string.ascii_letters + string.digits))
 
 
 def unknown_variant(variant, known) -> ValueError:
-    """The ValueError for a variant name not in ``known``: names the value, the closest known name (case,
-    ``_`` / ``-`` and near-misspellings, ``difflib``) and every known name."""
+    """The ValueError for a variant name not in ``known``: the value, the closest known name and every known name."""
     import difflib
 
     known = tuple(known)
@@ -97,15 +76,11 @@ class ProbeDesign:
     """A frozen attack: the canary, and the probes replacing bank positions (App. B).
 
     Attributes:
-        variant: one of ``ALL_VARIANTS``.
-        canary_id: user id (real canary) or ``nonce-<seed>`` (synthetic).
-        canary_texts: tuple of the canary's m records.
-        canary_embeddings: float32 (m, d).
-        probe_texts: tuple of r probe texts (empty for ``ordinary``).
-        probe_embeddings: float32 (r, d) or None.
-        positions: int64 (r,) bank positions; probe t sits at ``positions[t]`` (None for ``ordinary``).
-        pool_indices: int64 (r,) indices of the chosen probes in their pool (selection order).
-        info: free-form provenance (pool size, seeds, scores).
+        variant: one of ``ALL_VARIANTS``. canary_id: user id or ``nonce-<seed>``.
+        canary_texts: the m records; canary_embeddings: float32 (m, d).
+        probe_texts: r probe texts; probe_embeddings: float32 (r, d), None for ``ordinary``.
+        positions: int64 (r,), probe t sits at ``positions[t]``; pool_indices: int64 (r,) in selection order.
+        info: provenance (pool size, seeds, scores).
     """
 
     variant: str
@@ -129,20 +104,16 @@ class ProbeDesign:
 
 
 def replacement_positions(bank_size: int, r: int, rng: np.random.Generator) -> np.ndarray:
-    """r distinct ordered bank positions, drawn uniformly (App. B: reserved before selection).
-
-    Returns int64 (r,). Raises ValueError if r > bank_size or r < 0.
-    """
+    """r distinct ordered bank positions, drawn uniformly (App. B); raises ValueError unless 0 ≤ r ≤ bank_size."""
     if not 0 <= r <= bank_size:
         raise ValueError(f"cannot reserve r={r} positions in a bank of {bank_size}; lower r")
     return rng.choice(bank_size, size=r, replace=False).astype(np.int64)
 
 
 def nonce_strings(n: int, rng: np.random.Generator, words: int = 4, word_length: int = 6) -> list[str]:
-    """n high-entropy strings of ``words`` random alphanumeric words (Table 1 "nonce").
+    """n distinct strings of ``words`` random alphanumeric words (Table 1 "nonce"; ≈ 143 bits each by default).
 
-    Each string carries words·word_length·log2(62) ≈ 143 bits by default; independent of any text.
-    Returns a list of distinct str. Raises ValueError for n < 0.
+    Raises ValueError for n < 0.
     """
     if n < 0:
         raise ValueError(f"n={n} must be ≥ 0")
@@ -167,14 +138,8 @@ def design_nonce(encoder, bank_size: int, rng: np.random.Generator, records: int
                  r: int = 64) -> ProbeDesign:
     """Synthetic nonce canary and r probes drawn uniformly without replacement from an independent pool.
 
-    Args:
-        encoder: object with ``encode(texts) -> float32 (n, d)`` (``pe_kit.text.encoder.Encoder``).
-        bank_size: p, to reserve r replacement positions.
-        rng: seeds the canary strings, the pool, the positions and the draw (in that order).
-        records: m canary records (64); pool_size: M (512); r: probes (64).
-
-    Raises:
-        ValueError: if r > pool_size or r > bank_size.
+    ``encoder`` has ``encode(texts) -> float32 (n, d)``; ``rng`` draws the canary, the pool, the positions and the
+    probes, in that order. Raises ValueError if r > pool_size or r > bank_size.
     """
     if r > pool_size:
         raise ValueError(f"r={r} probes cannot be drawn from a pool of {pool_size}; raise pool_size")
@@ -202,13 +167,11 @@ def variant_objective(variant: str) -> str | None:
 
 @dataclass(frozen=True)
 class CanaryAssignment:
-    """Which canaries of the study's canary split each real-canary variant audits (§2, Table 1).
+    """Which canaries of the canary split each real-canary variant audits (§2, Table 1).
 
     Attributes:
-        slots: dict variant → tuple of ``per_variant`` indices into the canary split (REAL_VARIANTS).
-        mode: ``"disjoint"`` (every real variant has its own canaries) or ``"wrapped"`` (the split is too
-            small, blocks wrap around and variants share canaries).
-        per_variant: canaries per variant; n_canary: size of the canary split.
+        slots: variant → ``per_variant`` indices into the canary split. mode: ``"disjoint"`` or ``"wrapped"`` (the
+        split is too small and variants share canaries). n_canary: size of the canary split.
     """
 
     slots: dict
@@ -217,7 +180,7 @@ class CanaryAssignment:
     n_canary: int
 
     def ids(self, variant: str, canary_ids) -> tuple[str, ...]:
-        """User ids of ``variant``'s canaries, given the split's ``canary_ids`` (sequence of str)."""
+        """User ids of ``variant``'s canaries, given the split's ``canary_ids``."""
         canary_ids = tuple(canary_ids)
         if len(canary_ids) != self.n_canary:
             raise ValueError(f"canary_ids has {len(canary_ids)} ids but the assignment was made for {self.n_canary}")
@@ -225,25 +188,12 @@ class CanaryAssignment:
 
 
 def canary_assignment(n_canary: int, per_variant: int = 5) -> CanaryAssignment:
-    """Assign canaries of the canary split to the five real-canary variants (§2: "each attack is
-    evaluated on an independently selected set of five canaries").
+    """Assign canaries of the canary split to the five real-canary variants (§2: "an independently selected
+    set of five canaries").
 
-    Choice: the canary split is already a seeded uniform draw of users with m records, disjoint from
-    aux, calibration and test (``data.split_users``); real variant i (its index in ``REAL_VARIANTS``) takes
-    the block of slots [i·per_variant, (i+1)·per_variant). With n_canary ≥ 5·per_variant (25 in the paper's
-    setting) the blocks are disjoint, so every variant's canaries are an independent, disjoint draw. With
-    fewer, the blocks wrap around (slot mod n_canary) and variants share canaries — still distinct within a
-    variant when n_canary ≥ per_variant; ``mode`` says which case holds. Same rule as
-    ``experiments.canary_slots``. Nonce variants draw fresh synthetic canaries and use no slot.
-
-    Args:
-        n_canary: size of the canary split (``StudyConfig.n_canary``). per_variant: canaries per variant.
-
-    Returns:
-        ``CanaryAssignment``.
-
-    Raises:
-        ValueError: if per_variant < 1 or n_canary < per_variant (raise StudyConfig.n_canary).
+    Real variant i takes slots [i·per_variant, (i+1)·per_variant) of the seeded canary split: disjoint when
+    n_canary ≥ 5·per_variant, else wrapped modulo n_canary (``mode`` says which). Nonce variants use no slot.
+    Raises ValueError if per_variant < 1 or n_canary < per_variant.
     """
     if int(per_variant) != per_variant or per_variant < 1:
         raise ValueError(f"per_variant={per_variant!r} must be an integer ≥ 1")
@@ -256,11 +206,9 @@ def canary_assignment(n_canary: int, per_variant: int = 5) -> CanaryAssignment:
 
 
 def nonce_canary_and_pool(records: int, pool_size: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
-    """A synthetic nonce canary (``records`` strings) and an independent pool of ``pool_size`` nonces.
+    """A synthetic nonce canary (``records`` strings) and an independent pool of ``pool_size`` nonces (App. B).
 
-    Draw order from ``rng``: canary strings, then pool strings (the same order as ``design_nonce``), so
-    the pool is generated independently of natural text and of the canary (App. B "Nonce"); any pool
-    string equal to a canary string is dropped. Returns (canary list[str], pool list[str]).
+    Drawn in ``design_nonce``'s order (canary, then pool); pool strings equal to a canary string are dropped.
     Raises ValueError for records < 1 or pool_size < 1.
     """
     if records < 1 or pool_size < 1:
@@ -272,21 +220,10 @@ def nonce_canary_and_pool(records: int, pool_size: int, rng: np.random.Generator
 
 
 def spread_select(sources: np.ndarray, r: int, rng: np.random.Generator) -> np.ndarray:
-    """r pool indices spread across the canary's records, without any score (App. B "Paraphrase").
+    """r distinct pool indices spread across the canary's records, without any score (App. B "Paraphrase").
 
-    Records are visited round-robin in a seeded random order; each visit takes a uniformly random unused
-    pool entry of that record (records with none left are skipped). With m records and r ≥ m every record
-    gets ⌊r/m⌋ or ⌈r/m⌉ probes when its pool share allows (64 records, r = 64: one each).
-
-    Args:
-        sources: int (M,) source-record index of each pool entry (``make_paraphrase_pool``).
-        r: probes to choose (≤ M). rng: the only randomness.
-
-    Returns:
-        int64 (r,) distinct pool indices in selection order (probe t → position ρ_t).
-
-    Raises:
-        ValueError: if r > M or r < 0.
+    Records are visited round-robin in a seeded order, each visit taking a random unused pool entry of that record
+    (``sources``: int (M,) source record per entry). Raises ValueError unless 0 ≤ r ≤ M.
     """
     src = np.asarray(sources, dtype=np.int64).ravel()
     if not 0 <= r <= src.size:
@@ -312,15 +249,8 @@ def _emb(x, name: str) -> np.ndarray:
 def design_exact(canary_id: str, canary_texts, canary_embeddings: np.ndarray, positions: np.ndarray) -> ProbeDesign:
     """One verbatim copy of each canary record at the first m reserved positions (App. B "Exact").
 
-    The copy's embedding *is* the record's embedding (same text), so every copy is at zero distance
-    from its source and takes that record's top-1 vote (ties to the lowest bank index).
-
-    Args:
-        canary_id: user id; canary_texts: m str; canary_embeddings: float32 (m, d).
-        positions: int (≥ m,) reserved positions; copy t → positions[t].
-
-    Raises:
-        ValueError: if fewer than m positions are given or shapes disagree.
+    A copy's embedding is its record's, so it takes that record's top-1 vote. Raises ValueError for fewer than m
+    positions or mismatched shapes.
     """
     emb = _emb(canary_embeddings, "canary_embeddings")
     texts = tuple(canary_texts)
@@ -338,13 +268,8 @@ def design_paraphrase(canary_id: str, canary_texts, canary_embeddings: np.ndarra
                       pool_sources, positions: np.ndarray, rng: np.random.Generator, info: dict | None = None) -> ProbeDesign:
     """Unoptimized paraphrase attack: r = len(positions) pool entries spread across records (App. B).
 
-    Args:
-        canary_*: the real canary (m records). pool_texts: M str; pool_embeddings: float32 (M, d);
-        pool_sources: int (M,) source record per entry. positions: int (r,). rng: draws the spread.
-        info: extra provenance merged into ``ProbeDesign.info``.
-
-    Raises:
-        ValueError: on inconsistent pool shapes or r > M.
+    ``pool_sources``: int (M,) source record per entry; ``info`` is merged into ``ProbeDesign.info``. Raises
+    ValueError on inconsistent pool shapes or r > M.
     """
     pool_emb = _emb(pool_embeddings, "pool_embeddings")
     pool_texts = list(pool_texts)
@@ -363,28 +288,16 @@ def design_selected(variant: str, canary_id: str, canary_texts, canary_embedding
                     pool_embeddings: np.ndarray, bank: np.ndarray, positions: np.ndarray, top_k: int,
                     sigma: np.ndarray | None = None, index=None, info: dict | None = None,
                     method: str = "incremental") -> ProbeDesign:
-    """Run Alg. B.1 for a ``*-norm`` / ``*-mu_eff`` variant and freeze the resulting design (App. B).
-
-    The canary's records are indexed once on the full bank (depth k + r), S_base drops the reserved
-    positions, distances to the whole pool are computed once, and ``selection.greedy_select`` picks
-    probe j_t for position ρ_t.
+    """Run Alg. B.1 for a ``*-norm`` / ``*-mu_eff`` variant and freeze the design (App. B).
 
     Args:
-        variant: one of ``paraphrase-norm``, ``paraphrase-mu_eff``, ``nonce-norm``, ``nonce-mu_eff``,
-            ``composed-mu_eff``.
-        canary_texts: m str; canary_embeddings: float32 (m, d).
-        pool_texts: M str; pool_embeddings: float32 (M, d).
-        bank: float32 (p, d) the base bank (before replacement). positions: int (r,) reserved, ordered.
-        top_k: k. sigma: float64 (M, M) frozen Σ̂_Q for μ_eff (``selection.pool_covariance``).
-        index: optional precomputed ``NeighborIndex`` of the canary records on ``bank`` (depth ≥ k + r).
-        info: extra provenance. method: ``incremental`` (default) or ``plain``.
+        pool_texts: M str; pool_embeddings: float32 (M, d). bank: float32 (p, d) before replacement.
+        positions: int (r,) reserved, ordered. sigma: float64 (M, M) frozen Σ̂_Q for μ_eff
+        (``selection.pool_covariance``). index: optional ``NeighborIndex`` of the canary on ``bank`` (depth ≥ k + r).
+        method: ``selection.greedy_select``'s.
 
-    Returns:
-        ``ProbeDesign`` whose ``pool_indices`` are the selected sequence and whose ``info`` holds the
-        per-round scores, ties, final vote counts and selection seconds.
-
-    Raises:
-        ValueError: for a non-optimized variant, a missing Σ̂ for μ_eff, or shape errors.
+    Returns ``ProbeDesign`` (``pool_indices`` in selection order; ``info`` with per-round scores, ties, final vote
+    counts, seconds). Raises ValueError for an unoptimized variant, a missing Σ̂ for μ_eff, or shape errors.
     """
     from pe_kit.attack.selection import base_neighbors, greedy_select
     from pe_kit.pe.mechanism import build_neighbor_index, squared_distances

@@ -1,33 +1,13 @@
 """The adaptive multi-round audit (Eq. 36): the canary's sampled votes enter Y^(t), so they can change the
 retained set and every later bank; per-round LLRs are computed on each trial's realised bank and summed.
 
-Source: "Canaries in the Bank", App. A (Alg. A.1: S^(t+1) = Top_k̃(Y^(t)) ∪ G(F^(t))), App. E.8 Eq. 36
-(log p1(y^{1:T})/p0(y^{1:T}) = Σ_t log p1(y^(t) | y^(<t)) / p0(y^(t) | y^(<t)): per-round mixture scores
-may be summed when each is the conditional LLR given the realised earlier transcript), App. D
-"Multi-round accounting". The frozen-bank approximation it is compared with is ``pe_kit.audit.composed``.
-
-Construction (documented design). A PE run (``pe_kit.pe.multiround.run_pe``) fixes an entropy; round t
-draws the background participation and the DP noise from ``default_rng([entropy, t])`` and then the
-generator's prompts and seeds (``pe_round``). Under H1 the canary is one more eligible user: in round t
-it is sampled with J_t ~ Bernoulli(q) and, when sampled, its clipped votes v(S^(t)) are added to Y^(t)
-before the top-k̃ retention (``pe_round(extra_votes=v)``). With the PE run's background and noise held
-fixed (coupled across trials), the whole transcript is a deterministic function of the canary's
-participation pattern J_1..J_T, so at most 2^T − 1 transcripts exist; in practice far fewer, since a
-sampled canary changes retention only when one of its votes lands on a candidate near the top-k̃
-boundary (a nonce canary, whose votes all land on probes, never does: probes are never candidates).
-``transcript_tree`` builds each distinct bank once (generation and embeddings are cached by content, so
-branches that retain the same set reuse them). ``_adaptive_audit`` then runs trials: per trial and
-round, J_t is drawn, the trial moves down the tree, and the round's score is the single-release mixture
-LLR (Eqs. 14, 22) on *that trial's* realised bank S^(t) — with fresh background participation and noise
-on the inspected coordinates, as in the single-release audit (``trials.simulate_scores``) — summed over
-rounds (Eq. 36). Under H0 (J ≡ 0) every trial follows the canary-free transcript.
-
-What is approximated: (i) retention is decided on the PE run's own background and noise (one coupled
-draw for all trials; fresh draws per trial would make every trial's retained set, hence every bank,
-distinct, and need T·g generations per trial), while the inspected coordinates get fresh draws per trial;
-(ii) each ℓ_t inherits the Gaussian approximation of Eq. 14 with aux-estimated moments on the trial's
-bank. The frozen-bank audit is the special case where every trial follows the canary-free transcript;
-the fraction of H1 trials whose retained set the canary changed says how far apart the two can be.
+Source: App. A (Alg. A.1), App. E.8 Eq. 36 (the transcript LLR is the sum of per-round conditional LLRs), App. D.
+With the PE run's background and noise held fixed (``default_rng([entropy, t])``), the transcript is a function
+of the canary's participation J_1..J_T: ``transcript_tree`` builds each distinct bank once (a sampled canary adds
+its clipped votes to Y^(t) before retention, ``pe_round(extra_votes=v)``). ``_adaptive_audit`` moves each trial
+down the tree and scores ℓ_mix,t (Eqs. 14, 22) on its realised bank with fresh background and noise on the
+inspected coordinates, summed over rounds. Approximations: retention uses the run's one coupled draw; each
+ℓ_t is Gaussian (Eq. 14). Every H0 trial follows the canary-free transcript (``audit.composed``).
 """
 from __future__ import annotations
 
@@ -54,13 +34,11 @@ class TreeNode:
     """One distinct bank S^(t) reachable by some canary participation pattern.
 
     Attributes:
-        round: t. bank: the ``FrozenBank``. seen: frozenset of every text of S^(0..t).
-        reference: True when the bank is the canary-free transcript's S^(t).
-        next_absent, next_present: index (into the next round's node list) of S^(t+1) when the canary is
-            not / is sampled in round t (equal when its votes change nothing the generator sees); −1 at t = T−1
-            (S^(T) is not released, so it is not built; ``changes_retention`` is still set there).
-        changes_retention: True when the canary's votes, if sampled in round t, change the retained *set*.
-        problem: the ``RoundProblem`` of this bank (filled by ``_adaptive_audit``).
+        round: t. bank: ``FrozenBank``. seen: every text of S^(0..t). reference: the canary-free S^(t).
+        next_absent, next_present: index into the next round's nodes of S^(t+1) when the canary is not / is
+            sampled in round t; −1 in the last round (S^(T) is not built).
+        changes_retention: the canary's votes, if sampled in round t, change the retained set.
+        problem: this bank's ``RoundProblem`` (filled by ``_adaptive_audit``).
     """
 
     round: int
@@ -80,20 +58,12 @@ def _bank_key(bank: FrozenBank, seen: frozenset) -> str:
 def transcript_tree(transcript: Transcript, private: Population, canary: Population, generator,
                     mechanism: MechanismConfig, config: PEConfig, *, encoder=None,
                     max_banks: int = 64) -> list[list[TreeNode]]:
-    """Every bank the adaptive process can reach under H1, round by round (see the module docstring).
+    """Every bank the adaptive process can reach under H1, round by round: T lists of ``TreeNode``.
 
-    Args:
-        transcript: the canary-free ``run_pe`` result (its entropy fixes the background and noise draws).
-        private: the voting users of that run. canary: one user (``n_users == 1``).
-        generator, encoder, mechanism, config: those of the run (the same objects or equal ones).
-        max_banks: cap on the distinct banks built over all rounds (each costs g generations).
-
-    Returns:
-        list of T lists of ``TreeNode``; ``tree[0] == [root]``; node 0 of every round is the canary-free bank.
-
-    Raises:
-        ValueError: if the canary is not one user, the transcript has no rounds, or more than ``max_banks``
-        banks are needed (raise it, or lower ``rounds``).
+    ``transcript`` is the canary-free ``run_pe`` result and ``private`` its voting users; generator, encoder,
+    mechanism and config are the run's. ``tree[0] == [root]``; node 0 of each round is the canary-free bank.
+    Raises ValueError if the canary is not one user, the transcript is empty, or more than ``max_banks`` banks
+    (each costs g generations) are needed.
     """
     if canary.n_users != 1:
         raise ValueError(f"canary must be one user; got n_users={canary.n_users}")
@@ -159,23 +129,15 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
     """ε_lower per prefix t = 1..T of the adaptive transcript (Eq. 36), with ε_theory and how often the canary
     changed the retained set.
 
-    Per split (calibration, test) and hypothesis, ``audit.trials`` trials: J_{i,t} ~ Bernoulli(q) under H1
-    (≡ 0 under H0); trial i's bank in round t is the tree node reached by J_{i,<t}; its round score is
-    ℓ_mix,t = log[(1−q) + q e^{ℓ_t}] with ℓ_t simulated on that node's ``RoundProblem`` (background
-    participation and noise fresh per trial, the canary's shift added when J_{i,t} = 1). Scores are summed
-    over rounds; each prefix is calibrated and bounded as in ``_composed_audit`` (``_prefix_audit``).
-
-    Args:
-        tree: ``transcript_tree`` output. canary, aux, calibration, test: populations (equal-size
-            calibration and test splits, or a resizing draw is made from ``rng`` as in ``round_problems``).
-        mechanism, audit: settings. rng: the only source of randomness. chunk_size: as ``simulate_scores``.
+    Per split and hypothesis, ``audit.trials`` trials: J_{i,t} ~ Bernoulli(q) under H1 (≡ 0 under H0) picks trial
+    i's node; ℓ_t is simulated on the node's ``RoundProblem`` (the canary's shift added when J_{i,t} = 1), ℓ_mix,t
+    summed; each prefix bounded by ``_prefix_audit``. A calibration split of another size is resized as in
+    ``round_problems``.
 
     Returns:
-        list of T dicts: ``releases``, ``epsilon_lower``, ``epsilon_theory``, ``frac_retention_changed``
-        (share of H1 test-split trials in which the sampled canary changed the retained set in some round
-        ≤ t), ``frac_bank_changed`` (share whose bank S^(t) differs from the canary-free one), ``n_banks``
-        (distinct banks in round t), ``mu_eff_mean`` (μ_eff over round t's banks, weighted by H1 trials),
-        ``trials``, ``seconds`` and the counts of ``_prefix_audit``.
+        T dicts: ``releases``, ``epsilon_lower``, ``epsilon_theory``, ``frac_retention_changed`` and
+        ``frac_bank_changed`` (shares of H1 test trials by round t), ``n_banks``, ``mu_eff_mean`` (over the H1
+        trials' banks), ``trials``, ``seconds`` and ``_prefix_audit``'s counts.
 
     Raises:
         ValueError: on an empty tree or σ = 0.
@@ -236,14 +198,8 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
 def side_by_side(frozen_rows: Sequence[dict], adaptive_rows: Sequence[dict]) -> list[dict]:
     """One row per prefix with the frozen-bank and the adaptive ε_lower next to ε_theory.
 
-    Args: ``_composed_audit`` rows and ``_adaptive_audit`` rows of the same canary and transcript (T each).
-
-    Returns:
-        list of T dicts: ``releases``, ``epsilon_theory``, ``epsilon_lower_frozen``, ``epsilon_lower_adaptive``,
-        ``frac_retention_changed``, ``frac_bank_changed``, ``n_banks``.
-
-    Raises:
-        ValueError: if the two lists differ in length or prefixes.
+    Rows: ``releases``, ``epsilon_theory``, ``epsilon_lower_frozen``, ``epsilon_lower_adaptive``,
+    ``frac_retention_changed``, ``frac_bank_changed``, ``n_banks``. Raises ValueError if the prefixes differ.
     """
     if len(frozen_rows) != len(adaptive_rows) or any(
             f["releases"] != a["releases"] for f, a in zip(frozen_rows, adaptive_rows)):

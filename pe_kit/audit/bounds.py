@@ -1,27 +1,10 @@
-"""From confusion counts to a confidence-bounded empirical ε lower bound.
+"""From confusion counts to a confidence-bounded empirical ε lower bound (App. E.6, Eqs. 28–30; §2.1 Step 5).
 
-Source: App. E.6 of the paper — Eq. 28 (ε_lower, both branches, clamped at 0) and Eqs. 29–30
-(one-sided Clopper–Pearson endpoints via ``scipy.stats.beta``), and §2.1 Step 5 (a threshold fixed on
-a calibration split, evaluated on fresh trials). The primitives (``clopper_pearson``,
-``epsilon_lower_from_counts``, ``best_threshold_from_counts``) live in ``audit.confusion`` and are re-exported.
-
-Threshold rule. *Which* threshold and direction the calibration trials freeze is a
-``threshold_rules.ThresholdRule``; the default (``threshold_rules.DEFAULT_RULE``, ``GaussianModel``) reads the
-optimum off the Gaussian model at the calibration split's own μ_eff and falls back to a model-free rule when
-the calibration counts disagree with the model; ``Argmax`` takes the largest calibrated ε. Every rule sees the
-calibration split only, and the calibration record names the rule (``Audit.rule``).
-
-Score direction. Eq. 28 bounds the event A = {score > t}; its second branch is the
-complement of the *same* event with H0 and H1 swapped, so a statistic whose H1 scores fall *below*
-H0 (a score of the wrong sign, e.g. a user-supplied distance) gives ε_lower = 0 from both branches. The
-kit therefore audits **both directions**: calibration also scores the reversed event A' = {score ≤ t}
-(``direction = -1``: both branches of Eq. 28 on A'), and the rule chooses among the events of both
-directions (``Argmax``: the larger calibrated ε, ties → the usual direction, +1). The direction is chosen on the calibration split
-exactly like the threshold and then frozen; the test split evaluates that single event, so its four
-Clopper–Pearson bounds keep γ = α/(4·n_canaries) — no further γ split is needed, because no second test
-is made on the test trials (splitting γ would be needed only if both directions were bounded on the same
-test trials and the larger one reported). Valid because DP bounds both orderings of a neighbouring pair:
-P1(A') ≤ e^ε P0(A') + δ and P0(A') ≤ e^ε P1(A') + δ for every event.
+The Eq. 28–30 primitives live in ``audit.confusion`` and are re-exported. A threshold and a direction are
+frozen on calibration trials by a ``threshold_rules.ThresholdRule`` (default ``GaussianModel``) and evaluated
+on fresh test trials. Both events A = {score > t} and A' = {score ≤ t} are candidates, since DP bounds both
+orderings of a neighbouring pair (P1(A') ≤ e^ε P0(A') + δ and P0(A') ≤ e^ε P1(A') + δ); the test split
+evaluates the single frozen event, so its four Clopper–Pearson bounds keep γ = α/(4·n_canaries).
 """
 from __future__ import annotations
 
@@ -42,11 +25,9 @@ __all__ = ["clopper_pearson", "epsilon_lower_from_counts", "calibrate_threshold"
 
 
 def candidate_thresholds(scores_h0: np.ndarray, scores_h1: np.ndarray, per_tail: int = 400) -> np.ndarray:
-    """Candidate thresholds: order statistics log-spaced from both tails of both samples.
+    """Candidate thresholds: sorted unique order statistics log-spaced from both tails of both samples.
 
-    The bound of Eq. 28 is attained in the tails (few false positives for branch 1, few false
-    negatives for branch 2); log-spaced ranks from each end of each sample cover them finely
-    and the bulk coarsely. Returns a sorted float64 array of unique thresholds.
+    Eq. 28's bound is attained in the tails, which this covers finely and the bulk coarsely.
     """
     out = []
     for s in (np.sort(scores_h0), np.sort(scores_h1)):
@@ -67,22 +48,13 @@ def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: flo
     """Choose the threshold and direction on calibration trials with a threshold rule (§2.1 Step 5).
 
     Args:
-        scores_h0, scores_h1: float (n0,), (n1,) scores under H0 and H1 (higher = "canary present").
-        gamma, delta: as in ``epsilon_lower_from_counts``.
-        per_tail: candidate thresholds per tail per sample (see ``candidate_thresholds``).
-        rule: a ``threshold_rules.ThresholdRule`` (None → ``threshold_rules.DEFAULT_RULE``, the Gaussian-model
-            rule; ``threshold_rules.Argmax()`` takes the largest calibrated ε).
-        sample_rate: q of the audited mechanism (the Gaussian-model rule needs it; without it that rule uses its
-            fallback, and says so in ``rule``).
+        scores_h0, scores_h1: scores under H0 and H1 (higher = "canary present").
+        per_tail: candidate thresholds per tail per sample (``candidate_thresholds``).
+        rule: a ``threshold_rules.ThresholdRule`` (None → ``threshold_rules.DEFAULT_RULE``).
+        sample_rate: q, for the Gaussian-model rule (without it that rule takes its fallback and says so).
 
-    Returns:
-        ``Audit`` of the calibration trials at the chosen event, ``rule`` naming the rule that chose;
-        both events {score > t} and {score ≤ t} are candidates (module docstring). If no event has a positive
-        bound, the threshold is the H0 median, direction +1 and epsilon 0. Only these calibration scores are
-        read: the test split cannot move the threshold.
-
-    Raises:
-        ValueError: if either sample is empty or contains NaN.
+    Returns ``Audit`` of the calibration trials at the chosen event, ``rule`` naming the rule; if no event has a
+    positive bound, the H0 median, direction +1, ε 0. Raises ValueError if a sample is empty or has NaN.
     """
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
     cand = candidate_thresholds(s0, s1, per_tail)
@@ -108,12 +80,9 @@ def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0:
                                 delta: float, direction: int = 1, *, rule: str = "") -> Audit:
     """``Audit`` from counts alone (for streaming engines that never hold the scores).
 
-    ``tp``, ``fp``: #H1 / #H0 trials with score > threshold. With ``direction=-1`` the audited event is
-    {score ≤ threshold}, whose counts are n1 − tp and n0 − fp (stored as ``true_pos`` / ``false_pos``).
-    ``rule``: the threshold rule's name, recorded on calibration records ("" on test records).
-
-    Raises:
-        ValueError: for a direction other than +1 / −1.
+    ``tp``, ``fp``: #H1 / #H0 trials with score > threshold; with ``direction=-1`` the event is {score ≤ threshold}
+    and the counts stored are n1 − tp and n0 − fp. ``rule`` is recorded on calibration records. Raises ValueError
+    for a direction other than ±1.
     """
     if direction not in (1, -1):
         raise ValueError(f"direction={direction!r} must be +1 (score > threshold) or -1 (score ≤ threshold)")
@@ -132,25 +101,15 @@ def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0:
 def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int, gamma: float,
                           delta: float, *, rule: ThresholdRule | None = None, sample_rate: float | None = None,
                           moments: tuple | None = None) -> Audit:
-    """``calibrate_threshold`` for streaming engines: choose the event from counts alone (§2.1 Step 5).
+    """``calibrate_threshold`` from counts alone, for streaming engines (§2.1 Step 5).
 
     Args:
-        thresholds: float (m,) ascending candidate thresholds.
-        true_pos, false_pos: int (m,) #H1 / #H0 calibration trials above each threshold.
-        n_h1, n_h0: trials per hypothesis. gamma, delta: as in ``epsilon_lower_from_counts``.
-        rule: ``threshold_rules.ThresholdRule`` (None → ``threshold_rules.DEFAULT_RULE``).
-        sample_rate: q of the mechanism (for the Gaussian-model rule).
-        moments: (mean0, sd0, mean1, sd1) of the calibration scores; None → from the counts
-            (``threshold_rules.moments_from_counts``: exact up to binning on a fine grid spanning the scores).
+        thresholds: float (m,) ascending candidates; true_pos, false_pos: int (m,) calibration trials above each.
+        rule, sample_rate: as ``calibrate_threshold``.
+        moments: (mean0, sd0, mean1, sd1) of the scores; None → ``threshold_rules.moments_from_counts``.
 
-    Returns:
-        ``Audit`` at the rule's threshold and direction (``rule`` names it; ``Argmax`` breaks ties
-        towards direction +1 and the lowest threshold, exactly, see ``best_threshold_from_counts``). If no
-        candidate gives ε > 0: the lowest threshold with at most half of the H0 trials above it (the grid's H0
-        median), direction +1 and ε = 0 — as ``calibrate_threshold``.
-
-    Raises:
-        ValueError: on mismatched lengths, an empty candidate set, unsorted thresholds or counts outside [0, n].
+    Returns ``Audit`` at the rule's event; if no candidate gives ε > 0, the grid's H0 median, direction +1, ε 0.
+    Raises ValueError on mismatched lengths, no candidate, unsorted thresholds or counts outside [0, n].
     """
     thr = np.asarray(thresholds, dtype=np.float64).ravel()
     tp = np.asarray(true_pos, dtype=np.int64).ravel()
@@ -185,22 +144,9 @@ def _check_scores(s: np.ndarray, name: str) -> np.ndarray:
 def population_shift(calibration: Audit, test: Audit, gamma: float) -> dict:
     """Does the frozen threshold see the same false-positive rate on the test split as on calibration?
 
-    The threshold is chosen on the calibration users' trials and evaluated on the test users' (§2.1
-    Step 5). If the two populations differ (or calibration was biased), the FPR at that threshold moves
-    and ε_lower on test can collapse. Each split's FPR gets a two-sided Clopper–Pearson interval
-    (Eqs. 29–30, tail γ each side); the check flags the canary when the intervals do not overlap.
-
-    Args:
-        calibration, test: ``Audit`` of the two splits at the same threshold.
-        gamma: float in (0, 1), the tail of each one-sided bound (the audit's γ).
-
-    Returns:
-        dict: ``fpr_calibration``, ``fpr_calibration_lower`` / ``_upper``, ``fpr_test``, ``fpr_test_lower`` /
-        ``_upper`` (rates, unitless), ``population_shift`` (bool: the intervals are disjoint).
-
-    Raises:
-        ValueError: if the thresholds or directions differ (not the same frozen event), a split has no H0
-            trial, or γ is outside (0, 1).
+    Each split's FPR gets a two-sided Clopper–Pearson interval (Eqs. 29–30, tail γ each side); ``population_shift``
+    is True when they are disjoint. Returns ``fpr_calibration``, ``fpr_test`` and their ``_lower`` / ``_upper``.
+    Raises ValueError if the thresholds or directions differ, a split has no H0 trial, or γ ∉ (0, 1).
     """
     if getattr(calibration, "direction", 1) != getattr(test, "direction", 1):
         raise ValueError(f"population_shift needs one frozen event; got direction {calibration.direction} (calibration) "

@@ -1,27 +1,12 @@
 """The composed audit of a multi-round PE transcript (Eq. 36): per-round LLRs on each round's frozen bank, summed.
 
-Source: "Canaries in the Bank", App. D "Multi-round accounting" (ε_theory per prefix from a fresh PRV
-accountant; "the empirical audit composes the same prefixes by summing their mixture log-likelihood
-ratios"), App. E.8 Eq. 36 (chain rule of the transcript likelihood ratio). The loop itself is
-``pe_kit.pe.multiround``.
-
-The composed audit (``round_problems`` → ``_composed_audit``). Design decision (documented
-approximation): the transcript is run once, *without* the canary (as under H0), and its banks are
-frozen. For each round's bank the single-release audit is rebuilt exactly as ``pe_kit.audit.moments``: aux
-moments on the inspected coordinates P_t (the probe positions; the canary's own top-k support when
-there are no probes) → (m̂0, Σ̂) for N test users → w_t = Σ̂⁻¹v_t → scalar projections of the
-calibration and test populations (``ScalarProblem``). A T-round trial then draws, independently per
-round, background participation, the canary's participation J_t ~ Bernoulli(q) (under H1; J ≡ 0 under
-H0) and the DP noise, and scores Σ_t ℓ_mix,t with ℓ_mix,t = log[(1−q) + q e^{ℓ_t}] (Eqs. 4, 22, 36).
-Thresholds are calibrated and bounded per prefix as in the single release
-(``bounds.calibrate_threshold`` / ``evaluate_threshold``, Eq. 28).
-What is approximated: (i) in the real adaptive process bank t depends on Y^(<t), which depends on
-the canary's earlier participation; here every trial reuses the one frozen bank sequence, i.e. the
-audit is of T releases on these fixed banks (a non-adaptive instance of the same mechanism, so
-ε_theory(T) still bounds it, and Eq. 36's conditional LLRs reduce to the per-round LLRs on the
-realized banks) — ``pe_kit.audit.adaptive`` lifts this, letting the canary's sampled votes change
-retention and the next bank, and reports the two side by side; (ii) each ℓ_t inherits the Gaussian approximation of Eq. 14 with aux-estimated
-moments, as in the single-release audit.
+Source: App. D "Multi-round accounting" (ε_theory per prefix; the empirical audit sums the prefixes' mixture
+LLRs) and App. E.8 Eq. 36. The transcript is run once without the canary and its banks are frozen; each round's
+bank gets the single-release audit (aux moments on P_t → (m̂0, Σ̂) → w_t = Σ̂⁻¹v_t → ``ScalarProblem``). A
+T-round trial draws per round the background, the canary's J_t ~ Bernoulli(q) under H1 and the noise, and
+scores Σ_t ℓ_mix,t, ℓ_mix,t = log[(1−q) + q e^{ℓ_t}] (Eqs. 4, 22, 36); each prefix is calibrated and bounded as
+one release (Eq. 28). Approximations: every trial reuses the one frozen bank sequence (a non-adaptive instance,
+still bounded by ε_theory(T); ``audit.adaptive`` lifts this), and each ℓ_t is Gaussian (Eq. 14).
 """
 from __future__ import annotations
 
@@ -47,15 +32,13 @@ from pe_kit.pe.multiround import FrozenBank, Population, Transcript
 from pe_kit.progress import progress
 
 
-# -------------------------------------------------------------------------------------- composed audit
 @dataclass(frozen=True)
 class RoundProblem:
     """The frozen single-release audit of one round's bank (§2.1 Steps 2–3 on S^(t)).
 
     Attributes:
-        round: t. coords: int64 (|P_t|,) inspected coordinates.
-        mu_eff: sqrt(v_tᵀ Σ̂_t⁻¹ v_t) (Eq. 15); canary_norm: ‖v_{t,P}‖₂.
-        calibration, test: ``ScalarProblem`` of both populations (N = n_test users each).
+        round: t. coords: int64 (|P_t|,) inspected coordinates. mu_eff: √(v_tᵀΣ̂_t⁻¹v_t) (Eq. 15).
+        canary_norm: ‖v_{t,P}‖₂. calibration, test: ``ScalarProblem`` of both populations (N = n_test each).
     """
 
     round: int
@@ -69,23 +52,11 @@ class RoundProblem:
 def round_problems(transcript: Transcript, canary: Population, aux: Population, calibration: Population,
                    test: Population, mechanism: MechanismConfig, audit: AuditConfig,
                    rng: np.random.Generator) -> list[RoundProblem]:
-    """Per-round ``ScalarProblem`` s for the composed audit (see the module docstring).
+    """Per-round ``RoundProblem`` s of a transcript (``bank_problem`` on each round's bank).
 
-    For each round's frozen bank: the canary's, aux, calibration and test contributions (exact routing);
-    P_t = the probe positions (or the canary's nonzero coordinates without probes); aux moments →
-    (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w_t → projections. The calibration population is resized
-    to n_test users by one seeded draw with replacement, reused in every round (as ``_audit_canary``).
-
-    Args:
-        transcript: a ``run_pe`` result. canary: one user (n_users == 1).
-        aux, calibration, test: populations. mechanism, audit: settings. rng: the resizing draw.
-
-    Returns:
-        list of T ``RoundProblem``.
-
-    Raises:
-        ValueError: if the canary population is not one user, a split is empty, or the canary votes on
-        no coordinate of a probe-free round.
+    A calibration split of another size than test is resized to n_test users by one seeded draw with replacement,
+    reused in every round. Raises ValueError if the canary is not one user, a split is empty, or the canary votes
+    on no coordinate of a probe-free round.
     """
     if canary.n_users != 1:
         raise ValueError(f"canary must be one user; got n_users={canary.n_users}")
@@ -102,13 +73,8 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
                  resize: np.ndarray | None = None) -> RoundProblem:
     """The single-release audit of one frozen bank (§2.1 Steps 2–3; Eqs. 14, 31–35) as a ``RoundProblem``.
 
-    Args:
-        bank: S^(t). round_: t (stored in the result). canary: one user. aux, calibration, test: populations.
-        mechanism, audit: settings. resize: optional int64 (n_test,) rows drawn from the calibration users
-            (only when the two splits differ in size; see ``round_problems``).
-
-    Raises:
-        ValueError: if the canary votes on no coordinate of a probe-free bank.
+    P = the bank's probe positions, or the canary's nonzero coordinates without probes; ``resize``: optional
+    int64 (n_test,) calibration rows. Raises ValueError if the canary votes on no coordinate.
     """
     v_full = np.asarray(canary.contributions(bank, mechanism).todense()).ravel()
     coords = bank.probe_positions if bank.probe_positions.size else np.flatnonzero(v_full)
@@ -130,15 +96,10 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
 
 def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
                  audit: AuditConfig) -> Audit:
-    """Threshold calibrated on calibration-split trials, ε_lower bounded on test-split trials (Eq. 28).
+    """Threshold calibrated on calibration trials, ε_lower bounded on test trials (Eq. 28); ``info`` ``branch``.
 
-    Args: float (n,) summed mixture-LLR scores of one prefix per split and hypothesis; audit: γ, δ and
-        ``threshold_rule``. No sample rate reaches the rule: the Gaussian model of one release's ℓ (Eqs. 16–19)
-        does not describe a sum of mixture LLRs, so ``"gaussian_model"`` takes its model-free fallback here
-        (recorded as ``calibration_rule = "gaussian_model>anchored_argmax"``).
-
-    Returns:
-        ``Audit`` of the test trials, calibration record attached; ``info``: ``branch`` (of Eq. 28).
+    The scores are summed mixture LLRs of one prefix. No sample rate reaches the rule: the one-release Gaussian
+    model (Eqs. 16–19) does not describe such sums, so ``"gaussian_model"`` takes its model-free fallback.
     """
     cal = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta, rule=audit.threshold_rule)
     test = evaluate_threshold(test_h0, test_h1, cal.threshold, audit.gamma, audit.delta, cal.direction)
@@ -149,24 +110,15 @@ def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig
                    rng: np.random.Generator, chunk_size: int = 1 << 20) -> list[dict]:
     """ε_lower of every prefix t = 1..T from summed per-round mixture LLRs (Eq. 36), with ε_theory.
 
-    For each hypothesis and each split (calibration, test), ``audit.trials`` T-round trials are drawn
-    (``trials.simulate_scores`` per round: independent participation, canary inclusion J_t ~ Bernoulli(q)
-    under H1, DP noise) and Σ_{s≤t} ℓ_mix,s accumulated; the prefix-t threshold is calibrated on the
-    calibration trials (``calibrate_threshold``) and ε_lower bounded on the fresh test trials
-    (``evaluate_threshold``, Eq. 28, γ = α/(4·n_canaries)). ε_theory(t) comes from one PRV accountant
-    per prefix (``accounting.epsilon_theory_prefixes``).
-
-    Args:
-        problems: ``round_problems`` output (T rounds). mechanism, audit: settings.
-        rng: the only source of randomness. chunk_size: trials per ``simulate_scores`` chunk.
+    Per split and hypothesis, ``audit.trials`` T-round trials (``trials.simulate_scores`` per round) accumulate
+    Σ_{s≤t} ℓ_mix,s; each prefix is bounded by ``_prefix_audit``; ε_theory(t) from one PRV accountant per prefix.
 
     Returns:
-        list of T dicts (one per prefix): ``releases``, ``epsilon_lower``, ``epsilon_theory``,
-        ``mu_eff_round`` (this round's μ_eff), ``mu_eff_composed`` (sqrt Σ μ²), ``threshold``, ``tpr``,
-        ``fpr``, ``branch``, ``trials``, ``seconds`` and the ``test_*`` / ``calibration_*`` counts.
+        T dicts: ``releases``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff_round``, ``mu_eff_composed``
+        (√Σμ²), ``threshold``, ``tpr``, ``fpr``, ``branch``, ``trials``, ``seconds`` and the counts.
 
     Raises:
-        ValueError: if ``problems`` is empty or σ = 0 (ε_theory undefined).
+        ValueError: if ``problems`` is empty or σ = 0.
     """
     if not problems:
         raise ValueError("problems is empty: audit at least one round")

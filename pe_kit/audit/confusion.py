@@ -1,8 +1,5 @@
-"""ε_lower from confusion counts: Clopper–Pearson endpoints, Eq. 28, and its exact maximum over thresholds.
-
-Source: App. E.6 of the paper — Eq. 28 (ε_lower, both branches, clamped at 0) and Eqs. 29–30 (one-sided
-Clopper–Pearson endpoints via ``scipy.stats.beta``). The primitives every threshold rule
-(``audit.threshold_rules``) and every audit (``audit.bounds``) share; ``audit.bounds`` re-exports them.
+"""ε_lower from confusion counts: Clopper–Pearson endpoints (Eqs. 29–30), Eq. 28, and its exact maximum over
+thresholds; shared by every threshold rule (``audit.threshold_rules``) and audit (``audit.bounds``).
 """
 from __future__ import annotations
 
@@ -13,21 +10,10 @@ __all__ = ["clopper_pearson", "epsilon_lower_from_counts", "best_threshold_from_
 
 
 def clopper_pearson(successes, trials, gamma: float, side: str):
-    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30).
+    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30), broadcast over arrays.
 
-    Args:
-        successes: int or int array x (0 ≤ x ≤ n).
-        trials: int or int array n (≥ 1), broadcast with ``successes``.
-        gamma: tail probability γ in (0, 1) of the one-sided bound.
-        side: ``"lower"`` (p_L; 0 when x = 0) or ``"upper"`` (p_U; 1 when x = n).
-
-    Returns:
-        float or float64 array of bounds.
-
-    Raises:
-        ValueError: on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side.
-
-    Source: ``scipy.stats.beta.ppf``: p_L = Beta(x, n−x+1)⁻¹(γ), p_U = Beta(x+1, n−x)⁻¹(1−γ).
+    p_L = Beta(x, n−x+1)⁻¹(γ) for ``side="lower"`` (0 when x = 0), p_U = Beta(x+1, n−x)⁻¹(1−γ) for ``"upper"``
+    (1 when x = n). Raises ValueError on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side.
     """
     x = np.asarray(successes, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
@@ -47,18 +33,10 @@ def clopper_pearson(successes, trials, gamma: float, side: str):
 
 
 def epsilon_lower_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float):
-    """ε_lower of Eq. 28 from confusion counts of the event A = "score > threshold".
+    """ε_lower of Eq. 28 from the confusion counts of the event A = "score > threshold".
 
-    Args:
-        true_pos: int (or array) #H1 trials in A; false_pos: #H0 trials in A.
-        n_h1, n_h0: trials per hypothesis.
-        gamma: tail probability of each of the four one-sided bounds.
-        delta: δ.
-
-    Returns:
-        (epsilon, branch) where epsilon = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} and
-        branch is 1 or 2 for the attaining branch, 0 when clamped at 0 (arrays if inputs are arrays).
-        A branch whose numerator is ≤ δ gives no bound.
+    Returns (epsilon, branch): epsilon = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} with each bound at tail
+    γ, branch 1 or 2 for the attaining branch, 0 when clamped (arrays for array inputs).
     """
     tp = np.asarray(true_pos)
     fp = np.asarray(false_pos)
@@ -83,29 +61,14 @@ def _log_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def best_threshold_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float,
                                batch: int = 256) -> tuple[int, float]:
-    """Exact argmax of ε (Eq. 28) over candidate thresholds given only their confusion counts.
+    """Exact argmax of ε (Eq. 28) over candidate thresholds given only their counts, ascending thresholds.
 
-    For streaming engines: the thresholds are not needed, only the counts above each, in ascending
-    threshold order (so both count arrays are non-increasing). Exact pruning keeps the answer equal to a
-    full scan (``np.argmax`` of ``epsilon_lower_from_counts`` over all candidates):
+    Equal to a full scan, with exact pruning: for γ < 1/2, ε > 0 needs tp/n1 > fp/n0; equal consecutive counts keep
+    the lowest threshold; the point-estimate value of Eq. 28 bounds ε from above, so candidates are evaluated in
+    decreasing bound order (``batch`` at a time) until it falls below the best ε.
 
-    * ε > 0 in either branch needs tp/n1 > fp/n0 (both branches reduce to it since TPR_L ≤ tp/n1,
-      FPR_U ≥ fp/n0, TNR_L ≤ tn/n0, FNR_U ≥ fn/n1 for γ < 1/2), so other candidates are skipped;
-    * consecutive candidates with identical (tp, fp) share ε: only the lowest threshold is kept;
-    * branch and bound: the same inequalities make the point-estimate value
-      max{log((tp/n1 − δ)/(fp/n0)), log((tn/n0 − δ)/(fn/n1))} an upper bound of ε; candidates are
-      evaluated in decreasing bound order (``batch`` at a time) until the bound falls below the best ε.
-
-    Args:
-        true_pos, false_pos: int (m,) counts above each candidate, ascending thresholds.
-        n_h1, n_h0: trials per hypothesis. gamma: γ in (0, 1). delta: δ ≥ 0. batch: evaluations per step.
-
-    Returns:
-        (index, epsilon): the lowest-threshold candidate attaining the maximal ε > 0, or (−1, 0.0) if no
-        candidate gives a positive bound.
-
-    Raises:
-        ValueError: on mismatched shapes or counts outside [0, n].
+    Returns (index, epsilon) of the lowest-threshold candidate with the maximal ε > 0, or (−1, 0.0). Raises
+    ValueError on mismatched shapes, counts outside [0, n] or γ outside (0, 1).
     """
     tp = np.asarray(true_pos, dtype=np.int64).ravel()
     fp = np.asarray(false_pos, dtype=np.int64).ravel()

@@ -1,10 +1,8 @@
-"""Expected ε_lower of an audit with μ_eff, q and n trials per hypothesis, in closed form.
+"""Expected ε_lower of an audit with μ_eff, q and n trials per hypothesis, in closed form (App. E.4–E.6).
 
-The confusion counts at threshold a are replaced by their expectations under the Gaussian scores of
-Eqs. 16–19 with hidden participation (Eq. 23: TPR = (1−q)·FPR + q·TPR_inc), plugged into the
-Clopper–Pearson endpoints (Eqs. 29–30, real-valued counts) and Eq. 28, and maximised over a. This is
-what an audit with a perfectly calibrated threshold would report on average; ``trials=None`` gives the
-limit n → ∞. Source: "Canaries in the Bank" App. E.4–E.6.
+The confusion counts are replaced by their expectations under the Gaussian scores of Eqs. 16–19 with hidden
+participation (Eq. 23), plugged into Eqs. 29–30 (real-valued counts) and Eq. 28, and maximised over the
+threshold: what a perfectly calibrated audit reports on average.
 """
 from __future__ import annotations
 
@@ -13,10 +11,9 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-# ----------------------------------------------------------------------------------------------- expectations
 
 def _cp_real(x, n, gamma: float, side: str):
-    """Clopper–Pearson endpoints (Eqs. 29–30) at real-valued 'expected' counts x ∈ [0, n]."""
+    """Clopper–Pearson endpoints (Eqs. 29–30) at real-valued expected counts x ∈ [0, n]."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(all="ignore"):
         if side == "lower":
@@ -45,27 +42,13 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
                      delta: float = 1e-5, return_threshold: bool = False):
     """Expected ε_lower of the Gaussian pair at μ_eff with Clopper–Pearson at ``trials`` (App. E.4–E.6).
 
-    Derivation. By Eqs. 16–17 and 21, one release's LLR score is ℓ ~ N(−μ²/2, μ²) under H0 and
-    (1−q)·N(−μ²/2, μ²) + q·N(+μ²/2, μ²) under H1 (μ = μ_eff). At threshold a,
-    FPR(a) = Φ̄((a + μ²/2)/μ), TPR(a) = (1−q)FPR(a) + qΦ̄((a − μ²/2)/μ) (Eqs. 18–19, 23), and TNR, FNR
-    are their complements. Replacing each confusion count by its expectation (x = n·rate, real-valued)
-    in the Clopper–Pearson endpoints p_L = Beta(x, n−x+1)⁻¹(γ), p_U = Beta(x+1, n−x)⁻¹(1−γ) (Eqs. 29–30)
-    gives ε(a) = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} (Eq. 28); the expected curve is
-    max_a ε(a) (dense grid over a ∈ [−μ²/2 − 10μ, μ²/2 + 10μ], then Brent refinement). With
-    ``trials=None`` the bounds are the rates themselves: the n → ∞ limit, i.e. the tightest (ε, δ) of
-    the threshold tests of the pair, which approaches ε_theory for a perfect canary (μ = 1/σ). A real
-    audit falls a little below this curve: its threshold is calibrated on noisy trials and its test
-    counts fluctuate around their expectations.
+    ℓ ~ N(−μ²/2, μ²) under H0 and (1−q)·N(−μ²/2, μ²) + q·N(μ²/2, μ²) under H1 (Eqs. 16–17, 21), so
+    FPR(a) = Φ̄((a + μ²/2)/μ) and TPR(a) = (1−q)FPR(a) + qΦ̄((a − μ²/2)/μ) (Eqs. 18–19, 23); the expected counts
+    n·rate enter Eqs. 29–30 and Eq. 28, maximised over a (grid over [−μ²/2 − 10μ, μ²/2 + 10μ], then Brent).
+    ``trials=None``: the n → ∞ limit, the tightest (ε, δ) of the pair's threshold tests.
 
-    Args:
-        mu_eff: μ > 0. sample_rate: q in (0, 1]. trials: n per hypothesis (≥ 1) or None for the limit.
-        gamma: γ in (0, 1). delta: δ in [0, 1). return_threshold: also return the maximizing a.
-
-    Returns:
-        float ε (and the threshold a in ℓ units if asked).
-
-    Raises:
-        ValueError: on out-of-range arguments.
+    Returns float ε (and the maximizing a, in ℓ units, with ``return_threshold``). Raises ValueError on μ ≤ 0,
+    q ∉ (0, 1], trials < 1, γ ∉ (0, 1) or δ ∉ [0, 1).
     """
     if not (math.isfinite(mu_eff) and mu_eff > 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and > 0")
@@ -92,15 +75,9 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
 def separable_epsilon(sample_rate: float, trials: int, gamma: float = 0.0025, delta: float = 1e-5) -> float:
     """Expected ε_lower of a perfectly separable canary: the most an audit at ``trials`` can certify (App. E.4–E.6).
 
-    The μ_eff → ∞ limit of :func:`expected_epsilon`: no H0 trial crosses the threshold (FPR = 0) and an H1 trial
-    does whenever the canary takes part (TPR = q, Eq. 23 with TPR_inc = 1), so Eq. 28 with the Clopper–Pearson
-    endpoints at the expected counts (Eqs. 29–30) is ε = log((p_L(qn) − δ) / (1 − γ^{1/n})), and the reverse event
-    log((γ^{1/n} − δ) / p_U((1−q)n)) ≤ −log(1−q) + O(1/n); the larger, floored at 0. Whatever a release
-    does, an audit with n trials per hypothesis at γ is not expected to certify more (e.g. q = 0.05, n = 2,000,
-    γ = 0.05/29, δ = 10⁻⁶: 2.45).
-
-    Args: sample_rate: q in (0, 1]. trials: n ≥ 1. gamma: γ in (0, 1). delta: δ in [0, 1).
-    Returns: float ε ≥ 0. Raises: ValueError on out-of-range arguments (as :func:`expected_epsilon`).
+    The μ_eff → ∞ limit of ``expected_epsilon``: FPR = 0 and TPR = q (Eq. 23), so Eq. 28 with the endpoints at the
+    expected counts gives ε = log((p_L(qn) − δ) / (1 − γ^{1/n})), or the reverse event's value if larger, floored at
+    0 (e.g. q = 0.05, n = 2,000, γ = 0.05/29, δ = 10⁻⁶: 2.45). Raises ValueError as ``expected_epsilon``.
     """
     expected_epsilon(1.0, sample_rate, trials, gamma, delta)  # validates the arguments
     q, n = float(sample_rate), float(trials)

@@ -1,7 +1,7 @@
 """Aux moments, LLR weights, μ_eff and the (mixture) log-likelihood ratio.
 
-Source: "Canaries in the Bank" Eqs. 2–4 and App. E: Eqs. 31–35 (aux moments, shrinkage, plug-in
-m̂0 and Σ̂), Eq. 14 (ℓ = wᵀ(Y − m0 − v/2), w = Σ⁻¹v), Eq. 15 (μ_eff), Eq. 22 (ℓ_mix).
+Eqs. 2–4; App. E: Eqs. 31–35 (aux moments, shrinkage, plug-in m̂0 and Σ̂), Eq. 14 (ℓ = wᵀ(Y − m0 − v/2),
+w = Σ⁻¹v), Eq. 15 (μ_eff), Eq. 22 (ℓ_mix).
 """
 from __future__ import annotations
 
@@ -19,9 +19,7 @@ class BackgroundMoments:
     """Auxiliary-user moments on the inspected coordinates P (Eqs. 31–33).
 
     Attributes:
-        mean: float64 (|P|,) μ̂_P, mean contribution per aux user.
-        second_moment: float64 (|P|, |P|) shrink(M̂_P), the *uncentered*, diagonally shrunk moment.
-        n_aux: number of aux users.
+        mean: float64 (|P|,) μ̂_P. second_moment: float64 (|P|, |P|) shrink(M̂_P), uncentered. n_aux: aux users.
     """
 
     mean: np.ndarray
@@ -35,14 +33,9 @@ def restrict(contribs: sp.spmatrix | np.ndarray, coords: np.ndarray) -> sp.csr_m
 
 
 def aux_moments(aux: sp.spmatrix | np.ndarray, shrinkage: float = 0.1) -> BackgroundMoments:
-    """μ̂_P (Eq. 31) and shrink(M̂_P) = (1−s)M̂ + s·diag(M̂) (Eqs. 32–33) from aux contributions.
+    """μ̂_P (Eq. 31) and shrink(M̂_P) = (1−s)M̂ + s·diag(M̂) (Eqs. 32–33) from (n_aux, |P|) aux contributions.
 
-    Args:
-        aux: (n_aux, |P|) contributions of auxiliary users on P (sparse or dense).
-        shrinkage: s in [0, 1]; 0.1 in the paper.
-
-    Raises:
-        ValueError: on no aux users or s outside [0, 1].
+    Raises ValueError on no aux users or a shrinkage s outside [0, 1].
     """
     n = aux.shape[0]
     if n == 0:
@@ -61,10 +54,7 @@ def null_moments(moments: BackgroundMoments, n_users: int, mechanism: MechanismC
                  ridge: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
     """Plug-in null mean and covariance of Y_P for N background users (Eqs. 34–35).
 
-    m̂0 = qN μ̂_P;  Σ̂_P = q(1−q)N shrink(M̂_P) + (σC)² I + ridge·I.
-
-    Returns:
-        (m0 float64 (|P|,), sigma float64 (|P|, |P|)).
+    m̂0 = qN μ̂_P;  Σ̂_P = q(1−q)N shrink(M̂_P) + (σC)² I + ridge·I. Returns (m0 (|P|,), sigma (|P|, |P|)).
     """
     q = mechanism.sample_rate
     m0 = q * n_users * moments.mean
@@ -89,15 +79,7 @@ def mu_eff(canary: np.ndarray, sigma: np.ndarray) -> float:
 
 
 def llr(y: np.ndarray, canary: np.ndarray, m0: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """Fixed-inclusion Gaussian LLR ℓ(y) = vᵀΣ⁻¹(y − m0 − v/2) (Eqs. 3, 14).
-
-    Args:
-        y: float (|P|,) or (T, |P|) released histograms restricted to P.
-        canary, m0: float (|P|,); sigma: (|P|, |P|).
-
-    Returns:
-        float or float64 (T,).
-    """
+    """Fixed-inclusion Gaussian LLR ℓ(y) = vᵀΣ⁻¹(y − m0 − v/2) (Eqs. 3, 14) of y (|P|,) or (T, |P|)."""
     w = llr_weights(canary, sigma)
     out = (np.asarray(y, dtype=np.float64) - m0 - np.asarray(canary) / 2) @ w
     return float(out) if np.ndim(out) == 0 else out

@@ -1,8 +1,5 @@
-"""Exact samplers of the background sum for the trial engine: groups, gaps, multinomial (numpy).
-
-Per-block ``SeedSequence`` seeds; each sampler draws the exact distribution of Σ_u I_u a_u (E.1,
-Eq. 7, projected on w) for a block of trials. Source: "Canaries in the Bank" App. E.1 (Eq. 7),
-App. E.3 (the scalar score, Eq. 14).
+"""Exact samplers of the background sum Σ_u I_u a_u (Eq. 7 projected on w, Eq. 14) for the trial engine:
+groups, gaps and multinomial, each drawing a block of trials from its own ``SeedSequence``.
 """
 from __future__ import annotations
 
@@ -22,7 +19,7 @@ _SUB_ELEMS = 1 << 20        # transient elements per sub-batch inside a block (m
 _BITGEN = np.random.SFC64           # fastest numpy bit generator here (benchmarks/bench_trials.py)
 _TILE = 1 << 14             # trials per cache tile of the numpy groups sampler
 _TILE_GROUPS = 8            # groups per sub-batch inside a tile
-# ----------------------------------------------------------------------------------------------- seeds
+
 
 def _seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
     if isinstance(seed, np.random.SeedSequence):
@@ -39,16 +36,9 @@ def _seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
 def stream_seed(seed, *key: int) -> np.random.SeedSequence:
     """The seed of a named sub-stream: ``SeedSequence(entropy, spawn_key=seed.spawn_key + key)``.
 
-    Args:
-        seed: int ≥ 0, sequence of ints ≥ 0, or ``np.random.SeedSequence``.
-        key: non-negative ints naming the sub-stream (e.g. split, hypothesis, block).
-
-    Returns:
-        ``np.random.SeedSequence``; distinct keys give independent streams (numpy's spawn mechanism),
-        and the same (seed, key) always gives the same stream.
-
-    Raises:
-        ValueError: on a malformed seed or a negative key.
+    ``seed``: int ≥ 0, a sequence of them or a ``SeedSequence``; ``key``: non-negative ints (e.g. split, hypothesis,
+    block). Distinct keys give independent streams; the same (seed, key) always the same one. Raises ValueError on
+    a malformed seed or a negative key.
     """
     ss = _seed_sequence(seed)
     if any(int(k) < 0 for k in key):
@@ -61,22 +51,14 @@ def _generator(ss: np.random.SeedSequence) -> np.random.Generator:
     return np.random.Generator(_BITGEN(ss))
 
 
-# ----------------------------------------------------------------------------------------------- samplers
-
 @lru_cache(maxsize=64)
 def _subset_tables(group_size: int, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact inverse-CDF tables of the product-Bernoulli law on the 2^g subsets of a group.
 
-    The subsets are ordered by decreasing probability q^|S|(1−q)^(g−|S|) (ties by index), so that the
-    many tiny atoms cluster in one short stretch of [0, 1) and few lookup cells straddle a boundary.
-    Position r ∈ [0, 2⁶²) belongs to the i-th ordered atom iff B_{i−1} ≤ r < B_i, with
-    B_i = ⌊2⁶² Σ_{j≤i} p_j⌋ computed in exact rationals of the float q: each atom's probability is exact
-    to 2⁻⁶².
-
-    Returns:
-        boundaries uint64 (2^g − 1,) B_i; lut int16 (2^16,) the subset (bit mask) owning all 62-bit
-        positions whose top 16 bits equal the cell, or −1 if the cell straddles a boundary;
-        order int16 (2^g,) subset of each ordered atom (resolves straddles after a binary search).
+    Subsets are ordered by decreasing probability (ties by index); position r ∈ [0, 2⁶²) belongs to the i-th atom
+    iff B_{i−1} ≤ r < B_i, B_i = ⌊2⁶² Σ_{j≤i} p_j⌋ in exact rationals of the float q. Returns (boundaries uint64
+    (2^g − 1,), lut int16 (2^16,) the subset owning each top-16-bit cell or −1 if it straddles a boundary, order
+    int16 (2^g,) the subset of each ordered atom).
     """
     qf = Fraction(q)
     pf = 1 - qf
@@ -163,15 +145,11 @@ def _make_plan(problem: ScalarProblem, method: str, group_size: int) -> _Plan:
 
 
 def _groups_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
-    """Σ_u I_u a_u for t trials by exact group-subset draws (module docstring). float64 (t,).
+    """Σ_u I_u a_u for t trials by exact group-subset draws, tiled for the cache. float64 (t,).
 
-    Tiled for the cache: trials are processed in tiles of ``_TILE`` (2¹⁴), and inside a tile groups in
-    sub-batches of ``_TILE_GROUPS`` (8), so the cells (uint16), subset indices (int16, from the int16
-    ``lut16``), gathered sums and the running total of a tile (≈ 0.4 MB) stay in a core's L2 cache
-    (benchmarks/bench_trials.py: 1.6–1.8× the untiled loop, ≥ 0.8 of the minimal-work limit).
-    Per sub-batch: one uniform 16-bit cell per (group, trial) → subset via the lookup table; a cell that
-    straddles a boundary (lut −1, ≈0.3% at q = 0.1, g = 8) is completed to a 62-bit position by 46 fresh
-    uniform bits and resolved exactly by binary search; then each group adds its subset sum.
+    Per sub-batch of ``_TILE_GROUPS`` groups and a tile of ``_TILE`` trials: one uniform 16-bit cell per (group,
+    trial) → subset via the lookup table; a straddling cell is completed to a 62-bit position by 46 fresh bits and
+    resolved by binary search; each group adds its subset sum.
     """
     out = np.empty(t)
     sums, lut16, bnd, order = plan.sums, plan.lut16, plan.boundaries, plan.order
@@ -206,9 +184,8 @@ def _groups_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
 def _gaps_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
     """Σ_u I_u a_u for t trials from Geometric(q) gaps over the user-major K × t grid. float64 (t,).
 
-    Gap = ⌊E/λ⌋ + 1 with E = −log(1 − U) ~ Exp(1) (U uniform on [0, 1)) and λ = −log(1 − q):
-    P(gap > k) = P(E ≥ kλ) = (1 − q)^k, the Geometric(q) law, so the hit positions are exactly the ones
-    of an i.i.d. Bernoulli(q) grid. Users are processed in slices of ≈2²⁰ expected hits (bounded memory).
+    Gap = ⌊E/λ⌋ + 1 with E ~ Exp(1) and λ = −log(1 − q), so P(gap > k) = (1 − q)^k: the hits are exactly the ones
+    of an i.i.d. Bernoulli(q) grid. Users are processed in slices of ≈2²⁰ expected hits.
     """
     a, q = plan.projections, plan.sample_rate
     k = a.size

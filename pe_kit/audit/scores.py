@@ -1,14 +1,9 @@
-"""Audit scores a user already has: ``pe_kit.audit_scores`` (many trials, a calibrated threshold) and
-``pe_kit.audit_one_run`` (one release, m canaries).
+"""Audit scores a user already has: ``audit_scores`` (many trials, a calibrated threshold) and ``audit_one_run``
+(one release, m canaries); numpy and scipy only, Opacus only for ε_theory.
 
-Both are short functions over the kit's own statistics, so they give the kit's numbers on the same scores:
-``audit_scores`` is ``bounds.calibrate_threshold`` on one seeded split of the trials and ``bounds.evaluate_threshold``
-on the other (§2.1 Step 5; Eq. 28 with the Clopper–Pearson bounds of Eqs. 29–30; both score directions, the
-``bounds`` module docstring); ``audit_one_run`` is ``one_run._one_run_audit``. Neither needs torch, Dask, ONNX or
-Jupyter: only numpy and scipy, and Opacus (hence torch) only when ε_theory is asked for (``noise_multiplier``).
-
-The neighbouring relation behind ε_theory is the kit's everywhere: add/remove of one user (all of that user's
-records) under Poisson sampling with rate q (``accounting.epsilon_theory``).
+``audit_scores`` is ``bounds.calibrate_threshold`` on one seeded split of the trials and
+``bounds.evaluate_threshold`` on the other (§2.1 Step 5; Eqs. 28–30); ``audit_one_run`` is
+``one_run._one_run_audit``. ε_theory is for add/remove of one user under Poisson sampling at rate q.
 """
 from __future__ import annotations
 
@@ -39,7 +34,7 @@ def _scores(x, name: str) -> np.ndarray:
 
 
 def _scores_or_inf(x) -> np.ndarray:
-    """One-run scores as float64; like :func:`_scores` but ±inf pass (a rank, not a value, is what counts)."""
+    """One-run scores as float64; like ``_scores`` but ±inf pass (a rank, not a value, is what counts)."""
     if np.iscomplexobj(x):
         raise ValueError("scores holds complex numbers: pass real scores (e.g. np.abs(z) or z.real, as you intend)")
     try:
@@ -63,14 +58,9 @@ def _epsilon_theory(noise_multiplier, sample_rate: float, delta: float) -> float
 
 
 def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Split one hypothesis's trials into (calibration, test) by a seeded permutation.
+    """Split one hypothesis's n ≥ 2 trials into (calibration, test) by one seeded ``permutation(n)``.
 
-    Args:
-        scores: float64 (n,), n ≥ 2. calibration_fraction: share of the trials for calibration, in (0, 1).
-        rng: the only source of randomness (one ``permutation(n)`` draw).
-
-    Returns:
-        (scores[perm[:c]], scores[perm[c:]]) with c = round(n · calibration_fraction) clipped to [1, n − 1].
+    The calibration part has round(n · calibration_fraction) trials, clipped to [1, n − 1].
     """
     n = scores.size
     c = min(max(int(round(n * calibration_fraction)), 1), n - 1)
@@ -83,31 +73,19 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
                  sample_rate: float = 1.0) -> Audit:
     """ε_lower from scores of trials with the canary in (H1) and out (H0), in one call.
 
-    The trials of each hypothesis are split by a seeded permutation (:func:`split_trials`; ``in_scores`` first,
-    then ``out_scores``, from ``numpy.random.default_rng(seed)``); the threshold and its direction are chosen on the
-    calibration part (``bounds.calibrate_threshold`` with the kit's threshold rule, ``threshold_rules.DEFAULT_RULE``
-    at this ``sample_rate``: the Gaussian model's event if the calibration part fits it, else a model-free anchored
-    argmax; both events {score > t} and {score ≤ t}; the rule's name is ``calibration_rule``) and frozen; the test part bounds ε at that event (``bounds.evaluate_threshold``,
-    Eq. 28; Clopper–Pearson, Eqs. 29–30) with γ = α / (n_canaries · 4) per one-sided bound, so that the maximum
-    over ``n_canaries`` such audits holds at family-wise level α (App. E.6).
+    Each hypothesis's trials are split (``split_trials``, ``in_scores`` first, ``default_rng(seed)``); the
+    threshold and direction are chosen on the calibration part (``bounds.calibrate_threshold`` with the default
+    rule at ``sample_rate``) and frozen; the test part bounds ε there (Eqs. 28–30) with γ = α / (n_canaries · 4),
+    so the maximum over ``n_canaries`` audits holds at family-wise level α (App. E.6).
 
     Args:
-        in_scores: float (n1,), n1 ≥ 2: one score per trial with the canary present (higher = "present" is not
-            required: both directions are tried). out_scores: float (n0,), n0 ≥ 2: trials without it.
-        delta: δ in [0, 1). alpha: family-wise level α in (0, 1). n_canaries: int ≥ 1, the canaries whose
-            maximum ε_lower will be reported (1: this one alone).
-        calibration_fraction: share of each hypothesis's trials used to choose the threshold, in (0, 1).
-        seed: int ≥ 0, seed of the split. noise_multiplier: σ of the audited mechanism (None: ε_theory is NaN);
-            sample_rate: its q in (0, 1] (user-level Poisson sampling; 1 = every user participates).
+        in_scores, out_scores: float (n1,), (n0,), ≥ 2 each; either score direction.
+        n_canaries: canaries whose maximum ε_lower will be reported. calibration_fraction: in (0, 1).
+        noise_multiplier: σ of the audited mechanism (None: ε_theory NaN); sample_rate: its q in (0, 1].
 
-    Returns:
-        ``Audit`` (method ``threshold``; ``mu_eff`` NaN: the statistic is the user's); its ``row`` carries
-        ``calibration_*`` / ``test_*`` counts and bounds, the ``population_shift`` columns, ``gamma``, ``audit_*``.
-
-    Raises:
-        ValueError: for scores that are not 1-D, hold NaN / ∞, or have fewer than 2 trials; for δ, α, n_canaries,
-            σ, q or the seed out of range (naming the field, the value and the accepted range); for a
-            calibration_fraction outside (0, 1).
+    Returns ``Audit`` (``mu_eff`` NaN); its ``row`` carries the ``calibration_*`` / ``test_*`` counts and bounds,
+    the ``population_shift`` columns, ``gamma``, ``audit_*``. Raises ValueError for scores not 1-D, holding NaN / ∞
+    or fewer than 2, or a setting out of range (naming the field, the value and the range).
     """
     s1, s0 = _scores(in_scores, "in_scores"), _scores(out_scores, "out_scores")
     for name, a in (("in_scores", s1), ("out_scores", s0)):
@@ -136,8 +114,7 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
 
 
 def _warn_if_reversed(s: np.ndarray, included, delta, alpha, sample_rate, method: str) -> None:
-    """Warn (``UserWarning``) when ε_lower is 0 but the negated scores would bound ε > 0: a loss-like statistic
-    (lower = "in") passed where higher = "in" is required. The returned bound stays the one asked for."""
+    """Warn (``UserWarning``) when ε_lower is 0 but the negated scores would bound ε > 0 (a loss-like statistic)."""
     import warnings
 
     from pe_kit.audit.one_run import _one_run_audit
@@ -152,8 +129,7 @@ def _warn_if_reversed(s: np.ndarray, included, delta, alpha, sample_rate, method
 
 
 def _in_guess_rates(scores: np.ndarray, included: np.ndarray, k_plus: int) -> tuple[float, float, float]:
-    """TPR, FPR and threshold of the "in" guesses: the k₊ top-scored canaries (ties by index, as
-    ``one_run.abstaining_guesses`` ranks them)."""
+    """TPR, FPR and threshold of the "in" guesses: the k₊ top-scored canaries (ties by index)."""
     if k_plus < 1:
         return 0.0, 0.0, math.inf
     order = np.argsort(-scores, kind="stable")[:k_plus]
@@ -168,33 +144,20 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
                   method: str = "fdp", noise_multiplier: float | None = None) -> Audit:
     """ε_lower from one release with m canaries, each included with probability ½ (``one_run._one_run_audit``).
 
-    The abstaining guesser says "in" for its k₊ top-scored canaries and "out" for its k₋ bottom-scored ones; the
-    bound is maximised over the (k₊, k₋) pairs of ``one_run.guess_pairs(m)``, each tested at α / (number of pairs),
-    so it holds at family-wise level α.
+    The abstaining guesser says "in" for its k₊ top-scored canaries and "out" for its k₋ bottom-scored; the bound
+    is maximised over ``one_run.guess_pairs(m)``, each tested at α / (number of pairs).
 
     * ``method="fdp"`` (Mahloujifar, Melis, Chaudhuri 2024): the largest μ whose trade-off curve C_q(G_μ) the
-      guesses reject, turned into ε at δ. A lower bound on ε when the mechanism's trade-off curve lies in that
-      family — a Poisson-subsampled Gaussian such as PE with a nonce canary (Eqs. 14–17); ``mu_eff`` is that μ.
+      guesses reject, as ε at δ; valid when the mechanism's curve lies in that family (Eqs. 14–17); ``mu_eff`` = μ.
     * ``method="steinke"`` (Steinke, Nasr, Jagielski 2023, Thm 3.1 with δ): an (ε, δ) bound for any mechanism.
 
     Args:
-        scores: float (m,): one score per canary (higher = "in"; ±inf allowed, NaN not). included: bool or 0/1 (m,), the truth S_i drawn
-            S_i ~ Bernoulli(½) independently of everything else.
-        delta: δ in (0, 1). sample_rate: q in (0, 1] of the family C_q(G_μ), the mechanism's user-level Poisson
-            sampling (1: every user participates). alpha: family-wise level in (0, 1). method: ``fdp`` or
-            ``steinke``. noise_multiplier: σ of the audited mechanism (None: ε_theory is NaN).
+        scores: float (m,), higher = "in", ±inf allowed. included: bool or 0/1 (m,), S_i ~ Bernoulli(½).
+        sample_rate: q of C_q(G_μ). noise_multiplier: σ of the audited mechanism (None: ε_theory NaN).
 
-    Warns:
-        UserWarning: when ε_lower is 0 but ``-scores`` would bound ε > 0 (a loss-like statistic, lower = "in").
-
-    Returns:
-        ``Audit``: ``counts`` holds ``guesses``, ``correct``, ``k_plus``, ``k_minus``, ``m``, ``n_included``;
-        ``tpr`` / ``fpr`` / ``threshold`` describe the "in" guesses (the k₊ top-scored canaries); ``row`` carries
-        the ``one_run._one_run_audit`` fields (``mu_lower``, ``beta``, ``n_pairs`` …) as notebook 08's CSV does.
-
-    Raises:
-        ValueError: as ``one_run._one_run_audit`` (shapes, ``included`` values or an implausible count of included
-            canaries, levels, q), for an unknown method, NaN or complex scores, or σ out of range.
+    Returns ``Audit``: ``tpr`` / ``fpr`` / ``threshold`` of the "in" guesses, ``row`` with ``mu_lower``, ``beta``,
+    ``n_pairs``, …. Warns (UserWarning) when ε_lower is 0 but ``-scores`` would bound ε > 0. Raises ValueError as
+    ``one_run._one_run_audit``, for an unknown method, NaN or complex scores, or σ out of range.
     """
     from pe_kit.audit.one_run import METHODS, _as_included, _one_run_audit
 

@@ -1,34 +1,16 @@
 """Threshold rules: how the calibration split's counts choose the one event the test split bounds.
 
-Source: §2.1 Step 5 of the paper (a threshold fixed on calibration trials, evaluated on fresh ones);
-Eq. 28 with Eqs. 29–30 (the bounded ε each rule compares); the Gaussian pair of Eqs. 16–19 with hidden
-participation (Eq. 23) for ``GaussianModel``. Style after ``jax_privacy.auditing`` (``ThresholdStrategy``
-with frozen dataclasses ``Explicit``, ``Split``, ``Bonferroni``; Google DeepMind, Apache-2.0).
+§2.1 Step 5 (a threshold fixed on calibration trials, evaluated on fresh ones); Eq. 28 with Eqs. 29–30;
+the Gaussian pair of Eqs. 16–19 with hidden participation (Eq. 23) for ``GaussianModel``. Style after
+``jax_privacy.auditing`` (frozen dataclass strategies). Every rule sees only the calibration split, so any
+rule keeps the confidence of the test bound; rules differ in power. ``Argmax`` favours far-tail thresholds
+where the calibration trials were lucky (winner's curse; docs/threshold_rules.md).
 
-**Validity.** Every rule sees only the calibration split: the counts above each candidate threshold, the
-trial counts n, γ, δ, the sample rate q of the mechanism and the calibration scores' moments. The test
-split is drawn afterwards and bounds the single frozen event with the full γ, so any rule here — however
-it uses the calibration trials — keeps the confidence of the test bound.
-
-**Why not the plain argmax.** ``Argmax`` takes the largest
-calibrated ε over 10³–10⁴ thresholds. Calibrated ε is a noisy function of the threshold, noisiest in the far
-tail (few false positives), so the argmax favours far-tail thresholds where the calibration trials were
-lucky; the test then sees that tail's true rates (winner's curse). It costs power, never validity. At
-μ_eff = 1, q = 0.1, 10⁶ trials (``benchmarks/bench_threshold_rule.py``) the expected-ε curve drops steeply on
-the tail side of its optimum (0.99 at 137 expected calibration false positives, 0.68 at 17) and gently on the
-bulk side (0.88 at 850), so a rule should stay at or a little bulk-side of the optimum.
-
-Rules (the alternatives measured beside them, ``penalised``, ``min_count`` and the fixed-threshold oracle, live in
-``benchmarks/bench_threshold_rule.py``):
-
-* ``GaussianModel(fallback, fit_sd)`` — the kit's default: the event the Gaussian model of Eqs. 16–19 would
-  choose at the μ_eff the calibration trials show, located on the calibration scores by quantile; used only
-  when the calibration counts agree with the model there, else ``fallback``.
-* ``AnchoredArgmax(anchor_gamma, fraction)`` — the default's fallback: the maximum of calibrated ε over events
-  whose min(FP, FN) is at least ``fraction`` × that of the choice at the stricter γ ``anchor_gamma``;
-  model-free and scale-free.
-* ``Argmax`` — the exact maximum of calibrated ε over both events {score > t} and {score ≤ t}; the rule of the
-  committed runs made before the default (docs/threshold_rules.md, docs/composed.md).
+* ``GaussianModel`` (default): the event the Gaussian model would choose at the calibration μ_eff, located by
+  quantile, used when the calibration counts fit the model there, else ``fallback``.
+* ``AnchoredArgmax``: the maximum of calibrated ε over events whose min(FP, FN) is at least ``fraction`` × that
+  of the choice at the stricter γ ``anchor_gamma``.
+* ``Argmax``: the exact maximum of calibrated ε over both events {score > t} and {score ≤ t}.
 """
 from __future__ import annotations
 
@@ -51,11 +33,10 @@ class CalibrationCounts:
     """Everything a rule may see: calibration-split counts, never a test trial.
 
     Attributes:
-        thresholds: float64 (m,) strictly ascending candidate thresholds (score units).
-        true_pos, false_pos: int64 (m,) #H1 / #H0 calibration trials with score > threshold (non-increasing).
-        n_h1, n_h0: calibration trials per hypothesis. gamma: γ of each one-sided bound. delta: δ.
-        sample_rate: q of the mechanism (needed by ``GaussianModel`` only; None: unknown).
-        moments: (mean0, sd0, mean1, sd1) of the calibration scores under H0 / H1, or None.
+        thresholds: float64 (m,) strictly ascending candidates.
+        true_pos, false_pos: int64 (m,) #H1 / #H0 calibration trials with score > threshold.
+        n_h1, n_h0: trials per hypothesis. gamma, delta: of each one-sided bound.
+        sample_rate: q (``GaussianModel`` only; None: unknown). moments: (mean0, sd0, mean1, sd1) or None.
     """
 
     thresholds: np.ndarray
@@ -88,9 +69,10 @@ class CalibrationCounts:
 
 @dataclass(frozen=True)
 class Choice:
-    """A rule's decision: ``index`` into the ascending thresholds (−1: no event has calibrated ε > 0),
-    ``direction`` (+1: {score > t}, −1: {score ≤ t}) and ``rule`` (the name of the rule that chose; a
-    fallback reads ``"gaussian_model>anchored_argmax"``)."""
+    """A rule's decision: ``index`` into the thresholds (−1: no event has calibrated ε > 0), ``direction`` (+1:
+    {score > t}, −1: {score ≤ t}) and ``rule``, the name of the rule that chose (``"gaussian_model>anchored_argmax"``
+    for a fallback).
+    """
 
     index: int
     direction: int
@@ -126,8 +108,7 @@ def _masked_argmax(c: CalibrationCounts, gamma: float, min_small: float = 0.0) -
 
 @dataclass(frozen=True)
 class Argmax(ThresholdRule):
-    """The exact maximum of calibrated ε (Eq. 28 at the audit's γ) over every candidate and both events —
-    it favours lucky far-tail thresholds (module docstring: the winner's curse)."""
+    """The exact maximum of calibrated ε (Eq. 28 at the audit's γ) over every candidate and both events."""
 
     name: ClassVar[str] = "argmax"
 
@@ -139,14 +120,9 @@ class Argmax(ThresholdRule):
 @dataclass(frozen=True)
 class AnchoredArgmax(ThresholdRule):
     """Maximum of calibrated ε over events whose min(FP, FN) ≥ ``fraction`` × that of the choice maximizing it at
-    the stricter γ ``anchor_gamma``.
+    the stricter γ ``anchor_gamma``; that choice is stable but bulk-side of the optimum. No such choice → ``Argmax``.
 
-    The choice at the stricter γ (penalising small counts) is stable but bulk-side of the optimum; the floor lets
-    the argmax move tailwards by at most a factor 1/fraction in false positives, which scales with the canary (few
-    false positives for a strong one, thousands for a weak one) without a model. No such choice → ``Argmax``.
-
-    Raises:
-        ValueError: for anchor_gamma outside (0, 0.5) or fraction outside (0, 1].
+    Raises ValueError for anchor_gamma outside (0, 0.5) or fraction outside (0, 1].
     """
 
     anchor_gamma: float = 1e-5
@@ -170,24 +146,14 @@ class AnchoredArgmax(ThresholdRule):
 class GaussianModel(ThresholdRule):
     """The event the Gaussian model (Eqs. 16–19, 23) picks at the calibration split's own μ_eff.
 
-    Steps, all on calibration trials: (1) μ̂ = (mean1 − mean0)/(q·sd0) — under the model the H1 mean exceeds
-    H0's by q·(w·v) and sd0 = μ in score units, so this is μ_eff in the calibration population's own
-    scale (its sign gives the direction); (2) the model's optimal threshold at μ̂, q, n, γ, δ
-    (``expectations.expected_epsilon``) and its expected false-positive count f* = n0·Φ̄(z*); (3) the candidate
-    whose calibration false-positive count is nearest f* (a quantile, so H0's real location and scale are
-    used, not the model's); (4) a fit check: the model's TP count there, n1·[(1−q)·f/n0 + q·Φ̄(z_f − μ̂)] with
-    z_f = Φ̄⁻¹(f/n0), must match the calibration TP within ``fit_sd`` sd (binomial sd and μ̂'s sd, delta
-    method). Any failure — q or moments unknown, μ̂ with no expected bound, the fit check, calibrated ε = 0 at
-    the event — hands the choice to ``fallback`` (recorded as ``"gaussian_model>" + fallback name``).
+    (1) μ̂ = (mean1 − mean0)/(q·sd0), its sign the direction; (2) the model's optimal threshold at μ̂, q, n, γ, δ
+    (``expectations.expected_epsilon``) and its expected false-positive count f*; (3) the candidate whose
+    calibration FP count is nearest f*; (4) the model's TP count there must match the calibration TP within
+    ``fit_sd`` sd (binomial and μ̂'s, delta method). Any failure (q or moments unknown, no expected bound, misfit,
+    calibrated ε = 0) hands the choice to ``fallback``. The model is one release's ℓ (Eqs. 14–19): sums of mixture
+    LLRs (``composed``) pass no q.
 
-    Why: a rule that reads the optimum off a smooth model of the whole calibration sample, not off the
-    noisiest tail counts, has the spread of a threshold fixed in advance (measured by
-    ``benchmarks/bench_threshold_rule.py``, table in docs/threshold_rules.md). Its model is one release's
-    score ℓ (Eqs. 14–19); a sum of mixture LLRs over rounds (``composed``) is not it, and callers there pass no
-    q. Misfit costs power only (the fit check then hands over to the fallback), never validity.
-
-    Raises:
-        ValueError: for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
+    Raises ValueError for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
     """
 
     fallback: ThresholdRule = AnchoredArgmax()
@@ -245,11 +211,7 @@ RULES: dict[str, ThresholdRule] = {"gaussian_model": DEFAULT_RULE, "argmax": Arg
 
 
 def rule_named(name: str | ThresholdRule | None) -> ThresholdRule:
-    """The ``ThresholdRule`` called ``name`` (a rule passes through; None → ``DEFAULT_RULE``).
-
-    Raises:
-        ValueError: for an unknown name (the message lists ``RULES``).
-    """
+    """The ``ThresholdRule`` called ``name`` (a rule passes through; None → ``DEFAULT_RULE``); ValueError if unknown."""
     if name is None:
         return DEFAULT_RULE
     if isinstance(name, ThresholdRule):
@@ -260,13 +222,10 @@ def rule_named(name: str | ThresholdRule | None) -> ThresholdRule:
 
 
 def moments_from_counts(thresholds: np.ndarray, above: np.ndarray, n: int) -> tuple[float, float]:
-    """(mean, sd) of scores known only through counts above ascending thresholds (a fine grid spanning them).
+    """(mean, sd) of n scores known only through counts above ascending thresholds (a fine grid spanning them).
 
-    Each bin (t_{j−1}, t_j] holds above_{j−1} − above_j scores, counted at its midpoint; the n − above_0
-    scores ≤ t_0 at t_0 − step/2 and the above_{m−1} scores > t_{m−1} at t_{m−1} + step/2 (step = the nearest
-    spacing). Exact up to the binning on the engine's grid (step sd/256, ±7 sd wide).
-
-    Args: thresholds float (m ≥ 2,); above int (m,); n ≥ 1 trials. Returns: floats (mean, sd).
+    Each bin (t_{j−1}, t_j] holds above_{j−1} − above_j scores at its midpoint; the scores below t_0 and above
+    t_{m−1} sit half a step outside. Exact up to the binning.
     """
     t = np.asarray(thresholds, dtype=np.float64)
     a = np.asarray(above, dtype=np.float64)

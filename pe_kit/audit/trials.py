@@ -1,14 +1,8 @@
 """Membership trials under H0 (canary absent) and H1 (canary eligible, participates w.p. q).
 
-Two paths that draw the *same* score distribution:
-
-* ``simulate_scores`` — the scalar projection (Eq. 14): the score is linear in the release,
-  ℓ = wᵀ(Y_P − m0 − v/2), so one trial needs each background user's projection a_u = w·c_u, the
-  canary's w·v, and one Gaussian of variance (σC)²‖w‖². Users with a_u = 0 are skipped and
-  participation of the K voting users is drawn as a Bernoulli(q) process over the flattened
-  trials × users grid with geometric gaps (exact, O(qTK) work, no dense mask).
-* ``simulate_scores_full`` — the reference: builds every trial's full p-dimensional histogram
-  Y = Σ_u I_u v_u + J v + N(0, (σC)² I) (Alg. A.1 line 20) and scores it. Slow; for tests.
+Two paths draw the same score distribution: ``simulate_scores`` on the scalar projection (Eq. 14: one trial
+needs each voting user's a_u = w·c_u, the canary's w·v and one Gaussian of variance (σC)²‖w‖²), and the
+reference ``simulate_scores_full``, which builds every trial's p-dimensional histogram (Alg. A.1 line 20).
 """
 from __future__ import annotations
 
@@ -26,11 +20,8 @@ class ScalarProblem:
     """The scalar projection of one canary audit on one user population.
 
     Attributes:
-        projections: float64 (K,) a_u = w·c_u of the background users with a_u ≠ 0.
-        canary_shift: w·v (= μ_eff² when w = Σ⁻¹v).
-        noise_sd: σC‖w‖₂, std of the projected DP noise.
-        offset: w·m0 + w·v/2, subtracted from every score (Eq. 14).
-        sample_rate: q.
+        projections: float64 (K,) a_u = w·c_u of the users with a_u ≠ 0. canary_shift: w·v (μ_eff² for w = Σ⁻¹v).
+        noise_sd: σC‖w‖₂. offset: w·m0 + w·v/2, subtracted from every score (Eq. 14). sample_rate: q.
         n_users: N, the population size (voting or not).
     """
 
@@ -44,21 +35,9 @@ class ScalarProblem:
 
 def scalar_problem(weights: np.ndarray, population: sp.spmatrix | np.ndarray, canary: np.ndarray,
                    m0: np.ndarray, noise_std: float, sample_rate: float) -> ScalarProblem:
-    """Project a population onto the LLR direction (Eq. 14).
+    """Project a population's (N, |P|) contributions onto the LLR direction w = Σ⁻¹v (Eq. 14).
 
-    Args:
-        weights: float (P,) w = Σ⁻¹v.
-        population: (N, P) contributions of the background users on the probe coordinates.
-        canary: float (P,) v, the canary's contribution on P.
-        m0: float (P,) null mean used by the score.
-        noise_std: σC.
-        sample_rate: q.
-
-    Returns:
-        ``ScalarProblem``.
-
-    Raises:
-        ValueError: on dimension mismatch.
+    ``canary``: v on P; ``m0``: the null mean; ``noise_std``: σC. Raises ValueError on a dimension mismatch.
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
     v = np.asarray(canary, dtype=np.float64).ravel()
@@ -74,22 +53,11 @@ def scalar_problem(weights: np.ndarray, population: sp.spmatrix | np.ndarray, ca
 
 
 def nonce_problem(mu_eff: float, sample_rate: float, n_users: int = 0) -> ScalarProblem:
-    """The scalar problem of a canary with separation μ_eff and no background voters on P.
+    """The ``ScalarProblem`` of a canary with separation μ_eff and no background voters on P.
 
-    With Σ = (σC)²I and w = Σ⁻¹v: w·v = μ², the projected noise sd σC‖w‖ = μ and the offset w·v/2 = μ²/2,
-    so ℓ | H0 ~ N(−μ²/2, μ²) and ℓ | fixed inclusion ~ N(+μ²/2, μ²) exactly (Eqs. 14–17). A perfect
-    nonce canary (‖v_P‖ = C, no user votes on its probes) has μ_eff = 1/σ (Eq. 20).
-
-    Args:
-        mu_eff: μ ≥ 0 (0 gives a null canary: H0 and H1 identical).
-        sample_rate: q in (0, 1].
-        n_users: N recorded on the problem (the population size; no user votes on P).
-
-    Returns:
-        ``ScalarProblem`` with empty projections.
-
-    Raises:
-        ValueError: on μ < 0 or non-finite, q outside (0, 1], n_users < 0.
+    With Σ = (σC)²I: ℓ | H0 ~ N(−μ²/2, μ²) and ℓ | inclusion ~ N(μ²/2, μ²) exactly (Eqs. 14–17); a perfect nonce
+    canary has μ_eff = 1/σ (Eq. 20); μ = 0 is a null canary. Raises ValueError on μ < 0 or non-finite, q outside
+    (0, 1], or n_users < 0.
     """
     if not (np.isfinite(mu_eff) and mu_eff >= 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0")
@@ -106,8 +74,7 @@ def background_sums(projections: np.ndarray, sample_rate: float, n_trials: int,
                     rng: np.random.Generator) -> np.ndarray:
     """Σ_u I_u a_u for ``n_trials`` independent trials, I_u ~ Bernoulli(q) i.i.d.
 
-    Exact: the ones of the n_trials × K Bernoulli grid (row-major) are located by cumulative
-    Geometric(q) gaps. float64 (n_trials,).
+    Exact: the ones of the n_trials × K Bernoulli grid (row-major) are located by cumulative Geometric(q) gaps.
     """
     a = np.asarray(projections, dtype=np.float64)
     k = a.size
@@ -136,8 +103,8 @@ def simulate_scores(problem: ScalarProblem, hypothesis: int, n_trials: int, rng:
                     chunk_size: int = 1 << 20) -> np.ndarray:
     """Scores ℓ of ``n_trials`` trials under H0 (hypothesis=0) or H1 (hypothesis=1) on the scalar path.
 
-    ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, with J ≡ 0 under H0 and J ~ Bernoulli(q)
-    under H1 (App. E.2, E.5). Returns float64 (n_trials,). Raises ValueError on a bad hypothesis.
+    ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, J ≡ 0 under H0 and J ~ Bernoulli(q) under H1 (App. E.2,
+    E.5). Raises ValueError on a bad hypothesis or n_trials < 0.
     """
     if hypothesis not in (0, 1):
         raise ValueError(f"hypothesis={hypothesis!r} must be 0 (canary absent) or 1 (canary eligible)")
@@ -160,16 +127,8 @@ def simulate_scores_full(population: sp.spmatrix, canary_full: np.ndarray, coord
                          chunk_size: int = 256) -> np.ndarray:
     """Reference path: build each trial's full histogram (N users, p coordinates), then score it.
 
-    Args:
-        population: (N, p) full contributions of the background users.
-        canary_full: float (p,) the canary's full clipped contribution.
-        coords: int (|P|,) inspected coordinates P.
-        weights, m0: float (|P|,) as in Eq. 14.
-        noise_std: σC. sample_rate: q. hypothesis: 0 or 1.
-        n_trials: number of trials; chunk_size: trials per dense (chunk, p) block.
-
-    Returns:
-        float64 (n_trials,) scores ℓ = wᵀ(Y_P − m0 − v/2).
+    ``population``: (N, p) contributions; ``canary_full``: v (p,); ``coords``: P; ``weights``, ``m0`` as in Eq. 14;
+    ``chunk_size``: trials per dense (chunk, p) block. Returns ℓ = wᵀ(Y_P − m0 − v/2), float64 (n_trials,).
     """
     if hypothesis not in (0, 1):
         raise ValueError(f"hypothesis={hypothesis!r} must be 0 or 1")
@@ -194,19 +153,10 @@ def simulate_scores_full(population: sp.spmatrix, canary_full: np.ndarray, coord
 def check_equal_populations(n_calibration: int, n_test: int) -> None:
     """Refuse a calibration population whose size differs from the test population N.
 
-    The threshold is frozen on trials of the calibration users (§2.1 Step 5) and then evaluated on the
-    test users; both must score the same statistic, whose background is a sum over N users (Eq. 7) with
-    moments scaled by N (Eqs. 34–35). The splits are therefore distinct users of equal size. Resampling
-    calibration users with replacement to reach N duplicates users, fattens the background's tails and
-    moves the frozen threshold (seen: nonce canaries at ε_lower 0.83 / 0.96 on calibration gave 0.000 on
-    test), so it is not offered.
-
-    Args:
-        n_calibration, n_test: int, user counts of the two splits.
-
-    Raises:
-        ValueError: when they differ (the message names ``n_calibration`` / ``n_test`` and the fix), or when
-            either is not an integer ≥ 1.
+    The threshold frozen on the calibration users (§2.1 Step 5) must apply to the test users' statistic, a sum over
+    N users (Eq. 7) with moments scaled by N (Eqs. 34–35); resampling calibration users to reach N would fatten
+    the background's tails. Raises ValueError naming ``n_calibration`` / ``n_test`` and the fix when they differ
+    or are not integers ≥ 1.
     """
     for name, n in (("n_calibration", n_calibration), ("n_test", n_test)):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
