@@ -1,8 +1,7 @@
 """The PE histogram mechanism: exact top-k routing, vote normalization, clipping, Gaussian release.
 
-Source: Eq. 1 and Alg. A.1 lines 8–20 of "Canaries in the Bank" (Aketi, Ullah, Gade; §2). Distances are
-Euclidean in the encoder's space; exact ties go to the lowest bank index (App. B, "Exact score
-ties are resolved by the lowest ... index").
+Eq. 1 and Alg. A.1 lines 8–20. Distances are Euclidean in the encoder's space; exact ties go to the lowest
+bank index (App. B).
 """
 from __future__ import annotations
 
@@ -37,9 +36,8 @@ def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
 def squared_distances(x: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Squared Euclidean distances between rows of ``x`` (n, d) and ``s`` (p, d); returns float64 (n, p).
 
-    Computed as ‖x‖² + ‖s‖² − 2 x·s with the product in float32 (the encoder's precision) and the
-    sums in float64, clipped at 0. The same formula is used everywhere in the kit so that routing
-    decisions are consistent between the full bank and a probe-merged bank.
+    ‖x‖² + ‖s‖² − 2 x·s with the product in float32 and the sums in float64, clipped at 0; the one formula every
+    routing in the kit uses, so the full bank and a probe-merged bank route alike.
     """
     x32 = np.asarray(x, dtype=np.float32)
     s32 = np.ascontiguousarray(s, dtype=np.float32)
@@ -57,10 +55,8 @@ def squared_distances(x: np.ndarray, s: np.ndarray) -> np.ndarray:
 def _duplicate_rows(s32: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(first index of each distinct row, inverse map) when ``s32`` (p, d) has exact duplicate rows, else (None, None).
 
-    A BLAS matrix product may round the same dot product differently at different column positions
-    (kernel edges, vector lanes), so exact duplicates of a bank row could get distances that differ in
-    the last bit and break the lowest-index tie rule machine by machine. Rows are compared by their
-    bytes (exact equality, −0.0 ≠ +0.0 is harmless: both give the same distances).
+    Duplicates then share one distance column: BLAS may round the same dot product differently at different
+    columns, which would break the lowest-index tie rule.
     """
     if s32.shape[0] < 2:
         return None, None
@@ -100,21 +96,11 @@ def _lexsort_rows(vals: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 def topk_routes(records: np.ndarray, bank: np.ndarray, top_k: int, chunk_size: int = 2048,
                 return_distances: bool = False):
-    """Exact Euclidean top-k routing of each record to the bank (Alg. A.1 line 11).
+    """Exact Euclidean top-k routing of each record (n, d) to the bank (p, d) (Alg. A.1 line 11).
 
-    Args:
-        records: float (n, d) record embeddings.
-        bank: float (p, d) candidate embeddings, in bank order.
-        top_k: k ≥ 1 (≤ p).
-        chunk_size: records per distance block (memory is chunk_size × p float64).
-        return_distances: also return the (n, k) float64 squared distances.
-
-    Returns:
-        int64 (n, k) bank indices per record, nearest first, exact ties → lowest index;
-        and the distances if asked.
-
-    Raises:
-        ValueError: on shape mismatch, k > p, or non-finite embeddings.
+    Returns int64 (n, k) bank indices, nearest first, exact ties → lowest index, and with ``return_distances`` the
+    float64 squared distances; ``chunk_size`` records per distance block. Raises ValueError on a shape mismatch,
+    k ∉ [1, p], or non-finite embeddings.
     """
     records = _as_matrix(records, "records")
     bank = _as_matrix(bank, "bank")
@@ -135,15 +121,10 @@ def topk_routes(records: np.ndarray, bank: np.ndarray, top_k: int, chunk_size: i
 
 @dataclass(frozen=True)
 class NeighborIndex:
-    """Each record's ``depth`` nearest bank entries, precomputed once for a base bank.
+    """Each record's ``depth`` nearest bank entries (``indices`` int64, ``distances`` float64, (n, depth)).
 
-    With depth ≥ k + r, the top-k among the bank with any r positions removed is the first k of
-    the remaining list, so probe variants re-route by merging (App. B, "Trial-set routing").
-
-    Attributes:
-        indices: int64 (n, depth) bank indices, nearest first (ties → lowest index).
-        distances: float64 (n, depth) squared distances.
-        bank_size: p of the base bank.
+    With depth ≥ k + r, the top-k of the bank with any r positions removed is the first k of the remaining list,
+    so probe variants re-route by merging (App. B, "Trial-set routing").
     """
 
     indices: np.ndarray
@@ -165,23 +146,11 @@ def build_neighbor_index(records: np.ndarray, bank: np.ndarray, depth: int,
 
 def routes_with_probes(index: NeighborIndex, records: np.ndarray, probes: np.ndarray | None,
                        probe_positions: np.ndarray | None, top_k: int) -> np.ndarray:
-    """Top-k routes in the bank whose ``probe_positions`` were replaced by ``probes``.
+    """Top-k routes, int64 (n, k), in the bank whose ``probe_positions`` were replaced by ``probes`` (App. B).
 
-    Exact (App. B): a record's top-k in S_base ∪ probes is the top-k of the merge of its k nearest
-    base entries (positions not replaced) with all probes; ties → lowest *final bank* index.
-
-    Args:
-        index: base-bank neighbours with depth ≥ top_k + len(probe_positions).
-        records: float (n, d) embeddings of the same records as ``index``.
-        probes: float (r, d) probe embeddings, probe t goes to ``probe_positions[t]``; or None.
-        probe_positions: int (r,) distinct bank positions; or None.
-        top_k: k.
-
-    Returns:
-        int64 (n, k) final-bank indices.
-
-    Raises:
-        ValueError: if the index is too shallow or positions are out of range / repeated.
+    A record's top-k is the top-k of the merge of its k nearest kept base entries with all probes; ties → lowest
+    final bank index. ``index`` needs depth ≥ top_k + r. Raises ValueError if the index is too shallow or the
+    positions are out of range or repeated.
     """
     if probes is None or probe_positions is None or len(probe_positions) == 0:
         return index.indices[:, :top_k].copy()
@@ -207,21 +176,11 @@ def routes_with_probes(index: NeighborIndex, records: np.ndarray, probes: np.nda
 
 def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size: int,
                   clip_norm: float) -> sp.csr_matrix:
-    """Per-user clipped, normalized vote vectors v_u (Eq. 1; Alg. A.1 lines 12–17).
+    """Per-user clipped, normalized vote vectors v_u (Eq. 1; Alg. A.1 lines 12–17), CSR float64 (N, p).
 
-    Args:
-        routes: int (n_records, k) bank indices voted by each record.
-        owner: int (n_records,) user row (0..n_users-1) of each record.
-        n_users: N, rows of the output.
-        bank_size: p, columns of the output.
-        clip_norm: C > 0.
-
-    Returns:
-        scipy.sparse CSR float64 (N, p): row u is h̄_u · min(1, C/‖h̄_u‖₂) with
-        h̄_u = counts / (|D_u| k). Users without records get an all-zero row.
-
-    Raises:
-        ValueError: on inconsistent shapes or owners out of range.
+    Row u is h̄_u · min(1, C/‖h̄_u‖₂) with h̄_u = counts / (|D_u| k) from ``routes`` (n_records, k) and ``owner``
+    (n_records,) user rows; users without records get a zero row. Raises ValueError on inconsistent shapes, owners
+    out of range, or C ≤ 0.
     """
     routes = np.asarray(routes)
     owner = np.asarray(owner, dtype=np.int64)
@@ -251,19 +210,10 @@ def sample_participation(n_users: int, sample_rate: float, rng: np.random.Genera
 
 def release(contribs: sp.spmatrix, config: MechanismConfig, rng: np.random.Generator,
             participation: np.ndarray | None = None) -> np.ndarray:
-    """One DP histogram release Y = Σ_u I_u v_u + N(0, (σC)² I) (§2, Alg. A.1 line 20).
+    """One DP histogram release Y = Σ_u I_u v_u + N(0, (σC)² I) (§2, Alg. A.1 line 20), float64 (p,).
 
-    Args:
-        contribs: (N, p) clipped contributions from ``contributions``.
-        config: mechanism settings (σ, C, q).
-        rng: the only source of randomness.
-        participation: optional bool (N,) indicators; drawn Bernoulli(q) when None.
-
-    Returns:
-        float64 (p,) released histogram.
-
-    Raises:
-        ValueError: if ``participation`` has the wrong length.
+    ``participation``: optional bool (N,) indicators, else drawn Bernoulli(q) from ``rng``. Raises ValueError if it
+    has the wrong length.
     """
     n_users, p = contribs.shape
     if participation is None:

@@ -1,26 +1,13 @@
 """Multi-round Private Evolution (Alg. A.1) with per-round checkpoints.
 
-Source: "Canaries in the Bank", App. A (Alg. A.1), §3 "Multi-round PE with ICL" (retain the top 5 %
-of candidates and the probes, generate the next bank, repeat the audit), App. D "Multi-round
-accounting" (T = 6 Poisson releases, q = 0.1, σ = 1.1088, δ = 1e-5; ε_theory per prefix from a fresh
-PRV accountant; "the empirical audit composes the same prefixes by summing their mixture
-log-likelihood ratios"), App. E.8 Eq. 36 (chain rule of the transcript likelihood ratio).
-
-The loop (``run_pe``). Round t publishes one frozen ordered bank S^(t) (``FrozenBank``, read-only
-arrays), releases Y^(t) = Σ_u I_u v_u + N(0, (σC)² I) over the private population with independent
-Bernoulli(q) participation (``release_round``), keeps the top k̃ non-probe candidates by Y plus every
-probe (probes keep their bank positions in every round), builds feedback (positives = retained texts,
-negatives = lowest-Y texts; public bank texts only) and asks a generator for g = p − r − k̃ new texts,
-which fill the non-probe slots after the retained ones: S^(t+1) = R^(t) ∪ V^(t), |S^(t+1)| = p.
-Private records enter only through ``release_round``. Every finished round is written to a
-content-keyed, checksummed checkpoint (``pe_kit.cache.write_verified``; the key is the bank texts and
-embeddings, the probe positions, the private records' digest, ``generator_identity`` (name, sampling
-settings, model file digest, code), the encoder's ``model_id`` (model file digest, token cap), the
-mechanism and loop settings, the run's entropy and the code of ``pe_kit.pe`` and ``text/variation.py``);
-a rerun with the same inputs resumes at the last finished round and gives identical results (each round draws from its own
-Generator seeded by (entropy drawn once from the caller's rng, t)).
-
-The composed audit of a transcript (Eq. 36) is ``pe_kit.audit.composed``.
+App. A (Alg. A.1); §3 "Multi-round PE with ICL"; App. D "Multi-round accounting" (T = 6 releases, q = 0.1,
+σ = 1.1088, δ = 1e-5). Round t publishes a frozen bank S^(t), releases Y^(t) over the private users
+(``release_round``), keeps the top k̃ non-probe candidates by Y and every probe (at its position), builds
+feedback from public bank texts and asks a generator for g = p − r − k̃ new texts: S^(t+1) = R^(t) ∪ V^(t).
+Private records enter only through ``release_round``. Each finished round is checkpointed under a content key
+(bank, probes, private records, generator, encoder, settings, entropy and the code of ``pe`` and
+``text/variation.py``); round t draws from ``default_rng([entropy, t])``, so a rerun resumes identically. The
+composed audit of a transcript (Eq. 36) is ``audit.composed``.
 """
 from __future__ import annotations
 
@@ -60,20 +47,15 @@ class PEConfig:
     """Settings of the multi-round loop (Alg. A.1; §3; App. D).
 
     Attributes:
-        rounds: T ≥ 1 histogram releases (paper Fig. 2: 6).
-        retain_fraction: k̃ = max(1, round(retain_fraction · p)) non-probe candidates kept per round
-            (paper: the top 5 %); the g = p − r − k̃ remaining slots are new variations, so |S| stays p.
+        rounds: T ≥ 1 releases (Fig. 2: 6).
+        retain_fraction: k̃ = max(1, round(retain_fraction · p)) candidates kept per round (paper: 5 %).
         n_negatives: lowest-Y candidates offered as negative ICL examples (≥ 0).
-        icl_examples, icl_negatives: examples per ICL prompt (LM generators only).
-        genre: what the texts are, for ICL prompts.
-        max_attempts: generator calls allowed per round to obtain g valid distinct texts.
-        retention: ``"histogram"`` (Alg. A.1 l. 21: J = Top_k̃(Y)) or ``"random"``, the σ → ∞ control of
-            Fig. 2's utility claim: k̃ candidates kept uniformly at random (ranked by i.i.d. N(0, 1) scores from
-            the round's own stream ``default_rng([entropy, t, 1])``, the limit of Y/(σC) as σ → ∞), so the
-            release, the generator and its seeds are those of the histogram run with the same rng.
+        icl_examples, icl_negatives: examples per ICL prompt (LM generators only). genre: for ICL prompts.
+        max_attempts: generator calls per round to obtain g valid distinct texts.
+        retention: ``"histogram"`` (Alg. A.1 l. 21: Top_k̃(Y)) or ``"random"``, the σ → ∞ control of Fig. 2:
+            ranked by i.i.d. N(0, 1) scores from ``default_rng([entropy, t, 1])``, all else as the histogram run.
 
-    Raises:
-        ValueError: naming the field and the admissible range.
+    Raises ValueError naming the field and its range.
     """
 
     rounds: int = 6
@@ -99,7 +81,7 @@ class PEConfig:
                 raise ValueError(f"{name}={v!r} is invalid: use an integer ≥ {low}")
 
     def retain_count(self, bank_size: int, n_probes: int) -> int:
-        """k̃ for a bank of ``bank_size`` with ``n_probes`` probes; raises ValueError if no slot is left for g ≥ 1."""
+        """k̃ for a bank of ``bank_size`` with ``n_probes`` probes; ValueError if no slot is left for g ≥ 1."""
         k = max(1, int(round(self.retain_fraction * bank_size)))
         if k + n_probes >= bank_size:
             raise ValueError(f"retain_fraction={self.retain_fraction} keeps {k} candidates + {n_probes} probes of a "
@@ -113,14 +95,7 @@ class PEConfig:
 
 @dataclass(frozen=True)
 class Population:
-    """Users' record embeddings, as routed by the mechanism.
-
-    Attributes:
-        embeddings: float32 (n_records, d), read-only.
-        owner: int64 (n_records,) user row in [0, n_users), read-only.
-        n_users: N.
-        name: label for messages (e.g. the split name).
-    """
+    """Users' record embeddings (float32 (n_records, d)) and ``owner`` rows (int64 in [0, n_users)), read-only."""
 
     embeddings: np.ndarray
     owner: np.ndarray
@@ -139,7 +114,7 @@ class Population:
 
     @classmethod
     def from_world(cls, world, split: str) -> "Population":
-        """The ``split`` users of a ``pe_kit.study.world.World`` (``aux``, ``calibration``, ``test``, ``canary``)."""
+        """The ``split`` users of a ``study.world.World`` (``aux``, ``calibration``, ``test``, ``canary``)."""
         rec = world.records.get(split)
         if rec is None:
             raise ValueError(f"split={split!r} is not in the world; use one of {sorted(world.records)}")
@@ -157,12 +132,8 @@ class Population:
 
 @dataclass(frozen=True)
 class FrozenBank:
-    """One published ordered bank S^(t) (Alg. A.1 line 6); arrays are copied and made read-only.
-
-    Attributes:
-        texts: tuple of p str (bank order).
-        embeddings: float32 (p, d), read-only.
-        probe_positions: int64 (r,) positions of the probes (empty without probes), read-only.
+    """One published ordered bank S^(t) (Alg. A.1 line 6): p ``texts``, float32 (p, d) ``embeddings`` and int64
+    ``probe_positions``, copied and read-only.
     """
 
     texts: tuple
@@ -195,16 +166,11 @@ class FrozenBank:
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """What round t published and released (Alg. A.1 lines 6–25).
+    """What round t published and released (Alg. A.1 lines 6–25), read-only.
 
     Attributes:
-        round: t (0-based).
-        bank: S^(t) (frozen before the release).
-        histogram: float64 (p,) Y^(t), read-only.
-        participants: |B^(t)|, the number of sampled private users (a count only).
-        retained: int64 (k̃,) indices into S^(t) of the kept candidates, highest Y first.
-        new_texts: tuple of g str, V^(t).
-        new_embeddings: float32 (g, d) of ``new_texts``, read-only.
+        round: t (0-based). bank: S^(t). histogram: float64 (p,) Y^(t). participants: |B^(t)| (a count).
+        retained: int64 (k̃,) indices into S^(t), highest Y first. new_texts, new_embeddings: V^(t), g each.
     """
 
     round: int
@@ -227,12 +193,10 @@ class Transcript:
     """A finished multi-round PE run.
 
     Attributes:
-        rounds: tuple of T ``RoundRecord`` (releases 1..T on banks S^(0..T−1)).
-        final_bank: S^(T), the evolved synthetic population (Alg. A.1 line 27).
-        key: content key of the run (checkpoint folder name).
-        entropy: the run's entropy (round t draws from ``default_rng([entropy, t])``); ``pe_round`` with it
-            replays any round, e.g. on another bank (the adaptive audit, ``pe_kit.audit.adaptive``).
-        resumed_rounds: rounds read from checkpoints rather than computed (not part of equality).
+        rounds: T ``RoundRecord`` (releases on S^(0..T−1)). final_bank: S^(T) (Alg. A.1 line 27).
+        key: content key (checkpoint folder). entropy: round t draws from ``default_rng([entropy, t])``, so
+            ``pe_round`` replays any round, also on another bank (``audit.adaptive``).
+        resumed_rounds: rounds read from checkpoints (not part of equality).
     """
 
     rounds: tuple
@@ -251,15 +215,7 @@ def release_round(bank: FrozenBank, private: Population, mechanism: MechanismCon
                   rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """Y^(t) over a frozen bank: Poisson participation, exact routing, clipping, Gaussian noise (Alg. A.1 l. 7–20).
 
-    Args:
-        bank: the published ``FrozenBank`` (its arrays must be read-only).
-        private: the private users. mechanism: k, C, σ, q. rng: participation then noise.
-
-    Returns:
-        (float64 (p,) histogram, int number of participants).
-
-    Raises:
-        ValueError: if the bank is not frozen (writeable arrays).
+    Returns (float64 (p,) histogram, number of participants). Raises ValueError if the bank is not frozen.
     """
     if bank.embeddings.flags.writeable or bank.probe_positions.flags.writeable:
         raise ValueError("the bank must be frozen (read-only arrays) before its release; build a FrozenBank")
@@ -269,11 +225,8 @@ def release_round(bank: FrozenBank, private: Population, mechanism: MechanismCon
 
 
 def next_bank(bank: FrozenBank, retained: np.ndarray, new_texts: Sequence[str], new_embeddings: np.ndarray) -> FrozenBank:
-    """S^(t+1) = R^(t) ∪ V^(t) (Alg. A.1 l. 25): probes stay at their positions; the non-probe slots,
-    in increasing position, get the retained candidates (in their S^(t) order) then the new texts.
-
-    Raises:
-        ValueError: if k̃ + g does not fill the p − r non-probe slots.
+    """S^(t+1) = R^(t) ∪ V^(t) (Alg. A.1 l. 25): probes stay; the non-probe slots, in increasing position, get the
+    retained candidates (in S^(t) order) then the new texts. Raises ValueError unless k̃ + g fill p − r slots.
     """
     slots = np.flatnonzero(bank.candidate_mask())
     kept = np.sort(np.asarray(retained, dtype=np.int64))
@@ -302,7 +255,6 @@ def initial_bank(bank_texts: Sequence[str], bank_embeddings: np.ndarray, design=
     return FrozenBank(tuple(texts), emb, pos)
 
 
-# ----------------------------------------------------------------------------------------- checkpoints
 def _encode_record(rec: RoundRecord, key: str) -> bytes:
     meta = {"format": _FORMAT, "key": key, "round": rec.round, "bank_texts": list(rec.bank.texts),
             "participants": rec.participants, "new_texts": list(rec.new_texts)}
@@ -347,23 +299,11 @@ def pe_round(bank: FrozenBank, private: Population, generator, mechanism: Mechan
              entropy: int, t: int, seen, *, encoder=None, extra_votes: np.ndarray | None = None) -> RoundRecord:
     """One round of Alg. A.1 on a frozen bank (lines 6–25): release, retention, feedback, variation, embedding.
 
-    Randomness: ``default_rng([entropy, t])`` draws the participation and noise, then the prompt sampling
-    and generator seeds; with ``config.retention == "random"`` the ranking scores come from
-    ``default_rng([entropy, t, 1])``. The round is therefore a pure function of its arguments: replaying it
-    on the same bank gives the same record, and on another bank the same participation and noise draws.
-
-    Args:
-        bank: S^(t) (frozen). private: the voting users. generator, encoder: as ``run_pe``.
-        mechanism, config: settings. entropy: the run's entropy (int). t: round index (int ≥ 0).
-        seen: iterable of str, every text of every earlier bank (variations must be new).
-        extra_votes: optional float (p,) added to Y^(t) after the release — one more participant's clipped
-            votes (the canary's v(S^(t)) in a round where it is sampled, ``pe_kit.audit.adaptive``); None = none.
-
-    Returns:
-        ``RoundRecord`` (its histogram includes ``extra_votes``).
-
-    Raises:
-        ValueError: if ``extra_votes`` is not (p,); GenerationError from the generator.
+    A pure function of its arguments: ``default_rng([entropy, t])`` draws participation and noise, then prompts and
+    generator seeds (random retention: ``default_rng([entropy, t, 1])``). ``seen``: every earlier bank text (new
+    texts must be new). ``extra_votes``: optional float (p,) added to Y^(t), one more participant's clipped votes
+    (the sampled canary, ``audit.adaptive``). Raises ValueError if ``extra_votes`` is not (p,); GenerationError
+    from the generator.
     """
     retain = config.retain_count(bank.size, bank.probe_positions.size)
     g = bank.size - bank.probe_positions.size - retain
@@ -387,27 +327,17 @@ def pe_round(bank: FrozenBank, private: Population, generator, mechanism: Mechan
 def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Population, generator,
            mechanism: MechanismConfig, config: PEConfig, rng: np.random.Generator, *, design=None, encoder=None,
            checkpoint_dir: str | Path | None | bool = None) -> Transcript:
-    """Run T rounds of PE (Alg. A.1) and return the transcript; resumes from checkpoints.
+    """Run T rounds of PE (Alg. A.1) and return the ``Transcript``; resumes from checkpoints.
 
     Args:
-        bank_texts: p str, the initial public population S^(0) before probes.
-        bank_embeddings: float32 (p, d) of ``bank_texts``.
-        private: the private (eligible) users whose records vote; the canary is *not* among them
-            (the transcript is run as under H0; see the module docstring).
-        generator: variation generator (``pe_kit.text.variation``): ``name``, ``generate(prompts, rng)``.
-        mechanism: k, C, σ, q. config: ``PEConfig``.
-        rng: numpy Generator; one integer is drawn from it as the run's entropy, and round t uses
-            ``default_rng([entropy, t])`` (so a resumed run is identical to an uninterrupted one).
-        design: optional ``pe_kit.attack.variants.ProbeDesign`` whose probes replace bank positions in every round.
-        encoder: embeds generated texts (not needed for ``PublicRetrievalGenerator``).
-        checkpoint_dir: folder for per-round checkpoints (None = ``cache_dir()/"multiround"``; False = off).
+        bank_texts, bank_embeddings: S^(0) before probes, p rows.
+        private: the voting users; the canary is not among them (the run is H0's).
+        generator: ``name``, ``generate(prompts, rng)`` (``text.variation``). encoder: embeds generated texts.
+        rng: one integer is drawn as the run's entropy.
+        design: optional ``ProbeDesign`` whose probes replace bank positions in every round.
+        checkpoint_dir: per-round checkpoints (None: ``cache_dir()/"multiround"``; False: off).
 
-    Returns:
-        ``Transcript`` (T ``RoundRecord`` + S^(T)).
-
-    Raises:
-        ValueError: on inconsistent inputs (named); GenerationError from the generator (the finished
-        rounds are already checkpointed: rerun to resume).
+    Raises ValueError on inconsistent inputs; GenerationError from the generator (rerun to resume).
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator; pass np.random.default_rng(seed)")

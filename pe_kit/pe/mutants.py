@@ -1,18 +1,11 @@
 """Seeded bugs: mutants of the reference PE release, one bug class seen in DP / PE code each.
 
-Every mutant is a ``release_protocol.ReleasePipeline`` that overrides exactly one step of the reference
-(Eq. 1, Alg. A.1 lines 7–20), and derives in its docstring whether the bug breaks the claimed guarantee —
-the (ε_theory, δ) of the Poisson-subsampled Gaussian mechanism with sensitivity C, noise std σC and rate q
-under add/remove-one-user neighbours (paper §2, App. D: Opacus PRV). ``breaks_guarantee(config, n_users)``
-returns that verdict for a setting; the audit suite (``pe_kit.audit.blackbox._audit_suite``) must flag
-exactly the mutants whose verdict is True.
-
-The derivations use three facts. (F1) Post-processing: anything computed from the release alone costs no
-privacy. (F2) The Gaussian mechanism with ℓ2 sensitivity Δ and noise std s is μ-GDP with μ = Δ/s; its
-Poisson-subsampled form at rate q is what the accountant prices at noise multiplier s/Δ, and ε(δ) grows
-strictly as the noise multiplier falls or q rises (for q < 1). (F3) A user's contribution v_u is a
-function of that user's records and the public bank only; clipping bounds ‖v_u‖₂ ≤ C, and by-vote
-normalisation gives ‖h̄_u‖₂ ≤ 1/√k (all k votes of every record on the same k entries is the maximum).
+Each mutant is a ``release_protocol.ReleasePipeline`` overriding one step of the reference (Eq. 1, Alg. A.1
+lines 7–20); its docstring derives whether the bug breaks the claimed (ε_theory, δ) of the Poisson-subsampled
+Gaussian with sensitivity C, noise std σC and rate q under add/remove-one-user neighbours (§2, App. D), and
+``breaks_guarantee(config, n_users)`` returns that verdict. Facts used: (F1) post-processing is free; (F2) the
+Gaussian with sensitivity Δ and noise std s is priced at noise multiplier s/Δ, ε(δ) rising as it falls or q
+rises; (F3) v_u depends on user u's records and the public bank only, ‖v_u‖₂ ≤ C, ‖h̄_u‖₂ ≤ 1/√k.
 """
 from __future__ import annotations
 
@@ -32,19 +25,15 @@ FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 
 
 class _Mutant(ReleasePipeline):
-    """A mutant: ``name``, ``bug`` (one line) and ``breaks_guarantee(config, n_users)`` (the docstring's
-    verdict: whether the release breaks the (ε_theory, δ) guarantee at ``config`` with ``n_users`` users)."""
+    """A mutant: ``name``, ``bug`` (one line) and ``breaks_guarantee(config, n_users)`` (its docstring's verdict)."""
 
     bug = ""
 
 
 class NoiseStdNotScaled(_Mutant):
-    """Noise std σ instead of σ·C (the noise multiplier used as the std).
+    """Noise std σ instead of σ·C.
 
-    Derivation: the release is the Gaussian mechanism with sensitivity C and noise std σ, i.e. noise
-    multiplier σ/C (F2). It breaks the guarantee iff σ/C < σ, i.e. iff **C > 1**. At the paper's C = 0.1 the
-    noise is 10× *larger* than claimed: a utility bug, not a privacy bug (μ_eff ≤ C/σ = 0.1/σ), and an
-    audit must not flag it.
+    Noise multiplier σ/C (F2): breaks the guarantee iff **C > 1**; at C = 0.1 the noise is 10× larger (utility).
     """
 
     name, bug = "noise_std_not_scaled", "noise std σ instead of σC"
@@ -59,10 +48,8 @@ class NoiseStdNotScaled(_Mutant):
 class NoClipping(_Mutant):
     """No L2 clipping: v_u = h̄_u.
 
-    Derivation: by F3 ‖h̄_u‖₂ ≤ 1/√k, attained by a user whose records all vote on the same k entries, so the
-    sensitivity is 1/√k instead of C: the noise multiplier falls from σ to σC√k (F2). It breaks the guarantee
-    iff **C < 1/√k** (k = 5, C = 0.1: 4.47× the claimed sensitivity, μ_eff up to 4.47/σ). The audit's canary
-    for this bug concentrates all votes on k probes (``attack.bug_canaries``, design ``concentrated``).
+    Sensitivity 1/√k instead of C (F3), noise multiplier σC√k: breaks the guarantee iff **C < 1/√k** (k = 5,
+    C = 0.1: μ_eff up to 4.47/σ; the ``concentrated`` canary of ``attack.bug_canaries`` finds it).
     """
 
     name, bug = "no_clipping", "no L2 clipping of h̄_u"
@@ -75,12 +62,9 @@ class NoClipping(_Mutant):
 
 
 class CanaryAlwaysIncluded(_Mutant):
-    """The last user row is exempt from Poisson sampling (always in): an off-by-one in the sampling mask
-    (``mask = append(rng.random(N − 1) < q, True)``). The auditor places the canary last.
+    """The last user row is exempt from Poisson sampling (``mask = append(rng.random(N − 1) < q, True)``).
 
-    Derivation: that user's inclusion is certain, so its privacy is the *un*-subsampled Gaussian at noise
-    multiplier σ (F2 at q = 1): ε(σ, 1, δ) > ε(σ, q, δ) for every q < 1. It breaks the guarantee iff
-    **q < 1** (for that user; the others keep theirs).
+    That user gets the un-subsampled Gaussian (F2 at q = 1): breaks the guarantee iff **q < 1**.
     """
 
     name, bug = "canary_always_included", "last user exempt from Poisson sampling"
@@ -95,16 +79,11 @@ class CanaryAlwaysIncluded(_Mutant):
 
 
 class FixedSizeSample(_Mutant):
-    """A fixed-size sample: m = max(1, round(q·N)) users uniformly without replacement, in place of Poisson.
+    """A fixed-size sample of m = max(1, round(q·N)) users without replacement, in place of Poisson.
 
-    Derivation (add/remove neighbours, the guarantee's): with the canary added to N users, it is sampled
-    with probability m/(N+1) ≈ q, and when it is, it *displaces* one of the others. Take the N others
-    identical with contribution c ⊥ v (nonnegative votes on other entries, ‖c‖ = ‖v‖ = C): without the
-    canary the sum is m·c exactly; with it, m·c or m·c + (v − c). That is the subsampled Gaussian with
-    sensitivity ‖v − c‖ = √2·C, i.e. noise multiplier σ/√2 (F2), so ε(σ/√2, ≈q, δ) > ε(σ, q, δ): it breaks the
-    guarantee iff **q < 1 and m < N + 1** (with every user sampled there is nothing to displace).
-    (Nonnegative votes cap the displacement at √2C: ‖v − c‖² = ‖v‖² + ‖c‖² − 2v·c ≤ 2C².) The audit's canary
-    for this bug is the ``displacement`` design of ``attack.bug_canaries``.
+    A sampled canary displaces one of m others: with the others identical (c ⊥ v, ‖c‖ = C) the sum moves by
+    v − c, sensitivity √2·C, noise multiplier σ/√2 (F2): breaks the guarantee iff **q < 1 and m < N + 1**
+    (the ``displacement`` design of ``attack.bug_canaries``).
     """
 
     name, bug = "fixed_size_sample", "fixed-size sample instead of Poisson"
@@ -124,12 +103,10 @@ class FixedSizeSample(_Mutant):
 
 
 class FixedNoiseSeed(_Mutant):
-    """Noise drawn from a fixed seed: the same noise vector z* in every release (``default_rng(0)``).
+    """The same noise vector z* (``default_rng(0)``) in every release.
 
-    Derivation: given z*, the release Σ I_u v_u + z* is a deterministic function of the participants, so a
-    canary with v ≠ 0 is seen exactly whenever it participates: with probability q the output lies outside
-    the support of the canary-free release. No finite ε holds at any δ < q: it breaks the guarantee for
-    every setting with q > δ (always, at the kit's δ ≤ 10⁻³).
+    Given z* the release is a function of the participants, so a canary is seen whenever it participates: no
+    finite ε at δ < q; always breaks the guarantee.
     """
 
     name, bug = "fixed_noise_seed", "noise from a fixed seed (identical across releases)"
@@ -144,13 +121,10 @@ class FixedNoiseSeed(_Mutant):
 
 
 class NoiseOnNonzeroOnly(_Mutant):
-    """Noise added only to the coordinates whose noiseless sum is non-zero.
+    """Noise only on the coordinates whose noiseless sum is non-zero.
 
-    Derivation: a coordinate that no participant voted on is released as exactly 0. A canary whose votes
-    land on entries nobody else votes on turns them non-zero (almost surely, after noise) whenever it
-    participates, and they are exactly 0 otherwise: the event "coordinate j is 0" has probability 1 without
-    the canary and 1 − q with it, so no finite ε holds at δ < q. It breaks the guarantee (always, at the
-    kit's δ).
+    A coordinate only the canary votes on is exactly 0 without it and non-zero w.p. q with it: no finite ε at
+    δ < q; always breaks the guarantee.
     """
 
     name, bug = "noise_on_nonzero_only", "noise only on non-zero coordinates"
@@ -164,11 +138,9 @@ class NoiseOnNonzeroOnly(_Mutant):
 
 
 class RawCounts(_Mutant):
-    """Votes not normalised per user: raw counts (k per record), still clipped to C.
+    """Votes not normalised per user (raw counts), still clipped to C.
 
-    Derivation: the clip still enforces ‖v_u‖₂ ≤ C, and v_u is still a function of the user's own records
-    and the public bank (F3), so the sensitivity is C and the release is exactly the claimed mechanism
-    (F2). It does **not** break the guarantee (it changes utility: heavy users hit the clip at full C).
+    Sensitivity still C (F3): the claimed mechanism; does **not** break the guarantee (utility only).
     """
 
     name, bug = "raw_counts", "votes not normalised per user (raw counts, clipped)"
@@ -191,12 +163,9 @@ class RawCounts(_Mutant):
 
 
 class TiesHighestIndex(_Mutant):
-    """Exact ties in top-k routing broken to the *highest* bank index instead of the lowest.
+    """Exact ties in top-k routing broken to the highest bank index.
 
-    Derivation: routing is still a deterministic function of one record and the public bank, so v_u is
-    still a function of user u's data alone, clipped to C (F3): the sensitivity is unchanged and the
-    release is the claimed mechanism. It does **not** break the guarantee (it changes which entry gets a
-    tied vote: a reproducibility bug).
+    v_u is still a function of user u's data, clipped to C (F3): does **not** break the guarantee.
     """
 
     name, bug = "ties_highest_index", "ties broken to the highest index"
@@ -212,14 +181,9 @@ class TiesHighestIndex(_Mutant):
 class Float32Accumulation(_Mutant):
     """The sum Σ_u I_u v_u accumulated in float32 (noise still float64).
 
-    Derivation: the release is fl₃₂(S) + Z. For neighbouring participant sets the difference of the rounded
-    sums is v + e with ‖e‖₂ ≤ 2(N − 1)·u·Σ_u‖v_u‖₂ ≤ 2N²·u·C (Higham's bound for recursive summation,
-    u = 2⁻²⁴): an effective sensitivity C(1 + 2N²u). While 2N²u ≤ 10⁻³ (N ≤ 91 users) the noise multiplier
-    moves by at most 0.1%, which changes ε by ≈ 2ε·10⁻³ — below the accountant's own discretisation
-    (eps_error 0.01) for every ε ≤ 5: it does **not** break the guarantee there. Beyond that range the
-    worst-case bound no longer certifies it (the typical error, √N·u, stays far smaller; floating-point
-    attacks on DP target the noise sampler, which this mutant
-    leaves in float64).
+    Rounding adds e with ‖e‖₂ ≤ 2N²·u·C (Higham; u = 2⁻²⁴): sensitivity C(1 + 2N²u). While 2N²u ≤ 10⁻³ (N ≤ 91)
+    ε moves below the accountant's eps_error 0.01, so it does **not** break the guarantee; beyond, the worst-case
+    bound no longer certifies it.
     """
 
     name, bug = "float32_accumulation", "float32 accumulation of the sum"
@@ -232,16 +196,12 @@ class Float32Accumulation(_Mutant):
 
 
 class NoiseShrinksWithUsers(_Mutant):
-    """Noise std σC/√max(1, M), M the number of users sampled in the release (noise "shared" among participants).
+    """Noise std σC/√max(1, M), M the users sampled in the release.
 
-    Derivation: take N = n_users − 1 other users whose votes avoid the canary's entries (F3 allows it) and read the
-    release along v/‖v‖ (post-processing, F1): X = I·C + s_M·ξ, ξ ~ N(0, 1), s_M = σC/√max(1, M), M = M' + I with
-    M' ~ Bin(N, q) the others sampled and I ~ Bern(q) the canary. The claimed mechanism is the same with s ≡ σC,
-    the Poisson-subsampled Gaussian whose pair (X | absent, X | present) is tight (F2). ``breaks_guarantee``
-    computes both privacy profiles δ(ε) = ∫ (p₁ − e^ε p₀)₊ (add and remove directions, on a grid) and returns True
-    iff the projection's δ at ε + 0.01 exceeds the claimed δ at ε for some ε in [0, 10]: the release is then not
-    (ε_theory, δ)-DP at that δ, whatever the accountant's discretisation (eps_error 0.01). With N = 0 the noise is
-    σC whether or not the canary is sampled (False); the leak grows with q·N, the typical M.
+    Along v/‖v‖ (F1), with N = n_users − 1 others off the canary's entries: X = I·C + s_M·ξ, s_M = σC/√max(1, M),
+    M = M' + I, M' ~ Bin(N, q). ``breaks_guarantee`` compares the privacy profiles δ(ε) = ∫ (p₁ − e^ε p₀)₊ of
+    this pair and of the claimed one (both directions, on a grid): True iff δ at ε + 0.01 exceeds the claimed δ
+    at ε for some ε ∈ [0, 10]; False for N = 0.
     """
 
     name, bug = "noise_shrinks_with_users", "noise std σC/√(#sampled users)"
@@ -277,12 +237,10 @@ class NoiseShrinksWithUsers(_Mutant):
 
 
 class ClipAtTwiceC(_Mutant):
-    """Clipping to 2C instead of C: v_u = h̄_u·min(1, 2C/‖h̄_u‖₂).
+    """Clipping to 2C instead of C.
 
-    Derivation: by F3 ‖h̄_u‖₂ ≤ 1/√k, and a user with one record attains it (its k votes fall on k distinct entries),
-    so the sensitivity is min(2C, 1/√k) instead of C: the noise multiplier falls from σ to σC/min(2C, 1/√k) (F2). It
-    breaks the guarantee iff **C < 1/√k**, i.e. iff clipping binds at all (k = 5, C = 0.1: 2× the claimed
-    sensitivity, μ_eff up to 2/σ). The design battery's ``sensitivity`` design aims at it.
+    Sensitivity min(2C, 1/√k) (F3): breaks the guarantee iff **C < 1/√k** (k = 5, C = 0.1: μ_eff up to 2/σ; the
+    battery's ``sensitivity`` design).
     """
 
     name, bug = "clip_at_twice_c", "clipping to 2C"
@@ -295,18 +253,12 @@ class ClipAtTwiceC(_Mutant):
 
 
 class RecordLevelSampling(_Mutant):
-    """Poisson sampling of records instead of users: each record joins w.p. q, per release, and a user's votes are
-    normalised over its records that joined, then clipped to C.
+    """Poisson sampling of records instead of users; a user's votes are normalised over its sampled records, then
+    clipped to C.
 
-    Derivation: take a user whose m records are equal (the neighbouring relation allows any records): whenever one
-    or more of them joins, its normalised votes are h̄_u, clipped to v_u, so it enters the sum w.p. q_m = 1 − (1 − q)^m
-    with the contribution the claim prices; every user's contribution still has norm ≤ C (F3). The release is the
-    Poisson-subsampled Gaussian at rate q_m for that user, and q_m > q iff m ≥ 2 and q < 1 (F2): it breaks the
-    guarantee iff **q < 1 and the record cap m ≥ 2** (m = 16, q = 0.1: q_m = 0.81). A single-record user is
-    sampled exactly as claimed; the leak grows with the records a user holds.
-
-    The deterministic stage (``snapshot``) is the (n_records, p) routing matrix whose row r holds owner_r + 1 on the
-    k entries record r votes for; each release samples its rows.
+    A user with m equal records enters w.p. q_m = 1 − (1 − q)^m with the contribution the claim prices (F2):
+    breaks the guarantee iff **q < 1 and the record cap m ≥ 2** (m = 16, q = 0.1: q_m = 0.81). ``snapshot`` is
+    the (n_records, p) routing matrix with owner_r + 1 on record r's k entries; each release samples its rows.
     """
 
     name, bug = "record_level_sampling", "records sampled instead of users"

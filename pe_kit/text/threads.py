@@ -1,12 +1,8 @@
 """CPU thread choice for the local models (encoder, local language model) from the machine's load.
 
-On a small shared machine, a compute-bound process that asks for every core while another process keeps
-one busy is descheduled at each parallel barrier (a local LM ran ~7× slower at 2 threads than at 1 on two
-cores with one busy). :func:`auto_threads` therefore counts the cores *other* processes keep busy and leaves
-them alone.
-
-Source: the kit's own engineering; load from ``psutil`` (per-process CPU time) when installed,
-else ``os.getloadavg``.
+A compute-bound process asking for every core while another process keeps one busy is descheduled at each
+parallel barrier, so ``auto_threads`` leaves the cores other processes keep busy alone (load from ``psutil``
+when installed, else ``os.getloadavg``).
 """
 from __future__ import annotations
 
@@ -25,26 +21,17 @@ def cpu_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-# the /proc/stat fields that partition CPU time (guest time is already inside user and nice, so it is left out)
+# the /proc/stat fields that partition CPU time (guest time is inside user and nice)
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
 def busy_cores(interval: float = 0.2) -> float:
-    """Cores kept busy by *other* processes right now (float ≥ 0, in cores).
+    """Cores kept busy by other processes now (float ≥ 0).
 
-    With ``psutil``: the busy share of the CPUs this process may run on over ``interval`` seconds (the caller
-    sleeps meanwhile; its own use is subtracted), 1 − (Δidle + Δiowait) / Σ Δfields from the raw per-CPU
-    ``psutil.cpu_times(percpu=True)`` counters (their ``cpu_times_percent`` shares need not sum to 100 % over a
-    short interval). Time of *niced* processes is not counted when this process runs at nice ≤ 0 and the
-    kernel's autogroup scheduling is off, since the scheduler then gives them only what this process leaves;
-    with autogroup on, nice orders processes within one session only, so their time counts. Without psutil, or
-    where its counters are refused: the 1-minute load average (an upper bound).
-
-    Args:
-        interval: seconds to sample (float > 0; psutil only).
-
-    Raises:
-        ValueError: if ``interval`` is not positive.
+    With ``psutil``: 1 − (Δidle + Δiowait) / Σ Δfields of the raw per-CPU counters of the allowed CPUs over
+    ``interval`` seconds, times their number, less this process's own use; niced time is left out when this process
+    runs at nice ≤ 0 without autogroup scheduling. Otherwise the 1-minute load average. Raises ValueError for
+    ``interval`` ≤ 0.
     """
     if not interval > 0:
         raise ValueError(f"interval={interval!r} must be > 0 seconds")
@@ -73,7 +60,7 @@ def _allowed_cpus(ncpu: int) -> list[int]:
 
 
 def _busy_from_counters(psutil, interval: float) -> float:
-    """:func:`busy_cores` from psutil's raw per-CPU counters, over the CPUs this process may use only."""
+    """``busy_cores`` from psutil's raw per-CPU counters, over the CPUs this process may use only."""
     me = psutil.Process()
     t0 = sum(me.cpu_times()[:2])
     before = psutil.cpu_times(percpu=True)
@@ -109,20 +96,8 @@ def _autogroup_enabled() -> bool:
 
 
 def auto_threads(max_threads: int | None = None, busy: float | None = None) -> int:
-    """Threads to use for one compute-bound job: the cores that other processes leave free (≥ 1).
-
-    ``threads = clip(cores − round(busy), 1, max_threads)``, where a core counts as busy from 0.5 of its
-    time. Example: 2 cores, one busy process elsewhere → 1 thread; an idle machine → 2.
-
-    Args:
-        max_threads: upper cap (int ≥ 1; default: all cores).
-        busy: cores busy with other processes (float ≥ 0; default: measured by :func:`busy_cores`).
-
-    Returns:
-        int in [1, max_threads].
-
-    Raises:
-        ValueError: if ``max_threads`` < 1 or ``busy`` < 0.
+    """Threads for one compute-bound job: clip(cores − round(busy), 1, max_threads), ``busy`` measured by
+    ``busy_cores`` unless given. Raises ValueError if ``max_threads`` < 1 or ``busy`` < 0.
     """
     cores = cpu_cores()
     cap = cores if max_threads is None else int(max_threads)
@@ -137,12 +112,8 @@ def auto_threads(max_threads: int | None = None, busy: float | None = None) -> i
 
 
 def resolve_threads(num_threads, field: str = "num_threads") -> int | None:
-    """Validate a thread setting: ``"auto"`` → :func:`auto_threads`, None → None (library default), int ≥ 1 → itself.
-
-    Environment override: ``PE_KIT_THREADS`` (an int) replaces ``"auto"``.
-
-    Raises:
-        ValueError: naming ``field`` when the value is none of the above.
+    """Validate a thread setting: ``"auto"`` → ``auto_threads`` (env ``PE_KIT_THREADS`` overrides), None → None,
+    int ≥ 1 → itself. Raises ValueError naming ``field`` otherwise.
     """
     if num_threads is None:
         return None
@@ -164,10 +135,7 @@ def resolve_threads(num_threads, field: str = "num_threads") -> int | None:
 
 
 class torch_threads:
-    """Context manager: ``torch.set_num_threads(n)`` inside, the previous value restored after (None: no change).
-
-    Source: ``torch.get_num_threads`` / ``torch.set_num_threads``.
-    """
+    """Context manager: ``torch.set_num_threads(n)`` inside, the previous value restored after (None: no change)."""
 
     def __init__(self, n: int | None) -> None:
         self.n = n

@@ -1,12 +1,7 @@
 """How many texts the encoder cuts: token lengths against the encoder's ``max_seq_length``.
 
-A sentence-transformers encoder silently truncates every text to ``max_seq_length`` word pieces
-(special tokens included; all-MiniLM-L6-v2's own cap is 256), so the embedding of a longer text only
-sees its beginning. :func:`truncation_report` counts those texts so that every run can say how many
-records and bank texts were cut, and at which cap.
-
-Source: the model's own tokenizer (``transformers.AutoTokenizer``) and its ``sentence_bert_config.json``
-``max_seq_length`` — the two things ``sentence_transformers.SentenceTransformer`` uses to truncate.
+sentence-transformers truncates every text to ``max_seq_length`` word pieces (special tokens included), so a
+longer text's embedding sees only its beginning; ``truncation_report`` counts those texts for every run.
 """
 from __future__ import annotations
 
@@ -35,18 +30,8 @@ def _tokenizer(path: str):
 
 
 def token_cap(model: str, max_seq_length: int | None = None) -> int:
-    """The number of word pieces the encoder keeps per text (special tokens included).
-
-    Args:
-        model: encoder name or path (as ``pe_kit.text.encoder.Encoder``).
-        max_seq_length: the run's cap (None = the model's own, from ``sentence_bert_config.json``,
-            else the tokenizer's limit).
-
-    Returns:
-        int ≥ 1.
-
-    Raises:
-        ValueError: if neither a cap is given nor one can be read from the model folder.
+    """Word pieces the encoder keeps per text: ``max_seq_length``, else the model's ``sentence_bert_config.json``,
+    else its tokenizer's limit. Raises ValueError if none can be read.
     """
     if max_seq_length is not None:
         return int(max_seq_length)
@@ -79,15 +64,10 @@ def token_lengths(texts: Sequence[str], model: str) -> np.ndarray:
 
 
 def truncation_report(groups: dict[str, Sequence[str]], model: str, max_seq_length: int | None = None) -> dict:
-    """Count the texts of each group longer than the encoder's cap (they are embedded truncated).
+    """Count the texts of each group (name → texts) longer than the encoder's cap.
 
-    Args:
-        groups: name → texts, e.g. ``{"records": [...], "bank": [...]}``.
-        model: encoder name or path. max_seq_length: the run's cap (None = the model's own).
-
-    Returns:
-        dict ``token_cap`` plus, per group, ``<name>_truncated`` (texts with more word pieces than the cap)
-        and ``<name>_total`` (texts), e.g. ``{"token_cap": 32, "records_truncated": 12, "records_total": 900}``.
+    Returns ``token_cap`` and per group ``<name>_truncated`` and ``<name>_total``, e.g.
+    ``{"token_cap": 32, "records_truncated": 12, "records_total": 900}``.
     """
     cap = token_cap(model, max_seq_length)
     out: dict = {"token_cap": cap}

@@ -1,23 +1,10 @@
 """Variation generators for multi-round PE: histogram feedback in, g new public candidates out.
 
-Source: Alg. A.1 lines 21–25 of "Canaries in the Bank" (App. A): J = Top_k̃(Y), R = {s_j : j ∈ J},
-F = BuildFeedback(S, Y), V = G(F; g), S' = R ∪ V. "The feedback rule is method-dependent and may
-request paraphrases or supply positively and negatively scored ICL examples" (App. A); §3
-"Multi-round PE with ICL" retains the top 5 % plus the probes.
-
-Every generator here has the interface of ``pe_kit.text.generators.base.TextGenerator`` (``name`` and
-``generate(prompts, rng) -> list[str]``), so the probe generators (WordNet paraphraser, local SmolLM2,
-OpenAI-compatible endpoint) are variation generators too. Two prompt styles are used, chosen by the
-generator's ``raw_text_input`` flag:
-
-* ``raw_text_input = True`` — the prompt *is* a positively scored candidate; the generator returns a
-  variation of it (``PublicRetrievalGenerator``: the nearest unused public text; ``WordNetParaphraser``:
-  a paraphrase);
-* otherwise — an ICL instruction (``pe_kit.text.generators.prompts.icl_prompt``) with positive and negative examples.
-
-Privacy by construction: ``Feedback`` holds only bank texts (public) ordered by the released DP
-histogram, and ``make_variations`` builds prompts from ``Feedback`` alone, so no private record can
-reach a generator; selection and generation are post-processing of Y (App. A).
+Alg. A.1 lines 21–25 (App. A): J = Top_k̃(Y), R = {s_j : j ∈ J}, F = BuildFeedback(S, Y), V = G(F; g),
+S' = R ∪ V; §3 retains the top 5 % plus the probes. Any ``text.generators`` generator (``name``,
+``generate(prompts, rng)``) is a variation generator: one with ``raw_text_input`` gets a positively scored
+candidate as its prompt, others an ICL prompt (``prompts.icl_prompt``). ``Feedback`` holds only public bank
+texts ordered by the DP histogram, so no private record reaches a generator (post-processing of Y).
 """
 from __future__ import annotations
 
@@ -41,9 +28,8 @@ class Feedback:
     """F^(t) = BuildFeedback(S^(t), Y^(t)) (Alg. A.1 line 23): public texts ranked by the DP histogram.
 
     Attributes:
-        positives: tuple of str, the retained non-probe candidates, highest Y first.
-        negatives: tuple of str, the lowest-Y non-probe candidates, lowest first.
-        seen: frozenset of str, every text of every bank so far; a variation must be none of them.
+        positives: the retained non-probe candidates, highest Y first. negatives: the lowest-Y ones, lowest first.
+        seen: every text of every bank so far; a variation must be none of them.
     """
 
     positives: tuple[str, ...]
@@ -55,23 +41,10 @@ def build_feedback(bank_texts: Sequence[str], histogram: np.ndarray, probe_posit
                    retain: int, n_negatives: int = 0, seen: Iterable[str] = ()) -> tuple[np.ndarray, Feedback]:
     """Top-k̃ retention and ICL feedback from one released histogram (Alg. A.1 lines 21–23).
 
-    Probes are not candidates: they are always kept by the loop (§3 "retains the top 5 % of candidates
-    and the probes") and never shown to a generator, so k̃ counts non-probe candidates only.
-    Ties in Y go to the lowest bank index.
-
-    Args:
-        bank_texts: the p texts of S^(t), in bank order.
-        histogram: float (p,) released Y^(t).
-        probe_positions: int (r,) probe positions in S^(t), or None.
-        retain: k̃ ≥ 1, non-probe candidates to keep (≤ p − r).
-        n_negatives: how many lowest-Y non-probe candidates to offer as negative examples (≥ 0).
-        seen: texts already used in any bank (added to ``Feedback.seen`` with ``bank_texts``).
-
-    Returns:
-        (retained int64 (k̃,) bank indices, highest Y first; ``Feedback``).
-
-    Raises:
-        ValueError: on a length mismatch, non-finite Y, or k̃ outside [1, p − r].
+    Probes are never candidates (always kept, never shown to a generator); ties in Y go to the lowest bank index.
+    ``retain``: k̃ ∈ [1, p − r]; ``n_negatives``: lowest-Y candidates offered as negatives; ``seen``: texts of
+    earlier banks. Returns (retained int64 (k̃,) bank indices, highest Y first; ``Feedback``). Raises ValueError
+    on a length mismatch, non-finite Y, or k̃ out of range.
     """
     y = np.asarray(histogram, dtype=np.float64).ravel()
     p = len(bank_texts)
@@ -116,27 +89,11 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
                     icl_negatives: int = 2, genre: str = "blog post", max_attempts: int = 5) -> list[str]:
     """V^(t) = G(F^(t); g): ``n`` new distinct texts, none already in any bank (Alg. A.1 line 24).
 
-    Raw-text generators (``raw_text_input``) get the positives round-robin (highest Y first); others
-    get ICL prompts with ``icl_examples`` positives and ``icl_negatives`` negatives drawn from ``rng``.
-    Generators with ``accepts_exclude = True`` receive ``exclude=`` the texts they must not return.
-    Outputs that are empty, already seen or duplicated are dropped and the shortfall is asked again,
-    up to ``max_attempts`` calls. When most dropped outputs repeat the text an earlier seed gave for the same
-    prompt, the shortfall error says so ("the endpoint returned the same text for different seeds" for a sampling
-    generator) instead of advising more attempts, which cannot help then.
-
-    Args:
-        generator: a ``TextGenerator`` (``name``, ``generate(prompts, rng)``).
-        feedback: the round's ``Feedback`` (the generator's only input).
-        n: g ≥ 0 texts to return. rng: numpy Generator (prompt sampling and generator seeds).
-        icl_examples, icl_negatives: examples per ICL prompt (≥ 1, ≥ 0); genre: what the texts are.
-        max_attempts: generator calls allowed (≥ 1).
-
-    Returns:
-        list of ``n`` str, distinct (after ``normalize_text``) and outside ``feedback.seen``.
-
-    Raises:
-        ValueError: on bad arguments or no positives; GenerationError if ``n`` valid texts are not
-        obtained within ``max_attempts`` (message gives the count and the fix).
+    Raw-text generators get the positives round-robin; others ICL prompts with ``icl_examples`` positives and
+    ``icl_negatives`` negatives drawn from ``rng``; ``accepts_exclude`` generators get ``exclude=``. Empty, seen or
+    duplicate outputs are asked again, up to ``max_attempts`` calls. Raises ValueError on bad arguments or no
+    positives; GenerationError when ``n`` texts are not obtained (naming the fix, or saying that the generator
+    repeats one text per prompt whatever the seed).
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator; pass np.random.default_rng(seed)")
@@ -195,25 +152,13 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
 
 
 class PublicRetrievalGenerator:
-    """Offline variation API over public text: each prompt (a positively scored candidate) is answered
-    with the public text nearest to it in embedding space that was never used before.
+    """Offline variation API over public text: each prompt (a positively scored candidate) is answered with the
+    nearest public text (ties → lowest pool index) not in ``exclude`` nor returned earlier in the call.
 
-    Deterministic (``rng`` is accepted for the interface and unused); stateless across calls: what
-    must not be returned comes in ``exclude`` (``make_variations`` passes every text of every bank so
-    far), and within one call no text is returned twice. Ties in distance → lowest pool index.
-    Do not wrap in ``CachedGenerator`` (the answer depends on ``exclude``).
-
-    Args:
-        texts: the public pool (N str, distinct; disjoint from every private split — see ``public_pool``).
-        embeddings: float32 (N, d) L2-normalized embeddings of ``texts`` (same encoder as the bank).
-        encoder: object with ``encode(texts) -> float32 (n, d)``, for prompts whose embedding is not
-            registered (``register``); optional if every prompt is registered or in the pool.
-
-    Attributes: ``name`` (``public-retrieval:<pool hash>``), ``raw_text_input = True``,
-    ``accepts_exclude = True``, ``batch_size``.
-
-    Raises:
-        ValueError: on empty/duplicate texts or a shape mismatch.
+    Deterministic (``rng`` unused). ``texts``: the distinct public pool (``public_pool``); ``embeddings``: their
+    L2-normalized float32 (N, d); ``encoder``: for prompts neither in the pool nor ``register``-ed. Not for
+    ``CachedGenerator`` (the answer depends on ``exclude``). Raises ValueError on empty or duplicate texts or a
+    shape mismatch.
     """
 
     raw_text_input = True
@@ -237,7 +182,7 @@ class PublicRetrievalGenerator:
         self.name = f"public-retrieval:{content_hash('pool', texts)[:12]}"
 
     def config(self) -> dict:
-        """Settings that identify the generator's outputs: ``{"pool_size": N}`` (the pool itself is in ``name``)."""
+        """Settings that identify the outputs: ``{"pool_size": N}`` (the pool itself is in ``name``)."""
         return {"pool_size": len(self.texts)}
 
     def register(self, texts: Sequence[str], embeddings: np.ndarray) -> None:
@@ -270,11 +215,7 @@ class PublicRetrievalGenerator:
 
     def generate(self, prompts: Sequence[str], rng: np.random.Generator | None = None,
                  exclude: Iterable[str] = ()) -> list[str]:
-        """One unused nearest public text per prompt (n str → n str).
-
-        Raises:
-            ValueError: if a prompt is not a str; GenerationError if the pool runs out.
-        """
+        """One unused nearest public text per prompt; ValueError for a non-str prompt, GenerationError if the pool runs out."""
         prompts = list(prompts)
         for i, t in enumerate(prompts):
             if not isinstance(t, str):
@@ -317,32 +258,13 @@ class PublicRetrievalGenerator:
 
 def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | None = None,
                 include_bank_source: bool = True, include_public_users: bool = False) -> list[str]:
-    """Public texts for retrieval variations, disjoint from every private split (App. A "public
-    information"): the unused texts of the world's bank source (e.g. bank A's label-only SmolLM2 texts),
-    and — only when asked — the records of users in no split (``world.splits.public``).
+    """Public texts for retrieval variations, disjoint from every private split (App. A "public information").
 
-    The public users' records are real posts of the corpus that MAUVE is scored against (the held-out
-    calibration records are drawn from the same distribution): a pool holding them answers every
-    retained candidate with a real post, and the next bank fills with the answer key whatever the
-    histogram says (measured in the quick preset: 9,886 of 14,115 pool texts were such posts, and a
-    σ = 1000 control gave nearly the same MAUVE curve). They are therefore off by default
-    (``include_public_users=False``); turn them on only for studies that do not score against the corpus.
-
-    Texts equal (after ``normalize_text``) to any canary / aux / calibration / test record or to an
-    initial bank text are removed; duplicates are removed; order: bank source first, then public users
-    (file order). With ``max_texts`` a uniform subset (kept in that order) is drawn from ``rng``.
-
-    Args:
-        world: a ``pe_kit.study.world.World``. max_texts: cap (None = all). rng: required with max_texts.
-        include_bank_source: add the bank source's unused texts.
-        include_public_users: add the records of users in no split (same corpus as the private data).
-
-    Returns:
-        list of distinct str.
-
-    Raises:
-        ValueError: if max_texts is set without rng, or nothing public is left (e.g. a generated bank with
-        no source file and ``include_public_users=False``: use a non-retrieval generator).
+    The unused texts of the world's bank source and, only with ``include_public_users``, the records of users in no
+    split (off by default: they are real posts of the corpus MAUVE scores against, so they would fill the next bank
+    with the answer key whatever the histogram says). Texts equal (``normalize_text``) to a private record or an
+    initial bank text, and duplicates, are removed; ``max_texts`` keeps a uniform subset drawn from ``rng``. Raises
+    ValueError if max_texts is set without rng, or nothing public is left.
     """
     from pe_kit.data.loaders import load_bank_texts
 
@@ -379,19 +301,12 @@ def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | 
 
 def variation_generator(kind: str, *, world=None, public_texts: Sequence[str] | None = None, encoder=None,
                         base_url: str | None = None, model: str | None = None, cache: bool = True, **kwargs):
-    """Build a variation generator by name (one of ``VARIATION_KINDS``).
+    """Build a variation generator by name (``VARIATION_KINDS``).
 
-    * ``public-retrieval``: ``PublicRetrievalGenerator`` over ``public_texts`` (default ``public_pool(world)``:
-      the bank source's unused texts, never the corpus MAUVE is scored against), embedded with ``encoder``
-      (default ``world.encoder``).
-    * ``smollm2``: ``pe_kit.text.generators.local_lm.LocalLMGenerator(**kwargs)`` (ICL prompts), wrapped in
-      ``CachedGenerator`` when ``cache``.
-    * ``openai``: ``OpenAIChatGenerator(base_url, model, **kwargs)`` (ICL prompts), cached likewise.
-    * ``wordnet`` (offline default of notebook 06): ``WordNetParaphraser(**kwargs)`` (paraphrase variations of
-      the retained candidates), cached.
-
-    Raises:
-        ValueError: for an unknown kind or missing arguments (named).
+    ``public-retrieval``: ``PublicRetrievalGenerator`` over ``public_texts`` (default ``public_pool(world)``),
+    embedded with ``encoder`` (default ``world.encoder``); ``smollm2``: ``LocalLMGenerator(**kwargs)``; ``openai``:
+    ``OpenAIChatGenerator(base_url, model, **kwargs)``; ``wordnet``: ``WordNetParaphraser(**kwargs)``; the last three
+    wrapped in ``CachedGenerator`` when ``cache``. Raises ValueError for an unknown kind or missing arguments.
     """
     from pe_kit.text import generators as gen
 

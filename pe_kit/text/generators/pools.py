@@ -1,5 +1,4 @@
-"""Pool builders: the paraphrase probe pool Q (App. B) and label-only candidate banks (§3, App. C).
-"""
+"""Pool builders: the paraphrase probe pool Q (App. B) and label-only candidate banks (§3, App. C)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -22,9 +21,6 @@ from pe_kit.text.generators.prompts import (
 )
 
 
-# --------------------------------------------------------------------------------------------------
-# Pools
-# --------------------------------------------------------------------------------------------------
 def _fill_slots(
     texts: list[str | None],
     slot_prompts: list[str],
@@ -36,9 +32,9 @@ def _fill_slots(
     stats: dict[str, int],
     what: str,
 ) -> None:
-    """Fill the empty slots of ``texts`` in place with outputs that are non-empty, differ from their
-    slot's source text and are not in ``seen`` (other outputs, forbidden texts); rejected slots are
-    asked again with fresh seeds, for at most ``attempts`` rounds. ``stats`` counts rejections."""
+    """Fill the empty slots of ``texts`` in place with outputs that are non-empty, differ from their slot's source
+    and are not in ``seen``, asking rejected slots again with fresh seeds for at most ``attempts`` rounds.
+    """
     for _ in range(attempts):
         todo = [i for i, t in enumerate(texts) if t is None]
         if not todo:
@@ -79,26 +75,17 @@ def make_paraphrase_pool(
     max_attempts: int = 8,
     on_shortfall: str = "raise",
 ) -> tuple[list[str], np.ndarray]:
-    """Build the paraphrase probe pool Q: ``pool_size`` distinct, non-verbatim rewrites spread evenly
-    over a canary's records (paper App. B: "non-verbatim rewrites generated across the 64 real-canary
-    records"; M = 512 from 64 records in the paper).
+    """The paraphrase probe pool Q: ``pool_size`` distinct, non-verbatim rewrites spread over a canary's records
+    (App. B: M = 512 from 64 records).
 
-    Slot j paraphrases record ``j % len(records)`` (round robin). An output is rejected when it is
-    empty, equal to its source record or to any record (after :func:`normalize_text`), or a duplicate
-    of another pool entry; rejected slots are asked again with fresh seeds, up to ``max_attempts``
-    rounds. If slots are still empty then: ``on_shortfall="raise"`` raises; ``"reassign"`` moves each
-    empty slot to the next record (cyclically, one more attempt per move, at most ``max_attempts``
-    moves) -- useful for short records with few possible rewrites; ``sources`` then tells the truth.
-    Prompts: ``prompt_fn(record)`` if given, else the record itself for generators with
-    ``raw_text_input`` (WordNet), else :func:`paraphrase_prompt`.
+    Slot j paraphrases record ``j % len(records)``; an output equal to any record or another entry (after
+    ``normalize_text``), or empty, is asked again with a fresh seed, up to ``max_attempts`` rounds. Then
+    ``on_shortfall="raise"`` raises, ``"reassign"`` moves each empty slot to the next record (at most
+    ``max_attempts`` moves; ``sources`` says where). Prompts: ``prompt_fn(record)``, else the record for
+    ``raw_text_input`` generators, else ``paraphrase_prompt``.
 
-    Args: ``records`` -- sequence of R non-empty str; ``pool_size`` int >= 1; ``generator`` -- any
-    :class:`TextGenerator` (wrap in :class:`CachedGenerator` to cache); ``rng`` -- numpy Generator;
-    ``max_attempts`` int >= 1; ``on_shortfall`` ``"raise"`` | ``"reassign"``.
-    Returns ``(texts, sources)``: list of ``pool_size`` str in slot order, and an int64 array of shape
-    (pool_size,) with each entry's source-record index.
-    Raises ``ValueError`` for bad input; :class:`PoolShortfallError` naming how many slots are missing
-    (and why outputs were rejected) if attempts run out; :class:`GenerationError` from the backend.
+    Returns (``pool_size`` texts in slot order, int64 source-record index of each). Raises ValueError for bad input;
+    ``PoolShortfallError`` naming the missing slots and the rejections; ``GenerationError`` from the backend.
     """
     recs = _check_prompts(records, "records")
     if not recs:
@@ -154,16 +141,11 @@ def make_label_bank(
     n_templates: int = 4,
     max_attempts: int = 8,
 ) -> list[str]:
-    """Generate a label-only candidate bank (paper §3 / App. C bank A): one distinct, non-empty text
-    per entry of ``labels`` (the caller sets the label mix, e.g. in proportion to the private label
-    shares); entry j uses wording ``j % n_templates`` of :func:`label_prompt` unless ``prompt_fn(label,
-    j)`` is given. Duplicates and empty outputs are asked again with fresh seeds.
+    """A label-only candidate bank (§3, App. C bank A): one distinct, non-empty text per entry of ``labels``.
 
-    Args: ``labels`` -- sequence of p non-empty str; ``generator`` -- a chat-style
-    :class:`TextGenerator`; ``rng`` -- numpy Generator; ``n_templates`` in [1, 4]; ``max_attempts`` >= 1.
-    Returns a list of p str in label order.
-    Raises ``ValueError`` for bad input (including a raw-text generator such as WordNet, which cannot
-    follow instructions); :class:`PoolShortfallError` naming how many entries are missing.
+    Entry j uses wording ``j % n_templates`` of ``label_prompt`` unless ``prompt_fn(label, j)`` is given; duplicates
+    and empty outputs are asked again with fresh seeds. Raises ValueError for bad input or a raw-text generator;
+    ``PoolShortfallError`` naming how many entries are missing.
     """
     labs = _check_prompts(labels, "labels")
     if not labs:

@@ -1,8 +1,5 @@
-"""Prompt builders: paraphrase, label-only (bank A), label plus public examples (bank B) and ICL (multi-round PE
-variation) prompts.
-
-Source: "Canaries in the Bank" App. B (paraphrase pools), App. C (label-only bank A, bank B with
-public in-context examples), App. A (Alg. A.1 line 23, BuildFeedback: positive / negative ICL examples).
+"""Prompt builders: paraphrase (App. B), label-only (App. C bank A), label plus public examples (bank B) and
+ICL feedback (Alg. A.1 line 23) prompts.
 """
 from __future__ import annotations
 
@@ -14,10 +11,7 @@ from pe_kit.text.generators.base import _check_prompts, _check_text
 
 
 def paraphrase_prompt(text: str) -> str:
-    """Instruction asking a chat model to paraphrase ``text`` (paper App. B, paraphrase pools).
-
-    ``text``: non-empty str. Returns the prompt str. Raises ``ValueError`` if ``text`` is empty.
-    """
+    """Instruction asking a chat model to paraphrase ``text`` (App. B); ValueError if ``text`` is empty."""
     _check_text(text, "text")
     return (
         "Paraphrase the following text. Keep its meaning, its tone and roughly its length, but use "
@@ -35,13 +29,10 @@ _LABEL_TEMPLATES = (
 
 
 def label_prompt(label: str, *, genre: str = "personal blog post", attribute: str = "industry", template: int = 0) -> str:
-    """Label-only prompt for candidate-bank generation (paper §3 / App. C, bank A: the generator
-    sees only label information, never a private record).
+    """Label-only prompt for bank generation (§3, App. C bank A: the generator sees only the label).
 
-    ``label``: non-empty str (e.g. a Blog-corpus industry, a Yelp star rating, a tweet polarity);
-    ``genre``: what to write; ``attribute``: what the label describes; ``template``: int in
-    [0, 4) choosing one of four wordings. Returns the prompt str.
-    Raises ``ValueError`` naming the bad field.
+    ``attribute``: what the label describes; ``template``: one of four wordings, in [0, 4). Raises ValueError
+    naming the bad field.
     """
     _check_text(label, "label")
     _check_text(genre, "genre")
@@ -52,12 +43,8 @@ def label_prompt(label: str, *, genre: str = "personal blog post", attribute: st
 
 
 def icl_prompt(examples: Sequence[str], negatives: Sequence[str] = (), *, genre: str = "text") -> str:
-    """In-context-learning prompt for PE variations (paper Alg. A.1 generation feedback; App. C
-    bank B): positively scored examples to imitate and, optionally, negatively scored ones to avoid.
-
-    ``examples``: non-empty sequence of str; ``negatives``: sequence of str (may be empty);
-    ``genre``: what the examples are (e.g. ``"blog post"``). Returns the prompt str.
-    Raises ``ValueError`` if ``examples`` is empty or any item is not a non-empty str.
+    """In-context prompt for PE variations (Alg. A.1 feedback): positively scored ``examples`` to imitate and
+    optional ``negatives`` to avoid. Raises ValueError if ``examples`` is empty or an item is not a non-empty str.
     """
     pos = _check_prompts(examples, "examples")
     neg = _check_prompts(negatives, "negatives")
@@ -81,12 +68,9 @@ def icl_prompt(examples: Sequence[str], negatives: Sequence[str] = (), *, genre:
 
 def bank_b_prompt(label: str, examples: Sequence[str], *, genre: str = "personal blog post",
                   attribute: str = "industry") -> str:
-    """Label plus public in-context examples, for candidate-bank generation (paper §3 / App. C, bank B: the same
-    generator as bank A, shown three public examples besides the label; never a private record).
+    """Label plus public in-context ``examples`` for bank generation (§3, App. C bank B; public records only).
 
-    ``label``: non-empty str; ``examples``: non-empty sequence of non-empty str (records of *public* users only);
-    ``genre``: what to write; ``attribute``: what the label describes. Returns the prompt str.
-    Raises ``ValueError`` naming the bad field.
+    Raises ValueError naming the bad field.
     """
     _check_text(label, "label")
     _check_text(genre, "genre")

@@ -1,7 +1,5 @@
-"""WordNet 3.0 synonym-swap paraphraser (offline; Debian ``wordnet-base``, WNDB files parsed directly).
-
-A fast, crude paraphraser for CI, the tiny preset and the ``auto`` route's fallback: swaps content words for WordNet synonyms, seeded per
-prompt. Source: the kit's offline stand-in for the paper's LLM paraphrases (App. B).
+"""WordNet 3.0 synonym-swap paraphraser (offline; Debian ``wordnet-base``, WNDB files parsed directly): a fast,
+crude stand-in for the paper's LLM paraphrases (App. B) for CI, the tiny preset and the ``auto`` route.
 """
 from __future__ import annotations
 
@@ -90,9 +88,9 @@ class _WordNet:
         return self._synsets[key]
 
     def synonyms(self, lemma: str, pos_filter: str | None = None) -> list[str]:
-        """Lower-case synonyms of ``lemma`` from its first ``senses`` senses (or, if those have none,
-        the first of its first four senses that has some), in ``pos_filter`` (WNDB part-of-speech
-        letters; default: the lemma's most frequently tagged part of speech)."""
+        """Lower-case synonyms of ``lemma`` from its first ``senses`` senses (else the first of its first four with
+        some), in ``pos_filter`` (default: its most frequently tagged part of speech).
+        """
         if pos_filter is None:
             pos_filter = self.dominant.get(lemma, "")
         key = (lemma, pos_filter)
@@ -148,20 +146,12 @@ def _pluralize(word: str) -> str:
 class WordNetParaphraser(SeededGenerator):
     """Offline paraphraser: replaces a random subset of content words by WordNet 3.0 synonyms.
 
-    The prompt is the source text itself (``raw_text_input = True``); the output is the text with
-    each eligible word (alphabetic, >= 3 letters, not a stop word or an -ing form, a WordNet lemma or a regular noun
-    plural of one) swapped with probability ``rate`` for a synonym from its first ``senses`` senses
-    (the first of four that has synonyms if those have none) in the word's most frequently tagged
-    part of speech
-    (WordNet tag counts), keeping case and the plural ending; at least one word is swapped whenever one
-    is eligible, so the output differs from the input. A text with no eligible word comes back
-    unchanged (pool builders then reject it as verbatim). Deterministic per (text, seed).
-
-    Args: ``rate`` float in (0, 1]; ``senses`` int >= 1; ``wordnet_dir`` folder with the WNDB files
-    (default env ``PE_KIT_WORDNET`` or ``/usr/share/wordnet``).
-    Raises ``ValueError`` for bad settings; :class:`GenerationError` naming
-    ``apt-get install wordnet-base`` if the WordNet files are missing (checked on first use).
-    Source: WordNet 3.0 (Princeton) WNDB format, parsed directly; paper App. B paraphrase pools.
+    The prompt is the source text (``raw_text_input``). Each eligible word (alphabetic, ≥ 3 letters, no stop word
+    or -ing form, a WordNet lemma or a regular plural of one) is swapped with probability ``rate`` for a synonym
+    of its first ``senses`` senses in its most frequently tagged part of speech, keeping case and plural; at least
+    one when any is eligible. Deterministic per (text, seed). ``wordnet_dir``: the WNDB files (default env
+    ``PE_KIT_WORDNET`` or ``/usr/share/wordnet``). Raises ValueError for bad settings; ``GenerationError`` naming
+    ``apt-get install wordnet-base`` if the files are missing (on first use).
     """
 
     raw_text_input = True
@@ -184,8 +174,9 @@ class WordNetParaphraser(SeededGenerator):
         return {"rate": self.rate, "senses": self.senses}
 
     def identity(self) -> str:
-        """Digest of the WNDB ``index.*`` / ``data.*`` files the paraphraser reads (``pe_kit.cache.file_digest``),
-        so cached paraphrases follow the WordNet version, not the folder path. Missing files: ``"missing"``."""
+        """Digest of the WNDB ``index.*`` / ``data.*`` files read (``"missing"`` if absent), so cached paraphrases
+        follow the WordNet version.
+        """
         from pe_kit.cache import content_hash, file_digest
 
         files = [f"{kind}.{f}" for f in _POS_FILES.values() for kind in ("index", "data")]
@@ -217,7 +208,7 @@ class WordNetParaphraser(SeededGenerator):
         return [], False
 
     def paraphrase(self, text: str, seed: int) -> str:
-        """Rewrite one ``text`` (str) with seed ``seed`` (int); returns str. See the class doc."""
+        """Rewrite one ``text`` with ``seed`` (see the class docstring)."""
         rng = np.random.default_rng(int(seed))
         spans = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
         eligible = []
@@ -244,7 +235,7 @@ class WordNetParaphraser(SeededGenerator):
         return "".join(pieces)
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
-        """Paraphrase each prompt (the source text) with its seed. Shapes: n str, n ints -> n str."""
+        """Paraphrase each prompt (the source text) with its seed."""
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         return [self.paraphrase(t, s) for t, s in zip(items, seed_list)]
