@@ -40,8 +40,7 @@ ALL_VARIANTS = VARIANTS + BEYOND_PAPER_VARIANTS  # every name a setting accepts;
 def resolve_variants(variants) -> list[str]:
     """Variant names from a setting: ``"all"`` (or ``["all"]``) → Table 1's eight; else a comma-separated string
     or a sequence of names or such strings. Order kept, duplicates dropped; ``BEYOND_PAPER_VARIANTS`` by name only.
-    Raises ValueError naming an unknown variant, or for an empty setting.
-    """
+    Raises ValueError naming an unknown variant, or for an empty setting."""
     items = [variants] if isinstance(variants, str) else list(variants)
     names = [v.strip() for item in items for v in str(item).split(",") if v.strip()]
     if names == ["all"]:
@@ -143,9 +142,7 @@ def design_nonce(encoder, bank_size: int, rng: np.random.Generator, records: int
     """
     if r > pool_size:
         raise ValueError(f"r={r} probes cannot be drawn from a pool of {pool_size}; raise pool_size")
-    canary = nonce_strings(records, rng)
-    pool = nonce_strings(pool_size + records, rng)
-    pool = [s for s in pool if s not in set(canary)][:pool_size]
+    canary, pool = nonce_canary_and_pool(records, pool_size, rng)
     positions = replacement_positions(bank_size, r, rng)
     chosen = rng.choice(pool_size, size=r, replace=False).astype(np.int64)
     emb = encoder.encode(canary + [pool[i] for i in chosen], desc="nonce")

@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe_kit.audit.confusion import (  # noqa: F401 (re-exported: the Eq. 28–30 primitives live in confusion)
-    _log_ratio,
-    best_threshold_from_counts,
-    clopper_pearson,
-    epsilon_lower_from_counts,
-)
+from pe_kit.audit.confusion import best_threshold_from_counts, clopper_pearson, epsilon_lower_from_counts
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.threshold_rules import CalibrationCounts, ThresholdRule, moments_from_counts, rule_named
 
