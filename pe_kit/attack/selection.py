@@ -21,19 +21,12 @@ import scipy.linalg as sla
 
 from pe_kit.audit.moments import aux_moments, null_moments
 from pe_kit.settings import MechanismConfig
-from pe_kit.pe.mechanism import NeighborIndex, contributions, topk_routes
+from pe_kit.pe.mechanism import NeighborIndex, _lexsort_rows, contributions, topk_routes
 
 __all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_covariance", "probe_votes",
            "objective_value", "greedy_select"]
 
 OBJECTIVES = ("norm", "mu_eff")
-
-
-def _sort_rows(d: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Per-row permutation ordering (n, c) entries by distance, then by bank index."""
-    o = np.argsort(idx, axis=1, kind="stable")
-    o2 = np.argsort(np.take_along_axis(d, o, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(o, o2, axis=1)
 
 
 def _check_positions(positions, bank_size: int | None = None) -> np.ndarray:
@@ -91,7 +84,7 @@ def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, rem
         p_idx, p_d = topk_routes(records[s:e], pool, kp, return_distances=True)
         cd = np.concatenate([b_d[s:e], p_d], axis=1)
         ci = np.concatenate([b_idx[s:e], p_idx + p], axis=1)
-        o = _sort_rows(cd, ci)[:, :top_k]
+        o = _lexsort_rows(cd, ci)[:, :top_k]
         out[s:e] = np.take_along_axis(ci, o, axis=1)
     return out
 
@@ -133,7 +126,7 @@ def _check_inputs(pool_d2, base_d2, base_idx, positions):
     if not (np.isfinite(pool_d2).all() and np.isfinite(base_d2).all()):
         raise ValueError("distances contain NaN or inf; re-embed the texts")
     base_idx = base_idx.astype(np.int64)
-    o = _sort_rows(base_d2, base_idx)
+    o = _lexsort_rows(base_d2, base_idx)
     if not (o == np.arange(k)).all():
         raise ValueError("base_d2/base_idx rows must be sorted by (distance, index); use base_neighbors")
     pos = _check_positions(positions)
@@ -145,12 +138,8 @@ def _check_inputs(pool_d2, base_d2, base_idx, positions):
 def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, selected) -> np.ndarray:
     """ProbeVotes(S(T), D_can, k) by full re-routing (App. B; Alg. B.1 line 11): int64 (|T|,) votes per slot.
 
-    Args:
-        pool_d2: float64 (m, M) squared distances canary records → pool.
-        base_d2, base_idx: (m, k) each record's k nearest S_base entries (``base_neighbors``).
-        positions: int (≥ |T|,) reserved positions; probe T[t] sits at ``positions[t]``.
-        selected: int (|T|,) pool indices in slot order.
-
+    ``pool_d2``: float64 (m, M) squared distances canary records → pool; ``base_d2``, ``base_idx``: (m, k) each
+    record's nearest S_base entries (``base_neighbors``); probe T[t] = ``selected[t]`` sits at ``positions[t]``.
     Raises ValueError on inconsistent shapes or more probes than positions.
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
@@ -163,7 +152,7 @@ def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, 
     cd = np.concatenate([base_d2, pool_d2[:, sel]], axis=1)
     ci = np.concatenate([base_idx, np.broadcast_to(pos[:sel.size], (m, sel.size))], axis=1)
     slot = np.concatenate([np.full((m, k), -1, np.int64), np.broadcast_to(np.arange(sel.size), (m, sel.size))], axis=1)
-    o = _sort_rows(cd, ci)[:, :k]
+    o = _lexsort_rows(cd, ci)[:, :k]
     s = np.take_along_axis(slot, o, axis=1).ravel()
     return np.bincount(s[s >= 0], minlength=sel.size).astype(np.int64)
 
@@ -192,14 +181,9 @@ def objective_value(counts: np.ndarray, n_records: int, top_k: int, objective: s
 
 @dataclass(frozen=True)
 class Selection:
-    """Outcome of Alg. B.1.
-
-    Attributes:
-        order: int64 (r,) pool indices j_1..j_r in selection order (probe t → position ρ_t).
-        scores: float64 (r,) J of the committed set after each round (Eq. 6).
-        counts: int64 (r,) final canary votes per probe slot.
-        objective, method, n_records (m), top_k (k), seconds: as run.
-        ties: int (r,) candidates tied at the best score in each round.
+    """Outcome of Alg. B.1: ``order`` (int64 (r,) pool indices in selection order, probe t → ρ_t), ``scores``
+    (J after each round, Eq. 6), ``counts`` (final canary votes per slot), ``ties`` (candidates tied at the best
+    score per round) and the settings it ran with.
     """
 
     order: np.ndarray
@@ -240,16 +224,12 @@ def _pick(scores: np.ndarray, cand: np.ndarray, exact: bool, tol_floor: float, r
 
 def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, objective: str = "norm",
                   sigma: np.ndarray | None = None, method: str = "incremental", tie_rtol: float = 1e-10) -> Selection:
-    """Greedy forward selection of r = len(positions) probes from a pool of M (Alg. B.1, Eq. 6).
+    """Greedy forward selection of r = len(positions) probes from a pool of M (Alg. B.1, Eq. 6) → ``Selection``.
 
-    Args:
-        pool_d2: float (m, M) squared distances canary records → pool (``mechanism.squared_distances``).
-        base_d2, base_idx: (m, k) each record's k nearest S_base entries (``base_neighbors``).
-        positions: int (r,) ordered replacement positions ρ (r ≤ M).
-        objective: ``"norm"`` or ``"mu_eff"``; sigma: float (M, M) frozen Σ̂_Q (``pool_covariance``) for mu_eff.
-        method: ``"incremental"`` or ``"plain"`` (same selection). tie_rtol: relative tie tolerance of μ_eff scores.
-
-    Returns ``Selection``. Raises ValueError naming the bad argument (shapes, r > M, objective, method, Σ not PD).
+    ``pool_d2``, ``base_d2``, ``base_idx`` as in ``probe_votes``; ``objective``: ``"norm"`` or ``"mu_eff"`` (needs
+    ``sigma``, the frozen (M, M) Σ̂_Q of ``pool_covariance``); ``method``: ``"incremental"`` or ``"plain"`` (same
+    selection); ``tie_rtol``: relative tie tolerance of μ_eff scores. Raises ValueError naming the bad argument
+    (shapes, r > M, objective, method, Σ not PD).
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
     if objective not in OBJECTIVES:
@@ -387,7 +367,7 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
             cur_d[hit, -1] = pool_d2[hit, j]
             cur_i[hit, -1] = pos[t]
             cur_s[hit, -1] = t
-            o = _sort_rows(cur_d[hit], cur_i[hit])
+            o = _lexsort_rows(cur_d[hit], cur_i[hit])
             cur_d[hit] = np.take_along_axis(cur_d[hit], o, axis=1)
             cur_i[hit] = np.take_along_axis(cur_i[hit], o, axis=1)
             cur_s[hit] = np.take_along_axis(cur_s[hit], o, axis=1)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe_kit.audit.confusion import best_threshold_from_counts, clopper_pearson, epsilon_lower_from_counts
+from pe_kit.audit.confusion import (  # noqa: F401 (re-exported: the Eq. 28–30 primitives live in confusion)
+    _log_ratio, best_threshold_from_counts, clopper_pearson, epsilon_lower_from_counts)
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.threshold_rules import CalibrationCounts, ThresholdRule, moments_from_counts, rule_named
 
@@ -42,12 +43,8 @@ def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: flo
                         sample_rate: float | None = None) -> Audit:
     """Choose the threshold and direction on calibration trials with a threshold rule (§2.1 Step 5).
 
-    Args:
-        scores_h0, scores_h1: scores under H0 and H1 (higher = "canary present").
-        per_tail: candidate thresholds per tail per sample (``candidate_thresholds``).
-        rule: a ``threshold_rules.ThresholdRule`` (None → ``threshold_rules.DEFAULT_RULE``).
-        sample_rate: q, for the Gaussian-model rule (without it that rule takes its fallback and says so).
-
+    ``per_tail``: candidate thresholds per tail per sample (``candidate_thresholds``); ``rule``: a
+    ``threshold_rules.ThresholdRule`` (None → ``DEFAULT_RULE``); ``sample_rate``: q, for the Gaussian-model rule.
     Returns ``Audit`` of the calibration trials at the chosen event, ``rule`` naming the rule; if no event has a
     positive bound, the H0 median, direction +1, ε 0. Raises ValueError if a sample is empty or has NaN.
     """
@@ -98,13 +95,10 @@ def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int,
                           moments: tuple | None = None) -> Audit:
     """``calibrate_threshold`` from counts alone, for streaming engines (§2.1 Step 5).
 
-    Args:
-        thresholds: float (m,) ascending candidates; true_pos, false_pos: int (m,) calibration trials above each.
-        rule, sample_rate: as ``calibrate_threshold``.
-        moments: (mean0, sd0, mean1, sd1) of the scores; None → ``threshold_rules.moments_from_counts``.
-
-    Returns ``Audit`` at the rule's event; if no candidate gives ε > 0, the grid's H0 median, direction +1, ε 0.
-    Raises ValueError on mismatched lengths, no candidate, unsorted thresholds or counts outside [0, n].
+    ``thresholds``: ascending candidates; ``true_pos``, ``false_pos``: calibration trials above each; ``moments``:
+    (mean0, sd0, mean1, sd1), None → ``threshold_rules.moments_from_counts``. If no candidate gives ε > 0: the
+    grid's H0 median, direction +1, ε 0. Raises ValueError on mismatched lengths, no candidate, unsorted thresholds
+    or counts outside [0, n].
     """
     thr = np.asarray(thresholds, dtype=np.float64).ravel()
     tp = np.asarray(true_pos, dtype=np.int64).ravel()
