@@ -1,15 +1,11 @@
 """Canary designs for black-box implementation audits: geometric constructions in the embedding space.
 
-A design is what the auditor controls (``audit.blackbox.audit_implementation`` reads it duck-typed): the frozen
-bank, the probe coordinates P, the canary's records and the aux / calibration / test users' records.
-
-* ``concentrated`` — the canary's records sit on a tight cluster of exactly k bank entries (the probes), far
-  from everyone else: ‖h̄_can‖ = 1/√k before clipping and ‖v_P‖ = C after, so μ_eff = 1/σ under the
-  specification (Eq. 20), and a missing clip shows as μ_eff = 1/(σC√k).
-* ``displacement`` — for fixed-size sampling (``pe.mutants.FixedSizeSample``): calibration and test users vote
-  on a second cluster B (contribution c ⊥ v, ‖c‖ = C), aux users half on A and half on B, so w = Σ̂⁻¹v
-  (Eqs. 14, 31–35) leans towards v − c; with a fixed-size sample a sampled canary displaces one c and the score
-  shifts by w·(v − c). P = A ∪ B.
+A design is what the auditor controls (``audit.blackbox.audit_implementation`` reads it duck-typed): the bank,
+the probe coordinates P, and the records of the canary and of the aux / calibration / test users.
+``concentrated``: the canary's records sit on a tight cluster of exactly k probes, far from everyone else, so
+μ_eff = 1/σ under the specification (Eq. 20) and 1/(σC√k) without clipping. ``displacement`` (for
+``pe.mutants.FixedSizeSample``): calibration and test users vote on a second cluster B (c ⊥ v, ‖c‖ = C), aux
+users on both, so w = Σ̂⁻¹v (Eqs. 14, 31–35) leans towards v − c, the shift of a canary that displaces one c.
 """
 from __future__ import annotations
 

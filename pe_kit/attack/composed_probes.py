@@ -1,11 +1,10 @@
 """``composed-mu_eff``: probes composed from the canary's own text and chosen against the encoder.
 
-A variant beyond the paper's Table 1 (docs/composed.md). The pool Q is built only from the canary's records —
-the records, their sentences, word windows and recombinations (the openings of several similar records in one
-text, which lies near all of them and so concentrates the canary's L2 vote mass on P: μ_eff → 1/σ, Eqs. 1, 20).
-Every probe word is a whitespace token of a canary record. A search edits the selected candidates, re-estimates
-the frozen Σ̂_Q from aux users and re-runs Alg. B.1 with J_μeff (Eq. 6); the round kept has the largest aux μ_eff
-(Eq. 15, Σ̂_P of Eqs. 34–35). Test users never enter the design.
+Beyond the paper's Table 1 (docs/composed.md). The pool Q holds the canary's records, their sentences, word
+windows and recombinations (openings of several similar records in one text, which lies near all of them and
+so concentrates the canary's vote mass on P: μ_eff → 1/σ, Eqs. 1, 20); every probe word is a canary word. A
+search edits the selected candidates and re-runs Alg. B.1 with J_μeff (Eq. 6) on a Σ̂_Q re-estimated from aux
+users; the round kept has the largest aux μ_eff (Eq. 15). Test users never enter the design.
 """
 from __future__ import annotations
 
@@ -33,14 +32,11 @@ Span = tuple[int, int, int]  # (record index, first word, end word): words[recor
 class ComposedConfig:
     """Settings of the composed pool and its search (``design_composed``).
 
-    Attributes:
-        pool_size: M, candidates of the base pool (int ≥ r).
-        windows: word-window lengths of the own-record fragments (int ≥ 3 each).
-        hub_sizes: records per recombination (int ≥ 2 each).
-        hub_words: word budget of a recombination of g records: ⌊hub_words/g⌋ words of each, at least 3 (int ≥ 6).
-        refine_rounds: edit-and-reselect rounds after the first selection (int ≥ 0).
-        refine_edits: new candidates per round (int ≥ 1).
-        covariance: ``"solo"`` (``solo_pool_covariance``) or ``"pool"`` (Alg. B.1 line 6, ``selection.pool_covariance``).
+    ``pool_size``: M of the base pool (≥ r). ``windows``: word-window lengths (≥ 3 each). ``hub_sizes``: records per
+    recombination (≥ 2 each). ``hub_words``: word budget of a recombination of g records, ⌊hub_words/g⌋ words of
+    each, at least 3 (≥ 6). ``refine_rounds``: edit-and-reselect rounds after the first (≥ 0). ``refine_edits``:
+    new candidates per round (≥ 1). ``covariance``: ``"solo"`` (``solo_pool_covariance``) or ``"pool"``
+    (``selection.pool_covariance``).
     """
 
     pool_size: int = 2048
@@ -319,10 +315,8 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
     ``composed_pool`` → encode with ``encoder`` (cached per text) → Σ̂_Q (``config.covariance``) → Alg. B.1 with J_μeff
     (``variants.design_selected``); then ``config.refine_rounds`` times the selected probes' edits join the pool and
     both run again. The round with the largest aux μ_eff (``design_mu_eff``) is kept, ties to the earlier; ``info``
-    adds ``pool_kinds``, ``probe_spans``, ``rounds`` (pool size, J_μeff, aux μ_eff per round), ``encodes``.
-
-    Raises:
-        ValueError: ``config.pool_size`` < r. PoolShortfallError: fewer than r distinct candidates.
+    adds ``pool_kinds``, ``probe_spans``, ``rounds`` and ``encodes``. Raises ValueError if ``config.pool_size`` < r;
+    PoolShortfallError for fewer than r distinct candidates.
     """
     from pe_kit.attack.selection import pool_covariance
     from pe_kit.attack.variants import design_selected

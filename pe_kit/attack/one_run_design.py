@@ -24,12 +24,8 @@ ONE_RUN_VARIANTS = ("nonce", "natural")
 class OneRunDesign:
     """A frozen multi-canary design: the canaries and the bank positions of their blocks.
 
-    Attributes:
-        variant: ``"nonce"`` or ``"natural"``. canary_ids: m ids. canary_texts: m tuples of records.
-        canary_embeddings: float32 (m·n_rec, d), canary i's records at rows [i·n_rec, (i+1)·n_rec).
-        owner: int64 (m·n_rec,) canary of each record row.
-        blocks: int64 (m, n_rec·copies) bank positions; column j holds a copy of record j // copies.
-        bank_size: p. copies: copies per record. info: provenance.
+    ``canary_embeddings``: float32 (m·n_rec, d), canary i's records at rows [i·n_rec, (i+1)·n_rec); ``owner``: the
+    canary of each row; ``blocks``: int64 (m, n_rec·copies) bank positions, column j a copy of record j // copies.
     """
 
     variant: str
@@ -97,12 +93,10 @@ def design_one_run(encoder, bank_size: int, n_canaries: int, rng: np.random.Gene
                    copies: int = 5, records_per_canary: int = 1, natural=None) -> OneRunDesign:
     """A frozen ``OneRunDesign`` of ``n_canaries`` canaries with disjoint blocks in one bank.
 
-    Args:
-        encoder: has ``encode(texts, desc=...) -> float32 (n, d)``. rng: nonce strings, then the positions.
-        copies: copies of each record (≥ top_k puts every vote on the block). records_per_canary: n_rec.
-        natural: for ``natural``, ≥ m (user_id, texts) pairs; users with fewer than n_rec texts are skipped.
-
-    Raises ValueError on an unknown variant, blocks that do not fit in the bank, or too few natural users.
+    ``encoder``: ``encode(texts, desc=...)``; ``rng``: nonce strings, then the positions; ``copies`` per record
+    (≥ top_k puts every vote on the block); ``natural``: for ``"natural"``, ≥ m (user_id, texts) pairs (users with
+    fewer than ``records_per_canary`` texts skipped). Raises ValueError on an unknown variant, blocks that do not
+    fit in the bank, or too few natural users.
     """
     if variant not in ONE_RUN_VARIANTS:
         raise ValueError(f"variant={variant!r} is unknown; use one of {ONE_RUN_VARIANTS}")

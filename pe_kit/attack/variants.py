@@ -72,14 +72,9 @@ def unknown_variant(variant, known) -> ValueError:
 
 @dataclass(frozen=True)
 class ProbeDesign:
-    """A frozen attack: the canary, and the probes replacing bank positions (App. B).
-
-    Attributes:
-        variant: one of ``ALL_VARIANTS``. canary_id: user id or ``nonce-<seed>``.
-        canary_texts: the m records; canary_embeddings: float32 (m, d).
-        probe_texts: r probe texts; probe_embeddings: float32 (r, d), None for ``ordinary``.
-        positions: int64 (r,), probe t sits at ``positions[t]``; pool_indices: int64 (r,) in selection order.
-        info: provenance (pool size, seeds, scores).
+    """A frozen attack (App. B): the canary (``canary_texts``, float32 (m, d) ``canary_embeddings``) and the r
+    probes replacing bank positions (``probe_texts``, ``probe_embeddings`` or None for ``ordinary``; probe t at
+    ``positions[t]``; ``pool_indices`` in selection order); ``info``: provenance.
     """
 
     variant: str
@@ -287,14 +282,10 @@ def design_selected(variant: str, canary_id: str, canary_texts, canary_embedding
                     method: str = "incremental") -> ProbeDesign:
     """Run Alg. B.1 for a ``*-norm`` / ``*-mu_eff`` variant and freeze the design (App. B).
 
-    Args:
-        pool_texts: M str; pool_embeddings: float32 (M, d). bank: float32 (p, d) before replacement.
-        positions: int (r,) reserved, ordered. sigma: float64 (M, M) frozen Σ̂_Q for μ_eff
-        (``selection.pool_covariance``). index: optional ``NeighborIndex`` of the canary on ``bank`` (depth ≥ k + r).
-        method: ``selection.greedy_select``'s.
-
-    Returns ``ProbeDesign`` (``pool_indices`` in selection order; ``info`` with per-round scores, ties, final vote
-    counts, seconds). Raises ValueError for an unoptimized variant, a missing Σ̂ for μ_eff, or shape errors.
+    ``bank``: float32 (p, d) before replacement; ``positions``: r reserved, ordered; ``sigma``: the frozen (M, M)
+    Σ̂_Q for μ_eff (``selection.pool_covariance``); ``index``: optional ``NeighborIndex`` of the canary on ``bank``
+    (depth ≥ k + r). Returns ``ProbeDesign`` (``pool_indices`` in selection order; ``info`` with per-round scores,
+    ties, vote counts, seconds). Raises ValueError for an unoptimized variant, a missing Σ̂, or shape errors.
     """
     from pe_kit.attack.selection import base_neighbors, greedy_select
     from pe_kit.pe.mechanism import build_neighbor_index, squared_distances

@@ -1,13 +1,10 @@
 """The adaptive multi-round audit (Eq. 36): the canary's sampled votes enter Y^(t), so they can change the
 retained set and every later bank; per-round LLRs are computed on each trial's realised bank and summed.
 
-Source: App. A (Alg. A.1), App. E.8 Eq. 36 (the transcript LLR is the sum of per-round conditional LLRs), App. D.
-With the PE run's background and noise held fixed (``default_rng([entropy, t])``), the transcript is a function
-of the canary's participation J_1..J_T: ``transcript_tree`` builds each distinct bank once (a sampled canary adds
-its clipped votes to Y^(t) before retention, ``pe_round(extra_votes=v)``). ``_adaptive_audit`` moves each trial
-down the tree and scores ℓ_mix,t (Eqs. 14, 22) on its realised bank with fresh background and noise on the
-inspected coordinates, summed over rounds. Approximations: retention uses the run's one coupled draw; each
-ℓ_t is Gaussian (Eq. 14). Every H0 trial follows the canary-free transcript (``audit.composed``).
+App. A (Alg. A.1), App. E.8 Eq. 36, App. D. With the run's background and noise held fixed, the transcript is a
+function of the canary's participation J_1..J_T: ``transcript_tree`` builds each distinct bank once (a sampled
+canary adds its clipped votes before retention), ``_adaptive_audit`` moves each trial down the tree and scores
+ℓ_mix,t (Eqs. 14, 22) on its bank with fresh background and noise. H0 trials follow the canary-free transcript.
 """
 from __future__ import annotations
 
@@ -33,12 +30,9 @@ __all__ = ["TreeNode", "transcript_tree", "side_by_side"]
 class TreeNode:
     """One distinct bank S^(t) reachable by some canary participation pattern.
 
-    Attributes:
-        round: t. bank: ``FrozenBank``. seen: every text of S^(0..t). reference: the canary-free S^(t).
-        next_absent, next_present: index into the next round's nodes of S^(t+1) when the canary is not / is
-            sampled in round t; −1 in the last round (S^(T) is not built).
-        changes_retention: the canary's votes, if sampled in round t, change the retained set.
-        problem: this bank's ``RoundProblem`` (filled by ``_adaptive_audit``).
+    ``seen``: every text of S^(0..t); ``reference``: the canary-free S^(t); ``next_absent``, ``next_present``: the
+    next round's node when the canary is not / is sampled in round t (−1 in the last round); ``changes_retention``:
+    the canary's votes, if sampled, change the retained set; ``problem``: its ``RoundProblem``.
     """
 
     round: int
@@ -130,17 +124,10 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
     changed the retained set.
 
     Per split and hypothesis, ``audit.trials`` trials: J_{i,t} ~ Bernoulli(q) under H1 (≡ 0 under H0) picks trial
-    i's node; ℓ_t is simulated on the node's ``RoundProblem`` (the canary's shift added when J_{i,t} = 1), ℓ_mix,t
-    summed; each prefix bounded by ``_prefix_audit``. A calibration split of another size is resized as in
-    ``round_problems``.
-
-    Returns:
-        T dicts: ``releases``, ``epsilon_lower``, ``epsilon_theory``, ``frac_retention_changed`` and
-        ``frac_bank_changed`` (shares of H1 test trials by round t), ``n_banks``, ``mu_eff_mean`` (over the H1
-        trials' banks), ``trials``, ``seconds`` and ``_prefix_audit``'s counts.
-
-    Raises:
-        ValueError: on an empty tree or σ = 0.
+    i's node; ℓ_t is simulated on the node's ``RoundProblem`` (plus the canary's shift when J_{i,t} = 1), ℓ_mix,t
+    summed; each prefix bounded by ``_prefix_audit``. Returns T dicts: ``releases``, ``epsilon_lower``,
+    ``epsilon_theory``, ``frac_retention_changed`` and ``frac_bank_changed`` (shares of H1 test trials by round t),
+    ``n_banks``, ``mu_eff_mean``, ``trials``, ``seconds`` and the counts. Raises ValueError on an empty tree or σ = 0.
     """
     if not tree or not tree[0]:
         raise ValueError("tree is empty: build it with transcript_tree")

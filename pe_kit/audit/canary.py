@@ -9,13 +9,7 @@ import scipy.sparse as sp
 
 from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory, tightness
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
-from pe_kit.audit.moments import (
-    aux_moments,
-    llr_weights,
-    mixture_llr,
-    null_moments,
-    restrict,
-)
+from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import check_equal_populations, scalar_problem, simulate_scores
 from pe_kit.settings import AuditConfig, MechanismConfig
@@ -50,22 +44,15 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
 
     Aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v (Eq. 14) → ``audit.trials`` trials per
     hypothesis on the calibration users → threshold (``audit.threshold_rule``) → fresh trials on the test users →
-    ε_lower (Eq. 28, γ = α/(4·n_canaries)). Above ``STREAMING_MIN_TRIALS`` the trials stream
-    (``engine._audit_scalar``, seeded from one draw of ``rng``). Calibration and test need equal user counts.
+    ε_lower (Eq. 28, γ = α/(4·n_canaries)); above ``STREAMING_MIN_TRIALS`` the trials stream
+    (``engine._audit_scalar``). ``canary_full``: v_can (p,); ``coords``: P; aux, calibration, test: sparse (n, p)
+    contributions (calibration and test of equal size).
 
-    Args:
-        canary_full: float (p,) the canary's clipped contribution v_can. coords: int (|P|,) inspected coordinates.
-        aux, calibration, test: sparse (n, p) contributions of each split's users. rng: the only randomness.
-
-    Returns:
-        ``Audit`` of the test trials (calibration attached) with ε_theory (PRV, one release), μ_eff (Eq. 15), γ;
-        ``info``: ``mu_eff_ceiling`` (1/σ, Eq. 20), ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff),
-        ``tightness``, ``canary_norm`` ‖v_P‖₂, ``n_coords``, ``background_voters`` (K), ``threshold_mix``
-        (``mixture_llr``), ``trials``, ``seconds`` and the ``bounds.population_shift`` columns.
-
-    Raises:
-        ValueError: on empty coordinates or splits, unequal split sizes, widths other than p, coordinates outside
-            [0, p), or a singular covariance.
+    Returns the test ``Audit`` (calibration attached) with ε_theory (PRV, one release), μ_eff (Eq. 15) and ``info``:
+    ``mu_eff_ceiling`` (1/σ, Eq. 20), ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff), ``tightness``,
+    ``canary_norm``, ``n_coords``, ``background_voters`` (K), ``threshold_mix``, ``trials``, ``seconds`` and the
+    ``bounds.population_shift`` columns. Raises ValueError on empty coordinates or splits, unequal split sizes,
+    widths other than p, coordinates outside [0, p), or a singular covariance.
     """
     coords = _check_design(canary_full, coords, aux, calibration, test)
     t0 = time.perf_counter()

@@ -1,12 +1,10 @@
 """The composed audit of a multi-round PE transcript (Eq. 36): per-round LLRs on each round's frozen bank, summed.
 
-Source: App. D "Multi-round accounting" (ε_theory per prefix; the empirical audit sums the prefixes' mixture
-LLRs) and App. E.8 Eq. 36. The transcript is run once without the canary and its banks are frozen; each round's
-bank gets the single-release audit (aux moments on P_t → (m̂0, Σ̂) → w_t = Σ̂⁻¹v_t → ``ScalarProblem``). A
-T-round trial draws per round the background, the canary's J_t ~ Bernoulli(q) under H1 and the noise, and
-scores Σ_t ℓ_mix,t, ℓ_mix,t = log[(1−q) + q e^{ℓ_t}] (Eqs. 4, 22, 36); each prefix is calibrated and bounded as
-one release (Eq. 28). Approximations: every trial reuses the one frozen bank sequence (a non-adaptive instance,
-still bounded by ε_theory(T); ``audit.adaptive`` lifts this), and each ℓ_t is Gaussian (Eq. 14).
+App. D and App. E.8 Eq. 36. The transcript is run once without the canary and its banks are frozen; each bank
+gets the single-release audit (``ScalarProblem``); a T-round trial draws per round the background, J_t ~
+Bernoulli(q) under H1 and the noise, and scores Σ_t ℓ_mix,t (Eqs. 4, 22, 36); each prefix is bounded as one
+release (Eq. 28). Approximations: every trial reuses the frozen banks (a non-adaptive instance, still bounded by
+ε_theory(T); ``audit.adaptive`` lifts this), and each ℓ_t is Gaussian (Eq. 14).
 """
 from __future__ import annotations
 
@@ -18,13 +16,7 @@ import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory_prefixes
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold
-from pe_kit.audit.moments import (
-    aux_moments,
-    llr_weights,
-    mixture_llr,
-    null_moments,
-    restrict,
-)
+from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import ScalarProblem, scalar_problem, simulate_scores
 from pe_kit.settings import AuditConfig, MechanismConfig
@@ -112,13 +104,9 @@ def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig
 
     Per split and hypothesis, ``audit.trials`` T-round trials (``trials.simulate_scores`` per round) accumulate
     Σ_{s≤t} ℓ_mix,s; each prefix is bounded by ``_prefix_audit``; ε_theory(t) from one PRV accountant per prefix.
-
-    Returns:
-        T dicts: ``releases``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff_round``, ``mu_eff_composed``
-        (√Σμ²), ``threshold``, ``tpr``, ``fpr``, ``branch``, ``trials``, ``seconds`` and the counts.
-
-    Raises:
-        ValueError: if ``problems`` is empty or σ = 0.
+    Returns T dicts: ``releases``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff_round``, ``mu_eff_composed``
+    (√Σμ²), ``threshold``, ``tpr``, ``fpr``, ``branch``, ``trials``, ``seconds`` and the counts. Raises ValueError
+    if ``problems`` is empty or σ = 0.
     """
     if not problems:
         raise ValueError("problems is empty: audit at least one round")

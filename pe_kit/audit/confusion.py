@@ -1,6 +1,5 @@
 """ε_lower from confusion counts: Clopper–Pearson endpoints (Eqs. 29–30), Eq. 28, and its exact maximum over
-thresholds; shared by every threshold rule (``audit.threshold_rules``) and audit (``audit.bounds``).
-"""
+thresholds; shared by every threshold rule (``audit.threshold_rules``) and audit (``audit.bounds``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,12 +62,10 @@ def best_threshold_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma:
                                batch: int = 256) -> tuple[int, float]:
     """Exact argmax of ε (Eq. 28) over candidate thresholds given only their counts, ascending thresholds.
 
-    Equal to a full scan, with exact pruning: for γ < 1/2, ε > 0 needs tp/n1 > fp/n0; equal consecutive counts keep
-    the lowest threshold; the point-estimate value of Eq. 28 bounds ε from above, so candidates are evaluated in
-    decreasing bound order (``batch`` at a time) until it falls below the best ε.
-
-    Returns (index, epsilon) of the lowest-threshold candidate with the maximal ε > 0, or (−1, 0.0). Raises
-    ValueError on mismatched shapes, counts outside [0, n] or γ outside (0, 1).
+    Equal to a full scan with exact pruning (for γ < 1/2, ε > 0 needs tp/n1 > fp/n0; equal consecutive counts keep
+    the lowest threshold; Eq. 28's point estimate bounds ε, so candidates go in decreasing bound order, ``batch``
+    at a time, until it falls below the best). Returns (index, ε) of the lowest-threshold maximum, or (−1, 0.0).
+    Raises ValueError on mismatched shapes, counts outside [0, n] or γ outside (0, 1).
     """
     tp = np.asarray(true_pos, dtype=np.int64).ravel()
     fp = np.asarray(false_pos, dtype=np.int64).ravel()

@@ -43,12 +43,9 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
     """Expected ε_lower of the Gaussian pair at μ_eff with Clopper–Pearson at ``trials`` (App. E.4–E.6).
 
     ℓ ~ N(−μ²/2, μ²) under H0 and (1−q)·N(−μ²/2, μ²) + q·N(μ²/2, μ²) under H1 (Eqs. 16–17, 21), so
-    FPR(a) = Φ̄((a + μ²/2)/μ) and TPR(a) = (1−q)FPR(a) + qΦ̄((a − μ²/2)/μ) (Eqs. 18–19, 23); the expected counts
-    n·rate enter Eqs. 29–30 and Eq. 28, maximised over a (grid over [−μ²/2 − 10μ, μ²/2 + 10μ], then Brent).
-    ``trials=None``: the n → ∞ limit, the tightest (ε, δ) of the pair's threshold tests.
-
-    Returns float ε (and the maximizing a, in ℓ units, with ``return_threshold``). Raises ValueError on μ ≤ 0,
-    q ∉ (0, 1], trials < 1, γ ∉ (0, 1) or δ ∉ [0, 1).
+    FPR(a) = Φ̄((a + μ²/2)/μ), TPR(a) = (1−q)FPR(a) + qΦ̄((a − μ²/2)/μ) (Eqs. 18–19, 23); the counts n·rate enter
+    Eqs. 29–30 and 28, maximised over a (grid, then Brent). ``trials=None``: the n → ∞ limit. Returns ε (and the
+    maximizing a with ``return_threshold``). Raises ValueError on μ ≤ 0, q ∉ (0, 1], trials < 1, γ or δ out of range.
     """
     if not (math.isfinite(mu_eff) and mu_eff > 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and > 0")

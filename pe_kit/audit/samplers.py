@@ -1,6 +1,5 @@
 """Exact samplers of the background sum Σ_u I_u a_u (Eq. 7 projected on w, Eq. 14) for the trial engine:
-groups, gaps and multinomial, each drawing a block of trials from its own ``SeedSequence``.
-"""
+groups, gaps and multinomial, each drawing a block of trials from its own ``SeedSequence``."""
 from __future__ import annotations
 
 import math

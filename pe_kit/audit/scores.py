@@ -74,18 +74,14 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
     """ε_lower from scores of trials with the canary in (H1) and out (H0), in one call.
 
     Each hypothesis's trials are split (``split_trials``, ``in_scores`` first, ``default_rng(seed)``); the
-    threshold and direction are chosen on the calibration part (``bounds.calibrate_threshold`` with the default
-    rule at ``sample_rate``) and frozen; the test part bounds ε there (Eqs. 28–30) with γ = α / (n_canaries · 4),
-    so the maximum over ``n_canaries`` audits holds at family-wise level α (App. E.6).
+    threshold and direction are chosen on the calibration part (``bounds.calibrate_threshold``, default rule at
+    ``sample_rate``) and frozen; the test part bounds ε there (Eqs. 28–30) with γ = α / (n_canaries · 4), so the
+    maximum over ``n_canaries`` audits holds at family-wise level α (App. E.6). Scores: ≥ 2 per hypothesis, either
+    direction; ``noise_multiplier``: σ of the audited mechanism (None: ε_theory NaN).
 
-    Args:
-        in_scores, out_scores: float (n1,), (n0,), ≥ 2 each; either score direction.
-        n_canaries: canaries whose maximum ε_lower will be reported. calibration_fraction: in (0, 1).
-        noise_multiplier: σ of the audited mechanism (None: ε_theory NaN); sample_rate: its q in (0, 1].
-
-    Returns ``Audit`` (``mu_eff`` NaN); its ``row`` carries the ``calibration_*`` / ``test_*`` counts and bounds,
-    the ``population_shift`` columns, ``gamma``, ``audit_*``. Raises ValueError for scores not 1-D, holding NaN / ∞
-    or fewer than 2, or a setting out of range (naming the field, the value and the range).
+    Returns ``Audit`` (``mu_eff`` NaN) whose ``row`` carries the ``calibration_*`` / ``test_*`` counts, the
+    ``population_shift`` columns, ``gamma``, ``audit_*``. Raises ValueError for scores not 1-D, non-finite or fewer
+    than 2, or a setting out of range (naming the field, the value and the range).
     """
     s1, s0 = _scores(in_scores, "in_scores"), _scores(out_scores, "out_scores")
     for name, a in (("in_scores", s1), ("out_scores", s0)):
@@ -144,20 +140,15 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
                   method: str = "fdp", noise_multiplier: float | None = None) -> Audit:
     """ε_lower from one release with m canaries, each included with probability ½ (``one_run._one_run_audit``).
 
-    The abstaining guesser says "in" for its k₊ top-scored canaries and "out" for its k₋ bottom-scored; the bound
-    is maximised over ``one_run.guess_pairs(m)``, each tested at α / (number of pairs).
+    The abstaining guesser says "in" for its k₊ top-scored canaries (higher = "in"; ±inf allowed) and "out" for its
+    k₋ bottom-scored; the bound is maximised over ``one_run.guess_pairs(m)``, each tested at α / (number of pairs).
+    ``method="fdp"`` (Mahloujifar, Melis, Chaudhuri 2024): the largest μ whose trade-off curve C_q(G_μ) the guesses
+    reject, as ε at δ (``mu_eff`` = μ); ``method="steinke"`` (Steinke, Nasr, Jagielski 2023, Thm 3.1): an (ε, δ)
+    bound for any mechanism.
 
-    * ``method="fdp"`` (Mahloujifar, Melis, Chaudhuri 2024): the largest μ whose trade-off curve C_q(G_μ) the
-      guesses reject, as ε at δ; valid when the mechanism's curve lies in that family (Eqs. 14–17); ``mu_eff`` = μ.
-    * ``method="steinke"`` (Steinke, Nasr, Jagielski 2023, Thm 3.1 with δ): an (ε, δ) bound for any mechanism.
-
-    Args:
-        scores: float (m,), higher = "in", ±inf allowed. included: bool or 0/1 (m,), S_i ~ Bernoulli(½).
-        sample_rate: q of C_q(G_μ). noise_multiplier: σ of the audited mechanism (None: ε_theory NaN).
-
-    Returns ``Audit``: ``tpr`` / ``fpr`` / ``threshold`` of the "in" guesses, ``row`` with ``mu_lower``, ``beta``,
-    ``n_pairs``, …. Warns (UserWarning) when ε_lower is 0 but ``-scores`` would bound ε > 0. Raises ValueError as
-    ``one_run._one_run_audit``, for an unknown method, NaN or complex scores, or σ out of range.
+    Returns ``Audit`` with ``tpr`` / ``fpr`` / ``threshold`` of the "in" guesses and ``row`` with ``mu_lower``,
+    ``beta``, ``n_pairs``, …. Warns (UserWarning) when ε_lower is 0 but ``-scores`` would bound ε > 0. Raises
+    ValueError as ``one_run._one_run_audit``, for an unknown method, NaN or complex scores, or σ out of range.
     """
     from pe_kit.audit.one_run import METHODS, _as_included, _one_run_audit
 

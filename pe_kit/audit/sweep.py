@@ -30,19 +30,14 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
         attacks: name → a float μ_eff (a nonce canary without background, ``trials.nonce_problem``; needs
             ``sample_rate``), a ``ScalarProblem``, a (calibration, test) pair, or a list of these per canary; a
             single problem is audited ``n_canaries`` times with independent seeds.
-        trials: trial counts per hypothesis (each ≥ 1).
-        noise_multiplier: σ for ε_theory (or pass ``epsilon_theory``). delta, gamma: as in ``_audit_scalar``.
         seed: task (attack i, canary c, trials j) uses ``SeedSequence([seed, i, c, j])``.
         max_simulated_trials: larger trial counts get NaN ε_lower (expected and theory only).
         method: engine sampler; ``"auto"``: ``"multinomial"`` without background, else the cheapest exact one.
-        progress: progress bar over tasks. engine_options: further ``TrialEngine`` keywords.
+        engine_options: further ``TrialEngine`` keywords.
 
-    Returns:
-        ``pandas.DataFrame``, one row per (attack, canary, trials): ε_lower, ε_theory, ``epsilon_expected``
-        (``expected_epsilon``) and its n → ∞ limit, ratio_to_theory, μ_eff, the settings, threshold, test tpr/fpr.
-
-    Raises:
-        ValueError: on empty or ill-typed ``attacks``, bad trials, or a float attack without sample_rate.
+    Returns a ``pandas.DataFrame``, one row per (attack, canary, trials): ε_lower, ε_theory, ``epsilon_expected``
+    (``expected_epsilon``) and its n → ∞ limit, μ_eff, the settings, threshold, test tpr/fpr. Raises ValueError on
+    empty or ill-typed ``attacks``, bad trials, or a float attack without sample_rate.
     """
     import pandas as pd
 
@@ -151,8 +146,7 @@ class AuditTask:
 
 def run_task(task: AuditTask, timing: bool = False) -> dict:
     """Run one ``AuditTask`` → flat row: labels, ε_lower, ε_theory, μ_eff (√(w·v)), K, threshold, trials,
-    sampler, grid and the ``calibration_*`` / ``test_*`` columns; ``seconds`` only if ``timing``.
-    """
+    sampler, grid and the ``calibration_*`` / ``test_*`` columns; ``seconds`` only if ``timing``."""
     res = _audit_scalar(task.calibration, task.test, trials=task.trials, gamma=task.gamma, delta=task.delta,
                        seed=task.seed, **dict(task.options))
     row = dict(task.labels)

@@ -1,16 +1,10 @@
 """Threshold rules: how the calibration split's counts choose the one event the test split bounds.
 
-§2.1 Step 5 (a threshold fixed on calibration trials, evaluated on fresh ones); Eq. 28 with Eqs. 29–30;
-the Gaussian pair of Eqs. 16–19 with hidden participation (Eq. 23) for ``GaussianModel``. Style after
-``jax_privacy.auditing`` (frozen dataclass strategies). Every rule sees only the calibration split, so any
-rule keeps the confidence of the test bound; rules differ in power. ``Argmax`` favours far-tail thresholds
-where the calibration trials were lucky (winner's curse; docs/threshold_rules.md).
-
-* ``GaussianModel`` (default): the event the Gaussian model would choose at the calibration μ_eff, located by
-  quantile, used when the calibration counts fit the model there, else ``fallback``.
-* ``AnchoredArgmax``: the maximum of calibrated ε over events whose min(FP, FN) is at least ``fraction`` × that
-  of the choice at the stricter γ ``anchor_gamma``.
-* ``Argmax``: the exact maximum of calibrated ε over both events {score > t} and {score ≤ t}.
+§2.1 Step 5; Eq. 28 with Eqs. 29–30; the Gaussian pair of Eqs. 16–19, 23 for ``GaussianModel``. Style after
+``jax_privacy.auditing`` (frozen dataclass strategies). Every rule sees only the calibration split, so any rule
+keeps the test bound's confidence; they differ in power (``Argmax`` favours lucky far-tail thresholds, the
+winner's curse; docs/threshold_rules.md). ``GaussianModel`` (default), ``AnchoredArgmax`` (its fallback) and
+``Argmax`` choose among both events {score > t} and {score ≤ t}.
 """
 from __future__ import annotations
 
@@ -32,11 +26,8 @@ __all__ = ["CalibrationCounts", "Choice", "ThresholdRule", "Argmax", "AnchoredAr
 class CalibrationCounts:
     """Everything a rule may see: calibration-split counts, never a test trial.
 
-    Attributes:
-        thresholds: float64 (m,) strictly ascending candidates.
-        true_pos, false_pos: int64 (m,) #H1 / #H0 calibration trials with score > threshold.
-        n_h1, n_h0: trials per hypothesis. gamma, delta: of each one-sided bound.
-        sample_rate: q (``GaussianModel`` only; None: unknown). moments: (mean0, sd0, mean1, sd1) or None.
+    ``thresholds``: strictly ascending candidates; ``true_pos``, ``false_pos``: #H1 / #H0 calibration trials with
+    score > threshold; ``sample_rate``: q (``GaussianModel`` only); ``moments``: (mean0, sd0, mean1, sd1) or None.
     """
 
     thresholds: np.ndarray
@@ -71,8 +62,7 @@ class CalibrationCounts:
 class Choice:
     """A rule's decision: ``index`` into the thresholds (−1: no event has calibrated ε > 0), ``direction`` (+1:
     {score > t}, −1: {score ≤ t}) and ``rule``, the name of the rule that chose (``"gaussian_model>anchored_argmax"``
-    for a fallback).
-    """
+    for a fallback)."""
 
     index: int
     direction: int
@@ -146,14 +136,11 @@ class AnchoredArgmax(ThresholdRule):
 class GaussianModel(ThresholdRule):
     """The event the Gaussian model (Eqs. 16–19, 23) picks at the calibration split's own μ_eff.
 
-    (1) μ̂ = (mean1 − mean0)/(q·sd0), its sign the direction; (2) the model's optimal threshold at μ̂, q, n, γ, δ
-    (``expectations.expected_epsilon``) and its expected false-positive count f*; (3) the candidate whose
-    calibration FP count is nearest f*; (4) the model's TP count there must match the calibration TP within
-    ``fit_sd`` sd (binomial and μ̂'s, delta method). Any failure (q or moments unknown, no expected bound, misfit,
-    calibrated ε = 0) hands the choice to ``fallback``. The model is one release's ℓ (Eqs. 14–19): sums of mixture
-    LLRs (``composed``) pass no q.
-
-    Raises ValueError for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
+    μ̂ = (mean1 − mean0)/(q·sd0) (sign: the direction) → the model's optimal threshold at μ̂, q, n, γ, δ
+    (``expectations.expected_epsilon``) and its expected false-positive count f* → the candidate whose calibration
+    FP count is nearest f*; used if the model's TP count there matches the calibration TP within ``fit_sd`` sd
+    (binomial and μ̂'s, delta method) and its calibrated ε > 0, else ``fallback`` decides (also without q or
+    moments). Raises ValueError for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
     """
 
     fallback: ThresholdRule = AnchoredArgmax()

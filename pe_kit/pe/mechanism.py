@@ -12,16 +12,8 @@ import scipy.sparse as sp
 
 from pe_kit.settings import MechanismConfig, check_param
 
-__all__ = [
-    "squared_distances",
-    "topk_routes",
-    "NeighborIndex",
-    "build_neighbor_index",
-    "routes_with_probes",
-    "contributions",
-    "release",
-    "sample_participation",
-]
+__all__ = ["squared_distances", "topk_routes", "NeighborIndex", "build_neighbor_index", "routes_with_probes",
+           "contributions", "release", "sample_participation"]
 
 
 def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:

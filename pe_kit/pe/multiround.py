@@ -1,13 +1,10 @@
 """Multi-round Private Evolution (Alg. A.1) with per-round checkpoints.
 
-App. A (Alg. A.1); §3 "Multi-round PE with ICL"; App. D "Multi-round accounting" (T = 6 releases, q = 0.1,
-σ = 1.1088, δ = 1e-5). Round t publishes a frozen bank S^(t), releases Y^(t) over the private users
-(``release_round``), keeps the top k̃ non-probe candidates by Y and every probe (at its position), builds
-feedback from public bank texts and asks a generator for g = p − r − k̃ new texts: S^(t+1) = R^(t) ∪ V^(t).
-Private records enter only through ``release_round``. Each finished round is checkpointed under a content key
-(bank, probes, private records, generator, encoder, settings, entropy and the code of ``pe`` and
-``text/variation.py``); round t draws from ``default_rng([entropy, t])``, so a rerun resumes identically. The
-composed audit of a transcript (Eq. 36) is ``audit.composed``.
+App. A (Alg. A.1); §3 "Multi-round PE with ICL"; App. D (T = 6 releases, q = 0.1, σ = 1.1088, δ = 1e-5).
+Round t publishes a frozen bank S^(t), releases Y^(t) over the private users (their only way in), keeps the top
+k̃ non-probe candidates and every probe, and asks a generator for g = p − r − k̃ new texts from public feedback:
+S^(t+1) = R^(t) ∪ V^(t). Round t draws from ``default_rng([entropy, t])``; each finished round is checkpointed
+under a content key of every input and of the code, so a rerun resumes identically.
 """
 from __future__ import annotations
 
@@ -22,12 +19,7 @@ import scipy.sparse as sp
 
 from pe_kit.cache import cache_dir, content_hash, read_verified, source_digest, write_verified
 from pe_kit.settings import MechanismConfig
-from pe_kit.pe.mechanism import (
-    contributions,
-    release,
-    sample_participation,
-    topk_routes,
-)
+from pe_kit.pe.mechanism import contributions, release, sample_participation, topk_routes
 from pe_kit.text.variation import build_feedback, make_variations
 from pe_kit.progress import progress
 
@@ -44,18 +36,13 @@ def _readonly(a: np.ndarray, dtype) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PEConfig:
-    """Settings of the multi-round loop (Alg. A.1; §3; App. D).
+    """Settings of the multi-round loop (Alg. A.1; §3; App. D); ValueError naming a field out of range.
 
-    Attributes:
-        rounds: T ≥ 1 releases (Fig. 2: 6).
-        retain_fraction: k̃ = max(1, round(retain_fraction · p)) candidates kept per round (paper: 5 %).
-        n_negatives: lowest-Y candidates offered as negative ICL examples (≥ 0).
-        icl_examples, icl_negatives: examples per ICL prompt (LM generators only). genre: for ICL prompts.
-        max_attempts: generator calls per round to obtain g valid distinct texts.
-        retention: ``"histogram"`` (Alg. A.1 l. 21: Top_k̃(Y)) or ``"random"``, the σ → ∞ control of Fig. 2:
-            ranked by i.i.d. N(0, 1) scores from ``default_rng([entropy, t, 1])``, all else as the histogram run.
-
-    Raises ValueError naming the field and its range.
+    ``rounds``: T releases (Fig. 2: 6). ``retain_fraction``: k̃ = max(1, round(fraction · p)) candidates kept per
+    round (paper 5 %). ``n_negatives``: lowest-Y candidates offered as negative ICL examples. ``icl_examples``,
+    ``icl_negatives``: per ICL prompt. ``max_attempts``: generator calls per round for g distinct texts.
+    ``retention``: ``"histogram"`` (Alg. A.1 l. 21: Top_k̃(Y)) or ``"random"``, Fig. 2's σ → ∞ control (i.i.d.
+    N(0, 1) ranks from ``default_rng([entropy, t, 1])``, all else as the histogram run).
     """
 
     rounds: int = 6
@@ -133,8 +120,7 @@ class Population:
 @dataclass(frozen=True)
 class FrozenBank:
     """One published ordered bank S^(t) (Alg. A.1 line 6): p ``texts``, float32 (p, d) ``embeddings`` and int64
-    ``probe_positions``, copied and read-only.
-    """
+    ``probe_positions``, copied and read-only."""
 
     texts: tuple
     embeddings: np.ndarray
@@ -226,8 +212,7 @@ def release_round(bank: FrozenBank, private: Population, mechanism: MechanismCon
 
 def next_bank(bank: FrozenBank, retained: np.ndarray, new_texts: Sequence[str], new_embeddings: np.ndarray) -> FrozenBank:
     """S^(t+1) = R^(t) ∪ V^(t) (Alg. A.1 l. 25): probes stay; the non-probe slots, in increasing position, get the
-    retained candidates (in S^(t) order) then the new texts. Raises ValueError unless k̃ + g fill p − r slots.
-    """
+    retained candidates (in S^(t) order) then the new texts. Raises ValueError unless k̃ + g fill p − r slots."""
     slots = np.flatnonzero(bank.candidate_mask())
     kept = np.sort(np.asarray(retained, dtype=np.int64))
     if kept.size + len(new_texts) != slots.size:
@@ -329,15 +314,11 @@ def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Popu
            checkpoint_dir: str | Path | None | bool = None) -> Transcript:
     """Run T rounds of PE (Alg. A.1) and return the ``Transcript``; resumes from checkpoints.
 
-    Args:
-        bank_texts, bank_embeddings: S^(0) before probes, p rows.
-        private: the voting users; the canary is not among them (the run is H0's).
-        generator: ``name``, ``generate(prompts, rng)`` (``text.variation``). encoder: embeds generated texts.
-        rng: one integer is drawn as the run's entropy.
-        design: optional ``ProbeDesign`` whose probes replace bank positions in every round.
-        checkpoint_dir: per-round checkpoints (None: ``cache_dir()/"multiround"``; False: off).
-
-    Raises ValueError on inconsistent inputs; GenerationError from the generator (rerun to resume).
+    ``private``: the voting users (the canary is not among them: the run is H0's). ``generator``: ``name``,
+    ``generate(prompts, rng)``; ``encoder`` embeds its texts. ``rng``: one integer is drawn as the run's entropy.
+    ``design``: optional ``ProbeDesign`` whose probes replace bank positions in every round. ``checkpoint_dir``:
+    None = ``cache_dir()/"multiround"``, False = off. Raises ValueError on inconsistent inputs; GenerationError
+    from the generator (rerun to resume).
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator; pass np.random.default_rng(seed)")

@@ -1,11 +1,10 @@
 """Seeded bugs: mutants of the reference PE release, one bug class seen in DP / PE code each.
 
-Each mutant is a ``release_protocol.ReleasePipeline`` overriding one step of the reference (Eq. 1, Alg. A.1
-lines 7–20); its docstring derives whether the bug breaks the claimed (ε_theory, δ) of the Poisson-subsampled
-Gaussian with sensitivity C, noise std σC and rate q under add/remove-one-user neighbours (§2, App. D), and
-``breaks_guarantee(config, n_users)`` returns that verdict. Facts used: (F1) post-processing is free; (F2) the
-Gaussian with sensitivity Δ and noise std s is priced at noise multiplier s/Δ, ε(δ) rising as it falls or q
-rises; (F3) v_u depends on user u's records and the public bank only, ‖v_u‖₂ ≤ C, ‖h̄_u‖₂ ≤ 1/√k.
+Each mutant overrides one step of ``release_protocol.ReleasePipeline`` (Eq. 1, Alg. A.1 lines 7–20) and derives
+whether it breaks the claimed (ε_theory, δ) of the Poisson-subsampled Gaussian (sensitivity C, noise σC, rate q,
+add/remove one user; §2, App. D); ``breaks_guarantee(config, n_users)`` is that verdict. Facts: (F1)
+post-processing is free; (F2) sensitivity Δ and noise s are priced at noise multiplier s/Δ, ε rising as it falls
+or q rises; (F3) v_u depends on user u's records and the bank only, ‖v_u‖₂ ≤ C, ‖h̄_u‖₂ ≤ 1/√k.
 """
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from pe_kit.pe.release_protocol import ReferenceRelease, ReleasePipeline
 
 __all__ = ["NoiseStdNotScaled", "NoClipping", "CanaryAlwaysIncluded", "FixedSizeSample", "FixedNoiseSeed",
            "NoiseOnNonzeroOnly", "RawCounts", "TiesHighestIndex", "Float32Accumulation", "NoiseShrinksWithUsers",
-           "ClipAtTwiceC", "RecordLevelSampling", "MUTANTS",
-           "all_implementations", "FLOAT32_UNIT_ROUNDOFF"]
+           "ClipAtTwiceC", "RecordLevelSampling", "MUTANTS", "all_implementations", "FLOAT32_UNIT_ROUNDOFF"]
 
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 

@@ -1,12 +1,9 @@
 """Candidate banks S: where the p = 8192 shared candidates come from (§3, App. C).
 
-Kinds (``make_bank``): ``bankA`` (the bundled label-only SmolLM2 bank, like the paper's bank A), ``bankB``
-(the bundled bank written from a label and three public bloggers' records, App. C; built by
-``scripts/make_bank_b.py``; its example authors stay out of every private split), ``file`` (JSON Lines with a
-``text`` field), ``public`` (label-stratified records of public users, disjoint from every split),
-``llm-label`` and ``llm-icl`` (generated from a label, or from three public records in context; App. C).
-Each ``Bank`` records how it was made in ``info``; generators are wrapped in a content-keyed
-``CachedGenerator`` unless ``cache=False``.
+Kinds (``make_bank``): ``bankA`` (the bundled label-only SmolLM2 bank), ``bankB`` (bundled, written from a label
+and three public bloggers' records; its authors stay out of every private split), ``file`` (JSON Lines with a
+``text`` field), ``public`` (label-stratified records of public users), ``llm-label`` and ``llm-icl`` (generated
+from a label, or from three public records; App. C). Each ``Bank`` records how it was made in ``info``.
 """
 from __future__ import annotations
 
@@ -28,8 +25,7 @@ BANK_KINDS = ("bankA", "bankB", "file", "public", "llm-label", "llm-icl")
 @dataclass(frozen=True)
 class Bank:
     """A candidate bank before any probe is written into it: p distinct ``texts`` in bank order, their ``labels``
-    (or None) and ``info`` (``kind`` and what remakes it).
-    """
+    (or None) and ``info`` (``kind`` and what remakes it)."""
 
     texts: tuple[str, ...]
     labels: tuple[str, ...] | None = None
@@ -81,8 +77,7 @@ def allocate(counts: dict, size: int) -> dict:
 
 def label_mix(users, size: int) -> tuple[list[str], dict]:
     """Per-entry labels (p, in blocks by label) for a generated bank, in proportion to each label's record share
-    among ``users`` (public knowledge), and the count per label. Raises ValueError if the users hold no records.
-    """
+    among ``users`` (public knowledge), and the count per label. Raises ValueError if the users hold no records."""
     size = _check_size(size)
     share = Counter()
     for u in users:

@@ -31,8 +31,7 @@ _RESOLVED: dict[str, str] = {}  # backend kind ("torch", "onnx-fp32") -> device,
 
 def encoder_runtime() -> dict:
     """Where this process's encoders ran, for every result row: ``encoder_device`` (``"cpu"``, ``"cuda"``,
-    comma-joined if they differed) and ``encoder_backend`` (``"onnx-fp32"``, ``"torch"``); None before any resolved.
-    """
+    comma-joined if they differed) and ``encoder_backend`` (``"onnx-fp32"``, ``"torch"``); None before any resolved."""
     if not _RESOLVED:
         return {"encoder_device": None, "encoder_backend": None}
     return {"encoder_device": ",".join(sorted(set(_RESOLVED.values()))), "encoder_backend": ",".join(sorted(_RESOLVED))}
@@ -88,8 +87,7 @@ def resolve_model_path(model: str) -> str:
 
 def embedding_store_key(model_identity: str, max_seq_length: int | None, backend: str) -> str:
     """Identity of an embedding store: hash (24 hex) of (format, model identity, token cap, backend id), so
-    embeddings of different models or backends (``"torch"``, ``"onnx-fp32/<export key>"``) never mix.
-    """
+    embeddings of different models or backends (``"torch"``, ``"onnx-fp32/<export key>"``) never mix."""
     return content_hash("pe_kit-embeddings", STORE_FORMAT, model_identity, max_seq_length, backend)[:24]
 
 
@@ -97,17 +95,11 @@ def embedding_store_key(model_identity: str, max_seq_length: int | None, backend
 class Encoder:
     """A cached sentence-transformers encoder.
 
-    Attributes:
-        model: name or path (default all-MiniLM-L6-v2, offline). batch_size: texts per forward pass.
-        device: ``"cpu"``, ``"cuda"`` or None (cuda when present); cuda selects torch under ``"auto"`` (ONNX runs on
-            CPU); the device used is in ``backend_info`` and every result row (``encoder_runtime``).
-        max_seq_length: token cap (None: the model's own). progress: report through ``pe_kit.progress``.
-        use_cache: the per-text store. backend: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``.
-        num_threads: ``"auto"`` (free cores, re-measured per encode of ≥ 256 texts; env ``PE_KIT_THREADS``), an
-            int ≥ 1, or None (the library's default).
-
-    After each ``encode``, ``last_stats`` holds ``texts``, ``unique``, ``cached``, ``encoded``; ``encoded_counts``
-    counts the encodes per text key.
+    ``device``: ``"cpu"``, ``"cuda"`` or None (cuda when present; cuda selects torch under ``backend="auto"``);
+    ``max_seq_length``: token cap (None: the model's own); ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable)
+    or ``"torch"``; ``num_threads``: ``"auto"`` (free cores, re-measured per encode of ≥ 256 texts; env
+    ``PE_KIT_THREADS``), an int ≥ 1 or None. After each ``encode``, ``last_stats`` holds ``texts``, ``unique``,
+    ``cached``, ``encoded``; ``encoded_counts`` counts the encodes per text key.
     """
 
     model: str = DEFAULT_MODEL

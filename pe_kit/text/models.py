@@ -155,8 +155,7 @@ def encoder_install_hint(model: str) -> str:
 
 def encoder_ablation_note(present: Sequence[str]) -> str | None:
     """None when at least two encoders were audited, else why the Table 3 analogue is not drawn: the encoders
-    ``present``, each missing Table 3 encoder and its install command (``encoder_install_hint``).
-    """
+    ``present``, each missing Table 3 encoder and its install command (``encoder_install_hint``)."""
     names = list(dict.fromkeys(str(p) for p in present))
     if len(names) >= 2:
         return None
@@ -190,8 +189,7 @@ def _online_allowed() -> bool:
 
 def offline_models() -> list[str]:
     """Models loadable offline here: ``available_encoders`` then the model repositories in the local Hugging Face
-    cache, sorted.
-    """
+    cache, sorted."""
     names = available_encoders()
     try:
         from huggingface_hub import scan_cache_dir

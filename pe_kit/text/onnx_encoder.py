@@ -58,8 +58,7 @@ def export_key(model_path: str | os.PathLike) -> str:
 
 def _export(st, folder: Path) -> None:
     """Trace a loaded ``SentenceTransformer`` (on CPU) into ``folder/model.onnx`` (fp32), its input names into
-    ``inputs.json`` and its tokenizer into ``tokenizer/``; RuntimeError if its features are not plain token tensors.
-    """
+    ``inputs.json`` and its tokenizer into ``tokenizer/``; RuntimeError if its features are not plain token tensors."""
     import torch
 
     feats = st.preprocess(["an export probe sentence", "a second, longer probe sentence for the trace"])
@@ -123,8 +122,7 @@ class OnnxSentenceEncoder:
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, num_threads: int = 1) -> np.ndarray:
         """Embed ``texts`` → float32 (n, d) in input order, in batches of length-sorted texts tokenized as the
-        pipeline does (padding to the longest, truncation at ``max_seq_length``).
-        """
+        pipeline does (padding to the longest, truncation at ``max_seq_length``)."""
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be ≥ 1")
         texts = list(texts)
@@ -145,8 +143,7 @@ class OnnxSentenceEncoder:
 
 def probe_texts(n_posts: int = 64) -> list[str]:
     """Verification texts: edge cases (one letter, a text over any token cap, accents / CJK / emoji, punctuation,
-    a pangram), then ``n_posts`` bundled blog posts. Deterministic.
-    """
+    a pangram), then ``n_posts`` bundled blog posts. Deterministic."""
     from pe_kit.data.loaders import load_blogs
 
     posts: list[str] = []

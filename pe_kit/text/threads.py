@@ -97,8 +97,7 @@ def _autogroup_enabled() -> bool:
 
 def auto_threads(max_threads: int | None = None, busy: float | None = None) -> int:
     """Threads for one compute-bound job: clip(cores − round(busy), 1, max_threads), ``busy`` measured by
-    ``busy_cores`` unless given. Raises ValueError if ``max_threads`` < 1 or ``busy`` < 0.
-    """
+    ``busy_cores`` unless given. Raises ValueError if ``max_threads`` < 1 or ``busy`` < 0."""
     cores = cpu_cores()
     cap = cores if max_threads is None else int(max_threads)
     if cap < 1:
@@ -113,8 +112,7 @@ def auto_threads(max_threads: int | None = None, busy: float | None = None) -> i
 
 def resolve_threads(num_threads, field: str = "num_threads") -> int | None:
     """Validate a thread setting: ``"auto"`` → ``auto_threads`` (env ``PE_KIT_THREADS`` overrides), None → None,
-    int ≥ 1 → itself. Raises ValueError naming ``field`` otherwise.
-    """
+    int ≥ 1 → itself. Raises ValueError naming ``field`` otherwise."""
     if num_threads is None:
         return None
     if isinstance(num_threads, str):

@@ -31,8 +31,7 @@ def _tokenizer(path: str):
 
 def token_cap(model: str, max_seq_length: int | None = None) -> int:
     """Word pieces the encoder keeps per text: ``max_seq_length``, else the model's ``sentence_bert_config.json``,
-    else its tokenizer's limit. Raises ValueError if none can be read.
-    """
+    else its tokenizer's limit. Raises ValueError if none can be read."""
     if max_seq_length is not None:
         return int(max_seq_length)
     folder = Path(resolve_model_path(model))

@@ -1,12 +1,5 @@
 """Text generators: ``generate(prompts, rng) -> list[str]``, one output per prompt, seeded per prompt (App. B, C)."""
-from .base import (
-           GenerationError,
-           PoolShortfallError,
-           SeededGenerator,
-           TextGenerator,
-           draw_seeds,
-           normalize_text,
-)
+from .base import GenerationError, PoolShortfallError, SeededGenerator, TextGenerator, draw_seeds, normalize_text
 from .cached import CachedGenerator
 from .local_lm import LocalLMGenerator, smollm2_gguf_path
 from .openai_chat import OpenAIChatGenerator

@@ -1,12 +1,8 @@
 """Text generators for candidate banks, paraphrase pools and PE variations: texts in, texts out.
 
-The interface (``TextGenerator``): ``generate(prompts, rng) -> list[str]``, one output per prompt, all
-randomness from an explicit ``numpy.random.Generator``; every backend draws one seed per prompt
-(``draw_seeds``) and its output depends only on (prompt, seed, settings), which makes per-prompt caching
-(``CachedGenerator``) exact. Backends: ``WordNetParaphraser`` (offline synonym swaps), ``LocalLMGenerator``
-(SmolLM2-135M-Instruct by default), ``OpenAIChatGenerator`` (any OpenAI-compatible endpoint). Pool builders:
-``make_paraphrase_pool`` (the paraphrase probe pool Q, App. B) and ``make_label_bank`` (App. C bank A);
-prompts for Alg. A.1's ICL feedback in ``prompts``.
+``TextGenerator``: ``generate(prompts, rng) -> list[str]``, one output per prompt; every backend draws one seed
+per prompt (``draw_seeds``) and its output depends only on (prompt, seed, settings), so per-prompt caching
+(``CachedGenerator``) is exact. Backends: ``WordNetParaphraser``, ``LocalLMGenerator``, ``OpenAIChatGenerator``.
 """
 from __future__ import annotations
 
@@ -112,8 +108,7 @@ class PoolShortfallError(GenerationError):
 class TextGenerator(Protocol):
     """Texts in → texts out: ``generate(prompts, rng)`` returns one str per prompt; the same rng state gives
     the same outputs. ``name`` is a stable id used in cache keys. Optional extras: ``generate_seeded(prompts, seeds)``,
-    ``config() -> dict``, ``batch_size``, ``raw_text_input`` (the prompt is the text to rewrite).
-    """
+    ``config() -> dict``, ``batch_size``, ``raw_text_input`` (the prompt is the text to rewrite)."""
 
     name: str
 
@@ -123,10 +118,8 @@ class TextGenerator(Protocol):
 def draw_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` per-prompt seeds from ``rng``: int64 (n,) in [0, 2**31 − 1); ValueError for a non-Generator or n < 0."""
     if not isinstance(rng, np.random.Generator):
-        raise ValueError(
-            f"rng must be a numpy.random.Generator, got {type(rng).__name__}; "
-            "pass np.random.default_rng(seed)"
-        )
+        raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}; "
+                         "pass np.random.default_rng(seed)")
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     return rng.integers(0, _SEED_HIGH, size=int(n), dtype=np.int64)
@@ -157,8 +150,7 @@ def _check_seeds(seeds: Any, n: int) -> list[int]:
 def generator_identity(generator) -> dict:
     """Everything that fixes a generator's outputs besides (prompt, seed), part of every generation cache and
     multi-round checkpoint key: ``name``, ``config`` (its ``config()``), ``model`` (its ``identity()``, a digest of
-    the model files, or None) and ``code`` (SHA-256 of its class's source file).
-    """
+    the model files, or None) and ``code`` (SHA-256 of its class's source file)."""
     import hashlib
     import inspect
 
@@ -221,8 +213,7 @@ _QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "`": "`"}
 
 def clean_reply(text: str) -> str:
     """Strip chat-model wrapping from a reply: preambles (``"Here is a paraphrase:"``), surrounding quotes, extra
-    whitespace. Never raises.
-    """
+    whitespace. Never raises."""
     out = text.strip()
     for _ in range(2):
         m = _PREAMBLE.match(out)

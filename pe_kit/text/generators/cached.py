@@ -1,6 +1,5 @@
 """``CachedGenerator``: every output stored on disk, keyed by (``generator_identity``, prompt, seed), written as
-soon as each batch returns.
-"""
+soon as each batch returns."""
 from __future__ import annotations
 
 import json
@@ -12,34 +11,19 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.cache import cache_dir, content_hash, drop_verified, read_verified, write_verified
-from pe_kit.text.generators.base import (
-    GenerationError,
-    SeedEcho,
-    SeedIgnoredWarning,
-    TextGenerator,
-    _check_prompts,
-    _check_seeds,
-    draw_seeds,
-    generator_identity,
-    samples,
-)
+from pe_kit.text.generators.base import (GenerationError, SeedEcho, SeedIgnoredWarning, TextGenerator, _check_prompts,
+                                         _check_seeds, draw_seeds, generator_identity, samples)
 
 
 class CachedGenerator:
     """Wraps any ``TextGenerator`` and caches each output on disk (checksum-verified, ``pe_kit.cache``).
 
-    ``generate(prompts, rng)`` draws one seed per prompt as the backends do and asks the wrapped generator only for
-    the missing prompts, in chunks of its ``batch_size``; a ``GenerationError`` part-way stores its ``completed``
-    outputs first, so a rerun resumes. Generators without ``generate_seeded`` are called one prompt at a time
-    with ``default_rng(seed)``. A sampling generator that returns one text for a prompt under three or more seeds
-    (``base.SeedEcho``) gets those entries withdrawn and a ``SeedIgnoredWarning``.
-
-    Args:
-        root: cache folder (default ``cache_dir()/"generation"``).
-        with_code: key on the generator's source digest too (False: name, settings and model digest only).
-        sort_by_length: generate missing prompts shortest first (less padding; outputs do not depend on batches).
-
-    ``hits`` / ``misses`` count prompts served from the cache / generated.
+    ``generate(prompts, rng)`` draws the seeds as the backends do and asks the wrapped generator only for missing
+    prompts, in chunks of its ``batch_size``; a ``GenerationError`` part-way stores its ``completed`` outputs
+    first, so a rerun resumes. A sampling generator that returns one text for a prompt under three or more seeds
+    (``base.SeedEcho``) gets those entries withdrawn and a ``SeedIgnoredWarning``. ``root``: the cache folder
+    (default ``cache_dir()/"generation"``); ``with_code``: key on the generator's source digest too;
+    ``sort_by_length``: generate missing prompts shortest first. ``hits`` / ``misses`` count prompts served / made.
     """
 
     def __init__(self, generator: TextGenerator, root: str | os.PathLike | None = None, *, with_code: bool = True,
@@ -147,8 +131,7 @@ class CachedGenerator:
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
         """As ``generate`` with explicit seeds (n ints in [0, 2**32)); the cache is read again before each batch, so
-        outputs another process wrote meanwhile are taken, not regenerated.
-        """
+        outputs another process wrote meanwhile are taken, not regenerated."""
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         results: list[str | None] = [self._read(p, s) for p, s in zip(items, seed_list)]

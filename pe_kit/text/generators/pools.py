@@ -5,36 +5,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from pe_kit.text.generators.base import (
-    _WS,
-    GenerationError,
-    PoolShortfallError,
-    TextGenerator,
-    _check_prompts,
-    _check_text,
-    normalize_text,
-)
-from pe_kit.text.generators.prompts import (
-    _LABEL_TEMPLATES,
-    label_prompt,
-    paraphrase_prompt,
-)
+from pe_kit.text.generators.base import (_WS, GenerationError, PoolShortfallError, TextGenerator, _check_prompts,
+                                         _check_text, normalize_text)
+from pe_kit.text.generators.prompts import _LABEL_TEMPLATES, label_prompt, paraphrase_prompt
 
 
-def _fill_slots(
-    texts: list[str | None],
-    slot_prompts: list[str],
-    slot_sources: list[str | None],
-    generator: TextGenerator,
-    rng: np.random.Generator,
-    seen: set[str],
-    attempts: int,
-    stats: dict[str, int],
-    what: str,
-) -> None:
+def _fill_slots(texts: list[str | None], slot_prompts: list[str], slot_sources: list[str | None],
+                generator: TextGenerator, rng: np.random.Generator, seen: set[str], attempts: int,
+                stats: dict[str, int], what: str) -> None:
     """Fill the empty slots of ``texts`` in place with outputs that are non-empty, differ from their slot's source
-    and are not in ``seen``, asking rejected slots again with fresh seeds for at most ``attempts`` rounds.
-    """
+    and are not in ``seen``, asking rejected slots again with fresh seeds for at most ``attempts`` rounds."""
     for _ in range(attempts):
         todo = [i for i, t in enumerate(texts) if t is None]
         if not todo:
@@ -65,27 +45,17 @@ def _check_int(value: Any, field: str, low: int) -> int:
     return int(value)
 
 
-def make_paraphrase_pool(
-    records: Sequence[str],
-    pool_size: int,
-    generator: TextGenerator,
-    rng: np.random.Generator,
-    *,
-    prompt_fn: Callable[[str], str] | None = None,
-    max_attempts: int = 8,
-    on_shortfall: str = "raise",
-) -> tuple[list[str], np.ndarray]:
+def make_paraphrase_pool(records: Sequence[str], pool_size: int, generator: TextGenerator, rng: np.random.Generator, *,
+                         prompt_fn: Callable[[str], str] | None = None, max_attempts: int = 8,
+                         on_shortfall: str = "raise") -> tuple[list[str], np.ndarray]:
     """The paraphrase probe pool Q: ``pool_size`` distinct, non-verbatim rewrites spread over a canary's records
-    (App. B: M = 512 from 64 records).
+    (App. B: M = 512 from 64 records) → (texts in slot order, int64 source record of each).
 
-    Slot j paraphrases record ``j % len(records)``; an output equal to any record or another entry (after
-    ``normalize_text``), or empty, is asked again with a fresh seed, up to ``max_attempts`` rounds. Then
-    ``on_shortfall="raise"`` raises, ``"reassign"`` moves each empty slot to the next record (at most
-    ``max_attempts`` moves; ``sources`` says where). Prompts: ``prompt_fn(record)``, else the record for
-    ``raw_text_input`` generators, else ``paraphrase_prompt``.
-
-    Returns (``pool_size`` texts in slot order, int64 source-record index of each). Raises ValueError for bad input;
-    ``PoolShortfallError`` naming the missing slots and the rejections; ``GenerationError`` from the backend.
+    Slot j paraphrases record ``j % len(records)``; an empty output or one equal to any record or entry (after
+    ``normalize_text``) is asked again with a fresh seed, up to ``max_attempts`` rounds; then ``on_shortfall``
+    ``"raise"`` raises, ``"reassign"`` moves each empty slot to the next record. Prompts: ``prompt_fn(record)``, the
+    record for ``raw_text_input`` generators, else ``paraphrase_prompt``. Raises ValueError for bad input;
+    ``PoolShortfallError`` naming the missing slots; ``GenerationError`` from the backend.
     """
     recs = _check_prompts(records, "records")
     if not recs:
@@ -132,15 +102,9 @@ def make_paraphrase_pool(
     return [t for t in texts if t is not None], sources
 
 
-def make_label_bank(
-    labels: Sequence[str],
-    generator: TextGenerator,
-    rng: np.random.Generator,
-    *,
-    prompt_fn: Callable[[str, int], str] | None = None,
-    n_templates: int = 4,
-    max_attempts: int = 8,
-) -> list[str]:
+def make_label_bank(labels: Sequence[str], generator: TextGenerator, rng: np.random.Generator, *,
+                    prompt_fn: Callable[[str, int], str] | None = None, n_templates: int = 4,
+                    max_attempts: int = 8) -> list[str]:
     """A label-only candidate bank (§3, App. C bank A): one distinct, non-empty text per entry of ``labels``.
 
     Entry j uses wording ``j % n_templates`` of ``label_prompt`` unless ``prompt_fn(label, j)`` is given; duplicates

@@ -1,6 +1,5 @@
 """Prompt builders: paraphrase (App. B), label-only (App. C bank A), label plus public examples (bank B) and
-ICL feedback (Alg. A.1 line 23) prompts.
-"""
+ICL feedback (Alg. A.1 line 23) prompts."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -44,8 +43,7 @@ def label_prompt(label: str, *, genre: str = "personal blog post", attribute: st
 
 def icl_prompt(examples: Sequence[str], negatives: Sequence[str] = (), *, genre: str = "text") -> str:
     """In-context prompt for PE variations (Alg. A.1 feedback): positively scored ``examples`` to imitate and
-    optional ``negatives`` to avoid. Raises ValueError if ``examples`` is empty or an item is not a non-empty str.
-    """
+    optional ``negatives`` to avoid. Raises ValueError if ``examples`` is empty or an item is not a non-empty str."""
     pos = _check_prompts(examples, "examples")
     neg = _check_prompts(negatives, "negatives")
     if not pos:

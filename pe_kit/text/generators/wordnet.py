@@ -1,6 +1,5 @@
 """WordNet 3.0 synonym-swap paraphraser (offline; Debian ``wordnet-base``, WNDB files parsed directly): a fast,
-crude stand-in for the paper's LLM paraphrases (App. B) for CI, the tiny preset and the ``auto`` route.
-"""
+crude stand-in for the paper's LLM paraphrases (App. B) for CI, the tiny preset and the ``auto`` route."""
 from __future__ import annotations
 
 import os
@@ -11,13 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.text.generators.base import (
-    DEFAULT_WORDNET_DIR,
-    GenerationError,
-    SeededGenerator,
-    _check_prompts,
-    _check_seeds,
-)
+from pe_kit.text.generators.base import (DEFAULT_WORDNET_DIR, GenerationError, SeededGenerator, _check_prompts,
+                                         _check_seeds)
 
 # --------------------------------------------------------------------------------------------------
 # WordNet paraphraser
@@ -89,8 +83,7 @@ class _WordNet:
 
     def synonyms(self, lemma: str, pos_filter: str | None = None) -> list[str]:
         """Lower-case synonyms of ``lemma`` from its first ``senses`` senses (else the first of its first four with
-        some), in ``pos_filter`` (default: its most frequently tagged part of speech).
-        """
+        some), in ``pos_filter`` (default: its most frequently tagged part of speech)."""
         if pos_filter is None:
             pos_filter = self.dominant.get(lemma, "")
         key = (lemma, pos_filter)
@@ -147,11 +140,10 @@ class WordNetParaphraser(SeededGenerator):
     """Offline paraphraser: replaces a random subset of content words by WordNet 3.0 synonyms.
 
     The prompt is the source text (``raw_text_input``). Each eligible word (alphabetic, ≥ 3 letters, no stop word
-    or -ing form, a WordNet lemma or a regular plural of one) is swapped with probability ``rate`` for a synonym
-    of its first ``senses`` senses in its most frequently tagged part of speech, keeping case and plural; at least
-    one when any is eligible. Deterministic per (text, seed). ``wordnet_dir``: the WNDB files (default env
-    ``PE_KIT_WORDNET`` or ``/usr/share/wordnet``). Raises ValueError for bad settings; ``GenerationError`` naming
-    ``apt-get install wordnet-base`` if the files are missing (on first use).
+    or -ing form, a lemma or regular plural) is swapped with probability ``rate`` for a synonym of its first
+    ``senses`` senses in its most tagged part of speech, keeping case and plural, at least one when any is eligible;
+    deterministic per (text, seed). ``wordnet_dir`` default: env ``PE_KIT_WORDNET`` or ``/usr/share/wordnet``.
+    Raises ValueError for bad settings; ``GenerationError`` naming ``apt-get install wordnet-base`` without the files.
     """
 
     raw_text_input = True
@@ -175,8 +167,7 @@ class WordNetParaphraser(SeededGenerator):
 
     def identity(self) -> str:
         """Digest of the WNDB ``index.*`` / ``data.*`` files read (``"missing"`` if absent), so cached paraphrases
-        follow the WordNet version.
-        """
+        follow the WordNet version."""
         from pe_kit.cache import content_hash, file_digest
 
         files = [f"{kind}.{f}" for f in _POS_FILES.values() for kind in ("index", "data")]
