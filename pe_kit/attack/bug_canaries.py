@@ -19,13 +19,9 @@ __all__ = ["ImplementationDesign", "concentrated_design", "displacement_design",
 
 @dataclass(frozen=True)
 class ImplementationDesign:
-    """A frozen black-box audit design.
-
-    Attributes:
-        name: ``concentrated`` / ``displacement``. bank: float32 (p, d). coords: int64 (|P|,) probe coordinates.
-        canary: float32 (m, d). aux, calibration, test: one float32 (n_u, d) array of records per user.
-        info: sizes. canary_position: the canary's user row under H1: ``"last"``, ``"first"`` or an int in [0, N]
-            (``audit.release_runner.canary_index``).
+    """A frozen black-box audit design: ``bank`` (p, d), probe ``coords`` P, the ``canary``'s records and one
+    (n_u, d) array per user of ``aux``, ``calibration``, ``test``; ``canary_position``: its row under H1
+    (``"last"``, ``"first"`` or an int in [0, N], ``audit.release_runner.canary_index``).
     """
 
     name: str
@@ -107,9 +103,7 @@ def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
                         n_aux: int = 50, n_calibration: int | None = None, n_test: int = 100, records: int = 4,
                         canary_records: int = 8) -> ImplementationDesign:
     """The ``displacement`` design for fixed-size sampling; P = A ∪ B, |P| = 2k.
-
-    As ``concentrated_design``; ``records`` must be even (aux users put half on each cluster).
-    """
+    As ``concentrated_design``; ``records`` must be even (aux users put half on each cluster)."""
     n_calibration = n_test if n_calibration is None else n_calibration
     _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
                  n_test=n_test, records=records, canary_records=canary_records)

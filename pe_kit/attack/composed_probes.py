@@ -32,11 +32,9 @@ Span = tuple[int, int, int]  # (record index, first word, end word): words[recor
 class ComposedConfig:
     """Settings of the composed pool and its search (``design_composed``).
 
-    ``pool_size``: M of the base pool (≥ r). ``windows``: word-window lengths (≥ 3 each). ``hub_sizes``: records per
-    recombination (≥ 2 each). ``hub_words``: word budget of a recombination of g records, ⌊hub_words/g⌋ words of
-    each, at least 3 (≥ 6). ``refine_rounds``: edit-and-reselect rounds after the first (≥ 0). ``refine_edits``:
-    new candidates per round (≥ 1). ``covariance``: ``"solo"`` (``solo_pool_covariance``) or ``"pool"``
-    (``selection.pool_covariance``).
+    ``pool_size``: M (≥ r); ``windows``: word-window lengths (≥ 3); ``hub_sizes``: records per recombination (≥ 2);
+    ``hub_words``: words of a recombination of g records, ⌊hub_words/g⌋ (≥ 3) of each; ``refine_rounds`` (≥ 0) of
+    ``refine_edits`` (≥ 1) new candidates; ``covariance``: ``"solo"`` (``solo_pool_covariance``) or ``"pool"``.
     """
 
     pool_size: int = 2048
@@ -123,11 +121,10 @@ def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
                   config: ComposedConfig | None = None) -> tuple[list[str], list[tuple], list[str]]:
     """The base candidate pool Q of ``composed-mu_eff``: (texts, spans, kinds), M each.
 
-    Kinds, in priority order (the first ``config.pool_size`` distinct texts are kept): ``record``, ``centroid``
-    (openings of the records nearest the mean embedding, per hub size), ``knn`` (per record and hub size, its and
-    its nearest records' openings), ``sentence``, ``window`` (within the first 48 words), ``random`` (openings of
-    seeded random groups, filling the pool). Spans are tuples of (record, first, end) word spans. A canary whose
-    records admit fewer candidates gets a smaller pool. Raises ValueError for empty records or mismatched embeddings.
+    Kinds, in priority order (the first ``config.pool_size`` distinct texts kept): ``record``, ``centroid`` (openings
+    of the records nearest the mean embedding), ``knn`` (a record's and its nearest records' openings),
+    ``sentence``, ``window`` (within the first 48 words), ``random`` (seeded random groups). A span is (record,
+    first, end). Raises ValueError for empty records or mismatched embeddings.
     """
     config = config or ComposedConfig()
     words = record_words(records)

@@ -1,11 +1,9 @@
 """The multi-canary design of a one-run audit of PE: m canaries, each with its own block of probe coordinates.
 
-Canary i's block holds ``copies`` verbatim copies of each of its records at bank positions reserved for it.
-Exact duplicates tie to the lowest index (``pe.mechanism``), so canary i votes only on its own block. With one
-record and k copies, ‖h̄‖ = 1/√k ≥ C, so ‖v_P‖ = C and μ_eff = 1/σ without background votes (Eq. 20).
-Variants: ``nonce`` (``variants.nonce_strings``) and ``natural`` (real users' records, as Table 1's ``exact``).
-Each canary then joins the population with probability ½ (Steinke et al. 2023, §2) on top of Poisson q
-(``study.one_run``).
+Canary i's block holds ``copies`` verbatim copies of each of its records; exact duplicates tie to the lowest
+index (``pe.mechanism``), so it votes only on its own block, and with k copies of one record ‖v_P‖ = C and
+μ_eff = 1/σ (Eq. 20). Variants: ``nonce`` and ``natural`` (real users' records). Each canary then joins with
+probability ½ (Steinke et al. 2023, §2) on top of Poisson q (``study.one_run``).
 """
 from __future__ import annotations
 
@@ -62,7 +60,7 @@ class OneRunDesign:
         return self.n_probes / self.bank_size
 
     def bank(self, base_bank: np.ndarray) -> np.ndarray:
-        """The frozen bank: ``base_bank`` (p, d) with each block overwritten by its copies; ValueError on a shape mismatch."""
+        """The frozen bank: ``base_bank`` (p, d), each block overwritten by its copies; ValueError on a bad shape."""
         base = np.asarray(base_bank, dtype=np.float32)
         if base.shape != (self.bank_size, self.canary_embeddings.shape[1]):
             raise ValueError(f"base_bank has shape {base.shape}; the design needs ({self.bank_size}, "
@@ -76,9 +74,7 @@ class OneRunDesign:
 
 def max_canaries(bank_size: int, probe_share: float, copies: int = 5, records_per_canary: int = 1) -> int:
     """Largest m whose blocks fit in ``probe_share`` of the bank: ⌊share·p / (copies·records_per_canary)⌋.
-
-    Raises ValueError for p < 1, a share outside (0, 1], or copies or records < 1.
-    """
+    Raises ValueError for p < 1, a share outside (0, 1], or copies or records < 1."""
     if int(bank_size) != bank_size or bank_size < 1:
         raise ValueError(f"bank_size={bank_size} must be an integer ≥ 1")
     if not 0 < probe_share <= 1:

@@ -1,15 +1,12 @@
 """Greedy forward probe selection (Alg. B.1, Eq. 6) and the routing it needs (App. B; Σ̂_Q: Eqs. 31–35).
 
-r ordered replacement positions ρ_1..ρ_r are reserved in the bank S; S_base is S without them. For a trial set T
-of pool indices (in selection order), probe T[t] sits at ρ_t. ProbeVotes re-routes every canary record to its k
-nearest entries of S_base ∪ {c_j : j ∈ T} (ties → lowest final bank index) and gives w_T = counts / (m·k), the
-canary's un-clipped normalized probe votes. Objectives (Eq. 6): J_norm(T) = ‖w_T‖², J_μeff(T) = w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T.
-
-``method="plain"`` is Alg. B.1 lines 8–21 literally (re-route and solve per candidate). ``method="incremental"``
-(default) makes the same decisions for all candidates at once: candidate j can only displace the k-th entry of
-the records it beats, so the trial votes are (counts − evictions, new votes); J_norm is exact on integer counts,
-J_μeff uses the bordered inverse xᵀΣ_T⁻¹x = x_PᵀKx_P + (x_j − bᵀKx_P)²/(c − bᵀKb), K = Σ_P⁻¹. J_μeff scores
-within ``tie_rtol`` count as ties; every tie goes to the lowest pool index (Alg. B.1 line 19).
+r ordered positions ρ_1..ρ_r are reserved in the bank S (S_base: S without them); probe T[t] of a trial set T
+sits at ρ_t. ProbeVotes re-routes every canary record to its k nearest entries of S_base ∪ {c_j : j ∈ T}
+(ties → lowest final bank index): w_T = counts / (m·k). Eq. 6: J_norm(T) = ‖w_T‖², J_μeff(T) =
+w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T. ``method="plain"`` is Alg. B.1 lines 8–21 literally; ``"incremental"`` (default) makes
+the same decisions for all candidates at once (a candidate only displaces the k-th entry of the records it
+beats; J_μeff by the bordered inverse, K = Σ_P⁻¹). Ties, within ``tie_rtol`` for J_μeff, go to the lowest pool
+index (Alg. B.1 line 19).
 """
 from __future__ import annotations
 

@@ -106,9 +106,7 @@ def replacement_positions(bank_size: int, r: int, rng: np.random.Generator) -> n
 
 def nonce_strings(n: int, rng: np.random.Generator, words: int = 4, word_length: int = 6) -> list[str]:
     """n distinct strings of ``words`` random alphanumeric words (Table 1 "nonce"; ≈ 143 bits each by default).
-
-    Raises ValueError for n < 0.
-    """
+    Raises ValueError for n < 0."""
     if n < 0:
         raise ValueError(f"n={n} must be ≥ 0")
     out: list[str] = []

@@ -1,10 +1,10 @@
 """The adaptive multi-round audit (Eq. 36): the canary's sampled votes enter Y^(t), so they can change the
 retained set and every later bank; per-round LLRs are computed on each trial's realised bank and summed.
 
-App. A (Alg. A.1), App. E.8 Eq. 36, App. D. With the run's background and noise held fixed, the transcript is a
-function of the canary's participation J_1..J_T: ``transcript_tree`` builds each distinct bank once (a sampled
-canary adds its clipped votes before retention), ``_adaptive_audit`` moves each trial down the tree and scores
-ℓ_mix,t (Eqs. 14, 22) on its bank with fresh background and noise. H0 trials follow the canary-free transcript.
+App. A (Alg. A.1), App. E.8 Eq. 36, App. D. With the run's background and noise fixed, the transcript is a
+function of the canary's participation J_1..J_T: ``transcript_tree`` builds each distinct bank once and
+``_adaptive_audit`` moves each trial down the tree, scoring ℓ_mix,t (Eqs. 14, 22) on its bank with fresh
+background and noise. H0 trials follow the canary-free transcript.
 """
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """From confusion counts to a confidence-bounded empirical ε lower bound (App. E.6, Eqs. 28–30; §2.1 Step 5).
 
-The Eq. 28–30 primitives live in ``audit.confusion`` and are re-exported. A threshold and a direction are
-frozen on calibration trials by a ``threshold_rules.ThresholdRule`` (default ``GaussianModel``) and evaluated
-on fresh test trials. Both events A = {score > t} and A' = {score ≤ t} are candidates, since DP bounds both
-orderings of a neighbouring pair (P1(A') ≤ e^ε P0(A') + δ and P0(A') ≤ e^ε P1(A') + δ); the test split
-evaluates the single frozen event, so its four Clopper–Pearson bounds keep γ = α/(4·n_canaries).
+A threshold and direction are frozen on calibration trials by a ``threshold_rules.ThresholdRule`` and evaluated
+on fresh test trials. Both events {score > t} and {score ≤ t} are candidates (DP bounds both orderings of a
+neighbouring pair); the test split bounds the one frozen event, so its bounds keep γ = α/(4·n_canaries).
 """
 from __future__ import annotations
 
@@ -22,9 +20,7 @@ __all__ = ["clopper_pearson", "epsilon_lower_from_counts", "calibrate_threshold"
 
 def candidate_thresholds(scores_h0: np.ndarray, scores_h1: np.ndarray, per_tail: int = 400) -> np.ndarray:
     """Candidate thresholds: sorted unique order statistics log-spaced from both tails of both samples.
-
-    Eq. 28's bound is attained in the tails, which this covers finely and the bulk coarsely.
-    """
+    Eq. 28's bound is attained in the tails, which this covers finely and the bulk coarsely."""
     out = []
     for s in (np.sort(scores_h0), np.sort(scores_h1)):
         n = s.size

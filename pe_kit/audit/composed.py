@@ -1,10 +1,9 @@
 """The composed audit of a multi-round PE transcript (Eq. 36): per-round LLRs on each round's frozen bank, summed.
 
-App. D and App. E.8 Eq. 36. The transcript is run once without the canary and its banks are frozen; each bank
-gets the single-release audit (``ScalarProblem``); a T-round trial draws per round the background, J_t ~
-Bernoulli(q) under H1 and the noise, and scores Σ_t ℓ_mix,t (Eqs. 4, 22, 36); each prefix is bounded as one
-release (Eq. 28). Approximations: every trial reuses the frozen banks (a non-adaptive instance, still bounded by
-ε_theory(T); ``audit.adaptive`` lifts this), and each ℓ_t is Gaussian (Eq. 14).
+App. D, App. E.8 Eq. 36. The transcript is run once without the canary; each frozen bank gets the
+single-release audit (``ScalarProblem``) and a T-round trial scores Σ_t ℓ_mix,t (Eqs. 4, 22, 36), each prefix
+bounded as one release (Eq. 28). Approximations: every trial reuses the frozen banks (a non-adaptive instance,
+still bounded by ε_theory(T); ``audit.adaptive`` lifts this); each ℓ_t is Gaussian (Eq. 14).
 """
 from __future__ import annotations
 

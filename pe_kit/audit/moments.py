@@ -34,9 +34,7 @@ def restrict(contribs: sp.spmatrix | np.ndarray, coords: np.ndarray) -> sp.csr_m
 
 def aux_moments(aux: sp.spmatrix | np.ndarray, shrinkage: float = 0.1) -> BackgroundMoments:
     """μ̂_P (Eq. 31) and shrink(M̂_P) = (1−s)M̂ + s·diag(M̂) (Eqs. 32–33) from (n_aux, |P|) aux contributions.
-
-    Raises ValueError on no aux users or a shrinkage s outside [0, 1].
-    """
+    Raises ValueError on no aux users or a shrinkage s outside [0, 1]."""
     n = aux.shape[0]
     if n == 0:
         raise ValueError("aux has no users: the audit needs auxiliary users to estimate the background")
@@ -53,9 +51,7 @@ def aux_moments(aux: sp.spmatrix | np.ndarray, shrinkage: float = 0.1) -> Backgr
 def null_moments(moments: BackgroundMoments, n_users: int, mechanism: MechanismConfig,
                  ridge: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
     """Plug-in null mean and covariance of Y_P for N background users (Eqs. 34–35).
-
-    m̂0 = qN μ̂_P;  Σ̂_P = q(1−q)N shrink(M̂_P) + (σC)² I + ridge·I. Returns (m0 (|P|,), sigma (|P|, |P|)).
-    """
+    m̂0 = qN μ̂_P;  Σ̂_P = q(1−q)N shrink(M̂_P) + (σC)² I + ridge·I. Returns (m0 (|P|,), sigma (|P|, |P|))."""
     q = mechanism.sample_rate
     m0 = q * n_users * moments.mean
     sigma = q * (1 - q) * n_users * moments.second_moment

@@ -59,9 +59,7 @@ def _epsilon_theory(noise_multiplier, sample_rate: float, delta: float) -> float
 
 def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Split one hypothesis's n ≥ 2 trials into (calibration, test) by one seeded ``permutation(n)``.
-
-    The calibration part has round(n · calibration_fraction) trials, clipped to [1, n − 1].
-    """
+    The calibration part has round(n · calibration_fraction) trials, clipped to [1, n − 1]."""
     n = scores.size
     c = min(max(int(round(n * calibration_fraction)), 1), n - 1)
     perm = rng.permutation(n)
@@ -73,15 +71,13 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
                  sample_rate: float = 1.0) -> Audit:
     """ε_lower from scores of trials with the canary in (H1) and out (H0), in one call.
 
-    Each hypothesis's trials are split (``split_trials``, ``in_scores`` first, ``default_rng(seed)``); the
-    threshold and direction are chosen on the calibration part (``bounds.calibrate_threshold``, default rule at
-    ``sample_rate``) and frozen; the test part bounds ε there (Eqs. 28–30) with γ = α / (n_canaries · 4), so the
-    maximum over ``n_canaries`` audits holds at family-wise level α (App. E.6). Scores: ≥ 2 per hypothesis, either
-    direction; ``noise_multiplier``: σ of the audited mechanism (None: ε_theory NaN).
-
-    Returns ``Audit`` (``mu_eff`` NaN) whose ``row`` carries the ``calibration_*`` / ``test_*`` counts, the
-    ``population_shift`` columns, ``gamma``, ``audit_*``. Raises ValueError for scores not 1-D, non-finite or fewer
-    than 2, or a setting out of range (naming the field, the value and the range).
+    Each hypothesis's trials (≥ 2, either direction) are split (``split_trials``, ``in_scores`` first,
+    ``default_rng(seed)``); the threshold and direction are chosen on the calibration part
+    (``bounds.calibrate_threshold``, default rule at ``sample_rate``) and the test part bounds ε there (Eqs. 28–30)
+    with γ = α / (n_canaries · 4), so the maximum over ``n_canaries`` audits holds at level α (App. E.6). Returns
+    ``Audit`` (``mu_eff`` NaN; ε_theory NaN without ``noise_multiplier``) with the ``calibration_*`` / ``test_*``
+    and ``population_shift`` columns. Raises ValueError for scores not 1-D, non-finite or fewer than 2, or a
+    setting out of range (naming the field, the value and the range).
     """
     s1, s0 = _scores(in_scores, "in_scores"), _scores(out_scores, "out_scores")
     for name, a in (("in_scores", s1), ("out_scores", s0)):
@@ -140,15 +136,13 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
                   method: str = "fdp", noise_multiplier: float | None = None) -> Audit:
     """ε_lower from one release with m canaries, each included with probability ½ (``one_run._one_run_audit``).
 
-    The abstaining guesser says "in" for its k₊ top-scored canaries (higher = "in"; ±inf allowed) and "out" for its
-    k₋ bottom-scored; the bound is maximised over ``one_run.guess_pairs(m)``, each tested at α / (number of pairs).
-    ``method="fdp"`` (Mahloujifar, Melis, Chaudhuri 2024): the largest μ whose trade-off curve C_q(G_μ) the guesses
-    reject, as ε at δ (``mu_eff`` = μ); ``method="steinke"`` (Steinke, Nasr, Jagielski 2023, Thm 3.1): an (ε, δ)
-    bound for any mechanism.
-
-    Returns ``Audit`` with ``tpr`` / ``fpr`` / ``threshold`` of the "in" guesses and ``row`` with ``mu_lower``,
-    ``beta``, ``n_pairs``, …. Warns (UserWarning) when ε_lower is 0 but ``-scores`` would bound ε > 0. Raises
-    ValueError as ``one_run._one_run_audit``, for an unknown method, NaN or complex scores, or σ out of range.
+    The abstaining guesser says "in" for its k₊ top-scored canaries (higher = "in") and "out" for its k₋
+    bottom-scored, maximised over ``one_run.guess_pairs(m)`` at α / (number of pairs). ``method="fdp"``
+    (Mahloujifar, Melis, Chaudhuri 2024): the largest μ whose trade-off curve C_q(G_μ) the guesses reject, as ε at δ
+    (``mu_eff`` = μ); ``"steinke"`` (Steinke, Nasr, Jagielski 2023, Thm 3.1): (ε, δ) for any mechanism. Returns
+    ``Audit`` with the "in" guesses' ``tpr`` / ``fpr`` / ``threshold``. Warns (UserWarning) when ε_lower is 0 but
+    ``-scores`` would bound ε > 0. Raises ValueError as ``_one_run_audit``, or for an unknown method, NaN or
+    complex scores, or σ out of range.
     """
     from pe_kit.audit.one_run import METHODS, _as_included, _one_run_audit
 

@@ -26,18 +26,13 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
                     **engine_options):
     """ε_lower vs trials per hypothesis beside ε_theory and the expected curve from μ_eff (Fig. 1, notebook 05).
 
-    Args:
-        attacks: name → a float μ_eff (a nonce canary without background, ``trials.nonce_problem``; needs
-            ``sample_rate``), a ``ScalarProblem``, a (calibration, test) pair, or a list of these per canary; a
-            single problem is audited ``n_canaries`` times with independent seeds.
-        seed: task (attack i, canary c, trials j) uses ``SeedSequence([seed, i, c, j])``.
-        max_simulated_trials: larger trial counts get NaN ε_lower (expected and theory only).
-        method: engine sampler; ``"auto"``: ``"multinomial"`` without background, else the cheapest exact one.
-        engine_options: further ``TrialEngine`` keywords.
-
-    Returns a ``pandas.DataFrame``, one row per (attack, canary, trials): ε_lower, ε_theory, ``epsilon_expected``
-    (``expected_epsilon``) and its n → ∞ limit, μ_eff, the settings, threshold, test tpr/fpr. Raises ValueError on
-    empty or ill-typed ``attacks``, bad trials, or a float attack without sample_rate.
+    ``attacks``: name → a float μ_eff (a nonce canary without background, needs ``sample_rate``), a
+    ``ScalarProblem``, a (calibration, test) pair, or a list of these per canary (a single one is audited
+    ``n_canaries`` times). Task (attack i, canary c, trials j) is seeded ``SeedSequence([seed, i, c, j])``; trial
+    counts above ``max_simulated_trials`` get NaN ε_lower; ``method="auto"``: ``"multinomial"`` without background,
+    else the cheapest exact sampler. Returns a ``pandas.DataFrame``, one row per (attack, canary, trials): ε_lower,
+    ε_theory, ``epsilon_expected`` and its n → ∞ limit, μ_eff, the settings, threshold, test tpr/fpr. Raises
+    ValueError on empty or ill-typed ``attacks``, bad trials, or a float attack without sample_rate.
     """
     import pandas as pd
 
@@ -164,9 +159,7 @@ def run_task(task: AuditTask, timing: bool = False) -> dict:
 
 def run_sweep(tasks: Sequence[AuditTask], *, progress: bool = False, timing: bool = False):
     """Run ``tasks`` in order → ``pandas.DataFrame``, one row per task after a ``task`` column (0 … len−1).
-
-    Without ``timing`` the same tasks give the same table. Raises ValueError on an item that is not an ``AuditTask``.
-    """
+    Without ``timing`` the same tasks give the same table. Raises ValueError on an item that is not an ``AuditTask``."""
     import pandas as pd
 
     from pe_kit.progress import progress as steps

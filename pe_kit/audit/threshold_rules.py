@@ -136,11 +136,10 @@ class AnchoredArgmax(ThresholdRule):
 class GaussianModel(ThresholdRule):
     """The event the Gaussian model (Eqs. 16–19, 23) picks at the calibration split's own μ_eff.
 
-    μ̂ = (mean1 − mean0)/(q·sd0) (sign: the direction) → the model's optimal threshold at μ̂, q, n, γ, δ
-    (``expectations.expected_epsilon``) and its expected false-positive count f* → the candidate whose calibration
-    FP count is nearest f*; used if the model's TP count there matches the calibration TP within ``fit_sd`` sd
-    (binomial and μ̂'s, delta method) and its calibrated ε > 0, else ``fallback`` decides (also without q or
-    moments). Raises ValueError for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
+    μ̂ = (mean1 − mean0)/(q·sd0) (sign: the direction) → the model's optimal threshold (``expected_epsilon``) and
+    its expected false-positive count f* → the candidate whose calibration FP count is nearest f*; kept if the
+    model's TP count there fits the calibration TP within ``fit_sd`` sd (delta method) and its ε > 0, else
+    ``fallback`` decides. Raises ValueError for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
     """
 
     fallback: ThresholdRule = AnchoredArgmax()

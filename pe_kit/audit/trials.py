@@ -36,9 +36,7 @@ class ScalarProblem:
 def scalar_problem(weights: np.ndarray, population: sp.spmatrix | np.ndarray, canary: np.ndarray,
                    m0: np.ndarray, noise_std: float, sample_rate: float) -> ScalarProblem:
     """Project a population's (N, |P|) contributions onto the LLR direction w = Σ⁻¹v (Eq. 14).
-
-    ``canary``: v on P; ``m0``: the null mean; ``noise_std``: σC. Raises ValueError on a dimension mismatch.
-    """
+    ``canary``: v on P; ``m0``: the null mean; ``noise_std``: σC. Raises ValueError on a dimension mismatch."""
     w = np.asarray(weights, dtype=np.float64).ravel()
     v = np.asarray(canary, dtype=np.float64).ravel()
     m0 = np.asarray(m0, dtype=np.float64).ravel()
@@ -73,9 +71,7 @@ def nonce_problem(mu_eff: float, sample_rate: float, n_users: int = 0) -> Scalar
 def background_sums(projections: np.ndarray, sample_rate: float, n_trials: int,
                     rng: np.random.Generator) -> np.ndarray:
     """Σ_u I_u a_u for ``n_trials`` independent trials, I_u ~ Bernoulli(q) i.i.d.
-
-    Exact: the ones of the n_trials × K Bernoulli grid (row-major) are located by cumulative Geometric(q) gaps.
-    """
+    Exact: the ones of the n_trials × K Bernoulli grid (row-major) are located by cumulative Geometric(q) gaps."""
     a = np.asarray(projections, dtype=np.float64)
     k = a.size
     out = np.zeros(n_trials)

@@ -176,13 +176,9 @@ class RoundRecord:
 
 @dataclass(frozen=True)
 class Transcript:
-    """A finished multi-round PE run.
-
-    Attributes:
-        rounds: T ``RoundRecord`` (releases on S^(0..T−1)). final_bank: S^(T) (Alg. A.1 line 27).
-        key: content key (checkpoint folder). entropy: round t draws from ``default_rng([entropy, t])``, so
-            ``pe_round`` replays any round, also on another bank (``audit.adaptive``).
-        resumed_rounds: rounds read from checkpoints (not part of equality).
+    """A finished multi-round PE run: T ``rounds`` (``RoundRecord``), ``final_bank`` S^(T) (Alg. A.1 line 27),
+    the content ``key`` and the ``entropy`` (round t draws from ``default_rng([entropy, t])``, so ``pe_round`` replays
+    any round, also on another bank, ``audit.adaptive``); ``resumed_rounds`` is not part of equality.
     """
 
     rounds: tuple
@@ -200,9 +196,7 @@ class Transcript:
 def release_round(bank: FrozenBank, private: Population, mechanism: MechanismConfig,
                   rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """Y^(t) over a frozen bank: Poisson participation, exact routing, clipping, Gaussian noise (Alg. A.1 l. 7–20).
-
-    Returns (float64 (p,) histogram, number of participants). Raises ValueError if the bank is not frozen.
-    """
+    Returns (float64 (p,) histogram, number of participants). Raises ValueError if the bank is not frozen."""
     if bank.embeddings.flags.writeable or bank.probe_positions.flags.writeable:
         raise ValueError("the bank must be frozen (read-only arrays) before its release; build a FrozenBank")
     contribs = private.contributions(bank, mechanism)
@@ -284,11 +278,9 @@ def pe_round(bank: FrozenBank, private: Population, generator, mechanism: Mechan
              entropy: int, t: int, seen, *, encoder=None, extra_votes: np.ndarray | None = None) -> RoundRecord:
     """One round of Alg. A.1 on a frozen bank (lines 6–25): release, retention, feedback, variation, embedding.
 
-    A pure function of its arguments: ``default_rng([entropy, t])`` draws participation and noise, then prompts and
-    generator seeds (random retention: ``default_rng([entropy, t, 1])``). ``seen``: every earlier bank text (new
-    texts must be new). ``extra_votes``: optional float (p,) added to Y^(t), one more participant's clipped votes
-    (the sampled canary, ``audit.adaptive``). Raises ValueError if ``extra_votes`` is not (p,); GenerationError
-    from the generator.
+    A pure function of its arguments (``default_rng([entropy, t])`` draws participation, noise, then prompts and
+    seeds). ``seen``: every earlier bank text. ``extra_votes``: optional float (p,) added to Y^(t), one more
+    participant's clipped votes (``audit.adaptive``). Raises ValueError if ``extra_votes`` is not (p,).
     """
     retain = config.retain_count(bank.size, bank.probe_positions.size)
     g = bank.size - bank.probe_positions.size - retain
@@ -314,9 +306,8 @@ def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Popu
            checkpoint_dir: str | Path | None | bool = None) -> Transcript:
     """Run T rounds of PE (Alg. A.1) and return the ``Transcript``; resumes from checkpoints.
 
-    ``private``: the voting users (the canary is not among them: the run is H0's). ``generator``: ``name``,
-    ``generate(prompts, rng)``; ``encoder`` embeds its texts. ``rng``: one integer is drawn as the run's entropy.
-    ``design``: optional ``ProbeDesign`` whose probes replace bank positions in every round. ``checkpoint_dir``:
+    ``private``: the voting users (not the canary: the run is H0's); ``rng``: one integer is drawn as the entropy;
+    ``design``: optional ``ProbeDesign`` whose probes replace bank positions in every round; ``checkpoint_dir``:
     None = ``cache_dir()/"multiround"``, False = off. Raises ValueError on inconsistent inputs; GenerationError
     from the generator (rerun to resume).
     """

@@ -30,9 +30,7 @@ class _Mutant(ReleasePipeline):
 
 class NoiseStdNotScaled(_Mutant):
     """Noise std σ instead of σ·C.
-
-    Noise multiplier σ/C (F2): breaks the guarantee iff **C > 1**; at C = 0.1 the noise is 10× larger (utility).
-    """
+    Noise multiplier σ/C (F2): breaks the guarantee iff **C > 1**; at C = 0.1 the noise is 10× larger (utility)."""
 
     name, bug = "noise_std_not_scaled", "noise std σ instead of σC"
 
@@ -61,9 +59,7 @@ class NoClipping(_Mutant):
 
 class CanaryAlwaysIncluded(_Mutant):
     """The last user row is exempt from Poisson sampling (``mask = append(rng.random(N − 1) < q, True)``).
-
-    That user gets the un-subsampled Gaussian (F2 at q = 1): breaks the guarantee iff **q < 1**.
-    """
+    That user gets the un-subsampled Gaussian (F2 at q = 1): breaks the guarantee iff **q < 1**."""
 
     name, bug = "canary_always_included", "last user exempt from Poisson sampling"
 
@@ -137,9 +133,7 @@ class NoiseOnNonzeroOnly(_Mutant):
 
 class RawCounts(_Mutant):
     """Votes not normalised per user (raw counts), still clipped to C.
-
-    Sensitivity still C (F3): the claimed mechanism; does **not** break the guarantee (utility only).
-    """
+    Sensitivity still C (F3): the claimed mechanism; does **not** break the guarantee (utility only)."""
 
     name, bug = "raw_counts", "votes not normalised per user (raw counts, clipped)"
 
@@ -162,9 +156,7 @@ class RawCounts(_Mutant):
 
 class TiesHighestIndex(_Mutant):
     """Exact ties in top-k routing broken to the highest bank index.
-
-    v_u is still a function of user u's data, clipped to C (F3): does **not** break the guarantee.
-    """
+    v_u is still a function of user u's data, clipped to C (F3): does **not** break the guarantee."""
 
     name, bug = "ties_highest_index", "ties broken to the highest index"
 
@@ -289,9 +281,7 @@ class RecordLevelSampling(_Mutant):
         return config.sample_rate < 1.0 and config.record_cap >= 2
 
 
-#: the mutant classes of the suite (notebook 07: each on its fixed-size design), in its order; ``NoiseShrinksWithUsers``
-#: needs a population that grows, ``ClipAtTwiceC`` every user sampled and ``RecordLevelSampling`` users with many
-#: records, so the design battery (``population``, ``sensitivity`` and ``records`` axes) audits them instead
+#: the suite's mutants (notebook 07, fixed-size design); the design battery audits the other three
 MUTANTS = (NoiseStdNotScaled, NoClipping, CanaryAlwaysIncluded, FixedSizeSample, FixedNoiseSeed,
            NoiseOnNonzeroOnly, RawCounts, TiesHighestIndex, Float32Accumulation)
 

@@ -261,7 +261,7 @@ def llm_icl_bank(corpus: Corpus, splits: Splits, size: int, generator, rng: np.r
 
 def make_bank(kind: str, size: int, rng: np.random.Generator, *, corpus: Corpus | None = None,
               splits: Splits | None = None, generator=None, cache: bool = True) -> Bank:
-    """Build a bank by ``kind``: ``bankA``, ``bankB``, ``public``, ``llm-label``, ``llm-icl``, ``file:<path>`` or a path.
+    """A bank by ``kind``: ``bankA``, ``bankB``, ``public``, ``llm-label``, ``llm-icl``, ``file:<path>`` or a path.
 
     ``corpus`` and ``splits`` are needed by ``public`` / ``llm-*``; ``generator`` defaults to SmolLM2
     (``LocalLMGenerator``). Raises ValueError for an unknown kind, missing corpus/splits, or too few texts.

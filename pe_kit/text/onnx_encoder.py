@@ -29,7 +29,7 @@ _DIGESTS: dict[tuple, str] = {}
 
 
 def _model_digest(root: Path) -> str:
-    """SHA-256 over a model folder's files (relative path, size, bytes; sorted), memoised by their (path, size, mtime)."""
+    """SHA-256 of a model folder's files (relative path, size, bytes; sorted), memoised by (path, size, mtime)."""
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     stamp = (str(root.resolve()),) + tuple((p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
                                             for p in files)
@@ -89,9 +89,7 @@ def _export(st, folder: Path) -> None:
 
 class OnnxSentenceEncoder:
     """Run a verified export (``folder``) with ONNX Runtime (CPU, fp32) at token cap ``max_seq_length``.
-
-    Raises FileNotFoundError if the export is missing or fails its checksum.
-    """
+    Raises FileNotFoundError if the export is missing or fails its checksum."""
 
     def __init__(self, folder: str | os.PathLike, max_seq_length: int) -> None:
         from transformers import AutoTokenizer

@@ -1,10 +1,9 @@
 """Variation generators for multi-round PE: histogram feedback in, g new public candidates out.
 
-Alg. A.1 lines 21–25 (App. A): J = Top_k̃(Y), R = {s_j : j ∈ J}, F = BuildFeedback(S, Y), V = G(F; g),
-S' = R ∪ V; §3 retains the top 5 % plus the probes. Any ``text.generators`` generator (``name``,
-``generate(prompts, rng)``) is a variation generator: one with ``raw_text_input`` gets a positively scored
-candidate as its prompt, others an ICL prompt (``prompts.icl_prompt``). ``Feedback`` holds only public bank
-texts ordered by the DP histogram, so no private record reaches a generator (post-processing of Y).
+Alg. A.1 lines 21–25: J = Top_k̃(Y), R = {s_j : j ∈ J}, F = BuildFeedback(S, Y), V = G(F; g), S' = R ∪ V. Any
+``text.generators`` generator is a variation generator (a ``raw_text_input`` one gets a retained candidate as
+its prompt, others an ICL prompt). ``Feedback`` holds only public bank texts ordered by the DP histogram, so no
+private record reaches a generator (post-processing of Y).
 """
 from __future__ import annotations
 
@@ -89,11 +88,9 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
                     icl_negatives: int = 2, genre: str = "blog post", max_attempts: int = 5) -> list[str]:
     """V^(t) = G(F^(t); g): ``n`` new distinct texts, none already in any bank (Alg. A.1 line 24).
 
-    Raw-text generators get the positives round-robin; others ICL prompts with ``icl_examples`` positives and
-    ``icl_negatives`` negatives drawn from ``rng``; ``accepts_exclude`` generators get ``exclude=``. Empty, seen or
-    duplicate outputs are asked again, up to ``max_attempts`` calls. Raises ValueError on bad arguments or no
-    positives; GenerationError when ``n`` texts are not obtained (naming the fix, or saying that the generator
-    repeats one text per prompt whatever the seed).
+    Raw-text generators get the positives round-robin, others ICL prompts (``icl_examples`` positives,
+    ``icl_negatives`` negatives, drawn from ``rng``); rejected outputs are asked again, up to ``max_attempts``
+    calls. Raises ValueError on bad arguments or no positives; GenerationError when ``n`` texts are not obtained.
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator; pass np.random.default_rng(seed)")
@@ -152,13 +149,12 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
 
 
 class PublicRetrievalGenerator:
-    """Offline variation API over public text: each prompt (a positively scored candidate) is answered with the
-    nearest public text (ties → lowest pool index) not in ``exclude`` nor returned earlier in the call.
+    """Offline variation API over public text: each prompt (a retained candidate) is answered with the nearest
+    public text (ties → lowest pool index) not in ``exclude`` nor returned earlier in the call; deterministic.
 
-    Deterministic (``rng`` unused). ``texts``: the distinct public pool (``public_pool``); ``embeddings``: their
-    L2-normalized float32 (N, d); ``encoder``: for prompts neither in the pool nor ``register``-ed. Not for
-    ``CachedGenerator`` (the answer depends on ``exclude``). Raises ValueError on empty or duplicate texts or a
-    shape mismatch.
+    ``texts``: the distinct public pool (``public_pool``); ``embeddings``: theirs, L2-normalized; ``encoder``: for
+    prompts neither in the pool nor ``register``-ed. Not for ``CachedGenerator`` (answers depend on ``exclude``).
+    Raises ValueError on empty or duplicate texts or a shape mismatch.
     """
 
     raw_text_input = True
@@ -215,7 +211,7 @@ class PublicRetrievalGenerator:
 
     def generate(self, prompts: Sequence[str], rng: np.random.Generator | None = None,
                  exclude: Iterable[str] = ()) -> list[str]:
-        """One unused nearest public text per prompt; ValueError for a non-str prompt, GenerationError if the pool runs out."""
+        """One unused nearest public text per prompt; ValueError for a non-str prompt, GenerationError if exhausted."""
         prompts = list(prompts)
         for i, t in enumerate(prompts):
             if not isinstance(t, str):
@@ -261,10 +257,9 @@ def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | 
     """Public texts for retrieval variations, disjoint from every private split (App. A "public information").
 
     The unused texts of the world's bank source and, only with ``include_public_users``, the records of users in no
-    split (off by default: they are real posts of the corpus MAUVE scores against, so they would fill the next bank
-    with the answer key whatever the histogram says). Texts equal (``normalize_text``) to a private record or an
-    initial bank text, and duplicates, are removed; ``max_texts`` keeps a uniform subset drawn from ``rng``. Raises
-    ValueError if max_texts is set without rng, or nothing public is left.
+    split (off by default: real posts of the corpus MAUVE scores against would fill the next bank with the answer
+    key). Texts equal to a private record or an initial bank text, and duplicates, are removed; ``max_texts`` keeps
+    a uniform subset drawn from ``rng``. Raises ValueError for max_texts without rng, or if nothing is left.
     """
     from pe_kit.data.loaders import load_bank_texts
 

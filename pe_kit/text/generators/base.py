@@ -37,7 +37,7 @@ class SeedIgnoredWarning(UserWarning):
 
 
 def samples(generator) -> bool:
-    """True if ``generator`` samples (``config()["temperature"]`` > 0), so different seeds should give different texts."""
+    """True if ``generator`` samples (``config()["temperature"]`` > 0): different seeds should give different texts."""
     cfg = getattr(generator, "config", None)
     try:
         t = (cfg() if callable(cfg) else {}).get("temperature")
@@ -93,9 +93,7 @@ class SeedEcho:
 
 class PoolShortfallError(GenerationError):
     """A pool could not be filled with valid, distinct outputs within the allowed attempts.
-
-    ``texts`` / ``sources``: the slots filled (slot order, None for a missing text); ``missing``: slots still empty.
-    """
+    ``texts`` / ``sources``: the slots filled (slot order, None for a missing text); ``missing``: slots still empty."""
 
     def __init__(self, message: str, texts: list[str | None], sources: np.ndarray, missing: int):
         super().__init__(message)

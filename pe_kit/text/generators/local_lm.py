@@ -251,7 +251,7 @@ class LocalLMGenerator(SeededGenerator):
         return (self.system_prompt + "\n\n" if self.system_prompt else "") + prompt + "\n"
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
-        """One reply per prompt and seed, in batches of ``batch_size``; ``GenerationError`` (with ``completed``) on failure."""
+        """One reply per prompt and seed, in batches; ``GenerationError`` (with ``completed``) on failure."""
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         if not items:

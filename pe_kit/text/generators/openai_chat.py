@@ -35,11 +35,10 @@ def _is_loopback(host: str | None) -> bool:
 class OpenAIChatGenerator(SeededGenerator):
     """Any OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp server, OpenAI).
 
-    One ``POST {base_url}/chat/completions`` per prompt (``request_body``); the reply is
-    ``choices[0].message.content``, cleaned by ``clean_reply`` unless ``clean=False``. Requests run ``concurrency``
-    at a time; timeouts, connection errors, HTTP 429 and 5xx are retried ``max_retries`` times with exponential
-    back-off; loopback URLs bypass any proxy. Raises ValueError for bad settings; ``GenerationError`` naming the
-    URL, the cause and how many prompts succeeded (their outputs in ``completed``).
+    One ``POST {base_url}/chat/completions`` per prompt (``request_body``), ``concurrency`` at a time; the reply is
+    ``choices[0].message.content`` (through ``clean_reply`` unless ``clean=False``). Timeouts, connection errors,
+    HTTP 429 and 5xx are retried ``max_retries`` times with back-off; loopback URLs bypass any proxy. Raises
+    ValueError for bad settings; ``GenerationError`` naming the URL, the cause and the prompts done (``completed``).
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,

@@ -1,10 +1,9 @@
 """Content-keyed paraphrase pools Q (App. B, M = 512): build once with an LLM, ship as package data, look up by key.
 
-A pool is fixed by (the canary's records, M, the pool seed, the generator's name and settings, the prompt, the
-retry rule): ``pool_key`` hashes exactly that. ``build_pool`` records the seed behind every entry, so any entry
-can be recomputed alone (``recompute_entries``). Pools for the bundled Blogs sample ship in
-``SHIPPED_POOLS_FILE`` (``scripts/make_paraphrase_pools.py``); ``find_pool`` returns one whose key matches. The
-LLM route (``llm_paraphraser``) is SmolLM2-135M-Instruct with seeded nucleus sampling on one torch thread.
+``pool_key`` hashes what fixes a pool (records, M, seed, generator settings, prompt, retry rule); ``build_pool``
+records the seed behind every entry (``recompute_entries`` regenerates any one). Pools for the bundled Blogs
+sample ship in ``SHIPPED_POOLS_FILE``; ``find_pool`` returns one whose key matches. ``llm_paraphraser``:
+SmolLM2-135M-Instruct, seeded nucleus sampling, one torch thread.
 """
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ __all__ = ["PARAPHRASERS", "LLM_PARAPHRASE_SETTINGS", "SHIPPED_POOLS_FILE", "llm
 #: Named paraphrase routes (``pe_kit.study.world.paraphrase_pool``): ``smollm2`` (LLM rewrites: shipped pool, else
 #: generated), ``auto`` (shipped SmolLM2 pool, else WordNet) and ``wordnet`` (synonym swaps).
 PARAPHRASERS = ("smollm2", "auto", "wordnet")
-#: Sampling settings of the LLM paraphraser. 64 new tokens: the quick preset's encoder reads 64 word pieces of
-#: a record, so a longer rewrite would not change its embedding; T = 0.9 / top-p 0.95 give the 8 distinct
-#: rewrites per record that M = 512 over 64 records needs (greedy decoding gives one).
+#: Sampling settings of the LLM paraphraser: 64 new tokens (the quick preset's token cap); T = 0.9, top-p 0.95
+#: give the 8 distinct rewrites per record that M = 512 over 64 records needs.
 LLM_PARAPHRASE_SETTINGS = {"max_new_tokens": 64, "temperature": 0.9, "top_p": 0.95}
 #: Threads the LLM paraphraser runs on (pinned: torch may sum in another order at another thread count).
 LLM_THREADS = 1

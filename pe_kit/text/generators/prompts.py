@@ -67,9 +67,7 @@ def icl_prompt(examples: Sequence[str], negatives: Sequence[str] = (), *, genre:
 def bank_b_prompt(label: str, examples: Sequence[str], *, genre: str = "personal blog post",
                   attribute: str = "industry") -> str:
     """Label plus public in-context ``examples`` for bank generation (§3, App. C bank B; public records only).
-
-    Raises ValueError naming the bad field.
-    """
+    Raises ValueError naming the bad field."""
     _check_text(label, "label")
     _check_text(genre, "genre")
     _check_text(attribute, "attribute")
