@@ -296,3 +296,42 @@ def test_a_fractional_count_is_told_only_values_in_range():
         check_param("trials", 0.5)
     with pytest.raises(ValueError, match=r"\(no fractional part allowed: use 2 or 3\)$"):
         check_param("trials", 2.5)
+
+
+def test_a_number_float64_cannot_carry_is_refused_at_the_check_naming_the_range():
+    """σ = 1e300 passed the check and overflowed in the accountant (σ² > 1.8e308); an integer above 2**53 would lose
+    its last digits in float64. Both are refused where the value enters, for a class and for ``--set``."""
+    from pe_kit.settings import MechanismConfig, check_param
+
+    sigma = (r"noise_multiplier=1e\+300 is out of range: use a number ≥ 0, at most 1e\+100 in magnitude \(larger "
+             r"values overflow float64: σ² in the accountant, \(σC\)²‖w‖² in the trials\)$")
+    with pytest.raises(ValueError, match="^" + sigma):
+        MechanismConfig(noise_multiplier=1e300)
+    with pytest.raises(ValueError, match=r"^--set noise_multiplier=1e300: " + sigma):
+        parse_override("noise_multiplier=1e300")
+    assert epsilon_theory(MechanismConfig(noise_multiplier=1e100).noise_multiplier, 0.1, 1e-5) < 0.01  # largest σ
+    assert check_param("trials", 2**53) == 2**53
+    with pytest.raises(ValueError, match=r"^trials=9007199254740993 is out of range: use an integer ≥ 1, at most "
+                                         r"2\*\*53 = 9,007,199,254,740,992 \(larger integers are not exact in float64\)$"):
+        check_param("trials", 2**53 + 1)
+
+
+def test_numpy_values_are_taken_as_their_python_values():
+    """A numpy scalar of the right kind is its Python value; a 1-D array is a list for a list setting; a 2-D array
+    or an array for a single value is refused naming the field and what it takes."""
+    import numpy as np
+
+    from pe_kit.settings import MultiRound, check_param
+
+    assert check_param("control", np.bool_(False)) is False
+    assert type(check_param("noise_multiplier", np.float64(0.8))) is float
+    assert type(check_param("trials", np.int64(1000))) is int and check_param("arm", np.str_("short")) == "short"
+    assert check_param("sigmas", np.array([0.5, 1.0])) == [0.5, 1.0]
+    assert MultiRound(pe_seeds=np.arange(3), control=np.bool_(True)).pe_seeds == (0, 1, 2)
+    assert check_param("variants", np.array(["exact", "nonce"])) == ["exact", "nonce"]
+    with pytest.raises(ValueError, match=r"^pe_seeds is a 2-D array of shape \(1, 2\): use a list of integers ≥ 0$"):
+        check_param("pe_seeds", np.array([[0, 1]]))
+    with pytest.raises(ValueError, match=r"^noise_multiplier=\[0.5\] is a list: use a number ≥ 0$"):
+        check_param("noise_multiplier", np.array([0.5]))
+    with pytest.raises(ValueError, match=r"^trials=True is not an integer ≥ 1 \(true/false is not a number\)"):
+        check_param("trials", np.bool_(True))

@@ -181,6 +181,11 @@ def slider_range(name: str) -> tuple[float, float]:
     return _declared(name).metadata["slider"]
 
 
+#: The largest magnitude a number setting takes: an integer stays exact in float64 (2**53), a number's square and
+#: its products in the audit stay finite (σ² in the accountant, (σC)²‖w‖² in the trials; float64 ends at 1.8e308).
+_MAX_INT, _MAX_FLOAT = 2**53, 1e100
+
+
 def _number(name: str, value, spec: ParamSpec):
     import numbers
 
@@ -204,6 +209,11 @@ def _number(name: str, value, spec: ParamSpec):
         out = x
     if not inside(x):
         raise ValueError(f"{name}={value!r} is out of range: use {spec.describe()}")
+    if abs(value) > (_MAX_INT if spec.kind == "int" else _MAX_FLOAT):
+        raise ValueError(f"{name}={value!r} is out of range: use {spec.describe()}, " + (
+            "at most 2**53 = 9,007,199,254,740,992 (larger integers are not exact in float64)" if spec.kind == "int"
+            else "at most 1e+100 in magnitude (larger values overflow float64: σ² in the accountant, (σC)²‖w‖² in "
+                 "the trials)"))
     if spec.choices and out not in spec.choices:
         raise ValueError(f"{name}={value!r} is not accepted: use one of {', '.join(map(str, spec.choices))}")
     return out
@@ -234,7 +244,8 @@ def check_param(name: str, value, spec: ParamSpec | None = None):
 
     Args:
         name: the parameter (its last dotted part is looked up, so ``06_multiround_mauve.rounds`` works).
-        value: the value (JSON-like: int, float, str, bool, None, list/tuple, dict).
+        value: the value (JSON-like: int, float, str, bool, None, list/tuple, dict; a numpy scalar or 1-D array is
+            taken as its Python value or list).
         spec: the type (default ``PARAM_TYPES``; a name without a type is returned unchanged).
 
     Returns:
@@ -248,6 +259,10 @@ def check_param(name: str, value, spec: ParamSpec | None = None):
     spec = spec or PARAM_TYPES.get(name.split(".")[-1])
     if spec is None:
         return value
+    if hasattr(value, "dtype") and hasattr(value, "tolist"):  # a numpy scalar or array: its Python value(s)
+        if value.ndim > 1:
+            raise ValueError(f"{name} is a {value.ndim}-D array of shape {value.shape}: use {spec.describe()}")
+        value = value.tolist()
     if value is None:
         if spec.optional:
             return None
