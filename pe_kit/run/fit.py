@@ -236,9 +236,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
     """
     fixed = set(fixed)
     arms = arms_used(p, notebooks)
-    if not arms:  # e.g. only notebook 07: no data is read
-        return FitResult(p, {}, [], False)
-    problems = _needs(p, prof, arms)
+    problems = _needs(p, prof, arms) if arms else []  # no arms (e.g. only notebook 07): no data is read
     if not problems:
         return FitResult(p, {}, [], False)
     reasons = [" and ".join(msg for msg, _ in problems)]
