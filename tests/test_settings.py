@@ -313,8 +313,9 @@ def test_a_number_float64_cannot_carry_is_refused_at_the_check_naming_the_range(
         parse_override("noise_multiplier=1e300")
     assert epsilon_theory(MechanismConfig(noise_multiplier=1e100).noise_multiplier, 0.1, 1e-5) < 0.01  # largest σ
     assert check_param("trials", 2**53) == 2**53
-    with pytest.raises(ValueError, match=r"^trials=9007199254740993 is out of range: use an integer ≥ 1, at most "
-                                         r"2\*\*53 = 9,007,199,254,740,992 \(larger integers are not exact in float64\)$"):
+    too_big = (r"^trials=9007199254740993 is out of range: use an integer ≥ 1, at most 2\*\*53 = "
+               r"9,007,199,254,740,992 \(larger integers are not exact in float64\)$")
+    with pytest.raises(ValueError, match=too_big):
         check_param("trials", 2**53 + 1)
 
 

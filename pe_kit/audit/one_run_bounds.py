@@ -1,9 +1,5 @@
-"""The two ε lower bounds of a one-run audit, from the counts of its guessing game (m canaries, r guesses, v
-correct); the game and the audit are ``pe_kit.audit.one_run``.
-
-Two bounds on the same guessing game (m canaries, each included independently with probability ½; an
-abstaining guesser says "in" for its k₊ top-scored canaries, "out" for its k₋ bottom-scored ones; r = k₊ + k₋
-guesses, v of them correct):
+"""The two ε lower bounds of a one-run audit from the counts of its guessing game (``pe_kit.audit.one_run``: m
+canaries, each included with probability ½; r guesses, v of them correct), each tested at a level β:
 
 * **Steinke, Nasr, Jagielski**, "Privacy Auditing with One (1) Training Run" (NeurIPS 2023, arXiv 2305.08846),
   Theorem 3.1 with its δ > 0 extension (the paper's p-value routine): if the mechanism is (ε, δ)-DP in each
@@ -22,9 +18,6 @@ guesses, v of them correct):
   ε at δ. It is a lower bound on the mechanism's (ε, δ) when the mechanism's trade-off curve lies in the family
   (a PE nonce canary: its score is Gaussian on its block, Eqs. 14–17, so it does); for an arbitrary mechanism
   only the Steinke et al. bound is an (ε, δ) statement.
-
-Both are reported at a family-wise level α over the (k₊, k₋) pairs searched: each pair is tested at
-β = α / (number of pairs) (Bonferroni), so the maximum over pairs is a valid 1 − α lower bound.
 """
 from __future__ import annotations
 

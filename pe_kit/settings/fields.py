@@ -1,10 +1,7 @@
 """The field machinery of the settings tree: :class:`ParamSpec` (type and range), :func:`setting` (one declared
-field), :class:`Section` (a frozen class of fields, checked on construction) and :func:`check_param`, the one check.
-
-``check_param`` serves the sections, ``--set`` (``pe_kit.settings.tree.parse_override``), the notebooks' parameters
-(``pe_kit.run.presets.resolve_params``) and the explorer (``pe_kit.report.widgets``, with :func:`slider_range`). A bool
-is never a number, a str never a number, an integral float (``1e6``) is fine for an integer field, a fractional one
-is not; ranges are checked; a list field takes a single value as a one-element list.
+field), :class:`Section` (a frozen class of fields, checked on construction) and :func:`check_param`, the one check:
+a bool or a str is never a number, an integral float (``1e6``) is fine for an integer field, a fractional one is
+not; ranges are checked; a list field takes a single value as a one-element list.
 """
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 __all__ = ["ParamSpec", "PARAM_TYPES", "Section", "setting", "check_param", "closest", "did_you_mean", "slider_range"]
+
 
 @dataclass(frozen=True)
 class ParamSpec:
