@@ -27,9 +27,9 @@ def stage_of(module: str) -> str:
     if module == "pe_kit":
         return "facade"  # pe_kit/__init__.py: the public names, re-exported lazily from the stages
     parts = module.split(".")
-    if len(parts) >= 3 or (len(parts) == 2 and (PKG / parts[1]).is_dir()):
+    if parts[1] != "settings" and (len(parts) >= 3 or (len(parts) == 2 and (PKG / parts[1]).is_dir())):
         return parts[1]
-    return "base"  # pe_kit.settings, pe_kit.cache, pe_kit.progress
+    return "base"  # the pe_kit.settings package and its modules, pe_kit.cache, pe_kit.progress
 
 
 def modules() -> dict[str, Path]:
@@ -121,6 +121,7 @@ def test_checker_sees_cycles_and_upward_imports():
     g = {"pe_kit.audit.a": {"pe_kit.audit.b"}, "pe_kit.audit.b": {"pe_kit.audit.a"}}
     assert find_cycle(g) == ["pe_kit.audit.a", "pe_kit.audit.b", "pe_kit.audit.a"]
     assert stage_of("pe_kit.run.cli") == "run" and stage_of("pe_kit.settings") == "base"
+    assert stage_of("pe_kit.settings.tree") == "base"
     assert stage_of("pe_kit.audit") == "audit" and stage_of("pe_kit") == "facade"
 
 

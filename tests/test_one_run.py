@@ -232,7 +232,7 @@ def test_pe_nonce_one_run_never_above_epsilon_theory(q):
 
 
 def test_fast_inverse_blowup_agrees_with_the_bisection():
-    from pe_kit.audit.one_run import _FastInverseBlowup
+    from pe_kit.audit.one_run_bounds import _FastInverseBlowup
 
     mu = np.geomspace(1e-3, 20, 64)
     for q in (0.1, 0.7):

@@ -250,16 +250,18 @@ def _range_guards(tree) -> set:
     return out
 
 
-#: Guards outside pe_kit/settings.py that repeat or narrow a declared range (σ > 0 for ε_theory, top_k ≤ p …).
+#: Guards outside pe_kit/settings/ that repeat or narrow a declared range (σ > 0 for ε_theory, top_k ≤ p …).
 #: Each should become ``check_param`` or a cross-field rule; this list may only shrink.
 KNOWN_GUARDS = {
     "attack/one_run_design.py": {"bank_size", "copies"}, "attack/selection.py": {"top_k"},
     "attack/variants.py": {"bank_size", "per_variant", "pool_size"}, "audit/accounting.py": {"noise_multiplier"},
     "audit/adaptive.py": {"noise_multiplier"}, "audit/battery.py": {"alpha"},
     "audit/blackbox.py": {"alpha", "delta", "noise_multiplier", "trials"}, "audit/composed.py": {"noise_multiplier"},
-    "audit/engine.py": {"delta", "sample_rate", "trials"}, "audit/expectations.py": {"delta", "sample_rate", "trials"},
-    "audit/moments.py": {"shrinkage"}, "audit/one_run.py": {"delta", "sample_rate"}, "audit/sweep.py": {"n_canaries"},
-    "audit/trials.py": {"sample_rate"}, "data/passes.py": {"record_cap"}, "data/splits.py": {"n_canary"},
+    "audit/engine.py": {"delta", "trials"}, "audit/expectations.py": {"delta", "sample_rate", "trials"},
+    "audit/moments.py": {"shrinkage"}, "audit/one_run.py": {"sample_rate"},
+    "audit/one_run_bounds.py": {"delta", "sample_rate"}, "audit/sweep.py": {"n_canaries"},
+    "audit/threshold_grid.py": {"sample_rate"}, "audit/trials.py": {"sample_rate"}, "data/passes.py": {"record_cap"},
+    "data/splits.py": {"n_canary"},
     "pe/mechanism.py": {"clip_norm", "top_k"}, "pe/multiround.py": {"retain_fraction", "rounds"},
     "study/world.py": {"max_probes", "pool_size"}, "text/encoder.py": {"max_seq_length"},
     "text/variation.py": {"max_attempts"},
@@ -267,14 +269,14 @@ KNOWN_GUARDS = {
 
 
 def test_each_setting_type_and_range_is_declared_in_one_place():
-    """An AST scan of pe_kit/: ``ParamSpec`` / ``setting`` are built only in pe_kit/settings.py (one_run_checks'
+    """An AST scan of pe_kit/: ``ParamSpec`` / ``setting`` are built only in pe_kit/settings/sections.py (one_run_checks'
     ``repeats``, Monte-Carlo games ≥ 2, is another quantity under a declared name), and no new module re-checks a
     declared field's range with literals (the explorer, ``--set`` and the sections all call ``check_param``)."""
     pkg = ROOT / "pe_kit"
     specs, guards = [], {}
     for path in sorted(pkg.rglob("*.py")):
         rel = path.relative_to(pkg).as_posix()
-        if rel == "settings.py":
+        if rel == "settings/sections.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         specs += [(rel, n.lineno) for n in ast.walk(tree)
@@ -296,3 +298,43 @@ def test_a_fractional_count_is_told_only_values_in_range():
         check_param("trials", 0.5)
     with pytest.raises(ValueError, match=r"\(no fractional part allowed: use 2 or 3\)$"):
         check_param("trials", 2.5)
+
+
+def test_a_number_float64_cannot_carry_is_refused_at_the_check_naming_the_range():
+    """σ = 1e300 passed the check and overflowed in the accountant (σ² > 1.8e308); an integer above 2**53 would lose
+    its last digits in float64. Both are refused where the value enters, for a class and for ``--set``."""
+    from pe_kit.settings import MechanismConfig, check_param
+
+    sigma = (r"noise_multiplier=1e\+300 is out of range: use a number ≥ 0, at most 1e\+100 in magnitude \(larger "
+             r"values overflow float64: σ² in the accountant, \(σC\)²‖w‖² in the trials\)$")
+    with pytest.raises(ValueError, match="^" + sigma):
+        MechanismConfig(noise_multiplier=1e300)
+    with pytest.raises(ValueError, match=r"^--set noise_multiplier=1e300: " + sigma):
+        parse_override("noise_multiplier=1e300")
+    assert epsilon_theory(MechanismConfig(noise_multiplier=1e100).noise_multiplier, 0.1, 1e-5) < 0.01  # largest σ
+    assert check_param("trials", 2**53) == 2**53
+    too_big = (r"^trials=9007199254740993 is out of range: use an integer ≥ 1, at most 2\*\*53 = "
+               r"9,007,199,254,740,992 \(larger integers are not exact in float64\)$")
+    with pytest.raises(ValueError, match=too_big):
+        check_param("trials", 2**53 + 1)
+
+
+def test_numpy_values_are_taken_as_their_python_values():
+    """A numpy scalar of the right kind is its Python value; a 1-D array is a list for a list setting; a 2-D array
+    or an array for a single value is refused naming the field and what it takes."""
+    import numpy as np
+
+    from pe_kit.settings import MultiRound, check_param
+
+    assert check_param("control", np.bool_(False)) is False
+    assert type(check_param("noise_multiplier", np.float64(0.8))) is float
+    assert type(check_param("trials", np.int64(1000))) is int and check_param("arm", np.str_("short")) == "short"
+    assert check_param("sigmas", np.array([0.5, 1.0])) == [0.5, 1.0]
+    assert MultiRound(pe_seeds=np.arange(3), control=np.bool_(True)).pe_seeds == (0, 1, 2)
+    assert check_param("variants", np.array(["exact", "nonce"])) == ["exact", "nonce"]
+    with pytest.raises(ValueError, match=r"^pe_seeds is a 2-D array of shape \(1, 2\): use a list of integers ≥ 0$"):
+        check_param("pe_seeds", np.array([[0, 1]]))
+    with pytest.raises(ValueError, match=r"^noise_multiplier=\[0.5\] is a list: use a number ≥ 0$"):
+        check_param("noise_multiplier", np.array([0.5]))
+    with pytest.raises(ValueError, match=r"^trials=True is not an integer ≥ 1 \(true/false is not a number\)"):
+        check_param("trials", np.bool_(True))

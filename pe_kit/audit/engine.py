@@ -16,16 +16,9 @@ with J ≡ 0 under H0 and J ~ Bernoulli(q) under H1. The engine draws trials in 
 block_trials, method) — never on how many workers processed the blocks or in which order
 (block histograms are summed as integers).
 
-**Calibration** needs counts above many candidate thresholds. The engine bins every score on a
-``ThresholdGrid``: uniform in score units with step sd₀/``resolution`` (sd₀ = the exact H0 score sd),
-covering [min mean − z·sd₀, max mean + z·sd₀] with z = Φ⁻¹(1 − 1/(2n)) + 2. Why this grid: (i) the
-bound of Eq. 28 is attained in the tails, where the extreme of n Gaussian-like scores lies within
-Φ⁻¹(1 − 1/(2n)) sd with probability ≈ 0.6 and 2 more sd cover the rest (scores outside the grid are
-still counted, in the end bins: only *candidate thresholds* are limited to the grid, never the counts);
-(ii) a step of sd₀/256 moves the FPR by < 3% per step even 6 sd out, far below the Clopper–Pearson
-width at the counts that matter, so the grid costs no measurable ε; (iii) fixing the grid from the
-problem's exact moments (not from data) keeps the streaming pass single and the memory O(grid).
-**Evaluation** on the test split needs only the two counts above the frozen threshold (no binning).
+**Calibration** bins every score on a ``ThresholdGrid`` (``pe_kit.audit.threshold_grid``: why its range and step
+cost no measurable ε). **Evaluation** on the test split needs only the two counts above the frozen threshold (no
+binning).
 
 Participation sampling (exact in distribution; users with a_u = 0 are already dropped by
 ``scalar_problem``), no dense N × trials mask:
@@ -59,10 +52,10 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from pe_kit.audit.bounds import calibrate_from_counts, threshold_audit_from_counts
 from pe_kit.audit.outcome import Audit
@@ -75,6 +68,7 @@ from pe_kit.audit.samplers import (
     _resolve_method,
     stream_seed,
 )
+from pe_kit.audit.threshold_grid import ThresholdGrid, _check_problem, _gaussian_bin_probs, score_moments
 from pe_kit.audit.trials import ScalarProblem
 
 __all__ = [
@@ -83,148 +77,6 @@ __all__ = [
 ]
 
 DEFAULT_BLOCK_TRIALS = 1 << 18
-
-
-# ----------------------------------------------------------------------------------------------- grid
-
-def _check_problem(problem: ScalarProblem) -> ScalarProblem:
-    if not isinstance(problem, ScalarProblem):
-        raise ValueError(f"problem must be a trials.ScalarProblem, got {type(problem).__name__}: build one with "
-                         "trials.scalar_problem or trials.nonce_problem")
-    a = np.asarray(problem.projections, dtype=np.float64)
-    if a.ndim != 1 or not np.isfinite(a).all():
-        raise ValueError("problem.projections must be a finite 1-D float array (the users' a_u = w·c_u)")
-    if not 0 < problem.sample_rate <= 1:
-        raise ValueError(f"problem.sample_rate={problem.sample_rate} must satisfy 0 < q ≤ 1")
-    if not (math.isfinite(problem.noise_sd) and problem.noise_sd >= 0):
-        raise ValueError(f"problem.noise_sd={problem.noise_sd} must be finite and ≥ 0 (σC‖w‖)")
-    if not (math.isfinite(problem.canary_shift) and math.isfinite(problem.offset)):
-        raise ValueError("problem.canary_shift and problem.offset must be finite: check w = Σ⁻¹v")
-    return problem
-
-
-def score_moments(problem: ScalarProblem) -> dict:
-    """Exact mean and sd of the score ℓ under H0, under fixed inclusion, and under H1 (App. E.2).
-
-    mean0 = qΣa − offset, var0 = q(1−q)Σa² + noise_sd²; fixed inclusion adds w·v to the mean;
-    H1 (eligible) adds q·w·v to the mean and q(1−q)(w·v)² to the variance.
-
-    Returns:
-        dict of floats ``mean0, sd0, mean_inc, mean1, sd1``.
-    """
-    _check_problem(problem)
-    a = np.asarray(problem.projections, dtype=np.float64)
-    q, shift = problem.sample_rate, problem.canary_shift
-    mean0 = q * a.sum() - problem.offset
-    var0 = q * (1 - q) * float(a @ a) + problem.noise_sd ** 2
-    return {"mean0": float(mean0), "sd0": math.sqrt(var0), "mean_inc": float(mean0 + shift),
-            "mean1": float(mean0 + q * shift), "sd1": math.sqrt(var0 + q * (1 - q) * shift ** 2)}
-
-
-@dataclass(frozen=True)
-class ThresholdGrid:
-    """Candidate thresholds t_j = start + j·step, j = 0 … size−1 (score units, ascending).
-
-    Scores are binned so that bin b ∈ {0, …, size} holds t_{b−1} < x ≤ t_b (bin 0: x ≤ t_0; bin size:
-    x > t_{size−1}); the count above t_j is then n − Σ_{b≤j} hist_b. Binning computes ⌈(x − start)/step⌉,
-    which agrees with the comparison x > t_j except for scores within a few ulps of a threshold
-    (probability ~1e-13 per trial; only calibration uses the grid, test counts compare exactly).
-
-    Raises:
-        ValueError: on a non-finite start/step, step ≤ 0 or size < 1.
-    """
-
-    start: float
-    step: float
-    size: int
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.start) and math.isfinite(self.step) and self.step > 0):
-            raise ValueError(f"ThresholdGrid start={self.start}, step={self.step}: use a finite start and step > 0")
-        if int(self.size) != self.size or self.size < 1:
-            raise ValueError(f"ThresholdGrid size={self.size} must be an integer ≥ 1")
-
-    @property
-    def thresholds(self) -> np.ndarray:
-        """float64 (size,) t_j."""
-        return self.start + self.step * np.arange(self.size, dtype=np.float64)
-
-    def value(self, j: int) -> float:
-        """t_j as a float."""
-        return float(self.start + self.step * j)
-
-    def bin_index(self, x: np.ndarray) -> np.ndarray:
-        """intp (n,) bin of each score (float64 (n,)); see the class docstring."""
-        return self._bin_index_inplace(np.array(x, dtype=np.float64, copy=True))
-
-    def _bin_index_inplace(self, y: np.ndarray) -> np.ndarray:
-        """``bin_index`` that overwrites the float64 scores ``y`` (same arithmetic, no extra buffer)."""
-        y -= self.start
-        y *= 1.0 / self.step
-        np.ceil(y, out=y)
-        np.clip(y, 0, self.size, out=y)
-        return y.astype(np.intp)
-
-    def counts_above(self, hist: np.ndarray) -> np.ndarray:
-        """int64 (size,) #scores > t_j from a bin histogram int (size+1,)."""
-        hist = np.asarray(hist, dtype=np.int64)
-        if hist.shape != (self.size + 1,):
-            raise ValueError(f"hist has shape {hist.shape}; a grid of size {self.size} needs ({self.size + 1},)")
-        return hist.sum() - np.cumsum(hist)[:-1]
-
-    @classmethod
-    def for_problem(cls, problem: ScalarProblem, n_trials: int, resolution: int = 256,
-                    margin_sd: float = 2.0, max_size: int = 1 << 20) -> "ThresholdGrid":
-        """The default calibration grid of ``problem`` for ``n_trials`` trials per hypothesis (module doc).
-
-        Args:
-            problem: the ``ScalarProblem``.
-            n_trials: trials per hypothesis (sets the tail reach z = Φ⁻¹(1 − 1/(2n)) + margin_sd).
-            resolution: grid steps per H0 score sd (256 by default).
-            margin_sd: extra reach in sd beyond the expected extreme.
-            max_size: cap on the number of thresholds (the step grows if needed).
-
-        Returns:
-            ``ThresholdGrid``; the range is intersected with the support of the background sum ± the
-            noise reach, so heavy single users cannot blow it up.
-
-        Raises:
-            ValueError: on n_trials < 1 or resolution < 1.
-        """
-        if int(n_trials) != n_trials or n_trials < 1:
-            raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
-        if int(resolution) != resolution or resolution < 1:
-            raise ValueError(f"resolution={resolution} must be an integer ≥ 1 (grid steps per score sd)")
-        mom = score_moments(problem)
-        z = float(stats.norm.isf(0.5 / n_trials)) + margin_sd
-        sd = mom["sd0"] if mom["sd0"] > 0 else max(abs(problem.canary_shift), 1.0)
-        lo = min(mom["mean0"], mom["mean_inc"]) - z * sd
-        hi = max(mom["mean0"], mom["mean_inc"]) + z * sd
-        a = np.asarray(problem.projections, dtype=np.float64)
-        reach = z * problem.noise_sd
-        sup_lo = a[a < 0].sum() + min(0.0, problem.canary_shift) - problem.offset - reach
-        sup_hi = a[a > 0].sum() + max(0.0, problem.canary_shift) - problem.offset + reach
-        lo, hi = max(lo, sup_lo), min(hi, sup_hi)
-        if not hi > lo:
-            lo, hi = lo - sd, lo + sd
-        step = sd / resolution
-        size = int(math.ceil((hi - lo) / step)) + 1
-        if size > max_size:
-            step = (hi - lo) / (max_size - 1)
-            size = max_size
-        return cls(start=float(lo), step=float(step), size=int(size))
-
-
-def _gaussian_bin_probs(grid: ThresholdGrid, mean: float, sd: float) -> np.ndarray:
-    """float64 (size+1,) P(bin b) for N(mean, sd²), each from the tail nearer to the bin (no cancellation)."""
-    z = (grid.thresholds - mean) / sd
-    cdf = np.concatenate([[0.0], special.ndtr(z), [1.0]])
-    sf = np.concatenate([[1.0], special.ndtr(-z), [0.0]])
-    lo_cdf, hi_cdf, lo_sf, hi_sf = cdf[:-1], cdf[1:], sf[:-1], sf[1:]
-    upper = np.concatenate([[False], z > 0]) if grid.size else np.array([False])
-    p = np.where(upper, lo_sf - hi_sf, hi_cdf - lo_cdf)
-    p = np.maximum(p, 0.0)
-    return p / p.sum()
 
 
 # ----------------------------------------------------------------------------------------------- engine

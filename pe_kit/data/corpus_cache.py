@@ -29,7 +29,7 @@ from pe_kit.data.records import Corpus, DataError, User
 __all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "parse_log_path", "parse_log",
            "run_isolated"]
 
-_CODE = ("data/loaders.py", "data/passes.py", "data/records.py", "data/corpus_cache.py")
+_CODE = ("data/loaders.py", "data/formats.py", "data/passes.py", "data/records.py", "data/corpus_cache.py")
 
 
 def _folder() -> Path:

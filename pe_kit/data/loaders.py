@@ -30,17 +30,14 @@ keyed by the file's content, for the notebooks of a run.
 """
 from __future__ import annotations
 
-import csv
-import gzip
 import json
-import zlib
-from collections import Counter, deque
+from collections import Counter
 from importlib import resources
 from pathlib import Path
-from typing import Iterator, Sequence
 
-from pe_kit.data.passes import Row, Rows, Scan, admitted, scan_corpus, select_corpus
-from pe_kit.data.records import Corpus, DataError, User, fail as _fail  # noqa: F401  (re-exported)
+from pe_kit.data.formats import FORMAT_TEXT, PROFILE_FIELDS, check_format, format_rows, json_lines, sniff_format
+from pe_kit.data.passes import Scan, admitted, scan_corpus, select_corpus
+from pe_kit.data.records import Corpus, DataError, User  # noqa: F401  (re-exported)
 
 __all__ = ["TWEET_LENGTH", "PROFILE_FIELDS", "DataError", "User", "Corpus", "default_data_path", "default_bank_path",
            "default_bank_b_path", "bank_b_authors", "has_examples",
@@ -91,7 +88,7 @@ def bank_b_authors(path=None) -> frozenset[str]:
                                 "(docs/banks.md) or pass the path of one")
     authors: set[str] = set()
     rows = 0
-    for lineno, obj in _iter_json_lines(path, ("text", "examples"), "strict", Counter()):
+    for lineno, obj in json_lines(path, ("text", "examples"), "strict", Counter()):
         rows += 1
         authors.update(_example_authors(obj["examples"], path, lineno))
     if rows == 0:
@@ -112,7 +109,7 @@ def has_examples(path) -> bool:
     path = Path(path)
     if not path.is_file():
         return False
-    for _, obj in _iter_json_lines(path, ("text",), "skip", Counter()):
+    for _, obj in json_lines(path, ("text",), "skip", Counter()):
         return "examples" in obj
     return False
 
@@ -135,217 +132,6 @@ def _example_authors(examples, path: Path, lineno: int) -> list[str]:
                       "record index an integer")
         ids.append(str(uid))
     return ids
-
-
-def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(physical line number, bytes) of a gzip or plain file, split on LF only; a leading UTF-8 BOM is dropped.
-
-    Raises:
-        DataError: a gzip stream that ends early or is corrupt (names the file, the last line read and the fix),
-            or a UTF-8 BOM that starts a later line (files joined by concatenation, each with its BOM: names the
-            line and the fix), whatever ``on_error`` says: a cut file would silently lose its tail, a skipped
-            line a record that is whole but for the mark.
-    """
-    lineno = 0
-    try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
-            for lineno, data in enumerate(raw, start=1):
-                if data.startswith(b"\xef\xbb\xbf"):
-                    if lineno > 1:
-                        raise DataError(f"{path}: line {lineno} starts with a UTF-8 byte-order mark (BOM, bytes EF BB "
-                                        "BF), which only line 1 may carry: the file looks like files joined by "
-                                        "concatenation, each with its BOM. Remove the marks (e.g. `sed -i "
-                                        "'2,$ s/^\\xEF\\xBB\\xBF//' FILE`; a .gz file through zcat and gzip) and "
-                                        "load it again")
-                    data = data[3:]
-                yield lineno, data
-    except gzip.BadGzipFile as exc:
-        if lineno == 0 and "Not a gzipped file" in str(exc):
-            raise DataError(f"{path}: not gzip data although its name ends in .gz ({exc}); if it is plain JSON Lines "
-                            "or CSV, rename it without .gz, else copy it again") from None
-        raise DataError(f"{path}: the gzip data is corrupt after line {lineno} ({type(exc).__name__}: {exc}): the "
-                        f"file is truncated or damaged. Download or copy it again and check it with `gzip -t {path}`; "
-                        "no record of it was used") from None
-    except (EOFError, zlib.error) as exc:
-        raise DataError(f"{path}: the gzip data ends early or is corrupt after line {lineno} ({type(exc).__name__}: "
-                        f"{exc}): the file is truncated (an interrupted download or copy). Download or copy it "
-                        f"again and check it with `gzip -t {path}`; no record of it was used") from None
-
-
-def _iter_json_lines(path: Path, fields: Sequence[str], on_error: str, skipped: Counter) -> Iterator[tuple[int, dict]]:
-    """(physical line number, object) per JSON Lines record; a leading UTF-8 BOM is dropped, CRLF is fine
-    (bytes are split on LF only, so U+2028 inside a text does not split a record)."""
-    parsed = 0  # JSON objects read so far: a first line that is not JSON means the file is not JSON Lines at all
-    for lineno, data in _raw_lines(path):
-        try:
-            line = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            _fail(on_error, skipped, "bad_encoding",
-                  f"{path}: line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start}); re-save the file "
-                  "as UTF-8 or pass on_error='skip'")
-            continue
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            first = ("" if parsed else "; the file does not start like a JSON Lines corpus (one JSON object "
-                     "per line: the Blog corpus or Yelp reviews; Sentiment140 is a .csv file, --format names "
-                     "the format)")
-            _fail(on_error, skipped, "malformed_line",
-                  f"{path}: line {lineno}: not valid JSON ({exc.msg}){first}")
-            continue
-        parsed += 1
-        if not isinstance(obj, dict):
-            _fail(on_error, skipped, "malformed_line", f"{path}: line {lineno}: expected a JSON object")
-            continue
-        missing = [f for f in fields if f not in obj or obj[f] is None]
-        if missing:
-            _fail(on_error, skipped, "missing_field",
-                  f"{path}: line {lineno}: missing field {missing[0]!r} (needs {', '.join(fields)})")
-            continue
-        yield lineno, obj
-
-
-#: Blog fields that describe the blogger, not the post: one user id must carry one set of them.
-PROFILE_FIELDS = ("gender", "age", "industry", "sign")
-
-
-def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped: Counter,
-                profile: Sequence[str] = ()) -> Iterator[Row]:
-    """Rows ``(line, user_id, text, label, label set)`` of a JSON Lines file whose ``text`` is a string and
-    ``user_id`` non-empty; the label set is the tuple of ``(field, value)`` of the ``profile`` fields (None when
-    ``profile`` is empty).
-
-    A number, list, object or boolean in ``text`` (or an empty ``user_id``) is a ``DataError`` naming the file,
-    the line and the field — never turned into its Python representation; with ``on_error="skip"`` it is
-    counted under ``bad_type``.
-    """
-    uid_f, text_f, label_f = fields
-    for line, o in _iter_json_lines(path, fields, on_error, skipped):
-        text, uid = o[text_f], o[uid_f]
-        if not isinstance(text, str):
-            _fail(on_error, skipped, "bad_type", f"{path}: line {line}: field '{text_f}' is a {type(text).__name__}, "
-                  "not a string; fix the record or pass on_error='skip'")
-            continue
-        if uid is None or isinstance(uid, (bool, list, dict)) or not str(uid).strip():
-            _fail(on_error, skipped, "bad_type", f"{path}: line {line}: field '{uid_f}' is empty or not an id "
-                  f"({uid!r}); fix the record or pass on_error='skip'")
-            continue
-        prof = tuple((k, None if o.get(k) is None else str(o[k])) for k in profile) if profile else None
-        yield line, str(uid), text, str(o[label_f]), prof
-
-
-def _blog_rows(path: Path, label_field: str, on_error: str) -> Rows:
-    profile = tuple(dict.fromkeys(PROFILE_FIELDS + (label_field,)))
-    return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", label_field), on_error, skipped, profile))
-
-
-def _yelp_rows(path: Path, on_error: str) -> Rows:
-    return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped))
-
-
-def _csv_decoding(path) -> str:
-    """``"utf-8"`` when every line of the (gzip or plain) file is valid UTF-8, ``"latin-1"`` when some line is not and
-    no line holds UTF-8 text beyond ASCII; a file with both is refused.
-
-    The original Sentiment140 dump is Latin-1 and not valid UTF-8; a user's own export is usually UTF-8 (emoji,
-    Arabic …), which Latin-1 would turn into mojibake. One decoding holds for the whole file, so a user id reads the
-    same on every line. A UTF-8 line whose only non-ASCII character is U+FFFD (the trace of an earlier failed
-    decode, as in the dump's ``ï¿½``) is no sign of UTF-8 text. Reads the bytes once.
-
-    Raises:
-        DataError: the file mixes encodings (lines of UTF-8 text beyond ASCII and a line that is not UTF-8), naming
-            the first line that is not UTF-8, the count of UTF-8 lines beyond ASCII and the fix.
-    """
-    first_bad, utf8_text = None, 0
-    for lineno, data in _raw_lines(Path(path)):
-        if data.isascii():
-            continue
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            first_bad = first_bad or lineno
-            continue
-        utf8_text += not text.replace("\ufffd", "").isascii()
-    if first_bad and utf8_text:
-        raise DataError(f"{path}: mixes encodings: line {first_bad} is not UTF-8 while {utf8_text} line(s) hold "
-                        "UTF-8 text beyond ASCII, so no one decoding reads every line right. Re-encode the file as "
-                        "UTF-8 (e.g. `iconv`, after fixing line {first_bad} by hand) and load it again")
-    return "latin-1" if first_bad else "utf-8"
-
-
-class _Feed:
-    """Physical lines for ``csv.reader`` that can be put back: after a malformed record that spanned several
-    lines, every line but its first is read again (an unterminated quote must not swallow the next records)."""
-
-    def __init__(self, lines: Iterator[tuple[int, bytes]], decoding: str):
-        self.lines, self.decoding, self.back, self.taken = lines, decoding, deque(), []
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> str:
-        n, data = self.back.popleft() if self.back else next(self.lines)
-        self.taken.append((n, data))
-        return data.decode(self.decoding)
-
-    def start(self) -> None:
-        self.taken = []
-
-    def put_back_tail(self) -> None:
-        self.back.extendleft(reversed(self.taken[1:]))
-
-
-def _s140_rows(path: Path, on_error: str) -> Rows:
-    decoding = _csv_decoding(path)
-
-    def rows(skipped: Counter) -> Iterator[Row]:
-        feed = _Feed(_raw_lines(path), decoding)
-        reader = csv.reader(feed, strict=True)  # a malformed quote is an error, never silently rewritten
-        while True:
-            feed.start()
-            try:
-                rec = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                lineno = feed.taken[0][0] if feed.taken else 0
-                feed.put_back_tail()  # the lines after its first are read again: a valid record there is kept
-                _fail(on_error, skipped, "malformed_quote",
-                      f"{path}: line {lineno}: malformed quoting ({exc}); fix the quotes (a quote inside a "
-                      "quoted field is written twice) or pass on_error='skip' to count and drop the line")
-                continue
-            if not rec:
-                continue
-            lineno = feed.taken[0][0]
-            if len(rec) != 6:
-                if len(feed.taken) > 1:
-                    feed.put_back_tail()
-                _fail(on_error, skipped, "malformed_line",
-                      f"{path}: line {lineno}: expected 6 columns (polarity, id, date, query, user, text), "
-                      f"got {len(rec)}")
-                continue
-            if rec[0].strip() not in ("0", "2", "4"):
-                _fail(on_error, skipped, "bad_label",
-                      f"{path}: line {lineno}: field 'polarity' is {rec[0]!r}, expected 0, 2 or 4")
-                continue
-            yield lineno, rec[4], rec[5], rec[0].strip(), None
-    return Rows(rows, decoding)
-
-
-def format_rows(path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> Rows:
-    """The row reader of one format (``Rows``: a callable ``(skipped Counter) -> iterator of (line, user_id, text,
-    label, label set or None)``, one streaming pass per call, and its ``decoding``). Raises ValueError for an
-    unknown ``fmt``."""
-    path = Path(path)
-    if fmt == "blogs":
-        return _blog_rows(path, label_field, on_error)
-    if fmt == "yelp":
-        return _yelp_rows(path, on_error)
-    if fmt == "sentiment140":
-        return _s140_rows(path, on_error)
-    raise ValueError(f"fmt={fmt!r} is unknown; use one of ['blogs', 'sentiment140', 'yelp'] or 'auto'")
 
 
 def default_min_records(fmt: str, record_cap: int) -> int:
@@ -446,73 +232,6 @@ def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None
     return _load(path, "sentiment140", record_cap, min_records, max_records, on_error)
 
 
-_FORMAT_TEXT = {"blogs": "Blog Authorship JSON Lines (user_id, text, industry)",
-                "yelp": "Yelp reviews JSON Lines (user_id, text, stars)",
-                "sentiment140": "Sentiment140 CSV (6 columns: polarity, id, date, query, user, text)"}
-
-
-def sniff_format(path) -> str | None:
-    """Guess a corpus file's format from its first non-empty line (not from its name).
-
-    A JSON object with ``stars`` → ``yelp``; with ``user_id`` and ``text`` (no ``stars``) → ``blogs``; a CSV row
-    of 6 columns whose first is a polarity 0, 2 or 4 → ``sentiment140``; anything else → None (no guess). Reads
-    at most the first 1 MiB (gzip or plain; a UTF-8 byte-order mark is skipped).
-
-    Args: path: the file. Returns: ``"blogs"`` | ``"yelp"`` | ``"sentiment140"`` | None.
-    """
-    return _sniff_line(_head_line(path))[0]
-
-
-def _head_line(path) -> bytes:
-    """The first non-empty line within the first 1 MiB of a (gzip or plain) file, UTF-8 BOM dropped; b"" if none
-    or unreadable."""
-    path = Path(path)
-    try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
-            head = fh.read(1 << 20)
-    except (OSError, EOFError):
-        return b""
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:]
-    return next((x for x in head.splitlines() if x.strip()), b"")
-
-
-def _sniff_line(line: bytes) -> tuple[str | None, dict | None]:
-    """(format guess, the line's JSON object or None) for one first line (see :func:`sniff_format`)."""
-    if line.lstrip().startswith(b"{"):
-        try:
-            obj = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return None, None
-        if not isinstance(obj, dict):
-            return None, None
-        return ("yelp" if "stars" in obj else "blogs" if "user_id" in obj and "text" in obj else None), obj
-    try:
-        rec = next(csv.reader([line.decode("latin-1")]))
-    except (csv.Error, StopIteration):
-        return None, None
-    return ("sentiment140" if len(rec) == 6 and rec[0].strip() in ("0", "2", "4") else None), None
-
-
-def _check_format(path, fmt: str, label_field: str = "industry") -> None:
-    """Refuse a file whose first line is clearly another format than ``fmt`` (:func:`sniff_format`).
-
-    JSON Lines against CSV always conflict; ``blogs`` against ``yelp`` only when the first record lacks the
-    field the requested loader needs (``stars`` for yelp, ``label_field`` for blogs).
-
-    Raises:
-        DataError: naming the file, what it looks like, the format asked for and the ``--format`` to pass.
-    """
-    guess, first = _sniff_line(_head_line(path))
-    if guess is None or guess == fmt:
-        return
-    if {guess, fmt} == {"blogs", "yelp"} and (("stars" if fmt == "yelp" else label_field) in first):
-        return
-    raise DataError(f"{path}: the file looks like {_FORMAT_TEXT[guess]}, not format {fmt!r} "
-                    f"({_FORMAT_TEXT.get(fmt, fmt)}); pass --format {guess} (pe-kit reproduce; fmt={guess!r} in "
-                    f"Python, --set fmt={guess})")
-
-
 def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") -> tuple[Path, str]:
     """The file and format :func:`load_corpus` reads: ``fmt``, or when ``auto`` one guessed from the file name
     (``.csv`` → sentiment140, ``yelp`` in the name → yelp, else blogs); None = the bundled Blogs sample.
@@ -526,10 +245,10 @@ def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") 
     name = Path(path).name.lower()
     if fmt == "auto":
         fmt = "sentiment140" if name.endswith((".csv", ".csv.gz")) else "yelp" if "yelp" in name else "blogs"
-    if fmt not in _FORMAT_TEXT:
-        raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(_FORMAT_TEXT)} or 'auto'")
+    if fmt not in FORMAT_TEXT:
+        raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(FORMAT_TEXT)} or 'auto'")
     path = check_path(path)
-    _check_format(path, fmt, label_field)
+    check_format(path, fmt, label_field)
     return path, fmt
 
 
@@ -565,7 +284,7 @@ def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) ->
     skipped: Counter = Counter()
     texts, seen = [], set()
     rows = 0
-    for _, obj in _iter_json_lines(path, ("text",), "raise", skipped):
+    for _, obj in json_lines(path, ("text",), "raise", skipped):
         rows += 1
         t = bank_text(obj["text"])
         if not t:

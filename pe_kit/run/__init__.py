@@ -2,7 +2,8 @@
 
 Modules: ``presets`` (instances of the settings tree, ``pe_kit.settings``), ``fit`` (fitting sizes to own data, size warnings), ``preflight`` (checks before any
 notebook runs), ``reproduce``
-(papermill; ``kernel``: its kernel client that never drops output messages), ``run_progress`` (the run's
+(papermill; ``execute``: one notebook on this interpreter's kernel; ``markers``: the done-markers that let a rerun
+reuse a notebook; ``kernel``: its kernel client that never drops output messages), ``run_progress`` (the run's
 notebook i of n and ETA, the machine in run.json), ``cli``.
 """
 

@@ -195,6 +195,29 @@ def _needs(p: Preset, prof: DataProfile, arms: set) -> list[tuple[str, bool]]:
     return out
 
 
+def _fit_nb06(p: Preset, fixed: set, bank_size: int, max_probes: int, pool: float, reasons: list) -> dict:
+    """Notebook 06's own values fitted to the data: its bank no larger than ``bank_size``; WordNet variations (with
+    20 generator calls) when ``pool``, the public texts left after the bank, cannot feed its rounds of public
+    retrieval (1.25 × what they draw). Appends the reasons; returns its values (``Preset.extra`` form)."""
+    nb06 = dict(p.extra.get(_NB06, {}))
+    if "bank_size" not in nb06 or nb06["bank_size"] > bank_size:
+        nb06["bank_size"] = min(nb06.get("bank_size", bank_size), bank_size)
+    rounds = int(nb06.get("rounds", p.view(_NB06)["rounds"]))
+    need = rounds * (nb06["bank_size"] - min(max_probes, nb06["bank_size"]))
+    v06 = {**p.view(_NB06), **nb06}
+    if v06["generator"] == "public-retrieval" and not {"generator", f"{_NB06}.generator"} & fixed \
+            and pool < 1.25 * need:
+        nb06["generator"] = "wordnet"
+        reasons.append(f"notebook 06 generator=wordnet: {rounds} rounds of public retrieval need ~{1.25 * need:.0f} "
+                       f"unused public texts and the data leaves ~{max(pool, 0):.0f}")
+        if not {"max_attempts", f"{_NB06}.max_attempts"} & fixed:
+            nb06["max_attempts"] = max(int(v06["max_attempts"]), 20)
+            reasons.append("notebook 06 max_attempts=20: ~19 paraphrases of each retained text per round exhaust "
+                           "WordNet's synonyms of short texts within the default 5 calls (measured: 361 of 362 on "
+                           "60 × 40 tweets)")
+    return nb06
+
+
 def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebooks: Sequence[str] | None = None
                ) -> FitResult:
     """Shrink ``p``'s sizes to fit ``prof`` (rules in the module docstring), keeping the protocol.
@@ -213,9 +236,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
     """
     fixed = set(fixed)
     arms = arms_used(p, notebooks)
-    if not arms:  # e.g. only notebook 07: no data is read
-        return FitResult(p, {}, [], False)
-    problems = _needs(p, prof, arms)
+    problems = _needs(p, prof, arms) if arms else []  # no arms (e.g. only notebook 07): no data is read
     if not problems:
         return FitResult(p, {}, [], False)
     reasons = [" and ".join(msg for msg, _ in problems)]
@@ -265,24 +286,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
         raise ValueError(f"data {prof.source}: users in no split hold ~{public_records:.0f} records, too few for "
                          f"a public bank of bank_size={bank_size} with max_probes={max_probes}; lower bank_size / "
                          "max_probes (--set bank_size=…) or use a bank file (--set banks=PATH --set bank=PATH)")
-    extra = {nb: dict(v) for nb, v in p.extra.items()}
-    nb06 = extra.setdefault(_NB06, {})
-    if "bank_size" not in nb06 or nb06["bank_size"] > bank_size:
-        nb06["bank_size"] = min(nb06.get("bank_size", bank_size), bank_size)
-    rounds = int(nb06.get("rounds", p.view(_NB06)["rounds"]))
-    pool = public_records - (bank_size if pub else 0)
-    need = rounds * (nb06["bank_size"] - min(max_probes, nb06["bank_size"]))
-    v06 = {**p.view(_NB06), **nb06}
-    if v06["generator"] == "public-retrieval" and not {"generator", f"{_NB06}.generator"} & fixed \
-            and pool < 1.25 * need:
-        nb06["generator"] = "wordnet"
-        reasons.append(f"notebook 06 generator=wordnet: {rounds} rounds of public retrieval need ~{1.25 * need:.0f} "
-                       f"unused public texts and the data leaves ~{max(pool, 0):.0f}")
-        if not {"max_attempts", f"{_NB06}.max_attempts"} & fixed:
-            nb06["max_attempts"] = max(int(v06["max_attempts"]), 20)
-            reasons.append("notebook 06 max_attempts=20: ~19 paraphrases of each retained text per round exhaust "
-                           "WordNet's synonyms of short texts within the default 5 calls (measured: 361 of 362 on "
-                           "60 × 40 tweets)")
+    nb06 = _fit_nb06(p, fixed, bank_size, max_probes, public_records - (bank_size if pub else 0), reasons)
     new = p.with_values({"record_cap": m, "n_canary": n_canary, "per_variant": per_variant, "n_aux": aux,
                          "n_calibration": n, "n_test": n, "bank_size": bank_size, "max_probes": max_probes,
                          **{f"{_NB06}.{k}": v for k, v in nb06.items()}})

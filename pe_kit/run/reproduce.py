@@ -17,7 +17,7 @@
 5. concatenates the notebooks' CSVs into ``results.csv`` and renders ``results.md``.
 
 While a notebook runs, its kernel reports long steps (embedding N texts, k of n canary audits, PE rounds,
-MAUVE) through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``; :class:`_ProgressTail` prints
+MAUVE) through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``; ``pe_kit.run.execute`` prints
 each new line (start, ``k/n`` with elapsed time and ETA, end) so the terminal shows the step a long cell is in.
 Each notebook's start and end line also says how far the whole run is (notebook i of n, elapsed, an ETA once one
 notebook has run: ``pe_kit.run.run_progress.RunClock``); ``run.json`` records the machine (``machine_info``).
@@ -30,13 +30,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
+from pe_kit.run.execute import ReproduceError, execute_notebook, this_python_kernel
+from pe_kit.run.markers import code_fingerprint, input_digests, marker_key, marker_valid, outputs_of, write_file
 from pe_kit.run.run_progress import RunClock, machine_info, run_plan
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
                                   check_variants, unused_overrides)
@@ -47,18 +47,6 @@ from pe_kit.settings import NOTEBOOKS, Preset
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
            "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests",
            "marker_key"]
-
-
-class ReproduceError(RuntimeError):
-    """A notebook of the reproduction failed; the message names the notebook, the cell and the error.
-
-    Attributes: notebook (stem), cell_index (int or None), executed (path of the partially executed notebook).
-    """
-
-    def __init__(self, message: str, notebook: str | None = None, cell_index: int | None = None,
-                 executed: Path | None = None):
-        super().__init__(message)
-        self.notebook, self.cell_index, self.executed = notebook, cell_index, executed
 
 
 @dataclass
@@ -88,33 +76,6 @@ class RunSummary:
         return not self.failures
 
 
-def this_python_kernel() -> str:
-    """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only.
-
-    A user-level ``python3`` kernelspec (``~/.local/share/jupyter``) may point at another interpreter and
-    would win over the virtual environment's; papermill would then execute the notebooks with other code.
-    This writes a spec named ``pe_kit-<hash of sys.executable>`` under ``cache_dir()/jupyter`` and puts
-    that folder first on ``JUPYTER_PATH`` (inherited by child processes); nothing outside the cache is
-    touched. Returns the kernel name to pass to ``papermill.execute_notebook``.
-    """
-    name = "pe_kit-" + content_hash(sys.executable)[:12]
-    root = cache_dir() / "jupyter"
-    # log level ERROR: the kernel's own start-up chatter ("Kernel is running over TCP without encryption", a
-    # local loopback connection) stays off the terminal; the cells' warnings and errors still reach the
-    # executed notebook (and the terminal with --log-output)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                     "--IPKernelApp.log_level=ERROR"],
-            "display_name": f"Python (pe_kit, {sys.executable})", "language": "python"}
-    path = root / "kernels" / name / "kernel.json"
-    data = json.dumps(spec, indent=1).encode()
-    if not path.is_file() or path.read_bytes() != data:
-        atomic_write_bytes(path, data)
-    current = os.environ.get("JUPYTER_PATH", "")
-    if str(root) not in current.split(os.pathsep):
-        os.environ["JUPYTER_PATH"] = str(root) + (os.pathsep + current if current else "")
-    return name
-
-
 def notebooks_dir() -> Path:
     """Folder of the notebooks: env ``PE_KIT_NOTEBOOKS`` or the repository's ``notebooks/``.
 
@@ -126,96 +87,6 @@ def notebooks_dir() -> Path:
     if not path.is_dir():
         raise FileNotFoundError(f"notebooks folder {path} not found; pass --notebooks-dir or set PE_KIT_NOTEBOOKS")
     return path
-
-
-def _write(path: Path, data: bytes) -> None:
-    """Atomic write, then the usual read permissions (the temp file starts private)."""
-    atomic_write_bytes(path, data)
-    os.chmod(path, 0o644)
-
-
-_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/presets.py", "run/preflight.py",
-                "run/run_id.py")
-
-
-def _code_fingerprint() -> str:
-    """Hash of the pe_kit modules a notebook's outputs can depend on (all but the runner and the CLI)."""
-    pkg = Path(__file__).resolve().parents[1]
-    return content_hash(*[(p.relative_to(pkg).as_posix(), p.read_bytes()) for p in sorted(pkg.rglob("*.py"))
-                          if p.relative_to(pkg).as_posix() not in _RUNNER_ONLY])[:16]
-
-
-def _outputs(run_dir: Path, nb: str) -> dict:
-    files = [run_dir / f"{nb}.csv"] + sorted((run_dir / "figures").glob(f"{nb}_*"))
-    return {str(f.relative_to(run_dir)): f.stat().st_size for f in files if f.is_file()}
-
-
-def input_digests(params: Mapping[str, Any]) -> dict:
-    """Digests of every file and model a notebook's parameters name, for its done-marker key.
-
-    ``data`` (None = the bundled Blogs sample), ``bank`` / ``banks`` (``bankA`` = the bundled bank file,
-    ``file:<path>`` or a path), ``model`` / ``encoders`` (``"auto"`` = the installed encoders) and
-    ``generator="smollm2"`` (the bundled GGUF) are hashed by content (``pe_kit.cache.file_digest`` /
-    ``pe_kit.text.encoder.model_fingerprint``); any other string parameter that names an existing file is
-    hashed too, and so are the shipped SmolLM2 paraphrase pools (``paraphrase_pools``, "absent" when none ship).
-    A name stands in for content nowhere: rewriting ``my.jsonl.gz`` in place changes the key.
-
-    Returns a dict ``"<param>" or "<param>[i]"`` → digest str.
-    """
-    from pe_kit.cache import file_digest
-    from pe_kit.data.loaders import default_bank_path, default_data_path
-    from pe_kit.text.encoder import model_fingerprint
-    from pe_kit.text.models import available_encoders
-
-    from pe_kit.text.generators.paraphrase_pools import shipped_pools_digest
-
-    out: dict[str, str] = {}
-    out["data"] = file_digest(params.get("data") or default_data_path())
-    out["paraphrase_pools"] = shipped_pools_digest()  # paraphrase designs may take a shipped SmolLM2 pool
-    for key, value in params.items():
-        values = value if isinstance(value, (list, tuple)) else [value]
-        for i, v in enumerate(values):
-            name = key if len(values) == 1 and not isinstance(value, (list, tuple)) else f"{key}[{i}]"
-            if not isinstance(v, str) or key == "output_dir":
-                continue
-            if key in ("bank", "banks") and v == "bankA":
-                out[name] = file_digest(default_bank_path())
-            elif key in ("model", "encoders"):
-                for j, m in enumerate(available_encoders() if v == "auto" else [v]):
-                    out[f"{name}:{j}"] = model_fingerprint(m)
-            elif key == "generator" and v == "smollm2":
-                try:
-                    from pe_kit.text.generators.local_lm import smollm2_gguf_path
-
-                    out[name] = model_fingerprint(smollm2_gguf_path())
-                except Exception as exc:  # not installed: the notebook will say so itself
-                    out[name] = f"unavailable: {type(exc).__name__}"
-            else:
-                path = v[5:] if v.startswith("file:") else v
-                if len(path) < 4096 and os.path.isfile(path):
-                    out[name] = file_digest(path)
-    return out
-
-
-def marker_key(src: Path, params: Mapping[str, Any], fingerprint: str | None = None) -> str:
-    """Done-marker key of one notebook: its file's bytes, its parameters, :func:`input_digests` of the
-    files and models they name, and the pe_kit code (``_code_fingerprint``). 64 hex chars."""
-    return content_hash(Path(src).read_bytes(), json.dumps(params, sort_keys=True, default=str),
-                        json.dumps(input_digests(params), sort_keys=True), fingerprint or _code_fingerprint())
-
-
-def _marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
-    try:
-        info = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return False
-    if info.get("key") != key:
-        return False
-    outs = info.get("outputs") or {}
-    if f"{marker.stem}.csv" not in outs:
-        return False
-    return all((run_dir / rel).is_file() and (run_dir / rel).stat().st_size == size and size > 0
-               for rel, size in outs.items())
 
 
 def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, results_dir: str | Path = "results",
@@ -369,52 +240,6 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
     return p, note, warnings
 
 
-class _ProgressTail:
-    """Prints the lines a notebook's kernel appends to its progress file (``pe_kit.progress``) while it runs.
-
-    A daemon thread polls the file every ``poll`` seconds and passes each new complete line to ``echo``
-    with ``prefix``, inside ``tqdm``'s external-write mode so papermill's cell bar is redrawn below it.
-    ``stop()`` prints what is left and ends the thread. No third-party code runs in the kernel for this.
-    """
-
-    def __init__(self, path: Path, echo: Callable[[str], None], prefix: str, poll: float = 0.5):
-        import threading
-
-        self.path, self.echo, self.prefix, self.poll = path, echo, prefix, poll
-        self._pos = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"pe_kit-progress-{path.stem}", daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        from tqdm.std import tqdm
-
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self._pos)
-                data = fh.read()
-        except OSError:
-            return
-        end = data.rfind(b"\n") + 1
-        if end == 0:
-            return
-        self._pos += end
-        for line in data[:end].decode("utf-8", errors="replace").splitlines():
-            if line.strip():
-                with tqdm.external_write_mode():
-                    self.echo(f"{self.prefix}{line}")
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.poll):
-            self._drain()
-
-    def stop(self) -> None:
-        """End the thread and print the lines that arrived since the last poll."""
-        self._stop.set()
-        self._thread.join()
-        self._drain()
-
-
 def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable[[str], None]) -> dict:
     """The run-level estimate (``run_progress.run_plan``), echoed, its rough line first; {} when no notebook runs,
     a line when it fails."""
@@ -427,21 +252,13 @@ def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable
     return plan
 
 
-def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
-         kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
+def _select(notebooks: Sequence[str] | None, folder: Path) -> list[str]:
+    """The notebook stems to run: ``notebooks`` (stems, numbers or file names) or every one in ``folder``, in
+    ``NOTEBOOKS`` order.
 
-    from pe_kit.run.kernel import IOPUB_TIMEOUT_S, KERNEL_START_TIMEOUT_S, LosslessKernelManager
-
-    from pe_kit.report.results import collect, short_cells, summary_markdown
-
-    p = get_preset(preset, overrides, data, fmt)
-    check_variants(p)
-    check_banks(p)
-    check_bank_sizes(p)
-    check_models(p)
-    folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
+    Raises:
+        ValueError: a named notebook missing from ``folder`` (listing those present). FileNotFoundError: none to run.
+    """
     if notebooks is None:
         todo = [nb for nb in NOTEBOOKS if (folder / f"{nb}.ipynb").is_file()]
     else:
@@ -457,6 +274,18 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         todo.sort(key=lambda s: NOTEBOOKS.index(s) if s in NOTEBOOKS else len(NOTEBOOKS))
     if not todo:
         raise FileNotFoundError(f"no notebooks to run in {folder}")
+    return todo
+
+
+def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
+         kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
+    import papermill  # noqa: F401  (the runner's extra: missing, the run stops before any check or fit)
+
+    p = get_preset(preset, overrides, data, fmt)
+    for check in (check_variants, check_banks, check_bank_sizes, check_models):
+        check(p)
+    folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
+    todo = _select(notebooks, folder)
     check_notebook_overrides(p, folder)
     p, fit_note, size_warnings = _fit(p, overrides, fit_data, echo, todo)
     unused = unused_overrides(overrides, todo, folder)
@@ -465,7 +294,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p, fit_note is not None))
     (run_dir / ".done").mkdir(parents=True, exist_ok=True)
     (run_dir / "notebooks").mkdir(exist_ok=True)
-    fingerprint = _code_fingerprint()
+    fingerprint = code_fingerprint()
     t_run = time.perf_counter()
     statuses: list[NotebookStatus] = []
     failures: list[ReproduceError] = []
@@ -474,121 +303,100 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     for nb, src in ((nb, folder / f"{nb}.ipynb") for nb in todo):
         params = notebook_params(nb, p, run_dir, seed, _declared(src))
         key = marker_key(src, params, fingerprint)
-        jobs.append((nb, src, params, key, not force and _marker_valid(run_dir / ".done" / f"{nb}.json", key, run_dir)))
+        jobs.append((nb, src, params, key, not force and marker_valid(run_dir / ".done" / f"{nb}.json", key, run_dir)))
     plan = _plan({nb: params for nb, _, params, _, reusable in jobs if not reusable}, p.name, echo) if progress else {}
     clock = RunClock(todo, p.name, planned=plan.get("planned"))
     for i, (nb, src, params, key, reusable) in enumerate(jobs, start=1):
-        marker = run_dir / ".done" / f"{nb}.json"
-        head = f"[{i}/{len(todo)}] {nb}"
-        if reusable:
-            info = json.loads(marker.read_text())
-            echo(f"{head}: reused (finished {info.get('finished', '?')}, {info.get('seconds', 0):.0f} s)")
-            statuses.append(NotebookStatus(nb, "reused", float(info.get("seconds", 0.0))))
-            clock.finish(nb, reused=True)
-            continue
-        marker.unlink(missing_ok=True)
-        out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
-        echo(f"{head}: running …{plan.get('notes', {}).get(nb, '')}; {clock.line()}" if progress else f"{head}: running …")
-        clock.start(nb)
-        os.environ["PE_KIT_HEADLESS"] = "1"  # kernels inherit it: no live widgets without a frontend
-        progress_file = run_dir / ".progress" / f"{nb}.log"  # pe_kit.progress lines from the kernel
-        progress_file.parent.mkdir(exist_ok=True)
-        progress_file.write_bytes(b"")
-        env_before = os.environ.get("PE_KIT_PROGRESS_FILE")
-        os.environ["PE_KIT_PROGRESS_FILE"] = str(progress_file)
-        streamed_before = os.environ.get("PE_KIT_PROGRESS_STREAMED")
-        # with --log-output the cell's stderr (an outermost step's end line) reaches the terminal itself: the
-        # kernel leaves that line out of the progress file, so it is printed once (pe_kit.progress.streamed)
-        os.environ["PE_KIT_PROGRESS_STREAMED"] = "1" if log_output else "0"
-        tail = _ProgressTail(progress_file, echo, "    ")
-        t0 = time.perf_counter()
-        try:
-            pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
-                                language="python",  # our own kernel runs it, whatever the notebook's metadata says
-                                progress_bar=False,  # its per-cell bar misleads (one long cell); RunClock reports
-                                cwd=str(run_dir),
-                                iopub_timeout=IOPUB_TIMEOUT_S, raise_on_iopub_timeout=True,  # outputs never dropped
-                                start_timeout=KERNEL_START_TIMEOUT_S, execution_timeout=None,
-                                kernel_manager_class=LosslessKernelManager,
-                                stdout_file=sys.stdout if log_output else None,
-                                stderr_file=sys.stderr if log_output else None)
-        except PapermillExecutionError as exc:
-            err = ReproduceError(
-                f"notebook {nb} failed in cell {exc.cell_index} (execution count {exc.exec_count}; cells counted "
-                f"from 0 in the executed notebook, which includes papermill's injected-parameters cell): "
-                f"{exc.ename}: {exc.evalue}\n  executed notebook with the traceback: {out_nb}\n"
-                f"  finished notebooks and cached steps are kept; rerun the same command to resume",
-                nb, exc.cell_index, out_nb)
-        except Exception as exc:  # kernel death, missing kernel, bad parameters …
-            err = ReproduceError(f"notebook {nb} failed before or between cells: {type(exc).__name__}: {exc}\n"
-                                 f"  partial notebook (if any): {out_nb}", nb, None, out_nb)
-        else:
-            err = None
-        finally:
-            tail.stop()
-            for name, before in (("PE_KIT_PROGRESS_FILE", env_before), ("PE_KIT_PROGRESS_STREAMED", streamed_before)):
-                if before is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = before
-        if err is None:
-            outs = _outputs(run_dir, nb)
-            if f"{nb}.csv" not in outs:
-                err = ReproduceError(f"notebook {nb} finished but wrote no {run_dir / (nb + '.csv')}; every notebook "
-                                     "must write its rows with pe_kit.report.results.write_rows", nb, None, out_nb)
-        dt = time.perf_counter() - t0
+        status, err = _notebook(nb, src, params, key, reusable, f"[{i}/{len(todo)}] {nb}", run_dir, clock, plan,
+                                p.per_variant, kernel_name, log_output, progress, echo)
+        statuses.append(status)
         if err is not None:
-            echo(f"{head}: FAILED after {dt:.0f} s\n  {err}")  # the one full report of this failure
-            statuses.append(NotebookStatus(nb, "failed", dt, str(err)))
-            clock.finish(nb)
             failures.append(err)
             if not keep_going:
                 break
-            continue
-        info = {"notebook": nb, "key": key, "params": params, "outputs": outs, "seconds": dt,
-                "finished": _dt.datetime.now().isoformat(timespec="seconds")}
-        _write(marker, json.dumps(info, indent=1, default=str).encode())
-        clock.finish(nb)
-        echo(f"{head}: done in {dt:.0f} s ({len(outs)} files)" + (f"; {clock.line()}" if progress else ""))
-        for line in clock.checks():
-            echo(f"pe-kit reproduce: {line}")
-        for line in short_cells(run_dir / f"{nb}.csv", p.per_variant):
-            echo(f"    {line}")
-        statuses.append(NotebookStatus(nb, "ran", dt))
-    # every notebook of this run folder that finished (now or before), in run order
-    others = sorted(p.stem for p in (run_dir / ".done").glob("*.json") if p.stem not in NOTEBOOKS)
-    df = collect(run_dir, [nb for nb in (*NOTEBOOKS, *others) if (run_dir / ".done" / f"{nb}.json").is_file()])
-    results_csv = results_md = None
     total = time.perf_counter() - t_run
-    if not df.empty:
-        results_csv = run_dir / "results.csv"
-        _write(results_csv, df.to_csv(index=False).encode())
-        figures = sorted(str(f.relative_to(run_dir)) for f in (run_dir / "figures").glob("*.png"))
-        changed = preset_changes(p)
-        meta = {"preset": p.name, "about this preset": about_preset(p, bool(changed)), "seed": seed,
-                "sizes of this run": run_sizes(p), "mechanism audited": audited_mechanism(p),
-                "changed from the preset (--set / --data / --fit-data)":
-                    ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",
-                "data": p.data or "bundled Blogs sample (pe_kit/data_files/blogs-900.jsonl.gz)",
-                "notebooks": ", ".join(f"{s.notebook} ({s.status}, {s.seconds:.0f} s)" for s in statuses),
-                "total notebook time": f"{sum(s.seconds for s in statuses):.0f} s",
-                "this invocation": f"{total:.0f} s", "rows": len(df)}
-        if fit_note:
-            meta["fitted to the data (--fit-data)"] = fit_note
-        if size_warnings:
-            meta["WARNING: sizes too small for stable numbers"] = " ".join(
-                f"({i}) {w}" for i, w in enumerate(size_warnings, start=1))
-        if unused:
-            meta["WARNING: settings no notebook of this run reads"] = " ".join(unused)
-        if failures:
-            meta["FAILED"] = "; ".join(f"{f.notebook} (cell {f.cell_index})" for f in failures)
-        results_md = run_dir / "results.md"
-        _write(results_md, summary_markdown(df, meta, figures).encode())
-        echo(f"results: {results_csv} ({len(df)} rows), {results_md}")
-    _write(run_dir / "run.json", json.dumps(
+    warned = {"fit": fit_note, "sizes": size_warnings, "unused": unused}
+    results_csv, results_md = _results(run_dir, p, seed, statuses, failures, total, warned, echo)
+    write_file(run_dir / "run.json", json.dumps(
         {"preset": p.as_dict(), "seed": seed, "statuses": [asdict(s) for s in statuses], "seconds": total,
          "finished": _dt.datetime.now().isoformat(timespec="seconds"), "machine": machine_info(),
          "estimate": {**plan, "checks": clock.reported}},
         indent=1, default=str).encode())
     return RunSummary(run_dir, statuses, results_csv, results_md, total, failures)
 
+
+def _notebook(nb: str, src: Path, params: dict, key: str, reusable: bool, head: str, run_dir: Path, clock: RunClock,
+              plan: dict, per_variant: int, kernel_name, log_output: bool, progress: bool,
+              echo: Callable[[str], None]) -> tuple[NotebookStatus, ReproduceError | None]:
+    """Reuse notebook ``nb`` (a valid done-marker) or execute it and write its marker; its status lines echoed after
+    ``head``. Returns its status and, for a failure, the ``ReproduceError`` (else None)."""
+    from pe_kit.report.results import short_cells
+
+    marker = run_dir / ".done" / f"{nb}.json"
+    if reusable:
+        info = json.loads(marker.read_text())
+        echo(f"{head}: reused (finished {info.get('finished', '?')}, {info.get('seconds', 0):.0f} s)")
+        clock.finish(nb, reused=True)
+        return NotebookStatus(nb, "reused", float(info.get("seconds", 0.0))), None
+    marker.unlink(missing_ok=True)
+    out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
+    echo(f"{head}: running …{plan.get('notes', {}).get(nb, '')}; {clock.line()}" if progress else f"{head}: running …")
+    clock.start(nb)
+    t0 = time.perf_counter()
+    err = execute_notebook(nb, src, out_nb, params, run_dir, kernel_name, log_output, echo)
+    outs = outputs_of(run_dir, nb)
+    if err is None and f"{nb}.csv" not in outs:
+        err = ReproduceError(f"notebook {nb} finished but wrote no {run_dir / (nb + '.csv')}; every notebook "
+                             "must write its rows with pe_kit.report.results.write_rows", nb, None, out_nb)
+    dt = time.perf_counter() - t0
+    clock.finish(nb)
+    if err is not None:
+        echo(f"{head}: FAILED after {dt:.0f} s\n  {err}")  # the one full report of this failure
+        return NotebookStatus(nb, "failed", dt, str(err)), err
+    info = {"notebook": nb, "key": key, "params": params, "outputs": outs, "seconds": dt,
+            "finished": _dt.datetime.now().isoformat(timespec="seconds")}
+    write_file(marker, json.dumps(info, indent=1, default=str).encode())
+    echo(f"{head}: done in {dt:.0f} s ({len(outs)} files)" + (f"; {clock.line()}" if progress else ""))
+    for line in clock.checks():
+        echo(f"pe-kit reproduce: {line}")
+    for line in short_cells(run_dir / f"{nb}.csv", per_variant):
+        echo(f"    {line}")
+    return NotebookStatus(nb, "ran", dt), None
+
+
+def _results(run_dir: Path, p: Preset, seed: int, statuses: list, failures: list, total: float, warned: dict,
+             echo: Callable[[str], None]) -> tuple[Path | None, Path | None]:
+    """``results.csv`` (the rows of every notebook of ``run_dir`` that finished, now or before, in run order) and
+    ``results.md`` (the run's settings, sizes, statuses and warnings: ``warned`` holds the fit note, the size
+    warnings and the unused settings); (None, None) when no notebook wrote rows."""
+    from pe_kit.report.results import collect, summary_markdown
+
+    others = sorted(q.stem for q in (run_dir / ".done").glob("*.json") if q.stem not in NOTEBOOKS)
+    df = collect(run_dir, [nb for nb in (*NOTEBOOKS, *others) if (run_dir / ".done" / f"{nb}.json").is_file()])
+    if df.empty:
+        return None, None
+    results_csv = run_dir / "results.csv"
+    write_file(results_csv, df.to_csv(index=False).encode())
+    figures = sorted(str(f.relative_to(run_dir)) for f in (run_dir / "figures").glob("*.png"))
+    changed = preset_changes(p)
+    meta = {"preset": p.name, "about this preset": about_preset(p, bool(changed)), "seed": seed,
+            "sizes of this run": run_sizes(p), "mechanism audited": audited_mechanism(p),
+            "changed from the preset (--set / --data / --fit-data)":
+                ", ".join(f"{k}={v}" for k, v in changed.items()) or "none",
+            "data": p.data or "bundled Blogs sample (pe_kit/data_files/blogs-900.jsonl.gz)",
+            "notebooks": ", ".join(f"{s.notebook} ({s.status}, {s.seconds:.0f} s)" for s in statuses),
+            "total notebook time": f"{sum(s.seconds for s in statuses):.0f} s",
+            "this invocation": f"{total:.0f} s", "rows": len(df)}
+    if warned["fit"]:
+        meta["fitted to the data (--fit-data)"] = warned["fit"]
+    if warned["sizes"]:
+        meta["WARNING: sizes too small for stable numbers"] = " ".join(
+            f"({i}) {w}" for i, w in enumerate(warned["sizes"], start=1))
+    if warned["unused"]:
+        meta["WARNING: settings no notebook of this run reads"] = " ".join(warned["unused"])
+    if failures:
+        meta["FAILED"] = "; ".join(f"{f.notebook} (cell {f.cell_index})" for f in failures)
+    results_md = run_dir / "results.md"
+    write_file(results_md, summary_markdown(df, meta, figures).encode())
+    echo(f"results: {results_csv} ({len(df)} rows), {results_md}")
+    return results_csv, results_md

@@ -1,0 +1,374 @@
+"""The two ε lower bounds of a one-run audit from the counts of its guessing game (``pe_kit.audit.one_run``: m
+canaries, each included with probability ½; r guesses, v of them correct), each tested at a level β:
+
+* **Steinke, Nasr, Jagielski**, "Privacy Auditing with One (1) Training Run" (NeurIPS 2023, arXiv 2305.08846),
+  Theorem 3.1 with its δ > 0 extension (the paper's p-value routine): if the mechanism is (ε, δ)-DP in each
+  canary, P[W ≥ v] ≤ P[Binomial(r, e^ε/(1+e^ε)) ≥ v] + 2mδ·max_{1≤i≤v} P[v−i ≤ Binomial(r, ·) < v]/i.
+  ``epsilon_lower_steinke`` returns sup{ε : p-value(ε) < β} (bisection; the p-value rises with ε).
+* **Mahloujifar, Melis, Chaudhuri**, "Auditing f-Differential Privacy in One Run" (arXiv 2410.22235): the
+  recursion of their abstention bound for a trade-off function f (alphabet k = 2): with τ = β,
+  h_v = τ(r − v)/m, r_v = τv/m, and for i = v−1 … 0
+  h_i = max(h_{i+1}, f̄⁻¹(r_{i+1})),  r_i = r_{i+1} + i/(r − i)·(h_i − h_{i+1}),
+  where f̄(x) = 1 − f(x) is the blow-up; f is rejected at level β when r_0 + h_0 > r/m. The family searched is
+  μ-GDP (q = 1) or the Poisson-subsampled Gaussian C_q(G_μ) (Dong, Roth, Su 2022, Prop. on C_p for symmetric
+  f: f_q on [0, x*], the −1 slope segment, f_q⁻¹ after, with x* = Φ(−μ/2) the point where f_q' = −1). The
+  largest rejected μ is turned into ε at δ (q = 1: the GDP closed form δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2);
+  q < 1: the kit's PRV accountant, ``accounting.epsilon_theory(1/μ, q, δ)``). As in the paper, this ε is the
+  "empirical privacy" *within the family*: the audit rejects the trade-off curve C_q(G_μ), and ε is that curve's
+  ε at δ. It is a lower bound on the mechanism's (ε, δ) when the mechanism's trade-off curve lies in the family
+  (a PE nonce canary: its score is Gaussian on its block, Eqs. 14–17, so it does); for an arbitrary mechanism
+  only the Steinke et al. bound is an (ε, δ) statement.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special, stats
+
+__all__ = ["steinke_p_value", "epsilon_lower_steinke", "tradeoff_inverse_blowup", "fdp_rejects", "mu_lower_fdp",
+           "epsilon_from_mu"]
+
+
+def _check_counts(m: int, r: int, v: int) -> None:
+    if not (int(m) == m and int(r) == r and int(v) == v):
+        raise ValueError(f"m={m}, r={r}, v={v} must be integers")
+    if not 0 <= v <= r <= m:
+        raise ValueError(f"need 0 ≤ correct v={v} ≤ guesses r={r} ≤ canaries m={m}")
+
+
+def _check_sample_rate(sample_rate: float) -> float:
+    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise ValueError (not a bare
+    "math domain error", nor for NaN a silent ε_lower = 0)."""
+    try:
+        q = float(sample_rate)
+    except (TypeError, ValueError):
+        raise ValueError(f"sample_rate={sample_rate!r} must be a number q with 0 < q ≤ 1 (the mechanism's Poisson "
+                         f"participation; 1 = no subsampling)") from None
+    if not 0 < q <= 1:
+        raise ValueError(f"sample_rate={sample_rate!r} must satisfy 0 < q ≤ 1 (the mechanism's Poisson participation; "
+                         f"1 = no subsampling)")
+    return q
+
+
+
+def _check_level(beta: float, name: str = "beta") -> None:
+    if isinstance(beta, (str, bytes, bool)) or not isinstance(beta, (int, float, np.number)):
+        raise ValueError(f"{name}={beta!r} is not a number: pass a float in (0, 1), e.g. {name}=1e-5")
+    if not 0 < beta < 1:
+        raise ValueError(f"{name}={beta} must lie in (0, 1)")
+
+
+
+# ----------------------------------------------------------------------------------------------- Steinke et al.
+
+def steinke_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
+    """Upper bound on P[≥ v correct of r guesses] for an (ε, δ)-DP mechanism (Steinke et al., Thm 3.1 / δ > 0).
+
+    p = P[Binomial(r, p_ε) ≥ v] + 2mδ · max_{1≤i≤v} P[v−i ≤ Binomial(r, p_ε) ≤ v−1] / i, p_ε = e^ε/(1+e^ε),
+    capped at 1.
+
+    Args:
+        m: canaries; r: guesses; v: correct guesses (0 ≤ v ≤ r ≤ m). epsilon: ε ≥ 0. delta: δ in [0, 1].
+
+    Returns:
+        float p-value in [0, 1].
+
+    Raises:
+        ValueError: on counts or parameters out of range.
+    """
+    _check_counts(m, r, v)
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon={epsilon} must be ≥ 0")
+    if not 0 <= delta <= 1:
+        raise ValueError(f"delta={delta} must lie in [0, 1]")
+    p = float(special.expit(epsilon))
+    tail = float(stats.binom.sf(v - 1, r, p))
+    extra = 0.0
+    if delta > 0 and v > 0:
+        pmf = stats.binom.pmf(np.arange(v - 1, -1, -1), r, p)  # P[B = v−1], P[B = v−2], …, P[B = 0]
+        extra = 2.0 * m * delta * float(np.max(np.cumsum(pmf) / np.arange(1, v + 1)))
+    return min(1.0, tail + extra)
+
+
+def epsilon_lower_steinke(m: int, r: int, v: int, delta: float, beta: float, tol: float = 1e-6) -> float:
+    """ε_lower = sup{ε ≥ 0 : ``steinke_p_value``(ε) < β}: the mechanism is not (ε, δ)-DP, with confidence 1 − β.
+
+    Args:
+        m, r, v: canaries, guesses, correct guesses. delta: δ. beta: level β of this one test in (0, 1).
+        tol: bisection tolerance in ε.
+
+    Returns:
+        float ε_lower ≥ 0 (0 when even ε = 0 is not rejected).
+
+    Raises:
+        ValueError: on counts or levels out of range, or tol ≤ 0.
+
+    Source: Steinke et al. (2023), Thm 3.1 and the paper's ``get_eps_audit`` (bisection on the p-value).
+    """
+    _check_level(beta)
+    if not tol > 0:
+        raise ValueError(f"tol={tol} must be > 0 (the bisection's width in ε; e.g. 1e-6)")
+    if steinke_p_value(m, r, v, 0.0, delta) >= beta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while steinke_p_value(m, r, v, hi, delta) < beta:
+        lo, hi = hi, 2 * hi
+        if hi > 1e4:
+            return float("inf")
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if steinke_p_value(m, r, v, mid, delta) < beta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+# ----------------------------------------------------------------------------------------------- Mahloujifar et al.
+
+def _fq(x: np.ndarray, mu: np.ndarray, q: float) -> np.ndarray:
+    """f_q(x) = q·G_μ(x) + (1−q)(1−x), G_μ(x) = Φ(Φ⁻¹(1−x) − μ) (remove-direction subsampled Gaussian)."""
+    with np.errstate(all="ignore"):
+        g = special.ndtr(-special.ndtri(x) - mu)
+    return q * g + (1 - q) * (1 - x)
+
+
+def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 1.0) -> np.ndarray:
+    """f̄⁻¹(y) for f = C_q(G_μ): the x with 1 − f(x) = y (Mahloujifar et al.'s "inverse blow-up").
+
+    Pieces of 1 − C_q(G_μ) (Dong, Roth, Su 2022, symmetrised subsampled trade-off, x* = Φ(−μ/2)):
+    x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (inverted by bisection on Φ⁻¹(x); closed form Φ(Φ⁻¹(y) − μ) at q = 1);
+    x* ≤ x ≤ f_q(x*): the −1-slope segment; x ≥ f_q(x*): 1 − f_q⁻¹(x), whose inverse is x = f_q(1 − y).
+
+    Args:
+        y: float array in [0, 1]. mu: float array μ > 0, broadcast with y. sample_rate: q in (0, 1].
+
+    Returns:
+        float64 array of x in [0, 1].
+
+    Raises:
+        ValueError: for q outside (0, 1].
+    """
+    q = float(sample_rate)
+    if not 0 < q <= 1:
+        raise ValueError(f"sample_rate={q} must satisfy 0 < q ≤ 1")
+    y = np.clip(np.asarray(y, dtype=np.float64), 0.0, 1.0)
+    mu = np.asarray(mu, dtype=np.float64)
+    y, mu = np.broadcast_arrays(y, mu)
+    if q == 1.0:
+        with np.errstate(all="ignore"):
+            return special.ndtr(special.ndtri(y) - mu)
+    x_star = special.ndtr(-mu / 2)
+    f_star = _fq(x_star, mu, q)
+    y1 = 1 - f_star  # 1 − C(x*)
+    y2 = 1 - x_star  # 1 − C(f_q(x*))
+    out = np.empty_like(y)
+    seg = (y > y1) & (y <= y2)
+    out[seg] = (y - 1 + x_star + f_star)[seg]
+    hi_part = y > y2
+    out[hi_part] = _fq(1 - y[hi_part], mu[hi_part], q)
+    lo_part = ~(seg | hi_part)
+    if lo_part.any():
+        yy, mm = y[lo_part], mu[lo_part]
+        a = np.full(yy.shape, -40.0)
+        b = special.ndtri(x_star[lo_part])
+        for _ in range(46):  # g(z) = q Φ(z + μ) + (1−q)Φ(z) is increasing in z = Φ⁻¹(x)
+            z = 0.5 * (a + b)
+            g = q * special.ndtr(z + mm) + (1 - q) * special.ndtr(z)
+            below = g < yy
+            a = np.where(below, z, a)
+            b = np.where(below, b, z)
+        out[lo_part] = special.ndtr(0.5 * (a + b))
+    return np.clip(out, 0.0, 1.0)
+
+
+class _FastInverseBlowup:
+    """``tradeoff_inverse_blowup`` for a fixed vector of μ (one per row), for the recursion's many calls.
+
+    The piece x ≤ x* of 1 − C_q(G_μ) is inverted by a per-row table of log G(z), G(z) = qΦ(z + μ) + (1−q)Φ(z),
+    z = Φ⁻¹(x) on 1024 points of [−38, −μ/2] (one flattened ``searchsorted`` finds the cell), then three Newton
+    steps on log G(z) = log y (quadratic convergence from the interpolated start; ``tradeoff_inverse_blowup``'s
+    bisection is the reference it is tested against). The other two pieces are closed forms as there.
+    """
+
+    def __init__(self, mu: np.ndarray, q: float, n_z: int = 1024) -> None:
+        self.mu, self.q = np.asarray(mu, dtype=np.float64), float(q)
+        self.x_star = special.ndtr(-self.mu / 2)
+        self.f_star = _fq(self.x_star, self.mu, self.q)
+        t = np.linspace(0.0, 1.0, n_z)
+        self.z = -38.0 + t[None, :] * (38.0 - self.mu[:, None] / 2)  # (n_mu, n_z), ascending per row
+        self.n_z = n_z
+        log_g = self._log_g(self.z, self.mu[:, None])
+        self.span = 4000.0
+        self.flat = (log_g + self.span * np.arange(self.mu.size)[:, None]).ravel()
+
+    def _log_g(self, z, mu):
+        return np.logaddexp(math.log(self.q) + special.log_ndtr(z + mu), math.log1p(-self.q) + special.log_ndtr(z))
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        y = np.clip(np.asarray(y, dtype=np.float64), 0.0, 1.0)
+        mu, q, xs, fs = self.mu, self.q, self.x_star, self.f_star
+        out = np.where(y > 1 - xs, _fq(1 - y, mu, q), y - 1 + xs + fs)
+        low = y <= 1 - fs
+        if low.any():
+            rows = np.flatnonzero(low)
+            with np.errstate(divide="ignore"):
+                ly = np.log(y[rows])
+            ok = np.isfinite(ly)
+            zz = np.full(rows.size, -np.inf)
+            if ok.any():
+                r_ok = rows[ok]
+                j = np.searchsorted(self.flat, ly[ok] + self.span * r_ok) - r_ok * self.n_z
+                j = np.clip(j, 1, self.n_z - 1)
+                z0, z1 = self.z[r_ok, j - 1], self.z[r_ok, j]
+                l0, l1 = self._log_g(z0, mu[r_ok]), self._log_g(z1, mu[r_ok])
+                z = z0 + (z1 - z0) * np.clip((ly[ok] - l0) / np.where(l1 > l0, l1 - l0, 1.0), 0.0, 1.0)
+                m_ok = mu[r_ok]
+                for _ in range(3):
+                    lg = self._log_g(z, m_ok)
+                    ldg = np.logaddexp(math.log(q) - 0.5 * (z + m_ok) ** 2, math.log1p(-q) - 0.5 * z * z) \
+                        - 0.5 * math.log(2 * math.pi)
+                    z = np.minimum(z - (lg - ly[ok]) / np.exp(ldg - lg), -m_ok / 2)
+                zz[ok] = z
+            out[rows] = special.ndtr(zz)
+        return np.clip(out, 0.0, 1.0)
+
+
+def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate: float = 1.0) -> np.ndarray:
+    """Whether ``v`` correct of ``r`` guesses about ``m`` canaries rejects f = C_q(G_μ) at level β.
+
+    The abstention recursion of Mahloujifar et al. (alphabet k = 2), vectorised over the μ values: see the
+    module docstring. Rejection is monotone: a smaller μ (a stronger privacy claim) is rejected whenever a
+    larger one is. At q = 1 each μ leaves the loop once decided (``_gdp_rejects``; exact, and it decides as the
+    source's Algorithm 3 code: ``tests/test_one_run.py``).
+
+    Args:
+        m, r, v: canaries, guesses, correct guesses. mu: float array of μ > 0. beta: level β in (0, 1).
+        sample_rate: q of the subsampled family (1: plain μ-GDP).
+
+    Returns:
+        bool array shaped like ``mu``.
+
+    Raises:
+        ValueError: on counts or levels out of range, or a sample_rate outside (0, 1].
+    """
+    _check_counts(m, r, v)
+    _check_level(beta)
+    sample_rate = _check_sample_rate(sample_rate)
+    mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
+    if r == 0:
+        return np.zeros(mu.shape, dtype=bool)
+    if sample_rate == 1:
+        return _gdp_rejects(m, r, v, mu, beta)
+    h = np.full(mu.shape, beta * (r - v) / m)
+    rr = np.full(mu.shape, beta * v / m)
+    inverse = _FastInverseBlowup(mu, sample_rate)
+    for i in range(v - 1, -1, -1):
+        h_new = np.maximum(h, inverse(rr))
+        rr = rr + (i / (r - i)) * (h_new - h)
+        h = h_new
+    return rr + h > r / m
+
+
+def _gdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float) -> np.ndarray:
+    """``fdp_rejects`` at q = 1 (μ-GDP: f̄⁻¹(y) = Φ(Φ⁻¹(y) − μ), inlined), each μ retired once decided.
+
+    h and r never decrease along the recursion, so a row already above r/m stays rejected; a row whose h did not
+    move keeps r too, and so every later step leaves it as it is. Both are dropped from the loop (exact; the
+    undecided rows near the boundary run to the end).
+    """
+    h = np.full(mu.size, beta * (r - v) / m)
+    rr = np.full(mu.size, beta * v / m)
+    out = np.zeros(mu.size, dtype=bool)
+    idx, mu_a, cap = np.arange(mu.size), mu.ravel(), r / m
+    with np.errstate(all="ignore"):
+        for i in range(v - 1, -1, -1):
+            h_new = np.maximum(h, special.ndtr(special.ndtri(np.minimum(rr, 1.0)) - mu_a))
+            moved = h_new > h
+            rr = rr + (i / (r - i)) * (h_new - h)
+            h = h_new
+            over = rr + h > cap
+            if over.any() or not moved.all():
+                out[idx[over]] = True
+                keep = moved & ~over
+                idx, mu_a, h, rr = idx[keep], mu_a[keep], h[keep], rr[keep]
+                if idx.size == 0:
+                    break
+    return out.reshape(mu.shape)
+
+
+def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, mu_max: float = 20.0,
+                 grid: int = 128, refine: bool = True) -> float:
+    """The largest μ whose trade-off C_q(G_μ) is rejected (``fdp_rejects``); 0 if none in [10⁻³, mu_max].
+
+    A geometric grid of ``grid`` values (steps of ≈ 8%), then (``refine``) a linear grid of the same size
+    between the last rejected and the first accepted value (relative resolution < 0.1%); the value returned
+    is a rejected grid point, so rounding only loosens the bound.
+
+    Returns:
+        float μ_lower ≥ 0 (``mu_max`` if every grid value is rejected).
+
+    Raises:
+        ValueError: on counts or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3.
+    """
+    sample_rate = _check_sample_rate(sample_rate)
+    if int(grid) != grid or grid < 2 or not mu_max > 1e-3:
+        raise ValueError(f"grid={grid} must be an integer ≥ 2 and mu_max={mu_max} > 1e-3 (the grid spans "
+                         f"[1e-3, mu_max]); the defaults are 128 and 20")
+    coarse = np.geomspace(1e-3, mu_max, int(grid))
+    if not fdp_rejects(m, r, v, coarse[:1], beta, sample_rate)[0]:
+        return 0.0  # the strongest claim stands, so every weaker one does (monotone): one row instead of the grid
+    rej = fdp_rejects(m, r, v, coarse, beta, sample_rate)
+    if not rej.any():
+        return 0.0
+    j = int(np.flatnonzero(rej).max())
+    if j == coarse.size - 1:
+        return float(mu_max)
+    if not refine:
+        return float(coarse[j])
+    fine = np.linspace(coarse[j], coarse[j + 1], grid)
+    rej_f = fdp_rejects(m, r, v, fine, beta, sample_rate)
+    return float(fine[np.flatnonzero(rej_f).max()]) if rej_f.any() else float(coarse[j])
+
+
+def _gdp_delta(eps: float, mu: float) -> float:
+    return float(special.ndtr(-eps / mu + mu / 2) - math.exp(eps) * special.ndtr(-eps / mu - mu / 2))
+
+
+def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
+    """ε at δ of the mechanism C_q(G_μ): one Poisson-subsampled Gaussian release with noise multiplier 1/μ.
+
+    q = 1: the μ-GDP closed form (Dong, Roth, Su 2022, Cor. 2.13), solved by bisection. q < 1: the kit's PRV
+    accountant ``pe_kit.audit.accounting.epsilon_theory(1/μ, q, δ)`` (Opacus) minus its discretisation error 0.01
+    (clamped at 0), so that a lower bound is never rounded up. Returns 0.0 for μ = 0; for μ = ∞ (no noise) ∞ when δ < q,
+    else 0.0 (δ(ε) = q at every ε).
+
+    Raises:
+        ValueError: for μ < 0, q outside (0, 1] or δ outside (0, 1).
+    """
+    if not mu >= 0:
+        raise ValueError(f"mu={mu} must be ≥ 0")
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
+    _check_level(delta, "delta")
+    if mu == 0:
+        return 0.0
+    if math.isinf(mu):  # no noise (σ = 0): the hockey-stick divergence is q at every ε, so ε = ∞ iff δ < q
+        return float("inf") if delta < sample_rate else 0.0
+    if sample_rate < 1:
+        from pe_kit.audit.accounting import epsilon_theory
+
+        return max(0.0, epsilon_theory(1.0 / mu, sample_rate, delta, eps_error=0.01) - 0.01)
+    if _gdp_delta(0.0, mu) <= delta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _gdp_delta(hi, mu) > delta:
+        lo, hi = hi, 2 * hi
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if _gdp_delta(mid, mu) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return hi

@@ -1,0 +1,108 @@
+"""Done-markers of ``pe-kit reproduce``: a notebook is reused when its marker's key and output files still match.
+
+A marker ``<run>/.done/<notebook>.json`` records the key of one finished notebook (:func:`marker_key`: its file's
+bytes, its parameters, the content of every file and model they name, :func:`input_digests`, and the pe_kit code,
+:func:`code_fingerprint`) and the sizes of the files it wrote (:func:`outputs_of`); :func:`marker_valid` says whether
+it can stand in for running the notebook again.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from pe_kit.cache import atomic_write_bytes, content_hash
+
+__all__ = ["code_fingerprint", "outputs_of", "input_digests", "marker_key", "marker_valid", "write_file"]
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Atomic write, then the usual read permissions (the temp file starts private)."""
+    atomic_write_bytes(path, data)
+    os.chmod(path, 0o644)
+
+
+_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/execute.py", "run/markers.py", "run/presets.py",
+                "run/preflight.py", "run/run_id.py")
+
+
+def code_fingerprint() -> str:
+    """Hash of the pe_kit modules a notebook's outputs can depend on (all but the runner and the CLI)."""
+    pkg = Path(__file__).resolve().parents[1]
+    return content_hash(*[(p.relative_to(pkg).as_posix(), p.read_bytes()) for p in sorted(pkg.rglob("*.py"))
+                          if p.relative_to(pkg).as_posix() not in _RUNNER_ONLY])[:16]
+
+
+def outputs_of(run_dir: Path, nb: str) -> dict:
+    """The files notebook ``nb`` wrote into ``run_dir`` (its CSV, its figures), relative path → size in bytes."""
+    files = [run_dir / f"{nb}.csv"] + sorted((run_dir / "figures").glob(f"{nb}_*"))
+    return {str(f.relative_to(run_dir)): f.stat().st_size for f in files if f.is_file()}
+
+
+def input_digests(params: Mapping[str, Any]) -> dict:
+    """Digests of every file and model a notebook's parameters name, for its done-marker key.
+
+    ``data`` (None = the bundled Blogs sample), ``bank`` / ``banks`` (``bankA`` = the bundled bank file,
+    ``file:<path>`` or a path), ``model`` / ``encoders`` (``"auto"`` = the installed encoders) and
+    ``generator="smollm2"`` (the bundled GGUF) are hashed by content (``pe_kit.cache.file_digest`` /
+    ``pe_kit.text.encoder.model_fingerprint``); any other string parameter that names an existing file is
+    hashed too, and so are the shipped SmolLM2 paraphrase pools (``paraphrase_pools``, "absent" when none ship).
+    A name stands in for content nowhere: rewriting ``my.jsonl.gz`` in place changes the key.
+
+    Returns a dict ``"<param>" or "<param>[i]"`` → digest str.
+    """
+    from pe_kit.cache import file_digest
+    from pe_kit.data.loaders import default_bank_path, default_data_path
+    from pe_kit.text.encoder import model_fingerprint
+    from pe_kit.text.models import available_encoders
+
+    from pe_kit.text.generators.paraphrase_pools import shipped_pools_digest
+
+    out: dict[str, str] = {}
+    out["data"] = file_digest(params.get("data") or default_data_path())
+    out["paraphrase_pools"] = shipped_pools_digest()  # paraphrase designs may take a shipped SmolLM2 pool
+    for key, value in params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for i, v in enumerate(values):
+            name = key if len(values) == 1 and not isinstance(value, (list, tuple)) else f"{key}[{i}]"
+            if not isinstance(v, str) or key == "output_dir":
+                continue
+            if key in ("bank", "banks") and v == "bankA":
+                out[name] = file_digest(default_bank_path())
+            elif key in ("model", "encoders"):
+                for j, m in enumerate(available_encoders() if v == "auto" else [v]):
+                    out[f"{name}:{j}"] = model_fingerprint(m)
+            elif key == "generator" and v == "smollm2":
+                try:
+                    from pe_kit.text.generators.local_lm import smollm2_gguf_path
+
+                    out[name] = model_fingerprint(smollm2_gguf_path())
+                except Exception as exc:  # not installed: the notebook will say so itself
+                    out[name] = f"unavailable: {type(exc).__name__}"
+            else:
+                path = v[5:] if v.startswith("file:") else v
+                if len(path) < 4096 and os.path.isfile(path):
+                    out[name] = file_digest(path)
+    return out
+
+
+def marker_key(src: Path, params: Mapping[str, Any], fingerprint: str | None = None) -> str:
+    """Done-marker key of one notebook: its file's bytes, its parameters, :func:`input_digests` of the
+    files and models they name, and the pe_kit code (:func:`code_fingerprint`). 64 hex chars."""
+    return content_hash(Path(src).read_bytes(), json.dumps(params, sort_keys=True, default=str),
+                        json.dumps(input_digests(params), sort_keys=True), fingerprint or code_fingerprint())
+
+
+def marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
+    try:
+        info = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    if info.get("key") != key:
+        return False
+    outs = info.get("outputs") or {}
+    if f"{marker.stem}.csv" not in outs:
+        return False
+    return all((run_dir / rel).is_file() and (run_dir / rel).stat().st_size == size and size > 0
+               for rel, size in outs.items())

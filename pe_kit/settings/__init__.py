@@ -1,0 +1,24 @@
+"""Every setting of the kit, declared once: the settings tree and its one check.
+
+Each setting is a field of one frozen section class (:mod:`pe_kit.settings.sections`), declared with
+:func:`setting`: its default, its :class:`ParamSpec` (type and range), one line of doc and, for the shared sections,
+the notebooks that read it. :func:`check_param` (:mod:`pe_kit.settings.fields`) is the one check: the sections run it
+on construction, ``--set`` in :func:`parse_override`, the notebooks' parameters in ``pe_kit.run.presets``, the
+explorer on its values and slider ranges. The tree of a reproduction, :class:`Preset`, and its paths live in
+:mod:`pe_kit.settings.tree`. Defaults are the paper's (§3, App. D).
+"""
+from pe_kit.settings.fields import (PARAM_TYPES, ParamSpec, Section, check_param, closest, did_you_mean, setting,
+                                    slider_range)
+from pe_kit.settings.sections import (ARMS, COUNT, FORMATS, RECORD_CAP, THRESHOLD_RULES, Ablations, AuditConfig,
+                                      AuditSettings, ImplementationAudit, LLRChecks, MechanismConfig, MechanismSettings,
+                                      MultiRound, NotebookSection, OneRun, RunnerSettings, StudySettings, WorldSettings,
+                                      record_cap_setting)
+from pe_kit.settings.tree import (MECHANISM_KEYS, NOTEBOOK_READS, NOTEBOOK_SECTIONS, NOTEBOOKS, RUNNER_KEYS, SECTIONS,
+                                  SHORT, Preset, locate, notebook_keys, notebook_stem, parameters_cell, parse_override)
+
+__all__ = ["ParamSpec", "COUNT", "RECORD_CAP", "PARAM_TYPES", "Section", "setting", "record_cap_setting", "check_param",
+           "closest", "did_you_mean", "slider_range", "ARMS", "FORMATS", "THRESHOLD_RULES",
+           "WorldSettings", "MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "StudySettings",
+           "RunnerSettings", "NotebookSection", "LLRChecks", "Ablations", "MultiRound", "ImplementationAudit",
+           "OneRun", "Preset", "SECTIONS", "NOTEBOOKS", "NOTEBOOK_SECTIONS", "NOTEBOOK_READS", "RUNNER_KEYS",
+           "MECHANISM_KEYS", "SHORT", "notebook_keys", "notebook_stem", "locate", "parameters_cell", "parse_override"]

@@ -1,0 +1,294 @@
+"""The field machinery of the settings tree: :class:`ParamSpec` (type and range), :func:`setting` (one declared
+field), :class:`Section` (a frozen class of fields, checked on construction) and :func:`check_param`, the one check:
+a bool or a str is never a number, an integral float (``1e6``) is fine for an integer field, a fractional one is
+not; ranges are checked; a list field takes a single value as a one-element list.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+__all__ = ["ParamSpec", "PARAM_TYPES", "Section", "setting", "check_param", "closest", "did_you_mean", "slider_range"]
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """Type and range of one parameter.
+
+    Attributes:
+        kind: ``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; with ``many=True`` a list of that kind.
+        lo, hi: inclusive bounds (None = unbounded); lo_open / hi_open make them exclusive.
+        optional: None is accepted (meaning "the default").
+        choices: admissible values for ``str`` or numbers (also for list elements).
+        word: a str accepted besides the typed value (``"all"`` variants, ``"auto"`` encoders).
+    """
+
+    kind: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    optional: bool = False
+    many: bool = False
+    choices: tuple = ()
+    word: str | None = None
+
+    def describe(self) -> str:
+        """Human words for the accepted values, e.g. ``an integer ≥ 1`` or ``a list of numbers in (0, 1]``."""
+        noun = {"int": "integer", "float": "number", "str": "text", "bool": "true/false", "dict": "mapping"}[self.kind]
+        rng = ""
+        if self.lo is not None and self.hi is not None:
+            rng = f" in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        elif self.lo is not None:
+            rng = f" {'>' if self.lo_open else '≥'} {self.lo:g}"
+        elif self.hi is not None:
+            rng = f" {'<' if self.hi_open else '≤'} {self.hi:g}"
+        if self.choices:
+            rng = " (one of " + ", ".join(map(str, self.choices)) + ")"
+        out = f"a list of {noun}s{rng}" if self.many else f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}{rng}"
+        if self.word:
+            out = f"'{self.word}' or " + out
+        return out + (" or null" if self.optional else "")
+
+
+_SECTIONS: list = []  # every Section subclass, in definition order (filled by Section.__init_subclass__)
+
+
+def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = None,
+            slider: tuple[float, float] | None = None):
+    """A dataclass field of a settings section: its default, its type and range (``spec``) and one line of doc.
+
+    The one place a setting is declared: ``Section.__post_init__`` checks the value against ``spec``, ``--set``
+    and the notebooks' ``resolve_params`` look the spec up by name (:data:`PARAM_TYPES`), and the notebooks'
+    parameters cells are generated from the declarations (:func:`parameters_cell`).
+    A list default is stored as a tuple (frozen sections stay hashable).
+
+    Args:
+        notebooks: the notebooks that read this shared field, e.g. ``"04"`` (None: every notebook that reads its
+            section, ``Section.read_by``; ``""``: none, a runner key). slider: the explorer's default slider
+            range (``pe_kit.report.widgets``; it widens to hold any value the spec accepts).
+    """
+    if isinstance(default, list):
+        default = tuple(default)
+    return field(default=default, metadata={"spec": spec, "doc": doc, "notebooks": notebooks, "slider": slider})
+
+
+class Section:
+    """Base of every frozen settings class: each field declared with :func:`setting` is checked on construction.
+
+    Subclasses are dataclasses (``@dataclass(frozen=True)``); a field's value is normalised by
+    :func:`check_param` against the field's own ``ParamSpec`` (an integral float becomes an int, a list a
+    tuple). Every subclass registers itself, so :data:`PARAM_TYPES` knows its fields by name.
+
+    Raises:
+        ValueError: on construction, naming the field, the value and the accepted values.
+    """
+
+    #: the notebooks that read this section's fields (a field's ``notebooks`` overrides it)
+    read_by = "01 02 03 04 05 06 07 08"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _SECTIONS.append(cls)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            spec = f.metadata.get("spec")
+            if spec is not None:
+                v = check_param(f.name, getattr(self, f.name), spec)
+                object.__setattr__(self, f.name, tuple(v) if isinstance(v, list) else v)
+
+    @classmethod
+    def specs(cls) -> dict:
+        """``{field name: ParamSpec}`` of the declared fields (inherited ones included), in field order."""
+        return {f.name: f.metadata["spec"] for f in fields(cls) if "spec" in f.metadata}
+
+    @classmethod
+    def readers(cls) -> dict:
+        """``{field name: notebook numbers that read it}`` (``"04"``, ``"01 02 …"``; ``""`` for a runner key)."""
+        return {f.name: cls.read_by if f.metadata["notebooks"] is None else f.metadata["notebooks"]
+                for f in fields(cls) if "spec" in f.metadata}
+
+    def as_dict(self) -> dict:
+        """Plain dict of the declared fields (tuples as lists), for result rows."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
+                ((name, getattr(self, name)) for name in self.specs())}
+
+
+class _ParamTypes(Mapping):
+    """``name → ParamSpec`` of every field declared on a registered :class:`Section` (read-only, live).
+
+    A name declared on two classes must carry the very same ``ParamSpec`` object (``record_cap``); otherwise the
+    lookup raises ``RuntimeError`` (a setting declared twice)."""
+
+    _fields: dict = {}  # name → its dataclass field (default, doc, slider)
+
+    def _index(self) -> dict:
+        from dataclasses import is_dataclass
+
+        key = len(_SECTIONS)
+        if getattr(self, "_key", None) != key:
+            out: dict = {}
+            for cls in _SECTIONS:
+                if not is_dataclass(cls):
+                    continue
+                for f in fields(cls):
+                    spec = f.metadata.get("spec")
+                    if spec is None:
+                        continue
+                    if f.name in out and out[f.name] is not spec:
+                        raise RuntimeError(f"setting {f.name!r} is declared twice with different types "
+                                           f"({out[f.name].describe()} and {spec.describe()}); declare it once")
+                    out[f.name] = spec
+                    self._fields[f.name] = f
+            self._cache, self._key = out, key
+        return self._cache
+
+    def __getitem__(self, name: str) -> ParamSpec:
+        return self._index()[name]
+
+    def __iter__(self):
+        return iter(self._index())
+
+    def __len__(self) -> int:
+        return len(self._index())
+
+
+#: The type of every setting, by name: a live view of the fields declared on the settings sections.
+PARAM_TYPES: Mapping = _ParamTypes()
+
+
+def _declared(name: str):
+    """The dataclass field that declares ``name`` (None for a name no section declares)."""
+    PARAM_TYPES.get(name)  # brings the index up to date
+    return _ParamTypes._fields.get(name)
+
+
+def _fix(name: str, spec: ParamSpec) -> str:
+    """``": pass a float, e.g. 1e-05"``: the kind a numeric field takes, with its declared default as example."""
+    f = _declared(name.split(".")[-1].split("[")[0])
+    default = f.default if f is not None and PARAM_TYPES[f.name] is spec else None
+    eg = f", e.g. {default!r}" if isinstance(default, (int, float)) and not isinstance(default, bool) else ""
+    return f": pass {'an integer' if spec.kind == 'int' else 'a float'}{eg}"
+
+
+def slider_range(name: str) -> tuple[float, float]:
+    """The explorer's default slider range of setting ``name``, declared with it (``setting(slider=…)``)."""
+    return _declared(name).metadata["slider"]
+
+
+#: The largest magnitude a number setting takes: an integer stays exact in float64 (2**53), a number's square and
+#: its products in the audit stay finite (σ² in the accountant, (σC)²‖w‖² in the trials; float64 ends at 1.8e308).
+_MAX_INT, _MAX_FLOAT = 2**53, 1e100
+
+
+def _number(name: str, value, spec: ParamSpec):
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}={value!r} is not {spec.describe()}"
+                         + (" (true/false is not a number)" if isinstance(value, bool) else "") + _fix(name, spec))
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name}={value!r} is not {spec.describe()} (must be finite)")
+    def inside(v: float) -> bool:
+        return not (spec.lo is not None and (v < spec.lo or (spec.lo_open and v == spec.lo))
+                    or spec.hi is not None and (v > spec.hi or (spec.hi_open and v == spec.hi)))
+
+    if spec.kind == "int":
+        if x != int(x):
+            near = [v for v in (math.floor(x), math.ceil(x)) if inside(v)] or [math.ceil(x)]
+            raise ValueError(f"{name}={value!r} is not {spec.describe()} (no fractional part allowed: use "
+                             f"{' or '.join(map(str, near))})")
+        out: float | int = int(x)
+    else:
+        out = x
+    if not inside(x):
+        raise ValueError(f"{name}={value!r} is out of range: use {spec.describe()}")
+    if abs(value) > (_MAX_INT if spec.kind == "int" else _MAX_FLOAT):
+        raise ValueError(f"{name}={value!r} is out of range: use {spec.describe()}, " + (
+            "at most 2**53 = 9,007,199,254,740,992 (larger integers are not exact in float64)" if spec.kind == "int"
+            else "at most 1e+100 in magnitude (larger values overflow float64: σ² in the accountant, (σC)²‖w‖² in "
+                 "the trials)"))
+    if spec.choices and out not in spec.choices:
+        raise ValueError(f"{name}={value!r} is not accepted: use one of {', '.join(map(str, spec.choices))}")
+    return out
+
+
+def _one(name: str, value, spec: ParamSpec):
+    if spec.kind in ("int", "float"):
+        return _number(name, value, spec)
+    if spec.kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}={value!r} is not true/false")
+        return value
+    if spec.kind == "dict":
+        if not isinstance(value, dict):
+            raise ValueError(f"{name}={value!r} is not a mapping")
+        return value
+    if isinstance(value, os.PathLike):  # a pathlib.Path for data, bank, model, output_dir …
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name}={value!r} is not {spec.describe()}")
+    if spec.choices and value not in spec.choices:
+        raise ValueError(f"{name}={value!r} is not accepted: use one of {', '.join(map(str, spec.choices))}")
+    return value
+
+
+def check_param(name: str, value, spec: ParamSpec | None = None):
+    """Validate and normalise one parameter value against its type (``PARAM_TYPES[name]`` by default).
+
+    Args:
+        name: the parameter (its last dotted part is looked up, so ``06_multiround_mauve.rounds`` works).
+        value: the value (JSON-like: int, float, str, bool, None, list/tuple, dict; a numpy scalar or 1-D array is
+            taken as its Python value or list).
+        spec: the type (default ``PARAM_TYPES``; a name without a type is returned unchanged).
+
+    Returns:
+        the normalised value: ``int`` for integer fields (``1e6`` → 1000000), ``float`` for number
+        fields, a ``list`` for list fields (a single value becomes a one-element list), else the value.
+
+    Raises:
+        ValueError: naming the field, the value and the accepted values (``trials=True is not an integer
+        ≥ 1 (true/false is not a number)``).
+    """
+    spec = spec or PARAM_TYPES.get(name.split(".")[-1])
+    if spec is None:
+        return value
+    if hasattr(value, "dtype") and hasattr(value, "tolist"):  # a numpy scalar or array: its Python value(s)
+        if value.ndim > 1:
+            raise ValueError(f"{name} is a {value.ndim}-D array of shape {value.shape}: use {spec.describe()}")
+        value = value.tolist()
+    if value is None:
+        if spec.optional:
+            return None
+        raise ValueError(f"{name}=null is not accepted: use {spec.describe()}")
+    if spec.word is not None and value == spec.word:
+        return value
+    if isinstance(value, str) and not value.strip():  # ``--set paraphraser=`` (nothing after the =)
+        raise ValueError(f"{name} is empty: use {spec.describe()}")
+    if spec.many:
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
+        if not items:
+            raise ValueError(f"{name}=[] is empty: use {spec.describe()}")
+        return [_one(f"{name}[{i}]" if len(items) > 1 else name, v, spec) for i, v in enumerate(items)]
+    if isinstance(value, (list, tuple)):
+        raise ValueError(f"{name}={value!r} is a list: use {spec.describe()}")
+    return _one(name, value, spec)
+
+
+def closest(word, choices) -> str | None:
+    """The choice closest to ``word`` (``difflib.get_close_matches``, cutoff 0.6), or None:
+    the one did-you-mean of the kit's errors."""
+    import difflib
+
+    return next(iter(difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)), None)
+
+
+def did_you_mean(word: str, choices) -> str:
+    """``"; did you mean 'trials'?"`` for the closest of ``choices`` (an iterable of str) to ``word``
+    (``difflib.get_close_matches``, cutoff 0.6), or ``""`` when none is close."""
+    close = closest(word, sorted(str(c) for c in choices))
+    return f"; did you mean {close!r}?" if close else ""

@@ -1,0 +1,324 @@
+"""The settings tree of a reproduction (:class:`Preset`) and its paths: ``--set`` (:func:`parse_override`), the
+notebooks' keys and their generated parameters cells (:func:`parameters_cell`).
+
+Paths: ``study.<field>``, ``mechanism.<field>``, ``audit.<field>``, ``<notebook>.<field>`` (``06.rounds``); a field
+name unique in the tree is its own short name (``n_test``, ``noise_multiplier``). ``<notebook>.<shared field>``
+(``06.bank_size=512``) sets a shared value for that notebook only; notebook 06 keeps the paper's Fig. 2 σ = 1.1088
+and notebook 07 the black-box suite's δ = 1e-3 unless ``--set noise_multiplier=…`` / ``--set delta=…`` name another
+value for every notebook.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pe_kit.settings.fields import PARAM_TYPES, Section, _declared, check_param, did_you_mean
+from pe_kit.settings.sections import (Ablations, AuditSettings, ImplementationAudit, LLRChecks, MechanismSettings,
+                                      MultiRound, NotebookSection, OneRun, StudySettings)
+
+__all__ = ["Preset", "SECTIONS", "NOTEBOOKS", "NOTEBOOK_SECTIONS", "NOTEBOOK_READS", "RUNNER_KEYS", "MECHANISM_KEYS",
+           "SHORT", "notebook_keys", "notebook_stem", "locate", "parameters_cell", "parse_override"]
+
+
+#: The shared sections of the tree, by path prefix.
+SECTIONS: dict[str, type] = {"study": StudySettings, "mechanism": MechanismSettings, "audit": AuditSettings}
+#: Notebook stems, in run order, and each one's own section.
+NOTEBOOK_SECTIONS: dict[str, type] = {
+    "01_mechanism": NotebookSection, "02_probe_design": NotebookSection, "03_llr_checks": LLRChecks,
+    "04_audit": NotebookSection, "05_ablations": Ablations, "06_multiround_mauve": MultiRound,
+    "07_audit_an_implementation": ImplementationAudit, "08_one_run_audit": OneRun}
+NOTEBOOKS = tuple(NOTEBOOK_SECTIONS)
+RUNNER_KEYS = ("output_dir", "preset", "seed")
+
+#: shared field → the notebook numbers that read it, from the declarations (``setting(notebooks=…)``), in tree order
+_READERS = {k: nbs.split() for cls in SECTIONS.values() for k, nbs in cls.readers().items()}
+#: The shared (study / mechanism / audit) settings each notebook reads; its own section's fields come on top.
+NOTEBOOK_READS: dict[str, tuple] = {stem: tuple(k for k, nbs in _READERS.items() if stem[:2] in nbs)
+                                    for stem in NOTEBOOKS}
+#: The settings every notebook reads: the audited mechanism (σ, q, k, C) and its (ε, δ) statement (δ, α); ``--set``
+#: of one applies to every notebook (``pe_kit.run.presets.get_preset``).
+MECHANISM_KEYS = tuple(k for k, nbs in _READERS.items() if len(nbs) == len(NOTEBOOKS))
+
+
+def _own(stem: str) -> dict:
+    return NOTEBOOK_SECTIONS[stem].specs()
+
+
+_SHARED = {k: (sec, spec) for sec, cls in SECTIONS.items() for k, spec in cls.specs().items()}
+#: short name → (section or notebook stem, field); a field name that two sections declare has no short name.
+SHORT: dict[str, tuple] = {k: (sec, k) for k, (sec, _) in _SHARED.items() if k != "seed"}
+for _stem in NOTEBOOKS:
+    for _k in _own(_stem):
+        assert _k not in SHORT, f"setting {_k!r} is declared twice (in {SHORT.get(_k)} and {_stem})"
+        SHORT[_k] = (_stem, _k)
+
+
+def notebook_stem(nb: str) -> str:
+    """``"06"`` or ``"06_multiround_mauve"`` → ``"06_multiround_mauve"``.
+
+    Raises:
+        ValueError: for an unknown notebook, listing the notebooks (with a did-you-mean).
+    """
+    matches = [n for n in NOTEBOOKS if n == nb or n.split("_")[0] == nb]
+    if not matches:
+        raise ValueError(f"use <notebook>.<parameter> with a notebook of {', '.join(NOTEBOOKS)} "
+                         f"(or its number, e.g. 06.rounds=3){did_you_mean(nb, NOTEBOOKS)}")
+    return matches[0]
+
+
+def notebook_keys(stem: str) -> tuple:
+    """The parameters notebook ``stem`` takes: the runner's, the shared ones it reads, its own section's."""
+    return RUNNER_KEYS + NOTEBOOK_READS[stem] + tuple(_own(stem))
+
+
+def _describe(names) -> str:
+    return ", ".join(f"{k} ({PARAM_TYPES[k].describe()})" for k in names)
+
+
+def locate(key: str) -> tuple[str, str, str]:
+    """Where ``--set key=…`` points in the tree.
+
+    Args:
+        key: a short name (``n_test``), ``<section>.<field>`` (``mechanism.noise_multiplier``) or
+            ``<notebook>.<field>`` (``06.rounds``, ``06_multiround_mauve.bank_size``).
+
+    Returns:
+        (section: ``study`` / ``mechanism`` / ``audit`` or a notebook stem, field, canonical key): the canonical
+        key is the short name for a short name or a ``<section>.<field>``, else ``<stem>.<field>``.
+
+    Raises:
+        ValueError: an unknown section, notebook or field (the message lists the section's settings with their
+            ranges, or a notebook's parameters, with a did-you-mean), or a runner-owned key.
+    """
+    key = key.strip()
+    if "." not in key:
+        if key in RUNNER_KEYS:
+            raise ValueError(f"{key} is set by the runner; use --{'results-dir' if key == 'output_dir' else key}")
+        if key not in SHORT:
+            valid = sorted(SHORT)
+            raise ValueError(f"unknown setting{did_you_mean(key, valid)}; valid keys: {', '.join(valid)} "
+                             "(or <section>.<field>: study, mechanism, audit; or <notebook>.<parameter>)")
+        sec, name = SHORT[key]
+        return sec, name, key
+    head, name = key.split(".", 1)
+    if head in SECTIONS:
+        specs = SECTIONS[head].specs()
+        if name not in specs or name == "seed":
+            raise ValueError(f"the {head} section has no setting {name!r}"
+                             f"{did_you_mean(name, specs)}; its settings: {_describe(k for k in specs if k != 'seed')}")
+        return head, name, name
+    stem = notebook_stem(head)
+    if name in RUNNER_KEYS:
+        raise ValueError(f"{name} is set by the runner; use --{'results-dir' if name == 'output_dir' else name} "
+                         "instead")
+    takes = [k for k in notebook_keys(stem) if k not in RUNNER_KEYS]
+    if name not in takes:
+        raise ValueError(f"notebook {stem} has no parameter {name!r}{did_you_mean(name, takes)}; "
+                         f"its parameters are: {', '.join(sorted(takes))}")
+    return stem, name, f"{stem}.{name}"
+
+
+def _default_notebooks() -> dict:
+    return {stem: cls() for stem, cls in NOTEBOOK_SECTIONS.items()}
+
+
+def _plain(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+@dataclass(frozen=True)
+class Preset:
+    """The settings tree of one reproduction: name, description and its sections (every value can be changed
+    with ``--set <path>=<value>``, :func:`locate`).
+
+    Attributes:
+        name, description: what the preset is for and how it differs from the paper (written into results.md).
+        study: :class:`StudySettings`. mechanism: ``MechanismSettings`` (σ, q, k, C). audit: ``AuditSettings``
+            (trials, α, δ, shrinkage, ridge). notebooks: stem → that notebook's section (:data:`NOTEBOOK_SECTIONS`).
+
+    A short name reads the value (``p.n_test``, ``p.noise_multiplier``, ``p.llr_trials``); :meth:`view` gives the
+    values one notebook sees. Build changed copies with :meth:`with_values`.
+    """
+
+    name: str
+    description: str = ""
+    study: StudySettings = field(default_factory=StudySettings)
+    mechanism: MechanismSettings = field(default_factory=MechanismSettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)
+    notebooks: Mapping = field(default_factory=_default_notebooks)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name not in SHORT:
+            raise AttributeError(name)
+        sec, f = SHORT[name]
+        obj = object.__getattribute__(self, sec) if sec in SECTIONS else object.__getattribute__(self, "notebooks")[sec]
+        return getattr(obj, f)
+
+    def section(self, sec: str) -> Section:
+        """The section ``study`` / ``mechanism`` / ``audit`` or a notebook stem's."""
+        return getattr(self, sec) if sec in SECTIONS else self.notebooks[sec]
+
+    def with_values(self, values: Mapping[str, Any]) -> "Preset":
+        """A copy with ``values`` set (keys as in :func:`locate`); each value checked against its declaration.
+
+        Raises:
+            ValueError: an unknown key (see :func:`locate`) or a value of the wrong type or range, naming the key,
+                the value and the accepted values.
+        """
+        changes: dict[str, dict] = {}
+        shared: dict[str, dict] = {}
+        for key, value in values.items():
+            sec, name, _ = locate(key)
+            if sec not in SECTIONS and name not in _own(sec):  # one notebook's shared value: no section holds it
+                v = check_param(key, value, PARAM_TYPES[name])
+                shared.setdefault(sec, {})[name] = tuple(v) if isinstance(v, list) else v
+            else:  # checked once, when its section is built below
+                changes.setdefault(sec, {})[name] = value
+        kw: dict[str, Any] = {s: replace(getattr(self, s), **c) for s, c in changes.items() if s in SECTIONS}
+        nbs = dict(self.notebooks)
+        for stem in set(changes) - set(SECTIONS) | set(shared):
+            sec = nbs[stem]
+            own = changes.get(stem, {})
+            if stem in shared:
+                own = {**own, "shared": {**sec.shared, **shared[stem]}}
+            nbs[stem] = replace(sec, **own)
+        if nbs != dict(self.notebooks):
+            kw["notebooks"] = nbs
+        return replace(self, **kw) if kw else self
+
+    def without_shared(self, names) -> "Preset":
+        """A copy in which no notebook keeps its own value of the shared settings ``names``."""
+        nbs = {stem: replace(sec, shared={k: v for k, v in sec.shared.items() if k not in names})
+               for stem, sec in self.notebooks.items()}
+        return replace(self, notebooks=nbs)
+
+    def shared_values(self) -> dict:
+        """Every shared setting (study, mechanism, audit) by short name (tuples as lists)."""
+        return {k: _plain(getattr(self.section(sec), k)) for k, (sec, _) in _SHARED.items()}
+
+    def view(self, stem: str | None = None) -> dict:
+        """The values notebook ``stem`` sees (None: no notebook's own values): every short name, the shared
+        sections overlaid with the notebook's ``shared`` values (tuples as lists)."""
+        out = self.shared_values()
+        for nb, sec in self.notebooks.items():
+            out.update({k: _plain(getattr(sec, k)) for k in _own(nb)})
+        if stem is not None:
+            out.update({k: _plain(v) for k, v in self.notebooks[stem].shared.items()})
+        return out
+
+    @property
+    def extra(self) -> dict:
+        """stem → that notebook's values that differ from its section's defaults (own fields and ``shared``)."""
+        out = {}
+        for stem, sec in self.notebooks.items():
+            base = NOTEBOOK_SECTIONS[stem]()
+            d = {k: _plain(getattr(sec, k)) for k in _own(stem) if getattr(sec, k) != getattr(base, k)}
+            d.update({k: _plain(v) for k, v in sec.shared.items() if base.shared.get(k) != v})
+            if d:
+                out[stem] = d
+        return out
+
+    def paths(self) -> dict:
+        """Every value by canonical key (short name, or ``<stem>.<field>``; notebooks' ``shared`` included)."""
+        out = self.shared_values()
+        for stem, sec in self.notebooks.items():
+            out.update({f"{stem}.{k}": _plain(getattr(sec, k)) for k in _own(stem)})
+            out.update({f"{stem}.{k}": _plain(v) for k, v in sec.shared.items()})
+        return out
+
+    def as_dict(self) -> dict:
+        """Plain flat dict: name, description, :meth:`view` (no notebook) and ``extra``."""
+        return {"name": self.name, "description": self.description, **self.view(), "extra": self.extra}
+
+
+def parameters_cell(stem: str) -> str:
+    """The source of notebook ``stem``'s ``parameters`` cell, generated from the declarations: the runner's keys,
+    then one ``name = None`` line per setting it takes (None: the preset's value), with its doc and accepted values
+    (no ``=`` in a comment: papermill's parameter parser would skip the line).
+
+    Returns:
+        str (no trailing newline), e.g. ``noise_multiplier = None  # σ: noise std is σ·C: a number ≥ 0``.
+    """
+    lines = ["# Parameters: papermill injects values after this cell; None takes the preset's value.",
+             "# Each setting is declared once, in pe_kit.settings (type, range, meaning; --set <name>=…).",
+             'output_dir = None  # None: results/interactive at the repository root', 'preset = "quick"  # tiny, quick '
+             'or paper', "seed = 0"]
+    groups = [(sec, [k for k in NOTEBOOK_READS[stem] if _SHARED[k][0] == sec]) for sec in SECTIONS]
+    for title, names in groups + [(f"notebook {stem[:2]}", list(_own(stem)))]:
+        if names:
+            lines.append(f"# {title}")
+            lines += [f"{k} = None  # {_declared(k).metadata['doc']}: {PARAM_TYPES[k].describe()}" for k in names]
+    return "\n".join(lines)
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``key=value`` (value as JSON if it parses, else a comma list for ``a,b``, else a string).
+
+    ``key`` is a path of the settings tree (:func:`locate`): a short name (``trials``,
+    ``noise_multiplier``, ``rounds``), ``<section>.<field>`` (``mechanism.noise_multiplier``, ``audit.delta``)
+    or ``<notebook>.<parameter>`` (``06.rounds=3``, ``06_multiround_mauve.bank_size=512``: for that notebook only).
+    The value is checked and normalised against the field's own declaration (``trials=1e6`` → 1000000;
+    ``trials=true``, ``max_probes=1.5`` rejected).
+
+    Returns:
+        (canonical key, value): the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``.
+
+    Raises:
+        ValueError: if ``text`` has no ``=``, the key is not in the tree (the message lists the valid keys, or the
+            section's settings with their ranges, with a did-you-mean), or the value has the wrong type or range
+            (the message names the key, the value and the accepted values).
+    """
+    if "=" not in text:
+        raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    try:
+        sec, name, canon = locate(key)
+    except ValueError as exc:
+        raise ValueError(f"--set {key}=…: {exc}") from None
+    raw = raw.strip()
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = [v.strip() for v in raw.split(",")] if "," in raw else raw
+    if raw.lower() in ("none", "null"):
+        value = None
+    if isinstance(value, list):  # "a,1e6" → each part parsed as JSON when it parses
+        value = [_json_or_str(v) for v in value]
+    try:
+        value = check_param(key, value, PARAM_TYPES[name])
+    except ValueError as exc:
+        raise ValueError(f"--set {key}={raw}: {exc}") from None
+    return canon, _absolute_paths(canon, value)
+
+
+def _json_or_str(v: Any) -> Any:
+    if not isinstance(v, str):
+        return v
+    try:
+        return json.loads(v)
+    except json.JSONDecodeError:
+        return v
+
+
+def _absolute_paths(key: str, value: Any) -> Any:
+    """Make relative file paths in path-like settings absolute against the current directory.
+
+    Notebooks run with the run folder as their working directory, so ``--set banks=my_bank.jsonl``
+    must be resolved where the command was typed. Applies to ``data``/``bank``/``banks`` keys (also
+    ``<notebook>.data`` …); ``file:<path>`` keeps its prefix; names that are not existing files are kept.
+    """
+    if key.split(".")[-1] not in ("data", "bank", "banks"):
+        return value
+    if isinstance(value, list):
+        return [_absolute_paths(key, v) for v in value]
+    if not isinstance(value, str):
+        return value
+    prefix, path = ("file:", value[5:]) if value.startswith("file:") else ("", value)
+    candidate = Path(path).expanduser()
+    if not candidate.is_absolute() and candidate.is_file():
+        return prefix + str(candidate.resolve())
+    return value
