@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory
-from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
+from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, look_sizes, spec_statistic
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.plan import Reach, announce_reach, audit_reach
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check, stage_check
@@ -216,6 +216,7 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     check_audit_arguments(release, designs[0], mechanism)
     t0, name = time.perf_counter(), implementation_name(release)
     gamma = battery_gamma(alpha, designs, release)
+    look_sizes(trials, looks)  # bad trials or looks refused before the checks
     reach = audit_reach(mechanism, int(trials), gamma=gamma / looks, delta=delta)
     show = options.get("show_progress") is not False
     if options.pop("announce", True):
