@@ -14,6 +14,8 @@ from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.battery import audit_battery, battery_gamma, design_claim
 from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
+from pe_kit.audit.bounds import epsilon_lower_from_counts
+from pe_kit.audit.plan import audit_reach
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease
@@ -361,3 +363,59 @@ def test_the_battery_headline_is_at_the_claim_and_a_refusal_of_q1_comes_before_t
     with pytest.raises(ValueError, match=r"sample_rate=1.0 must lie in \(0, 1\)") as exc:
         audit_release(strict, "no/such/corpus.jsonl", mechanism=MECH)  # a world would fail on the path: this comes first
     assert "axes without 'sensitivity'" in "".join(getattr(exc.value, "__notes__", []))
+
+
+# ------------------------------------------------------------------------------------------ early stop (looks)
+
+def test_looks_double_the_trials_and_split_gamma_exactly():
+    """Looks at ⌈T/4⌉, ⌈T/2⌉, T; each look's bounds at γ/L (Bonferroni over the looks); refused before any work
+    when a look would add no trial."""
+    from pe_kit.audit.blackbox import look_sizes
+
+    assert look_sizes(2_000, 3) == [500, 1_000, 2_000] and look_sizes(2_001, 3) == [501, 1_001, 2_001]
+    assert look_sizes(7, 3) == [2, 4, 7] and look_sizes(4, 3) == [1, 2, 4] and look_sizes(5) == [5]
+    with pytest.raises(ValueError, match=r"^looks=3 must be an integer ≥ 1 with 2\^\(looks − 1\) ≤ trials=3 "):
+        look_sizes(3, 3)
+    with pytest.raises(ValueError, match=r"^looks=0 must be an integer ≥ 1"):
+        audit_release(ReferenceRelease(), None, trials=2_000, looks=0)  # before the world is built
+    with pytest.raises(ValueError, match=r"^looks=2\.5 must be an integer"):
+        audit_battery(ReferenceRelease(), [concentrated_design(np.random.default_rng(0), **SMALL)], MECH, looks=2.5)
+    d = concentrated_design(np.random.default_rng(0), n_aux=20, n_calibration=25, n_test=25, bank_size=64)
+    a = audit_implementation(ReferenceRelease(), d, MECH, trials=8_000, gamma=0.05, seed=2, looks=3,
+                             show_progress=False)
+    assert a.gamma == a.info["gamma"] == 0.05 / 3 and a.info["reach"] == audit_reach(MECH, 8_000, gamma=0.05 / 3,
+                                                                                     delta=DEFAULT_DELTA).reach
+    one = audit_implementation(ReferenceRelease(), d, MECH, trials=8_000, gamma=0.05, seed=2, show_progress=False)
+    assert (one.gamma, one.info["looks"], one.info["looks_run"], one.info["releases"]) == (0.05, 1, 1, 32_000)
+
+
+def test_a_reference_release_runs_every_look_and_its_last_bound_is_the_closed_form_at_gamma_over_looks():
+    """Unflagged, the reference draws all 4T releases; its ε_lower (> 0 here) is Eq. 28 on the last look's counts at
+    γ/3, with the threshold calibrated on all T calibration trials and never on the test trials."""
+    d = concentrated_design(np.random.default_rng(0), n_aux=20, n_calibration=25, n_test=25, bank_size=64)
+    a, scores = audit_implementation(ReferenceRelease(), d, MECH, trials=8_000, gamma=0.05, seed=2, looks=3,
+                                     show_progress=False, return_scores=True)
+    assert not a.violation and (a.info["looks"], a.info["looks_run"], a.info["releases"]) == (3, 3, 32_000)
+    assert a.n_h1 == a.n_h0 == a.calibration.n_h1 == a.calibration.n_h0 == 8_000
+    assert {k: v.size for k, v in scores.items()} == {(s, h): 8_000 for s in ("calibration", "test") for h in (0, 1)}
+    assert a.epsilon_lower > 0.2 and a.epsilon_lower == epsilon_lower_from_counts(
+        a.true_pos, a.false_pos, a.n_h1, a.n_h0, 0.05 / 3, DEFAULT_DELTA)[0]
+    assert a.direction == 1 and a.threshold == a.calibration.threshold  # frozen on the calibration trials
+    assert (a.true_pos, a.false_pos) == tuple(int(np.sum(scores[("test", h)] > a.threshold)) for h in (1, 0))
+
+
+def test_a_flagged_mutant_stops_at_the_first_look_with_a_quarter_of_the_releases():
+    """The canary that skips Poisson sampling is flagged at T/4 = 1,000 trials at γ/3: 4,000 releases instead of
+    16,000, recorded in the battery's row."""
+    from pe_kit.pe.mutants import CanaryAlwaysIncluded
+
+    d = concentrated_design(np.random.default_rng(0), n_aux=20, n_calibration=25, n_test=25, bank_size=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = audit_battery(CanaryAlwaysIncluded(), [d], MECH, trials=4_000, seed=0, looks=3, check_calls=50,
+                          repeat_calls=50, show_progress=False)
+    row, gamma = b.rows[0], battery_gamma(0.05, 1, CanaryAlwaysIncluded())
+    assert b.flagged and row["violation"] and (row["looks_run"], row["releases"]) == (1, 4_000)
+    assert row["test_n_h1"] == row["calibration_n_h1"] == 1_000 and row["gamma"] == gamma / 3
+    assert row["epsilon_lower"] == epsilon_lower_from_counts(row["test_true_pos"], row["test_false_pos"], 1_000, 1_000,
+                                                             gamma / 3, DEFAULT_DELTA)[0] > row["epsilon_theory"]

@@ -8,7 +8,9 @@ has both forms. Bonferroni: γ = α / (4n + n_checks) (``battery_gamma``, the on
 too), so the probability that a correct implementation is flagged anywhere is ≤ α. A design whose
 ``info["claim"]`` names settings (``sample_rate``, ``delta``, …) is audited at them: the claim holds at every
 setting of a correct implementation. The seed check and the two-stage check (``release_checks.stage_check``)
-cannot fire for a correct implementation (deterministic) and spend no α.
+cannot fire for a correct implementation (deterministic) and spend no α. With ``looks`` = L each design's audit
+stops at the first of its L looks that flags it, every look's bounds at γ/L (``blackbox``: Bonferroni over the
+looks), so α is unchanged; designs that pass run all their trials.
 
 Source: §2.1 Steps 2–5 and Eq. 28 of the paper, run through the implementation on each design.
 """
@@ -18,12 +20,13 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Sequence
 
 import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory
-from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, spec_statistic
+from pe_kit.audit.blackbox import DEFAULT_DELTA, audit_implementation, look_sizes, spec_statistic
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.plan import Reach, announce_reach, audit_reach
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check, stage_check
@@ -129,10 +132,60 @@ def design_claim(design, mechanism: MechanismConfig, delta: float) -> tuple[Mech
     return dataclasses.replace(mechanism, **claim), delta
 
 
+def _checks(release, check, mechanism: MechanismConfig, seeds, *, gamma: float, repeat_calls: int,
+            check_calls: int, scheduler, show_progress) -> dict:
+    """The implementation checks on the check design (module docstring): seed, repeat (seeds[-1]), batch vs call
+    (seeds[-2]) and two stages."""
+    checks = seed_check(release, check, mechanism)
+    checks.update(repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma, seed=seeds[-1]))
+    checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
+                                   gamma=gamma, seed=seeds[-2], scheduler=scheduler, show_progress=show_progress))
+    checks.update(stage_check(release, check, mechanism))
+    return checks
+
+
+def _check_reasons(checks: dict, gamma: float, repeat_calls: int) -> list[str]:
+    """What the failed implementation checks say (a ``BatteryAudit``'s reasons after the designs')."""
+    reasons = []
+    if checks["seed_flag"]:
+        reasons.append("seed not honoured: " + ("same seed gave different releases" if not checks["seed_same_release"]
+                                                else "different seeds gave the same release"))
+    if checks["repeat_flag"]:
+        reasons.append(f"repeated releases: {checks['repeat_largest']} of {repeat_calls} H0 releases equal, "
+                       f"{checks['repeat_value_largest']} equal values in one coordinate, where their precision and "
+                       f"support allow any one release probability ≤ {checks['repeat_allowed']:.2g} (p ≤ "
+                       f"{checks['repeat_pvalue']:.2g} < γ/4 = {gamma / 4:.2g}): noise not fresh per release (a "
+                       "constant or clock seed, none on an empty batch, or none on some coordinates)")
+    if checks["batch_call_flag"]:
+        reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
+    if checks["stage_flag"]:
+        reasons.append(f"two stages ≠ one call: snapshot deterministic = {checks['stage_deterministic']}, "
+                       f"{checks['stage_equal_calls']} of {checks['stage_calls']} staged releases equal the one-call form")
+    return reasons
+
+
+def _design_row(a: Audit, design, mech: MechanismConfig, at_claim: bool, alpha: float, checks: dict) -> Audit:
+    """``a`` with the battery's columns: the design's axis, setting and sizes, α, whether it was audited at the
+    claim, the mechanism (``mech_*``) and the checks."""
+    info = dict(getattr(design, "info", {}) or {})
+    return replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
+                            "n_users": len(design.test), "canary_records": len(design.canary),
+                            "bank_size": int(np.shape(design.bank)[0]),
+                            "canary_position": str(getattr(design, "canary_position", "last")), "alpha": float(alpha),
+                            "at_claim": at_claim, **{f"mech_{k}": v for k, v in mech.as_dict().items()}, **checks})
+
+
+def _where(i: int, designs: Sequence) -> str:
+    """"design 3 of 7 (records=1)": design i (1-based) of the battery, by its axis and setting."""
+    info = dict(getattr(designs[i - 1], "info", {}) or {})
+    label = "base" if info.get("axis", "base") == "base" else f"{info['axis']}={info.get('setting')}"
+    return f"design {i} of {len(designs)} ({label})"
+
+
 def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, trials: int = BATTERY_TRIALS,
-                  alpha: float = 0.05, delta: float = DEFAULT_DELTA, seed=0, check=None, check_calls: int = 2_000,
-                  repeat_calls: int = 200,
-                  stats: Sequence | None = None, scheduler=None, **options) -> BatteryAudit:
+                  alpha: float = 0.05, delta: float = DEFAULT_DELTA, seed=0, looks: int = 1, check=None,
+                  check_calls: int = 2_000, repeat_calls: int = 200, stats: Sequence | None = None, scheduler=None,
+                  **options) -> BatteryAudit:
     """Audit ``release`` on every design and run the implementation checks (module docstring).
 
     Args:
@@ -140,6 +193,8 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
             base first. mechanism: the claimed settings.
         trials: per hypothesis per split of each audit. alpha: family-wise level in (0, 1). delta: δ (10⁻³).
         seed: int / sequence / SeedSequence: design i's audit uses spawn child i, the checks children n, n + 1.
+        looks: each design's audit in L looks with early stop, its bounds at γ/L (``blackbox.audit_implementation``;
+            a flagged design stops at the first look that flags it, the others run all T trials).
         check: the design of the implementation checks (default: the battery's smallest population).
         check_calls: per-call releases of the batch-vs-call test. repeat_calls: releases of the repeat check.
         stats: precomputed ``spec_statistic`` per design, each at its ``design_claim``.
@@ -159,10 +214,10 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     if len(designs) == 0:
         raise ValueError("designs is empty: pass attack.design_battery.battery_designs(...)")
     check_audit_arguments(release, designs[0], mechanism)
-    t0 = time.perf_counter()
-    name = implementation_name(release)
+    t0, name = time.perf_counter(), implementation_name(release)
     gamma = battery_gamma(alpha, designs, release)
-    reach = audit_reach(mechanism, int(trials), gamma=gamma, delta=delta)
+    look_sizes(trials, looks)  # bad trials or looks refused before the checks
+    reach = audit_reach(mechanism, int(trials), gamma=gamma / looks, delta=delta)
     show = options.get("show_progress") is not False
     if options.pop("announce", True):
         announce_reach(reach, mechanism, show=show)
@@ -170,51 +225,27 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     stats = list(stats) if stats is not None else [spec_statistic(d, m) for d, (m, _) in zip(designs, claims)]
     seeds = seed_sequence(seed).spawn(len(designs) + 2)
     check = check if check is not None else min(designs, key=lambda d: (len(d.test), len(d.canary)))
-    checks = seed_check(release, check, mechanism)
-    checks.update(repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma,
-                               seed=seeds[len(designs) + 1]))
-    checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
-                                   gamma=gamma, seed=seeds[len(designs)], scheduler=scheduler,
-                                   show_progress=options.get("show_progress")))
-    checks.update(stage_check(release, check, mechanism))
+    checks = _checks(release, check, mechanism, seeds, gamma=gamma, repeat_calls=repeat_calls,
+                     check_calls=check_calls, scheduler=scheduler, show_progress=options.get("show_progress"))
     rows, reasons = [], []
-
-    def verdict(rows, reasons):
-        if not rows:
-            return None
-        eps_t = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
-        at_claim = [a.epsilon_lower for a in rows if a.info["at_claim"]]
-        return BatteryAudit(implementation=name, flagged=bool(reasons), reasons=tuple(reasons),
-                            epsilon_lower=max(at_claim, default=0.0), epsilon_theory=float(eps_t),
-                            mu_eff=float(stats[0].mu_eff) if math.isfinite(stats[0].mu_eff) else math.nan,
-                            alpha=float(alpha), gamma=gamma, delta=float(delta), trials=int(trials), checks=checks,
-                            audits=tuple(rows), seconds=time.perf_counter() - t0, reach=reach)
-
+    verdict = partial(_battery_audit, name, mechanism, delta, stats[0], alpha, gamma, trials, checks, reach, t0)
     bar = progress(total=4 * int(trials) * len(designs), desc=name, unit="release") if show else None
     for i, (d, st, s, (mech, dlt)) in enumerate(zip(designs, stats, seeds, claims), 1):
-        info = dict(getattr(d, "info", {}) or {})
-        axis = info.get("axis", "base")
-        label = "base" if axis == "base" else f"{axis}={info.get('setting')}"
-        where = f"design {i} of {len(designs)} ({label})"
         if bar is not None:
-            bar.describe(f"{name}: {where}")
+            bar.describe(f"{name}: {_where(i, designs)}")
             bar.update(0)  # a line naming the design now started, with the battery's ETA
         try:
-            a = audit_implementation(release, d, mech, trials=trials, gamma=gamma, delta=dlt, seed=s, stat=st,
-                                     scheduler=scheduler, announce=False, **options)
+            a = audit_implementation(release, d, mech, trials=trials, gamma=gamma, delta=dlt, seed=s, looks=looks,
+                                     stat=st, scheduler=scheduler, announce=False, **options)
         except Exception as exc:
             if bar is not None:
                 bar.close()
             exc.partial = verdict(rows, reasons)
-            exc.add_note(f"{name} raised on {where}, {d.name!r}, in audit_implementation(release, design, …); the "
-                         f"{len(rows)} designs finished before it are exc.partial")
+            exc.add_note(f"{name} raised on {_where(i, designs)}, {d.name!r}, in audit_implementation(release, "
+                         f"design, …); the {len(rows)} designs finished before it are exc.partial")
             raise
         own = (mech, dlt) != (mechanism, delta)  # audited at the design's own claim
-        rows.append(replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
-                     "n_users": len(d.test), "canary_records": len(d.canary), "bank_size": int(np.shape(d.bank)[0]),
-                     "canary_position": str(getattr(d, "canary_position", "last")), "alpha": float(alpha),
-                     "at_claim": not own,
-                     **{f"mech_{k}": v for k, v in mech.as_dict().items()}, **checks}))
+        rows.append(_design_row(a, d, mech, not own, alpha, checks))
         if a.violation:
             at = f" (at q = {mech.sample_rate:g}, δ = {dlt:g})" if own else ""
             reasons.append(f"{a.info['design']}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}{at}")
@@ -222,18 +253,18 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
             bar.update(4 * int(trials))
     if bar is not None:
         bar.close()
-    if checks["seed_flag"]:
-        reasons.append("seed not honoured: " + ("same seed gave different releases" if not checks["seed_same_release"]
-                                                else "different seeds gave the same release"))
-    if checks["repeat_flag"]:
-        reasons.append(f"repeated releases: {checks['repeat_largest']} of {repeat_calls} H0 releases equal, "
-                       f"{checks['repeat_value_largest']} equal values in one coordinate, where their precision and "
-                       f"support allow any one release probability ≤ {checks['repeat_allowed']:.2g} (p ≤ "
-                       f"{checks['repeat_pvalue']:.2g} < γ/4 = {gamma / 4:.2g}): noise not fresh per release (a "
-                       "constant or clock seed, none on an empty batch, or none on some coordinates)")
-    if checks["batch_call_flag"]:
-        reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
-    if checks["stage_flag"]:
-        reasons.append(f"two stages ≠ one call: snapshot deterministic = {checks['stage_deterministic']}, "
-                       f"{checks['stage_equal_calls']} of {checks['stage_calls']} staged releases equal the one-call form")
-    return verdict(rows, reasons)
+    return verdict(rows, reasons + _check_reasons(checks, gamma, repeat_calls))
+
+
+def _battery_audit(name, mechanism, delta, base_stat, alpha, gamma, trials, checks, reach, t0, rows,
+                   reasons) -> BatteryAudit | None:
+    """The ``BatteryAudit`` of the designs finished so far (None when none has)."""
+    if not rows:
+        return None
+    at_claim = [a.epsilon_lower for a in rows if a.info["at_claim"]]
+    return BatteryAudit(implementation=name, flagged=bool(reasons), reasons=tuple(reasons),
+                        epsilon_lower=max(at_claim, default=0.0),
+                        epsilon_theory=float(epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)),
+                        mu_eff=float(base_stat.mu_eff) if math.isfinite(base_stat.mu_eff) else math.nan,
+                        alpha=float(alpha), gamma=gamma, delta=float(delta), trials=int(trials), checks=checks,
+                        audits=tuple(rows), seconds=time.perf_counter() - t0, reach=reach)

@@ -14,6 +14,12 @@ threshold on either is the same test). A threshold is calibrated on calibration-
 ``violation = ε_lower > ε_theory``: ε_lower holds with probability ≥ 1 − 4γ (four one-sided bounds), so a
 flagged row is a level-4γ test of "the implementation meets (ε_theory, δ)"; ``_audit_suite`` sets
 γ = α/(4·n_audits) so that the whole suite's family-wise error is ≤ α by construction (Bonferroni).
+
+Early stop (``looks`` = L > 1): the trials run in L looks of T/2^(L−1), …, T/2, T per hypothesis per split
+(``look_sizes``). At each look the threshold is calibrated on the calibration trials drawn so far and ε_lower
+bounded on the test trials drawn so far at γ/L, and the audit stops at the first look with ε_lower > ε_theory.
+Test trials never choose the threshold, so each look's bound holds with probability ≥ 1 − 4γ/L, and all L of them
+at once with probability ≥ 1 − 4γ (Bonferroni over the looks): the flag keeps level 4γ whatever the stopping rule.
 """
 from __future__ import annotations
 
@@ -37,7 +43,7 @@ from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_p
 from pe_kit.settings import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
-__all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_implementation",
+__all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_implementation", "look_sizes",
            "trials_needed", "MAX_TRIALS", "DEFAULT_DELTA"]
 
 #: the per-hypothesis trial budget of one black-box audit (≤ 10⁵)
@@ -49,6 +55,8 @@ MAX_TRIALS = 100_000
 DEFAULT_DELTA = 1e-3
 
 _SPLITS = ("calibration", "test")
+#: the four trial streams of an audit, in seed-spawn order
+_STREAMS = tuple((s, h) for s in _SPLITS for h in (0, 1))
 
 
 def _users(design, split: str) -> list:
@@ -156,8 +164,8 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
 
 
 def audit_implementation(release, design, mechanism: MechanismConfig, *, trials: int = MAX_TRIALS,
-                         gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0, shrinkage: float = 0.1,
-                         ridge: float = 1e-9, batch: int = 8192, use_batch: bool | None = None,
+                         gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0, looks: int = 1,
+                         shrinkage: float = 0.1, ridge: float = 1e-9, batch: int = 8192, use_batch: bool | None = None,
                          stat: SpecStatistic | None = None, return_scores: bool = False, scheduler=None,
                          call_chunk: int = CALL_CHUNK, show_progress: bool | None = None, announce: bool = True):
     """Audit a PE release implementation through its own function (module docstring; §2.1 Steps 2–5).
@@ -165,16 +173,15 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
     Args:
         release: a ``pe.release_protocol.PERelease`` (optionally with ``release_batch``), e.g. the reference,
             a ``pe.mutants`` mutant, or a ``HistogramAdapter`` around third-party code.
-        design: duck-typed design (``spec_statistic``).
-        mechanism: the settings the implementation claims; ε_theory is computed from them at ``delta``.
-        trials: trials per hypothesis per split (calibration and test each), ≥ 1.
-        gamma: one-sided Clopper–Pearson tail in (0, 1). delta: δ in (0, 1), default ``DEFAULT_DELTA`` = 10⁻³ (the
-            suite's).
-        seed: int / sequence / SeedSequence; the four trial streams are its spawns (calibration H0, H1,
-            test H0, H1).
+        design: duck-typed design (``spec_statistic``). mechanism: the settings the implementation claims; ε_theory
+            is computed from them at ``delta``.
+        trials: trials per hypothesis per split (calibration and test each), ≥ 1. gamma: one-sided Clopper–Pearson
+            tail in (0, 1). delta: δ in (0, 1), default ``DEFAULT_DELTA`` = 10⁻³ (the suite's).
+        seed: int / sequence / SeedSequence; the four trial streams are its spawns (calibration H0, H1, test H0, H1).
+        looks: L ≥ 1 looks with early stop, each bound at γ/L (module docstring; ``look_sizes``); 1: one look at γ.
         shrinkage, ridge: of the specification's Σ̂. batch, use_batch: see ``implementation_scores``.
         stat: a precomputed ``spec_statistic`` of this design and mechanism (saves the routing).
-        return_scores: also return {(split, hypothesis): scores}.
+        return_scores: also return {(split, hypothesis): scores} (those drawn up to the last look run).
         scheduler: None (serial) or a ``dask.distributed.Client``: the releases of each stream fan out over its
             workers in chunks, with the same scores as serial (``release_runner.release_scores``).
         call_chunk, show_progress: releases per chunk without ``release_batch``; a progress bar per stream (None:
@@ -183,71 +190,91 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
             warn when it cannot flag a violation (``audit.plan.announce_reach``).
 
     Returns:
-        ``Audit`` of the test trials (calibration record attached, ε_theory the claimed ε at σ, q, δ, μ_eff the
-        specification's; and the scores dict if asked). ``info`` in row order: ``implementation`` and ``design``
-        (names), ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff: the most a threshold test on this statistic
-        can show against the specified mechanism), ``tightness`` (ε_lower / ceiling, NaN when it is 0),
-        ``violation`` (ε_lower > ε_theory: what the row accuses the implementation of; repeated releases are judged
-        by ``release_checks.repeat_check``), ``expected_violation`` (the implementation's ``breaks_guarantee``,
-        None without one), ``threshold_mix``, ``trials``, ``gamma``, ``delta``, ``batched`` (``release_batch``
-        used), ``seconds``, the calibration → test FPR check (``population_shift``, ``fpr_calibration``,
-        ``fpr_test``; a warning, not a flag: it also fires when the two user splits differ), the budget's reach
-        (``audit.plan.Reach.as_row``) and ``flagged`` (= violation). Warns (``UserWarning``) when the calibration → test
-        population-shift check fires.
+        ``Audit`` of the test trials of the last look run (calibration record attached, ε_theory the claimed ε at σ,
+        q, δ, μ_eff the specification's; and the scores dict if asked). ``info`` in row order: ``implementation``
+        and ``design`` (names), ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff: the most a threshold test on
+        this statistic can show against the specified mechanism), ``tightness`` (ε_lower / ceiling, NaN when it is
+        0), ``violation`` (ε_lower > ε_theory; repeated releases are judged by ``release_checks.repeat_check``),
+        ``expected_violation`` (the implementation's ``breaks_guarantee``, None without one), ``threshold_mix``,
+        ``trials`` (the budget T), ``looks``, ``looks_run``, ``releases`` (4 × the trials drawn), ``gamma`` (the
+        bounds' tail, γ/L), ``delta``, ``batched`` (``release_batch`` used), ``seconds``, the calibration → test FPR
+        check (``population_shift``, ``fpr_calibration``, ``fpr_test``; a warning, not a flag: it also fires when
+        the two user splits differ), the reach at γ/L (``audit.plan.Reach.as_row``) and ``flagged`` (= violation).
 
     Raises:
         TypeError: on swapped or mistyped arguments (``release_runner.check_audit_arguments``).
-        ValueError: on bad γ, δ, trials or design, or a release that returns None / another shape / NaN (naming
-            the implementation); errors of the implementation propagate.
+        ValueError: on bad γ, δ, trials, looks or design, or a release that returns None / another shape / NaN
+            (naming the implementation); errors of the implementation propagate.
     """
     check_audit_arguments(release, design, mechanism)
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_audits))")
     if not 0 < delta < 1:
         raise ValueError(f"delta={delta} must lie in (0, 1)")
-    if int(trials) != trials or trials < 1:
-        raise ValueError(f"trials={trials} must be an integer ≥ 1")
-    reach = audit_reach(mechanism, int(trials), gamma=gamma, delta=delta)
+    sizes, tail = look_sizes(trials, looks), gamma / looks
+    reach = audit_reach(mechanism, int(trials), gamma=tail, delta=delta)
     if announce:
         announce_reach(reach, mechanism, show=show_progress is not False)
     t0 = time.perf_counter()
     stat = stat or spec_statistic(design, mechanism, shrinkage=shrinkage, ridge=ridge)
-    root = seed_sequence(seed)
-    gens = [np.random.Generator(np.random.PCG64(s)) for s in root.spawn(4)]
-    scores, i = {}, 0
-    for split in _SPLITS:
-        for h in (0, 1):
-            scores[(split, h)] = implementation_scores(release, design, mechanism, stat, split, h, int(trials),
-                                                       gens[i], batch=batch, use_batch=use_batch, scheduler=scheduler,
-                                                       call_chunk=call_chunk, show_progress=show_progress)
-            i += 1
-    cal = calibrate_threshold(scores[("calibration", 0)], scores[("calibration", 1)], gamma, delta,
-                              sample_rate=mechanism.sample_rate)  # threshold_rules.DEFAULT_RULE
-    tst = evaluate_threshold(scores[("test", 0)], scores[("test", 1)], cal.threshold, gamma, delta,
-                             direction=cal.direction)  # the event frozen on calibration, direction included
+    gens = [np.random.Generator(np.random.PCG64(s)) for s in seed_sequence(seed).spawn(4)]
     eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+    scores = {k: np.empty(0) for k in _STREAMS}
+    for run, n in enumerate(sizes, 1):  # each look draws the streams' next trials (the next chunks of their seeds)
+        for (split, h), g in zip(_STREAMS, gens):
+            more = implementation_scores(release, design, mechanism, stat, split, h, n - scores[(split, h)].size, g,
+                                         batch=batch, use_batch=use_batch, scheduler=scheduler,
+                                         call_chunk=call_chunk, show_progress=show_progress)
+            scores[(split, h)] = np.concatenate([scores[(split, h)], more])
+        cal = calibrate_threshold(scores[("calibration", 0)], scores[("calibration", 1)], tail, delta,
+                                  sample_rate=mechanism.sample_rate)  # threshold_rules.DEFAULT_RULE
+        tst = evaluate_threshold(scores[("test", 0)], scores[("test", 1)], cal.threshold, tail, delta,
+                                 direction=cal.direction)  # the event frozen on calibration, direction included
+        if tst.epsilon_lower > eps_theory:
+            break
+    batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
+    info = _row_info(release, design, mechanism, stat, cal, tst, eps_theory, trials=trials, looks=looks, run=run,
+                     delta=delta, batched=batched, seconds=time.perf_counter() - t0, reach=reach)
+    out = replace(tst, epsilon_theory=eps_theory, mu_eff=stat.mu_eff, calibration=cal, info=info)
+    return (out, scores) if return_scores else out
+
+
+def look_sizes(trials: int, looks: int = 1) -> list[int]:
+    """Trials per hypothesis per split drawn by each of ``looks`` looks: ⌈T/2^(L−j)⌉ for j = 1 … L (T/4, T/2, T at
+    L = 3; module docstring).
+
+    Raises:
+        ValueError: on trials or looks that are not integers ≥ 1, or trials < 2^(L−1) (a look that adds no trial).
+    """
+    if int(trials) != trials or trials < 1:
+        raise ValueError(f"trials={trials} must be an integer ≥ 1")
+    if int(looks) != looks or looks < 1 or trials < 2 ** (looks - 1):
+        raise ValueError(f"looks={looks} must be an integer ≥ 1 with 2^(looks − 1) ≤ trials={trials} (each look "
+                         "doubles the trials of the one before); pass fewer looks or more trials")
+    return [-(-int(trials) // 2 ** (int(looks) - j)) for j in range(1, int(looks) + 1)]
+
+
+def _row_info(release, design, mechanism: MechanismConfig, stat: SpecStatistic, cal, tst, eps_theory: float, *,
+              trials: int, looks: int, run: int, delta: float, batched: bool, seconds: float, reach) -> dict:
+    """The black-box columns of ``audit_implementation``'s row (its docstring), in row order."""
     ceiling = epsilon_ceiling(stat.mu_eff, mechanism.sample_rate, delta)
     expected = getattr(release, "breaks_guarantee", None)
-    n_h1 = stat.n_users + 1
     name = implementation_name(release)
-    shift = population_shift(cal, tst, gamma)
+    shift = population_shift(cal, tst, tst.gamma)
     if shift["population_shift"]:
         warnings.warn(f"{name}: the frozen threshold's FPR moved from {shift['fpr_calibration']:.3g} (calibration) to "
                       f"{shift['fpr_test']:.3g} (test), outside both Clopper–Pearson intervals: the calibration did "
                       "not carry over (different user splits, or releases that change between streams, e.g. a clock "
-                      "seed)", stacklevel=2)
+                      "seed)", stacklevel=3)
     violation = bool(tst.epsilon_lower > eps_theory)
-    info = {"implementation": name, "design": str(getattr(design, "name", "")), "epsilon_ceiling": ceiling,
+    return {"implementation": name, "design": str(getattr(design, "name", "")), "epsilon_ceiling": ceiling,
             "tightness": (tst.epsilon_lower / ceiling) if ceiling > 0 else math.nan, "violation": violation,
-            "expected_violation": None if expected is None else bool(expected(mechanism, n_h1)),
+            "expected_violation": None if expected is None else bool(expected(mechanism, stat.n_users + 1)),
             "threshold_mix": float(mixture_llr(cal.threshold, mechanism.sample_rate)), "trials": int(trials),
-            "gamma": float(gamma), "delta": float(delta),
-            "batched": hasattr(release, "release_batch") if use_batch is None else bool(use_batch),
-            "seconds": time.perf_counter() - t0, "population_shift": bool(shift["population_shift"]),
-            "fpr_calibration": float(shift["fpr_calibration"]), "fpr_test": float(shift["fpr_test"]),
-            **reach.as_row(), "flagged": violation}
-    out = replace(tst, epsilon_theory=eps_theory, mu_eff=stat.mu_eff, calibration=cal, info=info)
-    return (out, scores) if return_scores else out
+            "looks": int(looks), "looks_run": int(run), "releases": 4 * int(tst.n_h1), "gamma": float(tst.gamma),
+            "delta": float(delta), "batched": batched, "seconds": seconds,
+            "population_shift": bool(shift["population_shift"]), "fpr_calibration": float(shift["fpr_calibration"]),
+            "fpr_test": float(shift["fpr_test"]), **reach.as_row(), "flagged": violation}
 
 
 def _audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,

@@ -17,7 +17,7 @@ from pe_kit.attack.design_battery import (DEFAULT_AXES, LARGE_BANK, SENSITIVITY_
                                          check_design)
 from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, battery_gamma
-from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, spec_statistic
+from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, look_sizes, spec_statistic
 from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials, check_keywords, dry_call, pilot_seconds
 from pe_kit.audit.release_runner import check_audit_arguments, check_release_signature, seed_sequence
 from pe_kit.settings import MechanismConfig, MechanismSettings, closest
@@ -115,12 +115,34 @@ _ALIASES = {"progress": "show_progress", "verbose": "show_progress", "client": "
             "n_trials": "trials", "data": "world_or_data", "world": "world_or_data"}
 
 
+def _check_release(release, mechanism: MechanismConfig, designs, axes) -> None:
+    """The release checked before the world is built: its type and signature, one dry call on a tiny design
+    (``audit.plan.dry_call``) and one at each other mechanism the battery audits at (``_dry_call_at_claims``)."""
+    if not callable(release) and not hasattr(release, "release_batch"):
+        check_audit_arguments(release, None, mechanism)
+    check_release_signature(release)
+    dry_call(release, mechanism)
+    _dry_call_at_claims(release, mechanism, designs, axes)
+
+
+def _check_budget(trials, target, looks: int) -> bool:
+    """Whether ``trials`` is ``"auto"``; ValueError on another string, a ``target`` without ``"auto"`` or ``looks``
+    the trials cannot hold (``blackbox.look_sizes``)."""
+    auto = isinstance(trials, str)
+    if auto and trials != "auto":
+        raise ValueError(f"trials={trials!r} must be an integer ≥ 1 or 'auto'")
+    if target is not None and not auto:
+        raise ValueError(f"target={target!r} is used only by trials='auto', but trials={trials!r}; pass "
+                         "trials='auto' to pick the budget that reaches the target, or drop target")
+    look_sizes(MAX_TRIALS if auto else trials, looks)
+    return auto
+
+
 def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
                   trials: int | str = BATTERY_TRIALS, target: float | None = None, alpha: float = 0.05,
-                  delta: float = DEFAULT_DELTA, seed=0,
-                  canary_slot: int = 0, study: dict | None = None, design_options: dict | None = None,
-                  axes: dict | None = None, large_bank: int = LARGE_BANK, scheduler=None, check_calls: int = 2_000,
-                  designs: tuple | None = None, **options) -> BatteryAudit:
+                  delta: float = DEFAULT_DELTA, seed=0, looks: int = 1, canary_slot: int = 0, study: dict | None = None,
+                  design_options: dict | None = None, axes: dict | None = None, large_bank: int = LARGE_BANK,
+                  scheduler=None, check_calls: int = 2_000, designs: tuple | None = None, **options) -> BatteryAudit:
     """Audit a PE release implementation on a real-text canary design and its battery (module docstring).
 
     Args:
@@ -135,21 +157,20 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
             reach (``audit.plan``: a perfectly separable canary's expected ε_lower) is ≥ ``target`` (default
             ε_theory), with a time estimate from a pilot of the release on the base design, both printed.
         target: the ε ``trials="auto"`` must be able to certify. alpha: family-wise level over the battery and its
-            batch-vs-call test. delta: δ (10⁻³ like the suite).
-        seed: seeds the design (canary, probes), the random position and every audit.
+            batch-vs-call test. delta: δ (10⁻³ like the suite). seed: seeds the design (canary, probes), the random
+            position and every audit. looks: early stop, each design in L looks at γ/L (``audit.battery``).
         canary_slot: which study canary a real-canary variant audits. study: ``study.world.StudyConfig`` keywords
             for a world built here (e.g. sizes). design_options: ``study.world.make_design`` keywords (``pool_size``,
-            ``r``, ``generator``).
-        axes, large_bank: the battery (``attack.design_battery.battery_designs``).
+            ``r``, ``generator``). axes, large_bank: the battery (``attack.design_battery.battery_designs``).
         scheduler: a ``dask.distributed.Client`` to fan the releases out over (same counts as serial).
         check_calls: per-call releases of the batch-vs-call check.
         designs: a precomputed ``(designs, check)`` from ``release_battery`` (re-audits skip the world and design).
         options: further ``audit_implementation`` keywords (``call_chunk``, ``show_progress``).
 
     Before the world is built: the arguments and one dry call of the release on a tiny design
-    (``audit.plan.dry_call``). Before the first release of the audit: the budget's reach at the battery's γ
-    (``audit.battery.battery_gamma``) printed to stderr (unless ``show_progress=False``), with a warning when it
-    cannot flag a violation by ε.
+    (``audit.plan.dry_call``). Before the first release of the audit: the budget's reach at the bounds' tail (the
+    battery's γ, ``audit.battery.battery_gamma``, over ``looks``) printed to stderr (unless ``show_progress=False``),
+    with a warning when it cannot flag a violation by ε.
 
     Returns:
         ``audit.battery.BatteryAudit``: ``flagged``, ``reasons``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff``,
@@ -167,30 +188,20 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
     if designs is None:
         _check_battery_arguments(variant, seed, design_options, axes)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
-    if not callable(release) and not hasattr(release, "release_batch"):
-        check_audit_arguments(release, None, mechanism)
-    check_release_signature(release)  # before the world and the battery are built
-    dry_call(release, mechanism)
-    _dry_call_at_claims(release, mechanism, designs, axes)
-    show = options.get("show_progress") is not False
-    auto = isinstance(trials, str)
-    if auto and trials != "auto":
-        raise ValueError(f"trials={trials!r} must be an integer ≥ 1 or 'auto'")
-    if target is not None and not auto:
-        raise ValueError(f"target={target!r} is used only by trials='auto', but trials={trials!r}; pass "
-                         "trials='auto' to pick the budget that reaches the target, or drop target")
+    _check_release(release, mechanism, designs, axes)
+    auto, show = _check_budget(trials, target, looks), options.get("show_progress") is not False
     if auto and designs is None:  # a target that even a one-design battery cannot reach fails before the world
-        auto_trials(mechanism, gamma=battery_gamma(alpha, 1, release), delta=delta, target=target,
+        auto_trials(mechanism, gamma=battery_gamma(alpha, 1, release) / looks, delta=delta, target=target,
                     max_trials=MAX_TRIALS)
     if designs is None:
         designs = release_battery(world_or_data, variant=variant, mechanism=mechanism, canary_slot=canary_slot,
                                   seed=seed, study=study, design_options=design_options, axes=axes,
                                   large_bank=large_bank)
     battery, check = designs
-    gamma = battery_gamma(alpha, battery, release)  # audit_battery's γ for this battery
+    tail = battery_gamma(alpha, battery, release) / looks  # audit_battery's bounds for this battery
     if auto:
-        trials = auto_trials(mechanism, gamma=gamma, delta=delta, target=target, max_trials=MAX_TRIALS)
-    announce_reach(audit_reach(mechanism, trials, gamma=gamma, delta=delta), mechanism, show=show)
+        trials = auto_trials(mechanism, gamma=tail, delta=delta, target=target, max_trials=MAX_TRIALS)
+    announce_reach(audit_reach(mechanism, trials, gamma=tail, delta=delta), mechanism, show=show)
     if auto and show:
         per = pilot_seconds(release, battery[0], mechanism, spec_statistic(battery[0], mechanism),
                             use_batch=options.get("use_batch"))
@@ -199,6 +210,5 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
               f" releases); about {per * total / 60:.1f} min at the pilot's {per * 1e3:.3g} ms per release",
               file=sys.stderr, flush=True)
     return audit_battery(release, battery, mechanism, trials=trials, alpha=alpha, delta=delta,
-                         seed=seed_sequence(seed).spawn(3)[2], check=check, check_calls=check_calls,
+                         seed=seed_sequence(seed).spawn(3)[2], looks=looks, check=check, check_calls=check_calls,
                          scheduler=scheduler, announce=False, **options)
-
