@@ -25,7 +25,7 @@ from pe_kit.audit.moments import (
 from pe_kit.audit.trials import scalar_problem, simulate_scores, simulate_scores_full
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, routes_with_probes
-from pe_kit.study.experiments import design_summary
+from pe_kit.study.designs import design_summary
 from pe_kit.study.world import (
     World,
     canary_contribution,
