@@ -80,8 +80,7 @@ def test_every_notebook_parameters_cell_is_the_generated_one():
         parsed = [prm.name for prm in PythonTranslator.inspect(cell)]
         assert parsed == list(NOTEBOOK_KEYS[stem]), stem
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-        assert 'P = resolve_params(NB, preset, **{k: globals().get(k) for k in NOTEBOOK_KEYS[NB] if k != "preset"})' \
-            in code, stem
+        assert "P, mech, audit = notebook_setup(NB, globals())" in code, stem  # resolve_params on the cell's names
         assert "globals().items()" not in code, stem  # no hand-filtered globals()
         assert set(MechanismSettings.specs()) <= set(NOTEBOOK_KEYS[stem]), stem  # every notebook reads σ, q, k, C
 
