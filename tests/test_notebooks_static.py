@@ -75,8 +75,9 @@ def test_notebooks_import_only_public_names_and_their_own_steps(path):
 
 
 def test_the_check_sees_private_names_foreign_modules_and_the_step_library():
-    src = ("import pe_kit as pk\nfrom pe_kit.study import designs, audits\nfrom pe_kit.audit.trials import scalar_problem\n"
-           "from pe_kit.run.presets import resolve_params\ndesigns._rng(0, 'nonce', 0, 1)\npk.audit_mechanism\npk._EXPORTS")
+    src = ("import pe_kit as pk\nfrom pe_kit.study import designs, audits\n"
+           "from pe_kit.audit.trials import scalar_problem\nfrom pe_kit.run.presets import resolve_params\n"
+           "designs._rng(0, 'nonce', 0, 1)\npk.audit_mechanism\npk._EXPORTS")
     assert violations("02_probe_design", src) == [
         "imports pe_kit.audit.trials", "imports pe_kit.study.audits", "pe_kit._EXPORTS is not public",
         "pe_kit.run.presets.resolve_params is not public", "pe_kit.study.designs._rng is not public"]

@@ -9,8 +9,8 @@ Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p
 """
 from __future__ import annotations
 
-__all__ = ["PRESETS", "NEEDS_DATA", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_setup", "notebook_params",
-           "notebook_output_dir", "text_progress", "preset", "audited_mechanism"]
+__all__ = ["PRESETS", "NEEDS_DATA", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_setup",
+           "notebook_params", "notebook_output_dir", "text_progress", "preset", "audited_mechanism"]
 
 import os
 from pathlib import Path

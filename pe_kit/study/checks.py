@@ -154,7 +154,8 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
             # kind: "close" |observed − expected| ≤ tol; "at_most" observed ≤ tol; "at_least" observed ≥ tol
             err = abs(observed - expected) if kind == "close" else float("nan")
             passed = {"close": err <= tol, "at_most": observed <= tol, "at_least": observed >= tol}[kind]
-            rows.append({"experiment": "llr_check", "check": check, "variant": design.variant, "canary_id": design.canary_id,
+            rows.append({"experiment": "llr_check", "check": check, "variant": design.variant,
+                         "canary_id": design.canary_id,
                          "expected": float(expected), "observed": float(observed), "abs_error": float(err),
                          "tolerance": float(tol), "rule": kind, "passed": bool(passed), "mu_eff": mu,
                          "trials": trials, "note": note, **{f"mech_{k}": x for k, x in mechanism.as_dict().items()},
@@ -199,8 +200,9 @@ def _mixture_identity(s0: np.ndarray, s_inc: np.ndarray, s1: np.ndarray, q: floa
 
 
 def _mixture_llr_fit(s0: np.ndarray, s1: np.ndarray, q: float) -> tuple:
-    """The empirical log(p1/p0) on 40 H0-quantile bins against ℓ_mix = log[(1−q) + q·e^ℓ] (Eq. 22): (weighted mean
-    |error| over bins holding ≥ 200 scores of each, its noise level, bin centres, empirical log ratio, those bins)."""
+    """The empirical log(p1/p0) on 40 H0-quantile bins against ℓ_mix = log[(1−q) + q·e^ℓ] (Eq. 22): (weighted
+    mean |error| over bins holding ≥ 200 scores of each, its noise level, bin centres, empirical log ratio, those
+    bins)."""
     edges = np.quantile(s0, np.linspace(0.0, 1.0, 41))
     c0, _ = np.histogram(s0, edges)
     c1, _ = np.histogram(s1, edges)

@@ -124,7 +124,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
 
 def design_rows(world: World, variants, per_variant: int, mechanism: MechanismConfig, audit: AuditConfig, seed: int,
                 pool_size: int | None = None, generator=None) -> tuple[list[dict], list[str], dict]:
-    """:func:`design_summary` of ``per_variant`` canaries of each variant (seeded as ``pe_kit.study.audits`` seeds them).
+    """:func:`design_summary` of ``per_variant`` canaries of each variant (seeded as ``study.audits`` seeds them).
 
     Returns:
         (rows, skipped, designs): one row per design (``design_summary``'s fields plus ``canary_slot``,

@@ -375,7 +375,8 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
 
     Args:
         world: the study (its neighbour indices have depth k + max_probes).
-        variant: one of ``pe_kit.attack.variants.ALL_VARIANTS``. canary_slot: index into the canary split (real variants).
+        variant: one of ``pe_kit.attack.variants.ALL_VARIANTS``.
+        canary_slot: index into the canary split (real variants).
         rng: the only source of randomness (positions, nonce strings, spread draws).
         mechanism: k, C, σ, q (default ``MechanismConfig(record_cap=world.config.record_cap)``).
         audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase route (``pe_kit.study.pools.paraphrase_pool``).
