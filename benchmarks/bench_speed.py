@@ -171,7 +171,7 @@ class _Recorder:
 
 
 def quick_section(sample: int, threads: int, preset: str = "quick") -> None:
-    from pe_kit.study.experiments import study_config
+    from pe_kit.study.setup import study_config
     from pe_kit.run.presets import resolve_params
     from pe_kit.study.world import build_world
     from pe_kit.cache import text_key

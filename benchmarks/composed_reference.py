@@ -4,8 +4,8 @@
     python benchmarks/composed_reference.py --preset paper --data ../shared/data/blogs/blogs.jsonl.gz \\
         --set n_test=600 --set n_calibration=600 --set max_seq_length=64 --mu-only --out docs/composed_paper_long.csv
 
-The canaries are paraphrase-mu_eff's five (``experiments.canary_slots``; composed-mu_eff audits the same ones),
-long arm (``--arm short``: the short arm), bank A. Every design is built as ``pe-kit reproduce`` builds it (``experiments.try_design``: same
+The canaries are paraphrase-mu_eff's five (``study.designs.canary_slots``; composed-mu_eff audits the same ones),
+long arm (``--arm short``: the short arm), bank A. Every design is built as ``pe-kit reproduce`` builds it (``study.designs.try_design``: same
 seeds, positions and pools). ``--mu-only`` embeds only the bank, the canaries and the aux users (μ_eff needs no
 test user: Σ̂_P from aux users and the count N, Eq. 15 with Eqs. 34–35) and writes μ_eff rows; otherwise every
 split is embedded and each design is audited (ε_lower on the test split, ``audit_design``). Prints one line per
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     from pe_kit.attack.composed_probes import AuxBackground, design_mu_eff
-    from pe_kit.study import experiments as X
+    from pe_kit.study import designs, setup
     from pe_kit.run.presets import get_preset
     from pe_kit.settings import parse_override
     from pe_kit.study.world import audit_design
@@ -127,12 +127,12 @@ def main(argv=None) -> int:
                                                              refine_rounds=a.refine_rounds)
     P = get_preset(a.preset, dict(parse_override(s) for s in a.set) or None, a.data, a.fmt)
     params = {**P.as_dict(), "seed": a.seed}
-    config = X.study_config(params, arm=a.arm, bank="bankA")
+    config = setup.study_config(params, arm=a.arm, bank="bankA")
     t0 = time.time()
-    world = light_world(config) if a.mu_only else X.world_for(config)
+    world = light_world(config) if a.mu_only else setup.world_for(config)
     print(f"world {time.time() - t0:.0f} s: {config}", flush=True)
-    mech = X.mechanism_from(params)
-    audit = X.audit_from(params, P.per_variant)
+    mech = setup.mechanism_from(params)
+    audit = setup.audit_from(params, P.per_variant)
     aux = world.records["aux"]
     back = AuxBackground(aux["index"], aux["emb"], aux["owner"], len(aux["ids"]), len(world.splits.test))
     out = Path(a.out)
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
         w = csv.DictWriter(f, fieldnames=[*FIELDS, *AUDIT_FIELDS], extrasaction="ignore")
         if new_file:
             w.writeheader()
-        slots = X.canary_slots("composed-mu_eff", P.per_variant, config.n_canary)
+        slots = designs.canary_slots("composed-mu_eff", P.per_variant, config.n_canary)
         for variant in [v.strip() for v in a.variants.split(",") if v.strip()]:
             for j, slot in enumerate(slots):
                 if (variant, str(j)) in done:
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
                 world.encoder.encode = counting
                 t1 = time.time()
                 try:  # nonce: fresh synthetic canary j; the others: the composed canaries (one seed per variant, j)
-                    design, reason = X.try_design(world, variant, j, slot, a.seed, mech, P.pool_size, P.paraphraser)
+                    design, reason = designs.try_design(world, variant, j, slot, a.seed, mech, P.pool_size, P.paraphraser)
                 finally:
                     world.encoder.encode = encode
                 seconds = time.time() - t1
@@ -186,7 +186,7 @@ def main(argv=None) -> int:
                        "round_mu_eff": ";".join(f"{r['aux_mu_eff']:.4f}" for r in design.info.get("rounds", [])),
                        "beyond_paper": design.info.get("beyond_paper", "")}
                 if not a.mu_only:
-                    res = audit_design(world, design, mech, audit, X._rng(a.seed, variant, j, 23))
+                    res = audit_design(world, design, mech, audit, designs._rng(a.seed, variant, j, 23))
                     assert abs(res["mu_eff"] - summ["mu_eff"]) <= 1e-9 * max(1.0, res["mu_eff"])
                     row.update({k: res[k] for k in ("epsilon_lower", "epsilon_theory", "trials", *AUDIT_FIELDS)},
                                mu_eff_test_background=test_background_mu_eff(world, design, mech, audit))

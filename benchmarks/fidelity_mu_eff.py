@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
 from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict  # noqa: E402
 from pe_kit.settings import AuditConfig, MechanismConfig  # noqa: E402
-from pe_kit.study.experiments import canary_slots, try_design  # noqa: E402
+from pe_kit.study.designs import canary_slots, try_design  # noqa: E402
 from pe_kit.study.world import StudyConfig, build_world, canary_contribution  # noqa: E402
 from pe_kit.text.encoder import Encoder  # noqa: E402
 
@@ -160,7 +160,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--paraphraser", default=None,
                     help="paraphrase pool route: smollm2 (shipped LLM pools, else generated), auto, wordnet "
-                         "(default: pe_kit.study.world.DEFAULT_PARAPHRASER)")
+                         "(default: pe_kit.study.pools.DEFAULT_PARAPHRASER)")
     ap.add_argument("--out", default=None, help="CSV of every (cap, p, variant, canary, N) μ_eff")
     ap.add_argument("--compare", default=None, metavar="CSV",
                     help="compare two sizes from a CSV this script wrote (with --quick and --paper); embeds nothing")

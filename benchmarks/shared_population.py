@@ -53,23 +53,24 @@ def main(argv=None) -> int:
     from pe_kit.audit.canary import _audit_canary
     from pe_kit.run.presets import get_preset
     from pe_kit.settings import parse_override
-    from pe_kit.study import experiments as X
+    from pe_kit.study.designs import _rng, canary_slots, try_design
+    from pe_kit.study.setup import audit_from, mechanism_from, study_config, world_for
     from pe_kit.study.world import canary_contribution
 
     P = get_preset(a.preset, dict(parse_override(s) for s in a.set) or None, a.data, a.fmt)
     params = {**P.as_dict(), "seed": a.seed}
-    config = X.study_config(params, arm=a.arm, bank="bankA")
+    config = study_config(params, arm=a.arm, bank="bankA")
     t0 = time.time()
-    world = X.world_for(config)
+    world = world_for(config)
     print(f"world {time.time() - t0:.0f} s: N = {config.n_test} + {config.n_calibration}", flush=True)
-    mech = X.mechanism_from(params)
-    audit = X.audit_from(params, a.canaries)
+    mech = mechanism_from(params)
+    audit = audit_from(params, a.canaries)
     if a.trials:
         audit = dataclasses.replace(audit, trials=a.trials)
-    slots = X.canary_slots(a.variant, a.canaries, config.n_canary)
+    slots = canary_slots(a.variant, a.canaries, config.n_canary)
     designs = []
     for j, slot in enumerate(slots[:a.canaries]):
-        d, reason = X.try_design(world, a.variant, j, slot, a.seed, mech, P.pool_size, P.paraphraser)
+        d, reason = try_design(world, a.variant, j, slot, a.seed, mech, P.pool_size, P.paraphraser)
         if d is None:
             raise SystemExit(f"{a.variant} #{j}: {reason}")
         v = canary_contribution(world, d, mech)
@@ -80,7 +81,7 @@ def main(argv=None) -> int:
     own = []   # the world's own partition with the audit's own seeds: the rows `pe-kit reproduce` writes
     for j, (cid, v, coords, aux, pooled) in enumerate(designs):
         r = _audit_canary(v, coords, aux, pooled[:n], pooled[n:], mech, audit,
-                         X._rng(a.seed, a.variant, j, 23, 0)).row
+                         _rng(a.seed, a.variant, j, 23, 0)).row
         own.append(r["epsilon_lower"])
     print(f"the world's own split, the audit's seeds (= its results.csv rows): eps {' '.join(f'{e:.3f}' for e in own)}",
           flush=True)

@@ -64,17 +64,17 @@ def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0, **world) -
     ``StudyConfig`` sizes)."""
     from pe_kit.audit.canary import _audit_canary
     from pe_kit.settings import AuditConfig, MechanismConfig
-    from pe_kit.study import experiments as X
+    from pe_kit.study import designs, setup
     from pe_kit.study.world import StudyConfig, canary_contribution
 
     cfg = StudyConfig(**{"arm": "long", "n_canary": 5, "n_aux": 100, "n_calibration": 200, "n_test": 200,
                          "bank": "public", "bank_size": 512, "max_probes": 8, "max_seq_length": 32, "record_cap": 8,
                          "seed": seed, **world})
     t0 = time.perf_counter()
-    world = X.world_for(cfg, progress=False)
+    world = setup.world_for(cfg, progress=False)
     print(f"world built in {time.perf_counter() - t0:.0f} s")
     mech = MechanismConfig(record_cap=8)
-    design = X.design_for(world, "nonce", 0, 0, seed, mechanism=mech, pool_size=128)
+    design = designs.design_for(world, "nonce", 0, 0, seed, mechanism=mech, pool_size=128)
     v = canary_contribution(world, design, mech)
     coords = np.sort(design.positions)
     aux = world.contributions("aux", mech, design)

@@ -1,11 +1,11 @@
 """Build the LLM paraphrase pools Q (App. B) of a preset's paraphrase canaries, resumably, and ship them.
 
 For each data arm and each canary audited by ``paraphrase``, ``paraphrase-norm`` or ``paraphrase-mu_eff`` (the
-slots of ``pe_kit.study.experiments.canary_slots`` in the seeded canary split of ``pe_kit.data.splits.split_users``,
+slots of ``pe_kit.study.designs.canary_slots`` in the seeded canary split of ``pe_kit.data.splits.split_users``,
 exactly as ``pe_kit.study.world.build_world`` draws it; notebooks 02 and 04, then notebook 05's Fig. 1 sweep canary,
 ``scripts/pool_canaries.py``: ``sweep_paraphrase_canaries``, unless ``--no-sweeps``), build the pool of M rewrites with SmolLM2
 (``paraphrase_pools.llm_paraphraser``: T = 0.9, top-p 0.95, 64 new tokens, one thread) under the pool seed of
-``pe_kit.study.world.paraphrase_pool_seed`` and append it to a JSON Lines work file. Every generated text is also
+``pe_kit.study.pools.paraphrase_pool_seed`` and append it to a JSON Lines work file. Every generated text is also
 cached on disk per (prompt, seed, model, settings) as soon as its batch returns, so a stopped run loses at
 most one batch; rerunning skips finished pools (in the work files or already shipped) and cached texts. ``--ship`` gzips the work file into
 ``pe_kit/data_files/`` once every pool is there (refuses a partial set unless ``--allow-partial``). On a machine
@@ -94,7 +94,7 @@ def main() -> None:
     from pe_kit.run.presets import get_preset
     from pe_kit.settings import parse_override
     from pool_canaries import paraphrase_canaries, sweep_paraphrase_canaries
-    from pe_kit.study.world import paraphrase_pool_seed
+    from pe_kit.study.pools import paraphrase_pool_seed
     from pe_kit.text.generators.base import PoolShortfallError
     from pe_kit.text.generators.cached import CachedGenerator
     from pe_kit.text.generators.paraphrase_pools import (SHIPPED_POOLS_FILE, append_pool, build_pool,

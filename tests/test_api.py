@@ -162,7 +162,7 @@ def test_audit_mechanism_is_the_world_design_audit_chain():
 
     from pe_kit.audit.accounting import epsilon_theory
     from pe_kit.settings import AuditConfig
-    from pe_kit.study.experiments import world_for
+    from pe_kit.study.setup import world_for
     from pe_kit.study.world import StudyConfig, audit_design, make_design
 
     mech = pe_kit.MechanismConfig(noise_multiplier=0.8, sample_rate=0.05, record_cap=16)

@@ -80,7 +80,7 @@ def _explorer_notebook(dest: Path, output_dir: Path) -> str:
     assert len(params) == 1 and len(explore) == 1, "notebook 05 needs one parameters cell and one explorer cell"
     p, e = params[0], explore[0]
     imports = next(i for i in range(p + 1, e) if cells[i].cell_type == "code")
-    assert "resolve_params" in cells[imports].source and "widgets" in cells[imports].source
+    assert "notebook_setup" in cells[imports].source and "widgets" in cells[imports].source
     keep = [0, p, imports] + ([e - 1] if cells[e - 1].cell_type == "markdown" else []) + [e]
     nb.cells = [cells[i] for i in keep]
     nb = parameterize_notebook(nb, {"preset": "tiny", "output_dir": str(output_dir)})

@@ -1,4 +1,4 @@
-"""Step-cache keys cannot go stale (issue 32, item 1): ``study.experiments.code_hash`` covers the whole package.
+"""Step-cache keys cannot go stale (issue 32, item 1): ``pe_kit.code_hash.code_hash`` covers the whole package.
 
 The hash is computed in a fresh interpreter on a scratch copy of ``pe_kit`` (``PYTHONPATH`` pointing at the copy),
 so the test sees exactly what a rerun after an edit would see. Editing ``_rng`` (the seeds of designs and trials)
@@ -29,7 +29,7 @@ def _scratch(tmp_path: Path) -> Path:
 
 def _hash_in(root: Path) -> str:
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
-    out = subprocess.run([sys.executable, "-c", "from pe_kit.study.experiments import code_hash; print(code_hash())"],
+    out = subprocess.run([sys.executable, "-c", "from pe_kit.code_hash import code_hash; print(code_hash())"],
                          env=env, cwd=root, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
@@ -43,7 +43,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 def test_editing_a_seed_producing_function_changes_the_step_cache_key(tmp_path):
     root = _scratch(tmp_path)
-    exp = root / "pe_kit" / "study" / "experiments.py"
+    exp = root / "pe_kit" / "study" / "designs.py"
     before = _hash_in(root)
     assert len(before) == 16 and int(before, 16) >= 0
     _edit(exp, "int(purpose), int(salt)])", "int(purpose) + 1, int(salt)])")  # _rng: other seeds, same "seed=0"
@@ -55,7 +55,7 @@ def test_editing_a_seed_producing_function_changes_the_step_cache_key(tmp_path):
 
 
 def test_editing_a_display_only_module_keeps_the_key(tmp_path):
-    from pe_kit.study.experiments import DISPLAY_ONLY
+    from pe_kit.code_hash import DISPLAY_ONLY
 
     root = _scratch(tmp_path)
     before = _hash_in(root)
@@ -85,7 +85,7 @@ def _imports(path: Path, module: str) -> set[str]:
 
 
 def test_display_only_modules_are_imported_by_no_module_the_numbers_come_from():
-    from pe_kit.study.experiments import DISPLAY_ONLY
+    from pe_kit.code_hash import DISPLAY_ONLY
 
     assert len(DISPLAY_ONLY) <= 6  # a short list
     display = {"pe_kit." + rel[:-3].replace("/", ".") for rel in DISPLAY_ONLY}
@@ -97,12 +97,12 @@ def test_display_only_modules_are_imported_by_no_module_the_numbers_come_from():
             continue
         module = "pe_kit." + rel[:-3].replace("/", ".").removesuffix(".__init__")
         used = _imports(path, module) & display
-        assert not used, (f"pe_kit/{rel} imports {sorted(used)}, listed in study.experiments.DISPLAY_ONLY: the numbers "
+        assert not used, (f"pe_kit/{rel} imports {sorted(used)}, listed in pe_kit.code_hash.DISPLAY_ONLY: the numbers "
                           "may depend on it, so remove it from that list")
 
 
-@pytest.mark.parametrize("rel", ["study/experiments.py", "run/presets.py", "report/results.py", "progress.py"])
+@pytest.mark.parametrize("rel", ["study/designs.py", "study/audits.py", "code_hash.py", "run/presets.py", "report/results.py", "progress.py"])
 def test_modules_that_shape_numbers_are_not_excluded(rel):
-    from pe_kit.study.experiments import DISPLAY_ONLY
+    from pe_kit.code_hash import DISPLAY_ONLY
 
     assert rel not in DISPLAY_ONLY

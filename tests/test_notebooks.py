@@ -110,7 +110,7 @@ def test_tiny_reproduction_results(tiny_run):
             text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
             assert not re.search(r"[\r\x1b]", text), f"{nb} code cell {i}: carriage return / escape code in {text[:200]!r}"
     audit_nb = nbformat.read(run / "notebooks" / "04_audit.ipynb", as_version=4)
-    audit_cell = [c for c in audit_nb.cells if "X.audit_variants(" in c.source][0]
+    audit_cell = [c for c in audit_nb.cells if "audits.audit_variants(" in c.source][0]
     audit_text = "".join(o.get("text", "") for o in audit_cell.outputs if o.get("output_type") == "stream")
     # one closing line per step: 4 audits (arm × bank), at most 5 embedding steps per new world, the cell's prints
     assert len(re.findall(r"^audit (long|short)/(bankA|public): 16/16 canary in ", audit_text, flags=re.M)) == 4

@@ -111,7 +111,7 @@ def _world(seed=0):
 
 def test_llm_route_picks_the_stored_pool_without_generating(tmp_path, monkeypatch):
     """generator="smollm2": a stored pool whose key matches (records, M, seed, SmolLM2 settings) is used as is."""
-    from pe_kit.study import world as study
+    from pe_kit.study import pools as study
 
     llm = PP.llm_paraphraser()
     user = SimpleNamespace(user_id="u42", texts=tuple(RECORDS))
@@ -139,7 +139,7 @@ def test_llm_route_picks_the_stored_pool_without_generating(tmp_path, monkeypatc
 
 def test_auto_route_falls_back_to_wordnet_with_a_warning(tmp_path, monkeypatch):
     """generator="auto" never runs the LLM: a canary without a shipped pool gets the WordNet pool, flagged."""
-    from pe_kit.study import world as study
+    from pe_kit.study import pools as study
     from pe_kit.text.generators import wordnet
 
     class RawFake(FakeLM):
@@ -168,7 +168,7 @@ def test_auto_route_falls_back_to_wordnet_with_a_warning(tmp_path, monkeypatch):
 
 def test_default_route_matches_shipped_pools():
     """While the default route is not 'wordnet', the shipped pools cover every quick-preset paraphrase canary."""
-    from pe_kit.study import world as study
+    from pe_kit.study import pools as study
 
     assert study.DEFAULT_PARAPHRASER in PP.PARAPHRASERS
     shipped = PP.load_pools()
@@ -216,7 +216,7 @@ def test_edited_pool_entries_are_refused(tmp_path):
 
 def test_auto_route_ignores_the_installed_model_file(monkeypatch):
     """auto only reads shipped text: another installed SmolLM2 file does not push it to WordNet (smollm2 checks it)."""
-    from pe_kit.study import world as study
+    from pe_kit.study import pools as study
 
     shipped = PP.load_pools()
     if not shipped:
@@ -229,7 +229,7 @@ def test_auto_route_ignores_the_installed_model_file(monkeypatch):
 
 
 def test_a_non_generator_is_refused_by_name():
-    from pe_kit.study import world as study
+    from pe_kit.study import pools as study
 
     for bad in (0, b"auto", False):
         with pytest.raises(ValueError, match="generator=.*neither a route name"):
@@ -238,8 +238,8 @@ def test_a_non_generator_is_refused_by_name():
 
 def test_paraphrase_canaries_are_the_audited_ones():
     """Slots 10–24 of the quick preset's canary split (5 each for paraphrase, -norm, -mu_eff; §2), same ids per arm."""
-    from pe_kit.study import world as study
-    from pe_kit.study.experiments import canary_slots
+    from pe_kit.study import pools as study
+    from pe_kit.study.designs import canary_slots
 
     rows = PC.paraphrase_canaries("quick", ("long",), seed=0)
     assert len(rows) == 15 and all(len(r[2]) == 64 for r in rows)
@@ -260,7 +260,7 @@ def test_paraphrase_canaries_of_the_paper_run_are_the_ones_it_audited(arm, overr
     import csv
     from pathlib import Path
 
-    from pe_kit.study import world as study
+    from pe_kit.study import pools as study
 
     rows = PC.paraphrase_canaries("paper", (arm,), seed=0, data=str(_FULL_BLOGS), fmt="blogs",
                                      overrides=overrides)
@@ -286,8 +286,8 @@ def test_sweep_canary_of_the_paper_run_is_the_one_it_audited():
     import csv
     from pathlib import Path
 
-    from pe_kit.study import world as study
-    from pe_kit.study.experiments import canary_slots
+    from pe_kit.study import pools as study
+    from pe_kit.study.designs import canary_slots
 
     rows = PC.sweep_paraphrase_canaries("paper", seed=0, data=str(_FULL_BLOGS), fmt="blogs")
     assert [(arm, cid, vs) for arm, cid, _, vs in rows] == [("short", "3632402", ["paraphrase-mu_eff"])]
@@ -341,8 +341,8 @@ def test_shipped_pools_are_what_the_generator_makes():
 
 def test_paraphrase_examples_show_the_shipped_llm_rewrite_beside_the_probe(tmp_path, monkeypatch):
     """Notebook 02's table: source record, the design's probe, and the same record's shipped SmolLM2 rewrite."""
-    from pe_kit.study import experiments as X
-    from pe_kit.study import world as study
+    from pe_kit.study import designs
+    from pe_kit.study import pools as study
 
     llm = PP.llm_paraphraser()
     seed = study.paraphrase_pool_seed(0, "u7")
@@ -355,12 +355,12 @@ def test_paraphrase_examples_show_the_shipped_llm_rewrite_beside_the_probe(tmp_p
                              probe_texts=("p2", "p0", "p1"),
                              info={"probe_sources": [2, 0, 1], "pool_size": 8, "pool_generator": "wordnet-v1"})
     monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", tmp_path / "absent.jsonl.gz")
-    assert X.paraphrase_examples(design, 3, world=_world())["smollm2"].tolist() == ["", "", ""]
+    assert designs.paraphrase_examples(design, 3, world=_world())["smollm2"].tolist() == ["", "", ""]
     monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", path)
-    ex = X.paraphrase_examples(design, 3, world=_world())
+    ex = designs.paraphrase_examples(design, 3, world=_world())
     assert ex["record"].tolist() == [2, 0, 1] and ex["paraphrase"].tolist() == ["p2", "p0", "p1"]
     assert ex["smollm2"].tolist() == [entry["texts"][2], entry["texts"][0], entry["texts"][1]]
-    assert "smollm2" not in X.paraphrase_examples(design, 3).columns
+    assert "smollm2" not in designs.paraphrase_examples(design, 3).columns
 
 
 @pytest.mark.slow
@@ -384,18 +384,18 @@ def test_llm_pool_entries_regenerate_one_at_a_time():
 def test_try_design_hands_the_paraphrase_route_to_make_design(monkeypatch):
     """``try_design(..., generator=...)`` (used by benchmarks/fidelity_mu_eff.py --paraphraser) reaches make_design;
     without it make_design gets no generator and uses DEFAULT_PARAPHRASER."""
-    from pe_kit.study import experiments as X
+    from pe_kit.study import designs
 
     calls = []
-    monkeypatch.setattr(X, "make_design", lambda *a, **k: calls.append(k) or "design")
-    assert X.try_design(None, "paraphrase-mu_eff", 0, 20, 0, pool_size=8, generator="smollm2") == ("design", None)
-    assert X.try_design(None, "paraphrase-mu_eff", 0, 20, 0) == ("design", None)
+    monkeypatch.setattr(designs, "make_design", lambda *a, **k: calls.append(k) or "design")
+    assert designs.try_design(None, "paraphrase-mu_eff", 0, 20, 0, pool_size=8, generator="smollm2") == ("design", None)
+    assert designs.try_design(None, "paraphrase-mu_eff", 0, 20, 0) == ("design", None)
     assert calls[0] == {"pool_size": 8, "generator": "smollm2"} and "generator" not in calls[1]
 
 
 def test_canary_listings_refuse_names_without_a_pool():
     """Only paraphrase variants have pools; a misspelt sweep variant is refused by name, as notebook 05 refuses it."""
-    from pe_kit.study import world as study
+    from pe_kit.study import pools as study
 
     with pytest.raises(ValueError, match=r"variants=\['exact'\] have no paraphrase pool"):
         PC.paraphrase_canaries("quick", ("short",), ("paraphrase-mu_eff", "exact"))

@@ -138,7 +138,7 @@ def test_done_marker_key_follows_data_bank_and_model_bytes(tmp_path):
 def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path, monkeypatch):
     """Shipping (or replacing) the SmolLM2 pools changes every done-marker key and the step key of paraphrase
     variants, never the key of other variants: results made with a WordNet fallback are not reused."""
-    from pe_kit.study import experiments as X
+    from pe_kit.study import audits
     from pe_kit.run.reproduce import marker_key
     from pe_kit.text.generators import paraphrase_pools as PP
 
@@ -147,24 +147,24 @@ def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path
     params = {"seed": 0, "output_dir": str(tmp_path / "run")}
     pools = tmp_path / "pools.jsonl.gz"
     monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", pools)
-    absent = (marker_key(nb, params, "code"), X._pools_key("paraphrase-mu_eff"), X._pools_key("ordinary"))
+    absent = (marker_key(nb, params, "code"), audits._pools_key("paraphrase-mu_eff"), audits._pools_key("ordinary"))
     assert absent[1] == "absent" and absent[2] == ""
     with gzip.open(pools, "wt") as fh:
         fh.write('{"key": "k1"}\n')
-    shipped = (marker_key(nb, params, "code"), X._pools_key("paraphrase-mu_eff"), X._pools_key("ordinary"))
+    shipped = (marker_key(nb, params, "code"), audits._pools_key("paraphrase-mu_eff"), audits._pools_key("ordinary"))
     assert shipped[0] != absent[0] and shipped[1] == C.file_digest(pools) and shipped[2] == ""
     with gzip.open(pools, "wt") as fh:
         fh.write('{"key": "k2"}\n')
-    assert X._pools_key("paraphrase") not in (shipped[1], "absent") and marker_key(nb, params, "code") != shipped[0]
+    assert audits._pools_key("paraphrase") not in (shipped[1], "absent") and marker_key(nb, params, "code") != shipped[0]
     # the route is in the step key of paraphrase variants only
-    assert X._route_key("ordinary", "wordnet") == X._route_key("nonce", "auto") == ()
-    assert X._route_key("paraphrase", "wordnet") != X._route_key("paraphrase", "auto")
+    assert audits._route_key("ordinary", "wordnet") == audits._route_key("nonce", "auto") == ()
+    assert audits._route_key("paraphrase", "wordnet") != audits._route_key("paraphrase", "auto")
     # None is the default route, keyed as what it resolves to; generator objects by name and settings
-    from pe_kit.study.world import DEFAULT_PARAPHRASER
+    from pe_kit.study.pools import DEFAULT_PARAPHRASER
     from pe_kit.text.generators.wordnet import WordNetParaphraser
 
-    assert X._route_key("paraphrase", None) == X._route_key("paraphrase", DEFAULT_PARAPHRASER)
-    assert X._route_key("paraphrase", WordNetParaphraser(rate=0.3)) != X._route_key("paraphrase", WordNetParaphraser(rate=0.6))
+    assert audits._route_key("paraphrase", None) == audits._route_key("paraphrase", DEFAULT_PARAPHRASER)
+    assert audits._route_key("paraphrase", WordNetParaphraser(rate=0.3)) != audits._route_key("paraphrase", WordNetParaphraser(rate=0.6))
 
 
 # ------------------------------------------------------------------------------------------ step caches
@@ -191,17 +191,17 @@ def test_world_fingerprint_follows_data_and_bank_bytes(tmp_path, tiny_config):
 
 def test_step_cache_recomputes_when_the_world_content_changes(tiny_world, tmp_path):
     from pe_kit.report.results import StepCache
-    from pe_kit.study import experiments as X
+    from pe_kit.study import audits, setup
 
-    assert len(X.world_key(tiny_world)) == 64
+    assert len(setup.world_key(tiny_world)) == 64
     cache = StepCache(tmp_path / ".steps")
     mech, audit = MechanismConfig(record_cap=16), AuditConfig(trials=500, n_canaries=1)
-    X.audit_variants(tiny_world, ["ordinary"], 1, mech, audit, 0, cache, progress=False)
-    X.audit_variants(tiny_world, ["ordinary"], 1, mech, audit, 0, cache, progress=False)
+    audits.audit_variants(tiny_world, ["ordinary"], 1, mech, audit, 0, cache, progress=False)
+    audits.audit_variants(tiny_world, ["ordinary"], 1, mech, audit, 0, cache, progress=False)
     assert (cache.misses, cache.hits) == (1, 1)  # nothing changed: reused
     # same config (same paths), other content: recomputed
     other = dataclasses.replace(tiny_world, fingerprint="another corpus under the same path")
-    X.audit_variants(other, ["ordinary"], 1, mech, audit, 0, cache, progress=False)
+    audits.audit_variants(other, ["ordinary"], 1, mech, audit, 0, cache, progress=False)
     assert (cache.misses, cache.hits) == (2, 1)
 
 

@@ -168,7 +168,7 @@ def test_world_texts_are_the_texts_build_world_embeds(bank):
     import numpy as np
 
     from pe_kit.run.presets import get_preset
-    from pe_kit.study.experiments import study_config
+    from pe_kit.study.setup import study_config
     from pe_kit.study.world import build_world, world_texts
 
     class RecordingEncoder:

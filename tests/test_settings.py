@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from pe_kit.audit.accounting import epsilon_theory
-from pe_kit.study import experiments as X
+from pe_kit.study import setup
 from pe_kit.run.presets import NOTEBOOK_KEYS, PRESETS, audited_mechanism, get_preset, notebook_params, resolve_params
 from pe_kit.run.reproduce import preset_changes
 from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOK_SECTIONS, NOTEBOOKS, PARAM_TYPES, RUNNER_KEYS, SECTIONS, SHORT,
@@ -80,8 +80,7 @@ def test_every_notebook_parameters_cell_is_the_generated_one():
         parsed = [prm.name for prm in PythonTranslator.inspect(cell)]
         assert parsed == list(NOTEBOOK_KEYS[stem]), stem
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-        assert 'P = resolve_params(NB, preset, **{k: globals().get(k) for k in NOTEBOOK_KEYS[NB] if k != "preset"})' \
-            in code, stem
+        assert "P, mech, audit = notebook_setup(NB, globals())" in code, stem  # resolve_params on the cell's names
         assert "globals().items()" not in code, stem  # no hand-filtered globals()
         assert set(MechanismSettings.specs()) <= set(NOTEBOOK_KEYS[stem]), stem  # every notebook reads σ, q, k, C
 
@@ -117,7 +116,7 @@ def test_mechanism_set_reaches_every_notebook_and_a_notebook_value_wins():
     p = get_preset("tiny", {"noise_multiplier": 2, "sample_rate": 0.05})
     for stem in NOTEBOOKS:
         params = notebook_params(stem, p, Path("/tmp/run"), 0, NOTEBOOK_KEYS[stem])
-        mech = X.mechanism_from(params)
+        mech = setup.mechanism_from(params)
         assert (mech.noise_multiplier, mech.sample_rate, mech.top_k, mech.clip_norm) == (2.0, 0.05, 5, 0.1), stem
     assert p.view("07_audit_an_implementation")["delta"] == 1e-3  # δ not set: 07 keeps its own
     q = get_preset("tiny", {"noise_multiplier": 2, "06_multiround_mauve.noise_multiplier": 3})
@@ -126,7 +125,7 @@ def test_mechanism_set_reaches_every_notebook_and_a_notebook_value_wins():
     assert get_preset("quick", {"bank_size": 2048}).view("06_multiround_mauve")["bank_size"] == 512
     assert set(MECHANISM_KEYS) == {"top_k", "clip_norm", "noise_multiplier", "sample_rate", "delta", "alpha"}
     P = resolve_params("04_audit", p, output_dir="/tmp/pe_kit_settings_test")
-    assert X.audit_from(P, 2).delta == 1e-5 and X.mechanism_from(P).noise_multiplier == 2.0
+    assert setup.audit_from(P, 2).delta == 1e-5 and setup.mechanism_from(P).noise_multiplier == 2.0
 
 
 def test_results_md_line_names_the_mechanism_and_its_epsilon_theory():
@@ -263,7 +262,7 @@ KNOWN_GUARDS = {
     "audit/threshold_grid.py": {"sample_rate"}, "audit/trials.py": {"sample_rate"}, "data/passes.py": {"record_cap"},
     "data/splits.py": {"n_canary"},
     "pe/mechanism.py": {"clip_norm", "top_k"}, "pe/multiround.py": {"retain_fraction", "rounds"},
-    "study/world.py": {"max_probes", "pool_size"}, "text/encoder.py": {"max_seq_length"},
+    "study/pools.py": {"pool_size"}, "study/world.py": {"max_probes"}, "text/encoder.py": {"max_seq_length"},
     "text/variation.py": {"max_attempts"},
 }
 

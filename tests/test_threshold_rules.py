@@ -230,7 +230,7 @@ def test_threshold_rule_is_a_setting_of_the_audit_section():
     """`--set audit.threshold_rule=argmax` reaches the AuditConfig every notebook builds; a misspelt rule is refused
     naming the admissible rules (one declaration: pe_kit.settings.AuditSettings)."""
     from pe_kit.settings import parse_override
-    from pe_kit.study.experiments import audit_from
+    from pe_kit.study.setup import audit_from
 
     assert parse_override("audit.threshold_rule=argmax") == ("threshold_rule", "argmax")
     with pytest.raises(ValueError, match="gaussian_model, argmax"):

@@ -129,7 +129,7 @@ def test_notebook_05_explorer_follows_set_noise_multiplier(monkeypatch):
     import IPython.display
 
     from pe_kit.settings import Preset
-    from pe_kit.study.experiments import mechanism_from
+    from pe_kit.study.setup import mechanism_from
     from pe_kit.report.widgets import show_explorer
 
     monkeypatch.setattr(IPython.display, "display", lambda obj: None)

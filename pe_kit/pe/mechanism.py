@@ -152,7 +152,7 @@ def routes_with_probes(index: NeighborIndex, records: np.ndarray, probes: np.nda
         raise ValueError("probe_positions must be distinct bank positions in [0, p)")
     if index.depth < min(index.bank_size, top_k + r):
         raise ValueError(f"NeighborIndex depth {index.depth} < top_k + r = {top_k + r} (top_k={top_k}): rebuild it "
-                         f"deeper; a study World is built for one top_k: pe_kit.study.experiments.world_for(config, "
+                         f"deeper; a study World is built for one top_k: pe_kit.study.setup.world_for(config, "
                          f"top_k={top_k}) or build_world(config, mechanism=MechanismConfig(top_k={top_k}, …))")
     removed = np.isin(index.indices, pos)
     # first k kept base entries per row (stable: keeps nearest-first order)

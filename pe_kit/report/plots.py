@@ -374,7 +374,7 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
 def plot_encoder_ablation(df: pd.DataFrame):
     """Table 3 analogue: per variant, one bar per encoder (max ε_lower over canaries) and a dot per canary.
 
-    Args: rows of ``pe_kit.study.experiments.encoder_ablation`` (``variant, study_model, epsilon_lower``,
+    Args: rows of ``pe_kit.study.ablations.encoder_ablation`` (``variant, study_model, epsilon_lower``,
     optional ``epsilon_theory``, ``trials``). Returns Figure.
     Raises: ValueError when fewer than two encoders are in ``df`` (the message is
     ``pe_kit.text.models.encoder_ablation_note``: which encoders are missing and how to install them).

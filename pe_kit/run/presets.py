@@ -9,8 +9,8 @@ Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p
 """
 from __future__ import annotations
 
-__all__ = ["PRESETS", "NEEDS_DATA", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_params",
-           "notebook_output_dir", "text_progress", "preset", "audited_mechanism"]
+__all__ = ["PRESETS", "NEEDS_DATA", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_setup",
+           "notebook_params", "notebook_output_dir", "text_progress", "preset", "audited_mechanism"]
 
 import os
 from pathlib import Path
@@ -249,6 +249,30 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     out = {k: check_param(k, v) for k, v in out.items()}  # the same typed validation as --set and presets
     notebook_output_dir(out["output_dir"])
     return out
+
+
+def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int | None = None) -> tuple:
+    """What a notebook's parameters cell fixes: ``(params, mechanism, audit)``, the one call after that cell.
+
+    Args:
+        notebook: the notebook's stem. namespace: its ``globals()``, holding the names its parameters cell assigns
+            (``preset`` and the keys of ``NOTEBOOK_KEYS[notebook]``; None takes the preset's value).
+        n_canaries: canaries per variant of the audit (γ = α / (4·n_canaries), App. E.6); None: ``per_variant``
+            where the notebook has it, else 1.
+
+    Returns:
+        :func:`resolve_params`' checked dict, its ``MechanismConfig`` (k, C, σ, q, m) and its ``AuditConfig``
+        (``pe_kit.study.setup.mechanism_from`` / ``audit_from``).
+
+    Raises:
+        ValueError: a value of the wrong type or range, naming the field and the accepted values.
+    """
+    from pe_kit.study.setup import audit_from, mechanism_from
+
+    keys = NOTEBOOK_KEYS.get(notebook, NOTEBOOK_KEYS["01_mechanism"])
+    params = resolve_params(notebook, namespace["preset"], **{k: namespace.get(k) for k in keys if k != "preset"})
+    n = (params.get("per_variant") or 1) if n_canaries is None else n_canaries
+    return params, mechanism_from(params), audit_from(params, n)
 
 
 def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,

@@ -79,10 +79,10 @@ def warm_profile(preset: str) -> tuple[str, dict]:
 
 def notebook_worlds(notebook: str, params: Mapping) -> list:
     """The ``pe_kit.study.world.StudyConfig`` of every world a notebook builds from its papermill parameters, as
-    the notebooks call ``study.experiments.study_config``: 04 one per arm × bank; 05 its own, the sweep arm's and
+    the notebooks call ``study.setup.study_config``: 04 one per arm × bank; 05 its own, the sweep arm's and
     one per encoder of the Table 3 ablation (``encoders``; ``auto`` = the installed ones); 07 none (it audits
     implementations on synthetic data); every other notebook its own."""
-    from pe_kit.study.experiments import study_config
+    from pe_kit.study.setup import study_config
 
     num = notebook.split("_")[0]
     if num == "07":

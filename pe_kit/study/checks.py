@@ -25,7 +25,7 @@ from pe_kit.audit.moments import (
 from pe_kit.audit.trials import scalar_problem, simulate_scores, simulate_scores_full
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, routes_with_probes
-from pe_kit.study.experiments import design_summary
+from pe_kit.study.designs import design_summary
 from pe_kit.study.world import (
     World,
     canary_contribution,
@@ -147,7 +147,6 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
         s0 = simulate_scores(prob, 0, trials, rng)
         s_inc = simulate_scores(prob, 0, trials, rng) + prob.canary_shift
         s1 = simulate_scores(prob, 1, trials, rng)
-        name = design.variant
         se_mean = mu / np.sqrt(trials)
         se_var = float(np.sqrt(np.var((s0 - s0.mean()) ** 2) / trials))  # empirical: the scores need not be normal
 
@@ -155,7 +154,8 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
             # kind: "close" |observed − expected| ≤ tol; "at_most" observed ≤ tol; "at_least" observed ≥ tol
             err = abs(observed - expected) if kind == "close" else float("nan")
             passed = {"close": err <= tol, "at_most": observed <= tol, "at_least": observed >= tol}[kind]
-            rows.append({"experiment": "llr_check", "check": check, "variant": name, "canary_id": design.canary_id,
+            rows.append({"experiment": "llr_check", "check": check, "variant": design.variant,
+                         "canary_id": design.canary_id,
                          "expected": float(expected), "observed": float(observed), "abs_error": float(err),
                          "tolerance": float(tol), "rule": kind, "passed": bool(passed), "mu_eff": mu,
                          "trials": trials, "note": note, **{f"mech_{k}": x for k, x in mechanism.as_dict().items()},
@@ -167,42 +167,51 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
         add("inc_var", mu2, s_inc.var(ddof=1), 5 * se_var, "Eq. 17")
         ks = stats.kstest((s0 + mu2 / 2) / mu, "norm").statistic if mu > 0 else 0.0
         add("gaussian_ks", 0.0, ks, 0.05, "KS distance of standardized H0 scores to N(0,1) (Eq. 12 quality)", "at_most")
-        ths = np.quantile(s0, np.linspace(0.5, 0.999, 25))
-        fpr = (s0[None, :] > ths[:, None]).mean(axis=1)
-        tinc = (s_inc[None, :] > ths[:, None]).mean(axis=1)
-        tpr = (s1[None, :] > ths[:, None]).mean(axis=1)
-        pred = (1 - q) * fpr + q * tinc
-        dev = float(np.max(np.abs(tpr - pred)))
+        ths, fpr, tinc, tpr, dev = _mixture_identity(s0, s_inc, s1, q)
         add("mixture_identity", 0.0, dev, 5 * np.sqrt(0.25 / trials) * 2, "max |TPR − ((1−q)FPR + q·TPR_inc)| (Eq. 23)",
             "at_most")
-        edges = np.quantile(s0, np.linspace(0.0, 1.0, 41))
-        c0, _ = np.histogram(s0, edges)
-        c1, _ = np.histogram(s1, edges)
-        ok = (c0 >= 200) & (c1 >= 200)
-        centers = 0.5 * (edges[1:] + edges[:-1])
-        emp = np.log(np.maximum(c1, 1) / np.maximum(c0, 1))
-        model = mixture_llr(centers, q)
-        if ok.any():
-            wmae = float(np.average(np.abs(emp[ok] - model[ok]), weights=c0[ok]))
-            noise = float(np.average(0.8 * np.sqrt(1 / c0[ok] + 1 / c1[ok]), weights=c0[ok]))  # E|N(0, s²)| ≈ 0.8 s
-        else:
-            wmae, noise = float("nan"), 0.0
+        wmae, noise, centers, emp, ok = _mixture_llr_fit(s0, s1, q)
         add("mixture_llr", 0.0, wmae, 0.05 + 2 * noise,
             "weighted |log(p1/p0) − ℓ_mix| over bins (Eq. 22; exact only if the score is Gaussian)", "at_most")
         add("canary_norm", mechanism.clip_norm, float(np.linalg.norm(v)), mechanism.clip_norm + 1e-12, "‖v_P‖₂ ≤ C",
             "at_most")
-        aux = restrict(world.contributions("aux", mechanism, design), coords)
-        mom = aux_moments(aux, audit.shrinkage)
+        mom = aux_moments(restrict(world.contributions("aux", mechanism, design), coords), audit.shrinkage)
         for s in ceiling_sigmas:
             mech_s = replace(mechanism, noise_multiplier=float(s))
             _, sig_s = null_moments(mom, pop.shape[0], mech_s, audit.ridge)
             add(f"mu_eff_ceiling_sigma{float(s):g}", 1 / float(s), mu_eff(v, sig_s), 1 / float(s) + 1e-9,
                 f"plug-in μ_eff ≤ 1/σ at σ={s} (Eq. 20)", "at_most")
         f0 = simulate_scores_full(test, v_full, coords, w, m0, mechanism.noise_std, q, 0, full_path_trials, rng)
-        fs = simulate_scores(prob, 0, full_path_trials, rng)
-        pval = stats.ks_2samp(f0, fs).pvalue
+        pval = stats.ks_2samp(f0, simulate_scores(prob, 0, full_path_trials, rng)).pvalue  # after f0: same draws
         add("full_vs_scalar", 1.0, float(pval), 1e-3, "two-sample KS p-value, full histogram vs scalar path", "at_least")
-        data[name] = {"mu": mu, "h0": s0, "inc": s_inc, "h1": s1, "q": q, "thresholds": ths, "fpr": fpr,
+        data[design.variant] = {"mu": mu, "h0": s0, "inc": s_inc, "h1": s1, "q": q, "thresholds": ths, "fpr": fpr,
                       "tpr_inc": tinc, "tpr": tpr, "bin_centers": centers[ok], "log_ratio": emp[ok],
                       "canary_id": design.canary_id}
     return rows, data
+
+
+def _mixture_identity(s0: np.ndarray, s_inc: np.ndarray, s1: np.ndarray, q: float) -> tuple:
+    """Thresholds at H0 quantiles 0.5–0.999, their FPR, TPR_inc and TPR, and max |TPR − ((1−q)·FPR + q·TPR_inc)|
+    (Eq. 23)."""
+    ths = np.quantile(s0, np.linspace(0.5, 0.999, 25))
+    fpr, tinc, tpr = ((s[None, :] > ths[:, None]).mean(axis=1) for s in (s0, s_inc, s1))
+    pred = (1 - q) * fpr + q * tinc
+    return ths, fpr, tinc, tpr, float(np.max(np.abs(tpr - pred)))
+
+
+def _mixture_llr_fit(s0: np.ndarray, s1: np.ndarray, q: float) -> tuple:
+    """The empirical log(p1/p0) on 40 H0-quantile bins against ℓ_mix = log[(1−q) + q·e^ℓ] (Eq. 22): (weighted
+    mean |error| over bins holding ≥ 200 scores of each, its noise level, bin centres, empirical log ratio, those
+    bins)."""
+    edges = np.quantile(s0, np.linspace(0.0, 1.0, 41))
+    c0, _ = np.histogram(s0, edges)
+    c1, _ = np.histogram(s1, edges)
+    ok = (c0 >= 200) & (c1 >= 200)
+    centers = 0.5 * (edges[1:] + edges[:-1])
+    emp = np.log(np.maximum(c1, 1) / np.maximum(c0, 1))
+    model = mixture_llr(centers, q)
+    if not ok.any():
+        return float("nan"), 0.0, centers, emp, ok
+    wmae = float(np.average(np.abs(emp[ok] - model[ok]), weights=c0[ok]))
+    noise = float(np.average(0.8 * np.sqrt(1 / c0[ok] + 1 / c1[ok]), weights=c0[ok]))  # E|N(0, s²)| ≈ 0.8 s
+    return wmae, noise, centers, emp, ok

@@ -15,11 +15,12 @@ import numpy as np
 from pe_kit.attack.bug_canaries import DESIGNS, design_for
 from pe_kit.audit.blackbox import DEFAULT_DELTA, _audit_suite, spec_statistic, trials_needed
 from pe_kit.settings import MechanismConfig, check_param
-from pe_kit.pe.mutants import all_implementations
+from pe_kit.pe.mutants import MUTANTS, all_implementations
 from pe_kit.pe.release_protocol import ReferenceRelease
 from pe_kit.report.results import epsilon_interval
 
-__all__ = ["SUITE_MECHANISM", "SUITE_DELTA", "suite_cases", "run_suite", "trials_needed_rows", "control_repeats"]
+__all__ = ["SUITE_MECHANISM", "SUITE_DELTA", "mutant_rows", "suite_cases", "run_suite", "trials_needed_rows",
+           "control_repeats"]
 
 #: the setting the suite audits at: the paper's k, C, σ, q
 SUITE_MECHANISM = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=0.1)
@@ -27,6 +28,13 @@ SUITE_MECHANISM = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, 
 #: fixed-size sample's √2 displacement is visible at ≤ 10⁵ (expected ε_lower 1.07 vs ε_theory 0.66), and the
 #: claimed guarantee holds at every δ of its curve, so auditing at 10⁻³ tests the same claim.
 SUITE_DELTA = DEFAULT_DELTA
+
+
+def mutant_rows(mechanism: MechanismConfig, n_users: int = 51) -> list[dict]:
+    """One row per seeded mutant (``pe.mutants.MUTANTS``): ``implementation``, ``bug`` and whether the bug breaks the
+    guarantee at ``mechanism`` for ``n_users`` users (``breaks the guarantee (derived)``, from its derivation)."""
+    return [{"implementation": m.name, "bug": m.bug,
+             "breaks the guarantee (derived)": m().breaks_guarantee(mechanism, n_users)} for m in MUTANTS]
 
 
 def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Sequence | None = None) -> list[tuple]:

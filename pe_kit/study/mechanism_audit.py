@@ -58,7 +58,7 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
     from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
     from pe_kit.audit.plan import announce_reach, audit_reach
     from pe_kit.settings import check_param
-    from pe_kit.study.experiments import world_for
+    from pe_kit.study.setup import world_for
     from pe_kit.study.world import StudyConfig, audit_design, make_design
 
     if variant not in ALL_VARIANTS:

@@ -49,7 +49,7 @@ def multiround_setup(params: Mapping[str, Any]) -> MultiroundSetup:
 
     Args:
         params: the notebook's parameters (its ``params`` dict): the world's keys of
-            ``pe_kit.study.experiments.study_config`` plus ``variant`` (``nonce`` | ``ordinary``), ``generator`` (one of
+            ``pe_kit.study.setup.study_config`` plus ``variant`` (``nonce`` | ``ordinary``), ``generator`` (one of
             :data:`GENERATORS`), ``rounds`` (T ≥ 1), ``retain_fraction`` (in (0, 1)), ``max_attempts``,
             ``public_max_texts`` (None: ⌈3 · T · g⌉), ``bank_size`` (p), ``top_k``, ``clip_norm``,
             ``noise_multiplier``, ``sample_rate``, ``record_cap``, ``seed``, and ``openai_base_url`` /
@@ -63,16 +63,17 @@ def multiround_setup(params: Mapping[str, Any]) -> MultiroundSetup:
             a retain fraction that leaves no slot for new texts (``PEConfig.retain_count``).
     """
     from pe_kit.pe.multiround import PEConfig
-    from pe_kit.study import experiments as X
+    from pe_kit.study.designs import design_for
+    from pe_kit.study.setup import mechanism_from, study_config, world_for
     from pe_kit.text.variation import public_pool, variation_generator
 
     generator = params["generator"]
     if generator not in GENERATORS:
         raise ValueError(f"generator={generator!r} is unknown; use one of {', '.join(GENERATORS)}")
     seed, rounds, bank_size = int(params["seed"]), int(params["rounds"]), int(params["bank_size"])
-    world = X.world_for(X.study_config(dict(params)), progress=False, top_k=int(params["top_k"]))
-    mechanism = X.mechanism_from(params)
-    design = X.design_for(world, params["variant"], 0, 0, seed, mechanism)
+    world = world_for(study_config(dict(params)), progress=False, top_k=int(params["top_k"]))
+    mechanism = mechanism_from(params)
+    design = design_for(world, params["variant"], 0, 0, seed, mechanism)
     if design is None:
         raise ValueError(f"variant={params['variant']!r} is not implemented here; use 'nonce' or 'ordinary'")
     pe = PEConfig(rounds=rounds, retain_fraction=params["retain_fraction"], max_attempts=params["max_attempts"],

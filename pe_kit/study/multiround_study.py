@@ -80,15 +80,9 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
     Raises:
         ValueError: for an unknown reference split, no PE seeds, or inconsistent inputs.
     """
-    from pe_kit.report.mauve import mauve_score, paired_gain
+    from pe_kit.report.mauve import paired_gain
 
-    if reference_split not in ("calibration", "aux"):
-        raise ValueError(f"reference_split={reference_split!r} must be 'calibration' or 'aux' (held out of the loop)")
-    pe_seeds = [int(s) for s in pe_seeds]
-    if not pe_seeds or len(set(pe_seeds)) != len(pe_seeds):
-        raise ValueError(f"pe_seeds={pe_seeds!r} must be ≥ 1 distinct ints (≥ 2 for a confidence interval)")
-    if (bank_texts is None) != (bank_embeddings is None):
-        raise ValueError("pass bank_texts and bank_embeddings together (or neither, for the world's bank)")
+    pe_seeds = _checked_seeds(reference_split, pe_seeds, bank_texts, bank_embeddings)
     loop_rng, mauve_rng, audit_rng = rng.spawn(3)
     loop_entropy = int(loop_rng.integers(2**62))
     mauve_entropy = int(mauve_rng.integers(2**62))
@@ -99,12 +93,7 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
     if mauve_samples is not None and ref.shape[0] > mauve_samples:
         ref = ref[np.sort(mauve_rng.choice(ref.shape[0], size=mauve_samples, replace=False))]
     initial = set(bank_texts)
-    settings = {**{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
-                **{f"pe_{k}": v for k, v in pe.as_dict().items() if k != "retention"},
-                **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
-                **{f"study_{k}": v for k, v in world.config.as_dict().items()},
-                "variant": design.variant, "canary_id": design.canary_id, "generator": _generator_id(generator)["name"],
-                "reference_split": reference_split, "n_pe_seeds": len(pe_seeds), **dict(world.truncation)}
+    settings = _settings(world, design, generator, mechanism, pe, audit, reference_split, len(pe_seeds))
     arms = ARMS if control else ARMS[:1]
     transcripts: dict = {}
     rows: list[dict] = []
@@ -117,22 +106,9 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
                         np.random.default_rng([loop_entropy, s]), design=design, encoder=world.encoder,
                         checkpoint_dir=checkpoint_dir)
             transcripts[arm, s] = tr
-            seconds_pe, t0 = time.perf_counter() - t0, time.perf_counter()
-            for t, bank in enumerate(progress(tr.banks, desc=f"MAUVE per bank ({arm}, PE seed {s})", unit="bank")):
-                cand = bank.candidate_mask()
-                m = mauve_score(bank.embeddings[cand], ref, seeds=mauve_seeds, max_samples=mauve_samples,
-                                rng=np.random.default_rng([mauve_entropy, s, t]))
-                scores[arm, s, t] = m.scores
-                texts = [x for x, c in zip(bank.texts, cand) if c]
-                rows.append({"arm": arm, "pe_seed": s, "round": t, "releases": t, "mauve_mean": m.mean,
-                             "mauve_sd": m.sd, "mauve_scores": list(m.scores), "mauve_buckets": m.num_buckets,
-                             "mauve_distinct_p": m.distinct_p, "mauve_distinct_q": m.distinct_q,
-                             "mauve_n_p": m.n_p, "mauve_n_q": m.n_q, "bank_size": bank.size,
-                             "n_probes": int(bank.probe_positions.size),
-                             "frac_initial_bank": float(np.mean([x in initial for x in texts])),
-                             "participants": tr.rounds[t - 1].participants if t > 0 else 0,
-                             "retention": cfg.retention, "transcript_key": tr.key, "seconds_pe": seconds_pe,
-                             "seconds_mauve": time.perf_counter() - t0, **settings})
+            head = {"retention": cfg.retention, "transcript_key": tr.key, "seconds_pe": time.perf_counter() - t0}
+            rows += _mauve_rows(tr, arm, s, ref, mauve_seeds, mauve_samples, mauve_entropy, initial, scores, head,
+                                settings)
     gain = []
     if control:
         for t in range(pe.rounds + 1):
@@ -145,6 +121,53 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
     for r in audit_rows:
         r["seconds_audits"] = time.perf_counter() - t0
     return MultiroundResult(transcripts, rows, gain, audit_rows)
+
+
+def _checked_seeds(reference_split: str, pe_seeds: Sequence[int], bank_texts, bank_embeddings) -> list[int]:
+    """``pe_seeds`` as ints, after checking the arguments ``multiround_study`` refuses (ValueError naming each)."""
+    if reference_split not in ("calibration", "aux"):
+        raise ValueError(f"reference_split={reference_split!r} must be 'calibration' or 'aux' (held out of the loop)")
+    pe_seeds = [int(s) for s in pe_seeds]
+    if not pe_seeds or len(set(pe_seeds)) != len(pe_seeds):
+        raise ValueError(f"pe_seeds={pe_seeds!r} must be ≥ 1 distinct ints (≥ 2 for a confidence interval)")
+    if (bank_texts is None) != (bank_embeddings is None):
+        raise ValueError("pass bank_texts and bank_embeddings together (or neither, for the world's bank)")
+    return pe_seeds
+
+
+def _settings(world, design, generator, mechanism, pe, audit, reference_split: str, n_pe_seeds: int) -> dict:
+    """The columns every row of the study carries: mechanism, PE, audit and study settings, canary and generator."""
+    return {**{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
+            **{f"pe_{k}": v for k, v in pe.as_dict().items() if k != "retention"},
+            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
+            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
+            "variant": design.variant, "canary_id": design.canary_id, "generator": _generator_id(generator)["name"],
+            "reference_split": reference_split, "n_pe_seeds": n_pe_seeds, **dict(world.truncation)}
+
+
+def _mauve_rows(tr: Transcript, arm: str, s: int, ref: np.ndarray, mauve_seeds, mauve_samples, mauve_entropy: int,
+                initial: set, scores: dict, head: dict, settings: dict) -> list[dict]:
+    """One row per bank of transcript ``tr`` (arm ``arm``, PE seed ``s``): MAUVE of its non-probe candidates against
+    ``ref`` (seeded by [mauve_entropy, s, round]; the scores also go to ``scores[arm, s, round]``), its make-up,
+    ``head`` and ``settings``."""
+    from pe_kit.report.mauve import mauve_score
+
+    rows, t0 = [], time.perf_counter()
+    for t, bank in enumerate(progress(tr.banks, desc=f"MAUVE per bank ({arm}, PE seed {s})", unit="bank")):
+        cand = bank.candidate_mask()
+        m = mauve_score(bank.embeddings[cand], ref, seeds=mauve_seeds, max_samples=mauve_samples,
+                        rng=np.random.default_rng([mauve_entropy, s, t]))
+        scores[arm, s, t] = m.scores
+        texts = [x for x, c in zip(bank.texts, cand) if c]
+        rows.append({"arm": arm, "pe_seed": s, "round": t, "releases": t, "mauve_mean": m.mean,
+                     "mauve_sd": m.sd, "mauve_scores": list(m.scores), "mauve_buckets": m.num_buckets,
+                     "mauve_distinct_p": m.distinct_p, "mauve_distinct_q": m.distinct_q,
+                     "mauve_n_p": m.n_p, "mauve_n_q": m.n_q, "bank_size": bank.size,
+                     "n_probes": int(bank.probe_positions.size),
+                     "frac_initial_bank": float(np.mean([x in initial for x in texts])),
+                     "participants": tr.rounds[t - 1].participants if t > 0 else 0,
+                     **head, "seconds_mauve": time.perf_counter() - t0, **settings})
+    return rows
 
 
 def _audits(world, design, generator, mechanism, pe, audit, rng, transcript: Transcript, test, adaptive: bool,

@@ -19,12 +19,13 @@ from pe_kit.attack.one_run_design import OneRunDesign, design_one_run, max_canar
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
 from pe_kit.audit.one_run import _one_run_audit, idealised_scores
+from pe_kit.audit.one_run_checks import published_checks
 from pe_kit.settings import COUNT, AuditConfig, MechanismConfig, check_param
 from pe_kit.pe.mechanism import contributions, release, topk_routes
 
 __all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_one_run_design", "one_run_release",
            "one_run_rows", "multi_trial_row", "idealised_rows", "largest_m", "DEFAULTS", "with_defaults",
-           "one_run_study"]
+           "one_run_study", "published_checks"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copi
 
     Args:
         world: the study (``study.world.World``; notebook 08 builds it with
-            ``study.experiments.world_for(study.experiments.study_config(params))``). variant: ``"nonce"`` or
+            ``study.setup.world_for(study.setup.study_config(params))``). variant: ``"nonce"`` or
             ``"natural"`` (real users from ``natural_candidates``). n_canaries: m, at most
             ``largest_m(p, 1.0, copies, records_per_canary)``. seed: root seed. copies: copies of each record in its
             block (k puts every vote on the block). records_per_canary: records per canary.

@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.attack.variants import ProbeDesign
+from pe_kit.attack.variants import (ALL_VARIANTS, ProbeDesign, design_exact, design_nonce, design_ordinary,
+                                    design_paraphrase, design_selected, nonce_canary_and_pool, replacement_positions,
+                                    unknown_variant, variant_objective)
 from pe_kit.audit.canary import _audit_canary
 from pe_kit.audit.trials import check_equal_populations
 from pe_kit.settings import AuditConfig, MechanismConfig, WorldSettings
@@ -24,11 +26,11 @@ from pe_kit.data.loaders import Corpus
 from pe_kit.data.splits import Splits, empty_arm_message, make_arm, split_users
 from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
 from pe_kit.report.results import versions
+from pe_kit.study.pools import paraphrase_pool
 from pe_kit.text.encoder import Encoder
 
 __all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "world_texts", "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
-           "canary_contribution", "audit_design", "aux_pool_covariance", "DEFAULT_PARAPHRASER", "paraphrase_pool_seed",
-           "paraphrase_pool", "make_design"]
+           "canary_contribution", "audit_design", "aux_pool_covariance", "make_design"]
 
 SPLITS = ("aux", "calibration", "test")
 
@@ -132,10 +134,8 @@ def input_digests(config: StudyConfig) -> dict:
             (``text.banks.bank_b_missing_message``).
     """
     from pe_kit.cache import file_digest
-    from pe_kit.data.loaders import check_path, default_bank_path, default_data_path
+    from pe_kit.data.loaders import check_path, default_bank_b_path, default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint
-
-    from pe_kit.data.loaders import default_bank_b_path
 
     bank = config.bank
     check_bank_b(config)
@@ -201,8 +201,8 @@ def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None =
     """Content key of a ``World`` (64 hex): its settings, :func:`input_digests`, the bank texts themselves
     (covers generated banks) and the encoder's identity (model file digest and token cap).
 
-    Every step cache of ``pe_kit.study.experiments`` keys on it, so a corpus or bank rewritten in place, or
-    another model under the same folder name, recomputes the steps.
+    Every step cache (``pe_kit.study.audits``, ``pe_kit.study.ablations``) keys on it, so a corpus or bank rewritten
+    in place, or another model under the same folder name, recomputes the steps.
     """
     from pe_kit.cache import content_hash
 
@@ -321,14 +321,13 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
     contribs = {s: world.contributions(s, mechanism, design) for s in SPLITS}
     result = _audit_canary(v_full, np.sort(np.asarray(coords)), contribs["aux"], contribs["calibration"],
                           contribs["test"], mechanism, audit, rng)
-    row = {"variant": design.variant, "canary_id": design.canary_id,
-           "canary_votes_on_P": float(v_full[np.asarray(coords)].sum() / max(v_full.sum(), 1e-300)),
-           **result.row, **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
-           **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
-           **{f"study_{k}": v for k, v in world.config.as_dict().items()},
-           "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions(),
-           **{k: design.info[k] for k in ("pool_generator", "pool_source", "beyond_paper") if k in design.info}}
-    return row
+    return {"variant": design.variant, "canary_id": design.canary_id,
+            "canary_votes_on_P": float(v_full[np.asarray(coords)].sum() / max(v_full.sum(), 1e-300)),
+            **result.row, **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
+            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
+            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
+            "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions(),
+            **{k: design.info[k] for k in ("pool_generator", "pool_source", "beyond_paper") if k in design.info}}
 
 
 def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np.ndarray,
@@ -354,124 +353,6 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
                            mechanism, n_users=len(world.splits.test), shrinkage=audit.shrinkage, ridge=audit.ridge)
 
 
-#: Paraphrase route when none is given: ``"auto"``, the shipped SmolLM2 pool
-#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE`` covers all 31 paraphrase canaries of the quick
-#: preset on the bundled sample: both arms and notebook 05's sweep canary, and those of the paper run on the full Blog corpus,
-#: ``scripts/paper_run.sh``; docs/paraphrase_pools.md says which) and WordNet with a warning for canaries without
-#: one (the tiny preset, other sizes or seeds, other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated);
-#: ``"wordnet"`` synonym swaps (App. B's pools are LLM rewrites; docs/paraphrase_pools.md).
-DEFAULT_PARAPHRASER = "auto"
-
-
-_FALLBACKS_WARNED: set = set()
-
-
-def _warn_fallback_once(key: tuple, fallback: str) -> None:
-    """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process: a study designs
-    every paraphrase canary for several variants, arms and banks, and ``warnings``' own once-per-location registry is
-    reset by every ``catch_warnings`` block, so without this a notebook repeats the line dozens of times. Every
-    fallback stays recorded in its design (``info["pool_fallback"]``) and counted in results.md's pool line."""
-    if key in _FALLBACKS_WARNED:
-        return
-    import warnings
-
-    _FALLBACKS_WARNED.add(key)
-    warnings.warn(f"{fallback}; for LLM rewrites pass --set paraphraser=smollm2 (Python: generator='smollm2'), which "
-                  f"generates them (slow; docs/paraphrase_pools.md) (warned once for data {key[0]}, M={key[1]}, "
-                  f"seed {key[2]}: "
-                  "each design's info['pool_fallback'] names its canary; results.md counts the pools per generator)", stacklevel=3)
-
-
-def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
-    """Seed (list of 3 int for ``numpy.random.default_rng``) of a canary's paraphrase pool: (study seed, 3,
-    first 32 bits of SHA-256("paraphrase-pool", canary id)); every variant auditing the canary gets the same pool."""
-    from pe_kit.cache import content_hash
-
-    return [int(seed), 3, int(content_hash("paraphrase-pool", str(canary_id))[:8], 16)]
-
-
-def paraphrase_pool(world: World, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
-    """The paraphrase probe pool Q of a real canary: ``pool_size`` non-verbatim rewrites spread over its records.
-
-    Built by ``generation.make_paraphrase_pool`` (round robin over records, verbatim and duplicate outputs
-    rejected, ``on_shortfall="reassign"``). The pool is a property of the canary: its seed is
-    :func:`paraphrase_pool_seed` (study seed, canary id), so every variant auditing this canary sees the same
-    pool (and the cached generator / embedding cache make the rebuild cheap).
-
-    Args:
-        world: the study. user: the canary (``data.User``). pool_size: M.
-        generator: ``"smollm2"`` (LLM rewrites, ``paraphrase_pools.llm_paraphraser``: the pool shipped in
-            ``pe_kit/data_files`` when its content key matches, else generated and cached, ~2.5 CPU-seconds per
-            rewrite), ``"auto"`` (the shipped SmolLM2 pool, else the WordNet pool with a warning and
-            ``info["pool_fallback"]``; never generates with the LLM), ``"wordnet"``
-            (``CachedGenerator(WordNetParaphraser())``), None (:data:`DEFAULT_PARAPHRASER`), or any
-            ``generation`` text generator object.
-
-    Returns:
-        (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict
-        with ``pool_generator``, ``pool_generator_config``, ``pool_seed``, ``pool_source`` (``shipped`` /
-        ``generated``) and, for the LLM route, ``pool_key``).
-
-    Raises:
-        ValueError: for pool_size < 1, an unknown generator name or an object that is not a generator, and for a
-            damaged pools file (``paraphrase_pools.load_pools`` / ``find_pool``); generation errors from the backend.
-    """
-    from pe_kit.text.generators.cached import CachedGenerator
-    from pe_kit.text.generators.paraphrase_pools import PARAPHRASERS, build_pool, find_pool, llm_paraphraser, pool_spec
-    from pe_kit.text.generators.pools import make_paraphrase_pool
-    from pe_kit.text.generators.wordnet import WordNetParaphraser
-
-    if int(pool_size) != pool_size or pool_size < 1:
-        raise ValueError(f"pool_size={pool_size!r} must be an integer ≥ 1")
-    generator = DEFAULT_PARAPHRASER if generator is None else generator
-    if isinstance(generator, str) and generator not in PARAPHRASERS:
-        raise ValueError(f"generator={generator!r} is unknown; use one of {PARAPHRASERS} or a generator object")
-    if not isinstance(generator, str) and not callable(getattr(generator, "generate", None)):
-        raise ValueError(f"generator={generator!r} is neither a route name {PARAPHRASERS} nor a text generator "
-                         "(an object with .generate, e.g. pe_kit.text.generators.CachedGenerator(...))")
-    pool_seed = paraphrase_pool_seed(world.config.seed, user.user_id)
-    records = list(user.texts)
-    entry, fallback = None, None
-    if generator in ("smollm2", "auto"):
-        llm = llm_paraphraser()
-        # auto only reads shipped text (never generates), so the installed model file does not matter to it
-        model = _installed_model(llm) if generator == "smollm2" else None
-        entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=model)
-        source = "shipped"
-        if entry is None and generator == "smollm2":
-            cached = CachedGenerator(llm, with_code=False, sort_by_length=True)
-            entry, source = build_pool(records, int(pool_size), pool_seed, cached), "generated"
-        elif entry is None:
-            fallback = (f"no shipped SmolLM2 pool matches canary {user.user_id} (records, M={pool_size}, study seed "
-                        f"{world.config.seed}); WordNet pool")
-            _warn_fallback_once((str(getattr(world.config, "data", None) or "bundled sample"), int(pool_size),
-                                 world.config.seed), fallback)
-            generator = "wordnet"
-    if entry is not None:
-        texts, sources = list(entry["texts"]), entry["sources"]
-        info = {"pool_generator": llm.name, "pool_generator_config": llm.config(), "pool_seed": pool_seed,
-                "pool_source": source, "pool_key": entry["key"]}
-    else:
-        generator = CachedGenerator(WordNetParaphraser()) if generator == "wordnet" else generator
-        texts, sources = make_paraphrase_pool(records, int(pool_size), generator,
-                                              np.random.default_rng(pool_seed), on_shortfall="reassign")
-        cfg = getattr(generator, "config", None)
-        info = {"pool_generator": getattr(generator, "name", type(generator).__name__),
-                "pool_generator_config": cfg() if callable(cfg) else {}, "pool_seed": pool_seed,
-                "pool_source": "generated", **({"pool_fallback": fallback} if fallback else {})}
-    return texts, np.asarray(sources, np.int64), world.encoder.encode(texts, desc="pool"), info
-
-
-def _installed_model(generator) -> str | None:
-    """Digest of the generator's model files, or None when the model is not installed (shipped pools still apply)."""
-    from pe_kit.text.generators.base import GenerationError
-
-    try:
-        return generator.identity()
-    except (GenerationError, OSError):
-        return None
-
-
 def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator, *,
                 mechanism: MechanismConfig | None = None, audit: AuditConfig | None = None, generator=None,
                 pool_size: int = 512, r: int | None = None) -> ProbeDesign:
@@ -484,8 +365,8 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     is frozen before any trial:
 
     * ``ordinary``: no probes. ``exact``: a verbatim copy of each record.
-    * ``paraphrase``: ``pool_size`` rewrites across the records (``generator``: see :func:`paraphrase_pool`)
-      (``paraphrase_pool``), r of them spread across records (``pe_kit.attack.variants.spread_select``).
+    * ``paraphrase``: ``pool_size`` rewrites across the records (``pe_kit.study.pools.paraphrase_pool``), r of them
+      spread across records (``pe_kit.attack.variants.spread_select``).
     * ``nonce``: r drawn uniformly from the nonce pool (``pe_kit.attack.variants.design_nonce``).
     * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``pe_kit.attack.variants.design_selected``); μ_eff uses Σ̂_Q from
       aux users (``aux_pool_covariance``), frozen before selection.
@@ -494,30 +375,17 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
 
     Args:
         world: the study (its neighbour indices have depth k + max_probes).
-        variant: one of ``pe_kit.attack.variants.ALL_VARIANTS`` (Table 1's eight and ``composed-mu_eff``). canary_slot: index into the canary split (real variants).
+        variant: one of ``pe_kit.attack.variants.ALL_VARIANTS``.
+        canary_slot: index into the canary split (real variants).
         rng: the only source of randomness (positions, nonce strings, spread draws).
         mechanism: k, C, σ, q (default ``MechanismConfig(record_cap=world.config.record_cap)``).
-        audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase route (``"smollm2"``, ``"wordnet"``, None = :data:`DEFAULT_PARAPHRASER`, or a
-            generator object; :func:`paraphrase_pool`). pool_size: M (512).
-        r: probes (default ``world.config.max_probes``; at most that).
+        audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase route (``pe_kit.study.pools.paraphrase_pool``).
+        pool_size: M (512). r: probes (default ``world.config.max_probes``; at most that).
 
     Raises:
         ValueError: unknown variant, slot out of range, r > max_probes, r > pool_size, or m > max_probes
             for ``exact``.
     """
-    from pe_kit.attack.variants import (
-        ALL_VARIANTS,
-        unknown_variant,
-        design_exact,
-        design_nonce,
-        design_ordinary,
-        design_paraphrase,
-        design_selected,
-        nonce_canary_and_pool,
-        replacement_positions,
-        variant_objective,
-    )
-
     if variant not in ALL_VARIANTS:
         raise unknown_variant(variant, ALL_VARIANTS)
     mechanism = mechanism or MechanismConfig(record_cap=world.config.record_cap)
@@ -527,25 +395,15 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
                          "index depth); raise max_probes")
     if variant not in ("ordinary", "exact", "composed-mu_eff") and r > pool_size:
         raise ValueError(f"r={r} probes cannot come from a pool of pool_size={pool_size}; raise pool_size")
-    p = world.bank.shape[0]
-    objective = variant_objective(variant)
     if variant.startswith("nonce"):
-        if variant == "nonce":
-            return design_nonce(world.encoder, p, rng, records=world.config.record_cap, pool_size=pool_size, r=r)
-        canary, pool = nonce_canary_and_pool(world.config.record_cap, pool_size, rng)
-        positions = replacement_positions(p, r, rng)
-        emb = world.encoder.encode(canary + pool, desc="nonce")
-        c_emb, pool_emb = emb[:len(canary)], emb[len(canary):]
-        sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if objective == "mu_eff" else None
-        return design_selected(variant, f"nonce-{int(rng.integers(1 << 31))}", canary, c_emb, pool, pool_emb,
-                               world.bank, positions, mechanism.top_k, sigma, info={"canary": "nonce"})
+        return _nonce_design(world, variant, rng, mechanism, audit, pool_size, r)
     if not 0 <= canary_slot < len(world.splits.canary):
         raise ValueError(f"canary_slot={canary_slot} out of range: the study has {len(world.splits.canary)} "
                          "canaries (raise StudyConfig.n_canary)")
+    p = world.bank.shape[0]
     user = world.corpus.by_id()[world.splits.canary[canary_slot]]
     rec = world.records["canary"]
-    rows = rec["owner"] == rec["ids"].index(user.user_id)
-    c_emb = rec["emb"][rows]
+    c_emb = rec["emb"][rec["owner"] == rec["ids"].index(user.user_id)]
     if variant == "ordinary":
         return design_ordinary(user.user_id, user.texts, c_emb)
     if variant == "exact":
@@ -564,7 +422,24 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     texts, sources, pool_emb, info = paraphrase_pool(world, user, pool_size, generator)
     if variant == "paraphrase":
         return design_paraphrase(user.user_id, user.texts, c_emb, texts, pool_emb, sources, positions, rng, info)
-    sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if objective == "mu_eff" else None
+    mu = variant_objective(variant) == "mu_eff"
+    sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if mu else None
     # the canary's base neighbours are computed exactly as ``canary_contribution`` does (same distances)
     return design_selected(variant, user.user_id, user.texts, c_emb, texts, pool_emb, world.bank, positions,
                            mechanism.top_k, sigma, info=info)
+
+
+def _nonce_design(world: World, variant: str, rng: np.random.Generator, mechanism: MechanismConfig,
+                  audit: AuditConfig | None, pool_size: int, r: int) -> ProbeDesign:
+    """A nonce variant's design: a synthetic canary and nonce pool from ``rng``, r probes (uniform or Alg. B.1)."""
+    p = world.bank.shape[0]
+    if variant == "nonce":
+        return design_nonce(world.encoder, p, rng, records=world.config.record_cap, pool_size=pool_size, r=r)
+    canary, pool = nonce_canary_and_pool(world.config.record_cap, pool_size, rng)
+    positions = replacement_positions(p, r, rng)
+    emb = world.encoder.encode(canary + pool, desc="nonce")
+    c_emb, pool_emb = emb[:len(canary)], emb[len(canary):]
+    mu = variant_objective(variant) == "mu_eff"
+    sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if mu else None
+    return design_selected(variant, f"nonce-{int(rng.integers(1 << 31))}", canary, c_emb, pool, pool_emb,
+                           world.bank, positions, mechanism.top_k, sigma, info={"canary": "nonce"})

@@ -1,0 +1,125 @@
+"""The paraphrase probe pool Q of a real canary (App. B): the route (shipped SmolLM2 pool, generated LLM rewrites,
+WordNet), its seed per canary, and the pool's texts, sources and embeddings.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DEFAULT_PARAPHRASER", "paraphrase_pool_seed", "paraphrase_pool"]
+
+#: Paraphrase route when none is given: ``"auto"``, the shipped SmolLM2 pool
+#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE`` covers all 31 paraphrase canaries of the quick
+#: preset on the bundled sample: both arms and notebook 05's sweep canary, and those of the paper run on the full Blog corpus,
+#: ``scripts/paper_run.sh``; docs/paraphrase_pools.md says which) and WordNet with a warning for canaries without
+#: one (the tiny preset, other sizes or seeds, other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated);
+#: ``"wordnet"`` synonym swaps (App. B's pools are LLM rewrites; docs/paraphrase_pools.md).
+DEFAULT_PARAPHRASER = "auto"
+
+
+_FALLBACKS_WARNED: set = set()
+
+
+def _warn_fallback_once(key: tuple, fallback: str) -> None:
+    """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process: a study designs
+    every paraphrase canary for several variants, arms and banks, and ``warnings``' own once-per-location registry is
+    reset by every ``catch_warnings`` block, so without this a notebook repeats the line dozens of times. Every
+    fallback stays recorded in its design (``info["pool_fallback"]``) and counted in results.md's pool line."""
+    if key in _FALLBACKS_WARNED:
+        return
+    import warnings
+
+    _FALLBACKS_WARNED.add(key)
+    warnings.warn(f"{fallback}; for LLM rewrites pass --set paraphraser=smollm2 (Python: generator='smollm2'), which "
+                  f"generates them (slow; docs/paraphrase_pools.md) (warned once for data {key[0]}, M={key[1]}, "
+                  f"seed {key[2]}: "
+                  "each design's info['pool_fallback'] names its canary; results.md counts the pools per generator)", stacklevel=3)
+
+
+def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
+    """Seed (list of 3 int for ``numpy.random.default_rng``) of a canary's paraphrase pool: (study seed, 3,
+    first 32 bits of SHA-256("paraphrase-pool", canary id)); every variant auditing the canary gets the same pool."""
+    from pe_kit.cache import content_hash
+
+    return [int(seed), 3, int(content_hash("paraphrase-pool", str(canary_id))[:8], 16)]
+
+
+def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
+    """The paraphrase probe pool Q of a real canary: ``pool_size`` non-verbatim rewrites spread over its records.
+
+    Built by ``generation.make_paraphrase_pool`` (round robin over records, verbatim and duplicate outputs
+    rejected, ``on_shortfall="reassign"``). The pool is a property of the canary: its seed is
+    :func:`paraphrase_pool_seed` (study seed, canary id), so every variant auditing this canary sees the same
+    pool (and the cached generator / embedding cache make the rebuild cheap).
+
+    Args:
+        world: the study. user: the canary (``data.User``). pool_size: M.
+        generator: ``"smollm2"`` (LLM rewrites, ``paraphrase_pools.llm_paraphraser``: the pool shipped in
+            ``pe_kit/data_files`` when its content key matches, else generated and cached, ~2.5 CPU-seconds per
+            rewrite), ``"auto"`` (the shipped SmolLM2 pool, else the WordNet pool with a warning and
+            ``info["pool_fallback"]``; never generates with the LLM), ``"wordnet"``
+            (``CachedGenerator(WordNetParaphraser())``), None (:data:`DEFAULT_PARAPHRASER`), or any
+            ``generation`` text generator object.
+
+    Returns:
+        (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict
+        with ``pool_generator``, ``pool_generator_config``, ``pool_seed``, ``pool_source`` (``shipped`` /
+        ``generated``) and, for the LLM route, ``pool_key``).
+
+    Raises:
+        ValueError: for pool_size < 1, an unknown generator name or an object that is not a generator, and for a
+            damaged pools file (``paraphrase_pools.load_pools`` / ``find_pool``); generation errors from the backend.
+    """
+    from pe_kit.text.generators.cached import CachedGenerator
+    from pe_kit.text.generators.paraphrase_pools import PARAPHRASERS, build_pool, find_pool, llm_paraphraser, pool_spec
+    from pe_kit.text.generators.pools import make_paraphrase_pool
+    from pe_kit.text.generators.wordnet import WordNetParaphraser
+
+    if int(pool_size) != pool_size or pool_size < 1:
+        raise ValueError(f"pool_size={pool_size!r} must be an integer ≥ 1")
+    generator = DEFAULT_PARAPHRASER if generator is None else generator
+    if isinstance(generator, str) and generator not in PARAPHRASERS:
+        raise ValueError(f"generator={generator!r} is unknown; use one of {PARAPHRASERS} or a generator object")
+    if not isinstance(generator, str) and not callable(getattr(generator, "generate", None)):
+        raise ValueError(f"generator={generator!r} is neither a route name {PARAPHRASERS} nor a text generator "
+                         "(an object with .generate, e.g. pe_kit.text.generators.CachedGenerator(...))")
+    pool_seed = paraphrase_pool_seed(world.config.seed, user.user_id)
+    records = list(user.texts)
+    entry, fallback = None, None
+    if generator in ("smollm2", "auto"):
+        llm = llm_paraphraser()
+        # auto only reads shipped text (never generates), so the installed model file does not matter to it
+        model = _installed_model(llm) if generator == "smollm2" else None
+        entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=model)
+        source = "shipped"
+        if entry is None and generator == "smollm2":
+            cached = CachedGenerator(llm, with_code=False, sort_by_length=True)
+            entry, source = build_pool(records, int(pool_size), pool_seed, cached), "generated"
+        elif entry is None:
+            fallback = (f"no shipped SmolLM2 pool matches canary {user.user_id} (records, M={pool_size}, study seed "
+                        f"{world.config.seed}); WordNet pool")
+            _warn_fallback_once((str(getattr(world.config, "data", None) or "bundled sample"), int(pool_size),
+                                 world.config.seed), fallback)
+            generator = "wordnet"
+    if entry is not None:
+        texts, sources = list(entry["texts"]), entry["sources"]
+        info = {"pool_generator": llm.name, "pool_generator_config": llm.config(), "pool_seed": pool_seed,
+                "pool_source": source, "pool_key": entry["key"]}
+    else:
+        generator = CachedGenerator(WordNetParaphraser()) if generator == "wordnet" else generator
+        texts, sources = make_paraphrase_pool(records, int(pool_size), generator,
+                                              np.random.default_rng(pool_seed), on_shortfall="reassign")
+        cfg = getattr(generator, "config", None)
+        info = {"pool_generator": getattr(generator, "name", type(generator).__name__),
+                "pool_generator_config": cfg() if callable(cfg) else {}, "pool_seed": pool_seed,
+                "pool_source": "generated", **({"pool_fallback": fallback} if fallback else {})}
+    return texts, np.asarray(sources, np.int64), world.encoder.encode(texts, desc="pool"), info
+
+
+def _installed_model(generator) -> str | None:
+    """Digest of the generator's model files, or None when the model is not installed (shipped pools still apply)."""
+    from pe_kit.text.generators.base import GenerationError
+
+    try:
+        return generator.identity()
+    except (GenerationError, OSError):
+        return None

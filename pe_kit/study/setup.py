@@ -1,0 +1,87 @@
+"""A notebook's setup from its parameters: the study (``StudyConfig``), the mechanism and audit settings, and the
+``World`` they run on (App. D; §2.1), reused within one process.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pe_kit.settings import AuditConfig, MechanismConfig
+from pe_kit.study.world import StudyConfig, World, build_world, input_digests, world_fingerprint
+
+__all__ = ["study_config", "mechanism_from", "audit_from", "world_for", "world_key"]
+
+
+def world_key(world: World) -> str:
+    """The world's content key (``World.fingerprint``; computed by ``pe_kit.study.world.world_fingerprint``
+    for a ``World`` built by hand). Part of every step-cache key: the data and bank bytes, the bank texts and
+    the encoder's model files, never their paths alone."""
+    if not world.fingerprint:
+        world.fingerprint = world_fingerprint(world.config, world.bank_texts, world.encoder)
+    return world.fingerprint
+
+
+def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | None = None,
+                 model: str | None = None) -> StudyConfig:
+    """A ``StudyConfig`` from notebook parameters (keys as in ``pe_kit.settings.Preset``).
+
+    Args:
+        params: mapping with ``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size, max_probes,
+            model, max_seq_length, record_cap, seed`` (and ``arm``/``bank`` unless given; optional ``on_error``).
+        arm, bank, model: override the mapping's values.
+
+    Raises:
+        ValueError: naming a missing key, or a value of the wrong type or range (``StudyConfig`` checks every
+            field with ``pe_kit.settings.check_param``; no silent ``int()`` of a bool or a fraction).
+    """
+    need = ("n_canary", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "record_cap", "seed")
+    missing = [k for k in need if params.get(k) is None]
+    if missing:
+        raise ValueError(f"parameters {missing} are not set; pass them or a preset (pe_kit.run.presets.PRESETS)")
+    return StudyConfig(data=params.get("data"), fmt=params.get("fmt") or "auto", arm=arm or params.get("arm", "long"),
+                       n_canary=params["n_canary"], n_aux=params["n_aux"], n_calibration=params["n_calibration"],
+                       n_test=params["n_test"], bank=bank or params.get("bank", "bankA"), bank_size=params["bank_size"],
+                       max_probes=params["max_probes"], model=model or params.get("model") or "all-MiniLM-L6-v2",
+                       max_seq_length=params.get("max_seq_length"), record_cap=params["record_cap"],
+                       seed=params["seed"], on_error=params.get("on_error") or "raise")
+
+
+def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:
+    """``MechanismConfig`` from parameters (``record_cap``, optional ``noise_multiplier``, ``sample_rate``,
+    ``top_k``, ``clip_norm``; paper defaults otherwise) with keyword overrides."""
+    kw = {k: params[k] for k in ("top_k", "clip_norm", "noise_multiplier", "sample_rate", "record_cap")
+          if params.get(k) is not None}
+    kw.update(overrides)
+    return MechanismConfig(**kw)
+
+
+def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> AuditConfig:
+    """``AuditConfig`` from parameters (``trials``, optional ``alpha``, ``delta``, ``shrinkage``, ``ridge``: the
+    settings tree's audit section; optional ``threshold_rule``) for ``n_canaries`` canaries per variant
+    (γ = α / (4·n_canaries), App. E.6)."""
+    kw = {k: params[k] for k in ("trials", "alpha", "delta", "shrinkage", "ridge", "threshold_rule")
+          if params.get(k) is not None}
+    kw["n_canaries"] = n_canaries
+    kw.update(overrides)
+    return AuditConfig(**kw)
+
+
+_WORLDS: dict[tuple, World] = {}
+
+
+def world_for(config: StudyConfig, progress: bool = True, top_k: int = 5) -> World:
+    """Build (or reuse, within this process) the ``World`` of ``config``; embeddings come from the disk cache.
+
+    The in-process reuse is keyed by ``config``, ``top_k`` *and* ``pe_kit.study.world.input_digests(config)``, so a
+    data or bank file rewritten during a notebook session is reloaded. ``top_k``: the largest k the world's
+    neighbour index must serve (its depth is k + max_probes; default the paper's k = 5).
+
+    Raises what ``pe_kit.study.world.build_world`` raises (too few users, a bank smaller than ``bank_size`` …).
+    """
+    key = (config, top_k, tuple(sorted(input_digests(config).items())))
+    if key not in _WORLDS:
+        from pe_kit.text.encoder import Encoder
+
+        encoder = Encoder(config.model, max_seq_length=config.max_seq_length, progress=progress)
+        _WORLDS[key] = build_world(config, encoder=encoder,
+                                   mechanism=MechanismConfig(top_k=top_k, record_cap=config.record_cap))
+    return _WORLDS[key]
