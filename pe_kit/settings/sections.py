@@ -133,7 +133,7 @@ class StudySettings(WorldSettings):
 
     Attributes (besides ``WorldSettings``'): arms / banks (notebook 04's grid), variants (``"all"`` or names),
     per_variant (canaries audited per variant), pool_size (M, candidate pool of the paraphrase and nonce variants),
-    paraphraser (None = ``pe_kit.study.world.DEFAULT_PARAPHRASER``).
+    paraphraser (None = ``pe_kit.study.pools.DEFAULT_PARAPHRASER``).
     """
 
     arms: tuple = setting(("long", "short"), ParamSpec("str", many=True, choices=ARMS), "notebook 04's data arms",

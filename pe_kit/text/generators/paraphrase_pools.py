@@ -23,7 +23,7 @@ from pe_kit.text.generators.prompts import paraphrase_prompt
 __all__ = ["PARAPHRASERS", "LLM_PARAPHRASE_SETTINGS", "SHIPPED_POOLS_FILE", "llm_paraphraser", "pool_spec",
            "pool_key", "build_pool", "load_pools", "find_pool", "append_pool", "recompute_entries", "shipped_pools_digest"]
 
-#: Named paraphrase routes (``pe_kit.study.world.paraphrase_pool``): ``smollm2`` (LLM rewrites: shipped pool, else
+#: Named paraphrase routes (``pe_kit.study.pools.paraphrase_pool``): ``smollm2`` (LLM rewrites: shipped pool, else
 #: generated), ``auto`` (shipped SmolLM2 pool, else WordNet) and ``wordnet`` (synonym swaps).
 PARAPHRASERS = ("smollm2", "auto", "wordnet")
 #: Sampling settings of the LLM paraphraser: 64 new tokens (the quick preset's token cap); T = 0.9, top-p 0.95
