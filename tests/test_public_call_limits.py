@@ -1,0 +1,33 @@
+"""What a user passes at the edge of the public calls: an ``Audit`` built by hand, a release count or a trial count
+beyond what the computation can take, a core-only install. Each is refused naming the field, the value and the fix,
+before any long work; never a silent wrong number, a hang or a bare traceback."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+
+import pytest
+
+import pe_kit as pk
+
+
+@pytest.mark.parametrize("eps", [None, -0.1, float("nan"), True, "1.2"])
+def test_an_audit_refuses_an_epsilon_lower_that_is_no_bound(eps):
+    with pytest.raises(ValueError) as err:
+        pk.Audit(epsilon_lower=eps)
+    assert str(err.value) == (f"epsilon_lower={eps!r} must be a number ≥ 0 (natural log; 0 when the trials show no "
+                              "leakage): pass the bound of Eq. 28 or of a one-run audit")
+
+
+def test_an_audits_info_is_read_only_and_its_row_unchanged():
+    given = {"variant": "nonce", "seed": 0}
+    a = pk.Audit(epsilon_lower=0.0, mu_eff=1.0, info=given)
+    given["seed"] = 7  # the caller's dict is not the audit's
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        a.info["seed"] = 7
+    assert a.row == {"epsilon_lower": 0.0, "mu_eff": 1.0, "variant": "nonce", "seed": 0} and type(a.row) is dict
+    changed = dataclasses.replace(a, info={**a.info, "seed": 7})
+    assert changed.row["seed"] == 7 and a.row["seed"] == 0
+    for back in (pickle.loads(pickle.dumps(a)), copy.deepcopy(a)):  # a read-only view alone would not pickle
+        assert repr(back) == repr(a) and back.row == a.row
