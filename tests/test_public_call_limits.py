@@ -31,3 +31,19 @@ def test_an_audits_info_is_read_only_and_its_row_unchanged():
     assert changed.row["seed"] == 7 and a.row["seed"] == 0
     for back in (pickle.loads(pickle.dumps(a)), copy.deepcopy(a)):  # a read-only view alone would not pickle
         assert repr(back) == repr(a) and back.row == a.row
+
+
+def test_a_release_count_beyond_the_prv_grid_is_refused_not_a_memory_error():
+    with pytest.raises(ValueError) as err:  # 5.4·10⁹ grid points: a MemoryError (or the OOM killer) before
+        pk.epsilon_theory(1, 0.1, 1e-5, releases=1e6)
+    assert str(err.value) == (
+        "releases=1000000 at noise_multiplier=1, sample_rate=0.1, delta=1e-05: the PRV accountant's grid would hold "
+        "5.4e+09 points (≈ 1,073 GB), more than the 2e+07 it computes here (σ = 1, q = 0.1: up to ≈ 10,000 releases); "
+        "use fewer releases or a larger eps_error (the grid shrinks as 1/eps_error), or bound ε from above with "
+        "opacus.accountants.RDPAccountant (valid, looser)")
+    from pe_kit.audit.accounting import epsilon_ceiling
+
+    with pytest.raises(ValueError, match=r"^releases=100000 at noise_multiplier=1, .* 2e\+08 points"):
+        epsilon_ceiling(1.0, 0.1, 1e-5, releases=10**5)  # the ceiling's accountant, at σ = 1/μ_eff
+    assert pk.epsilon_theory(1, 0.1, 1e-5, releases=3) == pytest.approx(2.0972, abs=1e-3)  # a few releases: as before
+
