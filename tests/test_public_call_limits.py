@@ -47,3 +47,17 @@ def test_a_release_count_beyond_the_prv_grid_is_refused_not_a_memory_error():
         epsilon_ceiling(1.0, 0.1, 1e-5, releases=10**5)  # the ceiling's accountant, at σ = 1/μ_eff
     assert pk.epsilon_theory(1, 0.1, 1e-5, releases=3) == pytest.approx(2.0972, abs=1e-3)  # a few releases: as before
 
+
+def test_trials_beyond_the_expected_epsilons_range_are_refused_not_a_hang(capsys):
+    from pe_kit.audit.expectations import expected_epsilon
+    from pe_kit.run.cli import main
+
+    assert main(["explore", "--trials", "1e30"]) == 2  # hung in scipy's betaincinv before
+    assert capsys.readouterr().err == (
+        "pe-kit: trials=1e+30 is out of range: an expected ε_lower is computed for 1 to 1e+12 trials per hypothesis "
+        "(its Clopper–Pearson inverses do not return for far more); for more, use trials=None, the n → ∞ limit they "
+        "approach (pe-kit explore: the line 'ε as trials → ∞')\n")
+    with pytest.raises(ValueError, match=r"^trials=1e\+13 is out of range"):
+        expected_epsilon(1.0, 0.1, 10**13)
+    at_most = expected_epsilon(1.0, 0.1, 10**12)  # the range's end: within 0.002 of the n → ∞ limit (1.6845)
+    assert at_most == pytest.approx(1.6831, abs=1e-4) and at_most < expected_epsilon(1.0, 0.1, None)

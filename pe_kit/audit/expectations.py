@@ -13,6 +13,10 @@ import math
 import numpy as np
 from scipy import optimize, special
 
+#: The most trials per hypothesis :func:`expected_epsilon` takes: its Clopper–Pearson inverses (Eqs. 29–30) take
+#: ≈ 3 s at 10¹², 35 s at 10¹⁵ and do not return at 10³⁰; trials=None gives the n → ∞ limit they approach.
+MAX_EXPECTED_TRIALS = 10**12
+
 # ----------------------------------------------------------------------------------------------- expectations
 
 def _cp_real(x, n, gamma: float, side: str):
@@ -58,7 +62,8 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
     counts fluctuate around their expectations.
 
     Args:
-        mu_eff: μ > 0. sample_rate: q in (0, 1]. trials: n per hypothesis (≥ 1) or None for the limit.
+        mu_eff: μ > 0. sample_rate: q in (0, 1]. trials: n per hypothesis (1 to :data:`MAX_EXPECTED_TRIALS`) or
+            None for the limit.
         gamma: γ in (0, 1). delta: δ in [0, 1). return_threshold: also return the maximizing a.
 
     Returns:
@@ -73,6 +78,11 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
         raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
     if trials is not None and (int(trials) != trials or trials < 1):
         raise ValueError(f"trials={trials} must be an integer ≥ 1 or None (the n → ∞ limit)")
+    if trials is not None and trials > MAX_EXPECTED_TRIALS:
+        raise ValueError(f"trials={trials:.3g} is out of range: an expected ε_lower is computed for 1 to "
+                         f"{MAX_EXPECTED_TRIALS:.0e} trials per hypothesis (its Clopper–Pearson inverses do not return "
+                         "for far more); for more, use trials=None, the n → ∞ limit they approach (pe-kit explore: the "
+                         "line 'ε as trials → ∞')")
     if not 0 < gamma < 1 or not 0 <= delta < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) and delta={delta} in [0, 1)")
     mu, q, n = float(mu_eff), float(sample_rate), (None if trials is None else float(trials))
