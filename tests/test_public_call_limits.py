@@ -61,3 +61,18 @@ def test_trials_beyond_the_expected_epsilons_range_are_refused_not_a_hang(capsys
         expected_epsilon(1.0, 0.1, 10**13)
     at_most = expected_epsilon(1.0, 0.1, 10**12)  # the range's end: within 0.002 of the n → ∞ limit (1.6845)
     assert at_most == pytest.approx(1.6831, abs=1e-4) and at_most < expected_epsilon(1.0, 0.1, None)
+
+
+def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
+    """``pip install -e .`` (numpy + scipy) lacks pandas: the call says which extra to install, before any work."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "pandas" or m.startswith(("pandas.", "pe_kit.study.experiments",
+                                                                          "pe_kit.report.results"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas → ModuleNotFoundError, as without the extra
+    with pytest.raises(ImportError) as err:
+        pk.audit_mechanism("no-such-corpus.jsonl")
+    assert type(err.value) is ImportError and str(err.value) == (
+        "pe_kit.audit_mechanism needs pandas, which this install lacks: auditing a corpus needs the study extra, "
+        'pip install -e ".[study]" (or the main install, scripts/bootstrap.sh)')
