@@ -1,6 +1,7 @@
 """The pe-kit command: presets, overrides, the headless explorer, argument errors (no notebook execution here)."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,14 +33,21 @@ def test_presets_listing(capsys):
         lines = blocks[name]
         assert lines[0] == f"{name}: {PRESETS[name].description}" and len(PRESETS[name].description) < 320
         assert lines[1].startswith("   cold: ")
-        header, values = lines[2].split(), lines[3].split()
-        assert header[:2] == ["m", "canaries"] and len(values) == 12
-    paper = dict(zip(["m", "canaries", "per_variant", "aux", "calibration", "test", "p", "r", "M", "cap", "trials",
+        header, values = re.split(r" {2,}", lines[2].strip()), lines[3].split()
+        assert header == ["m", "canary users", "canaries per variant", "aux", "calibration", "test N", "p", "r", "M",
+                          "token cap", "trials", "sweep trials"] and len(values) == 12
+    paper = dict(zip(["m", "canary_users", "per_variant", "aux", "calibration", "test", "p", "r", "M", "cap", "trials",
                       "sweep"], blocks["paper"][3].split()))
-    # the paper's sizes (§3, App. D)
-    assert paper == {"m": "64", "canaries": "25", "per_variant": "5", "aux": "500", "calibration": "1000",
+    # the paper's sizes (§3, App. D): 25 canary users, 5 canaries audited per real-canary variant
+    assert paper == {"m": "64", "canary_users": "25", "per_variant": "5", "aux": "500", "calibration": "1000",
                      "test": "1000", "p": "8192", "r": "64", "M": "512", "cap": "256", "trials": "10⁶",
                      "sweep": "5·10⁶"}
+    # tiny: the 5 are users of the canary split, the 2 the canaries each variant audits (no longer "canaries 5",
+    # "per variant 2": five canaries, two of what?)
+    assert blocks["tiny"][2:4] == ["    m  canary users  canaries per variant  aux  calibration  test N    p   r   M  "
+                                   "token cap  trials  sweep trials",
+                                   "   16             5                     2   15           20      20  256  16  64  "
+                                   "       32   20000         20000"]
     # the paper preset ships no data: its listing says how to give it one
     assert blocks["paper"][4].startswith("   data: pass --data PATH")
     assert blocks["quick"][4].startswith("   data: the bundled Blogs sample")

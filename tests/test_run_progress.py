@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -259,16 +260,21 @@ def test_run_plan_adds_the_warm_profile_and_says_what_it_used(monkeypatch):
              "rates": {"m": 30.0}, "measure_seconds": 20.0}
     listed = json.dumps({"listed": {"01_mechanism": 9000, "04_audit": 4000}})
     monkeypatch.setattr(subprocess, "Popen", FakeChild(f"noise\n{listed}\n{json.dumps(child)}\n"))
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 3.0, 3.0))  # (3 + 1) / 2 cores over quick-warm's 2.4 / 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     early = []
     plan = run_plan({"01_mechanism": {}, "04_audit": {}}, "quick", early.append)
     assert len(early) == 1 and early[0].startswith("rough estimate: at most 13,000 texts to embed (01_mechanism 9,000; "
                                                    "04_audit 4,000) at ≈ ")
     warm = REFERENCE_SECONDS["quick-warm"]
     assert warm_profile("quick") == ("quick-warm", warm) and warm_profile("paper")[0] == "quick-warm"
-    assert plan["planned"] == {"01_mechanism": 300.0 + warm["01_mechanism"], "04_audit": 111.5 + warm["04_audit"]}
+    factor = 2.0 / 1.2
+    assert plan["planned"] == pytest.approx({"01_mechanism": 300.0 + factor * warm["01_mechanism"],
+                                             "04_audit": 111.5 + factor * warm["04_audit"]})
     assert plan["line"] == ("estimate: 12,345 texts to embed that the cache lacks (01_mechanism 9,000; 04_audit 3,345) "
-                            "at 30 text/s (timed just now) ≈ 7 min, plus 6 min of the other work (profile quick-warm) "
-                            "→ about 13 min in all")
+                            "at 30 text/s (timed just now) ≈ 7 min, plus 11 min of the other work (profile quick-warm, "
+                            "measured at load 2.4 on 2 cores; × 1.67 for load 3.0 now + this run on 2 cores) → about "
+                            "17 min in all")
     assert plan["notes"]["04_audit"] == "; embeds 3,345 texts the cache lacks (≈ 2 min)"
     assert "preset paper has none of its own" in run_plan({"04_audit": {}}, "paper")["line"]
     monkeypatch.setattr(subprocess, "Popen", FakeChild("", "x\nDataError: bad", 2))
@@ -285,10 +291,30 @@ def test_the_rough_estimate_is_the_texts_at_the_reference_rate_scaled_to_the_fre
     assert REFERENCE_RATE == pytest.approx(54_341 / (REFERENCE_SECONDS["quick"]["01_mechanism"] - warm["01_mechanism"]),
                                            rel=0.01)
     idle = listed_line({"01_mechanism": 52_800, "04_audit": 0}, "quick", cpus=2, load=1.0)
-    other = format_duration(warm["01_mechanism"] + warm["04_audit"])  # 380 s
+    other = format_duration((warm["01_mechanism"] + warm["04_audit"]) / 1.2)  # 380 s measured at load 2.4 on 2 cores
     assert idle == ("rough estimate: at most 52,800 texts to embed (01_mechanism 52,800) at ≈ 88 text/s (the "
                     f"reference run's 88 × 2 cores / load 1.0) ≈ 10 min, plus {other} of the other work (profile "
-                    "quick-warm) → at most about 16 min in all; the cache is asked and the rate timed once the "
-                    "encoder is ready")
+                    "quick-warm, measured at load 2.4 on 2 cores; × 0.83 for load 1.0 now + this run on 2 cores) → at "
+                    "most about 15 min in all; the cache is asked and the rate timed once the encoder is ready")
     busy = listed_line({"01_mechanism": 52_800}, "quick", cpus=2, load=11.0)  # 16 text/s: 3,300 s of embedding
-    assert "at ≈ 16 text/s (the reference run's 88 × 2 cores / load 11.0) ≈ 55 min, plus 34 s" in busy
+    assert ("at ≈ 16 text/s (the reference run's 88 × 2 cores / load 11.0) ≈ 55 min, plus 3 min of the other work "
+            "(profile quick-warm, measured at load 2.4 on 2 cores; × 5.00 for load 11.0 now + this run") in busy
+
+
+def test_the_warm_profile_is_scaled_from_the_load_it_was_measured_at_to_the_load_now():
+    """tiny's warm profile (512 s on 2 cores at load 9.0) told a fresh user at low load "about 11 min" for a tiny
+    run that took 191 s cold; the notebooks' time goes as the load over the cores, + 1 for the run itself."""
+    from pe_kit.run.run_progress import PROFILE_LOAD, listed_line, load_factor
+
+    assert PROFILE_LOAD["tiny-warm"] == (9.0, 2) and sum(REFERENCE_SECONDS["tiny-warm"].values()) == 512.0
+    assert load_factor("tiny-warm", 2, 1.0) == (1 / 4.5, "measured at load 9.0 on 2 cores; × 0.22 for load 1.0 now + "
+                                                         "this run on 2 cores")
+    assert load_factor("tiny-warm", 2, 0.1)[0] == load_factor("tiny-warm", 16, 8.0)[0] == 1 / 4.5  # cores to spare
+    assert load_factor("tiny-warm", 2, 8.0)[0] == 1.0 and load_factor("tiny-warm", 2, 12.0)[0] == 6.5 / 4.5
+    assert load_factor("tiny-warm", 2, float("nan")) == (1 / 4.5, "measured at load 9.0 on 2 cores; × 0.22 for an "
+                                                                  "unknown load (taken as idle) on 2 cores")
+    texts = dict.fromkeys(REFERENCE_SECONDS["tiny-warm"], 0) | {"01_mechanism": 1_213, "04_audit": 1_325}
+    low = listed_line(texts, "tiny", cpus=2, load=1.0)  # 2,538 texts at 88 text/s + 512 s / 4.5: 29 s + 114 s
+    assert low.endswith("≈ 29 s, plus 2 min of the other work (profile tiny-warm, measured at load 9.0 on 2 cores; "
+                        "× 0.22 for load 1.0 now + this run on 2 cores) → at most about 2 min in all; the cache is "
+                        "asked and the rate timed once the encoder is ready")  # 191 s measured cold: within ±50 %

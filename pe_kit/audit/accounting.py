@@ -20,7 +20,7 @@ from functools import lru_cache
 from pe_kit.settings import COUNT, check_param
 
 __all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_one_release",
-           "PRV_MIN_SIGMA", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
+           "PRV_MIN_SIGMA", "PRV_MAX_GRID", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
 
 #: The neighbouring relation ε_theory is stated for (named in results.md and docs/your_mechanism.md).
 NEIGHBOURING_RELATION = ("add/remove of one user (all of that user's records), each user in a release independently "
@@ -88,6 +88,10 @@ def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, re
 #: for σ = 0.02 where the exact ε is 1434; below σ ≈ 0.005 its grid needs many GB); one release then uses
 #: :func:`epsilon_one_release` (exact), several raise.
 PRV_MIN_SIGMA = 0.05
+#: The most points the PRV accountant's grid may hold (Gopi et al. 2021, §5: the domain ±L at mesh
+#: eps_error / √(T·log(12/δ_err)/2) grows faster than T): about 200 bytes each, so ≈ 4 GB; σ = 1, q = 0.1, δ = 1e-5
+#: over 10,000 releases is 1.0·10⁷ points (2 GB, 22 s on 2 shared cores), 100,000 releases 2·10⁸ (beyond memory).
+PRV_MAX_GRID = 20_000_000
 
 
 def _log_delta_gap(eps: float, sigma: float, q: float, delta: float) -> float:
@@ -145,9 +149,20 @@ def _prv_epsilon(sigma: float, q: float, delta: float, releases: int, eps_error:
         raise ImportError(f"ε_theory needs Opacus' PRV accountant ({exc}): pip install 'pe_kit[accounting]' "
                           "(or the main install, scripts/bootstrap.sh)") from exc
 
-    acc = PRVAccountant()
-    for _ in range(releases):
-        acc.step(noise_multiplier=sigma, sample_rate=q)
+    class Accountant(PRVAccountant):
+        def _get_domain(self, *args, **kwargs):  # sized before any grid is allocated
+            domain = super()._get_domain(*args, **kwargs)
+            if domain.size > PRV_MAX_GRID:
+                raise ValueError(
+                    f"releases={releases} at noise_multiplier={sigma:g}, sample_rate={q:g}, delta={delta:g}: the PRV "
+                    f"accountant's grid would hold {domain.size:.2g} points (≈ {domain.size * 200 / 1e9:,.0f} GB), "
+                    f"more than the {PRV_MAX_GRID:.0e} it computes here (σ = 1, q = 0.1: up to ≈ 10,000 releases); "
+                    "use fewer releases or a larger eps_error (the grid shrinks as 1/eps_error), or bound ε from "
+                    "above with opacus.accountants.RDPAccountant (valid, looser)")
+            return domain
+
+    acc = Accountant()
+    acc.history = [(sigma, q, releases)]  # what ``releases`` calls of acc.step(sigma, q) record
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         eps = float(acc.get_epsilon(delta=delta, eps_error=eps_error))

@@ -9,8 +9,11 @@ table: ``pandas.DataFrame([a.row for a in audits])``.
 """
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field
+import numbers
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any, Mapping
 
 __all__ = ["Audit", "settings_of"]
@@ -40,7 +43,7 @@ def settings_of(row: Mapping[str, Any]) -> dict:
 
 @dataclass(frozen=True)
 class Audit:
-    """One audit's bound and what produced it (frozen: no attribute can be rebound).
+    """One audit's bound and what produced it (frozen: no attribute can be rebound, ``info`` is read-only).
 
     Attributes:
         epsilon_lower: the empirical lower bound on ε at δ (≥ 0; natural log): Eq. 28 on these trials, or a one-run
@@ -58,7 +61,8 @@ class Audit:
         tpr_lower, fpr_upper, tnr_lower, fnr_upper: one-sided Clopper–Pearson bounds at γ (Eqs. 29–30).
         gamma, delta: the tail of each one-sided bound and δ. method: one of :data:`METHODS`.
         calibration: the calibration trials' record (the split that froze the event), or None.
-        info: the row's further columns, in order (settings, sizes, diagnostics, a black-box verdict …).
+        info: the row's further columns, in order (settings, sizes, diagnostics, a black-box verdict …); a read-only
+            copy of the mapping given (``dataclasses.replace(a, info={**a.info, …})`` makes a changed audit).
     Fields left None have no column; gamma, delta and method are columns only where ``info`` lists them.
     """
 
@@ -88,7 +92,17 @@ class Audit:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r} is unknown; use one of {METHODS}")
-        object.__setattr__(self, "info", dict(self.info))  # own copy: the caller's dict cannot change a result
+        eps = self.epsilon_lower
+        if not (isinstance(eps, numbers.Real) and not isinstance(eps, bool) and eps >= 0):
+            raise ValueError(f"epsilon_lower={eps!r} must be a number ≥ 0 (natural log; 0 when the trials show no "
+                             "leakage): pass the bound of Eq. 28 or of a one-run audit")
+        # own read-only copy: neither the caller's dict nor a reader of the result can change it
+        object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
+
+    def __reduce__(self):
+        """Pickle and deep-copy through ``__init__``, ``info`` as a plain dict (a read-only view does not pickle)."""
+        return functools.partial(type(self), **{f.name: getattr(self, f.name) for f in fields(self)}
+                                 | {"info": dict(self.info)}), ()
 
     def columns(self, prefix: str = "") -> dict:
         """This set of trials' columns (``threshold``, ``epsilon``, ``branch``, counts, rates, bounds, ``direction``,

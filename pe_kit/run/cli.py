@@ -138,7 +138,7 @@ COLD_TIME = {
              "corpus (docs/results.md lists each part's time)",
 }
 #: the sizes ``pe-kit presets`` shows, as (column title, Preset field)
-_SIZE_COLUMNS = (("m", "record_cap"), ("canaries", "n_canary"), ("per variant", "per_variant"), ("aux", "n_aux"),
+_SIZE_COLUMNS = (("m", "record_cap"), ("canary users", "n_canary"), ("canaries per variant", "per_variant"), ("aux", "n_aux"),
                  ("calibration", "n_calibration"), ("test N", "n_test"), ("p", "bank_size"), ("r", "max_probes"),
                  ("M", "pool_size"), ("token cap", "max_seq_length"), ("trials", "trials"),
                  ("sweep trials", "sweep_trials"))

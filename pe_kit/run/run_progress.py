@@ -28,7 +28,7 @@ from collections import Counter
 from typing import Callable, Mapping, Sequence
 
 __all__ = ["REFERENCE_SECONDS", "PROFILES", "RunClock", "machine_info", "format_duration", "notebook_worlds",
-           "embedding_plan", "listed_line", "run_plan", "warm_profile", "REFERENCE_RATE"]
+           "embedding_plan", "listed_line", "run_plan", "warm_profile", "REFERENCE_RATE", "PROFILE_LOAD", "load_factor"]
 
 #: seconds per notebook of a measured run of each preset (the cold profiles' ratios weigh the ETA without a plan;
 #: a warm profile's seconds are the plan's work besides embedding, :func:`run_plan`; docs/presets.md names the runs):
@@ -42,15 +42,19 @@ REFERENCE_SECONDS = {
     "quick-warm": {"01_mechanism": 34.0, "02_probe_design": 42.0, "03_llr_checks": 36.0, "04_audit": 346.0,
                    "05_ablations": 175.0, "06_multiround_mauve": 83.0, "07_audit_an_implementation": 34.0,
                    "08_one_run_audit": 192.0},
-    # warm: pe-kit reproduce --preset tiny with every embedding cached (run.json statuses; 614 s in all, 2 cores
-    # shared with other jobs)
-    "tiny-warm": {"01_mechanism": 48.0, "02_probe_design": 50.0, "03_llr_checks": 46.0, "04_audit": 161.0,
-                  "05_ablations": 134.0, "06_multiround_mauve": 61.0, "07_audit_an_implementation": 55.0,
-                  "08_one_run_audit": 57.0},
+    # warm: pe-kit reproduce --preset tiny with every embedding cached (run.json statuses; 512 s in all, 2 cores
+    # shared with other jobs: PROFILE_LOAD)
+    "tiny-warm": {"01_mechanism": 36.0, "02_probe_design": 46.0, "03_llr_checks": 41.0, "04_audit": 137.0,
+                  "05_ablations": 92.0, "06_multiround_mauve": 43.0, "07_audit_an_implementation": 63.0,
+                  "08_one_run_audit": 54.0},
     "tiny": {"01_mechanism": 54.0, "02_probe_design": 42.0, "03_llr_checks": 30.0, "04_audit": 136.0,
              "05_ablations": 73.0, "06_multiround_mauve": 95.0, "07_audit_an_implementation": 39.0,
              "08_one_run_audit": 41.0},
 }
+#: the 1-minute load average (the run's own work included) and the cores each warm profile was measured at: tiny's
+#: the mean of 5-second samples over its notebooks, quick's the value at its end (run.json); its seconds are scaled
+#: from there to the load now (:func:`load_factor`)
+PROFILE_LOAD = {"quick-warm": (2.4, 2), "tiny-warm": (9.0, 2)}
 #: the profiles a preset's ETA chooses among (:meth:`RunClock.profile`); a preset not listed uses its own or quick's
 PROFILES = {"quick": ("quick", "quick-warm")}
 _DEFAULT_SECONDS = 150.0  # a notebook the reference run does not have
@@ -75,6 +79,24 @@ def warm_profile(preset: str) -> tuple[str, dict]:
     one): its name and notebook → seconds."""
     name = f"{preset}-warm" if f"{preset}-warm" in REFERENCE_SECONDS else "quick-warm"
     return name, REFERENCE_SECONDS[name]
+
+
+def load_factor(profile: str, cpus: int | None = None, load: float | None = None) -> tuple[float, str]:
+    """How many times its seconds the work of warm ``profile`` is expected to take now, and what that assumes.
+
+    A notebook's work shares the cores with everything else running, so its time grows as the load over the cores
+    once the load exceeds them (tiny's warm runs on 2 cores follow this within ±15 %). So the factor is
+    max(1, (load + 1) / cpus) / max(1, load_ref / cpus_ref): ``load`` the 1-minute load average now (before this
+    run: + 1 for the run itself), ``load_ref`` and ``cpus_ref`` the profile's (:data:`PROFILE_LOAD`). It assumes
+    cores as fast as the profile's and a load that stays as it is."""
+    cpus = cpus or os.cpu_count() or 1
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    ref, ref_cpus = PROFILE_LOAD[profile]
+    known = not math.isnan(load)
+    factor = (max(1.0, (load + 1) / cpus) if known else 1.0) / max(1.0, ref / ref_cpus)
+    now = f"load {load:.1f} now + this run" if known else "an unknown load (taken as idle)"
+    return factor, f"measured at load {ref:.1f} on {ref_cpus} cores; × {factor:.2f} for {now} on {cpus} cores"
 
 
 def notebook_worlds(notebook: str, params: Mapping) -> list:
@@ -169,26 +191,29 @@ def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256,
 def listed_line(texts: Mapping[str, int], preset: str, cpus: int | None = None, load: float | None = None) -> str:
     """The rough estimate, from the texts the run embeds (:func:`embedding_plan`'s ``listed``: before the cache is
     asked, so at most these) at :data:`REFERENCE_RATE` scaled to the cores free now (× cpus / 1-minute load
-    average when the load exceeds the cores), plus the preset's :func:`warm_profile`."""
+    average when the load exceeds the cores), plus the preset's :func:`warm_profile` scaled to the load now
+    (:func:`load_factor`)."""
     cpus = cpus or os.cpu_count() or 1
     load = os.getloadavg()[0] if load is None and hasattr(os, "getloadavg") else (load or 0.0)
     rate = REFERENCE_RATE * min(1.0, cpus / load) if load > 0 else REFERENCE_RATE
     name, warm = warm_profile(preset)
+    factor, assumes = load_factor(name, cpus, load)
     n, embed = sum(texts.values()), sum(texts.values()) / rate
-    other = sum(warm.get(nb, _DEFAULT_SECONDS) for nb in texts)
+    other = factor * sum(warm.get(nb, _DEFAULT_SECONDS) for nb in texts)
     return (f"rough estimate: at most {n:,} texts to embed ("
             + "; ".join(f"{nb} {k:,}" for nb, k in texts.items() if k)
             + f") at ≈ {rate:.0f} text/s (the reference run's {REFERENCE_RATE:.0f} × {cpus} cores / load {load:.1f})"
-            f" ≈ {format_duration(embed)}, plus {format_duration(other)} of the other work (profile {name}) → at "
-            f"most about {format_duration(embed + other)} in all; the cache is asked and the rate timed once the "
-            "encoder is ready")
+            f" ≈ {format_duration(embed)}, plus {format_duration(other)} of the other work (profile {name}, "
+            f"{assumes}) → at most about {format_duration(embed + other)} in all; the cache is asked and the rate "
+            "timed once the encoder is ready")
 
 
 def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
              early: Callable[[str], None] | None = None) -> dict:
     """The run-level estimate: :func:`embedding_plan` in a child Python process (the encoders' memory goes back to
-    the system when it ends) plus the preset's :func:`warm_profile`; ``early`` (if given) receives
-    :func:`listed_line` as soon as the child has listed the texts, before its encoder is ready.
+    the system when it ends) plus the preset's :func:`warm_profile` scaled to the load before the child starts
+    (:func:`load_factor`); ``early`` (if given) receives :func:`listed_line` as soon as the child has listed the
+    texts, before its encoder is ready.
 
     Returns:
         the plan's dict plus ``planned`` (notebook → embedding + warm seconds), ``profile`` (the warm profile's
@@ -197,6 +222,7 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
     Raises:
         RuntimeError: the child failed (its exit status and last line of stderr are named).
     """
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan  # the others' load, before the child's
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-m", "pe_kit.run.run_progress",
                                  json.dumps(params_by_notebook, default=str)],
@@ -205,7 +231,7 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
         for line in proc.stdout:
             lines.append(line)
             if early is not None and line.startswith('{"listed": '):
-                early(listed_line(json.loads(line)["listed"], preset))
+                early(listed_line(json.loads(line)["listed"], preset, load=load))
         proc.wait()
         err.seek(0)
         stderr = err.read()
@@ -215,7 +241,8 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
         last = (stderr.strip().splitlines() or ["no message"])[-1]
         raise RuntimeError(f"the estimate's child process failed (exit status {proc.returncode}): {last}") from None
     name, warm = warm_profile(preset)
-    plan["planned"] = {nb: plan["seconds"][nb] + warm.get(nb, _DEFAULT_SECONDS) for nb in params_by_notebook}
+    factor, assumes = load_factor(name, load=load)
+    plan["planned"] = {nb: plan["seconds"][nb] + factor * warm.get(nb, _DEFAULT_SECONDS) for nb in params_by_notebook}
     plan["profile"] = name
     plan["notes"] = {nb: f"; embeds {k:,} texts the cache lacks (≈ {format_duration(plan['seconds'][nb])})"
                      for nb, k in plan["texts"].items() if k}
@@ -228,7 +255,7 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
             if n else "every text is in the embedding cache")
     own = "" if name == f"{preset}-warm" else f"; preset {preset} has none of its own, quick's sizes may be smaller"
     plan["line"] = (f"estimate: {head}, plus {format_duration(sum(plan['planned'].values()) - embed)} of the other work "
-                    f"(profile {name}{own}) → about {format_duration(sum(plan['planned'].values()))} in all")
+                    f"(profile {name}, {assumes}{own}) → about {format_duration(sum(plan['planned'].values()))} in all")
     return plan
 
 

@@ -50,16 +50,24 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
         stderr before the world is built, with a warning when the budget cannot certify ε_theory.
 
     Raises:
+        ImportError: on an install without the study extra (``pip install -e ".[study]"``), naming the missing module.
         ValueError: for a ``study`` key that names ``data`` / ``seed`` / ``record_cap`` or no ``StudyConfig`` field,
             canaries < 1 or more real canaries than the study holds (raise ``study["n_canary"]``), and what
             ``StudyConfig``, ``build_world`` and ``make_design`` raise (sizes, unknown variant, …).
         TypeError: for a ``mechanism`` / ``audit`` that is not a settings object of its section.
     """
-    from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
-    from pe_kit.audit.plan import announce_reach, audit_reach
-    from pe_kit.settings import check_param
-    from pe_kit.study.setup import world_for
-    from pe_kit.study.world import StudyConfig, audit_design, make_design
+    try:  # the study extra's modules (pandas first) load here, before any work
+        from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
+        from pe_kit.audit.plan import announce_reach, audit_reach
+        from pe_kit.settings import check_param
+        from pe_kit.study.setup import world_for
+        from pe_kit.study.world import StudyConfig, audit_design, make_design
+    except ModuleNotFoundError as exc:
+        if (exc.name or "pe_kit").split(".")[0] == "pe_kit":
+            raise
+        raise ImportError(f"pe_kit.audit_mechanism needs {exc.name}, which this install lacks: auditing a corpus "
+                          'needs the study extra, pip install -e ".[study]" (or the main install, '
+                          "scripts/bootstrap.sh)") from exc
 
     if variant not in ALL_VARIANTS:
         raise unknown_variant(variant, ALL_VARIANTS)

@@ -1,0 +1,78 @@
+"""What a user passes at the edge of the public calls: an ``Audit`` built by hand, a release count or a trial count
+beyond what the computation can take, a core-only install. Each is refused naming the field, the value and the fix,
+before any long work; never a silent wrong number, a hang or a bare traceback."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+
+import pytest
+
+import pe_kit as pk
+
+
+@pytest.mark.parametrize("eps", [None, -0.1, float("nan"), True, "1.2"])
+def test_an_audit_refuses_an_epsilon_lower_that_is_no_bound(eps):
+    with pytest.raises(ValueError) as err:
+        pk.Audit(epsilon_lower=eps)
+    assert str(err.value) == (f"epsilon_lower={eps!r} must be a number ≥ 0 (natural log; 0 when the trials show no "
+                              "leakage): pass the bound of Eq. 28 or of a one-run audit")
+
+
+def test_an_audits_info_is_read_only_and_its_row_unchanged():
+    given = {"variant": "nonce", "seed": 0}
+    a = pk.Audit(epsilon_lower=0.0, mu_eff=1.0, info=given)
+    given["seed"] = 7  # the caller's dict is not the audit's
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        a.info["seed"] = 7
+    assert a.row == {"epsilon_lower": 0.0, "mu_eff": 1.0, "variant": "nonce", "seed": 0} and type(a.row) is dict
+    changed = dataclasses.replace(a, info={**a.info, "seed": 7})
+    assert changed.row["seed"] == 7 and a.row["seed"] == 0
+    for back in (pickle.loads(pickle.dumps(a)), copy.deepcopy(a)):  # a read-only view alone would not pickle
+        assert repr(back) == repr(a) and back.row == a.row
+
+
+def test_a_release_count_beyond_the_prv_grid_is_refused_not_a_memory_error():
+    with pytest.raises(ValueError) as err:  # 5.4·10⁹ grid points: a MemoryError (or the OOM killer) before
+        pk.epsilon_theory(1, 0.1, 1e-5, releases=1e6)
+    assert str(err.value) == (
+        "releases=1000000 at noise_multiplier=1, sample_rate=0.1, delta=1e-05: the PRV accountant's grid would hold "
+        "5.4e+09 points (≈ 1,073 GB), more than the 2e+07 it computes here (σ = 1, q = 0.1: up to ≈ 10,000 releases); "
+        "use fewer releases or a larger eps_error (the grid shrinks as 1/eps_error), or bound ε from above with "
+        "opacus.accountants.RDPAccountant (valid, looser)")
+    from pe_kit.audit.accounting import epsilon_ceiling
+
+    with pytest.raises(ValueError, match=r"^releases=100000 at noise_multiplier=1, .* 2e\+08 points"):
+        epsilon_ceiling(1.0, 0.1, 1e-5, releases=10**5)  # the ceiling's accountant, at σ = 1/μ_eff
+    assert pk.epsilon_theory(1, 0.1, 1e-5, releases=3) == pytest.approx(2.0972, abs=1e-3)  # a few releases: as before
+
+
+def test_trials_beyond_the_expected_epsilons_range_are_refused_not_a_hang(capsys):
+    from pe_kit.audit.expectations import expected_epsilon
+    from pe_kit.run.cli import main
+
+    assert main(["explore", "--trials", "1e30"]) == 2  # hung in scipy's betaincinv before
+    assert capsys.readouterr().err == (
+        "pe-kit: trials=1e+30 is out of range: an expected ε_lower is computed for 1 to 1e+12 trials per hypothesis "
+        "(its Clopper–Pearson inverses do not return for far more); for more, use trials=None, the n → ∞ limit they "
+        "approach (pe-kit explore: the line 'ε as trials → ∞')\n")
+    with pytest.raises(ValueError, match=r"^trials=1e\+13 is out of range"):
+        expected_epsilon(1.0, 0.1, 10**13)
+    at_most = expected_epsilon(1.0, 0.1, 10**12)  # the range's end: within 0.002 of the n → ∞ limit (1.6845)
+    assert at_most == pytest.approx(1.6831, abs=1e-4) and at_most < expected_epsilon(1.0, 0.1, None)
+
+
+def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
+    """``pip install -e .`` (numpy + scipy) lacks pandas: the call says which extra to install, before any work."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "pandas" or m.startswith(("pandas.", "pe_kit.study.experiments",
+                                                                          "pe_kit.report.results"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas → ModuleNotFoundError, as without the extra
+    with pytest.raises(ImportError) as err:
+        pk.audit_mechanism("no-such-corpus.jsonl")
+    assert type(err.value) is ImportError and str(err.value) == (
+        "pe_kit.audit_mechanism needs pandas, which this install lacks: auditing a corpus needs the study extra, "
+        'pip install -e ".[study]" (or the main install, scripts/bootstrap.sh)')
