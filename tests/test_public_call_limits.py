@@ -53,8 +53,11 @@ def test_trials_beyond_the_expected_epsilons_range_are_refused_not_a_hang(capsys
     from pe_kit.run.cli import main
 
     assert main(["explore", "--trials", "1e30"]) == 2  # hung in scipy's betaincinv before
+    assert capsys.readouterr().err == ("pe-kit: trials=1e+30 is out of range: use an integer ≥ 1, at most 2**53 = "
+                                       "9,007,199,254,740,992 (larger integers are not exact in float64)\n")
+    assert main(["explore", "--trials", "1e13"]) == 2  # an exact integer, beyond what expected_epsilon computes
     assert capsys.readouterr().err == (
-        "pe-kit: trials=1e+30 is out of range: an expected ε_lower is computed for 1 to 1e+12 trials per hypothesis "
+        "pe-kit: trials=1e+13 is out of range: an expected ε_lower is computed for 1 to 1e+12 trials per hypothesis "
         "(its Clopper–Pearson inverses do not return for far more); for more, use trials=None, the n → ∞ limit they "
         "approach (pe-kit explore: the line 'ε as trials → ∞')\n")
     with pytest.raises(ValueError, match=r"^trials=1e\+13 is out of range"):
@@ -67,7 +70,7 @@ def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
     """``pip install -e .`` (numpy + scipy) lacks pandas: the call says which extra to install, before any work."""
     import sys
 
-    for name in [m for m in sys.modules if m == "pandas" or m.startswith(("pandas.", "pe_kit.study.experiments",
+    for name in [m for m in sys.modules if m == "pandas" or m.startswith(("pandas.", "pe_kit.study.setup",
                                                                           "pe_kit.report.results"))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas → ModuleNotFoundError, as without the extra
