@@ -1,16 +1,10 @@
 """One content-keyed on-disk cache: keys from content hashes, atomic writes, verified reads.
 
-Every heavy artefact of the kit is stored under ``cache_dir()`` by a key derived from *what produced it*
-(:func:`content_hash` of model files, input texts, settings and code; :func:`file_digest`, :func:`tree_digest`,
-:func:`source_digest`). Every file is written to a temporary file and renamed into place beside a SHA-256 of
-its bytes (:func:`write_verified`), and trusted only when its bytes match (:func:`open_verified`): a truncated
-or corrupt file is deleted and recomputed. Three forms of entry use this one primitive:
-
-* one file per key (generated texts, multi-round checkpoints, the ONNX export): :func:`write_verified`,
-  :func:`read_verified`;
-* a stream of JSON records (corpus selections), gzip, memory one record: :func:`write_records`,
-  :func:`read_records`;
-* float32 rows keyed per text (embeddings): :class:`EmbeddingStore`.
+Artefacts live under ``cache_dir()`` by a key derived from what produced them (:func:`content_hash`,
+:func:`file_digest`, :func:`tree_digest`, :func:`source_digest`). Each file is written atomically beside a SHA-256
+of its bytes (:func:`write_verified`) and trusted only when they match (:func:`open_verified`); a corrupt file is
+deleted and recomputed. Entries: one file per key (:func:`write_verified`, :func:`read_verified`); a gzip stream
+of JSON records (:func:`write_records`, :func:`read_records`); float32 rows per text (:class:`EmbeddingStore`).
 """
 from __future__ import annotations
 
@@ -73,11 +67,8 @@ def _update(h: "hashlib._Hash", part: Any) -> None:
 
 
 def atomic_write_bytes(path: Path | str, data: bytes | Iterable[bytes]) -> str:
-    """Write ``data`` (bytes, or chunks of bytes made piece by piece) to ``path`` atomically: a temporary file in
-    the same folder, fsync, rename. Returns the SHA-256 hex of what was written.
-
-    A reader never sees a half-written file; an interrupted write leaves the old file (or none) at ``path``.
-    Memory is one chunk. Raises ``OSError`` if the folder cannot be written, or what iterating ``data`` raises.
+    """Write ``data`` (bytes, or chunks of bytes) to ``path`` atomically (temporary file, fsync, rename); returns the
+    SHA-256 hex of what was written. Memory is one chunk. Raises ``OSError`` if the folder cannot be written.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,22 +177,10 @@ def _stat_key(st: os.stat_result) -> list:
 
 
 def file_digest(path: Path | str) -> str:
-    """SHA-256 hex digest of a file's bytes, with a stat short-cut that never replaces the digest.
+    """SHA-256 hex digest of a file's bytes (64 chars); raises FileNotFoundError / OSError if unreadable.
 
-    The digest is what keys depend on; recomputing it for a large file on every call would be slow, so
-    the last digest of each absolute path is kept in a small sidecar ``cache_dir()/digests/<hash>.json``
-    with the file's (size, mtime_ns, ctime_ns, inode, device). When all five are unchanged the stored
-    digest is returned; any change (an in-place rewrite changes ctime even when size and mtime are
-    forced back) re-hashes the bytes. A missing or unreadable sidecar is simply recomputed.
-
-    Args:
-        path: a regular file.
-
-    Returns:
-        64-character hex str.
-
-    Raises:
-        FileNotFoundError / OSError: if the file cannot be read.
+    The last digest per absolute path is kept in ``cache_dir()/digests/<hash>.json`` with the file's (size,
+    mtime_ns, ctime_ns, inode, device) and reused while all five are unchanged; any change re-hashes the bytes.
     """
     path = Path(path).expanduser().resolve()
     st = path.stat()
@@ -226,12 +205,8 @@ def file_digest(path: Path | str) -> str:
 def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache__", ".cache", ".locks")) -> str:
     """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`).
 
-    Folders named in ``skip`` are ignored (VCS metadata, bytecode, download locks). Symbolic links are
-    followed (Hugging Face snapshots link into a blob store). Two folders with equal files give equal
-    digests wherever they live; any changed, added or removed file changes it.
-
-    Raises:
-        NotADirectoryError: if ``folder`` is not a folder.
+    Folders named in ``skip`` are ignored; symbolic links are followed. Equal files give equal digests wherever
+    they live. Raises NotADirectoryError if ``folder`` is not a folder.
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -278,18 +253,10 @@ def text_key(text: str) -> bytes:
 class EmbeddingStore:
     """Append-only float32 rows keyed per text (:func:`text_key`) in one folder, with an in-memory index.
 
-    The unit is one text, so repeats inside a call and texts met in differently aligned chunks are stored once.
-    A *segment* is two verified files written once and never modified: ``<seg>.npy`` (float32 (n, d) rows,
-    written first) and ``<seg>.keys`` (n × 16 key bytes, written last: its presence commits the segment). A write
-    of b new texts adds O(b) bytes and never rewrites others, so concurrent writers never lose each other's
-    rows; a lookup reads the key files plus only the segments that hold wanted rows. A segment that fails its
-    checksum (or was removed by another process's merge) is dropped after one rescan, and its texts count as
-    missing. More than 16 segments under 2,048 rows are merged into one (:meth:`compact`).
-
-    Args:
-        folder: the store's folder (created on first write).
-
-    One instance per folder and process is shared through :meth:`open`; methods are thread-safe.
+    A *segment* is two verified files written once: ``<seg>.npy`` (float32 (n, d) rows, first) and ``<seg>.keys``
+    (n × 16 key bytes, last: its presence commits the segment), so concurrent writers never lose rows. A segment
+    that fails its checksum is dropped after one rescan and its texts count as missing. More than 16 segments under
+    2,048 rows are merged (:meth:`compact`). One instance per folder and process (:meth:`open`); thread-safe.
     """
 
     _open: dict[str, "EmbeddingStore"] = {}

@@ -18,13 +18,8 @@ DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/p
 
 
 def package_code_hash(pkg: str | Path | None = None, exclude: Sequence[str] = DISPLAY_ONLY) -> str:
-    """SHA-256 (16 hex) of every ``.py`` file of the package folder ``pkg`` (default: this pe_kit) except ``exclude``.
-
-    Each file enters as its path relative to ``pkg`` and its bytes, in sorted order, ``__init__.py`` files
-    included; a file added, removed or edited anywhere changes the hash.
-
-    Raises:
-        NotADirectoryError: if ``pkg`` is not a folder.
+    """SHA-256 (16 hex) of every ``.py`` file (relative path and bytes, sorted) of package folder ``pkg`` (default:
+    pe_kit) except ``exclude``. Raises NotADirectoryError if ``pkg`` is not a folder.
     """
     pkg = Path(pkg).resolve() if pkg is not None else Path(__file__).resolve().parent
     if not pkg.is_dir():

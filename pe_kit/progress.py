@@ -1,24 +1,11 @@
-"""Progress of long steps (embedding N texts, auditing k of n canaries, PE rounds): one call, two displays.
+"""Progress of long steps: ``progress(total=n, desc=..., unit=...)`` returns a :class:`Progress` (``update``,
+``close``, context manager, iterator).
 
-``progress(total=n, desc="audit long/bankA", unit="canary")`` returns a :class:`Progress` with ``update``,
-``close`` and context-manager / iterator use. What it shows depends on where the code runs:
-
-* **interactive** (JupyterLab, a terminal): a ``tqdm.auto`` bar (a widget in Lab, a text bar in a terminal);
-  a step started inside another step gets ``leave=False``, so it disappears when it ends.
-* **headless** (``PE_KIT_HEADLESS=1``, set by ``pe-kit reproduce`` for its kernels): plain lines, never a
-  carriage return or a cursor code, so executed notebooks stay readable:
-
-  - the cell output (stderr) gets **one line per outermost step**, when it ends:
-    ``audit long/bankA: 25/25 canary in 00:41 (0.61 canary/s)``;
-  - the progress file ``PE_KIT_PROGRESS_FILE`` (when set; the runner sets one per notebook and prints what
-    arrives, see ``pe_kit.run.reproduce``) gets a line when an outermost step starts, an update with k of n,
-    elapsed time and ETA at most every ``PE_KIT_PROGRESS_INTERVAL`` seconds (default 10) for any step,
-    inner ones included, and the end line of every step that took at least that long (an outermost step's
-    end line always, except with ``PE_KIT_PROGRESS_STREAMED=1``, set by ``pe-kit reproduce --log-output``, whose
-    terminal already shows the cell's stderr line).
-
-``PE_KIT_PROGRESS=off`` hides everything. Lines are formatted by ``tqdm.std.tqdm.format_meter`` (the tqdm
-library's own rate / ETA arithmetic); nothing here depends on the paper.
+Interactive: a ``tqdm.auto`` bar (``leave=False`` for a nested step). Headless (``PE_KIT_HEADLESS=1``): plain
+lines only — stderr gets one line per outermost step when it ends (``audit long/bankA: 25/25 canary in 00:41
+(0.61 canary/s)``); ``PE_KIT_PROGRESS_FILE`` gets start lines, k-of-n updates with ETA at most every
+``PE_KIT_PROGRESS_INTERVAL`` seconds (default 10) and end lines of long steps (outermost ones always, unless
+``PE_KIT_PROGRESS_STREAMED=1``). ``PE_KIT_PROGRESS=off`` hides everything. Lines use ``tqdm.std.tqdm.format_meter``.
 """
 from __future__ import annotations
 
@@ -185,17 +172,9 @@ class Progress:
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "",
              unit: str = "it") -> Progress:
-    """Progress of one long step (module docstring): a tqdm bar interactively, plain lines headless.
+    """Progress of one long step (module docstring): iterate ``iterable`` or call ``update(n)`` / ``close()``.
 
-    Args:
-        iterable: optional; iterate the returned object to count one unit per item (``total`` = its length).
-        total: units in the step (int ≥ 0; None = unknown). desc: what the step does, e.g. ``"embed bank"``.
-        unit: the unit's name (``"text"``, ``"canary"``, ``"round"``).
-
-    Returns:
-        ``Progress``; call ``update(n)`` and ``close()`` (or use ``with`` / iterate).
-
-    Raises:
-        ValueError: a negative or non-integer ``total``; a bad ``PE_KIT_PROGRESS_INTERVAL``.
+    ``total``: units (int ≥ 0; None = unknown); ``desc``: what the step does; ``unit``: the unit's name.
+    Raises ValueError for a negative or non-integer ``total`` or a bad ``PE_KIT_PROGRESS_INTERVAL``.
     """
     return Progress(iterable, total=total, desc=desc, unit=unit)

@@ -35,18 +35,12 @@ class Corpus:
     """Users in file order, plus the counted skips of loading.
 
     Attributes:
-        users: list of ``User`` (unique ids, first-appearance order).
-        source: file path or description.
-        skipped: Counter of skip rules → what each counted: lines for line rules (``malformed_line``,
-            ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``, ``bad_type``, ``label_conflict``,
-            ``empty_text``,
-            ``over_record_cap``), users for user rules (``user_too_few_records``, ``user_too_many_records``,
-            ``user_beyond_max_users``, ``not_in_<arm>_arm``).
-        removed: Counter of skip rules → records (lines) each rule removed.
-        changed: Counter of rewrite rules → records each rewrote, at the step it ran (``whitespace_normalised``: runs
-            of whitespace made one space, at load; ``cut_to_140_chars``: the short arm's cut, ``make_arm``).
-        decoding: how the file's bytes were read as text: ``utf-8``, or ``latin-1`` for a Sentiment140 CSV that is
-            not valid UTF-8 (the original dump).
+        users: ``User`` list (unique ids, first-appearance order). source: file path or description.
+        skipped: skip rule → lines (``malformed_line``, ``malformed_quote``, ``bad_encoding``, ``missing_field``,
+            ``bad_label``, ``bad_type``, ``label_conflict``, ``empty_text``, ``over_record_cap``) or users
+            (``user_too_few_records``, ``user_too_many_records``, ``user_beyond_max_users``, ``not_in_<arm>_arm``).
+        removed: skip rule → records removed. changed: rewrite rule → records rewritten (``whitespace_normalised``,
+            ``cut_to_140_chars``). decoding: ``utf-8`` or ``latin-1``.
     """
 
     users: list[User]

@@ -1,11 +1,6 @@
-"""Synthetic-data utility: MAUVE between a synthetic population and held-out private records.
-
-Source: Pillutla et al. (2021), "MAUVE: measuring the gap between neural text and human text using
-divergence frontiers", through the PyPI package ``mauve-text`` (``mauve.compute_mauve`` on
-precomputed features: PCA to 90 % variance, k-means quantization into ``num_buckets`` clusters, area
-under the divergence frontier). Paper Fig. 2 ("Multi-round PE on Yelp: utility ... against PE-round").
-The features are the kit's own sentence embeddings (all-MiniLM-L6-v2, L2-normalized), not GPT-2
-features; MAUVE depends on the k-means seed, so it is reported as mean ± sd over several seeds.
+"""Synthetic-data utility (paper Fig. 2): MAUVE (Pillutla et al., 2021; PyPI ``mauve-text``, ``compute_mauve`` on
+precomputed features) between a synthetic population and held-out private records, on the kit's own sentence
+embeddings, reported as mean ± sd over k-means seeds.
 """
 from __future__ import annotations
 
@@ -19,17 +14,8 @@ __all__ = ["MauveResult", "mauve_score", "paired_gain"]
 
 @dataclass(frozen=True)
 class MauveResult:
-    """MAUVE over k-means seeds.
-
-    Attributes:
-        mean, sd: mean and sample standard deviation (ddof=1; 0 for one seed) of ``scores``.
-        scores: tuple of per-seed MAUVE values in (0, 1].
-        seeds: the k-means seeds used.
-        n_p, n_q: samples of P (synthetic) and Q (reference) actually used.
-        num_buckets: k-means clusters used.
-        num_buckets_requested: what was asked (``"auto"`` or the int passed).
-        distinct_p, distinct_q: distinct rows of each side (PE populations repeat texts; ``"auto"`` never
-            uses more clusters than either side has distinct points).
+    """MAUVE over k-means seeds: ``mean``, ``sd`` (ddof=1; 0 for one seed), per-seed ``scores`` and ``seeds``, samples
+    ``n_p`` / ``n_q`` used, ``num_buckets`` used and requested, ``distinct_p`` / ``distinct_q`` rows of each side.
     """
 
     mean: float
@@ -97,27 +83,15 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
     """MAUVE(P, Q) on embeddings, mean ± sd over k-means ``seeds``.
 
     Args:
-        p_features: float (n_p, d) embeddings of the synthetic population (e.g. one PE round's bank).
-        q_features: float (n_q, d) embeddings of held-out private records (same encoder, same d).
-        seeds: k-means seeds (≥ 1 of them); each gives one MAUVE value.
+        p_features, q_features: float (n, d) embeddings of the synthetic population and held-out records.
         num_buckets: k-means clusters, or ``"auto"`` = max(2, min(round(min(n_p, n_q) / 10), distinct_p,
-            distinct_q)): mauve's rule, capped at the distinct rows of each side (with 50 buckets for a P of 500
-            rows on 12 distinct points MAUVE came out 0.04–0.17 where 12 buckets give 0.96). An int larger than
-            a side's distinct rows is used as given, with a warning.
-        max_samples: if set, each side is subsampled (without replacement, from ``rng``) to at most this
-            many rows, so that P and Q enter with comparable weight and cost stays bounded.
-        rng: numpy Generator for the subsample (required when subsampling happens).
-        kmeans_num_redo, kmeans_max_iter: k-means restarts / iterations (mauve's defaults are 5 / 500;
-            smaller is faster and the spread over seeds is reported anyway).
-        scaling_factor: c of MAUVE's exp(−c·KL) frontier (mauve default 5).
-
-    Returns:
-        ``MauveResult`` (MAUVE of a set against itself is exactly 1; against a shifted set it is lower).
+            distinct_q)); an int above a side's distinct rows is used with a warning.
+        max_samples: subsample each side (without replacement, from ``rng``) to at most this many rows.
+        kmeans_num_redo, kmeans_max_iter, scaling_factor: as in ``mauve.compute_mauve`` (defaults 5, 500, 5).
 
     Raises:
-        ValueError: on bad shapes, non-finite features, empty seeds, subsampling without ``rng``, and on
-            degenerate inputs where MAUVE means nothing: zero-variance features (all rows the same point)
-            or fewer than 2·num_buckets distinct rows in P ∪ Q (k-means cannot place the clusters).
+        ValueError: bad shapes, non-finite features, empty seeds, subsampling without ``rng``, zero-variance
+            features, or fewer than 2·num_buckets distinct rows in P ∪ Q.
     """
     p = _features(p_features, "p_features")
     q = _features(q_features, "q_features")

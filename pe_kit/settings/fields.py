@@ -58,17 +58,11 @@ _SECTIONS: list = []  # every Section subclass, in definition order (filled by S
 
 def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = None,
             slider: tuple[float, float] | None = None):
-    """A dataclass field of a settings section: its default, its type and range (``spec``) and one line of doc.
+    """A dataclass field of a settings section: its default, type and range (``spec``) and one line of doc.
 
-    The one place a setting is declared: ``Section.__post_init__`` checks the value against ``spec``, ``--set``
-    and the notebooks' ``resolve_params`` look the spec up by name (:data:`PARAM_TYPES`), and the notebooks'
-    parameters cells are generated from the declarations (:func:`parameters_cell`).
-    A list default is stored as a tuple (frozen sections stay hashable).
-
-    Args:
-        notebooks: the notebooks that read this shared field, e.g. ``"04"`` (None: every notebook that reads its
-            section, ``Section.read_by``; ``""``: none, a runner key). slider: the explorer's default slider
-            range (``pe_kit.report.widgets``; it widens to hold any value the spec accepts).
+    Checked by ``Section.__post_init__``, found by name in :data:`PARAM_TYPES`, rendered by :func:`parameters_cell`;
+    a list default is stored as a tuple. ``notebooks``: the notebooks reading this shared field (None: every reader
+    of its section; ``""``: none, a runner key). ``slider``: the explorer's default slider range.
     """
     if isinstance(default, list):
         default = tuple(default)
@@ -76,14 +70,9 @@ def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = 
 
 
 class Section:
-    """Base of every frozen settings class: each field declared with :func:`setting` is checked on construction.
-
-    Subclasses are dataclasses (``@dataclass(frozen=True)``); a field's value is normalised by
-    :func:`check_param` against the field's own ``ParamSpec`` (an integral float becomes an int, a list a
-    tuple). Every subclass registers itself, so :data:`PARAM_TYPES` knows its fields by name.
-
-    Raises:
-        ValueError: on construction, naming the field, the value and the accepted values.
+    """Base of every frozen settings dataclass: each :func:`setting` field is normalised by :func:`check_param` on
+    construction, and each subclass registers in :data:`PARAM_TYPES`.
+    Raises ValueError naming the field, the value and the accepted values.
     """
 
     #: the notebooks that read this section's fields (a field's ``notebooks`` overrides it)
@@ -240,15 +229,9 @@ def _one(name: str, value, spec: ParamSpec):
 def check_param(name: str, value, spec: ParamSpec | None = None):
     """Validate and normalise one parameter value against its type (``PARAM_TYPES[name]`` by default).
 
-    Args:
-        name: the parameter (its last dotted part is looked up, so ``06_multiround_mauve.rounds`` works).
-        value: the value (JSON-like: int, float, str, bool, None, list/tuple, dict; a numpy scalar or 1-D array is
-            taken as its Python value or list).
-        spec: the type (default ``PARAM_TYPES``; a name without a type is returned unchanged).
-
-    Returns:
-        the normalised value: ``int`` for integer fields (``1e6`` → 1000000), ``float`` for number
-        fields, a ``list`` for list fields (a single value becomes a one-element list), else the value.
+    ``name``'s last dotted part is looked up (``06_multiround_mauve.rounds``); numpy scalars and 1-D arrays are taken
+    as Python values; a name without a type is returned unchanged. Returns ``int`` for integer fields (``1e6`` →
+    1000000), ``float`` for numbers, a ``list`` for list fields (a single value becomes one element).
 
     Raises:
         ValueError: naming the field, the value and the accepted values (``trials=True is not an integer

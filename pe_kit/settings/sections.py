@@ -128,12 +128,8 @@ class AuditConfig(AuditSettings):
 
 @dataclass(frozen=True)
 class StudySettings(WorldSettings):
-    """The study section: the world's data, splits, bank and encoder (:class:`WorldSettings`, as in
-    ``pe_kit.study.world.StudyConfig``), plus the grid and design sizes of the notebooks.
-
-    Attributes (besides ``WorldSettings``'): arms / banks (notebook 04's grid), variants (``"all"`` or names),
-    per_variant (canaries audited per variant), pool_size (M, candidate pool of the paraphrase and nonce variants),
-    paraphraser (None = ``pe_kit.study.pools.DEFAULT_PARAPHRASER``).
+    """The study section: :class:`WorldSettings` (as ``pe_kit.study.world.StudyConfig``) plus the notebooks' grids:
+    arms / banks (notebook 04), variants, per_variant, pool_size (M), paraphraser (None = ``DEFAULT_PARAPHRASER``).
     """
 
     arms: tuple = setting(("long", "short"), ParamSpec("str", many=True, choices=ARMS), "notebook 04's data arms",
