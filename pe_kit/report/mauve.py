@@ -138,11 +138,9 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
 def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, seed: int, num_redo: int,
                 max_iter: int, scaling_factor: float) -> float:
-    """One MAUVE value, as ``mauve.compute_mauve`` computes it (PCA to 90 % variance, faiss k-means with
-    ``seed + 2``, histograms, divergence frontier at 25 mixture weights, area under it), except that every
-    *distinct* row is projected and assigned once and its label shared by all its copies: identical rows of
-    P and Q always fall in the same cluster (in mauve itself BLAS rounding can split copies between two
-    close centroids, so MAUVE(P, P) could come out 0.75).
+    """One MAUVE value as ``mauve.compute_mauve`` computes it (PCA to 90 % variance, faiss k-means with ``seed + 2``,
+    divergence frontier at 25 weights), except that each *distinct* row is projected and assigned once, so identical
+    rows of P and Q always share a cluster (BLAS rounding could otherwise split them: MAUVE(P, P) = 0.75).
     """
     import faiss
     from mauve.compute_mauve import compute_area_under_curve, get_divergence_curve_for_multinomials
@@ -165,24 +163,13 @@ def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, s
 
 
 def paired_gain(treated: np.ndarray, control: np.ndarray, level: float = 0.95) -> dict:
-    """Utility gain of a treatment over a control paired by run seed, with a Student-t confidence interval.
+    """Utility gain of a treatment over a control paired by PE seed (rows; columns are k-means seeds), with the
+    Student-t interval (n − 1 degrees of freedom) of the mean per-seed gain.
 
-    Each row is one PE seed (the two arms share its release draws, generator seeds and MAUVE subsample);
-    each column one k-means seed. A seed's gain is the difference of its two arms' means over the
-    k-means seeds, so the k-means spread enters every per-seed gain; the interval is the t interval of
-    the mean per-seed gain over the PE seeds (``scipy.stats.t``, n − 1 degrees of freedom).
-
-    Args:
-        treated, control: float (n_seeds, n_kmeans) MAUVE values (or (n_seeds,) per-seed means).
-        level: two-sided confidence level in (0, 1).
-
-    Returns:
-        dict: ``gain`` (mean per-seed gain), ``gain_sd`` (sample sd over seeds; nan for one seed),
-        ``ci_low``, ``ci_high`` (nan for one seed), ``n_seeds``, ``level``, ``significant`` (the interval
-        excludes 0), ``treated_mean``, ``control_mean``.
-
-    Raises:
-        ValueError: on shape mismatch, no seeds, non-finite values or a level outside (0, 1).
+    ``treated``, ``control``: float (n_seeds, n_kmeans) MAUVE values or (n_seeds,) means; ``level`` in (0, 1).
+    Returns a dict: ``gain``, ``gain_sd``, ``ci_low``, ``ci_high`` (nan for one seed), ``n_seeds``, ``level``,
+    ``significant`` (the interval excludes 0), ``treated_mean``, ``control_mean``.
+    Raises ValueError on shape mismatch, no seeds, non-finite values or a level outside (0, 1).
     """
     from scipy import stats
 

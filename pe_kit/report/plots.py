@@ -1,9 +1,7 @@
-"""Figures of the narrative notebooks (matplotlib + seaborn), each a function of tidy rows.
-
-Every function returns a ``matplotlib.figure.Figure`` and never calls ``plt.show``; :func:`save_figure`
-writes it as PNG and PDF under ``<output_dir>/figures``. Paper analogues: Fig. 1 (:func:`plot_sweep`),
-Table 2 / Table 4 (:func:`plot_epsilon_heatmap`), Table 3 (:func:`plot_encoder_ablation`), App. E
-(:func:`plot_score_distributions`, :func:`plot_mixture_checks`).
+"""Figures of the narrative notebooks (matplotlib + seaborn), each a function of tidy rows returning a Figure
+(never ``plt.show``; :func:`save_figure` writes PNG and PDF). Paper analogues: Fig. 1 (:func:`plot_sweep`), Tables
+2 / 4 (:func:`plot_epsilon_heatmap`), Table 3 (:func:`plot_encoder_ablation`), App. E (:func:`plot_score_distributions`,
+:func:`plot_mixture_checks`).
 """
 from __future__ import annotations
 
@@ -66,16 +64,8 @@ def _trials(df: pd.DataFrame) -> str:
 
 
 def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[Path]:
-    """Write ``fig`` to ``<output_dir>/figures/<name>.png`` and ``.pdf`` (tight bounding box).
-
-    Args:
-        fig: a matplotlib Figure; output_dir: run folder; name: file stem (letters, digits, ``_-.``); dpi: PNG.
-
-    Returns:
-        [png path, pdf path].
-
-    Raises:
-        ValueError: if ``name`` is empty or contains a path separator.
+    """Write ``fig`` to ``<output_dir>/figures/<name>.png`` and ``.pdf``; returns [png path, pdf path].
+    Raises ValueError if ``name`` is empty or contains a path separator.
     """
     if not name or "/" in name or "\\" in name:
         raise ValueError(f"name={name!r} must be a plain file stem such as '04_audit_heatmap'")
@@ -254,12 +244,8 @@ def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over c
 
 
 def plot_epsilon_by_canary(df: pd.DataFrame):
-    """ε_lower of every canary, per variant, one panel per (arm, bank), with ε_theory as a dashed line and,
-    when the rows carry it, each canary's attack ceiling ``epsilon_ceiling`` (PRV ε at noise multiplier
-    1/μ_eff) as a grey bar behind its point, the tightness ε_lower/ceiling of the best canary written on it.
-
-    Args: audit rows with ``variant, epsilon_lower, epsilon_theory, study_arm, bank_source`` (optional
-    ``epsilon_ceiling``, ``tightness``). Returns Figure.
+    """ε_lower of every canary per variant, one panel per (arm, bank), with ε_theory dashed and, when present, each
+    canary's attack ceiling ``epsilon_ceiling`` as a grey bar, the best canary's tightness written on it.
     """
     import seaborn as sns
 
@@ -301,17 +287,9 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
 
 # ---------------------------------------------------------------------------------------------- 05 ablations
 def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequence[float]] | None = None):
-    """Fig. 1 analogue: ε_lower (markers), the point estimate (line: Eq. 28 at the observed TPR and FPR), its 95%
-    band, and ε_theory against σ or q, one colour per variant. The legend names every element, and a note under
-    the axes says that a band above ε_theory is no violation (only ε_lower, the band's lower end, must stay below).
-
-    Args:
-        df: sweep rows with ``variant``, ``mech_<field>``, ``epsilon_lower`` and (optional)
-            ``epsilon_point``, ``epsilon_ci_low``, ``epsilon_ci_high`` (see ``pe_kit.report.results.add_epsilon_interval``).
-        field: ``"noise_multiplier"`` or ``"sample_rate"``.
-        theory: optional dense (x, ε_theory) curve; else the rows' ``epsilon_theory`` values are joined.
-
-    Returns Figure. Raises ValueError for another field.
+    """Fig. 1 analogue: ε_lower (markers), the point estimate (line, Eq. 28), its 95% band and ε_theory against σ or q
+    (``field``: ``"noise_multiplier"`` or ``"sample_rate"``), one colour per variant; a note says a band above ε_theory
+    is no violation. ``theory``: optional dense (x, ε_theory) curve. Raises ValueError for another field.
     """
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' or 'sample_rate'")
@@ -373,11 +351,7 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
 
 def plot_encoder_ablation(df: pd.DataFrame):
     """Table 3 analogue: per variant, one bar per encoder (max ε_lower over canaries) and a dot per canary.
-
-    Args: rows of ``pe_kit.study.ablations.encoder_ablation`` (``variant, study_model, epsilon_lower``,
-    optional ``epsilon_theory``, ``trials``). Returns Figure.
-    Raises: ValueError when fewer than two encoders are in ``df`` (the message is
-    ``pe_kit.text.models.encoder_ablation_note``: which encoders are missing and how to install them).
+    Raises ValueError with ``pe_kit.text.models.encoder_ablation_note`` when fewer than two encoders are in ``df``.
     """
     import seaborn as sns
 
