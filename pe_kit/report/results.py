@@ -203,8 +203,7 @@ def _answer(df: pd.DataFrame | None) -> str:
 
 
 def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, figures: Sequence[str] = ()) -> str:
-    """Render ``results.md``: ε_lower beside the paper's Tables 2 / 4 and its orderings
-    (:mod:`pe_kit.report.paper_compare`),
+    """Render ``results.md``: ε_lower beside the paper's Tables 2 / 4 and its orderings (:mod:`.paper_compare`),
     the run settings (``meta``), the truncation counts, then one section per experiment of :data:`_SECTIONS` (others
     as a compact table of numeric columns), and the ``figures`` listed.
     """
