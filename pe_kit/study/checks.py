@@ -36,17 +36,11 @@ from pe_kit.study.world import (
 # ---------------------------------------------------------------------------------------------- notebook 01
 def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.random.Generator, split: str = "test",
                           canary_slot: int = 0) -> dict:
-    """One PE release on real data, step by step (Eq. 1, Alg. A.1 lines 8–20).
+    """One PE release on real data, step by step (Eq. 1, Alg. A.1 lines 8–20), and one real canary's contribution.
 
-    Routes every record of ``split``'s users to its top-k bank entries, normalizes each user's votes
-    by |D_u|·k, clips to C, draws Bernoulli(q) participation and Gaussian noise, and does the same for
-    one real canary (its natural contribution on the unchanged bank).
-
-    Returns a dict with
-        ``routes`` int (n_records, k); ``h_norms`` float (N,) ‖h̄_u‖₂ before clipping; ``v`` CSR (N, p)
-        clipped contributions; ``participation`` bool (N,); ``y`` float (p,) the release;
-        ``canary_v`` float (p,); ``example`` (a canary record, its k nearest bank texts and squared
-        distances); ``rows`` tidy ``{"quantity", "value", "note"}`` dicts.
+    Returns a dict: ``routes`` int (n_records, k); ``h_norms`` (N,) ‖h̄_u‖₂ before clipping; ``v`` CSR (N, p);
+    ``participation`` bool (N,); ``y`` (p,) the release; ``canary_v`` (p,); ``example`` (a canary record, its k
+    nearest bank texts and squared distances); ``rows`` of ``{"quantity", "value", "note"}``.
     """
     rec = world.records[split]
     n_users, p = len(rec["ids"]), world.bank.shape[0]
@@ -111,25 +105,16 @@ def _oracle_moments(pop: sp.csr_matrix, mechanism: MechanismConfig, ridge: float
 def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audit: AuditConfig, trials: int,
                rng: np.random.Generator, ceiling_sigmas: Sequence[float] = (0.5, 1.0, 2.0),
                full_path_trials: int = 2000) -> tuple[list[dict], dict]:
-    """App. E numerically, on real contributions: one tidy row per check, and the draws for the plots.
+    """App. E numerically on real contributions, per design: one tidy row per check, and the draws for the plots.
 
-    For each design (e.g. an ordinary and a nonce canary):
+    * ``h0_mean`` / ``h0_var`` / ``inc_mean`` / ``inc_var``: ℓ (Eq. 14) has mean ∓μ²/2, variance μ² (Eqs. 16–17)
+      with the exact moments (Eqs. 8–9), against ``trials`` draws (5 standard errors).
+    * ``gaussian_ks``: KS distance of standardized H0 scores to N(0,1) (Eq. 12; tolerance 0.05).
+    * ``mixture_identity``: TPR = (1−q)·FPR + q·TPR_inc (Eq. 23). ``mixture_llr``: log p1/p0 vs ℓ_mix (Eq. 22).
+    * ``mu_eff_ceiling``: μ_eff ≤ 1/σ (Eq. 20) for ``ceiling_sigmas``. ``canary_norm``: ‖v_P‖₂ ≤ C.
+    * ``full_vs_scalar``: full and scalar paths agree (KS p ≥ 0.001 on ``full_path_trials``).
 
-    * ``h0_mean`` / ``h0_var`` / ``inc_mean`` / ``inc_var`` — with the *exact* background moments of the
-      test population (Eqs. 8–9), the score ℓ (Eq. 14) has mean ∓μ²/2 and variance μ² under H0 / H_inc
-      (Eqs. 16–17): checked against ``trials`` scalar-path draws (tolerance: 5 standard errors).
-    * ``gaussian_ks`` — Kolmogorov–Smirnov distance between the standardized H0 scores and N(0,1): how
-      good the Gaussian approximation (Eq. 12) is on real contributions (reported; tolerance 0.05).
-    * ``mixture_identity`` — TPR = (1−q)·FPR + q·TPR_inc at a grid of thresholds (Eq. 23); max deviation.
-    * ``mixture_llr`` — log of the empirical density ratio p1/p0 vs ℓ_mix = log[(1−q)+q·e^ℓ] (Eq. 22),
-      weighted mean absolute error over well-populated bins.
-    * ``mu_eff_ceiling`` — μ_eff ≤ 1/σ (Eq. 20) for each σ in ``ceiling_sigmas`` (plug-in Σ̂ from aux).
-    * ``canary_norm`` — ‖v_P‖₂ ≤ C.
-    * ``full_vs_scalar`` — the slow full-histogram path and the scalar path draw the same score
-      distribution (two-sample KS p-value ≥ 0.001 on ``full_path_trials`` trials each).
-
-    Returns:
-        (rows, plot_data) with plot_data[variant] = {"mu", "h0", "inc", "h1", "q", "thresholds", "tpr", ...}.
+    Returns (rows, plot_data[variant] = {"mu", "h0", "inc", "h1", "q", "thresholds", "tpr", ...}).
     """
     rows, data = [], {}
     q = mechanism.sample_rate

@@ -44,30 +44,15 @@ def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
 
 
 def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
-    """The paraphrase probe pool Q of a real canary: ``pool_size`` non-verbatim rewrites spread over its records.
+    """A real canary's paraphrase pool Q: ``pool_size`` non-verbatim rewrites spread over its records
+    (``generation.make_paraphrase_pool``), seeded by :func:`paraphrase_pool_seed` (study seed, canary id).
 
-    Built by ``generation.make_paraphrase_pool`` (round robin over records, verbatim and duplicate outputs
-    rejected, ``on_shortfall="reassign"``). The pool is a property of the canary: its seed is
-    :func:`paraphrase_pool_seed` (study seed, canary id), so every variant auditing this canary sees the same
-    pool (and the cached generator / embedding cache make the rebuild cheap).
+    ``generator``: ``"smollm2"`` (shipped pool when its key matches, else generated and cached), ``"auto"`` (shipped
+    SmolLM2 pool, else WordNet with a warning), ``"wordnet"``, None (:data:`DEFAULT_PARAPHRASER`) or a generator.
+    Returns (M texts, int64 (M,) source record per entry, float32 (M, d) embeddings, info with ``pool_generator``,
+    ``pool_generator_config``, ``pool_seed``, ``pool_source`` and for the LLM ``pool_key``).
 
-    Args:
-        world: the study. user: the canary (``data.User``). pool_size: M.
-        generator: ``"smollm2"`` (LLM rewrites, ``paraphrase_pools.llm_paraphraser``: the pool shipped in
-            ``pe_kit/data_files`` when its content key matches, else generated and cached, ~2.5 CPU-seconds per
-            rewrite), ``"auto"`` (the shipped SmolLM2 pool, else the WordNet pool with a warning and
-            ``info["pool_fallback"]``; never generates with the LLM), ``"wordnet"``
-            (``CachedGenerator(WordNetParaphraser())``), None (:data:`DEFAULT_PARAPHRASER`), or any
-            ``generation`` text generator object.
-
-    Returns:
-        (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict
-        with ``pool_generator``, ``pool_generator_config``, ``pool_seed``, ``pool_source`` (``shipped`` /
-        ``generated``) and, for the LLM route, ``pool_key``).
-
-    Raises:
-        ValueError: for pool_size < 1, an unknown generator name or an object that is not a generator, and for a
-            damaged pools file (``paraphrase_pools.load_pools`` / ``find_pool``); generation errors from the backend.
+    Raises ValueError for pool_size < 1, an unknown generator or a damaged pools file; generation errors propagate.
     """
     from pe_kit.text.generators.cached import CachedGenerator
     from pe_kit.text.generators.paraphrase_pools import PARAPHRASERS, build_pool, find_pool, llm_paraphraser, pool_spec
