@@ -29,22 +29,13 @@ from scipy import special
 
 from pe_kit.audit.bounds import calibrate_from_counts, threshold_audit_from_counts
 from pe_kit.audit.outcome import Audit
-from pe_kit.audit.samplers import (
-    METHODS,
-    _block_scores_numpy,
-    _generator,
-    _make_plan,
-    _Plan,
-    _resolve_method,
-    stream_seed,
-)
+from pe_kit.audit.samplers import (METHODS, _block_scores_numpy, _generator, _make_plan, _Plan, _resolve_method,
+                                   stream_seed)
 from pe_kit.audit.threshold_grid import ThresholdGrid, _check_problem, _gaussian_bin_probs, score_moments
 from pe_kit.audit.trials import ScalarProblem
 
-__all__ = [
-    "ThresholdGrid", "score_moments", "TrialEngine",
-    "stream_seed", "exact_method", "DEFAULT_BLOCK_TRIALS", "METHODS",
-]
+__all__ = ["ThresholdGrid", "score_moments", "TrialEngine", "stream_seed", "exact_method", "DEFAULT_BLOCK_TRIALS",
+           "METHODS"]
 
 DEFAULT_BLOCK_TRIALS = 1 << 18
 

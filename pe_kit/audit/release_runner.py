@@ -13,8 +13,7 @@ from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
 __all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_signature",
-           "check_release_output", "canary_index", "population",
-           "release_scores", "CALL_CHUNK"]
+           "check_release_output", "canary_index", "population", "release_scores", "CALL_CHUNK"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
 CALL_CHUNK = 64

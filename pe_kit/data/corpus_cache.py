@@ -20,8 +20,7 @@ from pe_kit.data.loaders import default_min_records, format_rows, resolve_format
 from pe_kit.data.passes import Scan, file_stat, scan_corpus, select_corpus
 from pe_kit.data.records import Corpus, DataError, User
 
-__all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "parse_log_path", "parse_log",
-           "run_isolated"]
+__all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "parse_log_path", "parse_log", "run_isolated"]
 
 _CODE = ("data/loaders.py", "data/formats.py", "data/passes.py", "data/records.py", "data/corpus_cache.py")
 
@@ -61,8 +60,7 @@ def scan_key(path: Path, fmt: str, label_field: str = "industry", on_error: str 
                         on_error, source_digest(*_CODE))
 
 
-def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | None,
-               max_users: int | None) -> str:
+def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | None, max_users: int | None) -> str:
     """Key of one selection: the scan's key and the user rules (``min_records`` already resolved)."""
     return content_hash("corpus/v1", skey, record_cap, min_records, max_records, max_users)
 

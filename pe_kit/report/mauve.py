@@ -77,9 +77,8 @@ def _buckets(num_buckets: int | str, n: int, distinct_p: int, distinct_q: int) -
 
 
 def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[int] = (0, 1, 2, 3, 4),
-                num_buckets: int | str = "auto", max_samples: int | None = None,
-                rng: np.random.Generator | None = None, kmeans_num_redo: int = 1, kmeans_max_iter: int = 100,
-                scaling_factor: float = 5.0) -> MauveResult:
+                num_buckets: int | str = "auto", max_samples: int | None = None, rng: np.random.Generator | None = None,
+                kmeans_num_redo: int = 1, kmeans_max_iter: int = 100, scaling_factor: float = 5.0) -> MauveResult:
     """MAUVE(P, Q) on embeddings, mean ± sd over k-means ``seeds``.
 
     Args:

@@ -271,8 +271,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
     return FitResult(new, changes, reasons, True, definite)
 
 
-def stability_warnings(p: Preset, prof: DataProfile | None = None,
-                       notebooks: Sequence[str] | None = None) -> list[str]:
+def stability_warnings(p: Preset, prof: DataProfile | None = None, notebooks: Sequence[str] | None = None) -> list[str]:
     """Warnings (list of str) for sizes too small for stable numbers (:data:`MIN_USERS_PER_SPLIT`,
     :data:`MIN_MAUVE_SAMPLES`); notebook 06's two only when ``06_multiround_mauve`` is in ``notebooks`` (None = all).
     ``prof`` None takes records per user as ``record_cap``.

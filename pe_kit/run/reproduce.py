@@ -31,8 +31,7 @@ from pe_kit.run.run_id import default_run_id
 from pe_kit.settings import NOTEBOOKS, Preset
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests",
-           "marker_key"]
+           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests", "marker_key"]
 
 
 @dataclass

@@ -94,8 +94,7 @@ def encoder_note(rows: Sequence[Mapping[str, Any]]) -> str | None:
     return encoder_ablation_note(list(dict.fromkeys(r["study_model"] for r in rows))) if rows else "no encoder audited"
 
 
-def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: AuditConfig,
-                    rng: np.random.Generator):
+def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: AuditConfig, rng: np.random.Generator):
     """The (calibration, test) ``ScalarProblem`` pair and coords (int64 (|P|,)) of one frozen design, as
     ``_audit_canary`` builds them: aux moments (Eqs. 31–35), w = Σ̂⁻¹v, projections of both splits (``rng`` unused).
     """

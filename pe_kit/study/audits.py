@@ -18,10 +18,9 @@ __all__ = ["audit_variants"]
 
 
 def audit_variants(world: World, variants: Sequence[str], per_variant: int, mechanism: MechanismConfig,
-                   audit: AuditConfig, seed: int, cache: StepCache | None = None, salt: int = 0,
-                   progress: bool = True, extra: Mapping[str, Any] | None = None,
-                   design_mechanism: MechanismConfig | None = None, pool_size: int | None = None,
-                   generator: str | None = None) -> tuple[list[dict], list[str]]:
+                   audit: AuditConfig, seed: int, cache: StepCache | None = None, salt: int = 0, progress: bool = True,
+                   extra: Mapping[str, Any] | None = None, design_mechanism: MechanismConfig | None = None,
+                   pool_size: int | None = None, generator: str | None = None) -> tuple[list[dict], list[str]]:
     """Audit ``per_variant`` canaries (slots from ``canary_slots``) of each variant on one world (Table 2 / 4).
 
     Args:

@@ -14,23 +14,12 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import stats
 
-from pe_kit.audit.moments import (
-    aux_moments,
-    llr_weights,
-    mixture_llr,
-    mu_eff,
-    null_moments,
-    restrict,
-)
+from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, mu_eff, null_moments, restrict
 from pe_kit.audit.trials import scalar_problem, simulate_scores, simulate_scores_full
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, routes_with_probes
 from pe_kit.study.designs import design_summary
-from pe_kit.study.world import (
-    World,
-    canary_contribution,
-    make_design,
-)
+from pe_kit.study.world import World, canary_contribution, make_design
 
 
 # ---------------------------------------------------------------------------------------------- notebook 01

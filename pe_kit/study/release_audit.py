@@ -10,8 +10,7 @@ import sys
 
 import numpy as np
 
-from pe_kit.attack.design_battery import (DEFAULT_AXES, LARGE_BANK, SENSITIVITY_CLAIM, battery_designs,
-                                         check_design)
+from pe_kit.attack.design_battery import DEFAULT_AXES, LARGE_BANK, SENSITIVITY_CLAIM, battery_designs, check_design
 from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, battery_gamma
 from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, look_sizes, spec_statistic
