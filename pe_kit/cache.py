@@ -27,9 +27,8 @@ __all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "write_verified", 
 
 
 def cache_dir() -> Path:
-    """Return the kit's cache directory (env ``PE_KIT_CACHE``, default ``~/.cache/pe_kit``).
-
-    The directory is created if missing. Returns a ``pathlib.Path``.
+    """The kit's cache directory as a ``Path`` (env ``PE_KIT_CACHE``, default ``~/.cache/pe_kit``), created if
+    missing.
     """
     path = Path(os.environ.get("PE_KIT_CACHE", Path.home() / ".cache" / "pe_kit")).expanduser()
     path.mkdir(parents=True, exist_ok=True)
@@ -37,10 +36,8 @@ def cache_dir() -> Path:
 
 
 def content_hash(*parts: Any) -> str:
-    """SHA-256 hex digest of a sequence of parts (str, bytes, numbers, or JSON-able objects).
-
-    Strings are hashed as UTF-8 with a length prefix so that ``("ab", "c")`` and ``("a", "bc")``
-    differ; iterables of strings are hashed element by element. Returns a 64-character hex string.
+    """SHA-256 hex digest (64 chars) of a sequence of parts (str, bytes, numbers, JSON-able objects); strings carry a
+    length prefix, so ``("ab", "c")`` and ``("a", "bc")`` differ.
     """
     h = hashlib.sha256()
     for part in parts:
@@ -114,10 +111,8 @@ def drop_verified(path: Path | str) -> None:
 
 
 def open_verified(path: Path | str) -> BinaryIO | None:
-    """The file at ``path`` open (binary, at offset 0) when its bytes match its ``.sha256``, else ``None``
-    ("missing or corrupt: recompute"; a corrupt file and its checksum are deleted). Hashes in 4 MiB blocks, so
-    memory is one block. The caller closes the file; the open handle keeps the verified bytes even if an atomic
-    write replaces the path meanwhile.
+    """The file at ``path`` open (binary, offset 0) when its bytes match its ``.sha256``, else ``None`` (a corrupt file
+    and its checksum are deleted). Hashes in 4 MiB blocks; the caller closes the file.
     """
     path = Path(path)
     try:
@@ -221,10 +216,8 @@ def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache_
 
 
 def source_digest(*modules: str) -> str:
-    """SHA-256 (16 hex) of the source files of pe_kit modules given as paths relative to the package
-    (``"pe/multiround.py"``, or a folder such as ``"text/generators"`` for all its ``.py`` files).
-
-    Part of cache keys whose results the named code determines. Raises FileNotFoundError for a missing path.
+    """SHA-256 (16 hex) of pe_kit source files given relative to the package (``"pe/multiround.py"``, or a folder such
+    as ``"text/generators"``). Raises FileNotFoundError for a missing path.
     """
     pkg = Path(__file__).resolve().parent
     h = hashlib.sha256()
@@ -340,9 +333,9 @@ class EmbeddingStore:
             drop_verified(self.folder / f"{seg}{suffix}")
 
     def put(self, keys: Sequence[bytes], rows: np.ndarray) -> str:
-        """Store ``rows`` (float32 (n, d)) under ``keys`` (n distinct 16-byte keys) as one new segment.
-
-        Returns the segment name. Raises ValueError if the lengths or the key size disagree.
+        """Store ``rows`` (float32 (n, d)) under ``keys`` (n distinct 16-byte keys) as one new segment; returns its
+        name.
+        Raises ValueError if the lengths or the key size disagree.
         """
         rows = np.ascontiguousarray(rows, dtype=np.float32)
         if rows.ndim != 2 or rows.shape[0] != len(keys) or any(len(k) != KEY_BYTES for k in keys):
@@ -358,9 +351,8 @@ class EmbeddingStore:
         return seg
 
     def compact(self, max_small: int = MAX_SMALL_SEGMENTS) -> bool:
-        """Merge the segments under 2,048 rows into one when there are more than ``max_small`` of them.
-
-        Returns True if a merge happened. The merged segment is committed before the old ones are removed.
+        """Merge the segments under 2,048 rows into one (committed before the old ones are removed) when there are more
+        than ``max_small``; returns True if a merge happened.
         """
         with self._lock:
             small = sorted(s for s, n in self._sizes.items() if n < SMALL_SEGMENT)

@@ -1,7 +1,5 @@
-"""The step cache's code key: a SHA-256 of the package's code, less the modules that only drive runs or draw.
-
-Every step-cache key (``pe_kit.study.audits``, ``pe_kit.study.ablations``) carries :func:`code_hash`, so an edit
-anywhere the numbers could come from recomputes the steps it could affect.
+"""The step cache's code key: a SHA-256 of the package's code, less the modules that only drive runs or draw, so an
+edit anywhere the numbers could come from recomputes the steps (``pe_kit.study.audits``, ``.ablations``).
 """
 from __future__ import annotations
 
@@ -35,9 +33,7 @@ def package_code_hash(pkg: str | Path | None = None, exclude: Sequence[str] = DI
 
 @lru_cache(maxsize=1)
 def code_hash() -> str:
-    """SHA-256 (16 hex) of the whole pe_kit package's code but :data:`DISPLAY_ONLY` (:func:`package_code_hash`).
-
-    Covers the seeds of designs and trials (``pe_kit.study.designs._rng``) and the canary of each variant
-    (``canary_slots``) too. Computed once per process.
+    """SHA-256 (16 hex) of the pe_kit package's code but :data:`DISPLAY_ONLY` (:func:`package_code_hash`), computed
+    once per process.
     """
     return package_code_hash()

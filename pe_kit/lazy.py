@@ -41,10 +41,8 @@ def _listed(tree: ast.Module, funcs: set[str], assigned: set[str]) -> list[str]:
 
 @lru_cache(maxsize=None)
 def stage_exports(package: str, folder: str) -> dict[str, str]:
-    """Public name → defining module (dotted) of the package ``package`` whose files are in ``folder``.
-
-    Raises:
-        SyntaxError: if a module of the package does not parse.
+    """Public name → defining module (dotted) of package ``package`` in ``folder``; raises SyntaxError for a bad
+    module.
     """
     table: dict[str, str] = {}
     listed_by: dict[str, list[str]] = {}
@@ -67,9 +65,8 @@ def stage_exports(package: str, folder: str) -> dict[str, str]:
 
 
 def lazy_package(package: str, init_file: str):
-    """``(__getattr__, __dir__)`` for a stage package's ``__init__``: public names and ``__all__`` load lazily.
-
-    Usage in ``pe_kit/<stage>/__init__.py``: ``__getattr__, __dir__ = lazy_package(__name__, __file__)``.
+    """``(__getattr__, __dir__)`` for a stage's ``__init__``: ``__getattr__, __dir__ = lazy_package(__name__,
+    __file__)``.
     """
     folder = str(Path(init_file).parent)
 

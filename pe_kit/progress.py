@@ -35,10 +35,8 @@ def streamed() -> bool:
 
 
 def progress_interval() -> float:
-    """Seconds between update lines in the progress file: env ``PE_KIT_PROGRESS_INTERVAL`` (default 10, ≥ 0).
-
-    Raises:
-        ValueError: if the variable is not a number ≥ 0 (names the variable and the fix).
+    """Seconds between update lines: env ``PE_KIT_PROGRESS_INTERVAL`` (default 10). Raises ValueError if it is not a
+    number ≥ 0 (names the variable and the fix).
     """
     raw = os.environ.get("PE_KIT_PROGRESS_INTERVAL", "10")
     try:
@@ -60,9 +58,8 @@ def _append(path: str, line: str) -> None:
 
 
 class Progress:
-    """One step's progress (see the module docstring); build it with :func:`progress`.
-
-    Attributes: n (int, units done), total (int or None), desc (str), unit (str), depth (0 = outermost).
+    """One step's progress, built by :func:`progress`: ``n`` units done, ``total``, ``desc``, ``unit``, ``depth``
+    (0 = outermost).
     """
 
     def __init__(self, iterable: Iterable | None = None, total: int | None = None, desc: str = "",

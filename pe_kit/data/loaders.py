@@ -147,21 +147,16 @@ def check_path(path) -> Path:
 
 def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_records: int | None = None,
                label_field: str = "industry", on_error: str = "raise") -> Corpus:
-    """Load Blog Authorship Corpus JSON Lines (``user_id``, ``text``, label field), gzip or plain.
+    """Load Blog Authorship Corpus JSON Lines (``user_id``, ``text``, label field), gzip or plain, as a ``Corpus``.
 
     Args:
         path: file (default: the bundled 900-blogger sample).
-        record_cap: m, first m records per user in file order are kept (App. D).
+        record_cap: m, the first m records per user in file order are kept (App. D).
         min_records, max_records: admissible records per user after the cap (default max = m).
-        label_field: field used as the user's label (``industry``, ``gender``, ``age``).
-        on_error: ``"raise"`` (default) or ``"skip"`` (count malformed lines / missing fields).
+        label_field: the user's label (``industry``, ``gender``, ``age``). on_error: ``"raise"`` or ``"skip"``.
 
-    Returns:
-        ``Corpus``.
-
-    Raises:
-        FileNotFoundError, IsADirectoryError (a folder: names the formats), DataError (file, line, field named;
-        a truncated gzip file; one user id with two label sets, :data:`PROFILE_FIELDS`).
+    Raises FileNotFoundError, IsADirectoryError, DataError (file, line and field named; a truncated gzip file; one
+    user id with two label sets, :data:`PROFILE_FIELDS`).
     """
     path = check_path(path or default_data_path())
     return _load(path, "blogs", record_cap, min_records, max_records, on_error, label_field)
@@ -226,10 +221,8 @@ def bank_text(text) -> str:
 
 
 def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) -> tuple[list[str], dict]:
-    """Candidate bank texts from a JSON Lines file with a ``text`` field (default: the bundled bank A).
-
-    Returns (texts, info) where info counts ``rows``, ``duplicates_removed`` and ``empty_removed``.
-    Raises DataError on a malformed line (file and line named).
+    """Candidate bank texts from a JSON Lines ``text`` field (default: bundled bank A) and info counting ``rows``,
+    ``duplicates_removed``, ``empty_removed``. Raises DataError on a malformed line (file and line named).
     """
     path = check_path(path or default_bank_path())
     skipped: Counter = Counter()

@@ -135,10 +135,10 @@ def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Sc
 
 def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | None,
              max_users: int | None = None) -> tuple[set, Counter, Counter]:
-    """The users a selection keeps, from pass-1 counts: (ids, skipped, removed) with the user rules applied
+    """The users a selection keeps from pass-1 counts: (ids, skipped, removed) under the user rules
     (``over_record_cap``, ``user_beyond_max_users``, ``user_too_few_records``, ``user_too_many_records``).
-
-    Raises: ValueError for inconsistent caps (names them and the fix)."""
+    Raises ValueError for inconsistent caps (names them and the fix).
+    """
     if record_cap < 1:
         raise ValueError(f"record_cap={record_cap} must be ≥ 1")
     if min_records < 1 or (max_records is not None and max_records < min_records):

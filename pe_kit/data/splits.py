@@ -1,8 +1,4 @@
-"""Arms and splits: cut records to a length, the long / short arms, seeded disjoint user splits.
-
-Source: "Canaries in the Bank" §3 and App. D (users and record cap; 500 aux / 500 calibration /
-1,000 test users, disjoint; canary users apart).
-"""
+"""Arms and splits (§3, App. D): cut records to a length, the long / short arms, seeded disjoint user splits."""
 from __future__ import annotations
 
 from collections import Counter

@@ -22,10 +22,9 @@ PAPER_MECHANISM = {"mech_top_k": 5, "mech_clip_norm": 0.1, "mech_noise_multiplie
 
 
 def mechanism_words(row: Mapping) -> str:
-    """What a results row's mechanism is, in words, when it is not the paper's: its settings, that the paper's columns
-    are left out, and when C never binds (a vote vector h̄_u = counts/(|D_u|·k) of Eq. 1 has norm ≤ 1/√k, so for
-    C ≥ 1/√k no contribution is clipped and μ_eff ≤ 1/(√k·σ·C) < 1/σ, Eq. 20). ``""`` for the paper's mechanism or
-    a row without ``mech_*`` columns."""
+    """A results row's mechanism in words when it is not the paper's (its settings, the paper's columns left out, and
+    when C never binds: for C ≥ 1/√k, μ_eff ≤ 1/(√k·σ·C) < 1/σ, Eqs. 1, 20); ``""`` for the paper's or no ``mech_*``.
+    """
     got = {k: row.get(k) for k in PAPER_MECHANISM}
     if any(v is None or pd.isna(v) for v in got.values()) or all(
             abs(float(got[k]) - v) < 1e-12 for k, v in PAPER_MECHANISM.items()):

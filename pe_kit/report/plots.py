@@ -81,10 +81,7 @@ def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[
 
 # ---------------------------------------------------------------------------------------------- 01 mechanism
 def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
-    """Histogram of users' ‖h̄_u‖₂ before clipping, with the clip threshold C (Eq. 1).
-
-    Args: h_norms float (N,); clip_norm C > 0. Returns Figure.
-    """
+    """Histogram of users' ‖h̄_u‖₂ (``h_norms``) before clipping, with the clip threshold C (Eq. 1)."""
     from matplotlib.ticker import MaxNLocator
 
     h = np.asarray(h_norms, float)
@@ -100,10 +97,8 @@ def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
 
 
 def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_std: float):
-    """Two panels: the canary's contribution on its support against the per-coordinate noise σC, and
-    the released histogram (votes + noise) against votes alone, coordinates sorted by votes.
-
-    Args: y float (p,) release; votes float (p,) Σ_u I_u v_u; canary_v float (p,); noise_std σC. Returns Figure.
+    """Two panels: the canary's contribution ``canary_v`` on its support against the noise σC, and the release ``y``
+    against ``votes`` alone, coordinates sorted by votes.
     """
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
     cv = np.sort(np.asarray(canary_v, float)[np.asarray(canary_v) > 0])[::-1]
@@ -133,10 +128,8 @@ def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_s
 
 # ---------------------------------------------------------------------------------------------- 02 probe design
 def plot_design(df: pd.DataFrame):
-    """Per variant: μ_eff of each canary against the ceiling 1/σ, and the share of the canary's votes on P.
-
-    Args: df rows with ``variant, mu_eff, mu_eff_ceiling, canary_votes_on_P``. Returns Figure.
-    Raises: ValueError naming a missing column.
+    """Per variant: μ_eff of each canary against the ceiling 1/σ, and the share of its votes on P.
+    Raises ValueError naming a missing column.
     """
     _need(df, ["variant", "mu_eff", "mu_eff_ceiling", "canary_votes_on_P"], "plot_design")
     import seaborn as sns
@@ -169,9 +162,8 @@ def plot_design(df: pd.DataFrame):
 
 # ---------------------------------------------------------------------------------------------- 03 LLR checks
 def plot_score_distributions(data: Mapping[str, Mapping]):
-    """Per design: histograms of ℓ under H0 and under fixed inclusion, with N(∓μ²/2, μ²) overlaid (Eqs. 16–17).
-
-    Args: data as returned by ``pe_kit.study.checks.llr_checks`` (variant → {mu, h0, inc, ...}). Returns Figure.
+    """Per design of ``pe_kit.study.checks.llr_checks``: histograms of ℓ under H0 and fixed inclusion, with
+    N(∓μ²/2, μ²) overlaid (Eqs. 16–17).
     """
     n = max(1, len(data))
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.4), squeeze=False)
@@ -222,11 +214,7 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
 
 # ---------------------------------------------------------------------------------------------- 04 audit
 def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over canaries) vs ε_theory"):
-    """Heatmap of a Table 2 / Table 4 analogue (rows: arm × bank; columns: variants and ε_theory), annotated.
-
-    Args: table from ``pe_kit.report.results.table_epsilon``. Returns Figure.
-    Raises: ValueError if the table is empty.
-    """
+    """Annotated heatmap of a ``table_epsilon`` (Table 2 / 4 analogue). Raises ValueError if the table is empty."""
     import seaborn as sns
 
     if table is None or table.empty:
@@ -379,11 +367,7 @@ def plot_encoder_ablation(df: pd.DataFrame):
 
 
 def plot_tightness(df: pd.DataFrame):
-    """ε_lower against trials per hypothesis (log scale), with the Gaussian-model expectation and ε_theory.
-
-    Args: rows with ``trials, epsilon_lower`` and optional ``epsilon_expected``, ``epsilon_theory``, ``variant``.
-    Returns Figure.
-    """
+    """ε_lower against trials per hypothesis (log scale), with the Gaussian-model expectation and ε_theory."""
     from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))

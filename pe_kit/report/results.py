@@ -54,9 +54,8 @@ class StepCache:
         return self.folder / f"{content_hash(*key_parts)[:32]}.json"
 
     def get_or_compute(self, key_parts: Sequence[Any], compute: Callable[[], Any]) -> Any:
-        """Return the stored result for ``key_parts``, or ``compute()`` it (JSON-able) and store it.
-
-        Raises whatever ``compute`` raises (nothing is stored then).
+        """The stored result for ``key_parts``, or ``compute()`` it (JSON-able) and store it; what ``compute`` raises
+        propagates.
         """
         path = self.path(*key_parts)
         if self.enabled and path.is_file():
@@ -147,10 +146,8 @@ def add_attack_ceiling(row: dict) -> dict:
 
 
 def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebook: str) -> Path:
-    """Write rows to ``<output_dir>/<notebook>.csv`` atomically and return the path.
-
-    Raises:
-        ValueError: if ``rows`` is empty (a notebook must produce at least one row; say why otherwise).
+    """Write rows to ``<output_dir>/<notebook>.csv`` atomically; returns the path. Raises ValueError if ``rows`` is
+    empty.
     """
     if not rows:
         raise ValueError(f"notebook {notebook!r} produced no result rows; check its parameters (variants, sizes)")
@@ -161,9 +158,8 @@ def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebo
 
 
 def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
-    """Concatenate ``<run_dir>/<nb>.csv`` for the given notebook stems (missing ones skipped), union of columns.
-
-    Returns a DataFrame with ``RUN_COLUMNS`` first; empty (no columns) if no CSV exists.
+    """``<run_dir>/<nb>.csv`` of the given stems concatenated (missing ones skipped), ``RUN_COLUMNS`` first; empty if
+    none.
     """
     frames = []
     for nb in notebooks:
@@ -365,10 +361,9 @@ def versions() -> dict:
 
 
 def short_cells(csv_path: Path, per_variant: int) -> list[str]:
-    """Lines naming the Table 2 cells (arm, bank, variant) of a notebook's rows that audited fewer than
-    ``per_variant`` canaries, because a canary's design was skipped (a pool shortfall; the executed notebook's
-    warnings name the canary), so the terminal says what results.md's canary counts show. [] when none, or the
-    file has no Table 2 rows."""
+    """Lines naming the Table 2 cells (arm, bank, variant) that audited fewer than ``per_variant`` canaries because a
+    design was skipped (a pool shortfall); [] when none.
+    """
     cols = ("experiment", "study_arm", "study_bank", "variant", "canary_id")
     try:
         df = pd.read_csv(csv_path, low_memory=False, usecols=lambda c: c in cols)

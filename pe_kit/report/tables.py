@@ -77,10 +77,9 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
 
 
 def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Add ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from the test confusion counts.
-
-    Needs columns ``test_true_pos``, ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``
-    (as written by ``pe_kit.study.world.audit_design``). Returns a copy. Raises ValueError naming a missing column.
+    """A copy with ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from ``test_true_pos``,
+    ``test_false_pos``,
+    ``test_n_h1``, ``test_n_h0`` and ``audit_delta``. Raises ValueError naming a missing column.
     """
     need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
     missing = [c for c in need if c not in df.columns]
@@ -136,10 +135,9 @@ def dropped_note(table: pd.DataFrame) -> str:
 
 
 def pool_generator_note(df: pd.DataFrame) -> str:
-    """One sentence saying which generator made the candidate pools of the paraphrase variants' canaries, e.g.
-    ``"Paraphrase pools: paraphrase 5 × smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``,
-    from the audit rows' ``pool_generator`` / ``pool_source`` (``pe_kit.study.world.audit_design``); ``""`` when no
-    paraphrase row carries them (runs before these columns existed)."""
+    """One sentence naming the generators of the paraphrase variants' pools, e.g. ``"Paraphrase pools: paraphrase 5 ×
+    smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``; ``""`` without such rows.
+    """
     if "pool_generator" not in df.columns or "variant" not in df.columns:
         return ""
     rows = df[df["variant"].astype(str).str.startswith("paraphrase") & df["pool_generator"].notna()]
@@ -191,11 +189,7 @@ def _variant_table(df: pd.DataFrame, index: Sequence[str], variants: Sequence[st
 
 
 def spread_cells(grouped) -> pd.Series:
-    """"max / median (min–max)" of each group of a ``SeriesGroupBy`` (e.g. ε_lower per variant), as str cells.
-
-    The paper's statistic is the max over canaries; the median and range say how far single canaries differ.
-    Returns a Series of str indexed by the group keys (``"0.412 / 0.250 (0.10–0.41)"``).
-    """
+    """"max / median (min–max)" str cells of each group of a ``SeriesGroupBy``, e.g. ``"0.412 / 0.250 (0.10–0.41)"``."""
     return (grouped.max().map("{:.3f}".format) + " / " + grouped.median().map("{:.3f}".format) + " ("
             + grouped.min().map("{:.2f}".format) + "–" + grouped.max().map("{:.2f}".format) + ")")
 

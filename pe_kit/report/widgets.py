@@ -44,10 +44,8 @@ def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma
 
 
 def asymptotic_epsilon(mu_eff: float, sample_rate: float, delta: float = 1e-5) -> float:
-    """The ε an infinitely long threshold audit converges to: max over thresholds of Eq. 28 with exact rates.
-
-    Args/Raises as :func:`expected_epsilon_lower` (no trials). Returns float ≥ 0 (≈1.685 at μ_eff=1, q=0.1,
-    δ=1e-5, just below ε_theory = 1.695: a perfect canary nearly attains the accountant's bound).
+    """The ε an infinitely long threshold audit converges to (Eq. 28 at exact rates, max over thresholds): ≈1.685 at
+    μ_eff=1, q=0.1, δ=1e-5, just below ε_theory = 1.695. Raises as :func:`expected_epsilon_lower`.
     """
     from pe_kit.audit.expectations import expected_epsilon
 

@@ -18,10 +18,7 @@ __all__ = ["ReproduceError", "this_python_kernel", "execute_notebook"]
 
 
 class ReproduceError(RuntimeError):
-    """A notebook of the reproduction failed; the message names the notebook, the cell and the error.
-
-    Attributes: notebook (stem), cell_index (int or None), executed (path of the partially executed notebook).
-    """
+    """A notebook of the reproduction failed: ``notebook`` (stem), ``cell_index`` (or None), ``executed`` (path)."""
 
     def __init__(self, message: str, notebook: str | None = None, cell_index: int | None = None,
                  executed: Path | None = None):

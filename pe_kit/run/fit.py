@@ -96,10 +96,9 @@ def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
 
 
 def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset:
-    """User ids that a world of ``p`` keeps out of its private splits: the example authors of every bank-B file
-    that a notebook that runs builds a world on (``bankB`` or a bank-B file by path; :func:`banks_used`,
-    ``study.world.bank_reserved_users``), else none. The fit counts them out of every arm, so the bank-A world of
-    a run with both banks is fitted as its smaller bank-B world."""
+    """User ids a world of ``p`` keeps out of its private splits: the example authors of every bank-B file a running
+    notebook uses (:func:`banks_used`, ``study.world.bank_reserved_users``); the fit counts them out of every arm.
+    """
     from pe_kit.study.world import bank_reserved_users
 
     return frozenset().union(*(bank_reserved_users(b) for b in banks_used(p, notebooks)))
@@ -107,10 +106,9 @@ def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset
 
 @dataclass(frozen=True)
 class FitResult:
-    """What :func:`fit_preset` chose: ``preset`` (the fitted one), ``changes`` (setting → (old, new)),
-    ``reasons`` (one line per decision; the first says why the preset did not fit), ``fitted`` (False when the
-    preset already fit the data), ``definite`` (the preset certainly does not fit: too few users or canaries;
-    False when only the public bank's estimated size is short)."""
+    """What :func:`fit_preset` chose: ``preset``, ``changes`` (setting → (old, new)), ``reasons`` (one line per
+    decision), ``fitted`` and ``definite`` (the preset certainly does not fit, not only by the public bank's estimate).
+    """
 
     preset: Preset
     changes: dict

@@ -225,10 +225,8 @@ def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int 
 
 def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
                     declared: Sequence[str] | None = None) -> dict:
-    """Papermill parameters for one notebook: its keys (``NOTEBOOK_KEYS``) as the notebook sees them in the preset
-    (``Preset.view``: its own section and its own study / mechanism / audit values on top), plus ``output_dir`` /
-    ``seed``; with ``declared`` (the names its ``parameters`` cell assigns) only those. A notebook outside the tree
-    gets every value it declares. JSON-able values only (tuples → lists).
+    """Papermill parameters of one notebook: its ``NOTEBOOK_KEYS`` as ``Preset.view`` gives them, plus ``output_dir`` /
+    ``seed``, restricted to ``declared`` when given (every declared value outside the tree); JSON-able (tuples → lists).
     """
     base = {**preset.view(notebook if notebook in NOTEBOOKS else None), "preset": preset.name,
             "output_dir": str(output_dir), "seed": int(seed)}

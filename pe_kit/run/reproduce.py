@@ -63,9 +63,7 @@ class RunSummary:
 
 def notebooks_dir() -> Path:
     """Folder of the notebooks: env ``PE_KIT_NOTEBOOKS`` or the repository's ``notebooks/``.
-
-    Raises:
-        FileNotFoundError: if neither exists (pass ``notebooks_dir=`` / ``--notebooks-dir``).
+    Raises FileNotFoundError if neither exists (pass ``notebooks_dir=`` / ``--notebooks-dir``).
     """
     env = os.environ.get("PE_KIT_NOTEBOOKS")
     path = Path(env) if env else _REPO / "notebooks"

@@ -1,7 +1,6 @@
-"""The field machinery of the settings tree: :class:`ParamSpec` (type and range), :func:`setting` (one declared
-field), :class:`Section` (a frozen class of fields, checked on construction) and :func:`check_param`, the one check:
-a bool or a str is never a number, an integral float (``1e6``) is fine for an integer field, a fractional one is
-not; ranges are checked; a list field takes a single value as a one-element list.
+"""The field machinery of the settings tree: :class:`ParamSpec`, :func:`setting`, :class:`Section` and
+:func:`check_param`, the one check (a bool or str is never a number, ``1e6`` is an integer, ranges are checked, a
+list field takes a single value as a one-element list).
 """
 from __future__ import annotations
 
@@ -15,14 +14,9 @@ __all__ = ["ParamSpec", "PARAM_TYPES", "Section", "setting", "check_param", "clo
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """Type and range of one parameter.
-
-    Attributes:
-        kind: ``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; with ``many=True`` a list of that kind.
-        lo, hi: inclusive bounds (None = unbounded); lo_open / hi_open make them exclusive.
-        optional: None is accepted (meaning "the default").
-        choices: admissible values for ``str`` or numbers (also for list elements).
-        word: a str accepted besides the typed value (``"all"`` variants, ``"auto"`` encoders).
+    """Type and range of one parameter: ``kind`` (``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; ``many=True``: a
+    list), inclusive ``lo`` / ``hi`` (``lo_open`` / ``hi_open``: exclusive), ``optional`` (None accepted),
+    ``choices``, ``word`` (a str accepted besides the typed value: ``"all"``, ``"auto"``).
     """
 
     kind: str
@@ -107,10 +101,9 @@ class Section:
 
 
 class _ParamTypes(Mapping):
-    """``name → ParamSpec`` of every field declared on a registered :class:`Section` (read-only, live).
-
-    A name declared on two classes must carry the very same ``ParamSpec`` object (``record_cap``); otherwise the
-    lookup raises ``RuntimeError`` (a setting declared twice)."""
+    """``name → ParamSpec`` of every field of a registered :class:`Section` (read-only, live); a name declared twice
+    with different ``ParamSpec`` objects raises ``RuntimeError``.
+    """
 
     _fields: dict = {}  # name → its dataclass field (default, doc, slider)
 

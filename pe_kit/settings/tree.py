@@ -55,11 +55,7 @@ for _stem in NOTEBOOKS:
 
 
 def notebook_stem(nb: str) -> str:
-    """``"06"`` or ``"06_multiround_mauve"`` → ``"06_multiround_mauve"``.
-
-    Raises:
-        ValueError: for an unknown notebook, listing the notebooks (with a did-you-mean).
-    """
+    """``"06"`` or ``"06_multiround_mauve"`` → ``"06_multiround_mauve"``; raises ValueError for an unknown notebook."""
     matches = [n for n in NOTEBOOKS if n == nb or n.split("_")[0] == nb]
     if not matches:
         raise ValueError(f"use <notebook>.<parameter> with a notebook of {', '.join(NOTEBOOKS)} "
