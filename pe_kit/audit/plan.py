@@ -150,9 +150,8 @@ def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, targe
 
 
 def check_keywords(given, accepted, call: str, aliases: dict | None = None) -> None:
-    """Raise TypeError for a keyword of ``given`` that ``call`` does not take, with the one it most likely meant.
-
-    Args: given, accepted: keyword names. call: e.g. ``"audit_release"``. aliases: wrong name → right one.
+    """Raise TypeError for a keyword of ``given`` that ``call`` (e.g. ``"audit_release"``) does not take among
+    ``accepted``, naming the one most likely meant (``aliases``: wrong name → right one).
     """
     accepted = sorted(accepted)
     for key in given:

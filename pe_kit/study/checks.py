@@ -1,7 +1,5 @@
-"""The numerical checks behind notebooks 01 and 03: one PE release step by step, and App. E on real data.
-
-``mechanism_walkthrough`` (Eq. 1, Alg. A.1 lines 8–20) and ``llr_checks`` (App. E: Eqs. 14–23 — scores vs
-N(∓μ²/2, μ²), the mixture identity, μ_eff ≤ 1/σ, the Gaussian approximation).
+"""The numerical checks behind notebooks 01 and 03: ``mechanism_walkthrough`` (one release step by step, Eq. 1,
+Alg. A.1 lines 8–20) and ``llr_checks`` (App. E, Eqs. 14–23, on real data).
 """
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A variant's frozen designs for the study's canaries and what they put on the probes, without trials (notebooks
-02 and 03): which canary each variant audits, the seeds of designs and trials, μ_eff and vote placement (Eqs. 1, 3,
-20, 34–35), paraphrase examples and the votes a canary's records cast (Table 1, App. B).
+"""Frozen designs of the study's canaries and what they put on the probes, without trials (notebooks 02, 03): slots,
+seeds, μ_eff and vote placement (Eqs. 1, 3, 20, 34–35), paraphrase examples and votes (Table 1, App. B).
 """
 from __future__ import annotations
 

@@ -49,10 +49,8 @@ def routed_contributions(emb: np.ndarray, owner: np.ndarray, n_users: int, bank:
 
 
 def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tuple]]:
-    """Real users usable as natural canaries: the canary split first, then users in no split; texts that also sit
-    in the base bank are dropped (a verbatim bank entry would tie with the canary's copies).
-
-    Returns a list of (user_id, texts) with at least ``records_per_canary`` texts each.
+    """(user_id, texts) of real users usable as natural canaries (canary split first, then users in no split), with at
+    least ``records_per_canary`` texts not also in the base bank.
     """
     used = set(world.splits.aux) | set(world.splits.calibration) | set(world.splits.test)
     in_bank = set(world.bank_texts)

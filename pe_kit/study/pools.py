@@ -20,10 +20,9 @@ _FALLBACKS_WARNED: set = set()
 
 
 def _warn_fallback_once(key: tuple, fallback: str) -> None:
-    """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process: a study designs
-    every paraphrase canary for several variants, arms and banks, and ``warnings``' own once-per-location registry is
-    reset by every ``catch_warnings`` block, so without this a notebook repeats the line dozens of times. Every
-    fallback stays recorded in its design (``info["pool_fallback"]``) and counted in results.md's pool line."""
+    """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process (``catch_warnings``
+    resets the warnings registry); each fallback stays in its design's ``info["pool_fallback"]``.
+    """
     if key in _FALLBACKS_WARNED:
         return
     import warnings

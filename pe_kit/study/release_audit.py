@@ -81,10 +81,8 @@ def _check_battery_arguments(variant, seed, design_options, axes) -> None:
 def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
                     canary_slot: int = 0, seed=0, study: dict | None = None, design_options: dict | None = None,
                     axes: dict | None = None, large_bank: int = LARGE_BANK) -> tuple[list, object]:
-    """The battery of designs ``audit_release`` audits (and the check design), without auditing.
-
-    Args: as ``audit_release``. Returns: (list of ``ImplementationDesign``, base first; the check design).
-    Raises: as ``audit_release``.
+    """The battery ``audit_release`` audits (``ImplementationDesign`` list, base first) and the check design, without
+    auditing; arguments and errors as ``audit_release``.
     """
     _check_battery_arguments(variant, seed, design_options, axes)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")

@@ -115,10 +115,8 @@ def input_digests(config: StudyConfig) -> dict:
 
 
 def check_bank_b(config: StudyConfig) -> None:
-    """Refuse ``bank="bankB"`` before any work while its file is not shipped.
-
-    Raises:
-        ValueError: with ``text.banks.bank_b_missing_message()`` (how to build it, how much is committed).
+    """Refuse ``bank="bankB"`` before any work while its file is not shipped: ValueError with
+    ``text.banks.bank_b_missing_message()``.
     """
     from pe_kit.data.loaders import default_bank_b_path
     from pe_kit.text.banks import bank_b_missing_message
