@@ -27,18 +27,14 @@ __all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "write_verified", 
 
 
 def cache_dir() -> Path:
-    """The kit's cache directory as a ``Path`` (env ``PE_KIT_CACHE``, default ``~/.cache/pe_kit``), created if
-    missing.
-    """
+    """The kit's cache directory (env ``PE_KIT_CACHE``, default ``~/.cache/pe_kit``), created if missing."""
     path = Path(os.environ.get("PE_KIT_CACHE", Path.home() / ".cache" / "pe_kit")).expanduser()
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def content_hash(*parts: Any) -> str:
-    """SHA-256 hex digest (64 chars) of a sequence of parts (str, bytes, numbers, JSON-able objects); strings carry a
-    length prefix, so ``("ab", "c")`` and ``("a", "bc")`` differ.
-    """
+    """SHA-256 hex of a sequence of parts (str, bytes, numbers, JSON-able); str parts carry a length prefix."""
     h = hashlib.sha256()
     for part in parts:
         _update(h, part)
@@ -351,9 +347,7 @@ class EmbeddingStore:
         return seg
 
     def compact(self, max_small: int = MAX_SMALL_SEGMENTS) -> bool:
-        """Merge the segments under 2,048 rows into one (committed before the old ones are removed) when there are more
-        than ``max_small``; returns True if a merge happened.
-        """
+        """Merge the segments under 2,048 rows into one when there are more than ``max_small``; True if merged."""
         with self._lock:
             small = sorted(s for s, n in self._sizes.items() if n < SMALL_SEGMENT)
             if len(small) <= max_small:

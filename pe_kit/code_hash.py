@@ -33,7 +33,5 @@ def package_code_hash(pkg: str | Path | None = None, exclude: Sequence[str] = DI
 
 @lru_cache(maxsize=1)
 def code_hash() -> str:
-    """SHA-256 (16 hex) of the pe_kit package's code but :data:`DISPLAY_ONLY` (:func:`package_code_hash`), computed
-    once per process.
-    """
+    """SHA-256 (16 hex) of the pe_kit code but :data:`DISPLAY_ONLY` (:func:`package_code_hash`), once per process."""
     return package_code_hash()

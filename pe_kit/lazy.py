@@ -41,9 +41,7 @@ def _listed(tree: ast.Module, funcs: set[str], assigned: set[str]) -> list[str]:
 
 @lru_cache(maxsize=None)
 def stage_exports(package: str, folder: str) -> dict[str, str]:
-    """Public name → defining module (dotted) of package ``package`` in ``folder``; raises SyntaxError for a bad
-    module.
-    """
+    """Public name → defining module (dotted) of ``package`` in ``folder``; SyntaxError for a bad module."""
     table: dict[str, str] = {}
     listed_by: dict[str, list[str]] = {}
     for path in sorted(Path(folder).glob("*.py")):
@@ -65,9 +63,7 @@ def stage_exports(package: str, folder: str) -> dict[str, str]:
 
 
 def lazy_package(package: str, init_file: str):
-    """``(__getattr__, __dir__)`` for a stage's ``__init__``: ``__getattr__, __dir__ = lazy_package(__name__,
-    __file__)``.
-    """
+    """``(__getattr__, __dir__)`` of a stage's ``__init__``: public names and ``__all__`` load lazily."""
     folder = str(Path(init_file).parent)
 
     def __getattr__(name: str):

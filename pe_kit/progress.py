@@ -28,9 +28,7 @@ def headless() -> bool:
 
 
 def streamed() -> bool:
-    """True when ``PE_KIT_PROGRESS_STREAMED`` is set to anything but ``""`` / ``"0"``: the runner streams this
-    kernel's stderr to its terminal (``pe-kit reproduce --log-output``), so an outermost step's end line, printed
-    to stderr, is not also written to the progress file (the runner would print it a second time)."""
+    """True when ``PE_KIT_PROGRESS_STREAMED`` is set (not ``""``/``"0"``): end lines go to stderr only."""
     return os.environ.get("PE_KIT_PROGRESS_STREAMED", "") not in ("", "0")
 
 
@@ -58,9 +56,7 @@ def _append(path: str, line: str) -> None:
 
 
 class Progress:
-    """One step's progress, built by :func:`progress`: ``n`` units done, ``total``, ``desc``, ``unit``, ``depth``
-    (0 = outermost).
-    """
+    """One step's progress (:func:`progress`): ``n`` done, ``total``, ``desc``, ``unit``, ``depth`` (0 = outermost)."""
 
     def __init__(self, iterable: Iterable | None = None, total: int | None = None, desc: str = "",
                  unit: str = "it") -> None:

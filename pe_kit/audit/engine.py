@@ -109,9 +109,7 @@ class TrialEngine:
         return [(i, min(b, n_trials - i * b)) for i in range(-(-int(n_trials) // b))]
 
     def _map(self, fn, jobs: list, sizes: list[int], desc: str, reduce: bool = True):
-        """Run the block jobs; ``reduce``: sum results as they arrive (memory O(one result)), else list them.
-
-        Process workers receive the plan once (pool initializer), not with every block."""
+        """Run the block jobs, summed as they arrive when ``reduce`` (memory one result), else listed."""
         from pe_kit.progress import progress
 
         bar = progress(total=sum(sizes), unit="trial", desc=desc) if self.progress else None
@@ -153,9 +151,7 @@ class TrialEngine:
 
     # -- public
     def histogram(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
-        """int64 (grid.size + 1,) histogram of ``n_trials`` scores under ``hypothesis`` (0: H0, 1: H1) on ``grid``,
-        summing to n_trials; memory one block.
-        """
+        """int64 (grid.size + 1,) histogram of ``n_trials`` scores under ``hypothesis`` (0: H0, 1: H1) on ``grid``."""
         h = self._hyp(hypothesis)
         if not isinstance(grid, ThresholdGrid):
             raise ValueError("grid must be a ThresholdGrid (e.g. ThresholdGrid.for_problem(problem, n_trials))")
@@ -221,9 +217,7 @@ class TrialEngine:
 # ----------------------------------------------------------------------------------------------- one audit
 
 def exact_method(method: str, *problems: ScalarProblem) -> str:
-    """``"multinomial"`` for ``method="auto"`` when exact (no background voters, noise_sd > 0: ≈ 70× faster at 10⁶
-    trials), else ``method`` unchanged.
-    """
+    """``"multinomial"`` for ``method="auto"`` when exact (no background voters, noise_sd > 0), else ``method``."""
     if method == "auto" and problems and all(
             np.asarray(p.projections).size == 0 and p.noise_sd > 0 for p in problems):
         return "multinomial"

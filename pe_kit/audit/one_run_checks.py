@@ -67,9 +67,7 @@ def idealised_correct(mu: float, m: int, guesses, repeats: int, rng: np.random.G
 
 
 def guess_grid(m: int, lo: int = 100, hi: int = 60_000, n: int = 96) -> np.ndarray:
-    """Sorted distinct even c′ on a geometric grid from ``lo`` to min(``hi``, m/2) (≈ 7 % steps), as searched by
-    ``published_checks``.
-    """
+    """Sorted distinct even c′ on a geometric grid from ``lo`` to min(``hi``, m/2) (≈ 7 % steps)."""
     top = min(int(hi), int(m) // 2)
     return np.unique(np.round(np.geomspace(lo, top, n) / 2).astype(np.int64) * 2)
 

@@ -70,9 +70,7 @@ class Reach:
 
 
 def audit_reach(mechanism: MechanismConfig, trials: int, *, gamma: float, delta: float) -> Reach:
-    """The ``Reach`` of an audit of ``mechanism`` at ``trials``, γ and δ (closed forms). Raises ValueError on
-    out-of-range trials, γ or δ.
-    """
+    """The ``Reach`` of ``mechanism`` at ``trials``, γ, δ (closed forms); ValueError on out-of-range arguments."""
     mu = mu_eff_reachable(mechanism)
     return Reach(int(trials), float(gamma), float(delta),  # δ = 0: no finite ε holds for Gaussian noise
                  epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta) if delta > 0 else math.inf,
@@ -150,9 +148,7 @@ def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, targe
 
 
 def check_keywords(given, accepted, call: str, aliases: dict | None = None) -> None:
-    """Raise TypeError for a keyword of ``given`` that ``call`` (e.g. ``"audit_release"``) does not take among
-    ``accepted``, naming the one most likely meant (``aliases``: wrong name → right one).
-    """
+    """TypeError for a keyword of ``given`` not in ``accepted`` of ``call``, naming the one likely meant."""
     accepted = sorted(accepted)
     for key in given:
         if key in accepted:

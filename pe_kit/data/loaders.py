@@ -205,9 +205,7 @@ def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") 
 
 
 def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
-    """Dispatch to a loader by ``fmt`` or, for ``auto``, by the file name (:func:`resolve_format`); ``kwargs`` go to the
-    loader. Raises as :func:`resolve_format` and the loader.
-    """
+    """A loader by ``fmt`` or the file name (:func:`resolve_format`), given ``kwargs``; raises as both."""
     if path is None:
         return load_blogs(**kwargs)
     path, fmt = resolve_format(path, fmt, kwargs.get("label_field", "industry"))

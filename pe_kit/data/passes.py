@@ -103,8 +103,8 @@ def _label_set(prof: tuple) -> str:
 
 
 def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Scan:
-    """Pass 1: count each user's valid records (no text kept) and the skips; ``rows`` is the format's row reader.
-    Returns ``Scan``; raises DataError (file, line, field).
+    """Pass 1 (``Scan``): each user's valid records and the skips, no text kept; raises DataError (file, line,
+    field).
     """
     skipped: Counter = Counter()
     counts: dict[str, int] = {}

@@ -183,9 +183,7 @@ class ReleasePipeline:
 
     def release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
                       n_releases: int, coords, chunk_size: int = 8192) -> np.ndarray:
-        """``n_releases`` independent releases on ``coords`` (float64 (n_releases, |coords|)). Raises ValueError on bad
-        data arguments, n_releases < 1 or coords outside [0, p).
-        """
+        """``n_releases`` independent releases on ``coords`` (float64 (n_releases, |coords|)), as ``staged_batch``."""
         n_releases, coords = _releases(n_releases), _coords(coords, np.asarray(bank).shape[0])
         return self._randomised(self.prepare(bank, records, owner, n_users, config), config, rng, n_releases, coords,
                                 chunk_size)
@@ -211,9 +209,7 @@ class ReferenceRelease(ReleasePipeline):
 
 def reference_release(bank, records, owner, n_users: int, config: MechanismConfig,
                       rng: np.random.Generator) -> np.ndarray:
-    """One release (float64 (p,)) by the kit's mechanism functions (topk_routes → contributions → sample_participation
-    → release; Eq. 1). Raises ValueError on bad data arguments.
-    """
+    """One release (float64 (p,), Eq. 1) by ``pe.mechanism``'s functions; ValueError on bad data arguments."""
     bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
     c = contributions(topk_routes(records, bank, config.top_k), owner, n_users, bank.shape[0], config.clip_norm)
     return release(c, config, rng, sample_participation(n_users, config.sample_rate, rng))
@@ -321,9 +317,7 @@ class HistogramAdapter:
 
 
 def stack_users(users: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Stack a list of per-user (n_u, d) arrays into (records float32 (n, d), owner int64 (n,), n_users).
-
-    Raises ValueError on an empty list (the protocol needs at least one user)."""
+    """Per-user (n_u, d) arrays → (records float32 (n, d), owner int64 (n,), n_users); ValueError if empty."""
     if len(users) == 0:
         raise ValueError("users is empty: a release needs at least one eligible user")
     users = [np.asarray(u, dtype=np.float32) for u in users]

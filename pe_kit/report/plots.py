@@ -64,9 +64,7 @@ def _trials(df: pd.DataFrame) -> str:
 
 
 def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[Path]:
-    """Write ``fig`` to ``<output_dir>/figures/<name>.png`` and ``.pdf``; returns [png path, pdf path].
-    Raises ValueError if ``name`` is empty or contains a path separator.
-    """
+    """Write ``fig`` as ``<output_dir>/figures/<name>.png`` and ``.pdf``; ValueError for an empty or path-like name."""
     if not name or "/" in name or "\\" in name:
         raise ValueError(f"name={name!r} must be a plain file stem such as '04_audit_heatmap'")
     folder = Path(output_dir) / "figures"
@@ -128,9 +126,7 @@ def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_s
 
 # ---------------------------------------------------------------------------------------------- 02 probe design
 def plot_design(df: pd.DataFrame):
-    """Per variant: μ_eff of each canary against the ceiling 1/σ, and the share of its votes on P.
-    Raises ValueError naming a missing column.
-    """
+    """Per variant: each canary's μ_eff against the ceiling 1/σ, and its vote share on P."""
     _need(df, ["variant", "mu_eff", "mu_eff_ceiling", "canary_votes_on_P"], "plot_design")
     import seaborn as sns
 
@@ -162,9 +158,7 @@ def plot_design(df: pd.DataFrame):
 
 # ---------------------------------------------------------------------------------------------- 03 LLR checks
 def plot_score_distributions(data: Mapping[str, Mapping]):
-    """Per design of ``pe_kit.study.checks.llr_checks``: histograms of ℓ under H0 and fixed inclusion, with
-    N(∓μ²/2, μ²) overlaid (Eqs. 16–17).
-    """
+    """Per design of ``llr_checks``: ℓ histograms under H0 and inclusion, N(∓μ²/2, μ²) overlaid (Eqs. 16–17)."""
     n = max(1, len(data))
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.4), squeeze=False)
     for ax, (name, d) in zip(axes[0], data.items()):

@@ -54,9 +54,7 @@ class StepCache:
         return self.folder / f"{content_hash(*key_parts)[:32]}.json"
 
     def get_or_compute(self, key_parts: Sequence[Any], compute: Callable[[], Any]) -> Any:
-        """The stored result for ``key_parts``, or ``compute()`` it (JSON-able) and store it; what ``compute`` raises
-        propagates.
-        """
+        """The stored result for ``key_parts``, or ``compute()`` (JSON-able) stored."""
         path = self.path(*key_parts)
         if self.enabled and path.is_file():
             try:
@@ -146,9 +144,7 @@ def add_attack_ceiling(row: dict) -> dict:
 
 
 def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebook: str) -> Path:
-    """Write rows to ``<output_dir>/<notebook>.csv`` atomically; returns the path. Raises ValueError if ``rows`` is
-    empty.
-    """
+    """Write rows to ``<output_dir>/<notebook>.csv`` atomically; ValueError if ``rows`` is empty."""
     if not rows:
         raise ValueError(f"notebook {notebook!r} produced no result rows; check its parameters (variants, sizes)")
     path = Path(output_dir) / f"{notebook}.csv"
@@ -158,9 +154,7 @@ def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebo
 
 
 def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
-    """``<run_dir>/<nb>.csv`` of the given stems concatenated (missing ones skipped), ``RUN_COLUMNS`` first; empty if
-    none.
-    """
+    """The given notebooks' ``<run_dir>/<nb>.csv`` concatenated, ``RUN_COLUMNS`` first; empty if none."""
     frames = []
     for nb in notebooks:
         path = Path(run_dir) / f"{nb}.csv"
@@ -361,9 +355,7 @@ def versions() -> dict:
 
 
 def short_cells(csv_path: Path, per_variant: int) -> list[str]:
-    """Lines naming the Table 2 cells (arm, bank, variant) that audited fewer than ``per_variant`` canaries because a
-    design was skipped (a pool shortfall); [] when none.
-    """
+    """Lines naming the Table 2 cells that audited fewer than ``per_variant`` canaries (a design skipped)."""
     cols = ("experiment", "study_arm", "study_bank", "variant", "canary_id")
     try:
         df = pd.read_csv(csv_path, low_memory=False, usecols=lambda c: c in cols)

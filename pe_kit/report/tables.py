@@ -238,9 +238,7 @@ _TRUNC_COUNTS = ("records_truncated", "records_total", "bank_truncated", "bank_t
 
 
 def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per distinct world (arm, bank, encoder, token cap) with its truncation counts
-    (``pe_kit.study.world.truncation_fields``); empty without counts.
-    """
+    """Truncation counts per distinct world (arm, bank, encoder, token cap); empty without counts."""
     if df is None or df.empty or "token_cap" not in df.columns:
         return pd.DataFrame()
     cols = [c for c in (*_TRUNC_KEYS, *_TRUNC_COUNTS) if c in df.columns]
@@ -287,9 +285,7 @@ IDEALISED_TITLE = ("One-run audits on the idealised game (notebook 08: no PE, pe
 
 
 def published_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Notebook 08's published-value checks (``one_run_published``) with ``table`` ("App. B" or "Table 1") and the other
-    columns of ``_PUBLISHED`` present, in order.
-    """
+    """Notebook 08's ``one_run_published`` rows with ``table`` ("App. B" or "Table 1") and ``_PUBLISHED`` columns."""
     rows = rows.copy()
     if "source" in rows.columns:
         rows["table"] = rows["source"].astype(str).str.rsplit(", ", n=1).str[-1]

@@ -40,9 +40,7 @@ _NB06 = "06_multiround_mauve"
 
 @dataclass(frozen=True)
 class DataProfile:
-    """Records per user of a corpus: ``records`` int (U,) capped at ``cap`` (the preset's m), and ``reserved`` int (R,)
-    for the bank-B example authors present (``study.world.bank_reserved_users``).
-    """
+    """Records per user (int (U,), capped at ``cap`` = m) and of the bank-B example authors present (``reserved``)."""
 
     source: str
     fmt: str

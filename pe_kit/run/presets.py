@@ -142,9 +142,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
 
 
 def audited_mechanism(p: Preset) -> str:
-    """The results.md line naming the audited mechanism: σ, q, k, C, m, δ, α and its ε_theory (Opacus PRV, one
-    release), plus each notebook's own mechanism values (notebook 06: σ = 1.1088).
-    """
+    """The results.md line naming the audited σ, q, k, C, m, δ, α, ε_theory and each notebook's own values."""
     from pe_kit.audit.accounting import epsilon_theory
 
     v = p.view()

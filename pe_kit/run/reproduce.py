@@ -62,9 +62,7 @@ class RunSummary:
 
 
 def notebooks_dir() -> Path:
-    """Folder of the notebooks: env ``PE_KIT_NOTEBOOKS`` or the repository's ``notebooks/``.
-    Raises FileNotFoundError if neither exists (pass ``notebooks_dir=`` / ``--notebooks-dir``).
-    """
+    """Folder of the notebooks: env ``PE_KIT_NOTEBOOKS`` or ``notebooks/``; FileNotFoundError if neither exists."""
     env = os.environ.get("PE_KIT_NOTEBOOKS")
     path = Path(env) if env else _REPO / "notebooks"
     if not path.is_dir():
@@ -154,9 +152,7 @@ def preset_changes(p: Preset) -> dict:
 
 
 def about_preset(p: Preset, changed: bool) -> str:
-    """The "about this preset" line of results.md: ``p.description``, or when ``changed`` (``--set``, ``--data``,
-    ``--fit-data``) a line naming the preset and pointing to the run's sizes.
-    """
+    """``p.description``, or when ``changed`` a line naming the preset and pointing to the run's sizes."""
     if not changed:
         return p.description
     return (f"preset {p.name}, with the settings listed under 'changed from the preset'; this run's sizes are "

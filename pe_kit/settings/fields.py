@@ -101,9 +101,7 @@ class Section:
 
 
 class _ParamTypes(Mapping):
-    """``name → ParamSpec`` of every field of a registered :class:`Section` (read-only, live); a name declared twice
-    with different ``ParamSpec`` objects raises ``RuntimeError``.
-    """
+    """``name → ParamSpec`` of every registered field (live); a name with two different specs raises RuntimeError."""
 
     _fields: dict = {}  # name → its dataclass field (default, doc, slider)
 

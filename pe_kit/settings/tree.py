@@ -142,9 +142,7 @@ class Preset:
         return getattr(self, sec) if sec in SECTIONS else self.notebooks[sec]
 
     def with_values(self, values: Mapping[str, Any]) -> "Preset":
-        """A copy with ``values`` set (keys as in :func:`locate`), each checked against its declaration.
-        Raises ValueError for an unknown key or a value of the wrong type or range.
-        """
+        """A copy with ``values`` set (keys as :func:`locate`), each checked; ValueError for a bad key or value."""
         changes: dict[str, dict] = {}
         shared: dict[str, dict] = {}
         for key, value in values.items():

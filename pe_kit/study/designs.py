@@ -38,9 +38,7 @@ def _rng(seed: int, variant: str, j: int, purpose: int, salt: int = 0) -> np.ran
 
 def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,
                pool_size: int | None = None, generator=None):
-    """:func:`design_for` returning ``(design, None)`` or ``(None, reason)`` without warning; ``reason`` starts with
-    ``"not implemented"`` or ``"pool shortfall"``; other errors propagate.
-    """
+    """:func:`design_for` as ``(design, None)`` or ``(None, reason)`` (``"not implemented"``, ``"pool shortfall"``)."""
     from pe_kit.text.generators.base import PoolShortfallError
 
     kw = {}

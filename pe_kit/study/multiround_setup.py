@@ -19,9 +19,7 @@ GENERATORS = ("public-retrieval", "wordnet", "smollm2", "openai")
 
 @dataclass(frozen=True)
 class MultiroundSetup:
-    """What :func:`multiround_setup` builds: ``world``, ``mechanism``, ``design``, ``pe`` (``PEConfig``), ``generator``,
-    ``n_probes`` r, ``retained`` k̃, ``new_per_round`` g and a ``report`` line.
-    """
+    """What :func:`multiround_setup` builds (r = ``n_probes``, k̃ = ``retained``, g = ``new_per_round``)."""
 
     world: Any
     mechanism: Any

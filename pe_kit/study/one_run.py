@@ -49,9 +49,7 @@ def routed_contributions(emb: np.ndarray, owner: np.ndarray, n_users: int, bank:
 
 
 def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tuple]]:
-    """(user_id, texts) of real users usable as natural canaries (canary split first, then users in no split), with at
-    least ``records_per_canary`` texts not also in the base bank.
-    """
+    """(user_id, texts) of usable natural canaries, texts not in the base bank, at least ``records_per_canary``."""
     used = set(world.splits.aux) | set(world.splits.calibration) | set(world.splits.test)
     in_bank = set(world.bank_texts)
     order = list(world.splits.canary) + [u.user_id for u in world.corpus.users

@@ -81,9 +81,7 @@ def _check_battery_arguments(variant, seed, design_options, axes) -> None:
 def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
                     canary_slot: int = 0, seed=0, study: dict | None = None, design_options: dict | None = None,
                     axes: dict | None = None, large_bank: int = LARGE_BANK) -> tuple[list, object]:
-    """The battery ``audit_release`` audits (``ImplementationDesign`` list, base first) and the check design, without
-    auditing; arguments and errors as ``audit_release``.
-    """
+    """The designs ``audit_release`` audits (base first) and the check design, without auditing."""
     _check_battery_arguments(variant, seed, design_options, axes)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     from pe_kit.study.world import make_design

@@ -1,6 +1,4 @@
-"""A notebook's setup from its parameters: the study (``StudyConfig``), the mechanism and audit settings, and the
-``World`` they run on (App. D; §2.1), reused within one process.
-"""
+"""A notebook's setup from its parameters: ``StudyConfig``, mechanism, audit and the ``World`` (§2.1, App. D)."""
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -115,9 +115,7 @@ def input_digests(config: StudyConfig) -> dict:
 
 
 def check_bank_b(config: StudyConfig) -> None:
-    """Refuse ``bank="bankB"`` before any work while its file is not shipped: ValueError with
-    ``text.banks.bank_b_missing_message()``.
-    """
+    """ValueError (``bank_b_missing_message``) for ``bank="bankB"`` while its file is not shipped."""
     from pe_kit.data.loaders import default_bank_b_path
     from pe_kit.text.banks import bank_b_missing_message
 
@@ -157,9 +155,7 @@ def study_splits(config: StudyConfig, corpus: Corpus) -> Splits:
 
 
 def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None = None) -> str:
-    """Content key (64 hex) of a ``World``: settings, :func:`input_digests`, bank texts and encoder identity; every step
-    cache keys on it.
-    """
+    """Content key (64 hex) of a ``World``: settings, :func:`input_digests`, bank texts and encoder identity."""
     from pe_kit.cache import content_hash
 
     enc = encoder.model_id if encoder is not None else None
@@ -176,9 +172,7 @@ def _stack(users, encoder: Encoder, desc: str) -> tuple[np.ndarray, np.ndarray, 
 
 
 def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: MechanismConfig | None = None) -> World:
-    """Load, split, embed and index everything a study needs (the expensive, cached part).
-    Raises ValueError / DataError for unreadable data, too few users, a bank under ``bank_size`` or a missing ``bankB``.
-    """
+    """Load, split, embed and index a study; ValueError / DataError for bad data, too few users or a small bank."""
     mechanism = mechanism or MechanismConfig(record_cap=config.record_cap)
     encoder = encoder or Encoder(config.model, max_seq_length=config.max_seq_length)
     corpus, splits = _arm_splits(config)
