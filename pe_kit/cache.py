@@ -162,8 +162,7 @@ _DIGEST_COUNT = {"hashed": 0}  # files actually read and hashed in this process 
 
 
 def _stat_key(st: os.stat_result) -> list:
-    # ctime cannot be set by the user (``touch -d`` / ``os.utime`` set mtime only), so an in-place rewrite that
-    # keeps size and mtime still changes it; inode and device catch a replaced file.
+    # ctime cannot be set by the user, so an in-place rewrite changes it; inode and device catch a replaced file.
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 

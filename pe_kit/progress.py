@@ -140,8 +140,7 @@ class Progress:
         line = self.line(final=True)
         if self.depth == 0:
             print(line, file=sys.stderr, flush=True)
-        # an outermost end line goes to the file too, unless the runner streams the cell's stderr to the terminal
-        # (``pe-kit reproduce --log-output`` sets PE_KIT_PROGRESS_STREAMED=1): then it would be printed twice
+        # an outermost end line goes to the file too, unless the runner streams stderr (it would print twice)
         to_file = time.monotonic() - self._t0 >= self._interval if self.depth else not streamed()
         if self._file and to_file:
             _append(self._file, ("  " * self.depth) + line)

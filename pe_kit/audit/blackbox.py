@@ -38,9 +38,8 @@ __all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_im
 #: the per-hypothesis trial budget of one black-box audit (≤ 10⁵)
 MAX_TRIALS = 100_000
 
-#: δ of every black-box audit unless given (the suite's, ``study.implementation_audit.SUITE_DELTA``): the claimed
-#: guarantee holds at every δ of its curve, and at 10⁻³ the tail events that separate a broken ε from ε_theory are
-#: seen within 10⁵ trials (at 10⁻⁵ it missed 3 of 5 real violations it flags at 10⁻³)
+#: δ of every black-box audit unless given (``study.implementation_audit.SUITE_DELTA``): the claim holds at every δ
+#: of its curve, and at 10⁻³ violations show within 10⁵ trials (at 10⁻⁵ it missed 3 of 5 it flags at 10⁻³)
 DEFAULT_DELTA = 1e-3
 
 _SPLITS = ("calibration", "test")

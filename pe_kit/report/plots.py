@@ -100,8 +100,7 @@ def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_s
     """
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
     cv = np.sort(np.asarray(canary_v, float)[np.asarray(canary_v) > 0])[::-1]
-    # log scale: each v_j is far below σC (‖v‖₂ ≤ C spread over many coordinates), so on a linear axis the bars
-    # were one pixel tall; a filled step keeps every coordinate visible at any count
+    # log scale: each v_j is far below σC; a filled step keeps every coordinate visible
     x = np.arange(cv.size + 1) - 0.5
     axes[0].fill_between(x, np.r_[cv, cv[-1:]] if cv.size else x * 0, step="post", color="C2", alpha=0.8, lw=0,
                          label="canary's contribution v_j")

@@ -34,9 +34,7 @@ def this_python_kernel() -> str:
     """
     name = "pe_kit-" + content_hash(sys.executable)[:12]
     root = cache_dir() / "jupyter"
-    # log level ERROR: the kernel's own start-up chatter ("Kernel is running over TCP without encryption", a
-    # local loopback connection) stays off the terminal; the cells' warnings and errors still reach the
-    # executed notebook (and the terminal with --log-output)
+    # log level ERROR: the kernel's start-up chatter stays off the terminal; cells' warnings still reach the notebook
     spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                      "--IPKernelApp.log_level=ERROR"],
             "display_name": f"Python (pe_kit, {sys.executable})", "language": "python"}
@@ -111,8 +109,7 @@ def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any]
     env_before = os.environ.get("PE_KIT_PROGRESS_FILE")
     os.environ["PE_KIT_PROGRESS_FILE"] = str(progress_file)
     streamed_before = os.environ.get("PE_KIT_PROGRESS_STREAMED")
-    # with --log-output the cell's stderr (an outermost step's end line) reaches the terminal itself: the
-    # kernel leaves that line out of the progress file, so it is printed once (pe_kit.progress.streamed)
+    # with --log-output the cell's stderr reaches the terminal itself (pe_kit.progress.streamed)
     os.environ["PE_KIT_PROGRESS_STREAMED"] = "1" if log_output else "0"
     tail = _ProgressTail(progress_file, echo, "    ")
     try:

@@ -20,10 +20,8 @@ from traitlets import DottedObjectName, default
 __all__ = ["LosslessKernelClient", "LosslessKernelManager", "lossless_context", "IOPUB_TIMEOUT_S",
            "KERNEL_START_TIMEOUT_S"]
 
-#: What ``pe-kit reproduce`` passes papermill / nbclient: seconds to wait for a cell's remaining output messages
-#: after the kernel replied (nbclient's default of 4 s failed a notebook drawing a tqdm bar on a loaded 2-core
-#: machine: "Timeout waiting for IOPub output"; ``raise_on_iopub_timeout`` stays on, so no output is skipped
-#: silently) and for a kernel to start. Cells themselves run without a time limit (``execution_timeout=None``).
+#: Seconds papermill / nbclient wait for a cell's remaining output after the kernel replied (the default 4 s timed
+#: out on a loaded machine; ``raise_on_iopub_timeout`` stays on) and for a kernel to start; cells have no limit.
 IOPUB_TIMEOUT_S = 600
 KERNEL_START_TIMEOUT_S = 300
 

@@ -113,8 +113,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             changes.update(arms=("long",), arm="long", sweep_arm="long", banks=("public",), bank="public")
         elif kind == "sentiment140":
             changes.update(arms=("short",), arm="short", sweep_arm="short", banks=("public",), bank="public")
-    # the audited mechanism (σ, q, k, C, δ, α) given without a notebook applies to every notebook: a notebook's own
-    # value of it in the preset is dropped; a notebook's own sizes (06.bank_size, 06.trials) stay
+    # the audited mechanism (σ, q, k, C, δ, α) given without a notebook replaces every notebook's own value
     named = {name for sec, name, canon in map(locate, overrides) if canon == name and name in MECHANISM_KEYS}
     p = p.without_shared(named)
     try:

@@ -7,12 +7,9 @@ import numpy as np
 
 __all__ = ["DEFAULT_PARAPHRASER", "paraphrase_pool_seed", "paraphrase_pool"]
 
-#: Paraphrase route when none is given: ``"auto"``, the shipped SmolLM2 pool
-#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE`` covers all 31 paraphrase canaries of the quick
-#: preset on the bundled sample: both arms and notebook 05's sweep canary, and those of the paper run on the full Blog corpus,
-#: ``scripts/paper_run.sh``; docs/paraphrase_pools.md says which) and WordNet with a warning for canaries without
-#: one (the tiny preset, other sizes or seeds, other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated);
-#: ``"wordnet"`` synonym swaps (App. B's pools are LLM rewrites; docs/paraphrase_pools.md).
+#: Paraphrase route when none is given: the shipped SmolLM2 pool (``paraphrase_pools.SHIPPED_POOLS_FILE``: every
+#: paraphrase canary of the quick preset and of ``scripts/paper_run.sh``, docs/paraphrase_pools.md), else WordNet
+#: with a warning. ``"smollm2"`` always gives LLM rewrites (App. B), ``"wordnet"`` synonym swaps.
 DEFAULT_PARAPHRASER = "auto"
 
 
