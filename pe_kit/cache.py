@@ -61,8 +61,7 @@ def _update(h: "hashlib._Hash", part: Any) -> None:
 
 def atomic_write_bytes(path: Path | str, data: bytes | Iterable[bytes]) -> str:
     """Write ``data`` (bytes, or chunks of bytes) to ``path`` atomically (temporary file, fsync, rename); returns the
-    SHA-256 hex of what was written. Memory is one chunk. Raises ``OSError`` if the folder cannot be written.
-    """
+    SHA-256 hex of what was written. Memory is one chunk. Raises ``OSError`` if the folder cannot be written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
@@ -108,8 +107,7 @@ def drop_verified(path: Path | str) -> None:
 
 def open_verified(path: Path | str) -> BinaryIO | None:
     """The file at ``path`` open (binary, offset 0) when its bytes match its ``.sha256``, else ``None`` (a corrupt file
-    and its checksum are deleted). Hashes in 4 MiB blocks; the caller closes the file.
-    """
+    and its checksum are deleted). Hashes in 4 MiB blocks; the caller closes the file."""
     path = Path(path)
     try:
         expected = _sidecar(path).read_text().strip()
@@ -157,7 +155,6 @@ def read_records(path: Path | str) -> Iterator[Any] | None:
     return records()
 
 
-# ------------------------------------------------------------------------------------------ file digests
 _DIGEST_COUNT = {"hashed": 0}  # files actually read and hashed in this process (tests check short-cuts)
 
 
@@ -170,8 +167,7 @@ def file_digest(path: Path | str) -> str:
     """SHA-256 hex digest of a file's bytes (64 chars); raises FileNotFoundError / OSError if unreadable.
 
     The last digest per absolute path is kept in ``cache_dir()/digests/<hash>.json`` with the file's (size,
-    mtime_ns, ctime_ns, inode, device) and reused while all five are unchanged; any change re-hashes the bytes.
-    """
+    mtime_ns, ctime_ns, inode, device) and reused while all five are unchanged; any change re-hashes the bytes."""
     path = Path(path).expanduser().resolve()
     st = path.stat()
     side = cache_dir() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()[:32]}.json"
@@ -196,8 +192,7 @@ def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache_
     """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`).
 
     Folders named in ``skip`` are ignored; symbolic links are followed. Equal files give equal digests wherever
-    they live. Raises NotADirectoryError if ``folder`` is not a folder.
-    """
+    they live. Raises NotADirectoryError if ``folder`` is not a folder."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a folder")
@@ -212,8 +207,7 @@ def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache_
 
 def source_digest(*modules: str) -> str:
     """SHA-256 (16 hex) of pe_kit source files given relative to the package (``"pe/multiround.py"``, or a folder such
-    as ``"text/generators"``). Raises FileNotFoundError for a missing path.
-    """
+    as ``"text/generators"``). Raises FileNotFoundError for a missing path."""
     pkg = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for rel in modules:
@@ -227,7 +221,6 @@ def source_digest(*modules: str) -> str:
     return h.hexdigest()[:16]
 
 
-# ------------------------------------------------------------------------------------------ rows per text
 KEY_BYTES = 16
 SMALL_SEGMENT = 2048
 MAX_SMALL_SEGMENTS = 16
@@ -244,8 +237,7 @@ class EmbeddingStore:
     A *segment* is two verified files written once: ``<seg>.npy`` (float32 (n, d) rows, first) and ``<seg>.keys``
     (n × 16 key bytes, last: its presence commits the segment), so concurrent writers never lose rows. A segment
     that fails its checksum is dropped after one rescan and its texts count as missing. More than 16 segments under
-    2,048 rows are merged (:meth:`compact`). One instance per folder and process (:meth:`open`); thread-safe.
-    """
+    2,048 rows are merged (:meth:`compact`). One instance per folder and process (:meth:`open`); thread-safe."""
 
     _open: dict[str, "EmbeddingStore"] = {}
     _open_lock = threading.Lock()
@@ -330,8 +322,7 @@ class EmbeddingStore:
     def put(self, keys: Sequence[bytes], rows: np.ndarray) -> str:
         """Store ``rows`` (float32 (n, d)) under ``keys`` (n distinct 16-byte keys) as one new segment; returns its
         name.
-        Raises ValueError if the lengths or the key size disagree.
-        """
+        Raises ValueError if the lengths or the key size disagree."""
         rows = np.ascontiguousarray(rows, dtype=np.float32)
         if rows.ndim != 2 or rows.shape[0] != len(keys) or any(len(k) != KEY_BYTES for k in keys):
             raise ValueError(f"put needs n keys of {KEY_BYTES} bytes and rows (n, d); got {len(keys)} keys, "

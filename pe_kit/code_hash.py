@@ -17,8 +17,7 @@ DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/p
 
 def package_code_hash(pkg: str | Path | None = None, exclude: Sequence[str] = DISPLAY_ONLY) -> str:
     """SHA-256 (16 hex) of every ``.py`` file (relative path and bytes, sorted) of package folder ``pkg`` (default:
-    pe_kit) except ``exclude``. Raises NotADirectoryError if ``pkg`` is not a folder.
-    """
+    pe_kit) except ``exclude``. Raises NotADirectoryError if ``pkg`` is not a folder."""
     pkg = Path(pkg).resolve() if pkg is not None else Path(__file__).resolve().parent
     if not pkg.is_dir():
         raise NotADirectoryError(f"pkg={str(pkg)!r} is not a folder; pass the pe_kit package folder")

@@ -34,8 +34,7 @@ def streamed() -> bool:
 
 def progress_interval() -> float:
     """Seconds between update lines: env ``PE_KIT_PROGRESS_INTERVAL`` (default 10). Raises ValueError if it is not a
-    number ≥ 0 (names the variable and the fix).
-    """
+    number ≥ 0 (names the variable and the fix)."""
     raw = os.environ.get("PE_KIT_PROGRESS_INTERVAL", "10")
     try:
         value = float(raw)
@@ -86,7 +85,6 @@ class Progress:
         elif self._file and self.depth == 0:
             _append(self._file, f"{self.desc}: started" + (f" ({self.total:,} {self.unit})" if self.total else ""))
 
-    # -- the line headless mode writes
     def line(self, final: bool = False) -> str:
         """The plain-text status: ``desc: k/n unit (p%) [elapsed<ETA, rate]``, or the final ``… in elapsed``."""
         from tqdm.std import tqdm
@@ -167,6 +165,5 @@ def progress(iterable: Iterable | None = None, *, total: int | None = None, desc
     """Progress of one long step (module docstring): iterate ``iterable`` or call ``update(n)`` / ``close()``.
 
     ``total``: units (int ≥ 0; None = unknown); ``desc``: what the step does; ``unit``: the unit's name.
-    Raises ValueError for a negative or non-integer ``total`` or a bad ``PE_KIT_PROGRESS_INTERVAL``.
-    """
+    Raises ValueError for a negative or non-integer ``total`` or a bad ``PE_KIT_PROGRESS_INTERVAL``."""
     return Progress(iterable, total=total, desc=desc, unit=unit)

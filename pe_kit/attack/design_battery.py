@@ -52,8 +52,7 @@ def _renamed(design, axis: str, value, **changes) -> ImplementationDesign:
 
 def with_canary_records(design, n_records, mechanism: MechanismConfig) -> ImplementationDesign:
     """The design with the canary holding ``n_records`` records (``records`` axis): an int ≥ 1, ``"median"`` or
-    ``"cap"``. Raises ValueError on another value.
-    """
+    ``"cap"``. Raises ValueError on another value."""
     canary = np.asarray(design.canary, dtype=np.float32)
     if n_records == "cap":
         m = int(mechanism.record_cap)
@@ -73,8 +72,7 @@ def with_canary_records(design, n_records, mechanism: MechanismConfig) -> Implem
 
 def with_population(design, n_users) -> ImplementationDesign:
     """The design with ``n_users`` calibration and test users (``population`` axis), repeated cyclically beyond N;
-    ``"x<f>"`` is f·N. Raises ValueError unless an integer ≥ 1 or ``"x<f>"`` with an integer f ≥ 1.
-    """
+    ``"x<f>"`` is f·N. Raises ValueError unless an integer ≥ 1 or ``"x<f>"`` with an integer f ≥ 1."""
     n = min(len(design.test), len(design.calibration))
     label = n_users
     if isinstance(n_users, str) and n_users[:1] == "x" and n_users[1:].isdigit():
@@ -91,8 +89,7 @@ def with_population(design, n_users) -> ImplementationDesign:
 def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
     """The design on a bank of ``max(size, p)`` entries with the probes at its tail (``bank`` axis); padding rows lie
     at 10·R + 10 along base directions (R: the largest norm), so no record routes to them.
-    Raises ValueError on size < |P| + 1.
-    """
+    Raises ValueError on size < |P| + 1."""
     bank = np.asarray(design.bank, dtype=np.float32)
     coords = np.asarray(design.coords, dtype=np.int64)
     size = max(int(size), bank.shape[0])
@@ -120,8 +117,7 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
                     large_bank: int = LARGE_BANK) -> list[ImplementationDesign]:
     """The base design, then one variant per value of ``axes`` (default ``DEFAULT_AXES``; values equal to the base's
     skipped), each with ``axis`` and ``setting`` in its ``info``; ``rng`` draws the ``random`` position only.
-    Raises ValueError on an unknown axis or value.
-    """
+    Raises ValueError on an unknown axis or value."""
     axes = DEFAULT_AXES if axes is None else axes
     base = _renamed(design, "base", "base")
     base = dataclasses.replace(base, name=str(design.name))

@@ -33,8 +33,7 @@ def release_design(world, design, mechanism: MechanismConfig | None = None, *, n
     ``ordinary``; ``name`` defaults to ``"<variant>:<canary_id>"``.
 
     Raises ValueError on probes and positions of different lengths, positions outside the bank, embeddings of
-    another dimension, or calibration and test splits of different sizes.
-    """
+    another dimension, or calibration and test splits of different sizes."""
     mechanism = mechanism or MechanismConfig()
     bank = np.array(world.bank, dtype=np.float32, copy=True)
     canary = np.asarray(design.canary_embeddings, dtype=np.float32)

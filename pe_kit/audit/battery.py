@@ -42,8 +42,7 @@ class BatteryAudit:
             mu_eff: the base design's.
         alpha, gamma (``battery_gamma``), delta, trials: per audit. checks: ``seed_*``, ``repeat_*``, ``batch_call_*``.
         audits: per-design ``Audit`` s (``info`` with ``axis``, ``setting``, sizes, mechanism); rows: their rows.
-        seconds: wall time. reach: ``audit.plan.Reach`` at γ.
-    """
+        seconds: wall time. reach: ``audit.plan.Reach`` at γ."""
 
     implementation: str
     flagged: bool
@@ -90,8 +89,7 @@ class BatteryAudit:
 
 def battery_gamma(alpha: float, designs, release) -> float:
     """γ = α / (4·n + n_checks) for n designs; n_checks is 1, plus 1 when ``release`` has ``release_batch``.
-    Raises ValueError on α outside (0, 1) or fewer than one design.
-    """
+    Raises ValueError on α outside (0, 1) or fewer than one design."""
     n = designs if isinstance(designs, (int, np.integer)) else len(designs)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must lie in (0, 1)")
@@ -102,8 +100,7 @@ def battery_gamma(alpha: float, designs, release) -> float:
 
 def design_claim(design, mechanism: MechanismConfig, delta: float) -> tuple[MechanismConfig, float]:
     """``mechanism`` and ``delta`` with ``design.info["claim"]`` applied. Raises ValueError on a claim key that is
-    neither ``delta`` nor a ``MechanismConfig`` field.
-    """
+    neither ``delta`` nor a ``MechanismConfig`` field."""
     claim = dict((getattr(design, "info", None) or {}).get("claim", {}))
     delta = float(claim.pop("delta", delta))
     fields = {f.name for f in dataclasses.fields(mechanism)}
@@ -180,8 +177,7 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
 
     Raises:
         TypeError / ValueError: as ``audit_implementation``; ValueError on an empty battery. An error of the release
-        on design i propagates naming the design, with the finished designs as ``exc.partial`` (or None).
-    """
+        on design i propagates naming the design, with the finished designs as ``exc.partial`` (or None)."""
     if len(designs) == 0:
         raise ValueError("designs is empty: pass attack.design_battery.battery_designs(...)")
     check_audit_arguments(release, designs[0], mechanism)

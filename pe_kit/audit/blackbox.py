@@ -84,8 +84,7 @@ def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1
     Eqs. 33 / 35; ``rng`` unused (never resampled).
 
     Raises ValueError on a malformed design, empty coordinates, a canary with no vote on P, σ = 0, or calibration
-    and test splits of different sizes (naming ``n_calibration`` / ``n_test``).
-    """
+    and test splits of different sizes (naming ``n_calibration`` / ``n_test``)."""
     if mechanism.noise_multiplier <= 0:
         raise ValueError("mechanism.noise_multiplier must be > 0: a black-box audit needs a finite ε_theory")
     bank = np.asarray(design.bank, dtype=np.float32)
@@ -120,8 +119,7 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
     the serial scores.
 
     Raises ValueError on a bad split / hypothesis / n_trials, or a release returning None, another shape or
-    non-finite values (naming the implementation, the form and the expected shape).
-    """
+    non-finite values (naming the implementation, the form and the expected shape)."""
     if split not in _SPLITS or hypothesis not in (0, 1):
         raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
     if int(n_trials) != n_trials or n_trials < 1:
@@ -153,8 +151,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
 
     Raises:
         TypeError: on swapped or mistyped arguments (``release_runner.check_audit_arguments``).
-        ValueError: on bad γ, δ, trials, looks or design, or a release returning None / another shape / NaN.
-    """
+        ValueError: on bad γ, δ, trials, looks or design, or a release returning None / another shape / NaN."""
     check_audit_arguments(release, design, mechanism)
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_audits))")
@@ -190,8 +187,7 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
 
 def look_sizes(trials: int, looks: int = 1) -> list[int]:
     """Trials per hypothesis per split at each look: ⌈T/2^(L−j)⌉ for j = 1 … L. Raises ValueError on trials or looks
-    that are not integers ≥ 1, or trials < 2^(L−1).
-    """
+    that are not integers ≥ 1, or trials < 2^(L−1)."""
     if int(trials) != trials or trials < 1:
         raise ValueError(f"trials={trials} must be an integer ≥ 1")
     if int(looks) != looks or looks < 1 or trials < 2 ** (looks - 1):
@@ -226,8 +222,7 @@ def _row_info(release, design, mechanism: MechanismConfig, stat: SpecStatistic, 
 def _audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
                 delta: float = DEFAULT_DELTA, seed=0, **options) -> list[Audit]:
     """Audit (release, design) ``cases`` at family-wise α (γ = α/(4·len(cases))), case i seeded by spawn child i;
-    returns one ``Audit`` per case. Raises ValueError on an empty suite or α outside (0, 1).
-    """
+    returns one ``Audit`` per case. Raises ValueError on an empty suite or α outside (0, 1)."""
     if len(cases) == 0:
         raise ValueError("cases is empty: give (release, design) pairs")
     if not 0 < alpha < 1:

@@ -40,8 +40,6 @@ __all__ = ["ThresholdGrid", "score_moments", "TrialEngine", "stream_seed", "exac
 DEFAULT_BLOCK_TRIALS = 1 << 18
 
 
-# ----------------------------------------------------------------------------------------------- engine
-
 _WORKER_PLAN: _Plan | None = None
 
 
@@ -79,8 +77,7 @@ class TrialEngine:
         n_workers, parallel: concurrent blocks, ``"threads"`` or ``"processes"`` (results do not depend on them).
         progress: report trials through ``pe_kit.progress``.
 
-    Raises ValueError on an unknown method/parallel mode, a bad problem, or out-of-range sizes.
-    """
+    Raises ValueError on an unknown method/parallel mode, a bad problem, or out-of-range sizes."""
 
     def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8, block_trials: int = DEFAULT_BLOCK_TRIALS,
                  n_workers: int = 1, parallel: str = "threads", progress: bool = False) -> None:
@@ -101,7 +98,6 @@ class TrialEngine:
         self.progress = progress
         self._plan = _make_plan(problem, self.method, self.group_size)
 
-    # -- helpers
     def _blocks(self, n_trials: int) -> list[tuple[int, int]]:
         if int(n_trials) != n_trials or n_trials < 1:
             raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
@@ -149,7 +145,6 @@ class TrialEngine:
             raise ValueError(f"hypothesis={hypothesis!r} must be 0 (canary absent) or 1 (canary eligible)")
         return int(hypothesis)
 
-    # -- public
     def histogram(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
         """int64 (grid.size + 1,) histogram of ``n_trials`` scores under ``hypothesis`` (0: H0, 1: H1) on ``grid``."""
         h = self._hyp(hypothesis)
@@ -188,7 +183,6 @@ class TrialEngine:
         jobs = [(self._plan, h, t, stream_seed(seed, i)) for i, t in blocks]
         return np.concatenate(self._map(_scores_task, jobs, [t for _, t in blocks], f"H{h} scores", reduce=False))
 
-    # -- exact counts without per-trial work (no background)
     def _components(self, hypothesis: int, n: int, gen: np.random.Generator) -> list[tuple[int, float]]:
         p = self._plan
         mean0 = -p.offset
@@ -214,8 +208,6 @@ class TrialEngine:
         return total
 
 
-# ----------------------------------------------------------------------------------------------- one audit
-
 def exact_method(method: str, *problems: ScalarProblem) -> str:
     """``"multinomial"`` for ``method="auto"`` when exact (no background voters, noise_sd > 0), else ``method``."""
     if method == "auto" and problems and all(
@@ -237,8 +229,7 @@ def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None,
     (``method="auto"`` takes exact multinomial counts where :func:`exact_method` allows).
 
     Returns the test ``Audit`` with its calibration record; ``info``: ``trials``, ``sampler``, ``grid``, ``seconds``.
-    Raises ValueError on bad γ, δ, trials, seed or engine options.
-    """
+    Raises ValueError on bad γ, δ, trials, seed or engine options."""
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_canaries))")
     if not 0 <= delta < 1:

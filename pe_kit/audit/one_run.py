@@ -49,16 +49,12 @@ def _as_count(value, name: str) -> int:
     return int(x)
 
 
-
-# ----------------------------------------------------------------------------------------------- guesses
-
 def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> tuple[int, int]:
     """The abstaining guesser (Steinke et al. §2): "in" for the k₊ highest ``scores``, "out" for the k₋ lowest; returns
     (r, v), guesses and correct guesses against ``included``. Ties break by canary index (stable sort).
 
     Raises ValueError on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass
-    ``s == 1``), fractional k₊ or k₋, or k₊ + k₋ > m.
-    """
+    ``s == 1``), fractional k₊ or k₋, or k₊ + k₋ > m."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     inc = _as_included(included)
     k_plus, k_minus = _as_count(k_plus, "k_plus"), _as_count(k_minus, "k_minus")
@@ -76,8 +72,7 @@ def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_
 
 def guess_pairs(m: int, fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)) -> list[tuple[int, int]]:
     """The sorted distinct (k₊, k₋) pairs searched: (k, 0) and (k, k) for k = round(f·m) ≥ 1 per fraction, 2k ≤ m for
-    (k, k); at least [(1, 0)]. Raises ValueError for m < 1 or a fraction outside (0, 1].
-    """
+    (k, k); at least [(1, 0)]. Raises ValueError for m < 1 or a fraction outside (0, 1]."""
     if int(m) != m or m < 1:
         raise ValueError(f"m={m} must be an integer ≥ 1")
     if any(not 0 < f <= 1 for f in fractions):
@@ -86,8 +81,6 @@ def guess_pairs(m: int, fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)
     pairs = {(min(k, m), 0) for k in ks} | {(k, k) for k in ks if 2 * k <= m}
     return sorted(pairs)
 
-
-# ----------------------------------------------------------------------------------------------- the audit
 
 def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alpha: float = 0.05,
                   sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
@@ -102,8 +95,7 @@ def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, al
 
     Raises ValueError on bad shapes, empty scores, ``included`` values other than 0/1 or a count of included
     canaries no Bernoulli(½) draw gives (two-sided binomial p < 10⁻⁶), levels, a sample_rate outside (0, 1], an
-    unknown method, a fractional pair or an empty pair list.
-    """
+    unknown method, a fractional pair or an empty pair list."""
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
     sample_rate = _check_sample_rate(sample_rate)
@@ -159,8 +151,7 @@ def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, al
 def idealised_scores(mu: float, sample_rate: float, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """The idealised one-run game of a Poisson-subsampled Gaussian: (scores float64 (m,), included bool (m,)) with
     S_i ~ Bernoulli(½), J_i ~ Bernoulli(q), ℓ_i ~ N(−μ²/2 + J_i μ², μ²) (Eqs. 14–17) and score log[(1−q) + q e^ℓ]
-    (Eq. 4); μ = 0 is the null run. Raises ValueError for μ < 0, q outside (0, 1], m < 1.
-    """
+    (Eq. 4); μ = 0 is the null run. Raises ValueError for μ < 0, q outside (0, 1], m < 1."""
     if not (np.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu={mu} must be finite and ≥ 0")
     if not 0 < sample_rate <= 1:

@@ -44,7 +44,6 @@ def _check_sample_rate(sample_rate: float) -> float:
     return q
 
 
-
 def _check_level(beta: float, name: str = "beta") -> None:
     if isinstance(beta, (str, bytes, bool)) or not isinstance(beta, (int, float, np.number)):
         raise ValueError(f"{name}={beta!r} is not a number: pass a float in (0, 1), e.g. {name}=1e-5")
@@ -52,14 +51,10 @@ def _check_level(beta: float, name: str = "beta") -> None:
         raise ValueError(f"{name}={beta} must lie in (0, 1)")
 
 
-
-# ----------------------------------------------------------------------------------------------- Steinke et al.
-
 def steinke_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     """Upper bound in [0, 1] on P[≥ v correct of r guesses] for an (ε, δ)-DP mechanism (Steinke et al., Thm 3.1):
     P[Binomial(r, p_ε) ≥ v] + 2mδ · max_{1≤i≤v} P[v−i ≤ Binomial(r, p_ε) ≤ v−1] / i, p_ε = e^ε/(1+e^ε), capped at 1.
-    Raises ValueError on counts (0 ≤ v ≤ r ≤ m) or parameters out of range.
-    """
+    Raises ValueError on counts (0 ≤ v ≤ r ≤ m) or parameters out of range."""
     _check_counts(m, r, v)
     if not epsilon >= 0:
         raise ValueError(f"epsilon={epsilon} must be ≥ 0")
@@ -77,8 +72,7 @@ def steinke_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> flo
 def epsilon_lower_steinke(m: int, r: int, v: int, delta: float, beta: float, tol: float = 1e-6) -> float:
     """ε_lower = sup{ε ≥ 0 : ``steinke_p_value``(ε) < β} (bisection to ``tol``; 0 when ε = 0 is not rejected): the
     mechanism is not (ε, δ)-DP with confidence 1 − β. Source: Steinke et al. (2023), Thm 3.1 and ``get_eps_audit``.
-    Raises ValueError on counts or levels out of range, or tol ≤ 0.
-    """
+    Raises ValueError on counts or levels out of range, or tol ≤ 0."""
     _check_level(beta)
     if not tol > 0:
         raise ValueError(f"tol={tol} must be > 0 (the bisection's width in ε; e.g. 1e-6)")
@@ -98,8 +92,6 @@ def epsilon_lower_steinke(m: int, r: int, v: int, delta: float, beta: float, tol
     return lo
 
 
-# ----------------------------------------------------------------------------------------------- Mahloujifar et al.
-
 def _fq(x: np.ndarray, mu: np.ndarray, q: float) -> np.ndarray:
     """f_q(x) = q·G_μ(x) + (1−q)(1−x), G_μ(x) = Φ(Φ⁻¹(1−x) − μ) (remove-direction subsampled Gaussian)."""
     with np.errstate(all="ignore"):
@@ -112,8 +104,7 @@ def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 
 
     Pieces of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (bisection on
     Φ⁻¹(x); Φ(Φ⁻¹(y) − μ) at q = 1); x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y).
-    ``mu`` broadcasts with ``y``. Raises ValueError for q outside (0, 1].
-    """
+    ``mu`` broadcasts with ``y``. Raises ValueError for q outside (0, 1]."""
     q = float(sample_rate)
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate={q} must satisfy 0 < q ≤ 1")
@@ -149,8 +140,7 @@ def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 
 
 class _FastInverseBlowup:
     """``tradeoff_inverse_blowup`` for a fixed vector of μ: the piece x ≤ x* by a per-row table of log G(z),
-    G(z) = qΦ(z + μ) + (1−q)Φ(z) on 1024 points of [−38, −μ/2], then three Newton steps; the other pieces as there.
-    """
+    G(z) = qΦ(z + μ) + (1−q)Φ(z) on 1024 points of [−38, −μ/2], then three Newton steps; the other pieces as there."""
 
     def __init__(self, mu: np.ndarray, q: float, n_z: int = 1024) -> None:
         self.mu, self.q = np.asarray(mu, dtype=np.float64), float(q)
@@ -199,8 +189,7 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
     """Bool array (shaped like ``mu``): whether ``v`` correct of ``r`` guesses about ``m`` canaries rejects
     f = C_q(G_μ) at level β (module docstring). Monotone: a smaller μ is rejected whenever a larger one is. At q = 1
     each μ leaves the loop once decided (``_gdp_rejects``, exact).
-    Raises ValueError on counts or levels out of range, or a sample_rate outside (0, 1].
-    """
+    Raises ValueError on counts or levels out of range, or a sample_rate outside (0, 1]."""
     _check_counts(m, r, v)
     _check_level(beta)
     sample_rate = _check_sample_rate(sample_rate)
@@ -221,8 +210,7 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
 
 def _gdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float) -> np.ndarray:
     """``fdp_rejects`` at q = 1 (f̄⁻¹(y) = Φ(Φ⁻¹(y) − μ) inlined): h and r never decrease, so rows already above r/m
-    and rows whose h stopped moving are dropped from the loop (exact).
-    """
+    and rows whose h stopped moving are dropped from the loop (exact)."""
     h = np.full(mu.size, beta * (r - v) / m)
     rr = np.full(mu.size, beta * v / m)
     out = np.zeros(mu.size, dtype=bool)
@@ -249,8 +237,7 @@ def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, 
     [10⁻³, mu_max] (≈ 8% steps), then (``refine``) a linear grid between the last rejected and first accepted value;
     a rejected grid point is returned (0 if none, ``mu_max`` if all), so rounding only loosens the bound.
 
-    Raises ValueError on counts or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3.
-    """
+    Raises ValueError on counts or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3."""
     sample_rate = _check_sample_rate(sample_rate)
     if int(grid) != grid or grid < 2 or not mu_max > 1e-3:
         raise ValueError(f"grid={grid} must be an integer ≥ 2 and mu_max={mu_max} > 1e-3 (the grid spans "
@@ -279,8 +266,7 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
     """ε at δ of C_q(G_μ), one Poisson-subsampled Gaussian release with noise multiplier 1/μ: q = 1 the μ-GDP closed
     form (Dong, Roth, Su 2022, Cor. 2.13) by bisection; q < 1 ``accounting.epsilon_theory(1/μ, q, δ)`` minus its
     discretisation error 0.01 (clamped at 0), never rounded up. μ = 0 → 0.0; μ = ∞ → ∞ when δ < q, else 0.0.
-    Raises ValueError for μ < 0, q outside (0, 1] or δ outside (0, 1).
-    """
+    Raises ValueError for μ < 0, q outside (0, 1] or δ outside (0, 1)."""
     if not mu >= 0:
         raise ValueError(f"mu={mu} must be ≥ 0")
     if not 0 < sample_rate <= 1:

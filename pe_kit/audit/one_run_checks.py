@@ -41,8 +41,7 @@ APP_B = {"sigma": 1.0, "m": 100_000, "guesses": 1500, "correct": 1429}
 def idealised_correct(mu: float, m: int, guesses, repeats: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(mean, standard error) per even c′ of ``guesses`` (2 ≤ c′ ≤ m) of the correct guesses of the (c′/2, c′/2)
     abstaining guesser over ``repeats`` (≥ 2) idealised games (``idealised_scores`` at q = 1, μ = 1/σ > 0).
-    Raises ValueError for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2.
-    """
+    Raises ValueError for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2."""
     m, repeats = check_param("m", m, COUNT), check_param("repeats", repeats, ParamSpec("int", lo=2))
     g = np.asarray(guesses, dtype=np.int64).ravel()
     if (g % 2).any() or g.min() < 2 or g.max() > m:
@@ -86,8 +85,7 @@ def best_over_guesses(method: str, m: int, guesses, correct, *, delta: float = 1
     (μ-GDP, ``epsilon_from_mu`` at q = 1); c is rounded down (Algorithm 4); pairs with c′ > ``max_guesses`` skipped.
 
     Returns ``{"epsilon", "guesses", "correct"}`` of the best pair. Raises ValueError for an unknown method or
-    stride < 1.
-    """
+    stride < 1."""
     if method not in ("steinke", "fdp"):
         raise ValueError(f"method={method!r}: use 'steinke' or 'fdp'")
     if int(stride) < 1:
@@ -123,8 +121,7 @@ def published_checks(repeats: int = 100, seed: int = 0, sigmas=(0.5, 1.0, 2.0, 4
       the f-DP column is below in every row (7.267, 3.348, 1.491, 0.730 vs 8.16, 3.61, 1.59, 0.82; module docstring).
 
     ``repeats``: games per σ (the paper: 100); ``delta``, ``beta``: δ, τ (1e-5, 0.05). Raises ValueError for a σ not
-    in Table 1.
-    """
+    in Table 1."""
     unknown = sorted(set(sigmas) - set(TABLE1))
     if unknown:
         raise ValueError(f"sigmas {unknown} are not rows of Table 1 ({sorted(TABLE1)})")

@@ -38,8 +38,7 @@ def mu_eff_reachable(mechanism: MechanismConfig) -> float:
 @dataclass(frozen=True)
 class Reach:
     """What an audit's budget can certify (module docstring): ``trials``, ``gamma``, ``delta``, ``epsilon_theory``,
-    ``reach``, ``mu_eff`` (``mu_eff_reachable``), ``reach_ceiling`` and ``clip_binds`` (1/√k > C).
-    """
+    ``reach``, ``mu_eff`` (``mu_eff_reachable``), ``reach_ceiling`` and ``clip_binds`` (1/√k > C)."""
 
     trials: int
     gamma: float
@@ -122,8 +121,7 @@ def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, targe
     ``basis``: ``"separable"`` (``Reach.reach``) or ``"ceiling"`` (``Reach.reach_ceiling``).
 
     Raises ValueError on an unknown basis, a target that is not a finite ε > 0, or one out of reach (naming the
-    reach, the trials that reach it or that none up to 10⁹ do, and for ``ceiling`` the limit).
-    """
+    reach, the trials that reach it or that none up to 10⁹ do, and for ``ceiling`` the limit)."""
     if basis not in ("separable", "ceiling"):
         raise ValueError(f"basis={basis!r} must be 'separable' or 'ceiling'")
     theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
@@ -158,8 +156,6 @@ def check_keywords(given, accepted, call: str, aliases: dict | None = None) -> N
         raise TypeError(f"{call}() got {key}=, which it does not take: {hint}")
 
 
-# ------------------------------------------------------------------------------------------ the user's function
-
 _DRY_USERS, _DRY_RECORDS, _DRY_BANK, _DRY_DIM = 3, 2, 16, 32
 
 
@@ -169,8 +165,7 @@ def dry_call(release, mechanism: MechanismConfig) -> None:
 
     Raises TypeError for a ``HistogramAdapter`` whose function rejects its keywords (naming them, the signature and
     the fix: ``settings=`` / ``rng_arg=`` / ``seed_arg=``); what the release raises, noted; ValueError for a wrong
-    shape or non-finite output.
-    """
+    shape or non-finite output."""
     from pe_kit.audit.release_runner import check_release_output, implementation_name
 
     rng = np.random.default_rng(0)

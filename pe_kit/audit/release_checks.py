@@ -31,8 +31,7 @@ def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0
     """Same seed → same release, different seeds → different releases: three back-to-back H1 calls, ``seeds[0]`` twice
     and ``seeds[1]`` once (also through ``release_batch`` when offered). Returns ``seed_same_release``,
     ``seed_different_release`` and ``seed_flag`` (either fails).
-    Raises ValueError on equal seeds, or a release of the wrong shape / None / NaN.
-    """
+    Raises ValueError on equal seeds, or a release of the wrong shape / None / NaN."""
     if seeds[0] == seeds[1]:
         raise ValueError(f"seeds={seeds} must be two different integers")
     records, owner, n = population(design, split, 1, len(getattr(design, split)))
@@ -65,8 +64,7 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
 
     Returns ``batch_call_pvalue`` (NaN without ``release_batch``), ``batch_call_statistic`` (KS D),
     ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2, batch_factor < 1 or γ outside
-    (0, 1); release errors as in the audit.
-    """
+    (0, 1); release errors as in the audit."""
     from pe_kit.audit.blackbox import implementation_scores
 
     if int(n_call) != n_call or n_call < 2 or int(batch_factor) != batch_factor or batch_factor < 1:
@@ -99,8 +97,7 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
     ``seed`` the one-call release must equal ``randomise(snapshot, ...)`` exactly.
 
     Returns ``stage_deterministic``, ``stage_equal_calls``, ``stage_calls`` (0 when not ``staged``), ``stage_flag``.
-    Raises ValueError on n_calls < 1, or a release of the wrong shape / None / NaN.
-    """
+    Raises ValueError on n_calls < 1, or a release of the wrong shape / None / NaN."""
     if int(n_calls) != n_calls or n_calls < 1:
         raise ValueError(f"n_calls={n_calls} must be an integer ≥ 1")
     if not (callable(release) and staged(release)):
@@ -135,8 +132,7 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
 
     Returns ``repeat_largest`` (g), ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h), ``repeat_pvalue`` (the
     smaller bound; NaN when J0 is empty), ``repeat_flag`` (p < γ/4), ``repeat_n``.
-    Raises ValueError on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``.
-    """
+    Raises ValueError on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``."""
     if int(n_releases) != n_releases or n_releases < 2:
         raise ValueError(f"n_releases={n_releases} must be an integer ≥ 2")
     if not 0 < gamma < 1:

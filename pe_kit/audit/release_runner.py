@@ -48,8 +48,7 @@ _RELEASE_ARGS = ("bank", "records", "owner", "n_users", "config", "rng")
 def check_release_signature(release) -> None:
     """A plain callable release (no ``release_batch``) must accept ``(bank, records, owner, n_users, config, rng)``;
     unreadable signatures pass. Raises TypeError naming the implementation, its signature, the expected one and the
-    fix; or for a class passed instead of an instance.
-    """
+    fix; or for a class passed instead of an instance."""
     import inspect
 
     if isinstance(release, type):
@@ -73,8 +72,7 @@ def check_release_signature(release) -> None:
 def check_audit_arguments(release, design, mechanism) -> None:
     """Check the three positional arguments of a black-box audit before any work. Raises TypeError naming what was
     expected and what came (swapped arguments, a non-callable release or wrong signature, a design missing fields, a
-    mechanism that is not a ``MechanismConfig``).
-    """
+    mechanism that is not a ``MechanismConfig``)."""
     if not callable(release) and not hasattr(release, "release_batch"):
         hint = " (did you swap release and design? the release comes first)" if hasattr(release, "bank") else ""
         raise TypeError(f"release must be a PERelease: a callable (bank, records, owner, n_users, config, rng) -> "
@@ -95,8 +93,7 @@ def check_audit_arguments(release, design, mechanism) -> None:
 def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
     """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the form
     (``release(...)`` / ``release_batch(...)``), the expected shape and what came (None, non-numeric, another shape,
-    NaN / ±inf).
-    """
+    NaN / ±inf)."""
     if y is None:
         raise ValueError(f"{name}: {form} returned None; expected a float array of shape {expected} (does the "
                          "function end with `return histogram`?)")
@@ -118,8 +115,7 @@ def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray
 
 def canary_index(design, n_users: int) -> int:
     """The canary's H1 row among ``n_users`` + 1: ``design.canary_position`` ``"last"`` (default, row N), ``"first"`` or
-    an int in [0, N]. Raises ValueError on another value.
-    """
+    an int in [0, N]. Raises ValueError on another value."""
     pos = getattr(design, "canary_position", "last")
     if isinstance(pos, str):
         if pos in ("last", "first"):
@@ -131,8 +127,7 @@ def canary_index(design, n_users: int) -> int:
 
 def population(design, split: str, hypothesis: int, n_users: int) -> tuple:
     """(records float32 (n, d), owner int64 (n,), n) of one split's N users, plus the canary under H1 at
-    ``canary_index``. Raises ValueError when the split does not hold exactly ``n_users`` users.
-    """
+    ``canary_index``. Raises ValueError when the split does not hold exactly ``n_users`` users."""
     users = list(getattr(design, split, None) or [])
     if len(users) != n_users:
         raise ValueError(f"design.{split} has {len(users)} users but the statistic was built for N={n_users}: "
@@ -184,8 +179,7 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
     """float64 (n_trials,) scores of one stream in chunks of ``chunk`` releases, chunk j from ``rng.spawn`` child j:
     identical whatever the ``scheduler`` (None or a ``dask.distributed.Client``, chunks as ``Client.map`` tasks).
     Other arguments as ``blackbox.implementation_scores``.
-    Raises ValueError as ``check_release_output``; implementation errors propagate.
-    """
+    Raises ValueError as ``check_release_output``; implementation errors propagate."""
     if int(chunk) != chunk or chunk < 1:
         raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
     records, owner, n = population(design, split, hypothesis, stat.n_users)

@@ -37,8 +37,7 @@ def _check_problem(problem: ScalarProblem) -> ScalarProblem:
 def score_moments(problem: ScalarProblem) -> dict:
     """Exact ``mean0, sd0, mean_inc, mean1, sd1`` of ℓ under H0, fixed inclusion and H1 (App. E.2):
     mean0 = qΣa − offset, var0 = q(1−q)Σa² + noise_sd²; inclusion adds w·v; H1 adds q·w·v to the mean and
-    q(1−q)(w·v)² to the variance.
-    """
+    q(1−q)(w·v)² to the variance."""
     _check_problem(problem)
     a = np.asarray(problem.projections, dtype=np.float64)
     q, shift = problem.sample_rate, problem.canary_shift
@@ -52,8 +51,7 @@ def score_moments(problem: ScalarProblem) -> dict:
 class ThresholdGrid:
     """Candidate thresholds t_j = start + j·step, j = 0 … size−1; bin b holds t_{b−1} < x ≤ t_b (bin 0: x ≤ t_0, bin
     size: x > t_{size−1}), computed as ⌈(x − start)/step⌉ (off only within a few ulps; test counts compare exactly).
-    Raises ValueError on a non-finite start/step, step ≤ 0 or size < 1.
-    """
+    Raises ValueError on a non-finite start/step, step ≤ 0 or size < 1."""
 
     start: float
     step: float
@@ -99,8 +97,7 @@ class ThresholdGrid:
         """The default calibration grid of ``problem`` for ``n_trials`` per hypothesis (module docstring): reach
         z = Φ⁻¹(1 − 1/(2n)) + ``margin_sd``, ``resolution`` steps per H0 sd, at most ``max_size`` thresholds; the
         range is cut to the background sum's support ± the noise reach.
-        Raises ValueError on n_trials < 1 or resolution < 1.
-        """
+        Raises ValueError on n_trials < 1 or resolution < 1."""
         if int(n_trials) != n_trials or n_trials < 1:
             raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
         if int(resolution) != resolution or resolution < 1:

@@ -79,8 +79,7 @@ def _noting(fn):
 def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_error: str = "raise") -> Scan:
     """Pass 1 of ``data`` (None = the bundled Blogs sample) as ``Scan``, from the cache or computed and stored.
 
-    Raises ValueError for another ``on_error`` than ``raise`` | ``skip``; what ``load_corpus`` raises.
-    """
+    Raises ValueError for another ``on_error`` than ``raise`` | ``skip``; what ``load_corpus`` raises."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     path, fmt = resolve_format(data, fmt, label_field)
@@ -117,8 +116,7 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
     """``load_corpus(data, fmt, …)`` stored by content: read from ``cache_dir()/corpora`` (verified), else computed
     by the two passes and stored. Arguments as the loaders (``min_records=None``: ``default_min_records``).
 
-    Raises ValueError for inconsistent caps or an unknown format; what the loaders raise.
-    """
+    Raises ValueError for inconsistent caps or an unknown format; what the loaders raise."""
     path, fmt = resolve_format(data, fmt, label_field)
     min_records = default_min_records(fmt, record_cap) if min_records is None else min_records
     skey = scan_key(path, fmt, label_field, on_error)
@@ -174,8 +172,7 @@ def run_isolated(task: str, **kwargs) -> dict:
     so the caller never holds the parsed file. The child's stderr goes to this process's stderr.
 
     Raises: the child's DataError / ValueError / FileNotFoundError / IsADirectoryError with its message;
-        RuntimeError naming the exit status when the child died without one.
-    """
+        RuntimeError naming the exit status when the child died without one."""
     import subprocess
 
     kw = {k: (str(v) if isinstance(v, Path) else v) for k, v in kwargs.items()}

@@ -23,8 +23,7 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """(physical line number, bytes) of a gzip or plain file, split on LF only; a leading UTF-8 BOM is dropped.
 
     Raises DataError, whatever ``on_error`` says, for a truncated or corrupt gzip stream or a BOM starting a later
-    line (names the file, the line and the fix).
-    """
+    line (names the file, the line and the fix)."""
     lineno = 0
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
@@ -94,8 +93,7 @@ def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped
                 profile: Sequence[str] = ()) -> Iterator[Row]:
     """Rows ``(line, user_id, text, label, label set)`` of a JSON Lines file; the label set is the ``(field, value)``
     tuple of the ``profile`` fields (None when empty). A non-string ``text`` or an empty ``user_id`` is a
-    ``DataError`` naming file, line and field (``on_error="skip"``: counted as ``bad_type``).
-    """
+    ``DataError`` naming file, line and field (``on_error="skip"``: counted as ``bad_type``)."""
     uid_f, text_f, label_f = fields
     for line, o in json_lines(path, fields, on_error, skipped):
         text, uid = o[text_f], o[uid_f]
@@ -264,8 +262,7 @@ def check_format(path, fmt: str, label_field: str = "industry") -> None:
     """Refuse a file whose first line is clearly another format than ``fmt`` (:func:`sniff_format`); ``blogs`` and
     ``yelp`` conflict only when the first record lacks the loader's field (``stars`` / ``label_field``).
 
-    Raises DataError naming the file, what it looks like, the format asked for and the ``--format`` to pass.
-    """
+    Raises DataError naming the file, what it looks like, the format asked for and the ``--format`` to pass."""
     guess, first = _sniff_line(_head_line(path))
     if guess is None or guess == fmt:
         return

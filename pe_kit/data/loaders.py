@@ -52,8 +52,7 @@ def bank_b_authors(path=None) -> frozenset[str]:
     every private split (``splits.split_users(reserved=)``). ``path`` defaults to :func:`default_bank_b_path`.
 
     Raises: FileNotFoundError (built by ``scripts/make_bank_b.py``), IsADirectoryError; DataError for a malformed
-        line or example, a row without ``examples`` or a file with no rows.
-    """
+        line or example, a row without ``examples`` or a file with no rows."""
     path = Path(path or default_bank_b_path())
     if path.is_dir():
         raise IsADirectoryError(f"bank-B path {path} is a folder; pass the bank-B file itself "
@@ -156,8 +155,7 @@ def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_record
         label_field: the user's label (``industry``, ``gender``, ``age``). on_error: ``"raise"`` or ``"skip"``.
 
     Raises FileNotFoundError, IsADirectoryError, DataError (file, line and field named; a truncated gzip file; one
-    user id with two label sets, :data:`PROFILE_FIELDS`).
-    """
+    user id with two label sets, :data:`PROFILE_FIELDS`)."""
     path = check_path(path or default_data_path())
     return _load(path, "blogs", record_cap, min_records, max_records, on_error, label_field)
 
@@ -167,8 +165,7 @@ def load_yelp(path, record_cap: int = 64, min_records: int | None = None, max_re
     """Stream Yelp reviews JSON Lines (``user_id``, ``text``, ``stars``; label = stars of the user's first review).
 
     ``min_records=None`` means ``record_cap`` (exactly m records per user, the paper's Yelp arm); ``max_users`` keeps
-    the first that many admissible users. Arguments and errors as ``load_blogs``.
-    """
+    the first that many admissible users. Arguments and errors as ``load_blogs``."""
     path = check_path(path)
     return _load(path, "yelp", record_cap, min_records, max_records, on_error, max_users=max_users)
 
@@ -180,8 +177,7 @@ def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None
 
     Label = polarity of the user's first tweet; ``min_records=None`` means ``max(1, record_cap // 2)`` (32–64 at m =
     64). Raises DataError naming file, physical line and column for a row without 6 columns, a bad polarity or a
-    malformed quote (``on_error="skip"``: ``malformed_quote``, costing only the record's first line).
-    """
+    malformed quote (``on_error="skip"``: ``malformed_quote``, costing only the record's first line)."""
     path = check_path(path)
     return _load(path, "sentiment140", record_cap, min_records, max_records, on_error)
 
@@ -190,8 +186,7 @@ def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") 
     """The file and format :func:`load_corpus` reads: ``fmt``, or for ``auto`` one guessed from the name (``.csv`` →
     sentiment140, ``yelp`` → yelp, else blogs); None = the bundled Blogs sample.
 
-    Raises: ValueError (unknown ``fmt``), FileNotFoundError / IsADirectoryError, DataError (:func:`check_format`).
-    """
+    Raises: ValueError (unknown ``fmt``), FileNotFoundError / IsADirectoryError, DataError (:func:`check_format`)."""
     if path is None:
         return check_path(default_data_path()), "blogs"
     name = Path(path).name.lower()
@@ -220,8 +215,7 @@ def bank_text(text) -> str:
 
 def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) -> tuple[list[str], dict]:
     """Candidate bank texts from a JSON Lines ``text`` field (default: bundled bank A) and info counting ``rows``,
-    ``duplicates_removed``, ``empty_removed``. Raises DataError on a malformed line (file and line named).
-    """
+    ``duplicates_removed``, ``empty_removed``. Raises DataError on a malformed line (file and line named)."""
     path = check_path(path or default_bank_path())
     skipped: Counter = Counter()
     texts, seen = [], set()

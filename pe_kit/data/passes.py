@@ -40,8 +40,7 @@ class Rows:
 @dataclass
 class Scan:
     """Pass 1 of a loader: ``counts`` (user id → valid records, uncapped, first-appearance order), ``skipped`` /
-    ``removed`` (as ``Corpus``), ``stat`` ((size, mtime_ns) at read; pass 2 refuses a changed file) and ``decoding``.
-    """
+    ``removed`` (as ``Corpus``), ``stat`` ((size, mtime_ns) at read; pass 2 refuses a changed file) and ``decoding``."""
 
     source: str
     fmt: str
@@ -104,8 +103,7 @@ def _label_set(prof: tuple) -> str:
 
 def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Scan:
     """Pass 1 (``Scan``): each user's valid records and the skips, no text kept; raises DataError (file, line,
-    field).
-    """
+    field)."""
     skipped: Counter = Counter()
     counts: dict[str, int] = {}
     profiles: dict[str, tuple] = {}
@@ -137,8 +135,7 @@ def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | N
              max_users: int | None = None) -> tuple[set, Counter, Counter]:
     """The users a selection keeps from pass-1 counts: (ids, skipped, removed) under the user rules
     (``over_record_cap``, ``user_beyond_max_users``, ``user_too_few_records``, ``user_too_many_records``).
-    Raises ValueError for inconsistent caps (names them and the fix).
-    """
+    Raises ValueError for inconsistent caps (names them and the fix)."""
     if record_cap < 1:
         raise ValueError(f"record_cap={record_cap} must be ≥ 1")
     if min_records < 1 or (max_records is not None and max_records < min_records):
@@ -177,8 +174,7 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
     concatenated with itself holds (per user, the records kept beyond the first ⌈c/2⌉ of its c).
 
     Raises: DataError when the file changed since pass 1 (names the file and the fix); ValueError for
-        inconsistent caps.
-    """
+        inconsistent caps."""
     keep, skipped, removed = admitted(scan, record_cap, min_records, max_records, max_users)
     want = {uid: min(scan.counts[uid], record_cap) for uid in keep}
     texts: dict[str, list[str]] = {}

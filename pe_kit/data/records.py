@@ -38,8 +38,7 @@ class Corpus:
             ``bad_label``, ``bad_type``, ``label_conflict``, ``empty_text``, ``over_record_cap``) or users
             (``user_too_few_records``, ``user_too_many_records``, ``user_beyond_max_users``, ``not_in_<arm>_arm``).
         removed: skip rule → records removed. changed: rewrite rule → records rewritten (``whitespace_normalised``,
-            ``cut_to_140_chars``). decoding: ``utf-8`` or ``latin-1``.
-    """
+            ``cut_to_140_chars``). decoding: ``utf-8`` or ``latin-1``."""
 
     users: list[User]
     source: str
@@ -63,8 +62,7 @@ class Corpus:
     def report(self) -> dict:
         """Counts: users, records, records per user (min/median/max), exact repeats (``records_repeated``,
         ``users_with_repeats``), per skip rule ``skipped_<rule>`` and ``records_removed_<rule>``,
-        ``records_removed_total``, ``records_changed_<rule>`` and the file's ``decoding``.
-        """
+        ``records_removed_total``, ``records_changed_<rule>`` and the file's ``decoding``."""
         n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
         repeated, users_with = self.repeats()
         return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
@@ -89,8 +87,7 @@ def reserved_ids(reserved) -> set[str]:
 def fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
     """Apply the on-error policy to one bad line: ``"skip"`` counts it under ``reason``; ``"raise"`` raises
     ``DataError(message)`` with the hint how to skip; ``"strict"`` without it (files whose lines must all be read,
-    as bank B). Raises ValueError for another policy.
-    """
+    as bank B). Raises ValueError for another policy."""
     if on_error == "skip":
         skipped[reason] += 1
         return

@@ -21,8 +21,7 @@ def cut_to_length(text: str, max_chars: int) -> str:
 def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
     """The paper's two data arms (§3, App. D): ``long`` keeps users with exactly ``record_cap`` records; ``short``
     those with record_cap/2 … record_cap, cut to 140 characters (``changed["cut_to_140_chars"]``).
-    Raises ValueError for another arm name.
-    """
+    Raises ValueError for another arm name."""
     changed = Counter(corpus.changed)
     if arm == "long":
         users = [u for u in corpus.users if len(u.texts) == record_cap]
@@ -80,8 +79,7 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
 
     Raises:
         ValueError: too few eligible users (gives the counts and the fix). TypeError: ``reserved`` is a string
-            or None instead of a collection of user ids.
-    """
+            or None instead of a collection of user ids."""
     for name, n in (("n_aux", n_aux), ("n_calibration", n_calibration), ("n_test", n_test)):
         if n < 1:
             raise ValueError(f"{name}={n} must be ≥ 1")

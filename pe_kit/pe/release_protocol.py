@@ -54,8 +54,7 @@ class BatchedPERelease(Protocol):
 
 def check_release_inputs(bank, records, owner, n_users: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(bank float32 (p, d), records float32 (n, d), owner int64 (n,), n_users int), validated. Raises ValueError on
-    non-2-D or mismatched embeddings, owner of the wrong length or out of [0, n_users), or n_users < 1.
-    """
+    non-2-D or mismatched embeddings, owner of the wrong length or out of [0, n_users), or n_users < 1."""
     bank = np.asarray(bank, dtype=np.float32)
     records = np.asarray(records, dtype=np.float32)
     owner = np.asarray(owner, dtype=np.int64)
@@ -94,8 +93,7 @@ def staged_batch(release, bank, records, owner, n_users: int, config: MechanismC
     """The batched form of a two-stage release: one ``snapshot``, then ``n_releases`` ``randomise`` calls from ``rng``
     read on ``coords`` (float64 (n_releases, |coords|)), equal to one-call releases when the stages compose.
     Raises ValueError on bad data arguments, n_releases < 1, coords outside [0, p), or a ``randomise`` output that is
-    not p values.
-    """
+    not p values."""
     bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
     coords, p = _coords(coords, bank.shape[0]), bank.shape[0]
     snap = release.snapshot(bank, records, owner, n_users, config)
@@ -119,12 +117,10 @@ def user_records(records: np.ndarray, owner: np.ndarray, n_users: int) -> list[n
 class ReleasePipeline:
     """The reference release as overridable steps (Eq. 1, Alg. A.1): ``routes`` (top-k, ties → lowest index) →
     ``contributions`` (h̄_u = counts/(|D_u|k), clip to C) → ``participation`` (Bernoulli(q)) → ``accumulate``
-    (Σ_u I_u v_u) → ``noise`` (+ N(0, (σC)²)); callable as a ``PERelease``, with ``release_batch``.
-    """
+    (Σ_u I_u v_u) → ``noise`` (+ N(0, (σC)²)); callable as a ``PERelease``, with ``release_batch``."""
 
     name = "reference"
 
-    # -- steps (override one to seed a bug)
     def routes(self, bank: np.ndarray, records: np.ndarray, config: MechanismConfig) -> np.ndarray:
         """int64 (n, k) bank indices of each record's top-k (``mechanism.topk_routes``)."""
         return topk_routes(records, bank, config.top_k)
@@ -148,7 +144,6 @@ class ReleasePipeline:
         """float64 (t, |P|) totals + N(0, (σC)²) i.i.d. (noise of the other coordinates is never needed)."""
         return totals + rng.normal(0.0, config.noise_std, size=totals.shape)
 
-    # -- the protocol
     def prepare(self, bank, records, owner, n_users: int, config: MechanismConfig) -> sp.csr_matrix:
         """The (N, p) contributions of the eligible users, reused by the next call with equal inputs."""
         bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
@@ -230,8 +225,7 @@ class HistogramAdapter:
         noise_fn: the library's randomised stage (DPSDA ``Gaussian.add_noise``): ``histogram_fn`` is then the
             deterministic stage and the adapter offers ``snapshot``, ``randomise`` and ``staged_batch``.
 
-    Returns float64 (p,); raises ValueError naming the function when it returns anything else.
-    """
+    Returns float64 (p,); raises ValueError naming the function when it returns anything else."""
 
     def __init__(self, histogram_fn: Callable, *, settings: Mapping[str, str] | None = None,
                  private_arg: str | None = None, synthetic_arg: str | None = None, rng_arg: str | None = "rng",

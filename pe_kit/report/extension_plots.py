@@ -15,7 +15,6 @@ from pe_kit.report.plots import _need, _trials
 __all__ = ["plot_multiround", "plot_mutant_suite", "plot_epsilon_vs_m"]
 
 
-# ---------------------------------------------------------------------------------------------- 06 multi-round
 def plot_multiround(df: pd.DataFrame, audit: pd.DataFrame | None = None, gain: pd.DataFrame | None = None):
     """Fig. 2 analogue: MAUVE of each bank S^(t) (DP run and random-retention control) and ε_theory / ε_lower after t
     releases (frozen-bank and adaptive audits, Eq. 36).
@@ -26,8 +25,7 @@ def plot_multiround(df: pd.DataFrame, audit: pd.DataFrame | None = None, gain: p
         audit: ``MultiroundResult.audit`` rows; None: ``epsilon_theory`` / ``epsilon_lower`` of ``df``'s rounds t > 0.
         gain: ``MultiroundResult.gain`` rows; the last round's gain goes in the left title.
 
-    Raises ValueError naming a missing column.
-    """
+    Raises ValueError naming a missing column."""
     from matplotlib.ticker import MaxNLocator
 
     hint = ": pass the rows of multiround_study"
@@ -98,12 +96,10 @@ def _privacy_panel(ax, d: pd.DataFrame, audit: pd.DataFrame | None) -> None:
     ax.legend(fontsize=8, loc="best")
 
 
-# ---------------------------------------------------------------------------------------------- 07 implementations
 def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
     """Notebook 07: ε_lower of every audited implementation with its two-sided band against ε_theory, coloured by
     verdict; and the trials each violation needed (``needed``: ``trials_needed_rows``, log scale).
-    Raises ValueError naming a missing column of ``df`` (``study.implementation_audit.run_suite`` rows).
-    """
+    Raises ValueError naming a missing column of ``df`` (``study.implementation_audit.run_suite`` rows)."""
     _need(df, ["implementation", "design", "epsilon_lower", "epsilon_ci_low", "epsilon_ci_high", "epsilon_theory",
                "violation", "expected_violation"], "plot_mutant_suite", ": pass rows of run_suite")
     d = df.reset_index(drop=True)
@@ -143,13 +139,11 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 08 one-run
 def plot_epsilon_vs_m(df: pd.DataFrame, qs: Sequence[float] | None = None):
     """ε_lower of each (variant, bound) against m (log axis), one panel per q (``qs``; default every q, largest first),
     with ε_theory (dashed) and the multi-trial ε_lower (dotted) of the same q.
 
-    Raises ValueError: no one-run rows, or a q in ``qs`` without a multi-trial row (names the q).
-    """
+    Raises ValueError: no one-run rows, or a q in ``qs`` without a multi-trial row (names the q)."""
     runs = df[df["experiment"] == "one_run"]
     if runs.empty:
         raise ValueError("no one-run rows (experiment 'one_run'); pass the rows of pe_kit.study.one_run.one_run_study")

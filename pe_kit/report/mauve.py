@@ -15,8 +15,7 @@ __all__ = ["MauveResult", "mauve_score", "paired_gain"]
 @dataclass(frozen=True)
 class MauveResult:
     """MAUVE over k-means seeds: ``mean``, ``sd`` (ddof=1; 0 for one seed), per-seed ``scores`` and ``seeds``, samples
-    ``n_p`` / ``n_q`` used, ``num_buckets`` used and requested, ``distinct_p`` / ``distinct_q`` rows of each side.
-    """
+    ``n_p`` / ``n_q`` used, ``num_buckets`` used and requested, ``distinct_p`` / ``distinct_q`` rows of each side."""
 
     mean: float
     sd: float
@@ -90,8 +89,7 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
     Raises:
         ValueError: bad shapes, non-finite features, empty seeds, subsampling without ``rng``, zero-variance
-            features, or fewer than 2·num_buckets distinct rows in P ∪ Q.
-    """
+            features, or fewer than 2·num_buckets distinct rows in P ∪ Q."""
     p = _features(p_features, "p_features")
     q = _features(q_features, "q_features")
     if p.shape[1] != q.shape[1]:
@@ -138,8 +136,7 @@ def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, s
                 max_iter: int, scaling_factor: float) -> float:
     """One MAUVE value as ``mauve.compute_mauve`` computes it (PCA to 90 % variance, faiss k-means with ``seed + 2``,
     divergence frontier at 25 weights), except that each *distinct* row is projected and assigned once, so identical
-    rows of P and Q always share a cluster (BLAS rounding could otherwise split them: MAUVE(P, P) = 0.75).
-    """
+    rows of P and Q always share a cluster (BLAS rounding could otherwise split them: MAUVE(P, P) = 0.75)."""
     import faiss
     from mauve.compute_mauve import compute_area_under_curve, get_divergence_curve_for_multinomials
     from sklearn.decomposition import PCA
@@ -167,8 +164,7 @@ def paired_gain(treated: np.ndarray, control: np.ndarray, level: float = 0.95) -
     ``treated``, ``control``: float (n_seeds, n_kmeans) MAUVE values or (n_seeds,) means; ``level`` in (0, 1).
     Returns a dict: ``gain``, ``gain_sd``, ``ci_low``, ``ci_high`` (nan for one seed), ``n_seeds``, ``level``,
     ``significant`` (the interval excludes 0), ``treated_mean``, ``control_mean``.
-    Raises ValueError on shape mismatch, no seeds, non-finite values or a level outside (0, 1).
-    """
+    Raises ValueError on shape mismatch, no seeds, non-finite values or a level outside (0, 1)."""
     from scipy import stats
 
     a = np.asarray(treated, dtype=np.float64)

@@ -23,8 +23,7 @@ PAPER_MECHANISM = {"mech_top_k": 5, "mech_clip_norm": 0.1, "mech_noise_multiplie
 
 def mechanism_words(row: Mapping) -> str:
     """A results row's mechanism in words when it is not the paper's (its settings, the paper's columns left out, and
-    when C never binds: for C ≥ 1/√k, μ_eff ≤ 1/(√k·σ·C) < 1/σ, Eqs. 1, 20); ``""`` for the paper's or no ``mech_*``.
-    """
+    when C never binds: for C ≥ 1/√k, μ_eff ≤ 1/(√k·σ·C) < 1/σ, Eqs. 1, 20); ``""`` for the paper's or no ``mech_*``."""
     got = {k: row.get(k) for k in PAPER_MECHANISM}
     if any(v is None or pd.isna(v) for v in got.values()) or all(
             abs(float(got[k]) - v) < 1e-12 for k, v in PAPER_MECHANISM.items()):
@@ -77,8 +76,7 @@ def paper_value(table: str, arm: str, bank: str, variant: str) -> float | None:
     """The paper's ε_lower (max over five canaries) for a kit cell, or None where the paper has no analogue.
 
     ``table``: ``"2"`` (bank A) or ``"4"`` (banks A and B); ``arm``: ``long`` → Yelp, ``short`` → Sentiment140;
-    ``bank``: ``bankA`` or ``public`` (→ bank B). Raises ValueError if ``table`` is neither ``"2"`` nor ``"4"``.
-    """
+    ``bank``: ``bankA`` or ``public`` (→ bank B). Raises ValueError if ``table`` is neither ``"2"`` nor ``"4"``."""
     dataset, letter = ARM_DATASET.get(str(arm)), BANK_LETTER.get(str(bank))
     if str(table) == "2":
         return PAPER_TABLE2.get(dataset, {}).get(variant) if letter == "A" else None
@@ -100,8 +98,7 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
     Columns: ``arm``, ``bank``, ``variant``, ``canaries``, ``max`` (the paper's statistic), ``median``, ``min``,
     ``mu_eff_median``, ``epsilon_theory``, ``paper_table2``, ``paper_table4`` (NaN without an analogue or at another
     mechanism), ``mechanism_note``, ``trials``, ``n_test``, ``n_calibration``. Rows lacking a key or ε_lower are
-    left out.
-    """
+    left out."""
     need = ("study_arm", "bank_source", "variant", "epsilon_lower")
     if t2 is None or t2.empty or not set(need) <= set(t2.columns):
         return pd.DataFrame()
@@ -133,8 +130,7 @@ def orderings(table: pd.DataFrame) -> list[dict]:
     paraphrase-μ_eff < nonce (:data:`NATURAL_ORDER`).
 
     Returns dicts ``{"claim", "statistic", "cells", "held", "detail"}`` (``detail``: failing cells, "long/public");
-    claims no cell can check are left out.
-    """
+    claims no cell can check are left out."""
     if table is None or table.empty:
         return []
     from pe_kit.attack.variants import NONCE_VARIANTS
@@ -203,8 +199,7 @@ def format_count(v) -> str:
 def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
     """:func:`comparison_table` as markdown: the :func:`orderings_line`, then one table per arm × bank under a line with
     its sizes and ε_theory; the paper's Table 2 / 4 columns only where the mechanism is the paper's
-    (:func:`mechanism_words`). Returns ``""`` for an empty table.
-    """
+    (:func:`mechanism_words`). Returns ``""`` for an empty table."""
     if table is None or table.empty:
         return ""
     out = []

@@ -77,7 +77,6 @@ def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[
     return paths
 
 
-# ---------------------------------------------------------------------------------------------- 01 mechanism
 def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
     """Histogram of users' ‖h̄_u‖₂ (``h_norms``) before clipping, with the clip threshold C (Eq. 1)."""
     from matplotlib.ticker import MaxNLocator
@@ -96,8 +95,7 @@ def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
 
 def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_std: float):
     """Two panels: the canary's contribution ``canary_v`` on its support against the noise σC, and the release ``y``
-    against ``votes`` alone, coordinates sorted by votes.
-    """
+    against ``votes`` alone, coordinates sorted by votes."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
     cv = np.sort(np.asarray(canary_v, float)[np.asarray(canary_v) > 0])[::-1]
     # log scale: each v_j is far below σC; a filled step keeps every coordinate visible
@@ -123,7 +121,6 @@ def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_s
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 02 probe design
 def plot_design(df: pd.DataFrame):
     """Per variant: each canary's μ_eff against the ceiling 1/σ, and its vote share on P."""
     _need(df, ["variant", "mu_eff", "mu_eff_ceiling", "canary_votes_on_P"], "plot_design")
@@ -155,7 +152,6 @@ def plot_design(df: pd.DataFrame):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 03 LLR checks
 def plot_score_distributions(data: Mapping[str, Mapping]):
     """Per design of ``llr_checks``: ℓ histograms under H0 and inclusion, N(∓μ²/2, μ²) overlaid (Eqs. 16–17)."""
     n = max(1, len(data))
@@ -205,7 +201,6 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 04 audit
 def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over canaries) vs ε_theory"):
     """Annotated heatmap of a ``table_epsilon`` (Table 2 / 4 analogue). Raises ValueError if the table is empty."""
     import seaborn as sns
@@ -226,8 +221,7 @@ def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over c
 
 def plot_epsilon_by_canary(df: pd.DataFrame):
     """ε_lower of every canary per variant, one panel per (arm, bank), with ε_theory dashed and, when present, each
-    canary's attack ceiling ``epsilon_ceiling`` as a grey bar, the best canary's tightness written on it.
-    """
+    canary's attack ceiling ``epsilon_ceiling`` as a grey bar, the best canary's tightness written on it."""
     import seaborn as sns
 
     groups = list(df.groupby(["study_arm", "bank_source"], sort=True))
@@ -266,12 +260,10 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 05 ablations
 def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequence[float]] | None = None):
     """Fig. 1 analogue: ε_lower (markers), the point estimate (line, Eq. 28), its 95% band and ε_theory against σ or q
     (``field``: ``"noise_multiplier"`` or ``"sample_rate"``), one colour per variant; a note says a band above ε_theory
-    is no violation. ``theory``: optional dense (x, ε_theory) curve. Raises ValueError for another field.
-    """
+    is no violation. ``theory``: optional dense (x, ε_theory) curve. Raises ValueError for another field."""
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' or 'sample_rate'")
     col = f"mech_{field}"
@@ -332,8 +324,7 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
 
 def plot_encoder_ablation(df: pd.DataFrame):
     """Table 3 analogue: per variant, one bar per encoder (max ε_lower over canaries) and a dot per canary.
-    Raises ValueError with ``pe_kit.text.models.encoder_ablation_note`` when fewer than two encoders are in ``df``.
-    """
+    Raises ValueError with ``pe_kit.text.models.encoder_ablation_note`` when fewer than two encoders are in ``df``."""
     import seaborn as sns
 
     from pe_kit.text.models import encoder_ablation_note

@@ -40,8 +40,7 @@ RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
 class StepCache:
     """A folder (``folder``, e.g. ``<output_dir>/.steps``) of finished work items, one JSON file each, keyed by the
     content hash of their inputs, so an interrupted run resumes at the first unfinished item. Writes are atomic; an
-    unreadable file is recomputed. ``enabled=False`` turns the cache off.
-    """
+    unreadable file is recomputed. ``enabled=False`` turns the cache off."""
 
     def __init__(self, folder: str | Path, enabled: bool = True):
         self.folder = Path(folder)
@@ -93,8 +92,7 @@ def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | Non
          params: Mapping[str, Any] | None = None) -> list[dict]:
     """Stamp rows with their provenance: ``notebook``, ``experiment`` (kept if a row has one), parameters (``param_*``;
     lists as JSON), versions and the encoders' ``encoder_device`` / ``encoder_backend``; existing keys win except
-    ``notebook``. Returns dicts with ``RUN_COLUMNS`` filled.
-    """
+    ``notebook``. Returns dicts with ``RUN_COLUMNS`` filled."""
     from pe_kit.report.results import versions
     from pe_kit.text.encoder import encoder_runtime
 
@@ -128,8 +126,7 @@ def _first(row: Mapping[str, Any], keys: Sequence[str]):
 def add_attack_ceiling(row: dict) -> dict:
     """Add ``epsilon_ceiling`` (PRV ε of one release at noise multiplier 1/μ_eff, μ_eff rounded to 4 decimals,
     ``audit.accounting.epsilon_ceiling``) and ``tightness`` = ε_lower / ceiling to an audit row in place, when it has
-    finite ``epsilon_lower`` and ``mu_eff``, a sample rate, δ > 0 and no ceiling yet. Returns the row.
-    """
+    finite ``epsilon_lower`` and ``mu_eff``, a sample rate, δ > 0 and no ceiling yet. Returns the row."""
     from pe_kit.audit.accounting import epsilon_ceiling_rounded, tightness
 
     if "epsilon_ceiling" in row and row["epsilon_ceiling"] is not None:
@@ -195,8 +192,7 @@ def _answer(df: pd.DataFrame | None) -> str:
 def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, figures: Sequence[str] = ()) -> str:
     """Render ``results.md``: ε_lower beside the paper's Tables 2 / 4 and its orderings (:mod:`.paper_compare`),
     the run settings (``meta``), the truncation counts, then one section per experiment of :data:`_SECTIONS` (others
-    as a compact table of numeric columns), and the ``figures`` listed.
-    """
+    as a compact table of numeric columns), and the ``figures`` listed."""
     from pe_kit.audit.accounting import NEIGHBOURING_RELATION
 
     out = ["# pe_kit reproduction results\n", _answer(df),

@@ -50,8 +50,7 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False)
 def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float = 0.95):
     """(lower, point, upper) ε ≥ 0 certified by a frozen threshold test: Eq. 28 at the empirical rates (point), with
     one-sided Clopper–Pearson bounds at γ = (1 − level)/4 (lower), and with every bound flipped (upper).
-    Raises ValueError if level is outside (0, 1).
-    """
+    Raises ValueError if level is outside (0, 1)."""
     from pe_kit.audit.bounds import clopper_pearson
 
     if not 0 < level < 1:
@@ -79,8 +78,7 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
 def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """A copy with ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from ``test_true_pos``,
     ``test_false_pos``,
-    ``test_n_h1``, ``test_n_h0`` and ``audit_delta``. Raises ValueError naming a missing column.
-    """
+    ``test_n_h1``, ``test_n_h0`` and ``audit_delta``. Raises ValueError naming a missing column."""
     need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
     missing = [c for c in need if c not in df.columns]
     if missing:
@@ -96,8 +94,7 @@ def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
 
 def _table_rows(df: pd.DataFrame, index: list, variants: Sequence[str] | None) -> tuple[pd.DataFrame, list, dict]:
     """The rows a variant table can place, the variant order, and the count per reason (``missing_<column>``,
-    ``unknown_variant``; default ``variants``: ``ALL_VARIANTS``) of rows it cannot place, with a warning.
-    """
+    ``unknown_variant``; default ``variants``: ``ALL_VARIANTS``) of rows it cannot place, with a warning."""
     import warnings
 
     from pe_kit.attack.variants import ALL_VARIANTS
@@ -136,8 +133,7 @@ def dropped_note(table: pd.DataFrame) -> str:
 
 def pool_generator_note(df: pd.DataFrame) -> str:
     """One sentence naming the generators of the paraphrase variants' pools, e.g. ``"Paraphrase pools: paraphrase 5 ×
-    smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``; ``""`` without such rows.
-    """
+    smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``; ``""`` without such rows."""
     if "pool_generator" not in df.columns or "variant" not in df.columns:
         return ""
     rows = df[df["variant"].astype(str).str.startswith("paraphrase") & df["pool_generator"].notna()]
@@ -156,16 +152,14 @@ def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_s
                   ) -> pd.DataFrame:
     """Table 2 / Table 4 analogue: max ε_lower over canaries per (``index``, default arm and bank) × variant, plus
     ``epsilon_theory``. Rows fitting no cell are counted in ``table.attrs["dropped_rows"]`` (:func:`dropped_note`)
-    with a ``UserWarning``.
-    """
+    with a ``UserWarning``."""
     return _variant_table(df, index, variants, lambda g: g.max())
 
 
 def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"),
                          variants: Sequence[str] | None = None) -> pd.DataFrame:
     """Table 2 / 4 analogue with the spread: "max / median (min–max)" of ε_lower per (index…) × variant, plus
-    ``epsilon_theory``; rows left out counted as in :func:`table_epsilon`.
-    """
+    ``epsilon_theory``; rows left out counted as in :func:`table_epsilon`."""
     return _variant_table(df, index, variants, spread_cells, lambda theory: theory.map("{:.3f}".format))
 
 
@@ -203,8 +197,7 @@ def population_shift_table(df: pd.DataFrame, flagged_only: bool = False) -> pd.D
     """Per canary (flagged first; ``flagged_only`` keeps those): the FPR of its frozen threshold on calibration and test
     with two-sided Clopper–Pearson intervals (``"1.20e-04 [9.1e-05, 1.6e-04]"``), ``epsilon_calibration``,
     ``epsilon_lower`` and the flag of ``pe_kit.audit.bounds.population_shift`` (disjoint intervals). ``attrs``:
-    ``checked`` and ``flagged`` counts. Empty when no row carries the check.
-    """
+    ``checked`` and ``flagged`` counts. Empty when no row carries the check."""
     if df is None or df.empty or not set(SHIFT_COLUMNS) <= set(df.columns):
         out = pd.DataFrame()
         out.attrs.update(checked=0, flagged=0)
@@ -294,8 +287,7 @@ def published_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def one_run_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Notebook 08's ``one_run`` and ``multi_trial`` rows: the ``_COLUMNS`` holding a value (``epsilon_lower``,
-    ``mu_lower`` always), sorted by q (largest first), variant, then m and method, the multi-trial row last.
-    """
+    ``mu_lower`` always), sorted by q (largest first), variant, then m and method, the multi-trial row last."""
     cols = [c for c in _COLUMNS if c in rows.columns and (rows[c].notna().any() or c in ALWAYS)]
     rows = rows.copy()  # a slice of the wide results.csv frame is fragmented: assign() on it warns
     rows["_multi"] = rows["experiment"] == "multi_trial"
@@ -305,8 +297,7 @@ def one_run_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def idealised_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Notebook 08's ``one_run_idealised`` rows summarised over repeats per (q, m, method): ``repeats``,
-    ``epsilon_lower_median / _min / _max``, ``mu_lower_median`` and ``epsilon_theory``, q largest first.
-    """
+    ``epsilon_lower_median / _min / _max``, ``mu_lower_median`` and ``epsilon_theory``, q largest first."""
     keys = [c for c in ("mech_sample_rate", "m", "method") if c in rows.columns]
     spec = {"repeats": ("epsilon_lower", "size"), "epsilon_lower_median": ("epsilon_lower", "median"),
             "epsilon_lower_min": ("epsilon_lower", "min"), "epsilon_lower_max": ("epsilon_lower", "max")}

@@ -35,8 +35,7 @@ def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma
     at μ_eff=1, q=0.1, 10⁶ trials, γ=0.0025.
 
     ``mu_eff`` ≥ 0 (≤ 1/σ, Eq. 20); ``sample_rate`` q in (0, 1]; ``trials`` per hypothesis ≥ 1; ``gamma``: tail of
-    each Clopper–Pearson bound. Raises ValueError naming the out-of-range argument.
-    """
+    each Clopper–Pearson bound. Raises ValueError naming the out-of-range argument."""
     from pe_kit.audit.expectations import expected_epsilon
 
     _check(mu_eff, sample_rate, trials, gamma, delta)
@@ -45,8 +44,7 @@ def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma
 
 def asymptotic_epsilon(mu_eff: float, sample_rate: float, delta: float = 1e-5) -> float:
     """The ε an infinitely long threshold audit converges to (Eq. 28 at exact rates, max over thresholds): ≈1.685 at
-    μ_eff=1, q=0.1, δ=1e-5, just below ε_theory = 1.695. Raises as :func:`expected_epsilon_lower`.
-    """
+    μ_eff=1, q=0.1, δ=1e-5, just below ε_theory = 1.695. Raises as :func:`expected_epsilon_lower`."""
     from pe_kit.audit.expectations import expected_epsilon
 
     _check(mu_eff, sample_rate, None, 0.5, delta)
@@ -60,8 +58,7 @@ def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float 
     ``mu_eff``: None = the ceiling 1/σ; values above it are capped (Eq. 20). γ = α / (4·n_canaries) (App. E.6).
     Returns a dict with ``sigma, sample_rate, trials, delta, gamma, mu_eff, mu_eff_ceiling, mu_eff_capped,
     epsilon_theory, epsilon_lower_expected, epsilon_asymptotic, fraction_of_theory``.
-    Raises ValueError naming the out-of-range argument.
-    """
+    Raises ValueError naming the out-of-range argument."""
     if not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma={sigma!r} must be > 0 (the noise multiplier)")
     alpha, n_canaries = check_param("alpha", alpha), check_param("n_canaries", n_canaries)
@@ -100,8 +97,7 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
     (``plot=True``) ε_theory and expected ε_lower against the trial budget; ``.state`` and ``.sliders`` for scripts.
 
     Slider ranges (``pe_kit.settings.slider_range``) widen to hold the given values (ipywidgets would clamp them).
-    Raises ValueError for out-of-range settings, before any widget is built; ImportError without ipywidgets.
-    """
+    Raises ValueError for out-of-range settings, before any widget is built; ImportError without ipywidgets."""
     import ipywidgets as W
 
     explorer_state(sigma, sample_rate, trials, mu_eff, delta, alpha, n_canaries)  # refuse before a slider clamps
@@ -158,8 +154,7 @@ def show_explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_
                   headless: bool | None = None, **kwargs):
     """Display the explorer: live sliders in JupyterLab, a static :func:`explorer_state` table when headless
     (``headless``; None = ``PE_KIT_HEADLESS``), where no frontend drives widgets. ``kwargs`` go to :func:`explorer`.
-    Returns the panel, or None headless. Raises ValueError for out-of-range settings.
-    """
+    Returns the panel, or None headless. Raises ValueError for out-of-range settings."""
     import os
 
     from IPython.display import HTML, display

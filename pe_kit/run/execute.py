@@ -30,8 +30,7 @@ def this_python_kernel() -> str:
     """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only.
 
     A user-level ``python3`` kernelspec could point at another interpreter; this writes a spec
-    ``pe_kit-<hash of sys.executable>`` under ``cache_dir()/jupyter`` and puts that folder first on ``JUPYTER_PATH``.
-    """
+    ``pe_kit-<hash of sys.executable>`` under ``cache_dir()/jupyter`` and puts that folder first on ``JUPYTER_PATH``."""
     name = "pe_kit-" + content_hash(sys.executable)[:12]
     root = cache_dir() / "jupyter"
     # log level ERROR: the kernel's start-up chatter stays off the terminal; cells' warnings still reach the notebook
@@ -51,8 +50,7 @@ def this_python_kernel() -> str:
 class _ProgressTail:
     """Prints the lines a notebook's kernel appends to its progress file: a daemon thread polls it every ``poll``
     seconds and passes each new line to ``echo`` with ``prefix`` (in ``tqdm``'s external-write mode); ``stop()``
-    prints what is left and ends the thread.
-    """
+    prints what is left and ends the thread."""
 
     def __init__(self, path: Path, echo: Callable[[str], None], prefix: str, poll: float = 0.5):
         import threading
@@ -95,8 +93,7 @@ class _ProgressTail:
 def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any], run_dir: Path,
                      kernel_name: str | None, log_output: bool, echo: Callable[[str], None]) -> ReproduceError | None:
     """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill in ``run_dir``, with ``PE_KIT_HEADLESS=1``
-    and a fresh progress file echoed while it runs. Returns None, or the failure as a :class:`ReproduceError`.
-    """
+    and a fresh progress file echoed while it runs. Returns None, or the failure as a :class:`ReproduceError`."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 

@@ -64,8 +64,7 @@ def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: s
                  isolated: bool = False, reserved=frozenset()) -> DataProfile:
     """Records per user of ``data`` capped at ``record_cap``, from pass 1 only (``corpus_cache.cached_scan``), in a
     child process when ``isolated``; ``reserved`` user ids (:func:`reserved_for`) are counted apart.
-    Raises what ``pe_kit.data.loaders.load_corpus`` raises.
-    """
+    Raises what ``pe_kit.data.loaders.load_corpus`` raises."""
     from pe_kit.data import corpus_cache
 
     if isolated:
@@ -95,8 +94,7 @@ def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
 
 def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset:
     """User ids a world of ``p`` keeps out of its private splits: the example authors of every bank-B file a running
-    notebook uses (:func:`banks_used`, ``study.world.bank_reserved_users``); the fit counts them out of every arm.
-    """
+    notebook uses (:func:`banks_used`, ``study.world.bank_reserved_users``); the fit counts them out of every arm."""
     from pe_kit.study.world import bank_reserved_users
 
     return frozenset().union(*(bank_reserved_users(b) for b in banks_used(p, notebooks)))
@@ -201,8 +199,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
     ``notebooks``: those that will run (None = all). Returns ``FitResult`` (``fitted`` False when ``p`` already fits).
 
     Raises ValueError when even the smallest protocol-keeping sizes do not fit or a ``fixed`` setting blocks the
-    fit, naming the ``--set`` keys to change.
-    """
+    fit, naming the ``--set`` keys to change."""
     fixed = set(fixed)
     arms = arms_used(p, notebooks)
     problems = _needs(p, prof, arms) if arms else []  # no arms (e.g. only notebook 07): no data is read
@@ -270,8 +267,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
 def stability_warnings(p: Preset, prof: DataProfile | None = None, notebooks: Sequence[str] | None = None) -> list[str]:
     """Warnings (list of str) for sizes too small for stable numbers (:data:`MIN_USERS_PER_SPLIT`,
     :data:`MIN_MAUVE_SAMPLES`); notebook 06's two only when ``06_multiround_mauve`` is in ``notebooks`` (None = all).
-    ``prof`` None takes records per user as ``record_cap``.
-    """
+    ``prof`` None takes records per user as ``record_cap``."""
     out = []
     nb06 = p.view(_NB06)
     runs06 = notebooks is None or _NB06 in notebooks

@@ -40,8 +40,7 @@ def outputs_of(run_dir: Path, nb: str) -> dict:
 def input_digests(params: Mapping[str, Any]) -> dict:
     """Digests (``"<param>"`` or ``"<param>[i]"`` → str) by content of every file and model a notebook's parameters
     name: ``data``, ``bank`` / ``banks``, ``model`` / ``encoders``, ``generator="smollm2"``, any string naming an
-    existing file, and the shipped ``paraphrase_pools`` ("absent" when none ship).
-    """
+    existing file, and the shipped ``paraphrase_pools`` ("absent" when none ship)."""
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint

@@ -45,8 +45,7 @@ def check_notebook_overrides(preset: Preset, folder: Path) -> None:
     """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook.
 
     Raises ValueError for a parameter the notebook does not declare (listing those it does), or for ``output_dir``
-    / ``preset`` / ``seed`` (use ``--results-dir`` / ``--preset`` / ``--seed``).
-    """
+    / ``preset`` / ``seed`` (use ``--results-dir`` / ``--preset`` / ``--seed``)."""
     for nb, values in preset.extra.items():
         src = folder / f"{nb}.ipynb"
         if not src.is_file():
@@ -63,8 +62,7 @@ def check_notebook_overrides(preset: Preset, folder: Path) -> None:
 
 def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
     """One warning per ``--set`` key (``overrides``; dotted keys skipped) that none of ``notebooks`` (``<name>.ipynb``
-    in ``folder``) takes, naming the notebooks that would; ``data`` / ``fmt`` reach every notebook.
-    """
+    in ``folder``) takes, naming the notebooks that would; ``data`` / ``fmt`` reach every notebook."""
     takers: dict[str, list[str]] = {}
     for src in sorted(folder.glob("*.ipynb")):
         for k in _takes(src):
@@ -83,8 +81,7 @@ def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
 
 def check_variants(p: Preset) -> None:
     """Every variant name of ``p`` is known; raises ValueError naming the setting (``variants``, ``sweep_variants``,
-    ``encoder_variants``, ``tightness_variant``), the unknown name and the known ones.
-    """
+    ``encoder_variants``, ``tightness_variant``), the unknown name and the known ones."""
     from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS
 
     for key in ("variants", "sweep_variants", "encoder_variants", "tightness_variant"):
@@ -99,8 +96,7 @@ def check_variants(p: Preset) -> None:
 
 def check_banks(p: Preset) -> None:
     """Every bank ``p`` names (``bank``, ``banks``, a notebook's own) is a ``pe_kit.text.banks.make_bank`` kind or an
-    existing JSON Lines file; raises ValueError naming the setting and value, listing the bank names.
-    """
+    existing JSON Lines file; raises ValueError naming the setting and value, listing the bank names."""
     from pe_kit.data.loaders import default_bank_b_path
     from pe_kit.text.banks import BANK_KINDS, bank_b_missing_message
 
@@ -124,8 +120,7 @@ def check_banks(p: Preset) -> None:
 
 def check_bank_sizes(p: Preset) -> None:
     """A ``bankA`` bank (common or a notebook's own) cannot be larger than the bundled file: raises ValueError naming
-    the ``--set`` key (``bank_size`` or ``<nb>.bank_size``), its value and bank A's distinct texts.
-    """
+    the ``--set`` key (``bank_size`` or ``<nb>.bank_size``), its value and bank A's distinct texts."""
     def uses_a(values) -> bool:
         return "bankA" in _names(values)
 
@@ -151,8 +146,7 @@ def check_bank_sizes(p: Preset) -> None:
 
 def check_models(p: Preset) -> None:
     """Every encoder ``p`` names (``model``, ``encoders`` unless ``"auto"``, a notebook's own) loads offline
-    (``pe_kit.text.models.check_model_offline``); raises ValueError listing the models the kit can load.
-    """
+    (``pe_kit.text.models.check_model_offline``); raises ValueError listing the models the kit can load."""
     from pe_kit.text.models import check_model_offline
 
     settings = [("model", p.model), ("encoders", p.encoders)]

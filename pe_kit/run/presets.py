@@ -85,8 +85,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     value (06's σ, 07's δ) unless ``<notebook>.<key>`` is given too.
 
     Raises ValueError: unknown preset or key, a value of the wrong type or range, unequal calibration and test
-    sizes, or the paper preset without ``data``.
-    """
+    sizes, or the paper preset without ``data``."""
     if isinstance(name, Preset):
         p = name
     elif name not in PRESETS:
@@ -161,8 +160,7 @@ def audited_mechanism(p: Preset) -> str:
 def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str | os.PathLike | None = None) -> str:
     """The folder a notebook writes to, created if missing: ``output_dir`` (as str), or for None
     ``results/interactive`` at the checkout root (nearest folder at or above ``start`` holding ``pyproject.toml``
-    and ``pe_kit/__init__.py``; else ``<start>/results/interactive``). Raises OSError if it cannot be created.
-    """
+    and ``pe_kit/__init__.py``; else ``<start>/results/interactive``). Raises OSError if it cannot be created."""
     if output_dir is not None:
         out = Path(output_dir)
     else:
@@ -180,8 +178,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     ``pe_kit.settings.check_param``; ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0.
     Headless (``PE_KIT_HEADLESS=1``) it silences third-party bars (:func:`text_progress`).
 
-    Raises ValueError for a value of the wrong type or range, naming the field and the accepted values.
-    """
+    Raises ValueError for a value of the wrong type or range, naming the field and the accepted values."""
     if os.environ.get("PE_KIT_HEADLESS") == "1":
         text_progress()
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
@@ -210,8 +207,7 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
 def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int | None = None) -> tuple:
     """``(params, mechanism, audit)`` of a notebook from its parameters cell's ``namespace`` (its ``globals()``):
     :func:`resolve_params`' dict, its ``MechanismConfig`` and ``AuditConfig`` (γ = α / (4·n_canaries), App. E.6;
-    ``n_canaries`` None: ``per_variant``, else 1). Raises ValueError as :func:`resolve_params`.
-    """
+    ``n_canaries`` None: ``per_variant``, else 1). Raises ValueError as :func:`resolve_params`."""
     from pe_kit.study.setup import audit_from, mechanism_from
 
     keys = NOTEBOOK_KEYS.get(notebook, NOTEBOOK_KEYS["01_mechanism"])
@@ -239,8 +235,7 @@ def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
 
 def text_progress() -> None:
     """Disable third-party ``tqdm.auto`` bars created after this call (unless ``disable=False``) in a headless kernel,
-    which can show neither widgets nor carriage returns; pe_kit's steps report through ``pe_kit.progress``.
-    """
+    which can show neither widgets nor carriage returns; pe_kit's steps report through ``pe_kit.progress``."""
     import tqdm.auto
     import tqdm.std
 

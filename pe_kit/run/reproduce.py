@@ -93,8 +93,7 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
 
     Raises:
         ValueError: bad preset, override or notebook name, an undeclared ``<notebook>.<parameter>``, or data too
-            small (naming the ``--set`` keys, or ``--fit-data``). FileNotFoundError: no notebooks folder.
-    """
+            small (naming the ``--set`` keys, or ``--fit-data``). FileNotFoundError: no notebooks folder."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -120,8 +119,7 @@ _SIZE_SYMBOLS = {"record_cap": "m", "n_canary": "canaries", "per_variant": "per 
 def run_sizes(p: Preset) -> str:
     """One line with the sizes that shape a run's numbers, e.g. ``m=64, canaries=25 (5 per variant),
     aux/calibration/test=200/300/300, p=8192, r=64, M=512, token cap=64, trials=10⁶``; notes when r ≠ m that the exact
-    variant inserts r = m copies, and a clause per notebook's own size (``notebook 06: p=512``).
-    """
+    variant inserts r = m copies, and a clause per notebook's own size (``notebook 06: p=512``)."""
     cap = p.max_seq_length if p.max_seq_length is not None else "model default (256)"
     exact = f" (exact: r=m={p.record_cap} copies)" if p.max_probes != p.record_cap else ""
     line = (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
@@ -137,8 +135,7 @@ def run_sizes(p: Preset) -> str:
 def preset_changes(p: Preset) -> dict:
     """The settings of ``p`` (every ``Preset.paths`` value) that differ from the preset of the same name, in field
     order: a notebook's own as ``06.bank_size`` (``(as noise_multiplier)`` where a common value replaced it).
-    Empty for an unnamed or unchanged preset.
-    """
+    Empty for an unnamed or unchanged preset."""
     base = PRESETS.get(p.name)
     if base is None:
         return {}
@@ -206,8 +203,7 @@ def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable
 def _select(notebooks: Sequence[str] | None, folder: Path) -> list[str]:
     """The notebook stems to run: ``notebooks`` (stems, numbers or file names) or every one in ``folder``, in
     ``NOTEBOOKS`` order. Raises ValueError for a named notebook missing (listing those present),
-    FileNotFoundError when none is left.
-    """
+    FileNotFoundError when none is left."""
     if notebooks is None:
         todo = [nb for nb in NOTEBOOKS if (folder / f"{nb}.ipynb").is_file()]
     else:

@@ -35,8 +35,7 @@ def _mechanism_tag(preset: Preset) -> str:
 def default_run_id(preset: Preset, fitted: bool = False) -> str:
     """``<preset>`` for the default data, else ``<preset>-<data file stem>-<6 hex of its absolute path>``; then the
     mechanism and audit settings that differ from the preset's (``quick-sigma0.8-q0.05``, :func:`_mechanism_tag`),
-    then ``-fit`` when ``fitted``.
-    """
+    then ``-fit`` when ``fitted``."""
     tail = _mechanism_tag(preset) + ("-fit" if fitted else "")
     if preset.data is None or preset.name == "tiny" and Path(preset.data) == Path(PRESETS["tiny"].data):
         return preset.name + tail

@@ -16,8 +16,7 @@ __all__ = ["ParamSpec", "PARAM_TYPES", "Section", "setting", "check_param", "clo
 class ParamSpec:
     """Type and range of one parameter: ``kind`` (``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; ``many=True``: a
     list), inclusive ``lo`` / ``hi`` (``lo_open`` / ``hi_open``: exclusive), ``optional`` (None accepted),
-    ``choices``, ``word`` (a str accepted besides the typed value: ``"all"``, ``"auto"``).
-    """
+    ``choices``, ``word`` (a str accepted besides the typed value: ``"all"``, ``"auto"``)."""
 
     kind: str
     lo: float | None = None
@@ -56,8 +55,7 @@ def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = 
 
     Checked by ``Section.__post_init__``, found by name in :data:`PARAM_TYPES`, rendered by :func:`parameters_cell`;
     a list default is stored as a tuple. ``notebooks``: the notebooks reading this shared field (None: every reader
-    of its section; ``""``: none, a runner key). ``slider``: the explorer's default slider range.
-    """
+    of its section; ``""``: none, a runner key). ``slider``: the explorer's default slider range."""
     if isinstance(default, list):
         default = tuple(default)
     return field(default=default, metadata={"spec": spec, "doc": doc, "notebooks": notebooks, "slider": slider})
@@ -66,8 +64,7 @@ def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = 
 class Section:
     """Base of every frozen settings dataclass: each :func:`setting` field is normalised by :func:`check_param` on
     construction, and each subclass registers in :data:`PARAM_TYPES`.
-    Raises ValueError naming the field, the value and the accepted values.
-    """
+    Raises ValueError naming the field, the value and the accepted values."""
 
     #: the notebooks that read this section's fields (a field's ``notebooks`` overrides it)
     read_by = "01 02 03 04 05 06 07 08"
@@ -226,8 +223,7 @@ def check_param(name: str, value, spec: ParamSpec | None = None):
 
     Raises:
         ValueError: naming the field, the value and the accepted values (``trials=True is not an integer
-        ≥ 1 (true/false is not a number)``).
-    """
+        ≥ 1 (true/false is not a number)``)."""
     spec = spec or PARAM_TYPES.get(name.split(".")[-1])
     if spec is None:
         return value

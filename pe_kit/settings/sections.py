@@ -32,8 +32,7 @@ FORMATS = ("auto", "blogs", "yelp", "sentiment140")
 @dataclass(frozen=True)
 class WorldSettings(Section):
     """The fields that fix a study's world (data, arm, splits, bank, encoder), shared by ``StudyConfig`` and
-    :class:`StudySettings`. Raises ValueError naming the field, the value and the accepted values.
-    """
+    :class:`StudySettings`. Raises ValueError naming the field, the value and the accepted values."""
 
     read_by = "01 02 03 04 05 06 08"  # notebook 07 audits implementations, not a world
 
@@ -60,8 +59,7 @@ class WorldSettings(Section):
 @dataclass(frozen=True)
 class MechanismSettings(Section):
     """One PE histogram release (Eq. 1, Alg. A.1 lines 8–20): k, C, σ, q; ε_theory is for add/remove of one user under
-    Poisson sampling. Raises ValueError naming the field, the value and the admissible range.
-    """
+    Poisson sampling. Raises ValueError naming the field, the value and the admissible range."""
 
     top_k: int = setting(5, COUNT, "k: votes per record")
     clip_norm: float = setting(0.1, ParamSpec("float", lo=0, lo_open=True), "C: L2 clip of a user's vote vector")
@@ -122,8 +120,7 @@ class AuditConfig(AuditSettings):
 @dataclass(frozen=True)
 class StudySettings(WorldSettings):
     """The study section: :class:`WorldSettings` (as ``pe_kit.study.world.StudyConfig``) plus the notebooks' grids:
-    arms / banks (notebook 04), variants, per_variant, pool_size (M), paraphraser (None = ``DEFAULT_PARAPHRASER``).
-    """
+    arms / banks (notebook 04), variants, per_variant, pool_size (M), paraphraser (None = ``DEFAULT_PARAPHRASER``)."""
 
     arms: tuple = setting(("long", "short"), ParamSpec("str", many=True, choices=ARMS), "notebook 04's data arms",
                           notebooks="04")

@@ -77,8 +77,7 @@ def locate(key: str) -> tuple[str, str, str]:
     canonical key: the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``).
 
     Raises ValueError for an unknown section, notebook or field (listing the settings with a did-you-mean) or a
-    runner-owned key.
-    """
+    runner-owned key."""
     key = key.strip()
     if "." not in key:
         if key in RUNNER_KEYS:
@@ -212,8 +211,7 @@ class Preset:
 def parameters_cell(stem: str) -> str:
     """Notebook ``stem``'s ``parameters`` cell source: the runner's keys, then ``name = None`` per setting with its doc
     and accepted values (no ``=`` in a comment, which papermill would skip), e.g.
-    ``noise_multiplier = None  # σ: noise std is σ·C: a number ≥ 0``.
-    """
+    ``noise_multiplier = None  # σ: noise std is σ·C: a number ≥ 0``."""
     lines = ["# Parameters: papermill injects values after this cell; None takes the preset's value.",
              "# Each setting is declared once, in pe_kit.settings (type, range, meaning; --set <name>=…).",
              'output_dir = None  # None: results/interactive at the repository root', 'preset = "quick"  # tiny, quick '
@@ -232,8 +230,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     ``key`` is a path of the tree (:func:`locate`); the value is normalised by its declaration (``trials=1e6`` →
     1000000; ``trials=true``, ``max_probes=1.5`` rejected).
 
-    Raises ValueError: no ``=``, a key not in the tree (with a did-you-mean), or a value of the wrong type or range.
-    """
+    Raises ValueError: no ``=``, a key not in the tree (with a did-you-mean), or a value of the wrong type or range."""
     if "=" not in text:
         raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
     key, raw = text.split("=", 1)
@@ -269,8 +266,7 @@ def _json_or_str(v: Any) -> Any:
 
 def _absolute_paths(key: str, value: Any) -> Any:
     """Make relative paths of ``data``/``bank``/``banks`` keys (also ``<notebook>.data``) absolute against the current
-    directory, since notebooks run in the run folder; ``file:<path>`` keeps its prefix; non-files are kept.
-    """
+    directory, since notebooks run in the run folder; ``file:<path>`` keeps its prefix; non-files are kept."""
     if key.split(".")[-1] not in ("data", "bank", "banks"):
         return value
     if isinstance(value, list):

@@ -30,8 +30,7 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
     or ``"sample_rate"``) takes ``values``. Other arguments as ``audit_variants``.
 
     Returns (rows, skipped variants); rows carry ``experiment`` and ``mech_<field>``.
-    Raises ValueError for another field or an empty grid.
-    """
+    Raises ValueError for another field or an empty grid."""
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' (σ) or 'sample_rate' (q)")
     if len(values) == 0:
@@ -65,8 +64,7 @@ def encoder_ablation(params: Mapping[str, Any], encoders: Sequence[str], variant
                      arm: str | None = None, bank: str | None = None, pool_size: int | None = None,
                      generator: str | None = None) -> tuple[list[dict], list[str]]:
     """Table 3 analogue: the same study with each encoder; one that cannot be loaded is skipped with a warning
-    (``encoder:<name>`` in skipped). Returns (rows with ``experiment="encoder"`` and ``study_model``, skipped).
-    """
+    (``encoder:<name>`` in skipped). Returns (rows with ``experiment="encoder"`` and ``study_model``, skipped)."""
     rows, skipped = [], []
     for name in encoders:
         cfg = study_config(params, arm=arm, bank=bank, model=name)
@@ -96,8 +94,7 @@ def encoder_note(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: AuditConfig, rng: np.random.Generator):
     """The (calibration, test) ``ScalarProblem`` pair and coords (int64 (|P|,)) of one frozen design, as
-    ``_audit_canary`` builds them: aux moments (Eqs. 31–35), w = Σ̂⁻¹v, projections of both splits (``rng`` unused).
-    """
+    ``_audit_canary`` builds them: aux moments (Eqs. 31–35), w = Σ̂⁻¹v, projections of both splits (``rng`` unused)."""
     v_full = canary_contribution(world, design, mechanism)
     coords = np.sort(np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64))
     v = v_full[coords]
@@ -118,8 +115,7 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
               generator: str | None = None) -> list[dict]:
     """ε_lower against the trials per hypothesis for one canary of ``variant``, from
     ``pe_kit.audit.sweep.tightness_curve`` (exact streaming counts), with ``epsilon_expected`` (Gaussian model at
-    μ_eff) and its limit. Rows have ``experiment="tightness"``. Raises ValueError on an empty or non-positive list.
-    """
+    μ_eff) and its limit. Rows have ``experiment="tightness"``. Raises ValueError on an empty or non-positive list."""
     from pe_kit.audit.sweep import tightness_curve
 
     trials = [int(t) for t in trials]

@@ -30,8 +30,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
             ``mechanism``). generator: the paraphrase route (None = ``DEFAULT_PARAPHRASER``), part of the cache key.
 
     Returns (rows, skipped): ``audit_design`` rows plus ``canary_slot``, ``canary_index``, ``seed``, ``salt``;
-    ``skipped`` names unimplemented variants and pool shortfalls (``"paraphrase#2: pool shortfall: …"``).
-    """
+    ``skipped`` names unimplemented variants and pool shortfalls (``"paraphrase#2: pool shortfall: …"``)."""
     design_mechanism = design_mechanism or mechanism
     jobs = [(v, j, s) for v in resolve_variants(variants) for j, s in enumerate(
         canary_slots(v, per_variant, world.config.n_canary))]
@@ -77,8 +76,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
 def _route_key(variant: str, generator) -> tuple:
     """Step-key part of a variant's paraphrase route: () without a paraphrase pool, else (route, shipped pools digest);
     None keys as ``DEFAULT_PARAPHRASER``, ``"smollm2"`` adds the model digest, an object its
-    ``generator_identity``; ``composed-mu_eff`` adds its ``ComposedConfig``.
-    """
+    ``generator_identity``; ``composed-mu_eff`` adds its ``ComposedConfig``."""
     if variant == "composed-mu_eff":
         from pe_kit.attack import composed_probes
 

@@ -20,15 +20,13 @@ from pe_kit.study.designs import design_summary
 from pe_kit.study.world import World, canary_contribution, make_design
 
 
-# ---------------------------------------------------------------------------------------------- notebook 01
 def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.random.Generator, split: str = "test",
                           canary_slot: int = 0) -> dict:
     """One PE release on real data, step by step (Eq. 1, Alg. A.1 lines 8–20), and one real canary's contribution.
 
     Returns a dict: ``routes`` int (n_records, k); ``h_norms`` (N,) ‖h̄_u‖₂ before clipping; ``v`` CSR (N, p);
     ``participation`` bool (N,); ``y`` (p,) the release; ``canary_v`` (p,); ``example`` (a canary record, its k
-    nearest bank texts and squared distances); ``rows`` of ``{"quantity", "value", "note"}``.
-    """
+    nearest bank texts and squared distances); ``rows`` of ``{"quantity", "value", "note"}``."""
     rec = world.records[split]
     n_users, p = len(rec["ids"]), world.bank.shape[0]
     routes = routes_with_probes(rec["index"], rec["emb"], None, None, mechanism.top_k)
@@ -80,7 +78,6 @@ def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.rand
                       **{f"study_{k}": x for k, x in world.config.as_dict().items()}} for q, val, note in rows]}
 
 
-# ---------------------------------------------------------------------------------------------- notebook 03
 def _oracle_moments(pop: sp.csr_matrix, mechanism: MechanismConfig, ridge: float) -> tuple[np.ndarray, np.ndarray]:
     """Exact null mean and covariance of the background on P for a known population (Eqs. 8–9)."""
     q = mechanism.sample_rate
@@ -101,8 +98,7 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
     * ``mu_eff_ceiling``: μ_eff ≤ 1/σ (Eq. 20) for ``ceiling_sigmas``. ``canary_norm``: ‖v_P‖₂ ≤ C.
     * ``full_vs_scalar``: full and scalar paths agree (KS p ≥ 0.001 on ``full_path_trials``).
 
-    Returns (rows, plot_data[variant] = {"mu", "h0", "inc", "h1", "q", "thresholds", "tpr", ...}).
-    """
+    Returns (rows, plot_data[variant] = {"mu", "h0", "inc", "h1", "q", "thresholds", "tpr", ...})."""
     rows, data = [], {}
     q = mechanism.sample_rate
     for design in designs:

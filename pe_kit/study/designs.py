@@ -22,8 +22,7 @@ NONCE_VARIANTS = tuple(v for v in VARIANTS if v.startswith("nonce"))
 def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
     """Canary-split slots used by ``variant``: real-canary variants get disjoint blocks ``[i·per_variant,
     (i+1)·per_variant)`` when there are enough canaries (paper: 40 = 8 × 5), else wrapping; nonce slots only index
-    draws; ``composed-mu_eff`` shares paraphrase-mu_eff's canaries.
-    """
+    draws; ``composed-mu_eff`` shares paraphrase-mu_eff's canaries."""
     per_variant = check_param("per_variant", per_variant)
     if variant in NONCE_VARIANTS:
         return list(range(per_variant))
@@ -62,8 +61,7 @@ def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechani
     ``mechanism`` (default: paper values), ``pool_size`` M (512, App. B) and paraphrase ``generator``.
 
     Returns a ``ProbeDesign``, or None with a warning for an unimplemented variant or a pool shortfall
-    (``PoolShortfallError``); other errors propagate.
-    """
+    (``PoolShortfallError``); other errors propagate."""
     design, reason = try_design(world, variant, j, slot, seed, mechanism, pool_size, generator)
     if design is None:
         warnings.warn(f"variant {variant!r}, canary slot {slot} skipped: {reason}", stacklevel=2)
@@ -74,8 +72,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
     """Where the canary's votes go and its μ_eff on a frozen design, without trials (Eqs. 1, 3, 20, 34–35): a dict of
     ``variant, canary_id, n_coords`` (|P|), ``canary_votes_on_P``, ``canary_norm`` (‖v_P‖₂ ≤ C),
     ``canary_norm_full``, ``clip_norm``, ``mu_eff``, ``mu_eff_ceiling`` (1/σ), ``background_voters``,
-    ``background_vote_share`` and the truncation counts.
-    """
+    ``background_vote_share`` and the truncation counts."""
     v_full = canary_contribution(world, design, mechanism)
     coords = np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64)
     coords = np.sort(coords)
@@ -100,8 +97,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
 def design_rows(world: World, variants, per_variant: int, mechanism: MechanismConfig, audit: AuditConfig, seed: int,
                 pool_size: int | None = None, generator=None) -> tuple[list[dict], list[str], dict]:
     """:func:`design_summary` rows (``experiment="probe_design"``) of ``per_variant`` canaries per variant, seeded as
-    ``study.audits``; returns (rows, skipped reasons, designs: variant → its first design).
-    """
+    ``study.audits``; returns (rows, skipped reasons, designs: variant → its first design)."""
     rows, skipped, designs = [], [], {}
     for variant in resolve_variants(variants):
         for j, slot in enumerate(canary_slots(variant, per_variant, world.config.n_canary)):
@@ -122,8 +118,7 @@ def design_rows(world: World, variants, per_variant: int, mechanism: MechanismCo
 def paraphrase_examples(design, n: int = 5, world: World | None = None):
     """``n`` (≥ 1) source records beside their paraphrase probes (a ``paraphrase`` design's ``info["probe_sources"]``):
     a DataFrame of ``record``, ``source``, ``paraphrase``, ``generator`` and, with ``world``, ``smollm2`` (the shipped
-    SmolLM2 pool's rewrite; empty when none matches). Raises ValueError for another design or n < 1.
-    """
+    SmolLM2 pool's rewrite; empty when none matches). Raises ValueError for another design or n < 1."""
     import pandas as pd
 
     if n < 1:
@@ -163,8 +158,7 @@ def _shipped_llm_pool(world: World, design) -> dict | None:
 def vote_table(design, world: World, top_k: int, records=(0, 1, 2)):
     """Each of ``records`` beside the k entries it votes for on ``design``'s bank (Eq. 1), as a DataFrame of ``record``,
     ``record text``, ``vote``, ``probe slot``, ``voted text``, ``distance²``.
-    Raises ValueError for a design without probes or a record index out of range.
-    """
+    Raises ValueError for a design without probes or a record index out of range."""
     import pandas as pd
 
     from pe_kit.attack.composed_probes import probe_vote_examples

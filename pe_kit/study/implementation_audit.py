@@ -36,8 +36,7 @@ def mutant_rows(mechanism: MechanismConfig, n_users: int = 51) -> list[dict]:
 
 def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Sequence | None = None) -> list[tuple]:
     """(release, design) pairs: every implementation with its bug's design, plus the reference on every other design
-    (controls), seeded from [seed, i]; ``sizes`` go to every ``bug_canaries`` design. Raises ValueError on bad sizes.
-    """
+    (controls), seeded from [seed, i]; ``sizes`` go to every ``bug_canaries`` design. Raises ValueError on bad sizes."""
     impls = list(implementations) if implementations is not None else all_implementations()
     sizes = dict(sizes or {})
     key = [int(k) for k in np.atleast_1d(seed)]
@@ -66,8 +65,7 @@ def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float =
               level: float | None = None) -> list[dict]:
     """Audit every case of ``suite_cases`` at ``trials`` per hypothesis (family-wise α): ``Audit.row`` plus ``bug``,
     the band ``epsilon_ci_low/epsilon_point/epsilon_ci_high`` at ``level`` (default 1 − 4γ), ``band_level`` and
-    ``flag_correct``. Raises ValueError as ``audit.blackbox._audit_suite``.
-    """
+    ``flag_correct``. Raises ValueError as ``audit.blackbox._audit_suite``."""
     cases = list(cases) if cases is not None else suite_cases(seed, sizes)
     audits = _audit_suite(cases, mechanism, trials=trials, alpha=alpha, delta=delta, seed=[int(seed), 1])
     return [_row(a, impl, level) for a, (impl, _) in zip(audits, cases)]
@@ -77,8 +75,7 @@ def trials_needed_rows(ladder: Sequence[int] = (1_000, 3_000, 10_000, 30_000, 10
                        alpha: float = 0.05, delta: float = SUITE_DELTA, mechanism: MechanismConfig = SUITE_MECHANISM,
                        sizes: dict | None = None, cases: Sequence | None = None) -> list[dict]:
     """Per guarantee-breaking case: the smallest rung of ``ladder`` flagging it (γ = α/(4·n_cases)) as dicts of
-    ``implementation, design, trials_needed`` (None: never), ``epsilon_lower, epsilon_theory, seconds, rungs``.
-    """
+    ``implementation, design, trials_needed`` (None: never), ``epsilon_lower, epsilon_theory, seconds, rungs``."""
     cases = list(cases) if cases is not None else suite_cases(seed, sizes)
     gamma = alpha / (4 * len(cases))
     out = []
@@ -98,8 +95,7 @@ def trials_needed_rows(ladder: Sequence[int] = (1_000, 3_000, 10_000, 30_000, 10
 def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float = SUITE_DELTA,
                     mechanism: MechanismConfig = SUITE_MECHANISM, sizes: dict | None = None) -> list[dict]:
     """Re-audit each guarantee-keeping case ``repeats`` (≥ 1) times with fresh designs and seeds: dicts of
-    ``implementation, design, repeats, times_flagged`` (int), ``epsilon_lower_max, epsilon_theory``.
-    """
+    ``implementation, design, repeats, times_flagged`` (int), ``epsilon_lower_max, epsilon_theory``."""
     repeats = check_param("repeats", repeats)
     tally: dict = {}
     for r in range(repeats):

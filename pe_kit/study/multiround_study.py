@@ -23,8 +23,7 @@ ARMS = ("dp", "control")
 class MultiroundResult:
     """``transcripts`` ((arm, pe_seed) → ``Transcript``); ``rows`` per (arm, pe_seed, round): MAUVE, bank make-up,
     settings; ``gain`` per round (``paired_gain``); ``audit`` per prefix t = 1..T of the first DP transcript:
-    ε_theory, frozen-bank and adaptive ε_lower, the share of H1 trials whose retained set the canary changed.
-    """
+    ε_theory, frozen-bank and adaptive ε_lower, the share of H1 trials whose retained set the canary changed."""
 
     transcripts: dict
     rows: list
@@ -47,8 +46,7 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
     ``_adaptive_audit`` (Eq. 36) of the design's canary. ``pe.retention`` is set per arm; ``pe_seeds`` ≥ 2 for an
     interval; ``adaptive_trials`` None = ``audit.trials``; ``mauve_samples`` None = all.
 
-    Raises ValueError for an unknown reference split, no PE seeds, or inconsistent inputs.
-    """
+    Raises ValueError for an unknown reference split, no PE seeds, or inconsistent inputs."""
     from pe_kit.report.mauve import paired_gain
 
     pe_seeds = _checked_seeds(reference_split, pe_seeds, bank_texts, bank_embeddings)

@@ -28,8 +28,7 @@ __all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_
 @dataclass(frozen=True)
 class OneRunRelease:
     """One release with m canaries: ``scores`` (m,), ``included`` S_i, ``participated``, per-canary ``mu_eff`` (Eq. 15),
-    ``background_voters``, ``audits`` (method → ``Audit``), ``releases`` (1) and ``seconds``.
-    """
+    ``background_voters``, ``audits`` (method → ``Audit``), ``releases`` (1) and ``seconds``."""
 
     scores: np.ndarray
     included: np.ndarray
@@ -87,8 +86,7 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
     """One PE release with the design's canaries inserted w.p. ½ each (``rng`` the only randomness), every canary
     scored and ε bounded at δ, family-wise ``alpha`` over (k₊, k₋) pairs (``shrinkage``, ``ridge``: Eqs. 33, 35).
 
-    Raises ValueError if the design was made for another bank size, or a block's covariance is singular.
-    """
+    Raises ValueError if the design was made for another bank size, or a block's covariance is singular."""
     t0 = time.perf_counter()
     if design.bank_size != world.bank.shape[0]:
         raise ValueError(f"design bank_size={design.bank_size} but the world's bank has p={world.bank.shape[0]}")
@@ -123,8 +121,7 @@ def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfi
                  alpha: float = 0.05, copies: int | None = None, records_per_canary: int = 1) -> list[dict]:
     """Tidy rows (one per bound, experiment ``one_run``) of one one-run audit of ``variant`` with ``n_canaries``
     canaries, seeded by seed, m and q (``copies`` None = ``mechanism.top_k``): ε_lower, μ_lower, the attaining
-    (k₊, k₋) and counts, median μ_eff, ε_theory, releases, seconds and ``mech_*``. Raises as ``make_one_run_design``.
-    """
+    (k₊, k₋) and counts, median μ_eff, ε_theory, releases, seconds and ``mech_*``. Raises as ``make_one_run_design``."""
     copies = mechanism.top_k if copies is None else int(copies)
     design = make_one_run_design(world, variant, n_canaries, seed, copies=copies,
                                  records_per_canary=records_per_canary)
@@ -148,8 +145,7 @@ def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfi
 def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, trials: int, seed: int, *,
                     delta: float = 1e-5, alpha: float = 0.05) -> dict:
     """The kit's multi-trial audit (Eq. 28; γ = α/4) of the design's first canary on the same bank:
-    ``method="multi_trial"``, ε_lower, μ_eff, ε_theory, ``releases`` = 4·trials and ``seconds``.
-    """
+    ``method="multi_trial"``, ε_lower, μ_eff, ε_theory, ``releases`` = 4·trials and ``seconds``."""
     from pe_kit.audit.canary import _audit_canary
 
     t0 = time.perf_counter()
@@ -220,8 +216,7 @@ def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: flo
     """Notebook 08's grid: per q of ``one_run_qs``, variant and probe share, the one-run rows at the largest m fitting
     the share; then the multi-trial row of the nonce design's first canary. ``largest_share`` marks headline rows.
 
-    Raises ValueError naming ``probe_shares`` when the largest share fits no canary (share·p < copies).
-    """
+    Raises ValueError naming ``probe_shares`` when the largest share fits no canary (share·p < copies)."""
     from dataclasses import replace
 
     params = with_defaults(params)

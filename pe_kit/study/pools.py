@@ -18,8 +18,7 @@ _FALLBACKS_WARNED: set = set()
 
 def _warn_fallback_once(key: tuple, fallback: str) -> None:
     """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process (``catch_warnings``
-    resets the warnings registry); each fallback stays in its design's ``info["pool_fallback"]``.
-    """
+    resets the warnings registry); each fallback stays in its design's ``info["pool_fallback"]``."""
     if key in _FALLBACKS_WARNED:
         return
     import warnings
@@ -48,8 +47,7 @@ def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[
     Returns (M texts, int64 (M,) source record per entry, float32 (M, d) embeddings, info with ``pool_generator``,
     ``pool_generator_config``, ``pool_seed``, ``pool_source`` and for the LLM ``pool_key``).
 
-    Raises ValueError for pool_size < 1, an unknown generator or a damaged pools file; generation errors propagate.
-    """
+    Raises ValueError for pool_size < 1, an unknown generator or a damaged pools file; generation errors propagate."""
     from pe_kit.text.generators.cached import CachedGenerator
     from pe_kit.text.generators.paraphrase_pools import PARAPHRASERS, build_pool, find_pool, llm_paraphraser, pool_spec
     from pe_kit.text.generators.pools import make_paraphrase_pool

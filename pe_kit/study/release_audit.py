@@ -157,8 +157,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
     Raises:
         TypeError: swapped or mistyped arguments, a class for an instance, an unknown keyword (naming the one
             meant). ValueError: bad settings, variant or study key, a release returning None / a wrong shape / NaN,
-            or a ``target`` out of reach; a release error carries the finished designs as ``exc.partial``.
-    """
+            or a ``target`` out of reach; a release error carries the finished designs as ``exc.partial``."""
     own = [k for k in inspect.signature(audit_release).parameters if k not in ("release", "options")]
     check_keywords(options, _PASSED_ON + tuple(own), "audit_release", _ALIASES)
     if designs is None:

@@ -22,8 +22,7 @@ def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | 
                  model: str | None = None) -> StudyConfig:
     """A ``StudyConfig`` from notebook ``params`` (``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size,
     max_probes, model, max_seq_length, record_cap, seed``, ``arm``/``bank`` unless given, optional ``on_error``).
-    Raises ValueError naming a missing key or a value of the wrong type or range.
-    """
+    Raises ValueError naming a missing key or a value of the wrong type or range."""
     need = ("n_canary", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "record_cap", "seed")
     missing = [k for k in need if params.get(k) is None]
     if missing:
@@ -61,8 +60,7 @@ _WORLDS: dict[tuple, World] = {}
 
 def world_for(config: StudyConfig, progress: bool = True, top_k: int = 5) -> World:
     """Build (or reuse within this process, keyed by ``config``, ``top_k`` and ``input_digests(config)``) the
-    ``World`` of ``config``; ``top_k`` is the largest k its neighbour index serves. Raises as ``build_world``.
-    """
+    ``World`` of ``config``; ``top_k`` is the largest k its neighbour index serves. Raises as ``build_world``."""
     key = (config, top_k, tuple(sorted(input_digests(config).items())))
     if key not in _WORLDS:
         from pe_kit.text.encoder import Encoder

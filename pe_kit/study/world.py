@@ -44,8 +44,7 @@ class StudyConfig(WorldSettings):
         bank_size: p. max_probes: r, the neighbour index's depth reserve. model, max_seq_length: encoder, token cap.
         seed: splits and bank sampling. on_error: the loader's policy (left out of :meth:`as_dict` and cache keys).
 
-    Raises ValueError naming a field of the wrong type or range and the accepted values.
-    """
+    Raises ValueError naming a field of the wrong type or range and the accepted values."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # each field checked against its own declaration (pe_kit.settings.setting)
@@ -65,8 +64,7 @@ class StudyConfig(WorldSettings):
 class World:
     """Attack-independent state of a study: ``config``, ``corpus``, ``splits``, ``bank_texts``, ``bank`` ((p, d)),
     ``records`` (per split: embeddings, ``owner``, ``ids``, ``index``), ``encoder``, ``bank_info``, ``fingerprint``
-    (:func:`world_fingerprint`, used by step caches) and ``truncation`` (:func:`truncation_fields`).
-    """
+    (:func:`world_fingerprint`, used by step caches) and ``truncation`` (:func:`truncation_fields`)."""
 
     config: StudyConfig
     corpus: Corpus
@@ -96,8 +94,7 @@ def input_digests(config: StudyConfig) -> dict:
     """Digests of the files a study reads (``pe_kit.cache.file_digest``): ``data``, ``bank_file`` (None for ``public``
     and generated banks) and ``model`` (``model_fingerprint``).
 
-    Raises FileNotFoundError for a missing file; ValueError for ``bankB`` before its file ships.
-    """
+    Raises FileNotFoundError for a missing file; ValueError for ``bankB`` before its file ships."""
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import check_path, default_bank_b_path, default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint
@@ -131,8 +128,7 @@ def reserved_users(config: StudyConfig) -> frozenset[str]:
 def bank_reserved_users(bank: str) -> frozenset[str]:
     """User ids a world on ``bank`` keeps out of its private splits: the example authors of ``bankB`` or of any bank
     file whose rows carry ``examples`` (``data.loaders.bank_b_authors``); else none.
-    Raises DataError for a malformed row.
-    """
+    Raises DataError for a malformed row."""
     from pe_kit.data.loaders import bank_b_authors, default_bank_b_path, has_examples
     from pe_kit.text.banks import BANK_KINDS
 
@@ -254,8 +250,7 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
                  rng: np.random.Generator) -> dict:
     """Audit one frozen design on the world's aux/calibration/test users into a tidy row: P is the probe positions
     (or ``ordinary``'s natural top-k support); the row carries settings, design provenance, ``_audit_canary``'s
-    row, versions and, for pool designs, ``pool_generator`` and ``pool_source``.
-    """
+    row, versions and, for pool designs, ``pool_generator`` and ``pool_source``."""
     v_full = canary_contribution(world, design, mechanism)
     coords = design.positions if design.positions is not None else np.flatnonzero(v_full)
     contribs = {s: world.contributions(s, mechanism, design) for s in SPLITS}
@@ -273,8 +268,7 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
 def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np.ndarray,
                         mechanism: MechanismConfig, audit: AuditConfig | None = None) -> np.ndarray:
     """Frozen Σ̂_Q (float64 (M, M)) over a candidate pool from aux users routed to S_base ∪ Q (Alg. B.1 line 6; Eqs.
-    31–35): q(1−q)N·shrink(M̂_Q) + (σC)²I + ridge·I with N = the test split size.
-    """
+    31–35): q(1−q)N·shrink(M̂_Q) + (σC)²I + ridge·I with N = the test split size."""
     from pe_kit.attack.selection import pool_covariance
 
     audit = audit or AuditConfig()
@@ -298,8 +292,7 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
       canary's records (``attack.composed_probes.design_composed``).
 
     Raises ValueError: unknown variant, slot out of range, r > max_probes, r > pool_size, or m > max_probes for
-    ``exact``.
-    """
+    ``exact``."""
     if variant not in ALL_VARIANTS:
         raise unknown_variant(variant, ALL_VARIANTS)
     mechanism = mechanism or MechanismConfig(record_cap=world.config.record_cap)
