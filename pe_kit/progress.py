@@ -163,7 +163,6 @@ class Progress:
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "",
              unit: str = "it") -> Progress:
     """Progress of one long step (module docstring): iterate ``iterable`` or call ``update(n)`` / ``close()``.
-
-    ``total``: units (int ≥ 0; None = unknown); ``desc``: what the step does; ``unit``: the unit's name.
-    Raises ValueError for a negative or non-integer ``total`` or a bad ``PE_KIT_PROGRESS_INTERVAL``."""
+    ``total``: units (int ≥ 0; None = unknown); ``desc``: what the step does; ``unit``: the unit's name. Raises
+    ValueError for a negative or non-integer ``total`` or a bad ``PE_KIT_PROGRESS_INTERVAL``."""
     return Progress(iterable, total=total, desc=desc, unit=unit)

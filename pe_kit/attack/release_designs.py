@@ -30,10 +30,9 @@ def world_users(world, split: str) -> list:
 
 def release_design(world, design, mechanism: MechanismConfig | None = None, *, name: str | None = None) -> ImplementationDesign:
     """The black-box ``ImplementationDesign`` of one study canary (module docstring); ``mechanism`` gives k for
-    ``ordinary``; ``name`` defaults to ``"<variant>:<canary_id>"``.
-
-    Raises ValueError on probes and positions of different lengths, positions outside the bank, embeddings of
-    another dimension, or calibration and test splits of different sizes."""
+    ``ordinary``; ``name`` defaults to ``"<variant>:<canary_id>"``. Raises ValueError on probes and positions of
+    different lengths, positions outside the bank, embeddings of another dimension, or calibration and test splits of
+    different sizes."""
     mechanism = mechanism or MechanismConfig()
     bank = np.array(world.bank, dtype=np.float32, copy=True)
     canary = np.asarray(design.canary_embeddings, dtype=np.float32)

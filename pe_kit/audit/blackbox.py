@@ -81,10 +81,9 @@ class SpecStatistic:
 def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1, ridge: float = 1e-9,
                    rng: np.random.Generator | None = None) -> SpecStatistic:
     """The specification statistic of a design (Eqs. 14, 31–35) at the claimed ``mechanism``; ``shrinkage``, ``ridge``:
-    Eqs. 33 / 35; ``rng`` unused (never resampled).
-
-    Raises ValueError on a malformed design, empty coordinates, a canary with no vote on P, σ = 0, or calibration
-    and test splits of different sizes (naming ``n_calibration`` / ``n_test``)."""
+    Eqs. 33 / 35; ``rng`` unused (never resampled). Raises ValueError on a malformed design, empty coordinates, a
+    canary with no vote on P, σ = 0, or calibration and test splits of different sizes (naming ``n_calibration`` /
+    ``n_test``)."""
     if mechanism.noise_multiplier <= 0:
         raise ValueError("mechanism.noise_multiplier must be > 0: a black-box audit needs a finite ε_theory")
     bank = np.asarray(design.bank, dtype=np.float32)

@@ -51,10 +51,9 @@ def _as_count(value, name: str) -> int:
 
 def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> tuple[int, int]:
     """The abstaining guesser (Steinke et al. §2): "in" for the k₊ highest ``scores``, "out" for the k₋ lowest; returns
-    (r, v), guesses and correct guesses against ``included``. Ties break by canary index (stable sort).
-
-    Raises ValueError on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass
-    ``s == 1``), fractional k₊ or k₋, or k₊ + k₋ > m."""
+    (r, v), guesses and correct guesses against ``included``. Ties break by canary index (stable sort). Raises
+    ValueError on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass ``s == 1``),
+    fractional k₊ or k₋, or k₊ + k₋ > m."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     inc = _as_included(included)
     k_plus, k_minus = _as_count(k_plus, "k_plus"), _as_count(k_minus, "k_minus")

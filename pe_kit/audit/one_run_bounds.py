@@ -100,11 +100,10 @@ def _fq(x: np.ndarray, mu: np.ndarray, q: float) -> np.ndarray:
 
 
 def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 1.0) -> np.ndarray:
-    """f̄⁻¹(y) for f = C_q(G_μ): the x in [0, 1] with 1 − f(x) = y (Mahloujifar et al.'s "inverse blow-up").
-
-    Pieces of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (bisection on
-    Φ⁻¹(x); Φ(Φ⁻¹(y) − μ) at q = 1); x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y).
-    ``mu`` broadcasts with ``y``. Raises ValueError for q outside (0, 1]."""
+    """f̄⁻¹(y) for f = C_q(G_μ): the x in [0, 1] with 1 − f(x) = y (Mahloujifar et al.'s "inverse blow-up"). Pieces
+    of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (bisection on Φ⁻¹(x);
+    Φ(Φ⁻¹(y) − μ) at q = 1); x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y). ``mu`` broadcasts with
+    ``y``. Raises ValueError for q outside (0, 1]."""
     q = float(sample_rate)
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate={q} must satisfy 0 < q ≤ 1")
@@ -233,11 +232,10 @@ def _gdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float) -> np.ndar
 
 def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, mu_max: float = 20.0,
                  grid: int = 128, refine: bool = True) -> float:
-    """The largest μ whose C_q(G_μ) is rejected (``fdp_rejects``): a geometric grid of ``grid`` values in
-    [10⁻³, mu_max] (≈ 8% steps), then (``refine``) a linear grid between the last rejected and first accepted value;
-    a rejected grid point is returned (0 if none, ``mu_max`` if all), so rounding only loosens the bound.
-
-    Raises ValueError on counts or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3."""
+    """The largest μ whose C_q(G_μ) is rejected (``fdp_rejects``): a geometric grid of ``grid`` values in [10⁻³, mu_max]
+    (≈ 8% steps), then (``refine``) a linear grid between the last rejected and first accepted value; a rejected grid
+    point is returned (0 if none, ``mu_max`` if all), so rounding only loosens the bound. Raises ValueError on counts
+    or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3."""
     sample_rate = _check_sample_rate(sample_rate)
     if int(grid) != grid or grid < 2 or not mu_max > 1e-3:
         raise ValueError(f"grid={grid} must be an integer ≥ 2 and mu_max={mu_max} > 1e-3 (the grid spans "

@@ -118,10 +118,9 @@ _FAR_TRIALS = 10**9  # how far an out-of-reach target is searched for the explic
 def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, target: float | None = None,
                 basis: str = "separable", max_trials: int = 100_000) -> int:
     """The smallest trials per hypothesis (≤ ``max_trials``) whose reach is ≥ ``target`` (default ε_theory at δ);
-    ``basis``: ``"separable"`` (``Reach.reach``) or ``"ceiling"`` (``Reach.reach_ceiling``).
-
-    Raises ValueError on an unknown basis, a target that is not a finite ε > 0, or one out of reach (naming the
-    reach, the trials that reach it or that none up to 10⁹ do, and for ``ceiling`` the limit)."""
+    ``basis``: ``"separable"`` (``Reach.reach``) or ``"ceiling"`` (``Reach.reach_ceiling``). Raises ValueError on an
+    unknown basis, a target that is not a finite ε > 0, or one out of reach (naming the reach, the trials that reach
+    it or that none up to 10⁹ do, and for ``ceiling`` the limit)."""
     if basis not in ("separable", "ceiling"):
         raise ValueError(f"basis={basis!r} must be 'separable' or 'ceiling'")
     theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
@@ -161,11 +160,9 @@ _DRY_USERS, _DRY_RECORDS, _DRY_BANK, _DRY_DIM = 3, 2, 16, 32
 
 def dry_call(release, mechanism: MechanismConfig) -> None:
     """Call ``release`` (and ``release_batch``) once on a tiny seeded design (3 users of 2 records, 16-entry bank,
-    d = 32), so errors about the function come before any world is built.
-
-    Raises TypeError for a ``HistogramAdapter`` whose function rejects its keywords (naming them, the signature and
-    the fix: ``settings=`` / ``rng_arg=`` / ``seed_arg=``); what the release raises, noted; ValueError for a wrong
-    shape or non-finite output."""
+    d = 32), so errors about the function come before any world is built. Raises TypeError for a ``HistogramAdapter``
+    whose function rejects its keywords (naming them, the signature and the fix: ``settings=`` / ``rng_arg=`` /
+    ``seed_arg=``); what the release raises, noted; ValueError for a wrong shape or non-finite output."""
     from pe_kit.audit.release_runner import check_release_output, implementation_name
 
     rng = np.random.default_rng(0)

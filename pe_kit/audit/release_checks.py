@@ -128,11 +128,9 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
 def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int = 200, gamma: float = 0.0025,
                  seed=0, split: str = "test") -> dict:
     """Do releases repeat more often than their precision and support allow? ``n_releases`` (≥ 2) H0 releases read on J0
-    (module docstring).
-
-    Returns ``repeat_largest`` (g), ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h), ``repeat_pvalue`` (the
-    smaller bound; NaN when J0 is empty), ``repeat_flag`` (p < γ/4), ``repeat_n``.
-    Raises ValueError on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``."""
+    (module docstring). Returns ``repeat_largest`` (g), ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h),
+    ``repeat_pvalue`` (the smaller bound; NaN when J0 is empty), ``repeat_flag`` (p < γ/4), ``repeat_n``. Raises
+    ValueError on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``."""
     if int(n_releases) != n_releases or n_releases < 2:
         raise ValueError(f"n_releases={n_releases} must be an integer ≥ 2")
     if not 0 < gamma < 1:

@@ -77,9 +77,8 @@ def _noting(fn):
 
 
 def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_error: str = "raise") -> Scan:
-    """Pass 1 of ``data`` (None = the bundled Blogs sample) as ``Scan``, from the cache or computed and stored.
-
-    Raises ValueError for another ``on_error`` than ``raise`` | ``skip``; what ``load_corpus`` raises."""
+    """Pass 1 of ``data`` (None = the bundled Blogs sample) as ``Scan``, from the cache or computed and stored. Raises
+    ValueError for another ``on_error`` than ``raise`` | ``skip``; what ``load_corpus`` raises."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     path, fmt = resolve_format(data, fmt, label_field)
@@ -113,10 +112,9 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
 def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_records: int | None = None,
                   max_records: int | None = None, on_error: str = "raise", label_field: str = "industry",
                   max_users: int | None = None) -> Corpus:
-    """``load_corpus(data, fmt, …)`` stored by content: read from ``cache_dir()/corpora`` (verified), else computed
-    by the two passes and stored. Arguments as the loaders (``min_records=None``: ``default_min_records``).
-
-    Raises ValueError for inconsistent caps or an unknown format; what the loaders raise."""
+    """``load_corpus(data, fmt, …)`` stored by content: read from ``cache_dir()/corpora`` (verified), else computed by
+    the two passes and stored. Arguments as the loaders (``min_records=None``: ``default_min_records``). Raises
+    ValueError for inconsistent caps or an unknown format; what the loaders raise."""
     path, fmt = resolve_format(data, fmt, label_field)
     min_records = default_min_records(fmt, record_cap) if min_records is None else min_records
     skey = scan_key(path, fmt, label_field, on_error)

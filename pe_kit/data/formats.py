@@ -20,10 +20,9 @@ __all__ = ["PROFILE_FIELDS", "FORMAT_TEXT", "json_lines", "format_rows", "sniff_
 
 
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(physical line number, bytes) of a gzip or plain file, split on LF only; a leading UTF-8 BOM is dropped.
-
-    Raises DataError, whatever ``on_error`` says, for a truncated or corrupt gzip stream or a BOM starting a later
-    line (names the file, the line and the fix)."""
+    """(physical line number, bytes) of a gzip or plain file, split on LF only; a leading UTF-8 BOM is dropped. Raises
+    DataError, whatever ``on_error`` says, for a truncated or corrupt gzip stream or a BOM starting a later line
+    (names the file, the line and the fix)."""
     lineno = 0
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
@@ -120,10 +119,8 @@ def _yelp_rows(path: Path, on_error: str) -> Rows:
 
 def _csv_decoding(path) -> str:
     """``"utf-8"`` when every line of the file is valid UTF-8, ``"latin-1"`` when some line is not and no line holds
-    UTF-8 beyond ASCII (a line whose only non-ASCII character is U+FFFD does not count). Reads the bytes once.
-
-    Raises DataError for a file mixing encodings, naming the first non-UTF-8 line, the count of UTF-8 lines and the fix.
-    """
+    UTF-8 beyond ASCII (a line whose only non-ASCII character is U+FFFD does not count). Reads the bytes once. Raises
+    DataError for a file mixing encodings, naming the first non-UTF-8 line, the count of UTF-8 lines and the fix."""
     first_bad, utf8_text = None, 0
     for lineno, data in _raw_lines(Path(path)):
         if data.isascii():
@@ -260,9 +257,8 @@ def _sniff_line(line: bytes) -> tuple[str | None, dict | None]:
 
 def check_format(path, fmt: str, label_field: str = "industry") -> None:
     """Refuse a file whose first line is clearly another format than ``fmt`` (:func:`sniff_format`); ``blogs`` and
-    ``yelp`` conflict only when the first record lacks the loader's field (``stars`` / ``label_field``).
-
-    Raises DataError naming the file, what it looks like, the format asked for and the ``--format`` to pass."""
+    ``yelp`` conflict only when the first record lacks the loader's field (``stars`` / ``label_field``). Raises
+    DataError naming the file, what it looks like, the format asked for and the ``--format`` to pass."""
     guess, first = _sniff_line(_head_line(path))
     if guess is None or guess == fmt:
         return

@@ -163,7 +163,6 @@ def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_record
 def load_yelp(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
               on_error: str = "raise", max_users: int | None = None) -> Corpus:
     """Stream Yelp reviews JSON Lines (``user_id``, ``text``, ``stars``; label = stars of the user's first review).
-
     ``min_records=None`` means ``record_cap`` (exactly m records per user, the paper's Yelp arm); ``max_users`` keeps
     the first that many admissible users. Arguments and errors as ``load_blogs``."""
     path = check_path(path)

@@ -169,7 +169,6 @@ def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | N
 def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_records: int,
                   max_records: int | None = None, max_users: int | None = None) -> Corpus:
     """Pass 2: keep the first ``record_cap`` records of the users :func:`admitted` admits; stops once it has them all.
-
     Exact (user_id, text) repeats are kept and counted; a UserWarning names them when they reach what a file
     concatenated with itself holds (per user, the records kept beyond the first ⌈c/2⌉ of its c).
 

@@ -141,9 +141,8 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
 
 def plot_epsilon_vs_m(df: pd.DataFrame, qs: Sequence[float] | None = None):
     """ε_lower of each (variant, bound) against m (log axis), one panel per q (``qs``; default every q, largest first),
-    with ε_theory (dashed) and the multi-trial ε_lower (dotted) of the same q.
-
-    Raises ValueError: no one-run rows, or a q in ``qs`` without a multi-trial row (names the q)."""
+    with ε_theory (dashed) and the multi-trial ε_lower (dotted) of the same q. Raises ValueError: no one-run rows, or
+    a q in ``qs`` without a multi-trial row (names the q)."""
     runs = df[df["experiment"] == "one_run"]
     if runs.empty:
         raise ValueError("no one-run rows (experiment 'one_run'); pass the rows of pe_kit.study.one_run.one_run_study")

@@ -73,10 +73,9 @@ NATURAL_ORDER = ("ordinary", "exact", "paraphrase-mu_eff", "nonce")
 
 
 def paper_value(table: str, arm: str, bank: str, variant: str) -> float | None:
-    """The paper's ε_lower (max over five canaries) for a kit cell, or None where the paper has no analogue.
-
-    ``table``: ``"2"`` (bank A) or ``"4"`` (banks A and B); ``arm``: ``long`` → Yelp, ``short`` → Sentiment140;
-    ``bank``: ``bankA`` or ``public`` (→ bank B). Raises ValueError if ``table`` is neither ``"2"`` nor ``"4"``."""
+    """The paper's ε_lower (max over five canaries) for a kit cell, or None where the paper has no analogue. ``table``:
+    ``"2"`` (bank A) or ``"4"`` (banks A and B); ``arm``: ``long`` → Yelp, ``short`` → Sentiment140; ``bank``:
+    ``bankA`` or ``public`` (→ bank B). Raises ValueError if ``table`` is neither ``"2"`` nor ``"4"``."""
     dataset, letter = ARM_DATASET.get(str(arm)), BANK_LETTER.get(str(bank))
     if str(table) == "2":
         return PAPER_TABLE2.get(dataset, {}).get(variant) if letter == "A" else None
@@ -127,10 +126,8 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
 def orderings(table: pd.DataFrame) -> list[dict]:
     """Which of the paper's orderings (§4, Table 2) hold per arm × bank cell of a :func:`comparison_table`: (1) every
     ε_lower < ε_theory; nonce variants highest in (2) the max and (3) the median; (4) maxima order ordinary < exact <
-    paraphrase-μ_eff < nonce (:data:`NATURAL_ORDER`).
-
-    Returns dicts ``{"claim", "statistic", "cells", "held", "detail"}`` (``detail``: failing cells, "long/public");
-    claims no cell can check are left out."""
+    paraphrase-μ_eff < nonce (:data:`NATURAL_ORDER`). Returns dicts ``{"claim", "statistic", "cells", "held",
+    "detail"}`` (``detail``: failing cells, "long/public"); claims no cell can check are left out."""
     if table is None or table.empty:
         return []
     from pe_kit.attack.variants import NONCE_VARIANTS

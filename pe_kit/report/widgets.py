@@ -32,10 +32,9 @@ def _check(mu_eff: float, sample_rate: float, trials: int | None, gamma: float, 
 def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma: float = 0.0025,
                            delta: float = 1e-5) -> float:
     """Expected ε_lower of a Gaussian-score audit (module docstring), maximized over thresholds: float ≥ 0, e.g. ≈0.99
-    at μ_eff=1, q=0.1, 10⁶ trials, γ=0.0025.
-
-    ``mu_eff`` ≥ 0 (≤ 1/σ, Eq. 20); ``sample_rate`` q in (0, 1]; ``trials`` per hypothesis ≥ 1; ``gamma``: tail of
-    each Clopper–Pearson bound. Raises ValueError naming the out-of-range argument."""
+    at μ_eff=1, q=0.1, 10⁶ trials, γ=0.0025. ``mu_eff`` ≥ 0 (≤ 1/σ, Eq. 20); ``sample_rate`` q in (0, 1]; ``trials``
+    per hypothesis ≥ 1; ``gamma``: tail of each Clopper–Pearson bound. Raises ValueError naming the out-of-range
+    argument."""
     from pe_kit.audit.expectations import expected_epsilon
 
     _check(mu_eff, sample_rate, trials, gamma, delta)
@@ -53,12 +52,10 @@ def asymptotic_epsilon(mu_eff: float, sample_rate: float, delta: float = 1e-5) -
 
 def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float | None = None, delta: float = 1e-5,
                    alpha: float = 0.05, n_canaries: int = 5) -> dict:
-    """Everything the explorer shows for one slider position.
-
-    ``mu_eff``: None = the ceiling 1/σ; values above it are capped (Eq. 20). γ = α / (4·n_canaries) (App. E.6).
-    Returns a dict with ``sigma, sample_rate, trials, delta, gamma, mu_eff, mu_eff_ceiling, mu_eff_capped,
-    epsilon_theory, epsilon_lower_expected, epsilon_asymptotic, fraction_of_theory``.
-    Raises ValueError naming the out-of-range argument."""
+    """Everything the explorer shows for one slider position. ``mu_eff``: None = the ceiling 1/σ; values above it are
+    capped (Eq. 20). γ = α / (4·n_canaries) (App. E.6). Returns a dict with ``sigma, sample_rate, trials, delta,
+    gamma, mu_eff, mu_eff_ceiling, mu_eff_capped, epsilon_theory, epsilon_lower_expected, epsilon_asymptotic,
+    fraction_of_theory``. Raises ValueError naming the out-of-range argument."""
     if not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma={sigma!r} must be > 0 (the noise multiplier)")
     alpha, n_canaries = check_param("alpha", alpha), check_param("n_canaries", n_canaries)
@@ -95,7 +92,6 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
              delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 5, plot: bool = True):
     """An ipywidgets ``VBox``: sliders for σ, q, trials and μ_eff, a live table of :func:`explorer_state` and
     (``plot=True``) ε_theory and expected ε_lower against the trial budget; ``.state`` and ``.sliders`` for scripts.
-
     Slider ranges (``pe_kit.settings.slider_range``) widen to hold the given values (ipywidgets would clamp them).
     Raises ValueError for out-of-range settings, before any widget is built; ImportError without ipywidgets."""
     import ipywidgets as W

@@ -27,10 +27,9 @@ class ReproduceError(RuntimeError):
 
 
 def this_python_kernel() -> str:
-    """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only.
-
-    A user-level ``python3`` kernelspec could point at another interpreter; this writes a spec
-    ``pe_kit-<hash of sys.executable>`` under ``cache_dir()/jupyter`` and puts that folder first on ``JUPYTER_PATH``."""
+    """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only. A user-level
+    ``python3`` kernelspec could point at another interpreter; this writes a spec ``pe_kit-<hash of sys.executable>``
+    under ``cache_dir()/jupyter`` and puts that folder first on ``JUPYTER_PATH``."""
     name = "pe_kit-" + content_hash(sys.executable)[:12]
     root = cache_dir() / "jupyter"
     # log level ERROR: the kernel's start-up chatter stays off the terminal; cells' warnings still reach the notebook

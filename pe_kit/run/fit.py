@@ -196,10 +196,9 @@ def _fit_nb06(p: Preset, fixed: set, bank_size: int, max_probes: int, pool: floa
 def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebooks: Sequence[str] | None = None
                ) -> FitResult:
     """Shrink ``p``'s sizes to fit ``prof`` (module docstring), never changing the ``fixed`` (``--set``) settings;
-    ``notebooks``: those that will run (None = all). Returns ``FitResult`` (``fitted`` False when ``p`` already fits).
-
-    Raises ValueError when even the smallest protocol-keeping sizes do not fit or a ``fixed`` setting blocks the
-    fit, naming the ``--set`` keys to change."""
+    ``notebooks``: those that will run (None = all). Returns ``FitResult`` (``fitted`` False when ``p`` already
+    fits). Raises ValueError when even the smallest protocol-keeping sizes do not fit or a ``fixed`` setting blocks
+    the fit, naming the ``--set`` keys to change."""
     fixed = set(fixed)
     arms = arms_used(p, notebooks)
     problems = _needs(p, prof, arms) if arms else []  # no arms (e.g. only notebook 07): no data is read

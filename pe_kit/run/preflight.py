@@ -42,10 +42,9 @@ def _takes(src: Path) -> list[str]:
 
 
 def check_notebook_overrides(preset: Preset, folder: Path) -> None:
-    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook.
-
-    Raises ValueError for a parameter the notebook does not declare (listing those it does), or for ``output_dir``
-    / ``preset`` / ``seed`` (use ``--results-dir`` / ``--preset`` / ``--seed``)."""
+    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook. Raises ValueError for a parameter
+    the notebook does not declare (listing those it does), or for ``output_dir`` / ``preset`` / ``seed`` (use
+    ``--results-dir`` / ``--preset`` / ``--seed``)."""
     for nb, values in preset.extra.items():
         src = folder / f"{nb}.ipynb"
         if not src.is_file():

@@ -51,11 +51,10 @@ _SECTIONS: list = []  # every Section subclass, in definition order (filled by S
 
 def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = None,
             slider: tuple[float, float] | None = None):
-    """A dataclass field of a settings section: its default, type and range (``spec``) and one line of doc.
-
-    Checked by ``Section.__post_init__``, found by name in :data:`PARAM_TYPES`, rendered by :func:`parameters_cell`;
-    a list default is stored as a tuple. ``notebooks``: the notebooks reading this shared field (None: every reader
-    of its section; ``""``: none, a runner key). ``slider``: the explorer's default slider range."""
+    """A dataclass field of a settings section: its default, type and range (``spec``) and one line of doc. Checked by
+    ``Section.__post_init__``, found by name in :data:`PARAM_TYPES`, rendered by :func:`parameters_cell`; a list
+    default is stored as a tuple. ``notebooks``: the notebooks reading this shared field (None: every reader of its
+    section; ``""``: none, a runner key). ``slider``: the explorer's default slider range."""
     if isinstance(default, list):
         default = tuple(default)
     return field(default=default, metadata={"spec": spec, "doc": doc, "notebooks": notebooks, "slider": slider})
@@ -215,11 +214,10 @@ def _one(name: str, value, spec: ParamSpec):
 
 
 def check_param(name: str, value, spec: ParamSpec | None = None):
-    """Validate and normalise one parameter value against its type (``PARAM_TYPES[name]`` by default).
-
-    ``name``'s last dotted part is looked up (``06_multiround_mauve.rounds``); numpy scalars and 1-D arrays are taken
-    as Python values; a name without a type is returned unchanged. Returns ``int`` for integer fields (``1e6`` →
-    1000000), ``float`` for numbers, a ``list`` for list fields (a single value becomes one element).
+    """Validate and normalise one parameter value against its type (``PARAM_TYPES[name]`` by default). ``name``'s last
+    dotted part is looked up (``06_multiround_mauve.rounds``); numpy scalars and 1-D arrays are taken as Python
+    values; a name without a type is returned unchanged. Returns ``int`` for integer fields (``1e6`` → 1000000),
+    ``float`` for numbers, a ``list`` for list fields (a single value becomes one element).
 
     Raises:
         ValueError: naming the field, the value and the accepted values (``trials=True is not an integer

@@ -74,10 +74,9 @@ def _describe(names) -> str:
 
 def locate(key: str) -> tuple[str, str, str]:
     """Where ``--set key=…`` points: (section — ``study`` / ``mechanism`` / ``audit`` or a notebook stem —, field,
-    canonical key: the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``).
-
-    Raises ValueError for an unknown section, notebook or field (listing the settings with a did-you-mean) or a
-    runner-owned key."""
+    canonical key: the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``). Raises
+    ValueError for an unknown section, notebook or field (listing the settings with a did-you-mean) or a runner-owned
+    key."""
     key = key.strip()
     if "." not in key:
         if key in RUNNER_KEYS:
@@ -117,10 +116,8 @@ def _plain(v):
 @dataclass(frozen=True)
 class Preset:
     """The settings tree of one reproduction: ``name``, ``description`` (written into results.md), ``study``,
-    ``mechanism``, ``audit`` and ``notebooks`` (stem → section, :data:`NOTEBOOK_SECTIONS`).
-
-    A short name reads the value (``p.n_test``); :meth:`view` gives one notebook's values; :meth:`with_values` copies.
-    """
+    ``mechanism``, ``audit`` and ``notebooks`` (stem → section, :data:`NOTEBOOK_SECTIONS`). A short name reads the
+    value (``p.n_test``); :meth:`view` gives one notebook's values; :meth:`with_values` copies."""
 
     name: str
     description: str = ""
@@ -225,12 +222,10 @@ def parameters_cell(stem: str) -> str:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """Parse ``key=value`` (JSON, else a comma list for ``a,b``, else a string) into (canonical key, value).
-
-    ``key`` is a path of the tree (:func:`locate`); the value is normalised by its declaration (``trials=1e6`` →
-    1000000; ``trials=true``, ``max_probes=1.5`` rejected).
-
-    Raises ValueError: no ``=``, a key not in the tree (with a did-you-mean), or a value of the wrong type or range."""
+    """Parse ``key=value`` (JSON, else a comma list for ``a,b``, else a string) into (canonical key, value). ``key`` is
+    a path of the tree (:func:`locate`); the value is normalised by its declaration (``trials=1e6`` → 1000000;
+    ``trials=true``, ``max_probes=1.5`` rejected). Raises ValueError: no ``=``, a key not in the tree (with a
+    did-you-mean), or a value of the wrong type or range."""
     if "=" not in text:
         raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
     key, raw = text.split("=", 1)

@@ -27,10 +27,8 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
           experiment: str | None = None, pool_size: int | None = None, generator: str | None = None
           ) -> tuple[list[dict], list[str]]:
     """Fig. 1 analogue: audit the same designs, built once with ``mechanism``, while ``field`` (``"noise_multiplier"``
-    or ``"sample_rate"``) takes ``values``. Other arguments as ``audit_variants``.
-
-    Returns (rows, skipped variants); rows carry ``experiment`` and ``mech_<field>``.
-    Raises ValueError for another field or an empty grid."""
+    or ``"sample_rate"``) takes ``values``. Other arguments as ``audit_variants``. Returns (rows, skipped variants);
+    rows carry ``experiment`` and ``mech_<field>``. Raises ValueError for another field or an empty grid."""
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' (σ) or 'sample_rate' (q)")
     if len(values) == 0:

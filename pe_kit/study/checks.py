@@ -23,7 +23,6 @@ from pe_kit.study.world import World, canary_contribution, make_design
 def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.random.Generator, split: str = "test",
                           canary_slot: int = 0) -> dict:
     """One PE release on real data, step by step (Eq. 1, Alg. A.1 lines 8–20), and one real canary's contribution.
-
     Returns a dict: ``routes`` int (n_records, k); ``h_norms`` (N,) ‖h̄_u‖₂ before clipping; ``v`` CSR (N, p);
     ``participation`` bool (N,); ``y`` (p,) the release; ``canary_v`` (p,); ``example`` (a canary record, its k
     nearest bank texts and squared distances); ``rows`` of ``{"quantity", "value", "note"}``."""

@@ -58,9 +58,8 @@ def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechani
 def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,
                pool_size: int | None = None, generator=None):
     """The frozen design of ``variant`` for its j-th canary (canary-split ``slot``), seeded by (seed, variant, j), with
-    ``mechanism`` (default: paper values), ``pool_size`` M (512, App. B) and paraphrase ``generator``.
-
-    Returns a ``ProbeDesign``, or None with a warning for an unimplemented variant or a pool shortfall
+    ``mechanism`` (default: paper values), ``pool_size`` M (512, App. B) and paraphrase ``generator``. Returns a
+    ``ProbeDesign``, or None with a warning for an unimplemented variant or a pool shortfall
     (``PoolShortfallError``); other errors propagate."""
     design, reason = try_design(world, variant, j, slot, seed, mechanism, pool_size, generator)
     if design is None:

@@ -36,7 +36,6 @@ def multiround_setup(params: Mapping[str, Any]) -> MultiroundSetup:
     """Build notebook 06's :class:`MultiroundSetup` from its ``params``: the world's keys of ``study_config`` plus
     ``variant`` (``nonce`` | ``ordinary``), ``generator`` (:data:`GENERATORS`), ``rounds``, ``retain_fraction``,
     ``max_attempts``, ``public_max_texts`` (None: ⌈3 · T · g⌉), the mechanism's keys, ``seed`` and ``openai_*``.
-
     Raises ValueError for a variant without a design, an unknown generator, or no slot left for new texts."""
     from pe_kit.pe.multiround import PEConfig
     from pe_kit.study.designs import design_for

@@ -83,10 +83,9 @@ def _population(world, bank: np.ndarray, mechanism: MechanismConfig, split: str)
 def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng: np.random.Generator, *,
                     delta: float = 1e-5, alpha: float = 0.05, shrinkage: float = 0.1, ridge: float = 1e-9,
                     pairs=None, methods=("steinke", "fdp")) -> OneRunRelease:
-    """One PE release with the design's canaries inserted w.p. ½ each (``rng`` the only randomness), every canary
-    scored and ε bounded at δ, family-wise ``alpha`` over (k₊, k₋) pairs (``shrinkage``, ``ridge``: Eqs. 33, 35).
-
-    Raises ValueError if the design was made for another bank size, or a block's covariance is singular."""
+    """One PE release with the design's canaries inserted w.p. ½ each (``rng`` the only randomness), every canary scored
+    and ε bounded at δ, family-wise ``alpha`` over (k₊, k₋) pairs (``shrinkage``, ``ridge``: Eqs. 33, 35). Raises
+    ValueError if the design was made for another bank size, or a block's covariance is singular."""
     t0 = time.perf_counter()
     if design.bank_size != world.bank.shape[0]:
         raise ValueError(f"design bank_size={design.bank_size} but the world's bank has p={world.bank.shape[0]}")
@@ -215,7 +214,6 @@ def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: flo
                   alpha: float = 0.05) -> list[dict]:
     """Notebook 08's grid: per q of ``one_run_qs``, variant and probe share, the one-run rows at the largest m fitting
     the share; then the multi-trial row of the nonce design's first canary. ``largest_share`` marks headline rows.
-
     Raises ValueError naming ``probe_shares`` when the largest share fits no canary (share·p < copies)."""
     from dataclasses import replace
 

@@ -149,10 +149,9 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
         scheduler: a ``dask.distributed.Client``. designs: a precomputed ``(designs, check)``.
         options: further ``audit_implementation`` keywords.
 
-    Arguments and one dry call (``audit.plan.dry_call``) are checked before the world is built; the budget's reach
-    is printed (warning when it cannot flag a violation) before the first release.
-
-    Returns ``audit.battery.BatteryAudit`` (``.outcome()`` is the ``Audit`` of its worst design).
+    Arguments and one dry call (``audit.plan.dry_call``) are checked before the world is built; the budget's reach is
+    printed (warning when it cannot flag a violation) before the first release. Returns
+    ``audit.battery.BatteryAudit`` (``.outcome()`` is the ``Audit`` of its worst design).
 
     Raises:
         TypeError: swapped or mistyped arguments, a class for an instance, an unknown keyword (naming the one

@@ -92,9 +92,8 @@ class World:
 
 def input_digests(config: StudyConfig) -> dict:
     """Digests of the files a study reads (``pe_kit.cache.file_digest``): ``data``, ``bank_file`` (None for ``public``
-    and generated banks) and ``model`` (``model_fingerprint``).
-
-    Raises FileNotFoundError for a missing file; ValueError for ``bankB`` before its file ships."""
+    and generated banks) and ``model`` (``model_fingerprint``). Raises FileNotFoundError for a missing file;
+    ValueError for ``bankB`` before its file ships."""
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import check_path, default_bank_b_path, default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint
@@ -280,10 +279,9 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
 def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator, *,
                 mechanism: MechanismConfig | None = None, audit: AuditConfig | None = None, generator=None,
                 pool_size: int = 512, r: int | None = None) -> ProbeDesign:
-    """Build the frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B) for one canary of the study.
-
-    Real-canary variants audit ``world.splits.canary[canary_slot]``; nonce variants draw a synthetic canary and
-    nonce pool from ``rng`` (the only randomness). Active variants reserve r positions before selection:
+    """Build the frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B) for one canary of the study. Real-canary
+    variants audit ``world.splits.canary[canary_slot]``; nonce variants draw a synthetic canary and nonce pool from
+    ``rng`` (the only randomness). Active variants reserve r positions before selection:
 
     * ``ordinary``: no probes. ``exact``: a verbatim copy of each record (r = m).
     * ``paraphrase``: r of ``pool_size`` rewrites spread across records (``pools.paraphrase_pool``, ``spread_select``).
