@@ -132,8 +132,7 @@ def read_verified(path: Path | str) -> bytes | None:
 
 
 def write_records(path: Path | str, records: Iterable[Any]) -> None:
-    """:func:`write_verified` of JSON records, one a line, gzip (fast level: such files are read a few times);
-    memory is one record."""
+    """:func:`write_verified` of JSON records, one a line, gzip (fast level); memory is one record."""
     def lines() -> Iterator[bytes]:
         comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: the gzip container
         for rec in records:

@@ -112,8 +112,7 @@ def design_claim(design, mechanism: MechanismConfig, delta: float) -> tuple[Mech
 
 def _checks(release, check, mechanism: MechanismConfig, seeds, *, gamma: float, repeat_calls: int,
             check_calls: int, scheduler, show_progress) -> dict:
-    """The implementation checks on the check design (module docstring): seed, repeat (seeds[-1]), batch vs call
-    (seeds[-2]) and two stages."""
+    """The seed, repeat (seeds[-1]), batch-vs-call (seeds[-2]) and two-stage checks on the check design."""
     checks = seed_check(release, check, mechanism)
     checks.update(repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma, seed=seeds[-1]))
     checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,

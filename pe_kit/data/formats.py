@@ -225,8 +225,7 @@ def sniff_format(path) -> str | None:
 
 
 def _head_line(path) -> bytes:
-    """The first non-empty line within the first 1 MiB of a (gzip or plain) file, UTF-8 BOM dropped; b"" if none
-    or unreadable."""
+    """The first non-empty line in a file's first 1 MiB (gzip or plain, BOM dropped); b"" if none or unreadable."""
     path = Path(path)
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:

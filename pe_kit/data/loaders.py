@@ -133,8 +133,7 @@ def folder_message(path, flag: str = "--data") -> str:
 
 
 def check_path(path) -> Path:
-    """``path`` as a Path when it is an existing file. Raises IsADirectoryError (:func:`folder_message`) or
-    FileNotFoundError naming it."""
+    """``path`` as a Path if it is a file; IsADirectoryError (:func:`folder_message`) or FileNotFoundError."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(folder_message(path, "path"))

@@ -102,8 +102,7 @@ def _label_set(prof: tuple) -> str:
 
 
 def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Scan:
-    """Pass 1 (``Scan``): each user's valid records and the skips, no text kept; raises DataError (file, line,
-    field)."""
+    """Pass 1 (``Scan``): users' valid records and skips, no text kept; raises DataError (file, line, field)."""
     skipped: Counter = Counter()
     counts: dict[str, int] = {}
     profiles: dict[str, tuple] = {}

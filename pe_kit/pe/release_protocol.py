@@ -172,8 +172,7 @@ class ReleasePipeline:
         return out
 
     def randomise(self, snapshot: sp.csr_matrix, config: MechanismConfig, rng: np.random.Generator) -> np.ndarray:
-        """The randomised stage: participation, Σ_u I_u v_u and noise on the snapshot's (N, p) contributions;
-        float64 (p,)."""
+        """The randomised stage on the snapshot's (N, p) contributions: participation, Σ_u I_u v_u, noise."""
         return self._randomised(snapshot, config, rng, 1, np.arange(snapshot.shape[1]))[0]
 
     def release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,

@@ -55,8 +55,7 @@ class DataProfile:
         return int((self.records >= lo).sum() - (self.reserved >= lo).sum())
 
     def canary_users(self, m: int) -> int:
-        """Users with at least m records (exactly m after the cap), reserved users not counted: the canary-eligible
-        ones (§3)."""
+        """Canary-eligible users (§3): at least m records (exactly m after the cap), reserved users not counted."""
         return int((self.records >= m).sum() - (self.reserved >= m).sum())
 
 

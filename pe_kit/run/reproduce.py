@@ -189,8 +189,7 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
 
 
 def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable[[str], None]) -> dict:
-    """The run-level estimate (``run_progress.run_plan``), echoed, its rough line first; {} when no notebook runs,
-    a line when it fails."""
+    """The run-level estimate (``run_progress.run_plan``), echoed; {} when no notebook runs, a ``line`` only when it fails."""
     try:
         plan = run_plan(params_by_notebook, preset, lambda s: echo(f"pe-kit reproduce: {s}")) if params_by_notebook else {}
     except (RuntimeError, OSError) as exc:

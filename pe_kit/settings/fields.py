@@ -248,8 +248,7 @@ def check_param(name: str, value, spec: ParamSpec | None = None):
 
 
 def closest(word, choices) -> str | None:
-    """The choice closest to ``word`` (``difflib.get_close_matches``, cutoff 0.6), or None:
-    the one did-you-mean of the kit's errors."""
+    """The choice closest to ``word`` (``difflib.get_close_matches``, cutoff 0.6) or None: the kit's did-you-mean."""
     import difflib
 
     return next(iter(difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)), None)

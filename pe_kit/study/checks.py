@@ -158,8 +158,7 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
 
 
 def _mixture_identity(s0: np.ndarray, s_inc: np.ndarray, s1: np.ndarray, q: float) -> tuple:
-    """Thresholds at H0 quantiles 0.5–0.999, their FPR, TPR_inc and TPR, and max |TPR − ((1−q)·FPR + q·TPR_inc)|
-    (Eq. 23)."""
+    """Thresholds at H0 quantiles 0.5–0.999, FPR, TPR_inc, TPR and max |TPR − ((1−q)·FPR + q·TPR_inc)| (Eq. 23)."""
     ths = np.quantile(s0, np.linspace(0.5, 0.999, 25))
     fpr, tinc, tpr = ((s[None, :] > ths[:, None]).mean(axis=1) for s in (s0, s_inc, s1))
     pred = (1 - q) * fpr + q * tinc
