@@ -318,8 +318,7 @@ class EmbeddingStore:
 
     def put(self, keys: Sequence[bytes], rows: np.ndarray) -> str:
         """Store ``rows`` (float32 (n, d)) under ``keys`` (n distinct 16-byte keys) as one new segment; returns its
-        name.
-        Raises ValueError if the lengths or the key size disagree."""
+        name. Raises ValueError if the lengths or the key size disagree."""
         rows = np.ascontiguousarray(rows, dtype=np.float32)
         if rows.ndim != 2 or rows.shape[0] != len(keys) or any(len(k) != KEY_BYTES for k in keys):
             raise ValueError(f"put needs n keys of {KEY_BYTES} bytes and rows (n, d); got {len(keys)} keys, "

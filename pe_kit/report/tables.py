@@ -77,8 +77,7 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
 
 def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """A copy with ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from ``test_true_pos``,
-    ``test_false_pos``,
-    ``test_n_h1``, ``test_n_h0`` and ``audit_delta``. Raises ValueError naming a missing column."""
+    ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``. Raises ValueError naming a missing column."""
     need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
     missing = [c for c in need if c not in df.columns]
     if missing:

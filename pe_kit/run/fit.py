@@ -77,9 +77,8 @@ def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: s
 
 
 def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
-    """The banks the given notebooks build worlds on (all notebooks when None), as :func:`arms_used`: 04
-    ``banks``; 07 none; every other notebook its own ``bank`` (``p.view(nb)``, so ``--set 03_llr_checks.bank=``
-    counts)."""
+    """The banks the given notebooks build worlds on (all notebooks when None), as :func:`arms_used`: 04 ``banks``; 07
+    none; every other notebook its own ``bank`` (``p.view(nb)``, so ``--set 03_llr_checks.bank=`` counts)."""
     stems = list(p.notebooks) if notebooks is None else list(notebooks)
     out = {str(b) for b in (*p.banks, p.bank)} if notebooks is None else set()
     for nb in stems:

@@ -166,9 +166,8 @@ def _mixture_identity(s0: np.ndarray, s_inc: np.ndarray, s1: np.ndarray, q: floa
 
 
 def _mixture_llr_fit(s0: np.ndarray, s1: np.ndarray, q: float) -> tuple:
-    """The empirical log(p1/p0) on 40 H0-quantile bins against ℓ_mix = log[(1−q) + q·e^ℓ] (Eq. 22): (weighted
-    mean |error| over bins holding ≥ 200 scores of each, its noise level, bin centres, empirical log ratio, those
-    bins)."""
+    """The empirical log(p1/p0) on 40 H0-quantile bins against ℓ_mix = log[(1−q) + q·e^ℓ] (Eq. 22): (weighted mean
+    |error| over bins holding ≥ 200 scores of each, its noise level, bin centres, empirical log ratio, those bins)."""
     edges = np.quantile(s0, np.linspace(0.0, 1.0, 41))
     c0, _ = np.histogram(s0, edges)
     c1, _ = np.histogram(s1, edges)
