@@ -33,8 +33,7 @@ def streamed() -> bool:
 
 
 def progress_interval() -> float:
-    """Seconds between update lines: env ``PE_KIT_PROGRESS_INTERVAL`` (default 10). Raises ValueError if it is not a
-    number ≥ 0 (names the variable and the fix)."""
+    """Seconds between update lines: ``PE_KIT_PROGRESS_INTERVAL`` (default 10); ValueError unless a number ≥ 0."""
     raw = os.environ.get("PE_KIT_PROGRESS_INTERVAL", "10")
     try:
         value = float(raw)

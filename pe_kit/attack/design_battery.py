@@ -51,8 +51,7 @@ def _renamed(design, axis: str, value, **changes) -> ImplementationDesign:
 
 
 def with_canary_records(design, n_records, mechanism: MechanismConfig) -> ImplementationDesign:
-    """The design with the canary holding ``n_records`` records (``records`` axis): an int ≥ 1, ``"median"`` or
-    ``"cap"``. Raises ValueError on another value."""
+    """The design with an ``n_records``-record canary (int ≥ 1, ``"median"`` or ``"cap"``; else ValueError)."""
     canary = np.asarray(design.canary, dtype=np.float32)
     if n_records == "cap":
         m = int(mechanism.record_cap)

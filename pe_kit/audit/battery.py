@@ -142,8 +142,7 @@ def _check_reasons(checks: dict, gamma: float, repeat_calls: int) -> list[str]:
 
 
 def _design_row(a: Audit, design, mech: MechanismConfig, at_claim: bool, alpha: float, checks: dict) -> Audit:
-    """``a`` with the battery's columns: the design's axis, setting and sizes, α, whether it was audited at the
-    claim, the mechanism (``mech_*``) and the checks."""
+    """``a`` with the design's axis, setting, sizes, α, ``at_claim``, the mechanism (``mech_*``) and the checks."""
     info = dict(getattr(design, "info", {}) or {})
     return replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                             "n_users": len(design.test), "canary_records": len(design.canary),

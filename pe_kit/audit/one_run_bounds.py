@@ -31,8 +31,7 @@ def _check_counts(m: int, r: int, v: int) -> None:
 
 
 def _check_sample_rate(sample_rate: float) -> float:
-    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise ValueError (not a bare
-    "math domain error", nor for NaN a silent ε_lower = 0)."""
+    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise ValueError."""
     try:
         q = float(sample_rate)
     except (TypeError, ValueError):

@@ -66,8 +66,7 @@ def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | 
 
 
 def _noting(fn):
-    """(fn(), the text of the warnings it gave); the warnings are passed on, and stored with the cached result
-    so that a later cache hit repeats them."""
+    """(fn(), its warnings' text): the warnings pass on and are stored with the result, so a cache hit repeats them."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = fn()

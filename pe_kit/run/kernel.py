@@ -43,8 +43,9 @@ class LosslessKernelClient(AsyncKernelClient):
 
 
 class LosslessKernelManager(AsyncKernelManager):
-    """``AsyncKernelManager`` whose ``client()`` is a :class:`LosslessKernelClient` (pass it to papermill /
-    nbclient as ``kernel_manager_class``)."""
+    """``AsyncKernelManager`` whose ``client()`` is a :class:`LosslessKernelClient` (nbclient
+    ``kernel_manager_class``).
+    """
 
     client_class = DottedObjectName("pe_kit.run.kernel.LosslessKernelClient")
 

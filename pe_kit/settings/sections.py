@@ -163,8 +163,7 @@ class LLRChecks(NotebookSection):
 
 @dataclass(frozen=True)
 class Ablations(NotebookSection):
-    """Notebook 05: the Fig. 1 sweeps (the other mechanism values fixed at the mechanism section's), the Table 3
-    encoder ablation and the tightness study."""
+    """Notebook 05: the Fig. 1 sweeps (other mechanism values fixed), the Table 3 encoder ablation and tightness."""
 
     sweep_arm: str = setting("short", ParamSpec("str", choices=ARMS), "data arm of the sweeps")
     sweep_variants: tuple = setting(("ordinary", "exact", "paraphrase-mu_eff", "nonce"),
