@@ -36,13 +36,11 @@ BATTERY_TRIALS = 20_000
 class BatteryAudit:
     """The battery's verdict on one implementation: per-design ``Audit`` s at family-wise α plus the checks.
 
-    Attributes:
-        implementation: its name. flagged: any row flagged or check failed. reasons: what flagged it.
-        epsilon_lower: the largest ε_lower of the designs audited at the claim; epsilon_theory: the claimed ε;
-            mu_eff: the base design's.
-        alpha, gamma (``battery_gamma``), delta, trials: per audit. checks: ``seed_*``, ``repeat_*``, ``batch_call_*``.
-        audits: per-design ``Audit`` s (``info`` with ``axis``, ``setting``, sizes, mechanism); rows: their rows.
-        seconds: wall time. reach: ``audit.plan.Reach`` at γ."""
+    ``implementation`` (name), ``flagged`` (any row flagged or check failed), ``reasons``; ``epsilon_lower`` (the
+    largest of the designs audited at the claim), ``epsilon_theory`` (the claimed ε), ``mu_eff`` (the base design's);
+    ``alpha``, ``gamma`` (``battery_gamma``), ``delta``, ``trials`` (per audit); ``checks`` (``seed_*``, ``repeat_*``,
+    ``batch_call_*``); ``audits`` (``info`` with ``axis``, ``setting``, sizes, mechanism) and their ``rows``;
+    ``seconds``; ``reach`` (``audit.plan.Reach`` at γ)."""
 
     implementation: str
     flagged: bool
@@ -164,18 +162,14 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
                   **options) -> BatteryAudit:
     """Audit ``release`` on every design (base first) and run the implementation checks (module docstring).
 
-    Args:
-        seed: design i's audit uses spawn child i, the checks children n, n + 1.
-        looks: L looks with early stop per design, bounds at γ/L.
-        check: the checks' design (default: the smallest population). check_calls, repeat_calls: their releases.
-        stats: precomputed ``spec_statistic`` per design. scheduler: a ``dask.distributed.Client`` or None.
-        options: further ``audit_implementation`` keywords; ``announce=False`` skips printing the reach.
+    ``seed``: design i's audit uses spawn child i, the checks children n, n + 1; ``looks``: L looks with early stop
+    per design, bounds at γ/L; ``check``: the checks' design (default: the smallest population), with
+    ``check_calls`` / ``repeat_calls`` releases; ``stats``: precomputed ``spec_statistic`` per design; ``scheduler``:
+    a ``dask.distributed.Client`` or None; ``options``: further ``audit_implementation`` keywords (``announce=False``
+    skips printing the reach). Returns ``BatteryAudit``.
 
-    Returns ``BatteryAudit``.
-
-    Raises:
-        TypeError / ValueError: as ``audit_implementation``; ValueError on an empty battery. An error of the release
-        on design i propagates naming the design, with the finished designs as ``exc.partial`` (or None)."""
+    Raises TypeError / ValueError as ``audit_implementation``, ValueError on an empty battery; an error of the
+    release on design i propagates naming the design, with the finished designs as ``exc.partial`` (or None)."""
     if len(designs) == 0:
         raise ValueError("designs is empty: pass attack.design_battery.battery_designs(...)")
     check_audit_arguments(release, designs[0], mechanism)

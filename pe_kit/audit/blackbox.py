@@ -135,22 +135,20 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
                          call_chunk: int = CALL_CHUNK, show_progress: bool | None = None, announce: bool = True):
     """Audit a PE release implementation through its own function (module docstring; §2.1 Steps 2–5).
 
-    Args:
-        release: a ``PERelease`` (optionally with ``release_batch``). design: as ``spec_statistic``.
-        mechanism: the claimed settings (ε_theory at ``delta``, default 10⁻³). trials: per hypothesis per split.
-        seed: its four spawns are calibration H0, H1, test H0, H1. looks: L ≥ 1, each bound at γ/L.
-        stat: a precomputed ``spec_statistic``. return_scores: also return {(split, hypothesis): scores}.
-        scheduler: None or a ``dask.distributed.Client`` (same scores as serial).
-        announce: print the budget's reach and warn when it cannot flag a violation (``audit.plan.announce_reach``).
+    ``release``: a ``PERelease`` (optionally with ``release_batch``); ``design``: as ``spec_statistic``;
+    ``mechanism``: the claimed settings (ε_theory at ``delta``, default 10⁻³); ``trials``: per hypothesis per split;
+    ``seed``: its four spawns are calibration H0, H1, test H0, H1; ``looks``: L ≥ 1, each bound at γ/L; ``stat``: a
+    precomputed ``spec_statistic``; ``return_scores``: also return {(split, hypothesis): scores}; ``scheduler``:
+    None or a ``dask.distributed.Client`` (same scores as serial); ``announce``: print the budget's reach and warn
+    when it cannot flag a violation (``audit.plan.announce_reach``).
 
     Returns the ``Audit`` of the last look's test trials; ``info``: ``implementation``, ``design``,
     ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff), ``tightness``, ``violation`` (ε_lower > ε_theory),
     ``expected_violation``, ``threshold_mix``, ``trials``, ``looks``, ``looks_run``, ``releases``, ``gamma`` (γ/L),
     ``delta``, ``batched``, ``seconds``, the FPR shift check (a warning, not a flag), the reach and ``flagged``.
 
-    Raises:
-        TypeError: on swapped or mistyped arguments (``release_runner.check_audit_arguments``).
-        ValueError: on bad γ, δ, trials, looks or design, or a release returning None / another shape / NaN."""
+    Raises TypeError on swapped or mistyped arguments (``release_runner.check_audit_arguments``); ValueError on bad
+    γ, δ, trials, looks or design, or a release returning None / another shape / NaN."""
     check_audit_arguments(release, design, mechanism)
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_audits))")

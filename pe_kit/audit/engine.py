@@ -71,13 +71,11 @@ def _scores_task(args) -> np.ndarray:
 class TrialEngine:
     """Streams membership trials of one ``ScalarProblem`` (module docstring; Eq. 14, App. E.2).
 
-    Args:
-        method: ``"auto"``, ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial) or ``"multinomial"`` (no background).
-        group_size: g of ``groups`` (1 … 12; 8). block_trials: trials per seeded block (results depend on it).
-        n_workers, parallel: concurrent blocks, ``"threads"`` or ``"processes"`` (results do not depend on them).
-        progress: report trials through ``pe_kit.progress``.
-
-    Raises ValueError on an unknown method/parallel mode, a bad problem, or out-of-range sizes."""
+    ``method``: ``"auto"``, ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial) or ``"multinomial"`` (no background);
+    ``group_size``: g of ``groups`` (1 … 12; 8); ``block_trials``: trials per seeded block (results depend on it);
+    ``n_workers``, ``parallel``: concurrent blocks, ``"threads"`` or ``"processes"`` (results do not depend on them);
+    ``progress``: report trials through ``pe_kit.progress``. Raises ValueError on an unknown method/parallel mode, a
+    bad problem, or out-of-range sizes."""
 
     def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8, block_trials: int = DEFAULT_BLOCK_TRIALS,
                  n_workers: int = 1, parallel: str = "threads", progress: bool = False) -> None:

@@ -147,14 +147,11 @@ def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_record
                label_field: str = "industry", on_error: str = "raise") -> Corpus:
     """Load Blog Authorship Corpus JSON Lines (``user_id``, ``text``, label field), gzip or plain, as a ``Corpus``.
 
-    Args:
-        path: file (default: the bundled 900-blogger sample).
-        record_cap: m, the first m records per user in file order are kept (App. D).
-        min_records, max_records: admissible records per user after the cap (default max = m).
-        label_field: the user's label (``industry``, ``gender``, ``age``). on_error: ``"raise"`` or ``"skip"``.
-
-    Raises FileNotFoundError, IsADirectoryError, DataError (file, line and field named; a truncated gzip file; one
-    user id with two label sets, :data:`PROFILE_FIELDS`)."""
+    ``path``: default the bundled 900-blogger sample; ``record_cap``: m, the first m records per user in file order
+    are kept (App. D); ``min_records``, ``max_records``: admissible records per user after the cap (default max = m);
+    ``label_field``: ``industry``, ``gender`` or ``age``; ``on_error``: ``"raise"`` or ``"skip"``. Raises
+    FileNotFoundError, IsADirectoryError, DataError (file, line and field named; a truncated gzip file; one user id
+    with two label sets, :data:`PROFILE_FIELDS`)."""
     path = check_path(path or default_data_path())
     return _load(path, "blogs", record_cap, min_records, max_records, on_error, label_field)
 

@@ -32,13 +32,12 @@ class User:
 class Corpus:
     """Users in file order, plus the counted skips of loading.
 
-    Attributes:
-        users: ``User`` list (unique ids, first-appearance order). source: file path or description.
-        skipped: skip rule → lines (``malformed_line``, ``malformed_quote``, ``bad_encoding``, ``missing_field``,
-            ``bad_label``, ``bad_type``, ``label_conflict``, ``empty_text``, ``over_record_cap``) or users
-            (``user_too_few_records``, ``user_too_many_records``, ``user_beyond_max_users``, ``not_in_<arm>_arm``).
-        removed: skip rule → records removed. changed: rewrite rule → records rewritten (``whitespace_normalised``,
-            ``cut_to_140_chars``). decoding: ``utf-8`` or ``latin-1``."""
+    ``users``: ``User`` list (unique ids, first-appearance order); ``source``: file path or description; ``skipped``:
+    skip rule → lines (``malformed_line``, ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``,
+    ``bad_type``, ``label_conflict``, ``empty_text``, ``over_record_cap``) or users (``user_too_few_records``,
+    ``user_too_many_records``, ``user_beyond_max_users``, ``not_in_<arm>_arm``); ``removed``: skip rule → records
+    removed; ``changed``: rewrite rule → records rewritten (``whitespace_normalised``, ``cut_to_140_chars``);
+    ``decoding``: ``utf-8`` or ``latin-1``."""
 
     users: list[User]
     source: str

@@ -71,15 +71,11 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
                 seed: int = 0, canary_records: int | None = None, reserved=()) -> Splits:
     """Seeded disjoint user splits (App. D); users left over form ``public``.
 
-    Args:
-        n_canary, n_aux, n_calibration, n_test: split sizes (≥ 0; aux, calibration, test ≥ 1).
-        canary_records: canaries only from users with exactly this many records (§3).
-        reserved: user ids kept out of the private splits (bank-B example authors, ``data.loaders.bank_b_authors``);
-            their places go to the next users of the same permutation.
-
-    Raises:
-        ValueError: too few eligible users (gives the counts and the fix). TypeError: ``reserved`` is a string
-            or None instead of a collection of user ids."""
+    ``n_canary``, ``n_aux``, ``n_calibration``, ``n_test``: split sizes (≥ 0; aux, calibration, test ≥ 1);
+    ``canary_records``: canaries only from users with exactly this many records (§3); ``reserved``: user ids kept
+    out of the private splits (bank-B example authors, ``data.loaders.bank_b_authors``), their places going to the
+    next users of the same permutation. Raises ValueError for too few eligible users (with the counts and the fix),
+    TypeError for a string or None as ``reserved``."""
     for name, n in (("n_aux", n_aux), ("n_calibration", n_calibration), ("n_test", n_test)):
         if n < 1:
             raise ValueError(f"{name}={n} must be ≥ 1")

@@ -213,16 +213,14 @@ class HistogramAdapter:
     """Wrap a third-party PE histogram, e.g. ``histogram_fn(private, synthetic, *, noise_multiplier, clip, k,
     sample_rate, rng)`` with ``private`` per-user (n_u, d) arrays, as a ``PERelease``.
 
-    Args:
-        settings: ``MechanismConfig`` field → keyword (unlisted fields not passed), default ``{"top_k": "k",
-            "clip_norm": "clip", "noise_multiplier": "noise_multiplier", "sample_rate": "sample_rate"}``.
-        private_arg, synthetic_arg: keywords of the embeddings (None: positional, private first).
-        rng_arg: keyword for the generator (None: an int seed from it under ``seed_arg``).
-        per_user: per-user arrays (True) or stacked records with ``owner_arg``. name: label in audit rows.
-        global_seed: seed NumPy's global RNG from the audit's generator before every call (run serially or on
-            process workers, never threads).
-        noise_fn: the library's randomised stage (DPSDA ``Gaussian.add_noise``): ``histogram_fn`` is then the
-            deterministic stage and the adapter offers ``snapshot``, ``randomise`` and ``staged_batch``.
+    ``settings``: ``MechanismConfig`` field → keyword (unlisted fields not passed), default ``{"top_k": "k",
+    "clip_norm": "clip", "noise_multiplier": "noise_multiplier", "sample_rate": "sample_rate"}``; ``private_arg``,
+    ``synthetic_arg``: keywords of the embeddings (None: positional, private first); ``rng_arg``: keyword for the
+    generator (None: an int seed from it under ``seed_arg``); ``per_user``: per-user arrays, else stacked records with
+    ``owner_arg``; ``name``: label in audit rows; ``global_seed``: seed NumPy's global RNG from the audit's generator
+    before every call (run serially or on process workers, never threads); ``noise_fn``: the library's randomised
+    stage (DPSDA ``Gaussian.add_noise``), making ``histogram_fn`` the deterministic stage and adding ``snapshot``,
+    ``randomise`` and ``staged_batch``.
 
     Returns float64 (p,); raises ValueError naming the function when it returns anything else."""
 

@@ -19,13 +19,11 @@ def plot_multiround(df: pd.DataFrame, audit: pd.DataFrame | None = None, gain: p
     """Fig. 2 analogue: MAUVE of each bank S^(t) (DP run and random-retention control) and ε_theory / ε_lower after t
     releases (frozen-bank and adaptive audits, Eq. 36).
 
-    Args:
-        df: tidy ``multiround_study`` rows (``round, mauve_mean``, ``mech_noise_multiplier, mech_sample_rate,
-            study_n_test``; optional ``arm`` and ``pe_seed``: mean ± sd over PE seeds per arm).
-        audit: ``MultiroundResult.audit`` rows; None: ``epsilon_theory`` / ``epsilon_lower`` of ``df``'s rounds t > 0.
-        gain: ``MultiroundResult.gain`` rows; the last round's gain goes in the left title.
-
-    Raises ValueError naming a missing column."""
+    ``df``: tidy ``multiround_study`` rows (``round, mauve_mean``, ``mech_noise_multiplier, mech_sample_rate,
+    study_n_test``; optional ``arm`` and ``pe_seed``: mean ± sd over PE seeds per arm); ``audit``:
+    ``MultiroundResult.audit`` rows (None: ``epsilon_theory`` / ``epsilon_lower`` of ``df``'s rounds t > 0);
+    ``gain``: ``MultiroundResult.gain`` rows, the last round's in the left title. Raises ValueError naming a missing
+    column."""
     from matplotlib.ticker import MaxNLocator
 
     hint = ": pass the rows of multiround_study"

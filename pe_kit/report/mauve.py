@@ -80,16 +80,14 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
                 kmeans_num_redo: int = 1, kmeans_max_iter: int = 100, scaling_factor: float = 5.0) -> MauveResult:
     """MAUVE(P, Q) on embeddings, mean ± sd over k-means ``seeds``.
 
-    Args:
-        p_features, q_features: float (n, d) embeddings of the synthetic population and held-out records.
-        num_buckets: k-means clusters, or ``"auto"`` = max(2, min(round(min(n_p, n_q) / 10), distinct_p,
-            distinct_q)); an int above a side's distinct rows is used with a warning.
-        max_samples: subsample each side (without replacement, from ``rng``) to at most this many rows.
-        kmeans_num_redo, kmeans_max_iter, scaling_factor: as in ``mauve.compute_mauve`` (defaults 5, 500, 5).
+    ``p_features``, ``q_features``: float (n, d) embeddings of the synthetic population and held-out records;
+    ``num_buckets``: k-means clusters, or ``"auto"`` = max(2, min(round(min(n_p, n_q) / 10), distinct_p,
+    distinct_q)) (an int above a side's distinct rows is used with a warning); ``max_samples``: subsample each side
+    (without replacement, from ``rng``) to at most this many rows; ``kmeans_num_redo``, ``kmeans_max_iter``,
+    ``scaling_factor``: as in ``mauve.compute_mauve`` (defaults 5, 500, 5).
 
-    Raises:
-        ValueError: bad shapes, non-finite features, empty seeds, subsampling without ``rng``, zero-variance
-            features, or fewer than 2·num_buckets distinct rows in P ∪ Q."""
+    Raises ValueError: bad shapes, non-finite features, empty seeds, subsampling without ``rng``, zero-variance
+    features, or fewer than 2·num_buckets distinct rows in P ∪ Q."""
     p = _features(p_features, "p_features")
     q = _features(q_features, "q_features")
     if p.shape[1] != q.shape[1]:

@@ -44,8 +44,7 @@ class LosslessKernelClient(AsyncKernelClient):
 
 class LosslessKernelManager(AsyncKernelManager):
     """``AsyncKernelManager`` whose ``client()`` is a :class:`LosslessKernelClient` (nbclient
-    ``kernel_manager_class``).
-    """
+    ``kernel_manager_class``)."""
 
     client_class = DottedObjectName("pe_kit.run.kernel.LosslessKernelClient")
 

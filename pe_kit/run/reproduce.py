@@ -78,22 +78,18 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
                      echo: Callable[[str], None] = print, fit_data: bool = False) -> RunSummary:
     """Execute the notebooks in order into ``<results_dir>/<run_id>/`` and collect the results.
 
-    Args:
-        run_id: folder name (default :func:`default_run_id`); rerunning the same id resumes.
-        seed: seeds splits, designs and trials. overrides: ``--set`` values. data, fmt: a user corpus.
-        notebooks: stems to run (default every ``NOTEBOOKS`` file present), in ``NOTEBOOKS`` order.
-        force: re-execute notebooks despite a valid done-marker. keep_going: continue after a failure.
-        kernel_name: Jupyter kernel (default ``this_python_kernel()``). log_output: stream the cells' output.
-        progress: the run's i-of-n, elapsed and ETA on each notebook's lines. echo: where status and progress
-            lines go.
-        fit_data: shrink the sizes to fit ``data`` (``pe_kit.run.fit.fit_preset``), reported on ``echo`` and in
-            ``results.md``; without it, data too small stops the run before any notebook.
+    ``run_id``: folder name (default :func:`default_run_id`; rerunning the same id resumes); ``seed``: seeds splits,
+    designs and trials; ``overrides``: ``--set`` values; ``data``, ``fmt``: a user corpus; ``notebooks``: stems to
+    run (default every ``NOTEBOOKS`` file present), in ``NOTEBOOKS`` order; ``force``: re-execute despite a valid
+    done-marker; ``keep_going``: continue after a failure; ``kernel_name``: default ``this_python_kernel()``;
+    ``log_output``: stream the cells' output; ``progress``: the run's i-of-n, elapsed and ETA on each notebook's
+    lines; ``echo``: where status and progress lines go; ``fit_data``: shrink the sizes to fit ``data``
+    (``pe_kit.run.fit.fit_preset``), reported on ``echo`` and in ``results.md`` (without it, data too small stops
+    the run before any notebook).
 
-    Returns ``RunSummary`` (``ok`` False when a notebook failed; ``failures`` holds the ``ReproduceError``s).
-
-    Raises:
-        ValueError: bad preset, override or notebook name, an undeclared ``<notebook>.<parameter>``, or data too
-            small (naming the ``--set`` keys, or ``--fit-data``). FileNotFoundError: no notebooks folder."""
+    Returns ``RunSummary`` (``ok`` False when a notebook failed; ``failures`` holds the ``ReproduceError``s). Raises
+    ValueError for a bad preset, override or notebook name, an undeclared ``<notebook>.<parameter>``, or data too
+    small (naming the ``--set`` keys, or ``--fit-data``); FileNotFoundError without a notebooks folder."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -214,14 +214,13 @@ def _one(name: str, value, spec: ParamSpec):
 
 
 def check_param(name: str, value, spec: ParamSpec | None = None):
-    """Validate and normalise one parameter value against its type (``PARAM_TYPES[name]`` by default). ``name``'s last
-    dotted part is looked up (``06_multiround_mauve.rounds``); numpy scalars and 1-D arrays are taken as Python
-    values; a name without a type is returned unchanged. Returns ``int`` for integer fields (``1e6`` → 1000000),
-    ``float`` for numbers, a ``list`` for list fields (a single value becomes one element).
+    """Validate and normalise one parameter value against its type (``PARAM_TYPES[name]`` by default).
 
-    Raises:
-        ValueError: naming the field, the value and the accepted values (``trials=True is not an integer
-        ≥ 1 (true/false is not a number)``)."""
+    ``name``'s last dotted part is looked up (``06_multiround_mauve.rounds``); numpy scalars and 1-D arrays are taken
+    as Python values; a name without a type is returned unchanged. Returns ``int`` for integer fields (``1e6`` →
+    1000000), ``float`` for numbers, a ``list`` for list fields (a single value becomes one element). Raises
+    ValueError naming the field, the value and the accepted values (``trials=True is not an integer ≥ 1 (true/false
+    is not a number)``)."""
     spec = spec or PARAM_TYPES.get(name.split(".")[-1])
     if spec is None:
         return value

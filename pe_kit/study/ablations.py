@@ -51,8 +51,7 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
 
 def encoder_names(encoders) -> list[str]:
     """The ablation's encoders: ``"auto"`` or None = ``pe_kit.text.models.available_encoders()``, else the given
-    names.
-    """
+    names."""
     from pe_kit.text.models import available_encoders
 
     return available_encoders() if encoders in ("auto", ["auto"], None) else list(encoders)

@@ -23,11 +23,10 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
                    pool_size: int | None = None, generator: str | None = None) -> tuple[list[dict], list[str]]:
     """Audit ``per_variant`` canaries (slots from ``canary_slots``) of each variant on one world (Table 2 / 4).
 
-    Args:
-        seed: seeds designs (seed, variant, j) and trials (seed, variant, j, salt).
-        cache: step cache (None = no resume); salt: separates sweep points sharing a world.
-        extra: fields added to every row. design_mechanism: settings the designs are built with (default
-            ``mechanism``). generator: the paraphrase route (None = ``DEFAULT_PARAPHRASER``), part of the cache key.
+    ``seed`` seeds designs (seed, variant, j) and trials (seed, variant, j, salt); ``cache``: step cache (None = no
+    resume); ``salt`` separates sweep points sharing a world; ``extra``: fields added to every row;
+    ``design_mechanism``: settings the designs are built with (default ``mechanism``); ``generator``: the paraphrase
+    route (None = ``DEFAULT_PARAPHRASER``), part of the cache key.
 
     Returns (rows, skipped): ``audit_design`` rows plus ``canary_slot``, ``canary_index``, ``seed``, ``salt``;
     ``skipped`` names unimplemented variants and pool shortfalls (``"paraphrase#2: pool shortfall: …"``)."""

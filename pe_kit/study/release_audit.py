@@ -137,26 +137,23 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
                   scheduler=None, check_calls: int = 2_000, designs: tuple | None = None, **options) -> BatteryAudit:
     """Audit a PE release implementation on a real-text canary design and its battery (module docstring).
 
-    Args:
-        release: a ``PERelease``: a function ``(bank, records, owner, n_users, config, rng) -> float (p,)``, a
-            ``ReleasePipeline`` or a ``HistogramAdapter``.
-        world_or_data: a corpus path, None (bundled Blogs sample) or a built ``World``.
-        variant: the Table-1 canary (``nonce`` by default). mechanism: the claimed settings (default paper values).
-        trials: per hypothesis per split (20,000), or ``"auto"``: the fewest whose reach (``audit.plan``) is
-            ≥ ``target`` (default ε_theory), printed with a time estimate.
-        alpha: family-wise level. delta: δ (10⁻³). looks: early stop, each design in L looks at γ/L.
-        study, design_options: ``StudyConfig`` / ``make_design`` keywords. axes, large_bank: the battery.
-        scheduler: a ``dask.distributed.Client``. designs: a precomputed ``(designs, check)``.
-        options: further ``audit_implementation`` keywords.
+    ``release``: a ``PERelease`` (a function ``(bank, records, owner, n_users, config, rng) -> float (p,)``, a
+    ``ReleasePipeline`` or a ``HistogramAdapter``); ``world_or_data``: a corpus path, None (bundled Blogs sample) or
+    a built ``World``; ``variant``: the Table-1 canary (``nonce`` by default); ``mechanism``: the claimed settings
+    (default paper values); ``trials``: per hypothesis per split (20,000), or ``"auto"``: the fewest whose reach
+    (``audit.plan``) is ≥ ``target`` (default ε_theory), printed with a time estimate; ``alpha``: family-wise level;
+    ``delta``: δ (10⁻³); ``looks``: early stop, each design in L looks at γ/L; ``study``, ``design_options``:
+    ``StudyConfig`` / ``make_design`` keywords; ``axes``, ``large_bank``: the battery; ``scheduler``: a
+    ``dask.distributed.Client``; ``designs``: a precomputed ``(designs, check)``; ``options``: further
+    ``audit_implementation`` keywords.
 
     Arguments and one dry call (``audit.plan.dry_call``) are checked before the world is built; the budget's reach is
     printed (warning when it cannot flag a violation) before the first release. Returns
     ``audit.battery.BatteryAudit`` (``.outcome()`` is the ``Audit`` of its worst design).
 
-    Raises:
-        TypeError: swapped or mistyped arguments, a class for an instance, an unknown keyword (naming the one
-            meant). ValueError: bad settings, variant or study key, a release returning None / a wrong shape / NaN,
-            or a ``target`` out of reach; a release error carries the finished designs as ``exc.partial``."""
+    Raises TypeError for swapped or mistyped arguments, a class for an instance or an unknown keyword (naming the
+    one meant); ValueError for bad settings, variant or study key, a release returning None / a wrong shape / NaN,
+    or a ``target`` out of reach; a release error carries the finished designs as ``exc.partial``."""
     own = [k for k in inspect.signature(audit_release).parameters if k not in ("release", "options")]
     check_keywords(options, _PASSED_ON + tuple(own), "audit_release", _ALIASES)
     if designs is None:

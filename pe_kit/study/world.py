@@ -36,15 +36,13 @@ SPLITS = ("aux", "calibration", "test")
 class StudyConfig(WorldSettings):
     """Everything that fixes a study's data and bank: the fields of ``pe_kit.settings.WorldSettings``.
 
-    Attributes:
-        data: corpus path (None = bundled Blogs sample); fmt: loader. arm: ``long`` or ``short`` (App. D).
-        n_canary, n_aux, n_calibration, n_test: split sizes; calibration and test are disjoint users of equal size.
-        bank: ``bankA``, ``bankB`` (its example authors kept out of private splits), ``public``, ``llm-label`` /
-            ``llm-icl``, or ``file:<path>`` / a JSON Lines path (``pe_kit.text.banks.make_bank``).
-        bank_size: p. max_probes: r, the neighbour index's depth reserve. model, max_seq_length: encoder, token cap.
-        seed: splits and bank sampling. on_error: the loader's policy (left out of :meth:`as_dict` and cache keys).
-
-    Raises ValueError naming a field of the wrong type or range and the accepted values."""
+    ``data``: corpus path (None = bundled Blogs sample); ``fmt``: loader; ``arm``: ``long`` or ``short`` (App. D);
+    ``n_canary``, ``n_aux``, ``n_calibration``, ``n_test``: split sizes, calibration and test disjoint users of equal
+    size; ``bank``: ``bankA``, ``bankB`` (its example authors kept out of private splits), ``public``, ``llm-label``
+    / ``llm-icl``, or ``file:<path>`` / a JSON Lines path (``pe_kit.text.banks.make_bank``); ``bank_size``: p;
+    ``max_probes``: r, the neighbour index's depth reserve; ``model``, ``max_seq_length``: encoder, token cap;
+    ``seed``: splits and bank sampling; ``on_error``: the loader's policy (left out of :meth:`as_dict` and cache
+    keys). Raises ValueError naming a field of the wrong type or range and the accepted values."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # each field checked against its own declaration (pe_kit.settings.setting)
