@@ -1,16 +1,10 @@
 """One content-keyed on-disk cache: keys from content hashes, atomic writes, verified reads.
 
-Every heavy artefact of the kit is stored under ``cache_dir()`` by a key derived from *what produced it*
-(:func:`content_hash` of model files, input texts, settings and code; :func:`file_digest`, :func:`tree_digest`,
-:func:`source_digest`). Every file is written to a temporary file and renamed into place beside a SHA-256 of
-its bytes (:func:`write_verified`), and trusted only when its bytes match (:func:`open_verified`): a truncated
-or corrupt file is deleted and recomputed. Three forms of entry use this one primitive:
-
-* one file per key (generated texts, multi-round checkpoints, the ONNX export): :func:`write_verified`,
-  :func:`read_verified`;
-* a stream of JSON records (corpus selections), gzip, memory one record: :func:`write_records`,
-  :func:`read_records`;
-* float32 rows keyed per text (embeddings): :class:`EmbeddingStore`.
+Artefacts live under ``cache_dir()`` by a key derived from what produced them (:func:`content_hash`,
+:func:`file_digest`, :func:`tree_digest`, :func:`source_digest`). Each file is written atomically beside a SHA-256
+of its bytes (:func:`write_verified`) and trusted only when they match (:func:`open_verified`); a corrupt file is
+deleted and recomputed. Entries: one file per key (:func:`write_verified`, :func:`read_verified`); a gzip stream
+of JSON records (:func:`write_records`, :func:`read_records`); float32 rows per text (:class:`EmbeddingStore`).
 """
 from __future__ import annotations
 
@@ -33,21 +27,14 @@ __all__ = ["cache_dir", "content_hash", "atomic_write_bytes", "write_verified", 
 
 
 def cache_dir() -> Path:
-    """Return the kit's cache directory (env ``PE_KIT_CACHE``, default ``~/.cache/pe_kit``).
-
-    The directory is created if missing. Returns a ``pathlib.Path``.
-    """
+    """The kit's cache directory (env ``PE_KIT_CACHE``, default ``~/.cache/pe_kit``), created if missing."""
     path = Path(os.environ.get("PE_KIT_CACHE", Path.home() / ".cache" / "pe_kit")).expanduser()
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def content_hash(*parts: Any) -> str:
-    """SHA-256 hex digest of a sequence of parts (str, bytes, numbers, or JSON-able objects).
-
-    Strings are hashed as UTF-8 with a length prefix so that ``("ab", "c")`` and ``("a", "bc")``
-    differ; iterables of strings are hashed element by element. Returns a 64-character hex string.
-    """
+    """SHA-256 hex of a sequence of parts (str, bytes, numbers, JSON-able); str parts carry a length prefix."""
     h = hashlib.sha256()
     for part in parts:
         _update(h, part)
@@ -73,12 +60,8 @@ def _update(h: "hashlib._Hash", part: Any) -> None:
 
 
 def atomic_write_bytes(path: Path | str, data: bytes | Iterable[bytes]) -> str:
-    """Write ``data`` (bytes, or chunks of bytes made piece by piece) to ``path`` atomically: a temporary file in
-    the same folder, fsync, rename. Returns the SHA-256 hex of what was written.
-
-    A reader never sees a half-written file; an interrupted write leaves the old file (or none) at ``path``.
-    Memory is one chunk. Raises ``OSError`` if the folder cannot be written, or what iterating ``data`` raises.
-    """
+    """Write ``data`` (bytes, or chunks of bytes) to ``path`` atomically (temporary file, fsync, rename); returns the
+    SHA-256 hex of what was written. Memory is one chunk. Raises ``OSError`` if the folder cannot be written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
@@ -123,11 +106,8 @@ def drop_verified(path: Path | str) -> None:
 
 
 def open_verified(path: Path | str) -> BinaryIO | None:
-    """The file at ``path`` open (binary, at offset 0) when its bytes match its ``.sha256``, else ``None``
-    ("missing or corrupt: recompute"; a corrupt file and its checksum are deleted). Hashes in 4 MiB blocks, so
-    memory is one block. The caller closes the file; the open handle keeps the verified bytes even if an atomic
-    write replaces the path meanwhile.
-    """
+    """The file at ``path`` open (binary, offset 0) when its bytes match its ``.sha256``, else ``None`` (a corrupt file
+    and its checksum are deleted). Hashes in 4 MiB blocks; the caller closes the file."""
     path = Path(path)
     try:
         expected = _sidecar(path).read_text().strip()
@@ -152,8 +132,7 @@ def read_verified(path: Path | str) -> bytes | None:
 
 
 def write_records(path: Path | str, records: Iterable[Any]) -> None:
-    """:func:`write_verified` of JSON records, one a line, gzip (fast level: such files are read a few times);
-    memory is one record."""
+    """:func:`write_verified` of JSON records, one a line, gzip (fast level); memory is one record."""
     def lines() -> Iterator[bytes]:
         comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: the gzip container
         for rec in records:
@@ -175,34 +154,18 @@ def read_records(path: Path | str) -> Iterator[Any] | None:
     return records()
 
 
-# ------------------------------------------------------------------------------------------ file digests
 _DIGEST_COUNT = {"hashed": 0}  # files actually read and hashed in this process (tests check short-cuts)
 
 
 def _stat_key(st: os.stat_result) -> list:
-    # ctime cannot be set by the user (``touch -d`` / ``os.utime`` set mtime only), so an in-place rewrite that
-    # keeps size and mtime still changes it; inode and device catch a replaced file.
+    # ctime cannot be set by the user, so an in-place rewrite changes it; inode and device catch a replaced file.
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
 def file_digest(path: Path | str) -> str:
-    """SHA-256 hex digest of a file's bytes, with a stat short-cut that never replaces the digest.
-
-    The digest is what keys depend on; recomputing it for a large file on every call would be slow, so
-    the last digest of each absolute path is kept in a small sidecar ``cache_dir()/digests/<hash>.json``
-    with the file's (size, mtime_ns, ctime_ns, inode, device). When all five are unchanged the stored
-    digest is returned; any change (an in-place rewrite changes ctime even when size and mtime are
-    forced back) re-hashes the bytes. A missing or unreadable sidecar is simply recomputed.
-
-    Args:
-        path: a regular file.
-
-    Returns:
-        64-character hex str.
-
-    Raises:
-        FileNotFoundError / OSError: if the file cannot be read.
-    """
+    """SHA-256 hex digest of a file's bytes (64 chars); raises FileNotFoundError / OSError if unreadable. The last
+    digest per absolute path is kept in ``cache_dir()/digests/<hash>.json`` with the file's (size, mtime_ns,
+    ctime_ns, inode, device) and reused while all five are unchanged; any change re-hashes the bytes."""
     path = Path(path).expanduser().resolve()
     st = path.stat()
     side = cache_dir() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()[:32]}.json"
@@ -224,15 +187,9 @@ def file_digest(path: Path | str) -> str:
 
 
 def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache__", ".cache", ".locks")) -> str:
-    """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`).
-
-    Folders named in ``skip`` are ignored (VCS metadata, bytecode, download locks). Symbolic links are
-    followed (Hugging Face snapshots link into a blob store). Two folders with equal files give equal
-    digests wherever they live; any changed, added or removed file changes it.
-
-    Raises:
-        NotADirectoryError: if ``folder`` is not a folder.
-    """
+    """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`). Folders named in
+    ``skip`` are ignored; symbolic links are followed. Equal files give equal digests wherever they live. Raises
+    NotADirectoryError if ``folder`` is not a folder."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a folder")
@@ -246,11 +203,8 @@ def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache_
 
 
 def source_digest(*modules: str) -> str:
-    """SHA-256 (16 hex) of the source files of pe_kit modules given as paths relative to the package
-    (``"pe/multiround.py"``, or a folder such as ``"text/generators"`` for all its ``.py`` files).
-
-    Part of cache keys whose results the named code determines. Raises FileNotFoundError for a missing path.
-    """
+    """SHA-256 (16 hex) of pe_kit source files given relative to the package (``"pe/multiround.py"``, or a folder such
+    as ``"text/generators"``). Raises FileNotFoundError for a missing path."""
     pkg = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for rel in modules:
@@ -264,7 +218,6 @@ def source_digest(*modules: str) -> str:
     return h.hexdigest()[:16]
 
 
-# ------------------------------------------------------------------------------------------ rows per text
 KEY_BYTES = 16
 SMALL_SEGMENT = 2048
 MAX_SMALL_SEGMENTS = 16
@@ -278,19 +231,10 @@ def text_key(text: str) -> bytes:
 class EmbeddingStore:
     """Append-only float32 rows keyed per text (:func:`text_key`) in one folder, with an in-memory index.
 
-    The unit is one text, so repeats inside a call and texts met in differently aligned chunks are stored once.
-    A *segment* is two verified files written once and never modified: ``<seg>.npy`` (float32 (n, d) rows,
-    written first) and ``<seg>.keys`` (n × 16 key bytes, written last: its presence commits the segment). A write
-    of b new texts adds O(b) bytes and never rewrites others, so concurrent writers never lose each other's
-    rows; a lookup reads the key files plus only the segments that hold wanted rows. A segment that fails its
-    checksum (or was removed by another process's merge) is dropped after one rescan, and its texts count as
-    missing. More than 16 segments under 2,048 rows are merged into one (:meth:`compact`).
-
-    Args:
-        folder: the store's folder (created on first write).
-
-    One instance per folder and process is shared through :meth:`open`; methods are thread-safe.
-    """
+    A *segment* is two verified files written once: ``<seg>.npy`` (float32 (n, d) rows, first) and ``<seg>.keys``
+    (n × 16 key bytes, last: its presence commits the segment), so concurrent writers never lose rows. A segment
+    that fails its checksum is dropped after one rescan and its texts count as missing. More than 16 segments under
+    2,048 rows are merged (:meth:`compact`). One instance per folder and process (:meth:`open`); thread-safe."""
 
     _open: dict[str, "EmbeddingStore"] = {}
     _open_lock = threading.Lock()
@@ -373,10 +317,8 @@ class EmbeddingStore:
             drop_verified(self.folder / f"{seg}{suffix}")
 
     def put(self, keys: Sequence[bytes], rows: np.ndarray) -> str:
-        """Store ``rows`` (float32 (n, d)) under ``keys`` (n distinct 16-byte keys) as one new segment.
-
-        Returns the segment name. Raises ValueError if the lengths or the key size disagree.
-        """
+        """Store ``rows`` (float32 (n, d)) under ``keys`` (n distinct 16-byte keys) as one new segment; returns its
+        name. Raises ValueError if the lengths or the key size disagree."""
         rows = np.ascontiguousarray(rows, dtype=np.float32)
         if rows.ndim != 2 or rows.shape[0] != len(keys) or any(len(k) != KEY_BYTES for k in keys):
             raise ValueError(f"put needs n keys of {KEY_BYTES} bytes and rows (n, d); got {len(keys)} keys, "
@@ -391,10 +333,7 @@ class EmbeddingStore:
         return seg
 
     def compact(self, max_small: int = MAX_SMALL_SEGMENTS) -> bool:
-        """Merge the segments under 2,048 rows into one when there are more than ``max_small`` of them.
-
-        Returns True if a merge happened. The merged segment is committed before the old ones are removed.
-        """
+        """Merge the segments under 2,048 rows into one when there are more than ``max_small``; True if merged."""
         with self._lock:
             small = sorted(s for s, n in self._sizes.items() if n < SMALL_SEGMENT)
             if len(small) <= max_small:

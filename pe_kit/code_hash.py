@@ -1,7 +1,5 @@
-"""The step cache's code key: a SHA-256 of the package's code, less the modules that only drive runs or draw.
-
-Every step-cache key (``pe_kit.study.audits``, ``pe_kit.study.ablations``) carries :func:`code_hash`, so an edit
-anywhere the numbers could come from recomputes the steps it could affect.
+"""The step cache's code key: a SHA-256 of the package's code, less the modules that only drive runs or draw, so an
+edit anywhere the numbers could come from recomputes the steps (``pe_kit.study.audits``, ``.ablations``).
 """
 from __future__ import annotations
 
@@ -18,14 +16,8 @@ DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/p
 
 
 def package_code_hash(pkg: str | Path | None = None, exclude: Sequence[str] = DISPLAY_ONLY) -> str:
-    """SHA-256 (16 hex) of every ``.py`` file of the package folder ``pkg`` (default: this pe_kit) except ``exclude``.
-
-    Each file enters as its path relative to ``pkg`` and its bytes, in sorted order, ``__init__.py`` files
-    included; a file added, removed or edited anywhere changes the hash.
-
-    Raises:
-        NotADirectoryError: if ``pkg`` is not a folder.
-    """
+    """SHA-256 (16 hex) of every ``.py`` file (relative path and bytes, sorted) of package folder ``pkg`` (default:
+    pe_kit) except ``exclude``. Raises NotADirectoryError if ``pkg`` is not a folder."""
     pkg = Path(pkg).resolve() if pkg is not None else Path(__file__).resolve().parent
     if not pkg.is_dir():
         raise NotADirectoryError(f"pkg={str(pkg)!r} is not a folder; pass the pe_kit package folder")
@@ -40,9 +32,5 @@ def package_code_hash(pkg: str | Path | None = None, exclude: Sequence[str] = DI
 
 @lru_cache(maxsize=1)
 def code_hash() -> str:
-    """SHA-256 (16 hex) of the whole pe_kit package's code but :data:`DISPLAY_ONLY` (:func:`package_code_hash`).
-
-    Covers the seeds of designs and trials (``pe_kit.study.designs._rng``) and the canary of each variant
-    (``canary_slots``) too. Computed once per process.
-    """
+    """SHA-256 (16 hex) of the pe_kit code but :data:`DISPLAY_ONLY` (:func:`package_code_hash`), once per process."""
     return package_code_hash()

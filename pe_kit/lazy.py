@@ -1,12 +1,9 @@
 """Lazy public names of a stage package (PEP 562): ``pe_kit.audit.epsilon_theory`` loads ``audit/accounting.py`` on
-first access, and ``import pe_kit.audit`` alone imports nothing.
+first access; ``import pe_kit.audit`` alone imports nothing.
 
-A stage's public names are, per module of the package (its ``.py`` files, not subpackages), the names in the
-module's ``__all__`` literal, or — for a module without one — its top-level functions, classes and UPPER_CASE
-constants not starting with ``_``; read from the source with ``ast`` (no module is imported to list them). A name
-that several modules list goes to the module that defines it (a ``def`` / ``class`` / assignment, not an import),
-the first such in file-name order. A name that is also a submodule of the package (``study.multiround_study``, the
-module and its main function) stays the submodule: ``from pe_kit.study import multiround_study`` is the module.
+Public names per module: its ``__all__`` literal, else its top-level public functions, classes and UPPER_CASE
+constants, read with ``ast``. A name listed by several modules goes to the one defining it (first in file-name
+order); a name that is also a submodule stays the submodule.
 """
 from __future__ import annotations
 
@@ -44,11 +41,7 @@ def _listed(tree: ast.Module, funcs: set[str], assigned: set[str]) -> list[str]:
 
 @lru_cache(maxsize=None)
 def stage_exports(package: str, folder: str) -> dict[str, str]:
-    """Public name → defining module (dotted) of the package ``package`` whose files are in ``folder``.
-
-    Raises:
-        SyntaxError: if a module of the package does not parse.
-    """
+    """Public name → defining module (dotted) of ``package`` in ``folder``; SyntaxError for a bad module."""
     table: dict[str, str] = {}
     listed_by: dict[str, list[str]] = {}
     for path in sorted(Path(folder).glob("*.py")):
@@ -70,10 +63,7 @@ def stage_exports(package: str, folder: str) -> dict[str, str]:
 
 
 def lazy_package(package: str, init_file: str):
-    """``(__getattr__, __dir__)`` for a stage package's ``__init__``: public names and ``__all__`` load lazily.
-
-    Usage in ``pe_kit/<stage>/__init__.py``: ``__getattr__, __dir__ = lazy_package(__name__, __file__)``.
-    """
+    """``(__getattr__, __dir__)`` of a stage's ``__init__``: public names and ``__all__`` load lazily."""
     folder = str(Path(init_file).parent)
 
     def __getattr__(name: str):

@@ -1,24 +1,11 @@
-"""Progress of long steps (embedding N texts, auditing k of n canaries, PE rounds): one call, two displays.
+"""Progress of long steps: ``progress(total=n, desc=..., unit=...)`` returns a :class:`Progress` (``update``,
+``close``, context manager, iterator).
 
-``progress(total=n, desc="audit long/bankA", unit="canary")`` returns a :class:`Progress` with ``update``,
-``close`` and context-manager / iterator use. What it shows depends on where the code runs:
-
-* **interactive** (JupyterLab, a terminal): a ``tqdm.auto`` bar (a widget in Lab, a text bar in a terminal);
-  a step started inside another step gets ``leave=False``, so it disappears when it ends.
-* **headless** (``PE_KIT_HEADLESS=1``, set by ``pe-kit reproduce`` for its kernels): plain lines, never a
-  carriage return or a cursor code, so executed notebooks stay readable:
-
-  - the cell output (stderr) gets **one line per outermost step**, when it ends:
-    ``audit long/bankA: 25/25 canary in 00:41 (0.61 canary/s)``;
-  - the progress file ``PE_KIT_PROGRESS_FILE`` (when set; the runner sets one per notebook and prints what
-    arrives, see ``pe_kit.run.reproduce``) gets a line when an outermost step starts, an update with k of n,
-    elapsed time and ETA at most every ``PE_KIT_PROGRESS_INTERVAL`` seconds (default 10) for any step,
-    inner ones included, and the end line of every step that took at least that long (an outermost step's
-    end line always, except with ``PE_KIT_PROGRESS_STREAMED=1``, set by ``pe-kit reproduce --log-output``, whose
-    terminal already shows the cell's stderr line).
-
-``PE_KIT_PROGRESS=off`` hides everything. Lines are formatted by ``tqdm.std.tqdm.format_meter`` (the tqdm
-library's own rate / ETA arithmetic); nothing here depends on the paper.
+Interactive: a ``tqdm.auto`` bar (``leave=False`` for a nested step). Headless (``PE_KIT_HEADLESS=1``): plain
+lines only — stderr gets one line per outermost step when it ends (``audit long/bankA: 25/25 canary in 00:41
+(0.61 canary/s)``); ``PE_KIT_PROGRESS_FILE`` gets start lines, k-of-n updates with ETA at most every
+``PE_KIT_PROGRESS_INTERVAL`` seconds (default 10) and end lines of long steps (outermost ones always, unless
+``PE_KIT_PROGRESS_STREAMED=1``). ``PE_KIT_PROGRESS=off`` hides everything. Lines use ``tqdm.std.tqdm.format_meter``.
 """
 from __future__ import annotations
 
@@ -41,18 +28,12 @@ def headless() -> bool:
 
 
 def streamed() -> bool:
-    """True when ``PE_KIT_PROGRESS_STREAMED`` is set to anything but ``""`` / ``"0"``: the runner streams this
-    kernel's stderr to its terminal (``pe-kit reproduce --log-output``), so an outermost step's end line, printed
-    to stderr, is not also written to the progress file (the runner would print it a second time)."""
+    """True when ``PE_KIT_PROGRESS_STREAMED`` is set (not ``""``/``"0"``): end lines go to stderr only."""
     return os.environ.get("PE_KIT_PROGRESS_STREAMED", "") not in ("", "0")
 
 
 def progress_interval() -> float:
-    """Seconds between update lines in the progress file: env ``PE_KIT_PROGRESS_INTERVAL`` (default 10, ≥ 0).
-
-    Raises:
-        ValueError: if the variable is not a number ≥ 0 (names the variable and the fix).
-    """
+    """Seconds between update lines: ``PE_KIT_PROGRESS_INTERVAL`` (default 10); ValueError unless a number ≥ 0."""
     raw = os.environ.get("PE_KIT_PROGRESS_INTERVAL", "10")
     try:
         value = float(raw)
@@ -73,10 +54,7 @@ def _append(path: str, line: str) -> None:
 
 
 class Progress:
-    """One step's progress (see the module docstring); build it with :func:`progress`.
-
-    Attributes: n (int, units done), total (int or None), desc (str), unit (str), depth (0 = outermost).
-    """
+    """One step's progress (:func:`progress`): ``n`` done, ``total``, ``desc``, ``unit``, ``depth`` (0 = outermost)."""
 
     def __init__(self, iterable: Iterable | None = None, total: int | None = None, desc: str = "",
                  unit: str = "it") -> None:
@@ -106,7 +84,6 @@ class Progress:
         elif self._file and self.depth == 0:
             _append(self._file, f"{self.desc}: started" + (f" ({self.total:,} {self.unit})" if self.total else ""))
 
-    # -- the line headless mode writes
     def line(self, final: bool = False) -> str:
         """The plain-text status: ``desc: k/n unit (p%) [elapsed<ETA, rate]``, or the final ``… in elapsed``."""
         from tqdm.std import tqdm
@@ -160,8 +137,7 @@ class Progress:
         line = self.line(final=True)
         if self.depth == 0:
             print(line, file=sys.stderr, flush=True)
-        # an outermost end line goes to the file too, unless the runner streams the cell's stderr to the terminal
-        # (``pe-kit reproduce --log-output`` sets PE_KIT_PROGRESS_STREAMED=1): then it would be printed twice
+        # an outermost end line goes to the file too, unless the runner streams stderr (it would print twice)
         to_file = time.monotonic() - self._t0 >= self._interval if self.depth else not streamed()
         if self._file and to_file:
             _append(self._file, ("  " * self.depth) + line)
@@ -185,17 +161,7 @@ class Progress:
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "",
              unit: str = "it") -> Progress:
-    """Progress of one long step (module docstring): a tqdm bar interactively, plain lines headless.
-
-    Args:
-        iterable: optional; iterate the returned object to count one unit per item (``total`` = its length).
-        total: units in the step (int ≥ 0; None = unknown). desc: what the step does, e.g. ``"embed bank"``.
-        unit: the unit's name (``"text"``, ``"canary"``, ``"round"``).
-
-    Returns:
-        ``Progress``; call ``update(n)`` and ``close()`` (or use ``with`` / iterate).
-
-    Raises:
-        ValueError: a negative or non-integer ``total``; a bad ``PE_KIT_PROGRESS_INTERVAL``.
-    """
+    """Progress of one long step (module docstring): iterate ``iterable`` or call ``update(n)`` / ``close()``.
+    ``total``: units (int ≥ 0; None = unknown); ``desc``: what the step does; ``unit``: the unit's name. Raises
+    ValueError for a negative or non-integer ``total`` or a bad ``PE_KIT_PROGRESS_INTERVAL``."""
     return Progress(iterable, total=total, desc=desc, unit=unit)

@@ -1,37 +1,23 @@
 """A design battery: variants of one black-box design that vary what an implementation may treat specially.
 
-One design sees a bug only where its canary sits (a canary always last never meets "the first user
-always participates"; one with 8 records never meets "users with ≥ 32 records skip sampling"; a population of 25
-never empties a batch; probes below index 4,096 never meet "noise only on the first 4,096 coordinates"). The
-battery varies one axis at a time around the base design:
+One design sees a bug only where its canary sits (a canary always last never meets "the first user always
+participates"). The battery varies one axis at a time around the base design:
 
-* ``position``: the canary's user row under H1 — ``first``, ``last`` (the base) or a seeded ``random`` row;
-* ``records``: the canary's record count — ``1`` (its record with the most top-k votes on P), the ``median`` of
-  the population's counts (records repeated cyclically: a user may hold equal records, and the normalised votes of
-  a cyclic repeat are the canary's own up to the rounding of counts), the ``cap`` m of the mechanism (m copies of
-  the 1-record canary's record: its normalised votes, hence its specified contribution, are the 1-record
-  canary's, while code that treats records one by one sees m of them; records sampled instead of users let it in
-  w.p. 1 − (1 − q)^m, ``pe.mutants`` ``RecordLevelSampling``);
-* ``population``: the calibration and test users kept (their first N each, never resampled), down to 1, or up to
-  ``x4`` = 4N, each split's users repeated cyclically (distinct people with equal records: the neighbouring relation
-  holds for any population), for bugs that grow with the number of sampled users (``pe.mutants``
-  ``NoiseShrinksWithUsers``);
-* ``bank``: the bank padded to ``large_bank`` entries with the probes moved to its tail (padding rows far from
-  every record, so nobody routes to them: no specified contribution changes, ``with_large_bank``);
-* ``sensitivity``: the 1-record canary audited with every user sampled (q = 1) at δ = 0.1 (``SENSITIVITY_CLAIM``)
-  (``with_sensitivity_claim``), for bugs in the sensitivity itself (``pe.mutants`` ``ClipAtTwiceC``). A record's
-  top-k votes fall on k distinct entries, so its h̄ has norm 1/√k, the largest any user's can have (Eq. 1): clipping
-  to 2C doubles its contribution whenever 1/√k ≥ 2C. At the claimed q a doubled sensitivity hides in the
-  subsampling (q = 0.1, σ = 1, 2,000 trials: expected ε_lower 0.60 at μ_eff 2 < ε_theory 0.66 at δ = 10⁻³); with
-  the canary always in, the pair is two Gaussians 1/σ apart under the claim and 2/σ apart under the bug, and at
-  δ = 0.1 the claim is ε_theory 1.17 while 2,000 trials expect ε_lower 2.58 from the bug and 0.75 from a correct
-  release (σ = 1; ``audit.expectations.expected_epsilon``). A correct implementation is the claimed mechanism at
-  every (q, δ), so this too is a valid test of it.
+* ``position``: the canary's user row under H1: ``first``, ``last`` (the base) or a seeded ``random`` row;
+* ``records``: ``1`` (its record with the most top-k votes on P), the population's ``median`` (records repeated
+  cyclically) or the ``cap`` m (m copies of the 1-record canary's record: the same specified contribution, but
+  record-level code sees m records, ``pe.mutants`` ``RecordLevelSampling``);
+* ``population``: the first N calibration and test users each, down to 1, or up to ``x4`` = 4N repeated
+  cyclically (``pe.mutants`` ``NoiseShrinksWithUsers``);
+* ``bank``: padded to ``large_bank`` entries nobody routes to, probes moved to its tail (``with_large_bank``);
+* ``sensitivity``: the 1-record canary at q = 1, δ = 0.1 (``SENSITIVITY_CLAIM``, ``with_sensitivity_claim``),
+  for bugs in the sensitivity (``pe.mutants`` ``ClipAtTwiceC``): a record's h̄ has norm 1/√k, the largest
+  possible (Eq. 1), so clipping at 2C doubles it when 1/√k ≥ 2C; at the claimed q the subsampling hides it,
+  while at q = 1, δ = 0.1, σ = 1, 2,000 trials expect ε_lower 2.58 from the bug against ε_theory 1.17.
 
-Each variant is an ordinary design (``attack.bug_canaries.ImplementationDesign``) whose statistic the audit
-recomputes under the specification (Eqs. 14, 31–35), so every audit of the battery is a valid test of the same
-claim (ε_theory, δ) on a different neighbouring pair (the ``sensitivity`` design: of the claim at q = 1, its
-``info["claim"]``); ``audit.battery.audit_battery`` splits α over them.
+Each variant is an ``attack.bug_canaries.ImplementationDesign`` whose statistic the audit recomputes under the
+specification (Eqs. 14, 31–35), so each audit is a valid test of the same claim (ε_theory, δ) (``sensitivity``:
+at its ``info["claim"]``); ``audit.battery.audit_battery`` splits α over them.
 """
 from __future__ import annotations
 
@@ -65,15 +51,7 @@ def _renamed(design, axis: str, value, **changes) -> ImplementationDesign:
 
 
 def with_canary_records(design, n_records, mechanism: MechanismConfig) -> ImplementationDesign:
-    """The design with the canary holding ``n_records`` records (module docstring, ``records`` axis).
-
-    Args:
-        n_records: int ≥ 1, ``"median"`` (of the calibration and test users' counts) or ``"cap"``
-            (``mechanism.record_cap`` copies of the 1-record canary's record).
-
-    Raises:
-        ValueError: on another value.
-    """
+    """The design with an ``n_records``-record canary (int ≥ 1, ``"median"`` or ``"cap"``; else ValueError)."""
     canary = np.asarray(design.canary, dtype=np.float32)
     if n_records == "cap":
         m = int(mechanism.record_cap)
@@ -92,12 +70,8 @@ def with_canary_records(design, n_records, mechanism: MechanismConfig) -> Implem
 
 
 def with_population(design, n_users) -> ImplementationDesign:
-    """The design with ``n_users`` calibration and test users (``population`` axis): the first ``n_users`` of each
-    split, repeated cyclically beyond its N; ``"x<f>"`` is f·N.
-
-    Raises:
-        ValueError: unless n_users is an integer ≥ 1 or ``"x<f>"`` with an integer f ≥ 1.
-    """
+    """The design with ``n_users`` calibration and test users (``population`` axis), repeated cyclically beyond N;
+    ``"x<f>"`` is f·N. Raises ValueError unless an integer ≥ 1 or ``"x<f>"`` with an integer f ≥ 1."""
     n = min(len(design.test), len(design.calibration))
     label = n_users
     if isinstance(n_users, str) and n_users[:1] == "x" and n_users[1:].isdigit():
@@ -112,15 +86,9 @@ def with_population(design, n_users) -> ImplementationDesign:
 
 
 def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
-    """The design on a bank of ``max(size, p)`` entries with the probes at its tail (``bank`` axis).
-
-    The padding rows point along the base rows' directions at 10·R + 10 from the origin (R: the largest norm of
-    any bank row or record), so no record ever routes to them while the base holds ≥ k rows: every specified
-    contribution is the base design's, moved with the probes.
-
-    Raises:
-        ValueError: on size < |P| + 1.
-    """
+    """The design on a bank of ``max(size, p)`` entries with the probes at its tail (``bank`` axis); padding rows lie
+    at 10·R + 10 along base directions (R: the largest norm), so no record routes to them.
+    Raises ValueError on size < |P| + 1."""
     bank = np.asarray(design.bank, dtype=np.float32)
     coords = np.asarray(design.coords, dtype=np.int64)
     size = max(int(size), bank.shape[0])
@@ -146,21 +114,9 @@ def with_sensitivity_claim(design, mechanism: MechanismConfig) -> Implementation
 
 def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator, *, axes: dict | None = None,
                     large_bank: int = LARGE_BANK) -> list[ImplementationDesign]:
-    """The base design followed by one variant per axis value (module docstring), in ``axes`` order.
-
-    Args:
-        design: duck-typed base design (``ImplementationDesign``, ``attack.release_designs.release_design``).
-        mechanism: the settings the implementation claims (k, record_cap m).
-        rng: draws the ``random`` position (the only randomness).
-        axes: {axis: values}, default ``DEFAULT_AXES``; a value equal to the base's is skipped (no duplicate audit).
-        large_bank: the ``large`` bank size.
-
-    Returns:
-        list of ``ImplementationDesign``; each variant's ``info`` has ``axis`` and ``setting``.
-
-    Raises:
-        ValueError: on an unknown axis or value.
-    """
+    """The base design, then one variant per value of ``axes`` (default ``DEFAULT_AXES``; values equal to the base's
+    skipped), each with ``axis`` and ``setting`` in its ``info``; ``rng`` draws the ``random`` position only.
+    Raises ValueError on an unknown axis or value."""
     axes = DEFAULT_AXES if axes is None else axes
     base = _renamed(design, "base", "base")
     base = dataclasses.replace(base, name=str(design.name))

@@ -1,13 +1,7 @@
-"""Real-text black-box designs: a study world + a Table-1 canary design → the design a black-box audit takes.
-
-``audit.blackbox.audit_implementation`` reads a design duck-typed (``bank``, ``coords``, ``canary``, ``aux``,
-``calibration``, ``test``; ``attack.bug_canaries.ImplementationDesign``). ``release_design`` builds it from a
-study ``World`` (``study.world``: the embedded bank and each split's record embeddings) and a frozen
-``ProbeDesign`` of any Table-1 variant (``attack.variants``; App. B): the bank with the design's probes at their
-positions (the bank the mechanism sees, Alg. A.1 line 11), P = the probe positions (the canary's natural top-k
-support for ``ordinary``, as ``study.world.audit_design`` reads), the canary's record embeddings, and each
-split's users as per-user record arrays. Both arguments are duck-typed, so this module imports nothing above
-``attack``.
+"""Real-text black-box designs: a study ``World`` and a frozen Table-1 ``ProbeDesign`` (App. B) → the design
+``audit.blackbox.audit_implementation`` takes: the bank with the probes at their positions (Alg. A.1 line 11),
+P = the probe positions (``ordinary``: the canary's natural top-k support), the canary's record embeddings and
+each split's users. Both arguments are duck-typed, so nothing above ``attack`` is imported.
 """
 from __future__ import annotations
 
@@ -24,11 +18,7 @@ _SPLITS = ("aux", "calibration", "test")
 
 
 def world_users(world, split: str) -> list:
-    """A world's split as a list of per-user float32 (n_u, d) record embeddings, in split order.
-
-    Raises:
-        ValueError: when ``world.records`` has no such split (names the splits it has).
-    """
+    """A world's split as per-user float32 (n_u, d) record embeddings; raises ValueError for an unknown split."""
     records = getattr(world, "records", None) or {}
     if split not in records:
         raise ValueError(f"world.records has no split {split!r} (it has {sorted(records)}): pass a "
@@ -39,23 +29,10 @@ def world_users(world, split: str) -> list:
 
 
 def release_design(world, design, mechanism: MechanismConfig | None = None, *, name: str | None = None) -> ImplementationDesign:
-    """The black-box design of one study canary (module docstring).
-
-    Args:
-        world: duck-typed ``study.world.World``: ``bank`` float32 (p, d) and ``records[split]`` with ``emb`` float32
-            (n, d), ``owner`` int (n,), ``ids`` (one per user) for ``aux``, ``calibration``, ``test``.
-        design: duck-typed ``attack.variants.ProbeDesign``: ``variant``, ``canary_id``, ``canary_embeddings``
-            float32 (m, d), ``probe_embeddings`` float32 (r, d) or None, ``positions`` int (r,) or None.
-        mechanism: k for the ``ordinary`` canary's natural support (default ``MechanismConfig()``).
-        name: design label (default ``"<variant>:<canary_id>"``).
-
-    Returns:
-        ``ImplementationDesign`` with ``info`` = variant, canary_id, p, |P|, m, split sizes.
-
-    Raises:
-        ValueError: on probes and positions of different lengths, positions outside the bank, embeddings of
-            another dimension, or calibration and test splits of different sizes.
-    """
+    """The black-box ``ImplementationDesign`` of one study canary (module docstring); ``mechanism`` gives k for
+    ``ordinary``; ``name`` defaults to ``"<variant>:<canary_id>"``. Raises ValueError on probes and positions of
+    different lengths, positions outside the bank, embeddings of another dimension, or calibration and test splits of
+    different sizes."""
     mechanism = mechanism or MechanismConfig()
     bank = np.array(world.bank, dtype=np.float32, copy=True)
     canary = np.asarray(design.canary_embeddings, dtype=np.float32)

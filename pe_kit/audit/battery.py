@@ -1,18 +1,10 @@
-"""Audit one implementation on a battery of designs, with the checks of the implementation itself, at a
-family-wise level α.
+"""Audit one implementation on a battery of designs, with checks of the implementation itself, at family-wise α.
 
-The battery (``attack.design_battery``) holds n designs; each audit (``blackbox.audit_implementation``) flags at
-level 4γ (four one-sided Clopper–Pearson bounds, Eq. 28), the repeated-release test (``release_checks.repeat_check``)
-at level γ, and the batched-vs-per-call test (``release_checks.batch_call_check``) at level γ when the implementation
-has both forms. Bonferroni: γ = α / (4n + n_checks) (``battery_gamma``, the one rule ``study.release_audit`` uses
-too), so the probability that a correct implementation is flagged anywhere is ≤ α. A design whose
-``info["claim"]`` names settings (``sample_rate``, ``delta``, …) is audited at them: the claim holds at every
-setting of a correct implementation. The seed check and the two-stage check (``release_checks.stage_check``)
-cannot fire for a correct implementation (deterministic) and spend no α. With ``looks`` = L each design's audit
-stops at the first of its L looks that flags it, every look's bounds at γ/L (``blackbox``: Bonferroni over the
-looks), so α is unchanged; designs that pass run all their trials.
-
-Source: §2.1 Steps 2–5 and Eq. 28 of the paper, run through the implementation on each design.
+Each of the n design audits (``blackbox.audit_implementation``) flags at level 4γ (Eq. 28), the repeat check
+and the batch-vs-call check (when both forms exist) at γ: Bonferroni γ = α / (4n + n_checks) (``battery_gamma``).
+A design's ``info["claim"]`` settings are audited at them. The seed and two-stage checks cannot fire for a
+correct implementation and spend no α. With ``looks`` = L each audit's bounds are at γ/L, so α is unchanged.
+Source: §2.1 Steps 2–5 and Eq. 28.
 """
 from __future__ import annotations
 
@@ -42,21 +34,13 @@ BATTERY_TRIALS = 20_000
 
 @dataclass(frozen=True)
 class BatteryAudit:
-    """The battery's verdict on one implementation: a family of per-design ``Audit`` s at level α plus the checks of
-    the implementation itself, so a container of audits rather than one more bound.
+    """The battery's verdict on one implementation: per-design ``Audit`` s at family-wise α plus the checks.
 
-    Attributes:
-        implementation: its name (``release_runner.implementation_name``). flagged: any row flagged or any check
-            failed. reasons: what flagged it (design names and checks), empty if nothing.
-        epsilon_lower: the largest ε_lower over the designs audited at the claim (not at their own
-            ``info["claim"]``); epsilon_theory: the claimed ε at (σ, q, δ);
-            mu_eff: the base design's μ_eff under the specification.
-        alpha: family-wise level; gamma: the per-bound tail (``battery_gamma``); delta: δ; trials: per audit.
-        checks: dict of the implementation checks (``seed_*``, ``repeat_*``, ``batch_call_*``).
-        audits: the per-design ``Audit`` s (``blackbox.audit_implementation``), ``info`` extended by ``axis``,
-            ``setting``, the design's sizes, the mechanism and the checks; ``rows``: their rows.
-        seconds: wall time. reach: what the battery's budget can certify (``audit.plan.Reach`` at γ).
-    """
+    ``implementation`` (name), ``flagged`` (any row flagged or check failed), ``reasons``; ``epsilon_lower`` (the
+    largest of the designs audited at the claim), ``epsilon_theory`` (the claimed ε), ``mu_eff`` (the base design's);
+    ``alpha``, ``gamma`` (``battery_gamma``), ``delta``, ``trials`` (per audit); ``checks`` (``seed_*``, ``repeat_*``,
+    ``batch_call_*``); ``audits`` (``info`` with ``axis``, ``setting``, sizes, mechanism) and their ``rows``;
+    ``seconds``; ``reach`` (``audit.plan.Reach`` at γ)."""
 
     implementation: str
     flagged: bool
@@ -102,12 +86,8 @@ class BatteryAudit:
 
 
 def battery_gamma(alpha: float, designs, release) -> float:
-    """γ = α / (4·n + n_checks) (module docstring) for n designs (the battery, or how many it holds) and ``release``:
-    n_checks is 1 (the repeat check) plus 1 when ``release`` is callable and has ``release_batch`` (batch vs call).
-
-    Raises:
-        ValueError: on α outside (0, 1) or fewer than one design.
-    """
+    """γ = α / (4·n + n_checks) for n designs; n_checks is 1, plus 1 when ``release`` has ``release_batch``.
+    Raises ValueError on α outside (0, 1) or fewer than one design."""
     n = designs if isinstance(designs, (int, np.integer)) else len(designs)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must lie in (0, 1)")
@@ -117,12 +97,8 @@ def battery_gamma(alpha: float, designs, release) -> float:
 
 
 def design_claim(design, mechanism: MechanismConfig, delta: float) -> tuple[MechanismConfig, float]:
-    """The settings and δ ``design`` is audited at: ``mechanism`` and ``delta`` with its ``info["claim"]`` applied
-    (module docstring).
-
-    Raises:
-        ValueError: on a claim key that is neither ``delta`` nor a ``MechanismConfig`` field.
-    """
+    """``mechanism`` and ``delta`` with ``design.info["claim"]`` applied. Raises ValueError on a claim key that is
+    neither ``delta`` nor a ``MechanismConfig`` field."""
     claim = dict((getattr(design, "info", None) or {}).get("claim", {}))
     delta = float(claim.pop("delta", delta))
     fields = {f.name for f in dataclasses.fields(mechanism)}
@@ -134,8 +110,7 @@ def design_claim(design, mechanism: MechanismConfig, delta: float) -> tuple[Mech
 
 def _checks(release, check, mechanism: MechanismConfig, seeds, *, gamma: float, repeat_calls: int,
             check_calls: int, scheduler, show_progress) -> dict:
-    """The implementation checks on the check design (module docstring): seed, repeat (seeds[-1]), batch vs call
-    (seeds[-2]) and two stages."""
+    """The seed, repeat (seeds[-1]), batch-vs-call (seeds[-2]) and two-stage checks on the check design."""
     checks = seed_check(release, check, mechanism)
     checks.update(repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma, seed=seeds[-1]))
     checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
@@ -165,8 +140,7 @@ def _check_reasons(checks: dict, gamma: float, repeat_calls: int) -> list[str]:
 
 
 def _design_row(a: Audit, design, mech: MechanismConfig, at_claim: bool, alpha: float, checks: dict) -> Audit:
-    """``a`` with the battery's columns: the design's axis, setting and sizes, α, whether it was audited at the
-    claim, the mechanism (``mech_*``) and the checks."""
+    """``a`` with the design's axis, setting, sizes, α, ``at_claim``, the mechanism (``mech_*``) and the checks."""
     info = dict(getattr(design, "info", {}) or {})
     return replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                             "n_users": len(design.test), "canary_records": len(design.canary),
@@ -186,31 +160,16 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
                   alpha: float = 0.05, delta: float = DEFAULT_DELTA, seed=0, looks: int = 1, check=None,
                   check_calls: int = 2_000, repeat_calls: int = 200, stats: Sequence | None = None, scheduler=None,
                   **options) -> BatteryAudit:
-    """Audit ``release`` on every design and run the implementation checks (module docstring).
+    """Audit ``release`` on every design (base first) and run the implementation checks (module docstring).
 
-    Args:
-        release: a ``pe.release_protocol.PERelease``. designs: the battery (``attack.design_battery.battery_designs``),
-            base first. mechanism: the claimed settings.
-        trials: per hypothesis per split of each audit. alpha: family-wise level in (0, 1). delta: δ (10⁻³).
-        seed: int / sequence / SeedSequence: design i's audit uses spawn child i, the checks children n, n + 1.
-        looks: each design's audit in L looks with early stop, its bounds at γ/L (``blackbox.audit_implementation``;
-            a flagged design stops at the first look that flags it, the others run all T trials).
-        check: the design of the implementation checks (default: the battery's smallest population).
-        check_calls: per-call releases of the batch-vs-call test. repeat_calls: releases of the repeat check.
-        stats: precomputed ``spec_statistic`` per design, each at its ``design_claim``.
-        scheduler: a ``dask.distributed.Client`` (or None): every audit's releases fan out over it.
-        options: further ``audit_implementation`` keywords (``batch``, ``call_chunk``, ``show_progress``);
-            ``announce=False`` skips printing the reach (``audit.plan.announce_reach``).
+    ``seed``: design i's audit uses spawn child i, the checks children n, n + 1; ``looks``: L looks with early stop
+    per design, bounds at γ/L; ``check``: the checks' design (default: the smallest population), with
+    ``check_calls`` / ``repeat_calls`` releases; ``stats``: precomputed ``spec_statistic`` per design; ``scheduler``:
+    a ``dask.distributed.Client`` or None; ``options``: further ``audit_implementation`` keywords (``announce=False``
+    skips printing the reach). Returns ``BatteryAudit``.
 
-    Returns:
-        ``BatteryAudit``. Progress (unless ``show_progress`` is False): "design 3 of 7 (records=1)" with the
-        battery's ETA.
-
-    Raises:
-        TypeError / ValueError: as ``audit_implementation``; ValueError on an empty battery. An error of the release
-        on design i propagates with a note naming the design, and the designs finished before it as
-        ``exc.partial`` (a ``BatteryAudit``; None when none had finished).
-    """
+    Raises TypeError / ValueError as ``audit_implementation``, ValueError on an empty battery; an error of the
+    release on design i propagates naming the design, with the finished designs as ``exc.partial`` (or None)."""
     if len(designs) == 0:
         raise ValueError("designs is empty: pass attack.design_battery.battery_designs(...)")
     check_audit_arguments(release, designs[0], mechanism)

@@ -1,25 +1,14 @@
-"""Black-box audits of a PE release implementation (not of the specification).
+"""Black-box audits of a PE release implementation (not of the specification): §2.1 Steps 2–5 (Eqs. 2–5, 14–15,
+22, 28–35) with the trials run through a given release function (``pe.release_protocol``). The auditor controls
+the bank, the users (the canary at ``design.canary_position`` under H1, default last) and the seeds.
 
-Source: §2.1 Steps 2–5 of "Canaries in the Bank" (Eqs. 2–5, 14–15, 22, 28–35), with the trials run through
-a *given* release function (``pe.release_protocol``) instead of the scalar projection of the specified
-mechanism. The auditor controls the bank, the users (the canary sits at ``design.canary_position`` under H1,
-the last user row by default, and is absent under H0) and the seeds; participation, routing, clipping and noise are the implementation's job.
+The statistic uses weights from aux users under the specification (Eqs. 31–35: m̂0, Σ̂_P for N = n_test,
+w = Σ̂⁻¹v) and ℓ = wᵀ(Y_P − m̂0 − v/2) (Eq. 14); a threshold calibrated on calibration trials, ε_lower (Eq. 28)
+bounded on fresh test trials at γ. ``violation = ε_lower > ε_theory`` is a level-4γ test; ``_audit_suite`` sets
+γ = α/(4·n_audits) (Bonferroni).
 
-The statistic is the kit's: weights from aux users *under the specification* (the reference mechanism's
-contributions, Eqs. 31–35: m̂0, Σ̂_P for N = n_test users, w = Σ̂⁻¹v with v the canary's specified
-contribution on P), score ℓ = wᵀ(Y_P − m̂0 − v/2) (Eq. 14; ℓ_mix = log[(1−q) + q e^ℓ] is monotone in ℓ, so a
-threshold on either is the same test). A threshold is calibrated on calibration-user trials and ε_lower
-(Eq. 28) bounded on fresh test-user trials with one-sided Clopper–Pearson endpoints at γ.
-
-``violation = ε_lower > ε_theory``: ε_lower holds with probability ≥ 1 − 4γ (four one-sided bounds), so a
-flagged row is a level-4γ test of "the implementation meets (ε_theory, δ)"; ``_audit_suite`` sets
-γ = α/(4·n_audits) so that the whole suite's family-wise error is ≤ α by construction (Bonferroni).
-
-Early stop (``looks`` = L > 1): the trials run in L looks of T/2^(L−1), …, T/2, T per hypothesis per split
-(``look_sizes``). At each look the threshold is calibrated on the calibration trials drawn so far and ε_lower
-bounded on the test trials drawn so far at γ/L, and the audit stops at the first look with ε_lower > ε_theory.
-Test trials never choose the threshold, so each look's bound holds with probability ≥ 1 − 4γ/L, and all L of them
-at once with probability ≥ 1 − 4γ (Bonferroni over the looks): the flag keeps level 4γ whatever the stopping rule.
+Early stop (``looks`` = L > 1): L looks of T/2^(L−1), …, T/2, T trials (``look_sizes``), each bounded at γ/L,
+stopping at the first with ε_lower > ε_theory; the flag keeps level 4γ (Bonferroni over the looks).
 """
 from __future__ import annotations
 
@@ -49,9 +38,8 @@ __all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_im
 #: the per-hypothesis trial budget of one black-box audit (≤ 10⁵)
 MAX_TRIALS = 100_000
 
-#: δ of every black-box audit unless given (the suite's, ``study.implementation_audit.SUITE_DELTA``): the claimed
-#: guarantee holds at every δ of its curve, and at 10⁻³ the tail events that separate a broken ε from ε_theory are
-#: seen within 10⁵ trials (at 10⁻⁵ it missed 3 of 5 real violations it flags at 10⁻³)
+#: δ of every black-box audit unless given (``study.implementation_audit.SUITE_DELTA``): the claim holds at every δ
+#: of its curve, and at 10⁻³ violations show within 10⁵ trials (at 10⁻⁵ it missed 3 of 5 it flags at 10⁻³)
 DEFAULT_DELTA = 1e-3
 
 _SPLITS = ("calibration", "test")
@@ -68,13 +56,8 @@ def _users(design, split: str) -> list:
 
 @dataclass(frozen=True)
 class SpecStatistic:
-    """The specification's LLR statistic of one design (Eqs. 14, 15, 31–35).
-
-    Attributes:
-        coords: int64 (|P|,). canary: float64 (|P|,) v (the canary's specified contribution on P).
-        weights: float64 (|P|,) w = Σ̂⁻¹v. m0: float64 (|P|,) m̂0 for N = n_test. mu_eff: √(vᵀΣ̂⁻¹v).
-        n_users: N. populations: split → CSR (N, |P|) specified contributions (calibration and test: N distinct
-            users each, never resampled).
+    """The specification's LLR statistic of one design (Eqs. 14, 15, 31–35): ``coords`` (|P|,), ``canary`` v,
+    ``weights`` w = Σ̂⁻¹v, ``m0`` m̂0, ``mu_eff`` √(vᵀΣ̂⁻¹v), ``n_users`` N and ``populations`` (split → CSR (N, |P|)).
     """
 
     coords: np.ndarray
@@ -97,23 +80,10 @@ class SpecStatistic:
 
 def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1, ridge: float = 1e-9,
                    rng: np.random.Generator | None = None) -> SpecStatistic:
-    """The specification's statistic of a design: reference contributions → aux moments → w (Eqs. 14, 31–35).
-
-    Args:
-        design: duck-typed: ``bank`` float (p, d), ``coords`` int (|P|,), ``canary`` float (m, d) and ``aux``,
-            ``calibration``, ``test`` lists of per-user float (n_u, d) (``attack.bug_canaries.ImplementationDesign``).
-        mechanism: the settings the implementation claims (k, C, σ, q).
-        shrinkage, ridge: Eq. 33 / Eq. 35 (0.1, 1e-9 in the paper).
-        rng: unused (kept for callers): the calibration split is never resampled. The threshold is frozen on the
-            statistic of N calibration users and evaluated on N test users (``trials.check_equal_populations``).
-
-    Returns:
-        ``SpecStatistic``.
-
-    Raises:
-        ValueError: on a malformed design, empty coordinates, a canary with no vote on P, σ = 0, or calibration
-            and test splits of different sizes (the message names ``n_calibration`` / ``n_test``).
-    """
+    """The specification statistic of a design (Eqs. 14, 31–35) at the claimed ``mechanism``; ``shrinkage``, ``ridge``:
+    Eqs. 33 / 35; ``rng`` unused (never resampled). Raises ValueError on a malformed design, empty coordinates, a
+    canary with no vote on P, σ = 0, or calibration and test splits of different sizes (naming ``n_calibration`` /
+    ``n_test``)."""
     if mechanism.noise_multiplier <= 0:
         raise ValueError("mechanism.noise_multiplier must be > 0: a black-box audit needs a finite ε_theory")
     bank = np.asarray(design.bank, dtype=np.float32)
@@ -142,18 +112,13 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
                           hypothesis: int, n_trials: int, rng: np.random.Generator, *, batch: int = 8192,
                           use_batch: bool | None = None, scheduler=None, call_chunk: int = CALL_CHUNK,
                           show_progress: bool | None = None) -> np.ndarray:
-    """Scores of ``n_trials`` releases of ``release`` on one split under H0 (canary absent) or H1 (canary
-    eligible at ``design.canary_position``, default the last user row). float64 (n_trials,).
+    """float64 (n_trials,) scores of ``release`` on one split under H0 (canary absent) or H1 (canary eligible at
+    ``design.canary_position``): through ``release_batch`` (``batch`` per call) unless ``use_batch`` is False, else
+    one call per trial in chunks of ``call_chunk``. Chunk j draws from ``rng.spawn`` child j, so ``scheduler`` gives
+    the serial scores.
 
-    Uses ``release.release_batch`` on P (``batch`` releases per call) when the implementation offers it and
-    ``use_batch`` is not False; otherwise one full ``release(...)`` call per trial, read on P, ``call_chunk`` per
-    chunk (a progress bar per stream). Chunk j draws from ``rng.spawn`` child j, so ``scheduler`` (a
-    ``dask.distributed.Client``) gives the same scores as serial (``release_runner.release_scores``).
-
-    Raises:
-        ValueError: on a bad split / hypothesis / n_trials, or a release that returns None, another shape or
-            non-finite values (the message names the implementation, the form and the expected shape).
-    """
+    Raises ValueError on a bad split / hypothesis / n_trials, or a release returning None, another shape or
+    non-finite values (naming the implementation, the form and the expected shape)."""
     if split not in _SPLITS or hypothesis not in (0, 1):
         raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
     if int(n_trials) != n_trials or n_trials < 1:
@@ -170,42 +135,20 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
                          call_chunk: int = CALL_CHUNK, show_progress: bool | None = None, announce: bool = True):
     """Audit a PE release implementation through its own function (module docstring; §2.1 Steps 2–5).
 
-    Args:
-        release: a ``pe.release_protocol.PERelease`` (optionally with ``release_batch``), e.g. the reference,
-            a ``pe.mutants`` mutant, or a ``HistogramAdapter`` around third-party code.
-        design: duck-typed design (``spec_statistic``). mechanism: the settings the implementation claims; ε_theory
-            is computed from them at ``delta``.
-        trials: trials per hypothesis per split (calibration and test each), ≥ 1. gamma: one-sided Clopper–Pearson
-            tail in (0, 1). delta: δ in (0, 1), default ``DEFAULT_DELTA`` = 10⁻³ (the suite's).
-        seed: int / sequence / SeedSequence; the four trial streams are its spawns (calibration H0, H1, test H0, H1).
-        looks: L ≥ 1 looks with early stop, each bound at γ/L (module docstring; ``look_sizes``); 1: one look at γ.
-        shrinkage, ridge: of the specification's Σ̂. batch, use_batch: see ``implementation_scores``.
-        stat: a precomputed ``spec_statistic`` of this design and mechanism (saves the routing).
-        return_scores: also return {(split, hypothesis): scores} (those drawn up to the last look run).
-        scheduler: None (serial) or a ``dask.distributed.Client``: the releases of each stream fan out over its
-            workers in chunks, with the same scores as serial (``release_runner.release_scores``).
-        call_chunk, show_progress: releases per chunk without ``release_batch``; a progress bar per stream (None:
-            only without ``release_batch``).
-        announce: before the trials, print the budget's reach to stderr (unless ``show_progress`` is False) and
-            warn when it cannot flag a violation (``audit.plan.announce_reach``).
+    ``release``: a ``PERelease`` (optionally with ``release_batch``); ``design``: as ``spec_statistic``;
+    ``mechanism``: the claimed settings (ε_theory at ``delta``, default 10⁻³); ``trials``: per hypothesis per split;
+    ``seed``: its four spawns are calibration H0, H1, test H0, H1; ``looks``: L ≥ 1, each bound at γ/L; ``stat``: a
+    precomputed ``spec_statistic``; ``return_scores``: also return {(split, hypothesis): scores}; ``scheduler``:
+    None or a ``dask.distributed.Client`` (same scores as serial); ``announce``: print the budget's reach and warn
+    when it cannot flag a violation (``audit.plan.announce_reach``).
 
-    Returns:
-        ``Audit`` of the test trials of the last look run (calibration record attached, ε_theory the claimed ε at σ,
-        q, δ, μ_eff the specification's; and the scores dict if asked). ``info`` in row order: ``implementation``
-        and ``design`` (names), ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff: the most a threshold test on
-        this statistic can show against the specified mechanism), ``tightness`` (ε_lower / ceiling, NaN when it is
-        0), ``violation`` (ε_lower > ε_theory; repeated releases are judged by ``release_checks.repeat_check``),
-        ``expected_violation`` (the implementation's ``breaks_guarantee``, None without one), ``threshold_mix``,
-        ``trials`` (the budget T), ``looks``, ``looks_run``, ``releases`` (4 × the trials drawn), ``gamma`` (the
-        bounds' tail, γ/L), ``delta``, ``batched`` (``release_batch`` used), ``seconds``, the calibration → test FPR
-        check (``population_shift``, ``fpr_calibration``, ``fpr_test``; a warning, not a flag: it also fires when
-        the two user splits differ), the reach at γ/L (``audit.plan.Reach.as_row``) and ``flagged`` (= violation).
+    Returns the ``Audit`` of the last look's test trials; ``info``: ``implementation``, ``design``,
+    ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff), ``tightness``, ``violation`` (ε_lower > ε_theory),
+    ``expected_violation``, ``threshold_mix``, ``trials``, ``looks``, ``looks_run``, ``releases``, ``gamma`` (γ/L),
+    ``delta``, ``batched``, ``seconds``, the FPR shift check (a warning, not a flag), the reach and ``flagged``.
 
-    Raises:
-        TypeError: on swapped or mistyped arguments (``release_runner.check_audit_arguments``).
-        ValueError: on bad γ, δ, trials, looks or design, or a release that returns None / another shape / NaN
-            (naming the implementation); errors of the implementation propagate.
-    """
+    Raises TypeError on swapped or mistyped arguments (``release_runner.check_audit_arguments``); ValueError on bad
+    γ, δ, trials, looks or design, or a release returning None / another shape / NaN."""
     check_audit_arguments(release, design, mechanism)
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_audits))")
@@ -240,12 +183,8 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
 
 
 def look_sizes(trials: int, looks: int = 1) -> list[int]:
-    """Trials per hypothesis per split drawn by each of ``looks`` looks: ⌈T/2^(L−j)⌉ for j = 1 … L (T/4, T/2, T at
-    L = 3; module docstring).
-
-    Raises:
-        ValueError: on trials or looks that are not integers ≥ 1, or trials < 2^(L−1) (a look that adds no trial).
-    """
+    """Trials per hypothesis per split at each look: ⌈T/2^(L−j)⌉ for j = 1 … L. Raises ValueError on trials or looks
+    that are not integers ≥ 1, or trials < 2^(L−1)."""
     if int(trials) != trials or trials < 1:
         raise ValueError(f"trials={trials} must be an integer ≥ 1")
     if int(looks) != looks or looks < 1 or trials < 2 ** (looks - 1):
@@ -279,20 +218,8 @@ def _row_info(release, design, mechanism: MechanismConfig, stat: SpecStatistic, 
 
 def _audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
                 delta: float = DEFAULT_DELTA, seed=0, **options) -> list[Audit]:
-    """Audit several (release, design) pairs with a family-wise level α (γ = α/(4·len(cases))).
-
-    Args:
-        cases: sequence of (release, design).
-        mechanism, trials, delta: as ``audit_implementation``. alpha: family-wise error in (0, 1).
-        seed: the i-th case uses ``SeedSequence(seed).spawn`` child i (independent, reproducible).
-        options: further ``audit_implementation`` keywords.
-
-    Returns:
-        list of ``Audit``, one per case, in order.
-
-    Raises:
-        ValueError: on an empty suite or α outside (0, 1).
-    """
+    """Audit (release, design) ``cases`` at family-wise α (γ = α/(4·len(cases))), case i seeded by spawn child i;
+    returns one ``Audit`` per case. Raises ValueError on an empty suite or α outside (0, 1)."""
     if len(cases) == 0:
         raise ValueError("cases is empty: give (release, design) pairs")
     if not 0 < alpha < 1:
@@ -309,16 +236,8 @@ def _audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: 
 def trials_needed(release, design, mechanism: MechanismConfig, *, ladder: Sequence[int] = (1_000, 3_000, 10_000,
                   30_000, 100_000), gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0,
                   **options) -> tuple[int | None, list[Audit]]:
-    """The smallest trial budget of ``ladder`` at which ``release`` is flagged (the tightness curve of a mutant).
-
-    Every rung is a fresh audit (its own seed spawn) at γ/len(ladder), so the ladder as a whole keeps the
-    level 4γ of one audit (Bonferroni over the rungs). Stops at the first flagged rung.
-
-    Returns:
-        (trials or None if never flagged, the audits run).
-
-    Raises:
-        ValueError: on an empty or non-increasing ladder.
+    """The smallest budget of ``ladder`` at which ``release`` is flagged, each rung a fresh audit at γ/len(ladder)
+    (Bonferroni over rungs): (trials or None, the audits run). Raises ValueError on an empty or non-increasing ladder.
     """
     ladder = [int(t) for t in ladder]
     if not ladder or any(b <= a for a, b in zip(ladder, ladder[1:])):

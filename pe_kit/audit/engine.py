@@ -1,51 +1,21 @@
-"""Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis in
-memory bounded by one block, reduced to counts above candidate thresholds.
+"""Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis in memory bounded
+by one block, reduced to counts above candidate thresholds.
 
-Source: the score is linear in the released vector, paper Eq. 14 (ℓ = wᵀ(Y_P − m0 − v/2)),
-App. E.2 (independent Poisson participation; H1 = canary eligible, sampled w.p. q), Eqs. 28–30
-(ε_lower from Clopper–Pearson bounds on confusion counts) and §2.1 Step 5 (threshold frozen on a
-calibration split, evaluated on fresh test trials).
+Source: Eq. 14 (ℓ linear in the release), App. E.2 (Poisson participation; H1 = canary sampled w.p. q),
+Eqs. 28–30, §2.1 Step 5. One trial is ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, I_u ~ Bernoulli(q),
+J ≡ 0 under H0 and ~ Bernoulli(q) under H1. Block b of a stream draws from
+``SFC64(SeedSequence(entropy, spawn_key=(..., b)))``, so results depend only on (seed, n_trials, block_trials,
+method). Calibration bins scores on a ``ThresholdGrid``; evaluation counts two scores above the frozen threshold.
 
-One trial of a ``ScalarProblem`` is the scalar
+Participation samplers (exact in distribution):
 
-    ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset,   I_u ~ Bernoulli(q) i.i.d.,
+* ``groups``: users in groups of g; a group's subset is drawn by inverse CDF over 2^g subsets (boundaries
+  ⌊2⁶² · C_i⌋ in exact rational arithmetic, 16-bit lookup, exact fallback). Cost K/g per trial.
+* ``gaps``: the ones of the K × t Bernoulli(q) grid by Geometric(q) gaps. Cost qK; ``auto`` below q ≈ 0.03.
+* ``multinomial``: without background voters, bin counts are Multinomial(t, p_bins) and test counts Binomial;
+  ``_audit_scalar`` picks it under ``auto`` (:func:`exact_method`), ``TrialEngine`` does not.
 
-with J ≡ 0 under H0 and J ~ Bernoulli(q) under H1. The engine draws trials in *blocks* of
-``block_trials``; block b of the stream named by ``seed`` uses its own generator seeded by
-``SeedSequence(entropy, spawn_key=(..., b))``, so a result depends only on (seed, n_trials,
-block_trials, method) — never on how many workers processed the blocks or in which order
-(block histograms are summed as integers).
-
-**Calibration** bins every score on a ``ThresholdGrid`` (``pe_kit.audit.threshold_grid``: why its range and step
-cost no measurable ε). **Evaluation** on the test split needs only the two counts above the frozen threshold (no
-binning).
-
-Participation sampling (exact in distribution; users with a_u = 0 are already dropped by
-``scalar_problem``), no dense N × trials mask:
-
-* ``groups`` — the K voting users are split into groups of g (zero-padded). A group's participation
-  pattern is one of 2^g subsets with the *product-Bernoulli* probability q^|S|(1−q)^(g−|S|) — the same
-  law for every group — so one inverse-CDF table serves all groups: with the subsets ordered by
-  decreasing probability, the drawn subset is the number of cumulative boundaries ≤ a uniform 62-bit
-  integer (boundaries ⌊2⁶² · C_i⌋ computed in exact rational arithmetic from the float q), found from
-  the integer's top 16 bits by a lookup table, with an exact fallback (46 fresh bits + binary search)
-  for the ≈0.3% of cells that straddle a boundary (q = 0.1, g = 8). Each group adds its precomputed
-  subset sum Σ_{u∈S} a_u. Cost: K/g table draws per trial, independent of q.
-* ``gaps`` — the K × t participation grid of a block (user-major) is a Bernoulli(q) process whose ones
-  are located by cumulative Geometric(q) gaps, ⌊E/λ⌋ + 1 with E ~ Exp(1), λ = −log(1−q). Cost: qK per
-  trial; ``auto`` prefers it below q ≈ 0.03.
-* ``multinomial`` — only for problems without background voters (nonce canaries): given the
-  Binomial(t, q) number of canary inclusions, the bin counts of t i.i.d. Gaussian scores *are*
-  Multinomial(t, p_bins) — exact in distribution with no per-trial work (and the test count is
-  Binomial). ``_audit_scalar`` (hence ``tightness_curve`` and ``_audit_canary``) picks it under
-  ``method="auto"`` whenever it is exact (:func:`exact_method`); ``TrialEngine(method="auto")`` itself
-  keeps per-trial sampling, so that ``scores`` works on every problem.
-
-The canary's inclusion J under H1 is drawn as n_inc ~ Binomial(t, q) per block, added to the block's
-first n_inc trials: trials within a block are i.i.d., so the multiset of scores (all any count
-depends on) has exactly the law of per-trial Bernoulli draws.
-
-Blocks draw from ``np.random.Generator(SFC64(block seed))`` (numpy only).
+J is drawn as n_inc ~ Binomial(t, q) per block, added to the first n_inc trials (trials in a block are i.i.d.).
 """
 from __future__ import annotations
 
@@ -59,27 +29,16 @@ from scipy import special
 
 from pe_kit.audit.bounds import calibrate_from_counts, threshold_audit_from_counts
 from pe_kit.audit.outcome import Audit
-from pe_kit.audit.samplers import (
-    METHODS,
-    _block_scores_numpy,
-    _generator,
-    _make_plan,
-    _Plan,
-    _resolve_method,
-    stream_seed,
-)
+from pe_kit.audit.samplers import (METHODS, _block_scores_numpy, _generator, _make_plan, _Plan, _resolve_method,
+                                   stream_seed)
 from pe_kit.audit.threshold_grid import ThresholdGrid, _check_problem, _gaussian_bin_probs, score_moments
 from pe_kit.audit.trials import ScalarProblem
 
-__all__ = [
-    "ThresholdGrid", "score_moments", "TrialEngine",
-    "stream_seed", "exact_method", "DEFAULT_BLOCK_TRIALS", "METHODS",
-]
+__all__ = ["ThresholdGrid", "score_moments", "TrialEngine", "stream_seed", "exact_method", "DEFAULT_BLOCK_TRIALS",
+           "METHODS"]
 
 DEFAULT_BLOCK_TRIALS = 1 << 18
 
-
-# ----------------------------------------------------------------------------------------------- engine
 
 _WORKER_PLAN: _Plan | None = None
 
@@ -112,19 +71,11 @@ def _scores_task(args) -> np.ndarray:
 class TrialEngine:
     """Streams membership trials of one ``ScalarProblem`` (module docstring; Eq. 14, App. E.2).
 
-    Args:
-        problem: the ``ScalarProblem`` (projections a_u, w·v, noise sd, offset, q).
-        method: ``"auto"`` (cheapest exact sampler), ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial, the
-            only per-trial choice without background), or ``"multinomial"`` (no background only).
-        group_size: g, users per group of the ``groups`` sampler (1 … 12; 8 by default).
-        block_trials: trials per seeded block (memory ∝ block_trials; results depend on it).
-        n_workers: blocks processed concurrently (results do not depend on it).
-        parallel: ``"threads"`` or ``"processes"`` for n_workers > 1.
-        progress: report trials done through ``pe_kit.progress`` (a bar in Jupyter, lines headless).
-
-    Raises:
-        ValueError: on an unknown method/parallel mode, a bad problem, or out-of-range sizes.
-    """
+    ``method``: ``"auto"``, ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial) or ``"multinomial"`` (no background);
+    ``group_size``: g of ``groups`` (1 … 12; 8); ``block_trials``: trials per seeded block (results depend on it);
+    ``n_workers``, ``parallel``: concurrent blocks, ``"threads"`` or ``"processes"`` (results do not depend on them);
+    ``progress``: report trials through ``pe_kit.progress``. Raises ValueError on an unknown method/parallel mode, a
+    bad problem, or out-of-range sizes."""
 
     def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8, block_trials: int = DEFAULT_BLOCK_TRIALS,
                  n_workers: int = 1, parallel: str = "threads", progress: bool = False) -> None:
@@ -145,7 +96,6 @@ class TrialEngine:
         self.progress = progress
         self._plan = _make_plan(problem, self.method, self.group_size)
 
-    # -- helpers
     def _blocks(self, n_trials: int) -> list[tuple[int, int]]:
         if int(n_trials) != n_trials or n_trials < 1:
             raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
@@ -153,9 +103,7 @@ class TrialEngine:
         return [(i, min(b, n_trials - i * b)) for i in range(-(-int(n_trials) // b))]
 
     def _map(self, fn, jobs: list, sizes: list[int], desc: str, reduce: bool = True):
-        """Run the block jobs; ``reduce``: sum results as they arrive (memory O(one result)), else list them.
-
-        Process workers receive the plan once (pool initializer), not with every block."""
+        """Run the block jobs, summed as they arrive when ``reduce`` (memory one result), else listed."""
         from pe_kit.progress import progress
 
         bar = progress(total=sum(sizes), unit="trial", desc=desc) if self.progress else None
@@ -195,17 +143,8 @@ class TrialEngine:
             raise ValueError(f"hypothesis={hypothesis!r} must be 0 (canary absent) or 1 (canary eligible)")
         return int(hypothesis)
 
-    # -- public
     def histogram(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
-        """Bin histogram of ``n_trials`` scores on ``grid`` (bins as in ``ThresholdGrid``).
-
-        Args:
-            hypothesis: 0 (H0, canary absent) or 1 (H1, canary eligible).
-            n_trials: trials (≥ 1). grid: ``ThresholdGrid``. seed: stream seed (see ``stream_seed``).
-
-        Returns:
-            int64 (grid.size + 1,), summing to n_trials. Memory: one block.
-        """
+        """int64 (grid.size + 1,) histogram of ``n_trials`` scores under ``hypothesis`` (0: H0, 1: H1) on ``grid``."""
         h = self._hyp(hypothesis)
         if not isinstance(grid, ThresholdGrid):
             raise ValueError("grid must be a ThresholdGrid (e.g. ThresholdGrid.for_problem(problem, n_trials))")
@@ -242,7 +181,6 @@ class TrialEngine:
         jobs = [(self._plan, h, t, stream_seed(seed, i)) for i, t in blocks]
         return np.concatenate(self._map(_scores_task, jobs, [t for _, t in blocks], f"H{h} scores", reduce=False))
 
-    # -- exact counts without per-trial work (no background)
     def _components(self, hypothesis: int, n: int, gen: np.random.Generator) -> list[tuple[int, float]]:
         p = self._plan
         mean0 = -p.offset
@@ -268,16 +206,8 @@ class TrialEngine:
         return total
 
 
-# ----------------------------------------------------------------------------------------------- one audit
-
 def exact_method(method: str, *problems: ScalarProblem) -> str:
-    """``"multinomial"`` for ``method="auto"`` when it is exact for every problem, else ``method`` unchanged.
-
-    Exact means no background voters (K = 0) and noise_sd > 0: the score is then a two-component Gaussian
-    mixture whose bin counts are Multinomial and whose test counts are Binomial (module docstring), with
-    no per-trial work (≈ 70× the per-trial sampler at 10⁶ trials). Any other method is an explicit choice
-    and is returned as is.
-    """
+    """``"multinomial"`` for ``method="auto"`` when exact (no background voters, noise_sd > 0), else ``method``."""
     if method == "auto" and problems and all(
             np.asarray(p.projections).size == 0 and p.noise_sd > 0 for p in problems):
         return "multinomial"
@@ -287,34 +217,17 @@ def exact_method(method: str, *problems: ScalarProblem) -> str:
 def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
                  delta: float, seed, grid: ThresholdGrid | None = None, resolution: int = 256, rule=None,
                  **engine_options) -> Audit:
-    """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on
-    ``trials`` fresh trials per hypothesis of ``test`` (§2.1 Step 5; Eqs. 28–30).
+    """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on ``trials`` fresh
+    trials of ``test`` (None → ``calibration``) (§2.1 Step 5; Eqs. 28–30).
 
-    Calibration streams every trial into ``grid`` (default ``ThresholdGrid.for_problem(calibration,
-    trials, resolution)``) and a threshold rule picks the threshold from those counts alone
-    (``bounds.calibrate_from_counts`` with the calibration problem's q; ``rule``: a
-    ``threshold_rules.ThresholdRule`` or its name, None → ``threshold_rules.DEFAULT_RULE``; no positive ε →
-    the H0 median grid point). The test split only counts the trials above that frozen threshold. Streams: seed keys (0, h) for calibration and (1, h) for the test, h = hypothesis.
+    Calibration bins every trial on ``grid`` (default ``ThresholdGrid.for_problem``) and ``rule`` (a
+    ``ThresholdRule`` or its name; None → ``DEFAULT_RULE``) picks the threshold from the counts alone
+    (``bounds.calibrate_from_counts``; no positive ε → the H0 median grid point); the test split counts trials above
+    it. Streams: seed keys (0, h) for calibration, (1, h) for test. ``engine_options``: ``TrialEngine`` keywords
+    (``method="auto"`` takes exact multinomial counts where :func:`exact_method` allows).
 
-    Args:
-        calibration: ``ScalarProblem`` of the calibration population.
-        test: ``ScalarProblem`` of the test population (None → ``calibration``, fresh trials).
-        trials: trials per hypothesis per split (≥ 1).
-        gamma: one-sided Clopper–Pearson tail γ in (0, 1); delta: δ in [0, 1).
-        seed: int / sequence / SeedSequence. grid: candidate thresholds. resolution: grid steps per sd.
-        rule: threshold rule (see above); its name is recorded as ``calibration.rule``.
-        engine_options: ``TrialEngine`` keywords (method, group_size, block_trials,
-            n_workers, parallel, progress). ``method="auto"`` (default) takes the exact multinomial
-            counts wherever they are exact (:func:`exact_method`: no background voters), else the
-            cheapest exact per-trial sampler.
-
-    Returns:
-        ``Audit`` of the test trials, calibration record attached; ``info``: ``trials`` (per hypothesis per split),
-        ``sampler`` (the ``TrialEngine`` method used), ``grid`` (the calibration ``ThresholdGrid``), ``seconds``.
-
-    Raises:
-        ValueError: on bad γ, δ, trials, seed or engine options.
-    """
+    Returns the test ``Audit`` with its calibration record; ``info``: ``trials``, ``sampler``, ``grid``, ``seconds``.
+    Raises ValueError on bad γ, δ, trials, seed or engine options."""
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_canaries))")
     if not 0 <= delta < 1:

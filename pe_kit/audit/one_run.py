@@ -1,12 +1,10 @@
 """One-run audits: ε lower bounds from the guesses about m canaries in a single release.
 
-The guessing game: m canaries, each included independently with probability ½; an abstaining guesser
-(:func:`abstaining_guesses`) says "in" for its k₊ top-scored canaries, "out" for its k₋ bottom-scored ones; r = k₊ + k₋
-guesses, v of them correct. Its two bounds, Steinke, Nasr, Jagielski (NeurIPS 2023, Thm 3.1) and Mahloujifar, Melis,
-Chaudhuri (arXiv 2410.22235, f-DP), are in ``pe_kit.audit.one_run_bounds`` (re-exported here).
-
-Both are reported at a family-wise level α over the (k₊, k₋) pairs searched (:func:`guess_pairs`): each pair is
-tested at β = α / (number of pairs) (Bonferroni), so the maximum over pairs is a valid 1 − α lower bound.
+m canaries, each included w.p. ½; the abstaining guesser (:func:`abstaining_guesses`) says "in" for its k₊
+top-scored canaries and "out" for its k₋ bottom ones: r = k₊ + k₋ guesses, v correct. The bounds of Steinke,
+Nasr, Jagielski (NeurIPS 2023, Thm 3.1) and Mahloujifar, Melis, Chaudhuri (arXiv 2410.22235, f-DP) live in
+``pe_kit.audit.one_run_bounds``. Each (k₊, k₋) pair of :func:`guess_pairs` is tested at β = α / (number of
+pairs) (Bonferroni), so the maximum over pairs is a valid 1 − α lower bound.
 """
 from __future__ import annotations
 
@@ -51,25 +49,11 @@ def _as_count(value, name: str) -> int:
     return int(x)
 
 
-
-# ----------------------------------------------------------------------------------------------- guesses
-
 def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> tuple[int, int]:
-    """The abstaining guesser: "in" for the k₊ highest scores, "out" for the k₋ lowest (Steinke et al. §2).
-
-    Args:
-        scores: float (m,) per-canary scores, higher = "included" (LLR or mixture LLR on its block).
-        included: bool (m,) the truth S_i (canary i inserted).
-        k_plus, k_minus: guesses "in" and "out" (integers ≥ 0 with k₊ + k₋ ≤ m).
-
-    Returns:
-        (r, v): guesses made r = k₊ + k₋ and correct guesses v. Ties in the scores break by canary index
-        (a stable sort), so the guesser is a fixed function of the scores.
-
-    Raises:
-        ValueError: on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass
-            ``s == 1``), fractional k₊ or k₋, or k₊ + k₋ > m.
-    """
+    """The abstaining guesser (Steinke et al. §2): "in" for the k₊ highest ``scores``, "out" for the k₋ lowest; returns
+    (r, v), guesses and correct guesses against ``included``. Ties break by canary index (stable sort). Raises
+    ValueError on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass ``s == 1``),
+    fractional k₊ or k₋, or k₊ + k₋ > m."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     inc = _as_included(included)
     k_plus, k_minus = _as_count(k_plus, "k_plus"), _as_count(k_minus, "k_minus")
@@ -86,17 +70,8 @@ def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_
 
 
 def guess_pairs(m: int, fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)) -> list[tuple[int, int]]:
-    """The (k₊, k₋) pairs searched: (k, 0) and (k, k) for k = round(f·m) ≥ 1, with 2k ≤ m for (k, k).
-
-    Args:
-        m: canaries (≥ 1). fractions: shares of m (in (0, 1]).
-
-    Returns:
-        Sorted list of distinct pairs (at least [(1, 0)]).
-
-    Raises:
-        ValueError: for m < 1 or a fraction outside (0, 1].
-    """
+    """The sorted distinct (k₊, k₋) pairs searched: (k, 0) and (k, k) for k = round(f·m) ≥ 1 per fraction, 2k ≤ m for
+    (k, k); at least [(1, 0)]. Raises ValueError for m < 1 or a fraction outside (0, 1]."""
     if int(m) != m or m < 1:
         raise ValueError(f"m={m} must be an integer ≥ 1")
     if any(not 0 < f <= 1 for f in fractions):
@@ -106,33 +81,20 @@ def guess_pairs(m: int, fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)
     return sorted(pairs)
 
 
-# ----------------------------------------------------------------------------------------------- the audit
-
 def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alpha: float = 0.05,
                   sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
                   methods=METHODS) -> dict[str, Audit]:
-    """Both one-run bounds from per-canary scores, maximised over (k₊, k₋) at family-wise level α.
+    """Both one-run bounds from per-canary scores (higher = "in") and truth ``included`` (S_i ~ Bernoulli(½)),
+    maximised over ``pairs`` (default ``guess_pairs(m)``) at family-wise level α; ``sample_rate``: q of the f-DP
+    family C_q(G_μ); ``methods``: subset of ("steinke", "fdp") or one name.
 
-    Args:
-        scores: float (m,) scores (higher = "in"). included: bool (m,) truth S_i, drawn S_i ~ Bernoulli(½)
-            independently of everything else, the canary index included (ties in the scores break by index).
-        delta: δ in (0, 1). alpha: family-wise level in (0, 1). sample_rate: q of the f-DP family C_q(G_μ)
-            (the mechanism's Poisson participation; 1 = no subsampling).
-        pairs: (k₊, k₋) pairs to search (default ``guess_pairs(m)``). methods: subset of ("steinke", "fdp"), or
-            one name.
+    Returns method → ``Audit`` (ε_lower at δ, 0 if no pair rejects); ``info``: ``method``, ``mu_lower`` (``fdp``;
+    NaN for ``steinke``), ``k_plus``, ``k_minus``, ``guesses``, ``correct`` (the attaining pair, the first when
+    ε_lower = 0), ``m``, ``n_included``, ``alpha``, ``beta`` (α / n_pairs), ``n_pairs``, ``delta``, ``sample_rate``.
 
-    Returns:
-        dict method → ``Audit`` (method, ε_lower at δ: the max over the pairs, 0 if none rejects); ``info``: the
-        ``method``, ``mu_lower`` (largest rejected μ, ``fdp``; NaN for ``steinke``), ``k_plus``, ``k_minus``,
-        ``guesses``, ``correct`` (the attaining pair and its counts; the first pair when ε_lower = 0), ``m``
-        (canaries), ``n_included`` (Σ S_i), ``alpha``, ``beta`` (α / n_pairs), ``n_pairs``, ``delta``,
-        ``sample_rate`` (q of the f-DP family).
-
-    Raises:
-        ValueError: on bad shapes, empty scores, ``included`` values other than 0/1 or a count of included
-            canaries no Bernoulli(½) draw gives (two-sided binomial p < 10⁻⁶: all in, all out …), levels, a
-            sample_rate outside (0, 1], an unknown method, a fractional pair or an empty pair list.
-    """
+    Raises ValueError on bad shapes, empty scores, ``included`` values other than 0/1 or a count of included
+    canaries no Bernoulli(½) draw gives (two-sided binomial p < 10⁻⁶), levels, a sample_rate outside (0, 1], an
+    unknown method, a fractional pair or an empty pair list."""
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
     sample_rate = _check_sample_rate(sample_rate)
@@ -186,18 +148,9 @@ def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, al
 
 
 def idealised_scores(mu: float, sample_rate: float, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The idealised one-run game of a Poisson-subsampled Gaussian: m canaries, S_i ~ Bernoulli(½).
-
-    An included canary participates w.p. q (J_i ~ Bernoulli(q)); its fixed-inclusion LLR is
-    ℓ_i ~ N(−μ²/2 + J_i μ², μ²) (Eqs. 14–17 of the kit's paper, App. E); the score is the mixture LLR
-    log[(1−q) + q e^ℓ] (Eq. 4). μ = 0 gives canaries with no signal (the null run).
-
-    Returns:
-        (scores float64 (m,), included bool (m,)).
-
-    Raises:
-        ValueError: for μ < 0, q outside (0, 1], m < 1.
-    """
+    """The idealised one-run game of a Poisson-subsampled Gaussian: (scores float64 (m,), included bool (m,)) with
+    S_i ~ Bernoulli(½), J_i ~ Bernoulli(q), ℓ_i ~ N(−μ²/2 + J_i μ², μ²) (Eqs. 14–17) and score log[(1−q) + q e^ℓ]
+    (Eq. 4); μ = 0 is the null run. Raises ValueError for μ < 0, q outside (0, 1], m < 1."""
     if not (np.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu={mu} must be finite and ≥ 0")
     if not 0 < sample_rate <= 1:

@@ -1,23 +1,16 @@
-"""The two ε lower bounds of a one-run audit from the counts of its guessing game (``pe_kit.audit.one_run``: m
-canaries, each included with probability ½; r guesses, v of them correct), each tested at a level β:
+"""The two ε lower bounds of a one-run audit from its guessing game (m canaries, r guesses, v correct), each
+tested at level β:
 
-* **Steinke, Nasr, Jagielski**, "Privacy Auditing with One (1) Training Run" (NeurIPS 2023, arXiv 2305.08846),
-  Theorem 3.1 with its δ > 0 extension (the paper's p-value routine): if the mechanism is (ε, δ)-DP in each
-  canary, P[W ≥ v] ≤ P[Binomial(r, e^ε/(1+e^ε)) ≥ v] + 2mδ·max_{1≤i≤v} P[v−i ≤ Binomial(r, ·) < v]/i.
-  ``epsilon_lower_steinke`` returns sup{ε : p-value(ε) < β} (bisection; the p-value rises with ε).
-* **Mahloujifar, Melis, Chaudhuri**, "Auditing f-Differential Privacy in One Run" (arXiv 2410.22235): the
-  recursion of their abstention bound for a trade-off function f (alphabet k = 2): with τ = β,
-  h_v = τ(r − v)/m, r_v = τv/m, and for i = v−1 … 0
+* Steinke, Nasr, Jagielski (NeurIPS 2023, arXiv 2305.08846), Thm 3.1 with δ > 0: for (ε, δ)-DP,
+  P[W ≥ v] ≤ P[Binomial(r, e^ε/(1+e^ε)) ≥ v] + 2mδ·max_{1≤i≤v} P[v−i ≤ Binomial(r, ·) < v]/i;
+  ``epsilon_lower_steinke`` is sup{ε : p-value(ε) < β} by bisection.
+* Mahloujifar, Melis, Chaudhuri (arXiv 2410.22235): the abstention recursion for a trade-off f (k = 2): τ = β,
+  h_v = τ(r − v)/m, r_v = τv/m, for i = v−1 … 0
   h_i = max(h_{i+1}, f̄⁻¹(r_{i+1})),  r_i = r_{i+1} + i/(r − i)·(h_i − h_{i+1}),
-  where f̄(x) = 1 − f(x) is the blow-up; f is rejected at level β when r_0 + h_0 > r/m. The family searched is
-  μ-GDP (q = 1) or the Poisson-subsampled Gaussian C_q(G_μ) (Dong, Roth, Su 2022, Prop. on C_p for symmetric
-  f: f_q on [0, x*], the −1 slope segment, f_q⁻¹ after, with x* = Φ(−μ/2) the point where f_q' = −1). The
-  largest rejected μ is turned into ε at δ (q = 1: the GDP closed form δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2);
-  q < 1: the kit's PRV accountant, ``accounting.epsilon_theory(1/μ, q, δ)``). As in the paper, this ε is the
-  "empirical privacy" *within the family*: the audit rejects the trade-off curve C_q(G_μ), and ε is that curve's
-  ε at δ. It is a lower bound on the mechanism's (ε, δ) when the mechanism's trade-off curve lies in the family
-  (a PE nonce canary: its score is Gaussian on its block, Eqs. 14–17, so it does); for an arbitrary mechanism
-  only the Steinke et al. bound is an (ε, δ) statement.
+  with f̄(x) = 1 − f(x); f is rejected when r_0 + h_0 > r/m. The family is μ-GDP (q = 1) or C_q(G_μ) (Dong, Roth,
+  Su 2022; x* = Φ(−μ/2)). The largest rejected μ becomes ε at δ (q = 1: GDP closed form; q < 1:
+  ``accounting.epsilon_theory(1/μ, q, δ)``): ε *within the family*, a lower bound on (ε, δ) when the
+  mechanism's trade-off lies in it (a PE nonce canary, Eqs. 14–17); otherwise only Steinke et al.'s is.
 """
 from __future__ import annotations
 
@@ -38,8 +31,7 @@ def _check_counts(m: int, r: int, v: int) -> None:
 
 
 def _check_sample_rate(sample_rate: float) -> float:
-    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise ValueError (not a bare
-    "math domain error", nor for NaN a silent ε_lower = 0)."""
+    """q of the f-DP family as a float in (0, 1]; NaN, 0, negatives and q > 1 raise ValueError."""
     try:
         q = float(sample_rate)
     except (TypeError, ValueError):
@@ -51,7 +43,6 @@ def _check_sample_rate(sample_rate: float) -> float:
     return q
 
 
-
 def _check_level(beta: float, name: str = "beta") -> None:
     if isinstance(beta, (str, bytes, bool)) or not isinstance(beta, (int, float, np.number)):
         raise ValueError(f"{name}={beta!r} is not a number: pass a float in (0, 1), e.g. {name}=1e-5")
@@ -59,24 +50,10 @@ def _check_level(beta: float, name: str = "beta") -> None:
         raise ValueError(f"{name}={beta} must lie in (0, 1)")
 
 
-
-# ----------------------------------------------------------------------------------------------- Steinke et al.
-
 def steinke_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
-    """Upper bound on P[≥ v correct of r guesses] for an (ε, δ)-DP mechanism (Steinke et al., Thm 3.1 / δ > 0).
-
-    p = P[Binomial(r, p_ε) ≥ v] + 2mδ · max_{1≤i≤v} P[v−i ≤ Binomial(r, p_ε) ≤ v−1] / i, p_ε = e^ε/(1+e^ε),
-    capped at 1.
-
-    Args:
-        m: canaries; r: guesses; v: correct guesses (0 ≤ v ≤ r ≤ m). epsilon: ε ≥ 0. delta: δ in [0, 1].
-
-    Returns:
-        float p-value in [0, 1].
-
-    Raises:
-        ValueError: on counts or parameters out of range.
-    """
+    """Upper bound in [0, 1] on P[≥ v correct of r guesses] for an (ε, δ)-DP mechanism (Steinke et al., Thm 3.1):
+    P[Binomial(r, p_ε) ≥ v] + 2mδ · max_{1≤i≤v} P[v−i ≤ Binomial(r, p_ε) ≤ v−1] / i, p_ε = e^ε/(1+e^ε), capped at 1.
+    Raises ValueError on counts (0 ≤ v ≤ r ≤ m) or parameters out of range."""
     _check_counts(m, r, v)
     if not epsilon >= 0:
         raise ValueError(f"epsilon={epsilon} must be ≥ 0")
@@ -92,20 +69,9 @@ def steinke_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> flo
 
 
 def epsilon_lower_steinke(m: int, r: int, v: int, delta: float, beta: float, tol: float = 1e-6) -> float:
-    """ε_lower = sup{ε ≥ 0 : ``steinke_p_value``(ε) < β}: the mechanism is not (ε, δ)-DP, with confidence 1 − β.
-
-    Args:
-        m, r, v: canaries, guesses, correct guesses. delta: δ. beta: level β of this one test in (0, 1).
-        tol: bisection tolerance in ε.
-
-    Returns:
-        float ε_lower ≥ 0 (0 when even ε = 0 is not rejected).
-
-    Raises:
-        ValueError: on counts or levels out of range, or tol ≤ 0.
-
-    Source: Steinke et al. (2023), Thm 3.1 and the paper's ``get_eps_audit`` (bisection on the p-value).
-    """
+    """ε_lower = sup{ε ≥ 0 : ``steinke_p_value``(ε) < β} (bisection to ``tol``; 0 when ε = 0 is not rejected): the
+    mechanism is not (ε, δ)-DP with confidence 1 − β. Source: Steinke et al. (2023), Thm 3.1 and ``get_eps_audit``.
+    Raises ValueError on counts or levels out of range, or tol ≤ 0."""
     _check_level(beta)
     if not tol > 0:
         raise ValueError(f"tol={tol} must be > 0 (the bisection's width in ε; e.g. 1e-6)")
@@ -125,8 +91,6 @@ def epsilon_lower_steinke(m: int, r: int, v: int, delta: float, beta: float, tol
     return lo
 
 
-# ----------------------------------------------------------------------------------------------- Mahloujifar et al.
-
 def _fq(x: np.ndarray, mu: np.ndarray, q: float) -> np.ndarray:
     """f_q(x) = q·G_μ(x) + (1−q)(1−x), G_μ(x) = Φ(Φ⁻¹(1−x) − μ) (remove-direction subsampled Gaussian)."""
     with np.errstate(all="ignore"):
@@ -135,21 +99,10 @@ def _fq(x: np.ndarray, mu: np.ndarray, q: float) -> np.ndarray:
 
 
 def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 1.0) -> np.ndarray:
-    """f̄⁻¹(y) for f = C_q(G_μ): the x with 1 − f(x) = y (Mahloujifar et al.'s "inverse blow-up").
-
-    Pieces of 1 − C_q(G_μ) (Dong, Roth, Su 2022, symmetrised subsampled trade-off, x* = Φ(−μ/2)):
-    x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (inverted by bisection on Φ⁻¹(x); closed form Φ(Φ⁻¹(y) − μ) at q = 1);
-    x* ≤ x ≤ f_q(x*): the −1-slope segment; x ≥ f_q(x*): 1 − f_q⁻¹(x), whose inverse is x = f_q(1 − y).
-
-    Args:
-        y: float array in [0, 1]. mu: float array μ > 0, broadcast with y. sample_rate: q in (0, 1].
-
-    Returns:
-        float64 array of x in [0, 1].
-
-    Raises:
-        ValueError: for q outside (0, 1].
-    """
+    """f̄⁻¹(y) for f = C_q(G_μ): the x in [0, 1] with 1 − f(x) = y (Mahloujifar et al.'s "inverse blow-up"). Pieces
+    of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (bisection on Φ⁻¹(x);
+    Φ(Φ⁻¹(y) − μ) at q = 1); x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y). ``mu`` broadcasts with
+    ``y``. Raises ValueError for q outside (0, 1]."""
     q = float(sample_rate)
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate={q} must satisfy 0 < q ≤ 1")
@@ -184,13 +137,8 @@ def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 
 
 
 class _FastInverseBlowup:
-    """``tradeoff_inverse_blowup`` for a fixed vector of μ (one per row), for the recursion's many calls.
-
-    The piece x ≤ x* of 1 − C_q(G_μ) is inverted by a per-row table of log G(z), G(z) = qΦ(z + μ) + (1−q)Φ(z),
-    z = Φ⁻¹(x) on 1024 points of [−38, −μ/2] (one flattened ``searchsorted`` finds the cell), then three Newton
-    steps on log G(z) = log y (quadratic convergence from the interpolated start; ``tradeoff_inverse_blowup``'s
-    bisection is the reference it is tested against). The other two pieces are closed forms as there.
-    """
+    """``tradeoff_inverse_blowup`` for a fixed vector of μ: the piece x ≤ x* by a per-row table of log G(z),
+    G(z) = qΦ(z + μ) + (1−q)Φ(z) on 1024 points of [−38, −μ/2], then three Newton steps; the other pieces as there."""
 
     def __init__(self, mu: np.ndarray, q: float, n_z: int = 1024) -> None:
         self.mu, self.q = np.asarray(mu, dtype=np.float64), float(q)
@@ -236,23 +184,10 @@ class _FastInverseBlowup:
 
 
 def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate: float = 1.0) -> np.ndarray:
-    """Whether ``v`` correct of ``r`` guesses about ``m`` canaries rejects f = C_q(G_μ) at level β.
-
-    The abstention recursion of Mahloujifar et al. (alphabet k = 2), vectorised over the μ values: see the
-    module docstring. Rejection is monotone: a smaller μ (a stronger privacy claim) is rejected whenever a
-    larger one is. At q = 1 each μ leaves the loop once decided (``_gdp_rejects``; exact, and it decides as the
-    source's Algorithm 3 code: ``tests/test_one_run.py``).
-
-    Args:
-        m, r, v: canaries, guesses, correct guesses. mu: float array of μ > 0. beta: level β in (0, 1).
-        sample_rate: q of the subsampled family (1: plain μ-GDP).
-
-    Returns:
-        bool array shaped like ``mu``.
-
-    Raises:
-        ValueError: on counts or levels out of range, or a sample_rate outside (0, 1].
-    """
+    """Bool array (shaped like ``mu``): whether ``v`` correct of ``r`` guesses about ``m`` canaries rejects
+    f = C_q(G_μ) at level β (module docstring). Monotone: a smaller μ is rejected whenever a larger one is. At q = 1
+    each μ leaves the loop once decided (``_gdp_rejects``, exact).
+    Raises ValueError on counts or levels out of range, or a sample_rate outside (0, 1]."""
     _check_counts(m, r, v)
     _check_level(beta)
     sample_rate = _check_sample_rate(sample_rate)
@@ -272,12 +207,8 @@ def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate
 
 
 def _gdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float) -> np.ndarray:
-    """``fdp_rejects`` at q = 1 (μ-GDP: f̄⁻¹(y) = Φ(Φ⁻¹(y) − μ), inlined), each μ retired once decided.
-
-    h and r never decrease along the recursion, so a row already above r/m stays rejected; a row whose h did not
-    move keeps r too, and so every later step leaves it as it is. Both are dropped from the loop (exact; the
-    undecided rows near the boundary run to the end).
-    """
+    """``fdp_rejects`` at q = 1 (f̄⁻¹(y) = Φ(Φ⁻¹(y) − μ) inlined): h and r never decrease, so rows already above r/m
+    and rows whose h stopped moving are dropped from the loop (exact)."""
     h = np.full(mu.size, beta * (r - v) / m)
     rr = np.full(mu.size, beta * v / m)
     out = np.zeros(mu.size, dtype=bool)
@@ -300,18 +231,10 @@ def _gdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float) -> np.ndar
 
 def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, mu_max: float = 20.0,
                  grid: int = 128, refine: bool = True) -> float:
-    """The largest μ whose trade-off C_q(G_μ) is rejected (``fdp_rejects``); 0 if none in [10⁻³, mu_max].
-
-    A geometric grid of ``grid`` values (steps of ≈ 8%), then (``refine``) a linear grid of the same size
-    between the last rejected and the first accepted value (relative resolution < 0.1%); the value returned
-    is a rejected grid point, so rounding only loosens the bound.
-
-    Returns:
-        float μ_lower ≥ 0 (``mu_max`` if every grid value is rejected).
-
-    Raises:
-        ValueError: on counts or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3.
-    """
+    """The largest μ whose C_q(G_μ) is rejected (``fdp_rejects``): a geometric grid of ``grid`` values in [10⁻³, mu_max]
+    (≈ 8% steps), then (``refine``) a linear grid between the last rejected and first accepted value; a rejected grid
+    point is returned (0 if none, ``mu_max`` if all), so rounding only loosens the bound. Raises ValueError on counts
+    or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3."""
     sample_rate = _check_sample_rate(sample_rate)
     if int(grid) != grid or grid < 2 or not mu_max > 1e-3:
         raise ValueError(f"grid={grid} must be an integer ≥ 2 and mu_max={mu_max} > 1e-3 (the grid spans "
@@ -337,16 +260,10 @@ def _gdp_delta(eps: float, mu: float) -> float:
 
 
 def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
-    """ε at δ of the mechanism C_q(G_μ): one Poisson-subsampled Gaussian release with noise multiplier 1/μ.
-
-    q = 1: the μ-GDP closed form (Dong, Roth, Su 2022, Cor. 2.13), solved by bisection. q < 1: the kit's PRV
-    accountant ``pe_kit.audit.accounting.epsilon_theory(1/μ, q, δ)`` (Opacus) minus its discretisation error 0.01
-    (clamped at 0), so that a lower bound is never rounded up. Returns 0.0 for μ = 0; for μ = ∞ (no noise) ∞ when δ < q,
-    else 0.0 (δ(ε) = q at every ε).
-
-    Raises:
-        ValueError: for μ < 0, q outside (0, 1] or δ outside (0, 1).
-    """
+    """ε at δ of C_q(G_μ), one Poisson-subsampled Gaussian release with noise multiplier 1/μ: q = 1 the μ-GDP closed
+    form (Dong, Roth, Su 2022, Cor. 2.13) by bisection; q < 1 ``accounting.epsilon_theory(1/μ, q, δ)`` minus its
+    discretisation error 0.01 (clamped at 0), never rounded up. μ = 0 → 0.0; μ = ∞ → ∞ when δ < q, else 0.0.
+    Raises ValueError for μ < 0, q outside (0, 1] or δ outside (0, 1)."""
     if not mu >= 0:
         raise ValueError(f"mu={mu} must be ≥ 0")
     if not 0 < sample_rate <= 1:

@@ -1,64 +1,19 @@
 """Published values of both one-run bounds on their idealised Gaussian game, and the kit's reproduction of them.
 
-Source: Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run" (ICML 2025, PMLR 267;
-arXiv 2410.22235), §4.1–4.2, Table 1, App. B and App. D (Algorithm 4). Their idealised setting is "similar to that
-used in Steinke et al. (2023)" and they audit the same guesses with both bounds, so Table 1 gives a published value
-of *each* method on one idealised setting:
+Source: Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run" (ICML 2025; arXiv
+2410.22235), §4.1–4.2, Table 1, App. B, App. D (Algorithm 4), which audits the same guesses with both bounds:
 
-* **The game** (App. D, Algorithm 4; k = 2): m canaries, s_i ∈ {−1, +1} uniform, output s_i + N(0, (2σ)²) — an
-  m-dimensional Gaussian mechanism with μ = 1/σ per canary. The adversary makes c′ guesses: "in" for the c′/2 highest
-  outputs, "out" for the c′/2 lowest (Algorithm 4 scores the top c′/2 and doubles; by symmetry the bottom half has the
-  same expected precision). c = the expected number of correct guesses (their mean over 100 runs).
-* **App. B** ("Varying δ and confidence levels"): σ = 1, m = 10⁵, c′ = 1 500 → c = 1 429.
-* **Table 1** (δ = 10⁻⁵, τ = 0.05, one test per (m, c′, c); c′ chosen for the best ε at δ = 10⁻⁵, its value not
-  stated): per σ ∈ {0.5, 1, 2, 4} (m = 10⁵, 10⁵, 10⁵, 10⁶), the theoretical ε of the Gaussian mechanism, the ε lower
-  bound of Steinke et al. (Thm 3.1 with δ > 0) and of the f-DP bound ("Ours").
+* the game (Algorithm 4; k = 2): m canaries, s_i ∈ {−1, +1}, output s_i + N(0, (2σ)²) (μ = 1/σ); "in" for the
+  c′/2 highest outputs, "out" for the c′/2 lowest; c = mean correct guesses over 100 runs;
+* App. B: σ = 1, m = 10⁵, c′ = 1 500 → c = 1 429;
+* Table 1 (δ = 10⁻⁵, τ = 0.05, best c′): per σ ∈ {0.5, 1, 2, 4} (m = 10⁵, 10⁵, 10⁵, 10⁶) the theoretical ε,
+  Steinke et al.'s bound and the f-DP bound ("Ours").
 
-The kit reproduces the game with ``audit.one_run.idealised_scores`` (its LLR is an increasing function of the
-output, so the guesses are the same) and the abstaining guesser, the bounds with ``audit.one_run``; c′ is searched
-on a grid and the best ε kept, as the paper did. Tolerances and the one column that does not reproduce are explained
-in ``published_checks``.
-
-**Why the f-DP column ("Ours") does not reproduce: the settings tried.** The source states its procedure in §4.1
-("For each combination of m, c′ … we calculate (c) using Algorithm 4 … we then audit all tuples of (m, c, c′) using
-the f-DP curves of the Gaussian mechanism. Then we find the c that achieves the highest empirical ϵ"), §3.1 (τ = 0.05,
-"the accuracy of our audit … 0.95") and Table 1's caption (δ = 10⁻⁵). Its appendix code ("Auditing code":
-``audit_rh_with_cap``, ``rh_with_cap``) is the recursion of ``audit.one_run.fdp_rejects`` line by line (h₀ = τ(c′−c)/m,
-r₀ = τc/m, the max in h, i/(c′−i), reject when r + h > c′/m; ``tests/test_one_run.py`` checks it decision by
-decision), as is the same routine in Meta's ``privacy_guard`` (``FDPAnalysisNode``, whose default is δ = 10⁻⁶).
-``benchmarks/one_run_fdp_gap.py`` (seed 4, 100 games per σ, 90 even c′ in [40, 30 000]) gives, at δ = 10⁻⁵:
-
-=====================================================  =====  =====  =====  =====
-setting (f-DP ε_lower, best over c′)                   σ=0.5  σ=1    σ=2    σ=4
-=====================================================  =====  =====  =====  =====
-published (Table 1; m = 10⁵, 10⁵, 10⁵, 10⁶)            8.16   3.61   1.59   0.82
-stated: τ = 0.05, c = 100-game mean, k₊ = k₋ = c′/2    7.39   3.33   1.49   0.73
-τ = 0.1 (confidence 90 %)                              7.84   3.51   1.58   0.76
-τ = 0.2 (confidence 80 %)                              8.36   3.72   1.68   0.80
-μ at τ = 0.05, ε read at δ = 10⁻⁶                      8.17   3.73   1.69   0.84
-Algorithm 4's count: c = 2 × correct of the c′/2 top   7.39   3.37   1.49   0.73
-Algorithm 4 at odd c′ (per-game ⌈c′·precision⌉)        7.53   3.42   1.49   0.73
-k₊ = c′, k₋ = 0 (only "in" guesses)                    6.81   3.09   1.36   0.68
-Bonferroni over the 90 c′ (τ = 0.05/90 each)           5.51   2.53   1.11   0.56
-Algorithm 3 as printed (no max in line 5)              7.39   3.32   1.47   0.73
-no abstention, audit told m = c′ (not a valid test)    11.02  6.10   2.86   1.53
-per game at the stated c′: mean of 100                 7.50   3.36   1.50   0.73
-per game at the stated c′: max of 100                  8.64   4.36   1.79   0.85
-per game at its own best c′ (oracle): mean of 50       7.85   3.54   1.67   0.78
-m = 10⁶ (Table 1's m for σ = 4)                        7.87   3.52   1.61   0.73
-m = 10⁷ (20 games)                                     8.10   3.74   1.69   0.77
-=====================================================  =====  =====  =====  =====
-
-No single setting reproduces all four values: the kit's own Monte-Carlo spread of the stated value is ≈ 0.1 at
-σ = 0.5 and ≈ 0.03 at σ ≥ 1 (seed 0 in ``published_checks``: 7.27, 3.35, 1.49, 0.73). Each candidate fits some rows and
-misses others by more than that: τ = 0.1 is within 0.1 at σ = 1, 2 and 0.32 short at σ = 0.5 (τ = 0.2: 0.20 over
-at σ = 0.5, 0.11 over at σ = 1); δ = 10⁻⁶ hits σ = 0.5 and 4 and is 0.10–0.12 over at σ = 1, 2; m = 10⁷ hits σ = 0.5
-and is 0.13 over at σ = 1 and 0.05 short at σ = 4; a per-game oracle c′ is 0.31 short at σ = 0.5 and 0.08 over at
-σ = 2. The published μ is 4–10 % above the stated procedure's, the size of the change from τ = 0.05 to τ ≈ 0.1–0.2,
-or from δ = 10⁻⁵ to 10⁻⁶; the source states neither. Telling the audit m = c′ (the appendix's no-abstention
-``audit_rh`` fed only the guessed canaries) overshoots ε_theory (11.02 > 9.997 at σ = 0.5), so it is not the
-procedure behind the table. ``published_checks`` therefore keeps
-the stated settings (τ = 0.05, δ = 10⁻⁵, Table 1's m) and reports the f-DP column as not reproduced.
+The kit plays the game with ``audit.one_run.idealised_scores`` and searches c′ on a grid. The f-DP column does
+not reproduce: the kit's recursion is the source's ``audit_rh_with_cap`` line by line (``tests/test_one_run.py``),
+and no setting tried (τ, δ, Algorithm 4's count, abstention, Bonferroni, per-game c′, m;
+``benchmarks/one_run_fdp_gap.py``, table in docs/notebook_measurements.md) reproduces all four rows, so
+``published_checks`` keeps the stated settings and reports the column as not reproduced.
 """
 from __future__ import annotations
 
@@ -84,22 +39,9 @@ APP_B = {"sigma": 1.0, "m": 100_000, "guesses": 1500, "correct": 1429}
 
 
 def idealised_correct(mu: float, m: int, guesses, repeats: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error of the correct guesses of the (c′/2, c′/2) abstaining guesser in the idealised game.
-
-    Each repeat draws one game (``audit.one_run.idealised_scores`` at q = 1: m canaries, S_i ~ Bernoulli(½), LLR
-    N(±μ²/2, μ²)) and counts, for every c′ in ``guesses`` at once, the included canaries among the c′/2 top scores
-    plus the excluded ones among the c′/2 bottom scores (``audit.one_run.abstaining_guesses`` with k₊ = k₋ = c′/2).
-
-    Args:
-        mu: μ = 1/σ > 0. m: canaries. guesses: even ints c′ with 2 ≤ c′ ≤ m. repeats: games (≥ 2).
-        rng: the only randomness.
-
-    Returns:
-        (mean, standard error), float64 arrays shaped like ``guesses``.
-
-    Raises:
-        ValueError: for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2.
-    """
+    """(mean, standard error) per even c′ of ``guesses`` (2 ≤ c′ ≤ m) of the correct guesses of the (c′/2, c′/2)
+    abstaining guesser over ``repeats`` (≥ 2) idealised games (``idealised_scores`` at q = 1, μ = 1/σ > 0).
+    Raises ValueError for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2."""
     m, repeats = check_param("m", m, COUNT), check_param("repeats", repeats, ParamSpec("int", lo=2))
     g = np.asarray(guesses, dtype=np.int64).ravel()
     if (g % 2).any() or g.min() < 2 or g.max() > m:
@@ -124,11 +66,7 @@ def idealised_correct(mu: float, m: int, guesses, repeats: int, rng: np.random.G
 
 
 def guess_grid(m: int, lo: int = 100, hi: int = 60_000, n: int = 96) -> np.ndarray:
-    """Even c′ on a geometric grid from ``lo`` to min(``hi``, m/2) (steps of ≈ 7 % at the defaults).
-
-    Returns:
-        sorted int64 array of distinct even c′ (the guesses searched by ``published_checks``).
-    """
+    """Sorted distinct even c′ on a geometric grid from ``lo`` to min(``hi``, m/2) (≈ 7 % steps)."""
     top = min(int(hi), int(m) // 2)
     return np.unique(np.round(np.geomspace(lo, top, n) / 2).astype(np.int64) * 2)
 
@@ -142,23 +80,12 @@ def _bound(method: str, m: int, guesses: int, correct: int, delta: float, beta: 
 
 def best_over_guesses(method: str, m: int, guesses, correct, *, delta: float = 1e-5, beta: float = 0.05,
                       max_guesses: int | None = None, stride: int = 4) -> dict:
-    """The best ε lower bound over the (c′, c) pairs, as Table 1 reports it (one test per pair at level β).
+    """The best ε lower bound over the (c′, c) pairs, one test per pair at level β (Table 1): every ``stride``-th pair,
+    then every pair within ``stride`` of the best (ε is unimodal in c′). ``method``: ``"steinke"`` or ``"fdp"``
+    (μ-GDP, ``epsilon_from_mu`` at q = 1); c is rounded down (Algorithm 4); pairs with c′ > ``max_guesses`` skipped.
 
-    Searches every ``stride``-th pair, then every pair within ``stride`` of the best one (ε is unimodal in c′ on the
-    idealised game, so this finds the grid's best at a third of the cost).
-
-    Args:
-        method: ``"steinke"`` (``audit.one_run.epsilon_lower_steinke``) or ``"fdp"`` (``audit.one_run.mu_lower_fdp``
-            over μ-GDP, then ``epsilon_from_mu`` at q = 1). m: canaries. guesses, correct: c′ (ascending) and c per
-            pair (c is rounded down to an integer, as Algorithm 4 does). delta: δ. beta: τ of the source.
-        max_guesses: skip pairs with c′ above it. stride: ≥ 1.
-
-    Returns:
-        dict with ``epsilon``, ``guesses`` and ``correct`` of the best pair.
-
-    Raises:
-        ValueError: for an unknown method or stride < 1.
-    """
+    Returns ``{"epsilon", "guesses", "correct"}`` of the best pair. Raises ValueError for an unknown method or
+    stride < 1."""
     if method not in ("steinke", "fdp"):
         raise ValueError(f"method={method!r}: use 'steinke' or 'fdp'")
     if int(stride) < 1:
@@ -183,38 +110,18 @@ def best_over_guesses(method: str, m: int, guesses, correct, *, delta: float = 1
 
 def published_checks(repeats: int = 100, seed: int = 0, sigmas=(0.5, 1.0, 2.0, 4.0), delta: float = 1e-5,
                      beta: float = 0.05) -> list[dict]:
-    """The kit against the source's published numbers, one row per number.
+    """The kit against the source's published numbers, one dict row per number (``source``, ``method``, ``setting``,
+    ``published``, ``reproduced``, ``tolerance``, ``within``, ``note``):
 
-    Rows (``source``, ``method``, ``setting``, ``published``, ``reproduced``, ``tolerance``, ``within``, ``note``):
+    * ``game``: App. B's c = 1 429; tolerance 3 standard errors + 1 (Algorithm 4's rounding).
+    * ``theory``: Table 1's ε (``epsilon_from_mu``); tolerance 0.01 (the table truncates: 9.997 printed 9.99).
+    * ``steinke`` and ``fdp``: the best over ``guess_grid(m)`` (f-DP: c′ ≤ 20 000) at the Monte-Carlo mean c;
+      tolerance: the bound's move at ±3 sd of the difference of the two c means (+ 1), + 0.02 for the c′ grid.
+      At 100 games (seed 0) Steinke et al.'s is within at σ = 1, 2, 4 and 0.11 below at σ = 0.5 (4.880 vs 4.99);
+      the f-DP column is below in every row (7.267, 3.348, 1.491, 0.730 vs 8.16, 3.61, 1.59, 0.82; module docstring).
 
-    * ``game``: App. B's c = 1 429 at (σ, m, c′) = (1, 10⁵, 1 500); tolerance 3 standard errors of the Monte-Carlo
-      mean plus 1 (Algorithm 4 rounds each run's count up and the mean down).
-    * ``theory``: Table 1's theoretical ε (μ-GDP closed form, ``epsilon_from_mu``); tolerance 0.01 (the table
-      truncates to two decimals: 9.997 is printed 9.99).
-    * ``steinke`` and ``fdp``: Table 1's bounds, reproduced as the best over ``guess_grid(m)`` (f-DP: c′ ≤ 20 000;
-      ``best_over_guesses``) of the bound at the Monte-Carlo mean c. Tolerance: the source's c is a 100-game mean
-      and ours a ``repeats``-game mean; the bound is moved by ±Δc = 3 standard deviations of their difference
-      (+ 1 for rounding down) at the best c′, and the larger move, + 0.02 for the c′ grid (the source's c′ is not
-      stated), is the tolerance in ε. At 100 games (seed 0) Steinke et al.'s column is within it at σ = 1, 2, 4
-      (2.664, 1.291, 0.611 against 2.61, 1.33, 0.61) and 0.11 below at σ = 0.5 (4.880 against 4.99, two to three
-      correct guesses more than the expected c). The f-DP column is below the published one in every row (7.267,
-      3.348, 1.491, 0.730 against 8.16, 3.61, 1.59, 0.82): the kit's recursion decides exactly as the source's own
-      Algorithm 3 code (``tests/test_one_run.py``) and the game reproduces App. B, so the gap lies in the (c′, c)
-      behind Table 1, which the source does not state; near ε_theory the f-DP bound is very sensitive to the few
-      wrong guesses (σ = 0.5, m = 10⁵, c′ = 2 850: 0, 2 or 5 errors give ε = 9.10, 8.00, 7.27). The settings tried
-      to close the gap (τ, δ, Algorithm 4's count, abstention rule, family-wise correction, per-game vs mean, m)
-      and what each gives are in the module docstring: none reproduces all four rows.
-
-    Args:
-        repeats: Monte-Carlo games per σ (the paper: 100). seed: root seed. sigmas: rows of Table 1 to check.
-        delta, beta: δ and τ (the source: 1e-5 and 0.05).
-
-    Returns:
-        list of dict rows.
-
-    Raises:
-        ValueError: for a σ not in Table 1.
-    """
+    ``repeats``: games per σ (the paper: 100); ``delta``, ``beta``: δ, τ (1e-5, 0.05). Raises ValueError for a σ not
+    in Table 1."""
     unknown = sorted(set(sigmas) - set(TABLE1))
     if unknown:
         raise ValueError(f"sigmas {unknown} are not rows of Table 1 ({sorted(TABLE1)})")

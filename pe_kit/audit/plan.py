@@ -1,17 +1,11 @@
-"""Plan an audit before it runs: what its trial budget can certify (its reach), the budget that reaches a target,
-a pilot's time estimate, and one dry call of a release implementation on a tiny design.
-
-Reach, in the closed forms of ``audit.expectations`` (expected confusion counts under the Gaussian scores of
-Eqs. 16–19 and 23 in the Clopper–Pearson endpoints of Eqs. 29–30, then Eq. 28):
+"""Plan an audit before it runs: its reach, the budget that reaches a target, a pilot's time estimate, and one dry
+call of a release implementation on a tiny design. Closed forms of ``audit.expectations`` (Eqs. 16–19, 23 in
+Eqs. 29–30, then Eq. 28):
 
 * ``reach``: the expected ε_lower of a perfectly separable canary (``expectations.separable_epsilon``), the most
-  any audit at n trials per hypothesis and γ can certify, whatever the release does. Below ε_theory the audit
-  cannot flag a violation by ε (σ = 0.8, q = 0.05, δ = 10⁻⁶, 2,000 trials, γ = 0.05/29: 2.45 < 2.566).
-* ``reach_ceiling``: the expected ε_lower of a canary at the attack ceiling of the claimed mechanism,
-  μ_eff = min(1, 1/(√k·C))/σ. Eq. 20 gives 1/σ when C binds; a vote vector h̄_u = counts/(|D_u|·k) (Eq. 1) has
-  norm ≤ 1/√k (every record voting the same k entries), so for C ≥ 1/√k clipping never binds, a user moves the
-  release by at most 1/√k < C and μ_eff ≤ 1/(√k·σ·C) (C = 1, k = 3: 0.577/σ). What an audit of a correct
-  mechanism shows at best.
+  any audit at n trials and γ can certify; below ε_theory it cannot flag a violation by ε.
+* ``reach_ceiling``: the expected ε_lower at the claimed mechanism's attack ceiling μ_eff = min(1, 1/(√k·C))/σ
+  (Eq. 20; h̄_u has norm ≤ 1/√k by Eq. 1, so for C ≥ 1/√k clipping never binds).
 """
 from __future__ import annotations
 
@@ -43,13 +37,8 @@ def mu_eff_reachable(mechanism: MechanismConfig) -> float:
 
 @dataclass(frozen=True)
 class Reach:
-    """What an audit's budget can certify (module docstring).
-
-    Attributes:
-        trials: per hypothesis (per split). gamma, delta: of each bound. epsilon_theory: the claim at δ.
-        reach: the expected ε_lower of a perfectly separable canary. mu_eff: the attack ceiling
-        (``mu_eff_reachable``); reach_ceiling: the expected ε_lower of a canary there. clip_binds: 1/√k > C.
-    """
+    """What an audit's budget can certify (module docstring): ``trials``, ``gamma``, ``delta``, ``epsilon_theory``,
+    ``reach``, ``mu_eff`` (``mu_eff_reachable``), ``reach_ceiling`` and ``clip_binds`` (1/√k > C)."""
 
     trials: int
     gamma: float
@@ -80,11 +69,7 @@ class Reach:
 
 
 def audit_reach(mechanism: MechanismConfig, trials: int, *, gamma: float, delta: float) -> Reach:
-    """The ``Reach`` of an audit of ``mechanism`` at ``trials`` per hypothesis, γ and δ (closed forms, no trials).
-
-    Raises:
-        ValueError: on out-of-range trials, γ or δ (``expectations.expected_epsilon``).
-    """
+    """The ``Reach`` of ``mechanism`` at ``trials``, γ, δ (closed forms); ValueError on out-of-range arguments."""
     mu = mu_eff_reachable(mechanism)
     return Reach(int(trials), float(gamma), float(delta),  # δ = 0: no finite ε holds for Gaussian noise
                  epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta) if delta > 0 else math.inf,
@@ -132,18 +117,10 @@ _FAR_TRIALS = 10**9  # how far an out-of-reach target is searched for the explic
 
 def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, target: float | None = None,
                 basis: str = "separable", max_trials: int = 100_000) -> int:
-    """The smallest trials per hypothesis whose reach is ≥ ``target`` (default ε_theory at δ).
-
-    Args:
-        basis: ``"separable"`` (``Reach.reach``: what a black-box audit can certify at all) or ``"ceiling"``
-            (``Reach.reach_ceiling``: what the claimed mechanism's best canary shows).
-        max_trials: the largest budget considered.
-
-    Raises:
-        ValueError: on an unknown basis, a target that is not a finite ε > 0, or a target out of reach within
-            ``max_trials`` (naming the reach there, the explicit trials that reach it or that none up to 10⁹ do, and
-            for ``ceiling`` the limit as trials → ∞).
-    """
+    """The smallest trials per hypothesis (≤ ``max_trials``) whose reach is ≥ ``target`` (default ε_theory at δ);
+    ``basis``: ``"separable"`` (``Reach.reach``) or ``"ceiling"`` (``Reach.reach_ceiling``). Raises ValueError on an
+    unknown basis, a target that is not a finite ε > 0, or one out of reach (naming the reach, the trials that reach
+    it or that none up to 10⁹ do, and for ``ceiling`` the limit)."""
     if basis not in ("separable", "ceiling"):
         raise ValueError(f"basis={basis!r} must be 'separable' or 'ceiling'")
     theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
@@ -168,10 +145,7 @@ def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, targe
 
 
 def check_keywords(given, accepted, call: str, aliases: dict | None = None) -> None:
-    """Raise TypeError for a keyword of ``given`` that ``call`` does not take, with the one it most likely meant.
-
-    Args: given, accepted: keyword names. call: e.g. ``"audit_release"``. aliases: wrong name → right one.
-    """
+    """TypeError for a keyword of ``given`` not in ``accepted`` of ``call``, naming the one likely meant."""
     accepted = sorted(accepted)
     for key in given:
         if key in accepted:
@@ -181,21 +155,14 @@ def check_keywords(given, accepted, call: str, aliases: dict | None = None) -> N
         raise TypeError(f"{call}() got {key}=, which it does not take: {hint}")
 
 
-# ------------------------------------------------------------------------------------------ the user's function
-
 _DRY_USERS, _DRY_RECORDS, _DRY_BANK, _DRY_DIM = 3, 2, 16, 32
 
 
 def dry_call(release, mechanism: MechanismConfig) -> None:
-    """Call ``release`` once (and ``release_batch`` once when offered) on a tiny seeded design: 3 users of 2
-    records, a 16-entry bank, d = 32, so errors about the function come before any world is built.
-
-    Raises:
-        TypeError: a ``HistogramAdapter`` whose function rejects the keywords the adapter passes (naming them,
-            the function's signature and the fix: ``settings=`` / ``rng_arg=`` / ``seed_arg=``).
-        what the release raises, with a note naming the dry call and its arguments; ValueError for an output of
-        the wrong shape or non-finite values (``release_runner.check_release_output``).
-    """
+    """Call ``release`` (and ``release_batch``) once on a tiny seeded design (3 users of 2 records, 16-entry bank,
+    d = 32), so errors about the function come before any world is built. Raises TypeError for a ``HistogramAdapter``
+    whose function rejects its keywords (naming them, the signature and the fix: ``settings=`` / ``rng_arg=`` /
+    ``seed_arg=``); what the release raises, noted; ValueError for a wrong shape or non-finite output."""
     from pe_kit.audit.release_runner import check_release_output, implementation_name
 
     rng = np.random.default_rng(0)

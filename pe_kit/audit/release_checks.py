@@ -1,32 +1,16 @@
-"""Checks of a black-box release implementation itself (not of its privacy): are its trials what the audit assumes?
+"""Checks of a black-box release implementation itself (not of its privacy): are its trials independent
+releases of one mechanism drawn from the auditor's generator (§2.1 Steps 3–4)?
 
-An audit's trials are independent releases of one mechanism drawn from the generator the auditor passes
-(``pe.release_protocol``). Three ways an implementation breaks that, each invisible to ε_lower alone:
-
-* **seed not honoured** (``seed_check``): the same generator seed must give the same release and two seeds two
-  different ones. A release seeded from the clock, or from a generator created once at import, fails one of the
-  two (deterministic: no error budget is spent);
-* **batched form ≠ per-call form** (``batch_call_check``): ``release_batch`` must draw the releases that
-  ``release(...)`` draws, on the probe coordinates. The scores of both forms are compared by a two-sample
-  Kolmogorov–Smirnov test (``scipy.stats.ks_2samp``), a level-γ test of "same distribution" (one Bonferroni
-  share of the battery's α);
-* **repeated releases** (``repeat_check``): releases may repeat only as often as their own precision and support
-  allow. On the coordinates J0 that no user votes on, a correct release is f(Z_j), Z_j ~ N(0, (σC)²) i.i.d. (Eq. 1)
-  and f any coordinate-wise post-processing (clamping, rounding, a float16 cast, a count threshold; it keeps DP,
-  F1 of ``pe.mutants``), so its |J0| values are i.i.d. within and across releases: no release vector a has
-  probability above ρ = f^|J0|, f the largest probability of one value (bounded above by Clopper–Pearson on the
-  pooled n·|J0| values, at γ/2). Among n releases, the number equal to a is Bin(n, ρ_a), so with Σ_a ρ_a ≤ 1,
-  P(some g releases are equal) ≤ Σ_a C(n, g)·ρ_a^g ≤ C(n, g)·ρ^(g−1); likewise P(some coordinate holds h equal
-  values) ≤ |J0|·C(n, h)·f^(h−1). The flag (either bound < γ/4, for the largest group g of equal releases and h of
-  equal values in one coordinate) has level γ, one Bonferroni share of the battery's α. Noise drawn once (a
-  constant seed), once per clock tick, or not at all on an empty batch makes whole releases repeat far beyond ρ;
-  noise missing on some coordinates (e.g. beyond a buffer of 4,096) makes their values repeat far beyond f.
-* **two stages ≠ one call** (``stage_check``, for a release exposing ``snapshot`` and ``randomise``): the snapshot
-  must be deterministic and the staged releases must equal the one-call releases seed for seed (deterministic: no
-  error budget is spent), so an audit of the randomised stage alone is an audit of the implementation.
-
-The calibration → test FPR check of canary audits (``bounds.population_shift``) is in every audit row too.
-Source: §2.1 Steps 3–4 of the paper (independent trials); the tests wrap ``scipy.stats``.
+* ``seed_check``: the same seed gives the same release, two seeds two (deterministic; no α spent).
+* ``batch_call_check``: ``release_batch`` draws what ``release(...)`` draws on the probe coordinates: a
+  two-sample KS test (``scipy.stats.ks_2samp``) at level γ.
+* ``repeat_check``: on coordinates J0 no user votes on, a correct release is f(Z_j), Z_j ~ N(0, (σC)²) i.i.d.
+  (Eq. 1), f any coordinate-wise post-processing; so no release vector has probability above ρ = f^|J0|, f the
+  largest probability of one value (Clopper–Pearson upper bound at γ/2 on the pooled values). P(some g of n
+  releases equal) ≤ C(n, g)·ρ^(g−1) and P(some coordinate holds h equal values) ≤ |J0|·C(n, h)·f^(h−1); the
+  flag (either < γ/4) has level γ.
+* ``stage_check`` (with ``snapshot`` and ``randomise``): the snapshot is deterministic and the staged releases
+  equal the one-call ones seed for seed (deterministic; no α spent).
 """
 from __future__ import annotations
 
@@ -44,23 +28,10 @@ __all__ = ["seed_check", "batch_call_check", "repeat_check", "stage_check"]
 
 
 def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0, 1), split: str = "test") -> dict:
-    """Same seed → same release, different seeds → different releases (module docstring).
-
-    Calls ``release`` three times on the split's users with the canary (H1): ``Generator(PCG64(seeds[0]))`` twice and
-    ``seeds[1]`` once, back to back (a clock seed at 1 s resolution then repeats across seeds; one at ns
-    resolution differs for the same seed). With ``release_batch`` the batched form is checked the same way (two
-    releases on the probe coordinates per call).
-
-    Args:
-        release: a ``PERelease``. design: duck-typed design (``blackbox.spec_statistic``). mechanism: its settings.
-        seeds: two different ints. split: the population used.
-
-    Returns:
-        dict ``seed_same_release`` (bool), ``seed_different_release`` (bool), ``seed_flag`` (bool: either fails).
-
-    Raises:
-        ValueError: on equal seeds, or a release of the wrong shape / None / NaN (``check_release_output``).
-    """
+    """Same seed → same release, different seeds → different releases: three back-to-back H1 calls, ``seeds[0]`` twice
+    and ``seeds[1]`` once (also through ``release_batch`` when offered). Returns ``seed_same_release``,
+    ``seed_different_release`` and ``seed_flag`` (either fails).
+    Raises ValueError on equal seeds, or a release of the wrong shape / None / NaN."""
     if seeds[0] == seeds[1]:
         raise ValueError(f"seeds={seeds} must be two different integers")
     records, owner, n = population(design, split, 1, len(getattr(design, split)))
@@ -88,26 +59,12 @@ def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0
 def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_call: int = 2_000, batch_factor: int = 10,
                      gamma: float = 0.0025, seed=0, split: str = "test", scheduler=None,
                      show_progress: bool | None = None) -> dict:
-    """Does ``release_batch`` draw what ``release(...)`` draws, on the probe coordinates? (module docstring)
+    """Does ``release_batch`` draw what ``release(...)`` draws? ``n_call`` (≥ 2) per-call and
+    ``batch_factor``·``n_call`` batched H1 scores compared by ``scipy.stats.ks_2samp`` at level ``gamma``.
 
-    Scores ``n_call`` per-call releases and ``batch_factor``·``n_call`` batched ones of the split's users with the
-    canary (H1: under H0 a bug in the canary's handling is invisible) and compares them with ``scipy.stats.ks_2samp``.
-
-    Args:
-        release: a ``PERelease`` with ``release_batch`` (else the check does not apply).
-        design, mechanism: as the audit's; stat: its ``blackbox.spec_statistic`` (the score read).
-        n_call: per-call releases (int ≥ 2). batch_factor: batched releases per per-call one (int ≥ 1).
-        gamma: the test's level (the flag's false-alarm probability for a correct implementation).
-        seed: of the two streams. split: population. scheduler: as ``blackbox.audit_implementation``.
-        show_progress: a progress bar per stream (None: for the per-call stream only; False: none).
-
-    Returns:
-        dict ``batch_call_pvalue`` (NaN when the check does not apply), ``batch_call_statistic`` (KS D),
-        ``batch_call_flag`` (p < γ), ``batch_call_n`` (per-call releases).
-
-    Raises:
-        ValueError: on n_call < 2, batch_factor < 1 or γ outside (0, 1); release errors as in the audit.
-    """
+    Returns ``batch_call_pvalue`` (NaN without ``release_batch``), ``batch_call_statistic`` (KS D),
+    ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2, batch_factor < 1 or γ outside
+    (0, 1); release errors as in the audit."""
     from pe_kit.audit.blackbox import implementation_scores
 
     if int(n_call) != n_call or n_call < 2 or int(batch_factor) != batch_factor or batch_factor < 1:
@@ -135,24 +92,12 @@ def _same(a, b) -> bool:
 
 def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8, seed: int = 0,
                 split: str = "test") -> dict:
-    """Is the two-stage form the implementation? (module docstring; SnapAudit's premise, Xia et al. 2025)
+    """Is the two-stage form the implementation (SnapAudit, Xia et al. 2025)? On H1 users the snapshot is computed
+    twice with NumPy's global RNG reseeded between (must be equal), then for ``n_calls`` consecutive seeds from
+    ``seed`` the one-call release must equal ``randomise(snapshot, ...)`` exactly.
 
-    On the split's users with the canary (H1): the snapshot is computed twice, with NumPy's global RNG reseeded in
-    between (a deterministic stage that reads it, or the clock, differs), and must be equal; then for ``n_calls``
-    seeds ``release(..., Generator(PCG64(s)))`` must equal ``randomise(snapshot, config, Generator(PCG64(s)))`` exactly.
-
-    Args:
-        release: a ``PERelease`` (the check applies when ``release_protocol.staged(release)``).
-        design, mechanism: as the audit's. n_calls: one-call releases compared (int ≥ 1). seed: the first of the
-            ``n_calls`` consecutive seeds. split: population.
-
-    Returns:
-        dict ``stage_deterministic`` (bool), ``stage_equal_calls`` (how many of ``stage_calls`` releases agree),
-        ``stage_calls`` (0 when the check does not apply), ``stage_flag`` (either fails).
-
-    Raises:
-        ValueError: on n_calls < 1, or a release of the wrong shape / None / NaN (``check_release_output``).
-    """
+    Returns ``stage_deterministic``, ``stage_equal_calls``, ``stage_calls`` (0 when not ``staged``), ``stage_flag``.
+    Raises ValueError on n_calls < 1, or a release of the wrong shape / None / NaN."""
     if int(n_calls) != n_calls or n_calls < 1:
         raise ValueError(f"n_calls={n_calls} must be an integer ≥ 1")
     if not (callable(release) and staged(release)):
@@ -182,24 +127,10 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
 
 def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int = 200, gamma: float = 0.0025,
                  seed=0, split: str = "test") -> dict:
-    """Do releases repeat more often than their own precision and support allow? (module docstring)
-
-    Draws ``n_releases`` releases of the split's users without the canary (H0), read on J0: ``release_batch`` on J0
-    when the implementation has it, else one full ``release(...)`` per draw.
-
-    Args:
-        release: a ``PERelease``. design: duck-typed design (``blackbox.spec_statistic``). mechanism: its settings.
-        n_releases: int ≥ 2. gamma: the flag's level in (0, 1). seed: of the draws. split: the population used.
-
-    Returns:
-        dict ``repeat_largest`` (g: the most releases equal to one another on J0), ``repeat_allowed`` (ρ_U: the
-        largest probability a correct release may give one vector), ``repeat_value_largest`` (h: the most equal
-        values in one coordinate), ``repeat_pvalue`` (the smaller bound, NaN when J0 is empty), ``repeat_flag``
-        (p < γ/4), ``repeat_n`` (n_releases).
-
-    Raises:
-        ValueError: on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``.
-    """
+    """Do releases repeat more often than their precision and support allow? ``n_releases`` (≥ 2) H0 releases read on J0
+    (module docstring). Returns ``repeat_largest`` (g), ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h),
+    ``repeat_pvalue`` (the smaller bound; NaN when J0 is empty), ``repeat_flag`` (p < γ/4), ``repeat_n``. Raises
+    ValueError on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``."""
     if int(n_releases) != n_releases or n_releases < 2:
         raise ValueError(f"n_releases={n_releases} must be an integer ≥ 2")
     if not 0 < gamma < 1:

@@ -1,11 +1,6 @@
-"""Running a black-box release implementation: argument checks, its output checked, populations, chunked seeds,
-serial or Dask fan-out.
-
-Source: §2.1 Steps 3–4 of the paper (trials under H0 / H1), run through a ``pe.release_protocol.PERelease``.
-Releases are independent given their seeds, so the trials of one stream are cut into chunks of fixed size, chunk
-j drawing from the j-th ``numpy.random.Generator.spawn`` child of the stream's generator. The scores then depend
-on the seed and the chunk size only, never on where a chunk runs: serially here, or on the workers of a
-``dask.distributed.Client`` (the wrapped library; ``scheduler=``), gathered back in chunk order.
+"""Running a black-box release implementation (§2.1 Steps 3–4): argument and output checks, populations, and
+chunked seeds: chunk j of a stream draws from the j-th ``Generator.spawn`` child, so scores depend only on the
+seed and the chunk size, whether run serially or on a ``dask.distributed.Client`` (``scheduler=``).
 """
 from __future__ import annotations
 
@@ -18,8 +13,7 @@ from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
 __all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_signature",
-           "check_release_output", "canary_index", "population",
-           "release_scores", "CALL_CHUNK"]
+           "check_release_output", "canary_index", "population", "release_scores", "CALL_CHUNK"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
 CALL_CHUNK = 64
@@ -52,13 +46,9 @@ _RELEASE_ARGS = ("bank", "records", "owner", "n_users", "config", "rng")
 
 
 def check_release_signature(release) -> None:
-    """A plain callable release (no ``release_batch``) must accept the six positional arguments
-    ``(bank, records, owner, n_users, config, rng)``; callables whose signature Python cannot read pass.
-
-    Raises:
-        TypeError: naming the implementation, its signature, the expected one and the fix (a wrapper); for a class
-            passed instead of an instance.
-    """
+    """A plain callable release (no ``release_batch``) must accept ``(bank, records, owner, n_users, config, rng)``;
+    unreadable signatures pass. Raises TypeError naming the implementation, its signature, the expected one and the
+    fix; or for a class passed instead of an instance."""
     import inspect
 
     if isinstance(release, type):
@@ -80,14 +70,9 @@ def check_release_signature(release) -> None:
 
 
 def check_audit_arguments(release, design, mechanism) -> None:
-    """Check the three positional arguments of a black-box audit before any work.
-
-    Raises:
-        TypeError: naming what was expected and what came, e.g. swapped arguments (a design where the release
-            should be), a release that is not callable or does not take the six release arguments
-            (:func:`check_release_signature`), a design missing fields, or a mechanism that is not a
-            ``MechanismConfig``.
-    """
+    """Check the three positional arguments of a black-box audit before any work. Raises TypeError naming what was
+    expected and what came (swapped arguments, a non-callable release or wrong signature, a design missing fields, a
+    mechanism that is not a ``MechanismConfig``)."""
     if not callable(release) and not hasattr(release, "release_batch"):
         hint = " (did you swap release and design? the release comes first)" if hasattr(release, "bank") else ""
         raise TypeError(f"release must be a PERelease: a callable (bank, records, owner, n_users, config, rng) -> "
@@ -106,13 +91,9 @@ def check_audit_arguments(release, design, mechanism) -> None:
 
 
 def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
-    """The release ``y`` as float64 of shape ``expected``.
-
-    Raises:
-        ValueError: naming the implementation, the form (``release(...)`` / ``release_batch(...)``), the shape it
-            should have and what came: None (a function without ``return``), a non-numeric object, another shape,
-            or NaN / ±inf values.
-    """
+    """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the form
+    (``release(...)`` / ``release_batch(...)``), the expected shape and what came (None, non-numeric, another shape,
+    NaN / ±inf)."""
     if y is None:
         raise ValueError(f"{name}: {form} returned None; expected a float array of shape {expected} (does the "
                          "function end with `return histogram`?)")
@@ -133,12 +114,8 @@ def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray
 
 
 def canary_index(design, n_users: int) -> int:
-    """The canary's user row under H1 among ``n_users`` + 1 rows: ``design.canary_position`` ``"last"`` (default,
-    row N), ``"first"`` (row 0) or an int in [0, N].
-
-    Raises:
-        ValueError: on another value (names the field and the accepted values).
-    """
+    """The canary's H1 row among ``n_users`` + 1: ``design.canary_position`` ``"last"`` (default, row N), ``"first"`` or
+    an int in [0, N]. Raises ValueError on another value."""
     pos = getattr(design, "canary_position", "last")
     if isinstance(pos, str):
         if pos in ("last", "first"):
@@ -149,12 +126,8 @@ def canary_index(design, n_users: int) -> int:
 
 
 def population(design, split: str, hypothesis: int, n_users: int) -> tuple:
-    """(records float32 (n, d), owner int64 (n,), n) of one split's N distinct users, plus the canary under H1 at
-    ``canary_index``.
-
-    Raises:
-        ValueError: when the split does not hold exactly ``n_users`` users (never resampled).
-    """
+    """(records float32 (n, d), owner int64 (n,), n) of one split's N users, plus the canary under H1 at
+    ``canary_index``. Raises ValueError when the split does not hold exactly ``n_users`` users."""
     users = list(getattr(design, split, None) or [])
     if len(users) != n_users:
         raise ValueError(f"design.{split} has {len(users)} users but the statistic was built for N={n_users}: "
@@ -203,22 +176,10 @@ def _chunk(job: _Job, rng: np.random.Generator, t: int) -> np.ndarray:
 def release_scores(release, design, mechanism: MechanismConfig, stat, split: str, hypothesis: int, n_trials: int,
                    rng: np.random.Generator, *, batched: bool, chunk: int, scheduler=None,
                    show_progress: bool | None = None) -> np.ndarray:
-    """Scores float64 (n_trials,) of one stream: chunks of ``chunk`` releases, chunk j from ``rng.spawn`` child j.
-
-    Args:
-        release, design, mechanism, stat: as ``blackbox.implementation_scores`` (``stat``: a ``SpecStatistic``).
-        split, hypothesis: which population (``population``). n_trials: releases (int ≥ 1).
-        rng: the stream's generator (only its spawned children draw). batched: call ``release_batch``.
-        chunk: releases per chunk (int ≥ 1). scheduler: None (serial) or a ``dask.distributed.Client`` (chunks are
-            ``Client.map`` tasks; the job is scattered once with ``broadcast=True``).
-        show_progress: a ``pe_kit.progress`` bar per stream (None: only for the unbatched form).
-
-    Returns:
-        float64 (n_trials,), identical for the same ``rng`` state and ``chunk`` whatever the scheduler.
-
-    Raises:
-        ValueError: as ``check_release_output``; errors of the implementation propagate (re-raised by Dask).
-    """
+    """float64 (n_trials,) scores of one stream in chunks of ``chunk`` releases, chunk j from ``rng.spawn`` child j:
+    identical whatever the ``scheduler`` (None or a ``dask.distributed.Client``, chunks as ``Client.map`` tasks).
+    Other arguments as ``blackbox.implementation_scores``.
+    Raises ValueError as ``check_release_output``; implementation errors propagate."""
     if int(chunk) != chunk or chunk < 1:
         raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
     records, owner, n = population(design, split, hypothesis, stat.n_users)

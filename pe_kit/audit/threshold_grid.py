@@ -1,15 +1,9 @@
 """The calibration grid of the trial engine (``pe_kit.audit.engine``) and the exact score moments it is fixed from.
 
-**Calibration** needs counts above many candidate thresholds. The engine bins every score on a
-:class:`ThresholdGrid`: uniform in score units with step sd₀/``resolution`` (sd₀ = the exact H0 score sd),
-covering [min mean − z·sd₀, max mean + z·sd₀] with z = Φ⁻¹(1 − 1/(2n)) + 2. Why this grid: (i) the
-bound of Eq. 28 is attained in the tails, where the extreme of n Gaussian-like scores lies within
-Φ⁻¹(1 − 1/(2n)) sd with probability ≈ 0.6 and 2 more sd cover the rest (scores outside the grid are
-still counted, in the end bins: only *candidate thresholds* are limited to the grid, never the counts);
-(ii) a step of sd₀/256 moves the FPR by < 3% per step even 6 sd out, far below the Clopper–Pearson
-width at the counts that matter, so the grid costs no measurable ε; (iii) fixing the grid from the
-problem's exact moments (not from data) keeps the streaming pass single and the memory O(grid).
-Source: paper Eq. 14 (the score is linear in the released vector), App. E.2 (Poisson participation), Eq. 28.
+:class:`ThresholdGrid` is uniform with step sd₀/``resolution`` (sd₀: exact H0 score sd) over [min mean − z·sd₀,
+max mean + z·sd₀], z = Φ⁻¹(1 − 1/(2n)) + 2: Eq. 28's bound is attained in the tails, scores outside still land in
+the end bins, a step of sd₀/256 moves the FPR < 3% even 6 sd out (no measurable ε), and fixing it from exact
+moments keeps one streaming pass with O(grid) memory. Source: Eq. 14, App. E.2, Eq. 28.
 """
 from __future__ import annotations
 
@@ -41,14 +35,9 @@ def _check_problem(problem: ScalarProblem) -> ScalarProblem:
 
 
 def score_moments(problem: ScalarProblem) -> dict:
-    """Exact mean and sd of the score ℓ under H0, under fixed inclusion, and under H1 (App. E.2).
-
-    mean0 = qΣa − offset, var0 = q(1−q)Σa² + noise_sd²; fixed inclusion adds w·v to the mean;
-    H1 (eligible) adds q·w·v to the mean and q(1−q)(w·v)² to the variance.
-
-    Returns:
-        dict of floats ``mean0, sd0, mean_inc, mean1, sd1``.
-    """
+    """Exact ``mean0, sd0, mean_inc, mean1, sd1`` of ℓ under H0, fixed inclusion and H1 (App. E.2):
+    mean0 = qΣa − offset, var0 = q(1−q)Σa² + noise_sd²; inclusion adds w·v; H1 adds q·w·v to the mean and
+    q(1−q)(w·v)² to the variance."""
     _check_problem(problem)
     a = np.asarray(problem.projections, dtype=np.float64)
     q, shift = problem.sample_rate, problem.canary_shift
@@ -60,16 +49,9 @@ def score_moments(problem: ScalarProblem) -> dict:
 
 @dataclass(frozen=True)
 class ThresholdGrid:
-    """Candidate thresholds t_j = start + j·step, j = 0 … size−1 (score units, ascending).
-
-    Scores are binned so that bin b ∈ {0, …, size} holds t_{b−1} < x ≤ t_b (bin 0: x ≤ t_0; bin size:
-    x > t_{size−1}); the count above t_j is then n − Σ_{b≤j} hist_b. Binning computes ⌈(x − start)/step⌉,
-    which agrees with the comparison x > t_j except for scores within a few ulps of a threshold
-    (probability ~1e-13 per trial; only calibration uses the grid, test counts compare exactly).
-
-    Raises:
-        ValueError: on a non-finite start/step, step ≤ 0 or size < 1.
-    """
+    """Candidate thresholds t_j = start + j·step, j = 0 … size−1; bin b holds t_{b−1} < x ≤ t_b (bin 0: x ≤ t_0, bin
+    size: x > t_{size−1}), computed as ⌈(x − start)/step⌉ (off only within a few ulps; test counts compare exactly).
+    Raises ValueError on a non-finite start/step, step ≤ 0 or size < 1."""
 
     start: float
     step: float
@@ -112,22 +94,10 @@ class ThresholdGrid:
     @classmethod
     def for_problem(cls, problem: ScalarProblem, n_trials: int, resolution: int = 256,
                     margin_sd: float = 2.0, max_size: int = 1 << 20) -> "ThresholdGrid":
-        """The default calibration grid of ``problem`` for ``n_trials`` trials per hypothesis (module doc).
-
-        Args:
-            problem: the ``ScalarProblem``.
-            n_trials: trials per hypothesis (sets the tail reach z = Φ⁻¹(1 − 1/(2n)) + margin_sd).
-            resolution: grid steps per H0 score sd (256 by default).
-            margin_sd: extra reach in sd beyond the expected extreme.
-            max_size: cap on the number of thresholds (the step grows if needed).
-
-        Returns:
-            ``ThresholdGrid``; the range is intersected with the support of the background sum ± the
-            noise reach, so heavy single users cannot blow it up.
-
-        Raises:
-            ValueError: on n_trials < 1 or resolution < 1.
-        """
+        """The default calibration grid of ``problem`` for ``n_trials`` per hypothesis (module docstring): reach
+        z = Φ⁻¹(1 − 1/(2n)) + ``margin_sd``, ``resolution`` steps per H0 sd, at most ``max_size`` thresholds; the
+        range is cut to the background sum's support ± the noise reach.
+        Raises ValueError on n_trials < 1 or resolution < 1."""
         if int(n_trials) != n_trials or n_trials < 1:
             raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
         if int(resolution) != resolution or resolution < 1:

@@ -1,15 +1,9 @@
 """A corpus selection kept on disk by content, so that a run parses its data file once.
 
-``cached_scan`` stores pass 1 of the loaders (records per user and the counted skips; ``pe_kit.data.passes``)
-and ``cached_corpus`` the selection of pass 2 (the admitted users' first m records), both under
-``cache_dir()/corpora/`` by keys from the file's bytes (``pe_kit.cache.file_digest``), the format, every loader
-setting and the loader's own source (``pe_kit.cache.source_digest``), as verified JSON records
-(``pe_kit.cache.write_records``). Reading streams the file: memory is the selection itself.
-
-``pe-kit reproduce`` computes both in a child process before the first notebook starts
-(:func:`run_isolated`), so the runner itself never holds the parsed file while the kernels run; each notebook's
-``build_world`` then reads the stored selection. Every pass actually made over a data file appends a line to
-:func:`parse_log_path` (``<UTC time> pid=<pid> pass 1/2 … <file>``): the "parsed once per run" record.
+``cached_scan`` stores pass 1 (``pe_kit.data.passes``) and ``cached_corpus`` pass 2 under ``cache_dir()/corpora/``
+as verified JSON records, keyed by the file's bytes, the format, every loader setting and the loader's source.
+:func:`run_isolated` computes both in a child process. Every pass over a data file appends a line to
+:func:`parse_log_path` (``<UTC time> pid=<pid> pass 1/2 … <file>``).
 """
 from __future__ import annotations
 
@@ -26,8 +20,7 @@ from pe_kit.data.loaders import default_min_records, format_rows, resolve_format
 from pe_kit.data.passes import Scan, file_stat, scan_corpus, select_corpus
 from pe_kit.data.records import Corpus, DataError, User
 
-__all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "parse_log_path", "parse_log",
-           "run_isolated"]
+__all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "parse_log_path", "parse_log", "run_isolated"]
 
 _CODE = ("data/loaders.py", "data/formats.py", "data/passes.py", "data/records.py", "data/corpus_cache.py")
 
@@ -67,15 +60,13 @@ def scan_key(path: Path, fmt: str, label_field: str = "industry", on_error: str 
                         on_error, source_digest(*_CODE))
 
 
-def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | None,
-               max_users: int | None) -> str:
+def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | None, max_users: int | None) -> str:
     """Key of one selection: the scan's key and the user rules (``min_records`` already resolved)."""
     return content_hash("corpus/v1", skey, record_cap, min_records, max_records, max_users)
 
 
 def _noting(fn):
-    """(fn(), the text of the warnings it gave); the warnings are passed on, and stored with the cached result
-    so that a later cache hit repeats them."""
+    """(fn(), its warnings' text): the warnings pass on and are stored with the result, so a cache hit repeats them."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = fn()
@@ -85,14 +76,8 @@ def _noting(fn):
 
 
 def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_error: str = "raise") -> Scan:
-    """Pass 1 of ``data`` (records per user, skips), from the cache or computed and stored.
-
-    Args: data: file (None = the bundled Blogs sample). fmt: as ``load_corpus``. label_field: blogs label.
-        on_error: ``raise`` | ``skip``.
-    Returns: ``Scan`` (its ``stat`` is the file's current one: the key has just been checked against its bytes).
-    Raises: ValueError for another ``on_error``; what ``load_corpus`` raises (missing file, wrong format,
-        ``DataError`` naming file and line).
-    """
+    """Pass 1 of ``data`` (None = the bundled Blogs sample) as ``Scan``, from the cache or computed and stored. Raises
+    ValueError for another ``on_error`` than ``raise`` | ``skip``; what ``load_corpus`` raises."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     path, fmt = resolve_format(data, fmt, label_field)
@@ -126,14 +111,9 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
 def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_records: int | None = None,
                   max_records: int | None = None, on_error: str = "raise", label_field: str = "industry",
                   max_users: int | None = None) -> Corpus:
-    """``load_corpus(data, fmt, …)`` stored by content: read from ``cache_dir()/corpora`` when present (verified),
-    else computed by the two passes (pass 1 from :func:`cached_scan`) and stored.
-
-    Args: as ``pe_kit.data.loaders.load_corpus`` and its loaders (``min_records=None``: the format's default,
-        ``default_min_records``; ``max_users`` is a Yelp setting, accepted for every format here).
-    Returns: ``Corpus`` equal to the loader's (same users, texts, labels, skip counts); ``source`` is ``data``.
-    Raises: ValueError for inconsistent caps or an unknown format; what the loaders raise.
-    """
+    """``load_corpus(data, fmt, …)`` stored by content: read from ``cache_dir()/corpora`` (verified), else computed by
+    the two passes and stored. Arguments as the loaders (``min_records=None``: ``default_min_records``). Raises
+    ValueError for inconsistent caps or an unknown format; what the loaders raise."""
     path, fmt = resolve_format(data, fmt, label_field)
     min_records = default_min_records(fmt, record_cap) if min_records is None else min_records
     skey = scan_key(path, fmt, label_field, on_error)
@@ -184,18 +164,12 @@ def _task(task: str, kw: dict) -> dict:
 
 
 def run_isolated(task: str, **kwargs) -> dict:
-    """Run :func:`cached_scan` (``task="profile"``: returns ``{"records": [records per user capped at
-    record_cap], "reserved": [the same for the ids in ``reserved``, those in the file]}``) or
-    :func:`cached_corpus` (``task="select"``: returns ``{"users", "records"}``) in a child
-    Python process, so that the caller never holds the parsed file (its memory goes back to the system when the
-    child ends). Keyword arguments: ``data``, ``fmt``, ``record_cap``, ``on_error``, ``label_field``, ``reserved``
-    (a list of user ids; profile only).
-
-    The child's stderr (progress lines, :func:`parse_log_path` lines, warnings) goes to this process's stderr.
+    """Run :func:`cached_scan` (``task="profile"``: ``{"records": [...], "reserved": [...]}``, records per user capped
+    at record_cap) or :func:`cached_corpus` (``task="select"``: ``{"users", "records"}``) in a child Python process,
+    so the caller never holds the parsed file. The child's stderr goes to this process's stderr.
 
     Raises: the child's DataError / ValueError / FileNotFoundError / IsADirectoryError with its message;
-        RuntimeError when the child died without one (e.g. killed for memory; names its exit status).
-    """
+        RuntimeError naming the exit status when the child died without one."""
     import subprocess
 
     kw = {k: (str(v) if isinstance(v, Path) else v) for k, v in kwargs.items()}

@@ -1,8 +1,7 @@
 """The three corpus formats, read as rows: Blog Authorship JSON Lines, Yelp reviews JSON Lines and Sentiment140 CSV.
 
-:func:`format_rows` gives one format's row reader (one streaming pass per call, physical line numbers kept for
-errors); :func:`sniff_format` and :func:`check_format` tell the formats apart from a file's first line. The error
-policy and the encodings are those of ``pe_kit.data.loaders`` (its module docstring).
+:func:`format_rows` gives one format's row reader (one streaming pass, physical line numbers kept);
+:func:`sniff_format` and :func:`check_format` tell the formats apart from a file's first line.
 """
 from __future__ import annotations
 
@@ -21,14 +20,9 @@ __all__ = ["PROFILE_FIELDS", "FORMAT_TEXT", "json_lines", "format_rows", "sniff_
 
 
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(physical line number, bytes) of a gzip or plain file, split on LF only; a leading UTF-8 BOM is dropped.
-
-    Raises:
-        DataError: a gzip stream that ends early or is corrupt (names the file, the last line read and the fix),
-            or a UTF-8 BOM that starts a later line (files joined by concatenation, each with its BOM: names the
-            line and the fix), whatever ``on_error`` says: a cut file would silently lose its tail, a skipped
-            line a record that is whole but for the mark.
-    """
+    """(physical line number, bytes) of a gzip or plain file, split on LF only; a leading UTF-8 BOM is dropped. Raises
+    DataError, whatever ``on_error`` says, for a truncated or corrupt gzip stream or a BOM starting a later line
+    (names the file, the line and the fix)."""
     lineno = 0
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
@@ -96,14 +90,9 @@ PROFILE_FIELDS = ("gender", "age", "industry", "sign")
 
 def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped: Counter,
                 profile: Sequence[str] = ()) -> Iterator[Row]:
-    """Rows ``(line, user_id, text, label, label set)`` of a JSON Lines file whose ``text`` is a string and
-    ``user_id`` non-empty; the label set is the tuple of ``(field, value)`` of the ``profile`` fields (None when
-    ``profile`` is empty).
-
-    A number, list, object or boolean in ``text`` (or an empty ``user_id``) is a ``DataError`` naming the file,
-    the line and the field — never turned into its Python representation; with ``on_error="skip"`` it is
-    counted under ``bad_type``.
-    """
+    """Rows ``(line, user_id, text, label, label set)`` of a JSON Lines file; the label set is the ``(field, value)``
+    tuple of the ``profile`` fields (None when empty). A non-string ``text`` or an empty ``user_id`` is a
+    ``DataError`` naming file, line and field (``on_error="skip"``: counted as ``bad_type``)."""
     uid_f, text_f, label_f = fields
     for line, o in json_lines(path, fields, on_error, skipped):
         text, uid = o[text_f], o[uid_f]
@@ -129,18 +118,9 @@ def _yelp_rows(path: Path, on_error: str) -> Rows:
 
 
 def _csv_decoding(path) -> str:
-    """``"utf-8"`` when every line of the (gzip or plain) file is valid UTF-8, ``"latin-1"`` when some line is not and
-    no line holds UTF-8 text beyond ASCII; a file with both is refused.
-
-    The original Sentiment140 dump is Latin-1 and not valid UTF-8; a user's own export is usually UTF-8 (emoji,
-    Arabic …), which Latin-1 would turn into mojibake. One decoding holds for the whole file, so a user id reads the
-    same on every line. A UTF-8 line whose only non-ASCII character is U+FFFD (the trace of an earlier failed
-    decode, as in the dump's ``ï¿½``) is no sign of UTF-8 text. Reads the bytes once.
-
-    Raises:
-        DataError: the file mixes encodings (lines of UTF-8 text beyond ASCII and a line that is not UTF-8), naming
-            the first line that is not UTF-8, the count of UTF-8 lines beyond ASCII and the fix.
-    """
+    """``"utf-8"`` when every line of the file is valid UTF-8, ``"latin-1"`` when some line is not and no line holds
+    UTF-8 beyond ASCII (a line whose only non-ASCII character is U+FFFD does not count). Reads the bytes once. Raises
+    DataError for a file mixing encodings, naming the first non-UTF-8 line, the count of UTF-8 lines and the fix."""
     first_bad, utf8_text = None, 0
     for lineno, data in _raw_lines(Path(path)):
         if data.isascii():
@@ -238,20 +218,14 @@ FORMAT_TEXT = {"blogs": "Blog Authorship JSON Lines (user_id, text, industry)",
 
 
 def sniff_format(path) -> str | None:
-    """Guess a corpus file's format from its first non-empty line (not from its name).
-
-    A JSON object with ``stars`` → ``yelp``; with ``user_id`` and ``text`` (no ``stars``) → ``blogs``; a CSV row
-    of 6 columns whose first is a polarity 0, 2 or 4 → ``sentiment140``; anything else → None (no guess). Reads
-    at most the first 1 MiB (gzip or plain; a UTF-8 byte-order mark is skipped).
-
-    Args: path: the file. Returns: ``"blogs"`` | ``"yelp"`` | ``"sentiment140"`` | None.
+    """Guess a file's format from its first non-empty line (≤ 1 MiB read): a JSON object with ``stars`` → ``"yelp"``;
+    with ``user_id`` and ``text`` → ``"blogs"``; a 6-column CSV row with polarity 0/2/4 → ``"sentiment140"``; else None.
     """
     return _sniff_line(_head_line(path))[0]
 
 
 def _head_line(path) -> bytes:
-    """The first non-empty line within the first 1 MiB of a (gzip or plain) file, UTF-8 BOM dropped; b"" if none
-    or unreadable."""
+    """The first non-empty line in a file's first 1 MiB (gzip or plain, BOM dropped); b"" if none or unreadable."""
     path = Path(path)
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
@@ -281,14 +255,9 @@ def _sniff_line(line: bytes) -> tuple[str | None, dict | None]:
 
 
 def check_format(path, fmt: str, label_field: str = "industry") -> None:
-    """Refuse a file whose first line is clearly another format than ``fmt`` (:func:`sniff_format`).
-
-    JSON Lines against CSV always conflict; ``blogs`` against ``yelp`` only when the first record lacks the
-    field the requested loader needs (``stars`` for yelp, ``label_field`` for blogs).
-
-    Raises:
-        DataError: naming the file, what it looks like, the format asked for and the ``--format`` to pass.
-    """
+    """Refuse a file whose first line is clearly another format than ``fmt`` (:func:`sniff_format`); ``blogs`` and
+    ``yelp`` conflict only when the first record lacks the loader's field (``stars`` / ``label_field``). Raises
+    DataError naming the file, what it looks like, the format asked for and the ``--format`` to pass."""
     guess, first = _sniff_line(_head_line(path))
     if guess is None or guess == fmt:
         return

@@ -1,32 +1,14 @@
-"""User-partitioned text: loaders, record caps, data arms and seeded disjoint user splits.
+"""User-partitioned text loaders: Blog Authorship JSON Lines (``user_id``, ``text``, label ``industry``), Yelp reviews
+JSON Lines (``user_id``, ``text``, ``stars``) and Sentiment140 CSV (polarity, id, date, query, user, text; UTF-8,
+else Latin-1), gzip or plain. Paper §3, App. D: m = 64 records per user.
 
-Formats (../shared/data/README.md): Blog Authorship Corpus JSON Lines (gzip or plain; ``user_id``,
-``text``, label field ``industry``), Yelp reviews JSON Lines (``user_id``, ``text``, ``stars``; streamed),
-Sentiment140 CSV (no header; columns polarity, id, date, query, user, text; UTF-8 when every byte of the file is
-valid UTF-8, else Latin-1 as the original dump, a file mixing the two refused; ``Corpus.report()["decoding"]`` says
-which).
-Paper: §3 and App. D ("Users and record cap"): m = 64 records; long arm (exactly 64 records, like Yelp),
-short arm (32–64 records cut to tweet length, like Sentiment140); 500 aux, 500 calibration, 1000 test.
-
-Error policy: a malformed line, a wrong encoding, a missing field or (Sentiment140) a malformed quote
-raises ``DataError`` naming the file, the *physical* line and the field (``on_error="skip"`` counts and
-reports such lines instead; nothing is silently rewritten); an empty text is a documented, counted skip;
-users outside [min_records, max_records] are counted and excluded. ``Corpus.report()`` gives, per skip
-rule, both what it counted (lines or users: ``skipped_<rule>``) and the records it removed
-(``records_removed_<rule>``), and the records a rewrite changed (``records_changed_whitespace_normalised``: runs of
-whitespace made one space), and the exact repeats of a (user_id, text) pair among the records kept
-(``records_repeated``, ``users_with_repeats``: kept as records of their own; a UserWarning names them when they are
-at least half of the records, as in a file concatenated with itself). Files may start with a UTF-8 byte-order
-mark and use CRLF line ends. A gzip file that ends early (a truncated download or copy) is a ``DataError`` naming
-the file, whatever ``on_error`` says.
-One Blog user id whose records carry two different label sets (gender, age, industry, sign: two bloggers merged
-by an id collision) raises ``DataError`` naming the id, both label sets and their lines (``on_error="skip"``: the
-records of the later set are dropped, counted as ``label_conflict`` and named in a warning).
-
-Memory: every loader reads its file in two streaming passes (``pe_kit.data.passes``: count the records
-of each user, then keep only the admitted users' first m records), so what it holds is the records it returns
-plus one count per user id, never every user's texts. ``pe_kit.data.corpus_cache`` keeps a selection on disk,
-keyed by the file's content, for the notebooks of a run.
+Errors: a malformed line, bad encoding, missing field or malformed quote raises ``DataError`` naming file,
+*physical* line and field (``on_error="skip"`` counts them); empty texts and users outside [min_records,
+max_records] are counted skips. ``Corpus.report()`` gives per rule what it counted (``skipped_<rule>``), the
+records removed (``records_removed_<rule>``) and rewritten, and exact (user_id, text) repeats (a UserWarning when
+they are at least half the records). A truncated gzip file, or one Blog user id with two label sets, is a
+``DataError`` (the latter skipped as ``label_conflict`` with ``on_error="skip"``). Two streaming passes
+(``pe_kit.data.passes``) bound memory by the records returned.
 """
 from __future__ import annotations
 
@@ -66,19 +48,11 @@ def default_bank_b_path(partial: bool = False) -> Path:
 
 
 def bank_b_authors(path=None) -> frozenset[str]:
-    """User ids whose records a bank-B file shows as in-context examples (each row's ``examples``: [[user id,
-    record index], ...]); a world built on that bank keeps them out of every private split
-    (``splits.split_users(reserved=)``).
+    """User ids a bank-B file shows as in-context examples (``examples``: [[user id, record index], ...]), kept out of
+    every private split (``splits.split_users(reserved=)``). ``path`` defaults to :func:`default_bank_b_path`.
 
-    Args:
-        path: a bank-B JSON Lines file (default: :func:`default_bank_b_path`).
-
-    Raises:
-        FileNotFoundError: no such file (bank B is built by ``scripts/make_bank_b.py``). IsADirectoryError: a folder.
-        DataError: a malformed line, a row without ``examples``, an example that is not ``[user id, record index]``
-            (a non-empty string or integer id, an integer index), or a file with no rows: each would reserve the
-            wrong users, or none, and let an example author into a private split.
-    """
+    Raises: FileNotFoundError (built by ``scripts/make_bank_b.py``), IsADirectoryError; DataError for a malformed
+        line or example, a row without ``examples`` or a file with no rows."""
     path = Path(path or default_bank_b_path())
     if path.is_dir():
         raise IsADirectoryError(f"bank-B path {path} is a folder; pass the bank-B file itself "
@@ -98,14 +72,7 @@ def bank_b_authors(path=None) -> frozenset[str]:
 
 
 def has_examples(path) -> bool:
-    """Whether a bank file's first JSON object carries ``examples`` (a bank-B file, whatever its name or place).
-
-    Args:
-        path: a JSON Lines bank file (``.jsonl`` or ``.jsonl.gz``).
-
-    Returns:
-        False for a missing file, a folder, or a file whose first row has no ``examples`` (a plain bank).
-    """
+    """Whether a JSON Lines bank file's first object carries ``examples`` (bank B); False for a missing file."""
     path = Path(path)
     if not path.is_file():
         return False
@@ -166,8 +133,7 @@ def folder_message(path, flag: str = "--data") -> str:
 
 
 def check_path(path) -> Path:
-    """``path`` as a Path when it is an existing file. Raises IsADirectoryError (:func:`folder_message`) or
-    FileNotFoundError naming it."""
+    """``path`` as a Path if it is a file; IsADirectoryError (:func:`folder_message`) or FileNotFoundError."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(folder_message(path, "path"))
@@ -179,67 +145,43 @@ def check_path(path) -> Path:
 
 def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_records: int | None = None,
                label_field: str = "industry", on_error: str = "raise") -> Corpus:
-    """Load Blog Authorship Corpus JSON Lines (``user_id``, ``text``, label field), gzip or plain.
+    """Load Blog Authorship Corpus JSON Lines (``user_id``, ``text``, label field), gzip or plain, as a ``Corpus``.
 
-    Args:
-        path: file (default: the bundled 900-blogger sample).
-        record_cap: m, first m records per user in file order are kept (App. D).
-        min_records, max_records: admissible records per user after the cap (default max = m).
-        label_field: field used as the user's label (``industry``, ``gender``, ``age``).
-        on_error: ``"raise"`` (default) or ``"skip"`` (count malformed lines / missing fields).
-
-    Returns:
-        ``Corpus``.
-
-    Raises:
-        FileNotFoundError, IsADirectoryError (a folder: names the formats), DataError (file, line, field named;
-        a truncated gzip file; one user id with two label sets, :data:`PROFILE_FIELDS`).
-    """
+    ``path``: default the bundled 900-blogger sample; ``record_cap``: m, the first m records per user in file order
+    are kept (App. D); ``min_records``, ``max_records``: admissible records per user after the cap (default max = m);
+    ``label_field``: ``industry``, ``gender`` or ``age``; ``on_error``: ``"raise"`` or ``"skip"``. Raises
+    FileNotFoundError, IsADirectoryError, DataError (file, line and field named; a truncated gzip file; one user id
+    with two label sets, :data:`PROFILE_FIELDS`)."""
     path = check_path(path or default_data_path())
     return _load(path, "blogs", record_cap, min_records, max_records, on_error, label_field)
 
 
 def load_yelp(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
               on_error: str = "raise", max_users: int | None = None) -> Corpus:
-    """Stream Yelp Open Dataset reviews JSON Lines (``user_id``, ``text``, ``stars``; label = the stars of the
-    user's first review).
-
-    Defaults follow the paper's Yelp arm: exactly m records per user (``min_records=None`` means
-    ``record_cap``, so a smaller cap admits users with that many reviews). Arguments, returns and
-    errors as ``load_blogs``; ``max_users`` keeps the first that many admissible users (first-appearance
-    order). Two streaming passes (module docstring): memory is the kept records plus one count per user id.
-    """
+    """Stream Yelp reviews JSON Lines (``user_id``, ``text``, ``stars``; label = stars of the user's first review).
+    ``min_records=None`` means ``record_cap`` (exactly m records per user, the paper's Yelp arm); ``max_users`` keeps
+    the first that many admissible users. Arguments and errors as ``load_blogs``."""
     path = check_path(path)
     return _load(path, "yelp", record_cap, min_records, max_records, on_error, max_users=max_users)
 
 
 def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
                       on_error: str = "raise") -> Corpus:
-    """Load Sentiment140 CSV: no header, columns polarity, id, date, query, user, text.
+    """Load Sentiment140 CSV (no header; polarity, id, date, query, user, text), UTF-8 else Latin-1
+    (``report()["decoding"]``).
 
-    Decoding: UTF-8 when every byte of the file is valid UTF-8 (a user's own export, emoji and all), else Latin-1
-    (the original dump, which is not); ``report()["decoding"]`` names the one used.
-
-    Label = polarity ("0", "2", "4") of the user's first tweet. Defaults follow the paper's arm: m/2 … m
-    tweets per user (32–64 at m = 64; ``min_records=None`` means ``max(1, record_cap // 2)``, so a smaller cap
-    still admits users). Raises DataError naming file, *physical* line (the first line of a record whose quoted
-    text spans lines) and column for rows without 6 columns, a bad polarity, or a malformed quote (``csv``
-    strict mode; with ``on_error="skip"`` counted as ``malformed_quote``). A malformed record that spans several
-    lines (an unterminated quote) costs only its first line: the lines after it are read again, so a valid
-    record there is kept, and the report counts exactly the lines lost.
-    """
+    Label = polarity of the user's first tweet; ``min_records=None`` means ``max(1, record_cap // 2)`` (32–64 at m =
+    64). Raises DataError naming file, physical line and column for a row without 6 columns, a bad polarity or a
+    malformed quote (``on_error="skip"``: ``malformed_quote``, costing only the record's first line)."""
     path = check_path(path)
     return _load(path, "sentiment140", record_cap, min_records, max_records, on_error)
 
 
 def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") -> tuple[Path, str]:
-    """The file and format :func:`load_corpus` reads: ``fmt``, or when ``auto`` one guessed from the file name
-    (``.csv`` → sentiment140, ``yelp`` in the name → yelp, else blogs); None = the bundled Blogs sample.
+    """The file and format :func:`load_corpus` reads: ``fmt``, or for ``auto`` one guessed from the name (``.csv`` →
+    sentiment140, ``yelp`` → yelp, else blogs); None = the bundled Blogs sample.
 
-    Raises:
-        ValueError: unknown ``fmt``. FileNotFoundError / IsADirectoryError: no such file (a folder is named).
-        DataError: the file's first line is clearly another format (:func:`sniff_format`; names the ``--format``).
-    """
+    Raises: ValueError (unknown ``fmt``), FileNotFoundError / IsADirectoryError, DataError (:func:`check_format`)."""
     if path is None:
         return check_path(default_data_path()), "blogs"
     name = Path(path).name.lower()
@@ -253,15 +195,7 @@ def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") 
 
 
 def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
-    """Dispatch to a loader by ``fmt`` (``blogs``, ``yelp``, ``sentiment140``) or by the file name when ``auto``
-    (:func:`resolve_format`); ``kwargs`` go to the loader. ``pe_kit.data.corpus_cache.cached_corpus`` is the
-    same selection, stored on disk by content.
-
-    Raises:
-        ValueError: unknown ``fmt``. FileNotFoundError: no such file (a folder is named as one).
-        DataError: the file's first line is clearly another format (:func:`sniff_format`; the message names the
-            ``--format`` to pass), or what the loader raises (file, line, field).
-    """
+    """A loader by ``fmt`` or the file name (:func:`resolve_format`), given ``kwargs``; raises as both."""
     if path is None:
         return load_blogs(**kwargs)
     path, fmt = resolve_format(path, fmt, kwargs.get("label_field", "industry"))
@@ -275,11 +209,8 @@ def bank_text(text) -> str:
 
 
 def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) -> tuple[list[str], dict]:
-    """Candidate bank texts from a JSON Lines file with a ``text`` field (default: the bundled bank A).
-
-    Returns (texts, info) where info counts ``rows``, ``duplicates_removed`` and ``empty_removed``.
-    Raises DataError on a malformed line (file and line named).
-    """
+    """Candidate bank texts from a JSON Lines ``text`` field (default: bundled bank A) and info counting ``rows``,
+    ``duplicates_removed``, ``empty_removed``. Raises DataError on a malformed line (file and line named)."""
     path = check_path(path or default_bank_path())
     skipped: Counter = Counter()
     texts, seen = [], set()

@@ -1,11 +1,8 @@
-"""Two streaming passes over a corpus file, so that memory is bounded by what is kept.
+"""Two streaming passes over a corpus file, so that memory is bounded by what is kept (paper App. D).
 
-Pass 1 (:func:`scan_corpus`) counts each user's non-empty valid records and every skip, keeping no text; the
-user rules (record cap m, min / max records, ``max_users``) then decide from the counts alone which users are
-admitted (:func:`admitted`); pass 2 (:func:`select_corpus`) keeps only those users' first m records, in file
-order, and stops once it has them all. The result equals grouping every row in memory (first-appearance order,
-the first record's label, the same skip counts), without holding every user's texts. Each pass is counted in
-:data:`PASSES` and shown as a ``pe_kit.progress`` step. Paper: App. D (users and record cap m).
+Pass 1 (:func:`scan_corpus`) counts each user's valid records and every skip, keeping no text; :func:`admitted`
+decides the users from the counts; pass 2 (:func:`select_corpus`) keeps their first m records in file order.
+The result equals grouping every row in memory. Each pass is counted in :data:`PASSES`.
 """
 from __future__ import annotations
 
@@ -42,15 +39,8 @@ class Rows:
 
 @dataclass
 class Scan:
-    """Pass 1 of a loader (:func:`scan_corpus`): records per user, counted skips, no texts.
-
-    Attributes:
-        source: the file. fmt: ``blogs`` | ``yelp`` | ``sentiment140``.
-        counts: user id → non-empty valid records (uncapped), in first-appearance order.
-        skipped, removed: Counters of the line rules and ``empty_text`` (as ``Corpus``).
-        stat: (size, mtime_ns) of the file when it was read; pass 2 refuses a file that changed since.
-        decoding: how the file's bytes were read as text (``Rows.decoding``).
-    """
+    """Pass 1 of a loader: ``counts`` (user id → valid records, uncapped, first-appearance order), ``skipped`` /
+    ``removed`` (as ``Corpus``), ``stat`` ((size, mtime_ns) at read; pass 2 refuses a changed file) and ``decoding``."""
 
     source: str
     fmt: str
@@ -112,12 +102,7 @@ def _label_set(prof: tuple) -> str:
 
 
 def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Scan:
-    """Pass 1: count each user's non-empty valid records (no text is kept) and the skips of every line rule.
-
-    Args: path: the file. rows: the format's row reader (``(skipped) -> iterator of Row``). fmt: its name.
-        on_error: ``raise`` | ``skip``.
-    Returns: ``Scan``. Raises: DataError (file, line, field), as the loaders.
-    """
+    """Pass 1 (``Scan``): users' valid records and skips, no text kept; raises DataError (file, line, field)."""
     skipped: Counter = Counter()
     counts: dict[str, int] = {}
     profiles: dict[str, tuple] = {}
@@ -147,10 +132,9 @@ def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Sc
 
 def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | None,
              max_users: int | None = None) -> tuple[set, Counter, Counter]:
-    """The users a selection keeps, from pass-1 counts: (ids, skipped, removed) with the user rules applied
+    """The users a selection keeps from pass-1 counts: (ids, skipped, removed) under the user rules
     (``over_record_cap``, ``user_beyond_max_users``, ``user_too_few_records``, ``user_too_many_records``).
-
-    Raises: ValueError for inconsistent caps (names them and the fix)."""
+    Raises ValueError for inconsistent caps (names them and the fix)."""
     if record_cap < 1:
         raise ValueError(f"record_cap={record_cap} must be ≥ 1")
     if min_records < 1 or (max_records is not None and max_records < min_records):
@@ -183,17 +167,12 @@ def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | N
 
 def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_records: int,
                   max_records: int | None = None, max_users: int | None = None) -> Corpus:
-    """Pass 2: keep the first ``record_cap`` records of the users :func:`admitted` admits, nothing else.
+    """Pass 2: keep the first ``record_cap`` records of the users :func:`admitted` admits; stops once it has them all.
+    Exact (user_id, text) repeats are kept and counted; a UserWarning names them when they reach what a file
+    concatenated with itself holds (per user, the records kept beyond the first ⌈c/2⌉ of its c).
 
-    Stops reading once every admitted user has all its records. Memory: the returned records plus the id set.
-    Exact repeats of a (user_id, text) pair are kept and counted (``Corpus.repeats``); a UserWarning names them
-    when they are at least as many as a file concatenated with itself holds: per user with ``c`` records in pass 1,
-    the records kept beyond its first ⌈c/2⌉ (exactly half without the record cap, fewer where the cap cuts the
-    second copy, none for a user whose first copy fills the cap).
-
-    Raises: DataError when the file changed since pass 1 (its size, time or records differ; names the file and
-        the fix), ValueError for inconsistent caps.
-    """
+    Raises: DataError when the file changed since pass 1 (names the file and the fix); ValueError for
+        inconsistent caps."""
     keep, skipped, removed = admitted(scan, record_cap, min_records, max_records, max_users)
     want = {uid: min(scan.counts[uid], record_cap) for uid in keep}
     texts: dict[str, list[str]] = {}

@@ -1,7 +1,5 @@
-"""The loaders' shared vocabulary: ``DataError``, ``User``, ``Corpus`` and the on-error policy (:func:`fail`).
-
-Error policy (``pe_kit.data.loaders``): a bad line raises ``DataError`` naming the file, the physical line and the
-field, or with ``on_error="skip"`` is counted under its rule; nothing is silently rewritten.
+"""The loaders' shared vocabulary: ``DataError``, ``User``, ``Corpus`` and the on-error policy (:func:`fail`): a bad
+line raises ``DataError`` naming file, physical line and field, or with ``on_error="skip"`` is counted.
 """
 from __future__ import annotations
 
@@ -34,20 +32,12 @@ class User:
 class Corpus:
     """Users in file order, plus the counted skips of loading.
 
-    Attributes:
-        users: list of ``User`` (unique ids, first-appearance order).
-        source: file path or description.
-        skipped: Counter of skip rules → what each counted: lines for line rules (``malformed_line``,
-            ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``, ``bad_type``, ``label_conflict``,
-            ``empty_text``,
-            ``over_record_cap``), users for user rules (``user_too_few_records``, ``user_too_many_records``,
-            ``user_beyond_max_users``, ``not_in_<arm>_arm``).
-        removed: Counter of skip rules → records (lines) each rule removed.
-        changed: Counter of rewrite rules → records each rewrote, at the step it ran (``whitespace_normalised``: runs
-            of whitespace made one space, at load; ``cut_to_140_chars``: the short arm's cut, ``make_arm``).
-        decoding: how the file's bytes were read as text: ``utf-8``, or ``latin-1`` for a Sentiment140 CSV that is
-            not valid UTF-8 (the original dump).
-    """
+    ``users``: ``User`` list (unique ids, first-appearance order); ``source``: file path or description; ``skipped``:
+    skip rule → lines (``malformed_line``, ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``,
+    ``bad_type``, ``label_conflict``, ``empty_text``, ``over_record_cap``) or users (``user_too_few_records``,
+    ``user_too_many_records``, ``user_beyond_max_users``, ``not_in_<arm>_arm``); ``removed``: skip rule → records
+    removed; ``changed``: rewrite rule → records rewritten (``whitespace_normalised``, ``cut_to_140_chars``);
+    ``decoding``: ``utf-8`` or ``latin-1``."""
 
     users: list[User]
     source: str
@@ -69,11 +59,9 @@ class Corpus:
         return sum(per), sum(n > 0 for n in per)
 
     def report(self) -> dict:
-        """Counts: users, records, records per user (min/median/max), the exact repeats among the records held
-        (``records_repeated``, ``users_with_repeats``: :meth:`repeats`); per skip rule, what it counted
-        (``skipped_<rule>``: lines or users) and the records it removed (``records_removed_<rule>``),
-        ``records_removed_total``, per rewrite rule the records it changed (``records_changed_<rule>``), and the
-        ``decoding`` of the file's bytes."""
+        """Counts: users, records, records per user (min/median/max), exact repeats (``records_repeated``,
+        ``users_with_repeats``), per skip rule ``skipped_<rule>`` and ``records_removed_<rule>``,
+        ``records_removed_total``, ``records_changed_<rule>`` and the file's ``decoding``."""
         n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
         repeated, users_with = self.repeats()
         return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
@@ -96,10 +84,9 @@ def reserved_ids(reserved) -> set[str]:
 
 
 def fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
-    """Apply the on-error policy to one bad line: ``"skip"`` counts it under ``reason`` in ``skipped``;
-    ``"raise"`` raises ``DataError(message)`` with the hint how to skip; ``"strict"`` raises it without that hint,
-    for files whose lines must all be read (a bank-B file: a skipped line would un-reserve its example authors).
-    Raises ValueError for another policy."""
+    """Apply the on-error policy to one bad line: ``"skip"`` counts it under ``reason``; ``"raise"`` raises
+    ``DataError(message)`` with the hint how to skip; ``"strict"`` without it (files whose lines must all be read,
+    as bank B). Raises ValueError for another policy."""
     if on_error == "skip":
         skipped[reason] += 1
         return

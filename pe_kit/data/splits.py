@@ -1,8 +1,4 @@
-"""Arms and splits: cut records to a length, the long / short arms, seeded disjoint user splits.
-
-Source: "Canaries in the Bank" §3 and App. D (users and record cap; 500 aux / 500 calibration /
-1,000 test users, disjoint; canary users apart).
-"""
+"""Arms and splits (§3, App. D): cut records to a length, the long / short arms, seeded disjoint user splits."""
 from __future__ import annotations
 
 from collections import Counter
@@ -23,13 +19,9 @@ def cut_to_length(text: str, max_chars: int) -> str:
 
 
 def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
-    """The paper's two data arms (§3, App. D) from one corpus.
-
-    ``long``: users with exactly ``record_cap`` records (Yelp-like). ``short``: users with
-    record_cap/2 … record_cap records, each cut to 140 characters (Sentiment140-like; the records cut are counted as
-    ``changed["cut_to_140_chars"]``).
-    Raises ValueError for another arm name.
-    """
+    """The paper's two data arms (§3, App. D): ``long`` keeps users with exactly ``record_cap`` records; ``short``
+    those with record_cap/2 … record_cap, cut to 140 characters (``changed["cut_to_140_chars"]``).
+    Raises ValueError for another arm name."""
     changed = Counter(corpus.changed)
     if arm == "long":
         users = [u for u in corpus.users if len(u.texts) == record_cap]
@@ -77,24 +69,13 @@ class Splits:
 
 def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: int = 500, n_test: int = 1000,
                 seed: int = 0, canary_records: int | None = None, reserved=()) -> Splits:
-    """Seeded disjoint user splits (App. D). Users left over form the ``public`` split.
+    """Seeded disjoint user splits (App. D); users left over form ``public``.
 
-    Args:
-        corpus: users to split.
-        n_canary, n_aux, n_calibration, n_test: split sizes (≥ 0; aux, calibration, test ≥ 1).
-        seed: seed of the permutation (``numpy.random.default_rng``).
-        canary_records: if set, canaries are drawn only from users with exactly this many records
-            ("All canaries have 64 records", §3).
-        reserved: user ids kept out of canary, aux, calibration and test (they stay ``public``): the authors whose
-            records a bank shows as in-context examples (bank B, ``data.loaders.bank_b_authors``), so no example
-            is ever a private record. The permutation is the same; a reserved user's place in a split goes to the
-            next user in it, so when every reserved user would have been public the splits are unchanged
-            (``public`` keeps the permutation's order, reserved users included).
-
-    Raises:
-        ValueError: when the corpus has too few (eligible, unreserved) users; the message gives the counts and the
-            fix. TypeError: ``reserved`` is a single string or None instead of a collection of user ids.
-    """
+    ``n_canary``, ``n_aux``, ``n_calibration``, ``n_test``: split sizes (≥ 0; aux, calibration, test ≥ 1);
+    ``canary_records``: canaries only from users with exactly this many records (§3); ``reserved``: user ids kept
+    out of the private splits (bank-B example authors, ``data.loaders.bank_b_authors``), their places going to the
+    next users of the same permutation. Raises ValueError for too few eligible users (with the counts and the fix),
+    TypeError for a string or None as ``reserved``."""
     for name, n in (("n_aux", n_aux), ("n_calibration", n_calibration), ("n_test", n_test)):
         if n < 1:
             raise ValueError(f"{name}={n} must be ≥ 1")

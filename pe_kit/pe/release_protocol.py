@@ -1,41 +1,25 @@
 """The PE release protocol: what a black-box audit may call, the reference implementation, and an adapter.
 
-A *PE release* (paper Eq. 1, Alg. A.1 lines 7–20) is any callable
+A *PE release* (Eq. 1, Alg. A.1 lines 7–20) is any callable
 
     release(bank, records, owner, n_users, config, rng) -> float64 (p,)
 
-that, given the frozen bank embeddings ``bank`` (p, d), the eligible users' record embeddings ``records``
-(n, d) with their user rows ``owner`` (n,) in [0, n_users), the mechanism settings ``config``
-(``MechanismConfig``: k, C, σ, q) and a ``numpy.random.Generator``, samples the participating users itself
-(Poisson, Bernoulli(q) each), routes, normalises and clips their votes, and returns one noisy histogram.
-The auditor controls the bank, the users (and so whether the canary is present, and at which user row: the last
-by default, first or any row in a design battery, ``attack.design_battery``) and the generator; everything else is
-the implementation's job.
-
-An implementation may also offer the batched form
+taking bank embeddings (p, d), the eligible users' record embeddings (n, d) with user rows ``owner`` in
+[0, n_users), a ``MechanismConfig`` and a ``numpy.random.Generator``; it samples participation (Bernoulli(q)),
+routes, normalises and clips votes, and returns one noisy histogram. An optional batched form
 
     release.release_batch(bank, records, owner, n_users, config, rng, n_releases, coords) -> float64 (n_releases, |coords|)
 
-— ``n_releases`` independent releases restricted to the coordinates ``coords`` (the audit's probe
-coordinates). The audit score reads only those coordinates, and the noise of the other coordinates is
-independent of them, so the batched form is exact in distribution for the audit while skipping the p-wide
-noise and routing per release. ``ReleasePipeline`` provides both forms from six overridable steps; the
-seeded bugs of ``pe.mutants`` each override one step.
+draws independent releases on the probe coordinates only (exact in distribution for the audit). An optional
+two-stage form (SnapAudit, Xia et al. 2025)
 
-An implementation may also expose its two stages (the separation of SnapAudit, Xia et al. 2025, which the paper
-cites): the deterministic one and the randomised one,
+    release.snapshot(bank, records, owner, n_users, config) -> S
+    release.randomise(S, config, rng) -> float64 (p,)
 
-    release.snapshot(bank, records, owner, n_users, config) -> S          (per-user votes, or a histogram before noise)
-    release.randomise(S, config, rng) -> float64 (p,)                     (sampling and noise only)
-
-with ``release(..., rng)`` equal to ``randomise(snapshot(...), config, rng)`` for the same generator state. Then
-``staged_batch`` (assign it as the class's ``release_batch``) computes the snapshot once per batch and draws only the
-randomness per release, and ``audit.release_checks.stage_check`` verifies the two claims on a sample: the snapshot is
-deterministic, and the staged releases equal the one-call releases seed for seed.
-
-``ReferenceRelease`` is the kit's own mechanism (``pe.mechanism``) behind the protocol; ``HistogramAdapter``
-wraps a third-party histogram function with its own signature (private user embeddings and synthetic
-embeddings in, counts out).
+composes to ``release``; ``staged_batch`` then draws only the randomness per release and
+``audit.release_checks.stage_check`` verifies it. ``ReleasePipeline`` gives both forms from overridable steps
+(``pe.mutants`` override one each); ``ReferenceRelease`` is ``pe.mechanism`` behind the protocol;
+``HistogramAdapter`` wraps a third-party histogram function.
 """
 from __future__ import annotations
 
@@ -69,14 +53,8 @@ class BatchedPERelease(Protocol):
 
 
 def check_release_inputs(bank, records, owner, n_users: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Validate and normalise the protocol's data arguments.
-
-    Returns (bank float32 (p, d), records float32 (n, d), owner int64 (n,), n_users int).
-
-    Raises:
-        ValueError: on non-2-D or mismatched embeddings, owner of the wrong length or out of [0, n_users),
-            or n_users < 1.
-    """
+    """(bank float32 (p, d), records float32 (n, d), owner int64 (n,), n_users int), validated. Raises ValueError on
+    non-2-D or mismatched embeddings, owner of the wrong length or out of [0, n_users), or n_users < 1."""
     bank = np.asarray(bank, dtype=np.float32)
     records = np.asarray(records, dtype=np.float32)
     owner = np.asarray(owner, dtype=np.int64)
@@ -112,15 +90,10 @@ def staged(release) -> bool:
 
 def staged_batch(release, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
                  n_releases: int, coords) -> np.ndarray:
-    """The batched form of a two-stage release: one ``snapshot``, then ``n_releases`` calls of ``randomise`` drawing
-    from ``rng`` in turn, each read on ``coords``; float64 (n_releases, |coords|). The releases are those of
-    ``n_releases`` one-call releases on the same generator whenever the two stages compose to the one-call form
-    (``audit.release_checks.stage_check``), at the cost of the randomness alone.
-
-    Raises:
-        ValueError: on bad data arguments, n_releases < 1, coords outside [0, p), or a ``randomise`` output that is
-            not p values.
-    """
+    """The batched form of a two-stage release: one ``snapshot``, then ``n_releases`` ``randomise`` calls from ``rng``
+    read on ``coords`` (float64 (n_releases, |coords|)), equal to one-call releases when the stages compose.
+    Raises ValueError on bad data arguments, n_releases < 1, coords outside [0, p), or a ``randomise`` output that is
+    not p values."""
     bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
     coords, p = _coords(coords, bank.shape[0]), bank.shape[0]
     snap = release.snapshot(bank, records, owner, n_users, config)
@@ -142,17 +115,12 @@ def user_records(records: np.ndarray, owner: np.ndarray, n_users: int) -> list[n
 
 
 class ReleasePipeline:
-    """The reference release as six steps; a subclass that overrides one step is a variant of the mechanism.
-
-    Steps (Eq. 1, Alg. A.1): ``routes`` (top-k, ties → lowest index) → ``contributions`` (by-vote
-    normalisation h̄_u = counts/(|D_u|k), clip to C) → ``participation`` (Bernoulli(q) per user, per release)
-    → ``accumulate`` (Σ_u I_u v_u, float64) → ``noise`` (+ N(0, (σC)²) on every coordinate). The class is
-    callable with the ``PERelease`` signature and offers ``release_batch`` (exact on ``coords``).
-    """
+    """The reference release as overridable steps (Eq. 1, Alg. A.1): ``routes`` (top-k, ties → lowest index) →
+    ``contributions`` (h̄_u = counts/(|D_u|k), clip to C) → ``participation`` (Bernoulli(q)) → ``accumulate``
+    (Σ_u I_u v_u) → ``noise`` (+ N(0, (σC)²)); callable as a ``PERelease``, with ``release_batch``."""
 
     name = "reference"
 
-    # -- steps (override one to seed a bug)
     def routes(self, bank: np.ndarray, records: np.ndarray, config: MechanismConfig) -> np.ndarray:
         """int64 (n, k) bank indices of each record's top-k (``mechanism.topk_routes``)."""
         return topk_routes(records, bank, config.top_k)
@@ -176,13 +144,8 @@ class ReleasePipeline:
         """float64 (t, |P|) totals + N(0, (σC)²) i.i.d. (noise of the other coordinates is never needed)."""
         return totals + rng.normal(0.0, config.noise_std, size=totals.shape)
 
-    # -- the protocol
     def prepare(self, bank, records, owner, n_users: int, config: MechanismConfig) -> sp.csr_matrix:
-        """The (N, p) contributions of the eligible users (deterministic: done once per batch).
-
-        The last result is kept with copies of its inputs and returned again when the next call's bank, records,
-        owner, N and config are equal (compared in full, so arrays changed in place are recomputed): one-release
-        calls on the same users then route once, as release_batch does."""
+        """The (N, p) contributions of the eligible users, reused by the next call with equal inputs."""
         bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
         last = getattr(self, "_prepared", None)
         if last is not None and last[0] == (n_users, config) and all(
@@ -209,17 +172,12 @@ class ReleasePipeline:
         return out
 
     def randomise(self, snapshot: sp.csr_matrix, config: MechanismConfig, rng: np.random.Generator) -> np.ndarray:
-        """The randomised stage: participation, Σ_u I_u v_u and noise on the snapshot's (N, p) contributions;
-        float64 (p,)."""
+        """The randomised stage on the snapshot's (N, p) contributions: participation, Σ_u I_u v_u, noise."""
         return self._randomised(snapshot, config, rng, 1, np.arange(snapshot.shape[1]))[0]
 
     def release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
                       n_releases: int, coords, chunk_size: int = 8192) -> np.ndarray:
-        """``n_releases`` independent releases on ``coords`` (float64 (n_releases, |coords|)); see module doc.
-
-        Raises:
-            ValueError: on bad data arguments, n_releases < 1 or coords outside [0, p).
-        """
+        """``n_releases`` independent releases on ``coords`` (float64 (n_releases, |coords|)), as ``staged_batch``."""
         n_releases, coords = _releases(n_releases), _coords(coords, np.asarray(bank).shape[0])
         return self._randomised(self.prepare(bank, records, owner, n_users, config), config, rng, n_releases, coords,
                                 chunk_size)
@@ -245,49 +203,26 @@ class ReferenceRelease(ReleasePipeline):
 
 def reference_release(bank, records, owner, n_users: int, config: MechanismConfig,
                       rng: np.random.Generator) -> np.ndarray:
-    """One release by the kit's mechanism through its own functions (topk_routes → contributions →
-    sample_participation → release): float64 (p,). The unbatched reference of the protocol (Eq. 1).
-
-    Raises:
-        ValueError: on bad data arguments (``check_release_inputs``).
-    """
+    """One release (float64 (p,), Eq. 1) by ``pe.mechanism``'s functions; ValueError on bad data arguments."""
     bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
     c = contributions(topk_routes(records, bank, config.top_k), owner, n_users, bank.shape[0], config.clip_norm)
     return release(c, config, rng, sample_participation(n_users, config.sample_rate, rng))
 
 
 class HistogramAdapter:
-    """Wrap a third-party PE histogram with its own signature as a ``PERelease``.
+    """Wrap a third-party PE histogram, e.g. ``histogram_fn(private, synthetic, *, noise_multiplier, clip, k,
+    sample_rate, rng)`` with ``private`` per-user (n_u, d) arrays, as a ``PERelease``.
 
-    A typical third-party function takes the private users' embeddings and the synthetic (bank) embeddings
-    and returns counts, e.g. ``histogram_fn(private, synthetic, *, noise_multiplier, clip, k, sample_rate,
-    rng)`` with ``private`` a list of per-user (n_u, d) arrays. The adapter splits the protocol's stacked
-    records by user, maps the ``MechanismConfig`` to the function's keywords, calls it and checks the output.
+    ``settings``: ``MechanismConfig`` field → keyword (unlisted fields not passed), default ``{"top_k": "k",
+    "clip_norm": "clip", "noise_multiplier": "noise_multiplier", "sample_rate": "sample_rate"}``; ``private_arg``,
+    ``synthetic_arg``: keywords of the embeddings (None: positional, private first); ``rng_arg``: keyword for the
+    generator (None: an int seed from it under ``seed_arg``); ``per_user``: per-user arrays, else stacked records with
+    ``owner_arg``; ``name``: label in audit rows; ``global_seed``: seed NumPy's global RNG from the audit's generator
+    before every call (run serially or on process workers, never threads); ``noise_fn``: the library's randomised
+    stage (DPSDA ``Gaussian.add_noise``), making ``histogram_fn`` the deterministic stage and adding ``snapshot``,
+    ``randomise`` and ``staged_batch``.
 
-    Args:
-        histogram_fn: the third-party callable.
-        settings: ``MechanismConfig`` field → keyword of ``histogram_fn`` (fields not listed are not passed),
-            default ``{"top_k": "k", "clip_norm": "clip", "noise_multiplier": "noise_multiplier",
-            "sample_rate": "sample_rate"}``.
-        private_arg, synthetic_arg: keywords of the two embedding arguments (None: positional, private first).
-        rng_arg: keyword receiving the generator (None: pass ``seed=int`` drawn from it under ``seed_arg``).
-        seed_arg: keyword for an integer seed when the function takes no generator.
-        per_user: pass a list of per-user arrays (True) or the stacked (n, d) records with ``owner_arg``.
-        owner_arg: keyword of the owner array when ``per_user`` is False.
-        name: label of the implementation in audit rows.
-        global_seed: the function draws from NumPy's global RNG (``np.random.normal`` …) and takes no seed: seed
-            that RNG from the audit's generator before every call (``np.random.seed``), so the same audit seed gives
-            the same releases. The global RNG is per process: run such a function serially or on Dask workers that
-            are processes (``LocalCluster(processes=True, threads_per_worker=1)``), never on threads.
-        noise_fn: the library's randomised stage, when it is a function of its own (DPSDA: ``Gaussian.add_noise``
-            after ``NearestNeighbors.compute_histogram``): ``noise_fn(clean, **settings)`` → (p,) noisy histogram,
-            with the generator or seed as above. ``histogram_fn`` is then the deterministic stage (called without
-            generator or seed), the one-call release is ``noise_fn(histogram_fn(...))``, and the adapter offers the
-            two-stage form (``snapshot``, ``randomise``) and its ``release_batch`` (``staged_batch``; module
-            docstring).
-
-    Calling it returns float64 (p,) and raises ValueError naming the function when it returns anything else.
-    """
+    Returns float64 (p,); raises ValueError naming the function when it returns anything else."""
 
     def __init__(self, histogram_fn: Callable, *, settings: Mapping[str, str] | None = None,
                  private_arg: str | None = None, synthetic_arg: str | None = None, rng_arg: str | None = "rng",
@@ -373,9 +308,7 @@ class HistogramAdapter:
 
 
 def stack_users(users: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Stack a list of per-user (n_u, d) arrays into (records float32 (n, d), owner int64 (n,), n_users).
-
-    Raises ValueError on an empty list (the protocol needs at least one user)."""
+    """Per-user (n_u, d) arrays → (records float32 (n, d), owner int64 (n,), n_users); ValueError if empty."""
     if len(users) == 0:
         raise ValueError("users is empty: a release needs at least one eligible user")
     users = [np.asarray(u, dtype=np.float32) for u in users]

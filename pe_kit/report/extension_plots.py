@@ -1,10 +1,6 @@
-"""Figures of the extensions beyond the paper's method, each a function of tidy rows: multi-round PE (Fig. 2
-analogue, notebook 06), the black-box audit of seeded bugs (notebook 07) and one-run audits (notebook 08).
-
-As in :mod:`pe_kit.report.plots` (which saves them, :func:`~pe_kit.report.plots.save_figure`), every function returns a
-``matplotlib.figure.Figure``. The one-run bounds are Steinke et al. (2023) and the f-DP bound of Mahloujifar, Melis &
-Chaudhuri (ICML 2025); the multi-trial value beside them is the kit's calibrated-threshold audit (Eq. 28) of one
-canary of the same bank.
+"""Figures of the extensions (each a function of tidy rows returning a Figure): multi-round PE (Fig. 2 analogue,
+notebook 06), the black-box audit of seeded bugs (07) and one-run audits (08: Steinke et al. 2023; Mahloujifar,
+Melis & Chaudhuri, ICML 2025; beside the multi-trial audit of Eq. 28).
 """
 from __future__ import annotations
 
@@ -19,27 +15,15 @@ from pe_kit.report.plots import _need, _trials
 __all__ = ["plot_multiround", "plot_mutant_suite", "plot_epsilon_vs_m"]
 
 
-# ---------------------------------------------------------------------------------------------- 06 multi-round
 def plot_multiround(df: pd.DataFrame, audit: pd.DataFrame | None = None, gain: pd.DataFrame | None = None):
-    """Fig. 2 analogue: MAUVE of each bank S^(t) for the DP run and the random-retention control, and ε_theory /
-    ε_lower after t releases (frozen-bank and adaptive audits, Eq. 36); the title states σ, q, T, N (eligible
-    users), δ, the trials and the audited canary.
+    """Fig. 2 analogue: MAUVE of each bank S^(t) (DP run and random-retention control) and ε_theory / ε_lower after t
+    releases (frozen-bank and adaptive audits, Eq. 36).
 
-    Args:
-        df: rows of ``pe_kit.study.multiround_study.multiround_study`` after ``results.tidy`` (``round, mauve_mean``
-            and the settings ``mech_noise_multiplier, mech_sample_rate, study_n_test``; optional ``arm``
-            ("dp"/"control") and ``pe_seed``: MAUVE is then the mean ± sd over PE seeds per arm, else ± ``mauve_sd``).
-        audit: ``MultiroundResult.audit`` rows (``releases, epsilon_theory, epsilon_lower_frozen`` and optional
-            ``epsilon_lower_adaptive``); None: ``epsilon_theory`` / ``epsilon_lower`` of ``df``'s rounds t > 0.
-        gain: ``MultiroundResult.gain`` rows (``round, gain, ci_low, ci_high``); the last round's gain and its
-            interval go in the left panel's title.
-
-    Returns:
-        matplotlib Figure.
-
-    Raises:
-        ValueError: naming a missing column.
-    """
+    ``df``: tidy ``multiround_study`` rows (``round, mauve_mean``, ``mech_noise_multiplier, mech_sample_rate,
+    study_n_test``; optional ``arm`` and ``pe_seed``: mean ± sd over PE seeds per arm); ``audit``:
+    ``MultiroundResult.audit`` rows (None: ``epsilon_theory`` / ``epsilon_lower`` of ``df``'s rounds t > 0);
+    ``gain``: ``MultiroundResult.gain`` rows, the last round's in the left title. Raises ValueError naming a missing
+    column."""
     from matplotlib.ticker import MaxNLocator
 
     hint = ": pass the rows of multiround_study"
@@ -110,22 +94,10 @@ def _privacy_panel(ax, d: pd.DataFrame, audit: pd.DataFrame | None) -> None:
     ax.legend(fontsize=8, loc="best")
 
 
-# ---------------------------------------------------------------------------------------------- 07 implementations
 def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
-    """Notebook 07: ε_lower of every audited implementation with its two-sided band, against ε_theory, coloured
-    by verdict; and (if given) the trials each violation needed to be flagged (log scale).
-
-    Args:
-        df: rows of ``study.implementation_audit.run_suite`` (``implementation, design, epsilon_lower,
-            epsilon_ci_low, epsilon_ci_high, epsilon_theory, violation, expected_violation``).
-        needed: rows of ``trials_needed_rows`` (``implementation, trials_needed``), or None.
-
-    Returns:
-        Figure.
-
-    Raises:
-        ValueError: naming a missing column.
-    """
+    """Notebook 07: ε_lower of every audited implementation with its two-sided band against ε_theory, coloured by
+    verdict; and the trials each violation needed (``needed``: ``trials_needed_rows``, log scale).
+    Raises ValueError naming a missing column of ``df`` (``study.implementation_audit.run_suite`` rows)."""
     _need(df, ["implementation", "design", "epsilon_lower", "epsilon_ci_low", "epsilon_ci_high", "epsilon_theory",
                "violation", "expected_violation"], "plot_mutant_suite", ": pass rows of run_suite")
     d = df.reset_index(drop=True)
@@ -165,22 +137,10 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 08 one-run
 def plot_epsilon_vs_m(df: pd.DataFrame, qs: Sequence[float] | None = None):
-    """ε_lower of each (variant, bound) against m (log axis), one panel per q, with ε_theory (dashed) and the
-    multi-trial ε_lower (dotted) of the same q.
-
-    Args:
-        df: rows with ``mech_sample_rate``, ``experiment`` (``one_run`` / ``multi_trial``), ``variant``, ``method``,
-            ``m``, ``epsilon_lower``, ``epsilon_theory`` and, on the multi-trial rows, ``releases``.
-        qs: the panels' sampling rates, in order (default: every q of the rows, largest first).
-
-    Returns:
-        matplotlib Figure; the legend sits below the panels (inside, it covered ε_theory).
-
-    Raises:
-        ValueError: no one-run rows, or a q in ``qs`` without a multi-trial row (the message names the q).
-    """
+    """ε_lower of each (variant, bound) against m (log axis), one panel per q (``qs``; default every q, largest first),
+    with ε_theory (dashed) and the multi-trial ε_lower (dotted) of the same q. Raises ValueError: no one-run rows, or
+    a q in ``qs`` without a multi-trial row (names the q)."""
     runs = df[df["experiment"] == "one_run"]
     if runs.empty:
         raise ValueError("no one-run rows (experiment 'one_run'); pass the rows of pe_kit.study.one_run.one_run_study")

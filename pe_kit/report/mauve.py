@@ -1,11 +1,6 @@
-"""Synthetic-data utility: MAUVE between a synthetic population and held-out private records.
-
-Source: Pillutla et al. (2021), "MAUVE: measuring the gap between neural text and human text using
-divergence frontiers", through the PyPI package ``mauve-text`` (``mauve.compute_mauve`` on
-precomputed features: PCA to 90 % variance, k-means quantization into ``num_buckets`` clusters, area
-under the divergence frontier). Paper Fig. 2 ("Multi-round PE on Yelp: utility ... against PE-round").
-The features are the kit's own sentence embeddings (all-MiniLM-L6-v2, L2-normalized), not GPT-2
-features; MAUVE depends on the k-means seed, so it is reported as mean ± sd over several seeds.
+"""Synthetic-data utility (paper Fig. 2): MAUVE (Pillutla et al., 2021; PyPI ``mauve-text``, ``compute_mauve`` on
+precomputed features) between a synthetic population and held-out private records, on the kit's own sentence
+embeddings, reported as mean ± sd over k-means seeds.
 """
 from __future__ import annotations
 
@@ -19,18 +14,8 @@ __all__ = ["MauveResult", "mauve_score", "paired_gain"]
 
 @dataclass(frozen=True)
 class MauveResult:
-    """MAUVE over k-means seeds.
-
-    Attributes:
-        mean, sd: mean and sample standard deviation (ddof=1; 0 for one seed) of ``scores``.
-        scores: tuple of per-seed MAUVE values in (0, 1].
-        seeds: the k-means seeds used.
-        n_p, n_q: samples of P (synthetic) and Q (reference) actually used.
-        num_buckets: k-means clusters used.
-        num_buckets_requested: what was asked (``"auto"`` or the int passed).
-        distinct_p, distinct_q: distinct rows of each side (PE populations repeat texts; ``"auto"`` never
-            uses more clusters than either side has distinct points).
-    """
+    """MAUVE over k-means seeds: ``mean``, ``sd`` (ddof=1; 0 for one seed), per-seed ``scores`` and ``seeds``, samples
+    ``n_p`` / ``n_q`` used, ``num_buckets`` used and requested, ``distinct_p`` / ``distinct_q`` rows of each side."""
 
     mean: float
     sd: float
@@ -91,34 +76,18 @@ def _buckets(num_buckets: int | str, n: int, distinct_p: int, distinct_q: int) -
 
 
 def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[int] = (0, 1, 2, 3, 4),
-                num_buckets: int | str = "auto", max_samples: int | None = None,
-                rng: np.random.Generator | None = None, kmeans_num_redo: int = 1, kmeans_max_iter: int = 100,
-                scaling_factor: float = 5.0) -> MauveResult:
+                num_buckets: int | str = "auto", max_samples: int | None = None, rng: np.random.Generator | None = None,
+                kmeans_num_redo: int = 1, kmeans_max_iter: int = 100, scaling_factor: float = 5.0) -> MauveResult:
     """MAUVE(P, Q) on embeddings, mean ± sd over k-means ``seeds``.
 
-    Args:
-        p_features: float (n_p, d) embeddings of the synthetic population (e.g. one PE round's bank).
-        q_features: float (n_q, d) embeddings of held-out private records (same encoder, same d).
-        seeds: k-means seeds (≥ 1 of them); each gives one MAUVE value.
-        num_buckets: k-means clusters, or ``"auto"`` = max(2, min(round(min(n_p, n_q) / 10), distinct_p,
-            distinct_q)): mauve's rule, capped at the distinct rows of each side (with 50 buckets for a P of 500
-            rows on 12 distinct points MAUVE came out 0.04–0.17 where 12 buckets give 0.96). An int larger than
-            a side's distinct rows is used as given, with a warning.
-        max_samples: if set, each side is subsampled (without replacement, from ``rng``) to at most this
-            many rows, so that P and Q enter with comparable weight and cost stays bounded.
-        rng: numpy Generator for the subsample (required when subsampling happens).
-        kmeans_num_redo, kmeans_max_iter: k-means restarts / iterations (mauve's defaults are 5 / 500;
-            smaller is faster and the spread over seeds is reported anyway).
-        scaling_factor: c of MAUVE's exp(−c·KL) frontier (mauve default 5).
+    ``p_features``, ``q_features``: float (n, d) embeddings of the synthetic population and held-out records;
+    ``num_buckets``: k-means clusters, or ``"auto"`` = max(2, min(round(min(n_p, n_q) / 10), distinct_p,
+    distinct_q)) (an int above a side's distinct rows is used with a warning); ``max_samples``: subsample each side
+    (without replacement, from ``rng``) to at most this many rows; ``kmeans_num_redo``, ``kmeans_max_iter``,
+    ``scaling_factor``: as in ``mauve.compute_mauve`` (defaults 5, 500, 5).
 
-    Returns:
-        ``MauveResult`` (MAUVE of a set against itself is exactly 1; against a shifted set it is lower).
-
-    Raises:
-        ValueError: on bad shapes, non-finite features, empty seeds, subsampling without ``rng``, and on
-            degenerate inputs where MAUVE means nothing: zero-variance features (all rows the same point)
-            or fewer than 2·num_buckets distinct rows in P ∪ Q (k-means cannot place the clusters).
-    """
+    Raises ValueError: bad shapes, non-finite features, empty seeds, subsampling without ``rng``, zero-variance
+    features, or fewer than 2·num_buckets distinct rows in P ∪ Q."""
     p = _features(p_features, "p_features")
     q = _features(q_features, "q_features")
     if p.shape[1] != q.shape[1]:
@@ -150,8 +119,7 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
     from pe_kit.text.threads import resolve_threads
 
-    # PCA (BLAS) and faiss k-means (OpenMP) on the cores other processes leave free (pe_kit.text.threads):
-    # on a shared 2-core machine their default of every core stalls at each parallel barrier
+    # PCA (BLAS) and faiss k-means (OpenMP) on the cores other processes leave free (pe_kit.text.threads)
     with threadpool_limits(limits=resolve_threads("auto")):
         scores = [_mauve_once(uniq, inverse, q.shape[0], buckets, s, kmeans_num_redo, kmeans_max_iter,
                               scaling_factor) for s in seeds]
@@ -164,12 +132,9 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
 def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, seed: int, num_redo: int,
                 max_iter: int, scaling_factor: float) -> float:
-    """One MAUVE value, as ``mauve.compute_mauve`` computes it (PCA to 90 % variance, faiss k-means with
-    ``seed + 2``, histograms, divergence frontier at 25 mixture weights, area under it), except that every
-    *distinct* row is projected and assigned once and its label shared by all its copies: identical rows of
-    P and Q always fall in the same cluster (in mauve itself BLAS rounding can split copies between two
-    close centroids, so MAUVE(P, P) could come out 0.75).
-    """
+    """One MAUVE value as ``mauve.compute_mauve`` computes it (PCA to 90 % variance, faiss k-means with ``seed + 2``,
+    divergence frontier at 25 weights), except that each *distinct* row is projected and assigned once, so identical
+    rows of P and Q always share a cluster (BLAS rounding could otherwise split them: MAUVE(P, P) = 0.75)."""
     import faiss
     from mauve.compute_mauve import compute_area_under_curve, get_divergence_curve_for_multinomials
     from sklearn.decomposition import PCA
@@ -191,25 +156,13 @@ def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, s
 
 
 def paired_gain(treated: np.ndarray, control: np.ndarray, level: float = 0.95) -> dict:
-    """Utility gain of a treatment over a control paired by run seed, with a Student-t confidence interval.
+    """Utility gain of a treatment over a control paired by PE seed (rows; columns are k-means seeds), with the
+    Student-t interval (n − 1 degrees of freedom) of the mean per-seed gain.
 
-    Each row is one PE seed (the two arms share its release draws, generator seeds and MAUVE subsample);
-    each column one k-means seed. A seed's gain is the difference of its two arms' means over the
-    k-means seeds, so the k-means spread enters every per-seed gain; the interval is the t interval of
-    the mean per-seed gain over the PE seeds (``scipy.stats.t``, n − 1 degrees of freedom).
-
-    Args:
-        treated, control: float (n_seeds, n_kmeans) MAUVE values (or (n_seeds,) per-seed means).
-        level: two-sided confidence level in (0, 1).
-
-    Returns:
-        dict: ``gain`` (mean per-seed gain), ``gain_sd`` (sample sd over seeds; nan for one seed),
-        ``ci_low``, ``ci_high`` (nan for one seed), ``n_seeds``, ``level``, ``significant`` (the interval
-        excludes 0), ``treated_mean``, ``control_mean``.
-
-    Raises:
-        ValueError: on shape mismatch, no seeds, non-finite values or a level outside (0, 1).
-    """
+    ``treated``, ``control``: float (n_seeds, n_kmeans) MAUVE values or (n_seeds,) means; ``level`` in (0, 1).
+    Returns a dict: ``gain``, ``gain_sd``, ``ci_low``, ``ci_high`` (nan for one seed), ``n_seeds``, ``level``,
+    ``significant`` (the interval excludes 0), ``treated_mean``, ``control_mean``.
+    Raises ValueError on shape mismatch, no seeds, non-finite values or a level outside (0, 1)."""
     from scipy import stats
 
     a = np.asarray(treated, dtype=np.float64)

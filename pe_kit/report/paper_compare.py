@@ -1,14 +1,8 @@
-"""The audit's answer beside the paper's: ε_lower per variant (max over canaries, the paper's statistic, with the
-median and spread) next to the paper's Table 2 / Table 4, and which of the paper's orderings hold.
-
-Paper values: Table 2 (§4, label-only bank A, max over five canaries at 10⁶ trials per hypothesis, σ = 1, q = 0.1,
-δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C: bank A and the in-distribution bank B). The kit's long arm (users
-with 64 records) is the Yelp analogue, its short arm (32–64 short records) the Sentiment140 analogue; its
-``bankA`` is the paper's bank A and its ``bankB`` (docs/banks.md) the paper's bank B. Its ``public``
-bank (real texts of users outside every split) is NOT the paper's bank B (Qwen3 text written from three public
-in-context examples): it is real, not generated, and more in-distribution; the paper's bank-B column is shown beside it only as the nearest published arm (:data:`BANK_NOTE`).
-Used by ``results.md`` (:func:`pe_kit.report.results.summary_markdown`) and ``docs/results.md``
-(``scripts/docs_results.py``).
+"""The audit's answer beside the paper's: ε_lower per variant (max over canaries, with median and spread) next to
+Table 2 (§4: bank A, five canaries, 10⁶ trials, σ = 1, q = 0.1, δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C:
+banks A and B), and which of the paper's orderings hold. The long arm is the Yelp analogue, the short arm
+Sentiment140's; the kit's ``public`` bank (real texts) is not the paper's bank B, shown beside it only as the
+nearest published arm (:data:`BANK_NOTE`).
 """
 from __future__ import annotations
 
@@ -28,10 +22,8 @@ PAPER_MECHANISM = {"mech_top_k": 5, "mech_clip_norm": 0.1, "mech_noise_multiplie
 
 
 def mechanism_words(row: Mapping) -> str:
-    """What a results row's mechanism is, in words, when it is not the paper's: its settings, that the paper's columns
-    are left out, and when C never binds (a vote vector h̄_u = counts/(|D_u|·k) of Eq. 1 has norm ≤ 1/√k, so for
-    C ≥ 1/√k no contribution is clipped and μ_eff ≤ 1/(√k·σ·C) < 1/σ, Eq. 20). ``""`` for the paper's mechanism or
-    a row without ``mech_*`` columns."""
+    """A results row's mechanism in words when it is not the paper's (its settings, the paper's columns left out, and
+    when C never binds: for C ≥ 1/√k, μ_eff ≤ 1/(√k·σ·C) < 1/σ, Eqs. 1, 20); ``""`` for the paper's or no ``mech_*``."""
     got = {k: row.get(k) for k in PAPER_MECHANISM}
     if any(v is None or pd.isna(v) for v in got.values()) or all(
             abs(float(got[k]) - v) < 1e-12 for k, v in PAPER_MECHANISM.items()):
@@ -81,19 +73,9 @@ NATURAL_ORDER = ("ordinary", "exact", "paraphrase-mu_eff", "nonce")
 
 
 def paper_value(table: str, arm: str, bank: str, variant: str) -> float | None:
-    """The paper's ε_lower for a kit cell, or None where the paper has no analogue.
-
-    Args:
-        table: ``"2"`` (Table 2: bank A only) or ``"4"`` (Table 4: banks A and B).
-        arm: the kit's data arm (``long`` → Yelp, ``short`` → Sentiment140); bank: ``bankA`` or ``public``
-            (→ the paper's bank B); variant: a name of ``pe_kit.attack.variants.VARIANTS``.
-
-    Returns:
-        float (max over five canaries, as printed in the paper) or None (other arm, bank or variant).
-
-    Raises:
-        ValueError: ``table`` is neither ``"2"`` nor ``"4"``.
-    """
+    """The paper's ε_lower (max over five canaries) for a kit cell, or None where the paper has no analogue. ``table``:
+    ``"2"`` (bank A) or ``"4"`` (banks A and B); ``arm``: ``long`` → Yelp, ``short`` → Sentiment140; ``bank``:
+    ``bankA`` or ``public`` (→ bank B). Raises ValueError if ``table`` is neither ``"2"`` nor ``"4"``."""
     dataset, letter = ARM_DATASET.get(str(arm)), BANK_LETTER.get(str(bank))
     if str(table) == "2":
         return PAPER_TABLE2.get(dataset, {}).get(variant) if letter == "A" else None
@@ -110,20 +92,12 @@ def _variant_order(names) -> list[str]:
 
 
 def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
-    """One row per (arm, bank, variant): ε_lower over canaries with its sizes, beside the paper's value.
+    """One row per (arm, bank, variant) of notebook 04's ``table2`` rows: ε_lower over canaries beside the paper.
 
-    Args:
-        t2: audit rows of notebook 04 (experiment ``table2``): ``study_arm``, ``bank_source``, ``variant``,
-            ``epsilon_lower``, ``epsilon_theory``, and where present ``mu_eff``, ``trials``, ``study_n_test``,
-            ``study_n_calibration``.
-
-    Returns:
-        DataFrame with columns ``arm``, ``bank``, ``variant``, ``canaries`` (int), ``max`` (the paper's statistic),
-        ``median``, ``min``, ``mu_eff_median``, ``epsilon_theory``, ``paper_table2``, ``paper_table4`` (NaN where
-        the paper has no analogue or the rows' mechanism is not the paper's), ``mechanism_note``
-        (:func:`mechanism_words`), ``trials``, ``n_test``, ``n_calibration``; rows without an arm, bank, variant
-        or ε_lower are left out. Empty frame for no rows.
-    """
+    Columns: ``arm``, ``bank``, ``variant``, ``canaries``, ``max`` (the paper's statistic), ``median``, ``min``,
+    ``mu_eff_median``, ``epsilon_theory``, ``paper_table2``, ``paper_table4`` (NaN without an analogue or at another
+    mechanism), ``mechanism_note``, ``trials``, ``n_test``, ``n_calibration``. Rows lacking a key or ε_lower are
+    left out."""
     need = ("study_arm", "bank_source", "variant", "epsilon_lower")
     if t2 is None or t2.empty or not set(need) <= set(t2.columns):
         return pd.DataFrame()
@@ -150,17 +124,10 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
 
 
 def orderings(table: pd.DataFrame) -> list[dict]:
-    """Which of the paper's orderings hold in a :func:`comparison_table`, cell by cell (arm × bank).
-
-    The statements (§4 and Table 2): (1) every ε_lower is below ε_theory (every canary, so the table's max);
-    (2) the nonce variants are the highest in the max over canaries, (3) and in the median; (4) the maxima order
-    ordinary < exact < paraphrase-μ_eff < nonce (:data:`NATURAL_ORDER`).
-
-    Returns:
-        list of dicts ``{"claim", "statistic", "cells", "held", "detail"}``: ``cells`` how many arm × bank cells
-        could be checked, ``held`` in how many it holds, ``detail`` the cells where it fails ("long/public"). A claim
-        no cell can check (e.g. no nonce rows) is left out.
-    """
+    """Which of the paper's orderings (§4, Table 2) hold per arm × bank cell of a :func:`comparison_table`: (1) every
+    ε_lower < ε_theory; nonce variants highest in (2) the max and (3) the median; (4) maxima order ordinary < exact <
+    paraphrase-μ_eff < nonce (:data:`NATURAL_ORDER`). Returns dicts ``{"claim", "statistic", "cells", "held",
+    "detail"}`` (``detail``: failing cells, "long/public"); claims no cell can check are left out."""
     if table is None or table.empty:
         return []
     from pe_kit.attack.variants import NONCE_VARIANTS
@@ -227,15 +194,9 @@ def format_count(v) -> str:
 
 
 def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
-    """:func:`comparison_table` as markdown: one table per arm × bank cell, each under a line with its sizes
-    (test and calibration users, canaries per variant, trials per hypothesis, ε_theory), after the orderings line
-    (:func:`orderings_line`) that says which of the paper's orderings hold.
-
-    Columns: variant, canaries, ε_lower max (the paper's statistic), median, min–max, median μ_eff, the paper's
-    Table 2 value (bank A only) and its Table 4 value (dataset and bank matched as in :data:`ARM_DATASET`,
-    :data:`BANK_LETTER`); a cell audited at another mechanism than the paper's has no paper columns and says so in
-    words (:func:`mechanism_words`). Returns ``""`` for an empty table.
-    """
+    """:func:`comparison_table` as markdown: the :func:`orderings_line`, then one table per arm × bank under a line with
+    its sizes and ε_theory; the paper's Table 2 / 4 columns only where the mechanism is the paper's
+    (:func:`mechanism_words`). Returns ``""`` for an empty table."""
     if table is None or table.empty:
         return ""
     out = []

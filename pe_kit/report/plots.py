@@ -1,9 +1,7 @@
-"""Figures of the narrative notebooks (matplotlib + seaborn), each a function of tidy rows.
-
-Every function returns a ``matplotlib.figure.Figure`` and never calls ``plt.show``; :func:`save_figure`
-writes it as PNG and PDF under ``<output_dir>/figures``. Paper analogues: Fig. 1 (:func:`plot_sweep`),
-Table 2 / Table 4 (:func:`plot_epsilon_heatmap`), Table 3 (:func:`plot_encoder_ablation`), App. E
-(:func:`plot_score_distributions`, :func:`plot_mixture_checks`).
+"""Figures of the narrative notebooks (matplotlib + seaborn), each a function of tidy rows returning a Figure
+(never ``plt.show``; :func:`save_figure` writes PNG and PDF). Paper analogues: Fig. 1 (:func:`plot_sweep`), Tables
+2 / 4 (:func:`plot_epsilon_heatmap`), Table 3 (:func:`plot_encoder_ablation`), App. E (:func:`plot_score_distributions`,
+:func:`plot_mixture_checks`).
 """
 from __future__ import annotations
 
@@ -66,17 +64,7 @@ def _trials(df: pd.DataFrame) -> str:
 
 
 def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[Path]:
-    """Write ``fig`` to ``<output_dir>/figures/<name>.png`` and ``.pdf`` (tight bounding box).
-
-    Args:
-        fig: a matplotlib Figure; output_dir: run folder; name: file stem (letters, digits, ``_-.``); dpi: PNG.
-
-    Returns:
-        [png path, pdf path].
-
-    Raises:
-        ValueError: if ``name`` is empty or contains a path separator.
-    """
+    """Write ``fig`` as ``<output_dir>/figures/<name>.png`` and ``.pdf``; ValueError for an empty or path-like name."""
     if not name or "/" in name or "\\" in name:
         raise ValueError(f"name={name!r} must be a plain file stem such as '04_audit_heatmap'")
     folder = Path(output_dir) / "figures"
@@ -89,12 +77,8 @@ def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[
     return paths
 
 
-# ---------------------------------------------------------------------------------------------- 01 mechanism
 def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
-    """Histogram of users' ‖h̄_u‖₂ before clipping, with the clip threshold C (Eq. 1).
-
-    Args: h_norms float (N,); clip_norm C > 0. Returns Figure.
-    """
+    """Histogram of users' ‖h̄_u‖₂ (``h_norms``) before clipping, with the clip threshold C (Eq. 1)."""
     from matplotlib.ticker import MaxNLocator
 
     h = np.asarray(h_norms, float)
@@ -110,15 +94,11 @@ def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
 
 
 def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_std: float):
-    """Two panels: the canary's contribution on its support against the per-coordinate noise σC, and
-    the released histogram (votes + noise) against votes alone, coordinates sorted by votes.
-
-    Args: y float (p,) release; votes float (p,) Σ_u I_u v_u; canary_v float (p,); noise_std σC. Returns Figure.
-    """
+    """Two panels: the canary's contribution ``canary_v`` on its support against the noise σC, and the release ``y``
+    against ``votes`` alone, coordinates sorted by votes."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
     cv = np.sort(np.asarray(canary_v, float)[np.asarray(canary_v) > 0])[::-1]
-    # log scale: each v_j is far below σC (‖v‖₂ ≤ C spread over many coordinates), so on a linear axis the bars
-    # were one pixel tall; a filled step keeps every coordinate visible at any count
+    # log scale: each v_j is far below σC; a filled step keeps every coordinate visible
     x = np.arange(cv.size + 1) - 0.5
     axes[0].fill_between(x, np.r_[cv, cv[-1:]] if cv.size else x * 0, step="post", color="C2", alpha=0.8, lw=0,
                          label="canary's contribution v_j")
@@ -141,13 +121,8 @@ def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_s
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 02 probe design
 def plot_design(df: pd.DataFrame):
-    """Per variant: μ_eff of each canary against the ceiling 1/σ, and the share of the canary's votes on P.
-
-    Args: df rows with ``variant, mu_eff, mu_eff_ceiling, canary_votes_on_P``. Returns Figure.
-    Raises: ValueError naming a missing column.
-    """
+    """Per variant: each canary's μ_eff against the ceiling 1/σ, and its vote share on P."""
     _need(df, ["variant", "mu_eff", "mu_eff_ceiling", "canary_votes_on_P"], "plot_design")
     import seaborn as sns
 
@@ -177,12 +152,8 @@ def plot_design(df: pd.DataFrame):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 03 LLR checks
 def plot_score_distributions(data: Mapping[str, Mapping]):
-    """Per design: histograms of ℓ under H0 and under fixed inclusion, with N(∓μ²/2, μ²) overlaid (Eqs. 16–17).
-
-    Args: data as returned by ``pe_kit.study.checks.llr_checks`` (variant → {mu, h0, inc, ...}). Returns Figure.
-    """
+    """Per design of ``llr_checks``: ℓ histograms under H0 and inclusion, N(∓μ²/2, μ²) overlaid (Eqs. 16–17)."""
     n = max(1, len(data))
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.4), squeeze=False)
     for ax, (name, d) in zip(axes[0], data.items()):
@@ -230,13 +201,8 @@ def plot_mixture_checks(data: Mapping[str, Mapping]):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 04 audit
 def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over canaries) vs ε_theory"):
-    """Heatmap of a Table 2 / Table 4 analogue (rows: arm × bank; columns: variants and ε_theory), annotated.
-
-    Args: table from ``pe_kit.report.results.table_epsilon``. Returns Figure.
-    Raises: ValueError if the table is empty.
-    """
+    """Annotated heatmap of a ``table_epsilon`` (Table 2 / 4 analogue). Raises ValueError if the table is empty."""
     import seaborn as sns
 
     if table is None or table.empty:
@@ -254,13 +220,8 @@ def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over c
 
 
 def plot_epsilon_by_canary(df: pd.DataFrame):
-    """ε_lower of every canary, per variant, one panel per (arm, bank), with ε_theory as a dashed line and,
-    when the rows carry it, each canary's attack ceiling ``epsilon_ceiling`` (PRV ε at noise multiplier
-    1/μ_eff) as a grey bar behind its point, the tightness ε_lower/ceiling of the best canary written on it.
-
-    Args: audit rows with ``variant, epsilon_lower, epsilon_theory, study_arm, bank_source`` (optional
-    ``epsilon_ceiling``, ``tightness``). Returns Figure.
-    """
+    """ε_lower of every canary per variant, one panel per (arm, bank), with ε_theory dashed and, when present, each
+    canary's attack ceiling ``epsilon_ceiling`` as a grey bar, the best canary's tightness written on it."""
     import seaborn as sns
 
     groups = list(df.groupby(["study_arm", "bank_source"], sort=True))
@@ -299,20 +260,10 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- 05 ablations
 def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequence[float]] | None = None):
-    """Fig. 1 analogue: ε_lower (markers), the point estimate (line: Eq. 28 at the observed TPR and FPR), its 95%
-    band, and ε_theory against σ or q, one colour per variant. The legend names every element, and a note under
-    the axes says that a band above ε_theory is no violation (only ε_lower, the band's lower end, must stay below).
-
-    Args:
-        df: sweep rows with ``variant``, ``mech_<field>``, ``epsilon_lower`` and (optional)
-            ``epsilon_point``, ``epsilon_ci_low``, ``epsilon_ci_high`` (see ``pe_kit.report.results.add_epsilon_interval``).
-        field: ``"noise_multiplier"`` or ``"sample_rate"``.
-        theory: optional dense (x, ε_theory) curve; else the rows' ``epsilon_theory`` values are joined.
-
-    Returns Figure. Raises ValueError for another field.
-    """
+    """Fig. 1 analogue: ε_lower (markers), the point estimate (line, Eq. 28), its 95% band and ε_theory against σ or q
+    (``field``: ``"noise_multiplier"`` or ``"sample_rate"``), one colour per variant; a note says a band above ε_theory
+    is no violation. ``theory``: optional dense (x, ε_theory) curve. Raises ValueError for another field."""
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' or 'sample_rate'")
     col = f"mech_{field}"
@@ -373,12 +324,7 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
 
 def plot_encoder_ablation(df: pd.DataFrame):
     """Table 3 analogue: per variant, one bar per encoder (max ε_lower over canaries) and a dot per canary.
-
-    Args: rows of ``pe_kit.study.ablations.encoder_ablation`` (``variant, study_model, epsilon_lower``,
-    optional ``epsilon_theory``, ``trials``). Returns Figure.
-    Raises: ValueError when fewer than two encoders are in ``df`` (the message is
-    ``pe_kit.text.models.encoder_ablation_note``: which encoders are missing and how to install them).
-    """
+    Raises ValueError with ``pe_kit.text.models.encoder_ablation_note`` when fewer than two encoders are in ``df``."""
     import seaborn as sns
 
     from pe_kit.text.models import encoder_ablation_note
@@ -405,11 +351,7 @@ def plot_encoder_ablation(df: pd.DataFrame):
 
 
 def plot_tightness(df: pd.DataFrame):
-    """ε_lower against trials per hypothesis (log scale), with the Gaussian-model expectation and ε_theory.
-
-    Args: rows with ``trials, epsilon_lower`` and optional ``epsilon_expected``, ``epsilon_theory``, ``variant``.
-    Returns Figure.
-    """
+    """ε_lower against trials per hypothesis (log scale), with the Gaussian-model expectation and ε_theory."""
     from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))

@@ -1,9 +1,8 @@
 """Tidy result rows: provenance, step-level resume cache, CSV files, and the markdown summary.
 
-One row per (dataset arm × bank × variant × canary × setting), carrying every setting that produced it,
-the seed and the package versions, so any row can be traced to what produced it. Notebooks
-write their rows to ``<output_dir>/<notebook>.csv``; ``pe-kit reproduce`` concatenates them into
-``results.csv`` and renders ``results.md`` (Table 2 / Table 4 / Fig. 1 / Table 3 analogues of the paper).
+One row per (arm × bank × variant × canary × setting) with every setting, the seed and package versions.
+Notebooks write ``<output_dir>/<notebook>.csv``; ``pe-kit reproduce`` joins them into ``results.csv`` and renders
+``results.md``.
 """
 from __future__ import annotations
 
@@ -39,16 +38,9 @@ RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
 
 
 class StepCache:
-    """A folder of finished work items (one JSON file per item), keyed by the content hash of their inputs.
-
-    A rerun of a notebook reuses every item whose key parts are unchanged, so an interrupted run resumes
-    at the first unfinished item. Files are written atomically (temp file + rename); an unreadable file
-    is treated as missing and recomputed.
-
-    Args:
-        folder: where the items live (created on first write), e.g. ``<output_dir>/.steps``.
-        enabled: False turns the cache off (every call computes).
-    """
+    """A folder (``folder``, e.g. ``<output_dir>/.steps``) of finished work items, one JSON file each, keyed by the
+    content hash of their inputs, so an interrupted run resumes at the first unfinished item. Writes are atomic; an
+    unreadable file is recomputed. ``enabled=False`` turns the cache off."""
 
     def __init__(self, folder: str | Path, enabled: bool = True):
         self.folder = Path(folder)
@@ -61,10 +53,7 @@ class StepCache:
         return self.folder / f"{content_hash(*key_parts)[:32]}.json"
 
     def get_or_compute(self, key_parts: Sequence[Any], compute: Callable[[], Any]) -> Any:
-        """Return the stored result for ``key_parts``, or ``compute()`` it (JSON-able) and store it.
-
-        Raises whatever ``compute`` raises (nothing is stored then).
-        """
+        """The stored result for ``key_parts``, or ``compute()`` (JSON-able) stored."""
         path = self.path(*key_parts)
         if self.enabled and path.is_file():
             try:
@@ -101,18 +90,9 @@ def _jsonable(x: Any) -> Any:
 
 def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | None = None,
          params: Mapping[str, Any] | None = None) -> list[dict]:
-    """Stamp rows with their provenance: notebook, experiment, run parameters (``param_*``), versions and where
-    this process's encoders ran (``encoder_device``, ``encoder_backend``: ``pe_kit.text.encoder.encoder_runtime``).
-
-    Args:
-        rows: dicts (one per result); existing keys win over the stamps except ``notebook``.
-        notebook: notebook stem, e.g. ``"04_audit"``.
-        experiment: short name of the experiment (``"table2"``, ``"sigma_sweep"``…); kept if a row has one.
-        params: the notebook's parameters (sizes, seed, preset, data); lists are stored as JSON strings.
-
-    Returns:
-        list of dicts with ``RUN_COLUMNS`` filled.
-    """
+    """Stamp rows with their provenance: ``notebook``, ``experiment`` (kept if a row has one), parameters (``param_*``;
+    lists as JSON), versions and the encoders' ``encoder_device`` / ``encoder_backend``; existing keys win except
+    ``notebook``. Returns dicts with ``RUN_COLUMNS`` filled."""
     from pe_kit.report.results import versions
     from pe_kit.text.encoder import encoder_runtime
 
@@ -144,13 +124,9 @@ def _first(row: Mapping[str, Any], keys: Sequence[str]):
 
 
 def add_attack_ceiling(row: dict) -> dict:
-    """Add ``epsilon_ceiling`` and ``tightness`` to an audit row in place (and return it).
-
-    A row qualifies when it has a finite ``epsilon_lower`` and ``mu_eff``, a sample rate (``mech_sample_rate``
-    or ``sample_rate``) and a δ > 0 (``audit_delta`` or ``delta``), and no ``epsilon_ceiling`` yet; the
-    ceiling is the PRV ε at noise multiplier 1/μ_eff for one release (``audit.accounting.epsilon_ceiling``,
-    μ_eff rounded to 4 decimals) and tightness = ε_lower / ceiling. Other rows are left alone.
-    """
+    """Add ``epsilon_ceiling`` (PRV ε of one release at noise multiplier 1/μ_eff, μ_eff rounded to 4 decimals,
+    ``audit.accounting.epsilon_ceiling``) and ``tightness`` = ε_lower / ceiling to an audit row in place, when it has
+    finite ``epsilon_lower`` and ``mu_eff``, a sample rate, δ > 0 and no ceiling yet. Returns the row."""
     from pe_kit.audit.accounting import epsilon_ceiling_rounded, tightness
 
     if "epsilon_ceiling" in row and row["epsilon_ceiling"] is not None:
@@ -165,11 +141,7 @@ def add_attack_ceiling(row: dict) -> dict:
 
 
 def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebook: str) -> Path:
-    """Write rows to ``<output_dir>/<notebook>.csv`` atomically and return the path.
-
-    Raises:
-        ValueError: if ``rows`` is empty (a notebook must produce at least one row; say why otherwise).
-    """
+    """Write rows to ``<output_dir>/<notebook>.csv`` atomically; ValueError if ``rows`` is empty."""
     if not rows:
         raise ValueError(f"notebook {notebook!r} produced no result rows; check its parameters (variants, sizes)")
     path = Path(output_dir) / f"{notebook}.csv"
@@ -179,10 +151,7 @@ def write_rows(rows: Sequence[Mapping[str, Any]], output_dir: str | Path, notebo
 
 
 def collect(run_dir: str | Path, notebooks: Sequence[str]) -> pd.DataFrame:
-    """Concatenate ``<run_dir>/<nb>.csv`` for the given notebook stems (missing ones skipped), union of columns.
-
-    Returns a DataFrame with ``RUN_COLUMNS`` first; empty (no columns) if no CSV exists.
-    """
+    """The given notebooks' ``<run_dir>/<nb>.csv`` concatenated, ``RUN_COLUMNS`` first; empty if none."""
     frames = []
     for nb in notebooks:
         path = Path(run_dir) / f"{nb}.csv"
@@ -221,24 +190,9 @@ def _answer(df: pd.DataFrame | None) -> str:
 
 
 def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, figures: Sequence[str] = ()) -> str:
-    """Render ``results.md``: the answer first (ε_lower per variant beside the paper's Table 2 / Table 4 and which
-    of its orderings hold, :mod:`pe_kit.report.paper_compare`), then the run settings, then one table per
-    experiment found in ``df``.
-
-    After the settings the texts the encoder truncated (:func:`truncation_table`), then the experiments recognised
-    (column ``experiment``, :data:`_SECTIONS`): ``table2`` (04), ``probe_design`` (02), ``mechanism`` (01),
-    ``llr_check`` (03), ``sigma_sweep`` / ``q_sweep`` / ``encoder`` / ``tightness`` (05), ``implementation_audit``
-    (07), ``fig2_multiround*`` (06), ``one_run_published`` (08, both bounds against their published values),
-    ``one_run`` / ``multi_trial`` (08, with both bounds epsilon_lower and mu_lower) and ``one_run_idealised``
-    (08, median, min and max over repeats), anything else (e.g. 06's rows) as a compact table of its numeric columns.
-
-    Args:
-        df: the concatenated ``results.csv`` frame; meta: run facts (preset, seed, timings, notes);
-        figures: relative paths of figure files to list.
-
-    Returns:
-        markdown str.
-    """
+    """Render ``results.md``: ε_lower beside the paper's Tables 2 / 4 and its orderings (:mod:`.paper_compare`),
+    the run settings (``meta``), the truncation counts, then one section per experiment of :data:`_SECTIONS` (others
+    as a compact table of numeric columns), and the ``figures`` listed."""
     from pe_kit.audit.accounting import NEIGHBOURING_RELATION
 
     out = ["# pe_kit reproduction results\n", _answer(df),
@@ -397,10 +351,7 @@ def versions() -> dict:
 
 
 def short_cells(csv_path: Path, per_variant: int) -> list[str]:
-    """Lines naming the Table 2 cells (arm, bank, variant) of a notebook's rows that audited fewer than
-    ``per_variant`` canaries, because a canary's design was skipped (a pool shortfall; the executed notebook's
-    warnings name the canary), so the terminal says what results.md's canary counts show. [] when none, or the
-    file has no Table 2 rows."""
+    """Lines naming the Table 2 cells that audited fewer than ``per_variant`` canaries (a design skipped)."""
     cols = ("experiment", "study_arm", "study_bank", "variant", "canary_id")
     try:
         df = pd.read_csv(csv_path, low_memory=False, usecols=lambda c: c in cols)

@@ -1,10 +1,6 @@
-"""Tables of audit results: ε_lower with Clopper–Pearson intervals, max / median / range over canaries
-(the paper's statistic is the max over canaries; Table 2 / Table 4 analogues), the per-canary population-shift
-check, the truncation counts, and notebook 08's one-run tables. ``pe_kit.report.results`` re-exports them.
-
-Notebook 08's rows come from ``pe_kit.audit.one_run_checks.published_checks`` (experiment ``one_run_published``) and
-``pe_kit.study.one_run`` (``one_run_rows``, ``multi_trial_row``, ``idealised_rows``): ε_lower of Steinke et al. (2023)
-and ε_lower / μ_lower of the f-DP audit (Mahloujifar et al., ICML 2025) with the attaining (k₊, k₋) and their counts.
+"""Tables of audit results: ε_lower with Clopper–Pearson intervals, max / median / range over canaries (Table 2 /
+Table 4 analogues), the population-shift check, truncation counts, and notebook 08's one-run tables (Steinke et
+al. 2023; f-DP audit of Mahloujifar et al., ICML 2025). ``pe_kit.report.results`` re-exports them.
 """
 from __future__ import annotations
 
@@ -36,14 +32,7 @@ def _fmt(v: Any, floatfmt: str) -> str:
 
 
 def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False) -> str:
-    """Render a DataFrame as a GitHub-flavoured markdown table (no ``tabulate`` needed).
-
-    Args:
-        df: the table; floatfmt: format spec for floats; index: include the index as first column(s).
-
-    Returns:
-        str (ends with a newline); ``"(no rows)\\n"`` for an empty frame.
-    """
+    """DataFrame as a GitHub-flavoured markdown table (``index``: include the index); ``"(no rows)\\n"`` when empty."""
     if df is None or df.empty:
         return "(no rows)\n"
     d = df.reset_index() if index else df
@@ -59,23 +48,9 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False)
 
 
 def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float = 0.95):
-    """Two-sided confidence interval and point estimate of the ε that a frozen threshold test certifies.
-
-    Point: Eq. 28 with the empirical rates. Lower end: Eq. 28 with one-sided Clopper–Pearson bounds at
-    γ = (1 − level)/4 (four one-sided bounds share the error). Upper end: the same with every bound
-    flipped (TPR, TNR upper; FPR, FNR lower), i.e. the largest ε the counts are consistent with. Used for
-    the 95% bands of the Fig. 1 analogue; the audit's own ε_lower uses γ = α/(4·n_canaries).
-
-    Args:
-        true_pos, false_pos: counts (int or array); n_h1, n_h0: trials per hypothesis; delta: δ;
-        level: confidence level in (0, 1).
-
-    Returns:
-        (lower, point, upper) floats (or arrays), each ≥ 0.
-
-    Raises:
-        ValueError: if level is outside (0, 1).
-    """
+    """(lower, point, upper) ε ≥ 0 certified by a frozen threshold test: Eq. 28 at the empirical rates (point), with
+    one-sided Clopper–Pearson bounds at γ = (1 − level)/4 (lower), and with every bound flipped (upper).
+    Raises ValueError if level is outside (0, 1)."""
     from pe_kit.audit.bounds import clopper_pearson
 
     if not 0 < level < 1:
@@ -101,11 +76,8 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
 
 
 def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Add ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from the test confusion counts.
-
-    Needs columns ``test_true_pos``, ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``
-    (as written by ``pe_kit.study.world.audit_design``). Returns a copy. Raises ValueError naming a missing column.
-    """
+    """A copy with ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from ``test_true_pos``,
+    ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``. Raises ValueError naming a missing column."""
     need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
     missing = [c for c in need if c not in df.columns]
     if missing:
@@ -120,12 +92,8 @@ def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
 
 
 def _table_rows(df: pd.DataFrame, index: list, variants: Sequence[str] | None) -> tuple[pd.DataFrame, list, dict]:
-    """The rows a variant table can place, the variant order, and the count of rows it cannot place.
-
-    A row with a missing value in an ``index`` column (e.g. a NaN ``bank_source``), a missing ``epsilon_lower``,
-    or a variant outside ``variants`` (default ``ALL_VARIANTS``: Table 1's eight, then those beyond the paper) has no cell; such rows are counted per reason
-    (``missing_<column>``, ``unknown_variant``), warned about, and returned so the table can say so.
-    """
+    """The rows a variant table can place, the variant order, and the count per reason (``missing_<column>``,
+    ``unknown_variant``; default ``variants``: ``ALL_VARIANTS``) of rows it cannot place, with a warning."""
     import warnings
 
     from pe_kit.attack.variants import ALL_VARIANTS
@@ -163,10 +131,8 @@ def dropped_note(table: pd.DataFrame) -> str:
 
 
 def pool_generator_note(df: pd.DataFrame) -> str:
-    """One sentence saying which generator made the candidate pools of the paraphrase variants' canaries, e.g.
-    ``"Paraphrase pools: paraphrase 5 × smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``,
-    from the audit rows' ``pool_generator`` / ``pool_source`` (``pe_kit.study.world.audit_design``); ``""`` when no
-    paraphrase row carries them (runs before these columns existed)."""
+    """One sentence naming the generators of the paraphrase variants' pools, e.g. ``"Paraphrase pools: paraphrase 5 ×
+    smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``; ``""`` without such rows."""
     if "pool_generator" not in df.columns or "variant" not in df.columns:
         return ""
     rows = df[df["variant"].astype(str).str.startswith("paraphrase") & df["pool_generator"].notna()]
@@ -183,37 +149,16 @@ def pool_generator_note(df: pd.DataFrame) -> str:
 
 def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"), variants: Sequence[str] | None = None
                   ) -> pd.DataFrame:
-    """Table 2 / Table 4 analogue: max ε_lower over canaries per (index…) × variant, plus ε_theory.
-
-    Args:
-        df: audit rows (columns ``variant``, ``epsilon_lower``, ``epsilon_theory`` and the ``index`` columns).
-        index: row keys (default: data arm and bank).
-        variants: column order (default: ``pe_kit.attack.variants.VARIANTS`` order, present ones only).
-
-    Returns:
-        DataFrame indexed by ``index`` with one column per variant and ``epsilon_theory``. Rows that fit no
-        cell (a missing index value or ε_lower, a variant outside ``variants``) are counted, not dropped
-        silently: ``table.attrs["dropped_rows"]`` maps the reason to the count (:func:`dropped_note`), and a
-        ``UserWarning`` says so.
-    """
+    """Table 2 / Table 4 analogue: max ε_lower over canaries per (``index``, default arm and bank) × variant, plus
+    ``epsilon_theory``. Rows fitting no cell are counted in ``table.attrs["dropped_rows"]`` (:func:`dropped_note`)
+    with a ``UserWarning``."""
     return _variant_table(df, index, variants, lambda g: g.max())
 
 
 def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"),
                          variants: Sequence[str] | None = None) -> pd.DataFrame:
-    """Table 2 / 4 analogue with the spread: per (index…) × variant, "max / median (min–max)" of ε_lower.
-
-    The paper's statistic is the max over a variant's five canaries; single canaries of one variant range
-    widely (0.0 to 0.9 for natural canaries at 10⁶ trials), so the median and range are shown beside it.
-
-    Args:
-        df: audit rows (``variant``, ``epsilon_lower``, ``epsilon_theory`` and the ``index`` columns).
-        index: row keys. variants: column order (default ``VARIANTS`` order, present ones only).
-
-    Returns:
-        DataFrame of str cells indexed by ``index``, one column per variant, plus ``epsilon_theory``; rows left
-        out are counted in ``table.attrs["dropped_rows"]`` as in :func:`table_epsilon`.
-    """
+    """Table 2 / 4 analogue with the spread: "max / median (min–max)" of ε_lower per (index…) × variant, plus
+    ``epsilon_theory``; rows left out counted as in :func:`table_epsilon`."""
     return _variant_table(df, index, variants, spread_cells, lambda theory: theory.map("{:.3f}".format))
 
 
@@ -237,11 +182,7 @@ def _variant_table(df: pd.DataFrame, index: Sequence[str], variants: Sequence[st
 
 
 def spread_cells(grouped) -> pd.Series:
-    """"max / median (min–max)" of each group of a ``SeriesGroupBy`` (e.g. ε_lower per variant), as str cells.
-
-    The paper's statistic is the max over canaries; the median and range say how far single canaries differ.
-    Returns a Series of str indexed by the group keys (``"0.412 / 0.250 (0.10–0.41)"``).
-    """
+    """"max / median (min–max)" str cells of each group of a ``SeriesGroupBy``, e.g. ``"0.412 / 0.250 (0.10–0.41)"``."""
     return (grouped.max().map("{:.3f}".format) + " / " + grouped.median().map("{:.3f}".format) + " ("
             + grouped.min().map("{:.2f}".format) + "–" + grouped.max().map("{:.2f}".format) + ")")
 
@@ -252,22 +193,10 @@ SHIFT_COLUMNS = ("fpr_calibration", "fpr_calibration_lower", "fpr_calibration_up
 
 
 def population_shift_table(df: pd.DataFrame, flagged_only: bool = False) -> pd.DataFrame:
-    """Per canary: the FPR of its frozen threshold on the calibration and on the test split, each with its
-    two-sided Clopper–Pearson interval, and the flag of ``pe_kit.audit.bounds.population_shift`` (the intervals
-    are disjoint: the test population sees another FPR than the one the threshold was chosen on).
-
-    Args:
-        df: audit rows carrying ``SHIFT_COLUMNS`` (as written by ``pe_kit.study.world.audit_design``), plus
-            ``study_arm``, ``bank_source``, ``variant``, ``canary_id``, ``calibration_epsilon``, ``epsilon_lower``
-            where present.
-        flagged_only: keep only the flagged canaries.
-
-    Returns:
-        DataFrame, one row per canary (flagged first): keys, ``fpr_calibration`` and ``fpr_test`` as
-        ``"1.20e-04 [9.1e-05, 1.6e-04]"`` str cells, ``epsilon_calibration`` (the bound on the calibration trials),
-        ``epsilon_lower`` (on test) and ``population_shift`` (bool). ``attrs``: ``checked`` (rows with the check),
-        ``flagged`` (how many are flagged). Empty when no row carries the check.
-    """
+    """Per canary (flagged first; ``flagged_only`` keeps those): the FPR of its frozen threshold on calibration and test
+    with two-sided Clopper–Pearson intervals (``"1.20e-04 [9.1e-05, 1.6e-04]"``), ``epsilon_calibration``,
+    ``epsilon_lower`` and the flag of ``pe_kit.audit.bounds.population_shift`` (disjoint intervals). ``attrs``:
+    ``checked`` and ``flagged`` counts. Empty when no row carries the check."""
     if df is None or df.empty or not set(SHIFT_COLUMNS) <= set(df.columns):
         out = pd.DataFrame()
         out.attrs.update(checked=0, flagged=0)
@@ -301,12 +230,7 @@ _TRUNC_COUNTS = ("records_truncated", "records_total", "bank_truncated", "bank_t
 
 
 def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per distinct world of a run (arm, bank, encoder, token cap) with its truncation counts.
-
-    Reads the ``token_cap``, ``records_truncated`` / ``records_total``, ``bank_truncated`` / ``bank_total``
-    columns that ``pe_kit.study.world.truncation_fields`` puts on every audit row. Returns an empty frame when
-    the rows carry no counts.
-    """
+    """Truncation counts per distinct world (arm, bank, encoder, token cap); empty without counts."""
     if df is None or df.empty or "token_cap" not in df.columns:
         return pd.DataFrame()
     cols = [c for c in (*_TRUNC_KEYS, *_TRUNC_COUNTS) if c in df.columns]
@@ -353,16 +277,7 @@ IDEALISED_TITLE = ("One-run audits on the idealised game (notebook 08: no PE, pe
 
 
 def published_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The published-value checks of notebook 08 (experiment ``one_run_published``, rows of ``published_checks``).
-
-    Args:
-        rows: DataFrame of those rows (``source``, ``method``, ``setting``, ``published``, ``reproduced``,
-            ``tolerance``, ``within``, ``note``).
-
-    Returns:
-        DataFrame with ``table`` (the part of the source: "App. B" or "Table 1", from ``source``) and the other
-        columns of ``_PUBLISHED`` that exist, in the order published_checks wrote them.
-    """
+    """Notebook 08's ``one_run_published`` rows with ``table`` ("App. B" or "Table 1") and ``_PUBLISHED`` columns."""
     rows = rows.copy()
     if "source" in rows.columns:
         rows["table"] = rows["source"].astype(str).str.rsplit(", ", n=1).str[-1]
@@ -370,16 +285,8 @@ def published_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def one_run_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The one-run rows (experiment ``one_run``) and the multi-trial row (``multi_trial``) of notebook 08.
-
-    Args:
-        rows: DataFrame of those rows (as read back from ``results.csv``).
-
-    Returns:
-        DataFrame with the columns of ``_COLUMNS`` that hold a value (``epsilon_lower`` and ``mu_lower`` always),
-        sorted by sampling rate q (largest first), variant, then the one-run rows by m and method before the
-        multi-trial row of the same q and variant.
-    """
+    """Notebook 08's ``one_run`` and ``multi_trial`` rows: the ``_COLUMNS`` holding a value (``epsilon_lower``,
+    ``mu_lower`` always), sorted by q (largest first), variant, then m and method, the multi-trial row last."""
     cols = [c for c in _COLUMNS if c in rows.columns and (rows[c].notna().any() or c in ALWAYS)]
     rows = rows.copy()  # a slice of the wide results.csv frame is fragmented: assign() on it warns
     rows["_multi"] = rows["experiment"] == "multi_trial"
@@ -388,15 +295,8 @@ def one_run_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def idealised_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The idealised-game rows (experiment ``one_run_idealised``) summarised over repeats per (q, m, method).
-
-    Args:
-        rows: DataFrame of those rows.
-
-    Returns:
-        DataFrame: ``mech_sample_rate, m, method, repeats`` (int), ``epsilon_lower_median / _min / _max``,
-        ``mu_lower_median`` and ``epsilon_theory`` (one value per q), q largest first.
-    """
+    """Notebook 08's ``one_run_idealised`` rows summarised over repeats per (q, m, method): ``repeats``,
+    ``epsilon_lower_median / _min / _max``, ``mu_lower_median`` and ``epsilon_theory``, q largest first."""
     keys = [c for c in ("mech_sample_rate", "m", "method") if c in rows.columns]
     spec = {"repeats": ("epsilon_lower", "size"), "epsilon_lower_median": ("epsilon_lower", "median"),
             "epsilon_lower_min": ("epsilon_lower", "min"), "epsilon_lower_max": ("epsilon_lower", "max")}

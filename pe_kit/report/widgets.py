@@ -1,15 +1,10 @@
 """Interactive explorer: how σ, q, the trial budget and the canary's μ_eff set ε_theory and ε_lower.
 
-The computation is pure and tested (:func:`expected_epsilon_lower`, :func:`explorer_state`); the widget
-(:func:`explorer`) only wires ipywidgets sliders to it, for JupyterLab.
-
-Model (paper App. E.4–E.6): the score ℓ is N(−μ²/2, μ²) without the canary and N(+μ²/2, μ²) with it
-(Eqs. 16–17); under the eligible-canary hypothesis it is the q-mixture (Eq. 23). At threshold a,
-FPR = Φ̄((a + μ²/2)/μ) and TPR = (1−q)·FPR + q·Φ̄((a − μ²/2)/μ). With T trials per hypothesis the
-expected counts are T·FPR, T·TPR; Clopper–Pearson bounds at γ (Eqs. 29–30) turn them into the ε of
-Eq. 28, maximized over a (``pe_kit.audit.expectations.expected_epsilon``). This is what an audit with a perfectly calibrated threshold would report
-on average; a real audit calibrates on one split and evaluates on fresh trials, so it scatters around
-this value (notebook 05's ε_lower-against-trials table shows audited and expected values side by side).
+The computation (:func:`expected_epsilon_lower`, :func:`explorer_state`) is pure; :func:`explorer` wires
+ipywidgets sliders to it. Model (App. E.4–E.6): the score is N(∓μ²/2, μ²) without / with the canary (Eqs.
+16–17), a q-mixture under the eligible-canary hypothesis (Eq. 23); expected counts T·FPR, T·TPR through the
+Clopper–Pearson bounds (Eqs. 29–30) give the ε of Eq. 28, maximized over the threshold
+(``pe_kit.audit.expectations.expected_epsilon``).
 """
 from __future__ import annotations
 
@@ -36,23 +31,10 @@ def _check(mu_eff: float, sample_rate: float, trials: int | None, gamma: float, 
 
 def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma: float = 0.0025,
                            delta: float = 1e-5) -> float:
-    """Expected ε_lower of a Gaussian-score audit (module docstring), maximized over thresholds.
-
-    Args:
-        mu_eff: the canary's separation μ_eff ≥ 0 (≤ 1/σ for a real mechanism, Eq. 20).
-        sample_rate: q in (0, 1].
-        trials: trials per hypothesis (int ≥ 1).
-        gamma: tail probability of each one-sided Clopper–Pearson bound (paper: 0.05/(5·4)).
-        delta: δ.
-
-    Returns:
-        float ε ≥ 0 (0 when μ_eff = 0); e.g. ≈0.99 at μ_eff=1, q=0.1, 10⁶ trials, γ=0.0025.
-
-    Raises:
-        ValueError: naming the out-of-range argument.
-
-    Source: ``pe_kit.audit.expectations.expected_epsilon`` (expected counts in the Clopper–Pearson endpoints).
-    """
+    """Expected ε_lower of a Gaussian-score audit (module docstring), maximized over thresholds: float ≥ 0, e.g. ≈0.99
+    at μ_eff=1, q=0.1, 10⁶ trials, γ=0.0025. ``mu_eff`` ≥ 0 (≤ 1/σ, Eq. 20); ``sample_rate`` q in (0, 1]; ``trials``
+    per hypothesis ≥ 1; ``gamma``: tail of each Clopper–Pearson bound. Raises ValueError naming the out-of-range
+    argument."""
     from pe_kit.audit.expectations import expected_epsilon
 
     _check(mu_eff, sample_rate, trials, gamma, delta)
@@ -60,11 +42,8 @@ def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma
 
 
 def asymptotic_epsilon(mu_eff: float, sample_rate: float, delta: float = 1e-5) -> float:
-    """The ε an infinitely long threshold audit converges to: max over thresholds of Eq. 28 with exact rates.
-
-    Args/Raises as :func:`expected_epsilon_lower` (no trials). Returns float ≥ 0 (≈1.685 at μ_eff=1, q=0.1,
-    δ=1e-5, just below ε_theory = 1.695: a perfect canary nearly attains the accountant's bound).
-    """
+    """The ε an infinitely long threshold audit converges to (Eq. 28 at exact rates, max over thresholds): ≈1.685 at
+    μ_eff=1, q=0.1, δ=1e-5, just below ε_theory = 1.695. Raises as :func:`expected_epsilon_lower`."""
     from pe_kit.audit.expectations import expected_epsilon
 
     _check(mu_eff, sample_rate, None, 0.5, delta)
@@ -73,24 +52,10 @@ def asymptotic_epsilon(mu_eff: float, sample_rate: float, delta: float = 1e-5) -
 
 def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float | None = None, delta: float = 1e-5,
                    alpha: float = 0.05, n_canaries: int = 5) -> dict:
-    """Everything the explorer shows, for one slider position.
-
-    Args:
-        sigma: noise multiplier σ > 0.
-        sample_rate: q in (0, 1].
-        trials: trials per hypothesis (int ≥ 1).
-        mu_eff: the canary's μ_eff; None = the ceiling 1/σ (a perfect nonce canary); values above the
-            ceiling are capped (Eq. 20: no admissible canary exceeds it).
-        delta: δ; alpha, n_canaries: γ = α / (4·n_canaries) (App. E.6).
-
-    Returns:
-        dict with ``sigma, sample_rate, trials, delta, gamma, mu_eff, mu_eff_ceiling, mu_eff_capped`` (bool),
-        ``epsilon_theory`` (Opacus PRV, one release), ``epsilon_lower_expected``, ``epsilon_asymptotic``
-        (trials → ∞) and ``fraction_of_theory`` (= expected / theory).
-
-    Raises:
-        ValueError: naming the out-of-range argument.
-    """
+    """Everything the explorer shows for one slider position. ``mu_eff``: None = the ceiling 1/σ; values above it are
+    capped (Eq. 20). γ = α / (4·n_canaries) (App. E.6). Returns a dict with ``sigma, sample_rate, trials, delta,
+    gamma, mu_eff, mu_eff_ceiling, mu_eff_capped, epsilon_theory, epsilon_lower_expected, epsilon_asymptotic,
+    fraction_of_theory``. Raises ValueError naming the out-of-range argument."""
     if not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma={sigma!r} must be > 0 (the noise multiplier)")
     alpha, n_canaries = check_param("alpha", alpha), check_param("n_canaries", n_canaries)
@@ -125,22 +90,10 @@ def _html(state: dict) -> str:
 
 def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float | None = 1.0,
              delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 5, plot: bool = True):
-    """An ipywidgets panel: sliders for σ, q, trials and μ_eff; a live table of :func:`explorer_state`
-    and (``plot=True``) ε_theory and the expected ε_lower against the trial budget.
-
-    Each slider's range (σ, q and trials as declared with them, ``pe_kit.settings.slider_range``: σ 0.3–3,
-    q 10⁻³–1, trials 10³–10⁹; μ_eff 0–3.4 and up to the ceiling 1/σ of the smallest σ;
-    ``mu_eff=None`` starts at the ceiling 1/σ) widens to hold the value it is given, so
-    the panel shows the mechanism it was given (ipywidgets would clamp it to the range silently, ipywidgets#3294).
-
-    Returns:
-        ``ipywidgets.VBox`` (display it in JupyterLab). Its ``.state`` attribute holds the latest
-        :func:`explorer_state` dict and ``.sliders`` the four sliders (for scripted use and tests).
-
-    Raises:
-        ValueError: out-of-range settings (via :func:`explorer_state`), before any widget is built.
-        ImportError: if ipywidgets is not installed (``pip install ipywidgets``).
-    """
+    """An ipywidgets ``VBox``: sliders for σ, q, trials and μ_eff, a live table of :func:`explorer_state` and
+    (``plot=True``) ε_theory and expected ε_lower against the trial budget; ``.state`` and ``.sliders`` for scripts.
+    Slider ranges (``pe_kit.settings.slider_range``) widen to hold the given values (ipywidgets would clamp them).
+    Raises ValueError for out-of-range settings, before any widget is built; ImportError without ipywidgets."""
     import ipywidgets as W
 
     explorer_state(sigma, sample_rate, trials, mu_eff, delta, alpha, n_canaries)  # refuse before a slider clamps
@@ -195,23 +148,9 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
 
 def show_explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float = 1.0,
                   headless: bool | None = None, **kwargs):
-    """Display the explorer: live sliders in JupyterLab, a static table of :func:`explorer_state` in headless runs.
-
-    A headless papermill run has no frontend to drive widgets, and an ``Output`` widget cleared while the
-    notebook client waits for the cell's end could leave the run waiting forever; ``pe-kit reproduce`` sets
-    ``PE_KIT_HEADLESS=1`` for its kernels, so notebooks show the same numbers as a table there.
-
-    Args:
-        sigma, sample_rate, trials, mu_eff: the start position (as :func:`explorer`).
-        headless: force one form; None = ``PE_KIT_HEADLESS`` from the environment.
-        **kwargs: passed on to :func:`explorer` (delta, alpha, n_canaries, plot).
-
-    Returns:
-        the ``ipywidgets`` panel, or None in a headless run.
-
-    Raises:
-        ValueError: out-of-range settings (via :func:`explorer_state`).
-    """
+    """Display the explorer: live sliders in JupyterLab, a static :func:`explorer_state` table when headless
+    (``headless``; None = ``PE_KIT_HEADLESS``), where no frontend drives widgets. ``kwargs`` go to :func:`explorer`.
+    Returns the panel, or None headless. Raises ValueError for out-of-range settings."""
     import os
 
     from IPython.display import HTML, display

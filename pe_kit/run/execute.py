@@ -1,9 +1,8 @@
 """Execute one notebook of ``pe-kit reproduce`` with papermill, on a kernel of this very interpreter.
 
-While a notebook runs, its kernel reports long steps (embedding N texts, k of n canary audits, PE rounds, MAUVE)
-through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``; :class:`_ProgressTail` prints each new line
-(start, ``k/n`` with elapsed time and ETA, end) so the terminal shows the step a long cell is in. A failure comes
-back as a :class:`ReproduceError` naming the notebook, the cell and the error.
+The kernel reports long steps through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``, which
+:class:`_ProgressTail` prints line by line; a failure comes back as a :class:`ReproduceError` naming the notebook,
+the cell and the error.
 """
 from __future__ import annotations
 
@@ -19,10 +18,7 @@ __all__ = ["ReproduceError", "this_python_kernel", "execute_notebook"]
 
 
 class ReproduceError(RuntimeError):
-    """A notebook of the reproduction failed; the message names the notebook, the cell and the error.
-
-    Attributes: notebook (stem), cell_index (int or None), executed (path of the partially executed notebook).
-    """
+    """A notebook of the reproduction failed: ``notebook`` (stem), ``cell_index`` (or None), ``executed`` (path)."""
 
     def __init__(self, message: str, notebook: str | None = None, cell_index: int | None = None,
                  executed: Path | None = None):
@@ -31,19 +27,12 @@ class ReproduceError(RuntimeError):
 
 
 def this_python_kernel() -> str:
-    """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only.
-
-    A user-level ``python3`` kernelspec (``~/.local/share/jupyter``) may point at another interpreter and
-    would win over the virtual environment's; papermill would then execute the notebooks with other code.
-    This writes a spec named ``pe_kit-<hash of sys.executable>`` under ``cache_dir()/jupyter`` and puts
-    that folder first on ``JUPYTER_PATH`` (inherited by child processes); nothing outside the cache is
-    touched. Returns the kernel name to pass to ``papermill.execute_notebook``.
-    """
+    """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only. A user-level
+    ``python3`` kernelspec could point at another interpreter; this writes a spec ``pe_kit-<hash of sys.executable>``
+    under ``cache_dir()/jupyter`` and puts that folder first on ``JUPYTER_PATH``."""
     name = "pe_kit-" + content_hash(sys.executable)[:12]
     root = cache_dir() / "jupyter"
-    # log level ERROR: the kernel's own start-up chatter ("Kernel is running over TCP without encryption", a
-    # local loopback connection) stays off the terminal; the cells' warnings and errors still reach the
-    # executed notebook (and the terminal with --log-output)
+    # log level ERROR: the kernel's start-up chatter stays off the terminal; cells' warnings still reach the notebook
     spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                      "--IPKernelApp.log_level=ERROR"],
             "display_name": f"Python (pe_kit, {sys.executable})", "language": "python"}
@@ -58,12 +47,9 @@ def this_python_kernel() -> str:
 
 
 class _ProgressTail:
-    """Prints the lines a notebook's kernel appends to its progress file (``pe_kit.progress``) while it runs.
-
-    A daemon thread polls the file every ``poll`` seconds and passes each new complete line to ``echo``
-    with ``prefix``, inside ``tqdm``'s external-write mode so papermill's cell bar is redrawn below it.
-    ``stop()`` prints what is left and ends the thread. No third-party code runs in the kernel for this.
-    """
+    """Prints the lines a notebook's kernel appends to its progress file: a daemon thread polls it every ``poll``
+    seconds and passes each new line to ``echo`` with ``prefix`` (in ``tqdm``'s external-write mode); ``stop()``
+    prints what is left and ends the thread."""
 
     def __init__(self, path: Path, echo: Callable[[str], None], prefix: str, poll: float = 0.5):
         import threading
@@ -105,12 +91,8 @@ class _ProgressTail:
 
 def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any], run_dir: Path,
                      kernel_name: str | None, log_output: bool, echo: Callable[[str], None]) -> ReproduceError | None:
-    """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill, its working directory ``run_dir``.
-
-    The kernel inherits ``PE_KIT_HEADLESS=1`` (no live widgets without a frontend) and a fresh progress file, whose
-    lines are echoed (indented) while it runs. Returns None, or the failure as a :class:`ReproduceError` (naming the
-    cell and the error; ``out_nb`` keeps the traceback).
-    """
+    """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill in ``run_dir``, with ``PE_KIT_HEADLESS=1``
+    and a fresh progress file echoed while it runs. Returns None, or the failure as a :class:`ReproduceError`."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -123,8 +105,7 @@ def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any]
     env_before = os.environ.get("PE_KIT_PROGRESS_FILE")
     os.environ["PE_KIT_PROGRESS_FILE"] = str(progress_file)
     streamed_before = os.environ.get("PE_KIT_PROGRESS_STREAMED")
-    # with --log-output the cell's stderr (an outermost step's end line) reaches the terminal itself: the
-    # kernel leaves that line out of the progress file, so it is printed once (pe_kit.progress.streamed)
+    # with --log-output the cell's stderr reaches the terminal itself (pe_kit.progress.streamed)
     os.environ["PE_KIT_PROGRESS_STREAMED"] = "1" if log_output else "0"
     tail = _ProgressTail(progress_file, echo, "    ")
     try:

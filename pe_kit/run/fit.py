@@ -1,26 +1,18 @@
-"""Fit a preset's sizes to a corpus that is smaller than the preset expects (``pe-kit reproduce --fit-data``),
-and warn when the sizes of a run are too small for stable numbers.
+"""Fit a preset's sizes to a smaller corpus (``pe-kit reproduce --fit-data``) and warn when sizes are too small.
 
-The fitted sizes keep the paper's protocol (§3, App. D; ``docs/architecture.md``): canaries are users with exactly
-m records and sit in their own split; calibration and test are distinct users of the same size N
-(``audit.trials.check_equal_populations``); the exact variant still inserts r = m verbatim copies
-(``max_probes`` ≥ m); a ``public`` bank is drawn only from users in no split. Only sizes shrink; a setting the
-user gave with ``--set`` is never changed (if it cannot fit, the error names it).
+The fit keeps the protocol (§3, App. D): canaries have exactly m records and their own split; calibration and
+test are distinct users of equal size N; the exact variant inserts r = m copies; a ``public`` bank uses users in
+no split. Only sizes shrink; a ``--set`` value is never changed. Rules (each reported by :func:`fit_preset`):
 
-Rules (each chosen value is reported with its reason by :func:`fit_preset`):
+* ``record_cap`` m: kept when half the users have m records, else the median records per user.
+* U users of the arm, E of them with exactly m; ``n_canary`` = min(preset, E, max(per_variant, U // 10)).
+* a ``public`` bank keeps a quarter of the remaining users; the rest S splits as 500 : 1000 : 1000, i.e.
+  N = ⌊S / 2.5⌋ calibration = test users and S − 2N aux users.
+* ``bank_size`` p ≤ 80 % of the public records, in steps of 64, and ≥ 2·max_probes.
+* notebook 06: p capped at the fitted p; without rounds · p new public texts it switches to ``wordnet`` with
+  ``max_attempts`` = 20.
 
-* ``record_cap`` m: kept when at least half of the users have m records; else the median records per user
-  (canaries need exactly m records, so half the users stay eligible).
-* users U of the data arm (long: ≥ m records; short: ≥ m/2), E of them with exactly m (canary-eligible).
-* ``n_canary`` = min(preset, E, max(per_variant, U // 10)); ``per_variant`` ≤ n_canary.
-* a ``public`` bank keeps a quarter of the remaining users out of every split; the rest S is cut as the paper's
-  500 : 1000 : 1000, i.e. N = ⌊S / 2.5⌋ calibration = test users and S − 2N aux users (never above the preset).
-* ``bank_size`` p ≤ 80 % of the public users' records (``public`` bank), in steps of 64, and ≥ 2·max_probes.
-* notebook 06: its p is capped at the fitted p; its public-retrieval generator needs about rounds · p new public
-  texts, and when the public records cannot supply them it switches to ``wordnet`` (paraphrases; no pool) with
-  ``max_attempts`` = 20 generator calls per round (5 fell one text short on 60 × 40 tweets).
-
-Stability thresholds (:func:`stability_warnings`): measured by ``benchmarks/small_data_stability.py``.
+Stability thresholds (:func:`stability_warnings`) are measured by ``benchmarks/small_data_stability.py``.
 """
 from __future__ import annotations
 
@@ -48,14 +40,7 @@ _NB06 = "06_multiround_mauve"
 
 @dataclass(frozen=True)
 class DataProfile:
-    """Records per user of a corpus, as the loader keeps them.
-
-    Attributes:
-        source: file. fmt: loader used. records: int array (U,) records per user, capped at ``cap``.
-        cap: the record cap the profile was loaded with (the preset's m).
-        reserved: int array (R,) records per user (capped) of the users a bank-B world keeps out of every private
-            split (``study.world.bank_reserved_users``) that are in the data; empty when none are.
-    """
+    """Records per user (int (U,), capped at ``cap`` = m) and of the bank-B example authors present (``reserved``)."""
 
     source: str
     fmt: str
@@ -70,23 +55,15 @@ class DataProfile:
         return int((self.records >= lo).sum() - (self.reserved >= lo).sum())
 
     def canary_users(self, m: int) -> int:
-        """Users with at least m records (exactly m after the cap), reserved users not counted: the canary-eligible
-        ones (§3)."""
+        """Canary-eligible users (§3): at least m records (exactly m after the cap), reserved users not counted."""
         return int((self.records >= m).sum() - (self.reserved >= m).sum())
 
 
 def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: str = "raise",
                  isolated: bool = False, reserved=frozenset()) -> DataProfile:
-    """Records per user of ``data`` (every user, capped at ``record_cap``), from pass 1 of the loaders only: no
-    text is held (``pe_kit.data.corpus_cache.cached_scan``, stored by content, so a rerun reads no file).
-
-    Args: data: file. fmt: as ``load_corpus``. record_cap: m. on_error: ``raise`` | ``skip``.
-        isolated: read it in a child process (``pe-kit reproduce``), so this process never holds the per-user
-            table of a large file (``corpus_cache.run_isolated``).
-        reserved: user ids (a set of str) no private split may take (bank B's example authors,
-            :func:`reserved_for`); those present in the data are counted in ``DataProfile.reserved``.
-    Raises: what ``pe_kit.data.loaders.load_corpus`` raises (missing file, ``DataError`` naming the line).
-    """
+    """Records per user of ``data`` capped at ``record_cap``, from pass 1 only (``corpus_cache.cached_scan``), in a
+    child process when ``isolated``; ``reserved`` user ids (:func:`reserved_for`) are counted apart.
+    Raises what ``pe_kit.data.loaders.load_corpus`` raises."""
     from pe_kit.data import corpus_cache
 
     if isolated:
@@ -100,9 +77,8 @@ def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: s
 
 
 def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
-    """The banks the given notebooks build worlds on (all notebooks when None), as :func:`arms_used`: 04
-    ``banks``; 07 none; every other notebook its own ``bank`` (``p.view(nb)``, so ``--set 03_llr_checks.bank=``
-    counts)."""
+    """The banks the given notebooks build worlds on (all notebooks when None), as :func:`arms_used`: 04 ``banks``; 07
+    none; every other notebook its own ``bank`` (``p.view(nb)``, so ``--set 03_llr_checks.bank=`` counts)."""
     stems = list(p.notebooks) if notebooks is None else list(notebooks)
     out = {str(b) for b in (*p.banks, p.bank)} if notebooks is None else set()
     for nb in stems:
@@ -115,10 +91,8 @@ def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
 
 
 def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset:
-    """User ids that a world of ``p`` keeps out of its private splits: the example authors of every bank-B file
-    that a notebook that runs builds a world on (``bankB`` or a bank-B file by path; :func:`banks_used`,
-    ``study.world.bank_reserved_users``), else none. The fit counts them out of every arm, so the bank-A world of
-    a run with both banks is fitted as its smaller bank-B world."""
+    """User ids a world of ``p`` keeps out of its private splits: the example authors of every bank-B file a running
+    notebook uses (:func:`banks_used`, ``study.world.bank_reserved_users``); the fit counts them out of every arm."""
     from pe_kit.study.world import bank_reserved_users
 
     return frozenset().union(*(bank_reserved_users(b) for b in banks_used(p, notebooks)))
@@ -126,10 +100,9 @@ def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset
 
 @dataclass(frozen=True)
 class FitResult:
-    """What :func:`fit_preset` chose: ``preset`` (the fitted one), ``changes`` (setting → (old, new)),
-    ``reasons`` (one line per decision; the first says why the preset did not fit), ``fitted`` (False when the
-    preset already fit the data), ``definite`` (the preset certainly does not fit: too few users or canaries;
-    False when only the public bank's estimated size is short)."""
+    """What :func:`fit_preset` chose: ``preset``, ``changes`` (setting → (old, new)), ``reasons`` (one line per
+    decision), ``fitted`` and ``definite`` (the preset certainly does not fit, not only by the public bank's estimate).
+    """
 
     preset: Preset
     changes: dict
@@ -220,20 +193,10 @@ def _fit_nb06(p: Preset, fixed: set, bank_size: int, max_probes: int, pool: floa
 
 def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebooks: Sequence[str] | None = None
                ) -> FitResult:
-    """Shrink ``p``'s sizes to fit ``prof`` (rules in the module docstring), keeping the protocol.
-
-    Args:
-        p: the resolved preset (``--set`` applied). prof: :func:`data_profile` of its data.
-        fixed: settings the user gave explicitly (``--set``); they are never changed.
-        notebooks: the notebooks that will run (their data arms are checked, :func:`arms_used`); None = all.
-
-    Returns:
-        ``FitResult`` (``fitted`` False and ``p`` unchanged when the preset already fits).
-
-    Raises:
-        ValueError: when even the smallest protocol-keeping sizes do not fit, or a ``fixed`` setting blocks the
-            fit; the message names the ``--set`` keys to change.
-    """
+    """Shrink ``p``'s sizes to fit ``prof`` (module docstring), never changing the ``fixed`` (``--set``) settings;
+    ``notebooks``: those that will run (None = all). Returns ``FitResult`` (``fitted`` False when ``p`` already
+    fits). Raises ValueError when even the smallest protocol-keeping sizes do not fit or a ``fixed`` setting blocks
+    the fit, naming the ``--set`` keys to change."""
     fixed = set(fixed)
     arms = arms_used(p, notebooks)
     problems = _needs(p, prof, arms) if arms else []  # no arms (e.g. only notebook 07): no data is read
@@ -298,20 +261,10 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
     return FitResult(new, changes, reasons, True, definite)
 
 
-def stability_warnings(p: Preset, prof: DataProfile | None = None,
-                       notebooks: Sequence[str] | None = None) -> list[str]:
-    """Warnings for sizes too small for stable numbers (thresholds :data:`MIN_USERS_PER_SPLIT`,
-    :data:`MIN_MAUVE_SAMPLES`, measured by ``benchmarks/small_data_stability.py``; the notebook-06 warning cites
-    a run of 60 users × 40 tweets).
-
-    Args:
-        p: the preset a run uses. prof: its data's profile (None: records per user taken as ``record_cap``).
-        notebooks: the notebook stems that will run (None = all); notebook 06's two warnings (voters per round,
-            MAUVE samples) are given only when ``06_multiround_mauve`` is among them.
-
-    Returns:
-        list of str (empty when the sizes are large enough).
-    """
+def stability_warnings(p: Preset, prof: DataProfile | None = None, notebooks: Sequence[str] | None = None) -> list[str]:
+    """Warnings (list of str) for sizes too small for stable numbers (:data:`MIN_USERS_PER_SPLIT`,
+    :data:`MIN_MAUVE_SAMPLES`); notebook 06's two only when ``06_multiround_mauve`` is in ``notebooks`` (None = all).
+    ``prof`` None takes records per user as ``record_cap``."""
     out = []
     nb06 = p.view(_NB06)
     runs06 = notebooks is None or _NB06 in notebooks

@@ -1,14 +1,8 @@
-"""The IPython kernel that ``pe-kit reproduce`` starts: ipykernel's, with no send limit on its IOPub socket.
+"""The IPython kernel that ``pe-kit reproduce`` starts: ipykernel's, with ``SNDHWM = 0`` (no send limit) on its
+IOPub socket, so a backlog is held in memory instead of dropped (:mod:`pe_kit.run.kernel` lifts the client's limit).
 
-ipykernel binds its IOPub (X)PUB socket with ZeroMQ's default send high-water mark of 1,000 messages and ZeroMQ
-drops what does not fit. :mod:`pe_kit.run.kernel` lifts the client's receive limit; when the client's I/O thread
-is itself starved of CPU (one busy loop per core), the kernel's own queue still filled and printed lines were lost
-(seen once in a clean-clone CI run: ``tests/test_reproduce_load.py``, two of eleven lines). Here the kernel's
-sockets are created with ``SNDHWM = 0`` (no limit), so the kernel holds a backlog in memory instead of dropping it.
-
-Run as ``python -m pe_kit.run.kernel_launcher -f CONNECTION_FILE`` (what ``LosslessKernelManager`` starts in place
-of ``ipykernel_launcher``). Source: ipykernel ``IPKernelApp.init_iopub``; ZeroMQ ``ZMQ_SNDHWM``
-(zmq_setsockopt(3)); pyzmq ``Context.setsockopt`` (the default for sockets created afterwards).
+Run as ``python -m pe_kit.run.kernel_launcher -f CONNECTION_FILE``. Source: ipykernel ``IPKernelApp.init_iopub``;
+zmq_setsockopt(3) ``ZMQ_SNDHWM``; pyzmq ``Context.setsockopt``.
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Done-markers of ``pe-kit reproduce``: a notebook is reused when its marker's key and output files still match.
-
-A marker ``<run>/.done/<notebook>.json`` records the key of one finished notebook (:func:`marker_key`: its file's
-bytes, its parameters, the content of every file and model they name, :func:`input_digests`, and the pe_kit code,
-:func:`code_fingerprint`) and the sizes of the files it wrote (:func:`outputs_of`); :func:`marker_valid` says whether
-it can stand in for running the notebook again.
+"""Done-markers of ``pe-kit reproduce``: ``<run>/.done/<notebook>.json`` records a finished notebook's key
+(:func:`marker_key`: its bytes, parameters, :func:`input_digests` and :func:`code_fingerprint`) and the sizes of
+its outputs (:func:`outputs_of`); :func:`marker_valid` says whether it can stand in for rerunning the notebook.
 """
 from __future__ import annotations
 
@@ -41,17 +38,9 @@ def outputs_of(run_dir: Path, nb: str) -> dict:
 
 
 def input_digests(params: Mapping[str, Any]) -> dict:
-    """Digests of every file and model a notebook's parameters name, for its done-marker key.
-
-    ``data`` (None = the bundled Blogs sample), ``bank`` / ``banks`` (``bankA`` = the bundled bank file,
-    ``file:<path>`` or a path), ``model`` / ``encoders`` (``"auto"`` = the installed encoders) and
-    ``generator="smollm2"`` (the bundled GGUF) are hashed by content (``pe_kit.cache.file_digest`` /
-    ``pe_kit.text.encoder.model_fingerprint``); any other string parameter that names an existing file is
-    hashed too, and so are the shipped SmolLM2 paraphrase pools (``paraphrase_pools``, "absent" when none ship).
-    A name stands in for content nowhere: rewriting ``my.jsonl.gz`` in place changes the key.
-
-    Returns a dict ``"<param>" or "<param>[i]"`` → digest str.
-    """
+    """Digests (``"<param>"`` or ``"<param>[i]"`` → str) by content of every file and model a notebook's parameters
+    name: ``data``, ``bank`` / ``banks``, ``model`` / ``encoders``, ``generator="smollm2"``, any string naming an
+    existing file, and the shipped ``paraphrase_pools`` ("absent" when none ship)."""
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint

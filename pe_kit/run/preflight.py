@@ -1,9 +1,6 @@
-"""Checks of a reproduction's settings that run before any notebook does (``pe_kit.run.reproduce``).
-
-Each refuses a setting that a notebook would otherwise fail on minutes later, naming the ``--set`` key, the
-value and what is accepted: a ``<notebook>.<parameter>`` the notebook does not declare (with a did-you-mean), an
-unknown variant, bank or model name. Nothing here reads the paper; the names come from ``attack.variants``,
-``text.banks.make_bank`` and ``text.models``.
+"""Checks of a reproduction's settings run before any notebook: each refuses a setting a notebook would fail on
+later (an undeclared ``<notebook>.<parameter>``, an unknown variant, bank or model), naming the ``--set`` key,
+the value and what is accepted.
 """
 from __future__ import annotations
 
@@ -45,13 +42,9 @@ def _takes(src: Path) -> list[str]:
 
 
 def check_notebook_overrides(preset: Preset, folder: Path) -> None:
-    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook.
-
-    Raises:
-        ValueError: for a parameter the notebook does not declare in its ``parameters`` cell (or does not
-            take from the runner), listing the ones it does; for ``output_dir`` / ``preset`` / ``seed``
-            (set by the runner: use ``--results-dir`` / ``--preset`` / ``--seed``).
-    """
+    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook. Raises ValueError for a parameter
+    the notebook does not declare (listing those it does), or for ``output_dir`` / ``preset`` / ``seed`` (use
+    ``--results-dir`` / ``--preset`` / ``--seed``)."""
     for nb, values in preset.extra.items():
         src = folder / f"{nb}.ipynb"
         if not src.is_file():
@@ -67,20 +60,8 @@ def check_notebook_overrides(preset: Preset, folder: Path) -> None:
 
 
 def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
-    """Warnings for ``--set key=…`` settings that none of the notebooks to run takes.
-
-    ``pe-kit reproduce --notebooks 01,03 --set paraphraser=wordnet`` would otherwise run with the setting silently
-    ignored (notebooks 01 and 03 audit no paraphrase variant). Notebook-scoped keys (``06.rounds``) are checked,
-    as errors, by :func:`check_notebook_overrides`; ``data`` / ``fmt`` reach every notebook.
-
-    Args:
-        overrides: the ``--set`` mapping (``{key: value}``; dotted keys are skipped).
-        notebooks: names of the notebooks to run (``"01_mechanism"`` …), each a ``<name>.ipynb`` in ``folder``.
-        folder: the notebooks' folder.
-
-    Returns:
-        one message per unused key, naming the notebooks that would take it (empty when every key is used).
-    """
+    """One warning per ``--set`` key (``overrides``; dotted keys skipped) that none of ``notebooks`` (``<name>.ipynb``
+    in ``folder``) takes, naming the notebooks that would; ``data`` / ``fmt`` reach every notebook."""
     takers: dict[str, list[str]] = {}
     for src in sorted(folder.glob("*.ipynb")):
         for k in _takes(src):
@@ -98,12 +79,8 @@ def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
 
 
 def check_variants(p: Preset) -> None:
-    """Every variant name of ``p`` is known, before any notebook runs.
-
-    Raises:
-        ValueError: naming the setting (``variants``, ``sweep_variants``, ``encoder_variants``,
-            ``tightness_variant``), the unknown name and the known ones.
-    """
+    """Every variant name of ``p`` is known; raises ValueError naming the setting (``variants``, ``sweep_variants``,
+    ``encoder_variants``, ``tightness_variant``), the unknown name and the known ones."""
     from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS
 
     for key in ("variants", "sweep_variants", "encoder_variants", "tightness_variant"):
@@ -117,13 +94,8 @@ def check_variants(p: Preset) -> None:
 
 
 def check_banks(p: Preset) -> None:
-    """Every bank ``p`` names exists, before any notebook runs: ``bank``, ``banks`` and a notebook's own
-    ``bank`` / ``banks``. A bank is a kind of ``pe_kit.text.banks.make_bank`` (``bankA``, ``public``,
-    ``llm-label``, ``llm-icl``) or an existing JSON Lines file (``file:<path>`` or a path).
-
-    Raises:
-        ValueError: naming the setting and the unknown value, listing the bank names (with a did-you-mean).
-    """
+    """Every bank ``p`` names (``bank``, ``banks``, a notebook's own) is a ``pe_kit.text.banks.make_bank`` kind or an
+    existing JSON Lines file; raises ValueError naming the setting and value, listing the bank names."""
     from pe_kit.data.loaders import default_bank_b_path
     from pe_kit.text.banks import BANK_KINDS, bank_b_missing_message
 
@@ -146,16 +118,8 @@ def check_banks(p: Preset) -> None:
 
 
 def check_bank_sizes(p: Preset) -> None:
-    """A bank drawn from the bundled bank A (``bankA``) cannot be larger than that file, before any notebook runs.
-
-    Checks ``bank_size`` when ``bank`` or ``banks`` names ``bankA``, and each notebook's own ``<nb>.bank_size``
-    when that notebook's bank (its own ``bank`` / ``banks``, else the common ones) is ``bankA``; the message names
-    the key to lower (``--set 06.bank_size=…`` for a notebook's own value). Banks built from the corpus (``public``)
-    are checked by the notebook, which knows its splits (``pe_kit.text.banks.public_bank``).
-
-    Raises:
-        ValueError: naming the ``--set`` key, its value and the number of distinct texts in bank A.
-    """
+    """A ``bankA`` bank (common or a notebook's own) cannot be larger than the bundled file: raises ValueError naming
+    the ``--set`` key (``bank_size`` or ``<nb>.bank_size``), its value and bank A's distinct texts."""
     def uses_a(values) -> bool:
         return "bankA" in _names(values)
 
@@ -180,12 +144,8 @@ def check_bank_sizes(p: Preset) -> None:
 
 
 def check_models(p: Preset) -> None:
-    """Every encoder that ``p`` names can be loaded offline, before any notebook runs: ``model``, ``encoders``
-    (unless ``"auto"``) and a notebook's own ``model`` / ``encoders`` (``pe_kit.text.models.check_model_offline``).
-
-    Raises:
-        ValueError: naming the setting and listing the models the kit can load offline.
-    """
+    """Every encoder ``p`` names (``model``, ``encoders`` unless ``"auto"``, a notebook's own) loads offline
+    (``pe_kit.text.models.check_model_offline``); raises ValueError listing the models the kit can load."""
     from pe_kit.text.models import check_model_offline
 
     settings = [("model", p.model), ("encoders", p.encoders)]

@@ -1,11 +1,8 @@
-"""Presets and parameters of the reproduction: the ``tiny`` / ``quick`` / ``paper`` sizes, ``--set`` overrides,
-and each notebook's papermill parameters.
+"""Presets of the reproduction (``tiny`` / ``quick`` / ``paper``), ``--set`` overrides and each notebook's papermill
+parameters. A preset is a ``pe_kit.settings.Preset``; :func:`preset` builds one from short names.
 
-A preset is an instance of the one settings tree, ``pe_kit.settings.Preset`` (study / mechanism / audit sections
-and one section per notebook, each field declared once); :func:`preset` builds one from short names.
-
-Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p = 8192, r = 64, m = 64,
-5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
+Sizes: paper §3 and App. D (N = 1000, 500 aux, calibration = N, p = 8192, r = 64, m = 64, 5 canaries per
+variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
 from __future__ import annotations
 
@@ -81,23 +78,14 @@ NEEDS_DATA = ("paper",)
 
 def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, data: str | None = None,
                fmt: str | None = None) -> Preset:
-    """A preset by name (or a ``Preset``), with ``data``/``fmt`` and ``--set`` overrides applied and checked.
+    """A preset by name (or a ``Preset``) with ``data``/``fmt`` and ``overrides`` (``--set`` keys) applied and checked.
 
-    With user data of format ``yelp`` the data arms default to ``("long",)``, with ``sentiment140`` to
-    ``("short",)`` (the paper's two datasets), and banks to ``("public",)`` (the bundled bank A is
-    generated for the Blogs corpus). An override of the audited mechanism (``pe_kit.settings.MECHANISM_KEYS``:
-    σ, q, k, C, δ, α; e.g. ``mechanism.noise_multiplier``) applies to every notebook: a notebook's own value of it
-    in the preset (notebook 06's σ = 1.1088, notebook 07's δ = 1e-3) is dropped, unless ``<notebook>.<key>`` is given
-    too. A notebook's own sizes (``06.bank_size``, ``06.trials``) stay under ``--set bank_size=…`` / ``trials=…``.
+    User data of format ``yelp`` / ``sentiment140`` defaults the arms to ``("long",)`` / ``("short",)`` and banks to
+    ``("public",)``. An override of a ``MECHANISM_KEYS`` setting applies to every notebook, dropping a notebook's own
+    value (06's σ, 07's δ) unless ``<notebook>.<key>`` is given too.
 
-    Args:
-        name: preset name or ``Preset``. overrides: ``{key: value}`` with keys as ``--set`` takes them
-            (``pe_kit.settings.locate``). data, fmt: a user corpus (``--data`` / ``--format``).
-
-    Raises:
-        ValueError: unknown preset or key, a value of the wrong type or range (naming key, value and range), the
-            calibration and test sizes unequal, or the paper preset without ``data``.
-    """
+    Raises ValueError: unknown preset or key, a value of the wrong type or range, unequal calibration and test
+    sizes, or the paper preset without ``data``."""
     if isinstance(name, Preset):
         p = name
     elif name not in PRESETS:
@@ -124,8 +112,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
             changes.update(arms=("long",), arm="long", sweep_arm="long", banks=("public",), bank="public")
         elif kind == "sentiment140":
             changes.update(arms=("short",), arm="short", sweep_arm="short", banks=("public",), bank="public")
-    # the audited mechanism (σ, q, k, C, δ, α) given without a notebook applies to every notebook: a notebook's own
-    # value of it in the preset is dropped; a notebook's own sizes (06.bank_size, 06.trials) stay
+    # the audited mechanism (σ, q, k, C, δ, α) given without a notebook replaces every notebook's own value
     named = {name for sec, name, canon in map(locate, overrides) if canon == name and name in MECHANISM_KEYS}
     p = p.without_shared(named)
     try:
@@ -153,12 +140,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
 
 
 def audited_mechanism(p: Preset) -> str:
-    """The results.md line that says which mechanism the run audited: σ, q, k, C, m, δ, α and its ε_theory
-    (``pe_kit.audit.accounting.epsilon_theory``: Opacus PRV accountant, add/remove of one user under Poisson
-    sampling at rate q, one release), plus each notebook's own mechanism values (notebook 06: σ = 1.1088).
-
-    Args: p: the run's preset. Returns: str.
-    """
+    """The results.md line naming the audited σ, q, k, C, m, δ, α, ε_theory and each notebook's own values."""
     from pe_kit.audit.accounting import epsilon_theory
 
     v = p.view()
@@ -176,25 +158,9 @@ def audited_mechanism(p: Preset) -> str:
 
 
 def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str | os.PathLike | None = None) -> str:
-    """The folder a notebook writes its rows and figures to; created if missing.
-
-    ``pe-kit reproduce`` always passes ``output_dir`` (``results/<run-id>``). A notebook run by hand in JupyterLab
-    leaves it None, and then writes to ``results/interactive`` in the same ``results/`` folder as the CLI: at the
-    root of the pe_kit checkout that holds the working directory (JupyterLab starts kernels in the notebook's
-    folder, ``notebooks/``), never inside the source tree's ``notebooks/``.
-
-    Args:
-        output_dir: an explicit folder (str or path; returned unchanged, as str), or None for the default.
-        start: where to look for the checkout (default: the working directory). The root is the nearest folder at
-            or above it holding ``pyproject.toml`` and ``pe_kit/__init__.py``; outside a checkout,
-            ``<start>/results/interactive``.
-
-    Returns:
-        str path of the folder (absolute for the default).
-
-    Raises:
-        OSError: if the folder cannot be created.
-    """
+    """The folder a notebook writes to, created if missing: ``output_dir`` (as str), or for None
+    ``results/interactive`` at the checkout root (nearest folder at or above ``start`` holding ``pyproject.toml``
+    and ``pe_kit/__init__.py``; else ``<start>/results/interactive``). Raises OSError if it cannot be created."""
     if output_dir is not None:
         out = Path(output_dir)
     else:
@@ -207,25 +173,12 @@ def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str 
 
 
 def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) -> dict:
-    """The parameter dict a notebook works with: the preset's values for its keys, replaced by ``given``
-    values that are not None. Notebooks call this first, so they run interactively with only ``preset`` set.
+    """The parameter dict a notebook works with: the preset's values for every key of ``NOTEBOOK_KEYS[notebook]``
+    (unknown stems: notebook 01's), replaced by ``given`` values that are not None, each checked by
+    ``pe_kit.settings.check_param``; ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0.
+    Headless (``PE_KIT_HEADLESS=1``) it silences third-party bars (:func:`text_progress`).
 
-    Args:
-        notebook: stem (e.g. ``"04_audit"``); unknown stems get notebook 01's keys.
-        preset: a name from ``PRESETS`` or a ``Preset``.
-        given: the notebook's parameters (``output_dir``, ``seed``, sizes …); None means "from the preset".
-
-    Returns:
-        dict with every key of ``NOTEBOOK_KEYS[notebook]`` (``output_dir`` default ``results/interactive`` at the
-        checkout's root, :func:`notebook_output_dir`; ``seed`` default 0), each checked by ``pe_kit.settings.check_param`` (integral floats become ints,
-        list fields lists).
-
-    Raises:
-        ValueError: a value of the wrong type or range (``trials=True``), naming the field and the accepted values.
-
-    Side effect: when run by ``pe-kit reproduce`` (env ``PE_KIT_HEADLESS=1``) third-party progress bars are
-    silenced (:func:`text_progress`); pe_kit's long steps report through ``pe_kit.progress``.
-    """
+    Raises ValueError for a value of the wrong type or range, naming the field and the accepted values."""
     if os.environ.get("PE_KIT_HEADLESS") == "1":
         text_progress()
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
@@ -252,21 +205,9 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
 
 
 def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int | None = None) -> tuple:
-    """What a notebook's parameters cell fixes: ``(params, mechanism, audit)``, the one call after that cell.
-
-    Args:
-        notebook: the notebook's stem. namespace: its ``globals()``, holding the names its parameters cell assigns
-            (``preset`` and the keys of ``NOTEBOOK_KEYS[notebook]``; None takes the preset's value).
-        n_canaries: canaries per variant of the audit (γ = α / (4·n_canaries), App. E.6); None: ``per_variant``
-            where the notebook has it, else 1.
-
-    Returns:
-        :func:`resolve_params`' checked dict, its ``MechanismConfig`` (k, C, σ, q, m) and its ``AuditConfig``
-        (``pe_kit.study.setup.mechanism_from`` / ``audit_from``).
-
-    Raises:
-        ValueError: a value of the wrong type or range, naming the field and the accepted values.
-    """
+    """``(params, mechanism, audit)`` of a notebook from its parameters cell's ``namespace`` (its ``globals()``):
+    :func:`resolve_params`' dict, its ``MechanismConfig`` and ``AuditConfig`` (γ = α / (4·n_canaries), App. E.6;
+    ``n_canaries`` None: ``per_variant``, else 1). Raises ValueError as :func:`resolve_params`."""
     from pe_kit.study.setup import audit_from, mechanism_from
 
     keys = NOTEBOOK_KEYS.get(notebook, NOTEBOOK_KEYS["01_mechanism"])
@@ -277,10 +218,8 @@ def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int 
 
 def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
                     declared: Sequence[str] | None = None) -> dict:
-    """Papermill parameters for one notebook: its keys (``NOTEBOOK_KEYS``) as the notebook sees them in the preset
-    (``Preset.view``: its own section and its own study / mechanism / audit values on top), plus ``output_dir`` /
-    ``seed``; with ``declared`` (the names its ``parameters`` cell assigns) only those. A notebook outside the tree
-    gets every value it declares. JSON-able values only (tuples → lists).
+    """Papermill parameters of one notebook: its ``NOTEBOOK_KEYS`` as ``Preset.view`` gives them, plus ``output_dir`` /
+    ``seed``, restricted to ``declared`` when given (every declared value outside the tree); JSON-able (tuples → lists).
     """
     base = {**preset.view(notebook if notebook in NOTEBOOKS else None), "preset": preset.name,
             "output_dir": str(output_dir), "seed": int(seed)}
@@ -295,14 +234,8 @@ def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
 
 
 def text_progress() -> None:
-    """Silence third-party ``tqdm.auto`` bars in this (headless) kernel.
-
-    In a Jupyter kernel ``tqdm.auto`` draws ipywidgets, which a headless papermill run cannot show, and a
-    text bar would fill the executed notebook with carriage returns and cursor codes. pe_kit's own long
-    steps report through ``pe_kit.progress`` (plain lines, see there); other libraries' bars created after
-    this call are disabled unless they pass ``disable=False`` (Hugging Face bars are also off through
-    ``HF_HUB_DISABLE_PROGRESS_BARS``, set by ``pe_kit.run.reproduce``).
-    """
+    """Disable third-party ``tqdm.auto`` bars created after this call (unless ``disable=False``) in a headless kernel,
+    which can show neither widgets nor carriage returns; pe_kit's steps report through ``pe_kit.progress``."""
     import tqdm.auto
     import tqdm.std
 

@@ -1,29 +1,15 @@
 """The headless reproduction: run the narrative notebooks in order with papermill into ``results/<run-id>/``.
 
-``pe-kit reproduce --preset quick`` (see ``pe_kit.run.cli``) calls :func:`run_reproduction`, which
+:func:`run_reproduction` resolves a :class:`Preset` and ``--set`` overrides into each notebook's parameters
+(:func:`notebook_params`); runs each notebook unless its done-marker (``<run>/.done``, :func:`marker_key`) and
+outputs still match; caches audit steps under ``<run>/.steps`` and embeddings under ``PE_KIT_CACHE``, so a rerun
+resumes mid-notebook; on a failure stops (or with ``keep_going`` continues), naming the notebook, cell and error;
+then joins the CSVs into ``results.csv`` and renders ``results.md``. Progress lines of long steps are echoed
+(``pe_kit.run.execute``), each notebook's start and end line with the run's ETA
+(``pe_kit.run.run_progress.RunClock``); ``run.json`` records the machine.
 
-1. resolves a :class:`Preset` (``tiny`` for CI, ``quick`` for a laptop, ``paper`` for the paper's sizes) and
-   any ``--set key=value`` overrides, and derives each notebook's papermill parameters
-   (:func:`notebook_params`; every notebook takes ``output_dir``, ``preset``, ``seed``, ``data`` and the
-   sizes it uses, and writes ``<output_dir>/<notebook>.csv`` plus figures under ``<output_dir>/figures``);
-2. executes each notebook unless a done-marker ``<run>/.done/<notebook>.json`` shows it already finished
-   with the same parameters, the same bytes of every data / bank / model file they name (:func:`marker_key`,
-   :func:`input_digests`), the same notebook file and the same pe_kit code, and its output files are
-   still there with the recorded sizes (then it is reused);
-3. inside a notebook, every audit step is cached under ``<run>/.steps`` (``pe_kit.report.results.StepCache``),
-   and embeddings under ``PE_KIT_CACHE``, so a rerun after a failure resumes mid-notebook;
-4. on a failure, stops (or, with ``keep_going``, continues with the next notebook), names the notebook,
-   the cell and the error, and keeps the executed notebook and everything that finished;
-5. concatenates the notebooks' CSVs into ``results.csv`` and renders ``results.md``.
-
-While a notebook runs, its kernel reports long steps (embedding N texts, k of n canary audits, PE rounds,
-MAUVE) through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``; ``pe_kit.run.execute`` prints
-each new line (start, ``k/n`` with elapsed time and ETA, end) so the terminal shows the step a long cell is in.
-Each notebook's start and end line also says how far the whole run is (notebook i of n, elapsed, an ETA once one
-notebook has run: ``pe_kit.run.run_progress.RunClock``); ``run.json`` records the machine (``machine_info``).
-
-Source of the sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64,
-5 canaries per variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
+Sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64, 5 canaries per
+variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
 from __future__ import annotations
 
@@ -45,8 +31,7 @@ from pe_kit.run.run_id import default_run_id
 from pe_kit.settings import NOTEBOOKS, Preset
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
-           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests",
-           "marker_key"]
+           "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests", "marker_key"]
 
 
 @dataclass
@@ -77,11 +62,7 @@ class RunSummary:
 
 
 def notebooks_dir() -> Path:
-    """Folder of the notebooks: env ``PE_KIT_NOTEBOOKS`` or the repository's ``notebooks/``.
-
-    Raises:
-        FileNotFoundError: if neither exists (pass ``notebooks_dir=`` / ``--notebooks-dir``).
-    """
+    """Folder of the notebooks: env ``PE_KIT_NOTEBOOKS`` or ``notebooks/``; FileNotFoundError if neither exists."""
     env = os.environ.get("PE_KIT_NOTEBOOKS")
     path = Path(env) if env else _REPO / "notebooks"
     if not path.is_dir():
@@ -97,36 +78,18 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
                      echo: Callable[[str], None] = print, fit_data: bool = False) -> RunSummary:
     """Execute the notebooks in order into ``<results_dir>/<run_id>/`` and collect the results.
 
-    Args:
-        preset: ``tiny`` | ``quick`` | ``paper`` or a ``Preset``.
-        run_id: folder name (default :func:`default_run_id`); rerunning the same id resumes.
-        results_dir: parent of run folders. data, fmt: a user corpus (``--data PATH --format …``).
-        seed: seeds splits, designs and trials. overrides: preset fields to change (``--set``).
-        notebooks: stems to run (default all of ``NOTEBOOKS`` whose file exists), always in ``NOTEBOOKS`` order
-            for known stems. notebooks_folder: where the ``.ipynb`` live (default :func:`notebooks_dir`).
-        force: re-execute notebooks even when their done-marker is valid (audit steps stay cached).
-        keep_going: after a failed notebook, run the next ones anyway.
-        kernel_name: Jupyter kernel (default: ``this_python_kernel()``, i.e. this very interpreter).
-        log_output: stream the cells' stdout/stderr (every print) to this process's stdout/stderr.
-        progress: the run's own progress on each notebook's start and end line (notebook i of n, time elapsed, an
-            ETA from the pace so far, ``pe_kit.run.run_progress.RunClock``); papermill's per-cell bar is never
-            shown (it counts cells, and one long cell froze it at a wrong "16 s left"). echo: where status lines go (a failure is echoed once, in full),
-            including the long steps' progress lines (``desc: k/n unit (p%) [elapsed, ETA …]``) that the kernels
-            write to ``<run>/.progress/<notebook>.log`` (``pe_kit.progress``; shown without ``log_output``).
-        fit_data: shrink the preset's sizes to fit ``data`` (``pe_kit.run.fit.fit_preset``; settings in
-            ``overrides`` are kept) and say what was chosen and why, on ``echo`` and in ``results.md``. Without
-            it, data too small for the preset stops the run before any notebook, naming the settings to change.
-            Warnings for sizes too small for stable numbers (``pe_kit.run.fit.stability_warnings``) are echoed
-            and written into ``results.md`` either way.
+    ``run_id``: folder name (default :func:`default_run_id`; rerunning the same id resumes); ``seed``: seeds splits,
+    designs and trials; ``overrides``: ``--set`` values; ``data``, ``fmt``: a user corpus; ``notebooks``: stems to
+    run (default every ``NOTEBOOKS`` file present), in ``NOTEBOOKS`` order; ``force``: re-execute despite a valid
+    done-marker; ``keep_going``: continue after a failure; ``kernel_name``: default ``this_python_kernel()``;
+    ``log_output``: stream the cells' output; ``progress``: the run's i-of-n, elapsed and ETA on each notebook's
+    lines; ``echo``: where status and progress lines go; ``fit_data``: shrink the sizes to fit ``data``
+    (``pe_kit.run.fit.fit_preset``), reported on ``echo`` and in ``results.md`` (without it, data too small stops
+    the run before any notebook).
 
-    Returns:
-        ``RunSummary`` (``ok`` is False when a notebook failed; ``failures`` holds the ``ReproduceError``s).
-
-    Raises:
-        ValueError: bad preset, override or notebook name, a ``<notebook>.<parameter>`` override the notebook
-            does not declare (the message lists its parameters), or ``data`` too small for the sizes (the message
-            names the ``--set`` keys, or ``--fit-data``). FileNotFoundError: no notebooks folder.
-    """
+    Returns ``RunSummary`` (``ok`` False when a notebook failed; ``failures`` holds the ``ReproduceError``s). Raises
+    ValueError for a bad preset, override or notebook name, an undeclared ``<notebook>.<parameter>``, or data too
+    small (naming the ``--set`` keys, or ``--fit-data``); FileNotFoundError without a notebooks folder."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -150,15 +113,9 @@ _SIZE_SYMBOLS = {"record_cap": "m", "n_canary": "canaries", "per_variant": "per 
 
 
 def run_sizes(p: Preset) -> str:
-    """One line with the sizes that shape the numbers of a run (what results.md must state).
-
-    Args: p: the resolved ``Preset`` (after ``--set`` overrides and ``--fit-data``). Returns: str such as
-    ``m=64, canaries=25 (5 per variant), aux/calibration/test=200/300/300, p=8192, r=64, M=512, token cap=64,
-    trials=10⁶``. r is the probe count of the paraphrase and nonce variants; when it differs from m the line
-    adds that the exact variant inserts r = m copies (``study.design_canary``). A notebook whose own
-    parameters (``Preset.extra``) replace one of these sizes gets a clause of its own, e.g.
-    ``notebook 06: p=512``.
-    """
+    """One line with the sizes that shape a run's numbers, e.g. ``m=64, canaries=25 (5 per variant),
+    aux/calibration/test=200/300/300, p=8192, r=64, M=512, token cap=64, trials=10⁶``; notes when r ≠ m that the exact
+    variant inserts r = m copies, and a clause per notebook's own size (``notebook 06: p=512``)."""
     cap = p.max_seq_length if p.max_seq_length is not None else "model default (256)"
     exact = f" (exact: r=m={p.record_cap} copies)" if p.max_probes != p.record_cap else ""
     line = (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
@@ -172,16 +129,9 @@ def run_sizes(p: Preset) -> str:
 
 
 def preset_changes(p: Preset) -> dict:
-    """The settings of ``p`` that differ from the preset of the same name (what results.md lists as changed).
-
-    Every value of the tree is compared (``Preset.paths``): a study / mechanism / audit setting by its name, a
-    notebook's own value as ``<notebook number>.<param>`` (``06.bank_size``; ``(as noise_multiplier)`` where the run
-    dropped a notebook's own value for the one given to every notebook), so an unchanged parameter of another
-    notebook is never listed.
-
-    Args: p: the run's preset. Returns: dict setting → this run's value, in field order (empty for an unnamed or
-    unchanged preset).
-    """
+    """The settings of ``p`` (every ``Preset.paths`` value) that differ from the preset of the same name, in field
+    order: a notebook's own as ``06.bank_size`` (``(as noise_multiplier)`` where a common value replaced it).
+    Empty for an unnamed or unchanged preset."""
     base = PRESETS.get(p.name)
     if base is None:
         return {}
@@ -195,13 +145,7 @@ def preset_changes(p: Preset) -> dict:
 
 
 def about_preset(p: Preset, changed: bool) -> str:
-    """The "about this preset" line of results.md: the preset's description, whose sizes are the preset's own.
-
-    Args: p: the run's preset. changed: True when the run's settings differ from the named preset's
-    (``--set``, ``--data``, ``--fit-data``). Returns: ``p.description`` unchanged, or, for a changed run, a
-    line that names the preset and points to the run's sizes instead (the description would state sizes the run
-    did not use, e.g. r=64 for a run fitted to r=40).
-    """
+    """``p.description``, or when ``changed`` a line naming the preset and pointing to the run's sizes."""
     if not changed:
         return p.description
     return (f"preset {p.name}, with the settings listed under 'changed from the preset'; this run's sizes are "
@@ -241,8 +185,7 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
 
 
 def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable[[str], None]) -> dict:
-    """The run-level estimate (``run_progress.run_plan``), echoed, its rough line first; {} when no notebook runs,
-    a line when it fails."""
+    """The run-level estimate (``run_progress.run_plan``), echoed; {} when no notebook runs, a ``line`` only when it fails."""
     try:
         plan = run_plan(params_by_notebook, preset, lambda s: echo(f"pe-kit reproduce: {s}")) if params_by_notebook else {}
     except (RuntimeError, OSError) as exc:
@@ -254,11 +197,8 @@ def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable
 
 def _select(notebooks: Sequence[str] | None, folder: Path) -> list[str]:
     """The notebook stems to run: ``notebooks`` (stems, numbers or file names) or every one in ``folder``, in
-    ``NOTEBOOKS`` order.
-
-    Raises:
-        ValueError: a named notebook missing from ``folder`` (listing those present). FileNotFoundError: none to run.
-    """
+    ``NOTEBOOKS`` order. Raises ValueError for a named notebook missing (listing those present),
+    FileNotFoundError when none is left."""
     if notebooks is None:
         todo = [nb for nb in NOTEBOOKS if (folder / f"{nb}.ipynb").is_file()]
     else:

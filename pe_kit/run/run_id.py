@@ -1,7 +1,5 @@
-"""The name of a run's results folder (``results/<run-id>/``): the preset, the data file, the mechanism.
-
-A run id is stable for the same preset, data file and settings, so rerunning a command resumes its folder, and it
-differs whenever the rows would describe another mechanism, so two mechanisms never share (and mix) one folder.
+"""The name of a run's results folder (``results/<run-id>/``): stable for the same preset, data file and settings
+(a rerun resumes), different whenever the rows would describe another mechanism.
 """
 from __future__ import annotations
 
@@ -35,11 +33,9 @@ def _mechanism_tag(preset: Preset) -> str:
 
 
 def default_run_id(preset: Preset, fitted: bool = False) -> str:
-    """``<preset>`` for the default data, ``<preset>-<data file stem>-<6 hex of its absolute path>`` otherwise
-    (so reruns of one file resume, and two files with one stem, e.g. ``a/train.csv`` and ``b/train.csv``, get
-    their own folders); the mechanism and audit settings that differ from the preset's follow
-    (``quick-sigma0.8-q0.05``: :func:`_mechanism_tag`), then ``-fit`` for sizes fitted to the data (``fitted``,
-    ``--fit-data``)."""
+    """``<preset>`` for the default data, else ``<preset>-<data file stem>-<6 hex of its absolute path>``; then the
+    mechanism and audit settings that differ from the preset's (``quick-sigma0.8-q0.05``, :func:`_mechanism_tag`),
+    then ``-fit`` when ``fitted``."""
     tail = _mechanism_tag(preset) + ("-fit" if fitted else "")
     if preset.data is None or preset.name == "tiny" and Path(preset.data) == Path(PRESETS["tiny"].data):
         return preset.name + tail

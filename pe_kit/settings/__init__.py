@@ -1,11 +1,8 @@
 """Every setting of the kit, declared once: the settings tree and its one check.
 
-Each setting is a field of one frozen section class (:mod:`pe_kit.settings.sections`), declared with
-:func:`setting`: its default, its :class:`ParamSpec` (type and range), one line of doc and, for the shared sections,
-the notebooks that read it. :func:`check_param` (:mod:`pe_kit.settings.fields`) is the one check: the sections run it
-on construction, ``--set`` in :func:`parse_override`, the notebooks' parameters in ``pe_kit.run.presets``, the
-explorer on its values and slider ranges. The tree of a reproduction, :class:`Preset`, and its paths live in
-:mod:`pe_kit.settings.tree`. Defaults are the paper's (§3, App. D).
+Each setting is a field of a frozen section class (:mod:`pe_kit.settings.sections`) declared with :func:`setting`
+(default, :class:`ParamSpec`, doc, notebooks). :func:`check_param` (:mod:`pe_kit.settings.fields`) is the one
+check. :class:`Preset` and its paths live in :mod:`pe_kit.settings.tree`. Defaults are the paper's (§3, App. D).
 """
 from pe_kit.settings.fields import (PARAM_TYPES, ParamSpec, Section, check_param, closest, did_you_mean, setting,
                                     slider_range)

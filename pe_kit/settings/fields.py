@@ -1,7 +1,6 @@
-"""The field machinery of the settings tree: :class:`ParamSpec` (type and range), :func:`setting` (one declared
-field), :class:`Section` (a frozen class of fields, checked on construction) and :func:`check_param`, the one check:
-a bool or a str is never a number, an integral float (``1e6``) is fine for an integer field, a fractional one is
-not; ranges are checked; a list field takes a single value as a one-element list.
+"""The field machinery of the settings tree: :class:`ParamSpec`, :func:`setting`, :class:`Section` and
+:func:`check_param`, the one check (a bool or str is never a number, ``1e6`` is an integer, ranges are checked, a
+list field takes a single value as a one-element list).
 """
 from __future__ import annotations
 
@@ -15,15 +14,9 @@ __all__ = ["ParamSpec", "PARAM_TYPES", "Section", "setting", "check_param", "clo
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """Type and range of one parameter.
-
-    Attributes:
-        kind: ``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; with ``many=True`` a list of that kind.
-        lo, hi: inclusive bounds (None = unbounded); lo_open / hi_open make them exclusive.
-        optional: None is accepted (meaning "the default").
-        choices: admissible values for ``str`` or numbers (also for list elements).
-        word: a str accepted besides the typed value (``"all"`` variants, ``"auto"`` encoders).
-    """
+    """Type and range of one parameter: ``kind`` (``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; ``many=True``: a
+    list), inclusive ``lo`` / ``hi`` (``lo_open`` / ``hi_open``: exclusive), ``optional`` (None accepted),
+    ``choices``, ``word`` (a str accepted besides the typed value: ``"all"``, ``"auto"``)."""
 
     kind: str
     lo: float | None = None
@@ -58,33 +51,19 @@ _SECTIONS: list = []  # every Section subclass, in definition order (filled by S
 
 def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = None,
             slider: tuple[float, float] | None = None):
-    """A dataclass field of a settings section: its default, its type and range (``spec``) and one line of doc.
-
-    The one place a setting is declared: ``Section.__post_init__`` checks the value against ``spec``, ``--set``
-    and the notebooks' ``resolve_params`` look the spec up by name (:data:`PARAM_TYPES`), and the notebooks'
-    parameters cells are generated from the declarations (:func:`parameters_cell`).
-    A list default is stored as a tuple (frozen sections stay hashable).
-
-    Args:
-        notebooks: the notebooks that read this shared field, e.g. ``"04"`` (None: every notebook that reads its
-            section, ``Section.read_by``; ``""``: none, a runner key). slider: the explorer's default slider
-            range (``pe_kit.report.widgets``; it widens to hold any value the spec accepts).
-    """
+    """A dataclass field of a settings section: its default, type and range (``spec``) and one line of doc. Checked by
+    ``Section.__post_init__``, found by name in :data:`PARAM_TYPES`, rendered by :func:`parameters_cell`; a list
+    default is stored as a tuple. ``notebooks``: the notebooks reading this shared field (None: every reader of its
+    section; ``""``: none, a runner key). ``slider``: the explorer's default slider range."""
     if isinstance(default, list):
         default = tuple(default)
     return field(default=default, metadata={"spec": spec, "doc": doc, "notebooks": notebooks, "slider": slider})
 
 
 class Section:
-    """Base of every frozen settings class: each field declared with :func:`setting` is checked on construction.
-
-    Subclasses are dataclasses (``@dataclass(frozen=True)``); a field's value is normalised by
-    :func:`check_param` against the field's own ``ParamSpec`` (an integral float becomes an int, a list a
-    tuple). Every subclass registers itself, so :data:`PARAM_TYPES` knows its fields by name.
-
-    Raises:
-        ValueError: on construction, naming the field, the value and the accepted values.
-    """
+    """Base of every frozen settings dataclass: each :func:`setting` field is normalised by :func:`check_param` on
+    construction, and each subclass registers in :data:`PARAM_TYPES`.
+    Raises ValueError naming the field, the value and the accepted values."""
 
     #: the notebooks that read this section's fields (a field's ``notebooks`` overrides it)
     read_by = "01 02 03 04 05 06 07 08"
@@ -118,10 +97,7 @@ class Section:
 
 
 class _ParamTypes(Mapping):
-    """``name → ParamSpec`` of every field declared on a registered :class:`Section` (read-only, live).
-
-    A name declared on two classes must carry the very same ``ParamSpec`` object (``record_cap``); otherwise the
-    lookup raises ``RuntimeError`` (a setting declared twice)."""
+    """``name → ParamSpec`` of every registered field (live); a name with two different specs raises RuntimeError."""
 
     _fields: dict = {}  # name → its dataclass field (default, doc, slider)
 
@@ -240,20 +216,11 @@ def _one(name: str, value, spec: ParamSpec):
 def check_param(name: str, value, spec: ParamSpec | None = None):
     """Validate and normalise one parameter value against its type (``PARAM_TYPES[name]`` by default).
 
-    Args:
-        name: the parameter (its last dotted part is looked up, so ``06_multiround_mauve.rounds`` works).
-        value: the value (JSON-like: int, float, str, bool, None, list/tuple, dict; a numpy scalar or 1-D array is
-            taken as its Python value or list).
-        spec: the type (default ``PARAM_TYPES``; a name without a type is returned unchanged).
-
-    Returns:
-        the normalised value: ``int`` for integer fields (``1e6`` → 1000000), ``float`` for number
-        fields, a ``list`` for list fields (a single value becomes a one-element list), else the value.
-
-    Raises:
-        ValueError: naming the field, the value and the accepted values (``trials=True is not an integer
-        ≥ 1 (true/false is not a number)``).
-    """
+    ``name``'s last dotted part is looked up (``06_multiround_mauve.rounds``); numpy scalars and 1-D arrays are taken
+    as Python values; a name without a type is returned unchanged. Returns ``int`` for integer fields (``1e6`` →
+    1000000), ``float`` for numbers, a ``list`` for list fields (a single value becomes one element). Raises
+    ValueError naming the field, the value and the accepted values (``trials=True is not an integer ≥ 1 (true/false
+    is not a number)``)."""
     spec = spec or PARAM_TYPES.get(name.split(".")[-1])
     if spec is None:
         return value
@@ -280,8 +247,7 @@ def check_param(name: str, value, spec: ParamSpec | None = None):
 
 
 def closest(word, choices) -> str | None:
-    """The choice closest to ``word`` (``difflib.get_close_matches``, cutoff 0.6), or None:
-    the one did-you-mean of the kit's errors."""
+    """The choice closest to ``word`` (``difflib.get_close_matches``, cutoff 0.6) or None: the kit's did-you-mean."""
     import difflib
 
     return next(iter(difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)), None)

@@ -1,8 +1,6 @@
-"""The declared settings: every field of the tree, once, with its default, type and range and one line of doc.
-
-Defaults are the paper's (§3, App. D): k=5, C=0.1, σ=1, q=0.1, δ=1e-5, m=64, α=0.05, five canaries. The shared
-sections are :class:`StudySettings` (the world: :class:`WorldSettings`, plus the notebooks' grids),
-:class:`MechanismSettings` and :class:`AuditSettings`; each notebook has its own :class:`NotebookSection`.
+"""The declared settings, each once. Defaults are the paper's (§3, App. D): k=5, C=0.1, σ=1, q=0.1, δ=1e-5, m=64,
+α=0.05, five canaries. Sections: :class:`StudySettings`, :class:`MechanismSettings`, :class:`AuditSettings` and
+one :class:`NotebookSection` per notebook.
 """
 from __future__ import annotations
 
@@ -33,11 +31,8 @@ FORMATS = ("auto", "blogs", "yelp", "sentiment140")
 
 @dataclass(frozen=True)
 class WorldSettings(Section):
-    """The fields that fix a study's world: data, data arm, splits, bank and encoder (``pe_kit.study.world.StudyConfig``
-    and the study section of the settings tree, :class:`StudySettings`, both take them from here).
-
-    Attributes: see ``StudyConfig``. Raises: ValueError naming the field, the value and the accepted values.
-    """
+    """The fields that fix a study's world (data, arm, splits, bank, encoder), shared by ``StudyConfig`` and
+    :class:`StudySettings`. Raises ValueError naming the field, the value and the accepted values."""
 
     read_by = "01 02 03 04 05 06 08"  # notebook 07 audits implementations, not a world
 
@@ -63,11 +58,8 @@ class WorldSettings(Section):
 
 @dataclass(frozen=True)
 class MechanismSettings(Section):
-    """The mechanism section of the tree: one PE histogram release (Eq. 1, Alg. A.1 lines 8–20), k, C, σ, q.
-
-    ε_theory (``pe_kit.audit.accounting.epsilon_theory``) is for add/remove of one user under Poisson sampling at
-    rate q. Raises: ValueError naming the field, the value and the admissible range.
-    """
+    """One PE histogram release (Eq. 1, Alg. A.1 lines 8–20): k, C, σ, q; ε_theory is for add/remove of one user under
+    Poisson sampling. Raises ValueError naming the field, the value and the admissible range."""
 
     top_k: int = setting(5, COUNT, "k: votes per record")
     clip_norm: float = setting(0.1, ParamSpec("float", lo=0, lo_open=True), "C: L2 clip of a user's vote vector")
@@ -95,9 +87,8 @@ THRESHOLD_RULES = ("gaussian_model", "argmax", "anchored_argmax")
 
 @dataclass(frozen=True)
 class AuditSettings(Section):
-    """The audit section of the tree: statistics of every audit (§2.1 Steps 2–5, App. E.6–E.7); trials count
-    calibration and test trials per hypothesis, each; the threshold rules are ``pe_kit.audit.threshold_rules.RULES``
-    (docs/threshold_rules.md). Raises: ValueError naming the field, the value and the admissible range.
+    """Statistics of every audit (§2.1 Steps 2–5, App. E.6–E.7); trials count per hypothesis per split; threshold rules
+    of ``pe_kit.audit.threshold_rules.RULES``. Raises ValueError naming the field, the value and the admissible range.
     """
 
     trials: int = setting(1_000_000, COUNT, "trials per hypothesis per split", notebooks="01 02 03 04 05 06 08",
@@ -128,13 +119,8 @@ class AuditConfig(AuditSettings):
 
 @dataclass(frozen=True)
 class StudySettings(WorldSettings):
-    """The study section: the world's data, splits, bank and encoder (:class:`WorldSettings`, as in
-    ``pe_kit.study.world.StudyConfig``), plus the grid and design sizes of the notebooks.
-
-    Attributes (besides ``WorldSettings``'): arms / banks (notebook 04's grid), variants (``"all"`` or names),
-    per_variant (canaries audited per variant), pool_size (M, candidate pool of the paraphrase and nonce variants),
-    paraphraser (None = ``pe_kit.study.pools.DEFAULT_PARAPHRASER``).
-    """
+    """The study section: :class:`WorldSettings` (as ``pe_kit.study.world.StudyConfig``) plus the notebooks' grids:
+    arms / banks (notebook 04), variants, per_variant, pool_size (M), paraphraser (None = ``DEFAULT_PARAPHRASER``)."""
 
     arms: tuple = setting(("long", "short"), ParamSpec("str", many=True, choices=ARMS), "notebook 04's data arms",
                           notebooks="04")
@@ -177,8 +163,7 @@ class LLRChecks(NotebookSection):
 
 @dataclass(frozen=True)
 class Ablations(NotebookSection):
-    """Notebook 05: the Fig. 1 sweeps (the other mechanism values fixed at the mechanism section's), the Table 3
-    encoder ablation and the tightness study."""
+    """Notebook 05: the Fig. 1 sweeps (other mechanism values fixed), the Table 3 encoder ablation and tightness."""
 
     sweep_arm: str = setting("short", ParamSpec("str", choices=ARMS), "data arm of the sweeps")
     sweep_variants: tuple = setting(("ordinary", "exact", "paraphrase-mu_eff", "nonce"),

@@ -1,11 +1,9 @@
-"""The settings tree of a reproduction (:class:`Preset`) and its paths: ``--set`` (:func:`parse_override`), the
-notebooks' keys and their generated parameters cells (:func:`parameters_cell`).
+"""The settings tree of a reproduction (:class:`Preset`) and its paths: ``--set`` (:func:`parse_override`) and the
+notebooks' generated parameters cells (:func:`parameters_cell`).
 
-Paths: ``study.<field>``, ``mechanism.<field>``, ``audit.<field>``, ``<notebook>.<field>`` (``06.rounds``); a field
-name unique in the tree is its own short name (``n_test``, ``noise_multiplier``). ``<notebook>.<shared field>``
-(``06.bank_size=512``) sets a shared value for that notebook only; notebook 06 keeps the paper's Fig. 2 σ = 1.1088
-and notebook 07 the black-box suite's δ = 1e-3 unless ``--set noise_multiplier=…`` / ``--set delta=…`` name another
-value for every notebook.
+Paths: ``study.<field>``, ``mechanism.<field>``, ``audit.<field>``, ``<notebook>.<field>``; a field name unique in
+the tree is its own short name. ``<notebook>.<shared field>`` sets it for that notebook only; notebook 06 keeps
+Fig. 2's σ = 1.1088 and 07 δ = 1e-3 unless ``--set noise_multiplier=…`` / ``--set delta=…`` set every notebook.
 """
 from __future__ import annotations
 
@@ -57,11 +55,7 @@ for _stem in NOTEBOOKS:
 
 
 def notebook_stem(nb: str) -> str:
-    """``"06"`` or ``"06_multiround_mauve"`` → ``"06_multiround_mauve"``.
-
-    Raises:
-        ValueError: for an unknown notebook, listing the notebooks (with a did-you-mean).
-    """
+    """``"06"`` or ``"06_multiround_mauve"`` → ``"06_multiround_mauve"``; raises ValueError for an unknown notebook."""
     matches = [n for n in NOTEBOOKS if n == nb or n.split("_")[0] == nb]
     if not matches:
         raise ValueError(f"use <notebook>.<parameter> with a notebook of {', '.join(NOTEBOOKS)} "
@@ -79,20 +73,10 @@ def _describe(names) -> str:
 
 
 def locate(key: str) -> tuple[str, str, str]:
-    """Where ``--set key=…`` points in the tree.
-
-    Args:
-        key: a short name (``n_test``), ``<section>.<field>`` (``mechanism.noise_multiplier``) or
-            ``<notebook>.<field>`` (``06.rounds``, ``06_multiround_mauve.bank_size``).
-
-    Returns:
-        (section: ``study`` / ``mechanism`` / ``audit`` or a notebook stem, field, canonical key): the canonical
-        key is the short name for a short name or a ``<section>.<field>``, else ``<stem>.<field>``.
-
-    Raises:
-        ValueError: an unknown section, notebook or field (the message lists the section's settings with their
-            ranges, or a notebook's parameters, with a did-you-mean), or a runner-owned key.
-    """
+    """Where ``--set key=…`` points: (section — ``study`` / ``mechanism`` / ``audit`` or a notebook stem —, field,
+    canonical key: the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``). Raises
+    ValueError for an unknown section, notebook or field (listing the settings with a did-you-mean) or a runner-owned
+    key."""
     key = key.strip()
     if "." not in key:
         if key in RUNNER_KEYS:
@@ -131,17 +115,9 @@ def _plain(v):
 
 @dataclass(frozen=True)
 class Preset:
-    """The settings tree of one reproduction: name, description and its sections (every value can be changed
-    with ``--set <path>=<value>``, :func:`locate`).
-
-    Attributes:
-        name, description: what the preset is for and how it differs from the paper (written into results.md).
-        study: :class:`StudySettings`. mechanism: ``MechanismSettings`` (σ, q, k, C). audit: ``AuditSettings``
-            (trials, α, δ, shrinkage, ridge). notebooks: stem → that notebook's section (:data:`NOTEBOOK_SECTIONS`).
-
-    A short name reads the value (``p.n_test``, ``p.noise_multiplier``, ``p.llr_trials``); :meth:`view` gives the
-    values one notebook sees. Build changed copies with :meth:`with_values`.
-    """
+    """The settings tree of one reproduction: ``name``, ``description`` (written into results.md), ``study``,
+    ``mechanism``, ``audit`` and ``notebooks`` (stem → section, :data:`NOTEBOOK_SECTIONS`). A short name reads the
+    value (``p.n_test``); :meth:`view` gives one notebook's values; :meth:`with_values` copies."""
 
     name: str
     description: str = ""
@@ -162,12 +138,7 @@ class Preset:
         return getattr(self, sec) if sec in SECTIONS else self.notebooks[sec]
 
     def with_values(self, values: Mapping[str, Any]) -> "Preset":
-        """A copy with ``values`` set (keys as in :func:`locate`); each value checked against its declaration.
-
-        Raises:
-            ValueError: an unknown key (see :func:`locate`) or a value of the wrong type or range, naming the key,
-                the value and the accepted values.
-        """
+        """A copy with ``values`` set (keys as :func:`locate`), each checked; ValueError for a bad key or value."""
         changes: dict[str, dict] = {}
         shared: dict[str, dict] = {}
         for key, value in values.items():
@@ -235,13 +206,9 @@ class Preset:
 
 
 def parameters_cell(stem: str) -> str:
-    """The source of notebook ``stem``'s ``parameters`` cell, generated from the declarations: the runner's keys,
-    then one ``name = None`` line per setting it takes (None: the preset's value), with its doc and accepted values
-    (no ``=`` in a comment: papermill's parameter parser would skip the line).
-
-    Returns:
-        str (no trailing newline), e.g. ``noise_multiplier = None  # σ: noise std is σ·C: a number ≥ 0``.
-    """
+    """Notebook ``stem``'s ``parameters`` cell source: the runner's keys, then ``name = None`` per setting with its doc
+    and accepted values (no ``=`` in a comment, which papermill would skip), e.g.
+    ``noise_multiplier = None  # σ: noise std is σ·C: a number ≥ 0``."""
     lines = ["# Parameters: papermill injects values after this cell; None takes the preset's value.",
              "# Each setting is declared once, in pe_kit.settings (type, range, meaning; --set <name>=…).",
              'output_dir = None  # None: results/interactive at the repository root', 'preset = "quick"  # tiny, quick '
@@ -255,22 +222,10 @@ def parameters_cell(stem: str) -> str:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """Parse ``key=value`` (value as JSON if it parses, else a comma list for ``a,b``, else a string).
-
-    ``key`` is a path of the settings tree (:func:`locate`): a short name (``trials``,
-    ``noise_multiplier``, ``rounds``), ``<section>.<field>`` (``mechanism.noise_multiplier``, ``audit.delta``)
-    or ``<notebook>.<parameter>`` (``06.rounds=3``, ``06_multiround_mauve.bank_size=512``: for that notebook only).
-    The value is checked and normalised against the field's own declaration (``trials=1e6`` → 1000000;
-    ``trials=true``, ``max_probes=1.5`` rejected).
-
-    Returns:
-        (canonical key, value): the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``.
-
-    Raises:
-        ValueError: if ``text`` has no ``=``, the key is not in the tree (the message lists the valid keys, or the
-            section's settings with their ranges, with a did-you-mean), or the value has the wrong type or range
-            (the message names the key, the value and the accepted values).
-    """
+    """Parse ``key=value`` (JSON, else a comma list for ``a,b``, else a string) into (canonical key, value). ``key`` is
+    a path of the tree (:func:`locate`); the value is normalised by its declaration (``trials=1e6`` → 1000000;
+    ``trials=true``, ``max_probes=1.5`` rejected). Raises ValueError: no ``=``, a key not in the tree (with a
+    did-you-mean), or a value of the wrong type or range."""
     if "=" not in text:
         raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
     key, raw = text.split("=", 1)
@@ -305,12 +260,8 @@ def _json_or_str(v: Any) -> Any:
 
 
 def _absolute_paths(key: str, value: Any) -> Any:
-    """Make relative file paths in path-like settings absolute against the current directory.
-
-    Notebooks run with the run folder as their working directory, so ``--set banks=my_bank.jsonl``
-    must be resolved where the command was typed. Applies to ``data``/``bank``/``banks`` keys (also
-    ``<notebook>.data`` …); ``file:<path>`` keeps its prefix; names that are not existing files are kept.
-    """
+    """Make relative paths of ``data``/``bank``/``banks`` keys (also ``<notebook>.data``) absolute against the current
+    directory, since notebooks run in the run folder; ``file:<path>`` keeps its prefix; non-files are kept."""
     if key.split(".")[-1] not in ("data", "bank", "banks"):
         return value
     if isinstance(value, list):

@@ -26,22 +26,9 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
           audit: AuditConfig, seed: int, cache: StepCache | None = None, per_variant: int = 1,
           experiment: str | None = None, pool_size: int | None = None, generator: str | None = None
           ) -> tuple[list[dict], list[str]]:
-    """Fig. 1 analogue: audit the same frozen designs while one mechanism setting varies.
-
-    Args:
-        world, variants, mechanism, audit, seed, cache, per_variant: as ``audit_variants`` (paper: one canary).
-        field: ``"noise_multiplier"`` (σ) or ``"sample_rate"`` (q).
-        values: the grid.
-        experiment: row label (default ``"sigma_sweep"`` / ``"q_sweep"``). pool_size: M of the pools.
-        generator: paraphrase route (as ``audit_variants``).
-        The designs are built once with ``mechanism`` and stay frozen across the grid.
-
-    Returns:
-        (rows, skipped variants); rows carry ``experiment`` and the swept value in ``mech_<field>``.
-
-    Raises:
-        ValueError: for another field or an empty grid.
-    """
+    """Fig. 1 analogue: audit the same designs, built once with ``mechanism``, while ``field`` (``"noise_multiplier"``
+    or ``"sample_rate"``) takes ``values``. Other arguments as ``audit_variants``. Returns (rows, skipped variants);
+    rows carry ``experiment`` and ``mech_<field>``. Raises ValueError for another field or an empty grid."""
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' (σ) or 'sample_rate' (q)")
     if len(values) == 0:
@@ -63,8 +50,8 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
 
 
 def encoder_names(encoders) -> list[str]:
-    """The encoders of the ablation: ``"auto"`` (or None) = the installed ones
-    (``pe_kit.text.models.available_encoders``), else the given names or paths."""
+    """The ablation's encoders: ``"auto"`` or None = ``pe_kit.text.models.available_encoders()``, else the given
+    names."""
     from pe_kit.text.models import available_encoders
 
     return available_encoders() if encoders in ("auto", ["auto"], None) else list(encoders)
@@ -74,16 +61,8 @@ def encoder_ablation(params: Mapping[str, Any], encoders: Sequence[str], variant
                      mechanism: MechanismConfig, audit: AuditConfig, cache: StepCache | None = None,
                      arm: str | None = None, bank: str | None = None, pool_size: int | None = None,
                      generator: str | None = None) -> tuple[list[dict], list[str]]:
-    """Table 3 analogue: the same study with each encoder (any sentence-transformers name or path).
-
-    ``generator``: paraphrase route (as ``audit_variants``; None = ``params["paraphraser"]`` when set).
-
-    An encoder that cannot be loaded is skipped with a warning (its name is returned in the skipped list
-    as ``encoder:<name>``), so the ablation runs with whatever models are installed.
-
-    Returns:
-        (rows with ``experiment="encoder"`` and ``study_model``, skipped).
-    """
+    """Table 3 analogue: the same study with each encoder; one that cannot be loaded is skipped with a warning
+    (``encoder:<name>`` in skipped). Returns (rows with ``experiment="encoder"`` and ``study_model``, skipped)."""
     rows, skipped = [], []
     for name in encoders:
         cfg = study_config(params, arm=arm, bank=bank, model=name)
@@ -111,16 +90,9 @@ def encoder_note(rows: Sequence[Mapping[str, Any]]) -> str | None:
     return encoder_ablation_note(list(dict.fromkeys(r["study_model"] for r in rows))) if rows else "no encoder audited"
 
 
-def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: AuditConfig,
-                    rng: np.random.Generator):
-    """The (calibration, test) ``ScalarProblem`` pair of one frozen design, exactly as ``_audit_canary`` builds it.
-
-    aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v → projections of the calibration users
-    and of the test users (equal-size splits, never resampled; ``rng`` is unused and kept for callers).
-
-    Returns:
-        (calibration ScalarProblem, test ScalarProblem, coords int64 (|P|,)).
-    """
+def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: AuditConfig, rng: np.random.Generator):
+    """The (calibration, test) ``ScalarProblem`` pair and coords (int64 (|P|,)) of one frozen design, as
+    ``_audit_canary`` builds them: aux moments (Eqs. 31–35), w = Σ̂⁻¹v, projections of both splits (``rng`` unused)."""
     v_full = canary_contribution(world, design, mechanism)
     coords = np.sort(np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64))
     v = v_full[coords]
@@ -139,21 +111,9 @@ def scalar_problems(world: World, design, mechanism: MechanismConfig, audit: Aud
 def tightness(world: World, variant: str, trials: Sequence[int], mechanism: MechanismConfig, audit: AuditConfig,
               seed: int, cache: StepCache | None = None, pool_size: int | None = None,
               generator: str | None = None) -> list[dict]:
-    """ε_lower against the number of trials per hypothesis for one canary of ``variant``.
-
-    ``generator``: paraphrase route of a paraphrase variant's pool (as ``audit_variants``).
-
-    The frozen design's (calibration, test) scalar problems go to ``pe_kit.audit.sweep.tightness_curve`` (the
-    streaming engine: exact counts, no per-trial memory), which calibrates and tests at every budget and
-    adds ``epsilon_expected`` (the Gaussian-model expectation at the design's μ_eff) and its limit.
-
-    Returns:
-        rows with ``experiment="tightness"``, ``variant``, ``canary_id``, ``trials``, ``epsilon_lower``,
-        ``epsilon_expected``, ``epsilon_expected_limit``, ``epsilon_theory``, ``mu_eff`` and the settings.
-
-    Raises:
-        ValueError: on an empty or non-positive trial list.
-    """
+    """ε_lower against the trials per hypothesis for one canary of ``variant``, from
+    ``pe_kit.audit.sweep.tightness_curve`` (exact streaming counts), with ``epsilon_expected`` (Gaussian model at
+    μ_eff) and its limit. Rows have ``experiment="tightness"``. Raises ValueError on an empty or non-positive list."""
     from pe_kit.audit.sweep import tightness_curve
 
     trials = [int(t) for t in trials]

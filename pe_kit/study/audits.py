@@ -1,10 +1,5 @@
-"""Audit each variant's canaries on one world, resumable step by step: the rows behind Table 2 / Table 4 (notebook 04;
-§2.1 Steps 1–5 on each frozen design, ``pe_kit.study.world.audit_design``).
-
-Every audit step is cached under the run's ``.steps`` folder (``pe_kit.report.results.StepCache``) by the content
-hash of everything that fixes its numbers: study settings and world content, variant, canary slot, mechanism and
-audit settings, seed, salt and the package's code (``pe_kit.code_hash.code_hash``), so a rerun resumes where it
-stopped.
+"""Audit each variant's canaries on one world (Table 2 / Table 4, notebook 04; §2.1 Steps 1–5), each step cached
+in ``.steps`` (``StepCache``) by the hash of everything fixing its numbers, code included, so reruns resume.
 """
 from __future__ import annotations
 
@@ -23,30 +18,18 @@ __all__ = ["audit_variants"]
 
 
 def audit_variants(world: World, variants: Sequence[str], per_variant: int, mechanism: MechanismConfig,
-                   audit: AuditConfig, seed: int, cache: StepCache | None = None, salt: int = 0,
-                   progress: bool = True, extra: Mapping[str, Any] | None = None,
-                   design_mechanism: MechanismConfig | None = None, pool_size: int | None = None,
-                   generator: str | None = None) -> tuple[list[dict], list[str]]:
-    """Audit ``per_variant`` canaries of each variant on one world: the rows behind Table 2 / Table 4.
+                   audit: AuditConfig, seed: int, cache: StepCache | None = None, salt: int = 0, progress: bool = True,
+                   extra: Mapping[str, Any] | None = None, design_mechanism: MechanismConfig | None = None,
+                   pool_size: int | None = None, generator: str | None = None) -> tuple[list[dict], list[str]]:
+    """Audit ``per_variant`` canaries (slots from ``canary_slots``) of each variant on one world (Table 2 / 4).
 
-    Args:
-        world: the study (one data arm × one bank × one encoder).
-        variants: names from ``VARIANTS``; unimplemented ones are skipped and reported.
-        per_variant: canaries per variant (paper: 5); slots from ``canary_slots``.
-        mechanism, audit: settings; ``audit.trials`` per hypothesis per split.
-        seed: seeds designs (seed, variant, j) and trials (seed, variant, j, salt).
-        cache: step cache (None = no resume); salt: separates sweep points that share a world.
-        progress: ``pe_kit.progress`` over (variant, canary) (a bar in Jupyter, lines headless); extra: fields added to every row.
-        design_mechanism: settings the designs are built with (default ``mechanism``; sweeps keep one frozen
-            design per canary while the audited mechanism varies). pool_size: M of the candidate pools.
-        generator: paraphrase route of the paraphrase variants' pools (``"auto"``, ``"smollm2"``, ``"wordnet"``;
-            None = ``pe_kit.study.pools.DEFAULT_PARAPHRASER``); part of each step's cache key.
+    ``seed`` seeds designs (seed, variant, j) and trials (seed, variant, j, salt); ``cache``: step cache (None = no
+    resume); ``salt`` separates sweep points sharing a world; ``extra``: fields added to every row;
+    ``design_mechanism``: settings the designs are built with (default ``mechanism``); ``generator``: the paraphrase
+    route (None = ``DEFAULT_PARAPHRASER``), part of the cache key.
 
-    Returns:
-        (rows, skipped): each row is ``pe_kit.study.world.audit_design``'s plus ``canary_slot``, ``canary_index``,
-        ``seed``, ``salt`` and ``extra``; ``skipped`` names unimplemented variants (``"paraphrase"``) and
-        canaries whose design failed on a pool shortfall (``"paraphrase#2: pool shortfall: …"``).
-    """
+    Returns (rows, skipped): ``audit_design`` rows plus ``canary_slot``, ``canary_index``, ``seed``, ``salt``;
+    ``skipped`` names unimplemented variants and pool shortfalls (``"paraphrase#2: pool shortfall: …"``)."""
     design_mechanism = design_mechanism or mechanism
     jobs = [(v, j, s) for v in resolve_variants(variants) for j, s in enumerate(
         canary_slots(v, per_variant, world.config.n_canary))]
@@ -90,13 +73,9 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
 
 
 def _route_key(variant: str, generator) -> tuple:
-    """Step-key part of a variant's paraphrase route: () for variants without a paraphrase pool (their keys stay as
-    they were), else (route, shipped pools digest). The route is what ``generator`` resolves to: None is
-    ``study.DEFAULT_PARAPHRASER`` (so a changed default never reuses rows of the old one); ``"smollm2"`` adds the
-    installed model's digest (its pools may be generated here); a generator object is keyed by
-    ``generator_identity`` (name, ``config()``, model digest, code: two WordNet rates, two endpoints or two model
-    files never share rows). ``composed-mu_eff`` adds its ``ComposedConfig`` (``composed_probes.DEFAULT_CONFIG``, which
-    ``benchmarks/composed_reference.py --refine-rounds`` replaces), so rows of two configs never share a step."""
+    """Step-key part of a variant's paraphrase route: () without a paraphrase pool, else (route, shipped pools digest);
+    None keys as ``DEFAULT_PARAPHRASER``, ``"smollm2"`` adds the model digest, an object its
+    ``generator_identity``; ``composed-mu_eff`` adds its ``ComposedConfig``."""
     if variant == "composed-mu_eff":
         from pe_kit.attack import composed_probes
 

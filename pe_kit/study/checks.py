@@ -1,7 +1,5 @@
-"""The numerical checks behind notebooks 01 and 03: one PE release step by step, and App. E on real data.
-
-``mechanism_walkthrough`` (Eq. 1, Alg. A.1 lines 8–20) and ``llr_checks`` (App. E: Eqs. 14–23 — scores vs
-N(∓μ²/2, μ²), the mixture identity, μ_eff ≤ 1/σ, the Gaussian approximation).
+"""The numerical checks behind notebooks 01 and 03: ``mechanism_walkthrough`` (one release step by step, Eq. 1,
+Alg. A.1 lines 8–20) and ``llr_checks`` (App. E, Eqs. 14–23, on real data).
 """
 from __future__ import annotations
 
@@ -14,40 +12,20 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import stats
 
-from pe_kit.audit.moments import (
-    aux_moments,
-    llr_weights,
-    mixture_llr,
-    mu_eff,
-    null_moments,
-    restrict,
-)
+from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, mu_eff, null_moments, restrict
 from pe_kit.audit.trials import scalar_problem, simulate_scores, simulate_scores_full
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, routes_with_probes
 from pe_kit.study.designs import design_summary
-from pe_kit.study.world import (
-    World,
-    canary_contribution,
-    make_design,
-)
+from pe_kit.study.world import World, canary_contribution, make_design
 
 
-# ---------------------------------------------------------------------------------------------- notebook 01
 def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.random.Generator, split: str = "test",
                           canary_slot: int = 0) -> dict:
-    """One PE release on real data, step by step (Eq. 1, Alg. A.1 lines 8–20).
-
-    Routes every record of ``split``'s users to its top-k bank entries, normalizes each user's votes
-    by |D_u|·k, clips to C, draws Bernoulli(q) participation and Gaussian noise, and does the same for
-    one real canary (its natural contribution on the unchanged bank).
-
-    Returns a dict with
-        ``routes`` int (n_records, k); ``h_norms`` float (N,) ‖h̄_u‖₂ before clipping; ``v`` CSR (N, p)
-        clipped contributions; ``participation`` bool (N,); ``y`` float (p,) the release;
-        ``canary_v`` float (p,); ``example`` (a canary record, its k nearest bank texts and squared
-        distances); ``rows`` tidy ``{"quantity", "value", "note"}`` dicts.
-    """
+    """One PE release on real data, step by step (Eq. 1, Alg. A.1 lines 8–20), and one real canary's contribution.
+    Returns a dict: ``routes`` int (n_records, k); ``h_norms`` (N,) ‖h̄_u‖₂ before clipping; ``v`` CSR (N, p);
+    ``participation`` bool (N,); ``y`` (p,) the release; ``canary_v`` (p,); ``example`` (a canary record, its k
+    nearest bank texts and squared distances); ``rows`` of ``{"quantity", "value", "note"}``."""
     rec = world.records[split]
     n_users, p = len(rec["ids"]), world.bank.shape[0]
     routes = routes_with_probes(rec["index"], rec["emb"], None, None, mechanism.top_k)
@@ -99,7 +77,6 @@ def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.rand
                       **{f"study_{k}": x for k, x in world.config.as_dict().items()}} for q, val, note in rows]}
 
 
-# ---------------------------------------------------------------------------------------------- notebook 03
 def _oracle_moments(pop: sp.csr_matrix, mechanism: MechanismConfig, ridge: float) -> tuple[np.ndarray, np.ndarray]:
     """Exact null mean and covariance of the background on P for a known population (Eqs. 8–9)."""
     q = mechanism.sample_rate
@@ -111,26 +88,16 @@ def _oracle_moments(pop: sp.csr_matrix, mechanism: MechanismConfig, ridge: float
 def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audit: AuditConfig, trials: int,
                rng: np.random.Generator, ceiling_sigmas: Sequence[float] = (0.5, 1.0, 2.0),
                full_path_trials: int = 2000) -> tuple[list[dict], dict]:
-    """App. E numerically, on real contributions: one tidy row per check, and the draws for the plots.
+    """App. E numerically on real contributions, per design: one tidy row per check, and the draws for the plots.
 
-    For each design (e.g. an ordinary and a nonce canary):
+    * ``h0_mean`` / ``h0_var`` / ``inc_mean`` / ``inc_var``: ℓ (Eq. 14) has mean ∓μ²/2, variance μ² (Eqs. 16–17)
+      with the exact moments (Eqs. 8–9), against ``trials`` draws (5 standard errors).
+    * ``gaussian_ks``: KS distance of standardized H0 scores to N(0,1) (Eq. 12; tolerance 0.05).
+    * ``mixture_identity``: TPR = (1−q)·FPR + q·TPR_inc (Eq. 23). ``mixture_llr``: log p1/p0 vs ℓ_mix (Eq. 22).
+    * ``mu_eff_ceiling``: μ_eff ≤ 1/σ (Eq. 20) for ``ceiling_sigmas``. ``canary_norm``: ‖v_P‖₂ ≤ C.
+    * ``full_vs_scalar``: full and scalar paths agree (KS p ≥ 0.001 on ``full_path_trials``).
 
-    * ``h0_mean`` / ``h0_var`` / ``inc_mean`` / ``inc_var`` — with the *exact* background moments of the
-      test population (Eqs. 8–9), the score ℓ (Eq. 14) has mean ∓μ²/2 and variance μ² under H0 / H_inc
-      (Eqs. 16–17): checked against ``trials`` scalar-path draws (tolerance: 5 standard errors).
-    * ``gaussian_ks`` — Kolmogorov–Smirnov distance between the standardized H0 scores and N(0,1): how
-      good the Gaussian approximation (Eq. 12) is on real contributions (reported; tolerance 0.05).
-    * ``mixture_identity`` — TPR = (1−q)·FPR + q·TPR_inc at a grid of thresholds (Eq. 23); max deviation.
-    * ``mixture_llr`` — log of the empirical density ratio p1/p0 vs ℓ_mix = log[(1−q)+q·e^ℓ] (Eq. 22),
-      weighted mean absolute error over well-populated bins.
-    * ``mu_eff_ceiling`` — μ_eff ≤ 1/σ (Eq. 20) for each σ in ``ceiling_sigmas`` (plug-in Σ̂ from aux).
-    * ``canary_norm`` — ‖v_P‖₂ ≤ C.
-    * ``full_vs_scalar`` — the slow full-histogram path and the scalar path draw the same score
-      distribution (two-sample KS p-value ≥ 0.001 on ``full_path_trials`` trials each).
-
-    Returns:
-        (rows, plot_data) with plot_data[variant] = {"mu", "h0", "inc", "h1", "q", "thresholds", "tpr", ...}.
-    """
+    Returns (rows, plot_data[variant] = {"mu", "h0", "inc", "h1", "q", "thresholds", "tpr", ...})."""
     rows, data = [], {}
     q = mechanism.sample_rate
     for design in designs:
@@ -191,8 +158,7 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
 
 
 def _mixture_identity(s0: np.ndarray, s_inc: np.ndarray, s1: np.ndarray, q: float) -> tuple:
-    """Thresholds at H0 quantiles 0.5–0.999, their FPR, TPR_inc and TPR, and max |TPR − ((1−q)·FPR + q·TPR_inc)|
-    (Eq. 23)."""
+    """Thresholds at H0 quantiles 0.5–0.999, FPR, TPR_inc, TPR and max |TPR − ((1−q)·FPR + q·TPR_inc)| (Eq. 23)."""
     ths = np.quantile(s0, np.linspace(0.5, 0.999, 25))
     fpr, tinc, tpr = ((s[None, :] > ths[:, None]).mean(axis=1) for s in (s0, s_inc, s1))
     pred = (1 - q) * fpr + q * tinc
@@ -200,9 +166,8 @@ def _mixture_identity(s0: np.ndarray, s_inc: np.ndarray, s1: np.ndarray, q: floa
 
 
 def _mixture_llr_fit(s0: np.ndarray, s1: np.ndarray, q: float) -> tuple:
-    """The empirical log(p1/p0) on 40 H0-quantile bins against ℓ_mix = log[(1−q) + q·e^ℓ] (Eq. 22): (weighted
-    mean |error| over bins holding ≥ 200 scores of each, its noise level, bin centres, empirical log ratio, those
-    bins)."""
+    """The empirical log(p1/p0) on 40 H0-quantile bins against ℓ_mix = log[(1−q) + q·e^ℓ] (Eq. 22): (weighted mean
+    |error| over bins holding ≥ 200 scores of each, its noise level, bin centres, empirical log ratio, those bins)."""
     edges = np.quantile(s0, np.linspace(0.0, 1.0, 41))
     c0, _ = np.histogram(s0, edges)
     c1, _ = np.histogram(s1, edges)

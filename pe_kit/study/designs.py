@@ -1,6 +1,5 @@
-"""A variant's frozen designs for the study's canaries and what they put on the probes, without trials (notebooks
-02 and 03): which canary each variant audits, the seeds of designs and trials, μ_eff and vote placement (Eqs. 1, 3,
-20, 34–35), paraphrase examples and the votes a canary's records cast (Table 1, App. B).
+"""Frozen designs of the study's canaries and what they put on the probes, without trials (notebooks 02, 03): slots,
+seeds, μ_eff and vote placement (Eqs. 1, 3, 20, 34–35), paraphrase examples and votes (Table 1, App. B).
 """
 from __future__ import annotations
 
@@ -21,15 +20,9 @@ NONCE_VARIANTS = tuple(v for v in VARIANTS if v.startswith("nonce"))
 
 
 def canary_slots(variant: str, per_variant: int, n_canary: int) -> list[int]:
-    """Canary slots (indices into the study's canary split) used by ``variant``.
-
-    Real-canary variants get disjoint blocks ``[i·per_variant, (i+1)·per_variant)`` (i = the variant's
-    index among the five real variants) when the study holds enough canaries (paper: 40 = 8 × 5, each
-    attack on "an independently selected set of five canaries"); otherwise the blocks wrap around and
-    variants share canaries. Nonce variants draw synthetic canaries; their slots only index the draws.
-    ``composed-mu_eff`` (beyond the paper) audits paraphrase-mu_eff's canaries, so the two natural-text
-    Alg. B.1 attacks compare on the same five records sets.
-    """
+    """Canary-split slots used by ``variant``: real-canary variants get disjoint blocks ``[i·per_variant,
+    (i+1)·per_variant)`` when there are enough canaries (paper: 40 = 8 × 5), else wrapping; nonce slots only index
+    draws; ``composed-mu_eff`` shares paraphrase-mu_eff's canaries."""
     per_variant = check_param("per_variant", per_variant)
     if variant in NONCE_VARIANTS:
         return list(range(per_variant))
@@ -44,13 +37,7 @@ def _rng(seed: int, variant: str, j: int, purpose: int, salt: int = 0) -> np.ran
 
 def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,
                pool_size: int | None = None, generator=None):
-    """Like :func:`design_for`, but returns ``(design, None)`` or ``(None, reason)`` without warning.
-
-    ``reason`` starts with ``"not implemented"`` (the variant does not exist in this pe_kit) or
-    ``"pool shortfall"`` (this canary's records admit too few distinct candidates); other errors propagate.
-    ``generator``: paraphrase route for the paraphrase variants (``pe_kit.study.pools.paraphrase_pool``; None: the
-    default, ``pe_kit.study.pools.DEFAULT_PARAPHRASER``).
-    """
+    """:func:`design_for` as ``(design, None)`` or ``(None, reason)`` (``"not implemented"``, ``"pool shortfall"``)."""
     from pe_kit.text.generators.base import PoolShortfallError
 
     kw = {}
@@ -70,22 +57,10 @@ def try_design(world: World, variant: str, j: int, slot: int, seed: int, mechani
 
 def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechanism: MechanismConfig | None = None,
                pool_size: int | None = None, generator=None):
-    """The frozen design of ``variant`` for its j-th canary (slot ``slot``), seeded by (seed, variant, j).
-
-    Args:
-        world, variant: the study and a name from ``VARIANTS``. j: the canary's index within the variant.
-        slot: index into the canary split (real variants). seed: root seed.
-        mechanism: k, C, σ, q used by the design (μ_eff variants freeze Σ̂_Q with it); default: paper values.
-        pool_size: M, candidate pool of paraphrase / nonce variants (default 512, App. B).
-        generator: paraphrase route (``"auto"``, ``"smollm2"``, ``"wordnet"``, a generator object; None =
-            ``pe_kit.study.pools.DEFAULT_PARAPHRASER``).
-
-    Returns:
-        ``ProbeDesign``, or None (with a warning) when the variant is not implemented (``NotImplementedError``
-        from ``pe_kit.study.world.make_design``) or the canary's candidate pool falls short
-        (``pe_kit.text.generators.base.PoolShortfallError``: e.g. records too short for enough distinct paraphrases),
-        so notebooks run with whatever designs exist. Other errors propagate.
-    """
+    """The frozen design of ``variant`` for its j-th canary (canary-split ``slot``), seeded by (seed, variant, j), with
+    ``mechanism`` (default: paper values), ``pool_size`` M (512, App. B) and paraphrase ``generator``. Returns a
+    ``ProbeDesign``, or None with a warning for an unimplemented variant or a pool shortfall
+    (``PoolShortfallError``); other errors propagate."""
     design, reason = try_design(world, variant, j, slot, seed, mechanism, pool_size, generator)
     if design is None:
         warnings.warn(f"variant {variant!r}, canary slot {slot} skipped: {reason}", stacklevel=2)
@@ -93,14 +68,10 @@ def design_for(world: World, variant: str, j: int, slot: int, seed: int, mechani
 
 
 def design_summary(world: World, design, mechanism: MechanismConfig, audit: AuditConfig) -> dict:
-    """Where the canary's votes go and its μ_eff on a frozen design, without trials (Eqs. 1, 3, 20, 34–35).
-
-    Returns a dict: ``variant, canary_id, n_coords`` (|P|), ``canary_votes_on_P`` (share of the canary's
-    vote mass on P), ``canary_norm`` (‖v_P‖₂ ≤ C), ``canary_norm_full`` (‖v‖₂), ``clip_norm``,
-    ``mu_eff`` (with Σ̂ from the aux users, N = n_test), ``mu_eff_ceiling`` (1/σ),
-    ``background_voters`` (test users with any vote on P), ``background_vote_share`` (mean share of a
-    test user's mass on P), and the world's truncation counts (``pe_kit.study.world.truncation_fields``).
-    """
+    """Where the canary's votes go and its μ_eff on a frozen design, without trials (Eqs. 1, 3, 20, 34–35): a dict of
+    ``variant, canary_id, n_coords`` (|P|), ``canary_votes_on_P``, ``canary_norm`` (‖v_P‖₂ ≤ C),
+    ``canary_norm_full``, ``clip_norm``, ``mu_eff``, ``mu_eff_ceiling`` (1/σ), ``background_voters``,
+    ``background_vote_share`` and the truncation counts."""
     v_full = canary_contribution(world, design, mechanism)
     coords = np.asarray(design.positions if design.positions is not None else np.flatnonzero(v_full), np.int64)
     coords = np.sort(coords)
@@ -124,14 +95,8 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
 
 def design_rows(world: World, variants, per_variant: int, mechanism: MechanismConfig, audit: AuditConfig, seed: int,
                 pool_size: int | None = None, generator=None) -> tuple[list[dict], list[str], dict]:
-    """:func:`design_summary` of ``per_variant`` canaries of each variant (seeded as ``study.audits`` seeds them).
-
-    Returns:
-        (rows, skipped, designs): one row per design (``design_summary``'s fields plus ``canary_slot``,
-        ``canary_index``, ``n_probes``, ``experiment="probe_design"`` and the study and mechanism settings);
-        ``skipped`` says why a canary has no design (an unimplemented variant stops at its first canary); ``designs``
-        maps each variant to its first design.
-    """
+    """:func:`design_summary` rows (``experiment="probe_design"``) of ``per_variant`` canaries per variant, seeded as
+    ``study.audits``; returns (rows, skipped reasons, designs: variant → its first design)."""
     rows, skipped, designs = [], [], {}
     for variant in resolve_variants(variants):
         for j, slot in enumerate(canary_slots(variant, per_variant, world.config.n_canary)):
@@ -150,24 +115,9 @@ def design_rows(world: World, variants, per_variant: int, mechanism: MechanismCo
 
 
 def paraphrase_examples(design, n: int = 5, world: World | None = None):
-    """Source records beside the paraphrase probes made from them (the ``paraphrase`` variant's design).
-
-    Args:
-        design: a ``paraphrase`` ``ProbeDesign`` (its ``info["probe_sources"]`` gives each probe's record).
-        n: int ≥ 1, how many (record, probe) pairs to show, one per distinct source record first.
-        world: the design's study; when given and the design's pool is not already SmolLM2's, a column
-            ``smollm2`` adds the same record's rewrite from the canary's shipped SmolLM2 pool
-            (``pe_kit.text.generators.paraphrase_pools.find_pool``; nothing is generated; empty when no
-            shipped pool matches this canary's key).
-
-    Returns:
-        ``pandas.DataFrame`` with columns ``record`` (index in the canary's records), ``source``, ``paraphrase``
-        and ``generator`` (the pool generator's name, e.g. ``wordnet`` or a local LLM), plus ``smollm2``
-        when ``world`` is given.
-
-    Raises:
-        ValueError: if the design is not a paraphrase design with probe sources, or n < 1.
-    """
+    """``n`` (≥ 1) source records beside their paraphrase probes (a ``paraphrase`` design's ``info["probe_sources"]``):
+    a DataFrame of ``record``, ``source``, ``paraphrase``, ``generator`` and, with ``world``, ``smollm2`` (the shipped
+    SmolLM2 pool's rewrite; empty when none matches). Raises ValueError for another design or n < 1."""
     import pandas as pd
 
     if n < 1:
@@ -205,13 +155,9 @@ def _shipped_llm_pool(world: World, design) -> dict | None:
 
 
 def vote_table(design, world: World, top_k: int, records=(0, 1, 2)):
-    """Each of ``records`` (indices into the canary's records) beside the k entries it votes for on ``design``'s bank
-    (Eq. 1's top-k routing; ``pe_kit.attack.composed_probes.probe_vote_examples``): a ``pandas.DataFrame`` with
-    ``record``, ``record text`` (on its first vote), ``vote``, ``probe slot``, ``voted text`` and ``distance²``.
-
-    Raises:
-        ValueError: for a design without probes or a record index out of range.
-    """
+    """Each of ``records`` beside the k entries it votes for on ``design``'s bank (Eq. 1), as a DataFrame of ``record``,
+    ``record text``, ``vote``, ``probe slot``, ``voted text``, ``distance²``.
+    Raises ValueError for a design without probes or a record index out of range."""
     import pandas as pd
 
     from pe_kit.attack.composed_probes import probe_vote_examples

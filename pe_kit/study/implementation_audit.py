@@ -1,9 +1,6 @@
-"""The seeded-bug suite end to end (notebook 07, ``benchmarks/bench_blackbox.py``): designs → black-box audits
-→ tidy rows with verdicts, ε bands and the trials each violation needed.
-
-Glue between ``pe.mutants`` (the implementations), ``attack.bug_canaries`` (the auditor's canary for each
-bug) and ``audit.blackbox`` (the audit). Source: §2.1 Steps 2–5 and Eq. 28 of the paper, run through the
-implementation under test instead of the scalar projection.
+"""The seeded-bug suite end to end (notebook 07, ``benchmarks/bench_blackbox.py``): ``pe.mutants`` implementations,
+``attack.bug_canaries`` designs, ``audit.blackbox`` audits → rows with verdicts, ε bands and trials needed
+(§2.1 Steps 2–5, Eq. 28, through the implementation under test).
 """
 from __future__ import annotations
 
@@ -38,16 +35,8 @@ def mutant_rows(mechanism: MechanismConfig, n_users: int = 51) -> list[dict]:
 
 
 def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Sequence | None = None) -> list[tuple]:
-    """(release, design) pairs: every implementation with the design for its bug, plus the reference on
-    every other design (controls). Designs are seeded from [seed, i].
-
-    Args:
-        seed: int or sequence of ints. sizes: ``bug_canaries`` size keywords (applied to every design; e.g. n_test, bank_size).
-        implementations: default ``pe.mutants.all_implementations()``.
-
-    Raises:
-        ValueError: on sizes the designs do not accept.
-    """
+    """(release, design) pairs: every implementation with its bug's design, plus the reference on every other design
+    (controls), seeded from [seed, i]; ``sizes`` go to every ``bug_canaries`` design. Raises ValueError on bad sizes."""
     impls = list(implementations) if implementations is not None else all_implementations()
     sizes = dict(sizes or {})
     key = [int(k) for k in np.atleast_1d(seed)]
@@ -74,17 +63,9 @@ def _row(audit, impl, level: float | None) -> dict:
 def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float = SUITE_DELTA,
               mechanism: MechanismConfig = SUITE_MECHANISM, sizes: dict | None = None, cases: Sequence | None = None,
               level: float | None = None) -> list[dict]:
-    """Audit every case of ``suite_cases`` at ``trials`` per hypothesis (family-wise α over the cases).
-
-    Returns:
-        list of row dicts (``Audit.row`` of ``blackbox.audit_implementation`` plus ``bug``, a two-sided ε band
-        ``epsilon_ci_low/epsilon_point/epsilon_ci_high`` (``report.results.epsilon_interval`` at ``level``; default
-        1 − 4γ, whose lower end is the row's ε_lower), ``band_level`` and
-        ``flag_correct`` = (violation == expected_violation)).
-
-    Raises:
-        ValueError: as ``audit.blackbox._audit_suite``.
-    """
+    """Audit every case of ``suite_cases`` at ``trials`` per hypothesis (family-wise α): ``Audit.row`` plus ``bug``,
+    the band ``epsilon_ci_low/epsilon_point/epsilon_ci_high`` at ``level`` (default 1 − 4γ), ``band_level`` and
+    ``flag_correct``. Raises ValueError as ``audit.blackbox._audit_suite``."""
     cases = list(cases) if cases is not None else suite_cases(seed, sizes)
     audits = _audit_suite(cases, mechanism, trials=trials, alpha=alpha, delta=delta, seed=[int(seed), 1])
     return [_row(a, impl, level) for a, (impl, _) in zip(audits, cases)]
@@ -93,14 +74,8 @@ def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float =
 def trials_needed_rows(ladder: Sequence[int] = (1_000, 3_000, 10_000, 30_000, 100_000), *, seed: int = 0,
                        alpha: float = 0.05, delta: float = SUITE_DELTA, mechanism: MechanismConfig = SUITE_MECHANISM,
                        sizes: dict | None = None, cases: Sequence | None = None) -> list[dict]:
-    """For every case whose implementation breaks the guarantee: the smallest rung of ``ladder`` at which it is
-    flagged (``audit.blackbox.trials_needed`` at γ = α/(4·n_cases)), the ε_lower there and the wall time.
-
-    Returns:
-        list of dicts ``implementation, design, trials_needed`` (None = not flagged within the ladder),
-        ``epsilon_lower, epsilon_theory, seconds`` (the wall time of all rungs up to the flag),
-        ``rungs``.
-    """
+    """Per guarantee-breaking case: the smallest rung of ``ladder`` flagging it (γ = α/(4·n_cases)) as dicts of
+    ``implementation, design, trials_needed`` (None: never), ``epsilon_lower, epsilon_theory, seconds, rungs``."""
     cases = list(cases) if cases is not None else suite_cases(seed, sizes)
     gamma = alpha / (4 * len(cases))
     out = []
@@ -119,17 +94,8 @@ def trials_needed_rows(ladder: Sequence[int] = (1_000, 3_000, 10_000, 30_000, 10
 
 def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float = SUITE_DELTA,
                     mechanism: MechanismConfig = SUITE_MECHANISM, sizes: dict | None = None) -> list[dict]:
-    """Re-audit every case whose implementation keeps the guarantee ``repeats`` times with independent designs
-    and seeds; count the flags (there should be none).
-
-    Returns:
-        list of dicts ``implementation, design, repeats, times_flagged, epsilon_lower_max, epsilon_theory``
-        (``times_flagged``: an int count, not the bool ``flagged`` of an audit row, so a results CSV holding both
-        kinds of row keeps one type per column).
-
-    Raises:
-        ValueError: on repeats < 1.
-    """
+    """Re-audit each guarantee-keeping case ``repeats`` (≥ 1) times with fresh designs and seeds: dicts of
+    ``implementation, design, repeats, times_flagged`` (int), ``epsilon_lower_max, epsilon_theory``."""
     repeats = check_param("repeats", repeats)
     tally: dict = {}
     for r in range(repeats):

@@ -1,11 +1,7 @@
-"""Notebook 06's set-up in one call: the world, the mechanism, the audited canary's design, the PE loop's settings
-and the variation generator of a multi-round study (Fig. 2 analogue).
-
-Source: "Canaries in the Bank" §3 "Multi-round PE with ICL", App. A (Alg. A.1: each round retains the top
-k̃ = ⌈retain_fraction · p⌉ candidates plus the r probes and asks the generator for g = p − r − k̃ new texts), App. D
-(T = 6, q = 0.1, σ = 1.1088). The retrieval generator's pool is capped at 3 · T · g texts of the bank source that
-the initial bank does not hold, so a run uses at most a third of it (a near-exhausted pool answers late rounds with
-leftovers whatever the histogram says).
+"""Notebook 06's set-up in one call (Fig. 2 analogue): world, mechanism, the audited canary's design, PE settings
+and the variation generator. Source: §3 "Multi-round PE with ICL", Alg. A.1 (retain k̃ = ⌈retain_fraction · p⌉
+plus r probes, generate g = p − r − k̃), App. D (T = 6, q = 0.1, σ = 1.1088). The retrieval pool holds 3 · T · g
+public texts not in the initial bank.
 """
 from __future__ import annotations
 
@@ -23,15 +19,7 @@ GENERATORS = ("public-retrieval", "wordnet", "smollm2", "openai")
 
 @dataclass(frozen=True)
 class MultiroundSetup:
-    """What :func:`multiround_setup` builds.
-
-    Attributes:
-        world: the ``pe_kit.study.world.World`` (disjoint user splits, embeddings, initial bank S⁽⁰⁾).
-        mechanism: ``MechanismConfig`` (k, C, σ, q, m). design: the audited canary's ``ProbeDesign``.
-        pe: ``PEConfig`` (rounds T, retain fraction, generator attempts). generator: the variation generator.
-        n_probes: r (0 for a canary without probes). retained: k̃. new_per_round: g = p − r − k̃.
-        report: one line naming the splits' sizes, r, k̃, g and the generator.
-    """
+    """What :func:`multiround_setup` builds (r = ``n_probes``, k̃ = ``retained``, g = ``new_per_round``)."""
 
     world: Any
     mechanism: Any
@@ -45,23 +33,10 @@ class MultiroundSetup:
 
 
 def multiround_setup(params: Mapping[str, Any]) -> MultiroundSetup:
-    """Build notebook 06's world, mechanism, design, PE settings and generator from its parameters.
-
-    Args:
-        params: the notebook's parameters (its ``params`` dict): the world's keys of
-            ``pe_kit.study.setup.study_config`` plus ``variant`` (``nonce`` | ``ordinary``), ``generator`` (one of
-            :data:`GENERATORS`), ``rounds`` (T ≥ 1), ``retain_fraction`` (in (0, 1)), ``max_attempts``,
-            ``public_max_texts`` (None: ⌈3 · T · g⌉), ``bank_size`` (p), ``top_k``, ``clip_norm``,
-            ``noise_multiplier``, ``sample_rate``, ``record_cap``, ``seed``, and ``openai_base_url`` /
-            ``openai_model`` (the endpoint for ``generator="openai"``).
-
-    Returns:
-        :class:`MultiroundSetup`.
-
-    Raises:
-        ValueError: a variant without a design here, an unknown generator (the message lists the known ones), or
-            a retain fraction that leaves no slot for new texts (``PEConfig.retain_count``).
-    """
+    """Build notebook 06's :class:`MultiroundSetup` from its ``params``: the world's keys of ``study_config`` plus
+    ``variant`` (``nonce`` | ``ordinary``), ``generator`` (:data:`GENERATORS`), ``rounds``, ``retain_fraction``,
+    ``max_attempts``, ``public_max_texts`` (None: ⌈3 · T · g⌉), the mechanism's keys, ``seed`` and ``openai_*``.
+    Raises ValueError for a variant without a design, an unknown generator, or no slot left for new texts."""
     from pe_kit.pe.multiround import PEConfig
     from pe_kit.study.designs import design_for
     from pe_kit.study.setup import mechanism_from, study_config, world_for

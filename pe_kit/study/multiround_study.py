@@ -1,8 +1,5 @@
-"""Fig. 2 analogue on a ``World``: the PE loop over the test users, MAUVE per round for the DP run and for the
-random-retention control, the gain with its confidence interval, and the frozen-bank and adaptive audits.
-
-Source: "Canaries in the Bank" §3 "Multi-round PE with ICL", Fig. 2, App. A (Alg. A.1), App. D
-"Multi-round accounting", App. E.8 Eq. 36.
+"""Fig. 2 analogue on a ``World``: the PE loop, MAUVE per round for the DP run and the random-retention control,
+the gain with its interval, and the frozen-bank and adaptive audits. Source: §3, Fig. 2, Alg. A.1, App. D, Eq. 36.
 """
 from __future__ import annotations
 
@@ -24,17 +21,9 @@ ARMS = ("dp", "control")
 
 @dataclass(frozen=True)
 class MultiroundResult:
-    """What ``multiround_study`` returns.
-
-    Attributes:
-        transcripts: dict (arm, pe_seed) → ``Transcript``.
-        rows: one tidy row per (arm, pe_seed, round t = 0..T): MAUVE (``mauve_mean``, ``mauve_sd``,
-            ``mauve_scores``), bank make-up, settings.
-        gain: one row per round t: ``paired_gain`` of the DP arm over the control (mean, sd, t interval).
-        audit: one row per prefix t = 1..T on the DP transcript of the first PE seed: ε_theory, the
-            frozen-bank ε_lower (``_composed_audit``) and the adaptive one (``_adaptive_audit``), the fraction
-            of H1 trials whose retained set the canary changed, and every audit column of the frozen audit.
-    """
+    """``transcripts`` ((arm, pe_seed) → ``Transcript``); ``rows`` per (arm, pe_seed, round): MAUVE, bank make-up,
+    settings; ``gain`` per round (``paired_gain``); ``audit`` per prefix t = 1..T of the first DP transcript:
+    ε_theory, frozen-bank and adaptive ε_lower, the share of H1 trials whose retained set the canary changed."""
 
     transcripts: dict
     rows: list
@@ -51,35 +40,13 @@ def multiround_study(world, design, generator, mechanism: MechanismConfig, pe: P
                      bank_embeddings: np.ndarray | None = None) -> MultiroundResult:
     """Fig. 2 analogue: DP run vs random-retention control (MAUVE per round) and the audits of the DP run.
 
-    Steps, per PE seed s: ``run_pe`` with retention by the DP histogram and with ``retention="random"``
-    (σ → ∞), both from ``default_rng([entropy, s])`` — the same release draws, prompts and generator seeds —
-    on ``world.bank`` (+ the design's probes) with the ``test`` split voting; MAUVE
-    (``pe_kit.report.mauve.mauve_score``) of each bank's non-probe candidates against the held-out records
-    of ``reference_split`` (one subsample, the same k-means seeds and subsample draws for both arms at a
-    given round). Then ``paired_gain`` per round over the PE seeds, and, on the first seed's DP
-    transcript, ``_composed_audit`` (frozen banks) and ``_adaptive_audit`` (Eq. 36 on each trial's realised
-    banks) of ``design``'s canary.
+    Per PE seed, ``run_pe`` retains by the DP histogram and at random (σ → ∞) from the same draws on ``world.bank``
+    plus the design's probes; MAUVE of each bank's non-probe texts against ``reference_split`` (``calibration`` or
+    ``aux``). Then ``paired_gain`` per round, and on the first DP transcript ``_composed_audit`` (frozen banks) and
+    ``_adaptive_audit`` (Eq. 36) of the design's canary. ``pe.retention`` is set per arm; ``pe_seeds`` ≥ 2 for an
+    interval; ``adaptive_trials`` None = ``audit.trials``; ``mauve_samples`` None = all.
 
-    Args:
-        world: ``pe_kit.study.world.World``. design: ``ProbeDesign`` (its canary is audited; its probes are
-            kept in every bank). generator: variation generator (never sees private or reference text).
-        mechanism, pe, audit: settings (paper Fig. 2: T=6, q=0.1, σ=1.1088, δ=1e-5). ``pe.retention`` is
-            overridden per arm.
-        rng: randomness (children: PE seeds' entropy, MAUVE, audit).
-        pe_seeds: int seeds of the PE runs (≥ 1; ≥ 2 for a confidence interval).
-        control: also run the random-retention arm. adaptive: also run the adaptive audit.
-        adaptive_trials: trials per hypothesis and split of the adaptive audit (None = ``audit.trials``).
-        max_banks: cap of ``transcript_tree``.
-        reference_split: ``calibration`` or ``aux`` (held out of the loop).
-        mauve_seeds: k-means seeds; mauve_samples: per-side subsample cap (None = all). level: CI level.
-        checkpoint_dir: as ``run_pe``. bank_texts, bank_embeddings: initial bank S^(0) before probes.
-
-    Returns:
-        ``MultiroundResult``.
-
-    Raises:
-        ValueError: for an unknown reference split, no PE seeds, or inconsistent inputs.
-    """
+    Raises ValueError for an unknown reference split, no PE seeds, or inconsistent inputs."""
     from pe_kit.report.mauve import paired_gain
 
     pe_seeds = _checked_seeds(reference_split, pe_seeds, bank_texts, bank_embeddings)

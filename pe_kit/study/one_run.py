@@ -1,11 +1,8 @@
-"""One-run audits of one PE release (notebook 08): the multi-canary release, per-canary scores, both bounds,
-and the multi-trial audit of the kit on the same bank for comparison.
+"""One-run audits of one PE release (notebook 08) beside the kit's multi-trial audit on the same bank.
 
-Flow of ``one_run_release``: the frozen multi-canary bank (``attack.one_run_design``) → every user's top-k routes
-on it (exact, ``pe.mechanism.topk_routes``) → each canary inserted with probability ½ → one Poisson-sampled
-Gaussian release over the test population plus the inserted canaries (Eq. 1) → per canary i, on its block B_i:
-aux moments (Eqs. 31–35), w = Σ̂⁻¹v, ℓ_i = wᵀ(Y_B − m̂0 − v/2) (Eq. 14), score ℓ_mix = log[(1−q) + q e^ℓ]
-(Eq. 4) → the abstaining guesser and both one-run bounds (``audit.one_run``).
+``one_run_release``: frozen multi-canary bank → top-k routes → each canary inserted w.p. ½ → one Poisson-sampled
+Gaussian release (Eq. 1) → per canary block: aux moments (Eqs. 31–35), ℓ_i (Eq. 14), ℓ_mix (Eq. 4) → the
+abstaining guesser and both one-run bounds (``audit.one_run``).
 """
 from __future__ import annotations
 
@@ -30,14 +27,8 @@ __all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_
 
 @dataclass(frozen=True)
 class OneRunRelease:
-    """One PE release with m canaries and what the auditor concludes from it.
-
-    Attributes:
-        scores: float64 (m,) mixture-LLR score per canary. included: bool (m,) S_i. participated: bool (m,)
-        (S_i and the canary's Poisson draw). mu_eff: float64 (m,) per-canary μ_eff on its block (Eq. 15).
-        background_voters: int (m,) test users with a vote on each block. audits: method → ``Audit`` (``audit.one_run._one_run_audit``).
-        releases: releases made (1). seconds: wall time (routing, release, scoring, bounds).
-    """
+    """One release with m canaries: ``scores`` (m,), ``included`` S_i, ``participated``, per-canary ``mu_eff`` (Eq. 15),
+    ``background_voters``, ``audits`` (method → ``Audit``), ``releases`` (1) and ``seconds``."""
 
     scores: np.ndarray
     included: np.ndarray
@@ -57,11 +48,7 @@ def routed_contributions(emb: np.ndarray, owner: np.ndarray, n_users: int, bank:
 
 
 def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tuple]]:
-    """Real users usable as natural canaries: the canary split first, then users in no split; texts that also sit
-    in the base bank are dropped (a verbatim bank entry would tie with the canary's copies).
-
-    Returns a list of (user_id, texts) with at least ``records_per_canary`` texts each.
-    """
+    """(user_id, texts) of usable natural canaries, texts not in the base bank, at least ``records_per_canary``."""
     used = set(world.splits.aux) | set(world.splits.calibration) | set(world.splits.test)
     in_bank = set(world.bank_texts)
     order = list(world.splits.canary) + [u.user_id for u in world.corpus.users
@@ -77,21 +64,10 @@ def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tu
 
 def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5,
                         records_per_canary: int = 1) -> OneRunDesign:
-    """The frozen multi-canary design of ``variant`` on ``world``'s bank, seeded by (seed, variant, m).
+    """The frozen multi-canary ``OneRunDesign`` of ``variant`` (``"nonce"`` or ``"natural"``) with m = ``n_canaries``
+    on ``world``'s bank, seeded by (seed, variant, m); ``copies`` of each of ``records_per_canary`` records per block.
 
-    Args:
-        world: the study (``study.world.World``; notebook 08 builds it with
-            ``study.setup.world_for(study.setup.study_config(params))``). variant: ``"nonce"`` or
-            ``"natural"`` (real users from ``natural_candidates``). n_canaries: m, at most
-            ``largest_m(p, 1.0, copies, records_per_canary)``. seed: root seed. copies: copies of each record in its
-            block (k puts every vote on the block). records_per_canary: records per canary.
-
-    Returns:
-        ``attack.one_run_design.OneRunDesign``.
-
-    Raises:
-        ValueError: when the m blocks do not fit in the bank (the message names ``max_canaries``), too few natural
-            users, or an unknown variant (``attack.one_run_design.design_one_run``).
+    Raises ValueError when the blocks do not fit (names ``max_canaries``), too few natural users, or an unknown variant.
     """
     rng = np.random.default_rng([int(seed), 16, 0 if variant == "nonce" else 1, int(n_canaries)])
     natural = natural_candidates(world, records_per_canary) if variant == "natural" else None
@@ -107,21 +83,9 @@ def _population(world, bank: np.ndarray, mechanism: MechanismConfig, split: str)
 def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng: np.random.Generator, *,
                     delta: float = 1e-5, alpha: float = 0.05, shrinkage: float = 0.1, ridge: float = 1e-9,
                     pairs=None, methods=("steinke", "fdp")) -> OneRunRelease:
-    """Make one PE release with the design's canaries inserted w.p. ½ each, score every canary, bound ε.
-
-    Args:
-        world: the study (``study.world.World``): test users form the population, aux users give the moments.
-        design: the frozen ``OneRunDesign`` (its bank size must be the world's p).
-        mechanism: k, C, σ, q. rng: the only randomness (inclusion, participation, noise).
-        delta, alpha: δ and the family-wise level over the (k₊, k₋) pairs. shrinkage, ridge: Eqs. 33, 35.
-        pairs, methods: passed to ``audit.one_run._one_run_audit``.
-
-    Returns:
-        ``OneRunRelease``.
-
-    Raises:
-        ValueError: if the design was made for another bank size, or a block's covariance is singular.
-    """
+    """One PE release with the design's canaries inserted w.p. ½ each (``rng`` the only randomness), every canary scored
+    and ε bounded at δ, family-wise ``alpha`` over (k₊, k₋) pairs (``shrinkage``, ``ridge``: Eqs. 33, 35). Raises
+    ValueError if the design was made for another bank size, or a block's covariance is singular."""
     t0 = time.perf_counter()
     if design.bank_size != world.bank.shape[0]:
         raise ValueError(f"design bank_size={design.bank_size} but the world's bank has p={world.bank.shape[0]}")
@@ -154,17 +118,9 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
 
 def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfig, seed: int, *, delta: float = 1e-5,
                  alpha: float = 0.05, copies: int | None = None, records_per_canary: int = 1) -> list[dict]:
-    """Tidy rows (one per bound) of one one-run audit of ``variant`` with ``n_canaries`` canaries.
-
-    Designs the canaries (``make_one_run_design``), makes one release (``one_run_release``, seeded by seed, m and q)
-    and bounds ε at δ with family-wise level α over the (k₊, k₋) pairs. ``mechanism.sample_rate`` is the q of both
-    the release and the f-DP family; ``copies`` None = ``mechanism.top_k``. Raises what ``make_one_run_design``
-    raises (m too large for the bank: ``largest_m`` gives the largest).
-
-    Each row: experiment ``one_run``, method, variant, m, probe share, ε_lower, μ_lower, the attaining (k₊, k₋)
-    and counts, median μ_eff over the canaries, ε_theory (one release at σ, q, δ), releases and seconds,
-    and the mechanism settings (``mech_*``).
-    """
+    """Tidy rows (one per bound, experiment ``one_run``) of one one-run audit of ``variant`` with ``n_canaries``
+    canaries, seeded by seed, m and q (``copies`` None = ``mechanism.top_k``): ε_lower, μ_lower, the attaining
+    (k₊, k₋) and counts, median μ_eff, ε_theory, releases, seconds and ``mech_*``. Raises as ``make_one_run_design``."""
     copies = mechanism.top_k if copies is None else int(copies)
     design = make_one_run_design(world, variant, n_canaries, seed, copies=copies,
                                  records_per_canary=records_per_canary)
@@ -187,12 +143,8 @@ def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfi
 
 def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, trials: int, seed: int, *,
                     delta: float = 1e-5, alpha: float = 0.05) -> dict:
-    """The kit's multi-trial audit (``audit.canary._audit_canary``: calibrated threshold, Clopper–Pearson, Eq. 28)
-    of the design's first canary on the same frozen bank, for comparison. One canary, so γ = α/4.
-
-    Returns a row with ``method="multi_trial"``, ε_lower, μ_eff, ε_theory, ``releases`` = 4·trials (calibration and
-    test splits, H0 and H1) and ``seconds``.
-    """
+    """The kit's multi-trial audit (Eq. 28; γ = α/4) of the design's first canary on the same bank:
+    ``method="multi_trial"``, ε_lower, μ_eff, ε_theory, ``releases`` = 4·trials and ``seconds``."""
     from pe_kit.audit.canary import _audit_canary
 
     t0 = time.perf_counter()
@@ -260,15 +212,9 @@ def with_defaults(params: dict) -> dict:
 
 def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: float = 1e-5,
                   alpha: float = 0.05) -> list[dict]:
-    """Notebook 08's grid on one world: for each q in ``one_run_qs`` (σ, k, C from ``mechanism``), each variant and
-    each probe share, the one-run rows at the largest m that fits the share (natural: capped by the real users
-    available); then the kit's multi-trial audit (``trials`` per hypothesis per split) of the nonce design's first
-    canary at the largest share. Rows as ``one_run_rows`` / ``multi_trial_row``; ``largest_share`` marks the
-    headline rows (those at the m the largest share fits, also when a smaller share fits the same m).
-
-    Raises:
-        ValueError: naming ``probe_shares`` when the largest share fits no canary (share·p < copies).
-    """
+    """Notebook 08's grid: per q of ``one_run_qs``, variant and probe share, the one-run rows at the largest m fitting
+    the share; then the multi-trial row of the nonce design's first canary. ``largest_share`` marks headline rows.
+    Raises ValueError naming ``probe_shares`` when the largest share fits no canary (share·p < copies)."""
     from dataclasses import replace
 
     params = with_defaults(params)

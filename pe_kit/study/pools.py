@@ -7,12 +7,9 @@ import numpy as np
 
 __all__ = ["DEFAULT_PARAPHRASER", "paraphrase_pool_seed", "paraphrase_pool"]
 
-#: Paraphrase route when none is given: ``"auto"``, the shipped SmolLM2 pool
-#: (``pe_kit.text.generators.paraphrase_pools.SHIPPED_POOLS_FILE`` covers all 31 paraphrase canaries of the quick
-#: preset on the bundled sample: both arms and notebook 05's sweep canary, and those of the paper run on the full Blog corpus,
-#: ``scripts/paper_run.sh``; docs/paraphrase_pools.md says which) and WordNet with a warning for canaries without
-#: one (the tiny preset, other sizes or seeds, other data). ``generator="smollm2"`` always gives LLM rewrites (shipped, else generated);
-#: ``"wordnet"`` synonym swaps (App. B's pools are LLM rewrites; docs/paraphrase_pools.md).
+#: Paraphrase route when none is given: the shipped SmolLM2 pool (``paraphrase_pools.SHIPPED_POOLS_FILE``: every
+#: paraphrase canary of the quick preset and of ``scripts/paper_run.sh``, docs/paraphrase_pools.md), else WordNet
+#: with a warning. ``"smollm2"`` always gives LLM rewrites (App. B), ``"wordnet"`` synonym swaps.
 DEFAULT_PARAPHRASER = "auto"
 
 
@@ -20,10 +17,8 @@ _FALLBACKS_WARNED: set = set()
 
 
 def _warn_fallback_once(key: tuple, fallback: str) -> None:
-    """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process: a study designs
-    every paraphrase canary for several variants, arms and banks, and ``warnings``' own once-per-location registry is
-    reset by every ``catch_warnings`` block, so without this a notebook repeats the line dozens of times. Every
-    fallback stays recorded in its design (``info["pool_fallback"]``) and counted in results.md's pool line."""
+    """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process (``catch_warnings``
+    resets the warnings registry); each fallback stays in its design's ``info["pool_fallback"]``."""
     if key in _FALLBACKS_WARNED:
         return
     import warnings
@@ -44,31 +39,15 @@ def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
 
 
 def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
-    """The paraphrase probe pool Q of a real canary: ``pool_size`` non-verbatim rewrites spread over its records.
+    """A real canary's paraphrase pool Q: ``pool_size`` non-verbatim rewrites spread over its records
+    (``generation.make_paraphrase_pool``), seeded by :func:`paraphrase_pool_seed` (study seed, canary id).
 
-    Built by ``generation.make_paraphrase_pool`` (round robin over records, verbatim and duplicate outputs
-    rejected, ``on_shortfall="reassign"``). The pool is a property of the canary: its seed is
-    :func:`paraphrase_pool_seed` (study seed, canary id), so every variant auditing this canary sees the same
-    pool (and the cached generator / embedding cache make the rebuild cheap).
+    ``generator``: ``"smollm2"`` (shipped pool when its key matches, else generated and cached), ``"auto"`` (shipped
+    SmolLM2 pool, else WordNet with a warning), ``"wordnet"``, None (:data:`DEFAULT_PARAPHRASER`) or a generator.
+    Returns (M texts, int64 (M,) source record per entry, float32 (M, d) embeddings, info with ``pool_generator``,
+    ``pool_generator_config``, ``pool_seed``, ``pool_source`` and for the LLM ``pool_key``).
 
-    Args:
-        world: the study. user: the canary (``data.User``). pool_size: M.
-        generator: ``"smollm2"`` (LLM rewrites, ``paraphrase_pools.llm_paraphraser``: the pool shipped in
-            ``pe_kit/data_files`` when its content key matches, else generated and cached, ~2.5 CPU-seconds per
-            rewrite), ``"auto"`` (the shipped SmolLM2 pool, else the WordNet pool with a warning and
-            ``info["pool_fallback"]``; never generates with the LLM), ``"wordnet"``
-            (``CachedGenerator(WordNetParaphraser())``), None (:data:`DEFAULT_PARAPHRASER`), or any
-            ``generation`` text generator object.
-
-    Returns:
-        (texts list of M str, sources int64 (M,) record index per entry, embeddings float32 (M, d), info dict
-        with ``pool_generator``, ``pool_generator_config``, ``pool_seed``, ``pool_source`` (``shipped`` /
-        ``generated``) and, for the LLM route, ``pool_key``).
-
-    Raises:
-        ValueError: for pool_size < 1, an unknown generator name or an object that is not a generator, and for a
-            damaged pools file (``paraphrase_pools.load_pools`` / ``find_pool``); generation errors from the backend.
-    """
+    Raises ValueError for pool_size < 1, an unknown generator or a damaged pools file; generation errors propagate."""
     from pe_kit.text.generators.cached import CachedGenerator
     from pe_kit.text.generators.paraphrase_pools import PARAPHRASERS, build_pool, find_pool, llm_paraphraser, pool_spec
     from pe_kit.text.generators.pools import make_paraphrase_pool

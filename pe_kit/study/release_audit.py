@@ -1,9 +1,6 @@
-"""``audit_release``: audit a PE release implementation on real text, with a design battery, in one call.
-
-data (a corpus path, or a built ``World``) → world (``study.world.build_world``) → a Table-1 canary design
-(``study.world.make_design``) → the black-box design (``attack.release_designs.release_design``) → the battery
-(``attack.design_battery``) → audits and checks at family-wise α (``audit.battery.audit_battery``).
-Source: §2.1 of the paper (Steps 1–5) with the trials run through the implementation under test.
+"""``audit_release``: audit a PE release implementation on real text with a design battery (§2.1 Steps 1–5):
+data → ``build_world`` → ``make_design`` → ``release_design`` → ``attack.design_battery`` →
+``audit.battery.audit_battery`` at family-wise α.
 """
 from __future__ import annotations
 
@@ -13,8 +10,7 @@ import sys
 
 import numpy as np
 
-from pe_kit.attack.design_battery import (DEFAULT_AXES, LARGE_BANK, SENSITIVITY_CLAIM, battery_designs,
-                                         check_design)
+from pe_kit.attack.design_battery import DEFAULT_AXES, LARGE_BANK, SENSITIVITY_CLAIM, battery_designs, check_design
 from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, battery_gamma
 from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, look_sizes, spec_statistic
@@ -85,11 +81,7 @@ def _check_battery_arguments(variant, seed, design_options, axes) -> None:
 def release_battery(world_or_data=None, *, variant: str = "nonce", mechanism: MechanismConfig | None = None,
                     canary_slot: int = 0, seed=0, study: dict | None = None, design_options: dict | None = None,
                     axes: dict | None = None, large_bank: int = LARGE_BANK) -> tuple[list, object]:
-    """The battery of designs ``audit_release`` audits (and the check design), without auditing.
-
-    Args: as ``audit_release``. Returns: (list of ``ImplementationDesign``, base first; the check design).
-    Raises: as ``audit_release``.
-    """
+    """The designs ``audit_release`` audits (base first) and the check design, without auditing."""
     _check_battery_arguments(variant, seed, design_options, axes)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     from pe_kit.study.world import make_design
@@ -145,44 +137,23 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
                   scheduler=None, check_calls: int = 2_000, designs: tuple | None = None, **options) -> BatteryAudit:
     """Audit a PE release implementation on a real-text canary design and its battery (module docstring).
 
-    Args:
-        release: a ``pe.release_protocol.PERelease``: a plain function ``(bank, records, owner, n_users, config,
-            rng) -> float (p,)``, a ``ReleasePipeline``, or a ``HistogramAdapter`` around third-party code.
-        world_or_data: a corpus path (JSON Lines / CSV, ``data.loaders.load_corpus``), None (the bundled Blogs
-            sample) or a built ``study.world.World``.
-        variant: the Table-1 canary (``attack.variants.VARIANTS``; ``nonce`` by default: μ_eff ≈ 1/σ).
-        mechanism: the settings the implementation claims (default ``MechanismConfig()``: k=5, C=0.1, σ=1, q=0.1,
-            m=64).
-        trials: per hypothesis per split of each battery audit (20,000 by default), or ``"auto"``: the fewest whose
-            reach (``audit.plan``: a perfectly separable canary's expected ε_lower) is ≥ ``target`` (default
-            ε_theory), with a time estimate from a pilot of the release on the base design, both printed.
-        target: the ε ``trials="auto"`` must be able to certify. alpha: family-wise level over the battery and its
-            batch-vs-call test. delta: δ (10⁻³ like the suite). seed: seeds the design (canary, probes), the random
-            position and every audit. looks: early stop, each design in L looks at γ/L (``audit.battery``).
-        canary_slot: which study canary a real-canary variant audits. study: ``study.world.StudyConfig`` keywords
-            for a world built here (e.g. sizes). design_options: ``study.world.make_design`` keywords (``pool_size``,
-            ``r``, ``generator``). axes, large_bank: the battery (``attack.design_battery.battery_designs``).
-        scheduler: a ``dask.distributed.Client`` to fan the releases out over (same counts as serial).
-        check_calls: per-call releases of the batch-vs-call check.
-        designs: a precomputed ``(designs, check)`` from ``release_battery`` (re-audits skip the world and design).
-        options: further ``audit_implementation`` keywords (``call_chunk``, ``show_progress``).
+    ``release``: a ``PERelease`` (a function ``(bank, records, owner, n_users, config, rng) -> float (p,)``, a
+    ``ReleasePipeline`` or a ``HistogramAdapter``); ``world_or_data``: a corpus path, None (bundled Blogs sample) or
+    a built ``World``; ``variant``: the Table-1 canary (``nonce`` by default); ``mechanism``: the claimed settings
+    (default paper values); ``trials``: per hypothesis per split (20,000), or ``"auto"``: the fewest whose reach
+    (``audit.plan``) is ≥ ``target`` (default ε_theory), printed with a time estimate; ``alpha``: family-wise level;
+    ``delta``: δ (10⁻³); ``looks``: early stop, each design in L looks at γ/L; ``study``, ``design_options``:
+    ``StudyConfig`` / ``make_design`` keywords; ``axes``, ``large_bank``: the battery; ``scheduler``: a
+    ``dask.distributed.Client``; ``designs``: a precomputed ``(designs, check)``; ``options``: further
+    ``audit_implementation`` keywords.
 
-    Before the world is built: the arguments and one dry call of the release on a tiny design
-    (``audit.plan.dry_call``). Before the first release of the audit: the budget's reach at the bounds' tail (the
-    battery's γ, ``audit.battery.battery_gamma``, over ``looks``) printed to stderr (unless ``show_progress=False``),
-    with a warning when it cannot flag a violation by ε.
+    Arguments and one dry call (``audit.plan.dry_call``) are checked before the world is built; the budget's reach is
+    printed (warning when it cannot flag a violation) before the first release. Returns
+    ``audit.battery.BatteryAudit`` (``.outcome()`` is the ``Audit`` of its worst design).
 
-    Returns:
-        ``audit.battery.BatteryAudit``: ``flagged``, ``reasons``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff``,
-        ``reach``, per-design ``audits`` and their ``rows``; ``.outcome()`` is the ``Audit`` of its worst design.
-
-    Raises:
-        TypeError: on swapped or mistyped arguments, a class passed for an instance, an unknown keyword (naming the
-            one meant, e.g. ``show_progress`` for ``progress``), a ``HistogramAdapter`` whose function refuses its
-            keywords. ValueError: on bad settings, an unknown variant or study key, a release returning None / a
-            wrong shape / NaN (naming the implementation), or a ``target`` out of reach. An error of the release on
-            a design carries the finished designs as ``exc.partial`` (``audit.battery.audit_battery``).
-    """
+    Raises TypeError for swapped or mistyped arguments, a class for an instance or an unknown keyword (naming the
+    one meant); ValueError for bad settings, variant or study key, a release returning None / a wrong shape / NaN,
+    or a ``target`` out of reach; a release error carries the finished designs as ``exc.partial``."""
     own = [k for k in inspect.signature(audit_release).parameters if k not in ("release", "options")]
     check_keywords(options, _PASSED_ON + tuple(own), "audit_release", _ALIASES)
     if designs is None:

@@ -1,6 +1,4 @@
-"""A notebook's setup from its parameters: the study (``StudyConfig``), the mechanism and audit settings, and the
-``World`` they run on (App. D; §2.1), reused within one process.
-"""
+"""A notebook's setup from its parameters: ``StudyConfig``, mechanism, audit and the ``World`` (§2.1, App. D)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -22,17 +20,9 @@ def world_key(world: World) -> str:
 
 def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | None = None,
                  model: str | None = None) -> StudyConfig:
-    """A ``StudyConfig`` from notebook parameters (keys as in ``pe_kit.settings.Preset``).
-
-    Args:
-        params: mapping with ``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size, max_probes,
-            model, max_seq_length, record_cap, seed`` (and ``arm``/``bank`` unless given; optional ``on_error``).
-        arm, bank, model: override the mapping's values.
-
-    Raises:
-        ValueError: naming a missing key, or a value of the wrong type or range (``StudyConfig`` checks every
-            field with ``pe_kit.settings.check_param``; no silent ``int()`` of a bool or a fraction).
-    """
+    """A ``StudyConfig`` from notebook ``params`` (``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size,
+    max_probes, model, max_seq_length, record_cap, seed``, ``arm``/``bank`` unless given, optional ``on_error``).
+    Raises ValueError naming a missing key or a value of the wrong type or range."""
     need = ("n_canary", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "record_cap", "seed")
     missing = [k for k in need if params.get(k) is None]
     if missing:
@@ -69,14 +59,8 @@ _WORLDS: dict[tuple, World] = {}
 
 
 def world_for(config: StudyConfig, progress: bool = True, top_k: int = 5) -> World:
-    """Build (or reuse, within this process) the ``World`` of ``config``; embeddings come from the disk cache.
-
-    The in-process reuse is keyed by ``config``, ``top_k`` *and* ``pe_kit.study.world.input_digests(config)``, so a
-    data or bank file rewritten during a notebook session is reloaded. ``top_k``: the largest k the world's
-    neighbour index must serve (its depth is k + max_probes; default the paper's k = 5).
-
-    Raises what ``pe_kit.study.world.build_world`` raises (too few users, a bank smaller than ``bank_size`` …).
-    """
+    """Build (or reuse within this process, keyed by ``config``, ``top_k`` and ``input_digests(config)``) the
+    ``World`` of ``config``; ``top_k`` is the largest k its neighbour index serves. Raises as ``build_world``."""
     key = (config, top_k, tuple(sorted(input_digests(config).items())))
     if key not in _WORLDS:
         from pe_kit.text.encoder import Encoder

@@ -1,10 +1,7 @@
 """One audit study on real data: users → embeddings → bank → frozen designs → ε_lower rows.
 
-Glue between ``pe_kit.data``, ``pe_kit.text``, ``pe_kit.pe``, ``pe_kit.attack`` and ``pe_kit.audit`` (the
-flow of docs/architecture.md).
-A ``World`` holds everything that does not depend on the attack (split users' record embeddings,
-the base bank, each record's nearest base entries); ``audit_design`` audits one frozen
-``ProbeDesign`` against it and returns a tidy result row.
+A ``World`` holds what does not depend on the attack (split users' record embeddings, the base bank, each
+record's nearest base entries); ``audit_design`` audits one frozen ``ProbeDesign`` into a tidy row.
 """
 from __future__ import annotations
 
@@ -37,32 +34,15 @@ SPLITS = ("aux", "calibration", "test")
 
 @dataclass(frozen=True)
 class StudyConfig(WorldSettings):
-    """Everything that fixes a study's data and bank (one row's provenance): the fields of
-    ``pe_kit.settings.WorldSettings`` (declared there, once), with calibration and test of equal size.
+    """Everything that fixes a study's data and bank: the fields of ``pe_kit.settings.WorldSettings``.
 
-    Attributes:
-        data: corpus path (None = bundled Blogs sample); fmt: loader (``auto``).
-        arm: ``long`` or ``short`` (App. D).
-        n_canary, n_aux, n_calibration, n_test: split sizes (paper: 500 aux, 1000 test). Calibration and test
-            are disjoint users of the same size N (``audit.trials.check_equal_populations``; the paper's
-            500 calibration users could not score the statistic of 1000 test users without resampling).
-            n_canary ≥ 25 gives each of the five real-canary variants its own five canaries
-            (``pe_kit.attack.variants.canary_assignment``); nonce canaries are synthetic and need no slot.
-        bank: ``bankA`` (bundled label-only SmolLM2 bank), ``bankB`` (bundled SmolLM2 bank from a label and three
-            public examples; its example authors stay out of every private split), ``public`` (label-stratified
-            records of users in no split), ``llm-label`` / ``llm-icl`` (generated, SmolLM2 by default), or ``file:<path>`` / a path
-            to a JSON Lines file with a ``text`` field (``pe_kit.text.banks.make_bank``).
-        bank_size: p (8192). max_probes: r (64), the depth reserve of the neighbour index.
-        model: encoder name/path; max_seq_length: token cap (None = model default).
-        seed: seed of splits and bank sampling.
-        on_error: what the loader does with a malformed line (``raise``, the default, or ``skip``: count it,
-            reported by ``Corpus.report()``); left out of :meth:`as_dict` (and so of every cache key): a
-            world that loads at all holds the same users under either policy.
-
-    Raises:
-        ValueError: a field of the wrong type or range (checked against its declaration, ``pe_kit.settings.setting``: ``n_test=True`` or
-            ``n_test=2.5`` are refused, ``n_test=1e3`` is 1000), naming the field and the accepted values.
-    """
+    ``data``: corpus path (None = bundled Blogs sample); ``fmt``: loader; ``arm``: ``long`` or ``short`` (App. D);
+    ``n_canary``, ``n_aux``, ``n_calibration``, ``n_test``: split sizes, calibration and test disjoint users of equal
+    size; ``bank``: ``bankA``, ``bankB`` (its example authors kept out of private splits), ``public``, ``llm-label``
+    / ``llm-icl``, or ``file:<path>`` / a JSON Lines path (``pe_kit.text.banks.make_bank``); ``bank_size``: p;
+    ``max_probes``: r, the neighbour index's depth reserve; ``model``, ``max_seq_length``: encoder, token cap;
+    ``seed``: splits and bank sampling; ``on_error``: the loader's policy (left out of :meth:`as_dict` and cache
+    keys). Raises ValueError naming a field of the wrong type or range and the accepted values."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # each field checked against its own declaration (pe_kit.settings.setting)
@@ -80,21 +60,9 @@ class StudyConfig(WorldSettings):
 
 @dataclass
 class World:
-    """Attack-independent state of a study.
-
-    Attributes:
-        config: the ``StudyConfig``.
-        corpus: the arm's users; splits: disjoint user ids.
-        bank_texts: list of p str; bank: float32 (p, d).
-        records: per split name (``aux``, ``calibration``, ``test``, ``canary``): float32 (n_records, d)
-            embeddings, ``owner`` int (n_records,) user row, ``ids`` user ids, ``index`` NeighborIndex.
-        encoder: the ``Encoder`` used everywhere (probes must use it too).
-        bank_info: how the bank was made.
-        fingerprint: content key of everything the world holds (:func:`world_fingerprint`); step-cache
-            keys use it instead of the paths in ``config``.
-        truncation: texts the encoder cuts at its cap (:func:`truncation_fields`): ``token_cap``,
-            ``records_truncated`` / ``records_total`` (every split's records), ``bank_truncated`` / ``bank_total``.
-    """
+    """Attack-independent state of a study: ``config``, ``corpus``, ``splits``, ``bank_texts``, ``bank`` ((p, d)),
+    ``records`` (per split: embeddings, ``owner``, ``ids``, ``index``), ``encoder``, ``bank_info``, ``fingerprint``
+    (:func:`world_fingerprint`, used by step caches) and ``truncation`` (:func:`truncation_fields`)."""
 
     config: StudyConfig
     corpus: Corpus
@@ -121,18 +89,9 @@ class World:
 
 
 def input_digests(config: StudyConfig) -> dict:
-    """Digests of the files a study reads, so that keys follow their bytes rather than their paths.
-
-    Returns a dict: ``data`` (SHA-256 of the corpus file; the bundled Blogs sample when ``config.data`` is
-    None), ``bank_file`` (SHA-256 of the bank file for ``bankA`` / ``file:<path>`` / a path; None for
-    ``public`` and generated banks, whose texts are hashed by :func:`world_fingerprint`), ``model``
-    (``pe_kit.text.encoder.model_fingerprint`` of the encoder). Digests come from
-    ``pe_kit.cache.file_digest`` (size+mtime+ctime only short-cut a re-hash).
-
-    Raises:
-        FileNotFoundError: if the data or bank file is missing. ValueError: ``bankB`` before its file ships
-            (``text.banks.bank_b_missing_message``).
-    """
+    """Digests of the files a study reads (``pe_kit.cache.file_digest``): ``data``, ``bank_file`` (None for ``public``
+    and generated banks) and ``model`` (``model_fingerprint``). Raises FileNotFoundError for a missing file;
+    ValueError for ``bankB`` before its file ships."""
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import check_path, default_bank_b_path, default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint
@@ -150,11 +109,7 @@ def input_digests(config: StudyConfig) -> dict:
 
 
 def check_bank_b(config: StudyConfig) -> None:
-    """Refuse ``bank="bankB"`` before any work while its file is not shipped.
-
-    Raises:
-        ValueError: with ``text.banks.bank_b_missing_message()`` (how to build it, how much is committed).
-    """
+    """ValueError (``bank_b_missing_message``) for ``bank="bankB"`` while its file is not shipped."""
     from pe_kit.data.loaders import default_bank_b_path
     from pe_kit.text.banks import bank_b_missing_message
 
@@ -168,14 +123,9 @@ def reserved_users(config: StudyConfig) -> frozenset[str]:
 
 
 def bank_reserved_users(bank: str) -> frozenset[str]:
-    """User ids a world on ``bank`` keeps out of its private splits: the example authors of a bank-B file
-    (``data.loaders.bank_b_authors``): the shipped one for ``bank == "bankB"``, and any bank file
-    (``file:<path>`` or a bare path) whose rows carry ``examples`` (a copy or a rebuild of bank B); else none.
-
-    Raises:
-        DataError: a bank file whose first row has ``examples`` but a later row is malformed (it would reserve the
-            wrong users).
-    """
+    """User ids a world on ``bank`` keeps out of its private splits: the example authors of ``bankB`` or of any bank
+    file whose rows carry ``examples`` (``data.loaders.bank_b_authors``); else none.
+    Raises DataError for a malformed row."""
     from pe_kit.data.loaders import bank_b_authors, default_bank_b_path, has_examples
     from pe_kit.text.banks import BANK_KINDS
 
@@ -198,12 +148,7 @@ def study_splits(config: StudyConfig, corpus: Corpus) -> Splits:
 
 
 def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None = None) -> str:
-    """Content key of a ``World`` (64 hex): its settings, :func:`input_digests`, the bank texts themselves
-    (covers generated banks) and the encoder's identity (model file digest and token cap).
-
-    Every step cache (``pe_kit.study.audits``, ``pe_kit.study.ablations``) keys on it, so a corpus or bank rewritten
-    in place, or another model under the same folder name, recomputes the steps.
-    """
+    """Content key (64 hex) of a ``World``: settings, :func:`input_digests`, bank texts and encoder identity."""
     from pe_kit.cache import content_hash
 
     enc = encoder.model_id if encoder is not None else None
@@ -220,12 +165,7 @@ def _stack(users, encoder: Encoder, desc: str) -> tuple[np.ndarray, np.ndarray, 
 
 
 def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: MechanismConfig | None = None) -> World:
-    """Load, split, embed and index everything a study needs (the expensive, cached part).
-
-    Raises:
-        ValueError / DataError: on unreadable data, too few users, or a bank smaller than ``bank_size``; ``bankB``
-            before its file ships (checked first, before the corpus is read).
-    """
+    """Load, split, embed and index a study; ValueError / DataError for bad data, too few users or a small bank."""
     mechanism = mechanism or MechanismConfig(record_cap=config.record_cap)
     encoder = encoder or Encoder(config.model, max_seq_length=config.max_seq_length)
     corpus, splits = _arm_splits(config)
@@ -253,12 +193,8 @@ def _arm_splits(config: StudyConfig) -> tuple[Corpus, Splits]:
 
 
 def world_texts(config: StudyConfig) -> tuple[list[str], int]:
-    """The texts :func:`build_world` embeds for ``config``, found without embedding any: the bank's, then the
-    records of every split (aux, calibration, test, canary). A generated bank (``llm-label`` / ``llm-icl``) is not
-    generated here: its texts are unknown until then, so its ``bank_size`` is returned as a count instead.
-
-    Returns: (texts, number of generated bank texts not among them). Raises what :func:`build_world` raises
-    before it embeds.
+    """The texts :func:`build_world` embeds (bank, then aux, calibration, test, canary records) without embedding
+    them, and the count of generated bank texts not yet known. Raises what :func:`build_world` raises before it embeds.
     """
     corpus, splits = _arm_splits(config)
     generated = config.bank in ("llm-label", "llm-icl")
@@ -309,13 +245,9 @@ def canary_contribution(world: World, design: ProbeDesign, mechanism: MechanismC
 
 def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, audit: AuditConfig,
                  rng: np.random.Generator) -> dict:
-    """Audit one frozen design on the world's aux/calibration/test users; returns a tidy result row.
-
-    The inspected coordinates P are the probe positions (active variants) or the canary's natural
-    top-k support (``ordinary``). The row carries every setting, the seed-free provenance of the
-    design, the ``_audit_canary`` audit's ``row`` and package versions, and for pool-based designs ``pool_generator`` and
-    ``pool_source`` (``shipped`` / ``generated``: which generator made the paraphrase or nonce pool).
-    """
+    """Audit one frozen design on the world's aux/calibration/test users into a tidy row: P is the probe positions
+    (or ``ordinary``'s natural top-k support); the row carries settings, design provenance, ``_audit_canary``'s
+    row, versions and, for pool designs, ``pool_generator`` and ``pool_source``."""
     v_full = canary_contribution(world, design, mechanism)
     coords = design.positions if design.positions is not None else np.flatnonzero(v_full)
     contribs = {s: world.contributions(s, mechanism, design) for s in SPLITS}
@@ -332,19 +264,8 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
 
 def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np.ndarray,
                         mechanism: MechanismConfig, audit: AuditConfig | None = None) -> np.ndarray:
-    """Frozen Σ̂_Q over a whole candidate pool from the world's aux users (Alg. B.1 line 6; Eqs. 31–35).
-
-    Aux users are routed to S_base ∪ Q (bank without ``positions`` plus all M pool entries), clipped,
-    and Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)²I + ridge·I with N = the test split size (see
-    ``selection.pool_covariance``). Test users never enter.
-
-    Args:
-        world: the study. pool_embeddings: float32 (M, d). positions: int (r,) reserved positions.
-        mechanism: k, C, σ, q. audit: shrinkage and ridge (defaults: 0.1, 1e-9).
-
-    Returns:
-        float64 (M, M).
-    """
+    """Frozen Σ̂_Q (float64 (M, M)) over a candidate pool from aux users routed to S_base ∪ Q (Alg. B.1 line 6; Eqs.
+    31–35): q(1−q)N·shrink(M̂_Q) + (σC)²I + ridge·I with N = the test split size."""
     from pe_kit.attack.selection import pool_covariance
 
     audit = audit or AuditConfig()
@@ -356,36 +277,18 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
 def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator, *,
                 mechanism: MechanismConfig | None = None, audit: AuditConfig | None = None, generator=None,
                 pool_size: int = 512, r: int | None = None) -> ProbeDesign:
-    """Build the frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B) for one canary of the study.
+    """Build the frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B) for one canary of the study. Real-canary
+    variants audit ``world.splits.canary[canary_slot]``; nonce variants draw a synthetic canary and nonce pool from
+    ``rng`` (the only randomness). Active variants reserve r positions before selection:
 
-    Real-canary variants audit ``world.splits.canary[canary_slot]`` (which slots a variant uses:
-    ``pe_kit.attack.variants.canary_assignment``); nonce variants draw a fresh synthetic canary (m = record_cap nonce
-    records) and an independent nonce pool from ``rng``. Active variants reserve r ordered replacement
-    positions from ``rng`` *before* selection (exact: r = m), probe t goes to position t, and the design
-    is frozen before any trial:
+    * ``ordinary``: no probes. ``exact``: a verbatim copy of each record (r = m).
+    * ``paraphrase``: r of ``pool_size`` rewrites spread across records (``pools.paraphrase_pool``, ``spread_select``).
+    * ``nonce``: r drawn from the nonce pool. ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (μ_eff with Σ̂_Q
+      from aux users, :func:`aux_pool_covariance`). ``composed-mu_eff``: Alg. B.1 on a pool composed of the
+      canary's records (``attack.composed_probes.design_composed``).
 
-    * ``ordinary``: no probes. ``exact``: a verbatim copy of each record.
-    * ``paraphrase``: ``pool_size`` rewrites across the records (``pe_kit.study.pools.paraphrase_pool``), r of them
-      spread across records (``pe_kit.attack.variants.spread_select``).
-    * ``nonce``: r drawn uniformly from the nonce pool (``pe_kit.attack.variants.design_nonce``).
-    * ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (``pe_kit.attack.variants.design_selected``); μ_eff uses Σ̂_Q from
-      aux users (``aux_pool_covariance``), frozen before selection.
-    * ``composed-mu_eff`` (beyond the paper): Alg. B.1 on a pool composed of the canary's own records, with
-      aux-only edit rounds (``pe_kit.attack.composed_probes.design_composed``; its pool size is ``ComposedConfig``'s).
-
-    Args:
-        world: the study (its neighbour indices have depth k + max_probes).
-        variant: one of ``pe_kit.attack.variants.ALL_VARIANTS``.
-        canary_slot: index into the canary split (real variants).
-        rng: the only source of randomness (positions, nonce strings, spread draws).
-        mechanism: k, C, σ, q (default ``MechanismConfig(record_cap=world.config.record_cap)``).
-        audit: shrinkage / ridge of Σ̂_Q. generator: paraphrase route (``pe_kit.study.pools.paraphrase_pool``).
-        pool_size: M (512). r: probes (default ``world.config.max_probes``; at most that).
-
-    Raises:
-        ValueError: unknown variant, slot out of range, r > max_probes, r > pool_size, or m > max_probes
-            for ``exact``.
-    """
+    Raises ValueError: unknown variant, slot out of range, r > max_probes, r > pool_size, or m > max_probes for
+    ``exact``."""
     if variant not in ALL_VARIANTS:
         raise unknown_variant(variant, ALL_VARIANTS)
     mechanism = mechanism or MechanismConfig(record_cap=world.config.record_cap)
