@@ -27,9 +27,10 @@ def test_per_variant_statistics():
     assert t.loc["nonce", "rule"] == "gaussian_model"
 
 
-def test_bad_tables_named():
-    with pytest.raises(ValueError, match="calibration_epsilon"):
-        read_results(REPO / "docs" / "composed_quick.csv")
+def test_bad_tables_named(tmp_path):
+    _rows().drop(columns="calibration_epsilon").to_csv(tmp_path / "no_calibration.csv", index=False)
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['calibration_epsilon'\]"):
+        read_results(tmp_path / "no_calibration.csv")
     with pytest.raises(ValueError, match="no 04_audit rows"):
         per_variant(_rows().assign(notebook="01_mechanism"))
 
