@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import re
 
 import pytest
 
@@ -79,3 +80,60 @@ def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
     assert type(err.value) is ImportError and str(err.value) == (
         "pe_kit.audit_mechanism needs pandas, which this install lacks: auditing a corpus needs the study extra, "
         'pip install -e ".[study]" (or the main install, scripts/bootstrap.sh)')
+
+
+def test_looks_and_trials_that_are_no_count_are_refused_naming_them():
+    """None, NaN, ∞, a bool or a string for ``looks`` or ``trials`` name the argument (were raw TypeError /
+    OverflowError from ``int()``); numpy integers are counts."""
+    import numpy as np
+
+    from pe_kit.audit.blackbox import look_sizes
+
+    for bad in (None, float("nan"), float("inf"), True, "3", 1.5):
+        with pytest.raises(ValueError, match=rf"^looks={re.escape(repr(bad))} must be an integer ≥ 1$"):
+            look_sizes(1000, bad)
+        with pytest.raises(ValueError, match=rf"^trials={re.escape(repr(bad))} must be an integer ≥ 1$"):
+            look_sizes(bad, 1)
+    assert look_sizes(np.int64(1001), np.int64(3)) == [251, 501, 1001]
+
+
+def test_auto_trials_hold_every_look():
+    """``trials="auto"`` with more looks than its pick can double into runs at 2^(looks − 1) trials (one per look)
+    instead of refusing a budget the user never passed, after the battery was built."""
+    import numpy as np
+
+    from pe_kit.attack.bug_canaries import concentrated_design
+    from pe_kit.pe.release_protocol import ReferenceRelease
+    from pe_kit.study.implementation_audit import SUITE_MECHANISM
+    from pe_kit.study.release_audit import audit_release
+
+    small = {"n_aux": 20, "n_calibration": 25, "n_test": 25, "bank_size": 64}
+    d1, d2 = (concentrated_design(np.random.default_rng(s), **small) for s in (0, 1))
+    r = audit_release(ReferenceRelease(), None, mechanism=SUITE_MECHANISM, designs=([d1, d2], d1), trials="auto",
+                      looks=10, check_calls=50, show_progress=False)
+    assert [(row["trials"], row["looks"]) for row in r.rows] == [(512, 10), (512, 10)]
+
+
+def test_tiny_sigma_and_huge_counts_are_refused_naming_the_field():
+    """σ below 10⁻⁸ (float64 overflowed inside the one-release root-finder: a raw OverflowError) and an int beyond
+    float64 are refused by name."""
+    from pe_kit.audit.accounting import epsilon_ceiling
+    from pe_kit.settings import check_param
+
+    for call in (lambda: pk.epsilon_theory(1e-12, 0.1, 1e-5), lambda: pk.epsilon_theory(1e-12, 0.1, 1e-5, releases=2),
+                 lambda: epsilon_ceiling(1e12, 0.1, 1e-3)):
+        with pytest.raises(ValueError, match=r"^noise_multiplier=1e-12 is below 1e-08: ε ≈ 1/\(2σ²\) > 10¹⁵"):
+            call()
+    assert pk.epsilon_theory(1e-8, 0.1, 1e-5) == pytest.approx(5.0e15, rel=1e-3)
+    with pytest.raises(ValueError, match=r"^trials=1000000000000.* is not an integer ≥ 1 .*\(must be finite\)"):
+        check_param("trials", 10**400)
+
+
+def test_a_deep_copy_of_an_audit_shares_nothing():
+    from pe_kit.audit.outcome import Audit
+
+    a = Audit(0.3, info={"lst": [1]}, calibration=Audit(0.2, info={"c": [0]}))
+    c = copy.deepcopy(a)
+    c.info["lst"].append(9)
+    c.calibration.info["c"].append(9)
+    assert a.info["lst"] == [1] and a.calibration.info["c"] == [0] and c.calibration is not a.calibration

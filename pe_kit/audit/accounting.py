@@ -104,14 +104,19 @@ def _log_delta_gap(eps: float, sigma: float, q: float, delta: float) -> float:
     return q * norm.sf((x_star - 1.0) / sigma) - math.exp(log_w + norm.logsf(x_star / sigma)) - delta
 
 
+#: The smallest σ whose one-release ε :func:`epsilon_one_release` computes (≈ 5·10¹⁵ there; float64 overflows
+#: below ≈ 2·10⁻¹⁰).
+ONE_RELEASE_MIN_SIGMA = 1e-8
+
+
 def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: float) -> float:
     """Exact ε at δ of one Poisson-subsampled Gaussian release (add/remove), by root-finding on δ(ε).
 
     δ(ε) is the hockey-stick divergence of the dominating pair (1−q)·N(0, σ²) + q·N(1, σ²) vs N(0, σ²) (the
     "remove" direction). The "add" direction's ε is ≤ −log(1−q), so the result is the pair's exact ε whenever it
     is ≥ −log(1−q) (always for σ < :data:`PRV_MIN_SIGMA`, where the kit uses it; for q = 1 both directions are the
-    analytic Gaussian mechanism, Balle & Wang 2018, Thm 8); below that it is a lower bound. Works at any σ > 0,
-    where the PRV accountant fails below :data:`PRV_MIN_SIGMA`.
+    analytic Gaussian mechanism, Balle & Wang 2018, Thm 8); below that it is a lower bound. Works down to
+    :data:`ONE_RELEASE_MIN_SIGMA`, where the PRV accountant fails below :data:`PRV_MIN_SIGMA`.
 
     Args: noise_multiplier σ > 0; sample_rate q in (0, 1]; delta δ in (0, 1).
     Returns: float ε ≥ 0 (e.g. 1434.5 for σ=0.02, q=0.1, δ=1e-5; ≈ ``epsilon_theory`` within its eps_error at
@@ -125,6 +130,10 @@ def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: floa
     if not 0 < check_param("delta", delta) < 1:
         raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
     sigma, q = event.noise_multiplier, event.sample_rate
+    if sigma < ONE_RELEASE_MIN_SIGMA:
+        raise ValueError(f"noise_multiplier={sigma:g} is below {ONE_RELEASE_MIN_SIGMA:g}: ε ≈ 1/(2σ²) > 10¹⁵ there, "
+                         "beyond what float64 root-finding resolves; such a release is not private in any useful "
+                         f"sense (use σ ≥ {ONE_RELEASE_MIN_SIGMA:g})")
     if _log_delta_gap(0.0, sigma, q, delta) <= 0:
         return 0.0
     hi = 1.0

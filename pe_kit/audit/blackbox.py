@@ -185,9 +185,11 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
 def look_sizes(trials: int, looks: int = 1) -> list[int]:
     """Trials per hypothesis per split at each look: ⌈T/2^(L−j)⌉ for j = 1 … L. Raises ValueError on trials or looks
     that are not integers ≥ 1, or trials < 2^(L−1)."""
-    if int(trials) != trials or trials < 1:
-        raise ValueError(f"trials={trials} must be an integer ≥ 1")
-    if int(looks) != looks or looks < 1 or trials < 2 ** (looks - 1):
+    for name, v in (("trials", trials), ("looks", looks)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v) \
+                or int(v) != v or v < 1:
+            raise ValueError(f"{name}={v!r} must be an integer ≥ 1")
+    if trials < 2 ** (looks - 1):
         raise ValueError(f"looks={looks} must be an integer ≥ 1 with 2^(looks − 1) ≤ trials={trials} (each look "
                          "doubles the trials of the one before); pass fewer looks or more trials")
     return [-(-int(trials) // 2 ** (int(looks) - j)) for j in range(1, int(looks) + 1)]

@@ -9,7 +9,6 @@ table: ``pandas.DataFrame([a.row for a in audits])``.
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 from dataclasses import dataclass, field, fields
@@ -100,9 +99,9 @@ class Audit:
         object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
 
     def __reduce__(self):
-        """Pickle and deep-copy through ``__init__``, ``info`` as a plain dict (a read-only view does not pickle)."""
-        return functools.partial(type(self), **{f.name: getattr(self, f.name) for f in fields(self)}
-                                 | {"info": dict(self.info)}), ()
+        """Pickle and deep-copy through ``__init__``, ``info`` as a plain dict (a read-only view does not pickle);
+        the fields travel as arguments, so a deep copy copies them too."""
+        return _rebuild, (type(self), {f.name: getattr(self, f.name) for f in fields(self)} | {"info": dict(self.info)})
 
     def columns(self, prefix: str = "") -> dict:
         """This set of trials' columns (``threshold``, ``epsilon``, ``branch``, counts, rates, bounds, ``direction``,
@@ -160,3 +159,7 @@ def _split_record(row: Mapping[str, Any], prefix: str) -> dict:
     """The fields of one set of trials from its prefixed columns (``Audit.columns``)."""
     out = {k: row[prefix + k] for k in _SPLIT if k != "epsilon" and prefix + k in row}
     return {**out, "epsilon_lower": row[prefix + "epsilon"]}
+
+
+def _rebuild(cls, values: dict) -> Audit:
+    return cls(**values)

@@ -166,9 +166,13 @@ def _number(name: str, value, spec: ParamSpec):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name}={value!r} is not {spec.describe()}"
                          + (" (true/false is not a number)" if isinstance(value, bool) else "") + _fix(name, spec))
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an int beyond float64
+        x = math.inf
     if not math.isfinite(x):
         raise ValueError(f"{name}={value!r} is not {spec.describe()} (must be finite)")
+
     def inside(v: float) -> bool:
         return not (spec.lo is not None and (v < spec.lo or (spec.lo_open and v == spec.lo))
                     or spec.hi is not None and (v > spec.hi or (spec.hi_open and v == spec.hi)))

@@ -171,7 +171,8 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
     battery, check = designs
     tail = battery_gamma(alpha, battery, release) / looks  # audit_battery's bounds for this battery
     if auto:
-        trials = auto_trials(mechanism, gamma=tail, delta=delta, target=target, max_trials=MAX_TRIALS)
+        trials = max(auto_trials(mechanism, gamma=tail, delta=delta, target=target, max_trials=MAX_TRIALS),
+                     2 ** (looks - 1))  # at least one trial per look (blackbox.look_sizes)
     announce_reach(audit_reach(mechanism, trials, gamma=tail, delta=delta), mechanism, show=show)
     if auto and show:
         per = pilot_seconds(release, battery[0], mechanism, spec_statistic(battery[0], mechanism),
