@@ -131,7 +131,8 @@ def _reproduce(args) -> int:
 
 #: how long each preset takes cold (empty cache) on this project's 2-core machine, measured (docs/presets.md)
 COLD_TIME = {
-    "tiny": "about 8.5 min on 2 CPU cores shared with other jobs (511 s, docs/presets.md)",
+    "tiny": "about 3 min on 2 quiet CPU cores (191 s), 8.5 min when they are shared with other jobs (511 s at "
+            "load 13; docs/presets.md)",
     "quick": "about 35 min on 2 idle CPU cores (2,099 s, docs/paper_run/quick); a rerun reuses the cached "
              "embeddings and finished notebooks",
     "paper": "hours on 2 CPU cores: scripts/paper_run.sh runs it in parts of 772–5,827 s each on the full Blog "
