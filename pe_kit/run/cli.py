@@ -1,19 +1,9 @@
-"""The ``pe-kit`` command.
-
-Subcommands:
-
-* ``pe-kit reproduce --preset quick`` — run the notebooks headless into ``results/<run-id>/`` (the kit's
-  main job; see ``pe_kit.run.reproduce``). ``--data PATH --format yelp|sentiment140|blogs`` audits your own
-  corpus; ``--set key=value`` changes any setting of the tree (``pe_kit.settings``: ``trials=…``,
-  ``mechanism.noise_multiplier=…``, ``audit.delta=…``, ``06.rounds=…``); a rerun resumes.
-* ``pe-kit presets`` — list the presets and their sizes.
-* ``pe-kit explore --sigma 1 --q 0.1 --trials 1e6 --mu-eff 1`` — the explorer's numbers without Jupyter
-  (ε_theory, expected ε_lower; ``pe_kit.report.widgets.explorer_state``).
-* ``pe-kit results RUN_DIR`` — print a finished run's ``results.md`` (it does not re-collect: rerun
-  ``pe-kit reproduce`` for that); ``RUN_DIR`` may be a preset or run-id name (``tiny``: the newest
-  ``results/tiny`` or ``results/tiny-…``).
-
-Exit codes: 0 success, 1 a notebook failed (the message names notebook and cell), 2 bad arguments.
+"""The ``pe-kit`` command: ``reproduce`` (the notebooks headless into ``results/<run-id>/``, ``pe_kit.run.reproduce``;
+``--data PATH --format yelp|sentiment140|blogs`` for your corpus, ``--set key=value`` for any setting of
+``pe_kit.settings``; a rerun resumes), ``presets`` (their sizes), ``explore`` (ε_theory and expected ε_lower without
+Jupyter, ``pe_kit.report.widgets.explorer_state``) and ``results RUN_DIR`` (a finished run's ``results.md``; a preset
+or run-id name picks the newest such folder). Exit codes: 0 success, 1 a notebook failed (named with its cell), 2 bad
+arguments.
 """
 from __future__ import annotations
 
@@ -210,21 +200,9 @@ def _explore(args) -> int:
 
 
 def resolve_run_dir(name: str, results_dir: str | Path = "results") -> tuple[Path, list[Path]]:
-    """The run folder that ``pe-kit results NAME`` prints.
-
-    ``name`` is a folder holding ``results.md`` (used as is), or a preset / run-id name: the run folders under
-    ``results_dir`` named ``name`` or ``name-…`` (``tiny``, ``tiny-fit``, ``tiny-own-1a2b3c``) that hold a
-    ``results.md``, newest ``results.md`` first.
-
-    Args: name: folder or name. results_dir: parent of run folders (``pe-kit reproduce --results-dir``).
-
-    Returns:
-        (chosen folder, every matching folder newest first; ``[chosen]`` for a folder given directly).
-
-    Raises:
-        FileNotFoundError: nothing matches; the message lists the run folders with a ``results.md`` under
-            ``results_dir`` (or says there are none) and how to make one.
-    """
+    """The run folder ``pe-kit results NAME`` prints, and every match newest first: ``name`` is a folder holding
+    ``results.md``, or a preset / run-id name matching folders ``name`` or ``name-…`` under ``results_dir`` that hold
+    one. Raises FileNotFoundError when nothing matches, listing the run folders there and how to make one."""
     path = Path(name).expanduser()
     if (path / "results.md").is_file():
         return path, [path]

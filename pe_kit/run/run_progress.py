@@ -1,18 +1,11 @@
 """How far a ``pe-kit reproduce`` run is and how long is left, and where it ran (``run.json``'s ``machine``).
 
-The run-level estimate, printed before the first notebook (:func:`run_plan`), first rough (:func:`listed_line`:
-the texts the run embeds at a reference rate, printed before the encoder is ready), then: the texts the run will
-embed that the embedding cache lacks (every world of every notebook, :func:`notebook_worlds`, by content), divided by an
-embedding rate measured on a short batch of those very texts, plus the preset's warm profile (its notebooks'
-seconds with every embedding cached, :data:`REFERENCE_SECONDS` ``<preset>-warm``). Each notebook's planned seconds
-are its own embedding plus its warm seconds. As notebooks finish, the time left is the planned seconds of the
-notebooks still to run scaled by the pace so far (seconds taken / seconds planned); once the finished notebooks
-were planned at half the estimate, :meth:`RunClock.checks` says how the estimate compares with the time they took.
-
-Without a plan (it failed, or ``--no-progress``) the ETA scales the notebooks still to run by the pace of the ones
-run so far, each weighed by its share of a measured run of the same preset; a preset has a cold profile (empty
-cache) and may have a warm one, and the one nearest, in log ratio, to the notebooks finished so far is used. A
-notebook reused from its done-marker costs nothing and is left out of both sides.
+Before the first notebook :func:`run_plan` estimates the run: roughly first (:func:`listed_line`: the texts at a
+reference rate), then from the texts the embedding cache lacks (:func:`notebook_worlds`) at a rate measured on a batch
+of them, plus the preset's warm profile (:data:`REFERENCE_SECONDS` ``<preset>-warm``) scaled to the load now. As
+notebooks finish, the time left is the rest's plan scaled by the pace so far, and :meth:`RunClock.checks` compares
+estimate and time taken at the halfway point; without a plan the notebooks are weighed by the nearest measured
+profile. A notebook reused from its done-marker counts on neither side.
 """
 from __future__ import annotations
 
