@@ -71,8 +71,8 @@ def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
     """``pip install -e .`` (numpy + scipy) lacks pandas: the call says which extra to install, before any work."""
     import sys
 
-    for name in [m for m in sys.modules if m == "pandas" or m.startswith(("pandas.", "pe_kit.study.setup",
-                                                                          "pe_kit.report.results"))]:
+    for name in [m for m in sys.modules if m == "pandas" or m.startswith(("pandas.", "pe_kit.study.",
+                                                                          "pe_kit.report."))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas → ModuleNotFoundError, as without the extra
     with pytest.raises(ImportError) as err:
