@@ -18,7 +18,7 @@ STAGES = ("base", "data", "text", "pe", "audit", "attack", "report", "study", "r
 MAX_LINES = 450
 MAX_FUNCTION_LINES = 80
 #: pe_kit/'s measured weight in lines (all modules); lower it when the package gets lighter
-PACKAGE_LINES = 18_888
+PACKAGE_LINES = 18_885
 
 
 def module_name(path: Path) -> str:

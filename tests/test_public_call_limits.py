@@ -84,15 +84,20 @@ def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
 
 def test_looks_and_trials_that_are_no_count_are_refused_naming_them():
     """None, NaN, ∞, a bool or a string for ``looks`` or ``trials`` name the argument (were raw TypeError /
-    OverflowError from ``int()``); numpy integers are counts."""
+    OverflowError from ``int()``) in the settings check's words; numpy integers are counts."""
     import numpy as np
 
     from pe_kit.audit.blackbox import look_sizes
 
-    for bad in (None, float("nan"), float("inf"), True, "3", 1.5):
-        with pytest.raises(ValueError, match=rf"^looks={re.escape(repr(bad))} must be an integer ≥ 1$"):
+    said = {None: "=null is not accepted: use an integer ≥ 1", float("nan"): "=nan is not an integer ≥ 1 (must be "
+            "finite)", float("inf"): "=inf is not an integer ≥ 1 (must be finite)", True: "=True is not an integer ≥ 1 "
+            "(true/false is not a number): pass an integer", "3": "='3' is not an integer ≥ 1: pass an integer",
+            1.5: "=1.5 is not an integer ≥ 1 (no fractional part allowed: use 1 or 2)"}  # settings.check_param's words
+    for bad, words in said.items():
+        with pytest.raises(ValueError, match=rf"^looks{re.escape(words)}$"):
             look_sizes(1000, bad)
-        with pytest.raises(ValueError, match=rf"^trials={re.escape(repr(bad))} must be an integer ≥ 1$"):
+        example = ", e.g. 1000000" if words.endswith("pass an integer") else ""  # trials is a declared setting
+        with pytest.raises(ValueError, match=rf"^trials{re.escape(words + example)}$"):
             look_sizes(bad, 1)
     assert look_sizes(np.int64(1001), np.int64(3)) == [251, 501, 1001]
 

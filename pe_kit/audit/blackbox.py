@@ -29,7 +29,7 @@ from pe_kit.audit.plan import announce_reach, audit_reach
 from pe_kit.audit.release_runner import (CALL_CHUNK, check_audit_arguments, implementation_name,
                                          release_scores, seed_sequence)
 from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_problem
-from pe_kit.settings import MechanismConfig
+from pe_kit.settings import COUNT, MechanismConfig, check_param
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
 __all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_implementation", "look_sizes",
@@ -185,14 +185,11 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
 def look_sizes(trials: int, looks: int = 1) -> list[int]:
     """Trials per hypothesis per split at each look: ⌈T/2^(L−j)⌉ for j = 1 … L. Raises ValueError on trials or looks
     that are not integers ≥ 1, or trials < 2^(L−1)."""
-    for name, v in (("trials", trials), ("looks", looks)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v) \
-                or int(v) != v or v < 1:
-            raise ValueError(f"{name}={v!r} must be an integer ≥ 1")
+    trials, looks = check_param("trials", trials, COUNT), check_param("looks", looks, COUNT)
     if trials < 2 ** (looks - 1):
         raise ValueError(f"looks={looks} must be an integer ≥ 1 with 2^(looks − 1) ≤ trials={trials} (each look "
                          "doubles the trials of the one before); pass fewer looks or more trials")
-    return [-(-int(trials) // 2 ** (int(looks) - j)) for j in range(1, int(looks) + 1)]
+    return [-(-trials // 2 ** (looks - j)) for j in range(1, looks + 1)]
 
 
 def _row_info(release, design, mechanism: MechanismConfig, stat: SpecStatistic, cal, tst, eps_theory: float, *,
