@@ -71,8 +71,13 @@ def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
     """``pip install -e .`` (numpy + scipy) lacks pandas: the call says which extra to install, before any work."""
     import sys
 
-    for name in [m for m in sys.modules if m == "pandas" or m.startswith(("pandas.", "pe_kit.study.",
-                                                                          "pe_kit.report."))]:
+    mods = {m: sys.modules[m] for m in list(sys.modules)
+            if m == "pandas" or m.startswith(("pandas.", "pe_kit.study", "pe_kit.report"))}
+    for name, mod in mods.items():
+        parent, _, child = name.rpartition(".")
+        holder = mods.get(parent) or sys.modules.get(parent)
+        if holder is not None and getattr(holder, child, None) is mod:
+            monkeypatch.setattr(holder, child, mod)  # a re-import rebinds the parent's attribute: restored after
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas → ModuleNotFoundError, as without the extra
     with pytest.raises(ImportError) as err:
