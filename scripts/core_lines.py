@@ -30,7 +30,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--total", action="store_true", help="print only the final count")
     args = parser.parse_args()
-    os.environ["PE_KIT_CACHE"] = tempfile.mkdtemp(prefix="pe_kit_core_")
+    with tempfile.TemporaryDirectory(prefix="pe_kit_core_") as cache:
+        os.environ["PE_KIT_CACHE"] = cache
+        steps = measure()
+    if args.total:
+        print(steps[-1][1])
+        return
+    for name, lines in steps:
+        print(f"{lines:6d}  {name}")
+
+
+def measure() -> list[tuple[str, int]]:
     sys.path.insert(0, str(ROOT))
     import pe_kit as pk
     from pe_kit.attack.variants import ALL_VARIANTS
@@ -44,11 +54,7 @@ def main() -> None:
         pk.audit_mechanism(str(ROOT / "tests/data/blogs-tiny.jsonl.gz"), variant=variant, mechanism=mechanism,
                            trials=1000, seed=0, pool_size=64, study=STUDY)
         steps.append((f"audit_mechanism(variant={variant!r})", loaded_lines()))
-    if args.total:
-        print(steps[-1][1])
-        return
-    for name, lines in steps:
-        print(f"{lines:6d}  {name}")
+    return steps
 
 
 if __name__ == "__main__":
