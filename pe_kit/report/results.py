@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pe_kit.cache import atomic_write_bytes, content_hash
+from pe_kit.cache import atomic_write_bytes, content_hash, read_verified, write_verified
 from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_COLUMNS,  # noqa: F401
                                   SHIFT_ROWS_SHOWN, _fmt, add_epsilon_interval, dropped_note, epsilon_interval,
                                   idealised_table, markdown_table, one_run_table, pool_generator_note,
@@ -39,8 +39,9 @@ RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
 
 class StepCache:
     """A folder (``folder``, e.g. ``<output_dir>/.steps``) of finished work items, one JSON file each, keyed by the
-    content hash of their inputs, so an interrupted run resumes at the first unfinished item. Writes are atomic; an
-    unreadable file is recomputed. ``enabled=False`` turns the cache off."""
+    content hash of their inputs, so an interrupted run resumes at the first unfinished item. Entries sit on
+    ``pe_kit.cache``'s verified files (atomic write, ``.sha256`` sidecar); a corrupt or unreadable one is recomputed.
+    ``enabled=False`` turns the cache off."""
 
     def __init__(self, folder: str | Path, enabled: bool = True):
         self.folder = Path(folder)
@@ -55,18 +56,19 @@ class StepCache:
     def get_or_compute(self, key_parts: Sequence[Any], compute: Callable[[], Any]) -> Any:
         """The stored result for ``key_parts``, or ``compute()`` (JSON-able) stored."""
         path = self.path(*key_parts)
-        if self.enabled and path.is_file():
+        stored = read_verified(path) if self.enabled else None
+        if stored is not None:
             try:
-                value = json.loads(path.read_text())
+                result = json.loads(stored)["result"]
                 self.hits += 1
-                return value["result"]
-            except (OSError, ValueError, KeyError):
+                return result
+            except (ValueError, KeyError):
                 pass
         self.misses += 1
         result = compute()
         if self.enabled:
-            atomic_write_bytes(path, json.dumps({"key": _jsonable(list(key_parts)), "result": _jsonable(result)},
-                                                allow_nan=True).encode())
+            write_verified(path, json.dumps({"key": _jsonable(list(key_parts)), "result": _jsonable(result)},
+                                            allow_nan=True).encode())
         return result
 
 
@@ -77,15 +79,9 @@ def _jsonable(x: Any) -> Any:
         return [_jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
         return _jsonable(x.tolist())
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, (np.bool_,)):
-        return bool(x)
-    if isinstance(x, Path):
-        return str(x)
-    return x
+    if isinstance(x, (np.number, np.bool_)):
+        return x.item()
+    return str(x) if isinstance(x, Path) else x
 
 
 def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | None = None,
@@ -93,7 +89,6 @@ def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | Non
     """Stamp rows with their provenance: ``notebook``, ``experiment`` (kept if a row has one), parameters (``param_*``;
     lists as JSON), versions and the encoders' ``encoder_device`` / ``encoder_backend``; existing keys win except
     ``notebook``. Returns dicts with ``RUN_COLUMNS`` filled."""
-    from pe_kit.report.results import versions
     from pe_kit.text.encoder import encoder_runtime
 
     vers = {**versions(), **encoder_runtime()}

@@ -60,13 +60,13 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
     n1, n0 = np.asarray(n_h1, float), np.asarray(n_h0, float)
     lo, _ = epsilon_lower_from_counts(tp, fp, n1, n0, g, delta)
 
-    def _eps(tpr, fpr, tnr, fnr):
+    def _branch(num, den):  # log(num / den) of one branch of Eq. 28; +inf for den = 0, -inf for num ≤ 0
         with np.errstate(all="ignore"):
-            b1 = np.where((tpr - delta > 0) & (fpr > 0), np.log(np.maximum(tpr - delta, 1e-300) / np.maximum(fpr, 1e-300)),
-                          np.where(tpr - delta > 0, np.inf, -np.inf))
-            b2 = np.where((tnr - delta > 0) & (fnr > 0), np.log(np.maximum(tnr - delta, 1e-300) / np.maximum(fnr, 1e-300)),
-                          np.where(tnr - delta > 0, np.inf, -np.inf))
-        return np.maximum(0.0, np.maximum(b1, b2))
+            return np.where((num > 0) & (den > 0), np.log(np.maximum(num, 1e-300) / np.maximum(den, 1e-300)),
+                            np.where(num > 0, np.inf, -np.inf))
+
+    def _eps(tpr, fpr, tnr, fnr):
+        return np.maximum(0.0, np.maximum(_branch(tpr - delta, fpr), _branch(tnr - delta, fnr)))
 
     point = _eps(tp / n1, fp / n0, (n0 - fp) / n0, (n1 - tp) / n1)
     hi = _eps(clopper_pearson(tp, n1, g, "upper"), clopper_pearson(fp, n0, g, "lower"),
@@ -83,11 +83,8 @@ def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     if missing:
         raise ValueError(f"add_epsilon_interval needs columns {missing}; pass rows from pe_kit.study.world.audit_design")
     out = df.copy()
-    lo, pt, hi = [], [], []
-    for r in out.itertuples(index=False):
-        a, b, c = epsilon_interval(r.test_true_pos, r.test_false_pos, r.test_n_h1, r.test_n_h0, r.audit_delta, level)
-        lo.append(a), pt.append(b), hi.append(c)
-    out["epsilon_ci_low"], out["epsilon_point"], out["epsilon_ci_high"] = lo, pt, hi
+    out["epsilon_ci_low"], out["epsilon_point"], out["epsilon_ci_high"] = epsilon_interval(
+        *(out[c].to_numpy(float) for c in need[:4]), out["audit_delta"].to_numpy(float), level)
     return out
 
 
