@@ -77,8 +77,9 @@ def _ticks_at(axis, values, fmt: str) -> None:
     axis.set_minor_locator(NullLocator())
 
 
-def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[Path]:
-    """Write ``fig`` as ``<output_dir>/figures/<name>.png`` and ``.pdf``; ValueError for an empty or path-like name."""
+def save_figure(fig, output_dir: str | Path, name: str) -> list[Path]:
+    """Write ``fig`` as ``<output_dir>/figures/<name>.png`` (150 dpi) and ``.pdf``; ValueError for an empty or
+    path-like name."""
     if not name or "/" in name or "\\" in name:
         raise ValueError(f"name={name!r} must be a plain file stem such as '04_audit_heatmap'")
     folder = Path(output_dir) / "figures"
@@ -86,7 +87,7 @@ def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
     for p in paths:
         tmp = p.with_name(p.stem + ".tmp" + p.suffix)
-        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+        fig.savefig(tmp, dpi=150, bbox_inches="tight")
         tmp.replace(p)
     return paths
 
