@@ -30,10 +30,7 @@ class MauveResult:
 
     def as_dict(self) -> dict:
         """Plain dict (tuples as lists) for result rows."""
-        d = asdict(self)
-        d["scores"] = list(self.scores)
-        d["seeds"] = list(self.seeds)
-        return d
+        return {**asdict(self), "scores": list(self.scores), "seeds": list(self.seeds)}
 
 
 def _features(x: np.ndarray, name: str) -> np.ndarray:
