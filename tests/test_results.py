@@ -33,6 +33,7 @@ def test_step_cache_reuses_and_recomputes(tmp_path):
     cache.get_or_compute(("audit", {"n": 2}, 0), compute)  # another key → computed
     assert len(calls) == 2
     path = cache.path("audit", {"n": 1}, 0)
+    assert path.with_name(path.name + ".sha256").is_file()  # a verified entry of pe_kit.cache
     path.write_text("{truncated")  # a corrupt item is recomputed, not trusted
     assert cache.get_or_compute(("audit", {"n": 1}, 0), compute)["epsilon_lower"] == 0.5 and len(calls) == 3
     assert json.loads(path.read_text())["result"]["epsilon_lower"] == 0.5

@@ -30,10 +30,7 @@ class MauveResult:
 
     def as_dict(self) -> dict:
         """Plain dict (tuples as lists) for result rows."""
-        d = asdict(self)
-        d["scores"] = list(self.scores)
-        d["seeds"] = list(self.seeds)
-        return d
+        return {**asdict(self), "scores": list(self.scores), "seeds": list(self.seeds)}
 
 
 def _features(x: np.ndarray, name: str) -> np.ndarray:
@@ -77,14 +74,14 @@ def _buckets(num_buckets: int | str, n: int, distinct_p: int, distinct_q: int) -
 
 def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[int] = (0, 1, 2, 3, 4),
                 num_buckets: int | str = "auto", max_samples: int | None = None, rng: np.random.Generator | None = None,
-                kmeans_num_redo: int = 1, kmeans_max_iter: int = 100, scaling_factor: float = 5.0) -> MauveResult:
+                kmeans_num_redo: int = 1, kmeans_max_iter: int = 100) -> MauveResult:
     """MAUVE(P, Q) on embeddings, mean ± sd over k-means ``seeds``.
 
     ``p_features``, ``q_features``: float (n, d) embeddings of the synthetic population and held-out records;
     ``num_buckets``: k-means clusters, or ``"auto"`` = max(2, min(round(min(n_p, n_q) / 10), distinct_p,
     distinct_q)) (an int above a side's distinct rows is used with a warning); ``max_samples``: subsample each side
-    (without replacement, from ``rng``) to at most this many rows; ``kmeans_num_redo``, ``kmeans_max_iter``,
-    ``scaling_factor``: as in ``mauve.compute_mauve`` (defaults 5, 500, 5).
+    (without replacement, from ``rng``) to at most this many rows; ``kmeans_num_redo``, ``kmeans_max_iter``: as in
+    ``mauve.compute_mauve`` (defaults 5, 500; its scaling factor 5 is used).
 
     Raises ValueError: bad shapes, non-finite features, empty seeds, subsampling without ``rng``, zero-variance
     features, or fewer than 2·num_buckets distinct rows in P ∪ Q."""
@@ -121,8 +118,8 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
     # PCA (BLAS) and faiss k-means (OpenMP) on the cores other processes leave free (pe_kit.text.threads)
     with threadpool_limits(limits=resolve_threads("auto")):
-        scores = [_mauve_once(uniq, inverse, q.shape[0], buckets, s, kmeans_num_redo, kmeans_max_iter,
-                              scaling_factor) for s in seeds]
+        scores = [_mauve_once(uniq, inverse, q.shape[0], buckets, s, kmeans_num_redo, kmeans_max_iter)
+                  for s in seeds]
     arr = np.asarray(scores)
     return MauveResult(mean=float(arr.mean()), sd=float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
                        scores=tuple(scores), seeds=seeds, n_p=int(p.shape[0]), n_q=int(q.shape[0]),
@@ -131,10 +128,11 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
 
 def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, seed: int, num_redo: int,
-                max_iter: int, scaling_factor: float) -> float:
+                max_iter: int) -> float:
     """One MAUVE value as ``mauve.compute_mauve`` computes it (PCA to 90 % variance, faiss k-means with ``seed + 2``,
-    divergence frontier at 25 weights), except that each *distinct* row is projected and assigned once, so identical
-    rows of P and Q always share a cluster (BLAS rounding could otherwise split them: MAUVE(P, P) = 0.75)."""
+    divergence frontier at 25 weights, scaling factor 5), except that each *distinct* row is projected and assigned
+    once, so identical rows of P and Q always share a cluster (BLAS rounding could otherwise split them: MAUVE(P, P)
+    = 0.75)."""
     import faiss
     from mauve.compute_mauve import compute_area_under_curve, get_divergence_curve_for_multinomials
     from sklearn.decomposition import PCA
@@ -150,7 +148,7 @@ def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, s
     q_hist = np.bincount(labels[:n_q], minlength=buckets) / n_q
     p_hist = np.bincount(labels[n_q:], minlength=buckets) / (labels.size - n_q)
     weights = np.linspace(1e-6, 1 - 1e-6, 25)
-    x, y = get_divergence_curve_for_multinomials(p_hist, q_hist, weights, scaling_factor).T
+    x, y = get_divergence_curve_for_multinomials(p_hist, q_hist, weights, 5.0).T
     i1, i2 = np.argsort(x), np.argsort(y)
     return float(0.5 * (compute_area_under_curve(x[i1], y[i1]) + compute_area_under_curve(y[i2], x[i2])))
 

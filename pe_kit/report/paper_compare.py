@@ -13,8 +13,9 @@ import pandas as pd
 from pe_kit.attack.variants import BEYOND_PAPER_VARIANTS
 from pe_kit.report.tables import markdown_table
 
-__all__ = ["PAPER_MECHANISM", "mechanism_words", "PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER", "BANK_LABEL", "paper_value", "comparison_table",
-           "orderings", "orderings_line", "comparison_markdown", "format_count", "NATURAL_ORDER"]
+__all__ = ["PAPER_MECHANISM", "mechanism_words", "PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER",
+           "BANK_LABEL", "paper_value", "comparison_table", "orderings", "orderings_line", "comparison_markdown",
+           "format_count", "NATURAL_ORDER", "variant_order"]
 
 #: the mechanism of the paper's Tables 2 and 4 (§4: k = 5, C = 0.1, σ = 1, q = 0.1): only rows audited at it are
 #: shown beside the paper's values
@@ -84,7 +85,8 @@ def paper_value(table: str, arm: str, bank: str, variant: str) -> float | None:
     raise ValueError(f"table={table!r}: use '2' (paper Table 2) or '4' (paper Table 4)")
 
 
-def _variant_order(names) -> list[str]:
+def variant_order(names) -> list[str]:
+    """The distinct ``names`` in Table 1's order, then the others sorted (e.g. ``composed-mu_eff``)."""
     from pe_kit.attack.variants import VARIANTS
 
     names = set(names)
@@ -104,7 +106,7 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
     d = t2.dropna(subset=list(need))
     rows = []
     for (arm, bank), cell in d.groupby(["study_arm", "bank_source"], sort=False):
-        for v in _variant_order(cell["variant"].unique()):
+        for v in variant_order(cell["variant"].unique()):
             e = cell.loc[cell["variant"] == v]
             eps = e["epsilon_lower"].astype(float)
             words = mechanism_words(e.iloc[0].to_dict())
@@ -144,11 +146,8 @@ def orderings(table: pd.DataFrame) -> list[dict]:
         for claim, stat in (claims[1], claims[2]):
             checks[(claim, stat)] = (bool(nonce[stat].min() > natural[stat].max())
                                      if len(nonce) and len(natural) else None)
-        if set(NATURAL_ORDER) <= set(by.index):
-            vals = [by.loc[v, "max"] for v in NATURAL_ORDER]
-            checks[claims[3]] = all(a < b for a, b in zip(vals, vals[1:]))
-        else:
-            checks[claims[3]] = None
+        vals = [by.loc[v, "max"] for v in NATURAL_ORDER if v in by.index]
+        checks[claims[3]] = all(a < b for a, b in zip(vals, vals[1:])) if len(vals) == len(NATURAL_ORDER) else None
         for c, ok in checks.items():
             if ok is None:
                 continue
@@ -166,10 +165,8 @@ def orderings_line(found: list[Mapping]) -> str:
     holds in 1 of 4 (not in long/public, short/bankA, short/public)."``; ``""`` for none."""
     if not found:
         return ""
-    parts = []
-    for o in found:
-        head = f"{o['claim']} ({o['statistic']}): holds in {o['held']} of {o['cells']}"
-        parts.append(head + (f" (not in {o['detail']})" if o["detail"] else ""))
+    parts = [f"{o['claim']} ({o['statistic']}): holds in {o['held']} of {o['cells']}"
+             + (f" (not in {o['detail']})" if o["detail"] else "") for o in found]
     return "Orderings of the paper's Table 2 (per arm × bank cell): " + "; ".join(parts) + "."
 
 
@@ -205,10 +202,11 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
         first = cell.iloc[0]
         canaries = sorted(set(cell["canaries"]))
         note = str(first.get("mechanism_note", "") or "")
-        out.append(f"{heading} {arm} arm, {BANK_LABEL.get(str(bank), str(bank))} (paper: {dataset}, {BANK_NOTE.get(str(bank), 'bank ' + letter)})\n\n"
-                   f"N = {format_count(first['n_test'])} test and {format_count(first['n_calibration'])} calibration users, "
-                   f"{'/'.join(map(str, canaries))} canaries per variant, {format_count(first['trials'])} trials per "
-                   f"hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.{' ' + note if note else ''}\n\n")
+        label, paper_bank = BANK_LABEL.get(str(bank), str(bank)), BANK_NOTE.get(str(bank), "bank " + letter)
+        out.append(f"{heading} {arm} arm, {label} (paper: {dataset}, {paper_bank})\n\n"
+                   f"N = {format_count(first['n_test'])} test and {format_count(first['n_calibration'])} calibration "
+                   f"users, {'/'.join(map(str, canaries))} canaries per variant, {format_count(first['trials'])} "
+                   f"trials per hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.{' ' + note if note else ''}\n\n")
         cols = {"variant": [f"{v} *(beyond the paper)*" if v in BEYOND_PAPER_VARIANTS else v for v in cell["variant"]],
                 "canaries": [str(n) for n in cell["canaries"]], "ε_lower max": [_num(v) for v in cell["max"]],
                 "median ε_lower": [_num(v) for v in cell["median"]],

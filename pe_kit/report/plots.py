@@ -58,13 +58,28 @@ def _need(df: pd.DataFrame, cols: Sequence[str], who: str, hint: str = "") -> No
         raise ValueError(f"{who} needs columns {missing}{hint}")
 
 
+def _count_range(counts: pd.Series) -> str:
+    """``"5"`` when every count is 5, else ``"3–5"``."""
+    return f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}–{counts.max()}"
+
+
 def _trials(df: pd.DataFrame) -> str:
     """``", 1,000,000 trials per hypothesis"`` (the rows' largest budget), ``""`` without a ``trials`` column."""
     return f", {int(df['trials'].max()):,} trials per hypothesis" if "trials" in df.columns else ""
 
 
-def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[Path]:
-    """Write ``fig`` as ``<output_dir>/figures/<name>.png`` and ``.pdf``; ValueError for an empty or path-like name."""
+def _ticks_at(axis, values, fmt: str) -> None:
+    """Major ticks of ``axis`` at the distinct ``values`` only, labelled with the ``str.format`` pattern ``fmt``."""
+    from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
+
+    axis.set_major_locator(FixedLocator(sorted(pd.unique(values))))
+    axis.set_major_formatter(StrMethodFormatter(fmt))
+    axis.set_minor_locator(NullLocator())
+
+
+def save_figure(fig, output_dir: str | Path, name: str) -> list[Path]:
+    """Write ``fig`` as ``<output_dir>/figures/<name>.png`` (150 dpi) and ``.pdf``; ValueError for an empty or
+    path-like name."""
     if not name or "/" in name or "\\" in name:
         raise ValueError(f"name={name!r} must be a plain file stem such as '04_audit_heatmap'")
     folder = Path(output_dir) / "figures"
@@ -72,7 +87,7 @@ def save_figure(fig, output_dir: str | Path, name: str, dpi: int = 150) -> list[
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
     for p in paths:
         tmp = p.with_name(p.stem + ".tmp" + p.suffix)
-        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+        fig.savefig(tmp, dpi=150, bbox_inches="tight")
         tmp.replace(p)
     return paths
 
@@ -128,26 +143,19 @@ def plot_design(df: pd.DataFrame):
 
     order = _order(df["variant"])
     pal = variant_palette(order)
-    counts = df.groupby("variant").size()
-    per = f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}–{counts.max()}"
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    sns.barplot(df, x="variant", y="mu_eff", hue="variant", order=order, palette=pal, errorbar=None, estimator="max",
-                ax=axes[0], alpha=0.5, legend=False)
-    sns.stripplot(df, x="variant", y="mu_eff", order=order, color="k", size=4, ax=axes[0])
     ceiling = float(df["mu_eff_ceiling"].max())
-    axes[0].axhline(ceiling, color="C3", ls="--", label=f"ceiling 1/σ = {ceiling:.3g} (Eq. 20)")
-    axes[0].set(ylabel="μ_eff (Eq. 15)", ylim=(0, 1.2 * ceiling),
-                title="μ_eff: bar = max over canaries, dots = each canary")
-    axes[0].legend(loc="upper left", fontsize=8, framealpha=0.9)
-    sns.barplot(df, x="variant", y="canary_votes_on_P", hue="variant", order=order, palette=pal, errorbar=None,
-                estimator="mean", ax=axes[1], alpha=0.5, legend=False)
-    sns.stripplot(df, x="variant", y="canary_votes_on_P", order=order, color="k", size=4, ax=axes[1])
-    axes[1].set(ylabel="share of canary votes on P", ylim=(0, 1.08),
-                title="votes on P: bar = mean over canaries, dots = each canary")
-    for ax in axes:
-        ax.set_xlabel("")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    panels = ((axes[0], "mu_eff", "max", "μ_eff", "μ_eff (Eq. 15)", 1.2 * ceiling),
+              (axes[1], "canary_votes_on_P", "mean", "votes on P", "share of canary votes on P", 1.08))
+    for ax, y, stat, name, label, top in panels:
+        sns.barplot(df, x="variant", y=y, hue="variant", order=order, palette=pal, errorbar=None, estimator=stat,
+                    ax=ax, alpha=0.5, legend=False)
+        sns.stripplot(df, x="variant", y=y, order=order, color="k", size=4, ax=ax)
+        ax.set(xlabel="", ylabel=label, ylim=(0, top), title=f"{name}: bar = {stat} over canaries, dots = each canary")
         _rotate(ax)
-    fig.suptitle(f"Probe design per variant ({per} canaries each)")
+    axes[0].axhline(ceiling, color="C3", ls="--", label=f"ceiling 1/σ = {ceiling:.3g} (Eq. 20)")
+    axes[0].legend(loc="upper left", fontsize=8, framealpha=0.9)
+    fig.suptitle(f"Probe design per variant ({_count_range(df.groupby('variant').size())} canaries each)")
     fig.tight_layout()
     return fig
 
@@ -252,9 +260,8 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
     top = axes.flat[0].get_ylim()[1]
     axes.flat[0].set_ylim(-0.03 * top, top)  # (shared) dots at ε_lower = 0 are drawn whole, not cut in half
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    per = df.groupby(["study_arm", "bank_source", "variant"]).size()
-    per_txt = f"{per.min()}" if len(per) and per.min() == per.max() else f"{per.min()}–{per.max()}"
-    fig.suptitle(f"ε_lower of every canary ({per_txt} per variant{_trials(df)})")
+    per = _count_range(df.groupby(["study_arm", "bank_source", "variant"]).size())
+    fig.suptitle(f"ε_lower of every canary ({per} per variant{_trials(df)})")
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
     fig.tight_layout(rect=(0, 0.06 if nrows == 1 else 0.035, 1, 1))
     return fig
@@ -283,30 +290,26 @@ def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequ
         # one marker shape and size per variant, unclipped: coinciding points (often at ε = 0) stay visible
         ax.plot(g[col], g["epsilon_lower"], "osD^v"[k % 5], color=c, ms=max(3.0, 7 - 1.5 * k), clip_on=False,
                 zorder=3, label=f"{variant}: ε_lower" + (" (max; small dots: each canary)" if several else ""))
-    if theory is not None:
-        ax.plot(theory[0], theory[1], "k--", lw=1.2, label="ε_theory")
-    else:
+    if theory is None:
         t = df.groupby(col)["epsilon_theory"].max().sort_index()
-        ax.plot(t.index, t.values, "k--", lw=1.2, label="ε_theory")
-    ax.set_xlabel("noise multiplier σ" if field == "noise_multiplier" else "sampling rate q")
-    if field == "sample_rate":
-        from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
-
+        theory = (t.index, t.values)
+    ax.plot(theory[0], theory[1], "k--", lw=1.2, label="ε_theory")
+    sigma = field == "noise_multiplier"
+    ax.set_xlabel("noise multiplier σ" if sigma else "sampling rate q")
+    if not sigma:
         ax.set_xscale("log")
-        ax.xaxis.set_major_locator(FixedLocator(sorted(df[col].unique())))
-        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
-        ax.xaxis.set_minor_locator(NullLocator())
+        _ticks_at(ax.xaxis, df[col], "{x:g}")
     ax.set_ylabel("ε")
     ax.set_ylim(bottom=0)
     fixed = []
-    other = "mech_sample_rate" if field == "noise_multiplier" else "mech_noise_multiplier"
+    other, other_name = ("mech_sample_rate", "q") if sigma else ("mech_noise_multiplier", "σ")
     if other in df.columns and df[other].nunique() == 1:
-        fixed.append(f"{'q' if field == 'noise_multiplier' else 'σ'} = {float(df[other].iloc[0]):g}")
+        fixed.append(f"{other_name} = {float(df[other].iloc[0]):g}")
     if "trials" in df.columns:
         fixed.append(f"{int(df['trials'].max()):,} trials per hypothesis")
     n_can = df.groupby(["variant", col]).size().max()
     fixed.append(f"{n_can} canar{'y' if n_can == 1 else 'ies'} per variant")
-    ax.set_title(f"ε vs {'σ' if field == 'noise_multiplier' else 'q'} ({', '.join(fixed)})", fontsize=9)
+    ax.set_title(f"ε vs {'σ' if sigma else 'q'} ({', '.join(fixed)})", fontsize=9)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -352,23 +355,21 @@ def plot_encoder_ablation(df: pd.DataFrame):
 
 def plot_tightness(df: pd.DataFrame):
     """ε_lower against trials per hypothesis (log scale), with the Gaussian-model expectation and ε_theory."""
-    from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
-
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for i, (variant, g) in enumerate(df.groupby("variant", sort=False) if "variant" in df else [("", df)]):
         g = g.sort_values("trials")
         ax.semilogx(g["trials"], g["epsilon_lower"], "o-", color=f"C{i}", label=f"{variant} ε_lower", clip_on=False,
                     zorder=3)
         if "epsilon_expected" in g:
-            ax.semilogx(g["trials"], g["epsilon_expected"], ":", color=f"C{i}", label=f"{variant} expected (Gaussian model)")
+            ax.semilogx(g["trials"], g["epsilon_expected"], ":", color=f"C{i}",
+                        label=f"{variant} expected (Gaussian model)")
     if "epsilon_theory" in df:
         ax.axhline(df["epsilon_theory"].max(), color="k", ls="--", lw=1, label="ε_theory")
     ax.set_xlabel("trials per hypothesis")
-    ax.xaxis.set_major_locator(FixedLocator(sorted(df["trials"].unique())))
-    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-    ax.xaxis.set_minor_locator(NullLocator())
+    _ticks_at(ax.xaxis, df["trials"], "{x:,.0f}")
     ax.set(ylabel="ε", ylim=(0, None))
-    mu = f" (μ_eff = {float(df['mu_eff'].iloc[0]):.3f})" if "mu_eff" in df.columns and df["mu_eff"].nunique() == 1 else ""
+    one_mu = "mu_eff" in df.columns and df["mu_eff"].nunique() == 1
+    mu = f" (μ_eff = {float(df['mu_eff'].iloc[0]):.3f})" if one_mu else ""
     ax.set_title(f"ε_lower of one canary{mu} as the trial budget grows", fontsize=10)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pe_kit.cache import atomic_write_bytes, content_hash
+from pe_kit.cache import atomic_write_bytes, content_hash, read_verified, write_verified
 from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_COLUMNS,  # noqa: F401
                                   SHIFT_ROWS_SHOWN, _fmt, add_epsilon_interval, dropped_note, epsilon_interval,
                                   idealised_table, markdown_table, one_run_table, pool_generator_note,
@@ -39,12 +39,12 @@ RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
 
 class StepCache:
     """A folder (``folder``, e.g. ``<output_dir>/.steps``) of finished work items, one JSON file each, keyed by the
-    content hash of their inputs, so an interrupted run resumes at the first unfinished item. Writes are atomic; an
-    unreadable file is recomputed. ``enabled=False`` turns the cache off."""
+    content hash of their inputs, so an interrupted run resumes at the first unfinished item. Entries sit on
+    ``pe_kit.cache``'s verified files (atomic write, ``.sha256`` sidecar); a corrupt or unreadable one is recomputed.
+    """
 
-    def __init__(self, folder: str | Path, enabled: bool = True):
+    def __init__(self, folder: str | Path):
         self.folder = Path(folder)
-        self.enabled = bool(enabled)
         self.hits = 0
         self.misses = 0
 
@@ -55,18 +55,18 @@ class StepCache:
     def get_or_compute(self, key_parts: Sequence[Any], compute: Callable[[], Any]) -> Any:
         """The stored result for ``key_parts``, or ``compute()`` (JSON-able) stored."""
         path = self.path(*key_parts)
-        if self.enabled and path.is_file():
+        stored = read_verified(path)
+        if stored is not None:
             try:
-                value = json.loads(path.read_text())
+                result = json.loads(stored)["result"]
                 self.hits += 1
-                return value["result"]
-            except (OSError, ValueError, KeyError):
+                return result
+            except (ValueError, KeyError):
                 pass
         self.misses += 1
         result = compute()
-        if self.enabled:
-            atomic_write_bytes(path, json.dumps({"key": _jsonable(list(key_parts)), "result": _jsonable(result)},
-                                                allow_nan=True).encode())
+        write_verified(path, json.dumps({"key": _jsonable(list(key_parts)), "result": _jsonable(result)},
+                                        allow_nan=True).encode())
         return result
 
 
@@ -77,15 +77,9 @@ def _jsonable(x: Any) -> Any:
         return [_jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
         return _jsonable(x.tolist())
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, (np.bool_,)):
-        return bool(x)
-    if isinstance(x, Path):
-        return str(x)
-    return x
+    if isinstance(x, (np.number, np.bool_)):
+        return x.item()
+    return str(x) if isinstance(x, Path) else x
 
 
 def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | None = None,
@@ -93,7 +87,6 @@ def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | Non
     """Stamp rows with their provenance: ``notebook``, ``experiment`` (kept if a row has one), parameters (``param_*``;
     lists as JSON), versions and the encoders' ``encoder_device`` / ``encoder_backend``; existing keys win except
     ``notebook``. Returns dicts with ``RUN_COLUMNS`` filled."""
-    from pe_kit.report.results import versions
     from pe_kit.text.encoder import encoder_runtime
 
     vers = {**versions(), **encoder_runtime()}
@@ -184,8 +177,8 @@ def _answer(df: pd.DataFrame | None) -> str:
     return ("\n## The answer: ε_lower per variant beside the paper's Table 2 and Table 4\n\n"
             "ε_lower is the audit's 95 %-confidence lower bound on the release's ε (Eq. 28), ε_theory the accountant's "
             "ε; the paper reports the max over five canaries, the median and range show how far single canaries "
-            "differ. The long arm stands in for the paper's Yelp, the short arm for Sentiment140; the paper's bank B is "
-            "`bankB`, and the public bank (the kit's own third bank) is set beside the paper's bank-B values as the "
+            "differ. The long arm stands in for the paper's Yelp, the short arm for Sentiment140; the paper's bank B "
+            "is `bankB`, and the public bank (the kit's own third bank) is set beside the paper's bank-B values as the "
             "nearest it has. The per-canary detail follows below.\n\n" + comparison_markdown(table))
 
 
@@ -216,7 +209,7 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
     for name in sorted(set(exp) - {n for names, _ in _SECTIONS for n in names}):
         part = df[exp == name].dropna(axis=1, how="all")
         skip = ("param_", "version_", "python", "study_", "mech_", "audit_", "calibration_", "test_", "pe_")
-        keep = [c for c in part.columns if not c.startswith(skip) and c not in ("notebook", "experiment", "preset", "seed")
+        keep = [c for c in part.columns if not c.startswith(skip) and c not in RUN_COLUMNS[:4]
                 and part[c].astype(str).nunique() > 1][:10]
         out.append(_section(f"{name} ({', '.join(sorted(set(part['notebook'].astype(str))))})",
                             markdown_table(part[keep])))
@@ -281,12 +274,12 @@ def _table2_sections(t2: pd.DataFrame) -> str:
 
 def _encoder_section(enc: pd.DataFrame) -> str:
     """Notebook 05's encoder ablation (Table 3 analogue): max / median (min–max) ε_lower per variant and encoder."""
-    from pe_kit.attack.variants import VARIANTS
+    from pe_kit.report.paper_compare import variant_order
     from pe_kit.text.models import encoder_ablation_note
 
     enc = enc[enc["epsilon_lower"].notna()]
     tab = spread_cells(enc.groupby(["variant", "study_model"])["epsilon_lower"]).unstack("study_model")
-    tab = tab.reindex([v for v in VARIANTS if v in tab.index] + [v for v in tab.index if v not in VARIANTS])
+    tab = tab.reindex(variant_order(tab.index))
     tab.columns.name = None
     note = encoder_ablation_note(list(dict.fromkeys(enc["study_model"].astype(str))))
     return _section("Encoder ablation (Table 3 analogue): max / median (min–max) ε_lower over canaries",

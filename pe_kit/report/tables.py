@@ -60,13 +60,13 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
     n1, n0 = np.asarray(n_h1, float), np.asarray(n_h0, float)
     lo, _ = epsilon_lower_from_counts(tp, fp, n1, n0, g, delta)
 
-    def _eps(tpr, fpr, tnr, fnr):
+    def _branch(num, den):  # log(num / den) of one branch of Eq. 28; +inf for den = 0, -inf for num ≤ 0
         with np.errstate(all="ignore"):
-            b1 = np.where((tpr - delta > 0) & (fpr > 0), np.log(np.maximum(tpr - delta, 1e-300) / np.maximum(fpr, 1e-300)),
-                          np.where(tpr - delta > 0, np.inf, -np.inf))
-            b2 = np.where((tnr - delta > 0) & (fnr > 0), np.log(np.maximum(tnr - delta, 1e-300) / np.maximum(fnr, 1e-300)),
-                          np.where(tnr - delta > 0, np.inf, -np.inf))
-        return np.maximum(0.0, np.maximum(b1, b2))
+            return np.where((num > 0) & (den > 0), np.log(np.maximum(num, 1e-300) / np.maximum(den, 1e-300)),
+                            np.where(num > 0, np.inf, -np.inf))
+
+    def _eps(tpr, fpr, tnr, fnr):
+        return np.maximum(0.0, np.maximum(_branch(tpr - delta, fpr), _branch(tnr - delta, fnr)))
 
     point = _eps(tp / n1, fp / n0, (n0 - fp) / n0, (n1 - tp) / n1)
     hi = _eps(clopper_pearson(tp, n1, g, "upper"), clopper_pearson(fp, n0, g, "lower"),
@@ -75,48 +75,42 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
     return conv(lo), conv(point), conv(hi)
 
 
-def add_epsilon_interval(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """A copy with ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from ``test_true_pos``,
+def add_epsilon_interval(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy with the 95 % ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from ``test_true_pos``,
     ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``. Raises ValueError naming a missing column."""
     need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
     missing = [c for c in need if c not in df.columns]
     if missing:
-        raise ValueError(f"add_epsilon_interval needs columns {missing}; pass rows from pe_kit.study.world.audit_design")
+        raise ValueError(f"add_epsilon_interval needs columns {missing}; pass rows from "
+                         "pe_kit.study.world.audit_design")
     out = df.copy()
-    lo, pt, hi = [], [], []
-    for r in out.itertuples(index=False):
-        a, b, c = epsilon_interval(r.test_true_pos, r.test_false_pos, r.test_n_h1, r.test_n_h0, r.audit_delta, level)
-        lo.append(a), pt.append(b), hi.append(c)
-    out["epsilon_ci_low"], out["epsilon_point"], out["epsilon_ci_high"] = lo, pt, hi
+    out["epsilon_ci_low"], out["epsilon_point"], out["epsilon_ci_high"] = epsilon_interval(
+        *(out[c].to_numpy(float) for c in need[:4]), out["audit_delta"].to_numpy(float))
     return out
 
 
-def _table_rows(df: pd.DataFrame, index: list, variants: Sequence[str] | None) -> tuple[pd.DataFrame, list, dict]:
-    """The rows a variant table can place, the variant order, and the count per reason (``missing_<column>``,
-    ``unknown_variant``; default ``variants``: ``ALL_VARIANTS``) of rows it cannot place, with a warning."""
+def _table_rows(df: pd.DataFrame, index: list) -> tuple[pd.DataFrame, list, dict]:
+    """The rows a variant table can place, the variant order (``ALL_VARIANTS``'), and the count per reason
+    (``missing_<column>``, ``unknown_variant``) of rows it cannot place, with a warning."""
     import warnings
 
     from pe_kit.attack.variants import ALL_VARIANTS
 
-    known = list(variants or ALL_VARIANTS)
+    reasons = {f"missing_{c}": df[c].isna() if c in df.columns else pd.Series(True, index=df.index)
+               for c in [*index, "epsilon_lower"]}
+    reasons["unknown_variant"] = ~df["variant"].isin(ALL_VARIANTS)
     dropped: dict[str, int] = {}
     keep = pd.Series(True, index=df.index)
-    for col in [*index, "epsilon_lower"]:
-        miss = df[col].isna() if col in df.columns else pd.Series(True, index=df.index)
-        n = int((miss & keep).sum())
+    for reason, out in reasons.items():
+        n = int((out & keep).sum())
         if n:
-            dropped[f"missing_{col}"] = n
-        keep &= ~miss
-    unknown = ~df["variant"].isin(known)
-    n = int((unknown & keep).sum())
-    if n:
-        dropped["unknown_variant"] = n
-    keep &= ~unknown
+            dropped[reason] = n
+        keep &= ~out
     if dropped:
         warnings.warn(f"{sum(dropped.values())} of {len(df)} audit rows have no table cell and are left out: "
                       + ", ".join(f"{k}={v}" for k, v in dropped.items()), stacklevel=3)
     kept = df[keep]
-    order = [v for v in known if v in set(kept["variant"])]
+    order = [v for v in ALL_VARIANTS if v in set(kept["variant"])]
     return kept, order, dropped
 
 
@@ -147,29 +141,26 @@ def pool_generator_note(df: pd.DataFrame) -> str:
     return "Paraphrase pools: " + "; ".join(parts) + "."
 
 
-def table_epsilon(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"), variants: Sequence[str] | None = None
-                  ) -> pd.DataFrame:
-    """Table 2 / Table 4 analogue: max ε_lower over canaries per (``index``, default arm and bank) × variant, plus
-    ``epsilon_theory``. Rows fitting no cell are counted in ``table.attrs["dropped_rows"]`` (:func:`dropped_note`)
-    with a ``UserWarning``."""
-    return _variant_table(df, index, variants, lambda g: g.max())
+def table_epsilon(df: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 / Table 4 analogue: max ε_lower over canaries per (arm, bank) × variant, plus ``epsilon_theory``.
+    Rows fitting no cell are counted in ``table.attrs["dropped_rows"]`` (:func:`dropped_note`) with a
+    ``UserWarning``."""
+    return _variant_table(df, lambda g: g.max())
 
 
-def table_epsilon_spread(df: pd.DataFrame, index: Sequence[str] = ("study_arm", "bank_source"),
-                         variants: Sequence[str] | None = None) -> pd.DataFrame:
-    """Table 2 / 4 analogue with the spread: "max / median (min–max)" of ε_lower per (index…) × variant, plus
+def table_epsilon_spread(df: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 / 4 analogue with the spread: "max / median (min–max)" of ε_lower per (arm, bank) × variant, plus
     ``epsilon_theory``; rows left out counted as in :func:`table_epsilon`."""
-    return _variant_table(df, index, variants, spread_cells, lambda theory: theory.map("{:.3f}".format))
+    return _variant_table(df, spread_cells, lambda theory: theory.map("{:.3f}".format))
 
 
-def _variant_table(df: pd.DataFrame, index: Sequence[str], variants: Sequence[str] | None, cells,
-                   theory=lambda s: s) -> pd.DataFrame:
-    """What both variant tables share: ``cells`` of each (index…) × variant group of ε_lower, columns in
-    ``variants`` order, ``theory`` of the max ε_theory per row; rows left out counted in ``attrs["dropped_rows"]``."""
+def _variant_table(df: pd.DataFrame, cells, theory=lambda s: s) -> pd.DataFrame:
+    """What both variant tables share: ``cells`` of each (arm, bank, variant) group of ε_lower, columns in Table 1's
+    order, ``theory`` of the max ε_theory per row; rows left out counted in ``attrs["dropped_rows"]``."""
     if df.empty:
         return pd.DataFrame()
-    index = list(index)
-    df, order, dropped = _table_rows(df, index, variants)
+    index = ["study_arm", "bank_source"]
+    df, order, dropped = _table_rows(df, index)
     table = pd.DataFrame()
     if not df.empty:
         table = cells(df.groupby(index + ["variant"])["epsilon_lower"]).unstack("variant")

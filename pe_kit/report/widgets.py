@@ -98,20 +98,18 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
 
     explorer_state(sigma, sample_rate, trials, mu_eff, delta, alpha, n_canaries)  # refuse before a slider clamps
 
-    style = {"description_width": "110px"}
-    layout = W.Layout(width="460px")
+    common = dict(style={"description_width": "110px"}, layout=W.Layout(width="460px"), continuous_update=False)
     (s_lo, s_hi), (q_lo, q_hi), (t_lo, t_hi) = map(slider_range, ("noise_multiplier", "sample_rate", "trials"))
     s_sigma = W.FloatSlider(value=sigma, min=min(s_lo, sigma), max=max(s_hi, sigma), step=0.05, readout_format=".4g",
-                            description="σ (noise)", style=style, layout=layout, continuous_update=False)
+                            description="σ (noise)", **common)
     s_q = W.FloatLogSlider(value=sample_rate, base=10, min=min(math.log10(q_lo), math.floor(math.log10(sample_rate))),
-                           max=math.log10(q_hi), step=0.05, description="q (sampling)", style=style, layout=layout,
-                           continuous_update=False)
+                           max=math.log10(q_hi), step=0.05, description="q (sampling)", **common)
     s_t = W.FloatLogSlider(value=trials, base=10, min=min(math.log10(t_lo), math.floor(math.log10(trials))),
                            max=max(math.log10(t_hi), math.ceil(math.log10(trials))), step=0.25, description="trials",
-                           style=style, layout=layout, continuous_update=False)
+                           **common)
     mu_eff = 1.0 / sigma if mu_eff is None else mu_eff  # None: the ceiling 1/σ, as explorer_state
-    s_mu = W.FloatSlider(value=mu_eff, min=0.0, max=max(3.4, mu_eff, 1.0 / s_sigma.min), step=0.01, description="μ_eff", style=style,
-                         layout=layout, continuous_update=False)
+    s_mu = W.FloatSlider(value=mu_eff, min=0.0, max=max(3.4, mu_eff, 1.0 / s_sigma.min), step=0.01,
+                         description="μ_eff", **common)
     table = W.HTML()
     out = W.Output()
     box = W.VBox([s_sigma, s_q, s_t, s_mu, table, out])
