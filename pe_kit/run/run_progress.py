@@ -238,8 +238,9 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
             + f" ≈ {format_duration(embed)}"
             if n else "every text is in the embedding cache")
     own = "" if name == f"{preset}-warm" else f"; preset {preset} has none of its own, quick's sizes may be smaller"
-    plan["line"] = (f"estimate: {head}, plus {format_duration(sum(plan['planned'].values()) - embed)} of the other work "
-                    f"(profile {name}, {assumes}{own}) → about {format_duration(sum(plan['planned'].values()))} in all")
+    total = sum(plan["planned"].values())
+    plan["line"] = (f"estimate: {head}, plus {format_duration(total - embed)} of the other work (profile {name}, "
+                    f"{assumes}{own}) → about {format_duration(total)} in all")
     return plan
 
 
