@@ -1,8 +1,5 @@
-"""Execute one notebook of ``pe-kit reproduce`` with papermill, on a kernel of this very interpreter.
-
-The kernel reports long steps through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``, which
-:class:`_ProgressTail` prints line by line; a failure comes back as a :class:`ReproduceError` naming the notebook,
-the cell and the error.
+"""Execute one notebook of ``pe-kit reproduce`` with papermill, on a kernel of this very interpreter, echoing the
+lines its ``pe_kit.progress`` steps write to ``<run>/.progress/<notebook>.log``.
 """
 from __future__ import annotations
 
