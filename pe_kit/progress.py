@@ -28,7 +28,7 @@ def headless() -> bool:
 
 
 def streamed() -> bool:
-    """True when ``PE_KIT_PROGRESS_STREAMED`` is set (not ``""``/``"0"``): end lines go to stderr only."""
+    """Like :func:`headless` for ``PE_KIT_PROGRESS_STREAMED``: end lines go to stderr only."""
     return os.environ.get("PE_KIT_PROGRESS_STREAMED", "") not in ("", "0")
 
 

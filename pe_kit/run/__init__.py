@@ -1,10 +1,9 @@
 """Stage 8 — runs: presets, the papermill runner and the ``pe-kit`` CLI (the library they drive is ``pe_kit.study``).
 
-Modules: ``presets`` (instances of the settings tree, ``pe_kit.settings``), ``fit`` (fitting sizes to own data, size warnings), ``preflight`` (checks before any
-notebook runs), ``reproduce``
-(papermill; ``execute``: one notebook on this interpreter's kernel; ``markers``: the done-markers that let a rerun
-reuse a notebook; ``kernel``: its kernel client that never drops output messages), ``run_progress`` (the run's
-notebook i of n and ETA, the machine in run.json), ``cli``.
+Modules: ``presets`` (instances of the settings tree), ``fit`` (fitting sizes to own data, size warnings),
+``preflight`` (checks before any notebook runs), ``reproduce`` (papermill; ``execute``: one notebook on this
+interpreter's kernel; ``markers``: the done-markers that let a rerun reuse a notebook; ``kernel``: its kernel client
+that never drops output messages), ``run_progress`` (the run's notebook i of n and ETA), ``cli``.
 """
 
 from pe_kit.lazy import lazy_package

@@ -1,20 +1,34 @@
-"""Execute one notebook of ``pe-kit reproduce`` with papermill, on a kernel of this very interpreter.
-
-The kernel reports long steps through ``pe_kit.progress`` into ``<run>/.progress/<notebook>.log``, which
-:class:`_ProgressTail` prints line by line; a failure comes back as a :class:`ReproduceError` naming the notebook,
-the cell and the error.
+"""Execute one notebook of ``pe-kit reproduce`` with papermill, on a kernel of this very interpreter, echoing the
+lines its ``pe_kit.progress`` steps write to ``<run>/.progress/<notebook>.log``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from pe_kit.cache import atomic_write_bytes, cache_dir, content_hash
 
-__all__ = ["ReproduceError", "this_python_kernel", "execute_notebook"]
+__all__ = ["ReproduceError", "this_python_kernel", "execute_notebook", "environ"]
+
+
+@contextlib.contextmanager
+def environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the block (the kernels started in it inherit them); afterwards each has its
+    value from before again, or is removed when it had none."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class ReproduceError(RuntimeError):
@@ -91,33 +105,32 @@ class _ProgressTail:
 
 def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any], run_dir: Path,
                      kernel_name: str | None, log_output: bool, echo: Callable[[str], None]) -> ReproduceError | None:
-    """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill in ``run_dir``, with ``PE_KIT_HEADLESS=1``
-    and a fresh progress file echoed while it runs. Returns None, or the failure as a :class:`ReproduceError`."""
+    """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill in ``run_dir``, on headless kernels
+    (``PE_KIT_HEADLESS=1``, set by ``run_reproduction``), with a fresh progress file echoed while it runs. Returns
+    None, or the failure as a :class:`ReproduceError`."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     from pe_kit.run.kernel import IOPUB_TIMEOUT_S, KERNEL_START_TIMEOUT_S, LosslessKernelManager
 
-    os.environ["PE_KIT_HEADLESS"] = "1"  # kernels inherit it: no live widgets without a frontend
     progress_file = run_dir / ".progress" / f"{nb}.log"  # pe_kit.progress lines from the kernel
     progress_file.parent.mkdir(exist_ok=True)
     progress_file.write_bytes(b"")
-    env_before = os.environ.get("PE_KIT_PROGRESS_FILE")
-    os.environ["PE_KIT_PROGRESS_FILE"] = str(progress_file)
-    streamed_before = os.environ.get("PE_KIT_PROGRESS_STREAMED")
-    # with --log-output the cell's stderr reaches the terminal itself (pe_kit.progress.streamed)
-    os.environ["PE_KIT_PROGRESS_STREAMED"] = "1" if log_output else "0"
     tail = _ProgressTail(progress_file, echo, "    ")
+    # with --log-output the cell's stderr reaches the terminal itself (pe_kit.progress.streamed)
+    streamed = "1" if log_output else "0"
     try:
-        pm.execute_notebook(str(src), str(out_nb), parameters=params, kernel_name=kernel_name or this_python_kernel(),
-                            language="python",  # our own kernel runs it, whatever the notebook's metadata says
-                            progress_bar=False,  # its per-cell bar misleads (one long cell); RunClock reports
-                            cwd=str(run_dir),
-                            iopub_timeout=IOPUB_TIMEOUT_S, raise_on_iopub_timeout=True,  # outputs never dropped
-                            start_timeout=KERNEL_START_TIMEOUT_S, execution_timeout=None,
-                            kernel_manager_class=LosslessKernelManager,
-                            stdout_file=sys.stdout if log_output else None,
-                            stderr_file=sys.stderr if log_output else None)
+        with environ(PE_KIT_PROGRESS_FILE=str(progress_file), PE_KIT_PROGRESS_STREAMED=streamed):
+            pm.execute_notebook(str(src), str(out_nb), parameters=params,
+                                kernel_name=kernel_name or this_python_kernel(),
+                                language="python",  # our own kernel runs it, whatever the notebook's metadata says
+                                progress_bar=False,  # its per-cell bar misleads (one long cell); RunClock reports
+                                cwd=str(run_dir),
+                                iopub_timeout=IOPUB_TIMEOUT_S, raise_on_iopub_timeout=True,  # outputs never dropped
+                                start_timeout=KERNEL_START_TIMEOUT_S, execution_timeout=None,
+                                kernel_manager_class=LosslessKernelManager,
+                                stdout_file=sys.stdout if log_output else None,
+                                stderr_file=sys.stderr if log_output else None)
     except PapermillExecutionError as exc:
         return ReproduceError(
             f"notebook {nb} failed in cell {exc.cell_index} (execution count {exc.exec_count}; cells counted "
@@ -130,9 +143,4 @@ def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any]
                               f"  partial notebook (if any): {out_nb}", nb, None, out_nb)
     finally:
         tail.stop()
-        for name, before in (("PE_KIT_PROGRESS_FILE", env_before), ("PE_KIT_PROGRESS_STREAMED", streamed_before)):
-            if before is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = before
     return None

@@ -58,6 +58,10 @@ class DataProfile:
         """Canary-eligible users (§3): at least m records (exactly m after the cap), reserved users not counted."""
         return int((self.records >= m).sum() - (self.reserved >= m).sum())
 
+    def mean_records(self, m: int) -> float:
+        """Mean records per user at record cap m."""
+        return float(np.mean(np.minimum(self.records, m)))
+
 
 def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: str = "raise",
                  isolated: bool = False, reserved=frozenset()) -> DataProfile:
@@ -77,8 +81,8 @@ def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: s
 
 
 def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
-    """The banks the given notebooks build worlds on (all notebooks when None), as :func:`arms_used`: 04 ``banks``; 07
-    none; every other notebook its own ``bank`` (``p.view(nb)``, so ``--set 03_llr_checks.bank=`` counts)."""
+    """The banks the given notebooks build worlds on (all notebooks when None): 04 ``banks``; 07 none; every other
+    notebook its own ``bank`` (``p.view(nb)``)."""
     stems = list(p.notebooks) if notebooks is None else list(notebooks)
     out = {str(b) for b in (*p.banks, p.bank)} if notebooks is None else set()
     for nb in stems:
@@ -92,7 +96,7 @@ def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
 
 def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset:
     """User ids a world of ``p`` keeps out of its private splits: the example authors of every bank-B file a running
-    notebook uses (:func:`banks_used`, ``study.world.bank_reserved_users``); the fit counts them out of every arm."""
+    notebook uses (:func:`banks_used`, ``study.world.bank_reserved_users``)."""
     from pe_kit.study.world import bank_reserved_users
 
     return frozenset().union(*(bank_reserved_users(b) for b in banks_used(p, notebooks)))
@@ -100,9 +104,8 @@ def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset
 
 @dataclass(frozen=True)
 class FitResult:
-    """What :func:`fit_preset` chose: ``preset``, ``changes`` (setting → (old, new)), ``reasons`` (one line per
-    decision), ``fitted`` and ``definite`` (the preset certainly does not fit, not only by the public bank's estimate).
-    """
+    """What :func:`fit_preset` chose: ``changes`` (setting → (old, new)), ``reasons`` (one line per decision), and
+    ``definite`` (the preset certainly does not fit, not only by the public bank's estimate)."""
 
     preset: Preset
     changes: dict
@@ -111,7 +114,6 @@ class FitResult:
     definite: bool = False
 
     def summary(self) -> str:
-        """One paragraph for the terminal and ``results.md``."""
         if not self.fitted:
             return "the preset's sizes fit the data; nothing changed"
         ch = ", ".join(f"{k}={new} (was {old})" for k, (old, new) in self.changes.items())
@@ -157,7 +159,7 @@ def _needs(p: Preset, prof: DataProfile, arms: set) -> list[tuple[str, bool]]:
     if used > u:
         out.append((f"n_canary + n_aux + n_calibration + n_test = {used} > {u} users in the data arm", True))
     elif _uses_public(p):
-        public_records = (u - used) * float(np.mean(np.minimum(prof.records, m)))
+        public_records = (u - used) * prof.mean_records(m)
         if u == used:   # certain: no user is left to make the public bank of
             out.append((f"the public bank needs users in no split, and n_canary + n_aux + n_calibration + n_test = "
                         f"{used} takes all {u} users of the data arm; lower those sizes or drop the public bank "
@@ -169,9 +171,9 @@ def _needs(p: Preset, prof: DataProfile, arms: set) -> list[tuple[str, bool]]:
 
 
 def _fit_nb06(p: Preset, fixed: set, bank_size: int, max_probes: int, pool: float, reasons: list) -> dict:
-    """Notebook 06's own values fitted to the data: its bank no larger than ``bank_size``; WordNet variations (with
-    20 generator calls) when ``pool``, the public texts left after the bank, cannot feed its rounds of public
-    retrieval (1.25 × what they draw). Appends the reasons; returns its values (``Preset.extra`` form)."""
+    """Notebook 06's own values (``Preset.extra`` form) fitted to the data: its bank no larger than ``bank_size``;
+    WordNet variations (20 generator calls) when ``pool``, the public texts left after the bank, cannot feed its
+    rounds of public retrieval (1.25 × what they draw). Appends to ``reasons``."""
     nb06 = dict(p.extra.get(_NB06, {}))
     if "bank_size" not in nb06 or nb06["bank_size"] > bank_size:
         nb06["bank_size"] = min(nb06.get("bank_size", bank_size), bank_size)
@@ -235,8 +237,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
     reasons.append(f"{u} users in the data arm: {n_canary} canaries, {aux} aux, {n} calibration = {n} test "
                    f"(aux : N as the paper's 500 : 1000){left}")
     bank_size, max_probes = p.bank_size, p.max_probes
-    mean_rec = float(np.mean(np.minimum(prof.records, m)))
-    public_records = (u - n_canary - aux - 2 * n) * mean_rec
+    public_records = (u - n_canary - aux - 2 * n) * prof.mean_records(m)
     if pub and "bank_size" not in fixed:
         bank_size = min(p.bank_size, max(64, int(0.8 * public_records) // 64 * 64))
         if bank_size < p.bank_size:
@@ -281,7 +282,7 @@ def stability_warnings(p: Preset, prof: DataProfile | None = None, notebooks: Se
                    "next population is variations of a few retained texts, so MAUVE collapses after one round "
                    "(60 users × 40 tweets: 0.83 → 0.008 with 1–3 voters per round) — a property of so few users, "
                    "not of the data's utility")
-    mean_rec = p.record_cap if prof is None else float(np.mean(np.minimum(prof.records, p.record_cap)))
+    mean_rec = p.record_cap if prof is None else prof.mean_records(p.record_cap)
     ref = int(p.n_calibration * mean_rec)
     bank06 = int(nb06["bank_size"]) - min(p.max_probes, p.bank_size)
     samples = min(ref, bank06, int(nb06["mauve_samples"] or ref))

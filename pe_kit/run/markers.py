@@ -44,17 +44,16 @@ def input_digests(params: Mapping[str, Any]) -> dict:
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint
-    from pe_kit.text.models import available_encoders
-
     from pe_kit.text.generators.paraphrase_pools import shipped_pools_digest
+    from pe_kit.text.models import available_encoders
 
     out: dict[str, str] = {}
     out["data"] = file_digest(params.get("data") or default_data_path())
     out["paraphrase_pools"] = shipped_pools_digest()  # paraphrase designs may take a shipped SmolLM2 pool
     for key, value in params.items():
-        values = value if isinstance(value, (list, tuple)) else [value]
-        for i, v in enumerate(values):
-            name = key if len(values) == 1 and not isinstance(value, (list, tuple)) else f"{key}[{i}]"
+        listed = isinstance(value, (list, tuple))
+        for i, v in enumerate(value if listed else [value]):
+            name = f"{key}[{i}]" if listed else key
             if not isinstance(v, str) or key == "output_dir":
                 continue
             if key in ("bank", "banks") and v == "bankA":
@@ -84,6 +83,8 @@ def marker_key(src: Path, params: Mapping[str, Any], fingerprint: str | None = N
 
 
 def marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
+    """Whether done-marker ``marker`` has ``key`` and every output it lists (its CSV among them) is in ``run_dir``
+    with the recorded non-zero size."""
     try:
         info = json.loads(marker.read_text())
     except (OSError, ValueError):

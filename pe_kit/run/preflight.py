@@ -34,6 +34,12 @@ def _names(value) -> list[str]:
     return [str(v) for v in ([value] if isinstance(value, str) else list(value or []))]
 
 
+def _named(p: Preset, keys: tuple[str, str]) -> list[tuple[str, object]]:
+    """(``--set`` key, value) of the common settings ``keys`` and of every notebook's own of the same names."""
+    return [(k, getattr(p, k)) for k in keys] + [(f"{nb}.{k}", v) for nb, values in p.extra.items()
+                                                  for k, v in values.items() if k in keys]
+
+
 def _takes(src: Path) -> list[str]:
     """The parameters notebook ``src`` takes from the runner: its ``NOTEBOOK_KEYS`` entry (every declared name for
     a notebook outside the table) that its ``parameters`` cell declares, less the runner-owned ones."""
@@ -87,7 +93,7 @@ def check_variants(p: Preset) -> None:
         value = getattr(p, key)
         if value == "all" and key == "variants":
             continue
-        for v in ([value] if isinstance(value, str) else value):
+        for v in _names(value):
             if v not in VARIANTS:
                 raise ValueError(f"{key} contains {v!r}: use names from {', '.join(VARIANTS)}"
                                  + (" or 'all'" if key == "variants" else "") + f" (--set {key}=…)")
@@ -100,10 +106,7 @@ def check_banks(p: Preset) -> None:
     from pe_kit.text.banks import BANK_KINDS, bank_b_missing_message
 
     kinds = [k for k in BANK_KINDS if k != "file"]
-    settings = [("bank", p.bank), ("banks", p.banks)]
-    settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items()
-                 if k in ("bank", "banks")]
-    for key, value in settings:
+    for key, value in _named(p, ("bank", "banks")):
         for name in _names(value):
             path = name[5:] if name.startswith("file:") else name
             if name == "bankB" and not default_bank_b_path().is_file():
@@ -148,11 +151,7 @@ def check_models(p: Preset) -> None:
     (``pe_kit.text.models.check_model_offline``); raises ValueError listing the models the kit can load."""
     from pe_kit.text.models import check_model_offline
 
-    settings = [("model", p.model), ("encoders", p.encoders)]
-    settings += [(f"{nb}.{k}", v) for nb, values in p.extra.items() for k, v in values.items()
-                 if k in ("model", "encoders")]
-    for key, value in settings:
-        if value is None or value == "auto":
-            continue
-        for name in ([value] if isinstance(value, str) else value):
-            check_model_offline(str(name), key)
+    for key, value in _named(p, ("model", "encoders")):
+        if value != "auto":
+            for name in _names(value):
+                check_model_offline(name, key)

@@ -1,12 +1,6 @@
-"""The headless reproduction: run the narrative notebooks in order with papermill into ``results/<run-id>/``.
-
-:func:`run_reproduction` resolves a :class:`Preset` and ``--set`` overrides into each notebook's parameters
-(:func:`notebook_params`); runs each notebook unless its done-marker (``<run>/.done``, :func:`marker_key`) and
-outputs still match; caches audit steps under ``<run>/.steps`` and embeddings under ``PE_KIT_CACHE``, so a rerun
-resumes mid-notebook; on a failure stops (or with ``keep_going`` continues), naming the notebook, cell and error;
-then joins the CSVs into ``results.csv`` and renders ``results.md``. Progress lines of long steps are echoed
-(``pe_kit.run.execute``), each notebook's start and end line with the run's ETA
-(``pe_kit.run.run_progress.RunClock``); ``run.json`` records the machine.
+"""The headless reproduction: run the narrative notebooks in order with papermill into ``results/<run-id>/``
+(:func:`run_reproduction`), reusing each notebook whose done-marker (``pe_kit.run.markers``) still matches, then
+join their CSVs into ``results.csv`` and ``results.md``.
 
 Sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64, 5 canaries per
 variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
@@ -21,13 +15,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from pe_kit.run.execute import ReproduceError, execute_notebook, this_python_kernel
+from pe_kit.run.execute import ReproduceError, environ, execute_notebook, this_python_kernel
 from pe_kit.run.markers import code_fingerprint, input_digests, marker_key, marker_valid, outputs_of, write_file
 from pe_kit.run.run_progress import RunClock, machine_info, run_plan
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
                                   check_variants, unused_overrides)
 from pe_kit.run.presets import _REPO, PRESETS, audited_mechanism, get_preset, notebook_params
-from pe_kit.run.run_id import default_run_id
+from pe_kit.run.run_id import bundled_data, default_run_id
 from pe_kit.settings import NOTEBOOKS, Preset
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
@@ -78,14 +72,12 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
                      echo: Callable[[str], None] = print, fit_data: bool = False) -> RunSummary:
     """Execute the notebooks in order into ``<results_dir>/<run_id>/`` and collect the results.
 
-    ``run_id``: folder name (default :func:`default_run_id`; rerunning the same id resumes); ``seed``: seeds splits,
-    designs and trials; ``overrides``: ``--set`` values; ``data``, ``fmt``: a user corpus; ``notebooks``: stems to
-    run (default every ``NOTEBOOKS`` file present), in ``NOTEBOOKS`` order; ``force``: re-execute despite a valid
-    done-marker; ``keep_going``: continue after a failure; ``kernel_name``: default ``this_python_kernel()``;
-    ``log_output``: stream the cells' output; ``progress``: the run's i-of-n, elapsed and ETA on each notebook's
-    lines; ``echo``: where status and progress lines go; ``fit_data``: shrink the sizes to fit ``data``
-    (``pe_kit.run.fit.fit_preset``), reported on ``echo`` and in ``results.md`` (without it, data too small stops
-    the run before any notebook).
+    ``run_id``: folder name (default :func:`default_run_id`; rerunning the same id resumes); ``notebooks``: stems to
+    run (default every ``NOTEBOOKS`` file present); ``force``: re-execute despite a valid done-marker;
+    ``kernel_name``: default ``this_python_kernel()``; ``progress``: the run's i-of-n, elapsed and ETA on each
+    notebook's lines; ``echo``: where status and progress lines go; ``fit_data``: shrink the sizes to fit ``data``
+    (``pe_kit.run.fit.fit_preset``; without it, data too small stops the run before any notebook). The other
+    arguments are the ``pe-kit reproduce`` flags.
 
     Returns ``RunSummary`` (``ok`` False when a notebook failed; ``failures`` holds the ``ReproduceError``s). Raises
     ValueError for a bad preset, override or notebook name, an undeclared ``<notebook>.<parameter>``, or data too
@@ -95,16 +87,9 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # no third-party bars ("Loading weights", downloads) in the kernels' cell outputs: pe_kit.progress reports
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    headless_before = os.environ.get("PE_KIT_HEADLESS")
-    os.environ["PE_KIT_HEADLESS"] = "1"  # inherited by the kernels: text progress bars
-    try:
+    with environ(PE_KIT_HEADLESS="1"):  # inherited by the kernels: text progress lines, no live widgets
         return _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force,
                     keep_going, kernel_name, log_output, progress, echo, fit_data)
-    finally:
-        if headless_before is None:
-            os.environ.pop("PE_KIT_HEADLESS", None)
-        else:
-            os.environ["PE_KIT_HEADLESS"] = headless_before
 
 
 _SIZE_SYMBOLS = {"record_cap": "m", "n_canary": "canaries", "per_variant": "per variant", "n_aux": "aux",
@@ -158,7 +143,7 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
     warnings. Returns (preset, fit summary or None, warnings)."""
     from pe_kit.run.fit import arms_used, data_profile, fit_preset, reserved_for, stability_warnings
 
-    if p.data is None or p.name == "tiny" and Path(p.data) == Path(PRESETS["tiny"].data):
+    if bundled_data(p):
         return p, None, stability_warnings(p, notebooks=notebooks)
     prof = data_profile(p.data, p.fmt, p.record_cap, p.on_error, isolated=True,   # pass 1, in a child process
                         reserved=reserved_for(p, notebooks))
@@ -185,13 +170,15 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
 
 
 def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable[[str], None]) -> dict:
-    """The run-level estimate (``run_progress.run_plan``), echoed; {} when no notebook runs, a ``line`` only when it fails."""
+    """The run-level estimate (``run_progress.run_plan``), echoed; {} when no notebook runs, a ``line`` only when
+    it fails."""
+    if not params_by_notebook:
+        return {}
     try:
-        plan = run_plan(params_by_notebook, preset, lambda s: echo(f"pe-kit reproduce: {s}")) if params_by_notebook else {}
+        plan = run_plan(params_by_notebook, preset, lambda s: echo(f"pe-kit reproduce: {s}"))
     except (RuntimeError, OSError) as exc:
         plan = {"line": f"no estimate of the run's time ({exc}); time left is estimated once a notebook has run"}
-    if plan:
-        echo(f"pe-kit reproduce: {plan['line']}")
+    echo(f"pe-kit reproduce: {plan['line']}")
     return plan
 
 

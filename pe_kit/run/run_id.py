@@ -9,7 +9,7 @@ from pe_kit.cache import content_hash
 from pe_kit.run.presets import PRESETS
 from pe_kit.settings import Preset
 
-__all__ = ["default_run_id"]
+__all__ = ["default_run_id", "bundled_data"]
 
 
 #: how a run id names a mechanism or audit setting that differs from its preset's (``quick-sigma0.8-q0.05``)
@@ -32,12 +32,17 @@ def _mechanism_tag(preset: Preset) -> str:
     return "".join("-" + t for t in tags)
 
 
+def bundled_data(preset: Preset) -> bool:
+    """True when ``preset`` reads the data that ships with the kit (the default, or tiny's own sample)."""
+    return preset.data is None or preset.name == "tiny" and Path(preset.data) == Path(PRESETS["tiny"].data)
+
+
 def default_run_id(preset: Preset, fitted: bool = False) -> str:
     """``<preset>`` for the default data, else ``<preset>-<data file stem>-<6 hex of its absolute path>``; then the
     mechanism and audit settings that differ from the preset's (``quick-sigma0.8-q0.05``, :func:`_mechanism_tag`),
     then ``-fit`` when ``fitted``."""
     tail = _mechanism_tag(preset) + ("-fit" if fitted else "")
-    if preset.data is None or preset.name == "tiny" and Path(preset.data) == Path(PRESETS["tiny"].data):
+    if bundled_data(preset):
         return preset.name + tail
     path = Path(preset.data).expanduser().resolve()
     stem = path.name.split(".")[0]

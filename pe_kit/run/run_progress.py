@@ -1,11 +1,5 @@
-"""How far a ``pe-kit reproduce`` run is and how long is left, and where it ran (``run.json``'s ``machine``).
-
-Before the first notebook :func:`run_plan` estimates the run: roughly first (:func:`listed_line`: the texts at a
-reference rate), then from the texts the embedding cache lacks (:func:`notebook_worlds`) at a rate measured on a batch
-of them, plus the preset's warm profile (:data:`REFERENCE_SECONDS` ``<preset>-warm``) scaled to the load now. As
-notebooks finish, the time left is the rest's plan scaled by the pace so far, and :meth:`RunClock.checks` compares
-estimate and time taken at the halfway point; without a plan the notebooks are weighed by the nearest measured
-profile. A notebook reused from its done-marker counts on neither side.
+"""How far a ``pe-kit reproduce`` run is and how long is left (:func:`run_plan`, :class:`RunClock`), and where it
+ran (:func:`machine_info`, ``run.json``'s ``machine``). A notebook reused from its done-marker counts on neither side.
 """
 from __future__ import annotations
 
@@ -23,20 +17,15 @@ from typing import Callable, Mapping, Sequence
 __all__ = ["REFERENCE_SECONDS", "PROFILES", "RunClock", "machine_info", "format_duration", "notebook_worlds",
            "embedding_plan", "listed_line", "run_plan", "warm_profile", "REFERENCE_RATE", "PROFILE_LOAD", "load_factor"]
 
-#: seconds per notebook of a measured run of each preset (the cold profiles' ratios weigh the ETA without a plan;
-#: a warm profile's seconds are the plan's work besides embedding, :func:`run_plan`; docs/presets.md names the runs):
-#: quick from a cold run (empty cache, 2 idle cores, 2,099 s in all), tiny from a cold run on 2 cores shared with
-#: other jobs (511 s in all); other presets use quick's
+#: seconds per notebook of a measured run of each preset (docs/presets.md names the runs): the cold profiles' ratios
+#: weigh the ETA without a plan; a warm profile's seconds are the plan's work besides embedding (:func:`run_plan`)
 REFERENCE_SECONDS = {
     "quick": {"01_mechanism": 654.0, "02_probe_design": 161.0, "03_llr_checks": 42.0, "04_audit": 860.0,
               "05_ablations": 123.0, "06_multiround_mauve": 64.0, "07_audit_an_implementation": 22.0,
               "08_one_run_audit": 172.0},
-    # warm: the same preset with every embedding cached (docs/paper_run/quick: 942 s in all, 2 shared cores)
     "quick-warm": {"01_mechanism": 34.0, "02_probe_design": 42.0, "03_llr_checks": 36.0, "04_audit": 346.0,
                    "05_ablations": 175.0, "06_multiround_mauve": 83.0, "07_audit_an_implementation": 34.0,
                    "08_one_run_audit": 192.0},
-    # warm: pe-kit reproduce --preset tiny with every embedding cached (run.json statuses; 512 s in all, 2 cores
-    # shared with other jobs: PROFILE_LOAD)
     "tiny-warm": {"01_mechanism": 36.0, "02_probe_design": 46.0, "03_llr_checks": 41.0, "04_audit": 137.0,
                   "05_ablations": 92.0, "06_multiround_mauve": 43.0, "07_audit_an_implementation": 63.0,
                   "08_one_run_audit": 54.0},
@@ -44,17 +33,25 @@ REFERENCE_SECONDS = {
              "05_ablations": 73.0, "06_multiround_mauve": 95.0, "07_audit_an_implementation": 39.0,
              "08_one_run_audit": 41.0},
 }
-#: the 1-minute load average (the run's own work included) and the cores each warm profile was measured at: tiny's
-#: the mean of 5-second samples over its notebooks, quick's the value at its end (run.json); its seconds are scaled
-#: from there to the load now (:func:`load_factor`)
+#: the 1-minute load average (the run's own work included) and the cores each warm profile was measured at
+#: (:func:`load_factor`)
 PROFILE_LOAD = {"quick-warm": (2.4, 2), "tiny-warm": (9.0, 2)}
 #: the profiles a preset's ETA chooses among (:meth:`RunClock.profile`); a preset not listed uses its own or quick's
 PROFILES = {"quick": ("quick", "quick-warm")}
 _DEFAULT_SECONDS = 150.0  # a notebook the reference run does not have
-#: texts per second of the quick preset's cold reference run: notebook 01 embedded its world's 54,341 texts in
-#: (654 − 34) s (its cold less its warm seconds, :data:`REFERENCE_SECONDS`), 2 idle cores; the rough estimate's
-#: rate (:func:`listed_line`), before one is timed here
+#: texts per second of the quick cold run: notebook 01 embedded 54,341 texts in its cold less its warm seconds
+#: (654 − 34 s, 2 idle cores); the rough estimate's rate (:func:`listed_line`)
 REFERENCE_RATE = 88.0
+
+
+def _loadavg(default: float | None = math.nan) -> float | None:
+    """The 1-minute load average, or ``default`` where the platform has none."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else default
+
+
+def _per_notebook(texts: Mapping[str, int]) -> str:
+    """``01_mechanism 54,341; 04_audit 1,200``: the notebooks with texts to embed."""
+    return "; ".join(f"{nb} {k:,}" for nb, k in texts.items() if k)
 
 
 def format_duration(seconds: float) -> str:
@@ -84,7 +81,7 @@ def load_factor(profile: str, cpus: int | None = None, load: float | None = None
     cores as fast as the profile's and a load that stays as it is."""
     cpus = cpus or os.cpu_count() or 1
     if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+        load = _loadavg()
     ref, ref_cpus = PROFILE_LOAD[profile]
     known = not math.isnan(load)
     factor = (max(1.0, (load + 1) / cpus) if known else 1.0) / max(1.0, ref / ref_cpus)
@@ -118,14 +115,11 @@ def embedding_plan(params_by_notebook: Mapping[str, Mapping], sample: int = 256,
                    clock=time.perf_counter, listed: Callable[[dict], None] | None = None) -> dict:
     """The texts each notebook will embed that the embedding cache lacks, and how long that takes here.
 
-    Every world of every notebook (:func:`notebook_worlds`) is listed by content (``study.world.world_texts``); a
-    text counts once, for the first notebook that embeds it with its encoder (model, token cap and backend: one
-    embedding store), and only when that store lacks it. A generated bank's texts count as new. ``listed`` (if
-    given) receives ``{notebook: texts}`` as soon as the texts are listed, before any encoder resolves its backend
-    (a first ONNX export takes about a minute) and so before the cache is asked: an upper bound. For each encoder
-    with texts to embed, up to ``sample`` of them, spread over the list, are embedded now in batches of 32, timed
-    after 16 untimed ones (the runtime's first call) until ``seconds`` have passed; they stay in the cache, so
-    measuring is work the run does not repeat.
+    A text of any world (:func:`notebook_worlds`, ``study.world.world_texts``) counts once, for the first notebook
+    that embeds it with its encoder's store, and only when that store lacks it; a generated bank's texts count as
+    new. ``listed`` (if given) receives ``{notebook: texts}`` before the cache is asked (an upper bound). Per
+    encoder, up to ``sample`` texts spread over the list are embedded in batches of 32, timed after 16 untimed ones,
+    until ``seconds`` have passed; they stay in the cache.
 
     Returns:
         ``{"texts": {notebook: texts left to embed}, "seconds": {notebook: texts / rate}, "rates": {encoder
@@ -187,18 +181,16 @@ def listed_line(texts: Mapping[str, int], preset: str, cpus: int | None = None, 
     average when the load exceeds the cores), plus the preset's :func:`warm_profile` scaled to the load now
     (:func:`load_factor`)."""
     cpus = cpus or os.cpu_count() or 1
-    load = os.getloadavg()[0] if load is None and hasattr(os, "getloadavg") else (load or 0.0)
+    load = _loadavg(0.0) if load is None else (load or 0.0)
     rate = REFERENCE_RATE * min(1.0, cpus / load) if load > 0 else REFERENCE_RATE
     name, warm = warm_profile(preset)
     factor, assumes = load_factor(name, cpus, load)
     n, embed = sum(texts.values()), sum(texts.values()) / rate
     other = factor * sum(warm.get(nb, _DEFAULT_SECONDS) for nb in texts)
-    return (f"rough estimate: at most {n:,} texts to embed ("
-            + "; ".join(f"{nb} {k:,}" for nb, k in texts.items() if k)
-            + f") at ≈ {rate:.0f} text/s (the reference run's {REFERENCE_RATE:.0f} × {cpus} cores / load {load:.1f})"
-            f" ≈ {format_duration(embed)}, plus {format_duration(other)} of the other work (profile {name}, "
-            f"{assumes}) → at most about {format_duration(embed + other)} in all; the cache is asked and the rate "
-            "timed once the encoder is ready")
+    return (f"rough estimate: at most {n:,} texts to embed ({_per_notebook(texts)}) at ≈ {rate:.0f} text/s (the "
+            f"reference run's {REFERENCE_RATE:.0f} × {cpus} cores / load {load:.1f}) ≈ {format_duration(embed)}, "
+            f"plus {format_duration(other)} of the other work (profile {name}, {assumes}) → at most about "
+            f"{format_duration(embed + other)} in all; the cache is asked and the rate timed once the encoder is ready")
 
 
 def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
@@ -215,7 +207,7 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
     Raises:
         RuntimeError: the child failed (its exit status and last line of stderr are named).
     """
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan  # the others' load, before the child's
+    load = _loadavg()  # the others' load, before the child's
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-m", "pe_kit.run.run_progress",
                                  json.dumps(params_by_notebook, default=str)],
@@ -241,29 +233,25 @@ def run_plan(params_by_notebook: Mapping[str, Mapping], preset: str,
                      for nb, k in plan["texts"].items() if k}
     n = sum(plan["texts"].values())
     embed = sum(plan["seconds"].values())
-    head = (f"{n:,} texts to embed that the cache lacks ("
-            + "; ".join(f"{nb} {k:,}" for nb, k in plan["texts"].items() if k)
+    head = (f"{n:,} texts to embed that the cache lacks ({_per_notebook(plan['texts'])}"
             + (f") at {min(plan['rates'].values()):.0f} text/s (timed just now)" if plan["rates"] else ")")
             + f" ≈ {format_duration(embed)}"
             if n else "every text is in the embedding cache")
     own = "" if name == f"{preset}-warm" else f"; preset {preset} has none of its own, quick's sizes may be smaller"
-    plan["line"] = (f"estimate: {head}, plus {format_duration(sum(plan['planned'].values()) - embed)} of the other work "
-                    f"(profile {name}, {assumes}{own}) → about {format_duration(sum(plan['planned'].values()))} in all")
+    total = sum(plan["planned"].values())
+    plan["line"] = (f"estimate: {head}, plus {format_duration(total - embed)} of the other work (profile {name}, "
+                    f"{assumes}{own}) → about {format_duration(total)} in all")
     return plan
 
 
 class RunClock:
-    """Notebook i of n and the run's ETA.
+    """Notebook i of n and the run's ETA: :meth:`start` before a notebook runs, :meth:`finish` after.
 
     Args:
         notebooks: the stems this run will go through, in order (reused ones included).
         preset: the preset's name, choosing the reference shares (:data:`REFERENCE_SECONDS`; quick's for others).
-        clock: a zero-argument function returning seconds (default ``time.perf_counter``; tests pass their own).
-        planned: notebook → planned seconds (:func:`run_plan`); the estimate exists from the start, and the pace
-            compares each notebook with its plan. None: the preset's reference shares.
-
-    Use :meth:`start` before a notebook runs, :meth:`finish` after (``reused=True`` for a notebook skipped by its
-    done-marker), :meth:`line` for the status text and :meth:`checks` for the estimate against the time taken.
+        clock: a zero-argument function returning seconds (default ``time.perf_counter``).
+        planned: notebook → planned seconds (:func:`run_plan`), or None for the preset's reference shares.
     """
 
     def __init__(self, notebooks: Sequence[str], preset: str = "quick", clock=time.perf_counter,
@@ -276,8 +264,6 @@ class RunClock:
         self.ran: dict[str, float] = {}
         self.clock = clock
         self.t0 = clock()
-        self.ran_seconds = 0.0
-        self.ran_weight = 0.0
         self.done: set[str] = set()
         self._current: tuple[str, float] | None = None
         self.first_estimate = sum(planned.values()) if planned is not None else None
@@ -299,7 +285,6 @@ class RunClock:
         return best
 
     def start(self, notebook: str) -> None:
-        """Mark ``notebook`` as running from now."""
         self._current = (notebook, self.clock())
 
     def finish(self, notebook: str, reused: bool = False) -> None:
@@ -307,8 +292,6 @@ class RunClock:
         if not reused and self._current and self._current[0] == notebook:
             self.ran[notebook] = self.clock() - self._current[1]
             self.profile()
-            self.ran_seconds = sum(self.ran.values())
-            self.ran_weight = sum(self.weight(nb) for nb in self.ran)
         self._current = None
         self.done.add(notebook)
 
@@ -320,9 +303,10 @@ class RunClock:
         left = pace × reference seconds of the notebooks not finished, minus the time the current one has already
         run (never below 0).
         """
-        if self.ran_weight <= 0 and not self.planned:
+        ran_weight = sum(self.weight(nb) for nb in self.ran)
+        if ran_weight <= 0 and not self.planned:
             return None
-        pace = self.ran_seconds / self.ran_weight if self.ran_weight > 0 else 1.0
+        pace = sum(self.ran.values()) / ran_weight if ran_weight > 0 else 1.0
         left = pace * sum(self.weight(nb) for nb in self.notebooks if nb not in self.done)
         if self._current is not None:
             left -= self.clock() - self._current[1]
@@ -347,7 +331,8 @@ class RunClock:
             return []
         out = []
         planned = sum(self.weight(nb) for nb in self.ran)
-        for name, due in (("halfway", planned >= self.first_estimate / 2), ("end", len(self.done) == len(self.notebooks))):
+        for name, due in (("halfway", planned >= self.first_estimate / 2),
+                          ("end", len(self.done) == len(self.notebooks))):
             if due and name not in self.reported:
                 actual = self.clock() - self.t0
                 self.reported[name] = {"estimate_s": planned, "actual_s": actual, "notebooks": list(self.ran),
@@ -375,7 +360,7 @@ def machine_info() -> dict:
     except Exception:  # noqa: BLE001 - provenance only; a broken torch must not fail a finished run
         gpu = None
     return {"platform": platform.platform(), "cpus": os.cpu_count(), "cpu": cpu,
-            "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "gpu": gpu}
+            "load_average_1min": _loadavg(None), "gpu": gpu}
 
 
 if __name__ == "__main__":  # run_plan's child: the texts listed, then the plan of the notebooks' parameters in
