@@ -207,6 +207,9 @@ def test_bank_size_beyond_bank_a_is_refused_naming_the_key_set(tmp_path, capsys)
     for preset in PRESETS.values():  # every preset's sizes fit
         check_bank_sizes(preset)
     check_bank_sizes(get_preset("tiny", {"banks": ["public"], "bank": "public", "bank_size": 10**6}))  # not bank A
+    own = {"banks": ["public"], "bank": "public", "04_audit.banks": ["public", "bankA"], "04_audit.bank_size": 9000}
+    with pytest.raises(ValueError, match="04_audit.bank_size=9000: bank A"):  # a notebook's own list naming bank A
+        check_bank_sizes(get_preset("tiny", own))
 
 
 # ------------------------------------------------------------------------------------------------ 7. --data folder

@@ -132,7 +132,7 @@ def check_bank_sizes(p: Preset) -> None:
     for nb, values in p.extra.items():
         if "bank_size" in values:
             own = [values[k] for k in ("bank", "banks") if k in values]
-            if (uses_a(own) if own else uses_a(p.bank) or uses_a(p.banks)):
+            if (any(map(uses_a, own)) if own else uses_a(p.bank) or uses_a(p.banks)):
                 checks.append((f"{nb}.bank_size", values["bank_size"]))
     if not checks:
         return
