@@ -11,15 +11,15 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.text.generators.base import PoolShortfallError
 
-__all__ = ["ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary",
-           "composed_pool", "edit_candidates", "solo_pool_covariance", "design_mu_eff", "design_composed", "probe_vote_examples"]
+__all__ = ["ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary", "composed_pool", "edit_candidates",
+           "solo_pool_covariance", "design_mu_eff", "design_composed", "probe_vote_examples"]
 
 BEYOND_PAPER_NOTE = ("beyond the paper: not a Table 1 variant; probes composed from the canary's own records "
                      "(docs/composed.md)")
@@ -375,8 +375,7 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
             "pool_kinds": dict(Counter(kinds[i] for i in chosen)), "probe_spans": [list(map(list, spans[i])) for i in chosen],
             "encodes": stats["encoded"], "cached_texts": stats["cached"],
             "design_seconds": time.perf_counter() - t0, "composed_config": config.as_dict()}
-    return type(design)(design.variant, design.canary_id, design.canary_texts, design.canary_embeddings,
-                        design.probe_texts, design.probe_embeddings, design.positions, design.pool_indices, info)
+    return replace(design, info=info)
 
 
 def probe_vote_examples(design, bank: np.ndarray, top_k: int = 5, records=None, bank_texts=None) -> list[dict]:
@@ -407,7 +406,6 @@ def probe_vote_examples(design, bank: np.ndarray, top_k: int = 5, records=None, 
             d = float(squared_distances(emb[row:row + 1], vec[None, :])[0, 0])
             shown = (design.probe_texts[t] if t is not None
                      else f"bank #{int(j)}" + (f": {bank_texts[int(j)]}" if bank_texts is not None else ""))
-            votes.append({"probe": t, "text": shown,
-                          "distance": d})
+            votes.append({"probe": t, "text": shown, "distance": d})
         out.append({"record": r, "text": design.canary_texts[r], "votes": votes})
     return out

@@ -53,9 +53,7 @@ def base_neighbors(index: NeighborIndex, removed_positions, top_k: int) -> tuple
     if index.depth < min(index.bank_size, top_k + pos.size):
         raise ValueError(f"NeighborIndex depth {index.depth} < top_k + r = {top_k + pos.size}: rebuild it deeper "
                          "(build_neighbor_index(records, bank, top_k + r))")
-    removed = np.isin(index.indices, pos)
-    keep = np.argsort(removed, axis=1, kind="stable")[:, :top_k]
-    return np.take_along_axis(index.indices, keep, axis=1), np.take_along_axis(index.distances, keep, axis=1)
+    return index.without(pos, top_k)
 
 
 def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, removed_positions, top_k: int,

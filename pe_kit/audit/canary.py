@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory, tightness
+from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory_or_inf, tightness
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
 from pe_kit.audit.outcome import Audit
@@ -78,8 +78,7 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
                                         rule=audit.threshold_rule, sample_rate=mechanism.sample_rate)
         test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
                                         audit.delta, cal_audit.direction)
-    eps_theory = (epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
-                  if mechanism.noise_multiplier > 0 and audit.delta > 0 else float("inf"))  # (ε, 0): no finite ε
+    eps_theory = epsilon_theory_or_inf(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
     mu = float(np.sqrt(max(0.0, w @ v)))
     ceiling = epsilon_ceiling(mu, mechanism.sample_rate, audit.delta) if audit.delta > 0 else float("nan")
     info = {"mu_eff_ceiling": (1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
