@@ -11,7 +11,7 @@ index (Alg. B.1 line 19).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
@@ -189,7 +189,7 @@ class Selection:
     n_records: int
     top_k: int
     seconds: float
-    ties: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    ties: np.ndarray
 
     @property
     def weights(self) -> np.ndarray:
@@ -206,14 +206,11 @@ def _single_thread_blas():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _pick(scores: np.ndarray, cand: np.ndarray, exact: bool, tol_floor: float, rtol: float) -> tuple[int, int]:
-    """Lowest pool index among the best-scoring candidates (Alg. B.1 line 19); returns (index, #ties)."""
+def _pick(scores: np.ndarray, cand: np.ndarray, tol_floor: float, rtol: float) -> tuple[int, int]:
+    """Lowest pool index among the candidates within rtol·|best| + tol_floor of the best score (Alg. B.1 line 19;
+    both 0 for J_norm's integer scores: exact ties); returns (index, #ties)."""
     best = scores.max()
-    if exact:
-        tied = scores == best
-    else:
-        tied = scores >= best - (rtol * abs(best) + tol_floor)
-    hits = cand[tied]
+    hits = cand[scores >= best - (rtol * abs(best) + tol_floor)]
     return int(hits.min()), int(hits.size)
 
 
@@ -268,10 +265,7 @@ def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, 
     available = np.ones(n_pool, bool)
     for t in range(pos.size):
         cand = np.flatnonzero(available)
-        if objective == "norm":
-            s = np.empty(cand.size, dtype=np.int64)
-        else:
-            s = np.empty(cand.size)
+        s = np.empty(cand.size, dtype=np.int64 if objective == "norm" else np.float64)
         for a, j in enumerate(cand):
             trial = order + [int(j)]
             c = probe_votes(pool_d2, base_d2, base_idx, pos, trial)
@@ -279,7 +273,7 @@ def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, 
                 s[a] = int(c @ c)
             else:
                 s[a] = objective_value(c, m, k, "mu_eff", sigma[np.ix_(trial, trial)])
-        j, n_tied = _pick(s, cand, objective == "norm", tol_floor, rtol)
+        j, n_tied = _pick(s, cand, tol_floor, 0.0 if objective == "norm" else rtol)
         scores[t] = (s.max() / float(m * k) ** 2) if objective == "norm" else s.max()
         ties[t] = n_tied
         order.append(j)
@@ -335,7 +329,7 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
             trial = np.zeros((0, cand.size), dtype=np.int64)
         if objective == "norm":
             s = np.einsum("ij,ij->j", trial, trial) + new_votes * new_votes
-            j, n_tied = _pick(s, cand, True, 0.0, rtol)
+            j, n_tied = _pick(s, cand, 0.0, 0.0)
             scores[t] = s.max() * scale * scale
         else:
             x = trial * scale
@@ -351,7 +345,7 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
                 s = q1 + (xj - cross) ** 2 / schur
             else:
                 s = xj * xj / diag[cand]
-            j, n_tied = _pick(s, cand, False, tol_floor, rtol)
+            j, n_tied = _pick(s, cand, tol_floor, rtol)
             scores[t] = s.max()
         ties[t] = n_tied
         a = int(np.searchsorted(cand, j))

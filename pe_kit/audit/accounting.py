@@ -109,10 +109,10 @@ def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: floa
     """Exact ε at δ of one Poisson-subsampled Gaussian release (add/remove), by root-finding on δ(ε).
 
     δ(ε) is the hockey-stick divergence of the dominating pair (1−q)·N(0, σ²) + q·N(1, σ²) vs N(0, σ²) (the
-    "remove" direction). The "add" direction's ε is ≤ −log(1−q), so the result is the pair's exact ε whenever it
-    is ≥ −log(1−q) (always for σ < :data:`PRV_MIN_SIGMA`, where the kit uses it; for q = 1 both directions are the
-    analytic Gaussian mechanism, Balle & Wang 2018, Thm 8); below that it is a lower bound. Works down to
-    :data:`ONE_RELEASE_MIN_SIGMA`, where the PRV accountant fails below :data:`PRV_MIN_SIGMA`.
+    "remove" direction). The "add" direction's ε is ≤ −log(1−q), so the result is exact whenever it is ≥ −log(1−q)
+    (always for σ < :data:`PRV_MIN_SIGMA`, where the kit uses it instead of the PRV accountant; for q = 1 both are
+    the analytic Gaussian mechanism, Balle & Wang 2018, Thm 8), else a lower bound. Works down to
+    :data:`ONE_RELEASE_MIN_SIGMA`.
 
     Args: noise_multiplier σ > 0; sample_rate q in (0, 1]; delta δ in (0, 1).
     Returns: float ε ≥ 0 (e.g. 1434.5 for σ=0.02, q=0.1, δ=1e-5; ≈ ``epsilon_theory`` within its eps_error at
@@ -189,11 +189,9 @@ def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: i
                     eps_error: float | None = None) -> float:
     """The attack ceiling: ε of the Poisson-subsampled Gaussian mechanism at noise multiplier 1/μ_eff.
 
-    A canary whose LLR statistic has separation μ_eff (Eq. 15) under H0 vs fixed inclusion turns the audit
-    into exactly the pair of distributions of the subsampled Gaussian mechanism with sensitivity μ_eff·s and
-    noise std s (Eqs. 16–17, 21–23; App. E.4), so no threshold test on this statistic can show more than that
-    mechanism's ε at (q, δ, T), however many trials it runs. With μ_eff = 1/σ (a perfect canary, Eq. 20) the
-    ceiling is ε_theory; as μ_eff → 0 it falls to 0.
+    An LLR statistic of separation μ_eff (Eq. 15) makes the audit exactly that mechanism's pair of distributions
+    (Eqs. 16–17, 21–23; App. E.4), so no threshold test on it shows more than its ε at (q, δ, T), however many
+    trials run. At μ_eff = 1/σ (a perfect canary, Eq. 20) the ceiling is ε_theory; as μ_eff → 0 it falls to 0.
 
     Args: mu_eff μ_eff ≥ 0 (finite); sample_rate q in (0, 1]; delta δ in (0, 1); releases T ≥ 1; eps_error: PRV
         discretisation error, default min(0.01, 0.01·μ_eff) floored at 1e-3 (a finer grid costs minutes and GBs

@@ -25,8 +25,7 @@ def _check_design(canary_full, coords, aux, calibration, test) -> np.ndarray:
         raise ValueError("coords is empty: the canary votes on no inspected coordinate")
     p = int(np.asarray(canary_full).size)
     widths = {name: m.shape[1] for name, m in (("aux", aux), ("calibration", calibration), ("test", test))}
-    wrong = {name: w for name, w in widths.items() if w != p}
-    if wrong:
+    if any(w != p for w in widths.values()):
         raise ValueError(f"contribution matrices must have p={p} columns (the length of canary_full, one per bank "
                          f"entry); got " + ", ".join(f"{n} {w}" for n, w in widths.items())
                          + ": build every split's contributions on the same bank as the canary's")
@@ -38,8 +37,8 @@ def _check_design(canary_full, coords, aux, calibration, test) -> np.ndarray:
 
 
 def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
-                 test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
-                 rng: np.random.Generator) -> Audit:
+                  test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
+                  rng: np.random.Generator) -> Audit:
     """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
 
     Aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v (Eq. 14) → ``audit.trials`` trials per
@@ -69,7 +68,7 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
         from pe_kit.audit.engine import _audit_scalar
 
         res = _audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
-                           delta=audit.delta, seed=int(rng.integers(0, 2**63)), rule=audit.threshold_rule)
+                            delta=audit.delta, seed=int(rng.integers(0, 2**63)), rule=audit.threshold_rule)
         cal_audit, test_audit = res.calibration, res
     else:
         scores = {split: (simulate_scores(prob, 0, audit.trials, rng), simulate_scores(prob, 1, audit.trials, rng))
@@ -83,7 +82,7 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
     ceiling = epsilon_ceiling(mu, mechanism.sample_rate, audit.delta) if audit.delta > 0 else float("nan")
     info = {"mu_eff_ceiling": (1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
             "epsilon_ceiling": ceiling,
-            "tightness": tightness(test_audit.epsilon_lower, ceiling) if ceiling == ceiling else float("nan"),
+            "tightness": tightness(test_audit.epsilon_lower, ceiling),  # NaN without a ceiling
             "canary_norm": float(np.linalg.norm(v)), "n_coords": int(coords.size),
             "background_voters": int(probs["test"].projections.size),
             "threshold_mix": mixture_llr(cal_audit.threshold, mechanism.sample_rate), "trials": audit.trials,
