@@ -18,7 +18,7 @@ import scipy.linalg as sla
 
 from pe_kit.audit.moments import aux_moments, null_moments
 from pe_kit.settings import MechanismConfig
-from pe_kit.pe.mechanism import NeighborIndex, _lexsort_rows, contributions, topk_routes
+from pe_kit.pe.mechanism import NeighborIndex, contributions, topk_routes
 
 __all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_covariance", "probe_votes",
            "objective_value", "greedy_select"]
@@ -79,7 +79,7 @@ def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, rem
         p_idx, p_d = topk_routes(records[s:e], pool, kp, return_distances=True)
         cd = np.concatenate([b_d[s:e], p_d], axis=1)
         ci = np.concatenate([b_idx[s:e], p_idx + p], axis=1)
-        o = _lexsort_rows(cd, ci)[:, :top_k]
+        o = np.lexsort((ci, cd), axis=1)[:, :top_k]
         out[s:e] = np.take_along_axis(ci, o, axis=1)
     return out
 
@@ -121,7 +121,7 @@ def _check_inputs(pool_d2, base_d2, base_idx, positions):
     if not (np.isfinite(pool_d2).all() and np.isfinite(base_d2).all()):
         raise ValueError("distances contain NaN or inf; re-embed the texts")
     base_idx = base_idx.astype(np.int64)
-    o = _lexsort_rows(base_d2, base_idx)
+    o = np.lexsort((base_idx, base_d2), axis=1)
     if not (o == np.arange(k)).all():
         raise ValueError("base_d2/base_idx rows must be sorted by (distance, index); use base_neighbors")
     pos = _check_positions(positions)
@@ -147,7 +147,7 @@ def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, 
     cd = np.concatenate([base_d2, pool_d2[:, sel]], axis=1)
     ci = np.concatenate([base_idx, np.broadcast_to(pos[:sel.size], (m, sel.size))], axis=1)
     slot = np.concatenate([np.full((m, k), -1, np.int64), np.broadcast_to(np.arange(sel.size), (m, sel.size))], axis=1)
-    o = _lexsort_rows(cd, ci)[:, :k]
+    o = np.lexsort((ci, cd), axis=1)[:, :k]
     s = np.take_along_axis(slot, o, axis=1).ravel()
     return np.bincount(s[s >= 0], minlength=sel.size).astype(np.int64)
 
@@ -356,7 +356,7 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
             cur_d[hit, -1] = pool_d2[hit, j]
             cur_i[hit, -1] = pos[t]
             cur_s[hit, -1] = t
-            o = _lexsort_rows(cur_d[hit], cur_i[hit])
+            o = np.lexsort((cur_i[hit], cur_d[hit]), axis=1)
             cur_d[hit] = np.take_along_axis(cur_d[hit], o, axis=1)
             cur_i[hit] = np.take_along_axis(cur_i[hit], o, axis=1)
             cur_s[hit] = np.take_along_axis(cur_s[hit], o, axis=1)
