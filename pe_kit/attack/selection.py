@@ -5,7 +5,7 @@ sits at ρ_t. ProbeVotes re-routes every canary record to its k nearest entries 
 (ties → lowest final bank index): w_T = counts / (m·k). Eq. 6: J_norm(T) = ‖w_T‖², J_μeff(T) =
 w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T. ``method="plain"`` is Alg. B.1 lines 8–21 literally; ``"incremental"`` (default) makes
 the same decisions for all candidates at once (a candidate only displaces the k-th entry of the records it
-beats; J_μeff by the bordered inverse, K = Σ_P⁻¹). Ties, within ``tie_rtol`` for J_μeff, go to the lowest pool
+beats; J_μeff by the bordered inverse, K = Σ_P⁻¹). Ties, within ``TIE_RTOL`` for J_μeff, go to the lowest pool
 index (Alg. B.1 line 19).
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ __all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_cov
            "objective_value", "greedy_select"]
 
 OBJECTIVES = ("norm", "mu_eff")
+TIE_RTOL = 1e-10  # J_μeff scores this close (relative) to the best tie
 
 
 def _check_positions(positions, bank_size: int | None = None) -> np.ndarray:
@@ -215,13 +216,12 @@ def _pick(scores: np.ndarray, cand: np.ndarray, tol_floor: float, rtol: float) -
 
 
 def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, objective: str = "norm",
-                  sigma: np.ndarray | None = None, method: str = "incremental", tie_rtol: float = 1e-10) -> Selection:
+                  sigma: np.ndarray | None = None, method: str = "incremental") -> Selection:
     """Greedy forward selection of r = len(positions) probes from a pool of M (Alg. B.1, Eq. 6) → ``Selection``.
 
     ``pool_d2``, ``base_d2``, ``base_idx`` as in ``probe_votes``; ``objective``: ``"norm"`` or ``"mu_eff"`` (needs
     ``sigma``, the frozen (M, M) Σ̂_Q of ``pool_covariance``); ``method``: ``"incremental"`` or ``"plain"`` (same
-    selection); ``tie_rtol``: relative tie tolerance of μ_eff scores. Raises ValueError naming the bad argument
-    (shapes, r > M, objective, method, Σ not PD).
+    selection). Raises ValueError naming the bad argument (shapes, r > M, objective, method, Σ not PD).
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
     if objective not in OBJECTIVES:
@@ -233,8 +233,6 @@ def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray
     r = pos.size
     if r > n_pool:
         raise ValueError(f"r={r} probes cannot be selected from a pool of M={n_pool}; raise the pool size or lower r")
-    if not 0 <= tie_rtol < 1e-3:
-        raise ValueError(f"tie_rtol={tie_rtol} must lie in [0, 1e-3)")
     if objective == "mu_eff":
         if sigma is None:
             raise ValueError("objective 'mu_eff' needs sigma, the frozen (M, M) pool covariance (pool_covariance)")
@@ -245,19 +243,19 @@ def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray
             raise ValueError("sigma must be symmetric")
         if (np.diag(sigma) <= 0).any():
             raise ValueError("sigma must have a positive diagonal (add the DP noise term (σC)² I or a ridge)")
-        tol_floor = tie_rtol / (m * k) ** 2 / float(np.diag(sigma).max())
+        tol_floor = TIE_RTOL / (m * k) ** 2 / float(np.diag(sigma).max())
     else:
         tol_floor = 0.0
     t0 = time.perf_counter()
     run = _greedy_incremental if method == "incremental" else _greedy_plain
     with _single_thread_blas():  # tiny matrix products: threads only add contention
-        order, scores, ties = run(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, tie_rtol)
+        order, scores, ties = run(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor)
     counts = probe_votes(pool_d2, base_d2, base_idx, pos, order)
     return Selection(order=order, scores=scores, counts=counts, objective=objective, method=method, n_records=m,
                      top_k=k, seconds=time.perf_counter() - t0, ties=ties)
 
 
-def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, rtol):
+def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor):
     m, k = base_d2.shape
     n_pool = pool_d2.shape[1]
     order: list[int] = []
@@ -273,7 +271,7 @@ def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, 
                 s[a] = int(c @ c)
             else:
                 s[a] = objective_value(c, m, k, "mu_eff", sigma[np.ix_(trial, trial)])
-        j, n_tied = _pick(s, cand, tol_floor, 0.0 if objective == "norm" else rtol)
+        j, n_tied = _pick(s, cand, tol_floor, 0.0 if objective == "norm" else TIE_RTOL)
         scores[t] = (s.max() / float(m * k) ** 2) if objective == "norm" else s.max()
         ties[t] = n_tied
         order.append(j)
@@ -294,7 +292,7 @@ def _bordered_inverse(kinv: np.ndarray, sigma: np.ndarray, sel: np.ndarray, j: i
     return np.block([[top, -kbj[:, None] / sc], [-kbj[None, :] / sc, np.array([[1.0 / sc]])]])
 
 
-def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, rtol):
+def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor):
     m, k = base_d2.shape
     n_pool = pool_d2.shape[1]
     r = pos.size
@@ -345,7 +343,7 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
                 s = q1 + (xj - cross) ** 2 / schur
             else:
                 s = xj * xj / diag[cand]
-            j, n_tied = _pick(s, cand, tol_floor, rtol)
+            j, n_tied = _pick(s, cand, tol_floor, TIE_RTOL)
             scores[t] = s.max()
         ties[t] = n_tied
         a = int(np.searchsorted(cand, j))
