@@ -128,14 +128,14 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
 
     if method not in METHODS:
         raise ValueError(f"method={method!r} is unknown; use one of {METHODS}")
-    n_nan = int(np.isnan(_scores(scores, "scores", "canary")).sum())
+    s = _scores(scores, "scores", "canary").ravel()
+    n_nan = int(np.isnan(s).sum())
     if n_nan:
         raise ValueError(f"scores holds {n_nan} NaN score(s): every canary needs a score to be ranked (±inf "
                          "ranks first / last); fix the statistic that gave NaN (dropping canaries after seeing their "
                          "scores can bias the audit)")
     sample_rate = check_param("sample_rate", sample_rate)  # its declaration: a bool is not q = 1
     res = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
-    s = np.asarray(scores, dtype=np.float64).ravel()
     if res.epsilon_lower == 0:
         _warn_if_reversed(s, included, delta, alpha, sample_rate, method)
     tpr, fpr, threshold = _in_guess_rates(s, _as_included(included), res.info["k_plus"])
