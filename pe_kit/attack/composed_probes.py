@@ -11,15 +11,20 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 
+from pe_kit.attack.selection import base_neighbors, pool_covariance
+from pe_kit.attack.variants import design_selected
+from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
+from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes, squared_distances
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.text.generators.base import PoolShortfallError
 
-__all__ = ["ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary",
-           "composed_pool", "edit_candidates", "solo_pool_covariance", "design_mu_eff", "design_composed", "probe_vote_examples"]
+__all__ = ["ComposedConfig", "AuxBackground", "record_words", "canary_vocabulary", "composed_pool", "edit_candidates",
+           "solo_pool_covariance", "design_mu_eff", "design_composed", "probe_vote_examples"]
 
 BEYOND_PAPER_NOTE = ("beyond the paper: not a Table 1 variant; probes composed from the canary's own records "
                      "(docs/composed.md)")
@@ -126,7 +131,7 @@ def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
     ``sentence``, ``window`` (within the first 48 words), ``random`` (seeded random groups). A span is (record,
     first, end). Raises ValueError for empty records or mismatched embeddings.
     """
-    config = config or ComposedConfig()
+    config = config or DEFAULT_CONFIG
     words = record_words(records)
     emb = np.asarray(embeddings, dtype=np.float64)
     m = len(words)
@@ -230,9 +235,6 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
     Returns dict ``mu_eff``, ``canary_votes_on_P`` (share of vote mass), ``canary_norm`` (‖v_P‖₂),
     ``record_probe_votes`` (int (m,) probes among each record's k nearest) and ``aux_voters``.
     """
-    from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
-    from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
-
     audit = audit or AuditConfig()
     pos = np.zeros(0, np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     k, p = mechanism.top_k, bank.shape[0]
@@ -259,12 +261,6 @@ def solo_pool_covariance(aux: AuxBackground, pool: np.ndarray, positions, mechan
     j gets the vote of each aux record it alone would enter (no cap at k, no clip), an upper bound of its background.
     Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)² I + ridge·I (Eqs. 31–35), N = ``aux.n_users``.
     """
-    import scipy.sparse as sp
-
-    from pe_kit.attack.selection import base_neighbors
-    from pe_kit.audit.moments import aux_moments, null_moments
-    from pe_kit.pe.mechanism import squared_distances
-
     audit = audit or AuditConfig()
     k = mechanism.top_k
     pool = np.asarray(pool, dtype=np.float32)
@@ -315,10 +311,6 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
     adds ``pool_kinds``, ``probe_spans``, ``rounds`` and ``encodes``. Raises ValueError if ``config.pool_size`` < r;
     PoolShortfallError for fewer than r distinct candidates.
     """
-    from pe_kit.attack.selection import pool_covariance
-    from pe_kit.attack.variants import design_selected
-    from pe_kit.pe.mechanism import build_neighbor_index
-
     t0 = time.perf_counter()
     config = config or DEFAULT_CONFIG
     audit = audit or AuditConfig()
@@ -375,8 +367,7 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
             "pool_kinds": dict(Counter(kinds[i] for i in chosen)), "probe_spans": [list(map(list, spans[i])) for i in chosen],
             "encodes": stats["encoded"], "cached_texts": stats["cached"],
             "design_seconds": time.perf_counter() - t0, "composed_config": config.as_dict()}
-    return type(design)(design.variant, design.canary_id, design.canary_texts, design.canary_embeddings,
-                        design.probe_texts, design.probe_embeddings, design.positions, design.pool_indices, info)
+    return replace(design, info=info)
 
 
 def probe_vote_examples(design, bank: np.ndarray, top_k: int = 5, records=None, bank_texts=None) -> list[dict]:
@@ -386,8 +377,6 @@ def probe_vote_examples(design, bank: np.ndarray, top_k: int = 5, records=None, 
     ``"bank #<position>"`` plus ``bank_texts``' entry), ``distance`` (squared)). Raises ValueError for a design
     without probes or a record index out of range.
     """
-    from pe_kit.pe.mechanism import build_neighbor_index, routes_with_probes, squared_distances
-
     if design.probe_embeddings is None:
         raise ValueError(f"design {design.variant!r} has no probes to show")
     m = len(design.canary_texts)
@@ -407,7 +396,6 @@ def probe_vote_examples(design, bank: np.ndarray, top_k: int = 5, records=None, 
             d = float(squared_distances(emb[row:row + 1], vec[None, :])[0, 0])
             shown = (design.probe_texts[t] if t is not None
                      else f"bank #{int(j)}" + (f": {bank_texts[int(j)]}" if bank_texts is not None else ""))
-            votes.append({"probe": t, "text": shown,
-                          "distance": d})
+            votes.append({"probe": t, "text": shown, "distance": d})
         out.append({"record": r, "text": design.canary_texts[r], "votes": votes})
     return out

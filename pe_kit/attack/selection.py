@@ -5,25 +5,26 @@ sits at ρ_t. ProbeVotes re-routes every canary record to its k nearest entries 
 (ties → lowest final bank index): w_T = counts / (m·k). Eq. 6: J_norm(T) = ‖w_T‖², J_μeff(T) =
 w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T. ``method="plain"`` is Alg. B.1 lines 8–21 literally; ``"incremental"`` (default) makes
 the same decisions for all candidates at once (a candidate only displaces the k-th entry of the records it
-beats; J_μeff by the bordered inverse, K = Σ_P⁻¹). Ties, within ``tie_rtol`` for J_μeff, go to the lowest pool
+beats; J_μeff by the bordered inverse, K = Σ_P⁻¹). Ties, within ``TIE_RTOL`` for J_μeff, go to the lowest pool
 index (Alg. B.1 line 19).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
 
 from pe_kit.audit.moments import aux_moments, null_moments
 from pe_kit.settings import MechanismConfig
-from pe_kit.pe.mechanism import NeighborIndex, _lexsort_rows, contributions, topk_routes
+from pe_kit.pe.mechanism import NeighborIndex, contributions, topk_routes
 
 __all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_covariance", "probe_votes",
            "objective_value", "greedy_select"]
 
 OBJECTIVES = ("norm", "mu_eff")
+TIE_RTOL = 1e-10  # J_μeff scores this close (relative) to the best tie
 
 
 def _check_positions(positions, bank_size: int | None = None) -> np.ndarray:
@@ -53,9 +54,7 @@ def base_neighbors(index: NeighborIndex, removed_positions, top_k: int) -> tuple
     if index.depth < min(index.bank_size, top_k + pos.size):
         raise ValueError(f"NeighborIndex depth {index.depth} < top_k + r = {top_k + pos.size}: rebuild it deeper "
                          "(build_neighbor_index(records, bank, top_k + r))")
-    removed = np.isin(index.indices, pos)
-    keep = np.argsort(removed, axis=1, kind="stable")[:, :top_k]
-    return np.take_along_axis(index.indices, keep, axis=1), np.take_along_axis(index.distances, keep, axis=1)
+    return index.without(pos, top_k)
 
 
 def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, removed_positions, top_k: int,
@@ -81,7 +80,7 @@ def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, rem
         p_idx, p_d = topk_routes(records[s:e], pool, kp, return_distances=True)
         cd = np.concatenate([b_d[s:e], p_d], axis=1)
         ci = np.concatenate([b_idx[s:e], p_idx + p], axis=1)
-        o = _lexsort_rows(cd, ci)[:, :top_k]
+        o = np.lexsort((ci, cd), axis=1)[:, :top_k]
         out[s:e] = np.take_along_axis(ci, o, axis=1)
     return out
 
@@ -123,7 +122,7 @@ def _check_inputs(pool_d2, base_d2, base_idx, positions):
     if not (np.isfinite(pool_d2).all() and np.isfinite(base_d2).all()):
         raise ValueError("distances contain NaN or inf; re-embed the texts")
     base_idx = base_idx.astype(np.int64)
-    o = _lexsort_rows(base_d2, base_idx)
+    o = np.lexsort((base_idx, base_d2), axis=1)
     if not (o == np.arange(k)).all():
         raise ValueError("base_d2/base_idx rows must be sorted by (distance, index); use base_neighbors")
     pos = _check_positions(positions)
@@ -149,7 +148,7 @@ def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, 
     cd = np.concatenate([base_d2, pool_d2[:, sel]], axis=1)
     ci = np.concatenate([base_idx, np.broadcast_to(pos[:sel.size], (m, sel.size))], axis=1)
     slot = np.concatenate([np.full((m, k), -1, np.int64), np.broadcast_to(np.arange(sel.size), (m, sel.size))], axis=1)
-    o = _lexsort_rows(cd, ci)[:, :k]
+    o = np.lexsort((ci, cd), axis=1)[:, :k]
     s = np.take_along_axis(slot, o, axis=1).ravel()
     return np.bincount(s[s >= 0], minlength=sel.size).astype(np.int64)
 
@@ -191,7 +190,7 @@ class Selection:
     n_records: int
     top_k: int
     seconds: float
-    ties: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    ties: np.ndarray
 
     @property
     def weights(self) -> np.ndarray:
@@ -208,25 +207,21 @@ def _single_thread_blas():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _pick(scores: np.ndarray, cand: np.ndarray, exact: bool, tol_floor: float, rtol: float) -> tuple[int, int]:
-    """Lowest pool index among the best-scoring candidates (Alg. B.1 line 19); returns (index, #ties)."""
+def _pick(scores: np.ndarray, cand: np.ndarray, tol_floor: float, rtol: float) -> tuple[int, int]:
+    """Lowest pool index among the candidates within rtol·|best| + tol_floor of the best score (Alg. B.1 line 19;
+    both 0 for J_norm's integer scores: exact ties); returns (index, #ties)."""
     best = scores.max()
-    if exact:
-        tied = scores == best
-    else:
-        tied = scores >= best - (rtol * abs(best) + tol_floor)
-    hits = cand[tied]
+    hits = cand[scores >= best - (rtol * abs(best) + tol_floor)]
     return int(hits.min()), int(hits.size)
 
 
 def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, objective: str = "norm",
-                  sigma: np.ndarray | None = None, method: str = "incremental", tie_rtol: float = 1e-10) -> Selection:
+                  sigma: np.ndarray | None = None, method: str = "incremental") -> Selection:
     """Greedy forward selection of r = len(positions) probes from a pool of M (Alg. B.1, Eq. 6) → ``Selection``.
 
     ``pool_d2``, ``base_d2``, ``base_idx`` as in ``probe_votes``; ``objective``: ``"norm"`` or ``"mu_eff"`` (needs
     ``sigma``, the frozen (M, M) Σ̂_Q of ``pool_covariance``); ``method``: ``"incremental"`` or ``"plain"`` (same
-    selection); ``tie_rtol``: relative tie tolerance of μ_eff scores. Raises ValueError naming the bad argument
-    (shapes, r > M, objective, method, Σ not PD).
+    selection). Raises ValueError naming the bad argument (shapes, r > M, objective, method, Σ not PD).
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
     if objective not in OBJECTIVES:
@@ -238,8 +233,6 @@ def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray
     r = pos.size
     if r > n_pool:
         raise ValueError(f"r={r} probes cannot be selected from a pool of M={n_pool}; raise the pool size or lower r")
-    if not 0 <= tie_rtol < 1e-3:
-        raise ValueError(f"tie_rtol={tie_rtol} must lie in [0, 1e-3)")
     if objective == "mu_eff":
         if sigma is None:
             raise ValueError("objective 'mu_eff' needs sigma, the frozen (M, M) pool covariance (pool_covariance)")
@@ -250,19 +243,19 @@ def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray
             raise ValueError("sigma must be symmetric")
         if (np.diag(sigma) <= 0).any():
             raise ValueError("sigma must have a positive diagonal (add the DP noise term (σC)² I or a ridge)")
-        tol_floor = tie_rtol / (m * k) ** 2 / float(np.diag(sigma).max())
+        tol_floor = TIE_RTOL / (m * k) ** 2 / float(np.diag(sigma).max())
     else:
         tol_floor = 0.0
     t0 = time.perf_counter()
     run = _greedy_incremental if method == "incremental" else _greedy_plain
     with _single_thread_blas():  # tiny matrix products: threads only add contention
-        order, scores, ties = run(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, tie_rtol)
+        order, scores, ties = run(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor)
     counts = probe_votes(pool_d2, base_d2, base_idx, pos, order)
     return Selection(order=order, scores=scores, counts=counts, objective=objective, method=method, n_records=m,
                      top_k=k, seconds=time.perf_counter() - t0, ties=ties)
 
 
-def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, rtol):
+def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor):
     m, k = base_d2.shape
     n_pool = pool_d2.shape[1]
     order: list[int] = []
@@ -270,10 +263,7 @@ def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, 
     available = np.ones(n_pool, bool)
     for t in range(pos.size):
         cand = np.flatnonzero(available)
-        if objective == "norm":
-            s = np.empty(cand.size, dtype=np.int64)
-        else:
-            s = np.empty(cand.size)
+        s = np.empty(cand.size, dtype=np.int64 if objective == "norm" else np.float64)
         for a, j in enumerate(cand):
             trial = order + [int(j)]
             c = probe_votes(pool_d2, base_d2, base_idx, pos, trial)
@@ -281,7 +271,7 @@ def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, 
                 s[a] = int(c @ c)
             else:
                 s[a] = objective_value(c, m, k, "mu_eff", sigma[np.ix_(trial, trial)])
-        j, n_tied = _pick(s, cand, objective == "norm", tol_floor, rtol)
+        j, n_tied = _pick(s, cand, tol_floor, 0.0 if objective == "norm" else TIE_RTOL)
         scores[t] = (s.max() / float(m * k) ** 2) if objective == "norm" else s.max()
         ties[t] = n_tied
         order.append(j)
@@ -302,7 +292,7 @@ def _bordered_inverse(kinv: np.ndarray, sigma: np.ndarray, sel: np.ndarray, j: i
     return np.block([[top, -kbj[:, None] / sc], [-kbj[None, :] / sc, np.array([[1.0 / sc]])]])
 
 
-def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor, rtol):
+def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor):
     m, k = base_d2.shape
     n_pool = pool_d2.shape[1]
     r = pos.size
@@ -337,7 +327,7 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
             trial = np.zeros((0, cand.size), dtype=np.int64)
         if objective == "norm":
             s = np.einsum("ij,ij->j", trial, trial) + new_votes * new_votes
-            j, n_tied = _pick(s, cand, True, 0.0, rtol)
+            j, n_tied = _pick(s, cand, 0.0, 0.0)
             scores[t] = s.max() * scale * scale
         else:
             x = trial * scale
@@ -353,7 +343,7 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
                 s = q1 + (xj - cross) ** 2 / schur
             else:
                 s = xj * xj / diag[cand]
-            j, n_tied = _pick(s, cand, False, tol_floor, rtol)
+            j, n_tied = _pick(s, cand, tol_floor, TIE_RTOL)
             scores[t] = s.max()
         ties[t] = n_tied
         a = int(np.searchsorted(cand, j))
@@ -364,7 +354,7 @@ def _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_f
             cur_d[hit, -1] = pool_d2[hit, j]
             cur_i[hit, -1] = pos[t]
             cur_s[hit, -1] = t
-            o = _lexsort_rows(cur_d[hit], cur_i[hit])
+            o = np.lexsort((cur_i[hit], cur_d[hit]), axis=1)
             cur_d[hit] = np.take_along_axis(cur_d[hit], o, axis=1)
             cur_i[hit] = np.take_along_axis(cur_i[hit], o, axis=1)
             cur_s[hit] = np.take_along_axis(cur_s[hit], o, axis=1)

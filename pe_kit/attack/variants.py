@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS", "PARAPHRASE_VARIANTS", "resolve_variants", "unknown_variant",
-           "ProbeDesign", "CanaryAssignment", "variant_objective",
-           "canary_assignment", "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select",
-           "design_ordinary", "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
+__all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS",
+           "PARAPHRASE_VARIANTS", "resolve_variants", "unknown_variant", "ProbeDesign", "CanaryAssignment",
+           "variant_objective", "canary_assignment", "replacement_positions", "nonce_strings", "nonce_canary_and_pool",
+           "spread_select", "design_ordinary", "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
 
 VARIANTS = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu_eff", "nonce", "nonce-norm",
             "nonce-mu_eff")
@@ -35,6 +35,7 @@ NONCE_VARIANTS = VARIANTS[5:]
 PARAPHRASE_VARIANTS = VARIANTS[2:5]  # the real variants whose probes come from a paraphrase pool Q (App. B)
 BEYOND_PAPER_VARIANTS = ("composed-mu_eff",)  # real canary, pool from its own records (pe_kit.attack.composed_probes)
 ALL_VARIANTS = VARIANTS + BEYOND_PAPER_VARIANTS  # every name a setting accepts; "all" is Table 1's eight
+_NONCE_ALPHABET = np.array(list(string.ascii_letters + string.digits))
 
 
 def resolve_variants(variants) -> list[str]:
@@ -45,17 +46,12 @@ def resolve_variants(variants) -> list[str]:
     names = [v.strip() for item in items for v in str(item).split(",") if v.strip()]
     if names == ["all"]:
         return list(VARIANTS)
-    out: list[str] = []
     for v in names:
         if v not in ALL_VARIANTS:
             raise ValueError(f"variants contains {v!r}; use names from {ALL_VARIANTS} or 'all'")
-        if v not in out:
-            out.append(v)
-    if not out:
+    if not names:
         raise ValueError("variants is empty; pass at least one of " + ", ".join(VARIANTS))
-    return out
-
-_NONCE_ALPHABET = np.array(list(string.ascii_letters + string.digits))
+    return list(dict.fromkeys(names))
 
 
 def unknown_variant(variant, known) -> ValueError:

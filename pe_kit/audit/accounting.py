@@ -1,14 +1,9 @@
-"""ε_theory: the formal (ε, δ) guarantee of T Poisson-subsampled Gaussian releases.
+"""ε_theory: the formal (ε, δ) guarantee of T Poisson-subsampled Gaussian releases (paper §2.1, App. D).
 
-Wraps ``opacus.accountants.PRVAccountant`` (Gopi et al., 2021; paper §2.1 and App. D,
-"Multi-round accounting"). A PE run is described as data (``GaussianReleases``: what happened) and
-then accounted for, in the style of google dp_accounting's events/accountants split.
-
-The neighbouring relation (:data:`NEIGHBOURING_RELATION`) is user-level add/remove: two datasets are neighbours
-when one holds one more user — all of that user's records — than the other; each user joins a release
-independently with probability q (Poisson sampling, App. E.2, not a fixed-size sample), and the user's clipped
-vote vector has L2 norm ≤ C, so the noise N(0, (σC)²I) has noise multiplier σ. ``docs/your_mechanism.md`` maps
-another PE library's settings onto (σ, q, C, k).
+Wraps ``opacus.accountants.PRVAccountant`` (Gopi et al., 2021). A PE run is described as data
+(``GaussianReleases``: what happened) and then accounted for, as in google dp_accounting's events/accountants
+split. The guarantee is user-level, for :data:`NEIGHBOURING_RELATION` (Poisson sampling, App. E.2, not a
+fixed-size sample); ``docs/your_mechanism.md`` maps another PE library's settings onto (σ, q, C, k).
 """
 from __future__ import annotations
 
@@ -19,8 +14,9 @@ from functools import lru_cache
 
 from pe_kit.settings import COUNT, check_param
 
-__all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_prefixes", "epsilon_one_release",
-           "PRV_MIN_SIGMA", "PRV_MAX_GRID", "epsilon_ceiling", "epsilon_ceiling_rounded", "tightness"]
+__all__ = ["NEIGHBOURING_RELATION", "GaussianReleases", "epsilon_theory", "epsilon_theory_or_inf",
+           "epsilon_theory_prefixes", "epsilon_one_release", "PRV_MIN_SIGMA", "PRV_MAX_GRID", "epsilon_ceiling",
+           "epsilon_ceiling_rounded", "tightness"]
 
 #: The neighbouring relation ε_theory is stated for (named in results.md and docs/your_mechanism.md).
 NEIGHBOURING_RELATION = ("add/remove of one user (all of that user's records), each user in a release independently "
@@ -52,36 +48,36 @@ class GaussianReleases:
         object.__setattr__(self, "releases", check_param("releases", self.releases, COUNT))
 
 
+def _check_delta(delta) -> float:
+    if not 0 < check_param("delta", delta) < 1:
+        raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
+    return float(delta)
+
+
 def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, releases: int = 1,
                    eps_error: float = 0.01) -> float:
-    """ε_theory of ``releases`` Poisson-subsampled Gaussian releases at ``delta``.
+    """ε_theory of ``releases`` Poisson-subsampled Gaussian releases at ``delta``, user-level for
+    :data:`NEIGHBOURING_RELATION` (a fixed-size sample of users is not Poisson sampling and is not covered).
+    Another library's PE maps onto it with σ = noise std / per-user L2 sensitivity and q = its per-user
+    participation probability (every user, every round: q = 1; ``docs/your_mechanism.md``).
 
-    The guarantee is user-level, for the neighbouring relation :data:`NEIGHBOURING_RELATION`: add/remove of one
-    user (all of that user's records) when every user joins each release independently with probability q and
-    contributes a vector of L2 norm ≤ C, released with N(0, (σC)²I) noise. Another library's PE maps onto it with
-    σ = noise std / per-user L2 sensitivity and q = its per-user participation probability (every user, every
-    round: q = 1); e.g. unit-norm user vectors with all users participating are C = 1, q = 1
-    (``docs/your_mechanism.md``). A fixed-size sample of users is not Poisson sampling and is not covered.
-
-    Args:
-        noise_multiplier: σ (> 0).
-        sample_rate: q in (0, 1].
-        delta: δ in (0, 1).
-        releases: T ≥ 1.
-        eps_error: PRV accountant's ε discretization error (opacus default 0.01).
-
-    Returns:
-        float ε (e.g. 1.695 for σ=1, q=0.1, δ=1e-5, T=1).
-
-    Raises:
-        ValueError: on an out-of-range argument. ImportError: without Opacus (``pip install 'pe_kit[accounting]'``).
-
+    Args: noise_multiplier σ > 0; sample_rate q in (0, 1]; delta δ in (0, 1); releases T ≥ 1; eps_error: the PRV
+        accountant's ε discretization error (opacus default 0.01).
+    Returns: float ε (e.g. 1.695 for σ=1, q=0.1, δ=1e-5, T=1). Raises: ValueError on an out-of-range argument;
+        ImportError without Opacus (``pip install 'pe_kit[accounting]'``).
     Source: ``opacus.accountants.PRVAccountant``, stepped once per release, then ``get_epsilon``.
     """
     event = GaussianReleases(noise_multiplier, sample_rate, releases)
-    if not 0 < check_param("delta", delta) < 1:
-        raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
-    return _prv_epsilon(event.noise_multiplier, event.sample_rate, float(delta), event.releases, float(eps_error))
+    delta = _check_delta(delta)
+    return _prv_epsilon(event.noise_multiplier, event.sample_rate, delta, event.releases, float(eps_error))
+
+
+def epsilon_theory_or_inf(noise_multiplier, sample_rate: float, delta: float) -> float:
+    """``epsilon_theory`` of one release; NaN when σ is None (not told), ∞ for σ = 0 or δ ≤ 0 (no finite ε)."""
+    if noise_multiplier is None:
+        return math.nan
+    sigma = check_param("noise_multiplier", noise_multiplier)
+    return epsilon_theory(sigma, sample_rate, delta) if sigma > 0 and delta > 0 else math.inf
 
 
 #: Below this σ the PRV accountant is unreliable (its ε saturates near 707 ≈ log of the largest float, e.g. 707
@@ -89,8 +85,8 @@ def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, re
 #: :func:`epsilon_one_release` (exact), several raise.
 PRV_MIN_SIGMA = 0.05
 #: The most points the PRV accountant's grid may hold (Gopi et al. 2021, §5: the domain ±L at mesh
-#: eps_error / √(T·log(12/δ_err)/2) grows faster than T): about 200 bytes each, so ≈ 4 GB; σ = 1, q = 0.1, δ = 1e-5
-#: over 10,000 releases is 1.0·10⁷ points (2 GB, 22 s on 2 shared cores), 100,000 releases 2·10⁸ (beyond memory).
+#: eps_error / √(T·log(12/δ_err)/2) grows faster than T): about 200 bytes each, so ≈ 4 GB; σ = 1, q = 0.1,
+#: δ = 1e-5 over 10,000 releases is 1.0·10⁷ points (2 GB), 100,000 releases 2·10⁸ (beyond memory).
 PRV_MAX_GRID = 20_000_000
 
 
@@ -113,10 +109,10 @@ def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: floa
     """Exact ε at δ of one Poisson-subsampled Gaussian release (add/remove), by root-finding on δ(ε).
 
     δ(ε) is the hockey-stick divergence of the dominating pair (1−q)·N(0, σ²) + q·N(1, σ²) vs N(0, σ²) (the
-    "remove" direction). The "add" direction's ε is ≤ −log(1−q), so the result is the pair's exact ε whenever it
-    is ≥ −log(1−q) (always for σ < :data:`PRV_MIN_SIGMA`, where the kit uses it; for q = 1 both directions are the
-    analytic Gaussian mechanism, Balle & Wang 2018, Thm 8); below that it is a lower bound. Works down to
-    :data:`ONE_RELEASE_MIN_SIGMA`, where the PRV accountant fails below :data:`PRV_MIN_SIGMA`.
+    "remove" direction). The "add" direction's ε is ≤ −log(1−q), so the result is exact whenever it is ≥ −log(1−q)
+    (always for σ < :data:`PRV_MIN_SIGMA`, where the kit uses it instead of the PRV accountant; for q = 1 both are
+    the analytic Gaussian mechanism, Balle & Wang 2018, Thm 8), else a lower bound. Works down to
+    :data:`ONE_RELEASE_MIN_SIGMA`.
 
     Args: noise_multiplier σ > 0; sample_rate q in (0, 1]; delta δ in (0, 1).
     Returns: float ε ≥ 0 (e.g. 1434.5 for σ=0.02, q=0.1, δ=1e-5; ≈ ``epsilon_theory`` within its eps_error at
@@ -127,8 +123,7 @@ def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: floa
     from scipy.optimize import brentq
 
     event = GaussianReleases(noise_multiplier, sample_rate)
-    if not 0 < check_param("delta", delta) < 1:
-        raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
+    delta = _check_delta(delta)
     sigma, q = event.noise_multiplier, event.sample_rate
     if sigma < ONE_RELEASE_MIN_SIGMA:
         raise ValueError(f"noise_multiplier={sigma:g} is below {ONE_RELEASE_MIN_SIGMA:g}: ε ≈ 1/(2σ²) > 10¹⁵ there, "
@@ -194,36 +189,27 @@ def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: i
                     eps_error: float | None = None) -> float:
     """The attack ceiling: ε of the Poisson-subsampled Gaussian mechanism at noise multiplier 1/μ_eff.
 
-    A canary whose LLR statistic has separation μ_eff (Eq. 15) under H0 vs fixed inclusion turns the audit
-    into exactly the pair of distributions of the subsampled Gaussian mechanism with sensitivity μ_eff·s and
-    noise std s (Eqs. 16–17, 21–23; App. E.4), so no threshold test on this statistic can show more than that
-    mechanism's ε at (q, δ, T), however many trials it runs. With μ_eff = 1/σ (a perfect canary, Eq. 20) the
-    ceiling is ε_theory; as μ_eff → 0 it falls to 0.
+    An LLR statistic of separation μ_eff (Eq. 15) makes the audit exactly that mechanism's pair of distributions
+    (Eqs. 16–17, 21–23; App. E.4), so no threshold test on it shows more than its ε at (q, δ, T), however many
+    trials run. At μ_eff = 1/σ (a perfect canary, Eq. 20) the ceiling is ε_theory; as μ_eff → 0 it falls to 0.
 
-    Args:
-        mu_eff: μ_eff ≥ 0 (finite). sample_rate: q in (0, 1]. delta: δ in (0, 1). releases: T ≥ 1.
-        eps_error: PRV discretisation error; default min(0.01, 0.01·μ_eff), floored at 1e-3 (a finer grid costs
-            minutes and GBs at tiny μ_eff); the result is clamped at ≥ 0.
-
-    Returns:
-        float ε ≥ 0 (0.0 exactly for μ_eff = 0).
-
-    Raises:
-        ValueError: on μ_eff < 0 or non-finite, or an out-of-range q, δ, T.
-
+    Args: mu_eff μ_eff ≥ 0 (finite); sample_rate q in (0, 1]; delta δ in (0, 1); releases T ≥ 1; eps_error: PRV
+        discretisation error, default min(0.01, 0.01·μ_eff) floored at 1e-3 (a finer grid costs minutes and GBs
+        at tiny μ_eff).
+    Returns: float ε ≥ 0 (0.0 exactly for μ_eff = 0). Raises: ValueError on μ_eff < 0 or non-finite, or an
+        out-of-range q, δ, T.
     Source: ``opacus.accountants.PRVAccountant`` (as ``epsilon_theory``) at noise multiplier 1/μ_eff.
     """
     mu = float(mu_eff)
     if not (math.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0 (√(vᵀΣ⁻¹v), Eq. 15)")
     releases = GaussianReleases(1.0, sample_rate, releases).releases  # validates q and T
-    if not 0 < check_param("delta", delta) < 1:
-        raise ValueError(f"delta={delta} must satisfy 0 < δ < 1")
+    delta = _check_delta(delta)
     if mu == 0:
         return 0.0
     # the PRV grid grows as eps_error shrinks: a floor of 1e-3 keeps tiny μ_eff at seconds and bounded memory
     err = float(eps_error) if eps_error is not None else max(1e-3, min(0.01, 0.01 * mu))
-    return max(0.0, _prv_epsilon(1.0 / mu, float(sample_rate), float(delta), releases, err))
+    return max(0.0, _prv_epsilon(1.0 / mu, float(sample_rate), delta, releases, err))
 
 
 def epsilon_ceiling_rounded(mu_eff: float, sample_rate: float, delta: float, releases: int = 1) -> float:

@@ -34,22 +34,21 @@ def _counts_above(sorted_scores: np.ndarray, thresholds: np.ndarray) -> np.ndarr
     return sorted_scores.size - np.searchsorted(sorted_scores, thresholds, side="right")
 
 
-def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: float, delta: float,
-                        per_tail: int = 400, *, rule: ThresholdRule | None = None,
-                        sample_rate: float | None = None) -> Audit:
+def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: float, delta: float, *,
+                        rule: ThresholdRule | None = None, sample_rate: float | None = None) -> Audit:
     """Choose the threshold and direction on calibration trials with a threshold rule (§2.1 Step 5).
 
-    ``per_tail``: candidate thresholds per tail per sample (``candidate_thresholds``); ``rule``: a
-    ``threshold_rules.ThresholdRule`` (None → ``DEFAULT_RULE``); ``sample_rate``: q, for the Gaussian-model rule.
+    Candidates: ``candidate_thresholds``; ``rule``: a ``threshold_rules.ThresholdRule`` (None → ``DEFAULT_RULE``);
+    ``sample_rate``: q, for the Gaussian-model rule.
     Returns ``Audit`` of the calibration trials at the chosen event, ``rule`` naming the rule; if no event has a
     positive bound, the H0 median, direction +1, ε 0. Raises ValueError if a sample is empty or has NaN.
     """
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
-    cand = candidate_thresholds(s0, s1, per_tail)
+    cand = candidate_thresholds(s0, s1)
     tp, fp = _counts_above(np.sort(s1), cand), _counts_above(np.sort(s0), cand)
     moments = (float(s0.mean()), float(s0.std()), float(s1.mean()), float(s1.std()))
-    choice = rule_named(rule).select(CalibrationCounts(cand, tp, fp, s1.size, s0.size, gamma, delta,
-                                                             sample_rate, moments))
+    counts = CalibrationCounts(cand, tp, fp, s1.size, s0.size, gamma, delta, sample_rate, moments)
+    choice = rule_named(rule).select(counts)
     if choice.index < 0:
         return evaluate_threshold(s0, s1, float(np.median(s0)), gamma, delta, rule=choice.rule)
     return evaluate_threshold(s0, s1, float(cand[choice.index]), gamma, delta, choice.direction, rule=choice.rule)
@@ -108,8 +107,7 @@ def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int,
         raise ValueError("counts must satisfy 0 ≤ true_pos ≤ n_h1 and 0 ≤ false_pos ≤ n_h0")
     if moments is None:
         moments = (*moments_from_counts(thr, fp, n_h0), *moments_from_counts(thr, tp, n_h1))
-    choice = rule_named(rule).select(CalibrationCounts(thr, tp, fp, n_h1, n_h0, gamma, delta, sample_rate,
-                                                             moments))
+    choice = rule_named(rule).select(CalibrationCounts(thr, tp, fp, n_h1, n_h0, gamma, delta, sample_rate, moments))
     idx, direction = choice.index, choice.direction
     if idx < 0:
         idx, direction = int(min(np.searchsorted(-fp, -n_h0 / 2, side="left"), thr.size - 1)), 1

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory, tightness
+from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory_or_inf, tightness
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
 from pe_kit.audit.outcome import Audit
@@ -25,8 +25,7 @@ def _check_design(canary_full, coords, aux, calibration, test) -> np.ndarray:
         raise ValueError("coords is empty: the canary votes on no inspected coordinate")
     p = int(np.asarray(canary_full).size)
     widths = {name: m.shape[1] for name, m in (("aux", aux), ("calibration", calibration), ("test", test))}
-    wrong = {name: w for name, w in widths.items() if w != p}
-    if wrong:
+    if any(w != p for w in widths.values()):
         raise ValueError(f"contribution matrices must have p={p} columns (the length of canary_full, one per bank "
                          f"entry); got " + ", ".join(f"{n} {w}" for n, w in widths.items())
                          + ": build every split's contributions on the same bank as the canary's")
@@ -38,8 +37,8 @@ def _check_design(canary_full, coords, aux, calibration, test) -> np.ndarray:
 
 
 def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
-                 test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
-                 rng: np.random.Generator) -> Audit:
+                  test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
+                  rng: np.random.Generator) -> Audit:
     """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
 
     Aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v (Eq. 14) → ``audit.trials`` trials per
@@ -69,7 +68,7 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
         from pe_kit.audit.engine import _audit_scalar
 
         res = _audit_scalar(probs["calibration"], probs["test"], trials=audit.trials, gamma=audit.gamma,
-                           delta=audit.delta, seed=int(rng.integers(0, 2**63)), rule=audit.threshold_rule)
+                            delta=audit.delta, seed=int(rng.integers(0, 2**63)), rule=audit.threshold_rule)
         cal_audit, test_audit = res.calibration, res
     else:
         scores = {split: (simulate_scores(prob, 0, audit.trials, rng), simulate_scores(prob, 1, audit.trials, rng))
@@ -78,13 +77,12 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
                                         rule=audit.threshold_rule, sample_rate=mechanism.sample_rate)
         test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
                                         audit.delta, cal_audit.direction)
-    eps_theory = (epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
-                  if mechanism.noise_multiplier > 0 and audit.delta > 0 else float("inf"))  # (ε, 0): no finite ε
+    eps_theory = epsilon_theory_or_inf(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
     mu = float(np.sqrt(max(0.0, w @ v)))
     ceiling = epsilon_ceiling(mu, mechanism.sample_rate, audit.delta) if audit.delta > 0 else float("nan")
     info = {"mu_eff_ceiling": (1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
             "epsilon_ceiling": ceiling,
-            "tightness": tightness(test_audit.epsilon_lower, ceiling) if ceiling == ceiling else float("nan"),
+            "tightness": tightness(test_audit.epsilon_lower, ceiling),  # NaN without a ceiling
             "canary_norm": float(np.linalg.norm(v)), "n_coords": int(coords.size),
             "background_voters": int(probs["test"].projections.size),
             "threshold_mix": mixture_llr(cal_audit.threshold, mechanism.sample_rate), "trials": audit.trials,

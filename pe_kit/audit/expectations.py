@@ -52,19 +52,7 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
     maximizing a with ``return_threshold``). Raises ValueError on μ ≤ 0, q ∉ (0, 1], trials outside
     [1, MAX_EXPECTED_TRIALS], γ or δ out of range.
     """
-    if not (math.isfinite(mu_eff) and mu_eff > 0):
-        raise ValueError(f"mu_eff={mu_eff} must be finite and > 0")
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
-    if trials is not None and (int(trials) != trials or trials < 1):
-        raise ValueError(f"trials={trials} must be an integer ≥ 1 or None (the n → ∞ limit)")
-    if trials is not None and trials > MAX_EXPECTED_TRIALS:
-        raise ValueError(f"trials={trials:.3g} is out of range: an expected ε_lower is computed for 1 to "
-                         f"{MAX_EXPECTED_TRIALS:.0e} trials per hypothesis (its Clopper–Pearson inverses do not return "
-                         "for far more); for more, use trials=None, the n → ∞ limit they approach (pe-kit explore: the "
-                         "line 'ε as trials → ∞')")
-    if not 0 < gamma < 1 or not 0 <= delta < 1:
-        raise ValueError(f"gamma={gamma} must lie in (0, 1) and delta={delta} in [0, 1)")
+    _check(mu_eff, sample_rate, trials, gamma, delta)
     mu, q, n = float(mu_eff), float(sample_rate), (None if trials is None else float(trials))
     grid = np.linspace(-mu * mu / 2 - 10 * mu, mu * mu / 2 + 10 * mu, 4001)
     eps = _expected_eps_at(grid, mu, q, n, gamma, delta)
@@ -79,6 +67,23 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
     return (best, best_a) if return_threshold else best
 
 
+def _check(mu_eff, sample_rate, trials, gamma, delta) -> None:
+    """ValueError for an argument of ``expected_epsilon`` out of range (its docstring)."""
+    if not (math.isfinite(mu_eff) and mu_eff > 0):
+        raise ValueError(f"mu_eff={mu_eff} must be finite and > 0")
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
+    if trials is not None and (int(trials) != trials or trials < 1):
+        raise ValueError(f"trials={trials} must be an integer ≥ 1 or None (the n → ∞ limit)")
+    if trials is not None and trials > MAX_EXPECTED_TRIALS:
+        raise ValueError(f"trials={trials:.3g} is out of range: an expected ε_lower is computed for 1 to "
+                         f"{MAX_EXPECTED_TRIALS:.0e} trials per hypothesis (its Clopper–Pearson inverses do not return "
+                         "for far more); for more, use trials=None, the n → ∞ limit they approach (pe-kit explore: the "
+                         "line 'ε as trials → ∞')")
+    if not 0 < gamma < 1 or not 0 <= delta < 1:
+        raise ValueError(f"gamma={gamma} must lie in (0, 1) and delta={delta} in [0, 1)")
+
+
 def separable_epsilon(sample_rate: float, trials: int, gamma: float = 0.0025, delta: float = 1e-5) -> float:
     """Expected ε_lower of a perfectly separable canary: the most an audit at ``trials`` can certify (App. E.4–E.6).
 
@@ -86,7 +91,7 @@ def separable_epsilon(sample_rate: float, trials: int, gamma: float = 0.0025, de
     expected counts gives ε = log((p_L(qn) − δ) / (1 − γ^{1/n})), or the reverse event's value if larger, floored at
     0 (e.g. q = 0.05, n = 2,000, γ = 0.05/29, δ = 10⁻⁶: 2.45). Raises ValueError as ``expected_epsilon``.
     """
-    expected_epsilon(1.0, sample_rate, trials, gamma, delta)  # validates the arguments
+    _check(1.0, sample_rate, trials, gamma, delta)
     q, n = float(sample_rate), float(trials)
     tpr_l, fpr_u = _cp_real(q * n, n, gamma, "lower"), 1.0 - gamma ** (1.0 / n)
     tnr_l, fnr_u = gamma ** (1.0 / n), _cp_real((1 - q) * n, n, gamma, "upper")

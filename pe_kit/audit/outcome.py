@@ -1,11 +1,10 @@
 """``Audit``: the one result type of every audit in the kit, and its results-CSV row.
 
-An audit bounds ε from below at δ. A threshold audit (§2.1 Step 5) freezes an event {score > t} (or {score ≤ t}) on
-calibration trials and bounds ε on fresh trials with Eq. 28 and the Clopper–Pearson endpoints of Eqs. 29–30; its
-``Audit`` is the record of those fresh trials, carrying the calibration trials' record as ``calibration`` (an
-``Audit`` of the same form). A one-run audit (Steinke et al. 2023; Mahloujifar et al. 2024) bounds ε from the guesses
-on m canaries of one release. ``row`` is the audit as one line of a results CSV, so a list of audits is a results
-table: ``pandas.DataFrame([a.row for a in audits])``.
+A threshold audit (§2.1 Step 5) freezes an event {score > t} (or {score ≤ t}) on calibration trials and bounds ε on
+fresh trials (Eq. 28, Clopper–Pearson endpoints of Eqs. 29–30): its ``Audit`` records those fresh trials and carries
+the calibration trials' record as ``calibration``. A one-run audit (Steinke et al. 2023; Mahloujifar et al. 2024)
+bounds ε from guesses on the m canaries of one release. ``pandas.DataFrame([a.row for a in audits])`` is a results
+table.
 """
 from __future__ import annotations
 

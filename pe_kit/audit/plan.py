@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.accounting import epsilon_theory, epsilon_theory_or_inf
 from pe_kit.audit.expectations import expected_epsilon, separable_epsilon
 from pe_kit.settings import MechanismConfig, closest
 
@@ -71,8 +71,8 @@ class Reach:
 def audit_reach(mechanism: MechanismConfig, trials: int, *, gamma: float, delta: float) -> Reach:
     """The ``Reach`` of ``mechanism`` at ``trials``, γ, δ (closed forms); ValueError on out-of-range arguments."""
     mu = mu_eff_reachable(mechanism)
-    return Reach(int(trials), float(gamma), float(delta),  # δ = 0: no finite ε holds for Gaussian noise
-                 epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta) if delta > 0 else math.inf,
+    return Reach(int(trials), float(gamma), float(delta),
+                 epsilon_theory_or_inf(mechanism.noise_multiplier, mechanism.sample_rate, delta),
                  separable_epsilon(mechanism.sample_rate, trials, gamma, delta), mu,
                  expected_epsilon(mu, mechanism.sample_rate, trials, gamma, delta), clip_binds(mechanism))
 
@@ -83,22 +83,18 @@ def announce_reach(reach: Reach, mechanism: MechanismConfig, *, show: bool = Tru
     if show:
         print(reach.line(), file=sys.stderr, flush=True)
     if not reach.can_flag and math.isfinite(reach.epsilon_theory):
-        need = _smallest(lambda n: _separable(mechanism, n, reach), reach.epsilon_theory, 10**9)
+        q = mechanism.sample_rate
+        need = _smallest(lambda n: separable_epsilon(q, n, reach.gamma, reach.delta), reach.epsilon_theory, 10**9)
         fix = f"trials ≥ {need:,}" if need else "far more trials (over 10⁹)"
-        for d in (1e-5, 1e-4, 1e-3, 1e-2):
-            if d > reach.delta and separable_epsilon(mechanism.sample_rate, reach.trials, reach.gamma, d) > \
-                    epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, d):
-                fix += f", or delta={d:g} (ε_theory falls to " \
-                       f"{epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, d):.3f})"
+        for d in (d for d in (1e-5, 1e-4, 1e-3, 1e-2) if d > reach.delta):
+            theory = epsilon_theory(mechanism.noise_multiplier, q, d)
+            if separable_epsilon(q, reach.trials, reach.gamma, d) > theory:
+                fix += f", or delta={d:g} (ε_theory falls to {theory:.3f})"
                 break
         warnings.warn(f"this audit cannot flag a violation by ε: {reach.trials:,} trials per hypothesis certify at "
                       f"most ε_lower {reach.reach:.2f} (a perfectly separable canary) < ε_theory "
                       f"{reach.epsilon_theory:.3f}; use {fix} (trials='auto' picks the budget)", stacklevel=3)
     return reach
-
-
-def _separable(mechanism: MechanismConfig, n: int, reach: Reach) -> float:
-    return separable_epsilon(mechanism.sample_rate, n, reach.gamma, reach.delta)
 
 
 def _smallest(f, target: float, hi: int) -> int | None:

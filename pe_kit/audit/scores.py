@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from pe_kit.audit.accounting import epsilon_theory_or_inf
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
 from pe_kit.audit.outcome import Audit
 from pe_kit.settings import check_param
@@ -19,42 +20,21 @@ from pe_kit.settings import check_param
 __all__ = ["audit_scores", "audit_one_run", "split_trials"]
 
 
-def _scores(x, name: str) -> np.ndarray:
+def _scores(x, name: str, per: str = "trial") -> np.ndarray:
+    """``x`` as float64; ``per="canary"`` (one-run scores) stops there: ±inf pass, a rank is what counts."""
     if np.iscomplexobj(x):  # numpy would drop the imaginary part with only a warning
         raise ValueError(f"{name} holds complex numbers: pass real scores (e.g. np.abs(z) or z.real, as you intend)")
     try:
         a = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} is not an array of numbers ({exc}): pass one float score per trial") from None
+        raise ValueError(f"{name} is not an array of numbers ({exc}): pass one float score per {per}") from None
+    if per == "canary":
+        return a
     if a.ndim != 1:
         raise ValueError(f"{name} has shape {a.shape}: pass a 1-D array of scores, one per trial")
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{name} holds {int((~np.isfinite(a)).sum())} NaN or infinite scores: drop or fix them")
     return a
-
-
-def _scores_or_inf(x) -> np.ndarray:
-    """One-run scores as float64; like ``_scores`` but ±inf pass (a rank, not a value, is what counts)."""
-    if np.iscomplexobj(x):
-        raise ValueError("scores holds complex numbers: pass real scores (e.g. np.abs(z) or z.real, as you intend)")
-    try:
-        return np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"scores is not an array of numbers ({exc}): pass one float score per canary") from None
-
-
-def _epsilon_theory(noise_multiplier, sample_rate: float, delta: float) -> float:
-    """ε_theory at (σ, q, δ), NaN when σ is not given, ∞ for σ = 0 (no noise)."""
-    if noise_multiplier is None:
-        return math.nan
-    sigma = check_param("noise_multiplier", noise_multiplier)
-    if sigma == 0:
-        return math.inf
-    if delta <= 0:
-        return math.inf  # a Gaussian mechanism is (ε, 0)-DP for no finite ε
-    from pe_kit.audit.accounting import epsilon_theory
-
-    return epsilon_theory(sigma, sample_rate, delta)
 
 
 def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +81,7 @@ def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0
             "audit_delta": delta, "audit_n_canaries": n_canaries, "calibration_fraction": f, "seed": seed,
             **({"mech_noise_multiplier": float(noise_multiplier), "mech_sample_rate": sample_rate}
                if noise_multiplier is not None else {})}
-    return replace(test, epsilon_theory=_epsilon_theory(noise_multiplier, sample_rate, delta), mu_eff=math.nan,
+    return replace(test, epsilon_theory=epsilon_theory_or_inf(noise_multiplier, sample_rate, delta), mu_eff=math.nan,
                    calibration=cal, info=info)
 
 
@@ -148,18 +128,18 @@ def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float =
 
     if method not in METHODS:
         raise ValueError(f"method={method!r} is unknown; use one of {METHODS}")
-    n_nan = int(np.isnan(_scores_or_inf(scores)).sum())
+    s = _scores(scores, "scores", "canary").ravel()
+    n_nan = int(np.isnan(s).sum())
     if n_nan:
         raise ValueError(f"scores holds {n_nan} NaN score(s): every canary needs a score to be ranked (±inf "
                          "ranks first / last); fix the statistic that gave NaN (dropping canaries after seeing their "
                          "scores can bias the audit)")
     sample_rate = check_param("sample_rate", sample_rate)  # its declaration: a bool is not q = 1
     res = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=sample_rate, methods=method)[method]
-    s = np.asarray(scores, dtype=np.float64).ravel()
     if res.epsilon_lower == 0:
         _warn_if_reversed(s, included, delta, alpha, sample_rate, method)
     tpr, fpr, threshold = _in_guess_rates(s, _as_included(included), res.info["k_plus"])
-    return replace(res, epsilon_theory=_epsilon_theory(noise_multiplier, res.info["sample_rate"], res.delta),
+    return replace(res, epsilon_theory=epsilon_theory_or_inf(noise_multiplier, res.info["sample_rate"], res.delta),
                    mu_eff=res.info["mu_lower"] if method == "fdp" else math.nan, threshold=threshold, tpr=tpr, fpr=fpr,
                    info={**res.info, **({"mech_noise_multiplier": float(noise_multiplier),
                                          "mech_sample_rate": res.info["sample_rate"]}

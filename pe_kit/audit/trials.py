@@ -147,12 +147,9 @@ def simulate_scores_full(population: sp.spmatrix, canary_full: np.ndarray, coord
 
 
 def check_equal_populations(n_calibration: int, n_test: int) -> None:
-    """Refuse a calibration population whose size differs from the test population N.
-
-    The threshold frozen on the calibration users (§2.1 Step 5) must apply to the test users' statistic, a sum over
-    N users (Eq. 7) with moments scaled by N (Eqs. 34–35); resampling calibration users to reach N would fatten
-    the background's tails. Raises ValueError naming ``n_calibration`` / ``n_test`` and the fix when they differ
-    or are not integers ≥ 1.
+    """ValueError (naming both sizes and the fix) unless the calibration and test populations are integers ≥ 1 of
+    one size N: the threshold frozen on calibration users (§2.1 Step 5) applies to a sum over N users (Eq. 7) with
+    moments scaled by N (Eqs. 34–35); resampling calibration users to reach N would fatten the background's tails.
     """
     for name, n in (("n_calibration", n_calibration), ("n_test", n_test)):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:

@@ -72,18 +72,10 @@ def _stable_topk(d: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         for row in ambiguous:  # a tie straddles the k-th place: resolve by index
             part[row] = np.argsort(d[row], kind="stable")[:k]
         vals = np.take_along_axis(d, part, axis=1)
-        o = _lexsort_rows(vals, part)
+        o = np.lexsort((part, vals), axis=1)
         order = np.take_along_axis(part, o, axis=1)
     order = order[:, :k]
     return order.astype(np.int64), np.take_along_axis(d, order, axis=1)
-
-
-def _lexsort_rows(vals: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Per-row permutation sorting by value, then by index (both (n, k))."""
-    o = np.argsort(idx, axis=1, kind="stable")
-    v2 = np.take_along_axis(vals, o, axis=1)
-    o2 = np.argsort(v2, axis=1, kind="stable")
-    return np.take_along_axis(o, o2, axis=1)
 
 
 def topk_routes(records: np.ndarray, bank: np.ndarray, top_k: int, chunk_size: int = 2048,
@@ -127,6 +119,11 @@ class NeighborIndex:
     def depth(self) -> int:
         return self.indices.shape[1]
 
+    def without(self, positions: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each record's ``top_k`` nearest entries outside ``positions`` (S_base, App. B): (indices, distances)."""
+        keep = np.argsort(np.isin(self.indices, positions), axis=1, kind="stable")[:, :top_k]
+        return np.take_along_axis(self.indices, keep, axis=1), np.take_along_axis(self.distances, keep, axis=1)
+
 
 def build_neighbor_index(records: np.ndarray, bank: np.ndarray, depth: int,
                          chunk_size: int = 2048) -> NeighborIndex:
@@ -154,15 +151,11 @@ def routes_with_probes(index: NeighborIndex, records: np.ndarray, probes: np.nda
         raise ValueError(f"NeighborIndex depth {index.depth} < top_k + r = {top_k + r} (top_k={top_k}): rebuild it "
                          f"deeper; a study World is built for one top_k: pe_kit.study.setup.world_for(config, "
                          f"top_k={top_k}) or build_world(config, mechanism=MechanismConfig(top_k={top_k}, …))")
-    removed = np.isin(index.indices, pos)
-    # first k kept base entries per row (stable: keeps nearest-first order)
-    keep_order = np.argsort(removed, axis=1, kind="stable")[:, :top_k]
-    base_idx = np.take_along_axis(index.indices, keep_order, axis=1)
-    base_d = np.take_along_axis(index.distances, keep_order, axis=1)
+    base_idx, base_d = index.without(pos, top_k)
     probe_d = squared_distances(records, probes)
     cand_idx = np.concatenate([base_idx, np.broadcast_to(pos, (base_idx.shape[0], r))], axis=1)
     cand_d = np.concatenate([base_d, probe_d], axis=1)
-    o = _lexsort_rows(cand_d, cand_idx)[:, :top_k]
+    o = np.lexsort((cand_idx, cand_d), axis=1)[:, :top_k]
     return np.take_along_axis(cand_idx, o, axis=1)
 
 
