@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pe_kit.audit.trials import check_equal_populations
-from pe_kit.settings import MECHANISM_KEYS, NOTEBOOKS, Preset, check_param, locate, notebook_keys
+from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOKS, AuditConfig, MechanismConfig, Preset, check_param, locate,
+                             notebook_keys)
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -175,45 +176,42 @@ def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str 
 def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) -> dict:
     """The parameter dict a notebook works with: the preset's values for every key of ``NOTEBOOK_KEYS[notebook]``
     (unknown stems: notebook 01's), replaced by ``given`` values that are not None, each checked by
-    ``pe_kit.settings.check_param``; ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0.
-    Headless (``PE_KIT_HEADLESS=1``) it silences third-party bars (:func:`text_progress`).
+    ``pe_kit.settings.check_param`` (the preset's own values were checked when it was built);
+    ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0. Headless (``PE_KIT_HEADLESS=1``) it
+    silences third-party bars (:func:`text_progress`).
 
     Raises ValueError for a value of the wrong type or range, naming the field and the accepted values."""
     if os.environ.get("PE_KIT_HEADLESS") == "1":
         text_progress()
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
-    keys = notebook_keys(notebook) if notebook in NOTEBOOKS else NOTEBOOK_KEYS["01_mechanism"]
-    base = p.view(notebook if notebook in NOTEBOOKS else None)
-    out: dict[str, Any] = {}
-    for k in keys:
-        if given.get(k) is not None:
-            out[k] = given[k]
-        elif k == "preset":
-            out[k] = p.name
-        elif k == "output_dir":
-            out[k] = notebook_output_dir()
-        elif k == "seed":
-            out[k] = 0
-        else:
-            out[k] = base.get(k)
-    for k, v in given.items():  # keys outside the table (e.g. a notebook's own extras) pass through
-        if k not in out and v is not None:
-            out[k] = v
-    out = {k: check_param(k, v) for k, v in out.items()}  # the same typed validation as --set and presets
+    stem = notebook if notebook in NOTEBOOKS else None
+    base = {**p.view(stem), "preset": p.name, "seed": 0}
+    out = {k: base.get(k) for k in NOTEBOOK_KEYS[stem or "01_mechanism"]}
+    # keys outside the table (e.g. a notebook's own extras) pass through
+    out.update({k: check_param(k, v) for k, v in given.items() if v is not None})
+    if out["output_dir"] is None:
+        out["output_dir"] = notebook_output_dir()
     notebook_output_dir(out["output_dir"])
     return out
 
 
 def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int | None = None) -> tuple:
-    """``(params, mechanism, audit)`` of a notebook from its parameters cell's ``namespace`` (its ``globals()``):
-    :func:`resolve_params`' dict, its ``MechanismConfig`` and ``AuditConfig`` (γ = α / (4·n_canaries), App. E.6;
-    ``n_canaries`` None: ``per_variant``, else 1). Raises ValueError as :func:`resolve_params`."""
+    """``(params, mechanism, audit)`` of a notebook from its parameters cell's ``namespace`` (its ``globals()``): the
+    cell's values over the preset's (:func:`resolve_params`), its ``MechanismConfig`` and ``AuditConfig``
+    (γ = α / (4·n_canaries), App. E.6; ``n_canaries`` None: ``per_variant``, else 1). Each value of the cell is
+    checked once: the mechanism's and the audit's by their configs (whose normalised values ``params`` then holds),
+    the others by :func:`resolve_params`. Raises ValueError naming the field, the value and the accepted values."""
     from pe_kit.study.setup import audit_from, mechanism_from
 
     keys = NOTEBOOK_KEYS.get(notebook, NOTEBOOK_KEYS["01_mechanism"])
-    params = resolve_params(notebook, namespace["preset"], **{k: namespace.get(k) for k in keys if k != "preset"})
+    configs = {**MechanismConfig.specs(), **AuditConfig.specs()}
+    given = {k: namespace.get(k) for k in keys if k != "preset"}
+    params = resolve_params(notebook, namespace["preset"], **{k: v for k, v in given.items() if k not in configs})
+    params.update({k: v for k, v in given.items() if k in configs and v is not None})
     n = (params.get("per_variant") or 1) if n_canaries is None else n_canaries
-    return params, mechanism_from(params), audit_from(params, n)
+    mechanism, audit = mechanism_from(params), audit_from(params, n)
+    params.update({k: getattr(c, k) for c in (mechanism, audit) for k in c.specs() if k in params})
+    return params, mechanism, audit
 
 
 def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,

@@ -161,7 +161,9 @@ class Preset:
         return replace(self, **kw) if kw else self
 
     def without_shared(self, names) -> "Preset":
-        """A copy in which no notebook keeps its own value of the shared settings ``names``."""
+        """A copy in which no notebook keeps its own value of the shared settings ``names`` (itself for none)."""
+        if not names:
+            return self
         nbs = {stem: replace(sec, shared={k: v for k, v in sec.shared.items() if k not in names})
                for stem, sec in self.notebooks.items()}
         return replace(self, notebooks=nbs)
