@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pe_kit.settings.fields import PARAM_TYPES, Section, _declared, check_param, did_you_mean
+from pe_kit.settings.fields import _FIELDS, PARAM_TYPES, Section, check_param, did_you_mean
 from pe_kit.settings.sections import (Ablations, AuditSettings, ImplementationAudit, LLRChecks, MechanismSettings,
                                       MultiRound, NotebookSection, OneRun, StudySettings)
 
@@ -219,7 +219,7 @@ def parameters_cell(stem: str) -> str:
     for title, names in groups + [(f"notebook {stem[:2]}", list(_own(stem)))]:
         if names:
             lines.append(f"# {title}")
-            lines += [f"{k} = None  # {_declared(k).metadata['doc']}: {PARAM_TYPES[k].describe()}" for k in names]
+            lines += [f"{k} = None  # {_FIELDS[k].metadata['doc']}: {PARAM_TYPES[k].describe()}" for k in names]
     return "\n".join(lines)
 
 
