@@ -129,8 +129,9 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     if p.max_probes > p.bank_size:  # max_probes ≥ 0 is its declaration's
         raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name in NEEDS_DATA and p.data is None:
-        raise ValueError(f"the {p.name} preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
-                         "CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh sets N per arm)")
+        raise ValueError(f"the {p.name} preset needs the full corpus: pass --data PATH (Yelp reviews JSON, "
+                         "Sentiment140 CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh "
+                         "sets N per arm)")
     if p.data is not None and Path(p.data).is_dir():
         from pe_kit.data.loaders import folder_message
 
