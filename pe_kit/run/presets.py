@@ -100,19 +100,16 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         data = overrides.pop("data")
     if fmt is None and overrides.get("fmt") is not None:
         fmt = overrides.pop("fmt")
-    if data is not None:
-        changes["data"] = str(Path(data).expanduser().resolve())
     if fmt is not None and fmt != "auto":
         changes["fmt"] = fmt
     if data is not None:
-        f = fmt or "auto"
+        changes["data"] = str(Path(data).expanduser().resolve())
         name_l = Path(data).name.lower()
-        kind = f if f != "auto" else ("sentiment140" if name_l.endswith((".csv", ".csv.gz")) else
-                                       "yelp" if "yelp" in name_l else "blogs")
-        if kind == "yelp":
-            changes.update(arms=("long",), arm="long", sweep_arm="long", banks=("public",), bank="public")
-        elif kind == "sentiment140":
-            changes.update(arms=("short",), arm="short", sweep_arm="short", banks=("public",), bank="public")
+        kind = changes.get("fmt") or ("sentiment140" if name_l.endswith((".csv", ".csv.gz")) else
+                                      "yelp" if "yelp" in name_l else "blogs")
+        arm = {"yelp": "long", "sentiment140": "short"}.get(kind)
+        if arm is not None:
+            changes.update(arms=(arm,), arm=arm, sweep_arm=arm, banks=("public",), bank="public")
     # the audited mechanism (σ, q, k, C, δ, α) given without a notebook replaces every notebook's own value
     named = {name for sec, name, canon in map(locate, overrides) if canon == name and name in MECHANISM_KEYS}
     p = p.without_shared(named)
