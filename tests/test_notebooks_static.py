@@ -95,3 +95,10 @@ def test_notebook_setup_checks_the_cell_once_and_builds_both_settings(tmp_path):
     assert notebook_setup("04_audit", cell, n_canaries=2)[2].n_canaries == 2
     with pytest.raises(ValueError, match=r"noise_multiplier=-1.*≥ 0"):
         notebook_setup("04_audit", {**cell, "noise_multiplier": -1})
+    # a typed value is checked once, by its config, and params holds the config's normalised value
+    params, mech, audit = notebook_setup("04_audit", {**cell, "noise_multiplier": 2, "trials": 2e4})
+    assert type(params["noise_multiplier"]) is float and params["noise_multiplier"] == mech.noise_multiplier == 2.0
+    assert type(params["trials"]) is int and params["trials"] == audit.trials == 20_000
+    from pe_kit.run.presets import PRESETS, get_preset
+
+    assert get_preset("tiny") is PRESETS["tiny"]  # the cell's preset is looked up, not built again

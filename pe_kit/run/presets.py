@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pe_kit.audit.trials import check_equal_populations
-from pe_kit.settings import MECHANISM_KEYS, NOTEBOOKS, Preset, check_param, locate, notebook_keys
+from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOKS, AuditConfig, MechanismConfig, Preset, check_param, locate,
+                             notebook_keys)
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -99,19 +100,16 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         data = overrides.pop("data")
     if fmt is None and overrides.get("fmt") is not None:
         fmt = overrides.pop("fmt")
-    if data is not None:
-        changes["data"] = str(Path(data).expanduser().resolve())
     if fmt is not None and fmt != "auto":
         changes["fmt"] = fmt
     if data is not None:
-        f = fmt or "auto"
+        changes["data"] = str(Path(data).expanduser().resolve())
         name_l = Path(data).name.lower()
-        kind = f if f != "auto" else ("sentiment140" if name_l.endswith((".csv", ".csv.gz")) else
-                                       "yelp" if "yelp" in name_l else "blogs")
-        if kind == "yelp":
-            changes.update(arms=("long",), arm="long", sweep_arm="long", banks=("public",), bank="public")
-        elif kind == "sentiment140":
-            changes.update(arms=("short",), arm="short", sweep_arm="short", banks=("public",), bank="public")
+        kind = changes.get("fmt") or ("sentiment140" if name_l.endswith((".csv", ".csv.gz")) else
+                                      "yelp" if "yelp" in name_l else "blogs")
+        arm = {"yelp": "long", "sentiment140": "short"}.get(kind)
+        if arm is not None:
+            changes.update(arms=(arm,), arm=arm, sweep_arm=arm, banks=("public",), bank="public")
     # the audited mechanism (σ, q, k, C, δ, α) given without a notebook replaces every notebook's own value
     named = {name for sec, name, canon in map(locate, overrides) if canon == name and name in MECHANISM_KEYS}
     p = p.without_shared(named)
@@ -128,8 +126,9 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     if p.max_probes > p.bank_size:  # max_probes ≥ 0 is its declaration's
         raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name in NEEDS_DATA and p.data is None:
-        raise ValueError(f"the {p.name} preset needs the full corpus: pass --data PATH (Yelp reviews JSON, Sentiment140 "
-                         "CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh sets N per arm)")
+        raise ValueError(f"the {p.name} preset needs the full corpus: pass --data PATH (Yelp reviews JSON, "
+                         "Sentiment140 CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh "
+                         "sets N per arm)")
     if p.data is not None and Path(p.data).is_dir():
         from pe_kit.data.loaders import folder_message
 
@@ -175,45 +174,42 @@ def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str 
 def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) -> dict:
     """The parameter dict a notebook works with: the preset's values for every key of ``NOTEBOOK_KEYS[notebook]``
     (unknown stems: notebook 01's), replaced by ``given`` values that are not None, each checked by
-    ``pe_kit.settings.check_param``; ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0.
-    Headless (``PE_KIT_HEADLESS=1``) it silences third-party bars (:func:`text_progress`).
+    ``pe_kit.settings.check_param`` (the preset's own values were checked when it was built);
+    ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0. Headless (``PE_KIT_HEADLESS=1``) it
+    silences third-party bars (:func:`text_progress`).
 
     Raises ValueError for a value of the wrong type or range, naming the field and the accepted values."""
     if os.environ.get("PE_KIT_HEADLESS") == "1":
         text_progress()
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
-    keys = notebook_keys(notebook) if notebook in NOTEBOOKS else NOTEBOOK_KEYS["01_mechanism"]
-    base = p.view(notebook if notebook in NOTEBOOKS else None)
-    out: dict[str, Any] = {}
-    for k in keys:
-        if given.get(k) is not None:
-            out[k] = given[k]
-        elif k == "preset":
-            out[k] = p.name
-        elif k == "output_dir":
-            out[k] = notebook_output_dir()
-        elif k == "seed":
-            out[k] = 0
-        else:
-            out[k] = base.get(k)
-    for k, v in given.items():  # keys outside the table (e.g. a notebook's own extras) pass through
-        if k not in out and v is not None:
-            out[k] = v
-    out = {k: check_param(k, v) for k, v in out.items()}  # the same typed validation as --set and presets
+    stem = notebook if notebook in NOTEBOOKS else None
+    base = {**p.view(stem), "preset": p.name, "seed": 0}
+    out = {k: base.get(k) for k in NOTEBOOK_KEYS[stem or "01_mechanism"]}
+    # keys outside the table (e.g. a notebook's own extras) pass through
+    out.update({k: check_param(k, v) for k, v in given.items() if v is not None})
+    if out["output_dir"] is None:
+        out["output_dir"] = notebook_output_dir()
     notebook_output_dir(out["output_dir"])
     return out
 
 
 def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int | None = None) -> tuple:
-    """``(params, mechanism, audit)`` of a notebook from its parameters cell's ``namespace`` (its ``globals()``):
-    :func:`resolve_params`' dict, its ``MechanismConfig`` and ``AuditConfig`` (γ = α / (4·n_canaries), App. E.6;
-    ``n_canaries`` None: ``per_variant``, else 1). Raises ValueError as :func:`resolve_params`."""
+    """``(params, mechanism, audit)`` of a notebook from its parameters cell's ``namespace`` (its ``globals()``): the
+    cell's values over the preset's (:func:`resolve_params`), its ``MechanismConfig`` and ``AuditConfig``
+    (γ = α / (4·n_canaries), App. E.6; ``n_canaries`` None: ``per_variant``, else 1). Each value of the cell is
+    checked once: the mechanism's and the audit's by their configs (whose normalised values ``params`` then holds),
+    the others by :func:`resolve_params`. Raises ValueError naming the field, the value and the accepted values."""
     from pe_kit.study.setup import audit_from, mechanism_from
 
     keys = NOTEBOOK_KEYS.get(notebook, NOTEBOOK_KEYS["01_mechanism"])
-    params = resolve_params(notebook, namespace["preset"], **{k: namespace.get(k) for k in keys if k != "preset"})
+    configs = {**MechanismConfig.specs(), **AuditConfig.specs()}
+    given = {k: namespace.get(k) for k in keys if k != "preset"}
+    params = resolve_params(notebook, namespace["preset"], **{k: v for k, v in given.items() if k not in configs})
+    params.update({k: v for k, v in given.items() if k in configs and v is not None})
     n = (params.get("per_variant") or 1) if n_canaries is None else n_canaries
-    return params, mechanism_from(params), audit_from(params, n)
+    mechanism, audit = mechanism_from(params), audit_from(params, n)
+    params.update({k: getattr(c, k) for c in (mechanism, audit) for k in c.specs() if k in params})
+    return params, mechanism, audit
 
 
 def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,

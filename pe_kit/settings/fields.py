@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 
 __all__ = ["ParamSpec", "PARAM_TYPES", "Section", "setting", "check_param", "closest", "did_you_mean", "slider_range"]
 
@@ -46,7 +45,9 @@ class ParamSpec:
         return out + (" or null" if self.optional else "")
 
 
-_SECTIONS: list = []  # every Section subclass, in definition order (filled by Section.__init_subclass__)
+#: The type of every setting, by name, filled as each section class is defined (``Section.__init_subclass__``).
+PARAM_TYPES: dict[str, ParamSpec] = {}
+_FIELDS: dict = {}  # name → its dataclass field (default, doc, slider)
 
 
 def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = None,
@@ -69,8 +70,16 @@ class Section:
     read_by = "01 02 03 04 05 06 07 08"
 
     def __init_subclass__(cls, **kwargs):
+        """Register the class's own :func:`setting` fields; RuntimeError for a name declared with another type."""
         super().__init_subclass__(**kwargs)
-        _SECTIONS.append(cls)
+        for name, f in vars(cls).items():
+            spec = f.metadata.get("spec") if isinstance(f, Field) else None
+            if spec is None:
+                continue
+            if PARAM_TYPES.get(name, spec) is not spec:
+                raise RuntimeError(f"setting {name!r} is declared twice with different types "
+                                   f"({PARAM_TYPES[name].describe()} and {spec.describe()}); declare it once")
+            PARAM_TYPES[name], _FIELDS[name] = spec, f
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -96,63 +105,17 @@ class Section:
                 ((name, getattr(self, name)) for name in self.specs())}
 
 
-class _ParamTypes(Mapping):
-    """``name → ParamSpec`` of every registered field (live); a name with two different specs raises RuntimeError."""
-
-    _fields: dict = {}  # name → its dataclass field (default, doc, slider)
-
-    def _index(self) -> dict:
-        from dataclasses import is_dataclass
-
-        key = len(_SECTIONS)
-        if getattr(self, "_key", None) != key:
-            out: dict = {}
-            for cls in _SECTIONS:
-                if not is_dataclass(cls):
-                    continue
-                for f in fields(cls):
-                    spec = f.metadata.get("spec")
-                    if spec is None:
-                        continue
-                    if f.name in out and out[f.name] is not spec:
-                        raise RuntimeError(f"setting {f.name!r} is declared twice with different types "
-                                           f"({out[f.name].describe()} and {spec.describe()}); declare it once")
-                    out[f.name] = spec
-                    self._fields[f.name] = f
-            self._cache, self._key = out, key
-        return self._cache
-
-    def __getitem__(self, name: str) -> ParamSpec:
-        return self._index()[name]
-
-    def __iter__(self):
-        return iter(self._index())
-
-    def __len__(self) -> int:
-        return len(self._index())
-
-
-#: The type of every setting, by name: a live view of the fields declared on the settings sections.
-PARAM_TYPES: Mapping = _ParamTypes()
-
-
-def _declared(name: str):
-    """The dataclass field that declares ``name`` (None for a name no section declares)."""
-    PARAM_TYPES.get(name)  # brings the index up to date
-    return _ParamTypes._fields.get(name)
-
-
 def _fix(name: str, spec: ParamSpec) -> str:
     """``": pass a float, e.g. 1e-05"``: the kind a numeric field takes, with its declared default as example."""
-    f = _declared(name.split(".")[-1].split("[")[0])
-    default = f.default if f is not None and PARAM_TYPES[f.name] is spec else None
+    key = name.split(".")[-1].split("[")[0]
+    default = _FIELDS[key].default if PARAM_TYPES.get(key) is spec else None
     eg = f", e.g. {default!r}" if isinstance(default, (int, float)) and not isinstance(default, bool) else ""
     return f": pass {'an integer' if spec.kind == 'int' else 'a float'}{eg}"
 
 
 def slider_range(name: str) -> tuple[float, float]:
     """The explorer's default slider range of setting ``name``, declared with it (``setting(slider=…)``)."""
-    return _declared(name).metadata["slider"]
+    return _FIELDS[name].metadata["slider"]
 
 
 #: The largest magnitude a number setting takes: an integer stays exact in float64 (2**53), a number's square and

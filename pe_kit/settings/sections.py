@@ -98,7 +98,8 @@ class AuditSettings(Section):
     delta: float = setting(1e-5, ParamSpec("float", lo=0, hi=1, hi_open=True), "δ of the (ε, δ) statement")
     shrinkage: float = setting(0.1, ParamSpec("float", lo=0, hi=1), "diagonal shrinkage of Σ̂ (Eq. 33)",
                                notebooks="01 02 03 04 05 06 08")
-    ridge: float = setting(1e-9, ParamSpec("float", lo=0), "ridge added to Σ̂ (Eq. 35)", notebooks="01 02 03 04 05 06 08")
+    ridge: float = setting(1e-9, ParamSpec("float", lo=0), "ridge added to Σ̂ (Eq. 35)",
+                           notebooks="01 02 03 04 05 06 08")
     threshold_rule: str = setting("gaussian_model", ParamSpec("str", choices=THRESHOLD_RULES),
                                   "how calibration freezes the threshold (docs/threshold_rules.md)",
                                   notebooks="01 02 03 04 05 06 08")
@@ -207,7 +208,8 @@ class MultiRound(NotebookSection):
     mauve_samples: int | None = setting(2000, ParamSpec("int", lo=2, optional=True), "per-side MAUVE subsample")
     reference_split: str = setting("calibration", ParamSpec("str", choices=("aux", "calibration", "test")),
                                    "MAUVE's reference split")
-    checkpoint_dir: str | None = setting(None, ParamSpec("str", optional=True), "per-round checkpoints; None: the pe_kit cache")
+    checkpoint_dir: str | None = setting(None, ParamSpec("str", optional=True),
+                                         "per-round checkpoints; None: the pe_kit cache")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pe_kit.settings.fields import PARAM_TYPES, Section, _declared, check_param, did_you_mean
+from pe_kit.settings.fields import _FIELDS, PARAM_TYPES, Section, check_param, did_you_mean
 from pe_kit.settings.sections import (Ablations, AuditSettings, ImplementationAudit, LLRChecks, MechanismSettings,
                                       MultiRound, NotebookSection, OneRun, StudySettings)
 
@@ -161,7 +161,9 @@ class Preset:
         return replace(self, **kw) if kw else self
 
     def without_shared(self, names) -> "Preset":
-        """A copy in which no notebook keeps its own value of the shared settings ``names``."""
+        """A copy in which no notebook keeps its own value of the shared settings ``names`` (itself for none)."""
+        if not names:
+            return self
         nbs = {stem: replace(sec, shared={k: v for k, v in sec.shared.items() if k not in names})
                for stem, sec in self.notebooks.items()}
         return replace(self, notebooks=nbs)
@@ -217,7 +219,7 @@ def parameters_cell(stem: str) -> str:
     for title, names in groups + [(f"notebook {stem[:2]}", list(_own(stem)))]:
         if names:
             lines.append(f"# {title}")
-            lines += [f"{k} = None  # {_declared(k).metadata['doc']}: {PARAM_TYPES[k].describe()}" for k in names]
+            lines += [f"{k} = None  # {_FIELDS[k].metadata['doc']}: {PARAM_TYPES[k].describe()}" for k in names]
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.study.audits import _route_key, audit_variants
 from pe_kit.study.designs import _rng, canary_slots, design_for
 from pe_kit.study.setup import study_config, world_for, world_key
-from pe_kit.study.world import SPLITS, World, canary_contribution, truncation_fields
+from pe_kit.study.world import SPLITS, World, canary_contribution
 
 __all__ = ["sweep", "encoder_names", "encoder_ablation", "encoder_note", "scalar_problems", "tightness"]
 
@@ -38,8 +38,8 @@ def sweep(world: World, variants: Sequence[str], field: str, values: Sequence[fl
     from pe_kit.progress import progress
 
     name = "σ" if field == "noise_multiplier" else "q"
-    for i, value in enumerate(progress(list(values), desc=f"{experiment}: {name} = {', '.join(f'{v:g}' for v in values)}",
-                                       unit="setting")):
+    desc = f"{experiment}: {name} = {', '.join(f'{v:g}' for v in values)}"
+    for i, value in enumerate(progress(list(values), desc=desc, unit="setting")):
         mech = replace(mechanism, **{field: float(value)})
         r, s = audit_variants(world, variants, per_variant, mech, audit, seed, cache, salt=1000 + i, progress=False,
                               extra={"experiment": experiment, "sweep_field": field, "sweep_value": float(value)},
@@ -134,7 +134,7 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
                 "source": "pe_kit.audit.sweep.tightness_curve", "audit_n_canaries": audit.n_canaries,
                 **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
                 **{f"study_{k}": v for k, v in world.config.as_dict().items()}, "bank_source": world.config.bank,
-                **truncation_fields(world)}
+                **world.truncation}
         return [{**base, **{k: v for k, v in r.items() if k not in ("attack", "canary")}}
                 for r in df.to_dict("records")]
 

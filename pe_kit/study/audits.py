@@ -52,8 +52,9 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
                 row = audit_design(world, design, mechanism, audit, _rng(seed, variant, j, 23, salt))
                 return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
 
-            key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(), audit.as_dict(), seed, salt,
-                   design_mechanism.as_dict(), pool_size, code_hash(), *_route_key(variant, generator))
+            key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(),
+                   audit.as_dict(), seed, salt, design_mechanism.as_dict(), pool_size, code_hash(),
+                   *_route_key(variant, generator))
             row = cache.get_or_compute(key, compute) if cache is not None else compute()
             if "skipped" in row:
                 reason = row["skipped"]

@@ -15,7 +15,7 @@ from scipy import stats
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, mu_eff, null_moments, restrict
 from pe_kit.audit.trials import scalar_problem, simulate_scores, simulate_scores_full
 from pe_kit.settings import AuditConfig, MechanismConfig
-from pe_kit.pe.mechanism import contributions, release, routes_with_probes
+from pe_kit.pe.mechanism import contributions, release, routes_with_probes, squared_distances
 from pe_kit.study.designs import design_summary
 from pe_kit.study.world import World, canary_contribution, make_design
 
@@ -40,14 +40,14 @@ def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.rand
     can_routes = routes_with_probes(world.records["canary"]["index"], world.records["canary"]["emb"], None, None,
                                     mechanism.top_k)
     first = int(np.flatnonzero(world.records["canary"]["owner"] == canary_slot)[0])
-    from pe_kit.pe.mechanism import squared_distances
     ex_idx = can_routes[first]
     ex_d = squared_distances(world.records["canary"]["emb"][first:first + 1], world.bank[ex_idx])[0]
     support = np.diff(v.indptr)
     sums = np.asarray(h.sum(axis=1)).ravel()
     sd = mechanism.noise_std
     rows = [
-        ("users", n_users, f"{split} split"), ("bank_size_p", p, "candidates"), ("top_k", mechanism.top_k, "votes per record"),
+        ("users", n_users, f"{split} split"), ("bank_size_p", p, "candidates"),
+        ("top_k", mechanism.top_k, "votes per record"),
         ("records_per_user_mean", float(np.bincount(rec["owner"]).mean()), "≤ record cap m"),
         ("vote_mass_per_user", float(sums.mean()), "Σ_j h̄_uj = 1 after normalization"),
         ("h_norm_min", float(h_norms.min()), "‖h̄_u‖₂ before clipping"),
@@ -64,7 +64,8 @@ def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.rand
         ("canary_support", int((can_v > 0).sum()), "coordinates the canary votes on"),
         ("canary_norm", float(np.linalg.norm(can_v)), "‖v_can‖₂ ≤ C"),
         ("canary_max_coord", float(can_v.max()), "largest single vote share"),
-        ("canary_max_coord_over_noise", float(can_v.max() / sd) if sd > 0 else float("inf"), "signal/noise per coordinate"),
+        ("canary_max_coord_over_noise", float(can_v.max() / sd) if sd > 0 else float("inf"),
+         "signal/noise per coordinate"),
         ("canary_mu_eff", summ["mu_eff"], "Mahalanobis separation on its support (ordinary)"),
         ("mu_eff_ceiling", summ["mu_eff_ceiling"], "1/σ (Eq. 20)"),
     ]
@@ -126,7 +127,7 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
                          "expected": float(expected), "observed": float(observed), "abs_error": float(err),
                          "tolerance": float(tol), "rule": kind, "passed": bool(passed), "mu_eff": mu,
                          "trials": trials, "note": note, **{f"mech_{k}": x for k, x in mechanism.as_dict().items()},
-                         **dict(getattr(world, "truncation", {}) or {})})
+                         **world.truncation})
 
         add("h0_mean", -mu2 / 2, s0.mean(), 5 * se_mean, "Eq. 16, exact test-population moments")
         add("h0_var", mu2, s0.var(ddof=1), 5 * se_var, "Eq. 16")
@@ -150,7 +151,8 @@ def llr_checks(world: World, designs: Sequence, mechanism: MechanismConfig, audi
                 f"plug-in μ_eff ≤ 1/σ at σ={s} (Eq. 20)", "at_most")
         f0 = simulate_scores_full(test, v_full, coords, w, m0, mechanism.noise_std, q, 0, full_path_trials, rng)
         pval = stats.ks_2samp(f0, simulate_scores(prob, 0, full_path_trials, rng)).pvalue  # after f0: same draws
-        add("full_vs_scalar", 1.0, float(pval), 1e-3, "two-sample KS p-value, full histogram vs scalar path", "at_least")
+        add("full_vs_scalar", 1.0, float(pval), 1e-3, "two-sample KS p-value, full histogram vs scalar path",
+            "at_least")
         data[design.variant] = {"mu": mu, "h0": s0, "inc": s_inc, "h1": s1, "q": q, "thresholds": ths, "fpr": fpr,
                       "tpr_inc": tinc, "tpr": tpr, "bin_centers": centers[ok], "log_ratio": emp[ok],
                       "canary_id": design.canary_id}

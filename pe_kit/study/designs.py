@@ -10,7 +10,7 @@ import numpy as np
 from pe_kit.attack.variants import ALL_VARIANTS, VARIANTS, resolve_variants
 from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
 from pe_kit.settings import AuditConfig, MechanismConfig, check_param
-from pe_kit.study.world import World, canary_contribution, make_design, truncation_fields
+from pe_kit.study.world import World, canary_contribution, make_design
 
 __all__ = ["REAL_VARIANTS", "NONCE_VARIANTS", "canary_slots", "try_design", "design_for", "design_summary",
            "design_rows", "paraphrase_examples", "vote_table"]
@@ -90,7 +90,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
             "mu_eff": mu_eff(v, sigma) if coords.size else 0.0,
             "mu_eff_ceiling": (1 / sigma_) if sigma_ > 0 else float("inf"),
             "background_voters": int((onP > 0).sum()),
-            "background_vote_share": float(np.mean(onP / np.maximum(totals, 1e-300))), **truncation_fields(world)}
+            "background_vote_share": float(np.mean(onP / np.maximum(totals, 1e-300))), **world.truncation}
 
 
 def design_rows(world: World, variants, per_variant: int, mechanism: MechanismConfig, audit: AuditConfig, seed: int,

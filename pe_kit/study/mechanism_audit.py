@@ -35,7 +35,8 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
             record_cap)`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64). Its ``record_cap`` is the study's. A
             ``MechanismSettings`` (a preset's mechanism section, ``pe_kit.settings``) is taken with m = 64.
         audit: trials, α, δ, shrinkage, ridge (default ``AuditConfig()``, or a preset's ``AuditSettings``; its
-            ``n_canaries`` is replaced by ``canaries``). trials, delta: shortcuts that replace ``audit.trials`` / ``audit.delta``.
+            ``n_canaries`` is replaced by ``canaries``). trials, delta: shortcuts that replace ``audit.trials`` /
+            ``audit.delta``.
         canaries: int ≥ 1: canaries audited (real variants: canary slots 0 … canaries−1; nonce: fresh draws); each
             bound uses γ = α / (4 · canaries), so the maximum holds at family-wise level α (App. E.6).
         seed: int ≥ 0: the study's splits and bank draw (``StudyConfig.seed``) and the designs' and trials' rng.

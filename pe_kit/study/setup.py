@@ -36,20 +36,17 @@ def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | 
 
 
 def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:
-    """``MechanismConfig`` from parameters (``record_cap``, optional ``noise_multiplier``, ``sample_rate``,
-    ``top_k``, ``clip_norm``; paper defaults otherwise) with keyword overrides."""
-    kw = {k: params[k] for k in ("top_k", "clip_norm", "noise_multiplier", "sample_rate", "record_cap")
-          if params.get(k) is not None}
+    """``MechanismConfig`` of the fields ``params`` sets (None or missing: the paper's defaults), with keyword
+    overrides."""
+    kw = {k: params[k] for k in MechanismConfig.specs() if params.get(k) is not None}
     kw.update(overrides)
     return MechanismConfig(**kw)
 
 
 def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> AuditConfig:
-    """``AuditConfig`` from parameters (``trials``, optional ``alpha``, ``delta``, ``shrinkage``, ``ridge``: the
-    settings tree's audit section; optional ``threshold_rule``) for ``n_canaries`` canaries per variant
-    (γ = α / (4·n_canaries), App. E.6)."""
-    kw = {k: params[k] for k in ("trials", "alpha", "delta", "shrinkage", "ridge", "threshold_rule")
-          if params.get(k) is not None}
+    """``AuditConfig`` of the fields ``params`` sets (None or missing: the defaults) for ``n_canaries`` canaries per
+    variant (γ = α / (4·n_canaries), App. E.6), with keyword overrides."""
+    kw = {k: params[k] for k in AuditConfig.specs() if params.get(k) is not None}
     kw["n_canaries"] = n_canaries
     kw.update(overrides)
     return AuditConfig(**kw)

@@ -26,8 +26,9 @@ from pe_kit.report.results import versions
 from pe_kit.study.pools import paraphrase_pool
 from pe_kit.text.encoder import Encoder
 
-__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "world_texts", "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "truncation_fields",
-           "canary_contribution", "audit_design", "aux_pool_covariance", "make_design"]
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "world_texts",
+           "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "canary_contribution",
+           "audit_design", "aux_pool_covariance", "make_design"]
 
 SPLITS = ("aux", "calibration", "test")
 
@@ -62,7 +63,9 @@ class StudyConfig(WorldSettings):
 class World:
     """Attack-independent state of a study: ``config``, ``corpus``, ``splits``, ``bank_texts``, ``bank`` ((p, d)),
     ``records`` (per split: embeddings, ``owner``, ``ids``, ``index``), ``encoder``, ``bank_info``, ``fingerprint``
-    (:func:`world_fingerprint`, used by step caches) and ``truncation`` (:func:`truncation_fields`)."""
+    (:func:`world_fingerprint`, used by step caches) and ``truncation``: the result rows' truncation counts
+    (``pe_kit.text.tokens.truncation_report``: ``token_cap``, ``records_truncated`` / ``records_total`` of every
+    split, ``bank_truncated`` / ``bank_total``; empty for a hand-built world)."""
 
     config: StudyConfig
     corpus: Corpus
@@ -218,13 +221,6 @@ def _truncation(world: World) -> dict:
         return {"token_cap": None}
 
 
-def truncation_fields(world: World) -> dict:
-    """The world's truncation counts for a result row (``pe_kit.text.tokens.truncation_report``): ``token_cap``
-    (word pieces the encoder keeps), ``records_truncated`` / ``records_total`` (records of every split longer
-    than the cap, embedded truncated) and ``bank_truncated`` / ``bank_total``. Empty for a hand-built world."""
-    return dict(world.truncation)
-
-
 def _bank_texts(config: StudyConfig, corpus: Corpus, splits: Splits) -> tuple[list[str], dict]:
     """The study's base bank texts and provenance, built by ``pe_kit.text.banks.make_bank`` (seed [seed, 1])."""
     from pe_kit.text.banks import make_bank
@@ -258,7 +254,7 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
             **result.row, **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
             **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
             **{f"study_{k}": v for k, v in world.config.as_dict().items()},
-            "bank_source": world.bank_info.get("bank"), **truncation_fields(world), **versions(),
+            "bank_source": world.bank_info.get("bank"), **world.truncation, **versions(),
             **{k: design.info[k] for k in ("pool_generator", "pool_source", "beyond_paper") if k in design.info}}
 
 
