@@ -84,12 +84,8 @@ def label_mix(users, size: int) -> tuple[list[str], dict]:
         share[u.label] += len(u.texts)
     if not share:
         raise ValueError("users hold no records: cannot derive a label mix (pass public/aux users)")
-    total = sum(share.values())
-    # proportional allocation without caps: floors, then the largest remainders (ties: sorted label)
-    exact = {lab: size * n / total for lab, n in sorted(share.items())}
-    alloc = {lab: int(np.floor(v)) for lab, v in exact.items()}
-    for lab in sorted(exact, key=lambda x: (-(exact[x] - np.floor(exact[x])), str(x)))[: size - sum(alloc.values())]:
-        alloc[lab] += 1
+    # uncapped (each label could fill every slot): the shares of size·n_l/Σn are those of size·n_l·size/Σ(n·size)
+    alloc = allocate({lab: n * size for lab, n in sorted(share.items())}, size)
     labels = [lab for lab in sorted(alloc, key=lambda x: (-alloc[x], x)) for _ in range(alloc[lab])]
     return labels, {lab: n for lab, n in alloc.items() if n}
 

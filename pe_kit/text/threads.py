@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["cpu_cores", "busy_cores", "auto_threads", "resolve_threads", "torch_threads"]
@@ -132,22 +133,18 @@ def resolve_threads(num_threads, field: str = "num_threads") -> int | None:
     return int(num_threads)
 
 
-class torch_threads:
+@contextmanager
+def torch_threads(n: int | None):
     """Context manager: ``torch.set_num_threads(n)`` inside, the previous value restored after (None: no change)."""
-
-    def __init__(self, n: int | None) -> None:
-        self.n = n
-        self.old: int | None = None
-
-    def __enter__(self):
-        if self.n is not None:
-            import torch
-            self.old = torch.get_num_threads()
-            if self.old != self.n:
-                torch.set_num_threads(int(self.n))
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.n is not None and self.old is not None and self.old != self.n:
-            import torch
-            torch.set_num_threads(self.old)
+    if n is None:
+        yield
+        return
+    import torch
+    old = torch.get_num_threads()
+    if old != n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        if old != n:
+            torch.set_num_threads(old)
