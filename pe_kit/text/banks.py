@@ -16,8 +16,8 @@ import numpy as np
 from pe_kit.data.loaders import Corpus, DataError, load_bank_texts
 from pe_kit.data.splits import Splits
 
-__all__ = ["BANK_KINDS", "Bank", "allocate", "label_mix", "bank_b", "bank_b_missing_message", "public_bank", "file_bank", "llm_label_bank",
-           "llm_icl_bank", "make_bank"]
+__all__ = ["BANK_KINDS", "Bank", "allocate", "label_mix", "bank_b", "bank_b_missing_message", "public_bank",
+           "file_bank", "llm_label_bank", "llm_icl_bank", "make_bank"]
 
 BANK_KINDS = ("bankA", "bankB", "file", "public", "llm-label", "llm-icl")
 
@@ -90,23 +90,17 @@ def label_mix(users, size: int) -> tuple[list[str], dict]:
     return labels, {lab: n for lab, n in alloc.items() if n}
 
 
-def _sample_texts(texts: list[str], size: int, rng: np.random.Generator, kind: str) -> list[str]:
+def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> Bank:
+    """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file (``path``
+    None: the bundled bank A); ``kind`` is recorded in ``info``. Raises ValueError if the file has fewer distinct
+    texts than ``size``; DataError on a malformed line."""
+    size = _check_size(size)
+    texts, info = load_bank_texts(path)
     if len(texts) < size:
         raise ValueError(f"bank {kind!r} has {len(texts)} distinct texts but size={size}; lower bank_size (--set "
                          f"bank_size={len(texts)}) or supply more candidates")
     chosen = np.sort(rng.choice(len(texts), size=size, replace=False))
-    return [texts[i] for i in chosen]
-
-
-def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> Bank:
-    """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file.
-
-    ``path`` None: the bundled bank A; ``kind`` is recorded in ``info``. Raises ValueError if the file has fewer
-    distinct texts than ``size``; DataError on a malformed line.
-    """
-    size = _check_size(size)
-    texts, info = load_bank_texts(path)
-    return Bank(tuple(_sample_texts(texts, size, rng, kind)), None,
+    return Bank(tuple(texts[i] for i in chosen), None,
                 {"bank": kind, "kind": kind, **info, "available": len(texts), "bank_size": size})
 
 

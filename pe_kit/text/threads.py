@@ -38,13 +38,12 @@ def busy_cores(interval: float = 0.2) -> float:
         raise ValueError(f"interval={interval!r} must be > 0 seconds")
     try:
         import psutil
+
+        return _busy_from_counters(psutil, interval)
     except ImportError:
-        psutil = None
-    if psutil is not None:
-        try:
-            return _busy_from_counters(psutil, interval)
-        except (OSError, psutil.Error):  # counters refused (some sandboxes): fall back to the load average
-            pass
+        pass
+    except (OSError, psutil.Error):  # counters refused (some sandboxes): fall back to the load average
+        pass
     try:
         return max(0.0, float(os.getloadavg()[0]))
     except (AttributeError, OSError):
