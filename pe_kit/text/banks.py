@@ -139,14 +139,11 @@ def public_bank(corpus: Corpus, splits: Splits, size: int, rng: np.random.Genera
     """
     size = _check_size(size)
     by_id = corpus.by_id()
-    seen: set[str] = set()
-    items: list[tuple[str, str]] = []  # (label, text) in public-user order
+    first_label: dict[str, str] = {}  # distinct text → label of its first user, in (user, record) order
     for uid in splits.public:
-        u = by_id[uid]
-        for t in u.texts:
-            if t not in seen:
-                seen.add(t)
-                items.append((u.label, t))
+        for t in by_id[uid].texts:
+            first_label.setdefault(t, by_id[uid].label)
+    items = [(lab, t) for t, lab in first_label.items()]
     if len(items) < size:
         raise ValueError(f"public users ({len(splits.public)}) have {len(items)} distinct records but size={size}; "
                          f"lower bank_size (--set bank_size={max(1, len(items))}), shrink the other splits (--set "
