@@ -189,8 +189,8 @@ def _s140_rows(path: Path, on_error: str) -> Rows:
 
 
 def format_rows(path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> Rows:
-    """The row reader of one format (``Rows``: a callable ``(skipped Counter) -> iterator of (line, user_id, text,
-    label, label set or None)``, one streaming pass per call, and its ``decoding``). Raises ValueError for an
+    """The row reader of one format (``Rows``: ``read(skipped Counter)`` -> iterator of (line, user_id, text,
+    label, label set or None), one streaming pass per call, and its ``decoding``). Raises ValueError for an
     unknown ``fmt``."""
     path = Path(path)
     if fmt == "blogs":
