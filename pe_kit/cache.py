@@ -1,10 +1,7 @@
-"""One content-keyed on-disk cache: keys from content hashes, atomic writes, verified reads.
-
-Artefacts live under ``cache_dir()`` by a key derived from what produced them (:func:`content_hash`,
-:func:`file_digest`, :func:`tree_digest`, :func:`source_digest`). Each file is written atomically beside a SHA-256
-of its bytes (:func:`write_verified`) and trusted only when they match (:func:`open_verified`); a corrupt file is
-deleted and recomputed. Entries: one file per key (:func:`write_verified`, :func:`read_verified`); a gzip stream
-of JSON records (:func:`write_records`, :func:`read_records`); float32 rows per text (:class:`EmbeddingStore`).
+"""One content-keyed on-disk cache: artefacts live under ``cache_dir()`` by a key derived from what produced them
+(content, file, folder and source digests), written atomically beside a SHA-256 of their bytes and trusted only when
+they match (a corrupt file is deleted and recomputed): one file per key, a gzip stream of JSON records, or float32
+rows per text (:class:`EmbeddingStore`).
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from itertools import chain
 from pathlib import Path
 
 from pe_kit.cache import cache_dir, content_hash, file_digest, read_records, source_digest, write_records
@@ -97,14 +98,10 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
     scan, note = _noting(lambda: scan_corpus(path, rows, fmt, on_error))
     _log("pass 1/2 (records per user)", path, key)
     ids = list(scan.counts)
-
-    def objs():
-        yield {"v": 1, "source": str(path), "fmt": fmt, "users": len(ids), "skipped": dict(scan.skipped),
-               "removed": dict(scan.removed), "decoding": scan.decoding, "warning": note}
-        for i in range(0, len(ids), 20000):
-            part = ids[i:i + 20000]
-            yield {"ids": part, "counts": [scan.counts[u] for u in part]}
-    write_records(target, objs())
+    head = {"v": 1, "source": str(path), "fmt": fmt, "users": len(ids), "skipped": dict(scan.skipped),
+            "removed": dict(scan.removed), "decoding": scan.decoding, "warning": note}
+    parts = (ids[i:i + 20000] for i in range(0, len(ids), 20000))
+    write_records(target, chain([head], ({"ids": part, "counts": [scan.counts[u] for u in part]} for part in parts)))
     return scan
 
 
@@ -133,14 +130,10 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
     note = "; ".join(filter(None, (note, note2)))
     del scan
     _log("pass 2/2 (keep admitted users)", path, key)
-
-    def objs():
-        yield {"v": 1, "source": str(path), "users": len(corpus.users), "skipped": dict(corpus.skipped),
-               "removed": dict(corpus.removed), "changed": dict(corpus.changed), "decoding": corpus.decoding,
-               "warning": note}
-        for u in corpus.users:
-            yield [u.user_id, u.label, list(u.texts)]
-    write_records(target, objs())
+    head = {"v": 1, "source": str(path), "users": len(corpus.users), "skipped": dict(corpus.skipped),
+            "removed": dict(corpus.removed), "changed": dict(corpus.changed), "decoding": corpus.decoding,
+            "warning": note}
+    write_records(target, chain([head], ([u.user_id, u.label, list(u.texts)] for u in corpus.users)))
     return corpus
 
 

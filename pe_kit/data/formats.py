@@ -108,15 +108,6 @@ def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped
         yield line, str(uid), text, str(o[label_f]), prof
 
 
-def _blog_rows(path: Path, label_field: str, on_error: str) -> Rows:
-    profile = tuple(dict.fromkeys(PROFILE_FIELDS + (label_field,)))
-    return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", label_field), on_error, skipped, profile))
-
-
-def _yelp_rows(path: Path, on_error: str) -> Rows:
-    return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped))
-
-
 def _csv_decoding(path) -> str:
     """``"utf-8"`` when every line of the file is valid UTF-8, ``"latin-1"`` when some line is not and no line holds
     UTF-8 beyond ASCII (a line whose only non-ASCII character is U+FFFD does not count). Reads the bytes once. Raises
@@ -198,14 +189,15 @@ def _s140_rows(path: Path, on_error: str) -> Rows:
 
 
 def format_rows(path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> Rows:
-    """The row reader of one format (``Rows``: a callable ``(skipped Counter) -> iterator of (line, user_id, text,
-    label, label set or None)``, one streaming pass per call, and its ``decoding``). Raises ValueError for an
+    """The row reader of one format (``Rows``: ``read(skipped Counter)`` -> iterator of (line, user_id, text,
+    label, label set or None), one streaming pass per call, and its ``decoding``). Raises ValueError for an
     unknown ``fmt``."""
     path = Path(path)
     if fmt == "blogs":
-        return _blog_rows(path, label_field, on_error)
+        profile = tuple(dict.fromkeys(PROFILE_FIELDS + (label_field,)))
+        return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", label_field), on_error, skipped, profile))
     if fmt == "yelp":
-        return _yelp_rows(path, on_error)
+        return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped))
     if fmt == "sentiment140":
         return _s140_rows(path, on_error)
     raise ValueError(f"fmt={fmt!r} is unknown; use one of ['blogs', 'sentiment140', 'yelp'] or 'auto'")

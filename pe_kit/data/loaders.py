@@ -1,14 +1,7 @@
-"""User-partitioned text loaders: Blog Authorship JSON Lines (``user_id``, ``text``, label ``industry``), Yelp reviews
-JSON Lines (``user_id``, ``text``, ``stars``) and Sentiment140 CSV (polarity, id, date, query, user, text; UTF-8,
-else Latin-1), gzip or plain. Paper §3, App. D: m = 64 records per user.
-
-Errors: a malformed line, bad encoding, missing field or malformed quote raises ``DataError`` naming file,
-*physical* line and field (``on_error="skip"`` counts them); empty texts and users outside [min_records,
-max_records] are counted skips. ``Corpus.report()`` gives per rule what it counted (``skipped_<rule>``), the
-records removed (``records_removed_<rule>``) and rewritten, and exact (user_id, text) repeats (a UserWarning when
-they are at least half the records). A truncated gzip file, or one Blog user id with two label sets, is a
-``DataError`` (the latter skipped as ``label_conflict`` with ``on_error="skip"``). Two streaming passes
-(``pe_kit.data.passes``) bound memory by the records returned.
+"""User-partitioned text loaders (paper §3, App. D: m = 64 records per user): Blog Authorship JSON Lines, Yelp
+reviews JSON Lines and Sentiment140 CSV (``data.formats``), gzip or plain, read in two streaming passes
+(``data.passes``); bank files. A bad line raises ``DataError`` naming file, physical line and field
+(``on_error="skip"`` counts it: ``Corpus.report()``).
 """
 from __future__ import annotations
 
@@ -74,11 +67,8 @@ def bank_b_authors(path=None) -> frozenset[str]:
 def has_examples(path) -> bool:
     """Whether a JSON Lines bank file's first object carries ``examples`` (bank B); False for a missing file."""
     path = Path(path)
-    if not path.is_file():
-        return False
-    for _, obj in json_lines(path, ("text",), "skip", Counter()):
-        return "examples" in obj
-    return False
+    first = next(json_lines(path, ("text",), "skip", Counter()), None) if path.is_file() else None
+    return first is not None and "examples" in first[1]
 
 
 def _example_authors(examples, path: Path, lineno: int) -> list[str]:

@@ -27,14 +27,11 @@ Row = tuple  # (physical line, user_id str, text str, label str, label set tuple
 
 @dataclass(frozen=True)
 class Rows:
-    """A format's row reader: ``rows(skipped)`` makes one streaming pass (an iterator of ``Row``, skips counted in
+    """A format's row reader: ``read(skipped)`` makes one streaming pass (an iterator of ``Row``, skips counted in
     ``skipped``); ``decoding`` names how it turns the file's bytes into text (``utf-8`` or ``latin-1``)."""
 
     read: Callable[[Counter], Iterator[Row]]
     decoding: str = "utf-8"
-
-    def __call__(self, skipped: Counter) -> Iterator[Row]:
-        return self.read(skipped)
 
 
 @dataclass
@@ -109,7 +106,7 @@ def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Sc
     canon: dict[tuple, tuple] = {}
     notes: dict[str, str] = {}
     stat = file_stat(path)
-    for line, uid, text, _label, prof in _read(path, rows(skipped), "pass 1/2: records per user"):
+    for line, uid, text, _label, prof in _read(path, rows.read(skipped), "pass 1/2: records per user"):
         if not text or text.isspace():
             skipped["empty_text"] += 1
             continue
@@ -182,7 +179,7 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
     changed = scan.stat and file_stat(path) != scan.stat
     left = len(want)
     if left and not changed:
-        for _line, uid, text, label, prof in _read(path, rows(Counter()), "pass 2/2: keep admitted users"):
+        for _line, uid, text, label, prof in _read(path, rows.read(Counter()), "pass 2/2: keep admitted users"):
             if uid not in want:
                 continue
             norm = " ".join(text.split())

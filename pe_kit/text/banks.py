@@ -16,8 +16,8 @@ import numpy as np
 from pe_kit.data.loaders import Corpus, DataError, load_bank_texts
 from pe_kit.data.splits import Splits
 
-__all__ = ["BANK_KINDS", "Bank", "allocate", "label_mix", "bank_b", "bank_b_missing_message", "public_bank", "file_bank", "llm_label_bank",
-           "llm_icl_bank", "make_bank"]
+__all__ = ["BANK_KINDS", "Bank", "allocate", "label_mix", "bank_b", "bank_b_missing_message", "public_bank",
+           "file_bank", "llm_label_bank", "llm_icl_bank", "make_bank"]
 
 BANK_KINDS = ("bankA", "bankB", "file", "public", "llm-label", "llm-icl")
 
@@ -84,33 +84,23 @@ def label_mix(users, size: int) -> tuple[list[str], dict]:
         share[u.label] += len(u.texts)
     if not share:
         raise ValueError("users hold no records: cannot derive a label mix (pass public/aux users)")
-    total = sum(share.values())
-    # proportional allocation without caps: floors, then the largest remainders (ties: sorted label)
-    exact = {lab: size * n / total for lab, n in sorted(share.items())}
-    alloc = {lab: int(np.floor(v)) for lab, v in exact.items()}
-    for lab in sorted(exact, key=lambda x: (-(exact[x] - np.floor(exact[x])), str(x)))[: size - sum(alloc.values())]:
-        alloc[lab] += 1
+    # uncapped (each label could fill every slot): the shares of size·n_l/Σn are those of size·n_l·size/Σ(n·size)
+    alloc = allocate({lab: n * size for lab, n in sorted(share.items())}, size)
     labels = [lab for lab in sorted(alloc, key=lambda x: (-alloc[x], x)) for _ in range(alloc[lab])]
     return labels, {lab: n for lab, n in alloc.items() if n}
 
 
-def _sample_texts(texts: list[str], size: int, rng: np.random.Generator, kind: str) -> list[str]:
+def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> Bank:
+    """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file (``path``
+    None: the bundled bank A); ``kind`` is recorded in ``info``. Raises ValueError if the file has fewer distinct
+    texts than ``size``; DataError on a malformed line."""
+    size = _check_size(size)
+    texts, info = load_bank_texts(path)
     if len(texts) < size:
         raise ValueError(f"bank {kind!r} has {len(texts)} distinct texts but size={size}; lower bank_size (--set "
                          f"bank_size={len(texts)}) or supply more candidates")
     chosen = np.sort(rng.choice(len(texts), size=size, replace=False))
-    return [texts[i] for i in chosen]
-
-
-def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> Bank:
-    """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file.
-
-    ``path`` None: the bundled bank A; ``kind`` is recorded in ``info``. Raises ValueError if the file has fewer
-    distinct texts than ``size``; DataError on a malformed line.
-    """
-    size = _check_size(size)
-    texts, info = load_bank_texts(path)
-    return Bank(tuple(_sample_texts(texts, size, rng, kind)), None,
+    return Bank(tuple(texts[i] for i in chosen), None,
                 {"bank": kind, "kind": kind, **info, "available": len(texts), "bank_size": size})
 
 
@@ -149,14 +139,11 @@ def public_bank(corpus: Corpus, splits: Splits, size: int, rng: np.random.Genera
     """
     size = _check_size(size)
     by_id = corpus.by_id()
-    seen: set[str] = set()
-    items: list[tuple[str, str]] = []  # (label, text) in public-user order
+    first_label: dict[str, str] = {}  # distinct text → label of its first user, in (user, record) order
     for uid in splits.public:
-        u = by_id[uid]
-        for t in u.texts:
-            if t not in seen:
-                seen.add(t)
-                items.append((u.label, t))
+        for t in by_id[uid].texts:
+            first_label.setdefault(t, by_id[uid].label)
+    items = [(lab, t) for t, lab in first_label.items()]
     if len(items) < size:
         raise ValueError(f"public users ({len(splits.public)}) have {len(items)} distinct records but size={size}; "
                          f"lower bank_size (--set bank_size={max(1, len(items))}), shrink the other splits (--set "

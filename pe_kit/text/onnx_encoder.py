@@ -197,7 +197,8 @@ def _verify(st, folder: Path) -> dict:
     return verdict
 
 
-def load_verified_backend(model_path: str, max_seq_length: int | None, load_torch) -> tuple[OnnxSentenceEncoder | None, dict]:
+def load_verified_backend(model_path: str, max_seq_length: int | None,
+                          load_torch) -> tuple[OnnxSentenceEncoder | None, dict]:
     """The ONNX encoder for ``model_path`` if its (cached or fresh) export verifies, else None and why.
 
     ``load_torch``: zero-argument callable returning the torch ``SentenceTransformer`` (used to export and

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["cpu_cores", "busy_cores", "auto_threads", "resolve_threads", "torch_threads"]
@@ -37,13 +38,12 @@ def busy_cores(interval: float = 0.2) -> float:
         raise ValueError(f"interval={interval!r} must be > 0 seconds")
     try:
         import psutil
+
+        return _busy_from_counters(psutil, interval)
     except ImportError:
-        psutil = None
-    if psutil is not None:
-        try:
-            return _busy_from_counters(psutil, interval)
-        except (OSError, psutil.Error):  # counters refused (some sandboxes): fall back to the load average
-            pass
+        pass
+    except (OSError, psutil.Error):  # counters refused (some sandboxes): fall back to the load average
+        pass
     try:
         return max(0.0, float(os.getloadavg()[0]))
     except (AttributeError, OSError):
@@ -132,22 +132,18 @@ def resolve_threads(num_threads, field: str = "num_threads") -> int | None:
     return int(num_threads)
 
 
-class torch_threads:
+@contextmanager
+def torch_threads(n: int | None):
     """Context manager: ``torch.set_num_threads(n)`` inside, the previous value restored after (None: no change)."""
-
-    def __init__(self, n: int | None) -> None:
-        self.n = n
-        self.old: int | None = None
-
-    def __enter__(self):
-        if self.n is not None:
-            import torch
-            self.old = torch.get_num_threads()
-            if self.old != self.n:
-                torch.set_num_threads(int(self.n))
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.n is not None and self.old is not None and self.old != self.n:
-            import torch
-            torch.set_num_threads(self.old)
+    if n is None:
+        yield
+        return
+    import torch
+    old = torch.get_num_threads()
+    if old != n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        if old != n:
+            torch.set_num_threads(old)
