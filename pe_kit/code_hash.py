@@ -1,14 +1,17 @@
-"""The step cache's code key: a SHA-256 of the package's code, less the modules that only drive runs or draw, so an
-edit anywhere the numbers could come from recomputes the steps (``pe_kit.study.audits``, ``.ablations``).
+"""What a result depends on besides its inputs: the step cache's code key (a SHA-256 of the package's code, less the
+modules that only drive runs or draw, so an edit anywhere the numbers could come from recomputes the steps,
+``pe_kit.study.audits``, ``.ablations``) and the versions of the packages that shape the numbers (every result row).
 """
 from __future__ import annotations
 
+import platform
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 
 from pe_kit.cache import source_digest
 
-__all__ = ["DISPLAY_ONLY", "code_hash"]
+__all__ = ["DISPLAY_ONLY", "code_hash", "versions"]
 
 #: The only modules left out of :func:`code_hash`: they drive runs or draw, and no other module imports them
 #: (tests/test_code_hash.py checks both against the import graph), so the numbers cannot depend on them.
@@ -22,3 +25,14 @@ def code_hash() -> str:
     pkg = Path(__file__).resolve().parent
     rels = (p.relative_to(pkg).as_posix() for p in sorted(pkg.rglob("*.py")) if "__pycache__" not in p.parts)
     return source_digest(*(rel for rel in rels if rel not in DISPLAY_ONLY))
+
+
+def versions() -> dict:
+    """Versions of Python and the packages that shape the numbers (for every result row)."""
+    out = {"python": platform.python_version()}
+    for pkg in ("pe_kit", "numpy", "scipy", "opacus", "sentence-transformers", "torch"):
+        try:
+            out[f"version_{pkg}"] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[f"version_{pkg}"] = None
+    return out

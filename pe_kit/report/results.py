@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -18,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from pe_kit.cache import atomic_write_bytes, content_hash, read_verified, write_verified
+from pe_kit.code_hash import versions
 from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_COLUMNS,  # noqa: F401
                                   SHIFT_ROWS_SHOWN, _fmt, add_epsilon_interval, dropped_note, epsilon_interval,
                                   idealised_table, markdown_table, one_run_table, pool_generator_note,
@@ -330,17 +329,6 @@ _SECTIONS = (
     (("one_run", "multi_trial"), _table(ONE_RUN_TITLE, prep=one_run_table)),
     (("one_run_idealised",), _table(IDEALISED_TITLE, prep=idealised_table)),
 )
-
-
-def versions() -> dict:
-    """Versions of Python and the packages that shape the numbers (for every result row)."""
-    out = {"python": platform.python_version()}
-    for pkg in ("pe_kit", "numpy", "scipy", "opacus", "sentence-transformers", "torch"):
-        try:
-            out[f"version_{pkg}"] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[f"version_{pkg}"] = None
-    return out
 
 
 def short_cells(csv_path: Path, per_variant: int) -> list[str]:

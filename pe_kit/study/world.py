@@ -17,12 +17,12 @@ from pe_kit.attack.variants import (ALL_VARIANTS, ProbeDesign, design_exact, des
                                     unknown_variant, variant_objective)
 from pe_kit.audit.canary import _audit_canary
 from pe_kit.audit.trials import check_equal_populations
+from pe_kit.code_hash import versions
 from pe_kit.settings import AuditConfig, MechanismConfig, WorldSettings
 from pe_kit.data.corpus_cache import cached_corpus
 from pe_kit.data.loaders import Corpus
 from pe_kit.data.splits import Splits, empty_arm_message, make_arm, split_users
 from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
-from pe_kit.report.results import versions
 from pe_kit.study.pools import paraphrase_pool
 from pe_kit.text.encoder import Encoder
 
