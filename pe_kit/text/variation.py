@@ -205,9 +205,8 @@ class PublicRetrievalGenerator:
         if missing:
             if self.encoder is None:
                 raise ValueError(f"{len(missing)} prompts have no embedding: pass encoder= or register() them")
-            for t, e in zip(missing, np.asarray(self.encoder.encode(missing), dtype=np.float32)):
-                self._extra[t] = e
-        return np.stack([self.embeddings[self._row[t]] if t in self._row else self._extra[t] for t in prompts])
+            self._extra.update(zip(missing, np.asarray(self.encoder.encode(missing), dtype=np.float32)))
+        return self.embedding_of(prompts)
 
     def generate(self, prompts: Sequence[str], rng: np.random.Generator | None = None,
                  exclude: Iterable[str] = ()) -> list[str]:

@@ -136,6 +136,12 @@ def _check_prompts(prompts: Any, field: str = "prompts") -> list[str]:
     return items
 
 
+def _check_int(value: Any, field: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
+        raise ValueError(f"{field} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
 def _check_seeds(seeds: Any, n: int) -> list[int]:
     arr = np.asarray(seeds)
     if arr.shape != (n,) or (n and not np.issubdtype(arr.dtype, np.integer)):
@@ -152,15 +158,14 @@ def generator_identity(generator) -> dict:
     import hashlib
     import inspect
 
-    target = generator  # a CachedGenerator reports its wrapped generator's identity through identity()
-    cfg = getattr(target, "config", None)
-    ident = getattr(target, "identity", None)
+    cfg = getattr(generator, "config", None)
+    ident = getattr(generator, "identity", None)  # a CachedGenerator's is its wrapped generator's
     try:
-        src = inspect.getsourcefile(type(target))
+        src = inspect.getsourcefile(type(generator))
         code = hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16] if src else None
     except (OSError, TypeError):
         code = None
-    return {"name": str(getattr(target, "name", type(target).__name__)), "config": cfg() if callable(cfg) else {},
+    return {"name": str(getattr(generator, "name", type(generator).__name__)), "config": cfg() if callable(cfg) else {},
             "model": ident() if callable(ident) else None, "code": code}
 
 
@@ -220,6 +225,12 @@ def clean_reply(text: str) -> str:
     if len(out) >= 2 and out[0] in _QUOTES and out.endswith(_QUOTES[out[0]]) and out.count(out[0]) <= 2:
         out = out[1:-1].strip()
     return _WS.sub(" ", out).strip()
+
+
+def _chat_messages(system_prompt: str | None, prompt: str) -> list[dict]:
+    """One chat request's messages: the optional system prompt, then ``prompt`` as the user message."""
+    return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+        {"role": "user", "content": prompt}]
 
 
 def _check_text(value: Any, field: str) -> str:
