@@ -252,7 +252,7 @@ class PublicRetrievalGenerator:
 
 
 def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | None = None,
-                include_bank_source: bool = True, include_public_users: bool = False) -> list[str]:
+                include_public_users: bool = False) -> list[str]:
     """Public texts for retrieval variations, disjoint from every private split (App. A "public information").
 
     The unused texts of the world's bank source and, only with ``include_public_users``, the records of users in no
@@ -267,7 +267,7 @@ def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | 
     taken = private | {normalize_text(t) for t in world.bank_texts}
     texts: list[str] = []
     bank = world.config.bank
-    if include_bank_source and bank not in ("public", "llm-label", "llm-icl"):  # generated banks have no source file
+    if bank not in ("public", "llm-label", "llm-icl"):  # generated banks have no source file
         from pe_kit.data.loaders import default_bank_b_path
 
         path = (None if bank == "bankA" else default_bank_b_path() if bank == "bankB"

@@ -53,11 +53,10 @@ class SeedEcho:
     ``max_prompts`` prompts are remembered (oldest forgotten first).
     """
 
-    def __init__(self, min_seeds: int = 3, max_prompts: int = 65_536):
-        if int(min_seeds) < 2:
-            raise ValueError(f"min_seeds={min_seeds} must be ≥ 2 (one seed cannot show that seeds are ignored)")
-        self.min_seeds = int(min_seeds)
-        self.max_prompts = int(max_prompts)
+    min_seeds = 3
+    max_prompts = 65_536
+
+    def __init__(self):
         self._seen: dict[str, dict[int, str]] = {}
         self.flagged: dict[str, list[int]] = {}  # prompt -> the seeds that gave its one text
 
@@ -125,7 +124,8 @@ def draw_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _check_prompts(prompts: Any, field: str = "prompts") -> list[str]:
     if isinstance(prompts, (str, bytes)):
-        raise ValueError(f"{field} must be a sequence of strings, got a single {type(prompts).__name__}; wrap it in a list")
+        raise ValueError(f"{field} must be a sequence of strings, got a single {type(prompts).__name__}; wrap it in "
+                         "a list")
     try:
         items = list(prompts)
     except TypeError:
@@ -145,7 +145,8 @@ def _check_int(value: Any, field: str, low: int) -> int:
 def _check_seeds(seeds: Any, n: int) -> list[int]:
     arr = np.asarray(seeds)
     if arr.shape != (n,) or (n and not np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"seeds must be an integer array of shape ({n},) (one per prompt), got shape {arr.shape} dtype {arr.dtype}")
+        raise ValueError(f"seeds must be an integer array of shape ({n},) (one per prompt), got shape {arr.shape} "
+                         f"dtype {arr.dtype}")
     if n and (arr.min() < 0 or arr.max() >= 2**32):
         raise ValueError("seeds must lie in [0, 2**32); draw them with draw_seeds(rng, n)")
     return [int(s) for s in arr]
@@ -207,7 +208,8 @@ def normalize_text(text: str) -> str:
 
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:sure|okay|ok|certainly)[,!.]?\s*)?"
-    r"(?:here(?:'s| is| are)[^:\n]{0,80}|(?:the\s+)?(?:paraphrased?|rewritten|rephrased)(?:\s+(?:text|version|sentence|post))?[^:\n]{0,60}"
+    r"(?:here(?:'s| is| are)[^:\n]{0,80}"
+    r"|(?:the\s+)?(?:paraphrased?|rewritten|rephrased)(?:\s+(?:text|version|sentence|post))?[^:\n]{0,60}"
     r"|(?:new\s+)?(?:blog\s+)?post|text|answer|output)\s*:\s*",
     re.IGNORECASE,
 )

@@ -102,11 +102,10 @@ def make_paraphrase_pool(records: Sequence[str], pool_size: int, generator: Text
 
 
 def make_label_bank(labels: Sequence[str], generator: TextGenerator, rng: np.random.Generator, *,
-                    prompt_fn: Callable[[str, int], str] | None = None, n_templates: int = 4,
-                    max_attempts: int = 8) -> list[str]:
+                    prompt_fn: Callable[[str, int], str] | None = None, max_attempts: int = 8) -> list[str]:
     """A label-only candidate bank (§3, App. C bank A): one distinct, non-empty text per entry of ``labels``.
 
-    Entry j uses wording ``j % n_templates`` of ``label_prompt`` unless ``prompt_fn(label, j)`` is given; duplicates
+    Entry j uses wording ``j % 4`` of ``label_prompt`` unless ``prompt_fn(label, j)`` is given; duplicates
     and empty outputs are asked again with fresh seeds. Raises ValueError for bad input or a raw-text generator;
     ``PoolShortfallError`` naming how many entries are missing.
     """
@@ -115,9 +114,6 @@ def make_label_bank(labels: Sequence[str], generator: TextGenerator, rng: np.ran
         raise ValueError("labels must hold at least one label (one per bank entry)")
     for i, lab in enumerate(labs):
         _check_text(lab, f"labels[{i}]")
-    n_templates = _check_int(n_templates, "n_templates", 1)
-    if n_templates > len(_LABEL_TEMPLATES):
-        raise ValueError(f"n_templates must be <= {len(_LABEL_TEMPLATES)}, got {n_templates}")
     max_attempts = _check_int(max_attempts, "max_attempts", 1)
     if prompt_fn is None:
         if getattr(generator, "raw_text_input", False):
@@ -125,7 +121,7 @@ def make_label_bank(labels: Sequence[str], generator: TextGenerator, rng: np.ran
                 f"generator {generator.name!r} rewrites its input text and cannot follow label prompts; "
                 "use a language-model generator (LocalLMGenerator / OpenAIChatGenerator) or pass prompt_fn"
             )
-        prompt_fn = lambda label, j: label_prompt(label, template=j % n_templates)  # noqa: E731
+        prompt_fn = lambda label, j: label_prompt(label, template=j % len(_LABEL_TEMPLATES))  # noqa: E731
     prompts = [prompt_fn(lab, j) for j, lab in enumerate(labs)]
     texts: list[str | None] = [None] * len(labs)
     stats = {"empty": 0, "verbatim": 0, "duplicate": 0, "requests": 0}
