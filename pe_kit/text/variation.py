@@ -218,10 +218,7 @@ class PublicRetrievalGenerator:
         if not prompts:
             return []
         used = np.zeros(len(self.texts), dtype=bool)
-        for t in exclude:
-            j = self._row.get(t)
-            if j is not None:
-                used[j] = True
+        used[[self._row[t] for t in exclude if t in self._row]] = True
         uniq = list(dict.fromkeys(prompts))
         q = self._embed(uniq)
         sims = q @ self.embeddings.T  # (u, N); nearest in Euclidean = largest cosine for unit vectors
