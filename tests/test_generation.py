@@ -516,12 +516,13 @@ def test_cached_wordnet_matches_uncached(tmp_path):
 
 
 def test_converted_model_manifest_detects_corruption(tmp_path):
-    from pe_kit.text.generators.local_lm import _file_sha256, _verified_dir
+    from pe_kit.cache import file_digest
+    from pe_kit.text.generators.local_lm import _verified_dir
 
     (tmp_path / "model.safetensors").write_bytes(b"weights" * 100)
     (tmp_path / "config.json").write_text("{}")
     assert not _verified_dir(tmp_path)  # no manifest yet
-    files = {n: _file_sha256(tmp_path / n) for n in ("model.safetensors", "config.json")}
+    files = {n: file_digest(tmp_path / n) for n in ("model.safetensors", "config.json")}
     (tmp_path / "manifest.json").write_text(json.dumps({"files": files}))
     assert _verified_dir(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"weightz" * 100)

@@ -175,6 +175,7 @@ def test_default_route_matches_shipped_pools():
     if study.DEFAULT_PARAPHRASER == "wordnet":
         return
     spec = PP.pool_spec(PP.llm_paraphraser())
+    assert spec == PP.LLM_POOL_SPEC  # the auto route's key, written out so auto never imports the LLM backend
     sweep = PC.sweep_paraphrase_canaries("quick", seed=0)  # notebook 05's Fig. 1 canary: slot 4, short arm
     assert [(arm, vs) for arm, _, _, vs in sweep] == [("short", ["paraphrase-mu_eff"])]
     for arm, cid, recs, _ in PC.paraphrase_canaries("quick", ("long", "short"), seed=0) + sweep:
@@ -212,6 +213,20 @@ def test_edited_pool_entries_are_refused(tmp_path):
         PP.append_pool(path, bad)
         with pytest.raises(ValueError, match="edited"):
             PP.find_pool(RECORDS, 8, [0, 3, 9], spec, path=path)
+
+
+def test_auto_route_imports_no_llm_backend():
+    """auto finds a shipped pool by ``LLM_POOL_SPEC`` and falls back to WordNet: no LLM backend is imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys, types, numpy as np; from pe_kit.study.pools import paraphrase_pool as pp; "
+            "enc = types.SimpleNamespace(encode=lambda t, desc=None: np.zeros((len(t), 3), np.float32)); "
+            "w = types.SimpleNamespace(config=types.SimpleNamespace(seed=0), encoder=enc); "
+            f"pp(w, types.SimpleNamespace(user_id='u1', texts={RECORDS!r}), 8, 'auto'); "
+            "print(sorted(m for m in sys.modules if m.endswith(('local_lm', 'openai_chat'))))")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_auto_route_ignores_the_installed_model_file(monkeypatch):

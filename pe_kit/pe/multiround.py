@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from pe_kit.cache import cache_dir, content_hash, read_verified, source_digest, write_verified
 from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, sample_participation, topk_routes
+from pe_kit.text.generators.base import generator_identity
 from pe_kit.text.variation import build_feedback, make_variations
 from pe_kit.progress import progress
 
@@ -257,12 +258,6 @@ def _decode_record(data: bytes, key: str, t: int) -> RoundRecord | None:
         return None
 
 
-def _generator_id(generator) -> dict:
-    from pe_kit.text.generators.base import generator_identity
-
-    return generator_identity(generator)
-
-
 def _embed_new(generator, encoder, texts: list[str]) -> np.ndarray:
     lookup = getattr(generator, "embedding_of", None)
     if callable(lookup):
@@ -322,7 +317,7 @@ def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Popu
     config.retain_count(bank.size, bank.probe_positions.size)  # raises early if no slot is left for variations
     entropy = int(rng.integers(0, 2**63 - 1))
     key = content_hash(_FORMAT, list(bank.texts), bank.embeddings.tobytes(), bank.probe_positions.tolist(),
-                       private.digest(), _generator_id(generator), mechanism.as_dict(), config.as_dict(), entropy,
+                       private.digest(), generator_identity(generator), mechanism.as_dict(), config.as_dict(), entropy,
                        getattr(encoder, "model_id", None), source_digest("pe", "text/variation.py"))
     folder = None
     if checkpoint_dir is not False:

@@ -12,8 +12,9 @@ import numpy as np
 from pe_kit.audit.adaptive import _adaptive_audit, side_by_side, transcript_tree
 from pe_kit.audit.composed import _composed_audit, round_problems
 from pe_kit.settings import AuditConfig, MechanismConfig
-from pe_kit.pe.multiround import PEConfig, Population, Transcript, _generator_id, run_pe
+from pe_kit.pe.multiround import PEConfig, Population, Transcript, run_pe
 from pe_kit.progress import progress
+from pe_kit.text.generators.base import generator_identity
 
 #: The two arms of the utility comparison: retention by the DP histogram, and uniformly at random (σ → ∞).
 ARMS = ("dp", "control")
@@ -108,8 +109,9 @@ def _settings(world, design, generator, mechanism, pe, audit, reference_split: s
             **{f"pe_{k}": v for k, v in pe.as_dict().items() if k != "retention"},
             **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
             **{f"study_{k}": v for k, v in world.config.as_dict().items()},
-            "variant": design.variant, "canary_id": design.canary_id, "generator": _generator_id(generator)["name"],
-            "reference_split": reference_split, "n_pe_seeds": n_pe_seeds, **dict(world.truncation)}
+            "variant": design.variant, "canary_id": design.canary_id,
+            "generator": generator_identity(generator)["name"], "reference_split": reference_split,
+            "n_pe_seeds": n_pe_seeds, **dict(world.truncation)}
 
 
 def _mauve_rows(tr: Transcript, arm: str, s: int, ref: np.ndarray, mauve_seeds, mauve_samples, mauve_entropy: int,

@@ -3,6 +3,8 @@ WordNet), its seed per canary, and the pool's texts, sources and embeddings.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 __all__ = ["DEFAULT_PARAPHRASER", "paraphrase_pool_seed", "paraphrase_pool"]
@@ -11,23 +13,7 @@ __all__ = ["DEFAULT_PARAPHRASER", "paraphrase_pool_seed", "paraphrase_pool"]
 #: paraphrase canary of the quick preset and of ``scripts/paper_run.sh``, docs/paraphrase_pools.md), else WordNet
 #: with a warning. ``"smollm2"`` always gives LLM rewrites (App. B), ``"wordnet"`` synonym swaps.
 DEFAULT_PARAPHRASER = "auto"
-
-
 _FALLBACKS_WARNED: set = set()
-
-
-def _warn_fallback_once(key: tuple, fallback: str) -> None:
-    """Warn about the ``auto`` route's WordNet fallback once per (data, M, study seed) and process (``catch_warnings``
-    resets the warnings registry); each fallback stays in its design's ``info["pool_fallback"]``."""
-    if key in _FALLBACKS_WARNED:
-        return
-    import warnings
-
-    _FALLBACKS_WARNED.add(key)
-    warnings.warn(f"{fallback}; for LLM rewrites pass --set paraphraser=smollm2 (Python: generator='smollm2'), which "
-                  f"generates them (slow; docs/paraphrase_pools.md) (warned once for data {key[0]}, M={key[1]}, "
-                  f"seed {key[2]}: "
-                  "each design's info['pool_fallback'] names its canary; results.md counts the pools per generator)", stacklevel=3)
 
 
 def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
@@ -43,15 +29,17 @@ def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[
     (``generation.make_paraphrase_pool``), seeded by :func:`paraphrase_pool_seed` (study seed, canary id).
 
     ``generator``: ``"smollm2"`` (shipped pool when its key matches, else generated and cached), ``"auto"`` (shipped
-    SmolLM2 pool, else WordNet with a warning), ``"wordnet"``, None (:data:`DEFAULT_PARAPHRASER`) or a generator.
-    Returns (M texts, int64 (M,) source record per entry, float32 (M, d) embeddings, info with ``pool_generator``,
-    ``pool_generator_config``, ``pool_seed``, ``pool_source`` and for the LLM ``pool_key``).
+    SmolLM2 pool, else WordNet with a warning once per (data, M, study seed) and process; the fallback stays in
+    ``info["pool_fallback"]``), ``"wordnet"``, None (:data:`DEFAULT_PARAPHRASER`) or a generator. The LLM backend is
+    imported only for ``"smollm2"``. Returns (M texts, int64 (M,) source record per entry, float32 (M, d)
+    embeddings, info with ``pool_generator``, ``pool_generator_config``, ``pool_seed``, ``pool_source`` and for the
+    LLM ``pool_key``).
 
     Raises ValueError for pool_size < 1, an unknown generator or a damaged pools file; generation errors propagate."""
     from pe_kit.text.generators.cached import CachedGenerator
-    from pe_kit.text.generators.paraphrase_pools import PARAPHRASERS, build_pool, find_pool, llm_paraphraser, pool_spec
+    from pe_kit.text.generators.paraphrase_pools import (LLM_POOL_SPEC, PARAPHRASERS, build_pool, find_pool,
+                                                         llm_paraphraser, pool_spec)
     from pe_kit.text.generators.pools import make_paraphrase_pool
-    from pe_kit.text.generators.wordnet import WordNetParaphraser
 
     if int(pool_size) != pool_size or pool_size < 1:
         raise ValueError(f"pool_size={pool_size!r} must be an integer ≥ 1")
@@ -63,28 +51,36 @@ def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[
                          "(an object with .generate, e.g. pe_kit.text.generators.CachedGenerator(...))")
     pool_seed = paraphrase_pool_seed(world.config.seed, user.user_id)
     records = list(user.texts)
-    entry, fallback = None, None
-    if generator in ("smollm2", "auto"):
+    entry, fallback, source = None, None, "shipped"
+    if generator == "smollm2":
         llm = llm_paraphraser()
-        # auto only reads shipped text (never generates), so the installed model file does not matter to it
-        model = _installed_model(llm) if generator == "smollm2" else None
-        entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=model)
-        source = "shipped"
-        if entry is None and generator == "smollm2":
+        entry = find_pool(records, int(pool_size), pool_seed, pool_spec(llm), model=_installed_model(llm))
+        if entry is None:
             cached = CachedGenerator(llm, with_code=False, sort_by_length=True)
             entry, source = build_pool(records, int(pool_size), pool_seed, cached), "generated"
-        elif entry is None:
+    elif generator == "auto":  # reads shipped text only, so the installed model file does not matter
+        entry = find_pool(records, int(pool_size), pool_seed, LLM_POOL_SPEC)
+        if entry is None:
             fallback = (f"no shipped SmolLM2 pool matches canary {user.user_id} (records, M={pool_size}, study seed "
                         f"{world.config.seed}); WordNet pool")
-            _warn_fallback_once((str(getattr(world.config, "data", None) or "bundled sample"), int(pool_size),
-                                 world.config.seed), fallback)
+            key = (str(getattr(world.config, "data", None) or "bundled sample"), int(pool_size), world.config.seed)
+            if key not in _FALLBACKS_WARNED:  # once per process: ``catch_warnings`` resets the warnings registry
+                _FALLBACKS_WARNED.add(key)
+                warnings.warn(f"{fallback}; for LLM rewrites pass --set paraphraser=smollm2 (Python: "
+                              "generator='smollm2'), which generates them (slow; docs/paraphrase_pools.md) (warned "
+                              f"once for data {key[0]}, M={key[1]}, seed {key[2]}: each design's "
+                              "info['pool_fallback'] names its canary; results.md counts the pools per generator)",
+                              stacklevel=2)
             generator = "wordnet"
     if entry is not None:
         texts, sources = list(entry["texts"]), entry["sources"]
-        info = {"pool_generator": llm.name, "pool_generator_config": llm.config(), "pool_seed": pool_seed,
-                "pool_source": source, "pool_key": entry["key"]}
+        info = {"pool_generator": entry["spec"]["generator"], "pool_generator_config": entry["spec"]["config"],
+                "pool_seed": pool_seed, "pool_source": source, "pool_key": entry["key"]}
     else:
-        generator = CachedGenerator(WordNetParaphraser()) if generator == "wordnet" else generator
+        if generator == "wordnet":
+            from pe_kit.text.generators.wordnet import WordNetParaphraser
+
+            generator = CachedGenerator(WordNetParaphraser())
         texts, sources = make_paraphrase_pool(records, int(pool_size), generator,
                                               np.random.default_rng(pool_seed), on_shortfall="reassign")
         cfg = getattr(generator, "config", None)
@@ -95,10 +91,7 @@ def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[
 
 
 def _installed_model(generator) -> str | None:
-    """Digest of the generator's model files, or None when the model is not installed (shipped pools still apply)."""
-    from pe_kit.text.generators.base import GenerationError
+    """``paraphrase_pools.model_digest``: None when the model is not installed (shipped pools still apply)."""
+    from pe_kit.text.generators.paraphrase_pools import model_digest
 
-    try:
-        return generator.identity()
-    except (GenerationError, OSError):
-        return None
+    return model_digest(generator)

@@ -205,9 +205,8 @@ class PublicRetrievalGenerator:
         if missing:
             if self.encoder is None:
                 raise ValueError(f"{len(missing)} prompts have no embedding: pass encoder= or register() them")
-            for t, e in zip(missing, np.asarray(self.encoder.encode(missing), dtype=np.float32)):
-                self._extra[t] = e
-        return np.stack([self.embeddings[self._row[t]] if t in self._row else self._extra[t] for t in prompts])
+            self._extra.update(zip(missing, np.asarray(self.encoder.encode(missing), dtype=np.float32)))
+        return self.embedding_of(prompts)
 
     def generate(self, prompts: Sequence[str], rng: np.random.Generator | None = None,
                  exclude: Iterable[str] = ()) -> list[str]:
@@ -219,10 +218,7 @@ class PublicRetrievalGenerator:
         if not prompts:
             return []
         used = np.zeros(len(self.texts), dtype=bool)
-        for t in exclude:
-            j = self._row.get(t)
-            if j is not None:
-                used[j] = True
+        used[[self._row[t] for t in exclude if t in self._row]] = True
         uniq = list(dict.fromkeys(prompts))
         q = self._embed(uniq)
         sims = q @ self.embeddings.T  # (u, N); nearest in Euclidean = largest cosine for unit vectors
@@ -253,7 +249,7 @@ class PublicRetrievalGenerator:
 
 
 def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | None = None,
-                include_bank_source: bool = True, include_public_users: bool = False) -> list[str]:
+                include_public_users: bool = False) -> list[str]:
     """Public texts for retrieval variations, disjoint from every private split (App. A "public information").
 
     The unused texts of the world's bank source and, only with ``include_public_users``, the records of users in no
@@ -268,7 +264,7 @@ def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | 
     taken = private | {normalize_text(t) for t in world.bank_texts}
     texts: list[str] = []
     bank = world.config.bank
-    if include_bank_source and bank not in ("public", "llm-label", "llm-icl"):  # generated banks have no source file
+    if bank not in ("public", "llm-label", "llm-icl"):  # generated banks have no source file
         from pe_kit.data.loaders import default_bank_b_path
 
         path = (None if bank == "bankA" else default_bank_b_path() if bank == "bankB"

@@ -53,11 +53,10 @@ class SeedEcho:
     ``max_prompts`` prompts are remembered (oldest forgotten first).
     """
 
-    def __init__(self, min_seeds: int = 3, max_prompts: int = 65_536):
-        if int(min_seeds) < 2:
-            raise ValueError(f"min_seeds={min_seeds} must be ≥ 2 (one seed cannot show that seeds are ignored)")
-        self.min_seeds = int(min_seeds)
-        self.max_prompts = int(max_prompts)
+    min_seeds = 3
+    max_prompts = 65_536
+
+    def __init__(self):
         self._seen: dict[str, dict[int, str]] = {}
         self.flagged: dict[str, list[int]] = {}  # prompt -> the seeds that gave its one text
 
@@ -125,7 +124,8 @@ def draw_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _check_prompts(prompts: Any, field: str = "prompts") -> list[str]:
     if isinstance(prompts, (str, bytes)):
-        raise ValueError(f"{field} must be a sequence of strings, got a single {type(prompts).__name__}; wrap it in a list")
+        raise ValueError(f"{field} must be a sequence of strings, got a single {type(prompts).__name__}; wrap it in "
+                         "a list")
     try:
         items = list(prompts)
     except TypeError:
@@ -136,10 +136,17 @@ def _check_prompts(prompts: Any, field: str = "prompts") -> list[str]:
     return items
 
 
+def _check_int(value: Any, field: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
+        raise ValueError(f"{field} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
 def _check_seeds(seeds: Any, n: int) -> list[int]:
     arr = np.asarray(seeds)
     if arr.shape != (n,) or (n and not np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"seeds must be an integer array of shape ({n},) (one per prompt), got shape {arr.shape} dtype {arr.dtype}")
+        raise ValueError(f"seeds must be an integer array of shape ({n},) (one per prompt), got shape {arr.shape} "
+                         f"dtype {arr.dtype}")
     if n and (arr.min() < 0 or arr.max() >= 2**32):
         raise ValueError("seeds must lie in [0, 2**32); draw them with draw_seeds(rng, n)")
     return [int(s) for s in arr]
@@ -152,15 +159,14 @@ def generator_identity(generator) -> dict:
     import hashlib
     import inspect
 
-    target = generator  # a CachedGenerator reports its wrapped generator's identity through identity()
-    cfg = getattr(target, "config", None)
-    ident = getattr(target, "identity", None)
+    cfg = getattr(generator, "config", None)
+    ident = getattr(generator, "identity", None)  # a CachedGenerator's is its wrapped generator's
     try:
-        src = inspect.getsourcefile(type(target))
+        src = inspect.getsourcefile(type(generator))
         code = hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16] if src else None
     except (OSError, TypeError):
         code = None
-    return {"name": str(getattr(target, "name", type(target).__name__)), "config": cfg() if callable(cfg) else {},
+    return {"name": str(getattr(generator, "name", type(generator).__name__)), "config": cfg() if callable(cfg) else {},
             "model": ident() if callable(ident) else None, "code": code}
 
 
@@ -202,7 +208,8 @@ def normalize_text(text: str) -> str:
 
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:sure|okay|ok|certainly)[,!.]?\s*)?"
-    r"(?:here(?:'s| is| are)[^:\n]{0,80}|(?:the\s+)?(?:paraphrased?|rewritten|rephrased)(?:\s+(?:text|version|sentence|post))?[^:\n]{0,60}"
+    r"(?:here(?:'s| is| are)[^:\n]{0,80}"
+    r"|(?:the\s+)?(?:paraphrased?|rewritten|rephrased)(?:\s+(?:text|version|sentence|post))?[^:\n]{0,60}"
     r"|(?:new\s+)?(?:blog\s+)?post|text|answer|output)\s*:\s*",
     re.IGNORECASE,
 )
@@ -220,6 +227,12 @@ def clean_reply(text: str) -> str:
     if len(out) >= 2 and out[0] in _QUOTES and out.endswith(_QUOTES[out[0]]) and out.count(out[0]) <= 2:
         out = out[1:-1].strip()
     return _WS.sub(" ", out).strip()
+
+
+def _chat_messages(system_prompt: str | None, prompt: str) -> list[dict]:
+    """One chat request's messages: the optional system prompt, then ``prompt`` as the user message."""
+    return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+        {"role": "user", "content": prompt}]
 
 
 def _check_text(value: Any, field: str) -> str:

@@ -11,18 +11,18 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.cache import cache_dir, content_hash, drop_verified, read_verified, write_verified
-from pe_kit.text.generators.base import (GenerationError, SeedEcho, SeedIgnoredWarning, TextGenerator, _check_prompts,
-                                         _check_seeds, draw_seeds, generator_identity, samples)
+from pe_kit.text.generators.base import (GenerationError, SeedEcho, SeededGenerator, SeedIgnoredWarning,
+                                         TextGenerator, _check_prompts, _check_seeds, generator_identity, samples)
 
 
-class CachedGenerator:
+class CachedGenerator(SeededGenerator):
     """Wraps any ``TextGenerator`` and caches each output on disk (checksum-verified, ``pe_kit.cache``).
 
-    ``generate(prompts, rng)`` draws the seeds as the backends do and asks the wrapped generator only for missing
-    prompts, in chunks of its ``batch_size``; a ``GenerationError`` part-way stores its ``completed`` outputs
-    first, so a rerun resumes. A sampling generator that returns one text for a prompt under three or more seeds
-    (``base.SeedEcho``) gets those entries withdrawn and a ``SeedIgnoredWarning``. ``root``: the cache folder
-    (default ``cache_dir()/"generation"``); ``with_code``: key on the generator's source digest too;
+    ``generate(prompts, rng)`` draws the seeds as the backends do (``SeededGenerator``) and asks the wrapped
+    generator only for missing prompts, in chunks of its ``batch_size``; a ``GenerationError`` part-way stores its
+    ``completed`` outputs first, so a rerun resumes. A sampling generator that returns one text for a prompt under
+    three or more seeds (``base.SeedEcho``) gets those entries withdrawn and a ``SeedIgnoredWarning``. ``root``: the
+    cache folder (default ``cache_dir()/"generation"``); ``with_code``: key on the generator's source digest too;
     ``sort_by_length``: generate missing prompts shortest first. ``hits`` / ``misses`` count prompts served / made.
     """
 
@@ -31,6 +31,9 @@ class CachedGenerator:
         if not callable(getattr(generator, "generate", None)) or not isinstance(getattr(generator, "name", None), str):
             raise ValueError("generator must have a str `name` and a generate(prompts, rng) method (see TextGenerator)")
         self.inner = generator
+        self.name = generator.name
+        self.batch_size = int(getattr(generator, "batch_size", 16))
+        self.raw_text_input = bool(getattr(generator, "raw_text_input", False))
         self.root = Path(root) if root is not None else cache_dir() / "generation"
         self.with_code = bool(with_code)
         self.sort_by_length = bool(sort_by_length)
@@ -38,19 +41,7 @@ class CachedGenerator:
         self.misses = 0
         self._identity: dict | None = None
         self._echo = SeedEcho()
-        self._samples: bool | None = None
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def batch_size(self) -> int:
-        return int(getattr(self.inner, "batch_size", 16))
-
-    @property
-    def raw_text_input(self) -> bool:
-        return bool(getattr(self.inner, "raw_text_input", False))
+        self._samples = samples(generator)
 
     def config(self) -> dict:
         cfg = getattr(self.inner, "config", None)
@@ -96,8 +87,6 @@ class CachedGenerator:
 
     def _seed_ignored(self, prompts: list[str], seeds: list[int], texts: list[str]) -> set[str]:
         """Prompts of a sampling generator whose seeds all gave one text (withdrawn from the cache, warned once)."""
-        if self._samples is None:
-            self._samples = samples(self.inner)
         if not self._samples:
             return set()
         new = self._echo.observe(prompts, seeds, texts)
@@ -122,12 +111,6 @@ class CachedGenerator:
             except GenerationError as exc:
                 raise GenerationError(str(exc), completed=dict(enumerate(out))) from exc
         return out
-
-    def generate(self, prompts: Sequence[str], rng: np.random.Generator) -> list[str]:
-        """Cached generation, one output per prompt; ValueError on bad input, GenerationError from the backend."""
-        items = _check_prompts(prompts)
-        seeds = draw_seeds(rng, len(items))
-        return self.generate_seeded(items, seeds)
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
         """As ``generate`` with explicit seeds (n ints in [0, 2**32)); the cache is read again before each batch, so
@@ -176,7 +159,7 @@ class CachedGenerator:
                     self._write(items[i], seed_list[i], text)
                 results[i] = text
                 self.misses += 1
-        return [r for r in results]  # type: ignore[misc]
+        return results  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return f"CachedGenerator({self.inner!r}, root={str(self.root)!r})"

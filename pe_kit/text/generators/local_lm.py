@@ -14,10 +14,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 
 from pe_kit.cache import cache_dir, content_hash, file_digest
-from pe_kit.text.generators.base import GenerationError, SeededGenerator, _check_prompts, _check_seeds, clean_reply
+from pe_kit.text.generators.base import (GenerationError, SeededGenerator, _chat_messages, _check_int, _check_prompts,
+                                         _check_seeds, clean_reply)
 from pe_kit.text.threads import resolve_threads, torch_threads
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -48,14 +48,10 @@ def smollm2_gguf_path() -> Path:
                           "model_path= to LocalLMGenerator")
 
 
-def _file_sha256(path: Path) -> str:
-    return file_digest(path)  # stat short-cut via a sidecar, never instead of the digest
-
-
 def _converted_dir(gguf_path: Path) -> Path:
     import transformers
 
-    key = content_hash("pe_kit.gguf-convert/v1", _file_sha256(gguf_path), transformers.__version__)
+    key = content_hash("pe_kit.gguf-convert/v1", file_digest(gguf_path), transformers.__version__)
     return cache_dir() / "models" / f"{gguf_path.stem}-{key[:16]}"
 
 
@@ -64,7 +60,7 @@ def _verified_dir(folder: Path) -> bool:
     try:
         manifest = json.loads((folder / "manifest.json").read_text())
         files = manifest["files"]
-        return bool(files) and all(_file_sha256(folder / name) == digest for name, digest in files.items())
+        return bool(files) and all(file_digest(folder / name) == digest for name, digest in files.items())
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -82,7 +78,7 @@ def _save_converted(tok: Any, model: Any, dest: Path) -> None:
         cfg.pop("quantization_config", None)
         (tmp / "config.json").write_text(json.dumps(cfg, indent=1, default=str))
         save_model(model, str(tmp / "model.safetensors"))
-        files = {p.name: _file_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+        files = {p.name: file_digest(p) for p in sorted(tmp.iterdir()) if p.is_file()}
         (tmp / "manifest.json").write_text(json.dumps({"files": files}, indent=1))
         if dest.exists():
             shutil.rmtree(dest, ignore_errors=True)
@@ -190,14 +186,12 @@ class LocalLMGenerator(SeededGenerator):
                  num_threads: int | str | None = "auto", convert_cache: bool = True, name: str | None = None):
         if num_threads != "auto":
             resolve_threads(num_threads)  # raises ValueError naming num_threads
-        if not isinstance(max_new_tokens, (int, np.integer)) or int(max_new_tokens) < 1:
-            raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+        _check_int(max_new_tokens, "max_new_tokens", 1)
         if not isinstance(temperature, (int, float)) or float(temperature) < 0:
             raise ValueError(f"temperature must be a float >= 0 (0 = greedy), got {temperature!r}")
         if not isinstance(top_p, (int, float)) or not 0.0 < float(top_p) <= 1.0:
             raise ValueError(f"top_p must be a float in (0, 1], got {top_p!r}")
-        if not isinstance(batch_size, (int, np.integer)) or int(batch_size) < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        _check_int(batch_size, "batch_size", 1)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise ValueError(f"system_prompt must be a str or None, got {type(system_prompt).__name__}")
         self.model_path = None if model_path is None else str(model_path)
@@ -243,11 +237,9 @@ class LocalLMGenerator(SeededGenerator):
         return tok, model
 
     def _render(self, tok: Any, prompt: str) -> str:
-        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
-            {"role": "user", "content": prompt}
-        ]
         if getattr(tok, "chat_template", None):
-            return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return tok.apply_chat_template(_chat_messages(self.system_prompt, prompt), tokenize=False,
+                                           add_generation_prompt=True)
         return (self.system_prompt + "\n\n" if self.system_prompt else "") + prompt + "\n"
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:

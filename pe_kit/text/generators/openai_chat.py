@@ -15,10 +15,9 @@ import urllib.request
 import warnings
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 
-from pe_kit.text.generators.base import (GenerationError, SeededGenerator, SeedEcho, SeedIgnoredWarning, _check_prompts,
-                                         _check_seeds, clean_reply)
+from pe_kit.text.generators.base import (GenerationError, SeededGenerator, SeedEcho, SeedIgnoredWarning, _chat_messages,
+                                         _check_int, _check_prompts, _check_seeds, clean_reply)
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -56,8 +55,7 @@ class OpenAIChatGenerator(SeededGenerator):
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         for field, value, low in (("max_retries", max_retries, 0), ("max_tokens", max_tokens, 1),
                                   ("concurrency", concurrency, 1), ("batch_size", batch_size, 1)):
-            if not isinstance(value, (int, np.integer)) or int(value) < low:
-                raise ValueError(f"{field} must be an int >= {low}, got {value!r}")
+            _check_int(value, field, low)
         if not isinstance(retry_backoff_s, (int, float)) or float(retry_backoff_s) < 0:
             raise ValueError(f"retry_backoff_s must be >= 0, got {retry_backoff_s!r}")
         if not isinstance(temperature, (int, float)) or float(temperature) < 0:
@@ -90,11 +88,9 @@ class OpenAIChatGenerator(SeededGenerator):
 
     def request_body(self, prompt: str, seed: int) -> dict:
         """The JSON body sent for one ``prompt`` (str) with ``seed`` (int)."""
-        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
-            {"role": "user", "content": prompt}
-        ]
-        body = {"model": self.model, "messages": messages, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "seed": int(seed), "n": 1}
+        body = {"model": self.model, "messages": _chat_messages(self.system_prompt, prompt),
+                "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": int(seed),
+                "n": 1}
         body.update(self.extra_body)
         return body
 
@@ -166,40 +162,32 @@ class OpenAIChatGenerator(SeededGenerator):
         seed_list = _check_seeds(seeds, len(items))
         results: dict[int, str] = {}
         error: GenerationError | None = None
-        if self.concurrency == 1:
-            for i, (p, s) in enumerate(zip(items, seed_list)):
+        stop = threading.Event()
+
+        def task(prompt: str, seed: int) -> str | None:
+            if stop.is_set():
+                return None  # an earlier request failed: do not send more
+            try:
+                return self.complete(prompt, seed)
+            except GenerationError:
+                stop.set()
+                raise
+
+        with concurrent.futures.ThreadPoolExecutor(self.concurrency) as pool:
+            futures = {pool.submit(task, p, s): i for i, (p, s) in enumerate(zip(items, seed_list))}
+            for fut in concurrent.futures.as_completed(futures):
+                if fut.cancelled():
+                    continue
                 try:
-                    results[i] = self.complete(p, s)
+                    text = fut.result()  # requests already in flight still count
                 except GenerationError as exc:
-                    error = exc
-                    break
-        else:
-            stop = threading.Event()
-
-            def task(prompt: str, seed: int) -> str | None:
-                if stop.is_set():
-                    return None  # an earlier request failed: do not send more
-                try:
-                    return self.complete(prompt, seed)
-                except GenerationError:
-                    stop.set()
-                    raise
-
-            with concurrent.futures.ThreadPoolExecutor(self.concurrency) as pool:
-                futures = {pool.submit(task, p, s): i for i, (p, s) in enumerate(zip(items, seed_list))}
-                for fut in concurrent.futures.as_completed(futures):
-                    if fut.cancelled():
-                        continue
-                    try:
-                        text = fut.result()  # requests already in flight still count
-                    except GenerationError as exc:
-                        if error is None:
-                            error = exc
-                            for other in futures:
-                                other.cancel()
-                        continue
-                    if text is not None:
-                        results[futures[fut]] = text
+                    if error is None:
+                        error = exc
+                        for other in futures:
+                            other.cancel()
+                    continue
+                if text is not None:
+                    results[futures[fut]] = text
         if error is not None:
             raise GenerationError(
                 f"{error} -- {len(results)} of {len(items)} prompts had succeeded", completed=results

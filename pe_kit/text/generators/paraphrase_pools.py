@@ -2,8 +2,7 @@
 
 ``pool_key`` hashes what fixes a pool (records, M, seed, generator settings, prompt, retry rule); ``build_pool``
 records the seed behind every entry (``recompute_entries`` regenerates any one). Pools for the bundled Blogs
-sample ship in ``SHIPPED_POOLS_FILE``; ``find_pool`` returns one whose key matches. ``llm_paraphraser``:
-SmolLM2-135M-Instruct, seeded nucleus sampling, one torch thread.
+sample ship in ``SHIPPED_POOLS_FILE``; ``find_pool`` returns one whose key matches.
 """
 from __future__ import annotations
 
@@ -15,13 +14,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pe_kit.cache import content_hash
-from pe_kit.text.generators.base import _WS, GenerationError, draw_seeds, normalize_text
-from pe_kit.text.generators.pools import make_paraphrase_pool
+from pe_kit.cache import content_hash, file_digest
+from pe_kit.text.generators.base import _WS, GenerationError, SeededGenerator, normalize_text
+from pe_kit.text.generators.pools import make_paraphrase_pool, record_prompt
 from pe_kit.text.generators.prompts import paraphrase_prompt
 
-__all__ = ["PARAPHRASERS", "LLM_PARAPHRASE_SETTINGS", "SHIPPED_POOLS_FILE", "llm_paraphraser", "pool_spec",
-           "pool_key", "build_pool", "load_pools", "find_pool", "append_pool", "recompute_entries", "shipped_pools_digest"]
+__all__ = ["PARAPHRASERS", "LLM_PARAPHRASE_SETTINGS", "LLM_POOL_SPEC", "SHIPPED_POOLS_FILE", "llm_paraphraser",
+           "pool_spec", "pool_key", "build_pool", "load_pools", "find_pool", "append_pool", "recompute_entries",
+           "shipped_pools_digest", "model_digest"]
 
 #: Named paraphrase routes (``pe_kit.study.pools.paraphrase_pool``): ``smollm2`` (LLM rewrites: shipped pool, else
 #: generated), ``auto`` (shipped SmolLM2 pool, else WordNet) and ``wordnet`` (synonym swaps).
@@ -31,6 +31,12 @@ PARAPHRASERS = ("smollm2", "auto", "wordnet")
 LLM_PARAPHRASE_SETTINGS = {"max_new_tokens": 64, "temperature": 0.9, "top_p": 0.95}
 #: Threads the LLM paraphraser runs on (pinned: torch may sum in another order at another thread count).
 LLM_THREADS = 1
+#: ``pool_spec(llm_paraphraser())`` written out, so the ``auto`` route finds a shipped pool without importing the
+#: LLM backend (tests/test_paraphrase_pools.py checks that the two agree).
+LLM_POOL_SPEC = {"generator": "smollm2-135m-instruct-q4_1",
+                 "config": {**LLM_PARAPHRASE_SETTINGS, "system_prompt": None, "clean": True,
+                            "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"},
+                 "prompt": paraphrase_prompt("<record>"), "max_attempts": 8, "on_shortfall": "reassign"}
 SHIPPED_POOLS_FILE = Path(__file__).resolve().parents[2] / "data_files" / "blogs-900-paraphrase-pools-smollm2.jsonl.gz"
 _POOL_VERSION = "pe_kit.paraphrase-pool/v1"
 
@@ -38,8 +44,6 @@ _POOL_VERSION = "pe_kit.paraphrase-pool/v1"
 def shipped_pools_digest() -> str:
     """SHA-256 of ``SHIPPED_POOLS_FILE`` (or ``"absent"``): part of the keys of every step whose designs may take a
     shipped pool, so replacing the pools recomputes them."""
-    from pe_kit.cache import file_digest
-
     return file_digest(SHIPPED_POOLS_FILE) if SHIPPED_POOLS_FILE.is_file() else "absent"
 
 
@@ -55,9 +59,8 @@ def pool_spec(generator, *, max_attempts: int = 8, on_shortfall: str = "reassign
     """What fixes a pool besides (records, M, seed): generator name and ``config()``, the prompt wording and the
     retry rule. The model digest is not in it (shipped pools work without the model); ``find_pool`` checks it."""
     cfg = getattr(generator, "config", None)
-    raw = bool(getattr(generator, "raw_text_input", False))
     return {"generator": str(getattr(generator, "name", type(generator).__name__)), "config": cfg() if callable(cfg) else {},
-            "prompt": "<record>" if raw else paraphrase_prompt("<record>"),
+            "prompt": record_prompt(generator)("<record>"),
             "max_attempts": int(max_attempts), "on_shortfall": str(on_shortfall)}
 
 
@@ -67,17 +70,18 @@ def pool_key(records: Sequence[str], pool_size: int, pool_seed, spec: dict) -> s
     return content_hash(_POOL_VERSION, content_hash(list(records)), int(pool_size), seed, spec)
 
 
-def _model_digest(generator) -> str | None:
+def model_digest(generator) -> str | None:
+    """Digest of the generator's model files (its ``identity()``), or None without one or when the model is not
+    installed (shipped pools still apply)."""
     ident = getattr(generator, "identity", None)
     try:
         return ident() if callable(ident) else None
-    except GenerationError:
+    except (GenerationError, OSError):
         return None
 
 
-class _Recorder:
-    """Wraps a generator and remembers the (prompt, seed) behind every output, drawing seeds exactly as
-    ``SeededGenerator.generate`` does (so the pool is unchanged)."""
+class _Recorder(SeededGenerator):
+    """Wraps a seeded generator and remembers the (prompt, seed) behind every output."""
 
     def __init__(self, inner):
         self.inner = inner
@@ -86,9 +90,7 @@ class _Recorder:
         self.raw_text_input = bool(getattr(inner, "raw_text_input", False))
         self.log: dict[tuple[str, str], int] = {}
 
-    def generate(self, prompts, rng):
-        prompts = list(prompts)
-        seeds = draw_seeds(rng, len(prompts))
+    def generate_seeded(self, prompts, seeds):
         outs = self.inner.generate_seeded(prompts, seeds)
         for p, s, o in zip(prompts, seeds, outs):
             if isinstance(o, str):
@@ -112,12 +114,12 @@ def build_pool(records: Sequence[str], pool_size: int, pool_seed, generator, *, 
     rec = _Recorder(generator)
     texts, sources = make_paraphrase_pool(list(records), int(pool_size), rec, np.random.default_rng(seed),
                                           max_attempts=max_attempts, on_shortfall=on_shortfall)
-    prompt = (lambda t: t) if rec.raw_text_input else paraphrase_prompt
+    prompt = record_prompt(rec)
     seeds = [rec.log[(prompt(records[int(s)]), t)] for t, s in zip(texts, sources)]
     spec = pool_spec(getattr(generator, "inner", generator), max_attempts=max_attempts, on_shortfall=on_shortfall)
     return {"key": pool_key(records, pool_size, seed, spec), "spec": spec, "pool_seed": seed,
             "pool_size": int(pool_size), "records_digest": content_hash(list(records)),
-            "model": _model_digest(getattr(generator, "inner", generator)), "texts": list(texts),
+            "model": model_digest(getattr(generator, "inner", generator)), "texts": list(texts),
             "sources": [int(s) for s in sources], "seeds": seeds}
 
 
@@ -216,7 +218,6 @@ def recompute_entries(entry: dict, records: Sequence[str], generator, indices: S
     idx = [int(j) for j in indices]
     if any(not 0 <= j < len(entry["texts"]) for j in idx):
         raise ValueError(f"indices must lie in [0, {len(entry['texts'])})")
-    raw = bool(getattr(generator, "raw_text_input", False))
-    prompts = [records[entry["sources"][j]] if raw else paraphrase_prompt(records[entry["sources"][j]]) for j in idx]
+    prompts = [record_prompt(generator)(records[entry["sources"][j]]) for j in idx]
     outs = generator.generate_seeded(prompts, np.asarray([entry["seeds"][j] for j in idx], dtype=np.int64))
     return [_WS.sub(" ", o).strip() for o in outs]

@@ -1,12 +1,12 @@
 """Pool builders: the paraphrase probe pool Q (App. B) and label-only candidate banks (§3, App. C)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from pe_kit.text.generators.base import (_WS, GenerationError, PoolShortfallError, TextGenerator, _check_prompts,
-                                         _check_text, normalize_text)
+from pe_kit.text.generators.base import (_WS, GenerationError, PoolShortfallError, TextGenerator, _check_int,
+                                         _check_prompts, _check_text, normalize_text)
 from pe_kit.text.generators.prompts import _LABEL_TEMPLATES, label_prompt, paraphrase_prompt
 
 
@@ -39,10 +39,10 @@ def _fill_slots(texts: list[str | None], slot_prompts: list[str], slot_sources: 
                 texts[i] = _WS.sub(" ", out).strip()
 
 
-def _check_int(value: Any, field: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
-        raise ValueError(f"{field} must be an int >= {low}, got {value!r}")
-    return int(value)
+def record_prompt(generator) -> Callable[[str], str]:
+    """How a paraphrase pool prompts ``generator`` with a record: the record itself for a ``raw_text_input``
+    generator, else ``paraphrase_prompt``."""
+    return (lambda t: t) if getattr(generator, "raw_text_input", False) else paraphrase_prompt
 
 
 def make_paraphrase_pool(records: Sequence[str], pool_size: int, generator: TextGenerator, rng: np.random.Generator, *,
@@ -67,8 +67,7 @@ def make_paraphrase_pool(records: Sequence[str], pool_size: int, generator: Text
     max_attempts = _check_int(max_attempts, "max_attempts", 1)
     if on_shortfall not in ("raise", "reassign"):
         raise ValueError(f"on_shortfall must be 'raise' or 'reassign', got {on_shortfall!r}")
-    if prompt_fn is None:
-        prompt_fn = (lambda t: t) if getattr(generator, "raw_text_input", False) else paraphrase_prompt
+    prompt_fn = record_prompt(generator) if prompt_fn is None else prompt_fn
     n = len(recs)
     rec_prompts = [prompt_fn(r) for r in recs]
     sources = np.arange(pool_size, dtype=np.int64) % n
@@ -103,11 +102,10 @@ def make_paraphrase_pool(records: Sequence[str], pool_size: int, generator: Text
 
 
 def make_label_bank(labels: Sequence[str], generator: TextGenerator, rng: np.random.Generator, *,
-                    prompt_fn: Callable[[str, int], str] | None = None, n_templates: int = 4,
-                    max_attempts: int = 8) -> list[str]:
+                    prompt_fn: Callable[[str, int], str] | None = None, max_attempts: int = 8) -> list[str]:
     """A label-only candidate bank (§3, App. C bank A): one distinct, non-empty text per entry of ``labels``.
 
-    Entry j uses wording ``j % n_templates`` of ``label_prompt`` unless ``prompt_fn(label, j)`` is given; duplicates
+    Entry j uses wording ``j % 4`` of ``label_prompt`` unless ``prompt_fn(label, j)`` is given; duplicates
     and empty outputs are asked again with fresh seeds. Raises ValueError for bad input or a raw-text generator;
     ``PoolShortfallError`` naming how many entries are missing.
     """
@@ -116,9 +114,6 @@ def make_label_bank(labels: Sequence[str], generator: TextGenerator, rng: np.ran
         raise ValueError("labels must hold at least one label (one per bank entry)")
     for i, lab in enumerate(labs):
         _check_text(lab, f"labels[{i}]")
-    n_templates = _check_int(n_templates, "n_templates", 1)
-    if n_templates > len(_LABEL_TEMPLATES):
-        raise ValueError(f"n_templates must be <= {len(_LABEL_TEMPLATES)}, got {n_templates}")
     max_attempts = _check_int(max_attempts, "max_attempts", 1)
     if prompt_fn is None:
         if getattr(generator, "raw_text_input", False):
@@ -126,7 +121,7 @@ def make_label_bank(labels: Sequence[str], generator: TextGenerator, rng: np.ran
                 f"generator {generator.name!r} rewrites its input text and cannot follow label prompts; "
                 "use a language-model generator (LocalLMGenerator / OpenAIChatGenerator) or pass prompt_fn"
             )
-        prompt_fn = lambda label, j: label_prompt(label, template=j % n_templates)  # noqa: E731
+        prompt_fn = lambda label, j: label_prompt(label, template=j % len(_LABEL_TEMPLATES))  # noqa: E731
     prompts = [prompt_fn(lab, j) for j, lab in enumerate(labs)]
     texts: list[str | None] = [None] * len(labs)
     stats = {"empty": 0, "verbatim": 0, "duplicate": 0, "requests": 0}

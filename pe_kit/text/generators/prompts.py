@@ -33,9 +33,8 @@ def label_prompt(label: str, *, genre: str = "personal blog post", attribute: st
     ``attribute``: what the label describes; ``template``: one of four wordings, in [0, 4). Raises ValueError
     naming the bad field.
     """
-    _check_text(label, "label")
-    _check_text(genre, "genre")
-    _check_text(attribute, "attribute")
+    for field, value in (("label", label), ("genre", genre), ("attribute", attribute)):
+        _check_text(value, field)
     if not isinstance(template, (int, np.integer)) or not 0 <= int(template) < len(_LABEL_TEMPLATES):
         raise ValueError(f"template must be an int in [0, {len(_LABEL_TEMPLATES)}), got {template!r}")
     return _LABEL_TEMPLATES[int(template)].format(label=label.strip(), genre=genre, attribute=attribute)
@@ -68,9 +67,8 @@ def bank_b_prompt(label: str, examples: Sequence[str], *, genre: str = "personal
                   attribute: str = "industry") -> str:
     """Label plus public in-context ``examples`` for bank generation (§3, App. C bank B; public records only).
     Raises ValueError naming the bad field."""
-    _check_text(label, "label")
-    _check_text(genre, "genre")
-    _check_text(attribute, "attribute")
+    for field, value in (("label", label), ("genre", genre), ("attribute", attribute)):
+        _check_text(value, field)
     items = _check_prompts(examples, "examples")
     if not items:
         raise ValueError("examples must hold at least one public text (bank B shows three)")

@@ -10,13 +10,11 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.text.generators.base import (DEFAULT_WORDNET_DIR, GenerationError, SeededGenerator, _check_prompts,
-                                         _check_seeds)
+from pe_kit.text.generators.base import (DEFAULT_WORDNET_DIR, GenerationError, SeededGenerator, _check_int,
+                                         _check_prompts, _check_seeds)
 
-# --------------------------------------------------------------------------------------------------
-# WordNet paraphraser
-# --------------------------------------------------------------------------------------------------
 _POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
+_WNDB_FILES = [f"{kind}.{f}" for f in _POS_FILES.values() for kind in ("index", "data")]
 _STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further had
@@ -106,7 +104,7 @@ class _WordNet:
 
 
 def _load_wordnet(root: Path, senses: int) -> _WordNet:
-    missing = [f"{kind}.{f}" for f in _POS_FILES.values() for kind in ("index", "data") if not (root / f"{kind}.{f}").is_file()]
+    missing = [f for f in _WNDB_FILES if not (root / f).is_file()]
     if missing:
         raise GenerationError(
             f"WordNet data not found in {root} (missing {', '.join(missing[:3])}{'...' if len(missing) > 3 else ''}): "
@@ -151,13 +149,9 @@ class WordNetParaphraser(SeededGenerator):
     def __init__(self, rate: float = 0.3, senses: int = 2, wordnet_dir: str | os.PathLike | None = None, batch_size: int = 256):
         if not isinstance(rate, (int, float)) or not 0.0 < float(rate) <= 1.0:
             raise ValueError(f"rate must be a float in (0, 1], got {rate!r}")
-        if not isinstance(senses, (int, np.integer)) or int(senses) < 1:
-            raise ValueError(f"senses must be an int >= 1, got {senses!r}")
-        if not isinstance(batch_size, (int, np.integer)) or int(batch_size) < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         self.rate = float(rate)
-        self.senses = int(senses)
-        self.batch_size = int(batch_size)
+        self.senses = _check_int(senses, "senses", 1)
+        self.batch_size = _check_int(batch_size, "batch_size", 1)
         self.wordnet_dir = Path(wordnet_dir or os.environ.get("PE_KIT_WORDNET", DEFAULT_WORDNET_DIR))
         self.name = "wordnet-v1"
         self._wn: _WordNet | None = None
@@ -170,10 +164,9 @@ class WordNetParaphraser(SeededGenerator):
         follow the WordNet version."""
         from pe_kit.cache import content_hash, file_digest
 
-        files = [f"{kind}.{f}" for f in _POS_FILES.values() for kind in ("index", "data")]
-        if not all((self.wordnet_dir / f).is_file() for f in files):
+        if not all((self.wordnet_dir / f).is_file() for f in _WNDB_FILES):
             return "missing"
-        return "sha256:" + content_hash([(f, file_digest(self.wordnet_dir / f)) for f in files])
+        return "sha256:" + content_hash([(f, file_digest(self.wordnet_dir / f)) for f in _WNDB_FILES])
 
     @property
     def wordnet(self) -> _WordNet:
