@@ -1,5 +1,10 @@
-"""Exact samplers of the background sum Σ_u I_u a_u (Eq. 7 projected on w, Eq. 14) for the trial engine:
-groups, gaps and multinomial, each drawing a block of trials from its own ``SeedSequence``."""
+"""Exact samplers of the background sum Σ_u I_u a_u (Eq. 7 projected on w, Eq. 14) for the trial engine, each
+drawing a block of trials from its own ``SeedSequence``:
+
+* ``groups``: users in groups of g; a group's subset is drawn by inverse CDF over 2^g subsets (boundaries
+  ⌊2⁶² · C_i⌋ in exact rational arithmetic, 16-bit lookup, exact fallback).
+* ``gaps``: the ones of the K × t Bernoulli(q) grid by Geometric(q) gaps.
+"""
 from __future__ import annotations
 
 import math
