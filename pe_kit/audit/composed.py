@@ -53,10 +53,21 @@ def round_problems(transcript: Transcript, canary: Population, aux: Population, 
         raise ValueError(f"canary must be one user; got n_users={canary.n_users}")
     if min(aux.n_users, calibration.n_users, test.n_users) == 0:
         raise ValueError("aux, calibration and test populations need at least one user each")
-    n_test = test.n_users
-    resize = (rng.integers(0, calibration.n_users, size=n_test) if calibration.n_users != n_test else None)
+    resize = _resize(calibration, test, rng)
     return [bank_problem(rec.bank, rec.round, canary, aux, calibration, test, mechanism, audit, resize)
             for rec in transcript.rounds]
+
+
+def _resize(calibration: Population, test: Population, rng: np.random.Generator) -> np.ndarray | None:
+    """int64 (n_test,) calibration rows drawn with replacement when the splits differ in size, else None."""
+    return rng.integers(0, calibration.n_users, size=test.n_users) if calibration.n_users != test.n_users else None
+
+
+def _theory_prefixes(mechanism: MechanismConfig, delta: float, rounds: int) -> list[float]:
+    """ε_theory after 1..``rounds`` releases (one PRV accountant per prefix). Raises ValueError if σ = 0."""
+    if mechanism.noise_multiplier <= 0:
+        raise ValueError("noise_multiplier must be > 0 for ε_theory; use σ > 0")
+    return epsilon_theory_prefixes(mechanism.noise_multiplier, mechanism.sample_rate, delta, rounds)
 
 
 def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Population, calibration: Population,
@@ -109,10 +120,8 @@ def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig
     """
     if not problems:
         raise ValueError("problems is empty: audit at least one round")
-    if mechanism.noise_multiplier <= 0:
-        raise ValueError("noise_multiplier must be > 0 for ε_theory; use σ > 0")
     q, n = mechanism.sample_rate, audit.trials
-    eps_theory = epsilon_theory_prefixes(mechanism.noise_multiplier, q, audit.delta, len(problems))
+    eps_theory = _theory_prefixes(mechanism, audit.delta, len(problems))
     scores = {(s, h): np.zeros(n) for s in ("calibration", "test") for h in (0, 1)}
     rows, mu2 = [], 0.0
     t0 = time.perf_counter()
