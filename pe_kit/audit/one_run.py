@@ -124,25 +124,19 @@ def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, al
     counts = [abstaining_guesses(scores, inc, kp, km) for kp, km in pairs]
     out = {}
     for method in methods:
-        best, best_j, best_mu = -1.0, 0, float("nan")
-        for j, (r, v) in enumerate(counts):
-            if method == "steinke":
-                eps, mu = epsilon_lower_steinke(m, r, v, delta, beta), float("nan")
-            else:
-                mu = mu_lower_fdp(m, r, v, beta, sample_rate, refine=False)  # coarse screen; refined below
-                eps = -1.0 if mu == 0 else mu  # rank pairs by μ (ε is increasing in μ); convert the best once
-            if eps > best:
-                best, best_j, best_mu = eps, j, mu
-        if method == "fdp":
-            if best_mu > 0:
-                best_mu = mu_lower_fdp(m, *counts[best_j], beta, sample_rate)
-                best = epsilon_from_mu(best_mu, sample_rate, delta)
-            else:
-                best, best_mu = 0.0, 0.0
-        (kp, km), (r, v) = pairs[best_j], counts[best_j]
+        if method == "steinke":
+            eps = [epsilon_lower_steinke(m, r, v, delta, beta) for r, v in counts]
+            j = int(np.argmax(eps))
+            best, mu = eps[j], float("nan")
+        else:  # rank pairs by a coarse μ (ε increases with μ), then refine and convert the best one
+            mus = [mu_lower_fdp(m, r, v, beta, sample_rate, refine=False) for r, v in counts]
+            j = int(np.argmax(mus))
+            mu = mu_lower_fdp(m, *counts[j], beta, sample_rate) if mus[j] > 0 else 0.0
+            best = epsilon_from_mu(mu, sample_rate, delta)
+        (kp, km), (r, v) = pairs[j], counts[j]
         out[method] = Audit(epsilon_lower=max(0.0, float(best)), delta=float(delta), method=method, info={
-            "method": method, "mu_lower": float(best_mu), "k_plus": kp, "k_minus": km, "guesses": r, "correct": v,
-            "m": m, "n_included": int(inc.sum()), "alpha": float(alpha), "beta": float(beta), "n_pairs": len(pairs),
+            "method": method, "mu_lower": float(mu), "k_plus": kp, "k_minus": km, "guesses": r, "correct": v,
+            "m": m, "n_included": n_in, "alpha": float(alpha), "beta": float(beta), "n_pairs": len(pairs),
             "delta": float(delta), "sample_rate": float(sample_rate)})
     return out
 

@@ -114,14 +114,8 @@ def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 
             return special.ndtr(special.ndtri(y) - mu)
     x_star = special.ndtr(-mu / 2)
     f_star = _fq(x_star, mu, q)
-    y1 = 1 - f_star  # 1 − C(x*)
-    y2 = 1 - x_star  # 1 − C(f_q(x*))
-    out = np.empty_like(y)
-    seg = (y > y1) & (y <= y2)
-    out[seg] = (y - 1 + x_star + f_star)[seg]
-    hi_part = y > y2
-    out[hi_part] = _fq(1 - y[hi_part], mu[hi_part], q)
-    lo_part = ~(seg | hi_part)
+    out = np.where(y > 1 - x_star, _fq(1 - y, mu, q), y - 1 + x_star + f_star)  # 1 − x* = 1 − C(f_q(x*))
+    lo_part = (y <= 1 - f_star) & (y <= 1 - x_star)  # 1 − f_q(x*) = 1 − C(x*)
     if lo_part.any():
         yy, mm = y[lo_part], mu[lo_part]
         a = np.full(yy.shape, -40.0)
