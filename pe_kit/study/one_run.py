@@ -7,7 +7,7 @@ abstaining guesser and both one-run bounds (``audit.one_run``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,7 +21,7 @@ from pe_kit.settings import COUNT, AuditConfig, MechanismConfig, check_param
 from pe_kit.pe.mechanism import contributions, release, topk_routes
 
 __all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_one_run_design", "one_run_release",
-           "one_run_rows", "multi_trial_row", "idealised_rows", "largest_m", "DEFAULTS", "with_defaults",
+           "one_run_rows", "multi_trial_row", "idealised_rows", "DEFAULTS", "with_defaults",
            "one_run_study", "published_checks"]
 
 
@@ -49,17 +49,12 @@ def routed_contributions(emb: np.ndarray, owner: np.ndarray, n_users: int, bank:
 
 def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tuple]]:
     """(user_id, texts) of usable natural canaries, texts not in the base bank, at least ``records_per_canary``."""
-    used = set(world.splits.aux) | set(world.splits.calibration) | set(world.splits.test)
-    in_bank = set(world.bank_texts)
-    order = list(world.splits.canary) + [u.user_id for u in world.corpus.users
-                                         if u.user_id not in used and u.user_id not in set(world.splits.canary)]
-    by_id = world.corpus.by_id()
-    out = []
-    for uid in order:
-        texts = tuple(t for t in by_id[uid].texts if t not in in_bank)
-        if len(texts) >= records_per_canary:
-            out.append((uid, texts))
-    return out
+    splits = world.splits
+    used = {*splits.canary, *splits.aux, *splits.calibration, *splits.test}
+    order = list(splits.canary) + [u.user_id for u in world.corpus.users if u.user_id not in used]
+    in_bank, by_id = set(world.bank_texts), world.corpus.by_id()
+    pairs = ((uid, tuple(t for t in by_id[uid].texts if t not in in_bank)) for uid in order)
+    return [(uid, texts) for uid, texts in pairs if len(texts) >= records_per_canary]
 
 
 def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5,
@@ -184,11 +179,6 @@ def idealised_rows(mu: float, sample_rate: float, ms, seed: int, *, delta: float
     return rows
 
 
-def largest_m(bank_size: int, probe_share: float, copies: int, records_per_canary: int = 1) -> int:
-    """``attack.one_run_design.max_canaries``, re-exported for the notebook."""
-    return max_canaries(bank_size, probe_share, copies, records_per_canary)
-
-
 #: notebook 08's own parameters and their defaults (a preset may override them in ``Preset.extra``).
 DEFAULTS = {"one_run_qs": (1.0, 0.1), "probe_shares": (0.125, 0.25, 0.5, 1.0), "one_run_variants": ("nonce", "natural"),
             "copies": None, "idealised_ms": (100, 1000), "idealised_repeats": 3,
@@ -215,8 +205,6 @@ def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: flo
     """Notebook 08's grid: per q of ``one_run_qs``, variant and probe share, the one-run rows at the largest m fitting
     the share; then the multi-trial row of the nonce design's first canary. ``largest_share`` marks headline rows.
     Raises ValueError naming ``probe_shares`` when the largest share fits no canary (share·p < copies)."""
-    from dataclasses import replace
-
     params = with_defaults(params)
     copies = int(params["copies"] or mechanism.top_k)
     p = world.bank.shape[0]
