@@ -117,8 +117,8 @@ def transcript_tree(transcript: Transcript, private: Population, canary: Populat
 
 
 def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Population, calibration: Population,
-                   test: Population, mechanism: MechanismConfig, audit: AuditConfig, rng: np.random.Generator,
-                   chunk_size: int = 1 << 20) -> list[dict]:
+                    test: Population, mechanism: MechanismConfig, audit: AuditConfig,
+                    rng: np.random.Generator) -> list[dict]:
     """ε_lower per prefix t = 1..T of the adaptive transcript (Eq. 36), with ε_theory and how often the canary
     changed the retained set.
 
@@ -154,8 +154,7 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
                 for k in np.unique(node):
                     idx = np.flatnonzero(node == k)
                     prob = getattr(nodes[k].problem, split)
-                    ell = (simulate_scores(prob, 0, idx.size, rng, chunk_size=chunk_size)
-                           + joined[idx] * prob.canary_shift)
+                    ell = simulate_scores(prob, 0, idx.size, rng) + joined[idx] * prob.canary_shift
                     score[idx] += mixture_llr(ell, q)
                     mu_t[t] += idx.size * nodes[k].problem.mu_eff / n
                 changes = np.array([nd.changes_retention for nd in nodes])[node]

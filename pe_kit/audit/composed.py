@@ -109,7 +109,7 @@ def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, t
 
 
 def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
-                   rng: np.random.Generator, chunk_size: int = 1 << 20) -> list[dict]:
+                    rng: np.random.Generator) -> list[dict]:
     """ε_lower of every prefix t = 1..T from summed per-round mixture LLRs (Eq. 36), with ε_theory.
 
     Per split and hypothesis, ``audit.trials`` T-round trials (``trials.simulate_scores`` per round) accumulate
@@ -129,7 +129,7 @@ def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig
         for split in ("calibration", "test"):
             sp_ = getattr(prob, split)
             for h in (0, 1):
-                scores[split, h] += mixture_llr(simulate_scores(sp_, h, n, rng, chunk_size=chunk_size), q)
+                scores[split, h] += mixture_llr(simulate_scores(sp_, h, n, rng), q)
         mu2 += prob.mu_eff ** 2
         row = {"releases": t + 1, "epsilon_theory": eps_theory[t], "mu_eff_round": prob.mu_eff,
                "mu_eff_composed": float(np.sqrt(mu2)), "canary_norm": prob.canary_norm,

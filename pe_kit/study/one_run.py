@@ -57,17 +57,16 @@ def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tu
     return [(uid, texts) for uid, texts in pairs if len(texts) >= records_per_canary]
 
 
-def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5,
-                        records_per_canary: int = 1) -> OneRunDesign:
+def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5) -> OneRunDesign:
     """The frozen multi-canary ``OneRunDesign`` of ``variant`` (``"nonce"`` or ``"natural"``) with m = ``n_canaries``
-    on ``world``'s bank, seeded by (seed, variant, m); ``copies`` of each of ``records_per_canary`` records per block.
+    on ``world``'s bank, seeded by (seed, variant, m); ``copies`` of each canary's one record per block.
 
     Raises ValueError when the blocks do not fit (names ``max_canaries``), too few natural users, or an unknown variant.
     """
     rng = np.random.default_rng([int(seed), 16, 0 if variant == "nonce" else 1, int(n_canaries)])
-    natural = natural_candidates(world, records_per_canary) if variant == "natural" else None
+    natural = natural_candidates(world) if variant == "natural" else None
     return design_one_run(world.encoder, world.bank.shape[0], n_canaries, rng, variant=variant, copies=copies,
-                          records_per_canary=records_per_canary, natural=natural)
+                          natural=natural)
 
 
 def _population(world, bank: np.ndarray, mechanism: MechanismConfig, split: str):
@@ -76,11 +75,11 @@ def _population(world, bank: np.ndarray, mechanism: MechanismConfig, split: str)
 
 
 def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng: np.random.Generator, *,
-                    delta: float = 1e-5, alpha: float = 0.05, shrinkage: float = 0.1, ridge: float = 1e-9,
-                    pairs=None, methods=("steinke", "fdp")) -> OneRunRelease:
+                    delta: float = 1e-5, alpha: float = 0.05) -> OneRunRelease:
     """One PE release with the design's canaries inserted w.p. ½ each (``rng`` the only randomness), every canary scored
-    and ε bounded at δ, family-wise ``alpha`` over (k₊, k₋) pairs (``shrinkage``, ``ridge``: Eqs. 33, 35). Raises
-    ValueError if the design was made for another bank size, or a block's covariance is singular."""
+    (Σ̂ with ``AuditConfig``'s shrinkage and ridge, Eqs. 33, 35) and ε bounded at δ, family-wise ``alpha`` over
+    (k₊, k₋) pairs. Raises ValueError if the design was made for another bank size, or a block's covariance is
+    singular."""
     t0 = time.perf_counter()
     if design.bank_size != world.bank.shape[0]:
         raise ValueError(f"design bank_size={design.bank_size} but the world's bank has p={world.bank.shape[0]}")
@@ -96,36 +95,35 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
     participated = np.zeros(m, dtype=bool)
     participated[np.flatnonzero(included)] = participation[n_test:]
     scores, mu, voters = np.empty(m), np.empty(m), np.empty(m, dtype=np.int64)
+    cfg = AuditConfig()
     for i in range(m):
         coords = np.sort(design.blocks[i])
         v = np.asarray(canaries[i].toarray()).ravel()[coords]
-        m0, sigma = null_moments(aux_moments(restrict(aux, coords), shrinkage), n_test, mechanism, ridge)
+        m0, sigma = null_moments(aux_moments(restrict(aux, coords), cfg.shrinkage), n_test, mechanism, cfg.ridge)
         w = llr_weights(v, sigma)
         ell = float((y[coords] - m0 - v / 2) @ w)
         scores[i] = mixture_llr(ell, mechanism.sample_rate)
         mu[i] = np.sqrt(max(0.0, float(w @ v)))
         voters[i] = int((restrict(test, coords).getnnz(axis=1) > 0).sum())
-    audits = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=mechanism.sample_rate,
-                           pairs=pairs, methods=methods)
+    audits = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=mechanism.sample_rate)
     return OneRunRelease(scores=scores, included=included, participated=participated, mu_eff=mu,
                          background_voters=voters, audits=audits, releases=1, seconds=time.perf_counter() - t0)
 
 
 def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfig, seed: int, *, delta: float = 1e-5,
-                 alpha: float = 0.05, copies: int | None = None, records_per_canary: int = 1) -> list[dict]:
+                 alpha: float = 0.05, copies: int | None = None) -> list[dict]:
     """Tidy rows (one per bound, experiment ``one_run``) of one one-run audit of ``variant`` with ``n_canaries``
     canaries, seeded by seed, m and q (``copies`` None = ``mechanism.top_k``): ε_lower, μ_lower, the attaining
     (k₊, k₋) and counts, median μ_eff, ε_theory, releases, seconds and ``mech_*``. Raises as ``make_one_run_design``."""
     copies = mechanism.top_k if copies is None else int(copies)
-    design = make_one_run_design(world, variant, n_canaries, seed, copies=copies,
-                                 records_per_canary=records_per_canary)
+    design = make_one_run_design(world, variant, n_canaries, seed, copies=copies)
     rng = np.random.default_rng([int(seed), 16, 2, int(n_canaries), int(round(mechanism.sample_rate * 1e6))])
     res = one_run_release(world, design, mechanism, rng, delta=delta, alpha=alpha)
     eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
     rows = []
     for method, a in res.audits.items():
         rows.append({"experiment": "one_run", "method": method, "variant": variant, "m": design.m,
-                     "probe_share": design.probe_share, "copies": copies, "records_per_canary": records_per_canary,
+                     "probe_share": design.probe_share, "copies": copies, "records_per_canary": 1,
                      "epsilon_lower": a.epsilon_lower, **{k: a.info[k] for k in (
                          "mu_lower", "k_plus", "k_minus", "guesses", "correct", "n_included", "n_pairs", "alpha",
                          "delta")},
