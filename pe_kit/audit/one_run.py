@@ -147,8 +147,7 @@ def idealised_scores(mu: float, sample_rate: float, m: int, rng: np.random.Gener
     (Eq. 4); μ = 0 is the null run. Raises ValueError for μ < 0, q outside (0, 1], m < 1."""
     if not (np.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu={mu} must be finite and ≥ 0")
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
+    _check_sample_rate(sample_rate)
     if int(m) != m or m < 1:
         raise ValueError(f"m={m} must be an integer ≥ 1")
     from pe_kit.audit.moments import mixture_llr

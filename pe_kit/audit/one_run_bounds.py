@@ -103,9 +103,7 @@ def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 
     of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (bisection on Φ⁻¹(x);
     Φ(Φ⁻¹(y) − μ) at q = 1); x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y). ``mu`` broadcasts with
     ``y``. Raises ValueError for q outside (0, 1]."""
-    q = float(sample_rate)
-    if not 0 < q <= 1:
-        raise ValueError(f"sample_rate={q} must satisfy 0 < q ≤ 1")
+    q = _check_sample_rate(sample_rate)
     y = np.clip(np.asarray(y, dtype=np.float64), 0.0, 1.0)
     mu = np.asarray(mu, dtype=np.float64)
     y, mu = np.broadcast_arrays(y, mu)
@@ -260,8 +258,7 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
     Raises ValueError for μ < 0, q outside (0, 1] or δ outside (0, 1)."""
     if not mu >= 0:
         raise ValueError(f"mu={mu} must be ≥ 0")
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
+    _check_sample_rate(sample_rate)
     _check_level(delta, "delta")
     if mu == 0:
         return 0.0

@@ -38,7 +38,8 @@ TABLE1 = {
 APP_B = {"sigma": 1.0, "m": 100_000, "guesses": 1500, "correct": 1429}
 
 
-def idealised_correct(mu: float, m: int, guesses, repeats: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def idealised_correct(mu: float, m: int, guesses, repeats: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(mean, standard error) per even c′ of ``guesses`` (2 ≤ c′ ≤ m) of the correct guesses of the (c′/2, c′/2)
     abstaining guesser over ``repeats`` (≥ 2) idealised games (``idealised_scores`` at q = 1, μ = 1/σ > 0).
     Raises ValueError for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2."""
