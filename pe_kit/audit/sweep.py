@@ -49,9 +49,9 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
     rows = []
     for i, row in enumerate(meta):
         r = sims.get(i, {})
-        row = {**row, "epsilon_lower": float(r.get("epsilon_lower", "nan")), "threshold": float(r.get("threshold", "nan")),
-               **{k: r.get(k, np.nan) for k in ("test_tpr", "test_fpr", "test_true_pos", "test_false_pos")},
-               "method": r.get("method")}
+        row = {**row, "epsilon_lower": float(r.get("epsilon_lower", "nan")),
+               "threshold": float(r.get("threshold", "nan")), "method": r.get("method"),
+               **{k: r.get(k, np.nan) for k in ("test_tpr", "test_fpr", "test_true_pos", "test_false_pos")}}
         row["ratio_to_theory"] = row["epsilon_lower"] / row["epsilon_theory"]
         rows.append(row)
     cols = ["attack", "canary", "trials", "epsilon_lower", "epsilon_theory", "epsilon_expected",
