@@ -174,7 +174,7 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
                      "n_banks": len(tree[t]), "mu_eff_mean": float(stats["mu"][t]), "trials": n,
                      "seconds": time.perf_counter() - t0,
                      **_prefix_audit(prefix["calibration", 0][t], prefix["calibration", 1][t], prefix["test", 0][t],
-                                    prefix["test", 1][t], audit).row})
+                                     prefix["test", 1][t], audit).row})
     return rows
 
 

@@ -97,7 +97,7 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
 
 
 def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
-                 audit: AuditConfig) -> Audit:
+                  audit: AuditConfig) -> Audit:
     """Threshold calibrated on calibration trials, ε_lower bounded on test trials (Eq. 28); ``info`` ``branch``.
 
     The scores are summed mixture LLRs of one prefix. No sample rate reaches the rule: the one-release Gaussian
@@ -136,6 +136,6 @@ def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig
                "n_coords": int(prob.coords.size), "background_voters": int(prob.test.projections.size),
                "trials": n, "seconds": time.perf_counter() - t0,
                **_prefix_audit(scores["calibration", 0], scores["calibration", 1], scores["test", 0],
-                              scores["test", 1], audit).row}
+                               scores["test", 1], audit).row}
         rows.append(row)
     return rows

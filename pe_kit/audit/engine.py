@@ -165,12 +165,11 @@ def exact_method(method: str, *problems: ScalarProblem) -> str:
 
 
 def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
-                 delta: float, seed, grid: ThresholdGrid | None = None, resolution: int = 256, rule=None,
-                 **engine_options) -> Audit:
+                  delta: float, seed, resolution: int = 256, rule=None, **engine_options) -> Audit:
     """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on ``trials`` fresh
     trials of ``test`` (None → ``calibration``) (§2.1 Step 5; Eqs. 28–30).
 
-    Calibration bins every trial on ``grid`` (default ``ThresholdGrid.for_problem``) and ``rule`` (a
+    Calibration bins every trial on ``ThresholdGrid.for_problem(calibration, trials, resolution)`` and ``rule`` (a
     ``ThresholdRule`` or its name; None → ``DEFAULT_RULE``) picks the threshold from the counts alone
     (``bounds.calibrate_from_counts``; no positive ε → the H0 median grid point); the test split counts trials above
     it. Streams: seed keys (0, h) for calibration, (1, h) for test. ``engine_options``: ``TrialEngine`` keywords
@@ -187,7 +186,7 @@ def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None,
     trials = int(trials)
     test = calibration if test is None else test
     t0 = time.perf_counter()
-    grid = grid or ThresholdGrid.for_problem(calibration, trials, resolution)
+    grid = ThresholdGrid.for_problem(calibration, trials, resolution)
     engine_options = {**engine_options, "method": exact_method(engine_options.get("method", "auto"), calibration, test)}
     cal_engine = TrialEngine(calibration, **engine_options)
     test_engine = cal_engine if test is calibration else TrialEngine(test, **engine_options)

@@ -82,8 +82,8 @@ def guess_pairs(m: int, fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)
 
 
 def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alpha: float = 0.05,
-                  sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
-                  methods=METHODS) -> dict[str, Audit]:
+                   sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
+                   methods=METHODS) -> dict[str, Audit]:
     """Both one-run bounds from per-canary scores (higher = "in") and truth ``included`` (S_i ~ Bernoulli(½)),
     maximised over ``pairs`` (default ``guess_pairs(m)``) at family-wise level α; ``sample_rate``: q of the f-DP
     family C_q(G_μ); ``methods``: subset of ("steinke", "fdp") or one name.

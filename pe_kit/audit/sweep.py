@@ -136,7 +136,7 @@ def run_task(task: AuditTask, timing: bool = False) -> dict:
     """Run one ``AuditTask`` → flat row: labels, ε_lower, ε_theory, μ_eff (√(w·v)), K, threshold, trials,
     sampler, grid and the ``calibration_*`` / ``test_*`` columns; ``seconds`` only if ``timing``."""
     res = _audit_scalar(task.calibration, task.test, trials=task.trials, gamma=task.gamma, delta=task.delta,
-                       seed=task.seed, **dict(task.options))
+                        seed=task.seed, **dict(task.options))
     row = dict(task.labels)
     row.update({"epsilon_lower": res.epsilon_lower, "epsilon_theory": task.epsilon_theory,
                 "mu_eff": math.sqrt(max(task.test.canary_shift, 0.0)),

@@ -147,7 +147,7 @@ def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, tri
         int((design.owner == 0).sum()), dtype=np.int64), 1, bank, mechanism).toarray()).ravel()
     audit = AuditConfig(trials=trials, alpha=alpha, delta=delta, n_canaries=1)
     res = _audit_canary(v_full, np.sort(design.blocks[0]), pops["aux"], pops["calibration"], pops["test"], mechanism,
-                       audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
+                        audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
     return {"experiment": "multi_trial", "method": "multi_trial", "variant": design.variant, "m": 1,
             "probe_share": design.blocks.shape[1] / design.bank_size, "epsilon_lower": res.epsilon_lower,
             "mu_eff": res.mu_eff, "mu_eff_ceiling": res.info["mu_eff_ceiling"], "epsilon_theory": res.epsilon_theory,
