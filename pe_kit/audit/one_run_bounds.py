@@ -1,16 +1,13 @@
 """The two ε lower bounds of a one-run audit from its guessing game (m canaries, r guesses, v correct), each
 tested at level β:
 
-* Steinke, Nasr, Jagielski (NeurIPS 2023, arXiv 2305.08846), Thm 3.1 with δ > 0: for (ε, δ)-DP,
-  P[W ≥ v] ≤ P[Binomial(r, e^ε/(1+e^ε)) ≥ v] + 2mδ·max_{1≤i≤v} P[v−i ≤ Binomial(r, ·) < v]/i;
-  ``epsilon_lower_steinke`` is sup{ε : p-value(ε) < β} by bisection.
+* Steinke, Nasr, Jagielski (NeurIPS 2023, arXiv 2305.08846), Thm 3.1 with δ > 0 (``steinke_p_value``).
 * Mahloujifar, Melis, Chaudhuri (arXiv 2410.22235): the abstention recursion for a trade-off f (k = 2): τ = β,
   h_v = τ(r − v)/m, r_v = τv/m, for i = v−1 … 0
   h_i = max(h_{i+1}, f̄⁻¹(r_{i+1})),  r_i = r_{i+1} + i/(r − i)·(h_i − h_{i+1}),
   with f̄(x) = 1 − f(x); f is rejected when r_0 + h_0 > r/m. The family is μ-GDP (q = 1) or C_q(G_μ) (Dong, Roth,
-  Su 2022; x* = Φ(−μ/2)). The largest rejected μ becomes ε at δ (q = 1: GDP closed form; q < 1:
-  ``accounting.epsilon_theory(1/μ, q, δ)``): ε *within the family*, a lower bound on (ε, δ) when the
-  mechanism's trade-off lies in it (a PE nonce canary, Eqs. 14–17); otherwise only Steinke et al.'s is.
+  Su 2022). The largest rejected μ becomes ε at δ (``epsilon_from_mu``): ε *within the family*, a lower bound on
+  (ε, δ) when the mechanism's trade-off lies in it (a PE nonce canary, Eqs. 14–17); otherwise only Steinke et al.'s is.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Exact samplers of the background sum Σ_u I_u a_u (Eq. 7 projected on w, Eq. 14) for the trial engine, each
-drawing a block of trials from its own ``SeedSequence``:
-
-* ``groups``: users in groups of g; a group's subset is drawn by inverse CDF over 2^g subsets (boundaries
-  ⌊2⁶² · C_i⌋ in exact rational arithmetic, 16-bit lookup, exact fallback).
-* ``gaps``: the ones of the K × t Bernoulli(q) grid by Geometric(q) gaps.
-"""
+"""Exact samplers of the background sum Σ_u I_u a_u (Eq. 7 projected on w, Eq. 14) for the trial engine: ``groups``
+(a subset per group of g users by exact inverse CDF) and ``gaps`` (Geometric(q) gaps), each drawing a block of
+trials from its own ``SeedSequence``."""
 from __future__ import annotations
 
 import math

@@ -47,14 +47,15 @@ def routed_contributions(emb: np.ndarray, owner: np.ndarray, n_users: int, bank:
     return contributions(routes, owner, n_users, bank.shape[0], mechanism.clip_norm)
 
 
-def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tuple]]:
-    """(user_id, texts) of usable natural canaries, texts not in the base bank, at least ``records_per_canary``."""
+def natural_candidates(world) -> list[tuple[str, tuple]]:
+    """(user_id, texts) of usable natural canaries: the canary split first, then unused users; texts not in the base
+    bank, at least one."""
     splits = world.splits
     used = {*splits.canary, *splits.aux, *splits.calibration, *splits.test}
     order = list(splits.canary) + [u.user_id for u in world.corpus.users if u.user_id not in used]
     in_bank, by_id = set(world.bank_texts), world.corpus.by_id()
     pairs = ((uid, tuple(t for t in by_id[uid].texts if t not in in_bank)) for uid in order)
-    return [(uid, texts) for uid, texts in pairs if len(texts) >= records_per_canary]
+    return [(uid, texts) for uid, texts in pairs if texts]
 
 
 def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5) -> OneRunDesign:
