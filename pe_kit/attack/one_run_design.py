@@ -99,8 +99,9 @@ def design_one_run(encoder, bank_size: int, n_canaries: int, rng: np.random.Gene
     m, n_rec, copies = int(n_canaries), int(records_per_canary), int(copies)
     if m < 1 or n_rec < 1 or copies < 1:
         raise ValueError(f"n_canaries={m}, records_per_canary={n_rec}, copies={copies} must all be ≥ 1")
-    if m * n_rec * copies > bank_size:
-        raise ValueError(f"{m} canaries × {n_rec} records × {copies} copies = {m * n_rec * copies} probes do not fit "
+    n_probes = m * n_rec * copies
+    if n_probes > bank_size:
+        raise ValueError(f"{m} canaries × {n_rec} records × {copies} copies = {n_probes} probes do not fit "
                          f"in a bank of p={bank_size}; lower n_canaries (max_canaries gives the largest m)")
     if variant == "nonce":
         texts = nonce_strings(m * n_rec, rng)
@@ -113,8 +114,8 @@ def design_one_run(encoder, bank_size: int, n_canaries: int, rng: np.random.Gene
         ids = tuple(u for u, _ in users[:m])
         per = tuple(t for _, t in users[:m])
     emb = np.asarray(encoder.encode([t for ts in per for t in ts], desc=f"one-run {variant}"), dtype=np.float32)
-    positions = replacement_positions(bank_size, m * n_rec * copies, rng).reshape(m, n_rec * copies)
+    positions = replacement_positions(bank_size, n_probes, rng).reshape(m, n_rec * copies)
     return OneRunDesign(variant=variant, canary_ids=ids, canary_texts=per, canary_embeddings=emb,
                         owner=np.repeat(np.arange(m, dtype=np.int64), n_rec), blocks=positions,
                         bank_size=int(bank_size), copies=copies,
-                        info={"records_per_canary": n_rec, "copies": copies, "probe_share": m * n_rec * copies / bank_size})
+                        info={"records_per_canary": n_rec, "copies": copies, "probe_share": n_probes / bank_size})

@@ -14,8 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.audit.accounting import epsilon_theory_prefixes
-from pe_kit.audit.composed import RoundProblem, _prefix_audit, bank_problem
+from pe_kit.audit.composed import RoundProblem, _prefix_audit, _resize, _theory_prefixes, bank_problem
 from pe_kit.audit.moments import mixture_llr
 from pe_kit.audit.trials import simulate_scores
 from pe_kit.cache import content_hash
@@ -118,8 +117,8 @@ def transcript_tree(transcript: Transcript, private: Population, canary: Populat
 
 
 def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Population, calibration: Population,
-                   test: Population, mechanism: MechanismConfig, audit: AuditConfig, rng: np.random.Generator,
-                   chunk_size: int = 1 << 20) -> list[dict]:
+                    test: Population, mechanism: MechanismConfig, audit: AuditConfig,
+                    rng: np.random.Generator) -> list[dict]:
     """ε_lower per prefix t = 1..T of the adaptive transcript (Eq. 36), with ε_theory and how often the canary
     changed the retained set.
 
@@ -131,17 +130,14 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
     """
     if not tree or not tree[0]:
         raise ValueError("tree is empty: build it with transcript_tree")
-    if mechanism.noise_multiplier <= 0:
-        raise ValueError("noise_multiplier must be > 0 for ε_theory; use σ > 0")
     T, q, n = len(tree), mechanism.sample_rate, audit.trials
-    resize = (rng.integers(0, calibration.n_users, size=test.n_users)
-              if calibration.n_users != test.n_users else None)
+    eps_theory = _theory_prefixes(mechanism, audit.delta, T)
+    resize = _resize(calibration, test, rng)
     for nodes in tree:
         for node in nodes:
             if node.problem is None:
                 node.problem = bank_problem(node.bank, node.round, canary, aux, calibration, test, mechanism, audit,
                                             resize)
-    eps_theory = epsilon_theory_prefixes(mechanism.noise_multiplier, q, audit.delta, T)
     t0 = time.perf_counter()
     prefix: dict[tuple[str, int], np.ndarray] = {}
     stats: dict[str, np.ndarray] = {}
@@ -158,7 +154,7 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
                 for k in np.unique(node):
                     idx = np.flatnonzero(node == k)
                     prob = getattr(nodes[k].problem, split)
-                    ell = simulate_scores(prob, 0, idx.size, rng, chunk_size=chunk_size) + joined[idx] * prob.canary_shift
+                    ell = simulate_scores(prob, 0, idx.size, rng) + joined[idx] * prob.canary_shift
                     score[idx] += mixture_llr(ell, q)
                     mu_t[t] += idx.size * nodes[k].problem.mu_eff / n
                 changes = np.array([nd.changes_retention for nd in nodes])[node]
@@ -178,7 +174,7 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
                      "n_banks": len(tree[t]), "mu_eff_mean": float(stats["mu"][t]), "trials": n,
                      "seconds": time.perf_counter() - t0,
                      **_prefix_audit(prefix["calibration", 0][t], prefix["calibration", 1][t], prefix["test", 0][t],
-                                    prefix["test", 1][t], audit).row})
+                                     prefix["test", 1][t], audit).row})
     return rows
 
 

@@ -53,10 +53,21 @@ def round_problems(transcript: Transcript, canary: Population, aux: Population, 
         raise ValueError(f"canary must be one user; got n_users={canary.n_users}")
     if min(aux.n_users, calibration.n_users, test.n_users) == 0:
         raise ValueError("aux, calibration and test populations need at least one user each")
-    n_test = test.n_users
-    resize = (rng.integers(0, calibration.n_users, size=n_test) if calibration.n_users != n_test else None)
+    resize = _resize(calibration, test, rng)
     return [bank_problem(rec.bank, rec.round, canary, aux, calibration, test, mechanism, audit, resize)
             for rec in transcript.rounds]
+
+
+def _resize(calibration: Population, test: Population, rng: np.random.Generator) -> np.ndarray | None:
+    """int64 (n_test,) calibration rows drawn with replacement when the splits differ in size, else None."""
+    return rng.integers(0, calibration.n_users, size=test.n_users) if calibration.n_users != test.n_users else None
+
+
+def _theory_prefixes(mechanism: MechanismConfig, delta: float, rounds: int) -> list[float]:
+    """ε_theory after 1..``rounds`` releases (one PRV accountant per prefix). Raises ValueError if σ = 0."""
+    if mechanism.noise_multiplier <= 0:
+        raise ValueError("noise_multiplier must be > 0 for ε_theory; use σ > 0")
+    return epsilon_theory_prefixes(mechanism.noise_multiplier, mechanism.sample_rate, delta, rounds)
 
 
 def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Population, calibration: Population,
@@ -86,7 +97,7 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
 
 
 def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
-                 audit: AuditConfig) -> Audit:
+                  audit: AuditConfig) -> Audit:
     """Threshold calibrated on calibration trials, ε_lower bounded on test trials (Eq. 28); ``info`` ``branch``.
 
     The scores are summed mixture LLRs of one prefix. No sample rate reaches the rule: the one-release Gaussian
@@ -98,7 +109,7 @@ def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, t
 
 
 def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
-                   rng: np.random.Generator, chunk_size: int = 1 << 20) -> list[dict]:
+                    rng: np.random.Generator) -> list[dict]:
     """ε_lower of every prefix t = 1..T from summed per-round mixture LLRs (Eq. 36), with ε_theory.
 
     Per split and hypothesis, ``audit.trials`` T-round trials (``trials.simulate_scores`` per round) accumulate
@@ -109,10 +120,8 @@ def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig
     """
     if not problems:
         raise ValueError("problems is empty: audit at least one round")
-    if mechanism.noise_multiplier <= 0:
-        raise ValueError("noise_multiplier must be > 0 for ε_theory; use σ > 0")
     q, n = mechanism.sample_rate, audit.trials
-    eps_theory = epsilon_theory_prefixes(mechanism.noise_multiplier, q, audit.delta, len(problems))
+    eps_theory = _theory_prefixes(mechanism, audit.delta, len(problems))
     scores = {(s, h): np.zeros(n) for s in ("calibration", "test") for h in (0, 1)}
     rows, mu2 = [], 0.0
     t0 = time.perf_counter()
@@ -120,13 +129,13 @@ def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig
         for split in ("calibration", "test"):
             sp_ = getattr(prob, split)
             for h in (0, 1):
-                scores[split, h] += mixture_llr(simulate_scores(sp_, h, n, rng, chunk_size=chunk_size), q)
+                scores[split, h] += mixture_llr(simulate_scores(sp_, h, n, rng), q)
         mu2 += prob.mu_eff ** 2
         row = {"releases": t + 1, "epsilon_theory": eps_theory[t], "mu_eff_round": prob.mu_eff,
                "mu_eff_composed": float(np.sqrt(mu2)), "canary_norm": prob.canary_norm,
                "n_coords": int(prob.coords.size), "background_voters": int(prob.test.projections.size),
                "trials": n, "seconds": time.perf_counter() - t0,
                **_prefix_audit(scores["calibration", 0], scores["calibration", 1], scores["test", 0],
-                              scores["test", 1], audit).row}
+                               scores["test", 1], audit).row}
         rows.append(row)
     return rows

@@ -7,18 +7,14 @@ J ≡ 0 under H0 and ~ Bernoulli(q) under H1. Block b of a stream draws from
 ``SFC64(SeedSequence(entropy, spawn_key=(..., b)))``, so results depend only on (seed, n_trials, block_trials,
 method). Calibration bins scores on a ``ThresholdGrid``; evaluation counts two scores above the frozen threshold.
 
-Participation samplers (exact in distribution):
-
-* ``groups``: users in groups of g; a group's subset is drawn by inverse CDF over 2^g subsets (boundaries
-  ⌊2⁶² · C_i⌋ in exact rational arithmetic, 16-bit lookup, exact fallback). Cost K/g per trial.
-* ``gaps``: the ones of the K × t Bernoulli(q) grid by Geometric(q) gaps. Cost qK; ``auto`` below q ≈ 0.03.
-* ``multinomial``: without background voters, bin counts are Multinomial(t, p_bins) and test counts Binomial;
-  ``_audit_scalar`` picks it under ``auto`` (:func:`exact_method`), ``TrialEngine`` does not.
-
+Exact samplers (``audit.samplers``): ``groups`` (cost K/g per trial), ``gaps`` (cost qK; ``auto`` below q ≈ 0.03),
+``multinomial`` (no background voters: Multinomial bin counts, Binomial test counts; ``_audit_scalar`` picks it
+under ``auto`` by :func:`exact_method`, ``TrialEngine`` does not).
 J is drawn as n_inc ~ Binomial(t, q) per block, added to the first n_inc trials (trials in a block are i.i.d.).
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -49,23 +45,16 @@ def _set_worker_plan(plan: _Plan) -> None:
     _WORKER_PLAN = plan
 
 
-def _hist_task(args) -> np.ndarray:
-    plan, hypothesis, t, ss, grid = args
-    plan = plan if plan is not None else _WORKER_PLAN
-    return np.bincount(grid._bin_index_inplace(_block_scores_numpy(plan, hypothesis, t, ss)),
-                       minlength=grid.size + 1).astype(np.int64)
-
-
-def _count_task(args) -> int:
-    plan, hypothesis, t, ss, threshold = args
-    plan = plan if plan is not None else _WORKER_PLAN
-    return int(np.count_nonzero(_block_scores_numpy(plan, hypothesis, t, ss) > threshold))
-
-
-def _scores_task(args) -> np.ndarray:
-    plan, hypothesis, t, ss = args
-    plan = plan if plan is not None else _WORKER_PLAN
-    return _block_scores_numpy(plan, hypothesis, t, ss)
+def _block_task(args):
+    """One seeded block's scores reduced by its target: a ``ThresholdGrid`` → int64 bin histogram, a float → #scores
+    above it (int), None → the float64 scores."""
+    plan, hypothesis, t, ss, target = args
+    s = _block_scores_numpy(_WORKER_PLAN if plan is None else plan, hypothesis, t, ss)
+    if target is None:
+        return s
+    if isinstance(target, ThresholdGrid):
+        return np.bincount(target._bin_index_inplace(s), minlength=target.size + 1).astype(np.int64)
+    return int(np.count_nonzero(s > target))
 
 
 class TrialEngine:
@@ -73,12 +62,11 @@ class TrialEngine:
 
     ``method``: ``"auto"``, ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial) or ``"multinomial"`` (no background);
     ``group_size``: g of ``groups`` (1 … 12; 8); ``block_trials``: trials per seeded block (results depend on it);
-    ``n_workers``, ``parallel``: concurrent blocks, ``"threads"`` or ``"processes"`` (results do not depend on them);
-    ``progress``: report trials through ``pe_kit.progress``. Raises ValueError on an unknown method/parallel mode, a
-    bad problem, or out-of-range sizes."""
+    ``n_workers``, ``parallel``: concurrent blocks, ``"threads"`` or ``"processes"`` (results do not depend on them).
+    Raises ValueError on an unknown method/parallel mode, a bad problem, or out-of-range sizes."""
 
-    def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8, block_trials: int = DEFAULT_BLOCK_TRIALS,
-                 n_workers: int = 1, parallel: str = "threads", progress: bool = False) -> None:
+    def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8,
+                 block_trials: int = DEFAULT_BLOCK_TRIALS, n_workers: int = 1, parallel: str = "threads") -> None:
         self.problem = _check_problem(problem)
         if int(group_size) != group_size or not 1 <= group_size <= 12:
             raise ValueError(f"group_size={group_size} must be an integer in 1 … 12")
@@ -93,66 +81,39 @@ class TrialEngine:
         self.block_trials = int(block_trials)
         self.n_workers = int(n_workers)
         self.parallel = parallel
-        self.progress = progress
         self._plan = _make_plan(problem, self.method, self.group_size)
 
-    def _blocks(self, n_trials: int) -> list[tuple[int, int]]:
+    def _jobs(self, hypothesis, n_trials: int, seed, target) -> list[tuple]:
+        """One ``_block_task`` job per block of ``block_trials`` (the last one shorter), block i seeded (seed, i)."""
+        if hypothesis not in (0, 1):
+            raise ValueError(f"hypothesis={hypothesis!r} must be 0 (canary absent) or 1 (canary eligible)")
         if int(n_trials) != n_trials or n_trials < 1:
             raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
         b = self.block_trials
-        return [(i, min(b, n_trials - i * b)) for i in range(-(-int(n_trials) // b))]
+        return [(self._plan, int(hypothesis), min(b, n_trials - i * b), stream_seed(seed, i), target)
+                for i in range(-(-int(n_trials) // b))]
 
-    def _map(self, fn, jobs: list, sizes: list[int], desc: str, reduce: bool = True):
-        """Run the block jobs, summed as they arrive when ``reduce`` (memory one result), else listed."""
-        from pe_kit.progress import progress
-
-        bar = progress(total=sum(sizes), unit="trial", desc=desc) if self.progress else None
-        total, parts = None, []
-
-        def take(res, t):
-            nonlocal total
-            if reduce:
-                total = res if total is None else total + res
-            else:
-                parts.append(res)
-            if bar is not None:
-                bar.update(t)
-
-        try:
-            if self.n_workers == 1 or len(jobs) == 1:
-                for job, t in zip(jobs, sizes):
-                    take(fn(job), t)
-            elif self.parallel == "threads":
-                with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
-                    for res, t in zip(pool.map(fn, jobs), sizes):
-                        take(res, t)
-            else:
-                light = [(None, *job[1:]) for job in jobs]
-                with ProcessPoolExecutor(max_workers=self.n_workers, initializer=_set_worker_plan,
-                                         initargs=(self._plan,)) as pool:
-                    for res, t in zip(pool.map(fn, light, chunksize=max(1, len(jobs) // (16 * self.n_workers))),
-                                      sizes):
-                        take(res, t)
-        finally:
-            if bar is not None:
-                bar.close()
-        return total if reduce else parts
-
-    def _hyp(self, hypothesis: int) -> int:
-        if hypothesis not in (0, 1):
-            raise ValueError(f"hypothesis={hypothesis!r} must be 0 (canary absent) or 1 (canary eligible)")
-        return int(hypothesis)
+    def _results(self, jobs: list[tuple]):
+        """The jobs' results in block order, lazily (a reduction holds one at a time), concurrent if n_workers > 1."""
+        if self.n_workers == 1 or len(jobs) == 1:
+            yield from map(_block_task, jobs)
+        elif self.parallel == "threads":
+            with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
+                yield from pool.map(_block_task, jobs)
+        else:
+            with ProcessPoolExecutor(max_workers=self.n_workers, initializer=_set_worker_plan,
+                                     initargs=(self._plan,)) as pool:
+                yield from pool.map(_block_task, [(None, *job[1:]) for job in jobs],
+                                    chunksize=max(1, len(jobs) // (16 * self.n_workers)))
 
     def histogram(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
         """int64 (grid.size + 1,) histogram of ``n_trials`` scores under ``hypothesis`` (0: H0, 1: H1) on ``grid``."""
-        h = self._hyp(hypothesis)
+        jobs = self._jobs(hypothesis, n_trials, seed, grid)
         if not isinstance(grid, ThresholdGrid):
             raise ValueError("grid must be a ThresholdGrid (e.g. ThresholdGrid.for_problem(problem, n_trials))")
-        blocks = self._blocks(n_trials)
         if self.method == "multinomial":
-            return self._multinomial_hist(h, int(n_trials), grid, stream_seed(seed, 0))
-        jobs = [(self._plan, h, t, stream_seed(seed, i), grid) for i, t in blocks]
-        return self._map(_hist_task, jobs, [t for _, t in blocks], f"H{h} bins").astype(np.int64)
+            return self._multinomial(int(hypothesis), int(n_trials), stream_seed(seed, 0), grid)
+        return functools.reduce(np.add, self._results(jobs)).astype(np.int64)
 
     def counts_above(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
         """int64 (grid.size,) #scores > t_j for every grid threshold (``histogram`` + cumulative sums)."""
@@ -160,50 +121,39 @@ class TrialEngine:
 
     def count_above(self, hypothesis: int, n_trials: int, threshold: float, seed) -> int:
         """#scores > ``threshold`` among ``n_trials`` fresh trials (exact comparisons; no grid). int."""
-        h = self._hyp(hypothesis)
+        jobs = self._jobs(hypothesis, n_trials, seed, float(threshold))
         if not math.isfinite(threshold):
             raise ValueError(f"threshold={threshold} must be finite")
-        blocks = self._blocks(n_trials)
         if self.method == "multinomial":
-            return self._multinomial_count(h, int(n_trials), float(threshold), stream_seed(seed, 0))
-        jobs = [(self._plan, h, t, stream_seed(seed, i), float(threshold))
-                for i, t in blocks]
-        return int(self._map(_count_task, jobs, [t for _, t in blocks], f"H{h} count"))
+            return self._multinomial(int(hypothesis), int(n_trials), stream_seed(seed, 0), float(threshold))
+        return int(sum(self._results(jobs)))
 
     def scores(self, hypothesis: int, n_trials: int, seed) -> np.ndarray:
         """float64 (n_trials,) the scores themselves, block by block — the very trials that ``histogram``
         and ``count_above`` reduce (same seed → same values). Memory O(n_trials): for tests and small runs.
         Raises ValueError for method='multinomial' (it never draws individual trials)."""
-        h = self._hyp(hypothesis)
+        jobs = self._jobs(hypothesis, n_trials, seed, None)
         if self.method == "multinomial":
             raise ValueError("method='multinomial' draws counts, not individual scores; use method='sample'")
-        blocks = self._blocks(n_trials)
-        jobs = [(self._plan, h, t, stream_seed(seed, i)) for i, t in blocks]
-        return np.concatenate(self._map(_scores_task, jobs, [t for _, t in blocks], f"H{h} scores", reduce=False))
+        return np.concatenate(list(self._results(jobs)))
 
-    def _components(self, hypothesis: int, n: int, gen: np.random.Generator) -> list[tuple[int, float]]:
+    def _multinomial(self, hypothesis: int, n: int, ss, target):
+        """``histogram`` (target a grid: Multinomial bin counts) or ``count_above`` (a threshold: Binomial) exactly,
+        per Gaussian component: H0 all n trials at mean −offset; H1 n_inc ~ Binomial(n, q) of them shifted by w·v."""
         p = self._plan
-        mean0 = -p.offset
-        if hypothesis == 0:
-            return [(n, mean0)]
-        n_inc = int(gen.binomial(n, p.sample_rate))
-        return [(n - n_inc, mean0), (n_inc, mean0 + p.canary_shift)]
-
-    def _multinomial_hist(self, hypothesis: int, n: int, grid: ThresholdGrid, ss) -> np.ndarray:
         gen = _generator(ss)
-        hist = np.zeros(grid.size + 1, dtype=np.int64)
-        for count, mean in self._components(hypothesis, n, gen):
-            if count:
-                hist += gen.multinomial(count, _gaussian_bin_probs(grid, mean, self._plan.noise_sd))
-        return hist
-
-    def _multinomial_count(self, hypothesis: int, n: int, threshold: float, ss) -> int:
-        gen = _generator(ss)
-        total = 0
-        for count, mean in self._components(hypothesis, n, gen):
-            if count:
-                total += int(gen.binomial(count, float(special.ndtr(-(threshold - mean) / self._plan.noise_sd))))
-        return total
+        parts = [(n, -p.offset)]
+        if hypothesis == 1:
+            n_inc = int(gen.binomial(n, p.sample_rate))
+            parts = [(n - n_inc, -p.offset), (n_inc, -p.offset + p.canary_shift)]
+        if isinstance(target, ThresholdGrid):
+            hist = np.zeros(target.size + 1, dtype=np.int64)
+            for count, mean in parts:
+                if count:
+                    hist += gen.multinomial(count, _gaussian_bin_probs(target, mean, p.noise_sd))
+            return hist
+        return sum(int(gen.binomial(count, float(special.ndtr(-(target - mean) / p.noise_sd))))
+                   for count, mean in parts if count)
 
 
 def exact_method(method: str, *problems: ScalarProblem) -> str:
@@ -215,12 +165,11 @@ def exact_method(method: str, *problems: ScalarProblem) -> str:
 
 
 def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
-                 delta: float, seed, grid: ThresholdGrid | None = None, resolution: int = 256, rule=None,
-                 **engine_options) -> Audit:
+                  delta: float, seed, resolution: int = 256, rule=None, **engine_options) -> Audit:
     """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on ``trials`` fresh
     trials of ``test`` (None → ``calibration``) (§2.1 Step 5; Eqs. 28–30).
 
-    Calibration bins every trial on ``grid`` (default ``ThresholdGrid.for_problem``) and ``rule`` (a
+    Calibration bins every trial on ``ThresholdGrid.for_problem(calibration, trials, resolution)`` and ``rule`` (a
     ``ThresholdRule`` or its name; None → ``DEFAULT_RULE``) picks the threshold from the counts alone
     (``bounds.calibrate_from_counts``; no positive ε → the H0 median grid point); the test split counts trials above
     it. Streams: seed keys (0, h) for calibration, (1, h) for test. ``engine_options``: ``TrialEngine`` keywords
@@ -237,7 +186,7 @@ def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None,
     trials = int(trials)
     test = calibration if test is None else test
     t0 = time.perf_counter()
-    grid = grid or ThresholdGrid.for_problem(calibration, trials, resolution)
+    grid = ThresholdGrid.for_problem(calibration, trials, resolution)
     engine_options = {**engine_options, "method": exact_method(engine_options.get("method", "auto"), calibration, test)}
     cal_engine = TrialEngine(calibration, **engine_options)
     test_engine = cal_engine if test is calibration else TrialEngine(test, **engine_options)

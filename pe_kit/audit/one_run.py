@@ -82,8 +82,8 @@ def guess_pairs(m: int, fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)
 
 
 def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, alpha: float = 0.05,
-                  sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
-                  methods=METHODS) -> dict[str, Audit]:
+                   sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
+                   methods=METHODS) -> dict[str, Audit]:
     """Both one-run bounds from per-canary scores (higher = "in") and truth ``included`` (S_i ~ Bernoulli(½)),
     maximised over ``pairs`` (default ``guess_pairs(m)``) at family-wise level α; ``sample_rate``: q of the f-DP
     family C_q(G_μ); ``methods``: subset of ("steinke", "fdp") or one name.
@@ -124,25 +124,19 @@ def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, al
     counts = [abstaining_guesses(scores, inc, kp, km) for kp, km in pairs]
     out = {}
     for method in methods:
-        best, best_j, best_mu = -1.0, 0, float("nan")
-        for j, (r, v) in enumerate(counts):
-            if method == "steinke":
-                eps, mu = epsilon_lower_steinke(m, r, v, delta, beta), float("nan")
-            else:
-                mu = mu_lower_fdp(m, r, v, beta, sample_rate, refine=False)  # coarse screen; refined below
-                eps = -1.0 if mu == 0 else mu  # rank pairs by μ (ε is increasing in μ); convert the best once
-            if eps > best:
-                best, best_j, best_mu = eps, j, mu
-        if method == "fdp":
-            if best_mu > 0:
-                best_mu = mu_lower_fdp(m, *counts[best_j], beta, sample_rate)
-                best = epsilon_from_mu(best_mu, sample_rate, delta)
-            else:
-                best, best_mu = 0.0, 0.0
-        (kp, km), (r, v) = pairs[best_j], counts[best_j]
+        if method == "steinke":
+            eps = [epsilon_lower_steinke(m, r, v, delta, beta) for r, v in counts]
+            j = int(np.argmax(eps))
+            best, mu = eps[j], float("nan")
+        else:  # rank pairs by a coarse μ (ε increases with μ), then refine and convert the best one
+            mus = [mu_lower_fdp(m, r, v, beta, sample_rate, refine=False) for r, v in counts]
+            j = int(np.argmax(mus))
+            mu = mu_lower_fdp(m, *counts[j], beta, sample_rate) if mus[j] > 0 else 0.0
+            best = epsilon_from_mu(mu, sample_rate, delta)
+        (kp, km), (r, v) = pairs[j], counts[j]
         out[method] = Audit(epsilon_lower=max(0.0, float(best)), delta=float(delta), method=method, info={
-            "method": method, "mu_lower": float(best_mu), "k_plus": kp, "k_minus": km, "guesses": r, "correct": v,
-            "m": m, "n_included": int(inc.sum()), "alpha": float(alpha), "beta": float(beta), "n_pairs": len(pairs),
+            "method": method, "mu_lower": float(mu), "k_plus": kp, "k_minus": km, "guesses": r, "correct": v,
+            "m": m, "n_included": n_in, "alpha": float(alpha), "beta": float(beta), "n_pairs": len(pairs),
             "delta": float(delta), "sample_rate": float(sample_rate)})
     return out
 
@@ -153,8 +147,7 @@ def idealised_scores(mu: float, sample_rate: float, m: int, rng: np.random.Gener
     (Eq. 4); μ = 0 is the null run. Raises ValueError for μ < 0, q outside (0, 1], m < 1."""
     if not (np.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu={mu} must be finite and ≥ 0")
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
+    _check_sample_rate(sample_rate)
     if int(m) != m or m < 1:
         raise ValueError(f"m={m} must be an integer ≥ 1")
     from pe_kit.audit.moments import mixture_llr

@@ -1,16 +1,13 @@
 """The two ε lower bounds of a one-run audit from its guessing game (m canaries, r guesses, v correct), each
 tested at level β:
 
-* Steinke, Nasr, Jagielski (NeurIPS 2023, arXiv 2305.08846), Thm 3.1 with δ > 0: for (ε, δ)-DP,
-  P[W ≥ v] ≤ P[Binomial(r, e^ε/(1+e^ε)) ≥ v] + 2mδ·max_{1≤i≤v} P[v−i ≤ Binomial(r, ·) < v]/i;
-  ``epsilon_lower_steinke`` is sup{ε : p-value(ε) < β} by bisection.
+* Steinke, Nasr, Jagielski (NeurIPS 2023, arXiv 2305.08846), Thm 3.1 with δ > 0 (``steinke_p_value``).
 * Mahloujifar, Melis, Chaudhuri (arXiv 2410.22235): the abstention recursion for a trade-off f (k = 2): τ = β,
   h_v = τ(r − v)/m, r_v = τv/m, for i = v−1 … 0
   h_i = max(h_{i+1}, f̄⁻¹(r_{i+1})),  r_i = r_{i+1} + i/(r − i)·(h_i − h_{i+1}),
   with f̄(x) = 1 − f(x); f is rejected when r_0 + h_0 > r/m. The family is μ-GDP (q = 1) or C_q(G_μ) (Dong, Roth,
-  Su 2022; x* = Φ(−μ/2)). The largest rejected μ becomes ε at δ (q = 1: GDP closed form; q < 1:
-  ``accounting.epsilon_theory(1/μ, q, δ)``): ε *within the family*, a lower bound on (ε, δ) when the
-  mechanism's trade-off lies in it (a PE nonce canary, Eqs. 14–17); otherwise only Steinke et al.'s is.
+  Su 2022). The largest rejected μ becomes ε at δ (``epsilon_from_mu``): ε *within the family*, a lower bound on
+  (ε, δ) when the mechanism's trade-off lies in it (a PE nonce canary, Eqs. 14–17); otherwise only Steinke et al.'s is.
 """
 from __future__ import annotations
 
@@ -103,9 +100,7 @@ def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 
     of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (bisection on Φ⁻¹(x);
     Φ(Φ⁻¹(y) − μ) at q = 1); x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y). ``mu`` broadcasts with
     ``y``. Raises ValueError for q outside (0, 1]."""
-    q = float(sample_rate)
-    if not 0 < q <= 1:
-        raise ValueError(f"sample_rate={q} must satisfy 0 < q ≤ 1")
+    q = _check_sample_rate(sample_rate)
     y = np.clip(np.asarray(y, dtype=np.float64), 0.0, 1.0)
     mu = np.asarray(mu, dtype=np.float64)
     y, mu = np.broadcast_arrays(y, mu)
@@ -114,14 +109,8 @@ def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 
             return special.ndtr(special.ndtri(y) - mu)
     x_star = special.ndtr(-mu / 2)
     f_star = _fq(x_star, mu, q)
-    y1 = 1 - f_star  # 1 − C(x*)
-    y2 = 1 - x_star  # 1 − C(f_q(x*))
-    out = np.empty_like(y)
-    seg = (y > y1) & (y <= y2)
-    out[seg] = (y - 1 + x_star + f_star)[seg]
-    hi_part = y > y2
-    out[hi_part] = _fq(1 - y[hi_part], mu[hi_part], q)
-    lo_part = ~(seg | hi_part)
+    out = np.where(y > 1 - x_star, _fq(1 - y, mu, q), y - 1 + x_star + f_star)  # 1 − x* = 1 − C(f_q(x*))
+    lo_part = (y <= 1 - f_star) & (y <= 1 - x_star)  # 1 − f_q(x*) = 1 − C(x*)
     if lo_part.any():
         yy, mm = y[lo_part], mu[lo_part]
         a = np.full(yy.shape, -40.0)
@@ -266,8 +255,7 @@ def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
     Raises ValueError for μ < 0, q outside (0, 1] or δ outside (0, 1)."""
     if not mu >= 0:
         raise ValueError(f"mu={mu} must be ≥ 0")
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate={sample_rate} must satisfy 0 < q ≤ 1")
+    _check_sample_rate(sample_rate)
     _check_level(delta, "delta")
     if mu == 0:
         return 0.0

@@ -38,7 +38,8 @@ TABLE1 = {
 APP_B = {"sigma": 1.0, "m": 100_000, "guesses": 1500, "correct": 1429}
 
 
-def idealised_correct(mu: float, m: int, guesses, repeats: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def idealised_correct(mu: float, m: int, guesses, repeats: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(mean, standard error) per even c′ of ``guesses`` (2 ≤ c′ ≤ m) of the correct guesses of the (c′/2, c′/2)
     abstaining guesser over ``repeats`` (≥ 2) idealised games (``idealised_scores`` at q = 1, μ = 1/σ > 0).
     Raises ValueError for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2."""
@@ -79,17 +80,15 @@ def _bound(method: str, m: int, guesses: int, correct: int, delta: float, beta: 
 
 
 def best_over_guesses(method: str, m: int, guesses, correct, *, delta: float = 1e-5, beta: float = 0.05,
-                      max_guesses: int | None = None, stride: int = 4) -> dict:
-    """The best ε lower bound over the (c′, c) pairs, one test per pair at level β (Table 1): every ``stride``-th pair,
-    then every pair within ``stride`` of the best (ε is unimodal in c′). ``method``: ``"steinke"`` or ``"fdp"``
-    (μ-GDP, ``epsilon_from_mu`` at q = 1); c is rounded down (Algorithm 4); pairs with c′ > ``max_guesses`` skipped.
+                      max_guesses: int | None = None) -> dict:
+    """The best ε lower bound over the (c′, c) pairs, one test per pair at level β (Table 1): every 4th pair, then
+    every pair within 4 of the best (ε is unimodal in c′). ``method``: ``"steinke"`` or ``"fdp"`` (μ-GDP,
+    ``epsilon_from_mu`` at q = 1); c is rounded down (Algorithm 4); pairs with c′ > ``max_guesses`` skipped.
 
-    Returns ``{"epsilon", "guesses", "correct"}`` of the best pair. Raises ValueError for an unknown method or
-    stride < 1."""
+    Returns ``{"epsilon", "guesses", "correct"}`` of the best pair. Raises ValueError for an unknown method."""
     if method not in ("steinke", "fdp"):
         raise ValueError(f"method={method!r}: use 'steinke' or 'fdp'")
-    if int(stride) < 1:
-        raise ValueError(f"stride={stride} must be ≥ 1")
+    stride = 4
     g = np.asarray(guesses, dtype=np.int64)
     c = np.floor(np.asarray(correct, dtype=np.float64)).astype(np.int64)
     n = int(np.sum(g <= max_guesses)) if max_guesses is not None else g.size
@@ -100,9 +99,8 @@ def best_over_guesses(method: str, m: int, guesses, correct, *, delta: float = 1
             eps[j] = _bound(method, m, int(g[j]), int(c[j]), delta, beta)
         return float(eps[j])
 
-    coarse = list(range(0, n, int(stride)))
-    j_best = max(coarse, key=at)
-    for j in range(max(0, j_best - int(stride)), min(n, j_best + int(stride) + 1)):
+    j_best = max(range(0, n, stride), key=at)
+    for j in range(max(0, j_best - stride), min(n, j_best + stride + 1)):
         at(j)
     j_best = int(np.argmax(eps))
     return {"epsilon": max(0.0, float(eps[j_best])), "guesses": int(g[j_best]), "correct": int(c[j_best])}

@@ -1,5 +1,6 @@
-"""Exact samplers of the background sum Σ_u I_u a_u (Eq. 7 projected on w, Eq. 14) for the trial engine:
-groups, gaps and multinomial, each drawing a block of trials from its own ``SeedSequence``."""
+"""Exact samplers of the background sum Σ_u I_u a_u (Eq. 7 projected on w, Eq. 14) for the trial engine: ``groups``
+(a subset per group of g users by exact inverse CDF) and ``gaps`` (Geometric(q) gaps), each drawing a block of
+trials from its own ``SeedSequence``."""
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ _TILE = 1 << 14             # trials per cache tile of the numpy groups sampler
 _TILE_GROUPS = 8            # groups per sub-batch inside a tile
 
 
-def _seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
+def _seed_sequence(seed) -> np.random.SeedSequence:
     if isinstance(seed, np.random.SeedSequence):
         return seed
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
@@ -28,7 +29,7 @@ def _seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
     if isinstance(seed, (tuple, list)) and seed and all(
             isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in seed):
         return np.random.SeedSequence([int(s) for s in seed])
-    raise ValueError(f"{name}={seed!r} must be a non-negative int, a non-empty sequence of them, or a "
+    raise ValueError(f"seed={seed!r} must be a non-negative int, a non-empty sequence of them, or a "
                      "numpy SeedSequence")
 
 

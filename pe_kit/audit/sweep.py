@@ -45,20 +45,13 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
         raise ValueError(f"n_canaries={n_canaries} must be an integer ≥ 1")
     meta, tasks = _curve_tasks(attacks, trials, noise_multiplier, sample_rate, delta, gamma, n_canaries, seed,
                                epsilon_theory, max_simulated_trials, method, engine_options)
-    results = {}
-    if tasks:
-        df_sim = run_sweep(tasks, progress=progress)
-        for _, r in df_sim.iterrows():
-            results[int(r["_row"])] = r
+    sims = {r["_row"]: r for r in (run_sweep(tasks, progress=progress).to_dict("records") if tasks else [])}
     rows = []
     for i, row in enumerate(meta):
-        r = results.get(i)
-        row = dict(row)
-        row["epsilon_lower"] = float(r["epsilon_lower"]) if r is not None else float("nan")
-        row["threshold"] = float(r["threshold"]) if r is not None else float("nan")
-        for k in ("test_tpr", "test_fpr", "test_true_pos", "test_false_pos"):
-            row[k] = r[k] if r is not None else np.nan
-        row["method"] = r["method"] if r is not None else None
+        r = sims.get(i, {})
+        row = {**row, "epsilon_lower": float(r.get("epsilon_lower", "nan")),
+               "threshold": float(r.get("threshold", "nan")), "method": r.get("method"),
+               **{k: r.get(k, np.nan) for k in ("test_tpr", "test_fpr", "test_true_pos", "test_false_pos")}}
         row["ratio_to_theory"] = row["epsilon_lower"] / row["epsilon_theory"]
         rows.append(row)
     cols = ["attack", "canary", "trials", "epsilon_lower", "epsilon_theory", "epsilon_expected",
@@ -143,7 +136,7 @@ def run_task(task: AuditTask, timing: bool = False) -> dict:
     """Run one ``AuditTask`` → flat row: labels, ε_lower, ε_theory, μ_eff (√(w·v)), K, threshold, trials,
     sampler, grid and the ``calibration_*`` / ``test_*`` columns; ``seconds`` only if ``timing``."""
     res = _audit_scalar(task.calibration, task.test, trials=task.trials, gamma=task.gamma, delta=task.delta,
-                       seed=task.seed, **dict(task.options))
+                        seed=task.seed, **dict(task.options))
     row = dict(task.labels)
     row.update({"epsilon_lower": res.epsilon_lower, "epsilon_theory": task.epsilon_theory,
                 "mu_eff": math.sqrt(max(task.test.canary_shift, 0.0)),

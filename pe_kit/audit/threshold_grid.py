@@ -17,6 +17,9 @@ from pe_kit.audit.trials import ScalarProblem
 
 __all__ = ["ThresholdGrid", "score_moments"]
 
+_MARGIN_SD = 2.0        # grid reach beyond Φ⁻¹(1 − 1/(2n)), in H0 sds
+_MAX_SIZE = 1 << 20     # most thresholds a grid holds
+
 
 def _check_problem(problem: ScalarProblem) -> ScalarProblem:
     if not isinstance(problem, ScalarProblem):
@@ -92,18 +95,17 @@ class ThresholdGrid:
         return hist.sum() - np.cumsum(hist)[:-1]
 
     @classmethod
-    def for_problem(cls, problem: ScalarProblem, n_trials: int, resolution: int = 256,
-                    margin_sd: float = 2.0, max_size: int = 1 << 20) -> "ThresholdGrid":
+    def for_problem(cls, problem: ScalarProblem, n_trials: int, resolution: int = 256) -> "ThresholdGrid":
         """The default calibration grid of ``problem`` for ``n_trials`` per hypothesis (module docstring): reach
-        z = Φ⁻¹(1 − 1/(2n)) + ``margin_sd``, ``resolution`` steps per H0 sd, at most ``max_size`` thresholds; the
-        range is cut to the background sum's support ± the noise reach.
+        z = Φ⁻¹(1 − 1/(2n)) + 2, ``resolution`` steps per H0 sd, at most 2²⁰ thresholds; the range is cut to the
+        background sum's support ± the noise reach.
         Raises ValueError on n_trials < 1 or resolution < 1."""
         if int(n_trials) != n_trials or n_trials < 1:
             raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
         if int(resolution) != resolution or resolution < 1:
             raise ValueError(f"resolution={resolution} must be an integer ≥ 1 (grid steps per score sd)")
         mom = score_moments(problem)
-        z = float(stats.norm.isf(0.5 / n_trials)) + margin_sd
+        z = float(stats.norm.isf(0.5 / n_trials)) + _MARGIN_SD
         sd = mom["sd0"] if mom["sd0"] > 0 else max(abs(problem.canary_shift), 1.0)
         lo = min(mom["mean0"], mom["mean_inc"]) - z * sd
         hi = max(mom["mean0"], mom["mean_inc"]) + z * sd
@@ -116,9 +118,9 @@ class ThresholdGrid:
             lo, hi = lo - sd, lo + sd
         step = sd / resolution
         size = int(math.ceil((hi - lo) / step)) + 1
-        if size > max_size:
-            step = (hi - lo) / (max_size - 1)
-            size = max_size
+        if size > _MAX_SIZE:
+            step = (hi - lo) / (_MAX_SIZE - 1)
+            size = _MAX_SIZE
         return cls(start=float(lo), step=float(step), size=int(size))
 
 
@@ -127,8 +129,5 @@ def _gaussian_bin_probs(grid: ThresholdGrid, mean: float, sd: float) -> np.ndarr
     z = (grid.thresholds - mean) / sd
     cdf = np.concatenate([[0.0], special.ndtr(z), [1.0]])
     sf = np.concatenate([[1.0], special.ndtr(-z), [0.0]])
-    lo_cdf, hi_cdf, lo_sf, hi_sf = cdf[:-1], cdf[1:], sf[:-1], sf[1:]
-    upper = np.concatenate([[False], z > 0]) if grid.size else np.array([False])
-    p = np.where(upper, lo_sf - hi_sf, hi_cdf - lo_cdf)
-    p = np.maximum(p, 0.0)
+    p = np.maximum(np.where(np.concatenate([[False], z > 0]), sf[:-1] - sf[1:], cdf[1:] - cdf[:-1]), 0.0)
     return p / p.sum()

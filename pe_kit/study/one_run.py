@@ -7,7 +7,7 @@ abstaining guesser and both one-run bounds (``audit.one_run``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,7 +21,7 @@ from pe_kit.settings import COUNT, AuditConfig, MechanismConfig, check_param
 from pe_kit.pe.mechanism import contributions, release, topk_routes
 
 __all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_one_run_design", "one_run_release",
-           "one_run_rows", "multi_trial_row", "idealised_rows", "largest_m", "DEFAULTS", "with_defaults",
+           "one_run_rows", "multi_trial_row", "idealised_rows", "DEFAULTS", "with_defaults",
            "one_run_study", "published_checks"]
 
 
@@ -47,32 +47,27 @@ def routed_contributions(emb: np.ndarray, owner: np.ndarray, n_users: int, bank:
     return contributions(routes, owner, n_users, bank.shape[0], mechanism.clip_norm)
 
 
-def natural_candidates(world, records_per_canary: int = 1) -> list[tuple[str, tuple]]:
-    """(user_id, texts) of usable natural canaries, texts not in the base bank, at least ``records_per_canary``."""
-    used = set(world.splits.aux) | set(world.splits.calibration) | set(world.splits.test)
-    in_bank = set(world.bank_texts)
-    order = list(world.splits.canary) + [u.user_id for u in world.corpus.users
-                                         if u.user_id not in used and u.user_id not in set(world.splits.canary)]
-    by_id = world.corpus.by_id()
-    out = []
-    for uid in order:
-        texts = tuple(t for t in by_id[uid].texts if t not in in_bank)
-        if len(texts) >= records_per_canary:
-            out.append((uid, texts))
-    return out
+def natural_candidates(world) -> list[tuple[str, tuple]]:
+    """(user_id, texts) of usable natural canaries: the canary split first, then unused users; texts not in the base
+    bank, at least one."""
+    splits = world.splits
+    used = {*splits.canary, *splits.aux, *splits.calibration, *splits.test}
+    order = list(splits.canary) + [u.user_id for u in world.corpus.users if u.user_id not in used]
+    in_bank, by_id = set(world.bank_texts), world.corpus.by_id()
+    pairs = ((uid, tuple(t for t in by_id[uid].texts if t not in in_bank)) for uid in order)
+    return [(uid, texts) for uid, texts in pairs if texts]
 
 
-def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5,
-                        records_per_canary: int = 1) -> OneRunDesign:
+def make_one_run_design(world, variant: str, n_canaries: int, seed: int, *, copies: int = 5) -> OneRunDesign:
     """The frozen multi-canary ``OneRunDesign`` of ``variant`` (``"nonce"`` or ``"natural"``) with m = ``n_canaries``
-    on ``world``'s bank, seeded by (seed, variant, m); ``copies`` of each of ``records_per_canary`` records per block.
+    on ``world``'s bank, seeded by (seed, variant, m); ``copies`` of each canary's one record per block.
 
     Raises ValueError when the blocks do not fit (names ``max_canaries``), too few natural users, or an unknown variant.
     """
     rng = np.random.default_rng([int(seed), 16, 0 if variant == "nonce" else 1, int(n_canaries)])
-    natural = natural_candidates(world, records_per_canary) if variant == "natural" else None
+    natural = natural_candidates(world) if variant == "natural" else None
     return design_one_run(world.encoder, world.bank.shape[0], n_canaries, rng, variant=variant, copies=copies,
-                          records_per_canary=records_per_canary, natural=natural)
+                          natural=natural)
 
 
 def _population(world, bank: np.ndarray, mechanism: MechanismConfig, split: str):
@@ -81,11 +76,11 @@ def _population(world, bank: np.ndarray, mechanism: MechanismConfig, split: str)
 
 
 def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng: np.random.Generator, *,
-                    delta: float = 1e-5, alpha: float = 0.05, shrinkage: float = 0.1, ridge: float = 1e-9,
-                    pairs=None, methods=("steinke", "fdp")) -> OneRunRelease:
+                    delta: float = 1e-5, alpha: float = 0.05) -> OneRunRelease:
     """One PE release with the design's canaries inserted w.p. ½ each (``rng`` the only randomness), every canary scored
-    and ε bounded at δ, family-wise ``alpha`` over (k₊, k₋) pairs (``shrinkage``, ``ridge``: Eqs. 33, 35). Raises
-    ValueError if the design was made for another bank size, or a block's covariance is singular."""
+    (Σ̂ with ``AuditConfig``'s shrinkage and ridge, Eqs. 33, 35) and ε bounded at δ, family-wise ``alpha`` over
+    (k₊, k₋) pairs. Raises ValueError if the design was made for another bank size, or a block's covariance is
+    singular."""
     t0 = time.perf_counter()
     if design.bank_size != world.bank.shape[0]:
         raise ValueError(f"design bank_size={design.bank_size} but the world's bank has p={world.bank.shape[0]}")
@@ -101,36 +96,35 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
     participated = np.zeros(m, dtype=bool)
     participated[np.flatnonzero(included)] = participation[n_test:]
     scores, mu, voters = np.empty(m), np.empty(m), np.empty(m, dtype=np.int64)
+    cfg = AuditConfig()
     for i in range(m):
         coords = np.sort(design.blocks[i])
         v = np.asarray(canaries[i].toarray()).ravel()[coords]
-        m0, sigma = null_moments(aux_moments(restrict(aux, coords), shrinkage), n_test, mechanism, ridge)
+        m0, sigma = null_moments(aux_moments(restrict(aux, coords), cfg.shrinkage), n_test, mechanism, cfg.ridge)
         w = llr_weights(v, sigma)
         ell = float((y[coords] - m0 - v / 2) @ w)
         scores[i] = mixture_llr(ell, mechanism.sample_rate)
         mu[i] = np.sqrt(max(0.0, float(w @ v)))
         voters[i] = int((restrict(test, coords).getnnz(axis=1) > 0).sum())
-    audits = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=mechanism.sample_rate,
-                           pairs=pairs, methods=methods)
+    audits = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=mechanism.sample_rate)
     return OneRunRelease(scores=scores, included=included, participated=participated, mu_eff=mu,
                          background_voters=voters, audits=audits, releases=1, seconds=time.perf_counter() - t0)
 
 
 def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfig, seed: int, *, delta: float = 1e-5,
-                 alpha: float = 0.05, copies: int | None = None, records_per_canary: int = 1) -> list[dict]:
+                 alpha: float = 0.05, copies: int | None = None) -> list[dict]:
     """Tidy rows (one per bound, experiment ``one_run``) of one one-run audit of ``variant`` with ``n_canaries``
     canaries, seeded by seed, m and q (``copies`` None = ``mechanism.top_k``): ε_lower, μ_lower, the attaining
     (k₊, k₋) and counts, median μ_eff, ε_theory, releases, seconds and ``mech_*``. Raises as ``make_one_run_design``."""
     copies = mechanism.top_k if copies is None else int(copies)
-    design = make_one_run_design(world, variant, n_canaries, seed, copies=copies,
-                                 records_per_canary=records_per_canary)
+    design = make_one_run_design(world, variant, n_canaries, seed, copies=copies)
     rng = np.random.default_rng([int(seed), 16, 2, int(n_canaries), int(round(mechanism.sample_rate * 1e6))])
     res = one_run_release(world, design, mechanism, rng, delta=delta, alpha=alpha)
     eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
     rows = []
     for method, a in res.audits.items():
         rows.append({"experiment": "one_run", "method": method, "variant": variant, "m": design.m,
-                     "probe_share": design.probe_share, "copies": copies, "records_per_canary": records_per_canary,
+                     "probe_share": design.probe_share, "copies": copies, "records_per_canary": 1,
                      "epsilon_lower": a.epsilon_lower, **{k: a.info[k] for k in (
                          "mu_lower", "k_plus", "k_minus", "guesses", "correct", "n_included", "n_pairs", "alpha",
                          "delta")},
@@ -154,7 +148,7 @@ def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, tri
         int((design.owner == 0).sum()), dtype=np.int64), 1, bank, mechanism).toarray()).ravel()
     audit = AuditConfig(trials=trials, alpha=alpha, delta=delta, n_canaries=1)
     res = _audit_canary(v_full, np.sort(design.blocks[0]), pops["aux"], pops["calibration"], pops["test"], mechanism,
-                       audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
+                        audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
     return {"experiment": "multi_trial", "method": "multi_trial", "variant": design.variant, "m": 1,
             "probe_share": design.blocks.shape[1] / design.bank_size, "epsilon_lower": res.epsilon_lower,
             "mu_eff": res.mu_eff, "mu_eff_ceiling": res.info["mu_eff_ceiling"], "epsilon_theory": res.epsilon_theory,
@@ -184,11 +178,6 @@ def idealised_rows(mu: float, sample_rate: float, ms, seed: int, *, delta: float
     return rows
 
 
-def largest_m(bank_size: int, probe_share: float, copies: int, records_per_canary: int = 1) -> int:
-    """``attack.one_run_design.max_canaries``, re-exported for the notebook."""
-    return max_canaries(bank_size, probe_share, copies, records_per_canary)
-
-
 #: notebook 08's own parameters and their defaults (a preset may override them in ``Preset.extra``).
 DEFAULTS = {"one_run_qs": (1.0, 0.1), "probe_shares": (0.125, 0.25, 0.5, 1.0), "one_run_variants": ("nonce", "natural"),
             "copies": None, "idealised_ms": (100, 1000), "idealised_repeats": 3,
@@ -215,8 +204,6 @@ def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: flo
     """Notebook 08's grid: per q of ``one_run_qs``, variant and probe share, the one-run rows at the largest m fitting
     the share; then the multi-trial row of the nonce design's first canary. ``largest_share`` marks headline rows.
     Raises ValueError naming ``probe_shares`` when the largest share fits no canary (share·p < copies)."""
-    from dataclasses import replace
-
     params = with_defaults(params)
     copies = int(params["copies"] or mechanism.top_k)
     p = world.bank.shape[0]
