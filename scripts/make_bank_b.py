@@ -154,7 +154,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from pe_kit.cache import cache_dir
     from pe_kit.data.loaders import default_bank_path, load_corpus
-    from pe_kit.text.generators import CachedGenerator, LocalLMGenerator, make_label_bank
+    from pe_kit.text.generators.cached import CachedGenerator
+    from pe_kit.text.generators.local_lm import LocalLMGenerator
+    from pe_kit.text.generators.pools import make_label_bank
     from pe_kit.text.generators.prompts import bank_b_prompt
 
     corpus = load_corpus(a.data, "blogs", record_cap=64)

@@ -230,34 +230,15 @@ def test_architecture_map_names_real_functions_and_every_equation():
     assert "Algorithm A.1" in doc and "Algorithm B.1" in doc
 
 
-def test_stage_packages_export_their_public_names_lazily():
-    """Each stage package lists its modules' public names in ``__all__`` (pe_kit.lazy: read from the source, loaded
-    on first access); no public name is defined by two modules of one stage; importing a stage imports none of them."""
+def test_importing_a_stage_imports_none_of_its_modules():
+    """A stage package is its docstring: ``import pe_kit.audit`` loads no module of the stage (the public names are the
+    facade's, pe_kit/__init__.py; everything else is imported from its module)."""
     import subprocess
     import sys
 
-    from pe_kit.audit import bounds
-    from pe_kit.lazy import _defined, _listed
-
-    for stage in STAGES[1:-1]:
-        seen: dict[str, list[str]] = {}
-        for p in sorted((PKG / stage).glob("*.py")):
-            if p.name != "__init__.py":
-                tree = ast.parse(p.read_text(encoding="utf-8"))
-                funcs, assigned = _defined(tree)
-                for n in _listed(tree, funcs, assigned):
-                    if n in funcs | assigned:
-                        seen.setdefault(n, []).append(p.stem)
-        assert not {n: m for n, m in seen.items() if len(m) > 1}, f"{stage}: names defined in several modules"
-    import pe_kit.audit
-    import pe_kit.study
-
-    assert "calibrate_threshold" in pe_kit.audit.__all__ and pe_kit.audit.calibrate_threshold is bounds.calibrate_threshold
-    assert "build_world" in pe_kit.study.__all__ and "audit_mechanism" in pe_kit.study.__all__
-    assert "multiround_study" not in pe_kit.study.__all__  # a submodule's name stays the submodule
     code = "import sys, pe_kit.audit, pe_kit.study; print(sorted(m for m in sys.modules if m.startswith('pe_kit')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['pe_kit', 'pe_kit.audit', 'pe_kit.lazy', 'pe_kit.study']"
+    assert out.strip() == "['pe_kit', 'pe_kit.audit', 'pe_kit.study']"
 
 
 #: project history that belongs in docs/ and the git log, not in the package: issue numbers, dates, load figures

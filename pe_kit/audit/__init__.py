@@ -9,7 +9,3 @@ Modules: ``moments`` (Eqs. 2–4, 14, 15, 22, 31–35), ``trials`` (scalar probl
 result type of every audit), ``scores`` (``audit_scores`` / ``audit_one_run``: scores a user already has).
 It sits below ``attack``: the attack objective of Eq. 6 is the audit's own μ_eff with Σ̂ of Eq. 35.
 """
-
-from pe_kit.lazy import lazy_package
-
-__getattr__, __dir__ = lazy_package(__name__, __file__)

@@ -4,7 +4,3 @@ Modules: ``records`` (``DataError``, ``User``, ``Corpus``), ``passes`` (two stre
 Yelp / Sentiment140, bank files), ``corpus_cache`` (a selection stored by content), ``splits`` (record cap, arms,
 canary | aux | calibration | test splits).
 """
-
-from pe_kit.lazy import lazy_package
-
-__getattr__, __dir__ = lazy_package(__name__, __file__)

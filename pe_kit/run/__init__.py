@@ -5,7 +5,3 @@ Modules: ``presets`` (instances of the settings tree), ``fit`` (fitting sizes to
 interpreter's kernel; ``markers``: the done-markers that let a rerun reuse a notebook; ``kernel``: its kernel client
 that never drops output messages), ``run_progress`` (the run's notebook i of n and ETA), ``cli``.
 """
-
-from pe_kit.lazy import lazy_package
-
-__getattr__, __dir__ = lazy_package(__name__, __file__)

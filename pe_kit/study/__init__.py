@@ -5,7 +5,3 @@ world from parameters), ``designs`` (02, 03), ``checks`` (01, 03), ``audits`` (0
 ``multiround_study`` / ``multiround_setup`` (06, Fig. 2), ``implementation_audit`` (07), ``one_run`` (08),
 ``mechanism_audit`` (``pe_kit.audit_mechanism``), ``release_audit`` (``audit_release``).
 """
-
-from pe_kit.lazy import lazy_package
-
-__getattr__, __dir__ = lazy_package(__name__, __file__)

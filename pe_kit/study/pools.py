@@ -48,7 +48,7 @@ def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[
         raise ValueError(f"generator={generator!r} is unknown; use one of {PARAPHRASERS} or a generator object")
     if not isinstance(generator, str) and not callable(getattr(generator, "generate", None)):
         raise ValueError(f"generator={generator!r} is neither a route name {PARAPHRASERS} nor a text generator "
-                         "(an object with .generate, e.g. pe_kit.text.generators.CachedGenerator(...))")
+                         "(an object with .generate, e.g. pe_kit.text.generators.cached.CachedGenerator(...))")
     pool_seed = paraphrase_pool_seed(world.config.seed, user.user_id)
     records = list(user.texts)
     entry, fallback, source = None, None, "shipped"
