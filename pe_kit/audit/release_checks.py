@@ -20,11 +20,18 @@ import numpy as np
 from scipy import stats
 
 from pe_kit.audit.confusion import clopper_pearson
-from pe_kit.audit.release_runner import check_release_output, implementation_name, population
+from pe_kit.audit.release_runner import (CALL_CHUNK, call_release, check_release_output, implementation_name,
+                                         population, release_scores)
 from pe_kit.settings import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, staged
 
 __all__ = ["seed_check", "batch_call_check", "repeat_check", "stage_check"]
+
+
+def _inputs(release, design, split: str, hypothesis: int) -> tuple:
+    """(bank float32, records, owner, n, name): one split's users (all of them) as a release takes them."""
+    records, owner, n = population(design, split, hypothesis, len(getattr(design, split)))
+    return np.asarray(design.bank, dtype=np.float32), records, owner, n, implementation_name(release)
 
 
 def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0, 1), split: str = "test") -> dict:
@@ -34,17 +41,14 @@ def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0
     Raises ValueError on equal seeds, or a release of the wrong shape / None / NaN."""
     if seeds[0] == seeds[1]:
         raise ValueError(f"seeds={seeds} must be two different integers")
-    records, owner, n = population(design, split, 1, len(getattr(design, split)))
-    bank = np.asarray(design.bank, dtype=np.float32)
-    name = implementation_name(release)
+    bank, records, owner, n, name = _inputs(release, design, split, 1)
     coords = np.asarray(design.coords, dtype=np.int64).ravel()
 
     def draw(seed):
         rng = np.random.Generator(np.random.PCG64(seed))
         out = []
         if callable(release):
-            out.append(check_release_output(release(bank, records, owner, n, mechanism, rng), (bank.shape[0],), name,
-                                            "release(...)"))
+            out.append(call_release(release, bank, records, owner, n, mechanism, rng, name))
         if hasattr(release, "release_batch"):
             rng = np.random.Generator(np.random.PCG64(seed))
             y = release.release_batch(bank, records, owner, n, mechanism, rng, 2, coords)
@@ -65,8 +69,6 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
     Returns ``batch_call_pvalue`` (NaN without ``release_batch``), ``batch_call_statistic`` (KS D),
     ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2, batch_factor < 1 or γ outside
     (0, 1); release errors as in the audit."""
-    from pe_kit.audit.blackbox import implementation_scores
-
     if int(n_call) != n_call or n_call < 2 or int(batch_factor) != batch_factor or batch_factor < 1:
         raise ValueError(f"n_call={n_call} must be an integer ≥ 2 and batch_factor={batch_factor} an integer ≥ 1")
     if not 0 < gamma < 1:
@@ -75,10 +77,10 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
         return {"batch_call_pvalue": float("nan"), "batch_call_statistic": float("nan"), "batch_call_flag": False,
                 "batch_call_n": 0}
     g_call, g_batch = np.random.default_rng(seed).spawn(2)
-    per_call = implementation_scores(release, design, mechanism, stat, split, 1, int(n_call), g_call, use_batch=False,
-                                     scheduler=scheduler, show_progress=show_progress)
-    batched = implementation_scores(release, design, mechanism, stat, split, 1, int(n_call) * int(batch_factor),
-                                    g_batch, use_batch=True, scheduler=scheduler, show_progress=show_progress)
+    per_call = release_scores(release, design, mechanism, stat, split, 1, int(n_call), g_call, batched=False,
+                              chunk=CALL_CHUNK, scheduler=scheduler, show_progress=show_progress)
+    batched = release_scores(release, design, mechanism, stat, split, 1, int(n_call) * int(batch_factor), g_batch,
+                             batched=True, chunk=8192, scheduler=scheduler, show_progress=show_progress)
     ks = stats.ks_2samp(per_call, batched)
     return {"batch_call_pvalue": float(ks.pvalue), "batch_call_statistic": float(ks.statistic),
             "batch_call_flag": bool(ks.pvalue < gamma), "batch_call_n": int(n_call)}
@@ -102,9 +104,7 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
         raise ValueError(f"n_calls={n_calls} must be an integer ≥ 1")
     if not (callable(release) and staged(release)):
         return {"stage_deterministic": True, "stage_equal_calls": 0, "stage_calls": 0, "stage_flag": False}
-    records, owner, n = population(design, split, 1, len(getattr(design, split)))
-    bank = np.asarray(design.bank, dtype=np.float32)
-    name = implementation_name(release)
+    bank, records, owner, n, name = _inputs(release, design, split, 1)
     state = np.random.get_state()  # the caller's global RNG is left as it was
     try:
         np.random.seed(seed)
@@ -113,9 +113,8 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
         deterministic = _same(snap, release.snapshot(bank, records, owner, n, mechanism))
         equal = 0
         for s in range(seed, seed + int(n_calls)):
-            one = check_release_output(release(bank, records, owner, n, mechanism,
-                                               np.random.Generator(np.random.PCG64(s))),
-                                       (bank.shape[0],), name, "release(...)")
+            one = call_release(release, bank, records, owner, n, mechanism, np.random.Generator(np.random.PCG64(s)),
+                               name)
             two = check_release_output(release.randomise(snap, mechanism, np.random.Generator(np.random.PCG64(s))),
                                        (bank.shape[0],), name, "randomise(snapshot(...))")
             equal += int(np.array_equal(one, two))
@@ -136,20 +135,19 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1)")
     n = int(n_releases)
-    records, owner, n_users = population(design, split, 0, len(getattr(design, split)))
-    bank = np.asarray(design.bank, dtype=np.float32)
+    bank, records, owner, n_users, name = _inputs(release, design, split, 0)
     free = np.flatnonzero(ReferenceRelease().prepare(bank, records, owner, n_users, mechanism).getnnz(axis=0) == 0)
     out = {"repeat_largest": 0, "repeat_allowed": float("nan"), "repeat_value_largest": 0,
            "repeat_pvalue": float("nan"), "repeat_flag": False, "repeat_n": n}
     if free.size == 0:
         return out
-    name, rng = implementation_name(release), np.random.Generator(np.random.PCG64(seed))
+    rng = np.random.Generator(np.random.PCG64(seed))
     if hasattr(release, "release_batch"):
         y = check_release_output(release.release_batch(bank, records, owner, n_users, mechanism, rng, n, free),
                                  (n, free.size), name, "release_batch(...)")
     else:
-        y = np.stack([check_release_output(release(bank, records, owner, n_users, mechanism, rng), (bank.shape[0],),
-                                           name, "release(...)")[free] for _ in range(n)])
+        y = np.stack([call_release(release, bank, records, owner, n_users, mechanism, rng, name)[free]
+                      for _ in range(n)])
     g = int(np.unique(y, axis=0, return_counts=True)[1].max())
     ys = np.sort(y, axis=0)  # h: the longest run of equal values down a sorted column
     rows = np.arange(n)[:, None]

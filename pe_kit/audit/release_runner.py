@@ -13,7 +13,7 @@ from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
 __all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_signature",
-           "check_release_output", "canary_index", "population", "release_scores", "CALL_CHUNK"]
+           "check_release_output", "call_release", "canary_index", "population", "release_scores", "CALL_CHUNK"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
 CALL_CHUNK = 64
@@ -113,6 +113,12 @@ def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray
     return arr
 
 
+def call_release(release, bank, records, owner, n_users: int, mechanism: MechanismConfig, rng, name: str,
+                 form: str = "release(...)") -> np.ndarray:
+    """One ``release(...)`` call, its float64 (p,) output checked (``check_release_output``)."""
+    return check_release_output(release(bank, records, owner, n_users, mechanism, rng), (bank.shape[0],), name, form)
+
+
 def canary_index(design, n_users: int) -> int:
     """The canary's H1 row among ``n_users`` + 1: ``design.canary_position`` ``"last"`` (default, row N), ``"first"`` or
     an int in [0, N]. Raises ValueError on another value."""
@@ -148,28 +154,21 @@ class _Job:
     owner: np.ndarray
     n_users: int
     mechanism: MechanismConfig
-    coords: np.ndarray
-    m0: np.ndarray
-    canary: np.ndarray
-    weights: np.ndarray
+    stat: object
     batched: bool
     name: str
 
 
-def _score(job: _Job, y_p: np.ndarray) -> np.ndarray:
-    return (y_p - job.m0 - job.canary / 2) @ job.weights
-
-
 def _chunk(job: _Job, rng: np.random.Generator, t: int) -> np.ndarray:
     """Scores float64 (t,) of t releases drawn from ``rng`` (one chunk)."""
+    coords = job.stat.coords
     if job.batched:
-        y = job.release.release_batch(job.bank, job.records, job.owner, job.n_users, job.mechanism, rng, t, job.coords)
-        return _score(job, check_release_output(y, (t, job.coords.size), job.name, "release_batch(...)"))
+        y = job.release.release_batch(job.bank, job.records, job.owner, job.n_users, job.mechanism, rng, t, coords)
+        return job.stat.score(check_release_output(y, (t, coords.size), job.name, "release_batch(...)"))
     out = np.empty(t)
     for i in range(t):
-        y = check_release_output(job.release(job.bank, job.records, job.owner, job.n_users, job.mechanism, rng),
-                                 (job.bank.shape[0],), job.name, "release(...)")
-        out[i] = _score(job, y[job.coords][None, :])[0]
+        y = call_release(job.release, job.bank, job.records, job.owner, job.n_users, job.mechanism, rng, job.name)
+        out[i] = job.stat.score(y[coords][None, :])[0]
     return out
 
 
@@ -184,8 +183,8 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
         raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
     records, owner, n = population(design, split, hypothesis, stat.n_users)
     name = implementation_name(release)
-    job = _Job(release, np.asarray(design.bank, dtype=np.float32), records, owner, n, mechanism, stat.coords, stat.m0,
-               stat.canary, stat.weights, bool(batched), name)
+    job = _Job(release, np.asarray(design.bank, dtype=np.float32), records, owner, n, mechanism, stat, bool(batched),
+               name)
     sizes = [min(int(chunk), int(n_trials) - s) for s in range(0, int(n_trials), int(chunk))]
     gens = rng.spawn(len(sizes))
     show = (not batched) if show_progress is None else bool(show_progress)
