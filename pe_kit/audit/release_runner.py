@@ -4,6 +4,7 @@ seed and the chunk size, whether run serially or on a ``dask.distributed.Client`
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,7 +190,7 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
     gens = rng.spawn(len(sizes))
     show = (not batched) if show_progress is None else bool(show_progress)
     bar = progress(total=int(n_trials), desc=f"{name} {split} H{hypothesis}", unit="release") if show else None
-    try:
+    with bar if bar is not None else contextlib.nullcontext():
         if scheduler is None:
             parts = []
             for g, t in zip(gens, sizes):
@@ -208,6 +209,3 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
             if bar is not None:
                 bar.update(sizes[index[fut.key]])
         return np.concatenate(parts)
-    finally:
-        if bar is not None:
-            bar.close()

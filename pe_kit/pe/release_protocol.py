@@ -23,6 +23,7 @@ composes to ``release``; ``staged_batch`` then draws only the randomness per rel
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -156,9 +157,7 @@ class ReleasePipeline:
         self._prepared = ((n_users, config), (bank.copy(), records.copy(), owner.copy()), out)
         return out
 
-    def snapshot(self, bank, records, owner, n_users: int, config: MechanismConfig) -> sp.csr_matrix:
-        """The deterministic stage of the two-stage form (module docstring): ``prepare``'s (N, p) contributions."""
-        return self.prepare(bank, records, owner, n_users, config)
+    snapshot = prepare  # the deterministic stage of the two-stage form (module docstring)
 
     def _randomised(self, contribs: sp.csr_matrix, config: MechanismConfig, rng: np.random.Generator,
                     n_releases: int, coords: np.ndarray, chunk_size: int = 8192) -> np.ndarray:
@@ -245,7 +244,7 @@ class HistogramAdapter:
         self.noise_fn = noise_fn
         if noise_fn is not None:  # the two-stage form, on this instance only
             self.snapshot, self.randomise = self._snapshot, self._randomise
-            self.release_batch = self._release_batch
+            self.release_batch = functools.partial(staged_batch, self)
 
     def _kwargs(self, config: MechanismConfig, rng: np.random.Generator | None) -> dict:
         """The mapped settings, plus the generator or a seed drawn from it (and the global RNG seeded) if given."""
@@ -284,10 +283,6 @@ class HistogramAdapter:
         clean = np.asarray(clean)
         fn = getattr(self.noise_fn, "__qualname__", "noise_fn")
         return self._checked(self.noise_fn(clean, **self._kwargs(config, rng)), clean.shape[0], f"{self.name} {fn}")
-
-    def _release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
-                       n_releases: int, coords) -> np.ndarray:
-        return staged_batch(self, bank, records, owner, n_users, config, rng, n_releases, coords)
 
     def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
                  rng: np.random.Generator) -> np.ndarray:
