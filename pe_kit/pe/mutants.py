@@ -2,9 +2,9 @@
 
 Each mutant overrides one step of ``release_protocol.ReleasePipeline`` (Eq. 1, Alg. A.1 lines 7–20) and derives
 whether it breaks the claimed (ε_theory, δ) of the Poisson-subsampled Gaussian (sensitivity C, noise σC, rate q,
-add/remove one user; §2, App. D); ``breaks_guarantee(config, n_users)`` is that verdict, ``bug`` one line on it. Facts: (F1)
-post-processing is free; (F2) sensitivity Δ and noise s are priced at noise multiplier s/Δ, ε rising as it falls
-or q rises; (F3) v_u depends on user u's records and the bank only, ‖v_u‖₂ ≤ C, ‖h̄_u‖₂ ≤ 1/√k.
+add/remove one user; §2, App. D); ``breaks_guarantee(config, n_users)`` is that verdict, ``bug`` one line on it.
+Facts: (F1) post-processing is free; (F2) sensitivity Δ and noise s are priced at noise multiplier s/Δ, ε rising
+as it falls or q rises; (F3) v_u depends on user u's records and the bank only, ‖v_u‖₂ ≤ C, ‖h̄_u‖₂ ≤ 1/√k.
 """
 from __future__ import annotations
 
