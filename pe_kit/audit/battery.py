@@ -136,7 +136,8 @@ def _check_reasons(checks: dict, gamma: float, repeat_calls: int) -> list[str]:
         reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
     if checks["stage_flag"]:
         reasons.append(f"two stages ≠ one call: snapshot deterministic = {checks['stage_deterministic']}, "
-                       f"{checks['stage_equal_calls']} of {checks['stage_calls']} staged releases equal the one-call form")
+                       f"{checks['stage_equal_calls']} of {checks['stage_calls']} staged releases equal the one-call "
+                       "form")
     return reasons
 
 

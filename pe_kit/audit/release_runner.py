@@ -87,8 +87,8 @@ def check_audit_arguments(release, design, mechanism) -> None:
                         f"pe_kit.attack.release_designs.release_design); got {type(design).__name__} without "
                         f"{missing}{hint}")
     if not isinstance(mechanism, MechanismConfig):
-        raise TypeError(f"mechanism must be a pe_kit.settings.MechanismConfig (the settings the implementation claims); "
-                        f"got {type(mechanism).__name__}")
+        raise TypeError("mechanism must be a pe_kit.settings.MechanismConfig (the settings the implementation "
+                        f"claims); got {type(mechanism).__name__}")
 
 
 def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:

@@ -8,7 +8,8 @@ taking bank embeddings (p, d), the eligible users' record embeddings (n, d) with
 [0, n_users), a ``MechanismConfig`` and a ``numpy.random.Generator``; it samples participation (Bernoulli(q)),
 routes, normalises and clips votes, and returns one noisy histogram. An optional batched form
 
-    release.release_batch(bank, records, owner, n_users, config, rng, n_releases, coords) -> float64 (n_releases, |coords|)
+    release.release_batch(bank, records, owner, n_users, config, rng, n_releases, coords)
+        -> float64 (n_releases, |coords|)
 
 draws independent releases on the probe coordinates only (exact in distribution for the audit). An optional
 two-stage form (SnapAudit, Xia et al. 2025)
