@@ -35,14 +35,17 @@ class ImplementationDesign:
     canary_position: object = "last"
 
 
-def _check_sizes(**sizes) -> None:
+def _info(design: str, **sizes) -> dict:
+    """The design's ``info``: its name and sizes, checked (integers ≥ 1; n_calibration None: n_test, equal to it)."""
+    from pe_kit.audit.trials import check_equal_populations
+
+    if sizes["n_calibration"] is None:
+        sizes["n_calibration"] = sizes["n_test"]
     for name, v in sizes.items():
         if int(v) != v or v < 1:
             raise ValueError(f"{name}={v!r} must be an integer ≥ 1")
-    if "n_calibration" in sizes and "n_test" in sizes:  # equal-size distinct users, never resampled
-        from pe_kit.audit.trials import check_equal_populations
-
-        check_equal_populations(int(sizes["n_calibration"]), int(sizes["n_test"]))
+    check_equal_populations(int(sizes["n_calibration"]), int(sizes["n_test"]))  # distinct users, never resampled
+    return {"design": design, **sizes}
 
 
 def _background(rng: np.random.Generator, dim: int, bank_size: int, reserved: int):
@@ -84,19 +87,16 @@ def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
     and test are distinct users of equal size (n_calibration None: n_test). Raises ValueError on a size < 1,
     n_calibration ≠ n_test, or a bank too small for the cluster.
     """
-    n_calibration = n_test if n_calibration is None else n_calibration
-    _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
+    info = _info("concentrated", top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
                  n_test=n_test, records=records, canary_records=canary_records)
     bank, probes, background = _background(rng, dim, bank_size, top_k)
     a = _centre(rng, dim, 10.0)
     bank[probes] = _cluster(rng, a, top_k, 0.01)
     canary = _cluster(rng, a, canary_records, 0.001)
     users = {s: _natural_users(rng, bank, background, n, records)
-             for s, n in (("aux", n_aux), ("calibration", n_calibration), ("test", n_test))}
+             for s, n in (("aux", n_aux), ("calibration", info["n_calibration"]), ("test", n_test))}
     return ImplementationDesign("concentrated", bank, np.sort(probes), canary, users["aux"], users["calibration"],
-                                users["test"], {"design": "concentrated", "top_k": top_k, "dim": dim,
-                                                "bank_size": bank_size, "n_aux": n_aux, "n_calibration": n_calibration,
-                                                "n_test": n_test, "records": records, "canary_records": canary_records})
+                                users["test"], info)
 
 
 def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
@@ -104,9 +104,9 @@ def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
                         canary_records: int = 8) -> ImplementationDesign:
     """The ``displacement`` design for fixed-size sampling; P = A ∪ B, |P| = 2k.
     As ``concentrated_design``; ``records`` must be even (aux users put half on each cluster)."""
-    n_calibration = n_test if n_calibration is None else n_calibration
-    _check_sizes(top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
+    info = _info("displacement", top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
                  n_test=n_test, records=records, canary_records=canary_records)
+    n_calibration = info["n_calibration"]
     if records % 2:
         raise ValueError(f"records={records} must be even: aux users put half their records on each cluster")
     bank, positions, background = _background(rng, dim, bank_size, 2 * top_k)
@@ -120,10 +120,7 @@ def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
     aux = [np.concatenate([_cluster(rng, a, records // 2, 0.001), _cluster(rng, b, records // 2, 0.001)])
            for _ in range(n_aux)]
     return ImplementationDesign("displacement", bank, np.sort(positions), canary, aux, same[:n_calibration],
-                                same[n_calibration:], {"design": "displacement", "top_k": top_k, "dim": dim,
-                                                "bank_size": bank_size, "n_aux": n_aux, "n_calibration": n_calibration,
-                                                "n_test": n_test, "records": records, "canary_records": canary_records,
-                                                "background": bool(len(background))})
+                                same[n_calibration:], {**info, "background": bool(len(background))})
 
 
 DESIGNS = {"concentrated": concentrated_design, "displacement": displacement_design}

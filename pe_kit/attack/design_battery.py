@@ -39,6 +39,8 @@ SENSITIVITY_CLAIM = {"sample_rate": 1.0, "delta": 0.1}
 #: the default axes (one variant per value, the base excluded): position, records, population, bank, sensitivity
 DEFAULT_AXES = {"position": ("first", "random"), "records": (1, "median", "cap"), "population": (1, "x4"),
                 "bank": ("large",), "sensitivity": ("q=1",)}
+#: the one value of a single-choice axis
+_ONLY = {"bank": "large", "sensitivity": "q=1"}
 
 
 def _renamed(design, axis: str, value, **changes) -> ImplementationDesign:
@@ -124,13 +126,14 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
     n = len(base.test)
     for axis, values in axes.items():
         for v in values:
+            if axis in _ONLY and v != _ONLY[axis]:
+                raise ValueError(f"{axis} value {v!r} must be {_ONLY[axis]!r}")
             if axis == "position":
                 if v not in ("first", "last", "random"):
                     raise ValueError(f"position value {v!r} must be 'first', 'last' or 'random'")
-                if v == "last":
-                    continue
-                pos = int(rng.integers(0, n + 1)) if v == "random" else v
-                out.append(_renamed(base, "position", v, canary_position=pos))
+                if v != "last":
+                    pos = int(rng.integers(0, n + 1)) if v == "random" else v
+                    out.append(_renamed(base, "position", v, canary_position=pos))
             elif axis == "records":
                 d = with_canary_records(base, v, mechanism)
                 if v == 1 or not np.array_equal(d.canary, base.canary):
@@ -140,12 +143,8 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
                 if len(d.test) != n:
                     out.append(d)
             elif axis == "bank":
-                if v != "large":
-                    raise ValueError(f"bank value {v!r} must be 'large'")
                 out.append(with_large_bank(base, large_bank))
             elif axis == "sensitivity":
-                if v != "q=1":
-                    raise ValueError(f"sensitivity value {v!r} must be 'q=1'")
                 out.append(with_sensitivity_claim(base, mechanism))
             else:
                 raise ValueError(f"axis {axis!r} is unknown; use {sorted(DEFAULT_AXES)}")

@@ -28,7 +28,8 @@ def world_users(world, split: str) -> list:
     return user_records(emb, np.asarray(rec["owner"], dtype=np.int64), len(rec["ids"]))
 
 
-def release_design(world, design, mechanism: MechanismConfig | None = None, *, name: str | None = None) -> ImplementationDesign:
+def release_design(world, design, mechanism: MechanismConfig | None = None, *,
+                   name: str | None = None) -> ImplementationDesign:
     """The black-box ``ImplementationDesign`` of one study canary (module docstring); ``mechanism`` gives k for
     ``ordinary``; ``name`` defaults to ``"<variant>:<canary_id>"``. Raises ValueError on probes and positions of
     different lengths, positions outside the bank, embeddings of another dimension, or calibration and test splits of

@@ -8,6 +8,7 @@ Source: §2.1 Steps 2–5 and Eq. 28.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -135,7 +136,8 @@ def _check_reasons(checks: dict, gamma: float, repeat_calls: int) -> list[str]:
         reasons.append(f"release_batch ≠ release(...) on P: KS p = {checks['batch_call_pvalue']:.2g} < γ = {gamma:.2g}")
     if checks["stage_flag"]:
         reasons.append(f"two stages ≠ one call: snapshot deterministic = {checks['stage_deterministic']}, "
-                       f"{checks['stage_equal_calls']} of {checks['stage_calls']} staged releases equal the one-call form")
+                       f"{checks['stage_equal_calls']} of {checks['stage_calls']} staged releases equal the one-call "
+                       "form")
     return reasons
 
 
@@ -189,29 +191,27 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     rows, reasons = [], []
     verdict = partial(_battery_audit, name, mechanism, delta, stats[0], alpha, gamma, trials, checks, reach, t0)
     bar = progress(total=4 * int(trials) * len(designs), desc=name, unit="release") if show else None
-    for i, (d, st, s, (mech, dlt)) in enumerate(zip(designs, stats, seeds, claims), 1):
-        if bar is not None:
-            bar.describe(f"{name}: {_where(i, designs)}")
-            bar.update(0)  # a line naming the design now started, with the battery's ETA
-        try:
-            a = audit_implementation(release, d, mech, trials=trials, gamma=gamma, delta=dlt, seed=s, looks=looks,
-                                     stat=st, scheduler=scheduler, announce=False, **options)
-        except Exception as exc:
+    with bar if bar is not None else contextlib.nullcontext():
+        for i, (d, st, s, (mech, dlt)) in enumerate(zip(designs, stats, seeds, claims), 1):
             if bar is not None:
-                bar.close()
-            exc.partial = verdict(rows, reasons)
-            exc.add_note(f"{name} raised on {_where(i, designs)}, {d.name!r}, in audit_implementation(release, "
-                         f"design, …); the {len(rows)} designs finished before it are exc.partial")
-            raise
-        own = (mech, dlt) != (mechanism, delta)  # audited at the design's own claim
-        rows.append(_design_row(a, d, mech, not own, alpha, checks))
-        if a.violation:
-            at = f" (at q = {mech.sample_rate:g}, δ = {dlt:g})" if own else ""
-            reasons.append(f"{a.info['design']}: ε_lower {a.epsilon_lower:.2f} > ε_theory {a.epsilon_theory:.2f}{at}")
-        if bar is not None:
-            bar.update(4 * int(trials))
-    if bar is not None:
-        bar.close()
+                bar.describe(f"{name}: {_where(i, designs)}")
+                bar.update(0)  # a line naming the design now started, with the battery's ETA
+            try:
+                a = audit_implementation(release, d, mech, trials=trials, gamma=gamma, delta=dlt, seed=s, looks=looks,
+                                         stat=st, scheduler=scheduler, announce=False, **options)
+            except Exception as exc:
+                exc.partial = verdict(rows, reasons)
+                exc.add_note(f"{name} raised on {_where(i, designs)}, {d.name!r}, in audit_implementation(release, "
+                             f"design, …); the {len(rows)} designs finished before it are exc.partial")
+                raise
+            own = (mech, dlt) != (mechanism, delta)  # audited at the design's own claim
+            rows.append(_design_row(a, d, mech, not own, alpha, checks))
+            if a.violation:
+                at = f" (at q = {mech.sample_rate:g}, δ = {dlt:g})" if own else ""
+                reasons.append(f"{a.info['design']}: ε_lower {a.epsilon_lower:.2f} > ε_theory "
+                               f"{a.epsilon_theory:.2f}{at}")
+            if bar is not None:
+                bar.update(4 * int(trials))
     return verdict(rows, reasons + _check_reasons(checks, gamma, repeat_calls))
 
 

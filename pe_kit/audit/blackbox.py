@@ -78,12 +78,11 @@ class SpecStatistic:
                                     mechanism.sample_rate) for s in _SPLITS)
 
 
-def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1, ridge: float = 1e-9,
-                   rng: np.random.Generator | None = None) -> SpecStatistic:
+def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1,
+                   ridge: float = 1e-9) -> SpecStatistic:
     """The specification statistic of a design (Eqs. 14, 31–35) at the claimed ``mechanism``; ``shrinkage``, ``ridge``:
-    Eqs. 33 / 35; ``rng`` unused (never resampled). Raises ValueError on a malformed design, empty coordinates, a
-    canary with no vote on P, σ = 0, or calibration and test splits of different sizes (naming ``n_calibration`` /
-    ``n_test``)."""
+    Eqs. 33 / 35. Raises ValueError on a malformed design, empty coordinates, a canary with no vote on P, σ = 0, or
+    calibration and test splits of different sizes (naming ``n_calibration`` / ``n_test``)."""
     if mechanism.noise_multiplier <= 0:
         raise ValueError("mechanism.noise_multiplier must be > 0: a black-box audit needs a finite ε_theory")
     bank = np.asarray(design.bank, dtype=np.float32)
@@ -104,8 +103,7 @@ def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1
     n = pops["test"].shape[0]
     m0, sigma = null_moments(aux_moments(pops["aux"], shrinkage), n, mechanism, ridge)
     w = llr_weights(v, sigma)
-    return SpecStatistic(coords, v, w, m0, float(np.sqrt(max(0.0, w @ v))), n,
-                         {s: pops[s] for s in _SPLITS})
+    return SpecStatistic(coords, v, w, m0, float(np.sqrt(max(0.0, w @ v))), n, {s: pops[s] for s in _SPLITS})
 
 
 def implementation_scores(release, design, mechanism: MechanismConfig, stat: SpecStatistic, split: str,
@@ -114,11 +112,8 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
                           show_progress: bool | None = None) -> np.ndarray:
     """float64 (n_trials,) scores of ``release`` on one split under H0 (canary absent) or H1 (canary eligible at
     ``design.canary_position``): through ``release_batch`` (``batch`` per call) unless ``use_batch`` is False, else
-    one call per trial in chunks of ``call_chunk``. Chunk j draws from ``rng.spawn`` child j, so ``scheduler`` gives
-    the serial scores.
-
-    Raises ValueError on a bad split / hypothesis / n_trials, or a release returning None, another shape or
-    non-finite values (naming the implementation, the form and the expected shape)."""
+    one call per trial in chunks of ``call_chunk`` (``release_runner.release_scores``: same scores on ``scheduler``).
+    Raises ValueError on a bad split / hypothesis / n_trials, or a bad release output (``check_release_output``)."""
     if split not in _SPLITS or hypothesis not in (0, 1):
         raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
     if int(n_trials) != n_trials or n_trials < 1:

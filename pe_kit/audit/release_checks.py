@@ -11,6 +11,7 @@ releases of one mechanism drawn from the auditor's generator (§2.1 Steps 3–4)
   flag (either < γ/4) has level γ.
 * ``stage_check`` (with ``snapshot`` and ``randomise``): the snapshot is deterministic and the staged releases
   equal the one-call ones seed for seed (deterministic; no α spent).
+Each check runs the release on the design's test split.
 """
 from __future__ import annotations
 
@@ -20,65 +21,67 @@ import numpy as np
 from scipy import stats
 
 from pe_kit.audit.confusion import clopper_pearson
-from pe_kit.audit.release_runner import check_release_output, implementation_name, population
+from pe_kit.audit.release_runner import (CALL_CHUNK, call_release, check_release_output, implementation_name,
+                                         population, release_scores)
 from pe_kit.settings import MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease, staged
 
 __all__ = ["seed_check", "batch_call_check", "repeat_check", "stage_check"]
 
+#: batched scores per per-call score in ``batch_call_check``
+_BATCH_FACTOR = 10
 
-def seed_check(release, design, mechanism: MechanismConfig, *, seeds: tuple = (0, 1), split: str = "test") -> dict:
-    """Same seed → same release, different seeds → different releases: three back-to-back H1 calls, ``seeds[0]`` twice
-    and ``seeds[1]`` once (also through ``release_batch`` when offered). Returns ``seed_same_release``,
+
+def _inputs(release, design, hypothesis: int) -> tuple:
+    """(bank float32, records, owner, n, name): the test split's users as a release takes them."""
+    records, owner, n = population(design, "test", hypothesis, len(design.test))
+    return np.asarray(design.bank, dtype=np.float32), records, owner, n, implementation_name(release)
+
+
+def seed_check(release, design, mechanism: MechanismConfig) -> dict:
+    """Same seed → same release, different seeds → different releases: three back-to-back H1 calls, seed 0 twice
+    and seed 1 once (also through ``release_batch`` when offered). Returns ``seed_same_release``,
     ``seed_different_release`` and ``seed_flag`` (either fails).
-    Raises ValueError on equal seeds, or a release of the wrong shape / None / NaN."""
-    if seeds[0] == seeds[1]:
-        raise ValueError(f"seeds={seeds} must be two different integers")
-    records, owner, n = population(design, split, 1, len(getattr(design, split)))
-    bank = np.asarray(design.bank, dtype=np.float32)
-    name = implementation_name(release)
+    Raises ValueError on a release of the wrong shape / None / NaN."""
+    bank, records, owner, n, name = _inputs(release, design, 1)
     coords = np.asarray(design.coords, dtype=np.int64).ravel()
 
     def draw(seed):
         rng = np.random.Generator(np.random.PCG64(seed))
         out = []
         if callable(release):
-            out.append(check_release_output(release(bank, records, owner, n, mechanism, rng), (bank.shape[0],), name,
-                                            "release(...)"))
+            out.append(call_release(release, bank, records, owner, n, mechanism, rng, name))
         if hasattr(release, "release_batch"):
             rng = np.random.Generator(np.random.PCG64(seed))
             y = release.release_batch(bank, records, owner, n, mechanism, rng, 2, coords)
             out.append(check_release_output(y, (2, coords.size), name, "release_batch(...)").ravel())
         return np.concatenate(out)
 
-    a, b, c = draw(seeds[0]), draw(seeds[0]), draw(seeds[1])
+    a, b, c = draw(0), draw(0), draw(1)
     same, different = bool(np.array_equal(a, b)), not bool(np.array_equal(a, c))
     return {"seed_same_release": same, "seed_different_release": different, "seed_flag": not (same and different)}
 
 
-def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_call: int = 2_000, batch_factor: int = 10,
-                     gamma: float = 0.0025, seed=0, split: str = "test", scheduler=None,
-                     show_progress: bool | None = None) -> dict:
-    """Does ``release_batch`` draw what ``release(...)`` draws? ``n_call`` (≥ 2) per-call and
-    ``batch_factor``·``n_call`` batched H1 scores compared by ``scipy.stats.ks_2samp`` at level ``gamma``.
+def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_call: int = 2_000, gamma: float = 0.0025,
+                     seed=0, scheduler=None, show_progress: bool | None = None) -> dict:
+    """Does ``release_batch`` draw what ``release(...)`` draws? ``n_call`` (≥ 2) per-call and 10·``n_call`` batched
+    H1 scores compared by ``scipy.stats.ks_2samp`` at level ``gamma``.
 
     Returns ``batch_call_pvalue`` (NaN without ``release_batch``), ``batch_call_statistic`` (KS D),
-    ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2, batch_factor < 1 or γ outside
-    (0, 1); release errors as in the audit."""
-    from pe_kit.audit.blackbox import implementation_scores
-
-    if int(n_call) != n_call or n_call < 2 or int(batch_factor) != batch_factor or batch_factor < 1:
-        raise ValueError(f"n_call={n_call} must be an integer ≥ 2 and batch_factor={batch_factor} an integer ≥ 1")
+    ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2 or γ outside (0, 1); release
+    errors as in the audit."""
+    if int(n_call) != n_call or n_call < 2:
+        raise ValueError(f"n_call={n_call} must be an integer ≥ 2")
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1)")
     if not (callable(release) and hasattr(release, "release_batch")):
         return {"batch_call_pvalue": float("nan"), "batch_call_statistic": float("nan"), "batch_call_flag": False,
                 "batch_call_n": 0}
     g_call, g_batch = np.random.default_rng(seed).spawn(2)
-    per_call = implementation_scores(release, design, mechanism, stat, split, 1, int(n_call), g_call, use_batch=False,
-                                     scheduler=scheduler, show_progress=show_progress)
-    batched = implementation_scores(release, design, mechanism, stat, split, 1, int(n_call) * int(batch_factor),
-                                    g_batch, use_batch=True, scheduler=scheduler, show_progress=show_progress)
+    per_call = release_scores(release, design, mechanism, stat, "test", 1, int(n_call), g_call, batched=False,
+                              chunk=CALL_CHUNK, scheduler=scheduler, show_progress=show_progress)
+    batched = release_scores(release, design, mechanism, stat, "test", 1, int(n_call) * _BATCH_FACTOR, g_batch,
+                             batched=True, chunk=8192, scheduler=scheduler, show_progress=show_progress)
     ks = stats.ks_2samp(per_call, batched)
     return {"batch_call_pvalue": float(ks.pvalue), "batch_call_statistic": float(ks.statistic),
             "batch_call_flag": bool(ks.pvalue < gamma), "batch_call_n": int(n_call)}
@@ -90,11 +93,10 @@ def _same(a, b) -> bool:
     return bool(np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b)))
 
 
-def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8, seed: int = 0,
-                split: str = "test") -> dict:
+def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8) -> dict:
     """Is the two-stage form the implementation (SnapAudit, Xia et al. 2025)? On H1 users the snapshot is computed
-    twice with NumPy's global RNG reseeded between (must be equal), then for ``n_calls`` consecutive seeds from
-    ``seed`` the one-call release must equal ``randomise(snapshot, ...)`` exactly.
+    twice with NumPy's global RNG reseeded between (must be equal), then for seeds 0 … ``n_calls`` − 1 the one-call
+    release must equal ``randomise(snapshot, ...)`` exactly.
 
     Returns ``stage_deterministic``, ``stage_equal_calls``, ``stage_calls`` (0 when not ``staged``), ``stage_flag``.
     Raises ValueError on n_calls < 1, or a release of the wrong shape / None / NaN."""
@@ -102,20 +104,17 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
         raise ValueError(f"n_calls={n_calls} must be an integer ≥ 1")
     if not (callable(release) and staged(release)):
         return {"stage_deterministic": True, "stage_equal_calls": 0, "stage_calls": 0, "stage_flag": False}
-    records, owner, n = population(design, split, 1, len(getattr(design, split)))
-    bank = np.asarray(design.bank, dtype=np.float32)
-    name = implementation_name(release)
+    bank, records, owner, n, name = _inputs(release, design, 1)
     state = np.random.get_state()  # the caller's global RNG is left as it was
     try:
-        np.random.seed(seed)
+        np.random.seed(0)
         snap = release.snapshot(bank, records, owner, n, mechanism)
-        np.random.seed(seed + 1)
+        np.random.seed(1)
         deterministic = _same(snap, release.snapshot(bank, records, owner, n, mechanism))
         equal = 0
-        for s in range(seed, seed + int(n_calls)):
-            one = check_release_output(release(bank, records, owner, n, mechanism,
-                                               np.random.Generator(np.random.PCG64(s))),
-                                       (bank.shape[0],), name, "release(...)")
+        for s in range(int(n_calls)):
+            one = call_release(release, bank, records, owner, n, mechanism, np.random.Generator(np.random.PCG64(s)),
+                               name)
             two = check_release_output(release.randomise(snap, mechanism, np.random.Generator(np.random.PCG64(s))),
                                        (bank.shape[0],), name, "randomise(snapshot(...))")
             equal += int(np.array_equal(one, two))
@@ -126,7 +125,7 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
 
 
 def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int = 200, gamma: float = 0.0025,
-                 seed=0, split: str = "test") -> dict:
+                 seed=0) -> dict:
     """Do releases repeat more often than their precision and support allow? ``n_releases`` (≥ 2) H0 releases read on J0
     (module docstring). Returns ``repeat_largest`` (g), ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h),
     ``repeat_pvalue`` (the smaller bound; NaN when J0 is empty), ``repeat_flag`` (p < γ/4), ``repeat_n``. Raises
@@ -136,20 +135,19 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1)")
     n = int(n_releases)
-    records, owner, n_users = population(design, split, 0, len(getattr(design, split)))
-    bank = np.asarray(design.bank, dtype=np.float32)
+    bank, records, owner, n_users, name = _inputs(release, design, 0)
     free = np.flatnonzero(ReferenceRelease().prepare(bank, records, owner, n_users, mechanism).getnnz(axis=0) == 0)
     out = {"repeat_largest": 0, "repeat_allowed": float("nan"), "repeat_value_largest": 0,
            "repeat_pvalue": float("nan"), "repeat_flag": False, "repeat_n": n}
     if free.size == 0:
         return out
-    name, rng = implementation_name(release), np.random.Generator(np.random.PCG64(seed))
+    rng = np.random.Generator(np.random.PCG64(seed))
     if hasattr(release, "release_batch"):
         y = check_release_output(release.release_batch(bank, records, owner, n_users, mechanism, rng, n, free),
                                  (n, free.size), name, "release_batch(...)")
     else:
-        y = np.stack([check_release_output(release(bank, records, owner, n_users, mechanism, rng), (bank.shape[0],),
-                                           name, "release(...)")[free] for _ in range(n)])
+        y = np.stack([call_release(release, bank, records, owner, n_users, mechanism, rng, name)[free]
+                      for _ in range(n)])
     g = int(np.unique(y, axis=0, return_counts=True)[1].max())
     ys = np.sort(y, axis=0)  # h: the longest run of equal values down a sorted column
     rows = np.arange(n)[:, None]

@@ -4,6 +4,7 @@ seed and the chunk size, whether run serially or on a ``dask.distributed.Client`
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +14,7 @@ from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
 __all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_signature",
-           "check_release_output", "canary_index", "population", "release_scores", "CALL_CHUNK"]
+           "check_release_output", "call_release", "canary_index", "population", "release_scores", "CALL_CHUNK"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
 CALL_CHUNK = 64
@@ -86,8 +87,8 @@ def check_audit_arguments(release, design, mechanism) -> None:
                         f"pe_kit.attack.release_designs.release_design); got {type(design).__name__} without "
                         f"{missing}{hint}")
     if not isinstance(mechanism, MechanismConfig):
-        raise TypeError(f"mechanism must be a pe_kit.settings.MechanismConfig (the settings the implementation claims); "
-                        f"got {type(mechanism).__name__}")
+        raise TypeError("mechanism must be a pe_kit.settings.MechanismConfig (the settings the implementation "
+                        f"claims); got {type(mechanism).__name__}")
 
 
 def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
@@ -111,6 +112,12 @@ def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray
                          "PE release is finite (check the implementation's normalisation, e.g. a division by a zero "
                          "norm or count)")
     return arr
+
+
+def call_release(release, bank, records, owner, n_users: int, mechanism: MechanismConfig, rng, name: str,
+                 form: str = "release(...)") -> np.ndarray:
+    """One ``release(...)`` call, its float64 (p,) output checked (``check_release_output``)."""
+    return check_release_output(release(bank, records, owner, n_users, mechanism, rng), (bank.shape[0],), name, form)
 
 
 def canary_index(design, n_users: int) -> int:
@@ -148,28 +155,21 @@ class _Job:
     owner: np.ndarray
     n_users: int
     mechanism: MechanismConfig
-    coords: np.ndarray
-    m0: np.ndarray
-    canary: np.ndarray
-    weights: np.ndarray
+    stat: object
     batched: bool
     name: str
 
 
-def _score(job: _Job, y_p: np.ndarray) -> np.ndarray:
-    return (y_p - job.m0 - job.canary / 2) @ job.weights
-
-
 def _chunk(job: _Job, rng: np.random.Generator, t: int) -> np.ndarray:
     """Scores float64 (t,) of t releases drawn from ``rng`` (one chunk)."""
+    coords = job.stat.coords
     if job.batched:
-        y = job.release.release_batch(job.bank, job.records, job.owner, job.n_users, job.mechanism, rng, t, job.coords)
-        return _score(job, check_release_output(y, (t, job.coords.size), job.name, "release_batch(...)"))
+        y = job.release.release_batch(job.bank, job.records, job.owner, job.n_users, job.mechanism, rng, t, coords)
+        return job.stat.score(check_release_output(y, (t, coords.size), job.name, "release_batch(...)"))
     out = np.empty(t)
     for i in range(t):
-        y = check_release_output(job.release(job.bank, job.records, job.owner, job.n_users, job.mechanism, rng),
-                                 (job.bank.shape[0],), job.name, "release(...)")
-        out[i] = _score(job, y[job.coords][None, :])[0]
+        y = call_release(job.release, job.bank, job.records, job.owner, job.n_users, job.mechanism, rng, job.name)
+        out[i] = job.stat.score(y[coords][None, :])[0]
     return out
 
 
@@ -184,13 +184,13 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
         raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
     records, owner, n = population(design, split, hypothesis, stat.n_users)
     name = implementation_name(release)
-    job = _Job(release, np.asarray(design.bank, dtype=np.float32), records, owner, n, mechanism, stat.coords, stat.m0,
-               stat.canary, stat.weights, bool(batched), name)
+    job = _Job(release, np.asarray(design.bank, dtype=np.float32), records, owner, n, mechanism, stat, bool(batched),
+               name)
     sizes = [min(int(chunk), int(n_trials) - s) for s in range(0, int(n_trials), int(chunk))]
     gens = rng.spawn(len(sizes))
     show = (not batched) if show_progress is None else bool(show_progress)
     bar = progress(total=int(n_trials), desc=f"{name} {split} H{hypothesis}", unit="release") if show else None
-    try:
+    with bar if bar is not None else contextlib.nullcontext():
         if scheduler is None:
             parts = []
             for g, t in zip(gens, sizes):
@@ -209,6 +209,3 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
             if bar is not None:
                 bar.update(sizes[index[fut.key]])
         return np.concatenate(parts)
-    finally:
-        if bar is not None:
-            bar.close()

@@ -2,9 +2,9 @@
 
 Each mutant overrides one step of ``release_protocol.ReleasePipeline`` (Eq. 1, Alg. A.1 lines 7–20) and derives
 whether it breaks the claimed (ε_theory, δ) of the Poisson-subsampled Gaussian (sensitivity C, noise σC, rate q,
-add/remove one user; §2, App. D); ``breaks_guarantee(config, n_users)`` is that verdict. Facts: (F1)
-post-processing is free; (F2) sensitivity Δ and noise s are priced at noise multiplier s/Δ, ε rising as it falls
-or q rises; (F3) v_u depends on user u's records and the bank only, ‖v_u‖₂ ≤ C, ‖h̄_u‖₂ ≤ 1/√k.
+add/remove one user; §2, App. D); ``breaks_guarantee(config, n_users)`` is that verdict, ``bug`` one line on it.
+Facts: (F1) post-processing is free; (F2) sensitivity Δ and noise s are priced at noise multiplier s/Δ, ε rising
+as it falls or q rises; (F3) v_u depends on user u's records and the bank only, ‖v_u‖₂ ≤ C, ‖h̄_u‖₂ ≤ 1/√k.
 """
 from __future__ import annotations
 
@@ -22,13 +22,7 @@ __all__ = ["NoiseStdNotScaled", "NoClipping", "CanaryAlwaysIncluded", "FixedSize
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 
 
-class _Mutant(ReleasePipeline):
-    """A mutant: ``name``, ``bug`` (one line) and ``breaks_guarantee(config, n_users)`` (its docstring's verdict)."""
-
-    bug = ""
-
-
-class NoiseStdNotScaled(_Mutant):
+class NoiseStdNotScaled(ReleasePipeline):
     """Noise std σ instead of σ·C.
     Noise multiplier σ/C (F2): breaks the guarantee iff **C > 1**; at C = 0.1 the noise is 10× larger (utility)."""
 
@@ -41,7 +35,7 @@ class NoiseStdNotScaled(_Mutant):
         return config.clip_norm > 1.0
 
 
-class NoClipping(_Mutant):
+class NoClipping(ReleasePipeline):
     """No L2 clipping: v_u = h̄_u.
 
     Sensitivity 1/√k instead of C (F3), noise multiplier σC√k: breaks the guarantee iff **C < 1/√k** (k = 5,
@@ -57,7 +51,7 @@ class NoClipping(_Mutant):
         return config.clip_norm < 1.0 / np.sqrt(config.top_k)
 
 
-class CanaryAlwaysIncluded(_Mutant):
+class CanaryAlwaysIncluded(ReleasePipeline):
     """The last user row is exempt from Poisson sampling (``mask = append(rng.random(N − 1) < q, True)``).
     That user gets the un-subsampled Gaussian (F2 at q = 1): breaks the guarantee iff **q < 1**."""
 
@@ -72,7 +66,7 @@ class CanaryAlwaysIncluded(_Mutant):
         return config.sample_rate < 1.0
 
 
-class FixedSizeSample(_Mutant):
+class FixedSizeSample(ReleasePipeline):
     """A fixed-size sample of m = max(1, round(q·N)) users without replacement, in place of Poisson.
 
     A sampled canary displaces one of m others: with the others identical (c ⊥ v, ‖c‖ = C) the sum moves by
@@ -96,7 +90,7 @@ class FixedSizeSample(_Mutant):
         return config.sample_rate < 1.0 and m < n_users
 
 
-class FixedNoiseSeed(_Mutant):
+class FixedNoiseSeed(ReleasePipeline):
     """The same noise vector z* (``default_rng(0)``) in every release.
 
     Given z* the release is a function of the participants, so a canary is seen whenever it participates: no
@@ -114,7 +108,7 @@ class FixedNoiseSeed(_Mutant):
         return True
 
 
-class NoiseOnNonzeroOnly(_Mutant):
+class NoiseOnNonzeroOnly(ReleasePipeline):
     """Noise only on the coordinates whose noiseless sum is non-zero.
 
     A coordinate only the canary votes on is exactly 0 without it and non-zero w.p. q with it: no finite ε at
@@ -131,7 +125,7 @@ class NoiseOnNonzeroOnly(_Mutant):
         return True
 
 
-class RawCounts(_Mutant):
+class RawCounts(ReleasePipeline):
     """Votes not normalised per user (raw counts), still clipped to C.
     Sensitivity still C (F3): the claimed mechanism; does **not** break the guarantee (utility only)."""
 
@@ -154,7 +148,7 @@ class RawCounts(_Mutant):
         return False
 
 
-class TiesHighestIndex(_Mutant):
+class TiesHighestIndex(ReleasePipeline):
     """Exact ties in top-k routing broken to the highest bank index.
     v_u is still a function of user u's data, clipped to C (F3): does **not** break the guarantee."""
 
@@ -168,7 +162,7 @@ class TiesHighestIndex(_Mutant):
         return False
 
 
-class Float32Accumulation(_Mutant):
+class Float32Accumulation(ReleasePipeline):
     """The sum Σ_u I_u v_u accumulated in float32 (noise still float64).
 
     Rounding adds e with ‖e‖₂ ≤ 2N²·u·C (Higham; u = 2⁻²⁴): sensitivity C(1 + 2N²u). While 2N²u ≤ 10⁻³ (N ≤ 91)
@@ -185,7 +179,7 @@ class Float32Accumulation(_Mutant):
         return 2.0 * n_users ** 2 * FLOAT32_UNIT_ROUNDOFF > 1e-3
 
 
-class NoiseShrinksWithUsers(_Mutant):
+class NoiseShrinksWithUsers(ReleasePipeline):
     """Noise std σC/√max(1, M), M the users sampled in the release.
 
     Along v/‖v‖ (F1), with N = n_users − 1 others off the canary's entries: X = I·C + s_M·ξ, s_M = σC/√max(1, M),
@@ -226,7 +220,7 @@ class NoiseShrinksWithUsers(_Mutant):
                     or np.any(profile(p0, p1, eps + 0.01) > profile(c0, c1, eps)))
 
 
-class ClipAtTwiceC(_Mutant):
+class ClipAtTwiceC(ReleasePipeline):
     """Clipping to 2C instead of C.
 
     Sensitivity min(2C, 1/√k) (F3): breaks the guarantee iff **C < 1/√k** (k = 5, C = 0.1: μ_eff up to 2/σ; the
@@ -242,7 +236,7 @@ class ClipAtTwiceC(_Mutant):
         return config.clip_norm < 1.0 / np.sqrt(config.top_k)
 
 
-class RecordLevelSampling(_Mutant):
+class RecordLevelSampling(ReleasePipeline):
     """Poisson sampling of records instead of users; a user's votes are normalised over its sampled records, then
     clipped to C.
 

@@ -8,7 +8,8 @@ taking bank embeddings (p, d), the eligible users' record embeddings (n, d) with
 [0, n_users), a ``MechanismConfig`` and a ``numpy.random.Generator``; it samples participation (Bernoulli(q)),
 routes, normalises and clips votes, and returns one noisy histogram. An optional batched form
 
-    release.release_batch(bank, records, owner, n_users, config, rng, n_releases, coords) -> float64 (n_releases, |coords|)
+    release.release_batch(bank, records, owner, n_users, config, rng, n_releases, coords)
+        -> float64 (n_releases, |coords|)
 
 draws independent releases on the probe coordinates only (exact in distribution for the audit). An optional
 two-stage form (SnapAudit, Xia et al. 2025)
@@ -23,6 +24,7 @@ composes to ``release``; ``staged_batch`` then draws only the randomness per rel
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -156,9 +158,7 @@ class ReleasePipeline:
         self._prepared = ((n_users, config), (bank.copy(), records.copy(), owner.copy()), out)
         return out
 
-    def snapshot(self, bank, records, owner, n_users: int, config: MechanismConfig) -> sp.csr_matrix:
-        """The deterministic stage of the two-stage form (module docstring): ``prepare``'s (N, p) contributions."""
-        return self.prepare(bank, records, owner, n_users, config)
+    snapshot = prepare  # the deterministic stage of the two-stage form (module docstring)
 
     def _randomised(self, contribs: sp.csr_matrix, config: MechanismConfig, rng: np.random.Generator,
                     n_releases: int, coords: np.ndarray, chunk_size: int = 8192) -> np.ndarray:
@@ -210,24 +210,23 @@ def reference_release(bank, records, owner, n_users: int, config: MechanismConfi
 
 
 class HistogramAdapter:
-    """Wrap a third-party PE histogram, e.g. ``histogram_fn(private, synthetic, *, noise_multiplier, clip, k,
-    sample_rate, rng)`` with ``private`` per-user (n_u, d) arrays, as a ``PERelease``.
+    """Wrap a third-party PE histogram ``histogram_fn(private, synthetic, **keywords)`` (``private``: per-user
+    (n_u, d) arrays) as a ``PERelease``.
 
     ``settings``: ``MechanismConfig`` field → keyword (unlisted fields not passed), default ``{"top_k": "k",
-    "clip_norm": "clip", "noise_multiplier": "noise_multiplier", "sample_rate": "sample_rate"}``; ``private_arg``,
-    ``synthetic_arg``: keywords of the embeddings (None: positional, private first); ``rng_arg``: keyword for the
-    generator (None: an int seed from it under ``seed_arg``); ``per_user``: per-user arrays, else stacked records with
-    ``owner_arg``; ``name``: label in audit rows; ``global_seed``: seed NumPy's global RNG from the audit's generator
-    before every call (run serially or on process workers, never threads); ``noise_fn``: the library's randomised
-    stage (DPSDA ``Gaussian.add_noise``), making ``histogram_fn`` the deterministic stage and adding ``snapshot``,
-    ``randomise`` and ``staged_batch``.
+    "clip_norm": "clip", "noise_multiplier": "noise_multiplier", "sample_rate": "sample_rate"}``; ``rng_arg``: keyword
+    for the generator (None: an int seed from it under ``seed_arg``); ``per_user``: per-user arrays, else stacked
+    records with ``owner_arg``; ``name``: label in audit rows; ``global_seed``: seed NumPy's global RNG from the
+    audit's generator before every call (run serially or on process workers, never threads); ``noise_fn``: the
+    library's randomised stage (DPSDA ``Gaussian.add_noise``), making ``histogram_fn`` the deterministic stage and
+    adding ``snapshot``, ``randomise`` and ``release_batch`` (``staged_batch``).
 
     Returns float64 (p,); raises ValueError naming the function when it returns anything else."""
 
     def __init__(self, histogram_fn: Callable, *, settings: Mapping[str, str] | None = None,
-                 private_arg: str | None = None, synthetic_arg: str | None = None, rng_arg: str | None = "rng",
-                 seed_arg: str | None = "seed", per_user: bool = True, owner_arg: str = "owner", name: str | None = None,
-                 global_seed: bool = False, noise_fn: Callable | None = None):
+                 rng_arg: str | None = "rng", seed_arg: str | None = "seed", per_user: bool = True,
+                 owner_arg: str = "owner", name: str | None = None, global_seed: bool = False,
+                 noise_fn: Callable | None = None):
         if not callable(histogram_fn):
             raise ValueError(f"histogram_fn must be callable, got {type(histogram_fn).__name__}")
         if noise_fn is not None and not callable(noise_fn):
@@ -239,15 +238,14 @@ class HistogramAdapter:
         if bad:
             raise ValueError(f"settings keys {sorted(bad)} are not MechanismConfig fields "
                              f"{sorted(MechanismConfig.__dataclass_fields__)}")
-        self.private_arg, self.synthetic_arg = private_arg, synthetic_arg
         self.rng_arg, self.seed_arg = rng_arg, seed_arg
         self.per_user, self.owner_arg = per_user, owner_arg
         self.name = name or getattr(histogram_fn, "__name__", "third-party")
         self.global_seed = bool(global_seed)
         self.noise_fn = noise_fn
-        if noise_fn is not None:  # the two-stage form (module docstring), on this instance only
+        if noise_fn is not None:  # the two-stage form, on this instance only
             self.snapshot, self.randomise = self._snapshot, self._randomise
-            self.release_batch = self._release_batch
+            self.release_batch = functools.partial(staged_batch, self)
 
     def _kwargs(self, config: MechanismConfig, rng: np.random.Generator | None) -> dict:
         """The mapped settings, plus the generator or a seed drawn from it (and the global RNG seeded) if given."""
@@ -275,13 +273,7 @@ class HistogramAdapter:
         private = user_records(records, owner, n_users) if self.per_user else records
         if not self.per_user:
             kwargs[self.owner_arg] = owner
-        args: list = []
-        if self.private_arg is None and self.synthetic_arg is None:
-            args = [private, bank]
-        else:
-            kwargs[self.private_arg or "private"] = private
-            kwargs[self.synthetic_arg or "synthetic"] = bank
-        return self._checked(self.histogram_fn(*args, **kwargs), bank.shape[0], self.name)
+        return self._checked(self.histogram_fn(private, bank, **kwargs), bank.shape[0], self.name)
 
     def _snapshot(self, bank, records, owner, n_users: int, config: MechanismConfig) -> np.ndarray:
         """The deterministic stage: ``histogram_fn`` without generator or seed (the histogram before noise)."""
@@ -292,10 +284,6 @@ class HistogramAdapter:
         clean = np.asarray(clean)
         fn = getattr(self.noise_fn, "__qualname__", "noise_fn")
         return self._checked(self.noise_fn(clean, **self._kwargs(config, rng)), clean.shape[0], f"{self.name} {fn}")
-
-    def _release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
-                       n_releases: int, coords) -> np.ndarray:
-        return staged_batch(self, bank, records, owner, n_users, config, rng, n_releases, coords)
 
     def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
                  rng: np.random.Generator) -> np.ndarray:

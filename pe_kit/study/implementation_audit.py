@@ -40,9 +40,7 @@ def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Seque
     impls = list(implementations) if implementations is not None else all_implementations()
     sizes = dict(sizes or {})
     key = [int(k) for k in np.atleast_1d(seed)]
-    cases = []
-    for i, impl in enumerate(impls):
-        cases.append((impl, design_for(impl, np.random.default_rng(key + [i]), **sizes)))
+    cases = [(impl, design_for(impl, np.random.default_rng(key + [i]), **sizes)) for i, impl in enumerate(impls)]
     used = {design.name for impl, design in cases if isinstance(impl, ReferenceRelease)}
     for j, name in enumerate(sorted(set(DESIGNS) - used)):
         cases.append((ReferenceRelease(), DESIGNS[name](np.random.default_rng(key + [100 + j]), **sizes)))
@@ -54,9 +52,9 @@ def _row(audit, impl, level: float | None) -> dict:
     level = 1 - 4 * audit.gamma if level is None else level  # its lower end is then ε_lower itself
     lo, pt, hi = epsilon_interval(row["test_true_pos"], row["test_false_pos"], row["test_n_h1"], row["test_n_h0"],
                                   row["delta"], level)
-    row.update({"bug": getattr(impl, "bug", "") or "none (reference)", "band_level": level,
-                "epsilon_ci_low": lo, "epsilon_point": pt,
-                "epsilon_ci_high": hi, "flag_correct": (row["violation"] == bool(row["expected_violation"]))})
+    row.update({"bug": getattr(impl, "bug", "") or "none (reference)", "band_level": level, "epsilon_ci_low": lo,
+                "epsilon_point": pt, "epsilon_ci_high": hi,
+                "flag_correct": (row["violation"] == bool(row["expected_violation"]))})
     return row
 
 
@@ -101,9 +99,9 @@ def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 
     for r in range(repeats):
         cases = suite_cases([int(seed), 7, r], sizes)
         keep = [(impl, d) for impl, d in cases if not impl.breaks_guarantee(mechanism, len(d.test) + 1)]
-        gamma_cases = len(cases)  # γ as in the full suite (a repeat of the same family)
-        audits = _audit_suite(keep, mechanism, trials=trials, alpha=alpha * len(keep) / gamma_cases, delta=delta,
-                             seed=[int(seed), 8, r])
+        # γ as in the full suite (a repeat of the same family)
+        audits = _audit_suite(keep, mechanism, trials=trials, alpha=alpha * len(keep) / len(cases), delta=delta,
+                              seed=[int(seed), 8, r])
         for a in audits:
             name, design = a.info["implementation"], a.info["design"]
             t = tally.setdefault((name, design), {"implementation": name, "design": design, "repeats": 0,

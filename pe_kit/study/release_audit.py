@@ -49,7 +49,7 @@ def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
                         f"pe_kit.study.world.World; got {type(world_or_data).__name__}")
     data = None if world_or_data is None else str(world_or_data)
     study = check_study_keys(study, {"data": "audit_release(release, data, …)"})
-    study.setdefault("record_cap", mechanism.record_cap)  # the mechanism's m caps the study's records, as in audit_mechanism
+    study.setdefault("record_cap", mechanism.record_cap)  # the mechanism's m caps the study's records
     config = StudyConfig(data=data, **study)
     return build_world(config, mechanism=MechanismConfig(top_k=mechanism.top_k, record_cap=config.record_cap))
 
@@ -178,8 +178,9 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
         per = pilot_seconds(release, battery[0], mechanism, spec_statistic(battery[0], mechanism),
                             use_batch=options.get("use_batch"))
         total = len(battery) * 4 * trials + (check_calls if hasattr(release, "release_batch") else 0)
-        print(f"trials='auto': {trials:,} per hypothesis per split ({len(battery)} designs, {4 * trials * len(battery):,}"
-              f" releases); about {per * total / 60:.1f} min at the pilot's {per * 1e3:.3g} ms per release",
+        print(f"trials='auto': {trials:,} per hypothesis per split ({len(battery)} designs, "
+              f"{4 * trials * len(battery):,} releases); about {per * total / 60:.1f} min at the pilot's "
+              f"{per * 1e3:.3g} ms per release",
               file=sys.stderr, flush=True)
     return audit_battery(release, battery, mechanism, trials=trials, alpha=alpha, delta=delta,
                          seed=seed_sequence(seed).spawn(3)[2], looks=looks, check=check, check_calls=check_calls,
