@@ -68,22 +68,15 @@ def test_trials_beyond_the_expected_epsilons_range_are_refused_not_a_hang(capsys
 
 
 def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
-    """``pip install -e .`` (numpy + scipy) lacks pandas: the call says which extra to install, before any work."""
+    """``pip install -e .`` (numpy + scipy) lacks the encoder's runtime: the call says which extra to install, before
+    any work."""
     import sys
 
-    mods = {m: sys.modules[m] for m in list(sys.modules)
-            if m == "pandas" or m.startswith(("pandas.", "pe_kit.study", "pe_kit.report"))}
-    for name, mod in mods.items():
-        parent, _, child = name.rpartition(".")
-        holder = mods.get(parent) or sys.modules.get(parent)
-        if holder is not None and getattr(holder, child, None) is mod:
-            monkeypatch.setattr(holder, child, mod)  # a re-import rebinds the parent's attribute: restored after
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas → ModuleNotFoundError, as without the extra
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime → ModuleNotFoundError, as without it
     with pytest.raises(ImportError) as err:
         pk.audit_mechanism("no-such-corpus.jsonl")
     assert type(err.value) is ImportError and str(err.value) == (
-        "pe_kit.audit_mechanism needs pandas, which this install lacks: auditing a corpus needs the study extra, "
+        "pe_kit.audit_mechanism needs onnxruntime, which this install lacks: auditing a corpus needs the study extra, "
         'pip install -e ".[study]" (or the main install, scripts/bootstrap.sh)')
 
 

@@ -10,6 +10,7 @@ rate q (``audit.accounting.epsilon_theory``).
 from __future__ import annotations
 
 from dataclasses import replace
+from importlib import import_module
 from typing import Any, Mapping
 
 import numpy as np
@@ -57,7 +58,9 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
             ``StudyConfig``, ``build_world`` and ``make_design`` raise (sizes, unknown variant, …).
         TypeError: for a ``mechanism`` / ``audit`` that is not a settings object of its section.
     """
-    try:  # the study extra's modules (pandas first) load here, before any work
+    try:  # the study extra's packages this call needs (the default encoder, ε_theory, progress) load before any work
+        for package in ("onnxruntime", "opacus", "tqdm"):
+            import_module(package)
         from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
         from pe_kit.audit.plan import announce_reach, audit_reach
         from pe_kit.settings import check_param
