@@ -16,7 +16,8 @@ from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.battery import audit_battery, battery_gamma
 from pe_kit.audit.blackbox import audit_implementation
 from pe_kit.audit.expectations import expected_epsilon, separable_epsilon
-from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials, dry_call
+from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials
+from pe_kit.audit.release_runner import dry_call
 from pe_kit.pe.release_protocol import HistogramAdapter, ReferenceRelease
 
 GAMMA7 = 0.05 / 29  # a battery of 7 designs plus the batch-vs-call test

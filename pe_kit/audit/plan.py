@@ -1,5 +1,4 @@
-"""Plan an audit before it runs: its reach, the budget that reaches a target, a pilot's time estimate, and one dry
-call of a release implementation on a tiny design. Closed forms of ``audit.expectations`` (Eqs. 16–19, 23 in
+"""Plan an audit before it runs: its reach and the budget that reaches a target. Closed forms of ``audit.expectations`` (Eqs. 16–19, 23 in
 Eqs. 29–30, then Eq. 28):
 
 * ``reach``: the expected ε_lower of a perfectly separable canary (``expectations.separable_epsilon``), the most
@@ -11,7 +10,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 import warnings
 from dataclasses import dataclass
 
@@ -19,10 +17,9 @@ import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory, epsilon_theory_or_inf
 from pe_kit.audit.expectations import expected_epsilon, separable_epsilon
-from pe_kit.settings import MechanismConfig, closest
+from pe_kit.settings import MechanismConfig
 
-__all__ = ["Reach", "audit_reach", "announce_reach", "auto_trials", "mu_eff_reachable", "clip_binds",
-           "dry_call", "pilot_seconds", "check_keywords"]
+__all__ = ["Reach", "audit_reach", "announce_reach", "auto_trials", "mu_eff_reachable", "clip_binds"]
 
 
 def clip_binds(mechanism: MechanismConfig) -> bool:
@@ -138,88 +135,3 @@ def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, targe
                          f"picks) the {basis} reach is {f(int(max_trials)):.3f}{limit} (ε_theory {theory:.3f}); "
                          f"{fix} lower the target or raise delta")
     return n
-
-
-def check_keywords(given, accepted, call: str, aliases: dict | None = None) -> None:
-    """TypeError for a keyword of ``given`` not in ``accepted`` of ``call``, naming the one likely meant."""
-    accepted = sorted(accepted)
-    for key in given:
-        if key in accepted:
-            continue
-        guess = (aliases or {}).get(key) or closest(key, accepted)
-        hint = f"did you mean {guess}=?" if guess else f"it takes {', '.join(accepted)}"
-        raise TypeError(f"{call}() got {key}=, which it does not take: {hint}")
-
-
-_DRY_USERS, _DRY_RECORDS, _DRY_BANK, _DRY_DIM = 3, 2, 16, 32
-
-
-def dry_call(release, mechanism: MechanismConfig) -> None:
-    """Call ``release`` (and ``release_batch``) once on a tiny seeded design (3 users of 2 records, 16-entry bank,
-    d = 32), so errors about the function come before any world is built. Raises TypeError for a ``HistogramAdapter``
-    whose function rejects its keywords (naming them, the signature and the fix: ``settings=`` / ``rng_arg=`` /
-    ``seed_arg=``); what the release raises, noted; ValueError for a wrong shape or non-finite output."""
-    from pe_kit.audit.release_runner import check_release_output, implementation_name
-
-    rng = np.random.default_rng(0)
-    bank = rng.standard_normal((_DRY_BANK, _DRY_DIM)).astype(np.float32)
-    records = rng.standard_normal((_DRY_USERS * _DRY_RECORDS, _DRY_DIM)).astype(np.float32)
-    owner = np.repeat(np.arange(_DRY_USERS), _DRY_RECORDS).astype(np.int64)
-    name = implementation_name(release)
-    calls = [("release(...)", lambda: release(bank, records, owner, _DRY_USERS, mechanism, rng), (_DRY_BANK,))]
-    if hasattr(release, "release_batch"):
-        calls.append(("release_batch(...)", lambda: release.release_batch(
-            bank, records, owner, _DRY_USERS, mechanism, rng, 2, np.arange(4)), (2, 4)))
-    for form, call, shape in calls:
-        if form == "release(...)" and not callable(release):
-            continue
-        try:
-            y = call()
-        except TypeError as exc:
-            fn = getattr(release, "histogram_fn", None)
-            if fn is not None and "argument" in str(exc):
-                raise TypeError(_adapter_message(release, fn, mechanism, exc)) from exc
-            _note(exc, name, form)
-            raise
-        except Exception as exc:
-            _note(exc, name, form)
-            raise
-        check_release_output(y, shape, name, form)
-
-
-def _note(exc: BaseException, name: str, form: str) -> None:
-    exc.add_note(f"raised by a dry call of {name}: {form} on a tiny design before any world was built; the kit calls "
-                 f"release(bank float32 ({_DRY_BANK}, {_DRY_DIM}), records float32 ({_DRY_USERS * _DRY_RECORDS}, "
-                 f"{_DRY_DIM}), owner int64 ({_DRY_USERS * _DRY_RECORDS},), n_users={_DRY_USERS}, "
-                 "config=MechanismConfig, rng=numpy Generator) and expects a float (p,) histogram "
-                 "(release_batch: (n_releases, |coords|))")
-
-
-def _adapter_message(adapter, fn, mechanism: MechanismConfig, exc: Exception) -> str:
-    import inspect
-
-    passed = [kw for kw in adapter.settings.values()]
-    passed += [adapter.rng_arg] if adapter.rng_arg is not None else [adapter.seed_arg] if adapter.seed_arg else []
-    try:
-        sig = str(inspect.signature(fn))
-    except (TypeError, ValueError):
-        sig = "(…)"
-    return (f"HistogramAdapter({adapter.name}) called {adapter.name} with keywords {passed} and it refused ({exc}); "
-            f"its signature is {adapter.name}{sig}. Map the kit's settings onto its keywords with "
-            f"HistogramAdapter({adapter.name}, settings={{'top_k': …, 'clip_norm': …, 'noise_multiplier': …, "
-            f"'sample_rate': …}}) (fields it does not take left out) and name its generator keyword with rng_arg=… "
-            f"(or rng_arg=None, seed_arg='…' for an integer seed, or global_seed=True)")
-
-
-def pilot_seconds(release, design, mechanism: MechanismConfig, stat, *, releases: int = 64,
-                  use_batch: bool | None = None) -> float:
-    """Seconds per release of ``release`` on ``design``, measured on ``releases`` releases of the test split under H1
-    (one chunk: ``release_batch`` when offered and ``use_batch`` is not False, else one call per release)."""
-    from pe_kit.audit.release_runner import release_scores
-
-    batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
-    n = int(releases) * (32 if batched else 1)  # a batch's fixed cost is amortised over its releases
-    t0 = time.perf_counter()
-    release_scores(release, design, mechanism, stat, "test", 1, n, np.random.default_rng(0), batched=batched,
-                   chunk=n, show_progress=False)
-    return (time.perf_counter() - t0) / n

@@ -14,8 +14,9 @@ from pe_kit.attack.design_battery import DEFAULT_AXES, LARGE_BANK, SENSITIVITY_C
 from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, battery_gamma
 from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, look_sizes, spec_statistic
-from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials, check_keywords, dry_call, pilot_seconds
-from pe_kit.audit.release_runner import check_audit_arguments, check_release_signature, seed_sequence
+from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials
+from pe_kit.audit.release_runner import (check_audit_arguments, check_keywords, check_release_signature, dry_call,
+                                         pilot_seconds, seed_sequence)
 from pe_kit.settings import MechanismConfig, MechanismSettings, closest
 from pe_kit.study.mechanism_audit import _as_config, check_study_keys
 
@@ -109,7 +110,7 @@ _ALIASES = {"progress": "show_progress", "verbose": "show_progress", "client": "
 
 def _check_release(release, mechanism: MechanismConfig, designs, axes) -> None:
     """The release checked before the world is built: its type and signature, one dry call on a tiny design
-    (``audit.plan.dry_call``) and one at each other mechanism the battery audits at (``_dry_call_at_claims``)."""
+    (``audit.release_runner.dry_call``) and one at each other mechanism the battery audits at (``_dry_call_at_claims``)."""
     if not callable(release) and not hasattr(release, "release_batch"):
         check_audit_arguments(release, None, mechanism)
     check_release_signature(release)
@@ -147,7 +148,7 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
     ``dask.distributed.Client``; ``designs``: a precomputed ``(designs, check)``; ``options``: further
     ``audit_implementation`` keywords.
 
-    Arguments and one dry call (``audit.plan.dry_call``) are checked before the world is built; the budget's reach is
+    Arguments and one dry call (``audit.release_runner.dry_call``) are checked before the world is built; the budget's reach is
     printed (warning when it cannot flag a violation) before the first release. Returns
     ``audit.battery.BatteryAudit`` (``.outcome()`` is the ``Audit`` of its worst design).
 
