@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from pe_kit.settings import MechanismConfig, check_param
 
 __all__ = ["squared_distances", "topk_routes", "NeighborIndex", "build_neighbor_index", "routes_with_probes",
-           "contributions", "release", "sample_participation"]
+           "contributions", "routed_contributions", "release", "sample_participation"]
 
 
 def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
@@ -186,6 +186,14 @@ def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size
     big = norms > clip_norm
     scale[big] = clip_norm / norms[big]
     return sp.csr_matrix(sp.diags(scale) @ h)
+
+
+def routed_contributions(records: np.ndarray, owner: np.ndarray, n_users: int, bank: np.ndarray,
+                         mechanism: MechanismConfig) -> sp.csr_matrix:
+    """Eq. 1 end to end: :func:`topk_routes` of ``records`` (n, d) on ``bank`` (p, d), then :func:`contributions` of
+    the users ``owner`` (n,) names, CSR float64 (n_users, p); raises as they do."""
+    routes = topk_routes(records, bank, mechanism.top_k)
+    return contributions(routes, owner, n_users, bank.shape[0], mechanism.clip_norm)
 
 
 def sample_participation(n_users: int, sample_rate: float, rng: np.random.Generator) -> np.ndarray:

@@ -19,6 +19,7 @@ from pe_kit.audit.canary import _audit_canary
 from pe_kit.audit.trials import check_equal_populations
 from pe_kit.code_hash import versions
 from pe_kit.settings import AuditConfig, MechanismConfig, WorldSettings
+from pe_kit.settings.sections import row_columns
 from pe_kit.data.corpus_cache import cached_corpus
 from pe_kit.data.loaders import Corpus
 from pe_kit.data.splits import Splits, empty_arm_message, make_arm, split_users
@@ -251,9 +252,8 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
                           contribs["test"], mechanism, audit, rng)
     return {"variant": design.variant, "canary_id": design.canary_id,
             "canary_votes_on_P": float(v_full[np.asarray(coords)].sum() / max(v_full.sum(), 1e-300)),
-            **result.row, **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
-            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
-            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
+            **result.row, **row_columns("mech", mechanism), **row_columns("audit", audit), "gamma": audit.gamma,
+            **row_columns("study", world.config),
             "bank_source": world.bank_info.get("bank"), **world.truncation, **versions(),
             **{k: design.info[k] for k in ("pool_generator", "pool_source", "beyond_paper") if k in design.info}}
 
