@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from pe_kit.settings import MechanismConfig, check_param
 
 __all__ = ["squared_distances", "topk_routes", "NeighborIndex", "build_neighbor_index", "routes_with_probes",
-           "contributions", "routed_contributions", "release", "sample_participation"]
+           "contributions", "routed_contributions", "canary_votes", "release", "sample_participation"]
 
 
 def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
@@ -194,6 +194,18 @@ def routed_contributions(records: np.ndarray, owner: np.ndarray, n_users: int, b
     the users ``owner`` (n,) names, CSR float64 (n_users, p); raises as they do."""
     routes = topk_routes(records, bank, mechanism.top_k)
     return contributions(routes, owner, n_users, bank.shape[0], mechanism.clip_norm)
+
+
+def canary_votes(records: np.ndarray, bank: np.ndarray, probes: np.ndarray | None, positions,
+                 mechanism: MechanismConfig, index: NeighborIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One user's records (m, d) routed on ``bank`` with ``probes`` at ``positions`` (:func:`routes_with_probes`; None:
+    no probes) and its clipped contribution (Eq. 1): (routes int64 (m, k), v float64 (p,)). ``index``: the records'
+    ``NeighborIndex``, built at depth k + r when None."""
+    if index is None:
+        index = build_neighbor_index(records, bank, mechanism.top_k + (0 if positions is None else len(positions)))
+    routes = routes_with_probes(index, records, probes, positions, mechanism.top_k)
+    c = contributions(routes, np.zeros(len(records), dtype=np.int64), 1, bank.shape[0], mechanism.clip_norm)
+    return routes, np.asarray(c.todense()).ravel()
 
 
 def sample_participation(n_users: int, sample_rate: float, rng: np.random.Generator) -> np.ndarray:

@@ -23,7 +23,7 @@ from pe_kit.settings.sections import row_columns
 from pe_kit.data.corpus_cache import cached_corpus
 from pe_kit.data.loaders import Corpus
 from pe_kit.data.splits import Splits, empty_arm_message, make_arm, split_users
-from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
+from pe_kit.pe.mechanism import build_neighbor_index, canary_votes, contributions, routes_with_probes
 from pe_kit.study.pools import paraphrase_pool
 from pe_kit.text.encoder import Encoder
 
@@ -233,11 +233,7 @@ def _bank_texts(config: StudyConfig, corpus: Corpus, splits: Splits) -> tuple[li
 
 def canary_contribution(world: World, design: ProbeDesign, mechanism: MechanismConfig) -> np.ndarray:
     """The canary's full clipped contribution (p,) on the design's bank (Eq. 1)."""
-    emb = design.canary_embeddings
-    index = build_neighbor_index(emb, world.bank, mechanism.top_k + world.config.max_probes)
-    routes = routes_with_probes(index, emb, design.probe_embeddings, design.positions, mechanism.top_k)
-    c = contributions(routes, np.zeros(len(emb), dtype=np.int64), 1, world.bank.shape[0], mechanism.clip_norm)
-    return np.asarray(c.todense()).ravel()
+    return canary_votes(design.canary_embeddings, world.bank, design.probe_embeddings, design.positions, mechanism)[1]
 
 
 def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, audit: AuditConfig,
