@@ -190,17 +190,15 @@ def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size
 
 def routed_contributions(records: np.ndarray, owner: np.ndarray, n_users: int, bank: np.ndarray,
                          mechanism: MechanismConfig) -> sp.csr_matrix:
-    """Eq. 1 end to end: :func:`topk_routes` of ``records`` (n, d) on ``bank`` (p, d), then :func:`contributions` of
-    the users ``owner`` (n,) names, CSR float64 (n_users, p); raises as they do."""
+    """Eq. 1 end to end: the :func:`contributions` (n_users, p) of the :func:`topk_routes` of ``records`` (n, d)."""
     routes = topk_routes(records, bank, mechanism.top_k)
     return contributions(routes, owner, n_users, bank.shape[0], mechanism.clip_norm)
 
 
 def canary_votes(records: np.ndarray, bank: np.ndarray, probes: np.ndarray | None, positions,
                  mechanism: MechanismConfig, index: NeighborIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """One user's records (m, d) routed on ``bank`` with ``probes`` at ``positions`` (:func:`routes_with_probes`; None:
-    no probes) and its clipped contribution (Eq. 1): (routes int64 (m, k), v float64 (p,)). ``index``: the records'
-    ``NeighborIndex``, built at depth k + r when None."""
+    """(routes (m, k), v (p,)) of one user's records on ``bank`` with ``probes`` at ``positions`` (Eq. 1,
+    :func:`routes_with_probes`); ``index``: the records' ``NeighborIndex``, built at depth k + r when None."""
     if index is None:
         index = build_neighbor_index(records, bank, mechanism.top_k + (0 if positions is None else len(positions)))
     routes = routes_with_probes(index, records, probes, positions, mechanism.top_k)

@@ -27,7 +27,7 @@ from pe_kit.pe.mechanism import build_neighbor_index, canary_votes, contribution
 from pe_kit.study.pools import paraphrase_pool
 from pe_kit.text.encoder import Encoder
 
-__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "world_texts",
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "world_texts",
            "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "canary_contribution",
            "audit_design", "aux_pool_covariance", "make_design"]
 
@@ -121,11 +121,6 @@ def check_bank_b(config: StudyConfig) -> None:
         raise ValueError(bank_b_missing_message())
 
 
-def reserved_users(config: StudyConfig) -> frozenset[str]:
-    """User ids a world on ``config`` keeps out of its private splits (:func:`bank_reserved_users` of its bank)."""
-    return bank_reserved_users(config.bank)
-
-
 def bank_reserved_users(bank: str) -> frozenset[str]:
     """User ids a world on ``bank`` keeps out of its private splits: the example authors of ``bankB`` or of any bank
     file whose rows carry ``examples`` (``data.loaders.bank_b_authors``); else none.
@@ -146,9 +141,10 @@ def bank_reserved_users(bank: str) -> frozenset[str]:
 
 def study_splits(config: StudyConfig, corpus: Corpus) -> Splits:
     """The seeded splits of a study (App. D; ``data.splits.split_users`` with the config's sizes, canaries with
-    exactly ``record_cap`` records, :func:`reserved_users` kept public): the one draw every entry point makes."""
+    exactly ``record_cap`` records, the :func:`bank_reserved_users` of its bank kept public): the one draw every
+    entry point makes."""
     return split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test, seed=config.seed,
-                       canary_records=config.record_cap, reserved=reserved_users(config))
+                       canary_records=config.record_cap, reserved=bank_reserved_users(config.bank))
 
 
 def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None = None) -> str:
@@ -156,7 +152,7 @@ def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None =
     from pe_kit.cache import content_hash
 
     enc = encoder.model_id if encoder is not None else None
-    reserved = sorted(reserved_users(config))
+    reserved = sorted(bank_reserved_users(config.bank))
     extra = (content_hash(reserved),) if reserved else ()   # only bank-B worlds: every other key stays as it was
     return content_hash("world/v1", config.as_dict(), input_digests(config), content_hash(list(bank_texts)), enc,
                         *extra)
