@@ -5,7 +5,7 @@ Public authors: ``--authors`` bloggers drawn (seed [seed, 0]) from the *public* 
 arm at seed 0 (``split_users`` with the preset's sizes) that have fewer than 64 posts. So none is in the long arm or
 the bundled sample (bloggers with exactly 64 posts only), none is a canary, aux, calibration or test user of the
 paper's short arm, and a world on bank B with other sizes or seeds keeps them out of every private split
-(``data.loaders.bank_b_authors`` → ``study.world.reserved_users`` → ``split_users(reserved=)``): no example is
+(``data.loaders.bank_b_authors`` → ``study.world.bank_reserved_users`` → ``split_users(reserved=)``): no example is
 ever a private record.
 Entry j takes bank A's label of entry j (the same label mix, in the same blocks of 32) and three records of
 public authors with that label (topped up from all public records when the label has fewer), each cut to

@@ -167,7 +167,7 @@ def _bank_b_file(tmp_path, corpus, splits, n=12):
 def test_bank_b_refused_until_shipped_and_its_authors_kept_out_of_private_splits(corpus_splits, tmp_path,
                                                                                 monkeypatch):
     from pe_kit.data import loaders
-    from pe_kit.study.world import StudyConfig, reserved_users, study_splits
+    from pe_kit.study.world import StudyConfig, bank_reserved_users, study_splits
 
     corpus, splits = corpus_splits
     monkeypatch.setattr(loaders, "default_bank_b_path",
@@ -176,13 +176,13 @@ def test_bank_b_refused_until_shipped_and_its_authors_kept_out_of_private_splits
         make_bank("bankB", 8, np.random.default_rng(0))
     cfg = StudyConfig(data=str(TINY_DATA), bank="bankB", record_cap=16, n_canary=5, n_aux=5, n_calibration=5,
                       n_test=5, bank_size=8, max_probes=4)
-    assert reserved_users(cfg) == frozenset()           # nothing shipped: nothing to reserve
+    assert bank_reserved_users(cfg.bank) == frozenset()           # nothing shipped: nothing to reserve
     path, authors = _bank_b_file(tmp_path, corpus, splits)
     monkeypatch.setattr(loaders, "default_bank_b_path", lambda partial=False: path)
     bank = make_bank("bankB", 8, np.random.default_rng(0))
     assert len(bank) == 8 and bank.info["kind"] == "bankB" and bank.info["example_authors"] == 3
     assert set(bank.texts) <= {f"bank b text {j}" for j in range(12)}
-    assert reserved_users(cfg) == authors
+    assert bank_reserved_users(cfg.bank) == authors
     s = study_splits(cfg, corpus)
     private = set(s.canary) | set(s.aux) | set(s.calibration) | set(s.test)
     assert not authors & private and s.report() == splits.report()

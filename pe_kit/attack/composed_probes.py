@@ -18,8 +18,8 @@ import scipy.sparse as sp
 
 from pe_kit.attack.selection import base_neighbors, pool_covariance
 from pe_kit.attack.variants import design_selected
-from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict
-from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes, squared_distances
+from pe_kit.audit.moments import aux_moments, design_moments, null_moments, restrict
+from pe_kit.pe.mechanism import build_neighbor_index, canary_votes, contributions, routes_with_probes, squared_distances
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.text.generators.base import PoolShortfallError
 
@@ -238,17 +238,13 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
     audit = audit or AuditConfig()
     pos = np.zeros(0, np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     k, p = mechanism.top_k, bank.shape[0]
-    emb = np.asarray(canary_embeddings, dtype=np.float32)
-    if canary_index is None:
-        canary_index = build_neighbor_index(emb, bank, k + pos.size)
-    routes = routes_with_probes(canary_index, emb, probe_embeddings, pos, k)
-    v = np.asarray(contributions(routes, np.zeros(len(emb), np.int64), 1, p, mechanism.clip_norm).todense()).ravel()
+    routes, v = canary_votes(canary_embeddings, bank, probe_embeddings, pos, mechanism, canary_index)
     coords = np.sort(pos) if positions is not None else np.flatnonzero(v)
     aux_routes = routes_with_probes(aux.index, aux.records, probe_embeddings, pos, k)
     a = restrict(contributions(aux_routes, aux.owner, aux.n_aux_users, p, mechanism.clip_norm), coords)
-    _, sigma = null_moments(aux_moments(a, audit.shrinkage), aux.n_users, mechanism, audit.ridge)
     vp = v[coords]
-    return {"mu_eff": mu_eff(vp, sigma), "canary_votes_on_P": float(vp.sum() / max(v.sum(), 1e-300)),
+    mu = design_moments(vp, a, aux.n_users, mechanism, audit)[3]
+    return {"mu_eff": mu, "canary_votes_on_P": float(vp.sum() / max(v.sum(), 1e-300)),
             "canary_norm": float(np.linalg.norm(vp)), "record_probe_votes": np.isin(routes, coords).sum(axis=1),
             "aux_voters": int((np.asarray(abs(a).sum(axis=1)).ravel() > 0).sum())}
 

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory_or_inf, tightness
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
-from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
+from pe_kit.audit.moments import design_moments, mixture_llr, restrict
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import check_equal_populations, scalar_problem, simulate_scores
 from pe_kit.settings import AuditConfig, MechanismConfig
@@ -57,9 +57,7 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
     t0 = time.perf_counter()
     v = np.asarray(canary_full, dtype=np.float64).ravel()[coords]
     n_test = test.shape[0]
-    moments = aux_moments(restrict(aux, coords), audit.shrinkage)
-    m0, sigma = null_moments(moments, n_test, mechanism, audit.ridge)
-    w = llr_weights(v, sigma)
+    m0, _, w, mu = design_moments(v, restrict(aux, coords), n_test, mechanism, audit)
     cal = restrict(calibration, coords)
     check_equal_populations(cal.shape[0], n_test)
     probs = {split: scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)
@@ -78,7 +76,6 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
         test_audit = evaluate_threshold(scores["test"][0], scores["test"][1], cal_audit.threshold, audit.gamma,
                                         audit.delta, cal_audit.direction)
     eps_theory = epsilon_theory_or_inf(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
-    mu = float(np.sqrt(max(0.0, w @ v)))
     ceiling = epsilon_ceiling(mu, mechanism.sample_rate, audit.delta) if audit.delta > 0 else float("nan")
     info = {"mu_eff_ceiling": (1 / mechanism.noise_multiplier) if mechanism.noise_multiplier > 0 else float("inf"),
             "epsilon_ceiling": ceiling,

@@ -15,7 +15,7 @@ import numpy as np
 
 from pe_kit.audit.accounting import epsilon_theory_prefixes
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold
-from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
+from pe_kit.audit.moments import design_moments, mixture_llr, restrict
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.trials import ScalarProblem, scalar_problem, simulate_scores
 from pe_kit.settings import AuditConfig, MechanismConfig
@@ -84,15 +84,14 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
     if coords.size == 0:
         raise ValueError(f"round {round_}: the canary votes on no coordinate")
     v = v_full[coords]
-    moments = aux_moments(restrict(aux.contributions(bank, mechanism), coords), audit.shrinkage)
-    m0, sigma = null_moments(moments, test.n_users, mechanism, audit.ridge)
-    w = llr_weights(v, sigma)
+    aux_p = restrict(aux.contributions(bank, mechanism), coords)
+    m0, _, w, mu = design_moments(v, aux_p, test.n_users, mechanism, audit)
     cal = restrict(calibration.contributions(bank, mechanism), coords)
     if resize is not None:
         cal = cal[resize]
     tst = restrict(test.contributions(bank, mechanism), coords)
     q, ns = mechanism.sample_rate, mechanism.noise_std
-    return RoundProblem(round_, coords, float(np.sqrt(max(0.0, w @ v))), float(np.linalg.norm(v)),
+    return RoundProblem(round_, coords, mu, float(np.linalg.norm(v)),
                         scalar_problem(w, cal, v, m0, ns, q), scalar_problem(w, tst, v, m0, ns, q))
 
 

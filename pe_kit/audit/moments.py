@@ -11,7 +11,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from pe_kit.settings import MechanismConfig
+from pe_kit.settings import AuditConfig, MechanismConfig
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,15 @@ def mu_eff(canary: np.ndarray, sigma: np.ndarray) -> float:
     """μ_eff = sqrt(vᵀΣ⁻¹v), the Mahalanobis separation (Eqs. 3, 15); ≤ 1/σ by Eq. 20."""
     v = np.asarray(canary, dtype=np.float64)
     return float(np.sqrt(max(0.0, v @ llr_weights(v, sigma))))
+
+
+def design_moments(canary: np.ndarray, aux: sp.spmatrix, n_users: int, mechanism: MechanismConfig,
+                   audit: AuditConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(m̂0, Σ̂_P, w = Σ̂⁻¹v, μ_eff) of a frozen design (Eqs. 14–15, 31–35): the canary's v_P (|P|,) and the aux users'
+    contributions restricted to P (``restrict``), for N = ``n_users``, with ``audit``'s shrinkage and ridge."""
+    m0, sigma = null_moments(aux_moments(aux, audit.shrinkage), n_users, mechanism, audit.ridge)
+    w = llr_weights(canary, sigma)
+    return m0, sigma, w, float(np.sqrt(max(0.0, w @ canary)))
 
 
 def llr(y: np.ndarray, canary: np.ndarray, m0: np.ndarray, sigma: np.ndarray) -> np.ndarray:

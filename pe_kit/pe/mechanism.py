@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from pe_kit.settings import MechanismConfig, check_param
 
 __all__ = ["squared_distances", "topk_routes", "NeighborIndex", "build_neighbor_index", "routes_with_probes",
-           "contributions", "release", "sample_participation"]
+           "contributions", "routed_contributions", "canary_votes", "release", "sample_participation"]
 
 
 def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
@@ -186,6 +186,24 @@ def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size
     big = norms > clip_norm
     scale[big] = clip_norm / norms[big]
     return sp.csr_matrix(sp.diags(scale) @ h)
+
+
+def routed_contributions(records: np.ndarray, owner: np.ndarray, n_users: int, bank: np.ndarray,
+                         mechanism: MechanismConfig) -> sp.csr_matrix:
+    """Eq. 1 end to end: the :func:`contributions` (n_users, p) of the :func:`topk_routes` of ``records`` (n, d)."""
+    routes = topk_routes(records, bank, mechanism.top_k)
+    return contributions(routes, owner, n_users, bank.shape[0], mechanism.clip_norm)
+
+
+def canary_votes(records: np.ndarray, bank: np.ndarray, probes: np.ndarray | None, positions,
+                 mechanism: MechanismConfig, index: NeighborIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(routes (m, k), v (p,)) of one user's records on ``bank`` with ``probes`` at ``positions`` (Eq. 1,
+    :func:`routes_with_probes`); ``index``: the records' ``NeighborIndex``, built at depth k + r when None."""
+    if index is None:
+        index = build_neighbor_index(records, bank, mechanism.top_k + (0 if positions is None else len(positions)))
+    routes = routes_with_probes(index, records, probes, positions, mechanism.top_k)
+    c = contributions(routes, np.zeros(len(records), dtype=np.int64), 1, bank.shape[0], mechanism.clip_norm)
+    return routes, np.asarray(c.todense()).ravel()
 
 
 def sample_participation(n_users: int, sample_rate: float, rng: np.random.Generator) -> np.ndarray:

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from pe_kit.cache import cache_dir, content_hash, read_verified, source_digest, write_verified
 from pe_kit.settings import MechanismConfig
-from pe_kit.pe.mechanism import contributions, release, sample_participation, topk_routes
+from pe_kit.pe.mechanism import release, routed_contributions, sample_participation
 from pe_kit.text.generators.base import generator_identity
 from pe_kit.text.variation import build_feedback, make_variations
 from pe_kit.progress import progress
@@ -114,8 +114,7 @@ class Population:
 
     def contributions(self, bank: "FrozenBank", mechanism: MechanismConfig) -> sp.csr_matrix:
         """Clipped contributions (n_users, p) on ``bank`` (exact top-k routing, Eq. 1)."""
-        routes = topk_routes(self.embeddings, bank.embeddings, mechanism.top_k)
-        return contributions(routes, self.owner, self.n_users, len(bank.texts), mechanism.clip_norm)
+        return routed_contributions(self.embeddings, self.owner, self.n_users, bank.embeddings, mechanism)
 
 
 @dataclass(frozen=True)

@@ -245,3 +245,8 @@ class OneRun(NotebookSection):
     published_sigmas: tuple | None = setting(None, ParamSpec("float", many=True, optional=True,
                                                              choices=(0.5, 1.0, 2.0, 4.0)),
                                              "rows of Mahloujifar et al.'s Table 1")
+
+
+def row_columns(prefix: str, section: Section) -> dict:
+    """``section``'s settings (its ``as_dict``, in field order) as result-row columns ``<prefix>_<field>``."""
+    return {f"{prefix}_{k}": v for k, v in section.as_dict().items()}

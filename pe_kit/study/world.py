@@ -19,14 +19,15 @@ from pe_kit.audit.canary import _audit_canary
 from pe_kit.audit.trials import check_equal_populations
 from pe_kit.code_hash import versions
 from pe_kit.settings import AuditConfig, MechanismConfig, WorldSettings
+from pe_kit.settings.sections import row_columns
 from pe_kit.data.corpus_cache import cached_corpus
 from pe_kit.data.loaders import Corpus
 from pe_kit.data.splits import Splits, empty_arm_message, make_arm, split_users
-from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
+from pe_kit.pe.mechanism import build_neighbor_index, canary_votes, contributions, routes_with_probes
 from pe_kit.study.pools import paraphrase_pool
 from pe_kit.text.encoder import Encoder
 
-__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "reserved_users", "world_texts",
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "world_texts",
            "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "canary_contribution",
            "audit_design", "aux_pool_covariance", "make_design"]
 
@@ -120,11 +121,6 @@ def check_bank_b(config: StudyConfig) -> None:
         raise ValueError(bank_b_missing_message())
 
 
-def reserved_users(config: StudyConfig) -> frozenset[str]:
-    """User ids a world on ``config`` keeps out of its private splits (:func:`bank_reserved_users` of its bank)."""
-    return bank_reserved_users(config.bank)
-
-
 def bank_reserved_users(bank: str) -> frozenset[str]:
     """User ids a world on ``bank`` keeps out of its private splits: the example authors of ``bankB`` or of any bank
     file whose rows carry ``examples`` (``data.loaders.bank_b_authors``); else none.
@@ -145,9 +141,10 @@ def bank_reserved_users(bank: str) -> frozenset[str]:
 
 def study_splits(config: StudyConfig, corpus: Corpus) -> Splits:
     """The seeded splits of a study (App. D; ``data.splits.split_users`` with the config's sizes, canaries with
-    exactly ``record_cap`` records, :func:`reserved_users` kept public): the one draw every entry point makes."""
+    exactly ``record_cap`` records, the :func:`bank_reserved_users` of its bank kept public): the one draw every
+    entry point makes."""
     return split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test, seed=config.seed,
-                       canary_records=config.record_cap, reserved=reserved_users(config))
+                       canary_records=config.record_cap, reserved=bank_reserved_users(config.bank))
 
 
 def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None = None) -> str:
@@ -155,7 +152,7 @@ def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None =
     from pe_kit.cache import content_hash
 
     enc = encoder.model_id if encoder is not None else None
-    reserved = sorted(reserved_users(config))
+    reserved = sorted(bank_reserved_users(config.bank))
     extra = (content_hash(reserved),) if reserved else ()   # only bank-B worlds: every other key stays as it was
     return content_hash("world/v1", config.as_dict(), input_digests(config), content_hash(list(bank_texts)), enc,
                         *extra)
@@ -232,11 +229,7 @@ def _bank_texts(config: StudyConfig, corpus: Corpus, splits: Splits) -> tuple[li
 
 def canary_contribution(world: World, design: ProbeDesign, mechanism: MechanismConfig) -> np.ndarray:
     """The canary's full clipped contribution (p,) on the design's bank (Eq. 1)."""
-    emb = design.canary_embeddings
-    index = build_neighbor_index(emb, world.bank, mechanism.top_k + world.config.max_probes)
-    routes = routes_with_probes(index, emb, design.probe_embeddings, design.positions, mechanism.top_k)
-    c = contributions(routes, np.zeros(len(emb), dtype=np.int64), 1, world.bank.shape[0], mechanism.clip_norm)
-    return np.asarray(c.todense()).ravel()
+    return canary_votes(design.canary_embeddings, world.bank, design.probe_embeddings, design.positions, mechanism)[1]
 
 
 def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, audit: AuditConfig,
@@ -251,9 +244,8 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
                           contribs["test"], mechanism, audit, rng)
     return {"variant": design.variant, "canary_id": design.canary_id,
             "canary_votes_on_P": float(v_full[np.asarray(coords)].sum() / max(v_full.sum(), 1e-300)),
-            **result.row, **{f"mech_{k}": v for k, v in mechanism.as_dict().items()},
-            **{f"audit_{k}": v for k, v in audit.as_dict().items()}, "gamma": audit.gamma,
-            **{f"study_{k}": v for k, v in world.config.as_dict().items()},
+            **result.row, **row_columns("mech", mechanism), **row_columns("audit", audit), "gamma": audit.gamma,
+            **row_columns("study", world.config),
             "bank_source": world.bank_info.get("bank"), **world.truncation, **versions(),
             **{k: design.info[k] for k in ("pool_generator", "pool_source", "beyond_paper") if k in design.info}}
 
