@@ -25,6 +25,7 @@ from pe_kit.audit.plan import Reach, announce_reach, audit_reach
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check, stage_check
 from pe_kit.audit.release_runner import check_audit_arguments, implementation_name, seed_sequence
 from pe_kit.settings import MechanismConfig
+from pe_kit.settings.sections import row_columns
 from pe_kit.progress import progress
 
 __all__ = ["BatteryAudit", "audit_battery", "battery_gamma", "design_claim", "BATTERY_TRIALS"]
@@ -148,7 +149,7 @@ def _design_row(a: Audit, design, mech: MechanismConfig, at_claim: bool, alpha: 
                             "n_users": len(design.test), "canary_records": len(design.canary),
                             "bank_size": int(np.shape(design.bank)[0]),
                             "canary_position": str(getattr(design, "canary_position", "last")), "alpha": float(alpha),
-                            "at_claim": at_claim, **{f"mech_{k}": v for k, v in mech.as_dict().items()}, **checks})
+                            "at_claim": at_claim, **row_columns("mech", mech), **checks})
 
 
 def _where(i: int, designs: Sequence) -> str:

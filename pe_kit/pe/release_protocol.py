@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pe_kit.settings import MechanismConfig
-from pe_kit.pe.mechanism import contributions, release, sample_participation, topk_routes
+from pe_kit.pe.mechanism import contributions, release, routed_contributions, sample_participation, topk_routes
 
 __all__ = ["PERelease", "BatchedPERelease", "ReleasePipeline", "ReferenceRelease", "reference_release",
            "HistogramAdapter", "staged", "staged_batch", "check_release_inputs", "user_records", "stack_users"]
@@ -205,7 +205,7 @@ def reference_release(bank, records, owner, n_users: int, config: MechanismConfi
                       rng: np.random.Generator) -> np.ndarray:
     """One release (float64 (p,), Eq. 1) by ``pe.mechanism``'s functions; ValueError on bad data arguments."""
     bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
-    c = contributions(topk_routes(records, bank, config.top_k), owner, n_users, bank.shape[0], config.clip_norm)
+    c = routed_contributions(records, owner, n_users, bank, config)
     return release(c, config, rng, sample_participation(n_users, config.sample_rate, rng))
 
 
