@@ -199,15 +199,13 @@ def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int 
     (γ = α / (4·n_canaries), App. E.6; ``n_canaries`` None: ``per_variant``, else 1). Each value of the cell is
     checked once: the mechanism's and the audit's by their configs (whose normalised values ``params`` then holds),
     the others by :func:`resolve_params`. Raises ValueError naming the field, the value and the accepted values."""
-    from pe_kit.study.setup import audit_from, mechanism_from
-
     keys = NOTEBOOK_KEYS.get(notebook, NOTEBOOK_KEYS["01_mechanism"])
     configs = {**MechanismConfig.specs(), **AuditConfig.specs()}
     given = {k: namespace.get(k) for k in keys if k != "preset"}
     params = resolve_params(notebook, namespace["preset"], **{k: v for k, v in given.items() if k not in configs})
     params.update({k: v for k, v in given.items() if k in configs and v is not None})
     n = (params.get("per_variant") or 1) if n_canaries is None else n_canaries
-    mechanism, audit = mechanism_from(params), audit_from(params, n)
+    mechanism, audit = MechanismConfig.from_params(params), AuditConfig.from_params(params, n_canaries=n)
     params.update({k: getattr(c, k) for c in (mechanism, audit) for k in c.specs() if k in params})
     return params, mechanism, audit
 

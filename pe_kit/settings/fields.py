@@ -99,6 +99,14 @@ class Section:
         return {f.name: cls.read_by if f.metadata["notebooks"] is None else f.metadata["notebooks"]
                 for f in fields(cls) if "spec" in f.metadata}
 
+    @classmethod
+    def from_params(cls, params, **overrides):
+        """The section of the fields ``params`` (a mapping) sets, with ``overrides`` on top (None or missing: the
+        declared default); each value checked by its declaration."""
+        kw = {k: params[k] for k in cls.specs() if params.get(k) is not None}
+        kw.update((k, v) for k, v in overrides.items() if v is not None)
+        return cls(**kw)
+
     def as_dict(self) -> dict:
         """Plain dict of the declared fields (tuples as lists), for result rows."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
