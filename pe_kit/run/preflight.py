@@ -1,5 +1,5 @@
 """Checks of a reproduction's settings run before any notebook: each refuses a setting a notebook would fail on
-later (an undeclared ``<notebook>.<parameter>``, an unknown variant, bank or model), naming the ``--set`` key,
+later (an undeclared ``<notebook>.<parameter>``, an unknown bank or model), naming the ``--set`` key,
 the value and what is accepted.
 """
 from __future__ import annotations
@@ -9,8 +9,7 @@ from pathlib import Path
 from pe_kit.run.presets import NOTEBOOK_KEYS
 from pe_kit.settings import Preset, did_you_mean
 
-__all__ = ["check_notebook_overrides", "unused_overrides", "check_variants", "check_banks", "check_bank_sizes",
-           "check_models"]
+__all__ = ["check_notebook_overrides", "unused_overrides", "check_banks", "check_bank_sizes", "check_models"]
 
 
 def _declared(path: Path) -> list[str]:
@@ -82,21 +81,6 @@ def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
             out.append(f"--set {key}=… has no effect on {', '.join(notebooks)}: {where}; add those notebooks "
                        "with --notebooks or drop the setting")
     return out
-
-
-def check_variants(p: Preset) -> None:
-    """Every variant name of ``p`` is known; raises ValueError naming the setting (``variants``, ``sweep_variants``,
-    ``encoder_variants``, ``tightness_variant``), the unknown name and the known ones."""
-    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS
-
-    for key in ("variants", "sweep_variants", "encoder_variants", "tightness_variant"):
-        value = getattr(p, key)
-        if value == "all" and key == "variants":
-            continue
-        for v in _names(value):
-            if v not in VARIANTS:
-                raise ValueError(f"{key} contains {v!r}: use names from {', '.join(VARIANTS)}"
-                                 + (" or 'all'" if key == "variants" else "") + f" (--set {key}=…)")
 
 
 def check_banks(p: Preset) -> None:
