@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pe_kit.audit.trials import check_equal_populations
 from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOKS, AuditConfig, MechanismConfig, Preset, check_param, locate,
                              notebook_keys)
 
@@ -86,7 +85,8 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     value (06's σ, 07's δ) unless ``<notebook>.<key>`` is given too.
 
     Raises ValueError: unknown preset or key, a value of the wrong type or range, unequal calibration and test
-    sizes, or the paper preset without ``data``."""
+    sizes, more probes than bank entries, or the paper preset without ``data``; IsADirectoryError /
+    FileNotFoundError for a ``data`` that is a folder or no file."""
     if isinstance(name, Preset):
         p = name
     elif name not in PRESETS:
@@ -117,24 +117,21 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         p = p.with_values({**changes, **overrides})
     except ValueError as exc:
         raise ValueError(f"{exc} (preset {p.name})") from None
-    try:  # the same rule _audit_canary and the sweeps enforce, checked before any notebook runs
+    from pe_kit.study.world import StudyConfig
+
+    try:  # every notebook's world obeys StudyConfig's rules (calibration and test of one size N, r ≤ p) before any runs
         for stem in (None, *NOTEBOOKS):
-            v = p.view(stem)
-            check_equal_populations(v["n_calibration"], v["n_test"])
+            StudyConfig.from_params(p.view(stem))
     except ValueError as exc:
         raise ValueError(f"{exc} (preset {p.name})") from None
-    if p.max_probes > p.bank_size:  # max_probes ≥ 0 is its declaration's
-        raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name in NEEDS_DATA and p.data is None:
         raise ValueError(f"the {p.name} preset needs the full corpus: pass --data PATH (Yelp reviews JSON, "
                          "Sentiment140 CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh "
                          "sets N per arm)")
-    if p.data is not None and Path(p.data).is_dir():
-        from pe_kit.data.loaders import folder_message
+    if p.data is not None:
+        from pe_kit.data.loaders import check_path
 
-        raise ValueError(folder_message(p.data))
-    if p.data is not None and not Path(p.data).is_file():
-        raise ValueError(f"data={p.data!r} does not exist; pass an existing file with --data PATH")
+        check_path(p.data, "--data")
     return p
 
 
