@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pe_kit.run.presets import NOTEBOOK_KEYS
-from pe_kit.settings import Preset, did_you_mean
+from pe_kit.settings import RUNNER_KEYS, Preset, did_you_mean
 
 __all__ = ["check_notebook_overrides", "unused_overrides", "check_banks", "check_bank_sizes", "check_models"]
 
@@ -25,9 +25,6 @@ def _declared(path: Path) -> list[str]:
     return []
 
 
-_RUNNER_OWNED = ("output_dir", "preset", "seed")
-
-
 def _names(value) -> list[str]:
     """A setting that is one name or a list of names (``bank`` / ``banks``), as a list of str (None: empty)."""
     return [str(v) for v in ([value] if isinstance(value, str) else list(value or []))]
@@ -43,22 +40,19 @@ def _takes(src: Path) -> list[str]:
     """The parameters notebook ``src`` takes from the runner: its ``NOTEBOOK_KEYS`` entry (every declared name for
     a notebook outside the table) that its ``parameters`` cell declares, less the runner-owned ones."""
     declared = _declared(src)
-    return [k for k in NOTEBOOK_KEYS.get(src.stem, declared) if k in declared and k not in _RUNNER_OWNED]
+    return [k for k in NOTEBOOK_KEYS.get(src.stem, declared) if k in declared and k not in RUNNER_KEYS]
 
 
 def check_notebook_overrides(preset: Preset, folder: Path) -> None:
-    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook. Raises ValueError for a parameter
-    the notebook does not declare (listing those it does), or for ``output_dir`` / ``preset`` / ``seed`` (use
-    ``--results-dir`` / ``--preset`` / ``--seed``)."""
+    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook (``--notebooks-dir`` may hold
+    notebooks of other parameters). Raises ValueError for a parameter the notebook does not declare (listing those
+    it does)."""
     for nb, values in preset.extra.items():
         src = folder / f"{nb}.ipynb"
         if not src.is_file():
             continue
         takes = _takes(src)
         for k in values:
-            if k in _RUNNER_OWNED:
-                raise ValueError(f"--set {nb}.{k}=…: {k} is set by the runner; use --"
-                                 f"{'results-dir' if k == 'output_dir' else k} instead")
             if k not in takes:
                 raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}{did_you_mean(k, takes)}; "
                                  f"its parameters are: {', '.join(sorted(takes))}")
@@ -73,7 +67,7 @@ def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
             takers.setdefault(k, []).append(src.stem)
     out = []
     for key in (overrides or {}):
-        if "." in key or key in ("data", "fmt") or key in _RUNNER_OWNED:
+        if "." in key or key in ("data", "fmt"):
             continue
         users = takers.get(key, [])
         if not any(nb in users for nb in notebooks):
