@@ -214,12 +214,8 @@ def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
     """
     base = {**preset.view(notebook if notebook in NOTEBOOKS else None), "preset": preset.name,
             "output_dir": str(output_dir), "seed": int(seed)}
-    keys = NOTEBOOK_KEYS.get(notebook)
-    if keys is None:  # a notebook outside the tree: every value it declares
-        keys = tuple(k for k in base if declared is not None and k in declared)
-    out = {k: base.get(k) for k in keys if k in base}
-    if declared is not None:
-        out = {k: v for k, v in out.items() if k in declared or k == "output_dir"}
+    keys = NOTEBOOK_KEYS.get(notebook, () if declared is None else tuple(base))  # outside the tree: what it declares
+    out = {k: base[k] for k in keys if k in base and (declared is None or k in declared or k == "output_dir")}
     out.setdefault("output_dir", str(output_dir))
     return out
 
