@@ -414,7 +414,7 @@ def test_canary_listings_refuse_names_without_a_pool():
 
     with pytest.raises(ValueError, match=r"variants=\['exact'\] have no paraphrase pool"):
         PC.paraphrase_canaries("quick", ("short",), ("paraphrase-mu_eff", "exact"))
-    with pytest.raises(ValueError, match=r"sweep_variants: variants contains 'paraphrase-mueff'"):
+    with pytest.raises(ValueError, match=r"sweep_variants\[1\]='paraphrase-mueff' is not accepted: use one of"):
         PC.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": ("ordinary", "paraphrase-mueff")})
     # a comma-separated string names the same variants as the tuple; repeats count once
     a = PC.sweep_paraphrase_canaries("quick", overrides={"sweep_variants": "nonce,paraphrase-mu_eff,paraphrase-mu_eff"})

@@ -285,6 +285,10 @@ def test_each_setting_type_and_range_is_declared_in_one_place():
     assert [rel for rel, _ in specs] == ["audit/one_run_checks.py"], specs
     assert guards == KNOWN_GUARDS, {k: guards.get(k, set()) ^ KNOWN_GUARDS.get(k, set())
                                     for k in set(guards) | set(KNOWN_GUARDS) if guards.get(k) != KNOWN_GUARDS.get(k)}
+    from pe_kit.attack.variants import ALL_VARIANTS
+    from pe_kit.settings.sections import VARIANT_NAMES
+
+    assert VARIANT_NAMES == ALL_VARIANTS  # the settings' copy of the names the variant fields accept
     # the scan sees a guard: q's old explorer check
     assert _range_guards(ast.parse("if not 0 < sample_rate <= 1:\n    raise ValueError")) == {"sample_rate"}
 

@@ -122,14 +122,15 @@ def folder_message(path, flag: str = "--data") -> str:
             f"pass {flag} <folder>/<file>{found}")
 
 
-def check_path(path) -> Path:
-    """``path`` as a Path if it is a file; IsADirectoryError (:func:`folder_message`) or FileNotFoundError."""
+def check_path(path, flag: str = "path") -> Path:
+    """``path`` as a Path if it is a file; IsADirectoryError (:func:`folder_message`) or FileNotFoundError, naming
+    ``flag``, the argument that passed it (``--data`` on the command line)."""
     path = Path(path)
     if path.is_dir():
-        raise IsADirectoryError(folder_message(path, "path"))
+        raise IsADirectoryError(folder_message(path, flag))
     if not path.is_file():
-        raise FileNotFoundError(f"data file {path} does not exist; pass an existing file (default: "
-                                f"pe_kit.data.loaders.default_data_path())")
+        raise FileNotFoundError(f"data file {path} does not exist; pass an existing file as {flag} (default: "
+                                "pe_kit.data.loaders.default_data_path())")
     return path
 
 

@@ -1,5 +1,5 @@
 """Checks of a reproduction's settings run before any notebook: each refuses a setting a notebook would fail on
-later (an undeclared ``<notebook>.<parameter>``, an unknown variant, bank or model), naming the ``--set`` key,
+later (an undeclared ``<notebook>.<parameter>``, an unknown bank or model), naming the ``--set`` key,
 the value and what is accepted.
 """
 from __future__ import annotations
@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pe_kit.run.presets import NOTEBOOK_KEYS
-from pe_kit.settings import Preset, did_you_mean
+from pe_kit.settings import RUNNER_KEYS, Preset, did_you_mean
 
-__all__ = ["check_notebook_overrides", "unused_overrides", "check_variants", "check_banks", "check_bank_sizes",
-           "check_models"]
+__all__ = ["check_notebook_overrides", "unused_overrides", "check_banks", "check_bank_sizes", "check_models"]
 
 
 def _declared(path: Path) -> list[str]:
@@ -24,9 +23,6 @@ def _declared(path: Path) -> list[str]:
         if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
             return re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)", cell.source, flags=re.M)
     return []
-
-
-_RUNNER_OWNED = ("output_dir", "preset", "seed")
 
 
 def _names(value) -> list[str]:
@@ -44,22 +40,19 @@ def _takes(src: Path) -> list[str]:
     """The parameters notebook ``src`` takes from the runner: its ``NOTEBOOK_KEYS`` entry (every declared name for
     a notebook outside the table) that its ``parameters`` cell declares, less the runner-owned ones."""
     declared = _declared(src)
-    return [k for k in NOTEBOOK_KEYS.get(src.stem, declared) if k in declared and k not in _RUNNER_OWNED]
+    return [k for k in NOTEBOOK_KEYS.get(src.stem, declared) if k in declared and k not in RUNNER_KEYS]
 
 
 def check_notebook_overrides(preset: Preset, folder: Path) -> None:
-    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook. Raises ValueError for a parameter
-    the notebook does not declare (listing those it does), or for ``output_dir`` / ``preset`` / ``seed`` (use
-    ``--results-dir`` / ``--preset`` / ``--seed``)."""
+    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook (``--notebooks-dir`` may hold
+    notebooks of other parameters). Raises ValueError for a parameter the notebook does not declare (listing those
+    it does)."""
     for nb, values in preset.extra.items():
         src = folder / f"{nb}.ipynb"
         if not src.is_file():
             continue
         takes = _takes(src)
         for k in values:
-            if k in _RUNNER_OWNED:
-                raise ValueError(f"--set {nb}.{k}=…: {k} is set by the runner; use --"
-                                 f"{'results-dir' if k == 'output_dir' else k} instead")
             if k not in takes:
                 raise ValueError(f"--set {nb}.{k}=…: notebook {nb} has no parameter {k!r}{did_you_mean(k, takes)}; "
                                  f"its parameters are: {', '.join(sorted(takes))}")
@@ -74,7 +67,7 @@ def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
             takers.setdefault(k, []).append(src.stem)
     out = []
     for key in (overrides or {}):
-        if "." in key or key in ("data", "fmt") or key in _RUNNER_OWNED:
+        if "." in key or key in ("data", "fmt"):
             continue
         users = takers.get(key, [])
         if not any(nb in users for nb in notebooks):
@@ -82,21 +75,6 @@ def unused_overrides(overrides, notebooks, folder: Path) -> list[str]:
             out.append(f"--set {key}=… has no effect on {', '.join(notebooks)}: {where}; add those notebooks "
                        "with --notebooks or drop the setting")
     return out
-
-
-def check_variants(p: Preset) -> None:
-    """Every variant name of ``p`` is known; raises ValueError naming the setting (``variants``, ``sweep_variants``,
-    ``encoder_variants``, ``tightness_variant``), the unknown name and the known ones."""
-    from pe_kit.attack.variants import ALL_VARIANTS as VARIANTS
-
-    for key in ("variants", "sweep_variants", "encoder_variants", "tightness_variant"):
-        value = getattr(p, key)
-        if value == "all" and key == "variants":
-            continue
-        for v in _names(value):
-            if v not in VARIANTS:
-                raise ValueError(f"{key} contains {v!r}: use names from {', '.join(VARIANTS)}"
-                                 + (" or 'all'" if key == "variants" else "") + f" (--set {key}=…)")
 
 
 def check_banks(p: Preset) -> None:

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pe_kit.audit.trials import check_equal_populations
 from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOKS, AuditConfig, MechanismConfig, Preset, check_param, locate,
                              notebook_keys)
 
@@ -86,7 +85,8 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     value (06's σ, 07's δ) unless ``<notebook>.<key>`` is given too.
 
     Raises ValueError: unknown preset or key, a value of the wrong type or range, unequal calibration and test
-    sizes, or the paper preset without ``data``."""
+    sizes, more probes than bank entries, or the paper preset without ``data``; IsADirectoryError /
+    FileNotFoundError for a ``data`` that is a folder or no file."""
     if isinstance(name, Preset):
         p = name
     elif name not in PRESETS:
@@ -117,24 +117,21 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         p = p.with_values({**changes, **overrides})
     except ValueError as exc:
         raise ValueError(f"{exc} (preset {p.name})") from None
-    try:  # the same rule _audit_canary and the sweeps enforce, checked before any notebook runs
+    from pe_kit.study.world import StudyConfig
+
+    try:  # every notebook's world obeys StudyConfig's rules (calibration and test of one size N, r ≤ p) before any runs
         for stem in (None, *NOTEBOOKS):
-            v = p.view(stem)
-            check_equal_populations(v["n_calibration"], v["n_test"])
+            StudyConfig.from_params(p.view(stem))
     except ValueError as exc:
         raise ValueError(f"{exc} (preset {p.name})") from None
-    if p.max_probes > p.bank_size:  # max_probes ≥ 0 is its declaration's
-        raise ValueError(f"max_probes={p.max_probes} must lie in [0, bank_size={p.bank_size}]")
     if p.name in NEEDS_DATA and p.data is None:
         raise ValueError(f"the {p.name} preset needs the full corpus: pass --data PATH (Yelp reviews JSON, "
                          "Sentiment140 CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh "
                          "sets N per arm)")
-    if p.data is not None and Path(p.data).is_dir():
-        from pe_kit.data.loaders import folder_message
+    if p.data is not None:
+        from pe_kit.data.loaders import check_path
 
-        raise ValueError(folder_message(p.data))
-    if p.data is not None and not Path(p.data).is_file():
-        raise ValueError(f"data={p.data!r} does not exist; pass an existing file with --data PATH")
+        check_path(p.data, "--data")
     return p
 
 
@@ -199,15 +196,13 @@ def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int 
     (γ = α / (4·n_canaries), App. E.6; ``n_canaries`` None: ``per_variant``, else 1). Each value of the cell is
     checked once: the mechanism's and the audit's by their configs (whose normalised values ``params`` then holds),
     the others by :func:`resolve_params`. Raises ValueError naming the field, the value and the accepted values."""
-    from pe_kit.study.setup import audit_from, mechanism_from
-
     keys = NOTEBOOK_KEYS.get(notebook, NOTEBOOK_KEYS["01_mechanism"])
     configs = {**MechanismConfig.specs(), **AuditConfig.specs()}
     given = {k: namespace.get(k) for k in keys if k != "preset"}
     params = resolve_params(notebook, namespace["preset"], **{k: v for k, v in given.items() if k not in configs})
     params.update({k: v for k, v in given.items() if k in configs and v is not None})
     n = (params.get("per_variant") or 1) if n_canaries is None else n_canaries
-    mechanism, audit = mechanism_from(params), audit_from(params, n)
+    mechanism, audit = MechanismConfig.from_params(params), AuditConfig.from_params(params, n_canaries=n)
     params.update({k: getattr(c, k) for c in (mechanism, audit) for k in c.specs() if k in params})
     return params, mechanism, audit
 
@@ -219,12 +214,8 @@ def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
     """
     base = {**preset.view(notebook if notebook in NOTEBOOKS else None), "preset": preset.name,
             "output_dir": str(output_dir), "seed": int(seed)}
-    keys = NOTEBOOK_KEYS.get(notebook)
-    if keys is None:  # a notebook outside the tree: every value it declares
-        keys = tuple(k for k in base if declared is not None and k in declared)
-    out = {k: base.get(k) for k in keys if k in base}
-    if declared is not None:
-        out = {k: v for k, v in out.items() if k in declared or k == "output_dir"}
+    keys = NOTEBOOK_KEYS.get(notebook, () if declared is None else tuple(base))  # outside the tree: what it declares
+    out = {k: base[k] for k in keys if k in base and (declared is None or k in declared or k == "output_dir")}
     out.setdefault("output_dir", str(output_dir))
     return out
 

@@ -19,7 +19,7 @@ from pe_kit.run.execute import ReproduceError, environ, execute_notebook, this_p
 from pe_kit.run.markers import code_fingerprint, input_digests, marker_key, marker_valid, outputs_of, write_file
 from pe_kit.run.run_progress import RunClock, machine_info, run_plan
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
-                                  check_variants, unused_overrides)
+                                  unused_overrides)
 from pe_kit.run.presets import _REPO, PRESETS, audited_mechanism, get_preset, notebook_params
 from pe_kit.run.run_id import bundled_data, default_run_id
 from pe_kit.settings import NOTEBOOKS, Preset
@@ -209,7 +209,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     import papermill  # noqa: F401  (the runner's extra: missing, the run stops before any check or fit)
 
     p = get_preset(preset, overrides, data, fmt)
-    for check in (check_variants, check_banks, check_bank_sizes, check_models):
+    for check in (check_banks, check_bank_sizes, check_models):
         check(p)
     folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
     todo = _select(notebooks, folder)

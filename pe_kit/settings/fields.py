@@ -99,6 +99,14 @@ class Section:
         return {f.name: cls.read_by if f.metadata["notebooks"] is None else f.metadata["notebooks"]
                 for f in fields(cls) if "spec" in f.metadata}
 
+    @classmethod
+    def from_params(cls, params, **overrides):
+        """The section of the fields ``params`` (a mapping) sets, with ``overrides`` on top (None or missing: the
+        declared default); each value checked by its declaration."""
+        kw = {k: params[k] for k in cls.specs() if params.get(k) is not None}
+        kw.update((k, v) for k, v in overrides.items() if v is not None)
+        return cls(**kw)
+
     def as_dict(self) -> dict:
         """Plain dict of the declared fields (tuples as lists), for result rows."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
@@ -176,7 +184,8 @@ def _one(name: str, value, spec: ParamSpec):
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name}={value!r} is not {spec.describe()}")
     if spec.choices and value not in spec.choices:
-        raise ValueError(f"{name}={value!r} is not accepted: use one of {', '.join(map(str, spec.choices))}")
+        raise ValueError(f"{name}={value!r} is not accepted: use {f'{spec.word!r} or ' if spec.word else ''}one of "
+                         f"{', '.join(map(str, spec.choices))}")
     return value
 
 
@@ -205,6 +214,8 @@ def check_param(name: str, value, spec: ParamSpec | None = None):
         raise ValueError(f"{name} is empty: use {spec.describe()}")
     if spec.many:
         items = list(value) if isinstance(value, (list, tuple)) else [value]
+        if spec.choices and spec.kind == "str":  # no choice holds a comma: "ordinary,nonce" names two
+            items = [w for v in items for w in (map(str.strip, v.split(",")) if isinstance(v, str) else [v])]
         if not items:
             raise ValueError(f"{name}=[] is empty: use {spec.describe()}")
         return [_one(f"{name}[{i}]" if len(items) > 1 else name, v, spec) for i, v in enumerate(items)]

@@ -10,9 +10,9 @@ from typing import Any
 
 from pe_kit.settings.fields import ParamSpec, Section, setting
 
-__all__ = ["COUNT", "RECORD_CAP", "record_cap_setting", "ARMS", "FORMATS", "THRESHOLD_RULES", "WorldSettings",
-           "MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "StudySettings", "RunnerSettings",
-           "NotebookSection", "LLRChecks", "Ablations", "MultiRound", "ImplementationAudit", "OneRun"]
+__all__ = ["COUNT", "RECORD_CAP", "record_cap_setting", "ARMS", "FORMATS", "VARIANT_NAMES", "THRESHOLD_RULES",
+           "WorldSettings", "MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "StudySettings",
+           "RunnerSettings", "NotebookSection", "LLRChecks", "Ablations", "MultiRound", "ImplementationAudit", "OneRun"]
 
 #: A count (trials, releases, rounds, users …): an integer ≥ 1; an integral float (3.0, 1e6) is taken, 2.5 refused.
 COUNT = ParamSpec("int", lo=1)
@@ -26,6 +26,10 @@ def record_cap_setting():
 
 
 ARMS = ("long", "short")
+#: The canary variants' names: Table 1's eight and ``composed-mu_eff`` (``pe_kit.attack.variants.ALL_VARIANTS`` builds
+#: them; this stage cannot import it).
+VARIANT_NAMES = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu_eff", "nonce", "nonce-norm",
+                 "nonce-mu_eff", "composed-mu_eff")
 FORMATS = ("auto", "blogs", "yelp", "sentiment140")
 
 
@@ -126,7 +130,8 @@ class StudySettings(WorldSettings):
     arms: tuple = setting(("long", "short"), ParamSpec("str", many=True, choices=ARMS), "notebook 04's data arms",
                           notebooks="04")
     banks: tuple = setting(("bankA", "public"), ParamSpec("str", many=True), "notebook 04's banks", notebooks="04")
-    variants: Any = setting("all", ParamSpec("str", many=True, word="all"), "'all' or a list of variant names",
+    variants: Any = setting("all", ParamSpec("str", many=True, word="all", choices=VARIANT_NAMES),
+                            "'all' or a list of variant names",
                             notebooks="02 04")
     per_variant: int = setting(5, COUNT, "canaries audited per variant", notebooks="01 02 03 04 05 08")
     pool_size: int = setting(512, COUNT, "M: candidate pool of the paraphrase and nonce variants",
@@ -168,17 +173,19 @@ class Ablations(NotebookSection):
 
     sweep_arm: str = setting("short", ParamSpec("str", choices=ARMS), "data arm of the sweeps")
     sweep_variants: tuple = setting(("ordinary", "exact", "paraphrase-mu_eff", "nonce"),
-                                    ParamSpec("str", many=True), "variants of the sweeps")
+                                    ParamSpec("str", many=True, choices=VARIANT_NAMES), "variants of the sweeps")
     sigmas: tuple = setting((0.5, 0.75, 1.0, 1.25, 1.5, 2.0), ParamSpec("float", lo=0, lo_open=True, many=True),
                             "σ grid (q fixed)")
     qs: tuple = setting((0.01, 0.02, 0.05, 0.1, 0.2, 0.5), ParamSpec("float", lo=0, hi=1, lo_open=True, many=True),
                         "q grid (σ fixed)")
     sweep_trials: int = setting(5_000_000, COUNT, "trials per hypothesis of the sweeps")
     encoders: Any = setting("auto", ParamSpec("str", many=True, word="auto"), "'auto' or model names / paths")
-    encoder_variants: tuple = setting(("ordinary", "exact", "nonce"), ParamSpec("str", many=True),
+    encoder_variants: tuple = setting(("ordinary", "exact", "nonce"),
+                                      ParamSpec("str", many=True, choices=VARIANT_NAMES),
                                       "variants of the encoder ablation")
     encoder_per_variant: int = setting(5, COUNT, "canaries per variant of the encoder ablation")
-    tightness_variant: str = setting("nonce", ParamSpec("str"), "variant of the tightness study")
+    tightness_variant: str = setting("nonce", ParamSpec("str", choices=VARIANT_NAMES),
+                                    "variant of the tightness study")
     tightness_trials: tuple = setting((1_000, 10_000, 100_000, 1_000_000, 10_000_000),
                                       ParamSpec("int", lo=1, many=True), "trial budgets of the tightness study")
 

@@ -9,7 +9,6 @@ rate q (``audit.accounting.epsilon_theory``).
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from importlib import import_module
 from typing import Any, Mapping
 
@@ -63,7 +62,6 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
             import_module(package)
         from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
         from pe_kit.audit.plan import announce_reach, audit_reach
-        from pe_kit.settings import check_param
         from pe_kit.study.setup import world_for
         from pe_kit.study.world import StudyConfig, audit_design, make_design
     except ModuleNotFoundError as exc:
@@ -76,12 +74,9 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
     if variant not in ALL_VARIANTS:
         raise unknown_variant(variant, ALL_VARIANTS)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
-    canaries = check_param("n_canaries", canaries)
-    audit = replace(_as_config(audit, AuditConfig, AuditSettings, "audit"), n_canaries=canaries)
-    if trials is not None:
-        audit = replace(audit, trials=trials)
-    if delta is not None:
-        audit = replace(audit, delta=delta)
+    audit = _as_config(audit, AuditConfig, AuditSettings, "audit")
+    audit = AuditConfig.from_params(audit.as_dict(), n_canaries=canaries, trials=trials, delta=delta)
+    canaries = audit.n_canaries
     study = check_study_keys(study, {"data": "audit_mechanism(data=…)", "seed": "audit_mechanism(seed=…)",
                                      "record_cap": "mechanism=MechanismConfig(record_cap=…)"})
     reach = announce_reach(audit_reach(mechanism, audit.trials, gamma=audit.gamma, delta=audit.delta), mechanism)
@@ -109,12 +104,10 @@ def check_study_keys(study, elsewhere: dict) -> dict:
     Raises:
         ValueError: naming each key that is no field (with the closest field) or is passed elsewhere.
     """
-    from dataclasses import fields
-
     from pe_kit.study.world import StudyConfig
 
     study = dict(study or {})
-    known = sorted({f.name for f in fields(StudyConfig)} - set(elsewhere))
+    known = sorted(set(StudyConfig.specs()) - set(elsewhere))
     for key in study:
         if key in elsewhere:
             raise ValueError(f"study={{{key!r}: …}} is not accepted here: pass it as {elsewhere[key]}")

@@ -20,36 +20,25 @@ def world_key(world: World) -> str:
 
 def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | None = None,
                  model: str | None = None) -> StudyConfig:
-    """A ``StudyConfig`` from notebook ``params`` (``data, fmt, n_canary, n_aux, n_calibration, n_test, bank_size,
-    max_probes, model, max_seq_length, record_cap, seed``, ``arm``/``bank`` unless given, optional ``on_error``).
-    Raises ValueError naming a missing key or a value of the wrong type or range."""
+    """A ``StudyConfig`` from notebook ``params`` (its fields; ``arm`` / ``bank`` / ``model`` replace theirs when
+    given). Raises ValueError naming a missing size or seed, or a value of the wrong type or range."""
     need = ("n_canary", "n_aux", "n_calibration", "n_test", "bank_size", "max_probes", "record_cap", "seed")
     missing = [k for k in need if params.get(k) is None]
     if missing:
         raise ValueError(f"parameters {missing} are not set; pass them or a preset (pe_kit.run.presets.PRESETS)")
-    return StudyConfig(data=params.get("data"), fmt=params.get("fmt") or "auto", arm=arm or params.get("arm", "long"),
-                       n_canary=params["n_canary"], n_aux=params["n_aux"], n_calibration=params["n_calibration"],
-                       n_test=params["n_test"], bank=bank or params.get("bank", "bankA"), bank_size=params["bank_size"],
-                       max_probes=params["max_probes"], model=model or params.get("model") or "all-MiniLM-L6-v2",
-                       max_seq_length=params.get("max_seq_length"), record_cap=params["record_cap"],
-                       seed=params["seed"], on_error=params.get("on_error") or "raise")
+    return StudyConfig.from_params(params, arm=arm, bank=bank, model=model)
 
 
 def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:
     """``MechanismConfig`` of the fields ``params`` sets (None or missing: the paper's defaults), with keyword
     overrides."""
-    kw = {k: params[k] for k in MechanismConfig.specs() if params.get(k) is not None}
-    kw.update(overrides)
-    return MechanismConfig(**kw)
+    return MechanismConfig.from_params(params, **overrides)
 
 
 def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> AuditConfig:
     """``AuditConfig`` of the fields ``params`` sets (None or missing: the defaults) for ``n_canaries`` canaries per
     variant (γ = α / (4·n_canaries), App. E.6), with keyword overrides."""
-    kw = {k: params[k] for k in AuditConfig.specs() if params.get(k) is not None}
-    kw["n_canaries"] = n_canaries
-    kw.update(overrides)
-    return AuditConfig(**kw)
+    return AuditConfig.from_params(params, n_canaries=n_canaries, **overrides)
 
 
 _WORLDS: dict[tuple, World] = {}
