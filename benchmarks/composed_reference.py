@@ -4,8 +4,8 @@
     python benchmarks/composed_reference.py --preset paper --data ../shared/data/blogs/blogs.jsonl.gz \\
         --set n_test=600 --set n_calibration=600 --set max_seq_length=64 --mu-only --out docs/composed_paper_long.csv
 
-The canaries are paraphrase-mu_eff's five (``study.designs.canary_slots``; composed-mu_eff audits the same ones),
-long arm (``--arm short``: the short arm), bank A. Every design is built as ``pe-kit reproduce`` builds it (``study.designs.try_design``: same
+The canaries are paraphrase-mu_eff's five (``steps.designs.canary_slots``; composed-mu_eff audits the same ones),
+long arm (``--arm short``: the short arm), bank A. Every design is built as ``pe-kit reproduce`` builds it (``steps.designs.try_design``: same
 seeds, positions and pools). ``--mu-only`` embeds only the bank, the canaries and the aux users (μ_eff needs no
 test user: Σ̂_P from aux users and the count N, Eq. 15 with Eqs. 34–35) and writes μ_eff rows; otherwise every
 split is embedded and each design is audited (ε_lower on the test split, ``audit_design``). Prints one line per
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # the notebooks' step modules (steps)
 
 VARIANTS = ("exact", "paraphrase-mu_eff", "composed-mu_eff", "nonce")
 FIELDS = ("preset", "arm", "bank", "variant", "canary_index", "canary_slot", "canary_id", "mu_eff", "mu_eff_ceiling",
@@ -113,7 +114,8 @@ def main(argv=None) -> int:
     import numpy as np
 
     from pe_kit.attack.composed_probes import AuxBackground, design_mu_eff
-    from pe_kit.study import designs, setup
+    from pe_kit.study import setup
+    from steps import designs
     from pe_kit.run.presets import get_preset
     from pe_kit.settings import parse_override
     from pe_kit.study.world import audit_design

@@ -37,13 +37,14 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "notebooks"))  # the notebooks' step modules (steps)
 
 from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
 from pe_kit.audit.moments import aux_moments, mu_eff, null_moments, restrict  # noqa: E402
 from pe_kit.settings import AuditConfig, MechanismConfig  # noqa: E402
-from pe_kit.study.designs import canary_slots, try_design  # noqa: E402
 from pe_kit.study.world import StudyConfig, build_world, canary_contribution  # noqa: E402
 from pe_kit.text.encoder import Encoder  # noqa: E402
+from steps.designs import canary_slots, try_design  # noqa: E402
 
 
 class TextMemo:

@@ -8,11 +8,15 @@ family-wise α = 0.05 over the (k₊, k₋) pairs of ``audit.one_run.guess_pairs
     PYTHONPATH=. python benchmarks/one_run_reference.py [--ms 1000 10000] [--repeats 5] [--sigma 1]
 """
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 
-from pe_kit.study.one_run import idealised_rows
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # the notebooks' step modules (steps)
+
+from steps.one_run import idealised_rows  # noqa: E402
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # the notebooks' step modules (steps)
 
 
 def main(argv=None) -> int:
@@ -53,9 +54,9 @@ def main(argv=None) -> int:
     from pe_kit.audit.canary import _audit_canary
     from pe_kit.run.presets import get_preset
     from pe_kit.settings import parse_override
-    from pe_kit.study.designs import _rng, canary_slots, try_design
     from pe_kit.study.setup import audit_from, mechanism_from, study_config, world_for
     from pe_kit.study.world import canary_contribution
+    from steps.designs import _rng, canary_slots, try_design
 
     P = get_preset(a.preset, dict(parse_override(s) for s in a.set) or None, a.data, a.fmt)
     params = {**P.as_dict(), "seed": a.seed}

@@ -29,9 +29,13 @@ minutes per size on busy cores).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # the notebooks' step modules (steps)
 
 
 def mauve_vs_samples(emb: np.ndarray, sizes, repeats: int, seed: int = 0, other: np.ndarray | None = None,
@@ -64,8 +68,9 @@ def epsilon_vs_users(sizes, repeats: int, trials: int, seed: int = 0, **world) -
     ``StudyConfig`` sizes)."""
     from pe_kit.audit.canary import _audit_canary
     from pe_kit.settings import AuditConfig, MechanismConfig
-    from pe_kit.study import designs, setup
+    from pe_kit.study import setup
     from pe_kit.study.world import StudyConfig, canary_contribution
+    from steps import designs
 
     cfg = StudyConfig(**{"arm": "long", "n_canary": 5, "n_aux": 100, "n_calibration": 200, "n_test": 200,
                          "bank": "public", "bank_size": 512, "max_probes": 8, "max_seq_length": 32, "record_cap": 8,

@@ -1,6 +1,7 @@
 """What a result depends on besides its inputs: the step cache's code key (a SHA-256 of the package's code, less the
-modules that only drive runs or draw, so an edit anywhere the numbers could come from recomputes the steps,
-``pe_kit.study.audits``, ``.ablations``) and the versions of the packages that shape the numbers (every result row).
+modules that only drive runs or draw, and of the notebooks' step modules, so an edit anywhere the numbers could come
+from recomputes the steps of ``steps.audits``, ``steps.ablations``) and the versions of the packages that shape the
+numbers (every result row).
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from pe_kit.cache import source_digest
+from pe_kit.cache import content_hash, source_digest
 
 __all__ = ["DISPLAY_ONLY", "code_hash", "versions"]
 
@@ -18,13 +19,18 @@ __all__ = ["DISPLAY_ONLY", "code_hash", "versions"]
 DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/plots.py", "report/extension_plots.py")
 
 
-@lru_cache(maxsize=1)
-def code_hash() -> str:
+@lru_cache(maxsize=None)
+def code_hash(*folders: str | Path) -> str:
     """SHA-256 (16 hex, :func:`~pe_kit.cache.source_digest`) of every ``.py`` file of pe_kit (relative path and
-    bytes, sorted) but :data:`DISPLAY_ONLY`, once per process."""
+    bytes, sorted) but :data:`DISPLAY_ONLY`, and of the ``.py`` files directly in each of ``folders`` (the notebooks'
+    step modules pass their own folder), once per process and arguments."""
     pkg = Path(__file__).resolve().parent
     rels = (p.relative_to(pkg).as_posix() for p in sorted(pkg.rglob("*.py")) if "__pycache__" not in p.parts)
-    return source_digest(*(rel for rel in rels if rel not in DISPLAY_ONLY))
+    digest = source_digest(*(rel for rel in rels if rel not in DISPLAY_ONLY))
+    if not folders:
+        return digest
+    files = [p for folder in folders for p in sorted(Path(folder).glob("*.py"))]
+    return content_hash(digest, *(part for p in files for part in (p.name, p.read_bytes())))[:16]
 
 
 def versions() -> dict:

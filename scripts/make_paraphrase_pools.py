@@ -1,7 +1,7 @@
 """Build the LLM paraphrase pools Q (App. B) of a preset's paraphrase canaries, resumably, and ship them.
 
 For each data arm and each canary audited by ``paraphrase``, ``paraphrase-norm`` or ``paraphrase-mu_eff`` (the
-slots of ``pe_kit.study.designs.canary_slots`` in the seeded canary split of ``pe_kit.data.splits.split_users``,
+slots of ``steps.designs.canary_slots`` in the seeded canary split of ``pe_kit.data.splits.split_users``,
 exactly as ``pe_kit.study.world.build_world`` draws it; notebooks 02 and 04, then notebook 05's Fig. 1 sweep canary,
 ``scripts/pool_canaries.py``: ``sweep_paraphrase_canaries``, unless ``--no-sweeps``), build the pool of M rewrites with SmolLM2
 (``paraphrase_pools.llm_paraphraser``: T = 0.9, top-p 0.95, 64 new tokens, one thread) under the pool seed of

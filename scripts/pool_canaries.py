@@ -72,7 +72,7 @@ def _reserved_sets(P) -> list[frozenset]:
 def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str | None = None,
                               fmt: str | None = None, overrides=None) -> list[tuple]:
     """The paraphrase canaries of notebook 05's Fig. 1 sweeps: one per paraphrase variant in ``sweep_variants``,
-    on ``sweep_arm`` (``study.ablations.sweep`` audits one canary per variant, slot i of the variant order, as the
+    on ``sweep_arm`` (``steps.ablations.sweep`` audits one canary per variant, slot i of the variant order, as the
     paper's Fig. 1 does; so paraphrase-mu_eff's sweep canary is not one of its five Table 2 canaries).
 
     Args: as :func:`paraphrase_canaries` (the preset's ``sweep_arm`` and ``sweep_variants`` after ``overrides``).
@@ -83,7 +83,7 @@ def sweep_paraphrase_canaries(preset: str = "quick", seed: int = 0, *, data: str
     from pe_kit.run.presets import get_preset
 
     P = get_preset(preset, overrides, data, fmt)
-    try:  # the same reading as notebook 05's sweep (study.audits.audit_variants → resolve_variants)
+    try:  # the same reading as notebook 05's sweep (steps.audits.audit_variants → resolve_variants)
         names = resolve_variants(P.sweep_variants)
     except ValueError as exc:
         raise ValueError(f"sweep_variants: {exc}") from None

@@ -19,6 +19,7 @@ TESTS = Path(__file__).parent
 TINY_DATA = TESTS / "data" / "blogs-tiny.jsonl.gz"
 SHARED_DATA = TESTS.parent.parent / "shared" / "data"
 sys.path.insert(0, str(TESTS.parent / "scripts"))  # the repository's tools (docs_results, before_after, …)
+sys.path.insert(0, str(TESTS.parent / "notebooks"))  # the notebooks' own step modules (``from steps import …``)
 
 
 @pytest.fixture(scope="session", autouse=True)

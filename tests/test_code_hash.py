@@ -1,8 +1,10 @@
-"""Step-cache keys cannot go stale (issue 32, item 1): ``pe_kit.code_hash.code_hash`` covers the whole package.
+"""Step-cache keys cannot go stale (issue 32, item 1): ``pe_kit.code_hash.code_hash`` covers the whole package and,
+given their folder, the notebooks' step modules (``notebooks/steps``).
 
-The hash is computed in a fresh interpreter on a scratch copy of ``pe_kit`` (``PYTHONPATH`` pointing at the copy),
-so the test sees exactly what a rerun after an edit would see. Editing ``_rng`` (the seeds of designs and trials)
-or ``canary_slots`` (which canary each variant audits) must change it; editing a display-only module must not.
+The hash is computed in a fresh interpreter on a scratch copy of ``pe_kit`` and ``notebooks/steps`` (``PYTHONPATH``
+pointing at the copy), so the test sees exactly what a rerun after an edit would see. Editing ``_rng`` (the seeds of
+designs and trials) or ``canary_slots`` (which canary each variant audits) must change it; editing a display-only
+module must not.
 The display-only list is checked against the import graph: no other module may import one of its entries.
 """
 from __future__ import annotations
@@ -19,17 +21,20 @@ import pytest
 import pe_kit
 
 PKG = Path(pe_kit.__file__).resolve().parent
+STEPS = PKG.parent / "notebooks" / "steps"
 
 
 def _scratch(tmp_path: Path) -> Path:
     root = tmp_path / "clone"
     shutil.copytree(PKG, root / "pe_kit", ignore=shutil.ignore_patterns("__pycache__", "data_files", "*.pyc"))
+    shutil.copytree(STEPS, root / "steps", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return root
 
 
 def _hash_in(root: Path) -> str:
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
-    out = subprocess.run([sys.executable, "-c", "from pe_kit.code_hash import code_hash; print(code_hash())"],
+    code = "from pe_kit.code_hash import code_hash; print(code_hash('steps'))"
+    out = subprocess.run([sys.executable, "-c", code],
                          env=env, cwd=root, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
@@ -43,7 +48,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 def test_editing_a_seed_producing_function_changes_the_step_cache_key(tmp_path):
     root = _scratch(tmp_path)
-    exp = root / "pe_kit" / "study" / "designs.py"
+    exp = root / "steps" / "designs.py"
     before = _hash_in(root)
     assert len(before) == 16 and int(before, 16) >= 0
     _edit(exp, "int(purpose), int(salt)])", "int(purpose) + 1, int(salt)])")  # _rng: other seeds, same "seed=0"
@@ -101,7 +106,13 @@ def test_display_only_modules_are_imported_by_no_module_the_numbers_come_from():
                           "may depend on it, so remove it from that list")
 
 
-@pytest.mark.parametrize("rel", ["study/designs.py", "study/audits.py", "code_hash.py", "run/presets.py", "report/results.py", "progress.py"])
+def test_the_step_modules_key_their_steps_on_their_own_folder():
+    """Every ``code_hash`` call of ``notebooks/steps`` passes the steps' folder, so a steps edit recomputes."""
+    calls = [line for p in sorted(STEPS.glob("*.py")) for line in p.read_text().splitlines() if "code_hash(" in line]
+    assert len(calls) == 2 and all("code_hash(Path(__file__).parent)" in line for line in calls)
+
+
+@pytest.mark.parametrize("rel", ["study/world.py", "study/setup.py", "code_hash.py", "run/presets.py", "report/results.py", "progress.py"])
 def test_modules_that_shape_numbers_are_not_excluded(rel):
     from pe_kit.code_hash import DISPLAY_ONLY
 

@@ -48,7 +48,7 @@ def test_variant_is_selectable_and_marked_beyond_the_paper():
     assert resolve_variants("all") == list(VARIANTS)  # "all" stays Table 1's eight
     assert resolve_variants(["exact,composed-mu_eff"]) == ["exact", "composed-mu_eff"]
     assert variant_objective("composed-mu_eff") == "mu_eff"
-    from pe_kit.study.designs import canary_slots
+    from steps.designs import canary_slots
 
     assert canary_slots("composed-mu_eff", 5, 25) == canary_slots("paraphrase-mu_eff", 5, 25) == [20, 21, 22, 23, 24]
     with pytest.raises(ValueError, match="covariance"):
@@ -182,7 +182,7 @@ def test_repetitive_canary_is_a_pool_shortfall_the_audit_skips(tiny_world, monke
     paraphrase variants' are), not a crash of the run; a pool_size below r is the config's error, named so."""
     from types import SimpleNamespace
 
-    from pe_kit.study import designs
+    from steps import designs
     from pe_kit.text.generators.base import PoolShortfallError
 
     user, emb = _canary(tiny_world, 1)
@@ -214,7 +214,7 @@ def test_composed_config_rejects_non_integer_tuples_by_name(field, value):
 def test_composed_config_stores_tuples_and_keys_the_audit_step(monkeypatch):
     """A list is stored as a tuple (the frozen config stays hashable); the step key of composed-mu_eff rows holds the
     config in use, so a changed DEFAULT_CONFIG (benchmarks/composed_reference.py --refine-rounds) never reuses rows."""
-    from pe_kit.study.audits import _route_key
+    from steps.audits import _route_key
 
     c = ComposedConfig(windows=[8, 16], hub_sizes=[2, 3])
     assert c.windows == (8, 16) and c.hub_sizes == (2, 3) and hash(c) == hash(ComposedConfig(windows=(8, 16),

@@ -10,7 +10,7 @@ from pe_kit.audit.accounting import epsilon_theory, epsilon_theory_prefixes
 from pe_kit.audit.composed import RoundProblem, _composed_audit, round_problems
 from pe_kit.audit.trials import ScalarProblem
 from pe_kit.settings import AuditConfig, MechanismConfig
-from pe_kit.study.multiround_study import multiround_study
+from steps.multiround_study import multiround_study
 from pe_kit.text.generators.base import GenerationError
 from pe_kit.text.variation import (
     Feedback,
@@ -363,13 +363,18 @@ def test_notebook_is_clean_and_parameterized():
 
 
 @pytest.mark.notebooks
-def test_notebook_runs_headless_with_tiny_parameters(tmp_path):
+def test_notebook_runs_headless_with_tiny_parameters(tmp_path, monkeypatch):
+    import os
+
     import pandas as pd
     import papermill as pm
 
     from pe_kit.run.reproduce import this_python_kernel
     from tests.conftest import TINY_DATA
 
+    # as pe-kit reproduce does: the kernel imports the notebook's own step modules from its folder
+    path = (os.path.dirname(NOTEBOOK), os.environ.get("PYTHONPATH"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, path)))
     out = tmp_path / "out"
     pm.execute_notebook(NOTEBOOK, str(tmp_path / "executed.ipynb"), cwd=str(tmp_path), progress_bar=False,
                         kernel_name=this_python_kernel(),

@@ -1,4 +1,4 @@
-"""Notebook 06's set-up as one call (pe_kit.study.multiround_setup): k̃ = ⌈retain_fraction · p⌉ candidates kept,
+"""Notebook 06's set-up as one call (steps.multiround_setup): k̃ = ⌈retain_fraction · p⌉ candidates kept,
 r probes, g = p − r − k̃ new texts per round (Alg. A.1), and a retrieval pool of at most 3 · T · g texts."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pe_kit.study.multiround_setup import multiround_setup
+from steps.multiround_setup import multiround_setup
 
 TINY = str(Path(__file__).parent / "data" / "blogs-tiny.jsonl.gz")
 PARAMS = dict(data=TINY, fmt="blogs", arm="long", bank="bankA", model="all-MiniLM-L6-v2", max_seq_length=32,

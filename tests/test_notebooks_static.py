@@ -1,6 +1,6 @@
 """The notebooks call the public names: the facade ``pe_kit``, the report modules they draw with, the one setup call of
-``pe_kit.run.presets`` and their own step modules of ``pe_kit.study``; never a ``_``-prefixed name (code cells parsed
-with ``ast``, nothing executed). ``notebook_setup``: the parameters cell's names → checked params, mechanism, audit.
+``pe_kit.run.presets``, ``pe_kit.study.setup`` and their own step modules of ``notebooks/steps`` (``from steps import
+…``); never a ``_``-prefixed name (code cells parsed with ``ast``, nothing executed). ``notebook_setup``: the parameters cell's names → checked params, mechanism, audit.
 """
 from __future__ import annotations
 
@@ -16,30 +16,33 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: what every notebook may import from pe_kit: module → the names it may take (None: any public name)
 COMMON = {"pe_kit": None, "pe_kit.report.plots": None, "pe_kit.report.results": None,
           "pe_kit.run.presets": {"notebook_setup"}}
-#: each notebook's own step modules (and the report modules beyond plots / results it draws with)
+#: each notebook's own step modules (and the pe_kit modules beyond the common ones it calls)
 STEPS = {
-    "01_mechanism": ("study.setup", "study.checks"),
-    "02_probe_design": ("study.setup", "study.designs"),
-    "03_llr_checks": ("study.setup", "study.designs", "study.checks"),
-    "04_audit": ("study.setup", "study.audits", "report.paper_compare"),
-    "05_ablations": ("study.setup", "study.ablations", "report.widgets"),
-    "06_multiround_mauve": ("study.multiround_setup", "study.multiround_study", "report.extension_plots"),
-    "07_audit_an_implementation": ("study.implementation_audit", "report.extension_plots"),
-    "08_one_run_audit": ("study.setup", "study.one_run", "report.extension_plots"),
+    "01_mechanism": ("pe_kit.study.setup", "steps.checks"),
+    "02_probe_design": ("pe_kit.study.setup", "steps.designs"),
+    "03_llr_checks": ("pe_kit.study.setup", "steps.designs", "steps.checks"),
+    "04_audit": ("pe_kit.study.setup", "steps.audits", "pe_kit.report.paper_compare"),
+    "05_ablations": ("pe_kit.study.setup", "steps.ablations", "pe_kit.report.widgets"),
+    "06_multiround_mauve": ("steps.multiround_setup", "steps.multiround_study", "pe_kit.report.extension_plots"),
+    "07_audit_an_implementation": ("pe_kit.study.implementation_audit", "pe_kit.report.extension_plots"),
+    "08_one_run_audit": ("pe_kit.study.setup", "steps.one_run", "pe_kit.report.extension_plots"),
 }
+#: the packages whose imports the check follows: the kit and the notebooks' own step modules
+ROOTS = ("pe_kit", "steps")
 
 
 def pe_kit_uses(source: str) -> tuple[dict[str, str], set[tuple[str, str]]]:
-    """(alias → pe_kit module bound in ``source``, {(module, name)} taken from a module by import or attribute)."""
+    """(alias → pe_kit or steps module bound in ``source``, {(module, name)} taken from a module by import or
+    attribute)."""
     aliases: dict[str, str] = {}
     used: set[tuple[str, str]] = set()
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.name.split(".")[0] == "pe_kit":
+                if a.name.split(".")[0] in ROOTS:
                     aliases[a.asname or a.name] = a.name
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "pe_kit":
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ROOTS:
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
                 try:
@@ -54,7 +57,7 @@ def pe_kit_uses(source: str) -> tuple[dict[str, str], set[tuple[str, str]]]:
 
 
 def violations(stem: str, source: str) -> list[str]:
-    allowed = {**COMMON, **{f"pe_kit.{m}": None for m in STEPS[stem]}}
+    allowed = {**COMMON, **{m: None for m in STEPS[stem]}}
     aliases, used = pe_kit_uses(source)
     bad = [f"imports {m}" for m in sorted(set(aliases.values()) | {m for m, _ in used}) if m not in allowed]
     for module, name in sorted(used):
@@ -74,13 +77,13 @@ def test_notebooks_import_only_public_names_and_their_own_steps(path):
     assert violations(path.stem, code) == [], path.stem
 
 
-def test_the_check_sees_private_names_foreign_modules_and_the_step_library():
-    src = ("import pe_kit as pk\nfrom pe_kit.study import designs, audits\n"
+def test_the_check_sees_private_names_foreign_modules_and_other_notebooks_steps():
+    src = ("import pe_kit as pk\nfrom steps import designs, audits\n"
            "from pe_kit.audit.trials import scalar_problem\nfrom pe_kit.run.presets import resolve_params\n"
            "designs._rng(0, 'nonce', 0, 1)\npk.audit_mechanism\npk._EXPORTS")
     assert violations("02_probe_design", src) == [
-        "imports pe_kit.audit.trials", "imports pe_kit.study.audits", "pe_kit._EXPORTS is not public",
-        "pe_kit.run.presets.resolve_params is not public", "pe_kit.study.designs._rng is not public"]
+        "imports pe_kit.audit.trials", "imports steps.audits", "pe_kit._EXPORTS is not public",
+        "pe_kit.run.presets.resolve_params is not public", "steps.designs._rng is not public"]
 
 
 def test_notebook_setup_checks_the_cell_once_and_builds_both_settings(tmp_path):

@@ -191,7 +191,7 @@ def _world(n_test=300, n_aux=150, p=600, seed=0):
 
 
 def test_pe_release_with_nonce_blocks_matches_the_idealised_game():
-    from pe_kit.study.one_run import one_run_release
+    from steps.one_run import one_run_release
 
     world = _world()
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
@@ -215,7 +215,7 @@ def test_pe_nonce_one_run_never_above_epsilon_theory(q):
     # m = 100 canaries filling 500 of the p = 600 coordinates. At q = 1 the bound is positive in every release (the
     # check is not met by zeros alone); at q = 0.1 nine in ten inserted canaries sit the release out.
     from pe_kit.audit.accounting import epsilon_theory
-    from pe_kit.study.one_run import one_run_release
+    from steps.one_run import one_run_release
 
     world = _world()
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=q)
@@ -243,7 +243,7 @@ def test_fast_inverse_blowup_agrees_with_the_bisection():
 
 
 def test_notebook_parameters_defaults_and_single_values():
-    from pe_kit.study.one_run import DEFAULTS, with_defaults
+    from steps.one_run import DEFAULTS, with_defaults
 
     p = with_defaults({"one_run_variants": "nonce", "probe_shares": 0.5, "copies": None})
     assert p["one_run_variants"] == ["nonce"] and p["probe_shares"] == [0.5]

@@ -54,7 +54,7 @@ def test_one_run_study_names_probe_shares_when_no_canary_fits():
     # before: probe_shares=0.001 on p = 600 with k = 5 copies fits m = 0 canaries; every row was skipped and the
     # multi-trial design then failed with "n_canaries=0, records_per_canary=1, copies=5 must all be ≥ 1"
     from pe_kit.settings import MechanismConfig
-    from pe_kit.study.one_run import one_run_study
+    from steps.one_run import one_run_study
 
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
     with pytest.raises(ValueError, match=r"probe_shares=\[0\.001\].*copies=5.*p=600.*≥ 0\.00833"):
@@ -69,7 +69,7 @@ def test_one_run_study_marks_the_largest_share_when_two_shares_fit_the_same_m():
     # m = 60 rows. Before: the 0.505 row was dropped as a duplicate m and the kept row was marked largest_share=False,
     # so notebook 08's headline table (nonce rows at the largest share) held only the multi-trial row.
     from pe_kit.settings import MechanismConfig
-    from pe_kit.study.one_run import one_run_study
+    from steps.one_run import one_run_study
 
     mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
     rows = one_run_study(_study_world(), _params(probe_shares=[0.25, 0.5, 0.505]), mech)
@@ -220,9 +220,9 @@ def test_mu_lower_fdp_grid_must_span_an_interval(kw):
         1.0, 100, [10], 2.5, np.random.default_rng(0)), "repeats=2.5 is not an integer ≥ 2 (no fractional part allowed: use 2 or 3)"),
     (lambda: __import__("pe_kit.audit.one_run_checks", fromlist=["x"]).idealised_correct(
         1.0, 100.5, [10], 2, np.random.default_rng(0)), "m=100.5 is not an integer ≥ 1 (no fractional part allowed: use 100 or 101)"),
-    (lambda: __import__("pe_kit.study.one_run", fromlist=["x"]).idealised_rows(1.0, 1.0, [100], 0, repeats=1.5),
+    (lambda: __import__("steps.one_run", fromlist=["x"]).idealised_rows(1.0, 1.0, [100], 0, repeats=1.5),
      "repeats=1.5 is not an integer ≥ 1 (no fractional part allowed: use 1 or 2)"),
-    (lambda: __import__("pe_kit.study.one_run", fromlist=["x"]).idealised_rows(1.0, 1.0, [99.5], 0),
+    (lambda: __import__("steps.one_run", fromlist=["x"]).idealised_rows(1.0, 1.0, [99.5], 0),
      "m=99.5 is not an integer ≥ 1 (no fractional part allowed: use 99 or 100)"),
 ])
 def test_fractional_game_sizes_are_refused_not_truncated(call, message):
@@ -233,7 +233,7 @@ def test_fractional_game_sizes_are_refused_not_truncated(call, message):
 
 
 def test_idealised_rows_take_integral_floats():
-    from pe_kit.study.one_run import idealised_rows
+    from steps.one_run import idealised_rows
 
     rows = idealised_rows(1.0, 1.0, [100.0], 0, repeats=1.0)
     assert {r["m"] for r in rows} == {100} and all(type(r["m"]) is int for r in rows)

@@ -254,7 +254,7 @@ def test_a_non_generator_is_refused_by_name():
 def test_paraphrase_canaries_are_the_audited_ones():
     """Slots 10–24 of the quick preset's canary split (5 each for paraphrase, -norm, -mu_eff; §2), same ids per arm."""
     from pe_kit.study import pools as study
-    from pe_kit.study.designs import canary_slots
+    from steps.designs import canary_slots
 
     rows = PC.paraphrase_canaries("quick", ("long",), seed=0)
     assert len(rows) == 15 and all(len(r[2]) == 64 for r in rows)
@@ -302,7 +302,7 @@ def test_sweep_canary_of_the_paper_run_is_the_one_it_audited():
     from pathlib import Path
 
     from pe_kit.study import pools as study
-    from pe_kit.study.designs import canary_slots
+    from steps.designs import canary_slots
 
     rows = PC.sweep_paraphrase_canaries("paper", seed=0, data=str(_FULL_BLOGS), fmt="blogs")
     assert [(arm, cid, vs) for arm, cid, _, vs in rows] == [("short", "3632402", ["paraphrase-mu_eff"])]
@@ -356,7 +356,7 @@ def test_shipped_pools_are_what_the_generator_makes():
 
 def test_paraphrase_examples_show_the_shipped_llm_rewrite_beside_the_probe(tmp_path, monkeypatch):
     """Notebook 02's table: source record, the design's probe, and the same record's shipped SmolLM2 rewrite."""
-    from pe_kit.study import designs
+    from steps import designs
     from pe_kit.study import pools as study
 
     llm = PP.llm_paraphraser()
@@ -399,7 +399,7 @@ def test_llm_pool_entries_regenerate_one_at_a_time():
 def test_try_design_hands_the_paraphrase_route_to_make_design(monkeypatch):
     """``try_design(..., generator=...)`` (used by benchmarks/fidelity_mu_eff.py --paraphraser) reaches make_design;
     without it make_design gets no generator and uses DEFAULT_PARAPHRASER."""
-    from pe_kit.study import designs
+    from steps import designs
 
     calls = []
     monkeypatch.setattr(designs, "make_design", lambda *a, **k: calls.append(k) or "design")

@@ -135,10 +135,27 @@ def test_done_marker_key_follows_data_bank_and_model_bytes(tmp_path):
     assert marker_key(nb, params, "other code") != marker_key(tmp_path / "03_llr_checks.ipynb", params, "code")
 
 
+def test_done_marker_code_fingerprint_covers_the_notebooks_step_modules(tmp_path):
+    """``pe-kit reproduce`` keys done-markers on pe_kit and ``<notebooks>/steps``: an edit there reruns the notebook."""
+    import inspect
+
+    from pe_kit.run import reproduce
+    from pe_kit.run.markers import code_fingerprint
+
+    steps = tmp_path / "steps"
+    shutil.copytree(TESTS.parent / "notebooks" / "steps", steps, ignore=shutil.ignore_patterns("__pycache__"))
+    before = code_fingerprint(steps)
+    assert code_fingerprint(steps) == before and code_fingerprint() != before
+    designs = steps / "designs.py"
+    designs.write_text(designs.read_text().replace("int(purpose), int(salt)])", "int(purpose) + 1, int(salt)])"))
+    assert code_fingerprint(steps) != before
+    assert 'code_fingerprint(folder / "steps")' in inspect.getsource(reproduce._run)
+
+
 def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path, monkeypatch):
     """Shipping (or replacing) the SmolLM2 pools changes every done-marker key and the step key of paraphrase
     variants, never the key of other variants: results made with a WordNet fallback are not reused."""
-    from pe_kit.study import audits
+    from steps import audits
     from pe_kit.run.reproduce import marker_key
     from pe_kit.text.generators import paraphrase_pools as PP
 
@@ -191,7 +208,8 @@ def test_world_fingerprint_follows_data_and_bank_bytes(tmp_path, tiny_config):
 
 def test_step_cache_recomputes_when_the_world_content_changes(tiny_world, tmp_path):
     from pe_kit.report.results import StepCache
-    from pe_kit.study import audits, setup
+    from pe_kit.study import setup
+    from steps import audits
 
     assert len(setup.world_key(tiny_world)) == 64
     cache = StepCache(tmp_path / ".steps")

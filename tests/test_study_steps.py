@@ -4,8 +4,8 @@ import pytest
 
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.report.results import StepCache
-from pe_kit.study import checks
-from pe_kit.study import ablations, audits, designs, setup
+from pe_kit.study import setup
+from steps import ablations, audits, checks, designs
 from pe_kit.attack.variants import VARIANTS, resolve_variants
 
 MECH = MechanismConfig(record_cap=16)

@@ -61,7 +61,7 @@ def test_one_run_tables_show_both_bounds_and_integer_counts(tmp_path):
     import pandas as pd
 
     from pe_kit.report.results import collect, summary_markdown, tidy, write_rows
-    from pe_kit.study.one_run import idealised_rows
+    from steps.one_run import idealised_rows
 
     ideal = idealised_rows(1.0, 1.0, [100], 0, repeats=3)  # the idealised game: real bounds, no PE
     rows = [_one_run_row("steinke", 0.25, float("nan")), _one_run_row("fdp", 0.5, 0.125)] + ideal

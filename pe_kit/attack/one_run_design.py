@@ -3,7 +3,7 @@
 Canary i's block holds ``copies`` verbatim copies of each of its records; exact duplicates tie to the lowest
 index (``pe.mechanism``), so it votes only on its own block, and with k copies of one record ‖v_P‖ = C and
 μ_eff = 1/σ (Eq. 20). Variants: ``nonce`` and ``natural`` (real users' records). Each canary then joins with
-probability ½ (Steinke et al. 2023, §2) on top of Poisson q (``study.one_run``).
+probability ½ (Steinke et al. 2023, §2) on top of Poisson q (``steps.one_run``).
 """
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ def plot_epsilon_vs_m(df: pd.DataFrame, qs: Sequence[float] | None = None):
     a q in ``qs`` without a multi-trial row (names the q)."""
     runs = df[df["experiment"] == "one_run"]
     if runs.empty:
-        raise ValueError("no one-run rows (experiment 'one_run'); pass the rows of pe_kit.study.one_run.one_run_study")
+        raise ValueError("no one-run rows (experiment 'one_run'); pass the rows of steps.one_run.one_run_study")
     qs = list(qs) if qs is not None else sorted(runs["mech_sample_rate"].unique(), reverse=True)
     fig, axes = plt.subplots(1, len(qs), figsize=(5 * len(qs), 3.6), squeeze=False)
     for ax, q in zip(axes[0], qs):

@@ -28,7 +28,7 @@ __all__ = ["StepCache", "short_cells", "tidy", "write_rows", "collect", "markdow
            "pool_generator_note", "population_shift_table", "SHIFT_COLUMNS",
            "summary_markdown", "truncation_table", "RUN_COLUMNS"]
 
-#: What makes an LLR-check row (``pe_kit.study.checks.llr_checks``, column ``rule``) pass, in words.
+#: What makes an LLR-check row (``steps.checks.llr_checks``, column ``rule``) pass, in words.
 LLR_RULES = {"close": "abs(observed − expected) ≤ tolerance", "at_most": "at most: observed ≤ tolerance",
              "at_least": "at least: observed ≥ tolerance"}
 

@@ -106,8 +106,8 @@ class _ProgressTail:
 def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any], run_dir: Path,
                      kernel_name: str | None, log_output: bool, echo: Callable[[str], None]) -> ReproduceError | None:
     """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill in ``run_dir``, on headless kernels
-    (``PE_KIT_HEADLESS=1``, set by ``run_reproduction``), with a fresh progress file echoed while it runs. Returns
-    None, or the failure as a :class:`ReproduceError`."""
+    (``PE_KIT_HEADLESS=1``, set by ``run_reproduction``) with ``src``'s folder first on ``PYTHONPATH``, and a fresh
+    progress file echoed while it runs. Returns None, or the failure as a :class:`ReproduceError`."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -119,8 +119,10 @@ def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any]
     tail = _ProgressTail(progress_file, echo, "    ")
     # with --log-output the cell's stderr reaches the terminal itself (pe_kit.progress.streamed)
     streamed = "1" if log_output else "0"
+    # the notebook's own step modules (``from steps import …``) import from its folder, in the kernel and its children
+    path = os.pathsep.join(filter(None, (str(src.resolve().parent), os.environ.get("PYTHONPATH"))))
     try:
-        with environ(PE_KIT_PROGRESS_FILE=str(progress_file), PE_KIT_PROGRESS_STREAMED=streamed):
+        with environ(PE_KIT_PROGRESS_FILE=str(progress_file), PE_KIT_PROGRESS_STREAMED=streamed, PYTHONPATH=path):
             pm.execute_notebook(str(src), str(out_nb), parameters=params,
                                 kernel_name=kernel_name or this_python_kernel(),
                                 language="python",  # our own kernel runs it, whatever the notebook's metadata says

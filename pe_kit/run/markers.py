@@ -24,11 +24,14 @@ _RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/execute.py", "run/markers
                 "run/preflight.py", "run/run_id.py")
 
 
-def code_fingerprint() -> str:
-    """Hash of the pe_kit modules a notebook's outputs can depend on (all but the runner and the CLI)."""
+def code_fingerprint(*folders: Path) -> str:
+    """Hash of the pe_kit modules a notebook's outputs can depend on (all but the runner and the CLI) and of the
+    ``.py`` files directly in each of ``folders`` (the notebooks' ``steps``)."""
     pkg = Path(__file__).resolve().parents[1]
-    return content_hash(*[(p.relative_to(pkg).as_posix(), p.read_bytes()) for p in sorted(pkg.rglob("*.py"))
-                          if p.relative_to(pkg).as_posix() not in _RUNNER_ONLY])[:16]
+    files = [(p.relative_to(pkg).as_posix(), p.read_bytes()) for p in sorted(pkg.rglob("*.py"))
+             if p.relative_to(pkg).as_posix() not in _RUNNER_ONLY]
+    files += [(p.name, p.read_bytes()) for folder in folders for p in sorted(Path(folder).glob("*.py"))]
+    return content_hash(*files)[:16]
 
 
 def outputs_of(run_dir: Path, nb: str) -> dict:

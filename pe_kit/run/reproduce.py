@@ -221,7 +221,7 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p, fit_note is not None))
     (run_dir / ".done").mkdir(parents=True, exist_ok=True)
     (run_dir / "notebooks").mkdir(exist_ok=True)
-    fingerprint = code_fingerprint()
+    fingerprint = code_fingerprint(folder / "steps")
     t_run = time.perf_counter()
     statuses: list[NotebookStatus] = []
     failures: list[ReproduceError] = []

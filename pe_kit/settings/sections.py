@@ -235,7 +235,7 @@ class ImplementationAudit(NotebookSection):
 
 @dataclass(frozen=True)
 class OneRun(NotebookSection):
-    """Notebook 08: one-run audits; None = ``pe_kit.study.one_run.DEFAULTS`` (one_run_qs: 1 and the mechanism's q)."""
+    """Notebook 08: one-run audits; None = ``steps.one_run.DEFAULTS`` (one_run_qs: 1 and the mechanism's q)."""
 
     one_run_qs: tuple | None = setting(None, ParamSpec("float", lo=0, hi=1, lo_open=True, many=True, optional=True),
                                        "sampling rates q of the grid")

@@ -4,15 +4,17 @@ in ``.steps`` (``StepCache``) by the hash of everything fixing its numbers, code
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pe_kit.attack.variants import resolve_variants
 from pe_kit.code_hash import code_hash
 from pe_kit.report.results import StepCache
 from pe_kit.settings import AuditConfig, MechanismConfig
-from pe_kit.study.designs import _rng, canary_slots, try_design
 from pe_kit.study.setup import world_key
 from pe_kit.study.world import World, audit_design
+
+from steps.designs import _rng, canary_slots, try_design
 
 __all__ = ["audit_variants"]
 
@@ -53,7 +55,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
                 return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
 
             key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(),
-                   audit.as_dict(), seed, salt, design_mechanism.as_dict(), pool_size, code_hash(),
+                   audit.as_dict(), seed, salt, design_mechanism.as_dict(), pool_size, code_hash(Path(__file__).parent),
                    *_route_key(variant, generator))
             row = cache.get_or_compute(key, compute) if cache is not None else compute()
             if "skipped" in row:

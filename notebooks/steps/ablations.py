@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -14,10 +15,11 @@ from pe_kit.audit.trials import check_equal_populations, scalar_problem
 from pe_kit.code_hash import code_hash
 from pe_kit.report.results import StepCache
 from pe_kit.settings import AuditConfig, MechanismConfig
-from pe_kit.study.audits import _route_key, audit_variants
-from pe_kit.study.designs import _rng, canary_slots, design_for
 from pe_kit.study.setup import study_config, world_for, world_key
 from pe_kit.study.world import SPLITS, World, canary_contribution
+
+from steps.audits import _route_key, audit_variants
+from steps.designs import _rng, canary_slots, design_for
 
 __all__ = ["sweep", "encoder_names", "encoder_ablation", "encoder_note", "scalar_problems", "tightness"]
 
@@ -121,7 +123,7 @@ def tightness(world: World, variant: str, trials: Sequence[int], mechanism: Mech
         raise ValueError(f"tightness_trials={trials} must be a non-empty list of positive counts")
     slot = canary_slots(variant, 1, world.config.n_canary)[0]
     key = ("tightness", world.config.as_dict(), world_key(world), variant, slot, trials, mechanism.as_dict(),
-           audit.as_dict(), seed, pool_size, code_hash(), *_route_key(variant, generator))
+           audit.as_dict(), seed, pool_size, code_hash(Path(__file__).parent), *_route_key(variant, generator))
 
     def compute():
         design = design_for(world, variant, 0, slot, seed, mechanism, pool_size, generator)

@@ -96,7 +96,7 @@ def design_summary(world: World, design, mechanism: MechanismConfig, audit: Audi
 def design_rows(world: World, variants, per_variant: int, mechanism: MechanismConfig, audit: AuditConfig, seed: int,
                 pool_size: int | None = None, generator=None) -> tuple[list[dict], list[str], dict]:
     """:func:`design_summary` rows (``experiment="probe_design"``) of ``per_variant`` canaries per variant, seeded as
-    ``study.audits``; returns (rows, skipped reasons, designs: variant → its first design)."""
+    ``steps.audits``; returns (rows, skipped reasons, designs: variant → its first design)."""
     rows, skipped, designs = [], [], {}
     for variant in resolve_variants(variants):
         for j, slot in enumerate(canary_slots(variant, per_variant, world.config.n_canary)):

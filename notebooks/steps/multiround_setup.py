@@ -38,7 +38,7 @@ def multiround_setup(params: Mapping[str, Any]) -> MultiroundSetup:
     ``max_attempts``, ``public_max_texts`` (None: ⌈3 · T · g⌉), the mechanism's keys, ``seed`` and ``openai_*``.
     Raises ValueError for a variant without a design, an unknown generator, or no slot left for new texts."""
     from pe_kit.pe.multiround import PEConfig
-    from pe_kit.study.designs import design_for
+    from steps.designs import design_for
     from pe_kit.study.setup import mechanism_from, study_config, world_for
     from pe_kit.text.variation import public_pool, variation_generator
 

@@ -16,8 +16,9 @@ from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, mu_eff, 
 from pe_kit.audit.trials import scalar_problem, simulate_scores, simulate_scores_full
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import contributions, release, routes_with_probes, squared_distances
-from pe_kit.study.designs import design_summary
 from pe_kit.study.world import World, canary_contribution, make_design
+
+from steps.designs import design_summary
 
 
 def mechanism_walkthrough(world: World, mechanism: MechanismConfig, rng: np.random.Generator, split: str = "test",
