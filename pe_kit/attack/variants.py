@@ -272,8 +272,7 @@ def design_paraphrase(canary_id: str, canary_texts, canary_embeddings: np.ndarra
 
 def design_selected(variant: str, canary_id: str, canary_texts, canary_embeddings: np.ndarray, pool_texts,
                     pool_embeddings: np.ndarray, bank: np.ndarray, positions: np.ndarray, top_k: int,
-                    sigma: np.ndarray | None = None, index=None, info: dict | None = None,
-                    method: str = "incremental") -> ProbeDesign:
+                    sigma: np.ndarray | None = None, index=None, info: dict | None = None) -> ProbeDesign:
     """Run Alg. B.1 for a ``*-norm`` / ``*-mu_eff`` variant and freeze the design (App. B).
 
     ``bank``: float32 (p, d) before replacement; ``positions``: r reserved, ordered; ``sigma``: the frozen (M, M)
@@ -296,12 +295,12 @@ def design_selected(variant: str, canary_id: str, canary_texts, canary_embedding
     if index is None:
         index = build_neighbor_index(emb, bank, top_k + pos.size)
     b_idx, b_d = base_neighbors(index, pos, top_k)
-    sel = greedy_select(squared_distances(emb, pool_emb), b_d, b_idx, pos, objective, sigma, method=method)
+    sel = greedy_select(squared_distances(emb, pool_emb), b_d, b_idx, pos, objective, sigma)
     return ProbeDesign(variant, canary_id, tuple(canary_texts), emb, tuple(pool_texts[i] for i in sel.order),
                        pool_emb[sel.order].copy(), pos.copy(), sel.order,
                        {"pool_size": len(pool_texts), "r": int(pos.size), "objective": objective,
                         "selection_scores": sel.scores.tolist(), "selection_ties": sel.ties.tolist(),
                         "selection_counts": sel.counts.tolist(), "selection_seconds": sel.seconds,
-                        "selection_method": method, "canary_probe_vote_fraction": float(sel.counts.sum()
-                                                                                        / (emb.shape[0] * top_k)),
+                        "selection_method": "incremental",
+                        "canary_probe_vote_fraction": float(sel.counts.sum() / (emb.shape[0] * top_k)),
                         **(info or {})})
