@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS",
-           "PARAPHRASE_VARIANTS", "resolve_variants", "unknown_variant", "ProbeDesign", "CanaryAssignment",
-           "variant_objective", "canary_assignment", "replacement_positions", "nonce_strings", "nonce_canary_and_pool",
-           "spread_select", "design_ordinary", "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
+           "PARAPHRASE_VARIANTS", "resolve_variants", "unknown_variant", "ProbeDesign", "variant_objective",
+           "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select", "design_ordinary",
+           "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
 
 VARIANTS = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu_eff", "nonce", "nonce-norm",
             "nonce-mu_eff")
@@ -149,46 +149,6 @@ def variant_objective(variant: str) -> str | None:
     if variant.endswith("-mu_eff"):
         return "mu_eff"
     return None
-
-
-@dataclass(frozen=True)
-class CanaryAssignment:
-    """Which canaries of the canary split each real-canary variant audits (§2, Table 1).
-
-    Attributes:
-        slots: variant → ``per_variant`` indices into the canary split. mode: ``"disjoint"`` or ``"wrapped"`` (the
-        split is too small and variants share canaries). n_canary: size of the canary split.
-    """
-
-    slots: dict
-    mode: str
-    per_variant: int
-    n_canary: int
-
-    def ids(self, variant: str, canary_ids) -> tuple[str, ...]:
-        """User ids of ``variant``'s canaries, given the split's ``canary_ids``."""
-        canary_ids = tuple(canary_ids)
-        if len(canary_ids) != self.n_canary:
-            raise ValueError(f"canary_ids has {len(canary_ids)} ids but the assignment was made for {self.n_canary}")
-        return tuple(canary_ids[i] for i in self.slots[variant])
-
-
-def canary_assignment(n_canary: int, per_variant: int = 5) -> CanaryAssignment:
-    """Assign canaries of the canary split to the five real-canary variants (§2: "an independently selected
-    set of five canaries").
-
-    Real variant i takes slots [i·per_variant, (i+1)·per_variant) of the seeded canary split: disjoint when
-    n_canary ≥ 5·per_variant, else wrapped modulo n_canary (``mode`` says which). Nonce variants use no slot.
-    Raises ValueError if per_variant < 1 or n_canary < per_variant.
-    """
-    if int(per_variant) != per_variant or per_variant < 1:
-        raise ValueError(f"per_variant={per_variant!r} must be an integer ≥ 1")
-    if int(n_canary) != n_canary or n_canary < per_variant:
-        raise ValueError(f"n_canary={n_canary!r} canaries cannot give per_variant={per_variant} distinct canaries to a "
-                         f"variant; raise StudyConfig.n_canary (≥ {per_variant * len(REAL_VARIANTS)} for disjoint sets)")
-    slots = {v: tuple((i * per_variant + j) % n_canary for j in range(per_variant)) for i, v in enumerate(REAL_VARIANTS)}
-    mode = "disjoint" if n_canary >= per_variant * len(REAL_VARIANTS) else "wrapped"
-    return CanaryAssignment(slots, mode, int(per_variant), int(n_canary))
 
 
 def nonce_canary_and_pool(records: int, pool_size: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
