@@ -5,13 +5,23 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import scipy.linalg as sla
 from scipy import special
 
-from pe_kit.attack.selection import TIE_RTOL, _pick, objective_value, probe_votes
+from pe_kit.attack.selection import TIE_RTOL, _pick, probe_votes
 from pe_kit.audit.one_run_bounds import _check_sample_rate, _fq
 from pe_kit.cache import content_hash
 from pe_kit.text.generators.base import _WS
 from pe_kit.text.generators.pools import record_prompt
+
+
+def objective_value(counts, n_records: int, top_k: int, objective: str, sigma_sub=None) -> float:
+    """J_norm = ‖w‖² or J_μeff = wᵀ[Σ̂_Q]_{T,T}⁻¹w (Eq. 6, by Cholesky) of one trial set from its vote counts,
+    w = counts / (n_records·top_k); ``sigma_sub`` is [Σ̂_Q]_{T,T}."""
+    w = np.asarray(counts, dtype=np.float64) / (n_records * top_k)
+    if objective == "norm" or w.size == 0:
+        return float(w @ w)
+    return float(w @ sla.cho_solve(sla.cho_factor(sigma_sub, lower=True), w))
 
 
 def greedy_plain(pool_d2, base_d2, base_idx, positions, objective: str = "norm", sigma=None):

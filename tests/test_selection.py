@@ -5,7 +5,6 @@ import pytest
 from pe_kit.attack.selection import (
     base_neighbors,
     greedy_select,
-    objective_value,
     pool_covariance,
     pool_routes,
     probe_votes,
@@ -17,7 +16,7 @@ from pe_kit.pe.mechanism import (
     squared_distances,
     topk_routes,
 )
-from tests.oracles import greedy_plain
+from tests.oracles import greedy_plain, objective_value
 
 FAR = 1e3  # a removed bank position is parked far away in the materialized reference bank
 

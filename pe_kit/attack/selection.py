@@ -13,14 +13,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg as sla
 
 from pe_kit.audit.moments import aux_moments, null_moments
 from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import NeighborIndex, contributions, topk_routes
 
 __all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_covariance", "probe_votes",
-           "objective_value", "greedy_select"]
+           "greedy_select"]
 
 OBJECTIVES = ("norm", "mu_eff")
 TIE_RTOL = 1e-10  # J_μeff scores this close (relative) to the best tie
@@ -150,28 +149,6 @@ def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, 
     o = np.lexsort((ci, cd), axis=1)[:, :k]
     s = np.take_along_axis(slot, o, axis=1).ravel()
     return np.bincount(s[s >= 0], minlength=sel.size).astype(np.int64)
-
-
-def objective_value(counts: np.ndarray, n_records: int, top_k: int, objective: str,
-                    sigma_sub: np.ndarray | None = None) -> float:
-    """J_norm or J_μeff (Eq. 6) of one trial set from its vote counts, w = counts / (n_records·top_k).
-
-    ``sigma_sub`` is [Σ̂_Q]_{T,T}, needed for ``"mu_eff"``. Raises ValueError on an unknown objective or a
-    missing, mis-shaped or non-PD Σ.
-    """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
-    w = np.asarray(counts, dtype=np.float64) / (n_records * top_k)
-    if objective == "norm":
-        return float(w @ w)
-    if sigma_sub is None or np.shape(sigma_sub) != (w.size, w.size):
-        raise ValueError(f"sigma_sub must be ({w.size}, {w.size}) for objective 'mu_eff'")
-    if w.size == 0:
-        return 0.0
-    try:
-        return float(w @ sla.cho_solve(sla.cho_factor(sigma_sub, lower=True), w))
-    except np.linalg.LinAlgError as exc:
-        raise ValueError("Σ̂_T is not positive definite; use noise_multiplier > 0 or ridge > 0") from exc
 
 
 @dataclass(frozen=True)
