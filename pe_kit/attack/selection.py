@@ -167,11 +167,6 @@ class Selection:
     seconds: float
     ties: np.ndarray
 
-    @property
-    def weights(self) -> np.ndarray:
-        """float64 (r,) w_P = counts / (m·k): un-clipped normalized probe votes (App. B)."""
-        return self.counts / (self.n_records * self.top_k)
-
 
 def _single_thread_blas():
     try:
