@@ -15,7 +15,7 @@ Steps (each measured in a fresh child process; peak RSS = VmHWM of /proc/self/st
 3. ``corpus_cache.cached_corpus`` cold (parse + store) and warm (what each notebook does): seconds, peak RSS;
 4. ``pe-kit reproduce --preset tiny --data FILE --format yelp --notebooks 01``: seconds, peak RSS of the runner
    (all of the run, and while the kernel runs), of the data child processes and of the kernel, and the lines the
-   run added to ``corpus_cache.parse_log_path()`` (one ``pass 1/2`` and one ``pass 2/2`` = parsed once).
+   run added to ``PE_KIT_CACHE/corpora/parses.log`` (one ``pass 1/2`` and one ``pass 2/2`` = parsed once).
 
 The stored corpus selections (``cache_dir()/corpora``) are cleared before steps 3 and 4 so both start cold.
 """
@@ -130,9 +130,14 @@ def measure_reproduce(path: Path, out: Path) -> dict:
     """Run the CLI on the file and poll the RSS of it and its children every 0.2 s."""
     import psutil
 
-    from pe_kit.data import corpus_cache
+    from pe_kit.cache import cache_dir
 
-    before = len(corpus_cache.parse_log())
+    log_file = cache_dir() / "corpora" / "parses.log"
+
+    def parse_log() -> list[str]:
+        return log_file.read_text(encoding="utf-8").splitlines() if log_file.is_file() else []
+
+    before = len(parse_log())
     cmd = [sys.executable, "-m", "pe_kit.run.cli", "reproduce", "--preset", "tiny", "--data", str(path), "--format",
            "yelp", "--notebooks", "01", "--results-dir", str(out / "results"), "--run-id", "bench", "--force"]
     t0 = time.perf_counter()
@@ -165,7 +170,7 @@ def measure_reproduce(path: Path, out: Path) -> dict:
             pass
         time.sleep(0.2)
     log.close()
-    added = corpus_cache.parse_log()[before:]
+    added = parse_log()[before:]
     return {"seconds": round(time.perf_counter() - t0, 1), "exit": proc.returncode,
             **{f"peak_rss_{k}_mib": round(v, 1) for k, v in peak.items()},
             "parse_log_lines": added, "log": str(out / "reproduce.log")}

@@ -9,7 +9,8 @@ Selection runs on a synthetic geometry of the paper's size (p = 8192 base candid
 vectors, m = 64 canary records, M = 512 pool entries placed near the records like paraphrases, k = 5,
 r = 64, Σ̂_Q from 500 aux users × 64 records). Reported per canary: pool distances + base neighbours,
 Σ̂_Q estimation (aux routing to S_base ∪ Q, Eqs. 31–35), and the greedy loop for J_norm and J_μeff
-(target ≤ 5 s on 2 cores). ``--plain`` also times the literal re-routing reference once (slow).
+(target ≤ 5 s on 2 cores). ``--plain`` also times the literal re-routing reference
+(``tests/oracles.py: greedy_plain``) once (slow).
 Generator throughput: WordNet paraphrases of real Blog posts (the bundled blogs-900 sample), and
 optionally ``--smollm2 N`` prompts through the local SmolLM2 backend. Outputs are not cached.
 """
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pe_kit.attack.selection import base_neighbors, greedy_select, pool_covariance  # noqa: E402
 from pe_kit.settings import MechanismConfig  # noqa: E402
 from pe_kit.pe.mechanism import build_neighbor_index, squared_distances  # noqa: E402
+from tests.oracles import greedy_plain  # noqa: E402 (the literal Alg. B.1 reference)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -75,9 +77,9 @@ def bench_selection(args) -> None:
               f"{mu.scores[-1]:>8.4f} {mu.counts.sum() / (args.records * k):>10.3f}")
         if args.plain and c == 0:
             t5 = time.perf_counter()
-            ref = greedy_select(pd, bd, bi, pos, "mu_eff", sigma, method="plain")
+            ref, _, _ = greedy_plain(pd, bd, bi, pos, "mu_eff", sigma)
             print(f"       plain (literal re-routing) μ_eff: {time.perf_counter() - t5:.1f} s, same sequence: "
-                  f"{bool((ref.order == mu.order).all())}")
+                  f"{bool((ref == mu.order).all())}")
     med = np.median(np.asarray(times), axis=0)
     print(f"median per canary (M={args.pool}, r={args.r}, m={args.records}): greedy norm {med[2]:.3f} s, "
           f"greedy μ_eff {med[3]:.3f} s, Σ̂_Q {med[1]:.2f} s, distances {med[0]:.3f} s; "

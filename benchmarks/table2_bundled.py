@@ -34,7 +34,7 @@ def main() -> None:
 
     import pandas as pd
 
-    from pe_kit.attack.variants import VARIANTS, canary_assignment
+    from pe_kit.attack.variants import REAL_VARIANTS, VARIANTS
     from pe_kit.settings import AuditConfig, MechanismConfig
     from pe_kit.study.world import StudyConfig, audit_design, build_world, make_design
     from pe_kit.text.encoder import Encoder
@@ -44,15 +44,14 @@ def main() -> None:
     world = build_world(cfg, encoder=Encoder(max_seq_length=cfg.max_seq_length, progress=False))
     print(f"world built in {time.perf_counter() - t0:.0f} s: {world.splits.report()}")
     mech, audit = MechanismConfig(record_cap=cfg.record_cap), AuditConfig(trials=args.trials)
-    slots = canary_assignment(cfg.n_canary, 5).slots
     rows = []
     for vi, variant in enumerate(VARIANTS):
         for j in range(5):
             rng = np.random.default_rng([0, vi, j])
             t1 = time.perf_counter()
             try:
-                design = make_design(world, variant, slots.get(variant, (j,) * 5)[j], rng, mechanism=mech,
-                                     audit=audit, pool_size=args.pool_size)
+                slot = vi * 5 + j if variant in REAL_VARIANTS else j  # disjoint blocks of 5 of the 25 canaries
+                design = make_design(world, variant, slot, rng, mechanism=mech, audit=audit, pool_size=args.pool_size)
             except Exception as exc:  # a pool shortfall is reported, not hidden
                 print(f"{variant:18s} canary {j}: skipped ({type(exc).__name__}: {exc})")
                 continue

@@ -62,6 +62,15 @@ class _Progress:
         return out
 
 
+def append_pool(path, entry: dict, **extra) -> None:
+    """Append one pool entry (plus ``extra`` fields) to a JSON Lines file, fsynced so a stopped build keeps it
+    (``paraphrase_pools.load_pools`` checks every entry when the file is read)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({**extra, **entry}, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="quick")
@@ -97,8 +106,8 @@ def main() -> None:
     from pe_kit.study.pools import paraphrase_pool_seed
     from pe_kit.text.generators.base import PoolShortfallError
     from pe_kit.text.generators.cached import CachedGenerator
-    from pe_kit.text.generators.paraphrase_pools import (SHIPPED_POOLS_FILE, append_pool, build_pool,
-                                                        llm_paraphraser, load_pools, pool_key, pool_spec)
+    from pe_kit.text.generators.paraphrase_pools import (SHIPPED_POOLS_FILE, build_pool, llm_paraphraser,
+                                                        load_pools, pool_key, pool_spec)
 
     overrides = dict(parse_override(x) for x in args.overrides)
     M = get_preset(args.preset, overrides, args.data, args.fmt).pool_size

@@ -6,10 +6,17 @@ These read presets (``pe_kit.run.presets.get_preset``), so they live in ``run``;
 """
 from __future__ import annotations
 
-from pe_kit.attack.variants import PARAPHRASE_VARIANTS, resolve_variants
+from pe_kit.attack.variants import PARAPHRASE_VARIANTS, REAL_VARIANTS, resolve_variants
 from pe_kit.data.splits import make_arm, split_users
 
-__all__ = ["paraphrase_canaries", "sweep_paraphrase_canaries"]
+__all__ = ["variant_slots", "paraphrase_canaries", "sweep_paraphrase_canaries"]
+
+
+def variant_slots(n_canary: int, per_variant: int = 5) -> dict[str, tuple[int, ...]]:
+    """The canary-split slots each real-canary variant audits, as the notebooks' ``designs.canary_slots``: variant i
+    of ``REAL_VARIANTS`` takes [i·per_variant, (i+1)·per_variant), disjoint when n_canary ≥ 5·per_variant, else
+    wrapped modulo n_canary (§2: "an independently selected set of five canaries")."""
+    return {v: tuple((i * per_variant + j) % n_canary for j in range(per_variant)) for i, v in enumerate(REAL_VARIANTS)}
 
 
 def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
@@ -19,7 +26,7 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
     """The canaries whose paraphrase pools a preset builds, without embedding anything.
 
     The same draw as :func:`build_world` (``cached_corpus``, ``make_arm`` then the seeded ``split_users`` with the
-    preset's sizes) and the same slots as the audit (``attack.variants.canary_assignment``); a canary audited by
+    preset's sizes) and the same slots as the audit (:func:`variant_slots`); a canary audited by
     several variants (wrapped slots) is listed once per arm.
 
     Args: preset: name in ``pe_kit.run.presets.PRESETS``. arms: data arms. variants: real-canary variants.
@@ -32,7 +39,6 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
         (only those have pools), the paper preset without ``data``, or what ``split_users`` raises; DataError for unreadable
         data.
     """
-    from pe_kit.attack.variants import canary_assignment
     from pe_kit.data.corpus_cache import cached_corpus
     from pe_kit.run.presets import get_preset
 
@@ -43,7 +49,7 @@ def paraphrase_canaries(preset: str = "quick", arms=("long", "short"),
         raise ValueError(f"variants={wrong} have no paraphrase pool; pass names from {PARAPHRASE_VARIANTS}")
     P = get_preset(preset, overrides, data, fmt)
     corpus = cached_corpus(P.data, P.fmt, record_cap=P.record_cap, on_error=P.on_error)
-    slots = canary_assignment(P.n_canary, P.per_variant if per_variant is None else per_variant).slots
+    slots = variant_slots(P.n_canary, P.per_variant if per_variant is None else per_variant)
     out = []
     for arm in arms:
         world = make_arm(corpus, arm, P.record_cap)

@@ -24,6 +24,14 @@ def fresh_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+def _parse_log() -> list[str]:
+    """The lines of ``cache_dir()/corpora/parses.log``: one per pass made over a data file, in any process."""
+    from pe_kit.cache import cache_dir
+
+    path = cache_dir() / "corpora" / "parses.log"
+    return path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+
+
 def _yelp(path, heavy=20, light=1700, seed=0):
     """``heavy`` users × 64 reviews of ~150 chars spread over the file, ``light`` one-review users of 4,000 chars."""
     rng = np.random.default_rng(seed)
@@ -105,15 +113,15 @@ def test_cached_corpus_parses_once_and_is_verified(tmp_path, fresh_cache):
     p = _yelp(tmp_path / "yelp.json", heavy=6, light=200)
     key = str(p.resolve())
     first = corpus_cache.cached_corpus(p, "yelp", record_cap=64)
-    assert PASSES[key] == 2 and len(corpus_cache.parse_log()) == 2  # pass 1 + pass 2, logged
+    assert PASSES[key] == 2 and len(_parse_log()) == 2  # pass 1 + pass 2, logged
     again = corpus_cache.cached_corpus(str(p), "auto", record_cap=64, min_records=64)  # same selection, spelled out
-    assert PASSES[key] == 2 and len(corpus_cache.parse_log()) == 2  # read from the cache, the file not opened
+    assert PASSES[key] == 2 and len(_parse_log()) == 2  # read from the cache, the file not opened
     direct = load_yelp(p, record_cap=64)
     for c in (first, again):
         assert [(u.user_id, u.texts, u.label) for u in c.users] == [(u.user_id, u.texts, u.label) for u in direct.users]
         assert c.report() == direct.report()
     corpus_cache.cached_corpus(p, "yelp", record_cap=8)  # another cap: pass 1 is reused, only pass 2 runs
-    assert PASSES[key] == 5 and "pass 2/2" in corpus_cache.parse_log()[-1]
+    assert PASSES[key] == 5 and "pass 2/2" in _parse_log()[-1]
     stored = sorted((fresh_cache / "corpora").glob("*.corpus.jsonl.gz"))
     for f in stored:  # corrupt every stored selection: detected by its SHA-256, recomputed, same result
         f.write_bytes(f.read_bytes()[:-3] + b"xyz")
@@ -149,11 +157,11 @@ def test_reproduce_parses_once_before_the_notebooks(tmp_path, fresh_cache):
     p = get_preset("tiny", data=str(data), fmt="blogs")
     lines: list[str] = []
     p2, _note, _warn = _fit(p, {}, False, lines.append, ["01_mechanism"])
-    log = corpus_cache.parse_log()
+    log = _parse_log()
     assert [x.split()[2:4] for x in log] == [["pass", "1/2"], ["pass", "2/2"]]
     assert any("stored by content" in x for x in lines)
     c = corpus_cache.cached_corpus(p2.data, p2.fmt, record_cap=p2.record_cap, on_error=p2.on_error)  # = build_world's
-    assert PASSES[str(data.resolve())] == 0 and corpus_cache.parse_log() == log
+    assert PASSES[str(data.resolve())] == 0 and _parse_log() == log
     ref = load_corpus(str(data), "blogs", record_cap=p2.record_cap)
     assert [u.texts for u in c.users] == [u.texts for u in ref.users] and len(c.users) == 80
 

@@ -21,6 +21,7 @@ from pe_kit.attack.selection import base_neighbors, greedy_select
 from pe_kit.attack.variants import ALL_VARIANTS, VARIANTS, resolve_variants, variant_objective
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import build_neighbor_index, squared_distances
+from tests.oracles import greedy_plain
 from tests.test_selection import _brute_force
 
 SMALL = ComposedConfig(pool_size=96, hub_sizes=(2, 4, 8), refine_rounds=1, refine_edits=24)
@@ -109,9 +110,10 @@ def test_greedy_equals_brute_force_on_composed_pool(tiny_world, covariance):
         sigma = pool_covariance(back.index, back.records, back.owner, back.n_aux_users, pool, pos, mech, 25)
     bi, bd = base_neighbors(build_neighbor_index(emb, bank, k + 3), pos, k)
     ref = _brute_force(bank, emb, pool, pos, sigma, k, "mu_eff")
-    for method in ("incremental", "plain"):
-        sel = greedy_select(squared_distances(emb, pool), bd, bi, pos, "mu_eff", sigma, method=method)
-        np.testing.assert_array_equal(sel.order, ref)
+    pd = squared_distances(emb, pool)
+    sel = greedy_select(pd, bd, bi, pos, "mu_eff", sigma)
+    np.testing.assert_array_equal(sel.order, ref)
+    np.testing.assert_array_equal(greedy_plain(pd, bd, bi, pos, "mu_eff", sigma)[0], ref)
     assert sel.counts.sum() > 0  # the composed candidates do take canary votes in this case
 
 

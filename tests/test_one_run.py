@@ -17,9 +17,10 @@ from pe_kit.audit.one_run import (
     mu_lower_fdp,
     _one_run_audit,
     steinke_p_value,
-    tradeoff_inverse_blowup,
 )
+from pe_kit.audit.one_run_bounds import _FastInverseBlowup
 from pe_kit.settings import MechanismConfig
+from tests.oracles import tradeoff_inverse_blowup
 
 
 # ------------------------------------------------------------------------------------------ Steinke et al.
@@ -82,6 +83,8 @@ def test_inverse_blowup_inverts_the_subsampled_gaussian_tradeoff(q):
     y = np.array([1e-4, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99])
     x = tradeoff_inverse_blowup(y, mu, q)
     assert np.allclose(_blowup(x, mu, q), y, atol=2e-4)
+    if q < 1:  # the form fdp_rejects uses
+        assert np.allclose(_blowup(_FastInverseBlowup(np.full(y.shape, mu), q)(y), mu, q), y, atol=2e-4)
     if q == 1.0:
         assert np.allclose(x, stats.norm.cdf(stats.norm.ppf(y) - mu), atol=1e-12)
 
@@ -232,8 +235,6 @@ def test_pe_nonce_one_run_never_above_epsilon_theory(q):
 
 
 def test_fast_inverse_blowup_agrees_with_the_bisection():
-    from pe_kit.audit.one_run_bounds import _FastInverseBlowup
-
     mu = np.geomspace(1e-3, 20, 64)
     for q in (0.1, 0.7):
         fast = _FastInverseBlowup(mu, q)

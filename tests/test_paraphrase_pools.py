@@ -15,10 +15,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pe_kit.text.generators import paraphrase_pools as PP
+import make_paraphrase_pools as MPP
 import pool_canaries as PC
 from pe_kit.text.generators.base import SeededGenerator
 from pe_kit.text.generators.cached import CachedGenerator
 from pe_kit.text.generators.prompts import paraphrase_prompt
+from tests.oracles import recompute_entries
 
 RECORDS = ["my sister called last night about her job", "we watched a bad movie and ate cold pizza",
            "finished the exam and now I can read novels", "the weather was awful so the party moved inside"]
@@ -50,7 +52,7 @@ def test_build_pool_records_one_seed_per_entry_that_regenerates_it():
     e = _entry()
     assert len(e["texts"]) == len(e["sources"]) == len(e["seeds"]) == 12
     assert e["sources"] == [j % 4 for j in range(12)]  # round robin over records (App. B: spread across records)
-    assert PP.recompute_entries(e, RECORDS, FakeLM(), range(12)) == e["texts"]
+    assert recompute_entries(e, RECORDS, FakeLM(), range(12)) == e["texts"]
     assert all(s % 5 for s in e["seeds"])  # verbatim outputs were rejected, the recorded seed is the accepted one
     # the pool equals make_paraphrase_pool's with the same rng (recording changes nothing)
     from pe_kit.text.generators.pools import make_paraphrase_pool
@@ -73,14 +75,14 @@ def test_pool_key_follows_records_seed_size_and_settings():
 def test_pools_file_round_trip_and_tamper_check(tmp_path):
     path = tmp_path / "pools.jsonl"
     e1, e2 = _entry(), _entry(seed=(1, 3, 7))
-    PP.append_pool(path, e1, canary_id="u1", arm="long")
-    PP.append_pool(path, e2, canary_id="u1", arm="short")
+    MPP.append_pool(path, e1, canary_id="u1", arm="long")
+    MPP.append_pool(path, e2, canary_id="u1", arm="short")
     spec = PP.pool_spec(FakeLM())
     found = PP.find_pool(RECORDS, 12, [0, 3, 7], spec, path=path)
     assert found["texts"] == e1["texts"] and found["canary_id"] == "u1"
     assert PP.find_pool(RECORDS, 12, [2, 3, 7], spec, path=path) is None
     e3 = {**_entry(seed=(5, 3, 7)), "model": "digest-a"}
-    PP.append_pool(path, e3)
+    MPP.append_pool(path, e3)
     assert PP.find_pool(RECORDS, 12, [5, 3, 7], spec, path=path, model="digest-a")["key"] == e3["key"]
     assert PP.find_pool(RECORDS, 12, [5, 3, 7], spec, path=path, model="digest-b") is None  # another model file
     assert PP.find_pool(RECORDS, 12, [5, 3, 7], spec, path=path, model=None) is not None  # model not installed
@@ -120,7 +122,7 @@ def test_llm_route_picks_the_stored_pool_without_generating(tmp_path, monkeypatc
     impostor.name, impostor.config = llm.name, llm.config
     entry = PP.build_pool(RECORDS, 12, seed, impostor)
     path = tmp_path / "pools.jsonl"
-    PP.append_pool(path, entry)
+    MPP.append_pool(path, entry)
     monkeypatch.setattr(PP, "SHIPPED_POOLS_FILE", path)
 
     def refuse(*a, **k):
@@ -210,7 +212,7 @@ def test_edited_pool_entries_are_refused(tmp_path):
         (field, value), = change.items()
         bad[field][0] = value
         path = tmp_path / f"{field}.jsonl"
-        PP.append_pool(path, bad)
+        MPP.append_pool(path, bad)
         with pytest.raises(ValueError, match="edited"):
             PP.find_pool(RECORDS, 8, [0, 3, 9], spec, path=path)
 
@@ -349,7 +351,7 @@ def test_shipped_pools_are_what_the_generator_makes():
             assert entry["spec"] == PP.pool_spec(llm) and entry["model"] == model
             user = make_arm(corpus, entry["arm"], 64).by_id()[entry["canary_id"]]
             idx = rng.choice(len(entry["texts"]), size=2, replace=False)
-            assert PP.recompute_entries(entry, user.texts, llm, idx) == [entry["texts"][j] for j in idx]
+            assert recompute_entries(entry, user.texts, llm, idx) == [entry["texts"][j] for j in idx]
             checked += len(idx)
     assert checked >= 2
 
@@ -365,7 +367,7 @@ def test_paraphrase_examples_show_the_shipped_llm_rewrite_beside_the_probe(tmp_p
     impostor.name, impostor.config = llm.name, llm.config
     entry = PP.build_pool(RECORDS, 8, seed, impostor)
     path = tmp_path / "pools.jsonl"
-    PP.append_pool(path, entry)
+    MPP.append_pool(path, entry)
     design = SimpleNamespace(variant="paraphrase", canary_id="u7", canary_texts=tuple(RECORDS),
                              probe_texts=("p2", "p0", "p1"),
                              info={"probe_sources": [2, 0, 1], "pool_size": 8, "pool_generator": "wordnet-v1"})
@@ -393,7 +395,7 @@ def test_llm_pool_entries_regenerate_one_at_a_time():
     assert entry["sources"] == [0, 1, 0, 1] and entry["model"] == llm.identity()
     one = PP.llm_paraphraser(batch_size=1)
     one.max_new_tokens = 24
-    assert PP.recompute_entries(entry, RECORDS[:2], one, [0, 3]) == [entry["texts"][0], entry["texts"][3]]
+    assert recompute_entries(entry, RECORDS[:2], one, [0, 3]) == [entry["texts"][0], entry["texts"][3]]
 
 
 def test_try_design_hands_the_paraphrase_route_to_make_design(monkeypatch):

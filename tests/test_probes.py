@@ -1,4 +1,4 @@
-"""The eight attack variants (Table 1, App. B): canary assignment, pools, exact copies, frozen designs, and a
+"""The eight attack variants (Table 1, App. B): canary slots, pools, exact copies, frozen designs, and a
 real-data ε_lower table for all variants on the tiny Blogs world."""
 import numpy as np
 import pytest
@@ -7,7 +7,6 @@ from pe_kit.attack.variants import (
     NONCE_VARIANTS,
     REAL_VARIANTS,
     VARIANTS,
-    canary_assignment,
     design_exact,
     nonce_canary_and_pool,
     nonce_strings,
@@ -18,6 +17,7 @@ from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.mechanism import build_neighbor_index, contributions, routes_with_probes
 from pe_kit.study.world import audit_design, make_design
 from pe_kit.text.generators.base import normalize_text
+from pool_canaries import variant_slots
 
 MECH = MechanismConfig(record_cap=16)
 POOL, R = 128, 32  # CI-sized pool and probe budget (paper: 512, 64)
@@ -30,29 +30,24 @@ def test_variant_objectives():
         variant_objective("paraphrase-mu")
 
 
-def test_canary_assignment_disjoint_and_wrapped():
-    full = canary_assignment(25)
-    slots = [s for v in REAL_VARIANTS for s in full.slots[v]]
-    assert full.mode == "disjoint" and sorted(slots) == list(range(25))  # five disjoint blocks of five
-    assert full.slots["exact"] == (5, 6, 7, 8, 9)
-    assert full.ids("exact", [f"u{i}" for i in range(25)]) == ("u5", "u6", "u7", "u8", "u9")
-    small = canary_assignment(7)
-    assert small.mode == "wrapped"
+def test_canary_slots_disjoint_and_wrapped():
+    """scripts/pool_canaries.py's slots are the notebooks' (designs.canary_slots): disjoint blocks, else wrapped."""
+    full = variant_slots(25)
+    assert sorted(s for v in REAL_VARIANTS for s in full[v]) == list(range(25))  # five disjoint blocks of five
+    assert full["exact"] == (5, 6, 7, 8, 9)
+    small = variant_slots(7)
     for v in REAL_VARIANTS:
-        assert len(set(small.slots[v])) == 5 and max(small.slots[v]) < 7  # distinct within a variant
-    assert small.slots["exact"] == (5, 6, 0, 1, 2)
-    with pytest.raises(ValueError, match="n_canary"):
-        canary_assignment(4)
-    with pytest.raises(ValueError, match="per_variant"):
-        canary_assignment(10, per_variant=0)
+        assert len(set(small[v])) == 5 and max(small[v]) < 7  # distinct within a variant
+    assert small["exact"] == (5, 6, 0, 1, 2)
+    assert variant_slots(10, per_variant=1) == {v: (i,) for i, v in enumerate(REAL_VARIANTS)}  # the sweep canaries
 
 
 def test_canaries_are_disjoint_from_other_splits(tiny_world):
     s = tiny_world.splits
     others = set(s.aux) | set(s.calibration) | set(s.test) | set(s.public)
-    asg = canary_assignment(len(s.canary))
+    slots = variant_slots(len(s.canary))
     for v in REAL_VARIANTS:
-        ids = asg.ids(v, s.canary)
+        ids = [s.canary[i] for i in slots[v]]
         assert len(set(ids)) == 5 and not set(ids) & others
         assert all(len(tiny_world.corpus.by_id()[u].texts) == 16 for u in ids)  # m records each
 
@@ -193,11 +188,11 @@ def test_epsilon_table_all_variants_real_blogs(tiny_world):
     import pandas as pd
 
     audit = AuditConfig(trials=100_000)
-    asg = canary_assignment(len(tiny_world.splits.canary))
+    slots = variant_slots(len(tiny_world.splits.canary))
     rows = []
     for vi, v in enumerate(VARIANTS):
         for j in range(5):
-            slot = asg.slots[v][j] if v in asg.slots else j
+            slot = slots[v][j] if v in slots else j
             rng = np.random.default_rng([2024, vi, j])
             d = make_design(tiny_world, v, slot, rng, mechanism=MECH, pool_size=POOL, r=R)
             row = audit_design(tiny_world, d, MECH, audit, rng)

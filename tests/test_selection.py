@@ -5,7 +5,6 @@ import pytest
 from pe_kit.attack.selection import (
     base_neighbors,
     greedy_select,
-    objective_value,
     pool_covariance,
     pool_routes,
     probe_votes,
@@ -17,6 +16,7 @@ from pe_kit.pe.mechanism import (
     squared_distances,
     topk_routes,
 )
+from tests.oracles import greedy_plain, objective_value
 
 FAR = 1e3  # a removed bank position is parked far away in the materialized reference bank
 
@@ -72,9 +72,9 @@ def test_greedy_equals_brute_force(objective, seed):
     bank, rec, pool, pos, sigma, k = _instance(seed)
     pd, bd, bi = _parts(bank, rec, pool, pos, k)
     ref = _brute_force(bank, rec, pool, pos, sigma, k, objective)
-    for method in ("incremental", "plain"):
-        sel = greedy_select(pd, bd, bi, pos, objective, sigma, method=method)
-        np.testing.assert_array_equal(sel.order, ref)
+    sel = greedy_select(pd, bd, bi, pos, objective, sigma)
+    np.testing.assert_array_equal(sel.order, ref)
+    np.testing.assert_array_equal(greedy_plain(pd, bd, bi, pos, objective, sigma)[0], ref)
     # the reported final counts are the votes of the frozen bank
     s = bank.copy()
     s[pos] = pool[sel.order]
@@ -103,12 +103,13 @@ def test_ties_resolve_to_lowest_pool_index():
     sigma = 0.5 * np.eye(8)
     for objective in ("norm", "mu_eff"):
         ref = _brute_force(bank, rec, pool, pos, sigma, 3, objective)
-        for method in ("incremental", "plain"):
-            sel = greedy_select(pd, bd, bi, pos, objective, sigma, method=method)
-            assert sel.order[0] == 2 and sel.ties[0] == 2  # exact tie between 2 and 6 → lowest index
-            np.testing.assert_array_equal(sel.order, [2, 6, 0])  # then 6 (second vote), then an all-way tie
-            np.testing.assert_array_equal(sel.order, ref)
-            np.testing.assert_array_equal(sel.counts, [1, 1, 0])
+        sel = greedy_select(pd, bd, bi, pos, objective, sigma)
+        order, _, ties = greedy_plain(pd, bd, bi, pos, objective, sigma)
+        for o, t in ((sel.order, sel.ties), (order, ties)):
+            assert o[0] == 2 and t[0] == 2  # exact tie between 2 and 6 → lowest index
+            np.testing.assert_array_equal(o, [2, 6, 0])  # then 6 (second vote), then an all-way tie
+            np.testing.assert_array_equal(o, ref)
+        np.testing.assert_array_equal(sel.counts, [1, 1, 0])
     # every candidate is an antipode: every round is an all-way tie → 0, 1, 2
     bank, rec, pool, pos = _orthogonal_instance([-1, -2, -3, -4, -5, -6, -1, -2])
     pd, bd, bi = _parts(bank, rec, pool, pos, 3)
@@ -125,11 +126,12 @@ def test_incremental_equals_plain_recomputation(seed):
     bank, rec, pool, pos, sigma, k = _instance(seed, m=16, n_pool=60, r=20, k=5, p=300, d=16, spread=0.35)
     pd, bd, bi = _parts(bank, rec, pool, pos, k)
     for objective in ("norm", "mu_eff"):
-        a = greedy_select(pd, bd, bi, pos, objective, sigma, method="incremental")
-        b = greedy_select(pd, bd, bi, pos, objective, sigma, method="plain")
-        np.testing.assert_array_equal(a.order, b.order)
-        np.testing.assert_allclose(a.scores, b.scores, rtol=1e-10)
-        np.testing.assert_array_equal(a.counts, b.counts)
+        a = greedy_select(pd, bd, bi, pos, objective, sigma)
+        order, scores, ties = greedy_plain(pd, bd, bi, pos, objective, sigma)
+        np.testing.assert_array_equal(a.order, order)
+        np.testing.assert_allclose(a.scores, scores, rtol=1e-10)
+        np.testing.assert_array_equal(a.ties, ties)
+        np.testing.assert_array_equal(a.counts, probe_votes(pd, bd, bi, pos, order))
         assert a.counts.sum() > 0
 
 
@@ -172,7 +174,7 @@ def test_mu_eff_avoids_background_probe_norm_takes_it():
     mu = greedy_select(pd, bd, bi, pos, "mu_eff", sigma)
     assert norm.order[0] == 0
     assert 0 not in mu.order
-    np.testing.assert_array_equal(mu.order, greedy_select(pd, bd, bi, pos, "mu_eff", sigma, method="plain").order)
+    np.testing.assert_array_equal(mu.order, greedy_plain(pd, bd, bi, pos, "mu_eff", sigma)[0])
 
 
 def test_pool_covariance_matches_materialized_reference():
@@ -226,8 +228,6 @@ def test_bad_inputs_raise_value_errors():
         greedy_select(pd, bd, bi, np.r_[bi[0, 0], pos[1:]], "norm")
     with pytest.raises(ValueError, match="distinct"):
         greedy_select(pd, bd, bi, np.r_[pos[0], pos[0]], "norm")
-    with pytest.raises(ValueError, match="method"):
-        greedy_select(pd, bd, bi, pos, "norm", method="fast")
     with pytest.raises(ValueError, match="depth"):
         base_neighbors(build_neighbor_index(rec, bank, k), pos, k)
     with pytest.raises(ValueError, match="symmetric"):

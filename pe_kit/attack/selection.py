@@ -3,10 +3,9 @@
 r ordered positions ρ_1..ρ_r are reserved in the bank S (S_base: S without them); probe T[t] of a trial set T
 sits at ρ_t. ProbeVotes re-routes every canary record to its k nearest entries of S_base ∪ {c_j : j ∈ T}
 (ties → lowest final bank index): w_T = counts / (m·k). Eq. 6: J_norm(T) = ‖w_T‖², J_μeff(T) =
-w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T. ``method="plain"`` is Alg. B.1 lines 8–21 literally; ``"incremental"`` (default) makes
-the same decisions for all candidates at once (a candidate only displaces the k-th entry of the records it
-beats; J_μeff by the bordered inverse, K = Σ_P⁻¹). Ties, within ``TIE_RTOL`` for J_μeff, go to the lowest pool
-index (Alg. B.1 line 19).
+w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T. ``greedy_select`` makes Alg. B.1's decisions (lines 8–21) for all candidates at once (a
+candidate only displaces the k-th entry of the records it beats; J_μeff by the bordered inverse, K = Σ_P⁻¹). Ties,
+within ``TIE_RTOL`` for J_μeff, go to the lowest pool index (Alg. B.1 line 19).
 """
 from __future__ import annotations
 
@@ -14,14 +13,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg as sla
 
 from pe_kit.audit.moments import aux_moments, null_moments
 from pe_kit.settings import MechanismConfig
 from pe_kit.pe.mechanism import NeighborIndex, contributions, topk_routes
 
 __all__ = ["OBJECTIVES", "Selection", "base_neighbors", "pool_routes", "pool_covariance", "probe_votes",
-           "objective_value", "greedy_select"]
+           "greedy_select"]
 
 OBJECTIVES = ("norm", "mu_eff")
 TIE_RTOL = 1e-10  # J_μeff scores this close (relative) to the best tie
@@ -153,28 +151,6 @@ def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, 
     return np.bincount(s[s >= 0], minlength=sel.size).astype(np.int64)
 
 
-def objective_value(counts: np.ndarray, n_records: int, top_k: int, objective: str,
-                    sigma_sub: np.ndarray | None = None) -> float:
-    """J_norm or J_μeff (Eq. 6) of one trial set from its vote counts, w = counts / (n_records·top_k).
-
-    ``sigma_sub`` is [Σ̂_Q]_{T,T}, needed for ``"mu_eff"``. Raises ValueError on an unknown objective or a
-    missing, mis-shaped or non-PD Σ.
-    """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
-    w = np.asarray(counts, dtype=np.float64) / (n_records * top_k)
-    if objective == "norm":
-        return float(w @ w)
-    if sigma_sub is None or np.shape(sigma_sub) != (w.size, w.size):
-        raise ValueError(f"sigma_sub must be ({w.size}, {w.size}) for objective 'mu_eff'")
-    if w.size == 0:
-        return 0.0
-    try:
-        return float(w @ sla.cho_solve(sla.cho_factor(sigma_sub, lower=True), w))
-    except np.linalg.LinAlgError as exc:
-        raise ValueError("Σ̂_T is not positive definite; use noise_multiplier > 0 or ridge > 0") from exc
-
-
 @dataclass(frozen=True)
 class Selection:
     """Outcome of Alg. B.1: ``order`` (int64 (r,) pool indices in selection order, probe t → ρ_t), ``scores``
@@ -186,16 +162,10 @@ class Selection:
     scores: np.ndarray
     counts: np.ndarray
     objective: str
-    method: str
     n_records: int
     top_k: int
     seconds: float
     ties: np.ndarray
-
-    @property
-    def weights(self) -> np.ndarray:
-        """float64 (r,) w_P = counts / (m·k): un-clipped normalized probe votes (App. B)."""
-        return self.counts / (self.n_records * self.top_k)
 
 
 def _single_thread_blas():
@@ -216,18 +186,16 @@ def _pick(scores: np.ndarray, cand: np.ndarray, tol_floor: float, rtol: float) -
 
 
 def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, objective: str = "norm",
-                  sigma: np.ndarray | None = None, method: str = "incremental") -> Selection:
+                  sigma: np.ndarray | None = None) -> Selection:
     """Greedy forward selection of r = len(positions) probes from a pool of M (Alg. B.1, Eq. 6) → ``Selection``.
 
     ``pool_d2``, ``base_d2``, ``base_idx`` as in ``probe_votes``; ``objective``: ``"norm"`` or ``"mu_eff"`` (needs
-    ``sigma``, the frozen (M, M) Σ̂_Q of ``pool_covariance``); ``method``: ``"incremental"`` or ``"plain"`` (same
-    selection). Raises ValueError naming the bad argument (shapes, r > M, objective, method, Σ not PD).
+    ``sigma``, the frozen (M, M) Σ̂_Q of ``pool_covariance``). Raises ValueError naming the bad argument (shapes,
+    r > M, objective, Σ not PD).
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
     if objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
-    if method not in ("incremental", "plain"):
-        raise ValueError(f"method={method!r} is unknown; use 'incremental' or 'plain'")
     m, k = base_d2.shape
     n_pool = pool_d2.shape[1]
     r = pos.size
@@ -247,36 +215,11 @@ def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray
     else:
         tol_floor = 0.0
     t0 = time.perf_counter()
-    run = _greedy_incremental if method == "incremental" else _greedy_plain
     with _single_thread_blas():  # tiny matrix products: threads only add contention
-        order, scores, ties = run(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor)
+        order, scores, ties = _greedy_incremental(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor)
     counts = probe_votes(pool_d2, base_d2, base_idx, pos, order)
-    return Selection(order=order, scores=scores, counts=counts, objective=objective, method=method, n_records=m,
+    return Selection(order=order, scores=scores, counts=counts, objective=objective, n_records=m,
                      top_k=k, seconds=time.perf_counter() - t0, ties=ties)
-
-
-def _greedy_plain(pool_d2, base_d2, base_idx, pos, objective, sigma, tol_floor):
-    m, k = base_d2.shape
-    n_pool = pool_d2.shape[1]
-    order: list[int] = []
-    scores, ties = np.empty(pos.size), np.empty(pos.size, np.int64)
-    available = np.ones(n_pool, bool)
-    for t in range(pos.size):
-        cand = np.flatnonzero(available)
-        s = np.empty(cand.size, dtype=np.int64 if objective == "norm" else np.float64)
-        for a, j in enumerate(cand):
-            trial = order + [int(j)]
-            c = probe_votes(pool_d2, base_d2, base_idx, pos, trial)
-            if objective == "norm":
-                s[a] = int(c @ c)
-            else:
-                s[a] = objective_value(c, m, k, "mu_eff", sigma[np.ix_(trial, trial)])
-        j, n_tied = _pick(s, cand, tol_floor, 0.0 if objective == "norm" else TIE_RTOL)
-        scores[t] = (s.max() / float(m * k) ** 2) if objective == "norm" else s.max()
-        ties[t] = n_tied
-        order.append(j)
-        available[j] = False
-    return np.asarray(order, dtype=np.int64), scores, ties
 
 
 def _bordered_inverse(kinv: np.ndarray, sigma: np.ndarray, sel: np.ndarray, j: int) -> np.ndarray:

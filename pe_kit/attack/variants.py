@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS",
-           "PARAPHRASE_VARIANTS", "resolve_variants", "unknown_variant", "ProbeDesign", "CanaryAssignment",
-           "variant_objective", "canary_assignment", "replacement_positions", "nonce_strings", "nonce_canary_and_pool",
-           "spread_select", "design_ordinary", "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
+           "PARAPHRASE_VARIANTS", "resolve_variants", "unknown_variant", "ProbeDesign", "variant_objective",
+           "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select", "design_ordinary",
+           "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
 
 VARIANTS = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu_eff", "nonce", "nonce-norm",
             "nonce-mu_eff")
@@ -151,46 +151,6 @@ def variant_objective(variant: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class CanaryAssignment:
-    """Which canaries of the canary split each real-canary variant audits (§2, Table 1).
-
-    Attributes:
-        slots: variant → ``per_variant`` indices into the canary split. mode: ``"disjoint"`` or ``"wrapped"`` (the
-        split is too small and variants share canaries). n_canary: size of the canary split.
-    """
-
-    slots: dict
-    mode: str
-    per_variant: int
-    n_canary: int
-
-    def ids(self, variant: str, canary_ids) -> tuple[str, ...]:
-        """User ids of ``variant``'s canaries, given the split's ``canary_ids``."""
-        canary_ids = tuple(canary_ids)
-        if len(canary_ids) != self.n_canary:
-            raise ValueError(f"canary_ids has {len(canary_ids)} ids but the assignment was made for {self.n_canary}")
-        return tuple(canary_ids[i] for i in self.slots[variant])
-
-
-def canary_assignment(n_canary: int, per_variant: int = 5) -> CanaryAssignment:
-    """Assign canaries of the canary split to the five real-canary variants (§2: "an independently selected
-    set of five canaries").
-
-    Real variant i takes slots [i·per_variant, (i+1)·per_variant) of the seeded canary split: disjoint when
-    n_canary ≥ 5·per_variant, else wrapped modulo n_canary (``mode`` says which). Nonce variants use no slot.
-    Raises ValueError if per_variant < 1 or n_canary < per_variant.
-    """
-    if int(per_variant) != per_variant or per_variant < 1:
-        raise ValueError(f"per_variant={per_variant!r} must be an integer ≥ 1")
-    if int(n_canary) != n_canary or n_canary < per_variant:
-        raise ValueError(f"n_canary={n_canary!r} canaries cannot give per_variant={per_variant} distinct canaries to a "
-                         f"variant; raise StudyConfig.n_canary (≥ {per_variant * len(REAL_VARIANTS)} for disjoint sets)")
-    slots = {v: tuple((i * per_variant + j) % n_canary for j in range(per_variant)) for i, v in enumerate(REAL_VARIANTS)}
-    mode = "disjoint" if n_canary >= per_variant * len(REAL_VARIANTS) else "wrapped"
-    return CanaryAssignment(slots, mode, int(per_variant), int(n_canary))
-
-
 def nonce_canary_and_pool(records: int, pool_size: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
     """A synthetic nonce canary (``records`` strings) and an independent pool of ``pool_size`` nonces (App. B).
 
@@ -272,8 +232,7 @@ def design_paraphrase(canary_id: str, canary_texts, canary_embeddings: np.ndarra
 
 def design_selected(variant: str, canary_id: str, canary_texts, canary_embeddings: np.ndarray, pool_texts,
                     pool_embeddings: np.ndarray, bank: np.ndarray, positions: np.ndarray, top_k: int,
-                    sigma: np.ndarray | None = None, index=None, info: dict | None = None,
-                    method: str = "incremental") -> ProbeDesign:
+                    sigma: np.ndarray | None = None, index=None, info: dict | None = None) -> ProbeDesign:
     """Run Alg. B.1 for a ``*-norm`` / ``*-mu_eff`` variant and freeze the design (App. B).
 
     ``bank``: float32 (p, d) before replacement; ``positions``: r reserved, ordered; ``sigma``: the frozen (M, M)
@@ -296,12 +255,12 @@ def design_selected(variant: str, canary_id: str, canary_texts, canary_embedding
     if index is None:
         index = build_neighbor_index(emb, bank, top_k + pos.size)
     b_idx, b_d = base_neighbors(index, pos, top_k)
-    sel = greedy_select(squared_distances(emb, pool_emb), b_d, b_idx, pos, objective, sigma, method=method)
+    sel = greedy_select(squared_distances(emb, pool_emb), b_d, b_idx, pos, objective, sigma)
     return ProbeDesign(variant, canary_id, tuple(canary_texts), emb, tuple(pool_texts[i] for i in sel.order),
                        pool_emb[sel.order].copy(), pos.copy(), sel.order,
                        {"pool_size": len(pool_texts), "r": int(pos.size), "objective": objective,
                         "selection_scores": sel.scores.tolist(), "selection_ties": sel.ties.tolist(),
                         "selection_counts": sel.counts.tolist(), "selection_seconds": sel.seconds,
-                        "selection_method": method, "canary_probe_vote_fraction": float(sel.counts.sum()
-                                                                                        / (emb.shape[0] * top_k)),
+                        "selection_method": "incremental",
+                        "canary_probe_vote_fraction": float(sel.counts.sum() / (emb.shape[0] * top_k)),
                         **(info or {})})

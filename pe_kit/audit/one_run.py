@@ -12,11 +12,11 @@ import numpy as np
 from scipy import stats
 
 from pe_kit.audit.one_run_bounds import (_check_level, _check_sample_rate, epsilon_from_mu, epsilon_lower_steinke,
-                                         fdp_rejects, mu_lower_fdp, steinke_p_value, tradeoff_inverse_blowup)
+                                         fdp_rejects, mu_lower_fdp, steinke_p_value)
 from pe_kit.audit.outcome import Audit
 
-__all__ = ["abstaining_guesses", "guess_pairs", "steinke_p_value", "epsilon_lower_steinke", "tradeoff_inverse_blowup",
-           "fdp_rejects", "mu_lower_fdp", "epsilon_from_mu", "idealised_scores"]
+__all__ = ["abstaining_guesses", "guess_pairs", "steinke_p_value", "epsilon_lower_steinke", "fdp_rejects",
+           "mu_lower_fdp", "epsilon_from_mu", "idealised_scores"]
 
 METHODS = ("steinke", "fdp")
 

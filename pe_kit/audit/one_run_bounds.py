@@ -16,8 +16,7 @@ import math
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["steinke_p_value", "epsilon_lower_steinke", "tradeoff_inverse_blowup", "fdp_rejects", "mu_lower_fdp",
-           "epsilon_from_mu"]
+__all__ = ["steinke_p_value", "epsilon_lower_steinke", "fdp_rejects", "mu_lower_fdp", "epsilon_from_mu"]
 
 
 def _check_counts(m: int, r: int, v: int) -> None:
@@ -95,39 +94,11 @@ def _fq(x: np.ndarray, mu: np.ndarray, q: float) -> np.ndarray:
     return q * g + (1 - q) * (1 - x)
 
 
-def tradeoff_inverse_blowup(y: np.ndarray, mu: np.ndarray, sample_rate: float = 1.0) -> np.ndarray:
-    """f̄⁻¹(y) for f = C_q(G_μ): the x in [0, 1] with 1 − f(x) = y (Mahloujifar et al.'s "inverse blow-up"). Pieces
-    of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: q Φ(Φ⁻¹(x) + μ) + (1−q)x (bisection on Φ⁻¹(x);
-    Φ(Φ⁻¹(y) − μ) at q = 1); x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y). ``mu`` broadcasts with
-    ``y``. Raises ValueError for q outside (0, 1]."""
-    q = _check_sample_rate(sample_rate)
-    y = np.clip(np.asarray(y, dtype=np.float64), 0.0, 1.0)
-    mu = np.asarray(mu, dtype=np.float64)
-    y, mu = np.broadcast_arrays(y, mu)
-    if q == 1.0:
-        with np.errstate(all="ignore"):
-            return special.ndtr(special.ndtri(y) - mu)
-    x_star = special.ndtr(-mu / 2)
-    f_star = _fq(x_star, mu, q)
-    out = np.where(y > 1 - x_star, _fq(1 - y, mu, q), y - 1 + x_star + f_star)  # 1 − x* = 1 − C(f_q(x*))
-    lo_part = (y <= 1 - f_star) & (y <= 1 - x_star)  # 1 − f_q(x*) = 1 − C(x*)
-    if lo_part.any():
-        yy, mm = y[lo_part], mu[lo_part]
-        a = np.full(yy.shape, -40.0)
-        b = special.ndtri(x_star[lo_part])
-        for _ in range(46):  # g(z) = q Φ(z + μ) + (1−q)Φ(z) is increasing in z = Φ⁻¹(x)
-            z = 0.5 * (a + b)
-            g = q * special.ndtr(z + mm) + (1 - q) * special.ndtr(z)
-            below = g < yy
-            a = np.where(below, z, a)
-            b = np.where(below, b, z)
-        out[lo_part] = special.ndtr(0.5 * (a + b))
-    return np.clip(out, 0.0, 1.0)
-
-
 class _FastInverseBlowup:
-    """``tradeoff_inverse_blowup`` for a fixed vector of μ: the piece x ≤ x* by a per-row table of log G(z),
-    G(z) = qΦ(z + μ) + (1−q)Φ(z) on 1024 points of [−38, −μ/2], then three Newton steps; the other pieces as there."""
+    """f̄⁻¹(y) for f = C_q(G_μ), one row per μ of a fixed vector: the x in [0, 1] with 1 − f(x) = y (Mahloujifar et
+    al.'s "inverse blow-up"). Pieces of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: qΦ(Φ⁻¹(x) + μ) +
+    (1−q)x, solved for z = Φ⁻¹(x) by a per-row table of log G(z), G(z) = qΦ(z + μ) + (1−q)Φ(z) on 1024 points of
+    [−38, −μ/2], then three Newton steps; x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y)."""
 
     def __init__(self, mu: np.ndarray, q: float, n_z: int = 1024) -> None:
         self.mu, self.q = np.asarray(mu, dtype=np.float64), float(q)

@@ -2,8 +2,8 @@
 
 ``cached_scan`` stores pass 1 (``pe_kit.data.passes``) and ``cached_corpus`` pass 2 under ``cache_dir()/corpora/``
 as verified JSON records, keyed by the file's bytes, the format, every loader setting and the loader's source.
-:func:`run_isolated` computes both in a child process. Every pass over a data file appends a line to
-:func:`parse_log_path` (``<UTC time> pid=<pid> pass 1/2 … <file>``).
+:func:`run_isolated` computes both in a child process. Every pass over a data file (a cache miss) appends a line
+to ``cache_dir()/corpora/parses.log`` (``<UTC time> pid=<pid> pass 1/2 … <file>``) and prints it to stderr.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pe_kit.data.loaders import default_min_records, format_rows, resolve_format
 from pe_kit.data.passes import Scan, file_stat, scan_corpus, select_corpus
 from pe_kit.data.records import Corpus, DataError, User
 
-__all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "parse_log_path", "parse_log", "run_isolated"]
+__all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "run_isolated"]
 
 _CODE = ("data/loaders.py", "data/formats.py", "data/passes.py", "data/records.py", "data/corpus_cache.py")
 
@@ -30,26 +30,13 @@ def _folder() -> Path:
     return cache_dir() / "corpora"
 
 
-def parse_log_path() -> Path:
-    """``cache_dir()/corpora/parses.log``: one line per pass made over a data file (cache misses only)."""
-    return _folder() / "parses.log"
-
-
-def parse_log() -> list[str]:
-    """The lines of :func:`parse_log_path` (empty when nothing was parsed with this cache folder)."""
-    try:
-        return parse_log_path().read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-
-
 def _log(what: str, path: Path, key: str) -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     line = f"{stamp} pid={os.getpid()} {what} {path} key={key[:16]}"
     print(f"pe_kit.data: {line}", file=sys.stderr, flush=True)
     try:
         _folder().mkdir(parents=True, exist_ok=True)
-        with open(parse_log_path(), "a", encoding="utf-8") as fh:
+        with open(_folder() / "parses.log", "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
     except OSError:
         pass

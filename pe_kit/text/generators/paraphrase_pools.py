@@ -1,7 +1,7 @@
 """Content-keyed paraphrase pools Q (App. B, M = 512): build once with an LLM, ship as package data, look up by key.
 
 ``pool_key`` hashes what fixes a pool (records, M, seed, generator settings, prompt, retry rule); ``build_pool``
-records the seed behind every entry (``recompute_entries`` regenerates any one). Pools for the bundled Blogs
+records the seed behind every entry, so any one can be regenerated alone. Pools for the bundled Blogs
 sample ship in ``SHIPPED_POOLS_FILE``; ``find_pool`` returns one whose key matches.
 """
 from __future__ import annotations
@@ -20,8 +20,7 @@ from pe_kit.text.generators.pools import make_paraphrase_pool, record_prompt
 from pe_kit.text.generators.prompts import paraphrase_prompt
 
 __all__ = ["PARAPHRASERS", "LLM_PARAPHRASE_SETTINGS", "LLM_POOL_SPEC", "SHIPPED_POOLS_FILE", "llm_paraphraser",
-           "pool_spec", "pool_key", "build_pool", "load_pools", "find_pool", "append_pool", "recompute_entries",
-           "shipped_pools_digest", "model_digest"]
+           "pool_spec", "pool_key", "build_pool", "load_pools", "find_pool", "shipped_pools_digest", "model_digest"]
 
 #: Named paraphrase routes (``pe_kit.study.pools.paraphrase_pool``): ``smollm2`` (LLM rewrites: shipped pool, else
 #: generated), ``auto`` (shipped SmolLM2 pool, else WordNet) and ``wordnet`` (synonym swaps).
@@ -199,25 +198,3 @@ def find_pool(records: Sequence[str], pool_size: int, pool_seed, spec: dict, *, 
         raise ValueError(f"stored pool {entry['key'][:12]} holds a verbatim record (the pool must hold rewrites); the "
                          "pools file was edited; rebuild it with scripts/make_paraphrase_pools.py")
     return entry
-
-
-def append_pool(path: str | os.PathLike, entry: dict, **extra) -> None:
-    """Append one pool entry (plus ``extra`` fields) to a JSON Lines file, fsynced so a stopped build keeps it."""
-    _check_entry(entry, "append_pool")
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({**extra, **entry}, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def recompute_entries(entry: dict, records: Sequence[str], generator, indices: Sequence[int]) -> list[str]:
-    """Regenerate entries ``indices`` of a stored pool from their own (prompt, seed), whitespace collapsed as
-    stored. Raises ValueError if ``records`` are not the pool's or an index is out of range."""
-    if content_hash(list(records)) != entry["records_digest"]:
-        raise ValueError("records are not the ones this pool was built from (records_digest differs)")
-    idx = [int(j) for j in indices]
-    if any(not 0 <= j < len(entry["texts"]) for j in idx):
-        raise ValueError(f"indices must lie in [0, {len(entry['texts'])})")
-    prompts = [record_prompt(generator)(records[entry["sources"][j]]) for j in idx]
-    outs = generator.generate_seeded(prompts, np.asarray([entry["seeds"][j] for j in idx], dtype=np.int64))
-    return [_WS.sub(" ", o).strip() for o in outs]
