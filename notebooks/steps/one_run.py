@@ -18,9 +18,9 @@ from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_mom
 from pe_kit.audit.one_run import _one_run_audit, idealised_scores
 from pe_kit.audit.one_run_checks import published_checks
 from pe_kit.settings import COUNT, AuditConfig, MechanismConfig, check_param
-from pe_kit.pe.mechanism import contributions, release, topk_routes
+from pe_kit.pe.mechanism import release, routed_contributions
 
-__all__ = ["OneRunRelease", "routed_contributions", "natural_candidates", "make_one_run_design", "one_run_release",
+__all__ = ["OneRunRelease", "natural_candidates", "make_one_run_design", "one_run_release",
            "one_run_rows", "multi_trial_row", "idealised_rows", "DEFAULTS", "with_defaults",
            "one_run_study", "published_checks"]
 
@@ -38,13 +38,6 @@ class OneRunRelease:
     audits: dict
     releases: int
     seconds: float
-
-
-def routed_contributions(emb: np.ndarray, owner: np.ndarray, n_users: int, bank: np.ndarray,
-                         mechanism: MechanismConfig):
-    """(n_users, p) clipped contributions of records ``emb`` (n, d) owned by ``owner`` (n,) on ``bank`` (Eq. 1)."""
-    routes = topk_routes(emb, bank, mechanism.top_k)
-    return contributions(routes, owner, n_users, bank.shape[0], mechanism.clip_norm)
 
 
 def natural_candidates(world) -> list[tuple[str, tuple]]:
