@@ -1,7 +1,6 @@
-"""What a result depends on besides its inputs: the step cache's code key (a SHA-256 of the package's code, less the
-modules that only drive runs or draw, and of the notebooks' step modules, so an edit anywhere the numbers could come
-from recomputes the steps of ``steps.audits``, ``steps.ablations``) and the versions of the packages that shape the
-numbers (every result row).
+"""What a result depends on besides its inputs: the step cache's code key (the package's code less the modules that
+only drive runs or draw, and the notebooks' step modules: an edit anywhere the numbers could come from recomputes
+the steps) and the versions of the packages that shape the numbers (every result row).
 """
 from __future__ import annotations
 
@@ -19,18 +18,20 @@ __all__ = ["DISPLAY_ONLY", "code_hash", "versions"]
 DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/plots.py", "report/extension_plots.py")
 
 
-@lru_cache(maxsize=None)
-def code_hash(*folders: str | Path) -> str:
-    """SHA-256 (16 hex, :func:`~pe_kit.cache.source_digest`) of every ``.py`` file of pe_kit (relative path and
-    bytes, sorted) but :data:`DISPLAY_ONLY`, and of the ``.py`` files directly in each of ``folders`` (the notebooks'
-    step modules pass their own folder), once per process and arguments."""
+@lru_cache(maxsize=1)
+def _package_digest() -> str:
     pkg = Path(__file__).resolve().parent
     rels = (p.relative_to(pkg).as_posix() for p in sorted(pkg.rglob("*.py")) if "__pycache__" not in p.parts)
-    digest = source_digest(*(rel for rel in rels if rel not in DISPLAY_ONLY))
+    return source_digest(*(rel for rel in rels if rel not in DISPLAY_ONLY))
+
+
+def code_hash(*folders: str | Path) -> str:
+    """SHA-256 (16 hex) of every ``.py`` file of pe_kit but :data:`DISPLAY_ONLY` (read once per process) and of those
+    directly in each of ``folders`` (the notebooks' steps pass theirs; read on every call, so edits count)."""
     if not folders:
-        return digest
+        return _package_digest()
     files = [p for folder in folders for p in sorted(Path(folder).glob("*.py"))]
-    return content_hash(digest, *(part for p in files for part in (p.name, p.read_bytes())))[:16]
+    return content_hash(_package_digest(), *(part for p in files for part in (p.name, p.read_bytes())))[:16]
 
 
 def versions() -> dict:

@@ -117,3 +117,20 @@ def test_modules_that_shape_numbers_are_not_excluded(rel):
     from pe_kit.code_hash import DISPLAY_ONLY
 
     assert rel not in DISPLAY_ONLY
+
+
+def test_a_step_module_edited_in_a_live_kernel_changes_the_key(tmp_path):
+    """The steps' files are read on every call (the package's once per process), so an edit in JupyterLab followed by
+    a reload gets a new key, not the stale cached steps."""
+    from pe_kit.code_hash import code_hash
+
+    (tmp_path / "audits.py").write_text("x = 1\n")
+    before = code_hash(tmp_path)
+    (tmp_path / "audits.py").write_text("x = 2\n")
+    assert code_hash(tmp_path) != before and code_hash(tmp_path) == code_hash(tmp_path)
+
+
+def test_the_done_markers_cover_the_setup_call_every_notebook_makes():
+    from pe_kit.run.markers import _RUNNER_ONLY
+
+    assert "run/presets.py" not in _RUNNER_ONLY  # run.presets.notebook_setup runs inside every notebook

@@ -68,15 +68,15 @@ def test_trials_beyond_the_expected_epsilons_range_are_refused_not_a_hang(capsys
 
 
 def test_audit_mechanism_on_a_core_install_names_the_study_extra(monkeypatch):
-    """``pip install -e .`` (numpy + scipy) lacks the encoder's runtime: the call says which extra to install, before
-    any work."""
+    """``pip install -e .`` (numpy + scipy) lacks opacus (ε_theory): the call says which extra to install, before any
+    work."""
     import sys
 
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime → ModuleNotFoundError, as without it
+    monkeypatch.setitem(sys.modules, "opacus", None)  # import opacus → ModuleNotFoundError, as without it
     with pytest.raises(ImportError) as err:
         pk.audit_mechanism("no-such-corpus.jsonl")
     assert type(err.value) is ImportError and str(err.value) == (
-        "pe_kit.audit_mechanism needs onnxruntime, which this install lacks: auditing a corpus needs the study extra, "
+        "pe_kit.audit_mechanism needs opacus, which this install lacks: auditing a corpus needs the study extra, "
         'pip install -e ".[study]" (or the main install, scripts/bootstrap.sh)')
 
 
@@ -140,3 +140,14 @@ def test_a_deep_copy_of_an_audit_shares_nothing():
     c.info["lst"].append(9)
     c.calibration.info["c"].append(9)
     assert a.info["lst"] == [1] and a.calibration.info["c"] == [0] and c.calibration is not a.calibration
+
+
+def test_canaries_none_and_an_unknown_multiround_variant_are_refused_by_name():
+    """``canaries=None`` is no count (it does not fall back to the audit's default), and notebook 06's ``variant``
+    takes only the two canaries it designs, at ``--set`` before any notebook runs."""
+    from pe_kit.run.presets import get_preset
+
+    with pytest.raises(ValueError, match=r"^n_canaries=null is not accepted"):
+        pk.audit_mechanism(canaries=None)
+    with pytest.raises(ValueError, match=r"variant='Nonce' is not accepted: use one of nonce, ordinary"):
+        get_preset("tiny", {"variant": "Nonce"})

@@ -253,7 +253,7 @@ def _range_guards(tree) -> set:
 #: Each should become ``check_param`` or a cross-field rule; this list may only shrink.
 KNOWN_GUARDS = {
     "attack/one_run_design.py": {"bank_size", "copies"}, "attack/selection.py": {"top_k"},
-    "attack/variants.py": {"bank_size", "per_variant", "pool_size"}, "audit/accounting.py": {"noise_multiplier"},
+    "attack/variants.py": {"bank_size", "pool_size"}, "audit/accounting.py": {"noise_multiplier"},
     "audit/battery.py": {"alpha"},
     "audit/blackbox.py": {"alpha", "delta", "noise_multiplier"}, "audit/composed.py": {"noise_multiplier"},
     "audit/engine.py": {"delta", "trials"}, "audit/expectations.py": {"delta", "sample_rate", "trials"},

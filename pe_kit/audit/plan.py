@@ -1,5 +1,5 @@
-"""Plan an audit before it runs: its reach and the budget that reaches a target. Closed forms of ``audit.expectations`` (Eqs. 16–19, 23 in
-Eqs. 29–30, then Eq. 28):
+"""Plan an audit before it runs: its reach and the budget that reaches a target (closed forms of
+``audit.expectations``: Eqs. 16–19, 23 in Eqs. 29–30, then Eq. 28):
 
 * ``reach``: the expected ε_lower of a perfectly separable canary (``expectations.separable_epsilon``), the most
   any audit at n trials and γ can certify; below ε_theory it cannot flag a violation by ε.

@@ -20,8 +20,8 @@ def write_file(path: Path, data: bytes) -> None:
     os.chmod(path, 0o644)
 
 
-_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/execute.py", "run/markers.py", "run/presets.py",
-                "run/preflight.py", "run/run_id.py")
+_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/execute.py", "run/markers.py", "run/preflight.py",
+                "run/run_id.py")
 
 
 def code_fingerprint(*folders: Path) -> str:

@@ -198,7 +198,7 @@ class MultiRound(NotebookSection):
     rounds: int = setting(6, COUNT, "T: PE rounds")
     retain_fraction: float = setting(0.05, ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
                                      "share of the population kept each round")
-    variant: str = setting("nonce", ParamSpec("str"), "audited canary: nonce or ordinary")
+    variant: str = setting("nonce", ParamSpec("str", choices=("nonce", "ordinary")), "audited canary")
     generator: str = setting("public-retrieval", ParamSpec("str", choices=("public-retrieval", "smollm2", "openai",
                                                                             "wordnet")), "variation generator")
     max_attempts: int = setting(5, COUNT, "generator calls per round to fill the g new texts")

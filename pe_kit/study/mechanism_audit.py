@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pe_kit.audit.outcome import Audit
-from pe_kit.settings import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings, closest
+from pe_kit.settings import AuditConfig, AuditSettings, MechanismConfig, MechanismSettings, check_param, closest
 
 __all__ = ["audit_mechanism", "check_study_keys"]
 
@@ -57,8 +57,8 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
             ``StudyConfig``, ``build_world`` and ``make_design`` raise (sizes, unknown variant, …).
         TypeError: for a ``mechanism`` / ``audit`` that is not a settings object of its section.
     """
-    try:  # the study extra's packages this call needs (the default encoder, ε_theory, progress) load before any work
-        for package in ("onnxruntime", "opacus", "tqdm"):
+    try:  # the study extra's packages every call needs (ε_theory, progress) load before any work
+        for package in ("opacus", "tqdm"):
             import_module(package)
         from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
         from pe_kit.audit.plan import announce_reach, audit_reach
@@ -75,8 +75,8 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
         raise unknown_variant(variant, ALL_VARIANTS)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     audit = _as_config(audit, AuditConfig, AuditSettings, "audit")
+    canaries = check_param("n_canaries", canaries)
     audit = AuditConfig.from_params(audit.as_dict(), n_canaries=canaries, trials=trials, delta=delta)
-    canaries = audit.n_canaries
     study = check_study_keys(study, {"data": "audit_mechanism(data=…)", "seed": "audit_mechanism(seed=…)",
                                      "record_cap": "mechanism=MechanismConfig(record_cap=…)"})
     reach = announce_reach(audit_reach(mechanism, audit.trials, gamma=audit.gamma, delta=audit.delta), mechanism)
