@@ -103,7 +103,7 @@ def lab(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "PE_KIT_HEADLESS"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", JUPYTER_RUNTIME_DIR=str(root / ".runtime"),
                JUPYTER_CONFIG_DIR=str(root / ".jupyter"), MPLBACKEND="module://matplotlib_inline.backend_inline",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "notebooks"), str(ROOT), env.get("PYTHONPATH")])))
     (root / ".jupyter" / "labconfig").mkdir(parents=True)  # no "official Jupyter news?" toast over the widget
     (root / ".jupyter" / "labconfig" / "page_config.json").write_text(
         json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
