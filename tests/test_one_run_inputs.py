@@ -80,6 +80,22 @@ def test_one_run_study_marks_the_largest_share_when_two_shares_fit_the_same_m():
     assert not any(r["largest_share"] for r in one if r["m"] == 30)
 
 
+def test_notebook_08_audits_at_its_audit_settings():
+    """Notebook 08's δ, shrinkage and ridge reach its one-run and multi-trial rows (``audit`` from the cell), not
+    ``AuditConfig()``'s defaults: δ in every row, shrinkage in the one-run scores' μ_eff."""
+    from pe_kit.settings import AuditConfig, MechanismConfig
+    from steps.one_run import one_run_study
+
+    mech = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=1.0)
+    world, params = _study_world(), _params(probe_shares=[0.5])
+    base = one_run_study(world, params, mech)
+    rows = one_run_study(world, params, mech, AuditConfig(delta=1e-6, shrinkage=0.9, ridge=1e-6))
+    assert {r["delta"] for r in rows if r["experiment"] == "one_run"} == {1e-6}
+    assert [r["epsilon_theory"] for r in rows] != [r["epsilon_theory"] for r in base]  # ε_theory at δ = 1e-6
+    mu = {(r["experiment"], r["method"]): r["mu_eff"] for r in rows}
+    assert mu != {(r["experiment"], r["method"]): r["mu_eff"] for r in base}  # Σ̂ shrunk towards its diagonal
+
+
 @pytest.mark.parametrize("override, match", [
     ("published_repeats=1", r"published_repeats=1 is out of range: use an integer ≥ 2"),
     ("published_repeats=1.5", r"published_repeats=1\.5 is not an integer"),

@@ -68,10 +68,10 @@ def _population(world, bank: np.ndarray, mechanism: MechanismConfig, split: str)
     return routed_contributions(rec["emb"], rec["owner"], len(rec["ids"]), bank, mechanism)
 
 
-def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng: np.random.Generator, *,
-                    delta: float = 1e-5, alpha: float = 0.05) -> OneRunRelease:
+def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng: np.random.Generator,
+                    audit: AuditConfig = AuditConfig()) -> OneRunRelease:
     """One PE release with the design's canaries inserted w.p. ½ each (``rng`` the only randomness), every canary scored
-    (Σ̂ with ``AuditConfig``'s shrinkage and ridge, Eqs. 33, 35) and ε bounded at δ, family-wise ``alpha`` over
+    (Σ̂ with ``audit``'s shrinkage and ridge, Eqs. 33, 35) and ε bounded at its δ, family-wise α over
     (k₊, k₋) pairs. Raises ValueError if the design was made for another bank size, or a block's covariance is
     singular."""
     t0 = time.perf_counter()
@@ -89,31 +89,30 @@ def one_run_release(world, design: OneRunDesign, mechanism: MechanismConfig, rng
     participated = np.zeros(m, dtype=bool)
     participated[np.flatnonzero(included)] = participation[n_test:]
     scores, mu, voters = np.empty(m), np.empty(m), np.empty(m, dtype=np.int64)
-    cfg = AuditConfig()
     for i in range(m):
         coords = np.sort(design.blocks[i])
         v = np.asarray(canaries[i].toarray()).ravel()[coords]
-        m0, sigma = null_moments(aux_moments(restrict(aux, coords), cfg.shrinkage), n_test, mechanism, cfg.ridge)
+        m0, sigma = null_moments(aux_moments(restrict(aux, coords), audit.shrinkage), n_test, mechanism, audit.ridge)
         w = llr_weights(v, sigma)
         ell = float((y[coords] - m0 - v / 2) @ w)
         scores[i] = mixture_llr(ell, mechanism.sample_rate)
         mu[i] = np.sqrt(max(0.0, float(w @ v)))
         voters[i] = int((restrict(test, coords).getnnz(axis=1) > 0).sum())
-    audits = _one_run_audit(scores, included, delta=delta, alpha=alpha, sample_rate=mechanism.sample_rate)
+    audits = _one_run_audit(scores, included, delta=audit.delta, alpha=audit.alpha, sample_rate=mechanism.sample_rate)
     return OneRunRelease(scores=scores, included=included, participated=participated, mu_eff=mu,
                          background_voters=voters, audits=audits, releases=1, seconds=time.perf_counter() - t0)
 
 
-def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfig, seed: int, *, delta: float = 1e-5,
-                 alpha: float = 0.05, copies: int | None = None) -> list[dict]:
+def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfig, seed: int, *,
+                 audit: AuditConfig = AuditConfig(), copies: int | None = None) -> list[dict]:
     """Tidy rows (one per bound, experiment ``one_run``) of one one-run audit of ``variant`` with ``n_canaries``
     canaries, seeded by seed, m and q (``copies`` None = ``mechanism.top_k``): ε_lower, μ_lower, the attaining
     (k₊, k₋) and counts, median μ_eff, ε_theory, releases, seconds and ``mech_*``. Raises as ``make_one_run_design``."""
     copies = mechanism.top_k if copies is None else int(copies)
     design = make_one_run_design(world, variant, n_canaries, seed, copies=copies)
     rng = np.random.default_rng([int(seed), 16, 2, int(n_canaries), int(round(mechanism.sample_rate * 1e6))])
-    res = one_run_release(world, design, mechanism, rng, delta=delta, alpha=alpha)
-    eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)
+    res = one_run_release(world, design, mechanism, rng, audit)
+    eps_theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, audit.delta)
     rows = []
     for method, a in res.audits.items():
         rows.append({"experiment": "one_run", "method": method, "variant": variant, "m": design.m,
@@ -129,7 +128,7 @@ def one_run_rows(world, variant: str, n_canaries: int, mechanism: MechanismConfi
 
 
 def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, trials: int, seed: int, *,
-                    delta: float = 1e-5, alpha: float = 0.05) -> dict:
+                    audit: AuditConfig = AuditConfig()) -> dict:
     """The kit's multi-trial audit (Eq. 28; γ = α/4) of the design's first canary on the same bank:
     ``method="multi_trial"``, ε_lower, μ_eff, ε_theory, ``releases`` = 4·trials and ``seconds``."""
     from pe_kit.audit.canary import _audit_canary
@@ -139,7 +138,7 @@ def multi_trial_row(world, design: OneRunDesign, mechanism: MechanismConfig, tri
     pops = {s: _population(world, bank, mechanism, s) for s in ("aux", "calibration", "test")}
     v_full = np.asarray(routed_contributions(design.canary_embeddings[design.owner == 0], np.zeros(
         int((design.owner == 0).sum()), dtype=np.int64), 1, bank, mechanism).toarray()).ravel()
-    audit = AuditConfig(trials=trials, alpha=alpha, delta=delta, n_canaries=1)
+    audit = replace(audit, trials=trials, n_canaries=1)
     res = _audit_canary(v_full, np.sort(design.blocks[0]), pops["aux"], pops["calibration"], pops["test"], mechanism,
                         audit, np.random.default_rng([int(seed), 16, 3, int(round(mechanism.sample_rate * 1e6))]))
     return {"experiment": "multi_trial", "method": "multi_trial", "variant": design.variant, "m": 1,
@@ -192,9 +191,8 @@ def with_defaults(params: dict) -> dict:
     return out
 
 
-def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: float = 1e-5,
-                  alpha: float = 0.05) -> list[dict]:
-    """Notebook 08's grid: per q of ``one_run_qs``, variant and probe share, the one-run rows at the largest m fitting
+def one_run_study(world, params: dict, mechanism: MechanismConfig, audit: AuditConfig = AuditConfig()) -> list[dict]:
+    """Notebook 08's grid (``audit``: δ, α, shrinkage and ridge): per q of ``one_run_qs``, variant and probe share, the one-run rows at the largest m fitting
     the share; then the multi-trial row of the nonce design's first canary. ``largest_share`` marks headline rows.
     Raises ValueError naming ``probe_shares`` when the largest share fits no canary (share·p < copies)."""
     params = with_defaults(params)
@@ -218,11 +216,10 @@ def one_run_study(world, params: dict, mechanism: MechanismConfig, *, delta: flo
                 if m < 1 or m in done:  # shares that fit the same m (natural: capped by the users): one row per m
                     continue
                 done.add(m)
-                for r in one_run_rows(world, variant, m, mech, int(params["seed"]), delta=delta, alpha=alpha,
-                                      copies=copies):
+                for r in one_run_rows(world, variant, m, mech, int(params["seed"]), audit=audit, copies=copies):
                     rows.append({**r, "probe_share_budget": share, "largest_share": m == m_top})
         design = make_one_run_design(world, "nonce", max_canaries(p, shares[-1], copies), int(params["seed"]),
                                      copies=copies)
-        rows.append({**multi_trial_row(world, design, mech, int(params["trials"]), int(params["seed"]), delta=delta,
-                                       alpha=alpha), "probe_share_budget": shares[-1], "largest_share": True})
+        rows.append({**multi_trial_row(world, design, mech, int(params["trials"]), int(params["seed"]), audit=audit),
+                     "probe_share_budget": shares[-1], "largest_share": True})
     return rows
