@@ -23,18 +23,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pe_kit.settings.sections import VARIANT_NAMES
+
 __all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS", "NONCE_VARIANTS",
            "PARAPHRASE_VARIANTS", "resolve_variants", "unknown_variant", "ProbeDesign", "variant_objective",
            "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select", "design_ordinary",
            "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
 
-VARIANTS = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu_eff", "nonce", "nonce-norm",
-            "nonce-mu_eff")
+ALL_VARIANTS = VARIANT_NAMES  # every name a setting accepts (declared with the settings); "all" is Table 1's eight
+VARIANTS = ALL_VARIANTS[:8]  # Table 1
 REAL_VARIANTS = VARIANTS[:5]
 NONCE_VARIANTS = VARIANTS[5:]
 PARAPHRASE_VARIANTS = VARIANTS[2:5]  # the real variants whose probes come from a paraphrase pool Q (App. B)
-BEYOND_PAPER_VARIANTS = ("composed-mu_eff",)  # real canary, pool from its own records (pe_kit.attack.composed_probes)
-ALL_VARIANTS = VARIANTS + BEYOND_PAPER_VARIANTS  # every name a setting accepts; "all" is Table 1's eight
+BEYOND_PAPER_VARIANTS = ALL_VARIANTS[8:]  # composed-mu_eff: pool from the canary's own records (attack.composed_probes)
 _NONCE_ALPHABET = np.array(list(string.ascii_letters + string.digits))
 
 

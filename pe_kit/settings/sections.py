@@ -26,8 +26,8 @@ def record_cap_setting():
 
 
 ARMS = ("long", "short")
-#: The canary variants' names: Table 1's eight and ``composed-mu_eff`` (``pe_kit.attack.variants.ALL_VARIANTS`` builds
-#: them; this stage cannot import it).
+#: The canary variants' names, declared once: Table 1's eight, then ``composed-mu_eff`` (``pe_kit.attack.variants``
+#: names their groups).
 VARIANT_NAMES = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu_eff", "nonce", "nonce-norm",
                  "nonce-mu_eff", "composed-mu_eff")
 FORMATS = ("auto", "blogs", "yelp", "sentiment140")
