@@ -1,11 +1,9 @@
-"""What a result depends on besides its inputs: the step cache's code key (the package's code less the modules that
-only drive runs or draw, and the notebooks' step modules: an edit anywhere the numbers could come from recomputes
-the steps) and the versions of the packages that shape the numbers (every result row).
+"""What a result depends on besides its inputs: digests of the code that computes it (the package, less what only
+drives runs or draws, and the notebooks' step modules) and the versions of the packages that shape the numbers.
 """
 from __future__ import annotations
 
 import platform
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -18,20 +16,14 @@ __all__ = ["DISPLAY_ONLY", "code_hash", "versions"]
 DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/plots.py", "report/extension_plots.py")
 
 
-@lru_cache(maxsize=1)
-def _package_digest() -> str:
+def code_hash(*folders: str | Path, exclude=DISPLAY_ONLY) -> str:
+    """SHA-256 (16 hex) of every ``.py`` file of pe_kit but ``exclude`` (:func:`~pe_kit.cache.source_digest`) and of
+    those directly in each of ``folders`` (the notebooks' steps), read on every call (≈ 5 ms) so an edit counts."""
     pkg = Path(__file__).resolve().parent
     rels = (p.relative_to(pkg).as_posix() for p in sorted(pkg.rglob("*.py")) if "__pycache__" not in p.parts)
-    return source_digest(*(rel for rel in rels if rel not in DISPLAY_ONLY))
-
-
-def code_hash(*folders: str | Path) -> str:
-    """SHA-256 (16 hex) of every ``.py`` file of pe_kit but :data:`DISPLAY_ONLY` (read once per process) and of those
-    directly in each of ``folders`` (the notebooks' steps pass theirs; read on every call, so edits count)."""
-    if not folders:
-        return _package_digest()
     files = [p for folder in folders for p in sorted(Path(folder).glob("*.py"))]
-    return content_hash(_package_digest(), *(part for p in files for part in (p.name, p.read_bytes())))[:16]
+    return content_hash(source_digest(*(rel for rel in rels if rel not in exclude)),
+                        *(part for p in files for part in (p.name, p.read_bytes())))[:16]
 
 
 def versions() -> dict:

@@ -120,7 +120,7 @@ def test_modules_that_shape_numbers_are_not_excluded(rel):
 
 
 def test_a_step_module_edited_in_a_live_kernel_changes_the_key(tmp_path):
-    """The steps' files are read on every call (the package's once per process), so an edit in JupyterLab followed by
+    """The steps' files are read on every call (the package's too), so an edit in JupyterLab followed by
     a reload gets a new key, not the stale cached steps."""
     from pe_kit.code_hash import code_hash
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pe_kit.cache import atomic_write_bytes, content_hash
+from pe_kit.code_hash import code_hash
 
 __all__ = ["code_fingerprint", "outputs_of", "input_digests", "marker_key", "marker_valid", "write_file"]
 
@@ -26,12 +27,8 @@ _RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/execute.py", "run/markers
 
 def code_fingerprint(*folders: Path) -> str:
     """Hash of the pe_kit modules a notebook's outputs can depend on (all but the runner and the CLI) and of the
-    ``.py`` files directly in each of ``folders`` (the notebooks' ``steps``)."""
-    pkg = Path(__file__).resolve().parents[1]
-    files = [(p.relative_to(pkg).as_posix(), p.read_bytes()) for p in sorted(pkg.rglob("*.py"))
-             if p.relative_to(pkg).as_posix() not in _RUNNER_ONLY]
-    files += [(p.name, p.read_bytes()) for folder in folders for p in sorted(Path(folder).glob("*.py"))]
-    return content_hash(*files)[:16]
+    ``.py`` files directly in each of ``folders`` (the notebooks' ``steps``), read on every call."""
+    return code_hash(*folders, exclude=_RUNNER_ONLY)
 
 
 def outputs_of(run_dir: Path, nb: str) -> dict:
