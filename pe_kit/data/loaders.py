@@ -17,7 +17,7 @@ from pe_kit.data.records import Corpus, DataError, User  # noqa: F401  (re-expor
 __all__ = ["TWEET_LENGTH", "PROFILE_FIELDS", "DataError", "User", "Corpus", "default_data_path", "default_bank_path",
            "default_bank_b_path", "bank_b_authors", "has_examples",
            "format_rows", "default_min_records", "folder_message", "load_blogs", "load_yelp", "load_sentiment140",
-           "sniff_format", "load_corpus", "resolve_format", "load_bank_texts", "bank_text", "check_path"]
+           "sniff_format", "load_corpus", "guess_format", "resolve_format", "load_bank_texts", "bank_text", "check_path"]
 
 TWEET_LENGTH = 140
 
@@ -168,16 +168,20 @@ def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None
     return _load(path, "sentiment140", record_cap, min_records, max_records, on_error)
 
 
+def guess_format(path) -> str:
+    """The format a file's name suggests: ``.csv`` → sentiment140, ``yelp`` in it → yelp, else blogs."""
+    name = Path(path).name.lower()
+    return "sentiment140" if name.endswith((".csv", ".csv.gz")) else "yelp" if "yelp" in name else "blogs"
+
+
 def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") -> tuple[Path, str]:
-    """The file and format :func:`load_corpus` reads: ``fmt``, or for ``auto`` one guessed from the name (``.csv`` →
-    sentiment140, ``yelp`` → yelp, else blogs); None = the bundled Blogs sample.
+    """The file and format :func:`load_corpus` reads: ``fmt``, or for ``auto`` :func:`guess_format`'s; None = the
+    bundled Blogs sample.
 
     Raises: ValueError (unknown ``fmt``), FileNotFoundError / IsADirectoryError, DataError (:func:`check_format`)."""
     if path is None:
         return check_path(default_data_path()), "blogs"
-    name = Path(path).name.lower()
-    if fmt == "auto":
-        fmt = "sentiment140" if name.endswith((".csv", ".csv.gz")) else "yelp" if "yelp" in name else "blogs"
+    fmt = guess_format(path) if fmt == "auto" else fmt
     if fmt not in FORMAT_TEXT:
         raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(FORMAT_TEXT)} or 'auto'")
     path = check_path(path)

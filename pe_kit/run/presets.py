@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pe_kit.data.loaders import check_path, guess_format
 from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOKS, AuditConfig, MechanismConfig, Preset, check_param, locate,
                              notebook_keys)
 
@@ -104,10 +105,7 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         changes["fmt"] = fmt
     if data is not None:
         changes["data"] = str(Path(data).expanduser().resolve())
-        name_l = Path(data).name.lower()
-        kind = changes.get("fmt") or ("sentiment140" if name_l.endswith((".csv", ".csv.gz")) else
-                                      "yelp" if "yelp" in name_l else "blogs")
-        arm = {"yelp": "long", "sentiment140": "short"}.get(kind)
+        arm = {"yelp": "long", "sentiment140": "short"}.get(changes.get("fmt") or guess_format(data))
         if arm is not None:
             changes.update(arms=(arm,), arm=arm, sweep_arm=arm, banks=("public",), bank="public")
     # the audited mechanism (σ, q, k, C, δ, α) given without a notebook replaces every notebook's own value
@@ -129,8 +127,6 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
                          "Sentiment140 CSV, or a Blog-corpus JSON Lines file with --format blogs; scripts/paper_run.sh "
                          "sets N per arm)")
     if p.data is not None:
-        from pe_kit.data.loaders import check_path
-
         check_path(p.data, "--data")
     return p
 
