@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     from pe_kit.study import setup
     from steps import designs
     from pe_kit.run.presets import get_preset
-    from pe_kit.settings import parse_override
+    from pe_kit.settings import MechanismConfig, parse_override
     from pe_kit.study.world import audit_design
 
     if a.refine_rounds is not None:
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     world = light_world(config) if a.mu_only else setup.world_for(config)
     print(f"world {time.time() - t0:.0f} s: {config}", flush=True)
-    mech = setup.mechanism_from(params)
+    mech = MechanismConfig.from_params(params)
     audit = setup.audit_from(params, P.per_variant)
     aux = world.records["aux"]
     back = AuxBackground(aux["index"], aux["emb"], aux["owner"], len(aux["ids"]), len(world.splits.test))

@@ -54,7 +54,8 @@ def main(argv=None) -> int:
     from pe_kit.audit.canary import _audit_canary
     from pe_kit.run.presets import get_preset
     from pe_kit.settings import parse_override
-    from pe_kit.study.setup import audit_from, mechanism_from, study_config, world_for
+    from pe_kit.settings import MechanismConfig
+    from pe_kit.study.setup import audit_from, study_config, world_for
     from pe_kit.study.world import canary_contribution
     from steps.designs import _rng, canary_slots, try_design
 
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     world = world_for(config)
     print(f"world {time.time() - t0:.0f} s: N = {config.n_test} + {config.n_calibration}", flush=True)
-    mech = mechanism_from(params)
+    mech = MechanismConfig.from_params(params)
     audit = audit_from(params, a.canaries)
     if a.trials:
         audit = dataclasses.replace(audit, trials=a.trials)

@@ -19,7 +19,8 @@ from pe_kit.study import setup
 from pe_kit.run.presets import NOTEBOOK_KEYS, PRESETS, audited_mechanism, get_preset, notebook_params, resolve_params
 from pe_kit.run.reproduce import preset_changes
 from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOK_SECTIONS, NOTEBOOKS, PARAM_TYPES, RUNNER_KEYS, SECTIONS, SHORT,
-                             AuditSettings, MechanismSettings, Preset, Section, locate, parameters_cell, parse_override)
+                             AuditSettings, MechanismConfig, MechanismSettings, Preset, Section, locate, parameters_cell,
+                             parse_override)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "blogs-tiny.jsonl.gz"
@@ -116,7 +117,7 @@ def test_mechanism_set_reaches_every_notebook_and_a_notebook_value_wins():
     p = get_preset("tiny", {"noise_multiplier": 2, "sample_rate": 0.05})
     for stem in NOTEBOOKS:
         params = notebook_params(stem, p, Path("/tmp/run"), 0, NOTEBOOK_KEYS[stem])
-        mech = setup.mechanism_from(params)
+        mech = MechanismConfig.from_params(params)
         assert (mech.noise_multiplier, mech.sample_rate, mech.top_k, mech.clip_norm) == (2.0, 0.05, 5, 0.1), stem
     assert p.view("07_audit_an_implementation")["delta"] == 1e-3  # δ not set: 07 keeps its own
     q = get_preset("tiny", {"noise_multiplier": 2, "06_multiround_mauve.noise_multiplier": 3})
@@ -125,7 +126,7 @@ def test_mechanism_set_reaches_every_notebook_and_a_notebook_value_wins():
     assert get_preset("quick", {"bank_size": 2048}).view("06_multiround_mauve")["bank_size"] == 512
     assert set(MECHANISM_KEYS) == {"top_k", "clip_norm", "noise_multiplier", "sample_rate", "delta", "alpha"}
     P = resolve_params("04_audit", p, output_dir="/tmp/pe_kit_settings_test")
-    assert setup.audit_from(P, 2).delta == 1e-5 and setup.mechanism_from(P).noise_multiplier == 2.0
+    assert setup.audit_from(P, 2).delta == 1e-5 and MechanismConfig.from_params(P).noise_multiplier == 2.0
 
 
 def test_results_md_line_names_the_mechanism_and_its_epsilon_theory():
@@ -288,7 +289,7 @@ def test_each_setting_type_and_range_is_declared_in_one_place():
     from pe_kit.attack.variants import ALL_VARIANTS
     from pe_kit.settings.sections import VARIANT_NAMES
 
-    assert VARIANT_NAMES == ALL_VARIANTS  # the settings' copy of the names the variant fields accept
+    assert VARIANT_NAMES == ALL_VARIANTS  # the names the variant fields accept are the attack's variants
     # the scan sees a guard: q's old explorer check
     assert _range_guards(ast.parse("if not 0 < sample_rate <= 1:\n    raise ValueError")) == {"sample_rate"}
 

@@ -129,13 +129,13 @@ def test_notebook_05_explorer_follows_set_noise_multiplier(monkeypatch):
     import IPython.display
 
     from pe_kit.settings import Preset
-    from pe_kit.study.setup import mechanism_from
+    from pe_kit.settings import MechanismConfig
     from pe_kit.report.widgets import show_explorer
 
     monkeypatch.setattr(IPython.display, "display", lambda obj: None)
     monkeypatch.delenv("PE_KIT_HEADLESS", raising=False)
     P = Preset("x").with_values({"mechanism.noise_multiplier": 0.2}).view("05_ablations")
-    mech = mechanism_from(P)
+    mech = MechanismConfig.from_params(P)
     panel = show_explorer(sigma=mech.noise_multiplier, sample_rate=mech.sample_rate, trials=int(P["trials"]),
                           mu_eff=1 / mech.noise_multiplier, delta=P["delta"], alpha=P["alpha"], plot=False)
     assert panel.sliders["sigma"].value == 0.2 and panel.sliders["mu_eff"].value == 5.0

@@ -38,8 +38,9 @@ def multiround_setup(params: Mapping[str, Any]) -> MultiroundSetup:
     ``max_attempts``, ``public_max_texts`` (None: ⌈3 · T · g⌉), the mechanism's keys, ``seed`` and ``openai_*``.
     Raises ValueError for a variant without a design, an unknown generator, or no slot left for new texts."""
     from pe_kit.pe.multiround import PEConfig
+    from pe_kit.settings import MechanismConfig
     from steps.designs import design_for
-    from pe_kit.study.setup import mechanism_from, study_config, world_for
+    from pe_kit.study.setup import study_config, world_for
     from pe_kit.text.variation import public_pool, variation_generator
 
     generator = params["generator"]
@@ -47,7 +48,7 @@ def multiround_setup(params: Mapping[str, Any]) -> MultiroundSetup:
         raise ValueError(f"generator={generator!r} is unknown; use one of {', '.join(GENERATORS)}")
     seed, rounds, bank_size = int(params["seed"]), int(params["rounds"]), int(params["bank_size"])
     world = world_for(study_config(dict(params)), progress=False, top_k=int(params["top_k"]))
-    mechanism = mechanism_from(params)
+    mechanism = MechanismConfig.from_params(params)
     design = design_for(world, params["variant"], 0, 0, seed, mechanism)
     if design is None:
         raise ValueError(f"variant={params['variant']!r} is not implemented here; use 'nonce' or 'ordinary'")

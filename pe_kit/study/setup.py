@@ -6,7 +6,7 @@ from typing import Any, Mapping
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.study.world import StudyConfig, World, build_world, input_digests, world_fingerprint
 
-__all__ = ["study_config", "mechanism_from", "audit_from", "world_for", "world_key"]
+__all__ = ["study_config", "audit_from", "world_for", "world_key"]
 
 
 def world_key(world: World) -> str:
@@ -27,12 +27,6 @@ def study_config(params: Mapping[str, Any], arm: str | None = None, bank: str | 
     if missing:
         raise ValueError(f"parameters {missing} are not set; pass them or a preset (pe_kit.run.presets.PRESETS)")
     return StudyConfig.from_params(params, arm=arm, bank=bank, model=model)
-
-
-def mechanism_from(params: Mapping[str, Any], **overrides) -> MechanismConfig:
-    """``MechanismConfig`` of the fields ``params`` sets (None or missing: the paper's defaults), with keyword
-    overrides."""
-    return MechanismConfig.from_params(params, **overrides)
 
 
 def audit_from(params: Mapping[str, Any], n_canaries: int, **overrides) -> AuditConfig:
