@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from pe_kit.audit.accounting import epsilon_theory
+from pe_kit.audit.accounting import epsilon_theory_or_inf
 from pe_kit.settings import check_param, slider_range
 
 __all__ = ["expected_epsilon_lower", "asymptotic_epsilon", "explorer_state", "explorer", "show_explorer"]
@@ -67,7 +67,7 @@ def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float 
     mu = min(mu, ceiling)
     gamma = alpha / (4 * int(n_canaries))
     _check(mu, sample_rate, trials, gamma, delta)
-    theory = epsilon_theory(float(sigma), float(sample_rate), float(delta)) if delta > 0 else math.inf
+    theory = epsilon_theory_or_inf(float(sigma), float(sample_rate), float(delta))
     expected = expected_epsilon_lower(mu, sample_rate, int(trials), gamma, delta)
     return {"sigma": float(sigma), "sample_rate": float(sample_rate), "trials": int(trials), "delta": float(delta),
             "gamma": gamma, "mu_eff": mu, "mu_eff_ceiling": ceiling, "mu_eff_capped": bool(capped),
