@@ -75,12 +75,12 @@ def mu_eff(canary: np.ndarray, sigma: np.ndarray) -> float:
 
 
 def design_moments(canary: np.ndarray, aux: sp.spmatrix, n_users: int, mechanism: MechanismConfig,
-                   audit: AuditConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """(m̂0, Σ̂_P, w = Σ̂⁻¹v, μ_eff) of a frozen design (Eqs. 14–15, 31–35): the canary's v_P (|P|,) and the aux users'
+                   audit: AuditConfig) -> tuple[np.ndarray, np.ndarray, float]:
+    """(m̂0, w = Σ̂_P⁻¹v, μ_eff) of a frozen design (Eqs. 14–15, 31–35): the canary's v_P (|P|,) and the aux users'
     contributions restricted to P (``restrict``), for N = ``n_users``, with ``audit``'s shrinkage and ridge."""
     m0, sigma = null_moments(aux_moments(aux, audit.shrinkage), n_users, mechanism, audit.ridge)
     w = llr_weights(canary, sigma)
-    return m0, sigma, w, float(np.sqrt(max(0.0, w @ canary)))
+    return m0, w, float(np.sqrt(max(0.0, w @ canary)))
 
 
 def llr(y: np.ndarray, canary: np.ndarray, m0: np.ndarray, sigma: np.ndarray) -> np.ndarray:
