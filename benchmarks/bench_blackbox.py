@@ -48,12 +48,13 @@ def main() -> None:
         os.environ[var] = str(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # the notebooks' step modules (steps)
     import numpy as np
 
     from pe_kit.attack.bug_canaries import concentrated_design
     from pe_kit.audit.blackbox import implementation_scores, spec_statistic
     from pe_kit.pe.release_protocol import ReferenceRelease, reference_release
-    from pe_kit.study import implementation_audit as IA
+    from steps import implementation_audit as IA
 
     from pe_kit.audit.accounting import epsilon_theory
 

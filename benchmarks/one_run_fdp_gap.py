@@ -3,7 +3,7 @@
 Plays the source's idealised game (App. D, Algorithm 4: s_i = ±1, output s_i + N(0, (2σ)²), so μ = 1/σ; k₊ = k₋ =
 c′/2; c = the mean over ``--repeats`` games, rounded down) and prints the f-DP bound at δ = 1e-5, best over a
 geometric grid of 90 even c′ in [40, 30 000], under each setting tested (rows of the table in
-``pe_kit.audit.one_run_checks``):
+``notebooks/steps/one_run_checks.py``):
 
   stated        the stated procedure: τ = 0.05, m of Table 1, Algorithm 3 with abstention (``mu_lower_fdp``)
   tau=0.1/0.2   another confidence τ
@@ -23,13 +23,19 @@ geometric grid of 90 even c′ in [40, 30 000], under each setting tested (rows 
 About 15 minutes for all four σ at 100 games on one core (m = 10⁷ plays 20 games).
 """
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from scipy import special
 
-from pe_kit.audit.one_run import epsilon_from_mu, mu_lower_fdp
-from pe_kit.audit.one_run_checks import TABLE1, guess_grid
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "notebooks"))  # the notebooks' step modules (steps)
+
+from pe_kit.audit.one_run import epsilon_from_mu, mu_lower_fdp  # noqa: E402
+from steps.one_run_checks import TABLE1, guess_grid  # noqa: E402
 
 
 def play(mu: float, m: int, guesses: np.ndarray, games: int, rng: np.random.Generator) -> dict:

@@ -13,15 +13,18 @@ __all__ = ["DISPLAY_ONLY", "code_hash", "versions"]
 
 #: The only modules left out of :func:`code_hash`: they drive runs or draw, and no other module imports them
 #: (tests/test_code_hash.py checks both against the import graph), so the numbers cannot depend on them.
-DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "report/plots.py", "report/extension_plots.py")
+#: ``steps/…``: a file of the notebooks' steps folder (the figures).
+DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "steps/plots.py", "steps/extension_plots.py")
 
 
 def code_hash(*folders: str | Path, exclude=DISPLAY_ONLY) -> str:
     """SHA-256 (16 hex) of every ``.py`` file of pe_kit but ``exclude`` (:func:`~pe_kit.cache.source_digest`) and of
-    those directly in each of ``folders`` (the notebooks' steps), read on every call (≈ 5 ms) so an edit counts."""
+    those directly in each of ``folders`` (the notebooks' steps) but ``exclude``'s ``<folder name>/<file>``, read on
+    every call (≈ 5 ms) so an edit counts."""
     pkg = Path(__file__).resolve().parent
     rels = (p.relative_to(pkg).as_posix() for p in sorted(pkg.rglob("*.py")) if "__pycache__" not in p.parts)
-    files = [p for folder in folders for p in sorted(Path(folder).glob("*.py"))]
+    files = [p for folder in folders for p in sorted(Path(folder).resolve().glob("*.py"))
+             if f"{p.parent.name}/{p.name}" not in exclude]
     return content_hash(source_digest(*(rel for rel in rels if rel not in exclude)),
                         *(part for p in files for part in (p.name, p.read_bytes())))[:16]
 

@@ -21,7 +21,7 @@ from pe_kit.pe.release_protocol import (
     user_records,
 )
 from pe_kit.report.results import epsilon_interval
-from pe_kit.study.implementation_audit import SUITE_DELTA, SUITE_MECHANISM, control_repeats, run_suite
+from steps.implementation_audit import SUITE_DELTA, SUITE_MECHANISM, control_repeats, run_suite
 
 MECH = SUITE_MECHANISM
 SMALL = {"n_aux": 20, "n_calibration": 25, "n_test": 25, "bank_size": 64}
@@ -284,7 +284,7 @@ def test_histogram_adapter_audits_third_party_code():
 def test_plot_mutant_suite(tmp_path):
     import pandas as pd
 
-    from pe_kit.report import extension_plots, plots
+    from steps import extension_plots, plots
 
     df = pd.DataFrame({"implementation": ["reference", "no_clipping"], "design": ["concentrated"] * 2,
                        "epsilon_lower": [0.3, 6.0], "epsilon_ci_low": [0.3, 6.0], "epsilon_ci_high": [0.6, np.inf],

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: what every notebook may import from pe_kit: module → the names it may take (None: any public name)
-COMMON = {"pe_kit": None, "pe_kit.report.plots": None, "pe_kit.report.results": None,
+COMMON = {"pe_kit": None, "steps.plots": None, "pe_kit.report.results": None,
           "pe_kit.run.presets": {"notebook_setup"}}
 #: each notebook's own step modules (and the pe_kit modules beyond the common ones it calls)
 STEPS = {
@@ -23,9 +23,9 @@ STEPS = {
     "03_llr_checks": ("pe_kit.study.setup", "steps.designs", "steps.checks"),
     "04_audit": ("pe_kit.study.setup", "steps.audits", "pe_kit.report.paper_compare"),
     "05_ablations": ("pe_kit.study.setup", "steps.ablations", "pe_kit.report.widgets"),
-    "06_multiround_mauve": ("steps.multiround_setup", "steps.multiround_study", "pe_kit.report.extension_plots"),
-    "07_audit_an_implementation": ("pe_kit.study.implementation_audit", "pe_kit.report.extension_plots"),
-    "08_one_run_audit": ("pe_kit.study.setup", "steps.one_run", "pe_kit.report.extension_plots"),
+    "06_multiround_mauve": ("steps.multiround_setup", "steps.multiround_study", "steps.extension_plots"),
+    "07_audit_an_implementation": ("steps.implementation_audit", "steps.extension_plots"),
+    "08_one_run_audit": ("pe_kit.study.setup", "steps.one_run", "steps.extension_plots"),
 }
 #: the packages whose imports the check follows: the kit and the notebooks' own step modules
 ROOTS = ("pe_kit", "steps")

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from pe_kit.attack.one_run_design import OneRunDesign, design_one_run, max_canaries
 from pe_kit.audit.one_run import (
     abstaining_guesses,
     epsilon_from_mu,
@@ -20,6 +19,7 @@ from pe_kit.audit.one_run import (
 )
 from pe_kit.audit.one_run_bounds import _FastInverseBlowup
 from pe_kit.settings import MechanismConfig
+from steps.one_run_design import OneRunDesign, design_one_run, max_canaries
 from tests.oracles import tradeoff_inverse_blowup
 
 
@@ -287,7 +287,7 @@ def test_fdp_recursion_decides_as_the_sources_algorithm_3():
 
 
 def test_idealised_game_reproduces_the_sources_correct_count():
-    from pe_kit.audit.one_run_checks import APP_B, idealised_correct
+    from steps.one_run_checks import APP_B, idealised_correct
 
     # App. B: "the number of guesses to 1,500 and the number of correct guesses are set to 1,429, suggested by the
     # idealized setting" (σ = 1, m = 10⁵; their mean over 100 games). 60 games: standard error ≈ 1.0
@@ -305,7 +305,7 @@ def test_idealised_game_reproduces_the_sources_correct_count():
 
 
 def test_theoretical_epsilon_matches_table_1():
-    from pe_kit.audit.one_run_checks import TABLE1
+    from steps.one_run_checks import TABLE1
 
     # Table 1 prints the Gaussian mechanism's ε at δ = 1e-5 truncated to two decimals (9.997 → 9.99)
     for sigma, row in TABLE1.items():
@@ -315,7 +315,7 @@ def test_theoretical_epsilon_matches_table_1():
 
 @pytest.mark.slow
 def test_table_1_steinke_column_reproduces_and_the_fdp_gap_is_one_sided():
-    from pe_kit.audit.one_run_checks import published_checks
+    from steps.one_run_checks import published_checks
 
     # 100 games per σ as in the source; σ = 1 and 2 (m = 10⁵). Steinke et al.'s bound reproduces within the
     # Monte-Carlo tolerance (published 2.61 and 1.33; the kit 2.66 and 1.29). The f-DP bound is below the published

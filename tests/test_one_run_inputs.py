@@ -123,7 +123,7 @@ def test_notebook_08_published_check_parameters_accept_table_1_values():
 
 
 def test_published_sigmas_choices_are_the_rows_of_table_1():
-    from pe_kit.audit.one_run_checks import TABLE1
+    from steps.one_run_checks import TABLE1
     from pe_kit.settings import PARAM_TYPES
 
     assert PARAM_TYPES["published_sigmas"].choices == tuple(sorted(TABLE1))
@@ -203,7 +203,7 @@ def test_inclusion_check_passes_a_fair_draw_and_small_runs():
 
 def test_max_canaries_is_not_cut_by_float_rounding_of_the_share():
     # 0.29·100 = 28.999999999999996 and 0.58·100 = 57.99999999999999 in binary floats; before: 28 and 28 canaries
-    from pe_kit.attack.one_run_design import max_canaries
+    from steps.one_run_design import max_canaries
 
     assert max_canaries(100, 0.29, copies=1) == 29
     assert max_canaries(100, 0.58, copies=2) == 29
@@ -232,9 +232,9 @@ def test_mu_lower_fdp_grid_must_span_an_interval(kw):
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: __import__("pe_kit.audit.one_run_checks", fromlist=["x"]).idealised_correct(
+    (lambda: __import__("steps.one_run_checks", fromlist=["x"]).idealised_correct(
         1.0, 100, [10], 2.5, np.random.default_rng(0)), "repeats=2.5 is not an integer ≥ 2 (no fractional part allowed: use 2 or 3)"),
-    (lambda: __import__("pe_kit.audit.one_run_checks", fromlist=["x"]).idealised_correct(
+    (lambda: __import__("steps.one_run_checks", fromlist=["x"]).idealised_correct(
         1.0, 100.5, [10], 2, np.random.default_rng(0)), "m=100.5 is not an integer ≥ 1 (no fractional part allowed: use 100 or 101)"),
     (lambda: __import__("steps.one_run", fromlist=["x"]).idealised_rows(1.0, 1.0, [100], 0, repeats=1.5),
      "repeats=1.5 is not an integer ≥ 1 (no fractional part allowed: use 1 or 2)"),

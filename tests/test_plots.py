@@ -7,7 +7,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from pe_kit.report import extension_plots, plots  # noqa: E402
+from steps import extension_plots, plots  # noqa: E402
 from pe_kit.report.results import add_epsilon_interval, table_epsilon  # noqa: E402
 
 
@@ -285,11 +285,11 @@ def test_release_draws_the_canary_on_a_log_scale_so_it_is_visible():
 
 
 def test_one_run_figure_from_the_committed_reference_run():
-    """Notebook 08's figure, drawn by pe_kit.report.extension_plots from the committed one-run part's rows: a panel
+    """Notebook 08's figure, drawn by steps.extension_plots from the committed one-run part's rows: a panel
     per q with one series per (variant, bound), ε_theory and the multi-trial value as horizontal lines."""
     from pathlib import Path
 
-    from pe_kit.report.extension_plots import plot_epsilon_vs_m
+    from steps.extension_plots import plot_epsilon_vs_m
 
     df = pd.read_csv(Path(__file__).resolve().parents[1] / "docs" / "paper_run" / "onerun" / "results.csv",
                      low_memory=False)

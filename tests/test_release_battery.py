@@ -19,8 +19,8 @@ from pe_kit.audit.plan import audit_reach
 from pe_kit.audit.release_checks import batch_call_check, repeat_check, seed_check
 from pe_kit.settings import AuditConfig, MechanismConfig
 from pe_kit.pe.release_protocol import ReferenceRelease
-from pe_kit.study.implementation_audit import SUITE_DELTA
 from pe_kit.study.release_audit import audit_release, release_battery
+from steps.implementation_audit import SUITE_DELTA
 from tests import release_bugs as B
 
 MECH = MechanismConfig()  # k=5, C=0.1, σ=1, q=0.1, m=64

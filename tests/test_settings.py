@@ -111,7 +111,7 @@ def test_mechanism_set_reaches_every_notebook_and_a_notebook_value_wins():
     base = PRESETS["tiny"]
     assert base.view("06_multiround_mauve")["noise_multiplier"] == 1.1088  # paper Fig. 2, notebook 06's own
     assert base.view("07_audit_an_implementation")["delta"] == 1e-3  # the black-box suite's own δ
-    from pe_kit.study.implementation_audit import SUITE_DELTA  # the base stage cannot import it: the same value
+    from steps.implementation_audit import SUITE_DELTA  # the base stage cannot import it: the same value
 
     assert base.view("07_audit_an_implementation")["delta"] == SUITE_DELTA
     p = get_preset("tiny", {"noise_multiplier": 2, "sample_rate": 0.05})
@@ -253,7 +253,7 @@ def _range_guards(tree) -> set:
 #: Guards outside pe_kit/settings/ that repeat or narrow a declared range (σ > 0 for ε_theory, top_k ≤ p …).
 #: Each should become ``check_param`` or a cross-field rule; this list may only shrink.
 KNOWN_GUARDS = {
-    "attack/one_run_design.py": {"bank_size", "copies"}, "attack/selection.py": {"top_k"},
+    "attack/selection.py": {"top_k"},
     "attack/variants.py": {"bank_size", "pool_size"}, "audit/accounting.py": {"noise_multiplier"},
     "audit/battery.py": {"alpha"},
     "audit/blackbox.py": {"alpha", "delta", "noise_multiplier"}, "audit/composed.py": {"noise_multiplier"},
@@ -283,7 +283,7 @@ def test_each_setting_type_and_range_is_declared_in_one_place():
                   if isinstance(n, ast.Call) and _name(n.func) in ("ParamSpec", "setting", "record_cap_setting")]
         if _range_guards(tree):
             guards[rel] = _range_guards(tree)
-    assert [rel for rel, _ in specs] == ["audit/one_run_checks.py"], specs
+    assert specs == [], specs
     assert guards == KNOWN_GUARDS, {k: guards.get(k, set()) ^ KNOWN_GUARDS.get(k, set())
                                     for k in set(guards) | set(KNOWN_GUARDS) if guards.get(k) != KNOWN_GUARDS.get(k)}
     from pe_kit.attack.variants import ALL_VARIANTS

@@ -11,7 +11,7 @@ from pe_kit.audit.release_runner import CALL_CHUNK
 from pe_kit.settings import MechanismConfig
 from pe_kit.pe import mutants
 from pe_kit.pe.release_protocol import HistogramAdapter, ReferenceRelease, staged, staged_batch, stack_users
-from pe_kit.study.implementation_audit import SUITE_DELTA, SUITE_MECHANISM
+from steps.implementation_audit import SUITE_DELTA, SUITE_MECHANISM
 
 MECH = SUITE_MECHANISM
 #: DPSDA's setting: client-level normalisation to norm 1 (C = 1), no user sampling (q = 1), noise std σ

@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.attack.one_run_design import OneRunDesign, design_one_run, max_canaries
 from pe_kit.audit.accounting import epsilon_theory
 from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments, restrict
 from pe_kit.audit.one_run import _one_run_audit, idealised_scores
-from pe_kit.audit.one_run_checks import published_checks
 from pe_kit.settings import COUNT, AuditConfig, MechanismConfig, check_param
 from pe_kit.pe.mechanism import release, routed_contributions
+from steps.one_run_checks import published_checks
+from steps.one_run_design import OneRunDesign, design_one_run, max_canaries
 
 __all__ = ["OneRunRelease", "natural_candidates", "make_one_run_design", "one_run_release",
            "one_run_rows", "multi_trial_row", "idealised_rows", "DEFAULTS", "with_defaults",

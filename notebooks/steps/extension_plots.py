@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from pe_kit.report.plots import _need, _trials
+from steps.plots import _need, _trials
 
 __all__ = ["plot_multiround", "plot_mutant_suite", "plot_epsilon_vs_m"]
 
