@@ -107,8 +107,8 @@ def test_auto_trials_hold_every_look():
 
     from pe_kit.attack.bug_canaries import concentrated_design
     from pe_kit.pe.release_protocol import ReferenceRelease
-    from steps.implementation_audit import SUITE_MECHANISM
     from pe_kit.study.release_audit import audit_release
+    from steps.implementation_audit import SUITE_MECHANISM
 
     small = {"n_aux": 20, "n_calibration": 25, "n_test": 25, "bank_size": 64}
     d1, d2 = (concentrated_design(np.random.default_rng(s), **small) for s in (0, 1))

@@ -84,8 +84,8 @@ def test_one_run_tables_show_both_bounds_and_integer_counts(tmp_path):
 
 
 def test_results_md_shows_the_published_value_checks_and_says_what_is_not_reproduced(tmp_path):
-    from steps.one_run_checks import published_checks
     from pe_kit.report.results import collect, summary_markdown, tidy, write_rows
+    from steps.one_run_checks import published_checks
 
     checks = [{**r, "experiment": "one_run_published"} for r in published_checks(repeats=3, seed=0, sigmas=(2.0,))]
     write_rows(tidy(checks, "08_one_run_audit", None, {"preset": "tiny", "seed": 0}), tmp_path, "08_one_run_audit")
