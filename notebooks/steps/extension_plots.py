@@ -1,7 +1,4 @@
-"""Figures of the extensions (each a function of tidy rows returning a Figure): multi-round PE (Fig. 2 analogue,
-notebook 06), the black-box audit of seeded bugs (07) and one-run audits (08: Steinke et al. 2023; Mahloujifar,
-Melis & Chaudhuri, ICML 2025; beside the multi-trial audit of Eq. 28).
-"""
+"""Figures of notebooks 06–08 from tidy rows: multi-round PE (Fig. 2 analogue), seeded bugs, one-run audits."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -16,14 +13,9 @@ __all__ = ["plot_multiround", "plot_mutant_suite", "plot_epsilon_vs_m"]
 
 
 def plot_multiround(df: pd.DataFrame, audit: pd.DataFrame | None = None, gain: pd.DataFrame | None = None):
-    """Fig. 2 analogue: MAUVE of each bank S^(t) (DP run and random-retention control) and ε_theory / ε_lower after t
-    releases (frozen-bank and adaptive audits, Eq. 36).
-
-    ``df``: tidy ``multiround_study`` rows (``round, mauve_mean``, ``mech_noise_multiplier, mech_sample_rate,
-    study_n_test``; optional ``arm`` and ``pe_seed``: mean ± sd over PE seeds per arm); ``audit``:
-    ``MultiroundResult.audit`` rows (None: ``epsilon_theory`` / ``epsilon_lower`` of ``df``'s rounds t > 0);
-    ``gain``: ``MultiroundResult.gain`` rows, the last round's in the left title. Raises ValueError naming a missing
-    column."""
+    """Fig. 2 analogue: MAUVE of each bank S^(t) and ε_theory / ε_lower after t releases (Eq. 36), from
+    ``multiround_study`` rows ``df`` and optional ``MultiroundResult.audit`` / ``.gain`` rows (None: ``df``'s ε).
+    Raises ValueError naming a missing column."""
     from matplotlib.ticker import MaxNLocator
 
     hint = ": pass the rows of multiround_study"
@@ -95,9 +87,8 @@ def _privacy_panel(ax, d: pd.DataFrame, audit: pd.DataFrame | None) -> None:
 
 
 def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
-    """Notebook 07: ε_lower of every audited implementation with its two-sided band against ε_theory, coloured by
-    verdict; and the trials each violation needed (``needed``: ``trials_needed_rows``, log scale).
-    Raises ValueError naming a missing column of ``df`` (``study.implementation_audit.run_suite`` rows)."""
+    """ε_lower and band of each ``run_suite`` row against ε_theory, and the trials each violation ``needed``.
+    Raises ValueError naming a missing column."""
     _need(df, ["implementation", "design", "epsilon_lower", "epsilon_ci_low", "epsilon_ci_high", "epsilon_theory",
                "violation", "expected_violation"], "plot_mutant_suite", ": pass rows of run_suite")
     d = df.reset_index(drop=True)
@@ -138,9 +129,8 @@ def plot_mutant_suite(df: pd.DataFrame, needed: pd.DataFrame | None = None):
 
 
 def plot_epsilon_vs_m(df: pd.DataFrame, qs: Sequence[float] | None = None):
-    """ε_lower of each (variant, bound) against m (log axis), one panel per q (``qs``; default every q, largest first),
-    with ε_theory (dashed) and the multi-trial ε_lower (dotted) of the same q. Raises ValueError: no one-run rows, or
-    a q in ``qs`` without a multi-trial row (names the q)."""
+    """ε_lower of each (variant, bound) against m, one panel per q, beside ε_theory and the multi-trial ε_lower.
+    Raises ValueError without one-run rows, or for a q without a multi-trial row."""
     runs = df[df["experiment"] == "one_run"]
     if runs.empty:
         raise ValueError("no one-run rows (experiment 'one_run'); pass the rows of steps.one_run.one_run_study")

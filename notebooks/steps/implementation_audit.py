@@ -1,7 +1,5 @@
-"""The seeded-bug suite end to end (notebook 07, ``benchmarks/bench_blackbox.py``): ``pe.mutants`` implementations,
-``attack.bug_canaries`` designs, ``audit.blackbox`` audits → rows with verdicts, ε bands and trials needed
-(§2.1 Steps 2–5, Eq. 28, through the implementation under test).
-"""
+"""Notebook 07's seeded-bug suite: ``pe.mutants`` implementations, ``attack.bug_canaries`` designs, ``audit.blackbox``
+audits → rows with verdicts, ε bands and trials needed (§2.1 Steps 2–5, Eq. 28, through the implementation)."""
 from __future__ import annotations
 
 import time
@@ -21,22 +19,19 @@ __all__ = ["SUITE_MECHANISM", "SUITE_DELTA", "mutant_rows", "suite_cases", "run_
 
 #: the setting the suite audits at: the paper's k, C, σ, q
 SUITE_MECHANISM = MechanismConfig(top_k=5, clip_norm=0.1, noise_multiplier=1.0, sample_rate=0.1)
-#: δ of the suite. At δ = 10⁻⁵ the tail events that separate ε(σ/√2) from ε(σ) need ≫ 10⁵ trials; at 10⁻³ a
-#: fixed-size sample's √2 displacement is visible at ≤ 10⁵ (expected ε_lower 1.07 vs ε_theory 0.66), and the
-#: claimed guarantee holds at every δ of its curve, so auditing at 10⁻³ tests the same claim.
+#: δ of the suite: the claim holds at every δ of its curve, and at 10⁻³ (not 10⁻⁵) a √2 displacement shows at ≤ 10⁵
+#: trials.
 SUITE_DELTA = DEFAULT_DELTA
 
 
 def mutant_rows(mechanism: MechanismConfig, n_users: int = 51) -> list[dict]:
-    """One row per seeded mutant (``pe.mutants.MUTANTS``): ``implementation``, ``bug`` and whether the bug breaks the
-    guarantee at ``mechanism`` for ``n_users`` users (``breaks the guarantee (derived)``, from its derivation)."""
+    """One row per seeded mutant: ``implementation``, ``bug``, ``breaks the guarantee (derived)`` at ``mechanism``."""
     return [{"implementation": m.name, "bug": m.bug,
              "breaks the guarantee (derived)": m().breaks_guarantee(mechanism, n_users)} for m in MUTANTS]
 
 
 def suite_cases(seed: int = 0, sizes: dict | None = None, implementations: Sequence | None = None) -> list[tuple]:
-    """(release, design) pairs: every implementation with its bug's design, plus the reference on every other design
-    (controls), seeded from [seed, i]; ``sizes`` go to every ``bug_canaries`` design. Raises ValueError on bad sizes."""
+    """(release, design) pairs: each implementation with its bug's design, plus the reference on every other design."""
     impls = list(implementations) if implementations is not None else all_implementations()
     sizes = dict(sizes or {})
     key = [int(k) for k in np.atleast_1d(seed)]
@@ -61,9 +56,8 @@ def _row(audit, impl, level: float | None) -> dict:
 def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float = SUITE_DELTA,
               mechanism: MechanismConfig = SUITE_MECHANISM, sizes: dict | None = None, cases: Sequence | None = None,
               level: float | None = None) -> list[dict]:
-    """Audit every case of ``suite_cases`` at ``trials`` per hypothesis (family-wise α): ``Audit.row`` plus ``bug``,
-    the band ``epsilon_ci_low/epsilon_point/epsilon_ci_high`` at ``level`` (default 1 − 4γ), ``band_level`` and
-    ``flag_correct``. Raises ValueError as ``audit.blackbox._audit_suite``."""
+    """Audit every case (family-wise α): ``Audit.row`` plus ``bug``, the Eq. 28 band at ``level`` (default 1 − 4γ),
+    ``band_level`` and ``flag_correct``."""
     cases = list(cases) if cases is not None else suite_cases(seed, sizes)
     audits = _audit_suite(cases, mechanism, trials=trials, alpha=alpha, delta=delta, seed=[int(seed), 1])
     return [_row(a, impl, level) for a, (impl, _) in zip(audits, cases)]
@@ -72,8 +66,7 @@ def run_suite(trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float =
 def trials_needed_rows(ladder: Sequence[int] = (1_000, 3_000, 10_000, 30_000, 100_000), *, seed: int = 0,
                        alpha: float = 0.05, delta: float = SUITE_DELTA, mechanism: MechanismConfig = SUITE_MECHANISM,
                        sizes: dict | None = None, cases: Sequence | None = None) -> list[dict]:
-    """Per guarantee-breaking case: the smallest rung of ``ladder`` flagging it (γ = α/(4·n_cases)) as dicts of
-    ``implementation, design, trials_needed`` (None: never), ``epsilon_lower, epsilon_theory, seconds, rungs``."""
+    """Per guarantee-breaking case, the smallest rung of ``ladder`` flagging it (``trials_needed``; None: never)."""
     cases = list(cases) if cases is not None else suite_cases(seed, sizes)
     gamma = alpha / (4 * len(cases))
     out = []
@@ -92,8 +85,7 @@ def trials_needed_rows(ladder: Sequence[int] = (1_000, 3_000, 10_000, 30_000, 10
 
 def control_repeats(repeats: int, trials: int, *, seed: int = 0, alpha: float = 0.05, delta: float = SUITE_DELTA,
                     mechanism: MechanismConfig = SUITE_MECHANISM, sizes: dict | None = None) -> list[dict]:
-    """Re-audit each guarantee-keeping case ``repeats`` (≥ 1) times with fresh designs and seeds: dicts of
-    ``implementation, design, repeats, times_flagged`` (int), ``epsilon_lower_max, epsilon_theory``."""
+    """Re-audit each guarantee-keeping case ``repeats`` times with fresh designs and seeds; tally the flags."""
     repeats = check_param("repeats", repeats)
     tally: dict = {}
     for r in range(repeats):

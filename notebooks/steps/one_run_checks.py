@@ -1,17 +1,11 @@
-"""Published values of both one-run bounds on their idealised Gaussian game, and the kit's reproduction of them.
+"""Notebook 08's reproduction of both one-run bounds' published values on their idealised Gaussian game.
 
-Source: Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run" (ICML 2025; arXiv
-2410.22235), §4.1–4.2, Table 1, App. B, App. D (Algorithm 4), which audits the same guesses with both bounds:
+Source: Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run" (ICML 2025; arXiv 2410.22235),
+Table 1, App. B, App. D (Algorithm 4: m canaries, s_i = ±1, output s_i + N(0, (2σ)²), μ = 1/σ; "in" for the c′/2
+highest outputs, "out" for the c′/2 lowest; c = mean correct guesses over 100 runs).
 
-* the game (Algorithm 4; k = 2): m canaries, s_i ∈ {−1, +1}, output s_i + N(0, (2σ)²) (μ = 1/σ); "in" for the
-  c′/2 highest outputs, "out" for the c′/2 lowest; c = mean correct guesses over 100 runs;
-* App. B: σ = 1, m = 10⁵, c′ = 1 500 → c = 1 429;
-* Table 1 (δ = 10⁻⁵, τ = 0.05, best c′): per σ ∈ {0.5, 1, 2, 4} (m = 10⁵, 10⁵, 10⁵, 10⁶) the theoretical ε,
-  Steinke et al.'s bound and the f-DP bound ("Ours").
-
-The kit plays the game with ``audit.one_run.idealised_scores`` and searches c′ on a grid. The f-DP column does
-not reproduce: the kit's recursion is the source's ``audit_rh_with_cap`` line by line (``tests/test_one_run.py``),
-and no setting tried (τ, δ, Algorithm 4's count, abstention, Bonferroni, per-game c′, m;
+The f-DP column does not reproduce: the kit's recursion is the source's ``audit_rh_with_cap`` line by line
+(``tests/test_one_run.py``), and no setting tried (τ, δ, Algorithm 4's count, abstention, Bonferroni, per-game c′, m;
 ``benchmarks/one_run_fdp_gap.py``, table in docs/notebook_measurements.md) reproduces all four rows, so
 ``published_checks`` keeps the stated settings and reports the column as not reproduced.
 """
@@ -40,9 +34,8 @@ APP_B = {"sigma": 1.0, "m": 100_000, "guesses": 1500, "correct": 1429}
 
 def idealised_correct(mu: float, m: int, guesses, repeats: int,
                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, standard error) per even c′ of ``guesses`` (2 ≤ c′ ≤ m) of the correct guesses of the (c′/2, c′/2)
-    abstaining guesser over ``repeats`` (≥ 2) idealised games (``idealised_scores`` at q = 1, μ = 1/σ > 0).
-    Raises ValueError for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2."""
+    """(mean, standard error) per even c′ of ``guesses`` of the (c′/2, c′/2) guesser's correct guesses over ``repeats``
+    idealised games (Algorithm 4). Raises ValueError for an odd c′, c′ outside [2, m], μ ≤ 0 or repeats < 2."""
     m, repeats = check_param("m", m, COUNT), check_param("repeats", repeats, ParamSpec("int", lo=2))
     g = np.asarray(guesses, dtype=np.int64).ravel()
     if (g % 2).any() or g.min() < 2 or g.max() > m:
@@ -81,11 +74,8 @@ def _bound(method: str, m: int, guesses: int, correct: int, delta: float, beta: 
 
 def best_over_guesses(method: str, m: int, guesses, correct, *, delta: float = 1e-5, beta: float = 0.05,
                       max_guesses: int | None = None) -> dict:
-    """The best ε lower bound over the (c′, c) pairs, one test per pair at level β (Table 1): every 4th pair, then
-    every pair within 4 of the best (ε is unimodal in c′). ``method``: ``"steinke"`` or ``"fdp"`` (μ-GDP,
-    ``epsilon_from_mu`` at q = 1); c is rounded down (Algorithm 4); pairs with c′ > ``max_guesses`` skipped.
-
-    Returns ``{"epsilon", "guesses", "correct"}`` of the best pair. Raises ValueError for an unknown method."""
+    """``{"epsilon", "guesses", "correct"}`` of the best (c′, c) pair at level β (Table 1; ε unimodal in c′: every 4th
+    pair, then those near the best); ``method``: ``"steinke"`` or ``"fdp"`` (else ValueError); c rounded down."""
     if method not in ("steinke", "fdp"):
         raise ValueError(f"method={method!r}: use 'steinke' or 'fdp'")
     stride = 4
@@ -108,18 +98,9 @@ def best_over_guesses(method: str, m: int, guesses, correct, *, delta: float = 1
 
 def published_checks(repeats: int = 100, seed: int = 0, sigmas=(0.5, 1.0, 2.0, 4.0), delta: float = 1e-5,
                      beta: float = 0.05) -> list[dict]:
-    """The kit against the source's published numbers, one dict row per number (``source``, ``method``, ``setting``,
-    ``published``, ``reproduced``, ``tolerance``, ``within``, ``note``):
-
-    * ``game``: App. B's c = 1 429; tolerance 3 standard errors + 1 (Algorithm 4's rounding).
-    * ``theory``: Table 1's ε (``epsilon_from_mu``); tolerance 0.01 (the table truncates: 9.997 printed 9.99).
-    * ``steinke`` and ``fdp``: the best over ``guess_grid(m)`` (f-DP: c′ ≤ 20 000) at the Monte-Carlo mean c;
-      tolerance: the bound's move at ±3 sd of the difference of the two c means (+ 1), + 0.02 for the c′ grid.
-      At 100 games (seed 0) Steinke et al.'s is within at σ = 1, 2, 4 and 0.11 below at σ = 0.5 (4.880 vs 4.99);
-      the f-DP column is below in every row (7.267, 3.348, 1.491, 0.730 vs 8.16, 3.61, 1.59, 0.82; module docstring).
-
-    ``repeats``: games per σ (the paper: 100); ``delta``, ``beta``: δ, τ (1e-5, 0.05). Raises ValueError for a σ not
-    in Table 1."""
+    """One row per published number (App. B's c; Table 1's theoretical ε, Steinke et al.'s and the f-DP bound, best
+    over ``guess_grid(m)``) with the kit's value and a Monte-Carlo tolerance; ``repeats``: games per σ (the paper:
+    100). Raises ValueError for a σ not in Table 1."""
     unknown = sorted(set(sigmas) - set(TABLE1))
     if unknown:
         raise ValueError(f"sigmas {unknown} are not rows of Table 1 ({sorted(TABLE1)})")

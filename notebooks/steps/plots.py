@@ -1,7 +1,6 @@
-"""Figures of the narrative notebooks (matplotlib + seaborn), each a function of tidy rows returning a Figure
-(never ``plt.show``; :func:`save_figure` writes PNG and PDF). Paper analogues: Fig. 1 (:func:`plot_sweep`), Tables
-2 / 4 (:func:`plot_epsilon_heatmap`), Table 3 (:func:`plot_encoder_ablation`), App. E (:func:`plot_score_distributions`,
-:func:`plot_mixture_checks`).
+"""Figures of notebooks 01–05, each a function of tidy rows returning a Figure. Paper analogues: Fig. 1
+(:func:`plot_sweep`), Tables 2 / 4 (:func:`plot_epsilon_heatmap`), Table 3 (:func:`plot_encoder_ablation`), App. E
+(:func:`plot_score_distributions`, :func:`plot_mixture_checks`).
 """
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ __all__ = ["set_style", "save_figure", "plot_vote_norms", "plot_release", "plot_
 
 
 def _rotate(ax, degrees: int = 30) -> None:
-    """Rotate x tick labels, anchored at their right end so long variant names do not collide."""
+    """Rotate x tick labels, anchored at their right end."""
     for label in ax.get_xticklabels():
         label.set_rotation(degrees)
         label.set_horizontalalignment("right")
@@ -109,8 +108,7 @@ def plot_vote_norms(h_norms: np.ndarray, clip_norm: float):
 
 
 def plot_release(y: np.ndarray, votes: np.ndarray, canary_v: np.ndarray, noise_std: float):
-    """Two panels: the canary's contribution ``canary_v`` on its support against the noise σC, and the release ``y``
-    against ``votes`` alone, coordinates sorted by votes."""
+    """The canary's contribution against the noise σC, and the release ``y`` against ``votes`` (Eq. 1)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
     cv = np.sort(np.asarray(canary_v, float)[np.asarray(canary_v) > 0])[::-1]
     # log scale: each v_j is far below σC; a filled step keeps every coordinate visible
@@ -228,8 +226,7 @@ def plot_epsilon_heatmap(table: pd.DataFrame, title: str = "ε_lower (max over c
 
 
 def plot_epsilon_by_canary(df: pd.DataFrame):
-    """ε_lower of every canary per variant, one panel per (arm, bank), with ε_theory dashed and, when present, each
-    canary's attack ceiling ``epsilon_ceiling`` as a grey bar, the best canary's tightness written on it."""
+    """ε_lower of every canary per variant, one panel per (arm, bank), with ε_theory and the attack ceiling."""
     import seaborn as sns
 
     groups = list(df.groupby(["study_arm", "bank_source"], sort=True))
@@ -268,9 +265,8 @@ def plot_epsilon_by_canary(df: pd.DataFrame):
 
 
 def plot_sweep(df: pd.DataFrame, field: str, theory: tuple[Sequence[float], Sequence[float]] | None = None):
-    """Fig. 1 analogue: ε_lower (markers), the point estimate (line, Eq. 28), its 95% band and ε_theory against σ or q
-    (``field``: ``"noise_multiplier"`` or ``"sample_rate"``), one colour per variant; a note says a band above ε_theory
-    is no violation. ``theory``: optional dense (x, ε_theory) curve. Raises ValueError for another field."""
+    """Fig. 1 analogue: ε_lower, the point estimate (Eq. 28) with its 95% band and ε_theory against ``field``
+    (``"noise_multiplier"`` or ``"sample_rate"``, else ValueError); ``theory``: optional dense (x, ε_theory) curve."""
     if field not in ("noise_multiplier", "sample_rate"):
         raise ValueError(f"field={field!r} must be 'noise_multiplier' or 'sample_rate'")
     col = f"mech_{field}"
