@@ -1,1 +1,1 @@
-"""The notebooks' own step modules: the computations behind notebooks 01–06 and 08 on the public pe_kit names."""
+"""The notebooks' own step modules and figures: the computations behind notebooks 01–08, built on pe_kit."""
