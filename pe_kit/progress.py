@@ -16,10 +16,12 @@ from tqdm import std
 
 __all__ = ["progress", "headless", "progress_interval"]
 
-_LINE = {True: "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed} elapsed, ETA {remaining}, {rate_fmt}]",
+#: a headless bar's lines (``bar_format``), by whether the total is known: while it runs, and its last line
+_LINE = {True: "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed} elapsed, ETA {remaining}, "
+               "{rate_fmt}]",
          False: "{desc}: {n_fmt} {unit} [{elapsed} elapsed, {rate_fmt}]"}
-_END = {True: "{desc}: {n_fmt}/{total_fmt} {unit} in {elapsed}, {rate_fmt}", False: "{desc}: {n_fmt} {unit} in "
-        "{elapsed}, {rate_fmt}"}
+_END = {True: "{desc}: {n_fmt}/{total_fmt} {unit} in {elapsed}, {rate_fmt}",
+        False: "{desc}: {n_fmt} {unit} in {elapsed}, {rate_fmt}"}
 
 
 def headless() -> bool:

@@ -174,7 +174,8 @@ def test_reproduce_prints_the_estimate_before_the_first_notebook_and_checks_it(t
                     r"\(profile tiny-warm, measured at load 9.0 on 2 cores; × ", lines[head + 1])
     assert lines[head + 2].startswith("[1/1] 01_mechanism: running …; run: 0 of 1 notebooks done, 0 s elapsed, about ")
     checks = [x for x in lines if x.startswith("pe-kit reproduce: estimate vs actual")]
-    assert [x.split(":")[1] for x in checks] == [" estimate vs actual at the halfway point", " estimate vs actual at the end"]
+    assert [x.split(":")[1] for x in checks] == [" estimate vs actual at the halfway point",
+                                                 " estimate vs actual at the end"]
     est = json.loads((summary.run_dir / "run.json").read_text())["estimate"]
     assert list(est["planned"]) == ["01_mechanism"] and set(est["checks"]) == {"halfway", "end"}
     rerun: list[str] = []  # everything reused: no estimate to make, no check to print

@@ -1,9 +1,6 @@
 """The headless reproduction: run the narrative notebooks in order with papermill into ``results/<run-id>/``
 (:func:`run_reproduction`), reusing each notebook whose done-marker (``pe_kit.run.markers``) still matches, then
 join their CSVs into ``results.csv`` and ``results.md``.
-
-Sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64, 5 canaries per
-variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
 from __future__ import annotations
 

@@ -54,13 +54,10 @@ def format_duration(seconds: float) -> str:
 
 
 def load_factor(profile: str, cpus: int | None = None, load: float | None = None) -> tuple[float, str]:
-    """How many times its seconds the work of warm ``profile`` is expected to take now, and what that assumes.
-
-    A notebook's work shares the cores with everything else running, so its time grows as the load over the cores
-    once the load exceeds them (tiny's warm runs on 2 cores follow this within ±15 %). So the factor is
-    max(1, (load + 1) / cpus) / max(1, load_ref / cpus_ref): ``load`` the 1-minute load average now (before this
-    run: + 1 for the run itself), ``load_ref`` and ``cpus_ref`` the profile's (:data:`PROFILE_LOAD`). It assumes
-    cores as fast as the profile's and a load that stays as it is."""
+    """How many times its seconds the work of warm ``profile`` is expected to take now, and what that assumes:
+    max(1, (load + 1) / cpus) / max(1, load_ref / cpus_ref), a notebook's time growing as the load over the cores
+    once it exceeds them; ``load`` the 1-minute load average now (+ 1 for this run), ``load_ref`` and ``cpus_ref``
+    the profile's (:data:`PROFILE_LOAD`). It assumes cores as fast as the profile's and a steady load."""
     cpus = cpus or os.cpu_count() or 1
     if load is None:
         load = _loadavg()
@@ -104,13 +101,12 @@ class RunClock:
         self.profiles = {**({"plan": self.plan} if self.plan is not None else {}),
                          **{n: REFERENCE_SECONDS[n] for n in names}}
         self.reference = next(iter(self.profiles.values()))
-        self.planned = planned is not None
         self.ran: dict[str, float] = {}
         self.clock = clock
         self.t0 = clock()
         self.done: set[str] = set()
         self._current: tuple[str, float] | None = None
-        self.first_estimate = sum(planned.values()) if planned is not None else None
+        self.first_estimate = sum(self.plan.values()) if self.plan is not None else None
         self.reported: dict[str, dict] = {}
 
     def weight(self, notebook: str) -> float:
@@ -118,8 +114,9 @@ class RunClock:
         return self.reference.get(notebook, _DEFAULT_SECONDS)
 
     def profile(self) -> str:
-        """The name of the reference profile nearest to the notebooks run so far: the smallest sum over them of
-        |log(observed seconds / profile seconds)| (ties and no data: the first, the estimate's or the cold one). Sets the weights."""
+        """The name of the profile nearest to the notebooks run so far: the smallest sum over them of
+        |log(observed seconds / profile seconds)| (ties and no data: the first, the estimate or the cold profile).
+        Sets the weights."""
         best, best_cost = next(iter(self.profiles)), float("inf")
         for name, ref in self.profiles.items():
             cost = sum(abs(math.log(max(sec, 1e-3) / ref.get(nb, _DEFAULT_SECONDS))) for nb, sec in self.ran.items())
@@ -140,15 +137,11 @@ class RunClock:
         self.done.add(notebook)
 
     def seconds_left(self) -> float | None:
-        """Estimated seconds until the run's last notebook ends, or None before any notebook has run (without a
-        plan).
-
-        Pace = seconds of the notebooks run so far / their reference seconds (1 with a plan and none run yet);
-        left = pace × reference seconds of the notebooks not finished, minus the time the current one has already
-        run (never below 0).
-        """
+        """Seconds until the last notebook ends: pace (seconds of the notebooks run so far / their profile seconds;
+        1 with a plan and none run yet) × profile seconds of those not finished, less the current one's time so far
+        (never below 0). None before any notebook has run without a plan."""
         ran_weight = sum(self.weight(nb) for nb in self.ran)
-        if ran_weight <= 0 and not self.planned:
+        if ran_weight <= 0 and self.plan is None:
             return None
         pace = sum(self.ran.values()) / ran_weight if ran_weight > 0 else 1.0
         left = pace * sum(self.weight(nb) for nb in self.notebooks if nb not in self.done)
@@ -171,7 +164,7 @@ class RunClock:
         """The first estimate against the time taken, each once: ``halfway`` when the notebooks run so far were
         planned at half of it or more, ``end`` when every notebook is done. Recorded in :attr:`reported` (for
         ``run.json``); empty without a plan or with nothing new to say."""
-        if not self.planned or not self.first_estimate or not self.ran:
+        if not self.first_estimate or not self.ran:
             return []
         out = []
         planned = sum(self.plan.get(nb, _DEFAULT_SECONDS) for nb in self.ran)
