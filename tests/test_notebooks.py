@@ -101,8 +101,8 @@ def test_tiny_reproduction_results(tiny_run):
     assert "ε_lower by variant" in md and "| long | bankA |" in md and "about this preset" in md
     for nb in expected:  # executed notebooks are kept
         assert (run / "notebooks" / f"{nb}.ipynb").stat().st_size > 0 and (run / ".done" / f"{nb}.json").is_file()
-    # progress (pe_kit.progress): the terminal got the long steps, the notebooks one plain line per step
-    assert any(re.match(r"    audit long/bankA: started \(\d+ canary\)", x) for x in lines)
+    # progress (pe_kit.progress): the terminal got the long steps, the notebooks plain lines
+    assert any(re.match(r"    audit long/bankA: 0/\d+ canary \(0%\)", x) for x in lines)
     assert any(re.match(r"    audit short/public: \d+/\d+ canary in ", x) for x in lines)
     for nb in expected:
         executed = nbformat.read(run / "notebooks" / f"{nb}.ipynb", as_version=4)
@@ -112,9 +112,9 @@ def test_tiny_reproduction_results(tiny_run):
     audit_nb = nbformat.read(run / "notebooks" / "04_audit.ipynb", as_version=4)
     audit_cell = [c for c in audit_nb.cells if "audits.audit_variants(" in c.source][0]
     audit_text = "".join(o.get("text", "") for o in audit_cell.outputs if o.get("output_type") == "stream")
-    # one closing line per step: 4 audits (arm × bank), at most 5 embedding steps per new world, the cell's prints
+    # one closing line per step: 4 audits (arm × bank); a line at most every 10 s per step, the cell's prints
     assert len(re.findall(r"^audit (long|short)/(bankA|public): 16/16 canary in ", audit_text, flags=re.M)) == 4
-    assert len(audit_cell.outputs) <= 30 and audit_text.count("\n") <= 30, audit_text[:2000]  # was 182 outputs
+    assert len(audit_cell.outputs) <= 60 and audit_text.count("\n") <= 60, audit_text[:2000]  # a tqdm.auto bar: 182
 
 
 @pytest.mark.notebooks

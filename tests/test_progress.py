@@ -1,71 +1,74 @@
-"""Progress of long steps (pe_kit.progress): plain lines headless, a terminal that shows the steps.
+"""Progress of long steps (pe_kit.progress): a tqdm bar interactively, plain tqdm lines on stderr headless.
 
-The unit tests drive ``Progress`` in this process with the headless environment set; the ``notebooks`` test
+The unit tests drive ``progress`` in this process with the headless environment set; the ``notebooks`` test
 executes a small notebook through ``run_reproduction`` (papermill, a real kernel) whose cell runs an outer
-step of 40 units with an inner step inside each, and checks that the saved cell output is one line without
-carriage returns or escape codes, and that the runner printed the step's start, update and end lines.
+step of 40 units with an inner step inside each, and checks that the runner echoed the step's start, update and
+end lines while it ran, and that the saved cell output holds them as plain lines (no carriage returns or escape codes).
 """
 import re
+import subprocess
+import sys
 import time
 
 import nbformat
 import pytest
 
-from pe_kit.progress import Progress, progress, progress_interval
+from pe_kit.progress import progress, progress_interval
 from tests.user_notebooks import one_cell_notebook
 
 CONTROL = re.compile(r"[\r\x1b]")
 
 
 @pytest.fixture
-def headless_env(monkeypatch, tmp_path):
-    path = tmp_path / "progress.log"
+def headless_env(monkeypatch):
     monkeypatch.setenv("PE_KIT_HEADLESS", "1")
-    monkeypatch.setenv("PE_KIT_PROGRESS_FILE", str(path))
     monkeypatch.setenv("PE_KIT_PROGRESS_INTERVAL", "0")
     monkeypatch.delenv("PE_KIT_PROGRESS", raising=False)
-    return path
 
 
-def test_headless_outer_step_is_one_stderr_line_and_file_has_eta(headless_env, capsys):
+def test_headless_steps_are_plain_lines_with_eta(headless_env, capsys):
     with progress(total=4, desc="audit long/bankA", unit="canary") as bar:
         for _ in range(4):
             with progress(total=10, desc="embed nonce", unit="text") as inner:
                 inner.update(10)
             bar.update(1)
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and not CONTROL.search(err)  # nested steps never reach the cell output
-    assert re.fullmatch(r"audit long/bankA: 4/4 canary in 00:00(, \S+ canary/s)?\n", err)
-    lines = headless_env.read_text().splitlines()
-    assert lines[0] == "audit long/bankA: started (4 canary)"
+    lines = capsys.readouterr().err.splitlines()
+    assert not any(CONTROL.search(x) for x in lines)
+    assert lines[0] == "audit long/bankA: 0/4 canary (0%) [00:00 elapsed, ETA ?, ?canary/s]"
     assert any(re.match(r"audit long/bankA: [1-4]/4 canary \(\d+%\) \[00:00 elapsed, ETA \S+, .*canary/s\]", x)
                for x in lines)
-    assert any(x.startswith("  embed nonce: ") for x in lines)  # inner steps: indented, file only
-    assert lines[-1].startswith("audit long/bankA: 4/4 canary in ")
-    assert not any(CONTROL.search(x) for x in lines)
+    assert any(x.startswith("embed nonce: 10/10 text in 00:00") for x in lines)
+    assert re.fullmatch(r"audit long/bankA: 4/4 canary in 00:00, .*canary/s", lines[-1])
 
 
-def test_update_lines_are_throttled(headless_env, monkeypatch):
+def test_lines_are_throttled_and_short_nested_steps_silent(headless_env, monkeypatch, capsys):
     monkeypatch.setenv("PE_KIT_PROGRESS_INTERVAL", "3600")
-    for _ in progress(range(1000), desc="trials", unit="trial"):
+    with progress(total=3, desc="outer", unit="x") as bar:
+        for _ in range(3):
+            for _ in progress(range(1000), desc="trials", unit="trial"):
+                pass
+            bar.update(1)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("outer: 0/3 x (0%)") and lines[-1].startswith("outer: 3/3 x in 00:00")
+    assert len(lines) == 2  # the nested steps ran for less than the interval
+    for _ in progress(iter(range(5)), desc="read rows", unit="row"):  # unknown total
         pass
-    lines = headless_env.read_text().splitlines()
-    assert lines == [lines[0], lines[-1]] and lines[0] == "trials: started (1,000 trial)"
-    assert lines[-1].startswith("trials: 1,000/1,000 trial in 00:00")
+    assert capsys.readouterr().err.splitlines()[-1].startswith("read rows: 5 row in 00:00")
 
 
 def test_off_and_interactive_modes(headless_env, monkeypatch, capsys):
     monkeypatch.setenv("PE_KIT_PROGRESS", "off")
     assert list(progress([1, 2, 3], desc="x")) == [1, 2, 3]
-    assert capsys.readouterr().err == "" and not headless_env.exists()
+    assert capsys.readouterr().err == ""
     monkeypatch.delenv("PE_KIT_PROGRESS")
     monkeypatch.delenv("PE_KIT_HEADLESS")
-    bar = Progress(total=5, desc="embed bank", unit="text")  # interactive: a tqdm bar, nothing in the file
-    assert bar._bar is not None and bar._bar.total == 5 and bar._bar.leave
-    inner = Progress(total=2, desc="inner")
-    assert inner.depth == 1 and not inner._bar.leave  # a nested bar disappears when it ends
+    bar = progress(total=5, desc="embed bank", unit="text")  # interactive: a tqdm.auto bar
+    assert bar.total == 5 and bar.leave and not bar.disable
+    inner = progress(total=2, desc="inner")
+    assert not inner.leave  # a nested bar disappears when it ends
+    inner.describe("inner, renamed")
+    assert inner.desc == "inner, renamed"
     inner.close(), bar.close()
-    assert not headless_env.exists()
 
 
 def test_bad_settings_name_the_field(monkeypatch):
@@ -93,7 +96,7 @@ _ = results.write_rows(results.tidy([{'value': 1.0}], '01_mechanism', 'mini', {'
 
 
 @pytest.mark.notebooks
-def test_reproduce_prints_steps_and_notebook_keeps_one_line(tmp_path, monkeypatch):
+def test_reproduce_prints_steps_and_notebook_keeps_plain_lines(tmp_path, monkeypatch):
     from pe_kit.run.reproduce import run_reproduction
 
     monkeypatch.setenv("PE_KIT_PROGRESS_INTERVAL", "0.5")
@@ -106,25 +109,22 @@ def test_reproduce_prints_steps_and_notebook_keeps_one_line(tmp_path, monkeypatc
     assert summary.ok, lines
     assert time.perf_counter() - t0 < 120
     steps = [x for x in lines if "audit long/bankA" in x]
-    assert steps[0] == "    audit long/bankA: started (40 canary)"
+    assert steps[0].startswith("    audit long/bankA: 0/40 canary (0%)")
     assert any(re.search(r"audit long/bankA: \d+/40 canary \(\d+%\) \[\d\d:\d\d elapsed, ETA \d\d:\d\d", x)
                for x in steps)  # an update with k of n and an ETA reached the terminal while the cell ran
     assert steps[-1].startswith("    audit long/bankA: 40/40 canary in 00:0")
+    assert not any("embed nonce" in x for x in lines)  # nested steps shorter than the interval stay silent
     executed = nbformat.read(summary.run_dir / "notebooks" / "01_mechanism.ipynb", as_version=4)
     cell = [c for c in executed.cells if c.cell_type == "code" and "progress(" in c.source][0]
-    streams = [o for o in cell.outputs if o.get("output_type") == "stream"]
-    text = "".join(o.get("text", "") for o in streams)
-    assert len(streams) == 1 and text.count("\n") == 1 and not CONTROL.search(text)
-    assert text.startswith("audit long/bankA: 40/40 canary in ")
+    text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+    assert not CONTROL.search(text) and text.splitlines() == [x[4:] for x in steps]
 
 
-def test_headless_kernels_silence_third_party_bars(monkeypatch, capsys):
-    """A library's own tqdm.auto bar (e.g. transformers' "Loading weights") must not reach a headless notebook."""
-    import tqdm.auto
-
-    from pe_kit.run.presets import text_progress
-
-    monkeypatch.setattr(tqdm.auto, "tqdm", tqdm.auto.tqdm)  # restored after the test
-    text_progress()
-    assert list(tqdm.auto.tqdm(range(3), desc="Loading weights")) == [0, 1, 2]
-    assert capsys.readouterr().err == ""
+def test_headless_kernels_silence_third_party_bars():
+    """A library's own tqdm bar (e.g. transformers' "Loading weights") stays off in the runner's kernels
+    (``TQDM_DISABLE=1``), while pe_kit's steps still print their lines."""
+    code = ("from tqdm.auto import tqdm\nfrom pe_kit.progress import progress\n"
+            "list(tqdm(range(3), desc='Loading weights'))\nlist(progress(range(3), desc='pe_kit step'))")
+    env = {"PE_KIT_HEADLESS": "1", "TQDM_DISABLE": "1", "PYTHONPATH": ":".join(sys.path)}
+    err = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stderr
+    assert "Loading weights" not in err and "pe_kit step: 3/3 it in " in err

@@ -280,7 +280,6 @@ def test_per_call_releases_show_progress(monkeypatch, capsys):
     """An implementation without release_batch gets one progress step per stream (plain lines when headless)."""
     monkeypatch.setenv("PE_KIT_HEADLESS", "1")
     monkeypatch.delenv("PE_KIT_PROGRESS", raising=False)
-    monkeypatch.delenv("PE_KIT_PROGRESS_FILE", raising=False)
     d = concentrated_design(np.random.default_rng(5), **SMALL)
     audit_implementation(B.reference_fn, d, MECH, trials=100, seed=0)
     err = capsys.readouterr().err

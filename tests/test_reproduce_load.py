@@ -27,7 +27,7 @@ import sys
 from tqdm.auto import tqdm
 from pe_kit.report import results
 n = 0
-for i in tqdm(range(4000), desc="chatty", mininterval=0, miniters=1):
+for i in tqdm(range(4000), desc="chatty", mininterval=0, miniters=1, disable=False):
     n += i
     if i % 400 == 0:
         print(f"line {i}", flush=True)

@@ -1,12 +1,11 @@
 """The run's own progress: notebook i of n and an ETA from the pace so far (pe_kit.run.run_progress)."""
 from __future__ import annotations
 
-import json
-import os
+import re
 
 import pytest
 
-from pe_kit.run.run_progress import REFERENCE_SECONDS, RunClock, format_duration, machine_info
+from pe_kit.run.run_progress import REFERENCE_SECONDS, RunClock, format_duration, machine_info, run_estimate
 
 
 class FakeClock:
@@ -88,78 +87,44 @@ def test_a_warm_rerun_is_timed_by_the_warm_profile_not_the_cold_shares():
 
 
 def test_a_planned_run_has_its_estimate_from_the_start_and_checks_it_at_halfway_and_end():
-    """With a plan (texts to embed × measured rate + warm profile), the first line already says how long; the pace
-    then compares each notebook with its plan, and the estimate is set against the time taken at halfway and end."""
+    """With an estimate (:func:`run_estimate`), the first line already says how long; the pace then compares each
+    notebook with the profile nearest to what ran, and the estimate is set against the time taken at halfway and end."""
     t = FakeClock()
-    planned = {"01_mechanism": 600.0, "03_llr_checks": 100.0, "04_audit": 500.0}
+    planned = {"01_mechanism": 100.0, "03_llr_checks": 100.0, "04_audit": 1000.0}
     clock = RunClock(list(planned), "quick", clock=t, planned=planned)
     assert clock.first_estimate == 1200.0 and clock.seconds_left() == 1200.0
     assert clock.line() == "run: 0 of 3 notebooks done, 0 s elapsed, about 20 min left"
     assert clock.checks() == []
     clock.start("01_mechanism")
-    t.t = 900.0  # 1.5 × its plan: the rest is expected 1.5 × slower too
+    t.t = 150.0  # 1.5 × its plan (nearer than quick's 654 s or quick-warm's 34 s): the rest 1.5 × slower too
     clock.finish("01_mechanism")
-    assert clock.seconds_left() == pytest.approx(1.5 * 600.0)
-    assert clock.checks() == ["estimate vs actual at the halfway point: the notebooks run so far (01_mechanism) were "
-                              "estimated at 10 min of 20 min; they took 15 min (+50%)"]
-    assert clock.checks() == []  # said once
-    for nb, dt in (("03_llr_checks", 150.0), ("04_audit", 750.0)):
+    assert clock.profile() == "plan" and clock.seconds_left() == pytest.approx(1.5 * 1100.0)
+    assert clock.checks() == []  # not yet halfway
+    for nb, dt in (("03_llr_checks", 150.0), ("04_audit", 1500.0)):
         clock.start(nb)
         t.t += dt
         clock.finish(nb)
-    assert clock.checks() == ["estimate vs actual at the end: the notebooks run so far (01_mechanism, 03_llr_checks, "
-                              "04_audit) were estimated at 20 min of 20 min; they took 30 min (+50%)"]
-    assert clock.reported["halfway"] == {"estimate_s": 600.0, "actual_s": 900.0, "notebooks": ["01_mechanism"],
-                                         "first_estimate_s": 1200.0}
+    assert clock.checks() == [
+        "estimate vs actual at the halfway point: the notebooks run so far (01_mechanism, 03_llr_checks, 04_audit) "
+        "were estimated at 20 min of 20 min; they took 30 min (+50%)",
+        "estimate vs actual at the end: the notebooks run so far (01_mechanism, 03_llr_checks, 04_audit) were "
+        "estimated at 20 min of 20 min; they took 30 min (+50%)"]
+    assert clock.checks() == []  # said once
+    assert clock.reported["end"] == {"estimate_s": 1200.0, "actual_s": 1800.0,
+                                     "notebooks": ["01_mechanism", "03_llr_checks", "04_audit"],
+                                     "first_estimate_s": 1200.0}
 
 
-def test_the_embedding_plan_counts_each_uncached_text_once_for_the_first_notebook_that_embeds_it(tmp_path, monkeypatch):
-    """Notebook 04's second world (public bank, short arm) brings texts of its own: they are announced for 04, texts
-    shared with 01's world count for 01 only, and texts already in the cache for none. The rate is timed on a batch
-    of the texts themselves (after 16 untimed ones), which stay cached."""
-    import numpy as np
-
-    import pe_kit.study.world as world
-    import pe_kit.text.encoder as encoder
-    from pe_kit.run.run_progress import embedding_plan, notebook_worlds
-    from pe_kit.cache import EmbeddingStore, text_key
-
-    monkeypatch.setenv("PE_KIT_CACHE", str(tmp_path))
+def test_a_cold_run_switches_from_the_warm_estimate_to_the_cold_profile():
+    """The estimate assumes cached embeddings; a notebook 01 that embeds from an empty cache takes its cold time,
+    and the ETA then follows the cold profile instead of scaling the warm estimate by 19."""
     t = FakeClock()
-
-    class FakeEncoder:
-        calls: list = []
-
-        def __init__(self, model, max_seq_length=None, progress=True):
-            self.model_id, self.store_key = f"{model}|maxlen={max_seq_length}", "store"
-
-        def encode(self, texts):
-            FakeEncoder.calls.append(len(texts))
-            t.t += len(texts) / 40.0  # 40 texts per second
-
-    shared = [f"record {i}" for i in range(300)]
-    texts = {("long", "bankA"): shared, ("short", "bankA"): shared[:100],
-             ("long", "public"): shared + [f"public {i}" for i in range(50)], ("short", "public"): ["cached text"]}
-    monkeypatch.setattr(world, "world_texts", lambda config: (texts[(config.arm, config.bank)], 0))
-    monkeypatch.setattr(encoder, "Encoder", FakeEncoder)
-    EmbeddingStore.open(tmp_path / "embeddings" / "store").put([text_key("cached text")], np.zeros((1, 2), np.float32))
-    params = {"n_canary": 2, "n_aux": 2, "n_calibration": 2, "n_test": 2, "bank_size": 16, "max_probes": 4,
-              "record_cap": 4, "seed": 0, "arm": "long", "bank": "bankA", "arms": ["long", "short"],
-              "banks": ["bankA", "public"], "max_seq_length": 32}
-    assert [(c.arm, c.bank) for c in notebook_worlds("04_audit", params)] == [
-        ("long", "bankA"), ("long", "public"), ("short", "bankA"), ("short", "public")]
-    assert notebook_worlds("07_audit_an_implementation", params) == []
-    listed = []
-    plan = embedding_plan({"01_mechanism": params, "04_audit": params}, sample=100, clock=t, listed=listed.append)
-    assert listed == [{"01_mechanism": 300, "04_audit": 51}]  # before the cache is asked: 'cached text' counts
-    assert FakeEncoder.calls == [16, 32, 32, 20]  # 100 of the 350 new texts: 16 untimed, 84 timed in 2.1 s
-    assert embedding_plan({"01_mechanism": params}, sample=100, seconds=1.0, clock=t)["rates"]  # 32 + 32 in 1.6 s
-    assert FakeEncoder.calls[4:] == [16, 32, 32]
-    assert plan["rates"] == {"all-MiniLM-L6-v2|maxlen=32": pytest.approx(40.0)}
-    # 350 new texts (300 for 01, 50 public ones for 04) less the 100 embedded while timing (every 3rd: all 01's)
-    assert plan["texts"] == {"01_mechanism": 200, "04_audit": 50}
-    assert plan["seconds"]["01_mechanism"] == pytest.approx(plan["texts"]["01_mechanism"] / 40.0)
-    assert plan["measure_seconds"] == pytest.approx(100 / 40.0)
+    planned, _ = run_estimate(["01_mechanism", "04_audit"], "quick", cpus=2, load=1.0)
+    clock = RunClock(list(planned), "quick", clock=t, planned=planned)
+    clock.start("01_mechanism")
+    t.t = REFERENCE_SECONDS["quick"]["01_mechanism"]
+    clock.finish("01_mechanism")
+    assert clock.profile() == "quick" and clock.seconds_left() == pytest.approx(REFERENCE_SECONDS["quick"]["04_audit"])
 
 
 @pytest.mark.parametrize("bank", ["bankA", "public"])
@@ -190,121 +155,38 @@ def test_world_texts_are_the_texts_build_world_embeds(bank):
 
 
 @pytest.mark.notebooks
-def test_reproduce_prints_the_estimate_before_the_first_notebook_and_checks_it(tmp_path, monkeypatch):
-    """The estimate is the first line after the run's header; each notebook's start line says how many texts it
-    embeds that the cache lacks; estimate vs actual is printed (halfway, end) and kept in run.json."""
+def test_reproduce_prints_the_estimate_before_the_first_notebook_and_checks_it(tmp_path):
+    """The estimate is the first line after the run's header; estimate vs actual is printed (halfway, end) and kept
+    in run.json; a rerun that reuses every notebook has nothing to estimate."""
     import json
 
-    import pe_kit.run.reproduce as reproduce
+    from pe_kit.run.reproduce import run_reproduction
     from tests.user_notebooks import one_cell_notebook
 
-    seen = {}
-
-    def fake_plan(params_by_notebook, preset, early):
-        seen.update(params_by_notebook)
-        early("rough estimate: at most 1,500 texts …")
-        return {"texts": {"01_mechanism": 1200}, "seconds": {"01_mechanism": 40.0}, "rates": {"m": 30.0},
-                "measure_seconds": 9.0, "planned": {"01_mechanism": 70.0}, "profile": "tiny-warm",
-                "line": "estimate: 1,200 texts … → about 70 s in all",
-                "notes": {"01_mechanism": "; embeds 1,200 texts the cache lacks (≈ 40 s)"}}
-
-    monkeypatch.setattr(reproduce, "run_plan", fake_plan)
     nbs = tmp_path / "nbs"
     one_cell_notebook(nbs, "from pe_kit.report import results\n_ = results.write_rows(results.tidy([{'value': 1.0}], "
                            "'01_mechanism', 'x', {'preset': preset, 'seed': seed}), output_dir, '01_mechanism')")
     lines: list[str] = []
-    summary = reproduce.run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, echo=lines.append)
+    summary = run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, echo=lines.append)
     assert summary.ok, lines
-    assert list(seen) == ["01_mechanism"] and seen["01_mechanism"]["seed"] == 0
     head = next(i for i, x in enumerate(lines) if x.startswith("pe-kit reproduce: preset tiny"))
-    assert lines[head + 1] == "pe-kit reproduce: rough estimate: at most 1,500 texts …"
-    assert lines[head + 2] == "pe-kit reproduce: estimate: 1,200 texts … → about 70 s in all"
-    assert lines[head + 3].startswith("[1/1] 01_mechanism: running …; embeds 1,200 texts the cache lacks (≈ 40 s); run: 0 "
-                               "of 1 notebooks done, 0 s elapsed, about 70 s left")
+    assert re.match(r"pe-kit reproduce: estimate: about \d+ s for 1 notebooks with their texts' embeddings cached "
+                    r"\(profile tiny-warm, measured at load 9.0 on 2 cores; × ", lines[head + 1])
+    assert lines[head + 2].startswith("[1/1] 01_mechanism: running …; run: 0 of 1 notebooks done, 0 s elapsed, about ")
     checks = [x for x in lines if x.startswith("pe-kit reproduce: estimate vs actual")]
-    assert [x.split(":")[1] for x in checks] == [" estimate vs actual at the halfway point", " estimate vs actual at the end"]
-    assert all("(01_mechanism) were estimated at 70 s of 70 s; they took " in x for x in checks)
+    assert [x.split(":")[1] for x in checks] == [" estimate vs actual at the halfway point",
+                                                 " estimate vs actual at the end"]
     est = json.loads((summary.run_dir / "run.json").read_text())["estimate"]
-    assert est["planned"] == {"01_mechanism": 70.0} and set(est["checks"]) == {"halfway", "end"}
+    assert list(est["planned"]) == ["01_mechanism"] and set(est["checks"]) == {"halfway", "end"}
     rerun: list[str] = []  # everything reused: no estimate to make, no check to print
-    assert reproduce.run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, echo=rerun.append).ok
-    assert not any("estimate" in x for x in rerun) and len(seen) == 1
+    assert run_reproduction("tiny", results_dir=tmp_path / "res", notebooks_folder=nbs, echo=rerun.append).ok
+    assert not any("estimate" in x for x in rerun)
 
 
-class FakeChild:
-    """A ``subprocess.Popen`` stand-in: ``out`` on stdout, ``err`` to the stderr file, exit status ``rc``."""
-
-    def __init__(self, out: str, err: str = "", rc: int = 0):
-        self.out, self.err, self.returncode = out, err, rc
-
-    def __call__(self, args, stdout, stderr, text, env):
-        import io
-
-        stderr.write(self.err)
-        self.stdout = io.StringIO(self.out)
-        return self
-
-    def wait(self):
-        return self.returncode
-
-
-def test_run_plan_adds_the_warm_profile_and_says_what_it_used(monkeypatch):
-    """The child's texts and seconds plus the preset's warm profile make each notebook's plan; the printed line
-    names the texts per notebook, the measured rate and the profile; the rough line reaches ``early`` as soon as
-    the child has listed the texts; a failed child is an error naming its status."""
-    import subprocess
-
-    from pe_kit.run.run_progress import run_plan, warm_profile
-
-    child = {"texts": {"01_mechanism": 9000, "04_audit": 3345}, "seconds": {"01_mechanism": 300.0, "04_audit": 111.5},
-             "rates": {"m": 30.0}, "measure_seconds": 20.0}
-    listed = json.dumps({"listed": {"01_mechanism": 9000, "04_audit": 4000}})
-    monkeypatch.setattr(subprocess, "Popen", FakeChild(f"noise\n{listed}\n{json.dumps(child)}\n"))
-    monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 3.0, 3.0))  # (3 + 1) / 2 cores over quick-warm's 2.4 / 2
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    early = []
-    plan = run_plan({"01_mechanism": {}, "04_audit": {}}, "quick", early.append)
-    assert len(early) == 1 and early[0].startswith("rough estimate: at most 13,000 texts to embed (01_mechanism 9,000; "
-                                                   "04_audit 4,000) at ≈ ")
-    warm = REFERENCE_SECONDS["quick-warm"]
-    assert warm_profile("quick") == ("quick-warm", warm) and warm_profile("paper")[0] == "quick-warm"
-    factor = 2.0 / 1.2
-    assert plan["planned"] == pytest.approx({"01_mechanism": 300.0 + factor * warm["01_mechanism"],
-                                             "04_audit": 111.5 + factor * warm["04_audit"]})
-    assert plan["line"] == ("estimate: 12,345 texts to embed that the cache lacks (01_mechanism 9,000; 04_audit 3,345) "
-                            "at 30 text/s (timed just now) ≈ 7 min, plus 11 min of the other work (profile quick-warm, "
-                            "measured at load 2.4 on 2 cores; × 1.67 for load 3.0 now + this run on 2 cores) → about "
-                            "17 min in all")
-    assert plan["notes"]["04_audit"] == "; embeds 3,345 texts the cache lacks (≈ 2 min)"
-    assert "preset paper has none of its own" in run_plan({"04_audit": {}}, "paper")["line"]
-    monkeypatch.setattr(subprocess, "Popen", FakeChild("", "x\nDataError: bad", 2))
-    with pytest.raises(RuntimeError, match=r"child process failed \(exit status 2\): DataError: bad"):
-        run_plan({"01_mechanism": {}}, "quick")
-
-
-def test_the_rough_estimate_is_the_texts_at_the_reference_rate_scaled_to_the_free_cores():
-    """Before the encoder is ready: the texts listed at REFERENCE_RATE (88 text/s: the quick cold run's notebook 01,
-    54,341 texts in 654 − 34 s), × cores / load when the load exceeds the cores, plus the warm profile."""
-    from pe_kit.run.run_progress import REFERENCE_RATE, listed_line
-
-    warm = REFERENCE_SECONDS["quick-warm"]
-    assert REFERENCE_RATE == pytest.approx(54_341 / (REFERENCE_SECONDS["quick"]["01_mechanism"] - warm["01_mechanism"]),
-                                           rel=0.01)
-    idle = listed_line({"01_mechanism": 52_800, "04_audit": 0}, "quick", cpus=2, load=1.0)
-    other = format_duration((warm["01_mechanism"] + warm["04_audit"]) / 1.2)  # 380 s measured at load 2.4 on 2 cores
-    assert idle == ("rough estimate: at most 52,800 texts to embed (01_mechanism 52,800) at ≈ 88 text/s (the "
-                    f"reference run's 88 × 2 cores / load 1.0) ≈ 10 min, plus {other} of the other work (profile "
-                    "quick-warm, measured at load 2.4 on 2 cores; × 0.83 for load 1.0 now + this run on 2 cores) → at "
-                    "most about 15 min in all; the cache is asked and the rate timed once the encoder is ready")
-    busy = listed_line({"01_mechanism": 52_800}, "quick", cpus=2, load=11.0)  # 16 text/s: 3,300 s of embedding
-    assert ("at ≈ 16 text/s (the reference run's 88 × 2 cores / load 11.0) ≈ 55 min, plus 3 min of the other work "
-            "(profile quick-warm, measured at load 2.4 on 2 cores; × 5.00 for load 11.0 now + this run") in busy
-
-
-def test_the_warm_profile_is_scaled_from_the_load_it_was_measured_at_to_the_load_now():
+def test_the_estimate_is_the_warm_profile_scaled_from_the_load_it_was_measured_at_to_the_load_now():
     """tiny's warm profile (512 s on 2 cores at load 9.0) told a fresh user at low load "about 11 min" for a tiny
     run that took 191 s cold; the notebooks' time goes as the load over the cores, + 1 for the run itself."""
-    from pe_kit.run.run_progress import PROFILE_LOAD, listed_line, load_factor
+    from pe_kit.run.run_progress import PROFILE_LOAD, load_factor
 
     assert PROFILE_LOAD["tiny-warm"] == (9.0, 2) and sum(REFERENCE_SECONDS["tiny-warm"].values()) == 512.0
     assert load_factor("tiny-warm", 2, 1.0) == (1 / 4.5, "measured at load 9.0 on 2 cores; × 0.22 for load 1.0 now + "
@@ -313,8 +195,9 @@ def test_the_warm_profile_is_scaled_from_the_load_it_was_measured_at_to_the_load
     assert load_factor("tiny-warm", 2, 8.0)[0] == 1.0 and load_factor("tiny-warm", 2, 12.0)[0] == 6.5 / 4.5
     assert load_factor("tiny-warm", 2, float("nan")) == (1 / 4.5, "measured at load 9.0 on 2 cores; × 0.22 for an "
                                                                   "unknown load (taken as idle) on 2 cores")
-    texts = dict.fromkeys(REFERENCE_SECONDS["tiny-warm"], 0) | {"01_mechanism": 1_213, "04_audit": 1_325}
-    low = listed_line(texts, "tiny", cpus=2, load=1.0)  # 2,538 texts at 88 text/s + 512 s / 4.5: 29 s + 114 s
-    assert low.endswith("≈ 29 s, plus 2 min of the other work (profile tiny-warm, measured at load 9.0 on 2 cores; "
-                        "× 0.22 for load 1.0 now + this run on 2 cores) → at most about 2 min in all; the cache is "
-                        "asked and the rate timed once the encoder is ready")  # 191 s measured cold: within ±50 %
+    planned, line = run_estimate(list(REFERENCE_SECONDS["tiny-warm"]), "tiny", cpus=2, load=1.0)
+    assert planned == pytest.approx({nb: s / 4.5 for nb, s in REFERENCE_SECONDS["tiny-warm"].items()})
+    assert line == ("estimate: about 2 min for 8 notebooks with their texts' embeddings cached (profile tiny-warm, "
+                    "measured at load 9.0 on 2 cores; × 0.22 for load 1.0 now + this run on 2 cores); texts the cache "
+                    "lacks add the time to embed them; the notebooks' pace corrects it as they run")
+    assert "preset paper has none of its own" in run_estimate(["04_audit"], "paper", cpus=2, load=1.0)[1]

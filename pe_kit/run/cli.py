@@ -1,9 +1,6 @@
-"""The ``pe-kit`` command: ``reproduce`` (the notebooks headless into ``results/<run-id>/``, ``pe_kit.run.reproduce``;
-``--data PATH --format yelp|sentiment140|blogs`` for your corpus, ``--set key=value`` for any setting of
-``pe_kit.settings``; a rerun resumes), ``presets`` (their sizes), ``explore`` (ε_theory and expected ε_lower without
-Jupyter, ``pe_kit.report.widgets.explorer_state``) and ``results RUN_DIR`` (a finished run's ``results.md``; a preset
-or run-id name picks the newest such folder). Exit codes: 0 success, 1 a notebook failed (named with its cell), 2 bad
-arguments.
+"""The ``pe-kit`` command: ``reproduce`` (``pe_kit.run.reproduce``), ``presets``, ``explore``
+(``pe_kit.report.widgets.explorer_state``) and ``results RUN_DIR``, each documented in ``--help``. Exit codes: 0
+success, 1 a notebook failed (named with its cell), 2 bad arguments.
 """
 from __future__ import annotations
 

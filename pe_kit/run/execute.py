@@ -1,5 +1,5 @@
 """Execute one notebook of ``pe-kit reproduce`` with papermill, on a kernel of this very interpreter, echoing the
-lines its ``pe_kit.progress`` steps write to ``<run>/.progress/<notebook>.log``.
+lines its cells write to stderr (``pe_kit.progress`` steps among them).
 """
 from __future__ import annotations
 
@@ -60,69 +60,37 @@ def this_python_kernel() -> str:
     return name
 
 
-class _ProgressTail:
-    """Prints the lines a notebook's kernel appends to its progress file: a daemon thread polls it every ``poll``
-    seconds and passes each new line to ``echo`` with ``prefix`` (in ``tqdm``'s external-write mode); ``stop()``
-    prints what is left and ends the thread."""
+class _EchoLines:
+    """A file for papermill's ``stderr_file``: each non-empty line a cell writes to stderr goes to ``echo`` after
+    ``prefix`` (the kernels' ``pe_kit.progress`` lines)."""
 
-    def __init__(self, path: Path, echo: Callable[[str], None], prefix: str, poll: float = 0.5):
-        import threading
+    def __init__(self, echo: Callable[[str], None], prefix: str):
+        self.echo, self.prefix = echo, prefix
 
-        self.path, self.echo, self.prefix, self.poll = path, echo, prefix, poll
-        self._pos = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"pe_kit-progress-{path.stem}", daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        from tqdm.std import tqdm
-
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self._pos)
-                data = fh.read()
-        except OSError:
-            return
-        end = data.rfind(b"\n") + 1
-        if end == 0:
-            return
-        self._pos += end
-        for line in data[:end].decode("utf-8", errors="replace").splitlines():
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
             if line.strip():
-                with tqdm.external_write_mode():
-                    self.echo(f"{self.prefix}{line}")
+                self.echo(self.prefix + line)
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.poll):
-            self._drain()
-
-    def stop(self) -> None:
-        """End the thread and print the lines that arrived since the last poll."""
-        self._stop.set()
-        self._thread.join()
-        self._drain()
+    def flush(self) -> None:
+        pass
 
 
 def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any], run_dir: Path,
                      kernel_name: str | None, log_output: bool, echo: Callable[[str], None]) -> ReproduceError | None:
     """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill in ``run_dir``, on headless kernels
-    (``PE_KIT_HEADLESS=1``, set by ``run_reproduction``) with ``src``'s folder first on ``PYTHONPATH``, and a fresh
-    progress file echoed while it runs. Returns None, or the failure as a :class:`ReproduceError`."""
+    (``PE_KIT_HEADLESS=1``, set by ``run_reproduction``) with ``src``'s folder first on ``PYTHONPATH``; the cells'
+    stderr (progress lines, warnings) is echoed while it runs, their stdout too with ``log_output``. Returns None, or
+    the failure as a :class:`ReproduceError`."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     from pe_kit.run.kernel import IOPUB_TIMEOUT_S, KERNEL_START_TIMEOUT_S, LosslessKernelManager
 
-    progress_file = run_dir / ".progress" / f"{nb}.log"  # pe_kit.progress lines from the kernel
-    progress_file.parent.mkdir(exist_ok=True)
-    progress_file.write_bytes(b"")
-    tail = _ProgressTail(progress_file, echo, "    ")
-    # with --log-output the cell's stderr reaches the terminal itself (pe_kit.progress.streamed)
-    streamed = "1" if log_output else "0"
     # the notebook's own step modules (``from steps import …``) import from its folder, in the kernel and its children
     path = os.pathsep.join(filter(None, (str(src.resolve().parent), os.environ.get("PYTHONPATH"))))
     try:
-        with environ(PE_KIT_PROGRESS_FILE=str(progress_file), PE_KIT_PROGRESS_STREAMED=streamed, PYTHONPATH=path):
+        with environ(PYTHONPATH=path):
             pm.execute_notebook(str(src), str(out_nb), parameters=params,
                                 kernel_name=kernel_name or this_python_kernel(),
                                 language="python",  # our own kernel runs it, whatever the notebook's metadata says
@@ -132,7 +100,7 @@ def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any]
                                 start_timeout=KERNEL_START_TIMEOUT_S, execution_timeout=None,
                                 kernel_manager_class=LosslessKernelManager,
                                 stdout_file=sys.stdout if log_output else None,
-                                stderr_file=sys.stderr if log_output else None)
+                                stderr_file=_EchoLines(echo, "    "))
     except PapermillExecutionError as exc:
         return ReproduceError(
             f"notebook {nb} failed in cell {exc.cell_index} (execution count {exc.exec_count}; cells counted "
@@ -143,6 +111,4 @@ def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any]
     except Exception as exc:  # kernel death, missing kernel, bad parameters …
         return ReproduceError(f"notebook {nb} failed before or between cells: {type(exc).__name__}: {exc}\n"
                               f"  partial notebook (if any): {out_nb}", nb, None, out_nb)
-    finally:
-        tail.stop()
     return None

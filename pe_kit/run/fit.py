@@ -27,13 +27,10 @@ from pe_kit.settings import Preset
 __all__ = ["DataProfile", "FitResult", "data_profile", "reserved_for", "banks_used", "arms_used", "fit_preset",
            "stability_warnings", "MIN_USERS_PER_SPLIT", "MIN_MAUVE_SAMPLES"]
 
-#: Calibration/test users below which single ε_lower values are noise. Measured by
-#: ``benchmarks/small_data_stability.py`` (bundled Blogs, m = 8, p = 512, one nonce canary, 10⁵ trials, 10 reruns
-#: each): on the same users with fresh trials ε_lower spread with sd 0.32 at N = 10 and 0.21 at N = 25, against
-#: 0.12, 0.10, 0.13 at N = 50, 100, 200; redrawing the users as well gave sd 0.19–0.33 at every N.
+#: Calibration/test users below which single ε_lower values are noise (``benchmarks/small_data_stability.py``; the
+#: spread it measured is in the warning, :func:`stability_warnings`).
 MIN_USERS_PER_SPLIT = 50
-#: Samples per side below which MAUVE was not measured stable: two disjoint samples of the bundled Blogs records
-#: gave MAUVE 0.966 ± 0.015 (5 draws) already at 50 per side (0.952–0.972 up to 1,000).
+#: Samples per side below which MAUVE was not measured stable (two disjoint samples of the bundled Blogs records).
 MIN_MAUVE_SAMPLES = 50
 _NB06 = "06_multiround_mauve"
 

@@ -7,7 +7,7 @@ variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 from __future__ import annotations
 
 __all__ = ["PRESETS", "NEEDS_DATA", "NOTEBOOK_KEYS", "get_preset", "resolve_params", "notebook_setup",
-           "notebook_params", "notebook_output_dir", "text_progress", "preset", "audited_mechanism"]
+           "notebook_params", "notebook_output_dir", "preset", "audited_mechanism"]
 
 import os
 from pathlib import Path
@@ -168,12 +168,9 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
     """The parameter dict a notebook works with: the preset's values for every key of ``NOTEBOOK_KEYS[notebook]``
     (unknown stems: notebook 01's), replaced by ``given`` values that are not None, each checked by
     ``pe_kit.settings.check_param`` (the preset's own values were checked when it was built);
-    ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0. Headless (``PE_KIT_HEADLESS=1``) it
-    silences third-party bars (:func:`text_progress`).
+    ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0.
 
     Raises ValueError for a value of the wrong type or range, naming the field and the accepted values."""
-    if os.environ.get("PE_KIT_HEADLESS") == "1":
-        text_progress()
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
     stem = notebook if notebook in NOTEBOOKS else None
     base = {**p.view(stem), "preset": p.name, "seed": 0}
@@ -214,17 +211,3 @@ def notebook_params(notebook: str, preset: Preset, output_dir: Path, seed: int,
     out = {k: base[k] for k in keys if k in base and (declared is None or k in declared or k == "output_dir")}
     out.setdefault("output_dir", str(output_dir))
     return out
-
-
-def text_progress() -> None:
-    """Disable third-party ``tqdm.auto`` bars created after this call (unless ``disable=False``) in a headless kernel,
-    which can show neither widgets nor carriage returns; pe_kit's steps report through ``pe_kit.progress``."""
-    import tqdm.auto
-    import tqdm.std
-
-    class _QuietTqdm(tqdm.std.tqdm):
-        def __init__(self, *args, **kwargs):
-            kwargs.setdefault("disable", True)
-            super().__init__(*args, **kwargs)
-
-    tqdm.auto.tqdm = _QuietTqdm

@@ -1,9 +1,6 @@
 """The headless reproduction: run the narrative notebooks in order with papermill into ``results/<run-id>/``
 (:func:`run_reproduction`), reusing each notebook whose done-marker (``pe_kit.run.markers``) still matches, then
 join their CSVs into ``results.csv`` and ``results.md``.
-
-Sizes: paper §3 and App. D (N = 1000, 500 aux, 500 calibration, p = 8192, r = 64, m = 64, 5 canaries per
-variant, 10⁶ trials per hypothesis; 5·10⁶ for Fig. 1).
 """
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pe_kit.run.execute import ReproduceError, environ, execute_notebook, this_python_kernel
 from pe_kit.run.markers import code_fingerprint, input_digests, marker_key, marker_valid, outputs_of, write_file
-from pe_kit.run.run_progress import RunClock, machine_info, run_plan
+from pe_kit.run.run_progress import RunClock, machine_info, run_estimate
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
                                   unused_overrides)
 from pe_kit.run.presets import _REPO, PRESETS, audited_mechanism, get_preset, notebook_params
@@ -85,9 +82,9 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # no third-party bars ("Loading weights", downloads) in the kernels' cell outputs: pe_kit.progress reports
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    with environ(PE_KIT_HEADLESS="1"):  # inherited by the kernels: text progress lines, no live widgets
+    # inherited by the kernels: pe_kit.progress writes plain lines; other tqdm bars ("Loading weights") stay off
+    with environ(PE_KIT_HEADLESS="1", TQDM_DISABLE="1"):
         return _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force,
                     keep_going, kernel_name, log_output, progress, echo, fit_data)
 
@@ -169,19 +166,6 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
     return p, note, warnings
 
 
-def _plan(params_by_notebook: Mapping[str, Mapping], preset: str, echo: Callable[[str], None]) -> dict:
-    """The run-level estimate (``run_progress.run_plan``), echoed; {} when no notebook runs, a ``line`` only when
-    it fails."""
-    if not params_by_notebook:
-        return {}
-    try:
-        plan = run_plan(params_by_notebook, preset, lambda s: echo(f"pe-kit reproduce: {s}"))
-    except (RuntimeError, OSError) as exc:
-        plan = {"line": f"no estimate of the run's time ({exc}); time left is estimated once a notebook has run"}
-    echo(f"pe-kit reproduce: {plan['line']}")
-    return plan
-
-
 def _select(notebooks: Sequence[str] | None, folder: Path) -> list[str]:
     """The notebook stems to run: ``notebooks`` (stems, numbers or file names) or every one in ``folder``, in
     ``NOTEBOOKS`` order. Raises ValueError for a named notebook missing (listing those present),
@@ -231,10 +215,13 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
         params = notebook_params(nb, p, run_dir, seed, _declared(src))
         key = marker_key(src, params, fingerprint)
         jobs.append((nb, src, params, key, not force and marker_valid(run_dir / ".done" / f"{nb}.json", key, run_dir)))
-    plan = _plan({nb: params for nb, _, params, _, reusable in jobs if not reusable}, p.name, echo) if progress else {}
-    clock = RunClock(todo, p.name, planned=plan.get("planned"))
+    to_run = [nb for nb, *_, reusable in jobs if not reusable]
+    planned, line = run_estimate(to_run, p.name) if progress and to_run else (None, None)
+    if line:
+        echo(f"pe-kit reproduce: {line}")
+    clock = RunClock(todo, p.name, planned=planned)
     for i, (nb, src, params, key, reusable) in enumerate(jobs, start=1):
-        status, err = _notebook(nb, src, params, key, reusable, f"[{i}/{len(todo)}] {nb}", run_dir, clock, plan,
+        status, err = _notebook(nb, src, params, key, reusable, f"[{i}/{len(todo)}] {nb}", run_dir, clock,
                                 p.per_variant, kernel_name, log_output, progress, echo)
         statuses.append(status)
         if err is not None:
@@ -247,13 +234,13 @@ def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, not
     write_file(run_dir / "run.json", json.dumps(
         {"preset": p.as_dict(), "seed": seed, "statuses": [asdict(s) for s in statuses], "seconds": total,
          "finished": _dt.datetime.now().isoformat(timespec="seconds"), "machine": machine_info(),
-         "estimate": {**plan, "checks": clock.reported}},
+         "estimate": {"planned": planned, "line": line, "checks": clock.reported}},
         indent=1, default=str).encode())
     return RunSummary(run_dir, statuses, results_csv, results_md, total, failures)
 
 
 def _notebook(nb: str, src: Path, params: dict, key: str, reusable: bool, head: str, run_dir: Path, clock: RunClock,
-              plan: dict, per_variant: int, kernel_name, log_output: bool, progress: bool,
+              per_variant: int, kernel_name, log_output: bool, progress: bool,
               echo: Callable[[str], None]) -> tuple[NotebookStatus, ReproduceError | None]:
     """Reuse notebook ``nb`` (a valid done-marker) or execute it and write its marker; its status lines echoed after
     ``head``. Returns its status and, for a failure, the ``ReproduceError`` (else None)."""
@@ -267,7 +254,7 @@ def _notebook(nb: str, src: Path, params: dict, key: str, reusable: bool, head: 
         return NotebookStatus(nb, "reused", float(info.get("seconds", 0.0))), None
     marker.unlink(missing_ok=True)
     out_nb = run_dir / "notebooks" / f"{nb}.ipynb"
-    echo(f"{head}: running …{plan.get('notes', {}).get(nb, '')}; {clock.line()}" if progress else f"{head}: running …")
+    echo(f"{head}: running …; {clock.line()}" if progress else f"{head}: running …")
     clock.start(nb)
     t0 = time.perf_counter()
     err = execute_notebook(nb, src, out_nb, params, run_dir, kernel_name, log_output, echo)
