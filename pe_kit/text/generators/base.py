@@ -7,6 +7,7 @@ per prompt (``draw_seeds``) and its output depends only on (prompt, seed, settin
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -79,15 +80,22 @@ class SeedEcho:
         """Seeds recorded for ``prompt`` (sorted ints)."""
         return sorted(self._seen.get(prompt, {}))
 
-    def message(self, name: str, prompts: Sequence[str], temperature, what: str = "") -> str:
-        """The warning text: the generator, the prompts and seeds, the temperature and the fix."""
-        p = prompts[0]
-        seeds = ", ".join(str(s) for s in self.flagged.get(p, self.seeds(p))[:6])
-        return (f"{name}: {SEED_IGNORED} ({len(prompts)} prompt(s); e.g. seeds {seeds} of prompt {p[:40]!r} all "
-                f"gave one text, at temperature={temperature}){what}. The server ignores the request's `seed`, so "
-                "its outputs are neither reproducible samples nor varied by more attempts or a higher temperature; "
-                "serve the model with a server that honours seed (vLLM, llama.cpp server), or use a local "
-                "generator (LocalLMGenerator, WordNetParaphraser)")
+    def check(self, name: str, prompts: Sequence[str], seeds: Sequence[int], texts: Sequence[str], temperature,
+              what: str = "") -> list[str]:
+        """``observe`` one call's outputs; warn (``SeedIgnoredWarning``: the generator, prompts, seeds, temperature
+        and the fix, then ``what``) about the prompts it flagged, and return them."""
+        new = self.observe(prompts, seeds, texts)
+        if not new:
+            return new
+        p = new[0]
+        shown = ", ".join(str(s) for s in self.flagged.get(p, self.seeds(p))[:6])
+        msg = (f"{name}: {SEED_IGNORED} ({len(new)} prompt(s); e.g. seeds {shown} of prompt {p[:40]!r} all gave "
+               f"one text, at temperature={temperature}){what}. The server ignores the request's `seed`, so its "
+               "outputs are neither reproducible samples nor varied by more attempts or a higher temperature; serve "
+               "the model with a server that honours seed (vLLM, llama.cpp server), or use a local generator "
+               "(LocalLMGenerator, WordNetParaphraser)")
+        warnings.warn(msg, SeedIgnoredWarning, stacklevel=3)
+        return new
 
 
 class PoolShortfallError(GenerationError):

@@ -80,22 +80,14 @@ class CachedGenerator(SeededGenerator):
         entry = {"generator": self.name, "config": self.config(), "prompt": prompt, "seed": int(seed), "text": text}
         write_verified(self.path(self.key(prompt, seed)), json.dumps(entry, ensure_ascii=False).encode("utf-8"))
 
-    def _withdraw(self, prompt: str) -> None:
-        """Delete the entries of ``prompt`` under every seed seen for it (they are not seed-specific)."""
-        for s in self._echo.seeds(prompt):
-            drop_verified(self.path(self.key(prompt, s)))
-
     def _seed_ignored(self, prompts: list[str], seeds: list[int], texts: list[str]) -> set[str]:
         """Prompts of a sampling generator whose seeds all gave one text (withdrawn from the cache, warned once)."""
         if not self._samples:
             return set()
-        new = self._echo.observe(prompts, seeds, texts)
-        for p in new:
-            self._withdraw(p)
-        if new:
-            msg = self._echo.message(self.name, new, self.config().get("temperature"),
-                                     f"; these outputs are not cached as seed-specific under {self.root}")
-            warnings.warn(msg, SeedIgnoredWarning, stacklevel=3)
+        for p in self._echo.check(self.name, prompts, seeds, texts, self.config().get("temperature"),
+                                  f"; these outputs are not cached as seed-specific under {self.root}"):
+            for s in self._echo.seeds(p):  # every entry of p: they are not seed-specific
+                drop_verified(self.path(self.key(p, s)))
         return set(self._echo.flagged)
 
     def _inner_seeded(self, prompts: list[str], seeds: list[int]) -> list[str]:

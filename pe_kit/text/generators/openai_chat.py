@@ -12,11 +12,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import warnings
 from typing import Any, Mapping, Sequence
 
 
-from pe_kit.text.generators.base import (GenerationError, SeededGenerator, SeedEcho, SeedIgnoredWarning, _chat_messages,
+from pe_kit.text.generators.base import (GenerationError, SeededGenerator, SeedEcho, _chat_messages,
                                          _check_int, _check_prompts, _check_seeds, clean_reply)
 
 
@@ -194,10 +193,7 @@ class OpenAIChatGenerator(SeededGenerator):
             ) from error
         out = [results[i] for i in range(len(items))]
         if self.temperature > 0:
-            flagged = self._echo.observe(items, seed_list, out)
-            if flagged:
-                warnings.warn(self._echo.message(self.name, flagged, self.temperature), SeedIgnoredWarning,
-                              stacklevel=2)
+            self._echo.check(self.name, items, seed_list, out, self.temperature)
         return out
 
 
