@@ -299,7 +299,7 @@ def variation_generator(kind: str, *, world=None, public_texts: Sequence[str] | 
     ``OpenAIChatGenerator(base_url, model, **kwargs)``; ``wordnet``: ``WordNetParaphraser(**kwargs)``; the last three
     wrapped in ``CachedGenerator`` when ``cache``. Raises ValueError for an unknown kind or missing arguments.
     """
-    from pe_kit.text import generators as gen
+    from pe_kit.text.generators.cached import CachedGenerator
 
     if kind == "public-retrieval":
         enc = encoder or (world.encoder if world is not None else None)
@@ -312,13 +312,19 @@ def variation_generator(kind: str, *, world=None, public_texts: Sequence[str] | 
         texts = list(public_texts)
         return PublicRetrievalGenerator(texts, enc.encode(texts, desc="public pool"), encoder=enc)
     if kind == "smollm2":
-        g = gen.LocalLMGenerator(**kwargs)
+        from pe_kit.text.generators.local_lm import LocalLMGenerator
+
+        g = LocalLMGenerator(**kwargs)
     elif kind == "openai":
         if not base_url or not model:
             raise ValueError("kind='openai' needs base_url= (e.g. 'http://localhost:8000/v1') and model=")
-        g = gen.OpenAIChatGenerator(base_url, model, **kwargs)
+        from pe_kit.text.generators.openai_chat import OpenAIChatGenerator
+
+        g = OpenAIChatGenerator(base_url, model, **kwargs)
     elif kind == "wordnet":
-        g = gen.WordNetParaphraser(**kwargs)
+        from pe_kit.text.generators.wordnet import WordNetParaphraser
+
+        g = WordNetParaphraser(**kwargs)
     else:
         raise ValueError(f"kind={kind!r} is unknown; use one of {VARIATION_KINDS}")
-    return gen.CachedGenerator(g) if cache else g
+    return CachedGenerator(g) if cache else g
