@@ -18,12 +18,10 @@ from pe_kit.text.generators.base import (GenerationError, SeedEcho, SeededGenera
 class CachedGenerator(SeededGenerator):
     """Wraps any ``TextGenerator`` and caches each output on disk (checksum-verified, ``pe_kit.cache``).
 
-    ``generate(prompts, rng)`` draws the seeds as the backends do (``SeededGenerator``) and asks the wrapped
-    generator only for missing prompts, in chunks of its ``batch_size``; a ``GenerationError`` part-way stores its
-    ``completed`` outputs first, so a rerun resumes. A sampling generator that returns one text for a prompt under
-    three or more seeds (``base.SeedEcho``) gets those entries withdrawn and a ``SeedIgnoredWarning``. ``root``: the
-    cache folder (default ``cache_dir()/"generation"``); ``with_code``: key on the generator's source digest too;
-    ``sort_by_length``: generate missing prompts shortest first. ``hits`` / ``misses`` count prompts served / made.
+    Only missing prompts reach the wrapped generator, in chunks of its ``batch_size``; a ``GenerationError`` stores
+    its ``completed`` outputs first, so a rerun resumes. Outputs that ignore the seed (``SeedEcho.check``) are not
+    stored. ``root``: default ``cache_dir()/"generation"``; ``with_code``: key on the generator's source digest too;
+    ``sort_by_length``: shortest missing prompts first. ``hits`` / ``misses`` count prompts served / made.
     """
 
     def __init__(self, generator: TextGenerator, root: str | os.PathLike | None = None, *, with_code: bool = True,
@@ -105,8 +103,8 @@ class CachedGenerator(SeededGenerator):
         return out
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
-        """As ``generate`` with explicit seeds (n ints in [0, 2**32)); the cache is read again before each batch, so
-        outputs another process wrote meanwhile are taken, not regenerated."""
+        """As ``generate`` with explicit seeds (n ints in [0, 2**32)); the cache is read again before each batch (for
+        outputs another process wrote meanwhile)."""
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         results: list[str | None] = [self._read(p, s) for p, s in zip(items, seed_list)]
