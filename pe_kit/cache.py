@@ -1,7 +1,5 @@
-"""One content-keyed on-disk cache: artefacts live under ``cache_dir()`` by a key derived from what produced them
-(content, file, folder and source digests), written atomically beside a SHA-256 of their bytes and trusted only when
-they match (a corrupt file is deleted and recomputed): one file per key, a gzip stream of JSON records, or float32
-rows per text (:class:`EmbeddingStore`).
+"""One content-keyed on-disk cache under ``cache_dir()``: artefacts keyed by what produced them, written atomically
+beside a SHA-256 of their bytes and trusted only when they match (a corrupt file is deleted and recomputed).
 """
 from __future__ import annotations
 
@@ -228,10 +226,9 @@ def text_key(text: str) -> bytes:
 class EmbeddingStore:
     """Append-only float32 rows keyed per text (:func:`text_key`) in one folder, with an in-memory index.
 
-    A *segment* is two verified files written once: ``<seg>.npy`` (float32 (n, d) rows, first) and ``<seg>.keys``
-    (n × 16 key bytes, last: its presence commits the segment), so concurrent writers never lose rows. A segment
-    that fails its checksum is dropped after one rescan and its texts count as missing. More than 16 segments under
-    2,048 rows are merged (:meth:`compact`). One instance per folder and process (:meth:`open`); thread-safe."""
+    A *segment* is two verified files written once: ``<seg>.npy`` (rows, first) and ``<seg>.keys`` (n × 16 key bytes,
+    last: it commits the segment), so concurrent writers never lose rows; a corrupt segment is dropped and its texts
+    count as missing. One instance per folder and process (:meth:`open`); thread-safe."""
 
     _open: dict[str, "EmbeddingStore"] = {}
     _open_lock = threading.Lock()
