@@ -1,9 +1,6 @@
-"""Candidate banks S: where the p = 8192 shared candidates come from (§3, App. C).
-
-Kinds (``make_bank``): ``bankA`` (the bundled label-only SmolLM2 bank), ``bankB`` (bundled, written from a label
-and three public bloggers' records; its authors stay out of every private split), ``file`` (JSON Lines with a
-``text`` field), ``public`` (label-stratified records of public users), ``llm-label`` and ``llm-icl`` (generated
-from a label, or from three public records; App. C). Each ``Bank`` records how it was made in ``info``.
+"""Candidate banks S: where the p = 8192 shared candidates come from (§3, App. C): ``bankA`` (bundled label-only
+SmolLM2 bank), ``bankB`` (bundled, written from a label and three public bloggers' records), ``file`` (JSON Lines
+with a ``text`` field), ``public`` (public users' records), ``llm-label`` and ``llm-icl`` (generated).
 """
 from __future__ import annotations
 

@@ -31,9 +31,7 @@ def _is_loopback(host: str | None) -> bool:
 
 
 class OpenAIChatGenerator(SeededGenerator):
-    """Any OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp server, OpenAI).
-
-    One ``POST {base_url}/chat/completions`` per prompt (``request_body``), ``concurrency`` at a time; the reply is
+    """One ``POST {base_url}/chat/completions`` per prompt (``request_body``), ``concurrency`` at a time; the reply is
     ``choices[0].message.content`` (through ``clean_reply`` unless ``clean=False``). Timeouts, connection errors,
     HTTP 429 and 5xx are retried ``max_retries`` times with back-off; loopback URLs bypass any proxy. Raises
     ValueError for bad settings; ``GenerationError`` naming the URL, the cause and the prompts done (``completed``).
