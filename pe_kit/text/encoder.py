@@ -190,10 +190,6 @@ class Encoder:
         get = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
         return int(get())
 
-    def threads(self) -> int | None:
-        """CPU threads for an encode (see ``num_threads``)."""
-        return resolve_threads(self.num_threads)
-
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """Embed ``texts`` → float32 (n, d), rows L2-normalized; each distinct text encoded at most once.
         Raises ValueError if a text is not a non-empty string (its index is named)."""
@@ -214,7 +210,7 @@ class Encoder:
         if self.progress and len(missing) > self.batch_size:
             from pe_kit.progress import progress
             bar = progress(total=len(missing), desc=f"embed {desc}" if desc else "embed", unit="text")
-        threads = self.threads() if missing else None
+        threads = resolve_threads(self.num_threads) if missing else None
         try:
             for start in range(0, len(missing), _CHUNK):
                 block = missing[start:start + _CHUNK]

@@ -97,10 +97,8 @@ def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> 
     key = (folder, gguf_file)
     with _LM_LOCK:
         if key not in _LM_CACHE:
-            try:
-                from transformers import AutoModelForCausalLM, AutoTokenizer
-            except ImportError as exc:  # pragma: no cover - transformers is a base dependency
-                raise GenerationError(f"LocalLMGenerator needs transformers and torch: {exc}") from exc
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
             converted = None
             if gguf_file and convert_cache and (Path(folder) / gguf_file).is_file():
                 converted = _converted_dir(Path(folder) / gguf_file)
