@@ -1,9 +1,6 @@
-"""ONNX Runtime backend (fp32) of a sentence-transformers encoder: exported once, cached by content, verified.
-
-The model's whole pipeline (Transformer, Pooling, Normalize) is traced once with ``torch.onnx.export`` into one
-fp32 graph, its tokenizer saved beside it, under ``cache_dir()/onnx/<export_key>`` (model bytes and library
-versions). Before use it is verified against the torch model on ``probe_texts`` (identical top-k routes, Eq. 1;
-the verdict cached per token cap). fp32 only: int8 changed ~19 % of top-5 routes, i.e. the audited mechanism.
+"""ONNX Runtime backend (fp32) of a sentence-transformers encoder: the whole pipeline traced once into one graph
+under ``cache_dir()/onnx/<export_key>``, verified against the torch model on ``probe_texts`` (identical top-k
+routes, Eq. 1; the verdict cached per token cap) before use. fp32 only: int8 changed ~19 % of top-5 routes.
 """
 from __future__ import annotations
 
