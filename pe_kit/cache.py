@@ -158,9 +158,8 @@ def _stat_key(st: os.stat_result) -> list:
 
 
 def file_digest(path: Path | str) -> str:
-    """SHA-256 hex digest of a file's bytes (64 chars); raises FileNotFoundError / OSError if unreadable. The last
-    digest per absolute path is kept in ``cache_dir()/digests/<hash>.json`` with the file's (size, mtime_ns,
-    ctime_ns, inode, device) and reused while all five are unchanged; any change re-hashes the bytes."""
+    """SHA-256 hex digest of a file's bytes; OSError if unreadable. Kept per absolute path in
+    ``cache_dir()/digests`` and reused while (size, mtime_ns, ctime_ns, inode, device) are unchanged."""
     path = Path(path).expanduser().resolve()
     st = path.stat()
     side = cache_dir() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()[:32]}.json"
@@ -182,9 +181,8 @@ def file_digest(path: Path | str) -> str:
 
 
 def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache__", ".cache", ".locks")) -> str:
-    """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`). Folders named in
-    ``skip`` are ignored; symbolic links are followed. Equal files give equal digests wherever they live. Raises
-    NotADirectoryError if ``folder`` is not a folder."""
+    """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`), less folders
+    named in ``skip``; symbolic links are followed. Raises NotADirectoryError if ``folder`` is not a folder."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a folder")

@@ -86,9 +86,8 @@ def label_mix(users, size: int) -> tuple[list[str], dict]:
 
 
 def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> Bank:
-    """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file (``path``
-    None: the bundled bank A); ``kind`` is recorded in ``info``. Raises ValueError if the file has fewer distinct
-    texts than ``size``; DataError on a malformed line."""
+    """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file (None: bank A).
+    Raises ValueError if the file has fewer distinct texts than ``size``; DataError on a malformed line."""
     size = _check_size(size)
     texts, info = load_bank_texts(path)
     if len(texts) < size:

