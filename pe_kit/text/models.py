@@ -29,15 +29,8 @@ MPNET_BOOTSTRAP = "PE_KIT_WITH_MPNET=1 bash scripts/bootstrap.sh"
 
 
 def _find_dist(name: str, search_path: Sequence[str] | None):
-    if search_path is None:
-        try:
-            return md.distribution(name)
-        except md.PackageNotFoundError:
-            return None
-    for dist in md.distributions(path=list(map(str, search_path))):
-        if (dist.metadata["Name"] or "").lower().replace("_", "-") == name:
-            return dist
-    return None
+    where = {} if search_path is None else {"path": [str(p) for p in search_path]}
+    return next(iter(md.distributions(name=name, **where)), None)
 
 
 def mpnet_parts(search_path: Sequence[str] | None = None) -> list[Path]:
