@@ -1,7 +1,5 @@
-"""One content-keyed on-disk cache: artefacts live under ``cache_dir()`` by a key derived from what produced them
-(content, file, folder and source digests), written atomically beside a SHA-256 of their bytes and trusted only when
-they match (a corrupt file is deleted and recomputed): one file per key, a gzip stream of JSON records, or float32
-rows per text (:class:`EmbeddingStore`).
+"""One content-keyed on-disk cache under ``cache_dir()``: artefacts keyed by what produced them, written atomically
+beside a SHA-256 of their bytes and trusted only when they match (a corrupt file is deleted and recomputed).
 """
 from __future__ import annotations
 
@@ -160,9 +158,8 @@ def _stat_key(st: os.stat_result) -> list:
 
 
 def file_digest(path: Path | str) -> str:
-    """SHA-256 hex digest of a file's bytes (64 chars); raises FileNotFoundError / OSError if unreadable. The last
-    digest per absolute path is kept in ``cache_dir()/digests/<hash>.json`` with the file's (size, mtime_ns,
-    ctime_ns, inode, device) and reused while all five are unchanged; any change re-hashes the bytes."""
+    """SHA-256 hex digest of a file's bytes; OSError if unreadable. Kept per absolute path in
+    ``cache_dir()/digests`` and reused while (size, mtime_ns, ctime_ns, inode, device) are unchanged."""
     path = Path(path).expanduser().resolve()
     st = path.stat()
     side = cache_dir() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()[:32]}.json"
@@ -184,9 +181,8 @@ def file_digest(path: Path | str) -> str:
 
 
 def tree_digest(folder: Path | str, skip: tuple[str, ...] = (".git", "__pycache__", ".cache", ".locks")) -> str:
-    """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`). Folders named in
-    ``skip`` are ignored; symbolic links are followed. Equal files give equal digests wherever they live. Raises
-    NotADirectoryError if ``folder`` is not a folder."""
+    """SHA-256 hex digest of every regular file under ``folder`` (relative path + :func:`file_digest`), less folders
+    named in ``skip``; symbolic links are followed. Raises NotADirectoryError if ``folder`` is not a folder."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a folder")
@@ -228,10 +224,9 @@ def text_key(text: str) -> bytes:
 class EmbeddingStore:
     """Append-only float32 rows keyed per text (:func:`text_key`) in one folder, with an in-memory index.
 
-    A *segment* is two verified files written once: ``<seg>.npy`` (float32 (n, d) rows, first) and ``<seg>.keys``
-    (n × 16 key bytes, last: its presence commits the segment), so concurrent writers never lose rows. A segment
-    that fails its checksum is dropped after one rescan and its texts count as missing. More than 16 segments under
-    2,048 rows are merged (:meth:`compact`). One instance per folder and process (:meth:`open`); thread-safe."""
+    A *segment* is two verified files written once: ``<seg>.npy`` (rows, first) and ``<seg>.keys`` (n × 16 key bytes,
+    last: it commits the segment), so concurrent writers never lose rows; a corrupt segment is dropped and its texts
+    count as missing. One instance per folder and process (:meth:`open`); thread-safe."""
 
     _open: dict[str, "EmbeddingStore"] = {}
     _open_lock = threading.Lock()

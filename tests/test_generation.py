@@ -654,3 +654,12 @@ def test_make_variations_names_a_seed_ignoring_endpoint(chat_server):
     msg = str(info.value)
     assert "only 1 of 4" in msg and "the endpoint returned the same text for different seeds" in msg
     assert "cannot help" in msg and "raise max_attempts" not in msg
+
+
+def test_variation_generator_builds_each_backend_kind():
+    from pe_kit.text.variation import variation_generator
+
+    assert variation_generator("wordnet").inner.name == "wordnet-v1"  # wrapped in CachedGenerator
+    assert variation_generator("smollm2", cache=False).name == "smollm2-135m-instruct-q4_1"
+    assert variation_generator("openai", base_url="http://localhost:1/v1", model="m", cache=False).name == \
+        "openai:m@http://localhost:1/v1"

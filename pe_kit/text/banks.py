@@ -1,9 +1,6 @@
-"""Candidate banks S: where the p = 8192 shared candidates come from (§3, App. C).
-
-Kinds (``make_bank``): ``bankA`` (the bundled label-only SmolLM2 bank), ``bankB`` (bundled, written from a label
-and three public bloggers' records; its authors stay out of every private split), ``file`` (JSON Lines with a
-``text`` field), ``public`` (label-stratified records of public users), ``llm-label`` and ``llm-icl`` (generated
-from a label, or from three public records; App. C). Each ``Bank`` records how it was made in ``info``.
+"""Candidate banks S: where the p = 8192 shared candidates come from (§3, App. C): ``bankA`` (bundled label-only
+SmolLM2 bank), ``bankB`` (bundled, written from a label and three public bloggers' records), ``file`` (JSON Lines
+with a ``text`` field), ``public`` (public users' records), ``llm-label`` and ``llm-icl`` (generated).
 """
 from __future__ import annotations
 
@@ -42,11 +39,9 @@ def _check_size(size, field_name: str = "size") -> int:
 
 
 def allocate(counts: dict, size: int) -> dict:
-    """Largest-remainder allocation of ``size`` slots in proportion to ``counts`` (label → items), capped by them.
-
-    Floors of size·n_l/Σn first, the rest to the largest remainders (ties: sorted label); a capped label passes
-    its excess on. Raises ValueError if ``size`` exceeds the total or a count is negative.
-    """
+    """Largest-remainder allocation of ``size`` slots in proportion to ``counts`` (label → items), capped by them
+    (ties: sorted label; a capped label passes its excess on). Raises ValueError if ``size`` exceeds the total or a
+    count is negative."""
     size = int(size)
     if any(int(c) < 0 for c in counts.values()):
         raise ValueError("counts must be ≥ 0")
@@ -91,9 +86,8 @@ def label_mix(users, size: int) -> tuple[list[str], dict]:
 
 
 def file_bank(path, size: int, rng: np.random.Generator, kind: str = "file") -> Bank:
-    """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file (``path``
-    None: the bundled bank A); ``kind`` is recorded in ``info``. Raises ValueError if the file has fewer distinct
-    texts than ``size``; DataError on a malformed line."""
+    """``size`` distinct texts sampled without replacement (kept in file order) from a JSON Lines file (None: bank A).
+    Raises ValueError if the file has fewer distinct texts than ``size``; DataError on a malformed line."""
     size = _check_size(size)
     texts, info = load_bank_texts(path)
     if len(texts) < size:
@@ -132,11 +126,8 @@ def bank_b(size: int, rng: np.random.Generator) -> Bank:
 
 
 def public_bank(corpus: Corpus, splits: Splits, size: int, rng: np.random.Generator) -> Bank:
-    """Label-stratified bank of public users' records (disjoint from canary/aux/calibration/test users).
-
-    Distinct records of ``splits.public`` get their label's share of ``size`` (``allocate``), drawn uniformly within
-    a label, kept in (user, record) order. Raises ValueError if there are fewer distinct records than ``size``.
-    """
+    """Label-stratified bank of public users' distinct records: each label's share of ``size`` (``allocate``) drawn
+    uniformly, kept in (user, record) order. Raises ValueError if there are fewer distinct records than ``size``."""
     size = _check_size(size)
     by_id = corpus.by_id()
     first_label: dict[str, str] = {}  # distinct text → label of its first user, in (user, record) order
@@ -179,11 +170,8 @@ def _gen_info(generator) -> dict:
 
 def llm_label_bank(users, size: int, generator, rng: np.random.Generator, *, genre: str = "personal blog post",
                    attribute: str = "industry", cache: bool = True, max_attempts: int = 8) -> Bank:
-    """Label-only generated bank (App. C bank A): each prompt names one label (``prompts.label_prompt``).
-
-    ``users`` set the label mix (``label_mix``); ``max_attempts``: re-asks for empty or duplicate outputs. Raises
-    ValueError for a raw-text generator; ``PoolShortfallError`` if outputs stay empty or duplicate.
-    """
+    """Label-only generated bank (App. C bank A): each prompt names one label (``prompts.label_prompt``), the label
+    mix from ``users`` (``label_mix``). Raises ValueError for a raw-text generator; ``PoolShortfallError``."""
     from pe_kit.text.generators.pools import make_label_bank
     from pe_kit.text.generators.prompts import label_prompt
 
@@ -202,13 +190,10 @@ def llm_label_bank(users, size: int, generator, rng: np.random.Generator, *, gen
 
 def llm_icl_bank(corpus: Corpus, splits: Splits, size: int, generator, rng: np.random.Generator, *,
                  examples: int = 3, genre: str = "blog post", cache: bool = True, max_attempts: int = 8) -> Bank:
-    """In-context generated bank (App. C bank B): each prompt shows ``examples`` public records.
-
-    Entry j gets label ℓ_j from the public + aux label mix and ``examples`` distinct public records of label ℓ_j
-    (topped up from all public records); no private split's record is shown. ``info`` counts outputs copying an
-    example (``copied_examples``). Raises ValueError if public users hold fewer than ``examples`` records, or as
-    ``llm_label_bank``.
-    """
+    """In-context generated bank (App. C bank B): entry j gets label ℓ_j from the public + aux label mix and a
+    prompt showing ``examples`` distinct public records of ℓ_j (topped up from all public records); ``info`` counts
+    outputs copying an example. Raises ValueError if public users hold fewer than ``examples`` records, or as
+    ``llm_label_bank``."""
     from pe_kit.text.generators.base import normalize_text
     from pe_kit.text.generators.pools import make_label_bank
     from pe_kit.text.generators.prompts import icl_prompt
@@ -248,11 +233,9 @@ def llm_icl_bank(corpus: Corpus, splits: Splits, size: int, generator, rng: np.r
 
 def make_bank(kind: str, size: int, rng: np.random.Generator, *, corpus: Corpus | None = None,
               splits: Splits | None = None, generator=None, cache: bool = True) -> Bank:
-    """A bank by ``kind``: ``bankA``, ``bankB``, ``public``, ``llm-label``, ``llm-icl``, ``file:<path>`` or a path.
-
-    ``corpus`` and ``splits`` are needed by ``public`` / ``llm-*``; ``generator`` defaults to SmolLM2
-    (``LocalLMGenerator``). Raises ValueError for an unknown kind, missing corpus/splits, or too few texts.
-    """
+    """A bank by ``kind``: ``bankA``, ``bankB``, ``public``, ``llm-label``, ``llm-icl``, ``file:<path>`` or a path
+    (``corpus`` and ``splits`` for ``public`` / ``llm-*``; ``generator`` default SmolLM2). Raises ValueError for an
+    unknown kind, missing corpus/splits, or too few texts."""
     size = _check_size(size, "bank_size")
     if kind in ("public", "llm-label", "llm-icl") and (corpus is None or splits is None):
         raise ValueError(f"bank kind {kind!r} needs corpus and splits")

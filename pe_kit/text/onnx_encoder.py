@@ -1,9 +1,6 @@
-"""ONNX Runtime backend (fp32) of a sentence-transformers encoder: exported once, cached by content, verified.
-
-The model's whole pipeline (Transformer, Pooling, Normalize) is traced once with ``torch.onnx.export`` into one
-fp32 graph, its tokenizer saved beside it, under ``cache_dir()/onnx/<export_key>`` (model bytes and library
-versions). Before use it is verified against the torch model on ``probe_texts`` (identical top-k routes, Eq. 1;
-the verdict cached per token cap). fp32 only: int8 changed ~19 % of top-5 routes, i.e. the audited mechanism.
+"""ONNX Runtime backend (fp32) of a sentence-transformers encoder: the whole pipeline traced once into one graph
+under ``cache_dir()/onnx/<export_key>``, verified against the torch model on ``probe_texts`` (identical top-k
+routes, Eq. 1; the verdict cached per token cap) before use. fp32 only: int8 changed ~19 % of top-5 routes.
 """
 from __future__ import annotations
 
@@ -161,12 +158,10 @@ def _routes(x: np.ndarray, bank: np.ndarray, top_k: int) -> np.ndarray:
 
 def verify_against_torch(onnx_emb: np.ndarray, torch_emb: np.ndarray, n_records: int = 20, top_k: int = 5,
                          max_abs: float = PROBE_MAX_ABS) -> dict:
-    """Compare ONNX and torch embeddings (n, d) of the same probe texts.
-
-    The first ``n_records`` rows are records, the rest a bank: top-k routes (Eq. 1) must be identical and every
-    coordinate within ``max_abs``. Returns dict ``passed``, ``max_abs_diff``, ``min_cosine``, ``routes_identical``
-    (fraction), ``n_texts``, ``top_k``, ``tolerance``. Raises ValueError if the shapes differ or rows are too few.
-    """
+    """Compare ONNX and torch embeddings (n, d) of the same probe texts: with the first ``n_records`` rows as records
+    and the rest as a bank, top-k routes (Eq. 1) must be identical and every coordinate within ``max_abs``. Returns
+    ``passed``, ``max_abs_diff``, ``min_cosine``, ``routes_identical`` (fraction), ``n_texts``, ``top_k``,
+    ``tolerance``. Raises ValueError if the shapes differ or rows are too few."""
     a, b = np.asarray(onnx_emb, np.float32), np.asarray(torch_emb, np.float32)
     if a.shape != b.shape or a.ndim != 2 or a.shape[0] <= n_records + top_k:
         raise ValueError(f"embeddings must share a 2-D shape with > {n_records + top_k} rows, got {a.shape}, {b.shape}")
@@ -199,11 +194,8 @@ def _verify(st, folder: Path) -> dict:
 
 def load_verified_backend(model_path: str, max_seq_length: int | None,
                           load_torch) -> tuple[OnnxSentenceEncoder | None, dict]:
-    """The ONNX encoder for ``model_path`` if its (cached or fresh) export verifies, else None and why.
-
-    ``load_torch``: zero-argument callable returning the torch ``SentenceTransformer`` (used to export and
-    verify, both cached). Returns ``(encoder or None, info)`` with ``export_key``, ``verification`` or ``reason``.
-    """
+    """``(encoder or None, info)``: the ONNX encoder for ``model_path`` if its (cached or fresh) export verifies;
+    ``info`` holds ``export_key``, ``verification`` or ``reason``. ``load_torch()`` returns the torch model."""
     try:
         import onnxruntime  # noqa: F401
     except ImportError:

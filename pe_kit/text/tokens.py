@@ -1,8 +1,5 @@
-"""How many texts the encoder cuts: token lengths against the encoder's ``max_seq_length``.
-
-sentence-transformers truncates every text to ``max_seq_length`` word pieces (special tokens included), so a
-longer text's embedding sees only its beginning; ``truncation_report`` counts those texts for every run.
-"""
+"""How many texts the encoder cuts: sentence-transformers truncates every text to ``max_seq_length`` word pieces
+(special tokens included); ``truncation_report`` counts the longer texts for every run."""
 from __future__ import annotations
 
 import json
@@ -63,11 +60,8 @@ def token_lengths(texts: Sequence[str], model: str) -> np.ndarray:
 
 
 def truncation_report(groups: dict[str, Sequence[str]], model: str, max_seq_length: int | None = None) -> dict:
-    """Count the texts of each group (name → texts) longer than the encoder's cap.
-
-    Returns ``token_cap`` and per group ``<name>_truncated`` and ``<name>_total``, e.g.
-    ``{"token_cap": 32, "records_truncated": 12, "records_total": 900}``.
-    """
+    """Texts of each group (name → texts) longer than the encoder's cap: ``token_cap`` and per group
+    ``<name>_truncated`` and ``<name>_total``."""
     cap = token_cap(model, max_seq_length)
     out: dict = {"token_cap": cap}
     for name, texts in groups.items():

@@ -1,9 +1,6 @@
-"""Variation generators for multi-round PE: histogram feedback in, g new public candidates out.
-
-Alg. A.1 lines 21–25: J = Top_k̃(Y), R = {s_j : j ∈ J}, F = BuildFeedback(S, Y), V = G(F; g), S' = R ∪ V. Any
-``text.generators`` generator is a variation generator (a ``raw_text_input`` one gets a retained candidate as
-its prompt, others an ICL prompt). ``Feedback`` holds only public bank texts ordered by the DP histogram, so no
-private record reaches a generator (post-processing of Y).
+"""Variation generators for multi-round PE (Alg. A.1 lines 21–25: J = Top_k̃(Y), R = {s_j : j ∈ J},
+F = BuildFeedback(S, Y), V = G(F; g), S' = R ∪ V). ``Feedback`` holds only public bank texts ordered by the DP
+histogram, so no private record reaches a generator (post-processing of Y).
 """
 from __future__ import annotations
 
@@ -24,12 +21,8 @@ VARIATION_KINDS = ("public-retrieval", "smollm2", "openai", "wordnet")
 
 @dataclass(frozen=True)
 class Feedback:
-    """F^(t) = BuildFeedback(S^(t), Y^(t)) (Alg. A.1 line 23): public texts ranked by the DP histogram.
-
-    Attributes:
-        positives: the retained non-probe candidates, highest Y first. negatives: the lowest-Y ones, lowest first.
-        seen: every text of every bank so far; a variation must be none of them.
-    """
+    """F^(t) = BuildFeedback(S^(t), Y^(t)) (Alg. A.1 line 23): ``positives`` (retained non-probe candidates,
+    highest Y first), ``negatives`` (lowest Y first) and ``seen`` (every bank's texts: no variation may be one)."""
 
     positives: tuple[str, ...]
     negatives: tuple[str, ...] = ()
@@ -40,10 +33,9 @@ def build_feedback(bank_texts: Sequence[str], histogram: np.ndarray, probe_posit
                    retain: int, n_negatives: int = 0, seen: Iterable[str] = ()) -> tuple[np.ndarray, Feedback]:
     """Top-k̃ retention and ICL feedback from one released histogram (Alg. A.1 lines 21–23).
 
-    Probes are never candidates (always kept, never shown to a generator); ties in Y go to the lowest bank index.
-    ``retain``: k̃ ∈ [1, p − r]; ``n_negatives``: lowest-Y candidates offered as negatives; ``seen``: texts of
-    earlier banks. Returns (retained int64 (k̃,) bank indices, highest Y first; ``Feedback``). Raises ValueError
-    on a length mismatch, non-finite Y, or k̃ out of range.
+    Probes are never candidates; ties in Y go to the lowest bank index. ``retain``: k̃ ∈ [1, p − r]; ``seen``:
+    texts of earlier banks. Returns (retained int64 (k̃,) bank indices, highest Y first; ``Feedback``). Raises
+    ValueError on a length mismatch, non-finite Y, or k̃ out of range.
     """
     y = np.asarray(histogram, dtype=np.float64).ravel()
     p = len(bank_texts)
@@ -89,8 +81,8 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
     """V^(t) = G(F^(t); g): ``n`` new distinct texts, none already in any bank (Alg. A.1 line 24).
 
     Raw-text generators get the positives round-robin, others ICL prompts (``icl_examples`` positives,
-    ``icl_negatives`` negatives, drawn from ``rng``); rejected outputs are asked again, up to ``max_attempts``
-    calls. Raises ValueError on bad arguments or no positives; GenerationError when ``n`` texts are not obtained.
+    ``icl_negatives`` negatives); up to ``max_attempts`` calls. Raises ValueError on bad arguments or no
+    positives; GenerationError when ``n`` texts are not obtained.
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator; pass np.random.default_rng(seed)")
@@ -149,13 +141,11 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
 
 
 class PublicRetrievalGenerator:
-    """Offline variation API over public text: each prompt (a retained candidate) is answered with the nearest
-    public text (ties → lowest pool index) not in ``exclude`` nor returned earlier in the call; deterministic.
-
-    ``texts``: the distinct public pool (``public_pool``); ``embeddings``: theirs, L2-normalized; ``encoder``: for
-    prompts neither in the pool nor ``register``-ed. Not for ``CachedGenerator`` (answers depend on ``exclude``).
-    Raises ValueError on empty or duplicate texts or a shape mismatch.
-    """
+    """Offline variation API: each prompt (a retained candidate) is answered with the nearest public text (ties →
+    lowest pool index) not in ``exclude`` nor returned earlier in the call. ``texts``: the distinct public pool;
+    ``embeddings``: theirs, L2-normalized; ``encoder``: for prompts neither in the pool nor ``register``-ed. Not for
+    ``CachedGenerator`` (answers depend on ``exclude``). Raises ValueError on empty or duplicate texts or a shape
+    mismatch."""
 
     raw_text_input = True
     accepts_exclude = True
@@ -250,13 +240,11 @@ class PublicRetrievalGenerator:
 
 def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | None = None,
                 include_public_users: bool = False) -> list[str]:
-    """Public texts for retrieval variations, disjoint from every private split (App. A "public information").
-
-    The unused texts of the world's bank source and, only with ``include_public_users``, the records of users in no
-    split (off by default: real posts of the corpus MAUVE scores against would fill the next bank with the answer
-    key). Texts equal to a private record or an initial bank text, and duplicates, are removed; ``max_texts`` keeps
-    a uniform subset drawn from ``rng``. Raises ValueError for max_texts without rng, or if nothing is left.
-    """
+    """Public texts for retrieval variations, disjoint from every private split (App. A "public information"): the
+    unused texts of the world's bank source and, with ``include_public_users``, the records of users in no split
+    (off by default: they are the corpus MAUVE scores against), less private records, bank texts and duplicates;
+    ``max_texts`` keeps a uniform subset drawn from ``rng``. Raises ValueError for max_texts without rng, or if
+    nothing is left."""
     from pe_kit.data.loaders import load_bank_texts
 
     private = {normalize_text(t) for split in ("canary", "aux", "calibration", "test") for u in world.users(split)
@@ -292,14 +280,11 @@ def public_pool(world, max_texts: int | None = None, rng: np.random.Generator | 
 
 def variation_generator(kind: str, *, world=None, public_texts: Sequence[str] | None = None, encoder=None,
                         base_url: str | None = None, model: str | None = None, cache: bool = True, **kwargs):
-    """Build a variation generator by name (``VARIATION_KINDS``).
-
-    ``public-retrieval``: ``PublicRetrievalGenerator`` over ``public_texts`` (default ``public_pool(world)``),
-    embedded with ``encoder`` (default ``world.encoder``); ``smollm2``: ``LocalLMGenerator(**kwargs)``; ``openai``:
-    ``OpenAIChatGenerator(base_url, model, **kwargs)``; ``wordnet``: ``WordNetParaphraser(**kwargs)``; the last three
-    wrapped in ``CachedGenerator`` when ``cache``. Raises ValueError for an unknown kind or missing arguments.
-    """
-    from pe_kit.text import generators as gen
+    """A variation generator by name (``VARIATION_KINDS``): ``PublicRetrievalGenerator`` over ``public_texts``
+    (default ``public_pool(world)``) embedded with ``encoder`` (default ``world.encoder``), or ``LocalLMGenerator``,
+    ``OpenAIChatGenerator(base_url, model)``, ``WordNetParaphraser`` built with ``kwargs`` and wrapped in
+    ``CachedGenerator`` when ``cache``. Raises ValueError for an unknown kind or missing arguments."""
+    from pe_kit.text.generators.cached import CachedGenerator
 
     if kind == "public-retrieval":
         enc = encoder or (world.encoder if world is not None else None)
@@ -312,13 +297,19 @@ def variation_generator(kind: str, *, world=None, public_texts: Sequence[str] | 
         texts = list(public_texts)
         return PublicRetrievalGenerator(texts, enc.encode(texts, desc="public pool"), encoder=enc)
     if kind == "smollm2":
-        g = gen.LocalLMGenerator(**kwargs)
+        from pe_kit.text.generators.local_lm import LocalLMGenerator
+
+        g = LocalLMGenerator(**kwargs)
     elif kind == "openai":
         if not base_url or not model:
             raise ValueError("kind='openai' needs base_url= (e.g. 'http://localhost:8000/v1') and model=")
-        g = gen.OpenAIChatGenerator(base_url, model, **kwargs)
+        from pe_kit.text.generators.openai_chat import OpenAIChatGenerator
+
+        g = OpenAIChatGenerator(base_url, model, **kwargs)
     elif kind == "wordnet":
-        g = gen.WordNetParaphraser(**kwargs)
+        from pe_kit.text.generators.wordnet import WordNetParaphraser
+
+        g = WordNetParaphraser(**kwargs)
     else:
         raise ValueError(f"kind={kind!r} is unknown; use one of {VARIATION_KINDS}")
-    return gen.CachedGenerator(g) if cache else g
+    return CachedGenerator(g) if cache else g

@@ -1,12 +1,11 @@
-"""Text generators for candidate banks, paraphrase pools and PE variations: texts in, texts out.
-
-``TextGenerator``: ``generate(prompts, rng) -> list[str]``, one output per prompt; every backend draws one seed
-per prompt (``draw_seeds``) and its output depends only on (prompt, seed, settings), so per-prompt caching
-(``CachedGenerator``) is exact. Backends: ``WordNetParaphraser``, ``LocalLMGenerator``, ``OpenAIChatGenerator``.
+"""Text generators for candidate banks, paraphrase pools and PE variations: texts in, texts out. Every backend
+draws one seed per prompt (``draw_seeds``) and its output depends only on (prompt, seed, settings), so per-prompt
+caching (``CachedGenerator``) is exact.
 """
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -17,11 +16,8 @@ _SEED_HIGH = 2**31 - 1  # llama.cpp takes uint32 seeds, OpenAI int: stay inside 
 
 
 class GenerationError(RuntimeError):
-    """A backend failed (timeout, HTTP error, malformed reply, missing model).
-
-    ``completed`` maps prompt index (within the failing call) → output for the prompts that succeeded;
-    ``CachedGenerator`` stores them before re-raising, so a rerun resumes.
-    """
+    """A backend failed (timeout, HTTP error, malformed reply, missing model); ``completed`` maps prompt index
+    (within the failing call) → output for the prompts that succeeded."""
 
     def __init__(self, message: str, completed: Mapping[int, str] | None = None):
         super().__init__(message)
@@ -47,11 +43,8 @@ def samples(generator) -> bool:
 
 
 class SeedEcho:
-    """Remembers which text each (prompt, seed) gave and flags prompts whose seeds all gave one text.
-
-    A prompt is flagged once ``min_seeds`` different seeds gave it the same text and none another; at most
-    ``max_prompts`` prompts are remembered (oldest forgotten first).
-    """
+    """The seed-honouring check: flags a prompt once ``min_seeds`` different seeds gave it one text and none another
+    (at most ``max_prompts`` prompts remembered, oldest forgotten first)."""
 
     min_seeds = 3
     max_prompts = 65_536
@@ -79,15 +72,22 @@ class SeedEcho:
         """Seeds recorded for ``prompt`` (sorted ints)."""
         return sorted(self._seen.get(prompt, {}))
 
-    def message(self, name: str, prompts: Sequence[str], temperature, what: str = "") -> str:
-        """The warning text: the generator, the prompts and seeds, the temperature and the fix."""
-        p = prompts[0]
-        seeds = ", ".join(str(s) for s in self.flagged.get(p, self.seeds(p))[:6])
-        return (f"{name}: {SEED_IGNORED} ({len(prompts)} prompt(s); e.g. seeds {seeds} of prompt {p[:40]!r} all "
-                f"gave one text, at temperature={temperature}){what}. The server ignores the request's `seed`, so "
-                "its outputs are neither reproducible samples nor varied by more attempts or a higher temperature; "
-                "serve the model with a server that honours seed (vLLM, llama.cpp server), or use a local "
-                "generator (LocalLMGenerator, WordNetParaphraser)")
+    def check(self, name: str, prompts: Sequence[str], seeds: Sequence[int], texts: Sequence[str], temperature,
+              what: str = "") -> list[str]:
+        """``observe`` one call's outputs; warn (``SeedIgnoredWarning``: the generator, prompts, seeds, temperature
+        and the fix, then ``what``) about the prompts it flagged, and return them."""
+        new = self.observe(prompts, seeds, texts)
+        if not new:
+            return new
+        p = new[0]
+        shown = ", ".join(str(s) for s in self.flagged.get(p, self.seeds(p))[:6])
+        msg = (f"{name}: {SEED_IGNORED} ({len(new)} prompt(s); e.g. seeds {shown} of prompt {p[:40]!r} all gave "
+               f"one text, at temperature={temperature}){what}. The server ignores the request's `seed`, so its "
+               "outputs are neither reproducible samples nor varied by more attempts or a higher temperature; serve "
+               "the model with a server that honours seed (vLLM, llama.cpp server), or use a local generator "
+               "(LocalLMGenerator, WordNetParaphraser)")
+        warnings.warn(msg, SeedIgnoredWarning, stacklevel=3)
+        return new
 
 
 class PoolShortfallError(GenerationError):
@@ -153,9 +153,8 @@ def _check_seeds(seeds: Any, n: int) -> list[int]:
 
 
 def generator_identity(generator) -> dict:
-    """Everything that fixes a generator's outputs besides (prompt, seed), part of every generation cache and
-    multi-round checkpoint key: ``name``, ``config`` (its ``config()``), ``model`` (its ``identity()``, a digest of
-    the model files, or None) and ``code`` (SHA-256 of its class's source file)."""
+    """What fixes a generator's outputs besides (prompt, seed), for cache and checkpoint keys: ``name``, ``config``,
+    ``model`` (its ``identity()`` or None) and ``code`` (SHA-256 of its class's source file)."""
     import hashlib
     import inspect
 
@@ -171,11 +170,8 @@ def generator_identity(generator) -> dict:
 
 
 class SeededGenerator:
-    """Base class of generators whose output for a prompt depends only on (prompt, seed, settings).
-
-    Subclasses implement ``generate_seeded(prompts, seeds)`` and ``config()``; ``generate`` draws the seeds.
-    ``batch_size``: prompts per backend call.
-    """
+    """Base class of generators whose output depends only on (prompt, seed, settings): subclasses implement
+    ``generate_seeded(prompts, seeds)`` and ``config()``; ``generate`` draws the seeds."""
 
     name: str = "seeded"
     batch_size: int = 16

@@ -18,12 +18,10 @@ from pe_kit.text.generators.base import (GenerationError, SeedEcho, SeededGenera
 class CachedGenerator(SeededGenerator):
     """Wraps any ``TextGenerator`` and caches each output on disk (checksum-verified, ``pe_kit.cache``).
 
-    ``generate(prompts, rng)`` draws the seeds as the backends do (``SeededGenerator``) and asks the wrapped
-    generator only for missing prompts, in chunks of its ``batch_size``; a ``GenerationError`` part-way stores its
-    ``completed`` outputs first, so a rerun resumes. A sampling generator that returns one text for a prompt under
-    three or more seeds (``base.SeedEcho``) gets those entries withdrawn and a ``SeedIgnoredWarning``. ``root``: the
-    cache folder (default ``cache_dir()/"generation"``); ``with_code``: key on the generator's source digest too;
-    ``sort_by_length``: generate missing prompts shortest first. ``hits`` / ``misses`` count prompts served / made.
+    Only missing prompts reach the wrapped generator, in chunks of its ``batch_size``; a ``GenerationError`` stores
+    its ``completed`` outputs first, so a rerun resumes. Outputs that ignore the seed (``SeedEcho.check``) are not
+    stored. ``root``: default ``cache_dir()/"generation"``; ``with_code``: key on the generator's source digest too;
+    ``sort_by_length``: shortest missing prompts first. ``hits`` / ``misses`` count prompts served / made.
     """
 
     def __init__(self, generator: TextGenerator, root: str | os.PathLike | None = None, *, with_code: bool = True,
@@ -80,22 +78,14 @@ class CachedGenerator(SeededGenerator):
         entry = {"generator": self.name, "config": self.config(), "prompt": prompt, "seed": int(seed), "text": text}
         write_verified(self.path(self.key(prompt, seed)), json.dumps(entry, ensure_ascii=False).encode("utf-8"))
 
-    def _withdraw(self, prompt: str) -> None:
-        """Delete the entries of ``prompt`` under every seed seen for it (they are not seed-specific)."""
-        for s in self._echo.seeds(prompt):
-            drop_verified(self.path(self.key(prompt, s)))
-
     def _seed_ignored(self, prompts: list[str], seeds: list[int], texts: list[str]) -> set[str]:
         """Prompts of a sampling generator whose seeds all gave one text (withdrawn from the cache, warned once)."""
         if not self._samples:
             return set()
-        new = self._echo.observe(prompts, seeds, texts)
-        for p in new:
-            self._withdraw(p)
-        if new:
-            msg = self._echo.message(self.name, new, self.config().get("temperature"),
-                                     f"; these outputs are not cached as seed-specific under {self.root}")
-            warnings.warn(msg, SeedIgnoredWarning, stacklevel=3)
+        for p in self._echo.check(self.name, prompts, seeds, texts, self.config().get("temperature"),
+                                  f"; these outputs are not cached as seed-specific under {self.root}"):
+            for s in self._echo.seeds(p):  # every entry of p: they are not seed-specific
+                drop_verified(self.path(self.key(p, s)))
         return set(self._echo.flagged)
 
     def _inner_seeded(self, prompts: list[str], seeds: list[int]) -> list[str]:
@@ -113,8 +103,8 @@ class CachedGenerator(SeededGenerator):
         return out
 
     def generate_seeded(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[str]:
-        """As ``generate`` with explicit seeds (n ints in [0, 2**32)); the cache is read again before each batch, so
-        outputs another process wrote meanwhile are taken, not regenerated."""
+        """As ``generate`` with explicit seeds (n ints in [0, 2**32)); the cache is read again before each batch (for
+        outputs another process wrote meanwhile)."""
         items = _check_prompts(prompts)
         seed_list = _check_seeds(seeds, len(items))
         results: list[str | None] = [self._read(p, s) for p, s in zip(items, seed_list)]

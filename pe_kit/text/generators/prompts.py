@@ -28,11 +28,8 @@ _LABEL_TEMPLATES = (
 
 
 def label_prompt(label: str, *, genre: str = "personal blog post", attribute: str = "industry", template: int = 0) -> str:
-    """Label-only prompt for bank generation (§3, App. C bank A: the generator sees only the label).
-
-    ``attribute``: what the label describes; ``template``: one of four wordings, in [0, 4). Raises ValueError
-    naming the bad field.
-    """
+    """Label-only prompt for bank generation (§3, App. C bank A): ``attribute`` is what the label describes,
+    ``template`` one of four wordings. Raises ValueError naming the bad field."""
     for field, value in (("label", label), ("genre", genre), ("attribute", attribute)):
         _check_text(value, field)
     if not isinstance(template, (int, np.integer)) or not 0 <= int(template) < len(_LABEL_TEMPLATES):

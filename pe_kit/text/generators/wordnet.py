@@ -38,8 +38,7 @@ class _WordNet:
     def __init__(self, root: Path, senses: int):
         self.root = root
         self.senses = senses
-        # index[pos][lemma] = first `senses` synset offsets (most frequent sense first);
-        # tagged[lemma] = (pos, tagged-sense count) of the lemma's most frequently tagged part of speech
+        # index[pos][lemma]: synset offsets, most frequent sense first; dominant[lemma]: its most tagged pos
         self.index: dict[str, dict[str, list[int]]] = {pos: {} for pos in _POS_FILES}
         self.dominant: dict[str, str] = {}
         best: dict[str, int] = {}
@@ -135,14 +134,11 @@ def _pluralize(word: str) -> str:
 
 
 class WordNetParaphraser(SeededGenerator):
-    """Offline paraphraser: replaces a random subset of content words by WordNet 3.0 synonyms.
-
-    The prompt is the source text (``raw_text_input``). Each eligible word (alphabetic, ≥ 3 letters, no stop word
-    or -ing form, a lemma or regular plural) is swapped with probability ``rate`` for a synonym of its first
-    ``senses`` senses in its most tagged part of speech, keeping case and plural, at least one when any is eligible;
-    deterministic per (text, seed). ``wordnet_dir`` default: env ``PE_KIT_WORDNET`` or ``/usr/share/wordnet``.
-    Raises ValueError for bad settings; ``GenerationError`` naming ``apt-get install wordnet-base`` without the files.
-    """
+    """Offline paraphraser (the prompt is the source text): each eligible word (alphabetic, ≥ 3 letters, no stop
+    word or -ing form, a lemma or regular plural) is swapped with probability ``rate`` (at least one) for a synonym
+    of its first ``senses`` senses in its most tagged part of speech, keeping case and plural; deterministic per
+    (text, seed). ``wordnet_dir`` default: env ``PE_KIT_WORDNET`` or ``/usr/share/wordnet``. Raises ValueError for
+    bad settings; ``GenerationError`` without the files."""
 
     raw_text_input = True
 
@@ -160,8 +156,7 @@ class WordNetParaphraser(SeededGenerator):
         return {"rate": self.rate, "senses": self.senses}
 
     def identity(self) -> str:
-        """Digest of the WNDB ``index.*`` / ``data.*`` files read (``"missing"`` if absent), so cached paraphrases
-        follow the WordNet version."""
+        """Digest of the WNDB ``index.*`` / ``data.*`` files (``"missing"`` if absent), for cache keys."""
         from pe_kit.cache import content_hash, file_digest
 
         if not all((self.wordnet_dir / f).is_file() for f in _WNDB_FILES):
