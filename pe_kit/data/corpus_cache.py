@@ -1,9 +1,8 @@
 """A corpus selection kept on disk by content, so that a run parses its data file once.
 
 ``cached_scan`` stores pass 1 (``pe_kit.data.passes``) and ``cached_corpus`` pass 2 under ``cache_dir()/corpora/``
-as verified JSON records, keyed by the file's bytes, the format, every loader setting and the loader's source.
-:func:`run_isolated` computes both in a child process. Every pass over a data file (a cache miss) appends a line
-to ``cache_dir()/corpora/parses.log`` (``<UTC time> pid=<pid> pass 1/2 … <file>``) and prints it to stderr.
+as verified JSON records, keyed by the file's bytes, every loader setting and the loader's source. Every pass over
+a data file (a cache miss) is logged to stderr and to ``cache_dir()/corpora/parses.log``.
 """
 from __future__ import annotations
 
@@ -45,7 +44,7 @@ def _log(what: str, path: Path, key: str) -> None:
 
 
 def scan_key(path: Path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> str:
-    """Key of pass 1: the file's SHA-256, the format, the label field (blogs), ``on_error`` and the loader code."""
+    """Key of pass 1: the file's SHA-256, the format, the Blog label field, ``on_error`` and the loader code."""
     return content_hash("corpus-scan/v1", file_digest(path), fmt, label_field if fmt == "blogs" else None,
                         on_error, source_digest(*_CODE))
 
@@ -56,7 +55,7 @@ def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | 
 
 
 def _noting(fn):
-    """(fn(), its warnings' text): the warnings pass on and are stored with the result, so a cache hit repeats them."""
+    """(fn(), its warnings' text): stored with the result, so that a cache hit repeats them."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = fn()
@@ -66,8 +65,7 @@ def _noting(fn):
 
 
 def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_error: str = "raise") -> Scan:
-    """Pass 1 of ``data`` (None = the bundled Blogs sample) as ``Scan``, from the cache or computed and stored. Raises
-    ValueError for another ``on_error`` than ``raise`` | ``skip``; what ``load_corpus`` raises."""
+    """Pass 1 of ``data`` (None: the bundled Blogs sample) as ``Scan``, cached. Raises what ``load_corpus`` raises."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     path, fmt = resolve_format(data, fmt, label_field)
@@ -97,9 +95,8 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
 def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_records: int | None = None,
                   max_records: int | None = None, on_error: str = "raise", label_field: str = "industry",
                   max_users: int | None = None) -> Corpus:
-    """``load_corpus(data, fmt, …)`` stored by content: read from ``cache_dir()/corpora`` (verified), else computed by
-    the two passes and stored. Arguments as the loaders (``min_records=None``: ``default_min_records``). Raises
-    ValueError for inconsistent caps or an unknown format; what the loaders raise."""
+    """``load_corpus(data, fmt, …)``, cached (``min_records=None``: ``default_min_records``). Raises what the loaders
+    raise."""
     path, fmt = resolve_format(data, fmt, label_field)
     min_records = default_min_records(fmt, record_cap) if min_records is None else min_records
     skey = scan_key(path, fmt, label_field, on_error)
