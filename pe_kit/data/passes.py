@@ -177,8 +177,7 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
             if not norm or (prof is not None and first.setdefault(uid, prof) != prof):
                 continue
             bucket = texts.setdefault(uid, [])
-            if not bucket:
-                labels[uid] = label
+            labels.setdefault(uid, label)
             if len(bucket) < record_cap:
                 bucket.append(norm)
                 rewritten += norm != text

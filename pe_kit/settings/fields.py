@@ -79,11 +79,9 @@ class Section:
             PARAM_TYPES[name], _FIELDS[name] = spec, f
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            spec = f.metadata.get("spec")
-            if spec is not None:
-                v = check_param(f.name, getattr(self, f.name), spec)
-                object.__setattr__(self, f.name, tuple(v) if isinstance(v, list) else v)
+        for name, spec in self.specs().items():
+            v = check_param(name, getattr(self, name), spec)
+            object.__setattr__(self, name, tuple(v) if isinstance(v, list) else v)
 
     @classmethod
     def specs(cls) -> dict:
