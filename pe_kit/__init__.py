@@ -10,15 +10,9 @@ facade) is a handful of calls, each returning a frozen ``Audit`` with the fields
     b = pk.audit_release(my_release_fn, "my.jsonl", variant="nonce")           # your release function, a battery
     print(r.epsilon_lower, r.epsilon_theory, r.mu_eff)
 
-Names load on first use (PEP 562 ``__getattr__``), so ``import pe_kit`` imports nothing heavy and ``audit_scores``
-needs only numpy and scipy. Below the facade, one subpackage per stage of one audit, lower stages never importing
-higher ones (``docs/architecture.md``; checked by ``tests/test_layout.py``):
-
-``config`` / ``cache`` (settings, content-addressed files) → ``data`` (users, arms, splits) → ``text``
-(encoders, generators, banks, variation) → ``pe`` (mechanism, multi-round loop, release protocol, mutants) →
-``audit`` (moments, LLRs, bounds, trial engine, sweeps, accounting, black-box audits, the scores-level calls) →
-``attack`` (variants, greedy selection, bug canaries) → ``report`` (tidy rows, figures, widgets, MAUVE) → ``study``
-(a World on real data, designs, the notebooks' steps) → ``run`` (presets, papermill, CLI).
+Names load on first use (PEP 562), so ``import pe_kit`` imports nothing heavy. Below the facade, one subpackage per
+stage of one audit, lower stages never importing higher ones (``docs/architecture.md``): ``settings`` / ``cache`` →
+``data`` → ``text`` → ``pe`` → ``audit`` → ``attack`` → ``report`` → ``study`` → ``run``.
 """
 from __future__ import annotations
 
@@ -26,7 +20,7 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-#: public name → the module that defines it (loaded on first attribute access)
+#: public name → the module that defines it
 _EXPORTS = {
     "audit_scores": "pe_kit.audit.scores",
     "audit_one_run": "pe_kit.audit.scores",
@@ -52,7 +46,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs only; at run time the names load
 
 
 def __getattr__(name: str):
-    """Load a public name from its module on first access (PEP 562); stage subpackages load as usual."""
+    """Load a public name from its module on first access."""
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'pe_kit' has no attribute {name!r}; the public names are {sorted(__all__)}")

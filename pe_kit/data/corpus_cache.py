@@ -1,25 +1,26 @@
 """A corpus selection kept on disk by content, so that a run parses its data file once.
 
 ``cached_scan`` stores pass 1 (``pe_kit.data.passes``) and ``cached_corpus`` pass 2 under ``cache_dir()/corpora/``
-as verified JSON records, keyed by the file's bytes, the format, every loader setting and the loader's source.
-:func:`run_isolated` computes both in a child process. Every pass over a data file (a cache miss) appends a line
-to ``cache_dir()/corpora/parses.log`` (``<UTC time> pid=<pid> pass 1/2 … <file>``) and prints it to stderr.
+as verified JSON records, keyed by the file's bytes, every loader setting and the loader's source. Every pass over
+a data file (a cache miss) is logged to stderr and to ``cache_dir()/corpora/parses.log``.
 """
 from __future__ import annotations
 
-import json
+import multiprocessing
 import os
 import sys
 import time
 import warnings
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
 from pathlib import Path
 
 from pe_kit.cache import cache_dir, content_hash, file_digest, read_records, source_digest, write_records
 from pe_kit.data.loaders import default_min_records, format_rows, resolve_format
 from pe_kit.data.passes import Scan, file_stat, scan_corpus, select_corpus
-from pe_kit.data.records import Corpus, DataError, User
+from pe_kit.data.records import Corpus, User
 
 __all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "run_isolated"]
 
@@ -43,7 +44,7 @@ def _log(what: str, path: Path, key: str) -> None:
 
 
 def scan_key(path: Path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> str:
-    """Key of pass 1: the file's SHA-256, the format, the label field (blogs), ``on_error`` and the loader code."""
+    """Key of pass 1: the file's SHA-256, the format, the Blog label field, ``on_error`` and the loader code."""
     return content_hash("corpus-scan/v1", file_digest(path), fmt, label_field if fmt == "blogs" else None,
                         on_error, source_digest(*_CODE))
 
@@ -54,7 +55,7 @@ def corpus_key(skey: str, record_cap: int, min_records: int, max_records: int | 
 
 
 def _noting(fn):
-    """(fn(), its warnings' text): the warnings pass on and are stored with the result, so a cache hit repeats them."""
+    """(fn(), its warnings' text): stored with the result, so that a cache hit repeats them."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = fn()
@@ -64,8 +65,7 @@ def _noting(fn):
 
 
 def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_error: str = "raise") -> Scan:
-    """Pass 1 of ``data`` (None = the bundled Blogs sample) as ``Scan``, from the cache or computed and stored. Raises
-    ValueError for another ``on_error`` than ``raise`` | ``skip``; what ``load_corpus`` raises."""
+    """Pass 1 of ``data`` (None: the bundled Blogs sample) as ``Scan``, cached. Raises what ``load_corpus`` raises."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     path, fmt = resolve_format(data, fmt, label_field)
@@ -95,9 +95,8 @@ def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_
 def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_records: int | None = None,
                   max_records: int | None = None, on_error: str = "raise", label_field: str = "industry",
                   max_users: int | None = None) -> Corpus:
-    """``load_corpus(data, fmt, …)`` stored by content: read from ``cache_dir()/corpora`` (verified), else computed by
-    the two passes and stored. Arguments as the loaders (``min_records=None``: ``default_min_records``). Raises
-    ValueError for inconsistent caps or an unknown format; what the loaders raise."""
+    """``load_corpus(data, fmt, …)``, cached (``min_records=None``: ``default_min_records``). Raises what the loaders
+    raise."""
     path, fmt = resolve_format(data, fmt, label_field)
     min_records = default_min_records(fmt, record_cap) if min_records is None else min_records
     skey = scan_key(path, fmt, label_field, on_error)
@@ -124,59 +123,31 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
     return corpus
 
 
-_ERRORS = {"DataError": DataError, "ValueError": ValueError, "FileNotFoundError": FileNotFoundError,
-           "IsADirectoryError": IsADirectoryError}
+def _profile(data=None, fmt: str = "auto", *, record_cap: int, on_error: str = "raise",
+             label_field: str = "industry", reserved=()) -> dict:
+    scan = cached_scan(data, fmt, label_field, on_error)
+    return {"records": scan.records_per_user(int(record_cap)).tolist(),
+            "reserved": scan.reserved_records(reserved, int(record_cap)).tolist()}
 
 
-def _task(task: str, kw: dict) -> dict:
-    if task == "profile":
-        scan = cached_scan(kw.get("data"), kw.get("fmt", "auto"), kw.get("label_field", "industry"),
-                           kw.get("on_error", "raise"))
-        cap = int(kw["record_cap"])
-        return {"records": scan.records_per_user(cap).tolist(),
-                "reserved": scan.reserved_records(kw.get("reserved", ()), cap).tolist()}
-    if task == "select":
-        c = cached_corpus(kw.get("data"), kw.get("fmt", "auto"), record_cap=int(kw["record_cap"]),
-                          on_error=kw.get("on_error", "raise"), label_field=kw.get("label_field", "industry"))
-        rep = c.report()
-        return {"users": rep["users"], "records": rep["records"]}
-    raise ValueError(f"task={task!r} must be 'profile' or 'select'")
+def _select(data=None, fmt: str = "auto", *, record_cap: int, on_error: str = "raise",
+            label_field: str = "industry") -> dict:
+    rep = cached_corpus(data, fmt, record_cap=int(record_cap), on_error=on_error, label_field=label_field).report()
+    return {"users": rep["users"], "records": rep["records"]}
 
 
 def run_isolated(task: str, **kwargs) -> dict:
     """Run :func:`cached_scan` (``task="profile"``: ``{"records": [...], "reserved": [...]}``, records per user capped
-    at record_cap) or :func:`cached_corpus` (``task="select"``: ``{"users", "records"}``) in a child Python process,
-    so the caller never holds the parsed file. The child's stderr goes to this process's stderr.
+    at record_cap) or :func:`cached_corpus` (``task="select"``: ``{"users", "records"}``) in a spawned child process,
+    so the caller never holds the parsed file.
 
-    Raises: the child's DataError / ValueError / FileNotFoundError / IsADirectoryError with its message;
-        RuntimeError naming the exit status when the child died without one."""
-    import subprocess
-
-    kw = {k: (str(v) if isinstance(v, Path) else v) for k, v in kwargs.items()}
-    proc = subprocess.run([sys.executable, "-m", "pe_kit.data.corpus_cache", task, json.dumps(kw)],
-                          stdout=subprocess.PIPE, text=True, env=os.environ.copy())
-    lines = proc.stdout.strip().splitlines()
-    try:
-        out = json.loads(lines[-1]) if lines else {}
-    except json.JSONDecodeError:
-        out = {}
-    if "error" in out:
-        raise _ERRORS.get(out["error"], RuntimeError)(out["message"])
-    if proc.returncode or "result" not in out:
-        raise RuntimeError(f"reading {kw.get('data')} in a child process failed (exit status {proc.returncode}; "
-                           "-9 means it was killed, e.g. for memory); its messages are above")
-    return out["result"]
-
-
-def _main(argv: list[str]) -> int:
-    task, kw = argv[0], json.loads(argv[1])
-    try:
-        out = {"result": _task(task, kw)}
-    except (DataError, ValueError, FileNotFoundError, IsADirectoryError) as exc:
-        out = {"error": type(exc).__name__ if type(exc).__name__ in _ERRORS else "ValueError", "message": str(exc)}
-    print(json.dumps(out), flush=True)
-    return 0 if "result" in out else 2
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    Raises: what the child raised; RuntimeError when the child died without an answer."""
+    fn = {"profile": _profile, "select": _select}.get(task)
+    if fn is None:
+        raise ValueError(f"task={task!r} must be 'profile' or 'select'")
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(fn, **kwargs).result()
+        except BrokenProcessPool:
+            raise RuntimeError(f"reading {kwargs.get('data')} in a child process failed (it ended without an answer, "
+                               "e.g. killed for memory); its messages are above") from None

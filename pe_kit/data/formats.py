@@ -19,13 +19,16 @@ from pe_kit.data.records import DataError, fail as _fail
 __all__ = ["PROFILE_FIELDS", "FORMAT_TEXT", "json_lines", "format_rows", "sniff_format", "check_format"]
 
 
+def _open(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(physical line number, bytes) of a gzip or plain file, split on LF only; a leading UTF-8 BOM is dropped. Raises
-    DataError, whatever ``on_error`` says, for a truncated or corrupt gzip stream or a BOM starting a later line
-    (names the file, the line and the fix)."""
+    """(physical line number, bytes) of a gzip or plain file, split on LF only, a leading UTF-8 BOM dropped. Raises
+    DataError, whatever ``on_error`` says, for a truncated or corrupt gzip stream or a BOM starting a later line."""
     lineno = 0
     try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
+        with _open(path) as raw:
             for lineno, data in enumerate(raw, start=1):
                 if data.startswith(b"\xef\xbb\xbf"):
                     if lineno > 1:
@@ -50,8 +53,7 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 
 def json_lines(path: Path, fields: Sequence[str], on_error: str, skipped: Counter) -> Iterator[tuple[int, dict]]:
-    """(physical line number, object) per JSON Lines record; a leading UTF-8 BOM is dropped, CRLF is fine
-    (bytes are split on LF only, so U+2028 inside a text does not split a record)."""
+    """(physical line number, object) per JSON Lines record that has every one of ``fields``."""
     parsed = 0  # JSON objects read so far: a first line that is not JSON means the file is not JSON Lines at all
     for lineno, data in _raw_lines(path):
         try:
@@ -90,9 +92,8 @@ PROFILE_FIELDS = ("gender", "age", "industry", "sign")
 
 def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped: Counter,
                 profile: Sequence[str] = ()) -> Iterator[Row]:
-    """Rows ``(line, user_id, text, label, label set)`` of a JSON Lines file; the label set is the ``(field, value)``
-    tuple of the ``profile`` fields (None when empty). A non-string ``text`` or an empty ``user_id`` is a
-    ``DataError`` naming file, line and field (``on_error="skip"``: counted as ``bad_type``)."""
+    """Rows of a JSON Lines file (``fields``: user id, text, label); the label set is the ``(field, value)`` tuple of
+    the ``profile`` fields (None when empty). A non-string text or an empty user id is ``bad_type``."""
     uid_f, text_f, label_f = fields
     for line, o in json_lines(path, fields, on_error, skipped):
         text, uid = o[text_f], o[uid_f]
@@ -109,9 +110,8 @@ def _typed_rows(path: Path, fields: tuple[str, str, str], on_error: str, skipped
 
 
 def _csv_decoding(path) -> str:
-    """``"utf-8"`` when every line of the file is valid UTF-8, ``"latin-1"`` when some line is not and no line holds
-    UTF-8 beyond ASCII (a line whose only non-ASCII character is U+FFFD does not count). Reads the bytes once. Raises
-    DataError for a file mixing encodings, naming the first non-UTF-8 line, the count of UTF-8 lines and the fix."""
+    """``"utf-8"`` when every line is UTF-8, ``"latin-1"`` when some line is not and no line holds UTF-8 beyond ASCII
+    (U+FFFD aside). Raises DataError for a file mixing encodings."""
     first_bad, utf8_text = None, 0
     for lineno, data in _raw_lines(Path(path)):
         if data.isascii():
@@ -130,8 +130,8 @@ def _csv_decoding(path) -> str:
 
 
 class _Feed:
-    """Physical lines for ``csv.reader`` that can be put back: after a malformed record that spanned several
-    lines, every line but its first is read again (an unterminated quote must not swallow the next records)."""
+    """Physical lines for ``csv.reader``; after a malformed record that spanned several lines, every line but its
+    first is read again (an unterminated quote must not swallow the next records)."""
 
     def __init__(self, lines: Iterator[tuple[int, bytes]], decoding: str):
         self.lines, self.decoding, self.back, self.taken = lines, decoding, deque(), []
@@ -189,9 +189,7 @@ def _s140_rows(path: Path, on_error: str) -> Rows:
 
 
 def format_rows(path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> Rows:
-    """The row reader of one format (``Rows``: ``read(skipped Counter)`` -> iterator of (line, user_id, text,
-    label, label set or None), one streaming pass per call, and its ``decoding``). Raises ValueError for an
-    unknown ``fmt``."""
+    """The ``Rows`` reader of one format. Raises ValueError for an unknown ``fmt``."""
     path = Path(path)
     if fmt == "blogs":
         profile = tuple(dict.fromkeys(PROFILE_FIELDS + (label_field,)))
@@ -210,17 +208,15 @@ FORMAT_TEXT = {"blogs": "Blog Authorship JSON Lines (user_id, text, industry)",
 
 
 def sniff_format(path) -> str | None:
-    """Guess a file's format from its first non-empty line (≤ 1 MiB read): a JSON object with ``stars`` → ``"yelp"``;
-    with ``user_id`` and ``text`` → ``"blogs"``; a 6-column CSV row with polarity 0/2/4 → ``"sentiment140"``; else None.
-    """
+    """A file's format from its first non-empty line: a JSON object with ``stars`` → ``"yelp"``, with ``user_id``
+    and ``text`` → ``"blogs"``; a 6-column CSV row with polarity 0/2/4 → ``"sentiment140"``; else None."""
     return _sniff_line(_head_line(path))[0]
 
 
 def _head_line(path) -> bytes:
-    """The first non-empty line in a file's first 1 MiB (gzip or plain, BOM dropped); b"" if none or unreadable."""
-    path = Path(path)
+    """The first non-empty line in a file's first 1 MiB (BOM dropped); b"" if none or unreadable."""
     try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
+        with _open(Path(path)) as fh:
             head = fh.read(1 << 20)
     except (OSError, EOFError):
         return b""
@@ -230,7 +226,7 @@ def _head_line(path) -> bytes:
 
 
 def _sniff_line(line: bytes) -> tuple[str | None, dict | None]:
-    """(format guess, the line's JSON object or None) for one first line (see :func:`sniff_format`)."""
+    """(format guess, the line's JSON object or None)."""
     if line.lstrip().startswith(b"{"):
         try:
             obj = json.loads(line.decode("utf-8"))
@@ -247,9 +243,8 @@ def _sniff_line(line: bytes) -> tuple[str | None, dict | None]:
 
 
 def check_format(path, fmt: str, label_field: str = "industry") -> None:
-    """Refuse a file whose first line is clearly another format than ``fmt`` (:func:`sniff_format`); ``blogs`` and
-    ``yelp`` conflict only when the first record lacks the loader's field (``stars`` / ``label_field``). Raises
-    DataError naming the file, what it looks like, the format asked for and the ``--format`` to pass."""
+    """Raise DataError (naming the ``--format`` to pass) when the first line is clearly another format than ``fmt``;
+    ``blogs`` and ``yelp`` conflict only when the first record lacks the loader's ``stars`` / ``label_field``."""
     guess, first = _sniff_line(_head_line(path))
     if guess is None or guess == fmt:
         return

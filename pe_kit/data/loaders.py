@@ -1,6 +1,5 @@
-"""User-partitioned text loaders (paper §3, App. D: m = 64 records per user): Blog Authorship JSON Lines, Yelp
-reviews JSON Lines and Sentiment140 CSV (``data.formats``), gzip or plain, read in two streaming passes
-(``data.passes``); bank files. A bad line raises ``DataError`` naming file, physical line and field
+"""User-partitioned text loaders (paper §3, App. D: m = 64 records per user) for the formats of ``data.formats``,
+gzip or plain, and bank files. A bad line raises ``DataError`` naming file, physical line and field
 (``on_error="skip"`` counts it: ``Corpus.report()``).
 """
 from __future__ import annotations
@@ -22,30 +21,30 @@ __all__ = ["TWEET_LENGTH", "PROFILE_FIELDS", "DataError", "User", "Corpus", "def
 TWEET_LENGTH = 140
 
 
+def _bundled(name: str) -> Path:
+    return Path(str(resources.files("pe_kit") / "data_files" / name))
+
+
 def default_data_path() -> Path:
     """Path of the bundled Blog sample (900 bloggers × 64 posts, ≤ 600 chars; Schler et al., 2006)."""
-    return Path(str(resources.files("pe_kit") / "data_files" / "blogs-900.jsonl.gz"))
+    return _bundled("blogs-900.jsonl.gz")
 
 
 def default_bank_path() -> Path:
     """Path of the bundled label-only SmolLM2 bank for the Blog corpus (8,192 texts; "bank A")."""
-    return Path(str(resources.files("pe_kit") / "data_files" / "blogs-bankA-smollm2.jsonl.gz"))
+    return _bundled("blogs-bankA-smollm2.jsonl.gz")
 
 
 def default_bank_b_path(partial: bool = False) -> Path:
     """Path of the Blog corpus's bank B (label plus three public in-context examples, SmolLM2; paper App. C), or of
-    its committed part (``partial=True``) while ``scripts/make_bank_b.py`` has not finished every shard. Either may
-    be absent: check ``.is_file()``."""
-    name = "blogs-bankB-smollm2.partial.jsonl.gz" if partial else "blogs-bankB-smollm2.jsonl.gz"
-    return Path(str(resources.files("pe_kit") / "data_files" / name))
+    its committed part (``partial=True``); either may be absent."""
+    return _bundled("blogs-bankB-smollm2.partial.jsonl.gz" if partial else "blogs-bankB-smollm2.jsonl.gz")
 
 
 def bank_b_authors(path=None) -> frozenset[str]:
-    """User ids a bank-B file shows as in-context examples (``examples``: [[user id, record index], ...]), kept out of
-    every private split (``splits.split_users(reserved=)``). ``path`` defaults to :func:`default_bank_b_path`.
-
-    Raises: FileNotFoundError (built by ``scripts/make_bank_b.py``), IsADirectoryError; DataError for a malformed
-        line or example, a row without ``examples`` or a file with no rows."""
+    """User ids a bank-B file (default :func:`default_bank_b_path`) shows as in-context examples (``examples``:
+    [[user id, record index], ...]). Raises FileNotFoundError, IsADirectoryError; DataError for a malformed line or
+    example, a row without ``examples`` or a file with no rows."""
     path = Path(path or default_bank_b_path())
     if path.is_dir():
         raise IsADirectoryError(f"bank-B path {path} is a folder; pass the bank-B file itself "
@@ -65,14 +64,14 @@ def bank_b_authors(path=None) -> frozenset[str]:
 
 
 def has_examples(path) -> bool:
-    """Whether a JSON Lines bank file's first object carries ``examples`` (bank B); False for a missing file."""
+    """Whether a bank file's first object carries ``examples`` (bank B); False for a missing file."""
     path = Path(path)
     first = next(json_lines(path, ("text",), "skip", Counter()), None) if path.is_file() else None
     return first is not None and "examples" in first[1]
 
 
 def _example_authors(examples, path: Path, lineno: int) -> list[str]:
-    """The user ids of one bank-B row's ``examples`` ([[user id, record index], ...]), checked (DataError)."""
+    """The user ids of one bank-B row's ``examples``, checked (DataError)."""
     def bad(what: str):
         return DataError(f"{path}: line {lineno}: 'examples' {what}; each row lists its in-context examples as "
                          "[[user id, record index], ...] (rebuild the file with scripts/make_bank_b.py)")
@@ -108,8 +107,7 @@ def _load(path: Path, fmt: str, record_cap: int, min_records: int | None, max_re
 
 
 def folder_message(path, flag: str = "--data") -> str:
-    """The error text for a folder given where one corpus file is expected: names the formats and lists up to
-    five files inside it that have a corpus extension (``.jsonl``, ``.json``, ``.csv``, optionally ``.gz``)."""
+    """The error text for a folder given where one corpus file is expected, naming up to five corpus files in it."""
     path = Path(path)
     try:
         inside = sorted(str(f) for f in path.iterdir() if f.is_file()
@@ -123,8 +121,7 @@ def folder_message(path, flag: str = "--data") -> str:
 
 
 def check_path(path, flag: str = "path") -> Path:
-    """``path`` as a Path if it is a file; IsADirectoryError (:func:`folder_message`) or FileNotFoundError, naming
-    ``flag``, the argument that passed it (``--data`` on the command line)."""
+    """``path`` as a Path if it is a file, else IsADirectoryError or FileNotFoundError naming ``flag``."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(folder_message(path, flag))
@@ -136,34 +133,29 @@ def check_path(path, flag: str = "path") -> Path:
 
 def load_blogs(path=None, record_cap: int = 64, min_records: int = 1, max_records: int | None = None,
                label_field: str = "industry", on_error: str = "raise") -> Corpus:
-    """Load Blog Authorship Corpus JSON Lines (``user_id``, ``text``, label field), gzip or plain, as a ``Corpus``.
+    """Load Blog Authorship Corpus JSON Lines (``user_id``, ``text``, label field) as a ``Corpus``.
 
-    ``path``: default the bundled 900-blogger sample; ``record_cap``: m, the first m records per user in file order
-    are kept (App. D); ``min_records``, ``max_records``: admissible records per user after the cap (default max = m);
+    ``path``: default the bundled sample; ``record_cap``: m, the first m records per user in file order are kept
+    (App. D); ``min_records``, ``max_records``: admissible records per user after the cap (default max = m);
     ``label_field``: ``industry``, ``gender`` or ``age``; ``on_error``: ``"raise"`` or ``"skip"``. Raises
-    FileNotFoundError, IsADirectoryError, DataError (file, line and field named; a truncated gzip file; one user id
-    with two label sets, :data:`PROFILE_FIELDS`)."""
+    FileNotFoundError, IsADirectoryError, DataError (a bad line; one user id with two label sets)."""
     path = check_path(path or default_data_path())
     return _load(path, "blogs", record_cap, min_records, max_records, on_error, label_field)
 
 
 def load_yelp(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
               on_error: str = "raise", max_users: int | None = None) -> Corpus:
-    """Stream Yelp reviews JSON Lines (``user_id``, ``text``, ``stars``; label = stars of the user's first review).
-    ``min_records=None`` means ``record_cap`` (exactly m records per user, the paper's Yelp arm); ``max_users`` keeps
-    the first that many admissible users. Arguments and errors as ``load_blogs``."""
+    """Load Yelp reviews JSON Lines (``user_id``, ``text``, ``stars`` of the user's first review as label).
+    ``min_records=None``: ``record_cap``; ``max_users`` keeps the first that many admissible users. Otherwise as
+    ``load_blogs``."""
     path = check_path(path)
     return _load(path, "yelp", record_cap, min_records, max_records, on_error, max_users=max_users)
 
 
 def load_sentiment140(path, record_cap: int = 64, min_records: int | None = None, max_records: int | None = None,
                       on_error: str = "raise") -> Corpus:
-    """Load Sentiment140 CSV (no header; polarity, id, date, query, user, text), UTF-8 else Latin-1
-    (``report()["decoding"]``).
-
-    Label = polarity of the user's first tweet; ``min_records=None`` means ``max(1, record_cap // 2)`` (32–64 at m =
-    64). Raises DataError naming file, physical line and column for a row without 6 columns, a bad polarity or a
-    malformed quote (``on_error="skip"``: ``malformed_quote``, costing only the record's first line)."""
+    """Load Sentiment140 CSV (no header; polarity, id, date, query, user, text; UTF-8 else Latin-1), the polarity of
+    the user's first tweet as label; ``min_records=None``: ``max(1, record_cap // 2)``. Otherwise as ``load_blogs``."""
     path = check_path(path)
     return _load(path, "sentiment140", record_cap, min_records, max_records, on_error)
 
@@ -175,10 +167,8 @@ def guess_format(path) -> str:
 
 
 def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") -> tuple[Path, str]:
-    """The file and format :func:`load_corpus` reads: ``fmt``, or for ``auto`` :func:`guess_format`'s; None = the
-    bundled Blogs sample.
-
-    Raises: ValueError (unknown ``fmt``), FileNotFoundError / IsADirectoryError, DataError (:func:`check_format`)."""
+    """(file, format) :func:`load_corpus` reads (None: the bundled Blogs sample; ``auto``: :func:`guess_format`).
+    Raises ValueError (unknown ``fmt``), FileNotFoundError / IsADirectoryError, DataError (:func:`check_format`)."""
     if path is None:
         return check_path(default_data_path()), "blogs"
     fmt = guess_format(path) if fmt == "auto" else fmt
@@ -198,14 +188,13 @@ def load_corpus(path=None, fmt: str = "auto", **kwargs) -> Corpus:
 
 
 def bank_text(text) -> str:
-    """A bank entry as :func:`load_bank_texts` keeps it, and the key under which two entries are one: the text with
-    its whitespace runs collapsed to single spaces and stripped (str; "" for an entry with no words)."""
+    """A bank entry as :func:`load_bank_texts` keeps and dedupes it: whitespace runs collapsed, stripped."""
     return " ".join(str(text).split())
 
 
 def load_bank_texts(path=None, limit: int | None = None, dedupe: bool = True) -> tuple[list[str], dict]:
-    """Candidate bank texts from a JSON Lines ``text`` field (default: bundled bank A) and info counting ``rows``,
-    ``duplicates_removed``, ``empty_removed``. Raises DataError on a malformed line (file and line named)."""
+    """Bank texts from a JSON Lines ``text`` field (default: bundled bank A) and info counting ``rows``,
+    ``duplicates_removed``, ``empty_removed``. Raises DataError on a malformed line."""
     path = check_path(path or default_bank_path())
     skipped: Counter = Counter()
     texts, seen = [], set()

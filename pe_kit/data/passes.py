@@ -1,8 +1,6 @@
-"""Two streaming passes over a corpus file, so that memory is bounded by what is kept (paper App. D).
-
-Pass 1 (:func:`scan_corpus`) counts each user's valid records and every skip, keeping no text; :func:`admitted`
-decides the users from the counts; pass 2 (:func:`select_corpus`) keeps their first m records in file order.
-The result equals grouping every row in memory. Each pass is counted in :data:`PASSES`.
+"""Two streaming passes over a corpus file, memory bounded by what is kept (paper App. D): pass 1
+(:func:`scan_corpus`) counts each user's valid records and skips, :func:`admitted` picks the users, pass 2
+(:func:`select_corpus`) keeps their first m records in file order.
 """
 from __future__ import annotations
 
@@ -27,8 +25,8 @@ Row = tuple  # (physical line, user_id str, text str, label str, label set tuple
 
 @dataclass(frozen=True)
 class Rows:
-    """A format's row reader: ``read(skipped)`` makes one streaming pass (an iterator of ``Row``, skips counted in
-    ``skipped``); ``decoding`` names how it turns the file's bytes into text (``utf-8`` or ``latin-1``)."""
+    """A format's row reader: ``read(skipped)`` makes one streaming pass (``Row`` iterator, skips counted in
+    ``skipped``); ``decoding``: ``utf-8`` or ``latin-1``."""
 
     read: Callable[[Counter], Iterator[Row]]
     decoding: str = "utf-8"
@@ -36,8 +34,8 @@ class Rows:
 
 @dataclass
 class Scan:
-    """Pass 1 of a loader: ``counts`` (user id → valid records, uncapped, first-appearance order), ``skipped`` /
-    ``removed`` (as ``Corpus``), ``stat`` ((size, mtime_ns) at read; pass 2 refuses a changed file) and ``decoding``."""
+    """Pass 1: ``counts`` (user id → valid records, uncapped, first-appearance order), ``skipped`` / ``removed`` (as
+    ``Corpus``), ``stat`` (:func:`file_stat` at read) and ``decoding``."""
 
     source: str
     fmt: str
@@ -52,8 +50,8 @@ class Scan:
         return np.minimum(np.fromiter(self.counts.values(), np.int64, len(self.counts)), record_cap)
 
     def reserved_records(self, reserved, record_cap: int) -> np.ndarray:
-        """int64 array (R,): records (capped at ``record_cap``) of the users of ``reserved`` (ids, str) that are in
-        the file, in sorted id order; empty when none are. Raises TypeError as ``records.reserved_ids``."""
+        """int64 array (R,): capped records of the ``reserved`` users in the file, in sorted id order. Raises
+        TypeError as ``records.reserved_ids``."""
         ids = sorted(u for u in reserved_ids(reserved) if u in self.counts)
         return np.minimum(np.asarray([self.counts[u] for u in ids], dtype=np.int64), record_cap)
 
@@ -65,8 +63,7 @@ def file_stat(path: Path) -> tuple:
 
 
 def _read(path: Path, rows: Iterator[Row], what: str) -> Iterator[Row]:
-    """``rows`` with the pass counted in :data:`PASSES` and shown as a progress step (``pe_kit.progress``:
-    headless, one line ``read <file> (<what>): N row in …`` per pass)."""
+    """``rows``, the pass counted in :data:`PASSES` and shown as a ``pe_kit.progress`` step."""
     from pe_kit.progress import progress
 
     PASSES[str(Path(path).resolve())] += 1
@@ -121,17 +118,14 @@ def scan_corpus(path: Path, rows: Rows, fmt: str, on_error: str = "raise") -> Sc
         warnings.warn(f"{len(notes)} user id(s) carry two label sets; only each one's first set was kept, "
                       f"{skipped['label_conflict']} records of the others are counted as label_conflict: {shown}",
                       UserWarning, stacklevel=3)
-    removed = Counter({"empty_text": skipped["empty_text"]})
-    for rule in LINE_RULES:  # each skipped line held one record
-        removed[rule] += skipped[rule]
+    removed = Counter({rule: skipped[rule] for rule in ("empty_text", *LINE_RULES)})  # each line held one record
     return Scan(str(path), fmt, counts, +skipped, +removed, stat, rows.decoding)
 
 
 def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | None,
              max_users: int | None = None) -> tuple[set, Counter, Counter]:
-    """The users a selection keeps from pass-1 counts: (ids, skipped, removed) under the user rules
-    (``over_record_cap``, ``user_beyond_max_users``, ``user_too_few_records``, ``user_too_many_records``).
-    Raises ValueError for inconsistent caps (names them and the fix)."""
+    """(ids, skipped, removed): the users a selection keeps from pass-1 counts under the user rules. Raises
+    ValueError for inconsistent caps."""
     if record_cap < 1:
         raise ValueError(f"record_cap={record_cap} must be ≥ 1")
     if min_records < 1 or (max_records is not None and max_records < min_records):
@@ -164,12 +158,9 @@ def admitted(scan: Scan, record_cap: int, min_records: int, max_records: int | N
 
 def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_records: int,
                   max_records: int | None = None, max_users: int | None = None) -> Corpus:
-    """Pass 2: keep the first ``record_cap`` records of the users :func:`admitted` admits; stops once it has them all.
-    Exact (user_id, text) repeats are kept and counted; a UserWarning names them when they reach what a file
-    concatenated with itself holds (per user, the records kept beyond the first ⌈c/2⌉ of its c).
-
-    Raises: DataError when the file changed since pass 1 (names the file and the fix); ValueError for
-        inconsistent caps."""
+    """Pass 2: the first ``record_cap`` records of the users :func:`admitted` admits, whitespace normalised. Exact
+    (user_id, text) repeats are kept; a UserWarning names them when they reach what a file concatenated with itself
+    holds. Raises DataError when the file changed since pass 1; ValueError for inconsistent caps."""
     keep, skipped, removed = admitted(scan, record_cap, min_records, max_records, max_users)
     want = {uid: min(scan.counts[uid], record_cap) for uid in keep}
     texts: dict[str, list[str]] = {}
@@ -186,8 +177,7 @@ def select_corpus(path: Path, rows: Rows, scan: Scan, record_cap: int, min_recor
             if not norm or (prof is not None and first.setdefault(uid, prof) != prof):
                 continue
             bucket = texts.setdefault(uid, [])
-            if not bucket:
-                labels[uid] = label
+            labels.setdefault(uid, label)
             if len(bucket) < record_cap:
                 bucket.append(norm)
                 rewritten += norm != text

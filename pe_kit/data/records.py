@@ -30,14 +30,12 @@ class User:
 
 @dataclass
 class Corpus:
-    """Users in file order, plus the counted skips of loading.
+    """Users in file order (unique ids) and the counts of loading.
 
-    ``users``: ``User`` list (unique ids, first-appearance order); ``source``: file path or description; ``skipped``:
-    skip rule → lines (``malformed_line``, ``malformed_quote``, ``bad_encoding``, ``missing_field``, ``bad_label``,
-    ``bad_type``, ``label_conflict``, ``empty_text``, ``over_record_cap``) or users (``user_too_few_records``,
-    ``user_too_many_records``, ``user_beyond_max_users``, ``not_in_<arm>_arm``); ``removed``: skip rule → records
-    removed; ``changed``: rewrite rule → records rewritten (``whitespace_normalised``, ``cut_to_140_chars``);
-    ``decoding``: ``utf-8`` or ``latin-1``."""
+    ``skipped``: skip rule → lines (:data:`LINE_RULES`, ``empty_text``, ``over_record_cap``) or users
+    (``user_too_few_records``, ``user_too_many_records``, ``user_beyond_max_users``, ``not_in_<arm>_arm``);
+    ``removed``: skip rule → records removed; ``changed``: rewrite rule → records rewritten
+    (``whitespace_normalised``, ``cut_to_140_chars``); ``decoding``: ``utf-8`` or ``latin-1``."""
 
     users: list[User]
     source: str
@@ -53,15 +51,13 @@ class Corpus:
         return {u.user_id: u for u in self.users}
 
     def repeats(self) -> tuple[int, int]:
-        """(records whose (user_id, text) pair appeared earlier among the records held, users holding such
-        records): exact repeats, kept as records of their own (a file concatenated with itself repeats half)."""
+        """(records repeating an earlier (user_id, text) pair, users holding such records)."""
         per = [len(u.texts) - len(set(u.texts)) for u in self.users]
         return sum(per), sum(n > 0 for n in per)
 
     def report(self) -> dict:
-        """Counts: users, records, records per user (min/median/max), exact repeats (``records_repeated``,
-        ``users_with_repeats``), per skip rule ``skipped_<rule>`` and ``records_removed_<rule>``,
-        ``records_removed_total``, ``records_changed_<rule>`` and the file's ``decoding``."""
+        """Flat counts: users, records (total, min/median/max per user), repeats, ``skipped_<rule>``,
+        ``records_removed_<rule>``, ``records_removed_total``, ``records_changed_<rule>``, ``decoding``."""
         n = np.array([len(u.texts) for u in self.users]) if self.users else np.zeros(1, int)
         repeated, users_with = self.repeats()
         return {"source": self.source, "users": len(self.users), "records": int(n.sum()),
@@ -74,9 +70,8 @@ class Corpus:
 
 
 def reserved_ids(reserved) -> set[str]:
-    """``reserved`` as a set of str user ids (the corpus's ids are strings): the users a world keeps out of every
-    private split (bank B's example authors). Raises TypeError for a single string (it would reserve its
-    characters) or None."""
+    """``reserved`` (the users kept out of every private split: bank B's example authors) as a set of str ids.
+    Raises TypeError for a single string or None."""
     if reserved is None or isinstance(reserved, (str, bytes)):
         raise TypeError(f"reserved={reserved!r} must be a collection of user ids (e.g. a set, or "
                         "data.loaders.bank_b_authors()), not a single id or None; pass reserved=() for none")
@@ -84,9 +79,8 @@ def reserved_ids(reserved) -> set[str]:
 
 
 def fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
-    """Apply the on-error policy to one bad line: ``"skip"`` counts it under ``reason``; ``"raise"`` raises
-    ``DataError(message)`` with the hint how to skip; ``"strict"`` without it (files whose lines must all be read,
-    as bank B). Raises ValueError for another policy."""
+    """The on-error policy for one bad line: ``"skip"`` counts it under ``reason``; ``"raise"`` raises
+    ``DataError(message)`` with the hint how to skip; ``"strict"`` without it (bank B). ValueError for another."""
     if on_error == "skip":
         skipped[reason] += 1
         return

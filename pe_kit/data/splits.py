@@ -19,9 +19,8 @@ def cut_to_length(text: str, max_chars: int) -> str:
 
 
 def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
-    """The paper's two data arms (§3, App. D): ``long`` keeps users with exactly ``record_cap`` records; ``short``
-    those with record_cap/2 … record_cap, cut to 140 characters (``changed["cut_to_140_chars"]``).
-    Raises ValueError for another arm name."""
+    """The paper's data arms (§3, App. D): ``long`` keeps users with exactly ``record_cap`` records; ``short`` those
+    with record_cap/2 … record_cap, cut to 140 characters. Raises ValueError for another arm name."""
     changed = Counter(corpus.changed)
     if arm == "long":
         users = [u for u in corpus.users if len(u.texts) == record_cap]
@@ -39,8 +38,7 @@ def make_arm(corpus: Corpus, arm: str, record_cap: int = 64) -> Corpus:
 
 
 def empty_arm_message(corpus: Corpus, arm: str, record_cap: int) -> str:
-    """The error text when ``make_arm(corpus, arm, record_cap)`` keeps no user: what the file holds and the
-    ``record_cap`` that would keep some (for the Python calls and for ``pe-kit reproduce``)."""
+    """The error text when ``make_arm(corpus, arm, record_cap)`` keeps no user, naming a ``record_cap`` that would."""
     if not corpus.users:
         return (f"corpus {corpus.source} holds no users (report: {corpus.report()}): check the file, its format "
                 "(fmt=… / --format) and on_error")
@@ -71,11 +69,10 @@ def split_users(corpus: Corpus, n_canary: int, n_aux: int = 500, n_calibration: 
                 seed: int = 0, canary_records: int | None = None, reserved=()) -> Splits:
     """Seeded disjoint user splits (App. D); users left over form ``public``.
 
-    ``n_canary``, ``n_aux``, ``n_calibration``, ``n_test``: split sizes (≥ 0; aux, calibration, test ≥ 1);
     ``canary_records``: canaries only from users with exactly this many records (§3); ``reserved``: user ids kept
-    out of the private splits (bank-B example authors, ``data.loaders.bank_b_authors``), their places going to the
-    next users of the same permutation. Raises ValueError for too few eligible users (with the counts and the fix),
-    TypeError for a string or None as ``reserved``."""
+    out of the private splits (``data.loaders.bank_b_authors``), their places going to the next users of the same
+    permutation. Raises ValueError for a size < 1 (``n_canary`` < 0) or too few eligible users, TypeError for a
+    string or None as ``reserved``."""
     for name, n in (("n_aux", n_aux), ("n_calibration", n_calibration), ("n_test", n_test)):
         if n < 1:
             raise ValueError(f"{name}={n} must be ≥ 1")

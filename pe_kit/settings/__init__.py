@@ -1,8 +1,5 @@
-"""Every setting of the kit, declared once: the settings tree and its one check.
-
-Each setting is a field of a frozen section class (:mod:`pe_kit.settings.sections`) declared with :func:`setting`
-(default, :class:`ParamSpec`, doc, notebooks). :func:`check_param` (:mod:`pe_kit.settings.fields`) is the one
-check. :class:`Preset` and its paths live in :mod:`pe_kit.settings.tree`. Defaults are the paper's (§3, App. D).
+"""Every setting of the kit, declared once as a :func:`setting` field of a section (``sections``), checked by
+:func:`check_param` (``fields``) and addressed in the :class:`Preset` tree (``tree``).
 """
 from pe_kit.settings.fields import (PARAM_TYPES, ParamSpec, Section, check_param, closest, did_you_mean, setting,
                                     slider_range)

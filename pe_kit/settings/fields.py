@@ -1,6 +1,5 @@
 """The field machinery of the settings tree: :class:`ParamSpec`, :func:`setting`, :class:`Section` and
-:func:`check_param`, the one check (a bool or str is never a number, ``1e6`` is an integer, ranges are checked, a
-list field takes a single value as a one-element list).
+:func:`check_param`, the one check.
 """
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ __all__ = ["ParamSpec", "PARAM_TYPES", "Section", "setting", "check_param", "clo
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """Type and range of one parameter: ``kind`` (``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; ``many=True``: a
-    list), inclusive ``lo`` / ``hi`` (``lo_open`` / ``hi_open``: exclusive), ``optional`` (None accepted),
+    """Type and range of one parameter: ``kind`` (``int`` | ``float`` | ``str`` | ``bool`` | ``dict``; ``many``: a
+    list of them), inclusive ``lo`` / ``hi`` (``lo_open`` / ``hi_open``: exclusive), ``optional`` (None accepted),
     ``choices``, ``word`` (a str accepted besides the typed value: ``"all"``, ``"auto"``)."""
 
     kind: str
@@ -28,7 +27,7 @@ class ParamSpec:
     word: str | None = None
 
     def describe(self) -> str:
-        """Human words for the accepted values, e.g. ``an integer ≥ 1`` or ``a list of numbers in (0, 1]``."""
+        """The accepted values in words, e.g. ``an integer ≥ 1`` or ``a list of numbers in (0, 1]``."""
         noun = {"int": "integer", "float": "number", "str": "text", "bool": "true/false", "dict": "mapping"}[self.kind]
         rng = ""
         if self.lo is not None and self.hi is not None:
@@ -45,17 +44,16 @@ class ParamSpec:
         return out + (" or null" if self.optional else "")
 
 
-#: The type of every setting, by name, filled as each section class is defined (``Section.__init_subclass__``).
+#: The type of every setting, by name, filled as each section class is defined.
 PARAM_TYPES: dict[str, ParamSpec] = {}
 _FIELDS: dict = {}  # name → its dataclass field (default, doc, slider)
 
 
 def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = None,
             slider: tuple[float, float] | None = None):
-    """A dataclass field of a settings section: its default, type and range (``spec``) and one line of doc. Checked by
-    ``Section.__post_init__``, found by name in :data:`PARAM_TYPES`, rendered by :func:`parameters_cell`; a list
-    default is stored as a tuple. ``notebooks``: the notebooks reading this shared field (None: every reader of its
-    section; ``""``: none, a runner key). ``slider``: the explorer's default slider range."""
+    """A dataclass field of a settings section: default (a list stored as a tuple), type and range, one line of doc.
+    ``notebooks``: the notebooks reading this shared field (None: every reader of its section; ``""``: none, a runner
+    key). ``slider``: the explorer's default slider range."""
     if isinstance(default, list):
         default = tuple(default)
     return field(default=default, metadata={"spec": spec, "doc": doc, "notebooks": notebooks, "slider": slider})
@@ -63,8 +61,7 @@ def setting(default, spec: ParamSpec, doc: str = "", *, notebooks: str | None = 
 
 class Section:
     """Base of every frozen settings dataclass: each :func:`setting` field is normalised by :func:`check_param` on
-    construction, and each subclass registers in :data:`PARAM_TYPES`.
-    Raises ValueError naming the field, the value and the accepted values."""
+    construction (ValueError), and each subclass registers in :data:`PARAM_TYPES`."""
 
     #: the notebooks that read this section's fields (a field's ``notebooks`` overrides it)
     read_by = "01 02 03 04 05 06 07 08"
@@ -82,15 +79,13 @@ class Section:
             PARAM_TYPES[name], _FIELDS[name] = spec, f
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            spec = f.metadata.get("spec")
-            if spec is not None:
-                v = check_param(f.name, getattr(self, f.name), spec)
-                object.__setattr__(self, f.name, tuple(v) if isinstance(v, list) else v)
+        for name, spec in self.specs().items():
+            v = check_param(name, getattr(self, name), spec)
+            object.__setattr__(self, name, tuple(v) if isinstance(v, list) else v)
 
     @classmethod
     def specs(cls) -> dict:
-        """``{field name: ParamSpec}`` of the declared fields (inherited ones included), in field order."""
+        """``{field name: ParamSpec}`` of the declared fields, inherited ones included."""
         return {f.name: f.metadata["spec"] for f in fields(cls) if "spec" in f.metadata}
 
     @classmethod
@@ -101,20 +96,24 @@ class Section:
 
     @classmethod
     def from_params(cls, params, **overrides):
-        """The section of the fields ``params`` (a mapping) sets, with ``overrides`` on top (None or missing: the
-        declared default); each value checked by its declaration."""
+        """The section of the fields ``params`` (a mapping) sets, ``overrides`` on top (None or missing: the
+        default)."""
         kw = {k: params[k] for k in cls.specs() if params.get(k) is not None}
         kw.update((k, v) for k, v in overrides.items() if v is not None)
         return cls(**kw)
 
     def as_dict(self) -> dict:
         """Plain dict of the declared fields (tuples as lists), for result rows."""
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
-                ((name, getattr(self, name)) for name in self.specs())}
+        return {k: plain(getattr(self, k)) for k in self.specs()}
+
+
+def plain(v):
+    """``v`` with a tuple as a list (settings store lists as tuples)."""
+    return list(v) if isinstance(v, tuple) else v
 
 
 def _fix(name: str, spec: ParamSpec) -> str:
-    """``": pass a float, e.g. 1e-05"``: the kind a numeric field takes, with its declared default as example."""
+    """``": pass a float, e.g. 1e-05"``: the kind a numeric field takes, its default as example."""
     key = name.split(".")[-1].split("[")[0]
     default = _FIELDS[key].default if PARAM_TYPES.get(key) is spec else None
     eg = f", e.g. {default!r}" if isinstance(default, (int, float)) and not isinstance(default, bool) else ""
@@ -122,7 +121,7 @@ def _fix(name: str, spec: ParamSpec) -> str:
 
 
 def slider_range(name: str) -> tuple[float, float]:
-    """The explorer's default slider range of setting ``name``, declared with it (``setting(slider=…)``)."""
+    """The explorer's default slider range of setting ``name`` (``setting(slider=…)``)."""
     return _FIELDS[name].metadata["slider"]
 
 
@@ -190,13 +189,10 @@ def _one(name: str, value, spec: ParamSpec):
 
 
 def check_param(name: str, value, spec: ParamSpec | None = None):
-    """Validate and normalise one parameter value against its type (``PARAM_TYPES[name]`` by default).
-
-    ``name``'s last dotted part is looked up (``06_multiround_mauve.rounds``); numpy scalars and 1-D arrays are taken
-    as Python values; a name without a type is returned unchanged. Returns ``int`` for integer fields (``1e6`` →
-    1000000), ``float`` for numbers, a ``list`` for list fields (a single value becomes one element). Raises
-    ValueError naming the field, the value and the accepted values (``trials=True is not an integer ≥ 1 (true/false
-    is not a number)``)."""
+    """Validate and normalise one value against its type (default ``PARAM_TYPES`` of ``name``'s last dotted part; a
+    name without a type is returned unchanged). Returns ``int`` for integer fields (``1e6`` → 1000000), ``float`` for
+    numbers, a ``list`` for list fields (a single value becomes one element); a bool or str is never a number.
+    Raises ValueError naming the field, the value and the accepted values."""
     spec = spec or PARAM_TYPES.get(name.split(".")[-1])
     if spec is None:
         return value
@@ -232,7 +228,6 @@ def closest(word, choices) -> str | None:
 
 
 def did_you_mean(word: str, choices) -> str:
-    """``"; did you mean 'trials'?"`` for the closest of ``choices`` (an iterable of str) to ``word``
-    (``difflib.get_close_matches``, cutoff 0.6), or ``""`` when none is close."""
+    """``"; did you mean 'trials'?"`` for the :func:`closest` of ``choices`` to ``word``, or ``""``."""
     close = closest(word, sorted(str(c) for c in choices))
     return f"; did you mean {close!r}?" if close else ""

@@ -1,6 +1,5 @@
-"""The declared settings, each once. Defaults are the paper's (§3, App. D): k=5, C=0.1, σ=1, q=0.1, δ=1e-5, m=64,
-α=0.05, five canaries. Sections: :class:`StudySettings`, :class:`MechanismSettings`, :class:`AuditSettings` and
-one :class:`NotebookSection` per notebook.
+"""The declared settings, each once, by section; defaults are the paper's (§3, App. D): k=5, C=0.1, σ=1, q=0.1,
+δ=1e-5, m=64, α=0.05, five canaries.
 """
 from __future__ import annotations
 
@@ -16,18 +15,17 @@ __all__ = ["COUNT", "RECORD_CAP", "record_cap_setting", "ARMS", "FORMATS", "VARI
 
 #: A count (trials, releases, rounds, users …): an integer ≥ 1; an integral float (3.0, 1e6) is taken, 2.5 refused.
 COUNT = ParamSpec("int", lo=1)
-#: m, records kept per user: one declaration used by ``MechanismConfig`` and ``pe_kit.study.world.StudyConfig``.
+#: m, records kept per user.
 RECORD_CAP = ParamSpec("int", lo=1)
 
 
 def record_cap_setting():
-    """The ``record_cap`` field (m = 64, paper App. D), shared by the mechanism and the study configs."""
+    """The ``record_cap`` field (m = 64, App. D) of the mechanism and the study configs."""
     return setting(64, RECORD_CAP, "m: records kept per user")
 
 
 ARMS = ("long", "short")
-#: The canary variants' names, declared once: Table 1's eight, then ``composed-mu_eff`` (``pe_kit.attack.variants``
-#: names their groups).
+#: The canary variants' names: Table 1's eight, then ``composed-mu_eff``.
 VARIANT_NAMES = ("ordinary", "exact", "paraphrase", "paraphrase-norm", "paraphrase-mu_eff", "nonce", "nonce-norm",
                  "nonce-mu_eff", "composed-mu_eff")
 FORMATS = ("auto", "blogs", "yelp", "sentiment140")
@@ -35,8 +33,8 @@ FORMATS = ("auto", "blogs", "yelp", "sentiment140")
 
 @dataclass(frozen=True)
 class WorldSettings(Section):
-    """The fields that fix a study's world (data, arm, splits, bank, encoder), shared by ``StudyConfig`` and
-    :class:`StudySettings`. Raises ValueError naming the field, the value and the accepted values."""
+    """The fields that fix a study's world (data, arm, splits, bank, encoder), of ``StudyConfig`` and
+    :class:`StudySettings`."""
 
     read_by = "01 02 03 04 05 06 08"  # notebook 07 audits implementations, not a world
 
@@ -60,10 +58,10 @@ class WorldSettings(Section):
     on_error: str = setting("raise", ParamSpec("str", choices=("raise", "skip")),
                             "malformed data lines: raise (naming file and line) or skip (count and drop)")
 
+
 @dataclass(frozen=True)
 class MechanismSettings(Section):
-    """One PE histogram release (Eq. 1, Alg. A.1 lines 8–20): k, C, σ, q; ε_theory is for add/remove of one user under
-    Poisson sampling. Raises ValueError naming the field, the value and the admissible range."""
+    """One PE histogram release (Eq. 1, Alg. A.1 lines 8–20): k, C, σ, q."""
 
     top_k: int = setting(5, COUNT, "k: votes per record")
     clip_norm: float = setting(0.1, ParamSpec("float", lo=0, lo_open=True), "C: L2 clip of a user's vote vector")
@@ -74,8 +72,8 @@ class MechanismSettings(Section):
 
 @dataclass(frozen=True)
 class MechanismConfig(MechanismSettings):
-    """One PE histogram release as the mechanism code takes it: :class:`MechanismSettings` plus m (App. D); in the
-    tree m is the study's ``record_cap`` (it also caps the loaded records)."""
+    """:class:`MechanismSettings` plus m (App. D), as the mechanism code takes them; in the tree m is the study's
+    ``record_cap``."""
 
     record_cap: int = record_cap_setting()
 
@@ -85,15 +83,13 @@ class MechanismConfig(MechanismSettings):
         return self.noise_multiplier * self.clip_norm
 
 
-#: The threshold rules' names (``pe_kit.audit.threshold_rules.RULES`` holds the rules; this stage cannot import them).
+#: The threshold rules' names (``pe_kit.audit.threshold_rules.RULES``).
 THRESHOLD_RULES = ("gaussian_model", "argmax", "anchored_argmax")
 
 
 @dataclass(frozen=True)
 class AuditSettings(Section):
-    """Statistics of every audit (§2.1 Steps 2–5, App. E.6–E.7); trials count per hypothesis per split; threshold rules
-    of ``pe_kit.audit.threshold_rules.RULES``. Raises ValueError naming the field, the value and the admissible range.
-    """
+    """Statistics of every audit (§2.1 Steps 2–5, App. E.6–E.7)."""
 
     trials: int = setting(1_000_000, COUNT, "trials per hypothesis per split", notebooks="01 02 03 04 05 06 08",
                           slider=(1e3, 1e9))
@@ -111,8 +107,8 @@ class AuditSettings(Section):
 
 @dataclass(frozen=True)
 class AuditConfig(AuditSettings):
-    """One audit's statistics as the audit code takes them: :class:`AuditSettings` plus the canaries per variant
-    (γ = α / (4 · n_canaries), App. E.6); in the tree that count is the study's ``per_variant``."""
+    """:class:`AuditSettings` plus the canaries per variant, as the audit code takes them; in the tree that count is
+    the study's ``per_variant``."""
 
     n_canaries: int = setting(5, COUNT, "canaries per variant")
 
@@ -124,8 +120,7 @@ class AuditConfig(AuditSettings):
 
 @dataclass(frozen=True)
 class StudySettings(WorldSettings):
-    """The study section: :class:`WorldSettings` (as ``pe_kit.study.world.StudyConfig``) plus the notebooks' grids:
-    arms / banks (notebook 04), variants, per_variant, pool_size (M), paraphraser (None = ``DEFAULT_PARAPHRASER``)."""
+    """The study section: :class:`WorldSettings` plus the notebooks' grids and canary settings."""
 
     arms: tuple = setting(("long", "short"), ParamSpec("str", many=True, choices=ARMS), "notebook 04's data arms",
                           notebooks="04")
@@ -153,7 +148,7 @@ class RunnerSettings(Section):
 @dataclass(frozen=True)
 class NotebookSection(Section):
     """A notebook's own settings. ``shared``: study / mechanism / audit values for this notebook only
-    (``{"bank_size": 512}``), each checked against its own declaration."""
+    (``{"bank_size": 512}``)."""
 
     shared: Mapping = field(default_factory=dict)
 
@@ -221,9 +216,8 @@ class MultiRound(NotebookSection):
 
 @dataclass(frozen=True)
 class ImplementationAudit(NotebookSection):
-    """Notebook 07: black-box audits of the reference implementation and the seeded mutants; its own δ is the
-    suite's ``pe_kit.study.implementation_audit.SUITE_DELTA`` (1e-3, ``audit.blackbox.DEFAULT_DELTA``) unless
-    ``--set delta=…`` names another."""
+    """Notebook 07: black-box audits of the reference implementation and the seeded mutants; its own δ is 1e-3
+    (``audit.blackbox.DEFAULT_DELTA``) unless ``--set delta=…`` names another."""
 
     shared: Mapping = field(default_factory=lambda: {"delta": 1e-3})
     suite_trials: int = setting(100_000, COUNT, "trials per hypothesis per split of the suite")

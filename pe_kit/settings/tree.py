@@ -1,9 +1,8 @@
-"""The settings tree of a reproduction (:class:`Preset`) and its paths: ``--set`` (:func:`parse_override`) and the
-notebooks' generated parameters cells (:func:`parameters_cell`).
+"""The settings tree of a reproduction (:class:`Preset`), its ``--set`` paths (:func:`parse_override`) and the
+notebooks' parameters cells (:func:`parameters_cell`).
 
 Paths: ``study.<field>``, ``mechanism.<field>``, ``audit.<field>``, ``<notebook>.<field>``; a field name unique in
-the tree is its own short name. ``<notebook>.<shared field>`` sets it for that notebook only; notebook 06 keeps
-Fig. 2's σ = 1.1088 and 07 δ = 1e-3 unless ``--set noise_multiplier=…`` / ``--set delta=…`` set every notebook.
+the tree is its own short name. ``<notebook>.<shared field>`` sets it for that notebook only.
 """
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pe_kit.settings.fields import _FIELDS, PARAM_TYPES, Section, check_param, did_you_mean
+from pe_kit.settings.fields import _FIELDS, PARAM_TYPES, Section, check_param, did_you_mean, plain
 from pe_kit.settings.sections import (Ablations, AuditSettings, ImplementationAudit, LLRChecks, MechanismSettings,
                                       MultiRound, NotebookSection, OneRun, StudySettings)
 
@@ -45,9 +44,9 @@ def _own(stem: str) -> dict:
     return NOTEBOOK_SECTIONS[stem].specs()
 
 
-_SHARED = {k: (sec, spec) for sec, cls in SECTIONS.items() for k, spec in cls.specs().items()}
+_SHARED = {k: sec for sec, cls in SECTIONS.items() for k in cls.specs()}  # shared field → its section
 #: short name → (section or notebook stem, field); a field name that two sections declare has no short name.
-SHORT: dict[str, tuple] = {k: (sec, k) for k, (sec, _) in _SHARED.items() if k != "seed"}
+SHORT: dict[str, tuple] = {k: (sec, k) for k, sec in _SHARED.items() if k != "seed"}
 for _stem in NOTEBOOKS:
     for _k in _own(_stem):
         assert _k not in SHORT, f"setting {_k!r} is declared twice (in {SHORT.get(_k)} and {_stem})"
@@ -64,19 +63,13 @@ def notebook_stem(nb: str) -> str:
 
 
 def notebook_keys(stem: str) -> tuple:
-    """The parameters notebook ``stem`` takes: the runner's, the shared ones it reads, its own section's."""
+    """The parameters notebook ``stem`` takes: the runner's, the shared ones it reads, its own."""
     return RUNNER_KEYS + NOTEBOOK_READS[stem] + tuple(_own(stem))
 
 
-def _describe(names) -> str:
-    return ", ".join(f"{k} ({PARAM_TYPES[k].describe()})" for k in names)
-
-
 def locate(key: str) -> tuple[str, str, str]:
-    """Where ``--set key=…`` points: (section — ``study`` / ``mechanism`` / ``audit`` or a notebook stem —, field,
-    canonical key: the short name for a short name or ``<section>.<field>``, else ``<stem>.<field>``). Raises
-    ValueError for an unknown section, notebook or field (listing the settings with a did-you-mean) or a runner-owned
-    key."""
+    """Where ``--set key=…`` points: (section or notebook stem, field, canonical key: the short name, or
+    ``<stem>.<field>`` for a notebook's). Raises ValueError for an unknown or runner-owned key."""
     key = key.strip()
     if "." not in key:
         if key in RUNNER_KEYS:
@@ -91,8 +84,9 @@ def locate(key: str) -> tuple[str, str, str]:
     if head in SECTIONS:
         specs = SECTIONS[head].specs()
         if name not in specs or name == "seed":
-            raise ValueError(f"the {head} section has no setting {name!r}"
-                             f"{did_you_mean(name, specs)}; its settings: {_describe(k for k in specs if k != 'seed')}")
+            listed = ", ".join(f"{k} ({spec.describe()})" for k, spec in specs.items() if k != "seed")
+            raise ValueError(f"the {head} section has no setting {name!r}{did_you_mean(name, specs)}; its settings: "
+                             f"{listed}")
         return head, name, name
     stem = notebook_stem(head)
     if name in RUNNER_KEYS:
@@ -105,63 +99,47 @@ def locate(key: str) -> tuple[str, str, str]:
     return stem, name, f"{stem}.{name}"
 
 
-def _default_notebooks() -> dict:
-    return {stem: cls() for stem, cls in NOTEBOOK_SECTIONS.items()}
-
-
-def _plain(v):
-    return list(v) if isinstance(v, tuple) else v
-
-
 @dataclass(frozen=True)
 class Preset:
-    """The settings tree of one reproduction: ``name``, ``description`` (written into results.md), ``study``,
-    ``mechanism``, ``audit`` and ``notebooks`` (stem → section, :data:`NOTEBOOK_SECTIONS`). A short name reads the
-    value (``p.n_test``); :meth:`view` gives one notebook's values; :meth:`with_values` copies."""
+    """The settings tree of one reproduction: ``study``, ``mechanism``, ``audit`` and ``notebooks`` (stem → section);
+    a short name reads the value (``p.n_test``)."""
 
     name: str
     description: str = ""
     study: StudySettings = field(default_factory=StudySettings)
     mechanism: MechanismSettings = field(default_factory=MechanismSettings)
     audit: AuditSettings = field(default_factory=AuditSettings)
-    notebooks: Mapping = field(default_factory=_default_notebooks)
+    notebooks: Mapping = field(default_factory=lambda: {stem: cls() for stem, cls in NOTEBOOK_SECTIONS.items()})
 
     def __getattr__(self, name: str):
         if name.startswith("__") or name not in SHORT:
             raise AttributeError(name)
-        sec, f = SHORT[name]
-        obj = object.__getattribute__(self, sec) if sec in SECTIONS else object.__getattribute__(self, "notebooks")[sec]
-        return getattr(obj, f)
+        return getattr(self.section(SHORT[name][0]), name)
 
     def section(self, sec: str) -> Section:
         """The section ``study`` / ``mechanism`` / ``audit`` or a notebook stem's."""
         return getattr(self, sec) if sec in SECTIONS else self.notebooks[sec]
 
     def with_values(self, values: Mapping[str, Any]) -> "Preset":
-        """A copy with ``values`` set (keys as :func:`locate`), each checked; ValueError for a bad key or value."""
+        """A copy with ``values`` set (keys as :func:`locate`); ValueError for a bad key or value."""
         changes: dict[str, dict] = {}
-        shared: dict[str, dict] = {}
         for key, value in values.items():
             sec, name, _ = locate(key)
+            change = changes.setdefault(sec, {})
             if sec not in SECTIONS and name not in _own(sec):  # one notebook's shared value: no section holds it
                 v = check_param(key, value, PARAM_TYPES[name])
-                shared.setdefault(sec, {})[name] = tuple(v) if isinstance(v, list) else v
+                change["shared"] = {**change.get("shared", self.notebooks[sec].shared),
+                                    name: tuple(v) if isinstance(v, list) else v}
             else:  # checked once, when its section is built below
-                changes.setdefault(sec, {})[name] = value
+                change[name] = value
         kw: dict[str, Any] = {s: replace(getattr(self, s), **c) for s, c in changes.items() if s in SECTIONS}
-        nbs = dict(self.notebooks)
-        for stem in set(changes) - set(SECTIONS) | set(shared):
-            sec = nbs[stem]
-            own = changes.get(stem, {})
-            if stem in shared:
-                own = {**own, "shared": {**sec.shared, **shared[stem]}}
-            nbs[stem] = replace(sec, **own)
+        nbs = {stem: replace(sec, **changes[stem]) if stem in changes else sec for stem, sec in self.notebooks.items()}
         if nbs != dict(self.notebooks):
             kw["notebooks"] = nbs
         return replace(self, **kw) if kw else self
 
     def without_shared(self, names) -> "Preset":
-        """A copy in which no notebook keeps its own value of the shared settings ``names`` (itself for none)."""
+        """A copy in which no notebook keeps its own value of the shared settings ``names``."""
         if not names:
             return self
         nbs = {stem: replace(sec, shared={k: v for k, v in sec.shared.items() if k not in names})
@@ -169,53 +147,50 @@ class Preset:
         return replace(self, notebooks=nbs)
 
     def shared_values(self) -> dict:
-        """Every shared setting (study, mechanism, audit) by short name (tuples as lists)."""
-        return {k: _plain(getattr(self.section(sec), k)) for k, (sec, _) in _SHARED.items()}
+        """Every shared setting by short name."""
+        return {k: plain(getattr(self.section(sec), k)) for k, sec in _SHARED.items()}
 
     def view(self, stem: str | None = None) -> dict:
-        """The values notebook ``stem`` sees (None: no notebook's own values): every short name, the shared
-        sections overlaid with the notebook's ``shared`` values (tuples as lists)."""
+        """Every short name's value, overlaid with notebook ``stem``'s ``shared`` values (None: none)."""
         out = self.shared_values()
-        for nb, sec in self.notebooks.items():
-            out.update({k: _plain(getattr(sec, k)) for k in _own(nb)})
+        for sec in self.notebooks.values():
+            out.update(sec.as_dict())
         if stem is not None:
-            out.update({k: _plain(v) for k, v in self.notebooks[stem].shared.items()})
+            out.update({k: plain(v) for k, v in self.notebooks[stem].shared.items()})
         return out
 
     @property
     def extra(self) -> dict:
-        """stem → that notebook's values that differ from its section's defaults (own fields and ``shared``)."""
+        """stem → that notebook's values (own and ``shared``) that differ from its section's defaults."""
         out = {}
         for stem, sec in self.notebooks.items():
             base = NOTEBOOK_SECTIONS[stem]()
-            d = {k: _plain(getattr(sec, k)) for k in _own(stem) if getattr(sec, k) != getattr(base, k)}
-            d.update({k: _plain(v) for k, v in sec.shared.items() if base.shared.get(k) != v})
+            d = {k: v for k, v in sec.as_dict().items() if v != plain(getattr(base, k))}
+            d.update({k: plain(v) for k, v in sec.shared.items() if base.shared.get(k) != v})
             if d:
                 out[stem] = d
         return out
 
     def paths(self) -> dict:
-        """Every value by canonical key (short name, or ``<stem>.<field>``; notebooks' ``shared`` included)."""
+        """Every value by canonical key, notebooks' ``shared`` included."""
         out = self.shared_values()
         for stem, sec in self.notebooks.items():
-            out.update({f"{stem}.{k}": _plain(getattr(sec, k)) for k in _own(stem)})
-            out.update({f"{stem}.{k}": _plain(v) for k, v in sec.shared.items()})
+            out.update({f"{stem}.{k}": plain(v) for k, v in {**sec.as_dict(), **sec.shared}.items()})
         return out
 
     def as_dict(self) -> dict:
-        """Plain flat dict: name, description, :meth:`view` (no notebook) and ``extra``."""
+        """Flat dict: name, description, :meth:`view` and ``extra``."""
         return {"name": self.name, "description": self.description, **self.view(), "extra": self.extra}
 
 
 def parameters_cell(stem: str) -> str:
-    """Notebook ``stem``'s ``parameters`` cell source: the runner's keys, then ``name = None`` per setting with its doc
-    and accepted values (no ``=`` in a comment, which papermill would skip), e.g.
-    ``noise_multiplier = None  # σ: noise std is σ·C: a number ≥ 0``."""
+    """Notebook ``stem``'s ``parameters`` cell: the runner's keys, then ``name = None  # doc: accepted values`` per
+    setting (no ``=`` in a comment, which papermill would skip)."""
     lines = ["# Parameters: papermill injects values after this cell; None takes the preset's value.",
              "# Each setting is declared once, in pe_kit.settings (type, range, meaning; --set <name>=…).",
              'output_dir = None  # None: results/interactive at the repository root', 'preset = "quick"  # tiny, quick '
              'or paper', "seed = 0"]
-    groups = [(sec, [k for k in NOTEBOOK_READS[stem] if _SHARED[k][0] == sec]) for sec in SECTIONS]
+    groups = [(sec, [k for k in NOTEBOOK_READS[stem] if _SHARED[k] == sec]) for sec in SECTIONS]
     for title, names in groups + [(f"notebook {stem[:2]}", list(_own(stem)))]:
         if names:
             lines.append(f"# {title}")
@@ -224,10 +199,8 @@ def parameters_cell(stem: str) -> str:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """Parse ``key=value`` (JSON, else a comma list for ``a,b``, else a string) into (canonical key, value). ``key`` is
-    a path of the tree (:func:`locate`); the value is normalised by its declaration (``trials=1e6`` → 1000000;
-    ``trials=true``, ``max_probes=1.5`` rejected). Raises ValueError: no ``=``, a key not in the tree (with a
-    did-you-mean), or a value of the wrong type or range."""
+    """Parse ``key=value`` (JSON, else a comma list for ``a,b``, else a string) into (canonical key, value checked by
+    :func:`check_param`). Raises ValueError: no ``=``, a key not in the tree, or a bad value."""
     if "=" not in text:
         raise ValueError(f"--set {text!r}: use key=value, e.g. --set trials=100000")
     key, raw = text.split("=", 1)
@@ -262,8 +235,8 @@ def _json_or_str(v: Any) -> Any:
 
 
 def _absolute_paths(key: str, value: Any) -> Any:
-    """Make relative paths of ``data``/``bank``/``banks`` keys (also ``<notebook>.data``) absolute against the current
-    directory, since notebooks run in the run folder; ``file:<path>`` keeps its prefix; non-files are kept."""
+    """Relative file paths of ``data`` / ``bank`` / ``banks`` made absolute (notebooks run in the run folder);
+    ``file:<path>`` keeps its prefix."""
     if key.split(".")[-1] not in ("data", "bank", "banks"):
         return value
     if isinstance(value, list):
