@@ -23,19 +23,16 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
     """Audit the kit's PE mechanism on ``data`` with ``canaries`` canaries of ``variant``; report the largest ε_lower.
 
     Args:
-        data: corpus path (JSON Lines / CSV as ``data.loaders.load_corpus`` reads; None = the bundled Blogs sample).
-        variant: one of ``attack.variants.ALL_VARIANTS``: Table 1's (``ordinary``, ``exact``, ``paraphrase``,
-            ``nonce``, their ``-norm`` / ``-mu_eff`` selections) or ``composed-mu_eff`` (beyond the paper;
-            ``attack.composed_probes``, its settings ``composed_probes.DEFAULT_CONFIG``).
+        data: corpus path (JSON Lines / CSV; None = the bundled Blogs sample).
+        variant: one of ``attack.variants.ALL_VARIANTS`` (Table 1's eight or ``composed-mu_eff``).
         mechanism: the audited release, ``MechanismConfig`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64; its
             ``record_cap`` is the study's) or a preset's ``MechanismSettings`` (taken with m = 64).
         audit: ``AuditConfig`` or a preset's ``AuditSettings`` (default ``AuditConfig()``; its ``n_canaries`` is
             replaced by ``canaries``). trials, delta: replace ``audit.trials`` / ``audit.delta``.
-        canaries: int ≥ 1: canaries audited (real variants: canary slots 0 … canaries−1; nonce: fresh draws); each
-            bound uses γ = α / (4 · canaries), so the maximum holds at family-wise level α (App. E.6).
-        seed: int ≥ 0: the study's splits and bank draw (``StudyConfig.seed``) and the designs' and trials' rng.
-        study: other ``StudyConfig`` fields (sizes, ``bank``, ``model``, ``max_seq_length`` …; not ``data``,
-            ``seed`` or ``record_cap``, which come from the arguments above).
+        canaries: canaries audited (real variants: canary slots 0 … canaries−1; nonce: fresh draws), each bound at
+            γ = α / (4 · canaries), so the maximum holds at family-wise level α (App. E.6).
+        seed: the study's splits and bank draw and the designs' and trials' rng.
+        study: other ``StudyConfig`` fields (not ``data``, ``seed`` or ``record_cap``).
         generator, pool_size: paraphrase route and pool size M (``world.make_design``).
 
     Returns:
@@ -44,10 +41,9 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
         is printed to stderr before the world is built.
 
     Raises:
-        ImportError: on an install without the study extra (``pip install -e ".[study]"``), naming the missing module.
-        ValueError: for a ``study`` key that names ``data`` / ``seed`` / ``record_cap`` or no ``StudyConfig`` field,
-            canaries < 1 or more real canaries than the study holds (raise ``study["n_canary"]``), and what
-            ``StudyConfig``, ``build_world`` and ``make_design`` raise (sizes, unknown variant, …).
+        ImportError: on an install without the study extra, naming the missing module.
+        ValueError: for a bad ``study`` key, canaries < 1 or more real canaries than the study holds, and what
+            ``StudyConfig``, ``build_world`` and ``make_design`` raise.
         TypeError: for a ``mechanism`` / ``audit`` that is not a settings object of its section.
     """
     try:  # the study extra's packages load before any work
