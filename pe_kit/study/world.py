@@ -266,12 +266,18 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
                          "index depth); raise max_probes")
     if variant not in ("ordinary", "exact", "composed-mu_eff") and r > pool_size:
         raise ValueError(f"r={r} probes cannot come from a pool of pool_size={pool_size}; raise pool_size")
+    p = world.bank.shape[0]
+    if variant == "nonce":
+        return design_nonce(world.encoder, p, rng, records=world.config.record_cap, pool_size=pool_size, r=r)
     if variant.startswith("nonce"):
-        return _nonce_design(world, variant, rng, mechanism, audit, pool_size, r)
+        canary, pool = nonce_canary_and_pool(world.config.record_cap, pool_size, rng)
+        positions = replacement_positions(p, r, rng)
+        emb = world.encoder.encode(canary + pool, desc="nonce")
+        return _selected(world, variant, f"nonce-{int(rng.integers(1 << 31))}", canary, emb[:len(canary)], pool,
+                         emb[len(canary):], positions, mechanism, audit, {"canary": "nonce"})
     if not 0 <= canary_slot < len(world.splits.canary):
         raise ValueError(f"canary_slot={canary_slot} out of range: the study has {len(world.splits.canary)} "
                          "canaries (raise StudyConfig.n_canary)")
-    p = world.bank.shape[0]
     user = world.corpus.by_id()[world.splits.canary[canary_slot]]
     rec = world.records["canary"]
     c_emb = rec["emb"][rec["owner"] == rec["ids"].index(user.user_id)]
@@ -293,23 +299,14 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     texts, sources, pool_emb, info = paraphrase_pool(world, user, pool_size, generator)
     if variant == "paraphrase":
         return design_paraphrase(user.user_id, user.texts, c_emb, texts, pool_emb, sources, positions, rng, info)
+    return _selected(world, variant, user.user_id, user.texts, c_emb, texts, pool_emb, positions, mechanism, audit,
+                     info)
+
+
+def _selected(world: World, variant: str, canary_id: str, canary_texts, c_emb, pool_texts, pool_emb, positions,
+              mechanism: MechanismConfig, audit: AuditConfig | None, info: dict) -> ProbeDesign:
+    """Alg. B.1 on a pool (``design_selected``), J_μeff with :func:`aux_pool_covariance`."""
     mu = variant_objective(variant) == "mu_eff"
     sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if mu else None
-    return design_selected(variant, user.user_id, user.texts, c_emb, texts, pool_emb, world.bank, positions,
+    return design_selected(variant, canary_id, canary_texts, c_emb, pool_texts, pool_emb, world.bank, positions,
                            mechanism.top_k, sigma, info=info)
-
-
-def _nonce_design(world: World, variant: str, rng: np.random.Generator, mechanism: MechanismConfig,
-                  audit: AuditConfig | None, pool_size: int, r: int) -> ProbeDesign:
-    """A nonce variant's design: canary and nonce pool from ``rng``, r probes uniform or by Alg. B.1."""
-    p = world.bank.shape[0]
-    if variant == "nonce":
-        return design_nonce(world.encoder, p, rng, records=world.config.record_cap, pool_size=pool_size, r=r)
-    canary, pool = nonce_canary_and_pool(world.config.record_cap, pool_size, rng)
-    positions = replacement_positions(p, r, rng)
-    emb = world.encoder.encode(canary + pool, desc="nonce")
-    c_emb, pool_emb = emb[:len(canary)], emb[len(canary):]
-    mu = variant_objective(variant) == "mu_eff"
-    sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if mu else None
-    return design_selected(variant, f"nonce-{int(rng.integers(1 << 31))}", canary, c_emb, pool, pool_emb,
-                           world.bank, positions, mechanism.top_k, sigma, info={"canary": "nonce"})
