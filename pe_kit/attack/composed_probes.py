@@ -273,17 +273,6 @@ def _encode(encoder, texts, stats: dict) -> np.ndarray:
     return np.asarray(emb, dtype=np.float32)
 
 
-def _new_edits(words, selected_spans, uncovered, seen: set, rng, config: ComposedConfig) -> list[tuple]:
-    """(text, spans) of the edits (``edit_candidates``) whose text is not in ``seen``; adds them to it."""
-    new = []
-    for sp in edit_candidates(words, selected_spans, uncovered, config.refine_edits, rng, config.hub_words):
-        t = _text(words, sp)
-        if t and t not in seen:
-            seen.add(t)
-            new.append((t, sp))
-    return new
-
-
 def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np.ndarray, bank: np.ndarray,
                     positions, mechanism: MechanismConfig, aux: AuxBackground, rng: np.random.Generator,
                     audit: AuditConfig | None = None, config: ComposedConfig | None = None):
@@ -318,13 +307,18 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
             cur = best[2]
             summ = design_mu_eff(emb, bank, cur.probe_embeddings, pos, aux, mechanism, audit, index)
             uncovered = np.flatnonzero(summ["record_probe_votes"] < mechanism.top_k)
-            new = _new_edits(words, [spans[i] for i in cur.pool_indices], uncovered, seen, rng, config)
-            if not new:
+            n_old = len(texts)
+            for sp in edit_candidates(words, [spans[i] for i in cur.pool_indices], uncovered, config.refine_edits, rng,
+                                      config.hub_words):
+                t = _text(words, sp)
+                if t and t not in seen:  # new texts only
+                    seen.add(t)
+                    texts.append(t)
+                    spans.append(sp)
+                    kinds.append("edit")
+            if len(texts) == n_old:
                 break
-            texts += [t for t, _ in new]
-            spans += [sp for _, sp in new]
-            kinds += ["edit"] * len(new)
-            pool_emb = np.concatenate([pool_emb, _encode(encoder, [t for t, _ in new], stats)])
+            pool_emb = np.concatenate([pool_emb, _encode(encoder, texts[n_old:], stats)])
         t1 = time.perf_counter()
         if config.covariance == "solo":
             sigma = solo_pool_covariance(aux, pool_emb, pos, mechanism, audit)
