@@ -160,7 +160,7 @@ class Selection:
 def _single_thread_blas():
     try:
         from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn, a core dependency
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (the notebooks extra)
         import contextlib
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
