@@ -1,10 +1,9 @@
 """``composed-mu_eff``: probes composed from the canary's own text and chosen against the encoder.
 
 Beyond the paper's Table 1 (docs/composed.md). The pool Q holds the canary's records, their sentences, word
-windows and recombinations (openings of several similar records in one text, which lies near all of them and
-so concentrates the canary's vote mass on P: μ_eff → 1/σ, Eqs. 1, 20); every probe word is a canary word. A
-search edits the selected candidates and re-runs Alg. B.1 with J_μeff (Eq. 6) on a Σ̂_Q re-estimated from aux
-users; the round kept has the largest aux μ_eff (Eq. 15). Test users never enter the design.
+windows and recombinations (openings of several similar records in one text, near all of them: μ_eff → 1/σ,
+Eqs. 1, 20); every probe word is a canary word. A search edits the selected candidates and re-runs Alg. B.1 with
+J_μeff (Eq. 6); the round kept has the largest aux μ_eff (Eq. 15). Test users never enter the design.
 """
 from __future__ import annotations
 
@@ -37,9 +36,10 @@ Span = tuple[int, int, int]  # (record index, first word, end word): words[recor
 class ComposedConfig:
     """Settings of the composed pool and its search (``design_composed``).
 
-    ``pool_size``: M (≥ r); ``windows``: word-window lengths (≥ 3); ``hub_sizes``: records per recombination (≥ 2);
-    ``hub_words``: words of a recombination of g records, ⌊hub_words/g⌋ (≥ 3) of each; ``refine_rounds`` (≥ 0) of
-    ``refine_edits`` (≥ 1) new candidates; ``covariance``: ``"solo"`` (``solo_pool_covariance``) or ``"pool"``.
+    ``pool_size``: M (≥ r); ``windows``: word-window lengths; ``hub_sizes``: records per recombination;
+    ``hub_words``: words of a recombination of g records, ⌊hub_words/g⌋ (≥ 3) of each; ``refine_rounds`` of
+    ``refine_edits`` new candidates; ``covariance``: ``"solo"`` (``solo_pool_covariance``) or ``"pool"``
+    (``selection.pool_covariance``). Raises ValueError naming a field out of range.
     """
 
     pool_size: int = 2048
@@ -62,24 +62,20 @@ class ComposedConfig:
             if not isinstance(v, (tuple, list)) or not v or any(
                     isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < lo for x in v):
                 raise ValueError(f"ComposedConfig.{name}={v!r} must be a non-empty tuple of integers ≥ {lo}")
-            object.__setattr__(self, name, tuple(int(x) for x in v))   # frozen and hashable, whatever was passed
+            object.__setattr__(self, name, tuple(int(x) for x in v))
 
     def as_dict(self) -> dict:
         """Plain dict (tuples as lists) for ``design.info``."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
 
-DEFAULT_CONFIG = ComposedConfig()  # what ``make_design`` uses (``design_composed(config=None)``)
+DEFAULT_CONFIG = ComposedConfig()
 
 
 @dataclass(frozen=True)
 class AuxBackground:
-    """The aux users a design may use (App. B) and the population size N.
-
-    Attributes:
-        index: ``NeighborIndex`` of the aux records on the base bank (depth ≥ k + r).
-        records: float32 (n_records, d); owner: int (n_records,) user row; n_aux_users: rows; n_users: N.
-    """
+    """The aux users a design may use (App. B): their records' ``NeighborIndex`` on the base bank (depth ≥ k + r),
+    float32 (n_records, d) ``records``, ``owner`` user rows, ``n_aux_users`` and the population size N ``n_users``."""
 
     index: object
     records: np.ndarray
@@ -89,7 +85,7 @@ class AuxBackground:
 
 
 def record_words(records) -> list[list[str]]:
-    """Whitespace tokens of each record; raises ValueError when ``records`` is empty or a record has no word."""
+    """Whitespace tokens of each record; ValueError when ``records`` is empty or a record has no word."""
     words = [str(t).split() for t in records]
     if not words or any(not w for w in words):
         raise ValueError("records must be a non-empty sequence of non-empty texts (the canary's m records)")
@@ -124,12 +120,10 @@ def _hub(words, group, budget: int) -> tuple[Span, ...]:
 
 def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
                   config: ComposedConfig | None = None) -> tuple[list[str], list[tuple], list[str]]:
-    """The base candidate pool Q of ``composed-mu_eff``: (texts, spans, kinds), M each.
-
-    Kinds, in priority order (the first ``config.pool_size`` distinct texts kept): ``record``, ``centroid`` (openings
-    of the records nearest the mean embedding), ``knn`` (a record's and its nearest records' openings),
-    ``sentence``, ``window`` (within the first 48 words), ``random`` (seeded random groups). A span is (record,
-    first, end). Raises ValueError for empty records or mismatched embeddings.
+    """The base candidate pool Q of ``composed-mu_eff``: (texts, spans, kinds), the first ``config.pool_size``
+    distinct texts of the kinds ``record``, ``centroid`` (openings of the records nearest the mean embedding),
+    ``knn`` (a record's and its nearest records' openings), ``sentence``, ``window`` (within the first 48 words),
+    ``random`` (seeded groups), in that order. Raises ValueError for empty records or mismatched embeddings.
     """
     config = config or DEFAULT_CONFIG
     words = record_words(records)
@@ -181,12 +175,10 @@ def composed_pool(records, embeddings: np.ndarray, rng: np.random.Generator,
 
 def edit_candidates(words, selected_spans, uncovered, n: int, rng: np.random.Generator,
                     hub_words: int = 40) -> list[tuple]:
-    """Up to n word-level edits of the selected probes, as span tuples (duplicates possible).
-
-    Each edit, drawn uniformly: ``extend`` a probe with the opening of an ``uncovered`` record (empty: any record),
-    ``trim`` a fragment, ``cross`` the halves of two probes, or ``swap`` a fragment for an uncovered record's opening;
-    then cut to ``hub_words`` words. Raises ValueError for n < 0.
-    """
+    """Up to n word-level edits of the selected probes, as span tuples (duplicates possible): each ``extend``s a
+    probe with the opening of an ``uncovered`` record (empty: any record), ``trim``s a fragment, ``cross``es two
+    probes or ``swap``s a fragment for an uncovered record's opening, cut to ``hub_words`` words. Raises ValueError
+    for n < 0."""
     if n < 0:
         raise ValueError(f"n={n} must be ≥ 0")
     sel = [tuple(s) for s in selected_spans if s]
@@ -228,12 +220,10 @@ def edit_candidates(words, selected_spans, uncovered, n: int, rng: np.random.Gen
 def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddings: np.ndarray, positions,
                   aux: AuxBackground, mechanism: MechanismConfig, audit: AuditConfig | None = None,
                   canary_index=None) -> dict:
-    """μ_eff of a frozen design from aux users only (Eq. 15; Σ̂_P of Eqs. 31–35 with N = ``aux.n_users``).
-
-    Routes the canary and the aux users with the probes at ``positions`` (Eq. 1) as the audit does, so this is the
-    μ_eff an audit row reports. ``positions`` None: a design without probes, P = the canary's top-k support.
-    Returns dict ``mu_eff``, ``canary_votes_on_P`` (share of vote mass), ``canary_norm`` (‖v_P‖₂),
-    ``record_probe_votes`` (int (m,) probes among each record's k nearest) and ``aux_voters``.
+    """μ_eff of a frozen design from aux users only, routed as the audit routes (Eq. 15; Σ̂_P of Eqs. 31–35 with
+    N = ``aux.n_users``); ``positions`` None: no probes, P = the canary's top-k support. Returns dict ``mu_eff``,
+    ``canary_votes_on_P``, ``canary_norm`` (‖v_P‖₂), ``record_probe_votes`` (int (m,) probes among each record's k
+    nearest) and ``aux_voters``.
     """
     audit = audit or AuditConfig()
     pos = np.zeros(0, np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
@@ -250,12 +240,10 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
 
 
 def solo_pool_covariance(aux: AuxBackground, pool: np.ndarray, positions, mechanism: MechanismConfig,
-                         audit: AuditConfig | None = None, chunk_size: int = 4096) -> np.ndarray:
-    """A conservative frozen Σ̂_Q (M, M): each aux record votes for every candidate nearer than its k-th S_base entry.
-
-    Near-duplicate candidates split the aux votes in Alg. B.1 line 6 (``selection.pool_covariance``); here candidate
-    j gets the vote of each aux record it alone would enter (no cap at k, no clip), an upper bound of its background.
-    Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)² I + ridge·I (Eqs. 31–35), N = ``aux.n_users``.
+                         audit: AuditConfig | None = None) -> np.ndarray:
+    """A conservative frozen Σ̂_Q (M, M) (Eqs. 31–35, N = ``aux.n_users``): candidate j gets the 1/(|D_u| k) vote of
+    each aux record it alone would enter, nearer than the record's k-th S_base entry (no cap at k, no clip), where
+    ``selection.pool_covariance`` lets near-duplicate candidates split the votes.
     """
     audit = audit or AuditConfig()
     k = mechanism.top_k
@@ -265,8 +253,8 @@ def solo_pool_covariance(aux: AuxBackground, pool: np.ndarray, positions, mechan
     owner = np.asarray(aux.owner, dtype=np.int64)
     per_user = np.bincount(owner, minlength=aux.n_aux_users).astype(np.float64)
     rows, cols = [], []
-    for s in range(0, aux.records.shape[0], chunk_size):
-        e = min(aux.records.shape[0], s + chunk_size)
+    for s in range(0, aux.records.shape[0], 4096):
+        e = min(aux.records.shape[0], s + 4096)
         r, c = np.nonzero(squared_distances(aux.records[s:e], pool) < kth[s:e, None])
         rows.append(owner[s + r])
         cols.append(c)
@@ -285,27 +273,13 @@ def _encode(encoder, texts, stats: dict) -> np.ndarray:
     return np.asarray(emb, dtype=np.float32)
 
 
-def _new_edits(words, selected_spans, uncovered, seen: set, rng, config: ComposedConfig) -> list[tuple]:
-    """(text, spans) of the edits (``edit_candidates``) whose text is not in ``seen``; adds them to it."""
-    new = []
-    for sp in edit_candidates(words, selected_spans, uncovered, config.refine_edits, rng, config.hub_words):
-        t = _text(words, sp)
-        if t and t not in seen:
-            seen.add(t)
-            new.append((t, sp))
-    return new
-
-
 def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np.ndarray, bank: np.ndarray,
                     positions, mechanism: MechanismConfig, aux: AuxBackground, rng: np.random.Generator,
                     audit: AuditConfig | None = None, config: ComposedConfig | None = None):
-    """The frozen ``composed-mu_eff`` design (``ProbeDesign``) of one real canary.
-
-    ``composed_pool`` → encode with ``encoder`` (cached per text) → Σ̂_Q (``config.covariance``) → Alg. B.1 with J_μeff
-    (``variants.design_selected``); then ``config.refine_rounds`` times the selected probes' edits join the pool and
-    both run again. The round with the largest aux μ_eff (``design_mu_eff``) is kept, ties to the earlier; ``info``
-    adds ``pool_kinds``, ``probe_spans``, ``rounds`` and ``encodes``. Raises ValueError if ``config.pool_size`` < r;
-    PoolShortfallError for fewer than r distinct candidates.
+    """The frozen ``composed-mu_eff`` design (``ProbeDesign``) of one real canary: ``composed_pool`` → Σ̂_Q
+    (``config.covariance``) → Alg. B.1 with J_μeff; then ``config.refine_rounds`` times the selected probes' edits
+    join the pool and both run again. The round with the largest aux μ_eff is kept, ties to the earlier. Raises
+    ValueError if ``config.pool_size`` < r; PoolShortfallError for fewer than r distinct candidates.
     """
     t0 = time.perf_counter()
     config = config or DEFAULT_CONFIG
@@ -333,13 +307,18 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
             cur = best[2]
             summ = design_mu_eff(emb, bank, cur.probe_embeddings, pos, aux, mechanism, audit, index)
             uncovered = np.flatnonzero(summ["record_probe_votes"] < mechanism.top_k)
-            new = _new_edits(words, [spans[i] for i in cur.pool_indices], uncovered, seen, rng, config)
-            if not new:
+            n_old = len(texts)
+            for sp in edit_candidates(words, [spans[i] for i in cur.pool_indices], uncovered, config.refine_edits, rng,
+                                      config.hub_words):
+                t = _text(words, sp)
+                if t and t not in seen:  # new texts only
+                    seen.add(t)
+                    texts.append(t)
+                    spans.append(sp)
+                    kinds.append("edit")
+            if len(texts) == n_old:
                 break
-            texts += [t for t, _ in new]
-            spans += [sp for _, sp in new]
-            kinds += ["edit"] * len(new)
-            pool_emb = np.concatenate([pool_emb, _encode(encoder, [t for t, _ in new], stats)])
+            pool_emb = np.concatenate([pool_emb, _encode(encoder, texts[n_old:], stats)])
         t1 = time.perf_counter()
         if config.covariance == "solo":
             sigma = solo_pool_covariance(aux, pool_emb, pos, mechanism, audit)
@@ -367,11 +346,9 @@ def design_composed(encoder, canary_id: str, canary_texts, canary_embeddings: np
 
 
 def probe_vote_examples(design, bank: np.ndarray, top_k: int = 5, records=None, bank_texts=None) -> list[dict]:
-    """For some canary ``records`` (default the first 3), the k entries each votes for on the design's bank.
-
-    Returns dicts ``record``, ``text``, ``votes`` (k dicts ``probe`` (slot or None), ``text`` (the probe's, or
-    ``"bank #<position>"`` plus ``bank_texts``' entry), ``distance`` (squared)). Raises ValueError for a design
-    without probes or a record index out of range.
+    """For some canary ``records`` (default the first 3), the k entries each votes for on the design's bank: dicts
+    ``record``, ``text``, ``votes`` (k dicts ``probe`` slot or None, ``text``, squared ``distance``). Raises
+    ValueError for a design without probes or a record index out of range.
     """
     if design.probe_embeddings is None:
         raise ValueError(f"design {design.variant!r} has no probes to show")

@@ -3,9 +3,8 @@
 r ordered positions ρ_1..ρ_r are reserved in the bank S (S_base: S without them); probe T[t] of a trial set T
 sits at ρ_t. ProbeVotes re-routes every canary record to its k nearest entries of S_base ∪ {c_j : j ∈ T}
 (ties → lowest final bank index): w_T = counts / (m·k). Eq. 6: J_norm(T) = ‖w_T‖², J_μeff(T) =
-w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T. ``greedy_select`` makes Alg. B.1's decisions (lines 8–21) for all candidates at once (a
-candidate only displaces the k-th entry of the records it beats; J_μeff by the bordered inverse, K = Σ_P⁻¹). Ties,
-within ``TIE_RTOL`` for J_μeff, go to the lowest pool index (Alg. B.1 line 19).
+w_Tᵀ[Σ̂_Q]_{T,T}⁻¹w_T. ``greedy_select`` scores all candidates of a round at once (a candidate only displaces the
+k-th entry of the records it beats); ties go to the lowest pool index (Alg. B.1 line 19).
 """
 from __future__ import annotations
 
@@ -40,12 +39,9 @@ def _check_positions(positions, bank_size: int | None = None) -> np.ndarray:
 
 
 def base_neighbors(index: NeighborIndex, removed_positions, top_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each record's k nearest entries of S_base, the bank without ``removed_positions`` (App. B).
-
-    ``index`` is the records' ``NeighborIndex`` on the full bank, depth ≥ top_k + r. Returns (indices int64 (n, k),
-    squared distances float64 (n, k)), nearest first, ties → lowest index. Raises ValueError if the index is too
-    shallow or the positions are invalid.
-    """
+    """Each record's k nearest entries of S_base, the bank without ``removed_positions`` (App. B): (indices int64
+    (n, k), squared distances float64 (n, k)), nearest first. ``index``: the records' ``NeighborIndex`` on the
+    full bank, depth ≥ top_k + r. Raises ValueError if the index is too shallow or the positions are invalid."""
     pos = _check_positions(removed_positions, index.bank_size)
     if top_k < 1:
         raise ValueError(f"top_k={top_k} must be ≥ 1")
@@ -55,13 +51,11 @@ def base_neighbors(index: NeighborIndex, removed_positions, top_k: int) -> tuple
     return index.without(pos, top_k)
 
 
-def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, removed_positions, top_k: int,
-                chunk_size: int = 4096) -> np.ndarray:
-    """Top-k routes (int64 (n, k) in [0, p + M)) of ``records`` in S_base ∪ Q, the whole pool (Alg. B.1 line 6).
-
-    Pool entry j gets index p + j, so exact ties go to the base. ``index``: the records' ``NeighborIndex`` on the
-    full bank (depth ≥ top_k + r). Raises ValueError on a too-shallow index or mismatched shapes.
-    """
+def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, removed_positions,
+                top_k: int) -> np.ndarray:
+    """Top-k routes (int64 (n, k) in [0, p + M)) of ``records`` in S_base ∪ Q, the whole pool (Alg. B.1 line 6);
+    pool entry j gets index p + j, so exact ties go to the base. Raises ValueError on a too-shallow ``index`` or
+    mismatched shapes."""
     records = np.asarray(records)
     pool = np.asarray(pool)
     if records.shape[0] != index.indices.shape[0]:
@@ -72,8 +66,8 @@ def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, rem
     p, m_pool = index.bank_size, pool.shape[0]
     kp = min(top_k, m_pool)
     out = np.empty((records.shape[0], top_k), dtype=np.int64)
-    for s in range(0, records.shape[0], chunk_size):
-        e = min(records.shape[0], s + chunk_size)
+    for s in range(0, records.shape[0], 4096):
+        e = min(records.shape[0], s + 4096)
         # only a record's k nearest pool entries can enter its top k: merge 2k candidates, not k + M
         p_idx, p_d = topk_routes(records[s:e], pool, kp, return_distances=True)
         cd = np.concatenate([b_d[s:e], p_d], axis=1)
@@ -86,12 +80,9 @@ def pool_routes(index: NeighborIndex, records: np.ndarray, pool: np.ndarray, rem
 def pool_covariance(aux_index: NeighborIndex, aux_records: np.ndarray, aux_owner: np.ndarray, n_aux_users: int,
                     pool: np.ndarray, removed_positions, mechanism: MechanismConfig, n_users: int,
                     shrinkage: float = 0.1, ridge: float = 1e-9) -> np.ndarray:
-    """Frozen pool covariance Σ̂_Q (M, M) from auxiliary users (Alg. B.1 line 6; Eqs. 31–35).
-
-    Aux users are routed to S_base ∪ Q with all M candidates present (``pool_routes``), clipped to C (Eq. 1), and
-    Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)² I + ridge·I on the pool coordinates, N = ``n_users``. Trial sets use its
-    principal submatrices. Raises ValueError on no aux users or bad shapes.
-    """
+    """Frozen pool covariance Σ̂_Q (M, M) from auxiliary users (Alg. B.1 line 6; Eqs. 31–35): aux users routed to
+    S_base ∪ Q (``pool_routes``) and clipped (Eq. 1); Σ̂_Q = q(1−q)N·shrink(M̂_Q) + (σC)² I + ridge·I, N =
+    ``n_users``. Raises ValueError on no aux users or bad shapes."""
     if n_aux_users < 1:
         raise ValueError("n_aux_users must be ≥ 1: Σ̂_Q is estimated from auxiliary users")
     if n_users < 1:
@@ -130,11 +121,11 @@ def _check_inputs(pool_d2, base_d2, base_idx, positions):
 
 
 def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, positions, selected) -> np.ndarray:
-    """ProbeVotes(S(T), D_can, k) by full re-routing (App. B; Alg. B.1 line 11): int64 (|T|,) votes per slot.
+    """ProbeVotes(S(T), D_can, k) by full re-routing (Alg. B.1 line 11): int64 (|T|,) votes per slot.
 
-    ``pool_d2``: float64 (m, M) squared distances canary records → pool; ``base_d2``, ``base_idx``: (m, k) each
-    record's nearest S_base entries (``base_neighbors``); probe T[t] = ``selected[t]`` sits at ``positions[t]``.
-    Raises ValueError on inconsistent shapes or more probes than positions.
+    ``pool_d2``: float64 (m, M) squared distances canary records → pool; ``base_d2``, ``base_idx``: (m, k) of
+    ``base_neighbors``; probe ``selected[t]`` sits at ``positions[t]``. Raises ValueError on inconsistent shapes or
+    more probes than positions.
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
     sel = np.asarray(selected, dtype=np.int64).ravel()
@@ -153,10 +144,8 @@ def probe_votes(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray, 
 
 @dataclass(frozen=True)
 class Selection:
-    """Outcome of Alg. B.1: ``order`` (int64 (r,) pool indices in selection order, probe t → ρ_t), ``scores``
-    (J after each round, Eq. 6), ``counts`` (final canary votes per slot), ``ties`` (candidates tied at the best
-    score per round) and the settings it ran with.
-    """
+    """Outcome of Alg. B.1: ``order`` (int64 (r,) pool indices, probe t → ρ_t), ``scores`` (J after each round,
+    Eq. 6), ``counts`` (final canary votes per slot), ``ties`` (candidates tied at the best score per round)."""
 
     order: np.ndarray
     scores: np.ndarray
@@ -171,7 +160,7 @@ class Selection:
 def _single_thread_blas():
     try:
         from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn, a core dependency
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (the notebooks extra)
         import contextlib
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
@@ -189,9 +178,8 @@ def greedy_select(pool_d2: np.ndarray, base_d2: np.ndarray, base_idx: np.ndarray
                   sigma: np.ndarray | None = None) -> Selection:
     """Greedy forward selection of r = len(positions) probes from a pool of M (Alg. B.1, Eq. 6) → ``Selection``.
 
-    ``pool_d2``, ``base_d2``, ``base_idx`` as in ``probe_votes``; ``objective``: ``"norm"`` or ``"mu_eff"`` (needs
-    ``sigma``, the frozen (M, M) Σ̂_Q of ``pool_covariance``). Raises ValueError naming the bad argument (shapes,
-    r > M, objective, Σ not PD).
+    Arrays as in ``probe_votes``; ``objective``: ``"norm"`` or ``"mu_eff"`` (needs ``sigma``, the frozen (M, M)
+    Σ̂_Q). Raises ValueError naming the bad argument (shapes, r > M, objective, Σ not PD).
     """
     pool_d2, base_d2, base_idx, pos = _check_inputs(pool_d2, base_d2, base_idx, positions)
     if objective not in OBJECTIVES:

@@ -14,7 +14,7 @@ nonce-mu_eff        synthetic       Alg. B.1 on the nonce pool, J_μeff
 ==================  ==============  ===================================================================
 
 Beyond the paper: ``composed-mu_eff`` (``attack.composed_probes``), selected by name only, never by ``"all"``.
-Probe t is written to bank position ρ_t and the bank is frozen in a ``ProbeDesign`` before any trial.
+Probe t is written to bank position ρ_t; a ``ProbeDesign`` is frozen before any trial.
 """
 from __future__ import annotations
 
@@ -30,19 +30,18 @@ __all__ = ["VARIANTS", "BEYOND_PAPER_VARIANTS", "ALL_VARIANTS", "REAL_VARIANTS",
            "replacement_positions", "nonce_strings", "nonce_canary_and_pool", "spread_select", "design_ordinary",
            "design_exact", "design_paraphrase", "design_selected", "design_nonce"]
 
-ALL_VARIANTS = VARIANT_NAMES  # every name a setting accepts (declared with the settings); "all" is Table 1's eight
+ALL_VARIANTS = VARIANT_NAMES  # every name a setting accepts
 VARIANTS = ALL_VARIANTS[:8]  # Table 1
 REAL_VARIANTS = VARIANTS[:5]
 NONCE_VARIANTS = VARIANTS[5:]
-PARAPHRASE_VARIANTS = VARIANTS[2:5]  # the real variants whose probes come from a paraphrase pool Q (App. B)
-BEYOND_PAPER_VARIANTS = ALL_VARIANTS[8:]  # composed-mu_eff: pool from the canary's own records (attack.composed_probes)
+PARAPHRASE_VARIANTS = VARIANTS[2:5]
+BEYOND_PAPER_VARIANTS = ALL_VARIANTS[8:]
 _NONCE_ALPHABET = np.array(list(string.ascii_letters + string.digits))
 
 
 def resolve_variants(variants) -> list[str]:
-    """Variant names from a setting: ``"all"`` (or ``["all"]``) → Table 1's eight; else a comma-separated string
-    or a sequence of names or such strings. Order kept, duplicates dropped; ``BEYOND_PAPER_VARIANTS`` by name only.
-    Raises ValueError naming an unknown variant, or for an empty setting."""
+    """Variant names from a setting: ``"all"`` → Table 1's eight; else a comma-separated string or a sequence of
+    them (order kept, duplicates dropped). Raises ValueError naming an unknown variant, or for an empty setting."""
     items = [variants] if isinstance(variants, str) else list(variants)
     names = [v.strip() for item in items for v in str(item).split(",") if v.strip()]
     if names == ["all"]:
@@ -69,10 +68,8 @@ def unknown_variant(variant, known) -> ValueError:
 
 @dataclass(frozen=True)
 class ProbeDesign:
-    """A frozen attack (App. B): the canary (``canary_texts``, float32 (m, d) ``canary_embeddings``) and the r
-    probes replacing bank positions (``probe_texts``, ``probe_embeddings`` or None for ``ordinary``; probe t at
-    ``positions[t]``; ``pool_indices`` in selection order); ``info``: provenance.
-    """
+    """A frozen attack (App. B): the canary (float32 (m, d) ``canary_embeddings``) and the r probes (None for
+    ``ordinary``), probe t at bank position ``positions[t]``; ``pool_indices`` in selection order."""
 
     variant: str
     canary_id: str
@@ -102,8 +99,7 @@ def replacement_positions(bank_size: int, r: int, rng: np.random.Generator) -> n
 
 
 def nonce_strings(n: int, rng: np.random.Generator, words: int = 4, word_length: int = 6) -> list[str]:
-    """n distinct strings of ``words`` random alphanumeric words (Table 1 "nonce"; ≈ 143 bits each by default).
-    Raises ValueError for n < 0."""
+    """n distinct strings of ``words`` random alphanumeric words (Table 1 "nonce"). Raises ValueError for n < 0."""
     if n < 0:
         raise ValueError(f"n={n} must be ≥ 0")
     out: list[str] = []
@@ -125,11 +121,9 @@ def design_ordinary(canary_id: str, canary_texts, canary_embeddings: np.ndarray)
 
 def design_nonce(encoder, bank_size: int, rng: np.random.Generator, records: int = 64, pool_size: int = 512,
                  r: int = 64) -> ProbeDesign:
-    """Synthetic nonce canary and r probes drawn uniformly without replacement from an independent pool.
-
-    ``encoder`` has ``encode(texts) -> float32 (n, d)``; ``rng`` draws the canary, the pool, the positions and the
-    probes, in that order. Raises ValueError if r > pool_size or r > bank_size.
-    """
+    """Synthetic nonce canary and r probes drawn uniformly without replacement from an independent pool; ``rng``
+    draws the canary, the pool, the positions and the probes, in that order. Raises ValueError if r > pool_size or
+    r > bank_size."""
     if r > pool_size:
         raise ValueError(f"r={r} probes cannot be drawn from a pool of {pool_size}; raise pool_size")
     canary, pool = nonce_canary_and_pool(records, pool_size, rng)
@@ -153,11 +147,8 @@ def variant_objective(variant: str) -> str | None:
 
 
 def nonce_canary_and_pool(records: int, pool_size: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
-    """A synthetic nonce canary (``records`` strings) and an independent pool of ``pool_size`` nonces (App. B).
-
-    Drawn in ``design_nonce``'s order (canary, then pool); pool strings equal to a canary string are dropped.
-    Raises ValueError for records < 1 or pool_size < 1.
-    """
+    """A synthetic nonce canary (``records`` strings), then an independent pool of ``pool_size`` nonces without
+    the canary's strings (App. B). Raises ValueError for records < 1 or pool_size < 1."""
     if records < 1 or pool_size < 1:
         raise ValueError(f"records={records} and pool_size={pool_size} must be ≥ 1")
     canary = nonce_strings(records, rng)
@@ -167,11 +158,9 @@ def nonce_canary_and_pool(records: int, pool_size: int, rng: np.random.Generator
 
 
 def spread_select(sources: np.ndarray, r: int, rng: np.random.Generator) -> np.ndarray:
-    """r distinct pool indices spread across the canary's records, without any score (App. B "Paraphrase").
-
-    Records are visited round-robin in a seeded order, each visit taking a random unused pool entry of that record
-    (``sources``: int (M,) source record per entry). Raises ValueError unless 0 ≤ r ≤ M.
-    """
+    """r distinct pool indices spread across the canary's records, without any score (App. B "Paraphrase"): records
+    round-robin in a seeded order, a random unused entry each (``sources``: int (M,) source record per entry).
+    Raises ValueError unless 0 ≤ r ≤ M."""
     src = np.asarray(sources, dtype=np.int64).ravel()
     if not 0 <= r <= src.size:
         raise ValueError(f"r={r} probes cannot be chosen from a pool of {src.size}; lower r or enlarge the pool")
@@ -194,11 +183,8 @@ def _emb(x, name: str) -> np.ndarray:
 
 
 def design_exact(canary_id: str, canary_texts, canary_embeddings: np.ndarray, positions: np.ndarray) -> ProbeDesign:
-    """One verbatim copy of each canary record at the first m reserved positions (App. B "Exact").
-
-    A copy's embedding is its record's, so it takes that record's top-1 vote. Raises ValueError for fewer than m
-    positions or mismatched shapes.
-    """
+    """One verbatim copy of each canary record at the first m reserved positions (App. B "Exact"). Raises
+    ValueError for fewer than m positions or mismatched shapes."""
     emb = _emb(canary_embeddings, "canary_embeddings")
     texts = tuple(canary_texts)
     pos = np.asarray(positions, dtype=np.int64)
@@ -213,11 +199,9 @@ def design_exact(canary_id: str, canary_texts, canary_embeddings: np.ndarray, po
 
 def design_paraphrase(canary_id: str, canary_texts, canary_embeddings: np.ndarray, pool_texts, pool_embeddings,
                       pool_sources, positions: np.ndarray, rng: np.random.Generator, info: dict | None = None) -> ProbeDesign:
-    """Unoptimized paraphrase attack: r = len(positions) pool entries spread across records (App. B).
-
-    ``pool_sources``: int (M,) source record per entry; ``info`` is merged into ``ProbeDesign.info``. Raises
-    ValueError on inconsistent pool shapes or r > M.
-    """
+    """Unoptimized paraphrase attack: r = len(positions) pool entries spread across records (App. B,
+    :func:`spread_select`); ``info`` joins ``ProbeDesign.info``. Raises ValueError on inconsistent pool shapes or
+    r > M."""
     pool_emb = _emb(pool_embeddings, "pool_embeddings")
     pool_texts = list(pool_texts)
     if len(pool_texts) != pool_emb.shape[0] or np.shape(pool_sources) != (len(pool_texts),):
@@ -236,11 +220,9 @@ def design_selected(variant: str, canary_id: str, canary_texts, canary_embedding
                     sigma: np.ndarray | None = None, index=None, info: dict | None = None) -> ProbeDesign:
     """Run Alg. B.1 for a ``*-norm`` / ``*-mu_eff`` variant and freeze the design (App. B).
 
-    ``bank``: float32 (p, d) before replacement; ``positions``: r reserved, ordered; ``sigma``: the frozen (M, M)
-    Σ̂_Q for μ_eff (``selection.pool_covariance``); ``index``: optional ``NeighborIndex`` of the canary on ``bank``
-    (depth ≥ k + r). Returns ``ProbeDesign`` (``pool_indices`` in selection order; ``info`` with per-round scores,
-    ties, vote counts, seconds). Raises ValueError for an unoptimized variant, a missing Σ̂, or shape errors.
-    """
+    ``bank``: float32 (p, d) before replacement; ``sigma``: the frozen (M, M) Σ̂_Q for μ_eff; ``index``: optional
+    ``NeighborIndex`` of the canary on ``bank`` (depth ≥ k + r). Raises ValueError for an unoptimized variant, a
+    missing Σ̂, or shape errors."""
     from pe_kit.attack.selection import base_neighbors, greedy_select
     from pe_kit.pe.mechanism import build_neighbor_index, squared_distances
 

@@ -26,11 +26,8 @@ def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
 
 
 def squared_distances(x: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Squared Euclidean distances between rows of ``x`` (n, d) and ``s`` (p, d); returns float64 (n, p).
-
-    ‖x‖² + ‖s‖² − 2 x·s with the product in float32 and the sums in float64, clipped at 0; the one formula every
-    routing in the kit uses, so the full bank and a probe-merged bank route alike.
-    """
+    """Squared Euclidean distances float64 (n, p) between rows of ``x`` (n, d) and ``s`` (p, d): ‖x‖² + ‖s‖² − 2 x·s,
+    the product in float32 and the sums in float64, clipped at 0; every routing in the kit uses it."""
     x32 = np.asarray(x, dtype=np.float32)
     s32 = np.ascontiguousarray(s, dtype=np.float32)
     first, inverse = _duplicate_rows(s32)
@@ -45,11 +42,8 @@ def squared_distances(x: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 
 def _duplicate_rows(s32: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(first index of each distinct row, inverse map) when ``s32`` (p, d) has exact duplicate rows, else (None, None).
-
-    Duplicates then share one distance column: BLAS may round the same dot product differently at different
-    columns, which would break the lowest-index tie rule.
-    """
+    """(first index of each distinct row, inverse map) when ``s32`` (p, d) has exact duplicate rows, else (None, None):
+    BLAS may round one dot product differently at different columns, which would break the lowest-index tie rule."""
     if s32.shape[0] < 2:
         return None, None
     rows = s32.view(np.dtype((np.void, s32.dtype.itemsize * s32.shape[1]))).ravel()
@@ -80,11 +74,9 @@ def _stable_topk(d: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def topk_routes(records: np.ndarray, bank: np.ndarray, top_k: int, chunk_size: int = 2048,
                 return_distances: bool = False):
-    """Exact Euclidean top-k routing of each record (n, d) to the bank (p, d) (Alg. A.1 line 11).
-
-    Returns int64 (n, k) bank indices, nearest first, exact ties → lowest index, and with ``return_distances`` the
-    float64 squared distances; ``chunk_size`` records per distance block. Raises ValueError on a shape mismatch,
-    k ∉ [1, p], or non-finite embeddings.
+    """Exact Euclidean top-k routing of each record (n, d) to the bank (p, d) (Alg. A.1 line 11): int64 (n, k) bank
+    indices, nearest first, and with ``return_distances`` the squared distances. Raises ValueError on a shape
+    mismatch, k ∉ [1, p], or non-finite embeddings.
     """
     records = _as_matrix(records, "records")
     bank = _as_matrix(bank, "bank")
@@ -105,10 +97,8 @@ def topk_routes(records: np.ndarray, bank: np.ndarray, top_k: int, chunk_size: i
 
 @dataclass(frozen=True)
 class NeighborIndex:
-    """Each record's ``depth`` nearest bank entries (``indices`` int64, ``distances`` float64, (n, depth)).
-
-    With depth ≥ k + r, the top-k of the bank with any r positions removed is the first k of the remaining list,
-    so probe variants re-route by merging (App. B, "Trial-set routing").
+    """Each record's ``depth`` nearest bank entries (``indices`` int64, ``distances`` float64, (n, depth)). With
+    depth ≥ k + r, the top-k of the bank without any r positions is the first k left (App. B, "Trial-set routing").
     """
 
     indices: np.ndarray
@@ -125,21 +115,18 @@ class NeighborIndex:
         return np.take_along_axis(self.indices, keep, axis=1), np.take_along_axis(self.distances, keep, axis=1)
 
 
-def build_neighbor_index(records: np.ndarray, bank: np.ndarray, depth: int,
-                         chunk_size: int = 2048) -> NeighborIndex:
+def build_neighbor_index(records: np.ndarray, bank: np.ndarray, depth: int) -> NeighborIndex:
     """Precompute ``depth`` nearest bank entries per record (see ``NeighborIndex``); shapes as ``topk_routes``."""
     depth = min(int(depth), np.asarray(bank).shape[0])
-    idx, dist = topk_routes(records, bank, depth, chunk_size=chunk_size, return_distances=True)
+    idx, dist = topk_routes(records, bank, depth, return_distances=True)
     return NeighborIndex(idx, dist, int(np.asarray(bank).shape[0]))
 
 
 def routes_with_probes(index: NeighborIndex, records: np.ndarray, probes: np.ndarray | None,
                        probe_positions: np.ndarray | None, top_k: int) -> np.ndarray:
-    """Top-k routes, int64 (n, k), in the bank whose ``probe_positions`` were replaced by ``probes`` (App. B).
-
-    A record's top-k is the top-k of the merge of its k nearest kept base entries with all probes; ties → lowest
-    final bank index. ``index`` needs depth ≥ top_k + r. Raises ValueError if the index is too shallow or the
-    positions are out of range or repeated.
+    """Top-k routes, int64 (n, k), in the bank whose ``probe_positions`` were replaced by ``probes`` (App. B): the
+    top-k of each record's k nearest kept base entries merged with all probes. ``index`` needs depth ≥ top_k + r.
+    Raises ValueError if the index is too shallow or the positions are out of range or repeated.
     """
     if probes is None or probe_positions is None or len(probe_positions) == 0:
         return index.indices[:, :top_k].copy()
@@ -161,11 +148,9 @@ def routes_with_probes(index: NeighborIndex, records: np.ndarray, probes: np.nda
 
 def contributions(routes: np.ndarray, owner: np.ndarray, n_users: int, bank_size: int,
                   clip_norm: float) -> sp.csr_matrix:
-    """Per-user clipped, normalized vote vectors v_u (Eq. 1; Alg. A.1 lines 12–17), CSR float64 (N, p).
-
-    Row u is h̄_u · min(1, C/‖h̄_u‖₂) with h̄_u = counts / (|D_u| k) from ``routes`` (n_records, k) and ``owner``
-    (n_records,) user rows; users without records get a zero row. Raises ValueError on inconsistent shapes, owners
-    out of range, or C ≤ 0.
+    """Per-user clipped, normalized vote vectors v_u (Eq. 1; Alg. A.1 lines 12–17), CSR float64 (N, p): row u is
+    h̄_u · min(1, C/‖h̄_u‖₂) with h̄_u = counts / (|D_u| k) from ``routes`` (n_records, k) and ``owner`` user rows.
+    Raises ValueError on inconsistent shapes, owners out of range, or C ≤ 0.
     """
     routes = np.asarray(routes)
     owner = np.asarray(owner, dtype=np.int64)
@@ -213,11 +198,8 @@ def sample_participation(n_users: int, sample_rate: float, rng: np.random.Genera
 
 def release(contribs: sp.spmatrix, config: MechanismConfig, rng: np.random.Generator,
             participation: np.ndarray | None = None) -> np.ndarray:
-    """One DP histogram release Y = Σ_u I_u v_u + N(0, (σC)² I) (§2, Alg. A.1 line 20), float64 (p,).
-
-    ``participation``: optional bool (N,) indicators, else drawn Bernoulli(q) from ``rng``. Raises ValueError if it
-    has the wrong length.
-    """
+    """One DP histogram release Y = Σ_u I_u v_u + N(0, (σC)² I) (§2, Alg. A.1 line 20), float64 (p,);
+    ``participation``: bool (N,) indicators, else drawn Bernoulli(q). Raises ValueError for a wrong length."""
     n_users, p = contribs.shape
     if participation is None:
         participation = sample_participation(n_users, config.sample_rate, rng)

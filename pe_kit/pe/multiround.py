@@ -1,10 +1,10 @@
 """Multi-round Private Evolution (Alg. A.1) with per-round checkpoints.
 
 App. A (Alg. A.1); §3 "Multi-round PE with ICL"; App. D (T = 6 releases, q = 0.1, σ = 1.1088, δ = 1e-5).
-Round t publishes a frozen bank S^(t), releases Y^(t) over the private users (their only way in), keeps the top
-k̃ non-probe candidates and every probe, and asks a generator for g = p − r − k̃ new texts from public feedback:
+Round t publishes a frozen bank S^(t), releases Y^(t) over the private users, keeps the top k̃ non-probe
+candidates and every probe, and asks a generator for g = p − r − k̃ new texts from public feedback:
 S^(t+1) = R^(t) ∪ V^(t). Round t draws from ``default_rng([entropy, t])``; each finished round is checkpointed
-under a content key of every input and of the code, so a rerun resumes identically.
+under a content key of every input and of the code.
 """
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ def _readonly(a: np.ndarray, dtype) -> np.ndarray:
 class PEConfig:
     """Settings of the multi-round loop (Alg. A.1; §3; App. D); ValueError naming a field out of range.
 
-    ``rounds``: T releases (Fig. 2: 6). ``retain_fraction``: k̃ = max(1, round(fraction · p)) candidates kept per
-    round (paper 5 %). ``n_negatives``: lowest-Y candidates offered as negative ICL examples. ``icl_examples``,
-    ``icl_negatives``: per ICL prompt. ``max_attempts``: generator calls per round for g distinct texts.
-    ``retention``: ``"histogram"`` (Alg. A.1 l. 21: Top_k̃(Y)) or ``"random"``, Fig. 2's σ → ∞ control (i.i.d.
-    N(0, 1) ranks from ``default_rng([entropy, t, 1])``, all else as the histogram run).
+    ``rounds``: T releases. ``retain_fraction``: k̃ = max(1, round(fraction · p)) candidates kept per round.
+    ``n_negatives``: lowest-Y candidates offered as negative ICL examples. ``icl_examples``, ``icl_negatives``: per
+    ICL prompt. ``max_attempts``: generator calls per round for g distinct texts. ``retention``: ``"histogram"``
+    (Alg. A.1 l. 21: Top_k̃(Y)) or ``"random"``, Fig. 2's σ → ∞ control (i.i.d. N(0, 1) ranks from
+    ``default_rng([entropy, t, 1])``).
     """
 
     rounds: int = 6
@@ -152,12 +152,8 @@ class FrozenBank:
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """What round t published and released (Alg. A.1 lines 6–25), read-only.
-
-    Attributes:
-        round: t (0-based). bank: S^(t). histogram: float64 (p,) Y^(t). participants: |B^(t)| (a count).
-        retained: int64 (k̃,) indices into S^(t), highest Y first. new_texts, new_embeddings: V^(t), g each.
-    """
+    """What round t (0-based) published and released (Alg. A.1 lines 6–25), read-only: ``bank`` S^(t),
+    ``histogram`` Y^(t), ``participants`` |B^(t)|, ``retained`` (k̃ indices into S^(t), highest Y first) and V^(t)."""
 
     round: int
     bank: FrozenBank
@@ -176,10 +172,8 @@ class RoundRecord:
 
 @dataclass(frozen=True)
 class Transcript:
-    """A finished multi-round PE run: T ``rounds`` (``RoundRecord``), ``final_bank`` S^(T) (Alg. A.1 line 27),
-    the content ``key`` and the ``entropy`` (round t draws from ``default_rng([entropy, t])``, so ``pe_round`` replays
-    any round, also on another bank, ``audit.adaptive``); ``resumed_rounds`` is not part of equality.
-    """
+    """A finished multi-round PE run: T ``rounds``, ``final_bank`` S^(T) (Alg. A.1 line 27), the content ``key``
+    and the ``entropy`` that lets ``pe_round`` replay any round; ``resumed_rounds`` is not part of equality."""
 
     rounds: tuple
     final_bank: FrozenBank
@@ -270,11 +264,9 @@ def _embed_new(generator, encoder, texts: list[str]) -> np.ndarray:
 
 def pe_round(bank: FrozenBank, private: Population, generator, mechanism: MechanismConfig, config: PEConfig,
              entropy: int, t: int, seen, *, encoder=None, extra_votes: np.ndarray | None = None) -> RoundRecord:
-    """One round of Alg. A.1 on a frozen bank (lines 6–25): release, retention, feedback, variation, embedding.
-
-    A pure function of its arguments (``default_rng([entropy, t])`` draws participation, noise, then prompts and
-    seeds). ``seen``: every earlier bank text. ``extra_votes``: optional float (p,) added to Y^(t), one more
-    participant's clipped votes (``audit.adaptive``). Raises ValueError if ``extra_votes`` is not (p,).
+    """One round of Alg. A.1 on a frozen bank (lines 6–25): release, retention, feedback, variation, embedding; a
+    pure function of its arguments. ``seen``: every earlier bank text. ``extra_votes``: optional float (p,) added to
+    Y^(t), one more participant's clipped votes. Raises ValueError if ``extra_votes`` is not (p,).
     """
     retain = config.retain_count(bank.size, bank.probe_positions.size)
     g = bank.size - bank.probe_positions.size - retain
@@ -300,10 +292,9 @@ def run_pe(bank_texts: Sequence[str], bank_embeddings: np.ndarray, private: Popu
            checkpoint_dir: str | Path | None | bool = None) -> Transcript:
     """Run T rounds of PE (Alg. A.1) and return the ``Transcript``; resumes from checkpoints.
 
-    ``private``: the voting users (not the canary: the run is H0's); ``rng``: one integer is drawn as the entropy;
-    ``design``: optional ``ProbeDesign`` whose probes replace bank positions in every round; ``checkpoint_dir``:
-    None = ``cache_dir()/"multiround"``, False = off. Raises ValueError on inconsistent inputs; GenerationError
-    from the generator (rerun to resume).
+    ``private``: the voting users; ``rng``: draws the entropy; ``design``: optional ``ProbeDesign`` whose probes
+    replace bank positions in every round; ``checkpoint_dir``: None = ``cache_dir()/"multiround"``, False = off.
+    Raises ValueError on inconsistent inputs; GenerationError from the generator (rerun to resume).
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator; pass np.random.default_rng(seed)")

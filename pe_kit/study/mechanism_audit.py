@@ -1,11 +1,7 @@
 """``pe_kit.audit_mechanism``: the kit's PE mechanism audited on a corpus, in one call.
 
-data → ``World`` (``world.build_world``: users, splits, embeddings, bank) → a frozen design of one Table-1 variant
-(``world.make_design``) → ``world.audit_design`` (aux moments, LLR weights, trials under H0 / H1, a threshold
-calibrated on the calibration users and evaluated on the test users, Eq. 28) → an ``Audit`` whose ``row`` is
-the row notebook 04 writes for the same settings. Any mechanism (σ, q, k, C, m in ``MechanismConfig``) and any
-δ / α / trials (``AuditConfig``); the neighbouring relation is add/remove of one user under Poisson sampling with
-rate q (``audit.accounting.epsilon_theory``).
+data → ``World`` (``world.build_world``) → a frozen design of one Table-1 variant (``world.make_design``) →
+``world.audit_design`` → an ``Audit`` whose ``row`` is the row notebook 04 writes for the same settings.
 """
 from __future__ import annotations
 
@@ -27,37 +23,30 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
     """Audit the kit's PE mechanism on ``data`` with ``canaries`` canaries of ``variant``; report the largest ε_lower.
 
     Args:
-        data: corpus path (JSON Lines / CSV as ``data.loaders.load_corpus`` reads; None = the bundled Blogs sample).
-        variant: one of ``attack.variants.ALL_VARIANTS``: Table 1's (``ordinary``, ``exact``, ``paraphrase``,
-            ``nonce``, their ``-norm`` / ``-mu_eff`` selections) or ``composed-mu_eff`` (beyond the paper;
-            ``attack.composed_probes``, its settings ``composed_probes.DEFAULT_CONFIG``).
-        mechanism: the audited release, ``MechanismConfig(top_k, clip_norm, noise_multiplier, sample_rate,
-            record_cap)`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64). Its ``record_cap`` is the study's. A
-            ``MechanismSettings`` (a preset's mechanism section, ``pe_kit.settings``) is taken with m = 64.
-        audit: trials, α, δ, shrinkage, ridge (default ``AuditConfig()``, or a preset's ``AuditSettings``; its
-            ``n_canaries`` is replaced by ``canaries``). trials, delta: shortcuts that replace ``audit.trials`` /
-            ``audit.delta``.
-        canaries: int ≥ 1: canaries audited (real variants: canary slots 0 … canaries−1; nonce: fresh draws); each
-            bound uses γ = α / (4 · canaries), so the maximum holds at family-wise level α (App. E.6).
-        seed: int ≥ 0: the study's splits and bank draw (``StudyConfig.seed``) and the designs' and trials' rng.
-        study: other ``StudyConfig`` fields (sizes, ``bank``, ``model``, ``max_seq_length`` …; not ``data``,
-            ``seed`` or ``record_cap``, which come from the arguments above).
+        data: corpus path (JSON Lines / CSV; None = the bundled Blogs sample).
+        variant: one of ``attack.variants.ALL_VARIANTS`` (Table 1's eight or ``composed-mu_eff``).
+        mechanism: the audited release, ``MechanismConfig`` (default: the paper's k=5, C=0.1, σ=1, q=0.1, m=64; its
+            ``record_cap`` is the study's) or a preset's ``MechanismSettings`` (taken with m = 64).
+        audit: ``AuditConfig`` or a preset's ``AuditSettings`` (default ``AuditConfig()``; its ``n_canaries`` is
+            replaced by ``canaries``). trials, delta: replace ``audit.trials`` / ``audit.delta``.
+        canaries: canaries audited (real variants: canary slots 0 … canaries−1; nonce: fresh draws), each bound at
+            γ = α / (4 · canaries), so the maximum holds at family-wise level α (App. E.6).
+        seed: the study's splits and bank draw and the designs' and trials' rng.
+        study: other ``StudyConfig`` fields (not ``data``, ``seed`` or ``record_cap``).
         generator, pool_size: paraphrase route and pool size M (``world.make_design``).
 
     Returns:
-        ``Audit`` of the canary with the largest ε_lower; ``row`` is its ``audit_design`` row plus
-        ``canaries``, ``epsilon_lower_per_canary`` (a list, in audit order) and the budget's reach
-        (``audit.plan.Reach.as_row``: ``reach``, ``reach_ceiling``, ``reach_mu_eff``, ``clip_binds``), printed to
-        stderr before the world is built, with a warning when the budget cannot certify ε_theory.
+        ``Audit`` of the canary with the largest ε_lower; ``row`` is its ``audit_design`` row plus ``canaries``,
+        ``epsilon_lower_per_canary`` (in audit order) and the budget's reach (``audit.plan.Reach.as_row``), which
+        is printed to stderr before the world is built.
 
     Raises:
-        ImportError: on an install without the study extra (``pip install -e ".[study]"``), naming the missing module.
-        ValueError: for a ``study`` key that names ``data`` / ``seed`` / ``record_cap`` or no ``StudyConfig`` field,
-            canaries < 1 or more real canaries than the study holds (raise ``study["n_canary"]``), and what
-            ``StudyConfig``, ``build_world`` and ``make_design`` raise (sizes, unknown variant, …).
+        ImportError: on an install without the study extra, naming the missing module.
+        ValueError: for a bad ``study`` key, canaries < 1 or more real canaries than the study holds, and what
+            ``StudyConfig``, ``build_world`` and ``make_design`` raise.
         TypeError: for a ``mechanism`` / ``audit`` that is not a settings object of its section.
     """
-    try:  # the study extra's packages every call needs (ε_theory, progress) load before any work
+    try:  # the study extra's packages load before any work
         for package in ("opacus", "tqdm"):
             import_module(package)
         from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
@@ -98,8 +87,8 @@ def audit_mechanism(data: str | None = None, variant: str = "nonce", *, mechanis
 
 
 def check_study_keys(study, elsewhere: dict) -> dict:
-    """``study`` as a dict of ``study.world.StudyConfig`` fields, for a call that takes the fields of ``elsewhere``
-    (field → where to pass it) through its own arguments.
+    """``study`` as a dict of ``StudyConfig`` fields, for a call that takes the fields of ``elsewhere`` (field → where
+    to pass it) through its own arguments.
 
     Raises:
         ValueError: naming each key that is no field (with the closest field) or is passed elsewhere.
@@ -119,8 +108,8 @@ def check_study_keys(study, elsewhere: dict) -> dict:
 
 
 def _as_config(value, config_cls, section_cls, name: str):
-    """``value`` as ``config_cls`` (None → its defaults; a bare settings section → the config with that section's
-    fields and the config's own defaults for the rest).
+    """``value`` as ``config_cls`` (None → its defaults; a settings section → its fields, the config's defaults for
+    the rest).
 
     Raises:
         TypeError: for anything else, naming what came and the fix (a dict: ``pe_kit.MechanismConfig(**value)``).

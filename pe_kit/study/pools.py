@@ -9,31 +9,27 @@ import numpy as np
 
 __all__ = ["DEFAULT_PARAPHRASER", "paraphrase_pool_seed", "paraphrase_pool"]
 
-#: Paraphrase route when none is given: the shipped SmolLM2 pool (``paraphrase_pools.SHIPPED_POOLS_FILE``: every
-#: paraphrase canary of the quick preset and of ``scripts/paper_run.sh``, docs/paraphrase_pools.md), else WordNet
-#: with a warning. ``"smollm2"`` always gives LLM rewrites (App. B), ``"wordnet"`` synonym swaps.
+#: Paraphrase route when none is given: the shipped SmolLM2 pool (docs/paraphrase_pools.md), else WordNet.
 DEFAULT_PARAPHRASER = "auto"
 _FALLBACKS_WARNED: set = set()
 
 
 def paraphrase_pool_seed(seed: int, canary_id: str) -> list[int]:
-    """Seed (list of 3 int for ``numpy.random.default_rng``) of a canary's paraphrase pool: (study seed, 3,
-    first 32 bits of SHA-256("paraphrase-pool", canary id)); every variant auditing the canary gets the same pool."""
+    """Seed of a canary's paraphrase pool for ``numpy.random.default_rng``: (study seed, 3, first 32 bits of
+    SHA-256("paraphrase-pool", canary id)), so every variant auditing the canary gets the same pool."""
     from pe_kit.cache import content_hash
 
     return [int(seed), 3, int(content_hash("paraphrase-pool", str(canary_id))[:8], 16)]
 
 
 def paraphrase_pool(world, user, pool_size: int = 512, generator=None) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
-    """A real canary's paraphrase pool Q: ``pool_size`` non-verbatim rewrites spread over its records
-    (``generation.make_paraphrase_pool``), seeded by :func:`paraphrase_pool_seed` (study seed, canary id).
+    """A real canary's paraphrase pool Q (App. B): ``pool_size`` non-verbatim rewrites spread over its records,
+    seeded by :func:`paraphrase_pool_seed`.
 
     ``generator``: ``"smollm2"`` (shipped pool when its key matches, else generated and cached), ``"auto"`` (shipped
-    SmolLM2 pool, else WordNet with a warning once per (data, M, study seed) and process; the fallback stays in
-    ``info["pool_fallback"]``), ``"wordnet"``, None (:data:`DEFAULT_PARAPHRASER`) or a generator. The LLM backend is
-    imported only for ``"smollm2"``. Returns (M texts, int64 (M,) source record per entry, float32 (M, d)
-    embeddings, info with ``pool_generator``, ``pool_generator_config``, ``pool_seed``, ``pool_source`` and for the
-    LLM ``pool_key``).
+    SmolLM2 pool, else WordNet, warned once per (data, M, study seed) and recorded in ``info["pool_fallback"]``),
+    ``"wordnet"``, None (:data:`DEFAULT_PARAPHRASER`) or a generator object. Returns (M texts, int64 (M,) source
+    record per entry, float32 (M, d) embeddings, provenance info).
 
     Raises ValueError for pool_size < 1, an unknown generator or a damaged pools file; generation errors propagate."""
     from pe_kit.text.generators.cached import CachedGenerator

@@ -10,9 +10,8 @@ __all__ = ["study_config", "audit_from", "world_for", "world_key"]
 
 
 def world_key(world: World) -> str:
-    """The world's content key (``World.fingerprint``; computed by ``pe_kit.study.world.world_fingerprint``
-    for a ``World`` built by hand). Part of every step-cache key: the data and bank bytes, the bank texts and
-    the encoder's model files, never their paths alone."""
+    """The world's content key (``World.fingerprint``, computed for a ``World`` built by hand), part of every
+    step-cache key."""
     if not world.fingerprint:
         world.fingerprint = world_fingerprint(world.config, world.bank_texts, world.encoder)
     return world.fingerprint

@@ -36,25 +36,19 @@ SPLITS = ("aux", "calibration", "test")
 
 @dataclass(frozen=True)
 class StudyConfig(WorldSettings):
-    """Everything that fixes a study's data and bank: the fields of ``pe_kit.settings.WorldSettings``.
-
-    ``data``: corpus path (None = bundled Blogs sample); ``fmt``: loader; ``arm``: ``long`` or ``short`` (App. D);
-    ``n_canary``, ``n_aux``, ``n_calibration``, ``n_test``: split sizes, calibration and test disjoint users of equal
-    size; ``bank``: ``bankA``, ``bankB`` (its example authors kept out of private splits), ``public``, ``llm-label``
-    / ``llm-icl``, or ``file:<path>`` / a JSON Lines path (``pe_kit.text.banks.make_bank``); ``bank_size``: p;
-    ``max_probes``: r, the neighbour index's depth reserve; ``model``, ``max_seq_length``: encoder, token cap;
-    ``seed``: splits and bank sampling; ``on_error``: the loader's policy (left out of :meth:`as_dict` and cache
-    keys). Raises ValueError naming a field of the wrong type or range and the accepted values."""
+    """Everything that fixes a study's data and bank: the fields of ``pe_kit.settings.WorldSettings`` (each
+    documented there); calibration and test have equal sizes and r = ``max_probes`` ≤ p. Raises ValueError naming a
+    field of the wrong type or range and the accepted values."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # each field checked against its own declaration (pe_kit.settings.setting)
+        super().__post_init__()
         check_equal_populations(self.n_calibration, self.n_test)
-        if self.max_probes > self.bank_size:  # the probes are bank entries (as the presets check)
+        if self.max_probes > self.bank_size:
             raise ValueError(f"max_probes={self.max_probes} > bank_size={self.bank_size}: the r probes are bank "
                              f"entries; lower max_probes (e.g. {min(64, self.bank_size)}) or raise bank_size")
 
     def as_dict(self) -> dict:
-        """Plain dict of the fields that fix the world (``on_error`` excluded, see above)."""
+        """Plain dict of the fields that fix the world (``on_error``, the loader's policy, excluded)."""
         d = asdict(self)
         d.pop("on_error")
         return d
@@ -62,11 +56,10 @@ class StudyConfig(WorldSettings):
 
 @dataclass
 class World:
-    """Attack-independent state of a study: ``config``, ``corpus``, ``splits``, ``bank_texts``, ``bank`` ((p, d)),
-    ``records`` (per split: embeddings, ``owner``, ``ids``, ``index``), ``encoder``, ``bank_info``, ``fingerprint``
-    (:func:`world_fingerprint`, used by step caches) and ``truncation``: the result rows' truncation counts
-    (``pe_kit.text.tokens.truncation_report``: ``token_cap``, ``records_truncated`` / ``records_total`` of every
-    split, ``bank_truncated`` / ``bank_total``; empty for a hand-built world)."""
+    """Attack-independent state of a study: the base ``bank`` ((p, d)), ``records`` per split (``emb``, ``owner``
+    user rows, user ``ids``, ``index``: the records' ``NeighborIndex`` on the bank), ``fingerprint``
+    (:func:`world_fingerprint`) and ``truncation`` (``pe_kit.text.tokens.truncation_report``; empty for a
+    hand-built world)."""
 
     config: StudyConfig
     corpus: Corpus
@@ -93,9 +86,8 @@ class World:
 
 
 def input_digests(config: StudyConfig) -> dict:
-    """Digests of the files a study reads (``pe_kit.cache.file_digest``): ``data``, ``bank_file`` (None for ``public``
-    and generated banks) and ``model`` (``model_fingerprint``). Raises FileNotFoundError for a missing file;
-    ValueError for ``bankB`` before its file ships."""
+    """Digests of the files a study reads: ``data``, ``bank_file`` (None for ``public`` and generated banks) and
+    ``model``. Raises FileNotFoundError for a missing file; ValueError for ``bankB`` before its file ships."""
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import check_path, default_bank_b_path, default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint
@@ -123,8 +115,7 @@ def check_bank_b(config: StudyConfig) -> None:
 
 def bank_reserved_users(bank: str) -> frozenset[str]:
     """User ids a world on ``bank`` keeps out of its private splits: the example authors of ``bankB`` or of any bank
-    file whose rows carry ``examples`` (``data.loaders.bank_b_authors``); else none.
-    Raises DataError for a malformed row."""
+    file whose rows carry ``examples``. Raises DataError for a malformed row."""
     from pe_kit.data.loaders import bank_b_authors, default_bank_b_path, has_examples
     from pe_kit.text.banks import BANK_KINDS
 
@@ -140,9 +131,8 @@ def bank_reserved_users(bank: str) -> frozenset[str]:
 
 
 def study_splits(config: StudyConfig, corpus: Corpus) -> Splits:
-    """The seeded splits of a study (App. D; ``data.splits.split_users`` with the config's sizes, canaries with
-    exactly ``record_cap`` records, the :func:`bank_reserved_users` of its bank kept public): the one draw every
-    entry point makes."""
+    """The seeded splits of a study (App. D): canaries with exactly ``record_cap`` records, the
+    :func:`bank_reserved_users` of its bank kept public."""
     return split_users(corpus, config.n_canary, config.n_aux, config.n_calibration, config.n_test, seed=config.seed,
                        canary_records=config.record_cap, reserved=bank_reserved_users(config.bank))
 
@@ -153,7 +143,7 @@ def world_fingerprint(config: StudyConfig, bank_texts, encoder: Encoder | None =
 
     enc = encoder.model_id if encoder is not None else None
     reserved = sorted(bank_reserved_users(config.bank))
-    extra = (content_hash(reserved),) if reserved else ()   # only bank-B worlds: every other key stays as it was
+    extra = (content_hash(reserved),) if reserved else ()
     return content_hash("world/v1", config.as_dict(), input_digests(config), content_hash(list(bank_texts)), enc,
                         *extra)
 
@@ -183,7 +173,7 @@ def build_world(config: StudyConfig, encoder: Encoder | None = None, mechanism: 
 
 
 def _arm_splits(config: StudyConfig) -> tuple[Corpus, Splits]:
-    """The study's data arm and its seeded splits (bank B's file checked first, before the corpus is read)."""
+    """The study's data arm and its seeded splits (bank B's file checked before the corpus is read)."""
     check_bank_b(config)
     loaded = cached_corpus(config.data, config.fmt, record_cap=config.record_cap, on_error=config.on_error)
     corpus = make_arm(loaded, config.arm, config.record_cap)
@@ -193,9 +183,8 @@ def _arm_splits(config: StudyConfig) -> tuple[Corpus, Splits]:
 
 
 def world_texts(config: StudyConfig) -> tuple[list[str], int]:
-    """The texts :func:`build_world` embeds (bank, then aux, calibration, test, canary records) without embedding
-    them, and the count of generated bank texts not yet known. Raises what :func:`build_world` raises before it embeds.
-    """
+    """The texts :func:`build_world` embeds, in its order, and the count of generated bank texts not yet known.
+    Raises what :func:`build_world` raises before it embeds."""
     corpus, splits = _arm_splits(config)
     generated = config.bank in ("llm-label", "llm-icl")
     texts = [] if generated else _bank_texts(config, corpus, splits)[0]
@@ -211,7 +200,7 @@ def _truncation(world: World) -> dict:
     enc = world.encoder
     try:
         return truncation_report({"records": records, "bank": world.bank_texts}, enc.model, enc.max_seq_length)
-    except (OSError, ValueError, ImportError) as exc:  # a model without a local tokenizer: say so in the rows
+    except (OSError, ValueError, ImportError) as exc:  # a model without a local tokenizer
         import warnings
 
         warnings.warn(f"cannot count truncated texts for model {enc.model!r}: {exc}", stacklevel=3)
@@ -219,7 +208,7 @@ def _truncation(world: World) -> dict:
 
 
 def _bank_texts(config: StudyConfig, corpus: Corpus, splits: Splits) -> tuple[list[str], dict]:
-    """The study's base bank texts and provenance, built by ``pe_kit.text.banks.make_bank`` (seed [seed, 1])."""
+    """The study's base bank texts and provenance (``pe_kit.text.banks.make_bank``, seed [seed, 1])."""
     from pe_kit.text.banks import make_bank
 
     bank = make_bank(config.bank, config.bank_size, np.random.default_rng([config.seed, 1]), corpus=corpus,
@@ -234,9 +223,8 @@ def canary_contribution(world: World, design: ProbeDesign, mechanism: MechanismC
 
 def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, audit: AuditConfig,
                  rng: np.random.Generator) -> dict:
-    """Audit one frozen design on the world's aux/calibration/test users into a tidy row: P is the probe positions
-    (or ``ordinary``'s natural top-k support); the row carries settings, design provenance, ``_audit_canary``'s
-    row, versions and, for pool designs, ``pool_generator`` and ``pool_source``."""
+    """Audit one frozen design on the world's aux/calibration/test users into a tidy row (settings, design
+    provenance, ``_audit_canary``'s row, versions); P is the probe positions, or ``ordinary``'s top-k support."""
     v_full = canary_contribution(world, design, mechanism)
     coords = design.positions if design.positions is not None else np.flatnonzero(v_full)
     contribs = {s: world.contributions(s, mechanism, design) for s in SPLITS}
@@ -252,8 +240,7 @@ def audit_design(world: World, design: ProbeDesign, mechanism: MechanismConfig, 
 
 def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np.ndarray,
                         mechanism: MechanismConfig, audit: AuditConfig | None = None) -> np.ndarray:
-    """Frozen Σ̂_Q (float64 (M, M)) over a candidate pool from aux users routed to S_base ∪ Q (Alg. B.1 line 6; Eqs.
-    31–35): q(1−q)N·shrink(M̂_Q) + (σC)²I + ridge·I with N = the test split size."""
+    """``attack.selection.pool_covariance`` (Alg. B.1 line 6) from the world's aux users, N = the test split size."""
     from pe_kit.attack.selection import pool_covariance
 
     audit = audit or AuditConfig()
@@ -265,18 +252,11 @@ def aux_pool_covariance(world: World, pool_embeddings: np.ndarray, positions: np
 def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Generator, *,
                 mechanism: MechanismConfig | None = None, audit: AuditConfig | None = None, generator=None,
                 pool_size: int = 512, r: int | None = None) -> ProbeDesign:
-    """Build the frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B) for one canary of the study. Real-canary
-    variants audit ``world.splits.canary[canary_slot]``; nonce variants draw a synthetic canary and nonce pool from
-    ``rng`` (the only randomness). Active variants reserve r positions before selection:
-
-    * ``ordinary``: no probes. ``exact``: a verbatim copy of each record (r = m).
-    * ``paraphrase``: r of ``pool_size`` rewrites spread across records (``pools.paraphrase_pool``, ``spread_select``).
-    * ``nonce``: r drawn from the nonce pool. ``*-norm`` / ``*-mu_eff``: Alg. B.1 on the pool (μ_eff with Σ̂_Q
-      from aux users, :func:`aux_pool_covariance`). ``composed-mu_eff``: Alg. B.1 on a pool composed of the
-      canary's records (``attack.composed_probes.design_composed``).
-
-    Raises ValueError: unknown variant, slot out of range, r > max_probes, r > pool_size, or m > max_probes for
-    ``exact``."""
+    """The frozen ``ProbeDesign`` of ``variant`` (Table 1, App. B; ``attack.variants``) for canary
+    ``world.splits.canary[canary_slot]``, or a synthetic canary drawn from ``rng`` for nonce variants. ``r``
+    (default ``max_probes``) positions are reserved; ``generator``, ``pool_size``: the paraphrase pool
+    (``pools.paraphrase_pool``). Raises ValueError: unknown variant, slot out of range, r > max_probes,
+    r > pool_size, or m > max_probes for ``exact``."""
     if variant not in ALL_VARIANTS:
         raise unknown_variant(variant, ALL_VARIANTS)
     mechanism = mechanism or MechanismConfig(record_cap=world.config.record_cap)
@@ -286,12 +266,18 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
                          "index depth); raise max_probes")
     if variant not in ("ordinary", "exact", "composed-mu_eff") and r > pool_size:
         raise ValueError(f"r={r} probes cannot come from a pool of pool_size={pool_size}; raise pool_size")
+    p = world.bank.shape[0]
+    if variant == "nonce":
+        return design_nonce(world.encoder, p, rng, records=world.config.record_cap, pool_size=pool_size, r=r)
     if variant.startswith("nonce"):
-        return _nonce_design(world, variant, rng, mechanism, audit, pool_size, r)
+        canary, pool = nonce_canary_and_pool(world.config.record_cap, pool_size, rng)
+        positions = replacement_positions(p, r, rng)
+        emb = world.encoder.encode(canary + pool, desc="nonce")
+        return _selected(world, variant, f"nonce-{int(rng.integers(1 << 31))}", canary, emb[:len(canary)], pool,
+                         emb[len(canary):], positions, mechanism, audit, {"canary": "nonce"})
     if not 0 <= canary_slot < len(world.splits.canary):
         raise ValueError(f"canary_slot={canary_slot} out of range: the study has {len(world.splits.canary)} "
                          "canaries (raise StudyConfig.n_canary)")
-    p = world.bank.shape[0]
     user = world.corpus.by_id()[world.splits.canary[canary_slot]]
     rec = world.records["canary"]
     c_emb = rec["emb"][rec["owner"] == rec["ids"].index(user.user_id)]
@@ -313,24 +299,14 @@ def make_design(world: World, variant: str, canary_slot: int, rng: np.random.Gen
     texts, sources, pool_emb, info = paraphrase_pool(world, user, pool_size, generator)
     if variant == "paraphrase":
         return design_paraphrase(user.user_id, user.texts, c_emb, texts, pool_emb, sources, positions, rng, info)
+    return _selected(world, variant, user.user_id, user.texts, c_emb, texts, pool_emb, positions, mechanism, audit,
+                     info)
+
+
+def _selected(world: World, variant: str, canary_id: str, canary_texts, c_emb, pool_texts, pool_emb, positions,
+              mechanism: MechanismConfig, audit: AuditConfig | None, info: dict) -> ProbeDesign:
+    """Alg. B.1 on a pool (``design_selected``), J_μeff with :func:`aux_pool_covariance`."""
     mu = variant_objective(variant) == "mu_eff"
     sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if mu else None
-    # the canary's base neighbours are computed exactly as ``canary_contribution`` does (same distances)
-    return design_selected(variant, user.user_id, user.texts, c_emb, texts, pool_emb, world.bank, positions,
+    return design_selected(variant, canary_id, canary_texts, c_emb, pool_texts, pool_emb, world.bank, positions,
                            mechanism.top_k, sigma, info=info)
-
-
-def _nonce_design(world: World, variant: str, rng: np.random.Generator, mechanism: MechanismConfig,
-                  audit: AuditConfig | None, pool_size: int, r: int) -> ProbeDesign:
-    """A nonce variant's design: a synthetic canary and nonce pool from ``rng``, r probes (uniform or Alg. B.1)."""
-    p = world.bank.shape[0]
-    if variant == "nonce":
-        return design_nonce(world.encoder, p, rng, records=world.config.record_cap, pool_size=pool_size, r=r)
-    canary, pool = nonce_canary_and_pool(world.config.record_cap, pool_size, rng)
-    positions = replacement_positions(p, r, rng)
-    emb = world.encoder.encode(canary + pool, desc="nonce")
-    c_emb, pool_emb = emb[:len(canary)], emb[len(canary):]
-    mu = variant_objective(variant) == "mu_eff"
-    sigma = aux_pool_covariance(world, pool_emb, positions, mechanism, audit) if mu else None
-    return design_selected(variant, f"nonce-{int(rng.integers(1 << 31))}", canary, c_emb, pool, pool_emb,
-                           world.bank, positions, mechanism.top_k, sigma, info={"canary": "nonce"})
