@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from pe_kit.audit.bounds import epsilon_lower_from_counts
+from pe_kit.audit.confusion import _log_ratio, clopper_pearson, epsilon_lower_from_counts
 
 __all__ = ["markdown_table", "epsilon_interval", "add_epsilon_interval", "table_epsilon", "table_epsilon_spread",
            "spread_cells", "dropped_note", "population_shift_table", "SHIFT_COLUMNS", "SHIFT_ROWS_SHOWN",
@@ -50,8 +50,6 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False)
 def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float = 0.95):
     """(lower, point, upper) ε ≥ 0 of a frozen threshold test: Eq. 28 with Clopper–Pearson bounds at γ = (1 − level)/4
     (lower), at the empirical rates (point), with every bound flipped (upper). Raises ValueError for level ∉ (0, 1)."""
-    from pe_kit.audit.bounds import clopper_pearson
-
     if not 0 < level < 1:
         raise ValueError(f"level={level} must lie in (0, 1), e.g. 0.95")
     g = (1 - level) / 4
@@ -60,9 +58,7 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
     lo, _ = epsilon_lower_from_counts(tp, fp, n1, n0, g, delta)
 
     def _branch(num, den):  # log(num / den) of one branch of Eq. 28; +inf for den = 0, -inf for num ≤ 0
-        with np.errstate(all="ignore"):
-            return np.where((num > 0) & (den > 0), np.log(np.maximum(num, 1e-300) / np.maximum(den, 1e-300)),
-                            np.where(num > 0, np.inf, -np.inf))
+        return np.where((num > 0) & (den <= 0), np.inf, _log_ratio(num, den))
 
     def _eps(tpr, fpr, tnr, fnr):
         return np.maximum(0.0, np.maximum(_branch(tpr - delta, fpr), _branch(tnr - delta, fnr)))
