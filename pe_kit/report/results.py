@@ -85,16 +85,14 @@ def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | Non
     device and backend; a row's own keys win except ``notebook``) and :func:`add_attack_ceiling`."""
     from pe_kit.text.encoder import encoder_runtime
 
+    params = params or {}
     vers = {**versions(), **encoder_runtime()}
-    stamp: dict[str, Any] = {}
-    for k, v in (params or {}).items():
-        if k == "output_dir":
-            continue
-        stamp[f"param_{k}"] = json.dumps(_jsonable(v)) if isinstance(v, (list, tuple, dict)) else v
+    stamp = {f"param_{k}": json.dumps(_jsonable(v)) if isinstance(v, (list, tuple, dict)) else v
+             for k, v in params.items() if k != "output_dir"}
     out = []
     for row in rows:
-        r = {"notebook": notebook, "experiment": experiment, "preset": (params or {}).get("preset"),
-             "seed": (params or {}).get("seed"), **vers, **stamp}
+        r = {"notebook": notebook, "experiment": experiment, "preset": params.get("preset"), "seed": params.get("seed"),
+             **vers, **stamp}
         r.update({k: _jsonable(v) for k, v in row.items()})
         r["notebook"] = notebook
         if r.get("experiment") is None:

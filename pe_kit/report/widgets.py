@@ -136,16 +136,14 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
 
 
 def show_explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float = 1.0,
-                  headless: bool | None = None, **kwargs):
-    """Display the explorer (``kwargs`` go to :func:`explorer`) and return it, or, ``headless`` (None =
-    ``PE_KIT_HEADLESS``), a static :func:`explorer_state` table and None."""
+                  **kwargs):
+    """Display the explorer (``kwargs`` go to :func:`explorer`) and return it, or, with ``PE_KIT_HEADLESS`` set, a
+    static :func:`explorer_state` table and None."""
     import os
 
     from IPython.display import HTML, display
 
-    if headless is None:
-        headless = os.environ.get("PE_KIT_HEADLESS", "") not in ("", "0")
-    if headless:
+    if os.environ.get("PE_KIT_HEADLESS", "") not in ("", "0"):
         keep = {k: v for k, v in kwargs.items() if k in ("delta", "alpha", "n_canaries")}
         display(HTML(_html(explorer_state(sigma, sample_rate, trials, mu_eff, **keep))))
         return None
