@@ -1,6 +1,5 @@
-"""Synthetic-data utility (paper Fig. 2): MAUVE (Pillutla et al., 2021; PyPI ``mauve-text``, ``compute_mauve`` on
-precomputed features) between a synthetic population and held-out private records, on the kit's own sentence
-embeddings, reported as mean ± sd over k-means seeds.
+"""Synthetic-data utility (paper Fig. 2): MAUVE (Pillutla et al., 2021; PyPI ``mauve-text``) between a synthetic
+population and held-out private records on the kit's sentence embeddings, mean ± sd over k-means seeds.
 """
 from __future__ import annotations
 

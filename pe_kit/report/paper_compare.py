@@ -1,8 +1,6 @@
-"""The audit's answer beside the paper's: ε_lower per variant (max over canaries, with median and spread) next to
-Table 2 (§4: bank A, five canaries, 10⁶ trials, σ = 1, q = 0.1, δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C:
-banks A and B), and which of the paper's orderings hold. The long arm is the Yelp analogue, the short arm
-Sentiment140's; the kit's ``public`` bank (real texts) is not the paper's bank B, shown beside it only as the
-nearest published arm (:data:`BANK_NOTE`).
+"""The audit's answer beside the paper's: ε_lower per variant next to Table 2 (§4: bank A, five canaries, 10⁶
+trials, σ = 1, q = 0.1, δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C: banks A and B), and which of the paper's
+orderings hold. The kit's ``public`` bank is not the paper's bank B, only the nearest published arm.
 """
 from __future__ import annotations
 

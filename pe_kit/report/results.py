@@ -1,8 +1,5 @@
-"""Tidy result rows: provenance, step-level resume cache, CSV files, and the markdown summary.
-
-One row per (arm × bank × variant × canary × setting) with every setting, the seed and package versions.
-Notebooks write ``<output_dir>/<notebook>.csv``; ``pe-kit reproduce`` joins them into ``results.csv`` and renders
-``results.md``.
+"""Tidy result rows (one per arm × bank × variant × canary × setting, with provenance), the step-level resume
+cache, the notebooks' ``<output_dir>/<notebook>.csv`` files, and ``results.md`` rendered from their union.
 """
 from __future__ import annotations
 
