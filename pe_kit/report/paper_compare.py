@@ -189,8 +189,8 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
         out.append(f"{heading} {arm} arm, {label} (paper: {dataset}, {paper_bank})\n\n"
                    f"N = {format_count(first['n_test'])} test and {format_count(first['n_calibration'])} calibration "
                    f"users, {'/'.join(map(str, canaries))} canaries per variant, {format_count(first['trials'])} "
-                   f"trials per hypothesis, ε_theory = {_fmt(cell['epsilon_theory'].max())}." + (f" {note}" if note else "")
-                   + "\n\n")
+                   f"trials per hypothesis, ε_theory = {_fmt(cell['epsilon_theory'].max())}."
+                   + (f" {note}" if note else "") + "\n\n")
         cols = {"variant": [f"{v} *(beyond the paper)*" if v in BEYOND_PAPER_VARIANTS else v for v in cell["variant"]],
                 "canaries": [str(n) for n in cell["canaries"]], "ε_lower max": [_fmt(v) for v in cell["max"]],
                 "median ε_lower": [_fmt(v) for v in cell["median"]],

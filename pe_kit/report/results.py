@@ -14,16 +14,14 @@ import pandas as pd
 
 from pe_kit.cache import atomic_write_bytes, content_hash, read_verified, write_verified
 from pe_kit.code_hash import versions
-from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_COLUMNS,  # noqa: F401
-                                  SHIFT_ROWS_SHOWN, _fmt, add_epsilon_interval, dropped_note, epsilon_interval,
-                                  idealised_table, markdown_table, one_run_table, pool_generator_note,
-                                  population_shift_table, published_table, spread_cells, table_epsilon,
-                                  table_epsilon_spread, truncation_table)
+from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_ROWS_SHOWN, _fmt,
+                                  add_epsilon_interval, dropped_note, epsilon_interval, idealised_table, markdown_table,
+                                  one_run_table, pool_generator_note, population_shift_table, published_table,
+                                  spread_cells, table_epsilon, table_epsilon_spread, truncation_table)
 
 __all__ = ["StepCache", "short_cells", "tidy", "write_rows", "collect", "markdown_table", "epsilon_interval",
            "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "spread_cells", "dropped_note",
-           "pool_generator_note", "population_shift_table", "SHIFT_COLUMNS",
-           "summary_markdown", "truncation_table", "RUN_COLUMNS"]
+           "pool_generator_note", "population_shift_table", "summary_markdown", "truncation_table", "RUN_COLUMNS"]
 
 #: What makes an LLR-check row (``steps.checks.llr_checks``, column ``rule``) pass, in words.
 LLR_RULES = {"close": "abs(observed − expected) ≤ tolerance", "at_most": "at most: observed ≤ tolerance",

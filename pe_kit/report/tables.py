@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,8 +15,8 @@ from pe_kit.audit.confusion import _log_ratio, clopper_pearson, epsilon_lower_fr
 
 __all__ = ["markdown_table", "epsilon_interval", "add_epsilon_interval", "table_epsilon", "table_epsilon_spread",
            "spread_cells", "dropped_note", "population_shift_table", "SHIFT_COLUMNS", "SHIFT_ROWS_SHOWN",
-           "truncation_table",
-           "published_table", "one_run_table", "idealised_table", "PUBLISHED_TITLE", "ONE_RUN_TITLE", "IDEALISED_TITLE"]
+           "truncation_table", "published_table", "one_run_table", "idealised_table", "PUBLISHED_TITLE",
+           "ONE_RUN_TITLE", "IDEALISED_TITLE"]
 
 _COUNT_COL = re.compile(r"(^|_)(trials|canaries|truncated|total|token_cap|coords|voters|users|seed|round|"
                         r"releases|participants|true_pos|false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|"
