@@ -83,8 +83,7 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
     Raises ValueError: bad shapes, non-finite features, empty seeds, subsampling without ``rng``, zero-variance
     features, or fewer than 2·num_buckets distinct rows in P ∪ Q."""
-    p = _features(p_features, "p_features")
-    q = _features(q_features, "q_features")
+    p, q = _features(p_features, "p_features"), _features(q_features, "q_features")
     if p.shape[1] != q.shape[1]:
         raise ValueError(f"p_features have dimension {p.shape[1]} but q_features {q.shape[1]}: embed both with "
                          "the same encoder")
@@ -156,8 +155,7 @@ def paired_gain(treated: np.ndarray, control: np.ndarray, level: float = 0.95) -
     Raises ValueError on shape mismatch, no seeds, non-finite values or a level outside (0, 1)."""
     from scipy import stats
 
-    a = np.asarray(treated, dtype=np.float64)
-    b = np.asarray(control, dtype=np.float64)
+    a, b = np.asarray(treated, dtype=np.float64), np.asarray(control, dtype=np.float64)
     if a.shape != b.shape or a.ndim not in (1, 2) or a.shape[0] < 1:
         raise ValueError(f"treated {a.shape} and control {b.shape} must have the same shape (n_seeds[, n_kmeans]) "
                          "with n_seeds ≥ 1")
@@ -165,8 +163,7 @@ def paired_gain(treated: np.ndarray, control: np.ndarray, level: float = 0.95) -
         raise ValueError("treated / control contain NaN or inf")
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} must lie in (0, 1), e.g. 0.95")
-    ma = a.mean(axis=1) if a.ndim == 2 else a
-    mb = b.mean(axis=1) if b.ndim == 2 else b
+    ma, mb = (x.mean(axis=1) if x.ndim == 2 else x for x in (a, b))
     d = ma - mb
     n = d.size
     gain = float(d.mean())

@@ -128,10 +128,8 @@ def pool_generator_note(df: pd.DataFrame) -> str:
         return ""
     source = rows["pool_source"] if "pool_source" in rows.columns else pd.Series("", index=rows.index)
     label = rows["pool_generator"].astype(str) + np.where(source.astype(str) == "shipped", " (shipped)", "")
-    parts = []
-    for variant, labels in label.groupby(rows["variant"], sort=False):
-        counts = labels.value_counts(sort=False)
-        parts.append(f"{variant} " + ", ".join(f"{n} × {g}" for g, n in counts.items()))
+    parts = [f"{variant} " + ", ".join(f"{n} × {g}" for g, n in labels.value_counts(sort=False).items())
+             for variant, labels in label.groupby(rows["variant"], sort=False)]
     return "Paraphrase pools: " + "; ".join(parts) + "."
 
 
