@@ -114,8 +114,7 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
                                              ("n_calibration", "study_n_calibration"))}})
     if not rows:  # every row lacked an arm, bank, variant or ε_lower
         return pd.DataFrame()
-    out = pd.DataFrame(rows)
-    return out.astype({"paper_table2": float, "paper_table4": float})
+    return pd.DataFrame(rows).astype({"paper_table2": float, "paper_table4": float})
 
 
 def orderings(table: pd.DataFrame) -> list[dict]:
