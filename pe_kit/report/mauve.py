@@ -1,6 +1,5 @@
-"""Synthetic-data utility (paper Fig. 2): MAUVE (Pillutla et al., 2021; PyPI ``mauve-text``, ``compute_mauve`` on
-precomputed features) between a synthetic population and held-out private records, on the kit's own sentence
-embeddings, reported as mean ± sd over k-means seeds.
+"""Synthetic-data utility (paper Fig. 2): MAUVE (Pillutla et al., 2021; PyPI ``mauve-text``) between a synthetic
+population and held-out private records on the kit's sentence embeddings, mean ± sd over k-means seeds.
 """
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ __all__ = ["MauveResult", "mauve_score", "paired_gain"]
 
 @dataclass(frozen=True)
 class MauveResult:
-    """MAUVE over k-means seeds: ``mean``, ``sd`` (ddof=1; 0 for one seed), per-seed ``scores`` and ``seeds``, samples
-    ``n_p`` / ``n_q`` used, ``num_buckets`` used and requested, ``distinct_p`` / ``distinct_q`` rows of each side."""
+    """MAUVE over k-means seeds: ``mean``, ``sd`` (ddof=1; 0 for one seed), per-seed ``scores``, samples and distinct
+    rows of each side, ``num_buckets`` used and requested."""
 
     mean: float
     sd: float
@@ -43,7 +42,7 @@ def _features(x: np.ndarray, name: str) -> np.ndarray:
 
 
 def _subsample(x: np.ndarray, max_samples: int | None, rng: np.random.Generator | None) -> np.ndarray:
-    """At most ``max_samples`` rows of ``x``, drawn without replacement from ``rng`` (kept in their order)."""
+    """At most ``max_samples`` rows of ``x``, drawn without replacement from ``rng``, in their order."""
     if max_samples is None:
         return x
     if max_samples < 2:
@@ -56,8 +55,8 @@ def _subsample(x: np.ndarray, max_samples: int | None, rng: np.random.Generator 
 
 
 def _buckets(num_buckets: int | str, n: int, distinct_p: int, distinct_q: int) -> int:
-    """k-means clusters: for ``"auto"`` max(2, min(round(n / 10), distinct_p, distinct_q)), else ``num_buckets``
-    (with a warning when a side has fewer distinct rows)."""
+    """k-means clusters for ``num_buckets`` (see :func:`mauve_score`), warning when an int exceeds a side's distinct
+    rows."""
     if num_buckets == "auto":
         return max(2, min(int(round(n / 10)), distinct_p, distinct_q))
     buckets = int(num_buckets)
@@ -79,14 +78,12 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
     ``p_features``, ``q_features``: float (n, d) embeddings of the synthetic population and held-out records;
     ``num_buckets``: k-means clusters, or ``"auto"`` = max(2, min(round(min(n_p, n_q) / 10), distinct_p,
-    distinct_q)) (an int above a side's distinct rows is used with a warning); ``max_samples``: subsample each side
-    (without replacement, from ``rng``) to at most this many rows; ``kmeans_num_redo``, ``kmeans_max_iter``: as in
-    ``mauve.compute_mauve`` (defaults 5, 500; its scaling factor 5 is used).
+    distinct_q)); ``max_samples``: subsample each side (from ``rng``) to at most this many rows;
+    ``kmeans_num_redo``, ``kmeans_max_iter``: as in ``mauve.compute_mauve`` (whose defaults are 5, 500).
 
     Raises ValueError: bad shapes, non-finite features, empty seeds, subsampling without ``rng``, zero-variance
     features, or fewer than 2·num_buckets distinct rows in P ∪ Q."""
-    p = _features(p_features, "p_features")
-    q = _features(q_features, "q_features")
+    p, q = _features(p_features, "p_features"), _features(q_features, "q_features")
     if p.shape[1] != q.shape[1]:
         raise ValueError(f"p_features have dimension {p.shape[1]} but q_features {q.shape[1]}: embed both with "
                          "the same encoder")
@@ -130,9 +127,8 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, seed: int, num_redo: int,
                 max_iter: int) -> float:
     """One MAUVE value as ``mauve.compute_mauve`` computes it (PCA to 90 % variance, faiss k-means with ``seed + 2``,
-    divergence frontier at 25 weights, scaling factor 5), except that each *distinct* row is projected and assigned
-    once, so identical rows of P and Q always share a cluster (BLAS rounding could otherwise split them: MAUVE(P, P)
-    = 0.75)."""
+    25 weights, scaling factor 5), except that each distinct row is projected and assigned once, so identical rows
+    of P and Q always share a cluster."""
     import faiss
     from mauve.compute_mauve import compute_area_under_curve, get_divergence_curve_for_multinomials
     from sklearn.decomposition import PCA
@@ -154,17 +150,12 @@ def _mauve_once(uniq: np.ndarray, inverse: np.ndarray, n_q: int, buckets: int, s
 
 
 def paired_gain(treated: np.ndarray, control: np.ndarray, level: float = 0.95) -> dict:
-    """Utility gain of a treatment over a control paired by PE seed (rows; columns are k-means seeds), with the
-    Student-t interval (n − 1 degrees of freedom) of the mean per-seed gain.
-
-    ``treated``, ``control``: float (n_seeds, n_kmeans) MAUVE values or (n_seeds,) means; ``level`` in (0, 1).
-    Returns a dict: ``gain``, ``gain_sd``, ``ci_low``, ``ci_high`` (nan for one seed), ``n_seeds``, ``level``,
-    ``significant`` (the interval excludes 0), ``treated_mean``, ``control_mean``.
+    """Mean gain of ``treated`` over ``control`` MAUVE paired by PE seed ((n_seeds, n_kmeans) values or (n_seeds,)
+    means) with its Student-t interval at ``level`` (nan for one seed) and whether it excludes 0 (``significant``).
     Raises ValueError on shape mismatch, no seeds, non-finite values or a level outside (0, 1)."""
     from scipy import stats
 
-    a = np.asarray(treated, dtype=np.float64)
-    b = np.asarray(control, dtype=np.float64)
+    a, b = np.asarray(treated, dtype=np.float64), np.asarray(control, dtype=np.float64)
     if a.shape != b.shape or a.ndim not in (1, 2) or a.shape[0] < 1:
         raise ValueError(f"treated {a.shape} and control {b.shape} must have the same shape (n_seeds[, n_kmeans]) "
                          "with n_seeds ≥ 1")
@@ -172,8 +163,7 @@ def paired_gain(treated: np.ndarray, control: np.ndarray, level: float = 0.95) -
         raise ValueError("treated / control contain NaN or inf")
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} must lie in (0, 1), e.g. 0.95")
-    ma = a.mean(axis=1) if a.ndim == 2 else a
-    mb = b.mean(axis=1) if b.ndim == 2 else b
+    ma, mb = (x.mean(axis=1) if x.ndim == 2 else x for x in (a, b))
     d = ma - mb
     n = d.size
     gain = float(d.mean())

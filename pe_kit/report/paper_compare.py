@@ -1,8 +1,6 @@
-"""The audit's answer beside the paper's: ε_lower per variant (max over canaries, with median and spread) next to
-Table 2 (§4: bank A, five canaries, 10⁶ trials, σ = 1, q = 0.1, δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C:
-banks A and B), and which of the paper's orderings hold. The long arm is the Yelp analogue, the short arm
-Sentiment140's; the kit's ``public`` bank (real texts) is not the paper's bank B, shown beside it only as the
-nearest published arm (:data:`BANK_NOTE`).
+"""The audit's answer beside the paper's: ε_lower per variant next to Table 2 (§4: bank A, five canaries, 10⁶
+trials, σ = 1, q = 0.1, δ = 10⁻⁵, ε_theory = 1.695) and Table 4 (App. C: banks A and B), and which of the paper's
+orderings hold. The kit's ``public`` bank is not the paper's bank B, only the nearest published arm.
 """
 from __future__ import annotations
 
@@ -11,20 +9,19 @@ from typing import Mapping
 import pandas as pd
 
 from pe_kit.attack.variants import BEYOND_PAPER_VARIANTS
-from pe_kit.report.tables import markdown_table
+from pe_kit.report.tables import _fmt, markdown_table
 
 __all__ = ["PAPER_MECHANISM", "mechanism_words", "PAPER_TABLE2", "PAPER_TABLE4", "ARM_DATASET", "BANK_LETTER",
            "BANK_LABEL", "paper_value", "comparison_table", "orderings", "orderings_line", "comparison_markdown",
            "format_count", "NATURAL_ORDER", "variant_order"]
 
-#: the mechanism of the paper's Tables 2 and 4 (§4: k = 5, C = 0.1, σ = 1, q = 0.1): only rows audited at it are
-#: shown beside the paper's values
+#: the mechanism of the paper's Tables 2 and 4 (§4): only rows audited at it are shown beside the paper's values
 PAPER_MECHANISM = {"mech_top_k": 5, "mech_clip_norm": 0.1, "mech_noise_multiplier": 1.0, "mech_sample_rate": 0.1}
 
 
 def mechanism_words(row: Mapping) -> str:
-    """A results row's mechanism in words when it is not the paper's (its settings, the paper's columns left out, and
-    when C never binds: for C ≥ 1/√k, μ_eff ≤ 1/(√k·σ·C) < 1/σ, Eqs. 1, 20); ``""`` for the paper's or no ``mech_*``."""
+    """A results row's mechanism in words when it is not the paper's (and whether C never binds, Eqs. 1, 20); ``""``
+    for the paper's or without ``mech_*``."""
     got = {k: row.get(k) for k in PAPER_MECHANISM}
     if any(v is None or pd.isna(v) for v in got.values()) or all(
             abs(float(got[k]) - v) < 1e-12 for k, v in PAPER_MECHANISM.items()):
@@ -58,15 +55,15 @@ PAPER_TABLE4 = {
     "Sentiment140 B": {"ordinary": 0.429, "exact": 0.587, "paraphrase": 0.759, "paraphrase-norm": 0.871,
                        "paraphrase-mu_eff": 0.932, "nonce": 1.014, "nonce-norm": 1.063, "nonce-mu_eff": 0.977},
 }
-#: the paper's dataset each data arm stands in for (long: 64 records per user as Yelp; short: 32–64 as Sentiment140)
+#: the paper's dataset each data arm stands in for
 ARM_DATASET = {"long": "Yelp", "short": "Sentiment140"}
-#: the paper's bank each kit bank stands in for (Table 4): label-only bank A, in-distribution bank B
+#: the paper's bank each kit bank stands in for (Table 4)
 BANK_LETTER = {"bankA": "A", "bankB": "B", "public": "B"}
 #: how the kit's banks are named in tables
 BANK_LABEL = {"bankA": "bank A (label-only SmolLM2 text)",
               "bankB": "bank B (SmolLM2 text from a label and three public posts)",
               "public": "public bank (other users' texts)"}
-#: how each kit bank relates to the paper's bank it is compared with (the heading of its table says it)
+#: how each kit bank relates to the paper's bank it is compared with
 BANK_NOTE = {"bankA": "bank A", "bankB": "bank B",
              "public": "nearest arm bank B, which is generated text, not real posts"}
 #: the paper's Table 2 ordering of the natural variants and nonce (§4: ordinary < exact < paraphrase-μ_eff < nonce)
@@ -74,9 +71,8 @@ NATURAL_ORDER = ("ordinary", "exact", "paraphrase-mu_eff", "nonce")
 
 
 def paper_value(table: str, arm: str, bank: str, variant: str) -> float | None:
-    """The paper's ε_lower (max over five canaries) for a kit cell, or None where the paper has no analogue. ``table``:
-    ``"2"`` (bank A) or ``"4"`` (banks A and B); ``arm``: ``long`` → Yelp, ``short`` → Sentiment140; ``bank``:
-    ``bankA`` or ``public`` (→ bank B). Raises ValueError if ``table`` is neither ``"2"`` nor ``"4"``."""
+    """The paper's ε_lower for a kit cell (``arm``, ``bank`` mapped by :data:`ARM_DATASET`, :data:`BANK_LETTER`) in
+    ``table`` ``"2"`` or ``"4"``, or None without an analogue. Raises ValueError for another ``table``."""
     dataset, letter = ARM_DATASET.get(str(arm)), BANK_LETTER.get(str(bank))
     if str(table) == "2":
         return PAPER_TABLE2.get(dataset, {}).get(variant) if letter == "A" else None
@@ -94,12 +90,9 @@ def variant_order(names) -> list[str]:
 
 
 def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
-    """One row per (arm, bank, variant) of notebook 04's ``table2`` rows: ε_lower over canaries beside the paper.
-
-    Columns: ``arm``, ``bank``, ``variant``, ``canaries``, ``max`` (the paper's statistic), ``median``, ``min``,
-    ``mu_eff_median``, ``epsilon_theory``, ``paper_table2``, ``paper_table4`` (NaN without an analogue or at another
-    mechanism), ``mechanism_note``, ``trials``, ``n_test``, ``n_calibration``. Rows lacking a key or ε_lower are
-    left out."""
+    """One row per (arm, bank, variant) of notebook 04's ``table2`` rows: ε_lower over canaries (``max``, the paper's
+    statistic, ``median``, ``min``) beside ``paper_table2`` / ``paper_table4`` (NaN without an analogue or at another
+    mechanism, then ``mechanism_note`` says why), with sizes. Rows lacking a key or ε_lower are left out."""
     need = ("study_arm", "bank_source", "variant", "epsilon_lower")
     if t2 is None or t2.empty or not set(need) <= set(t2.columns):
         return pd.DataFrame()
@@ -121,48 +114,42 @@ def comparison_table(t2: pd.DataFrame) -> pd.DataFrame:
                                              ("n_calibration", "study_n_calibration"))}})
     if not rows:  # every row lacked an arm, bank, variant or ε_lower
         return pd.DataFrame()
-    out = pd.DataFrame(rows)
-    return out.astype({"paper_table2": float, "paper_table4": float})
+    return pd.DataFrame(rows).astype({"paper_table2": float, "paper_table4": float})
 
 
 def orderings(table: pd.DataFrame) -> list[dict]:
-    """Which of the paper's orderings (§4, Table 2) hold per arm × bank cell of a :func:`comparison_table`: (1) every
-    ε_lower < ε_theory; nonce variants highest in (2) the max and (3) the median; (4) maxima order ordinary < exact <
-    paraphrase-μ_eff < nonce (:data:`NATURAL_ORDER`). Returns dicts ``{"claim", "statistic", "cells", "held",
-    "detail"}`` (``detail``: failing cells, "long/public"); claims no cell can check are left out."""
+    """Which of the paper's orderings (§4, Table 2) hold per arm × bank cell of a :func:`comparison_table`: every
+    ε_lower < ε_theory; nonce variants highest (max, median); :data:`NATURAL_ORDER` of the maxima. Returns dicts
+    ``{"claim", "statistic", "cells", "held", "detail"}`` (``detail``: failing cells); claims no cell checks are left
+    out."""
     if table is None or table.empty:
         return []
     from pe_kit.attack.variants import NONCE_VARIANTS
 
     claims = [("every ε_lower below ε_theory", "max"), ("nonce variants highest", "max"),
               ("nonce variants highest", "median"), ("ordinary < exact < paraphrase-μ_eff < nonce", "max")]
-    result = {c: [0, 0, []] for c in claims}
+    result = {c: [0, 0, []] for c in claims}  # cells checked, cells held, cells failed
     for (arm, bank), cell in table.groupby(["arm", "bank"], sort=False):
-        name = f"{arm}/{bank}"
         by = cell.set_index("variant")
-        checks = {claims[0]: bool((by["max"] < by["epsilon_theory"]).all()) if by["epsilon_theory"].notna().all()
-                  else None}
         nonce, natural = by[by.index.isin(NONCE_VARIANTS)], by[~by.index.isin(NONCE_VARIANTS)]
-        for claim, stat in (claims[1], claims[2]):
-            checks[(claim, stat)] = (bool(nonce[stat].min() > natural[stat].max())
-                                     if len(nonce) and len(natural) else None)
         vals = [by.loc[v, "max"] for v in NATURAL_ORDER if v in by.index]
-        checks[claims[3]] = all(a < b for a, b in zip(vals, vals[1:])) if len(vals) == len(NATURAL_ORDER) else None
-        for c, ok in checks.items():
-            if ok is None:
-                continue
-            result[c][0] += 1
-            result[c][1] += int(ok)
-            if not ok:
-                result[c][2].append(name)
+        checks = [bool((by["max"] < by["epsilon_theory"]).all()) if by["epsilon_theory"].notna().all() else None,
+                  *(bool(nonce[stat].min() > natural[stat].max()) if len(nonce) and len(natural) else None
+                    for stat in ("max", "median")),
+                  all(a < b for a, b in zip(vals, vals[1:])) if len(vals) == len(NATURAL_ORDER) else None]
+        for c, ok in zip(claims, checks):
+            if ok is not None:
+                result[c][0] += 1
+                result[c][1] += int(ok)
+                if not ok:
+                    result[c][2].append(f"{arm}/{bank}")
     return [{"claim": c, "statistic": s, "cells": n, "held": h, "detail": ", ".join(f)}
             for (c, s), (n, h, f) in result.items() if n]
 
 
 def orderings_line(found: list[Mapping]) -> str:
-    """The orderings of :func:`orderings` in one line, e.g. ``"Orderings of the paper's Table 2 (per arm × bank
-    cell): every ε_lower below ε_theory (max): holds in 4 of 4; … ordinary < exact < paraphrase-μ_eff < nonce (max):
-    holds in 1 of 4 (not in long/public, short/bankA, short/public)."``; ``""`` for none."""
+    """The orderings of :func:`orderings` in one line, e.g. ``"… every ε_lower below ε_theory (max): holds in 4 of 4;
+    …"``; ``""`` for none."""
     if not found:
         return ""
     parts = [f"{o['claim']} ({o['statistic']}): holds in {o['held']} of {o['cells']}"
@@ -170,16 +157,12 @@ def orderings_line(found: list[Mapping]) -> str:
     return "Orderings of the paper's Table 2 (per arm × bank cell): " + "; ".join(parts) + "."
 
 
-def _num(v: float, fmt: str = ".3f") -> str:
-    return "" if v is None or pd.isna(v) else format(float(v), fmt)
-
-
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def format_count(v) -> str:
-    """A count as the tables write it: ``10⁶``, ``5·10⁶``, ``2·10⁵`` for round values ≥ 10⁵, else ``1,000``, ``290``;
-    ``"?"`` for None or NaN. Raises ValueError for a value that is not a number."""
+    """A count as the tables write it: ``10⁶``, ``5·10⁶`` for round values ≥ 10⁵, else ``1,000``; ``"?"`` for None or
+    NaN. Raises ValueError for a value that is not a number."""
     if v is None or pd.isna(v):
         return "?"
     v = int(float(v))
@@ -192,8 +175,7 @@ def format_count(v) -> str:
 
 def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
     """:func:`comparison_table` as markdown: the :func:`orderings_line`, then one table per arm × bank under a line with
-    its sizes and ε_theory; the paper's Table 2 / 4 columns only where the mechanism is the paper's
-    (:func:`mechanism_words`). Returns ``""`` for an empty table."""
+    its sizes and ε_theory (the paper's columns only at its mechanism); ``""`` for an empty table."""
     if table is None or table.empty:
         return ""
     out = []
@@ -206,15 +188,16 @@ def comparison_markdown(table: pd.DataFrame, heading: str = "###") -> str:
         out.append(f"{heading} {arm} arm, {label} (paper: {dataset}, {paper_bank})\n\n"
                    f"N = {format_count(first['n_test'])} test and {format_count(first['n_calibration'])} calibration "
                    f"users, {'/'.join(map(str, canaries))} canaries per variant, {format_count(first['trials'])} "
-                   f"trials per hypothesis, ε_theory = {_num(cell['epsilon_theory'].max())}.{' ' + note if note else ''}\n\n")
+                   f"trials per hypothesis, ε_theory = {_fmt(cell['epsilon_theory'].max())}."
+                   + (f" {note}" if note else "") + "\n\n")
         cols = {"variant": [f"{v} *(beyond the paper)*" if v in BEYOND_PAPER_VARIANTS else v for v in cell["variant"]],
-                "canaries": [str(n) for n in cell["canaries"]], "ε_lower max": [_num(v) for v in cell["max"]],
-                "median ε_lower": [_num(v) for v in cell["median"]],
-                "min–max": [f"{_num(a, '.2f')}–{_num(b, '.2f')}" for a, b in zip(cell["min"], cell["max"])],
-                "median μ_eff": [_num(v) for v in cell["mu_eff_median"]]}
+                "canaries": [str(n) for n in cell["canaries"]], "ε_lower max": [_fmt(v) for v in cell["max"]],
+                "median ε_lower": [_fmt(v) for v in cell["median"]],
+                "min–max": [f"{_fmt(a, '.2f')}–{_fmt(b, '.2f')}" for a, b in zip(cell["min"], cell["max"])],
+                "median μ_eff": [_fmt(v) for v in cell["mu_eff_median"]]}
         if not note:
-            cols[f"paper Table 2 ({dataset})"] = [_num(v) for v in cell["paper_table2"]]
-            cols[f"paper Table 4 ({dataset} {letter})"] = [_num(v) for v in cell["paper_table4"]]
+            cols[f"paper Table 2 ({dataset})"] = [_fmt(v) for v in cell["paper_table2"]]
+            cols[f"paper Table 4 ({dataset} {letter})"] = [_fmt(v) for v in cell["paper_table4"]]
         out.append(markdown_table(pd.DataFrame(cols)) + "\n")
     line = orderings_line(orderings(table))
     return (line + "\n\n" if line else "") + "".join(out).rstrip("\n") + "\n"

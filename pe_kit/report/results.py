@@ -1,8 +1,5 @@
-"""Tidy result rows: provenance, step-level resume cache, CSV files, and the markdown summary.
-
-One row per (arm × bank × variant × canary × setting) with every setting, the seed and package versions.
-Notebooks write ``<output_dir>/<notebook>.csv``; ``pe-kit reproduce`` joins them into ``results.csv`` and renders
-``results.md``.
+"""Tidy result rows (one per arm × bank × variant × canary × setting, with provenance), the step-level resume
+cache, the notebooks' ``<output_dir>/<notebook>.csv`` files, and ``results.md`` rendered from their union.
 """
 from __future__ import annotations
 
@@ -17,16 +14,14 @@ import pandas as pd
 
 from pe_kit.cache import atomic_write_bytes, content_hash, read_verified, write_verified
 from pe_kit.code_hash import versions
-from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_COLUMNS,  # noqa: F401
-                                  SHIFT_ROWS_SHOWN, _fmt, add_epsilon_interval, dropped_note, epsilon_interval,
-                                  idealised_table, markdown_table, one_run_table, pool_generator_note,
-                                  population_shift_table, published_table, spread_cells, table_epsilon,
-                                  table_epsilon_spread, truncation_table)
+from pe_kit.report.tables import (IDEALISED_TITLE, ONE_RUN_TITLE, PUBLISHED_TITLE, SHIFT_ROWS_SHOWN, _fmt,
+                                  add_epsilon_interval, dropped_note, epsilon_interval, idealised_table, markdown_table,
+                                  one_run_table, pool_generator_note, population_shift_table, published_table,
+                                  spread_cells, table_epsilon, table_epsilon_spread, truncation_table)
 
 __all__ = ["StepCache", "short_cells", "tidy", "write_rows", "collect", "markdown_table", "epsilon_interval",
            "add_epsilon_interval", "LLR_RULES", "table_epsilon", "table_epsilon_spread", "spread_cells", "dropped_note",
-           "pool_generator_note", "population_shift_table", "SHIFT_COLUMNS",
-           "summary_markdown", "truncation_table", "RUN_COLUMNS"]
+           "pool_generator_note", "population_shift_table", "summary_markdown", "truncation_table", "RUN_COLUMNS"]
 
 #: What makes an LLR-check row (``steps.checks.llr_checks``, column ``rule``) pass, in words.
 LLR_RULES = {"close": "abs(observed − expected) ≤ tolerance", "at_most": "at most: observed ≤ tolerance",
@@ -37,10 +32,8 @@ RUN_COLUMNS = ("notebook", "experiment", "preset", "seed", "version_pe_kit")
 
 
 class StepCache:
-    """A folder (``folder``, e.g. ``<output_dir>/.steps``) of finished work items, one JSON file each, keyed by the
-    content hash of their inputs, so an interrupted run resumes at the first unfinished item. Entries sit on
-    ``pe_kit.cache``'s verified files (atomic write, ``.sha256`` sidecar); a corrupt or unreadable one is recomputed.
-    """
+    """A folder (e.g. ``<output_dir>/.steps``) of finished work items, one verified JSON file (``pe_kit.cache``) each,
+    keyed by the content hash of their inputs, so an interrupted run resumes; a corrupt entry is recomputed."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -83,21 +76,18 @@ def _jsonable(x: Any) -> Any:
 
 def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | None = None,
          params: Mapping[str, Any] | None = None) -> list[dict]:
-    """Stamp rows with their provenance: ``notebook``, ``experiment`` (kept if a row has one), parameters (``param_*``;
-    lists as JSON), versions and the encoders' ``encoder_device`` / ``encoder_backend``; existing keys win except
-    ``notebook``. Returns dicts with ``RUN_COLUMNS`` filled."""
+    """Rows stamped with their provenance (``RUN_COLUMNS``, ``param_*`` with lists as JSON, versions, the encoder's
+    device and backend; a row's own keys win except ``notebook``) and :func:`add_attack_ceiling`."""
     from pe_kit.text.encoder import encoder_runtime
 
+    params = params or {}
     vers = {**versions(), **encoder_runtime()}
-    stamp: dict[str, Any] = {}
-    for k, v in (params or {}).items():
-        if k == "output_dir":
-            continue
-        stamp[f"param_{k}"] = json.dumps(_jsonable(v)) if isinstance(v, (list, tuple, dict)) else v
+    stamp = {f"param_{k}": json.dumps(_jsonable(v)) if isinstance(v, (list, tuple, dict)) else v
+             for k, v in params.items() if k != "output_dir"}
     out = []
     for row in rows:
-        r = {"notebook": notebook, "experiment": experiment, "preset": (params or {}).get("preset"),
-             "seed": (params or {}).get("seed"), **vers, **stamp}
+        r = {"notebook": notebook, "experiment": experiment, "preset": params.get("preset"), "seed": params.get("seed"),
+             **vers, **stamp}
         r.update({k: _jsonable(v) for k, v in row.items()})
         r["notebook"] = notebook
         if r.get("experiment") is None:
@@ -110,18 +100,17 @@ def tidy(rows: Iterable[Mapping[str, Any]], notebook: str, experiment: str | Non
 def _first(row: Mapping[str, Any], keys: Sequence[str]):
     for k in keys:
         v = row.get(k)
-        if v is not None and isinstance(v, (int, float)) and math.isfinite(float(v)):
+        if isinstance(v, (int, float)) and math.isfinite(float(v)):
             return float(v)
     return None
 
 
 def add_attack_ceiling(row: dict) -> dict:
-    """Add ``epsilon_ceiling`` (PRV ε of one release at noise multiplier 1/μ_eff, μ_eff rounded to 4 decimals,
-    ``audit.accounting.epsilon_ceiling``) and ``tightness`` = ε_lower / ceiling to an audit row in place, when it has
-    finite ``epsilon_lower`` and ``mu_eff``, a sample rate, δ > 0 and no ceiling yet. Returns the row."""
+    """Add ``epsilon_ceiling`` (``audit.accounting.epsilon_ceiling_rounded``) and ``tightness`` = ε_lower / ceiling
+    to an audit row in place, when it has finite ``epsilon_lower`` and ``mu_eff``, q, δ and no ceiling yet."""
     from pe_kit.audit.accounting import epsilon_ceiling_rounded, tightness
 
-    if "epsilon_ceiling" in row and row["epsilon_ceiling"] is not None:
+    if row.get("epsilon_ceiling") is not None:
         return row
     eps, mu = _first(row, ("epsilon_lower",)), _first(row, ("mu_eff",))
     q, delta = _first(row, ("mech_sample_rate", "sample_rate")), _first(row, ("audit_delta", "delta"))
@@ -164,8 +153,7 @@ def _section(title: str, body: str) -> str:
 
 
 def _answer(df: pd.DataFrame | None) -> str:
-    """results.md's opening: the Table-2/4 analogue beside the paper's values and which orderings hold
-    (``pe_kit.report.paper_compare``); ``""`` for a run without notebook 04's rows."""
+    """results.md's opening: :mod:`.paper_compare`'s table; ``""`` without notebook 04's rows."""
     from pe_kit.report.paper_compare import comparison_markdown, comparison_table
 
     if df is None or df.empty or "experiment" not in df.columns:
@@ -182,9 +170,8 @@ def _answer(df: pd.DataFrame | None) -> str:
 
 
 def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, figures: Sequence[str] = ()) -> str:
-    """Render ``results.md``: ε_lower beside the paper's Tables 2 / 4 and its orderings (:mod:`.paper_compare`),
-    the run settings (``meta``), the truncation counts, then one section per experiment of :data:`_SECTIONS` (others
-    as a compact table of numeric columns), and the ``figures`` listed."""
+    """Render ``results.md``: ε_lower beside the paper's Tables 2 / 4, the run settings (``meta``), the truncation
+    counts, one section per experiment (:data:`_SECTIONS`, others as a compact table) and the ``figures`` listed."""
     from pe_kit.audit.accounting import NEIGHBOURING_RELATION
 
     out = ["# pe_kit reproduction results\n", _answer(df),
@@ -219,8 +206,8 @@ def summary_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, fi
 
 def _table(title: str, cols: Sequence[str] | None = None, floatfmt: str = ".3f", filled: bool = False,
            by: Sequence[str] | None = None, prep: Callable[[pd.DataFrame], pd.DataFrame] | None = None):
-    """A results.md section of one experiment's rows: ``prep(rows)`` (default: the rows), its ``cols`` that exist
-    (every column for None; with ``filled`` only those holding a value), sorted by ``by``."""
+    """A results.md section of one experiment's rows: ``prep(rows)``, its ``cols`` that exist (all for None; with
+    ``filled`` only those holding a value), sorted by ``by``."""
     def render(part: pd.DataFrame) -> str:
         part = prep(part) if prep else part
         part = part[[c for c in (cols or part.columns) if c in part.columns and (not filled or part[c].notna().any())]]
@@ -272,7 +259,7 @@ def _table2_sections(t2: pd.DataFrame) -> str:
 
 
 def _encoder_section(enc: pd.DataFrame) -> str:
-    """Notebook 05's encoder ablation (Table 3 analogue): max / median (min–max) ε_lower per variant and encoder."""
+    """Notebook 05's encoder ablation (Table 3 analogue)."""
     from pe_kit.report.paper_compare import variant_order
     from pe_kit.text.models import encoder_ablation_note
 
@@ -287,7 +274,7 @@ def _encoder_section(enc: pd.DataFrame) -> str:
 
 
 def _llr_rules(llr: pd.DataFrame) -> pd.DataFrame:
-    """The LLR checks with their pass rule in words (:data:`LLR_RULES`), not only the numbers."""
+    """The LLR checks with their pass rule in words (:data:`LLR_RULES`)."""
     return llr.assign(rule=llr["rule"].map(lambda r: LLR_RULES.get(r, r))) if "rule" in llr.columns else llr
 
 

@@ -1,29 +1,29 @@
 """Tables of audit results: ε_lower with Clopper–Pearson intervals, max / median / range over canaries (Table 2 /
-Table 4 analogues), the population-shift check, truncation counts, and notebook 08's one-run tables (Steinke et
-al. 2023; f-DP audit of Mahloujifar et al., ICML 2025). ``pe_kit.report.results`` re-exports them.
+Table 4 analogues), the population-shift check, truncation counts, and notebook 08's one-run tables.
+``pe_kit.report.results`` re-exports them.
 """
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pe_kit.audit.bounds import epsilon_lower_from_counts
+from pe_kit.audit.confusion import _log_ratio, clopper_pearson, epsilon_lower_from_counts
 
 __all__ = ["markdown_table", "epsilon_interval", "add_epsilon_interval", "table_epsilon", "table_epsilon_spread",
            "spread_cells", "dropped_note", "population_shift_table", "SHIFT_COLUMNS", "SHIFT_ROWS_SHOWN",
-           "truncation_table",
-           "published_table", "one_run_table", "idealised_table", "PUBLISHED_TITLE", "ONE_RUN_TITLE", "IDEALISED_TITLE"]
+           "truncation_table", "published_table", "one_run_table", "idealised_table", "PUBLISHED_TITLE",
+           "ONE_RUN_TITLE", "IDEALISED_TITLE"]
 
 _COUNT_COL = re.compile(r"(^|_)(trials|canaries|truncated|total|token_cap|coords|voters|users|seed|round|"
                         r"releases|participants|true_pos|false_pos|n_h1|n_h0|n_[a-z_]+|record_cap|bank_size|"
                         r"max_probes|top_k|rows|slot|index|m|k_plus|k_minus|guesses|correct|repeats?|copies)$")
 
 
-def _fmt(v: Any, floatfmt: str) -> str:
+def _fmt(v: Any, floatfmt: str = ".3f") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     if isinstance(v, (float, np.floating)):
@@ -48,11 +48,8 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f", index: bool = False)
 
 
 def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float = 0.95):
-    """(lower, point, upper) ε ≥ 0 certified by a frozen threshold test: Eq. 28 at the empirical rates (point), with
-    one-sided Clopper–Pearson bounds at γ = (1 − level)/4 (lower), and with every bound flipped (upper).
-    Raises ValueError if level is outside (0, 1)."""
-    from pe_kit.audit.bounds import clopper_pearson
-
+    """(lower, point, upper) ε ≥ 0 of a frozen threshold test: Eq. 28 with Clopper–Pearson bounds at γ = (1 − level)/4
+    (lower), at the empirical rates (point), with every bound flipped (upper). Raises ValueError for level ∉ (0, 1)."""
     if not 0 < level < 1:
         raise ValueError(f"level={level} must lie in (0, 1), e.g. 0.95")
     g = (1 - level) / 4
@@ -61,9 +58,7 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
     lo, _ = epsilon_lower_from_counts(tp, fp, n1, n0, g, delta)
 
     def _branch(num, den):  # log(num / den) of one branch of Eq. 28; +inf for den = 0, -inf for num ≤ 0
-        with np.errstate(all="ignore"):
-            return np.where((num > 0) & (den > 0), np.log(np.maximum(num, 1e-300) / np.maximum(den, 1e-300)),
-                            np.where(num > 0, np.inf, -np.inf))
+        return np.where((num > 0) & (den <= 0), np.inf, _log_ratio(num, den))
 
     def _eps(tpr, fpr, tnr, fnr):
         return np.maximum(0.0, np.maximum(_branch(tpr - delta, fpr), _branch(tnr - delta, fnr)))
@@ -76,8 +71,8 @@ def epsilon_interval(true_pos, false_pos, n_h1, n_h0, delta: float, level: float
 
 
 def add_epsilon_interval(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy with the 95 % ``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high`` from ``test_true_pos``,
-    ``test_false_pos``, ``test_n_h1``, ``test_n_h0`` and ``audit_delta``. Raises ValueError naming a missing column."""
+    """A copy with the 95 % :func:`epsilon_interval` (``epsilon_ci_low``, ``epsilon_point``, ``epsilon_ci_high``) of
+    the ``test_*`` counts and ``audit_delta``. Raises ValueError naming a missing column."""
     need = ["test_true_pos", "test_false_pos", "test_n_h1", "test_n_h0", "audit_delta"]
     missing = [c for c in need if c not in df.columns]
     if missing:
@@ -90,8 +85,8 @@ def add_epsilon_interval(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _table_rows(df: pd.DataFrame, index: list) -> tuple[pd.DataFrame, list, dict]:
-    """The rows a variant table can place, the variant order (``ALL_VARIANTS``'), and the count per reason
-    (``missing_<column>``, ``unknown_variant``) of rows it cannot place, with a warning."""
+    """The rows a variant table can place, the variants in order, and the count per reason (``missing_<column>``,
+    ``unknown_variant``) of rows it cannot place, with a warning."""
     import warnings
 
     from pe_kit.attack.variants import ALL_VARIANTS
@@ -115,8 +110,7 @@ def _table_rows(df: pd.DataFrame, index: list) -> tuple[pd.DataFrame, list, dict
 
 
 def dropped_note(table: pd.DataFrame) -> str:
-    """One sentence naming the rows a table built by :func:`table_epsilon` / :func:`table_epsilon_spread` left
-    out (``table.attrs["dropped_rows"]``: reason → count), or ``""`` when none were."""
+    """One sentence naming the rows a variant table left out (``table.attrs["dropped_rows"]``), or ``""``."""
     dropped = table.attrs.get("dropped_rows") or {}
     if not dropped:
         return ""
@@ -126,7 +120,7 @@ def dropped_note(table: pd.DataFrame) -> str:
 
 def pool_generator_note(df: pd.DataFrame) -> str:
     """One sentence naming the generators of the paraphrase variants' pools, e.g. ``"Paraphrase pools: paraphrase 5 ×
-    smollm2 (shipped); paraphrase-mu_eff 3 × smollm2 (shipped), 2 × wordnet."``; ``""`` without such rows."""
+    smollm2 (shipped)."``; ``""`` without such rows."""
     if "pool_generator" not in df.columns or "variant" not in df.columns:
         return ""
     rows = df[df["variant"].astype(str).str.startswith("paraphrase") & df["pool_generator"].notna()]
@@ -134,29 +128,25 @@ def pool_generator_note(df: pd.DataFrame) -> str:
         return ""
     source = rows["pool_source"] if "pool_source" in rows.columns else pd.Series("", index=rows.index)
     label = rows["pool_generator"].astype(str) + np.where(source.astype(str) == "shipped", " (shipped)", "")
-    parts = []
-    for variant, labels in label.groupby(rows["variant"], sort=False):
-        counts = labels.value_counts(sort=False)
-        parts.append(f"{variant} " + ", ".join(f"{n} × {g}" for g, n in counts.items()))
+    parts = [f"{variant} " + ", ".join(f"{n} × {g}" for g, n in labels.value_counts(sort=False).items())
+             for variant, labels in label.groupby(rows["variant"], sort=False)]
     return "Paraphrase pools: " + "; ".join(parts) + "."
 
 
 def table_epsilon(df: pd.DataFrame) -> pd.DataFrame:
-    """Table 2 / Table 4 analogue: max ε_lower over canaries per (arm, bank) × variant, plus ``epsilon_theory``.
-    Rows fitting no cell are counted in ``table.attrs["dropped_rows"]`` (:func:`dropped_note`) with a
-    ``UserWarning``."""
+    """Table 2 / 4 analogue: max ε_lower over canaries per (arm, bank) × variant, plus ``epsilon_theory``; rows
+    fitting no cell are counted in ``attrs["dropped_rows"]`` with a ``UserWarning``."""
     return _variant_table(df, lambda g: g.max())
 
 
 def table_epsilon_spread(df: pd.DataFrame) -> pd.DataFrame:
-    """Table 2 / 4 analogue with the spread: "max / median (min–max)" of ε_lower per (arm, bank) × variant, plus
-    ``epsilon_theory``; rows left out counted as in :func:`table_epsilon`."""
+    """:func:`table_epsilon` with :func:`spread_cells` ("max / median (min–max)") for cells."""
     return _variant_table(df, spread_cells, lambda theory: theory.map("{:.3f}".format))
 
 
 def _variant_table(df: pd.DataFrame, cells, theory=lambda s: s) -> pd.DataFrame:
-    """What both variant tables share: ``cells`` of each (arm, bank, variant) group of ε_lower, columns in Table 1's
-    order, ``theory`` of the max ε_theory per row; rows left out counted in ``attrs["dropped_rows"]``."""
+    """``cells`` of each (arm, bank, variant) group of ε_lower, variants in Table 1's order, ``theory`` of the max
+    ε_theory per row."""
     if df.empty:
         return pd.DataFrame()
     index = ["study_arm", "bank_source"]
@@ -184,10 +174,9 @@ SHIFT_COLUMNS = ("fpr_calibration", "fpr_calibration_lower", "fpr_calibration_up
 
 
 def population_shift_table(df: pd.DataFrame, flagged_only: bool = False) -> pd.DataFrame:
-    """Per canary (flagged first; ``flagged_only`` keeps those): the FPR of its frozen threshold on calibration and test
-    with two-sided Clopper–Pearson intervals (``"1.20e-04 [9.1e-05, 1.6e-04]"``), ``epsilon_calibration``,
-    ``epsilon_lower`` and the flag of ``pe_kit.audit.bounds.population_shift`` (disjoint intervals). ``attrs``:
-    ``checked`` and ``flagged`` counts. Empty when no row carries the check."""
+    """Per canary (flagged first; ``flagged_only`` keeps those): its frozen threshold's FPR on calibration and test
+    with intervals (``"1.20e-04 [9.1e-05, 1.6e-04]"``), ``epsilon_calibration``, ``epsilon_lower`` and the flag of
+    ``pe_kit.audit.bounds.population_shift``; ``attrs``: ``checked``, ``flagged``. Empty without the check."""
     if df is None or df.empty or not set(SHIFT_COLUMNS) <= set(df.columns):
         out = pd.DataFrame()
         out.attrs.update(checked=0, flagged=0)
@@ -199,10 +188,9 @@ def population_shift_table(df: pd.DataFrame, flagged_only: bool = False) -> pd.D
     for split in ("calibration", "test"):
         out[f"fpr_{split}"] = [f"{a:.2e} [{lo:.1e}, {hi:.1e}]" for a, lo, hi in
                                zip(d[f"fpr_{split}"], d[f"fpr_{split}_lower"], d[f"fpr_{split}_upper"])]
-    if "calibration_epsilon" in d.columns:
-        out["epsilon_calibration"] = d["calibration_epsilon"]
-    if "epsilon_lower" in d.columns:
-        out["epsilon_lower"] = d["epsilon_lower"]
+    for col, src in (("epsilon_calibration", "calibration_epsilon"), ("epsilon_lower", "epsilon_lower")):
+        if src in d.columns:
+            out[col] = d[src]
     out["population_shift"] = d["population_shift"]
     checked, flagged = len(out), int(out["population_shift"].sum())
     if flagged_only:
@@ -238,15 +226,14 @@ def truncation_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-#: notebook 08's two bounds: shown even when one of them is empty (μ_lower is NaN for Steinke et al.'s rows)
+#: notebook 08's two bounds, shown even when empty (μ_lower is NaN for Steinke et al.'s rows)
 ALWAYS = ("epsilon_lower", "mu_lower")
 _COLUMNS = ("mech_sample_rate", "variant", "method", "m", "probe_share", "mu_eff", "k_plus", "k_minus", "correct",
             "guesses", "epsilon_lower", "mu_lower", "epsilon_theory", "trials", "releases", "seconds")
 
 _PUBLISHED = ("table", "method", "setting", "published", "reproduced", "tolerance", "within", "note")
 
-#: results.md's titles of notebook 08's tables; ``PUBLISHED_TITLE`` says what is and is not reproduced, and how to
-#: read ``within``
+#: results.md's titles of notebook 08's tables
 PUBLISHED_TITLE = (
     "One-run bounds against their published values (notebook 08, before anything PE-specific): Mahloujifar, Melis & "
     "Chaudhuri (ICML 2025), App. B's correct guesses c and Table 1's ε (theory, Steinke et al., f-DP) on their "
@@ -276,8 +263,8 @@ def published_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def one_run_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Notebook 08's ``one_run`` and ``multi_trial`` rows: the ``_COLUMNS`` holding a value (``epsilon_lower``,
-    ``mu_lower`` always), sorted by q (largest first), variant, then m and method, the multi-trial row last."""
+    """Notebook 08's ``one_run`` and ``multi_trial`` rows: the ``_COLUMNS`` holding a value, sorted by q (largest
+    first), variant, then m and method, the multi-trial row last."""
     cols = [c for c in _COLUMNS if c in rows.columns and (rows[c].notna().any() or c in ALWAYS)]
     rows = rows.copy()  # a slice of the wide results.csv frame is fragmented: assign() on it warns
     rows["_multi"] = rows["experiment"] == "multi_trial"
@@ -286,8 +273,7 @@ def one_run_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def idealised_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Notebook 08's ``one_run_idealised`` rows summarised over repeats per (q, m, method): ``repeats``,
-    ``epsilon_lower_median / _min / _max``, ``mu_lower_median`` and ``epsilon_theory``, q largest first."""
+    """Notebook 08's ``one_run_idealised`` rows summarised over repeats per (q, m, method), q largest first."""
     keys = [c for c in ("mech_sample_rate", "m", "method") if c in rows.columns]
     spec = {"repeats": ("epsilon_lower", "size"), "epsilon_lower_median": ("epsilon_lower", "median"),
             "epsilon_lower_min": ("epsilon_lower", "min"), "epsilon_lower_max": ("epsilon_lower", "max")}

@@ -1,10 +1,6 @@
-"""Interactive explorer: how σ, q, the trial budget and the canary's μ_eff set ε_theory and ε_lower.
-
-The computation (:func:`expected_epsilon_lower`, :func:`explorer_state`) is pure; :func:`explorer` wires
-ipywidgets sliders to it. Model (App. E.4–E.6): the score is N(∓μ²/2, μ²) without / with the canary (Eqs.
-16–17), a q-mixture under the eligible-canary hypothesis (Eq. 23); expected counts T·FPR, T·TPR through the
-Clopper–Pearson bounds (Eqs. 29–30) give the ε of Eq. 28, maximized over the threshold
-(``pe_kit.audit.expectations.expected_epsilon``).
+"""Interactive explorer: how σ, q, the trial budget and the canary's μ_eff set ε_theory and the expected ε_lower of
+a Gaussian-score audit (App. E.4–E.6, ``pe_kit.audit.expectations.expected_epsilon``). :func:`explorer_state` is
+pure; :func:`explorer` wires ipywidgets sliders to it.
 """
 from __future__ import annotations
 
@@ -19,7 +15,7 @@ __all__ = ["expected_epsilon_lower", "asymptotic_epsilon", "explorer_state", "ex
 
 
 def _check(mu_eff: float, sample_rate: float, trials: int | None, gamma: float, delta: float) -> None:
-    """q, trials and δ as their declarations say (``pe_kit.settings``); μ_eff ≥ 0 and γ in (0, 1)."""
+    """ValueError unless q, trials, δ are valid settings, μ_eff ≥ 0 and γ in (0, 1)."""
     if not (np.isfinite(mu_eff) and mu_eff >= 0):
         raise ValueError(f"mu_eff={mu_eff!r} must be a finite number ≥ 0")
     check_param("sample_rate", sample_rate), check_param("delta", delta)
@@ -31,10 +27,8 @@ def _check(mu_eff: float, sample_rate: float, trials: int | None, gamma: float, 
 
 def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma: float = 0.0025,
                            delta: float = 1e-5) -> float:
-    """Expected ε_lower of a Gaussian-score audit (module docstring), maximized over thresholds: float ≥ 0, e.g. ≈0.99
-    at μ_eff=1, q=0.1, 10⁶ trials, γ=0.0025. ``mu_eff`` ≥ 0 (≤ 1/σ, Eq. 20); ``sample_rate`` q in (0, 1]; ``trials``
-    per hypothesis ≥ 1; ``gamma``: tail of each Clopper–Pearson bound. Raises ValueError naming the out-of-range
-    argument."""
+    """Expected ε_lower, maximized over thresholds (≈0.99 at μ_eff=1, q=0.1, 10⁶ trials per hypothesis); ``gamma``:
+    tail of each Clopper–Pearson bound. Raises ValueError naming an out-of-range argument."""
     from pe_kit.audit.expectations import expected_epsilon
 
     _check(mu_eff, sample_rate, trials, gamma, delta)
@@ -42,8 +36,7 @@ def expected_epsilon_lower(mu_eff: float, sample_rate: float, trials: int, gamma
 
 
 def asymptotic_epsilon(mu_eff: float, sample_rate: float, delta: float = 1e-5) -> float:
-    """The ε an infinitely long threshold audit converges to (Eq. 28 at exact rates, max over thresholds): ≈1.685 at
-    μ_eff=1, q=0.1, δ=1e-5, just below ε_theory = 1.695. Raises as :func:`expected_epsilon_lower`."""
+    """The ε an infinitely long threshold audit converges to (Eq. 28 at exact rates): ≈1.685 at μ_eff=1, q=0.1."""
     from pe_kit.audit.expectations import expected_epsilon
 
     _check(mu_eff, sample_rate, None, 0.5, delta)
@@ -52,10 +45,9 @@ def asymptotic_epsilon(mu_eff: float, sample_rate: float, delta: float = 1e-5) -
 
 def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float | None = None, delta: float = 1e-5,
                    alpha: float = 0.05, n_canaries: int = 5) -> dict:
-    """Everything the explorer shows for one slider position. ``mu_eff``: None = the ceiling 1/σ; values above it are
-    capped (Eq. 20). γ = α / (4·n_canaries) (App. E.6). Returns a dict with ``sigma, sample_rate, trials, delta,
-    gamma, mu_eff, mu_eff_ceiling, mu_eff_capped, epsilon_theory, epsilon_lower_expected, epsilon_asymptotic,
-    fraction_of_theory``. Raises ValueError naming the out-of-range argument."""
+    """Everything the explorer shows for one slider position (a dict). ``mu_eff``: None = the ceiling 1/σ; values
+    above it are capped (Eq. 20). γ = α / (4·n_canaries) (App. E.6). Raises ValueError naming an out-of-range
+    argument."""
     if not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma={sigma!r} must be > 0 (the noise multiplier)")
     alpha, n_canaries = check_param("alpha", alpha), check_param("n_canaries", n_canaries)
@@ -91,9 +83,8 @@ def _html(state: dict) -> str:
 def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float | None = 1.0,
              delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 5, plot: bool = True):
     """An ipywidgets ``VBox``: sliders for σ, q, trials and μ_eff, a live table of :func:`explorer_state` and
-    (``plot=True``) ε_theory and expected ε_lower against the trial budget; ``.state`` and ``.sliders`` for scripts.
-    Slider ranges (``pe_kit.settings.slider_range``) widen to hold the given values (ipywidgets would clamp them).
-    Raises ValueError for out-of-range settings, before any widget is built; ImportError without ipywidgets."""
+    (``plot``) both ε against the trial budget; ``.state`` and ``.sliders`` for scripts. Slider ranges widen to hold
+    the given values. Raises ValueError for out-of-range settings; ImportError without ipywidgets."""
     import ipywidgets as W
 
     explorer_state(sigma, sample_rate, trials, mu_eff, delta, alpha, n_canaries)  # refuse before a slider clamps
@@ -130,9 +121,7 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
                 ax.axhline(st["epsilon_theory"], color="k", ls="--", lw=1, label="ε_theory")
                 ax.axhline(st["epsilon_asymptotic"], color="gray", ls=":", lw=1, label="trials → ∞")
                 ax.axvline(st["trials"], color="C3", lw=0.8)
-                ax.set_xlabel("trials per hypothesis")
-                ax.set_ylabel("ε")
-                ax.set_ylim(bottom=0)
+                ax.set(xlabel="trials per hypothesis", ylabel="ε", ylim=(0, None))
                 ax.legend(fontsize=8, loc="lower right")
                 fig.tight_layout()
                 plt.show()
@@ -145,17 +134,14 @@ def explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_0
 
 
 def show_explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_000_000, mu_eff: float = 1.0,
-                  headless: bool | None = None, **kwargs):
-    """Display the explorer: live sliders in JupyterLab, a static :func:`explorer_state` table when headless
-    (``headless``; None = ``PE_KIT_HEADLESS``), where no frontend drives widgets. ``kwargs`` go to :func:`explorer`.
-    Returns the panel, or None headless. Raises ValueError for out-of-range settings."""
+                  **kwargs):
+    """Display the explorer (``kwargs`` go to :func:`explorer`) and return it, or, with ``PE_KIT_HEADLESS`` set, a
+    static :func:`explorer_state` table and None."""
     import os
 
     from IPython.display import HTML, display
 
-    if headless is None:
-        headless = os.environ.get("PE_KIT_HEADLESS", "") not in ("", "0")
-    if headless:
+    if os.environ.get("PE_KIT_HEADLESS", "") not in ("", "0"):
         keep = {k: v for k, v in kwargs.items() if k in ("delta", "alpha", "n_canaries")}
         display(HTML(_html(explorer_state(sigma, sample_rate, trials, mu_eff, **keep))))
         return None
