@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # the notebooks' step modules (steps)
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / d) for d in (".", "notebooks")]  # pe_kit and the steps
 
 
 def mauve_vs_samples(emb: np.ndarray, sizes, repeats: int, seed: int = 0, other: np.ndarray | None = None,

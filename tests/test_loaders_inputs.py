@@ -160,7 +160,7 @@ def test_sentiment140_mixed_encodings_refused(tmp_path, gz):
             + b'"4","9","Mon","NO_QUERY","u1","plain ascii"\n' + '"0","8","Mon","NO_QUERY","u2","café"\n'.encode("latin-1"))
     p = _write(tmp_path / ("m.csv.gz" if gz else "m.csv"), data)
     with pytest.raises(DataError, match=r"mixes encodings: line 5 is not UTF-8 while 3 line\(s\) hold UTF-8 text "
-                                        r"beyond ASCII.*Re-encode the file as UTF-8"):
+                                        r"beyond ASCII.*Re-encode the file as UTF-8 \(e.g. `iconv`, after fixing line 5 by hand\)"):
         load_sentiment140(p, min_records=1)
 
 

@@ -127,33 +127,6 @@ def test_a_cold_run_switches_from_the_warm_estimate_to_the_cold_profile():
     assert clock.profile() == "quick" and clock.seconds_left() == pytest.approx(REFERENCE_SECONDS["quick"]["04_audit"])
 
 
-@pytest.mark.parametrize("bank", ["bankA", "public"])
-def test_world_texts_are_the_texts_build_world_embeds(bank):
-    """The plan lists a world's texts without embedding them (study.world.world_texts): exactly what build_world
-    hands its encoder, on the tiny preset's data."""
-    import numpy as np
-
-    from pe_kit.run.presets import get_preset
-    from pe_kit.study.setup import study_config
-    from pe_kit.study.world import build_world, world_texts
-
-    class RecordingEncoder:
-        model, max_seq_length, model_id = "all-MiniLM-L6-v2", 32, "recording"
-
-        def __init__(self):
-            self.seen = []
-
-        def encode(self, texts, desc=""):
-            self.seen += list(texts)
-            return np.random.default_rng(len(self.seen)).standard_normal((len(texts), 8)).astype(np.float32)
-
-    config = study_config({**get_preset("tiny").view("01_mechanism"), "seed": 0}, bank=bank)
-    enc = RecordingEncoder()
-    build_world(config, encoder=enc)
-    texts, generated = world_texts(config)
-    assert generated == 0 and len(texts) > config.bank_size and sorted(texts) == sorted(enc.seen)
-
-
 @pytest.mark.notebooks
 def test_reproduce_prints_the_estimate_before_the_first_notebook_and_checks_it(tmp_path):
     """The estimate is the first line after the run's header; estimate vs actual is printed (halfway, end) and kept

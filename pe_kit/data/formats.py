@@ -125,7 +125,7 @@ def _csv_decoding(path) -> str:
     if first_bad and utf8_text:
         raise DataError(f"{path}: mixes encodings: line {first_bad} is not UTF-8 while {utf8_text} line(s) hold "
                         "UTF-8 text beyond ASCII, so no one decoding reads every line right. Re-encode the file as "
-                        "UTF-8 (e.g. `iconv`, after fixing line {first_bad} by hand) and load it again")
+                        f"UTF-8 (e.g. `iconv`, after fixing line {first_bad} by hand) and load it again")
     return "latin-1" if first_bad else "utf-8"
 
 

@@ -113,7 +113,7 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seeds: Sequence[
 
     from pe_kit.text.threads import resolve_threads
 
-    # PCA (BLAS) and faiss k-means (OpenMP) on the cores other processes leave free (pe_kit.text.threads)
+    # PCA (BLAS) and faiss k-means (OpenMP) on the cores of this process's CPU affinity (pe_kit.text.threads)
     with threadpool_limits(limits=resolve_threads("auto")):
         scores = [_mauve_once(uniq, inverse, q.shape[0], buckets, s, kmeans_num_redo, kmeans_max_iter)
                   for s in seeds]

@@ -27,7 +27,7 @@ from pe_kit.pe.mechanism import build_neighbor_index, canary_votes, contribution
 from pe_kit.study.pools import paraphrase_pool
 from pe_kit.text.encoder import Encoder
 
-__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b", "world_texts",
+__all__ = ["SPLITS", "StudyConfig", "World", "input_digests", "check_bank_b",
            "bank_reserved_users", "study_splits", "world_fingerprint", "build_world", "canary_contribution",
            "audit_design", "aux_pool_covariance", "make_design"]
 
@@ -180,17 +180,6 @@ def _arm_splits(config: StudyConfig) -> tuple[Corpus, Splits]:
     if not corpus.users:
         raise ValueError(empty_arm_message(loaded, config.arm, config.record_cap))
     return corpus, study_splits(config, corpus)
-
-
-def world_texts(config: StudyConfig) -> tuple[list[str], int]:
-    """The texts :func:`build_world` embeds, in its order, and the count of generated bank texts not yet known.
-    Raises what :func:`build_world` raises before it embeds."""
-    corpus, splits = _arm_splits(config)
-    generated = config.bank in ("llm-label", "llm-icl")
-    texts = [] if generated else _bank_texts(config, corpus, splits)[0]
-    by_id = corpus.by_id()
-    texts += [t for split in SPLITS + ("canary",) for i in getattr(splits, split) for t in by_id[i].texts]
-    return texts, config.bank_size if generated else 0
 
 
 def _truncation(world: World) -> dict:
