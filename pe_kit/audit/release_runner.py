@@ -5,6 +5,7 @@ seed and the chunk size, whether run serially or on a ``dask.distributed.Client`
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from dataclasses import dataclass
 
@@ -14,8 +15,7 @@ from pe_kit.settings import MechanismConfig, closest
 from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
-__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_signature",
-           "check_release_output", "call_release", "canary_index", "population", "release_scores", "CALL_CHUNK",
+__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_output", "call_release", "canary_index", "population", "release_scores", "CALL_CHUNK",
            "check_keywords", "dry_call", "pilot_seconds"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
@@ -48,40 +48,31 @@ def implementation_name(release) -> str:
 _RELEASE_ARGS = ("bank", "records", "owner", "n_users", "config", "rng")
 
 
-def check_release_signature(release) -> None:
-    """A plain callable release (no ``release_batch``) must accept ``(bank, records, owner, n_users, config, rng)``;
-    unreadable signatures pass. Raises TypeError naming the implementation, its signature, the expected one and the
-    fix; or for a class passed instead of an instance."""
-    import inspect
-
+def check_audit_arguments(release, design, mechanism) -> None:
+    """Check a black-box audit's positional arguments before any work (``design`` None: not checked); a plain callable
+    must accept ``(bank, records, owner, n_users, config, rng)`` (unreadable signatures pass). Raises TypeError naming
+    what was expected and what came (swapped arguments, a class for an instance, a non-callable release or wrong
+    signature, a design missing fields, a mechanism that is not a ``MechanismConfig``)."""
     if isinstance(release, type):
         raise TypeError(f"release is the class {release.__name__}, not an implementation: pass an instance, "
                         f"{release.__name__}(), or a function (bank, records, owner, n_users, config, rng) -> (p,)")
-    if not callable(release) or hasattr(release, "release_batch"):
-        return
+    if not callable(release) and not hasattr(release, "release_batch"):
+        hint = " (did you swap release and design? the release comes first)" if hasattr(release, "bank") else ""
+        raise TypeError(f"release must be a PERelease: a callable (bank, records, owner, n_users, config, rng) -> "
+                        f"(p,) histogram; got {type(release).__name__}{hint}")
     try:
-        sig = inspect.signature(release)
-    except (TypeError, ValueError):  # builtins, some C extensions: nothing to read, the call itself will tell
-        return
+        sig = None if hasattr(release, "release_batch") else inspect.signature(release)
+    except (TypeError, ValueError):  # builtins, some C extensions: the call itself will tell
+        sig = None
     try:
-        sig.bind(*_RELEASE_ARGS)
+        if sig is not None:
+            sig.bind(*_RELEASE_ARGS)
     except TypeError as exc:
         raise TypeError(f"{implementation_name(release)}{sig} cannot be called as a PERelease "
                         f"(bank, records, owner, n_users, config, rng) -> (p,) histogram ({exc}); wrap it, e.g. "
                         f"lambda bank, records, owner, n_users, config, rng: my_fn(...), or use "
                         f"pe_kit.pe.release_protocol.HistogramAdapter") from None
-
-
-def check_audit_arguments(release, design, mechanism) -> None:
-    """Check the three positional arguments of a black-box audit before any work. Raises TypeError naming what was
-    expected and what came (swapped arguments, a non-callable release or wrong signature, a design missing fields, a
-    mechanism that is not a ``MechanismConfig``)."""
-    if not callable(release) and not hasattr(release, "release_batch"):
-        hint = " (did you swap release and design? the release comes first)" if hasattr(release, "bank") else ""
-        raise TypeError(f"release must be a PERelease: a callable (bank, records, owner, n_users, config, rng) -> "
-                        f"(p,) histogram; got {type(release).__name__}{hint}")
-    check_release_signature(release)
-    missing = [f for f in _DESIGN_FIELDS if not hasattr(design, f)]
+    missing = [f for f in _DESIGN_FIELDS if not hasattr(design, f)] if design is not None else []
     if missing:
         hint = (" (did you swap release and design? the release comes first, the design second)"
                 if callable(design) else "")
@@ -230,8 +221,8 @@ _DRY_USERS, _DRY_RECORDS, _DRY_BANK, _DRY_DIM = 3, 2, 16, 32
 def dry_call(release, mechanism: MechanismConfig) -> None:
     """Call ``release`` (and ``release_batch``) once on a tiny seeded design (3 users of 2 records, 16-entry bank,
     d = 32), so errors about the function come before any world is built. Raises TypeError for a ``HistogramAdapter``
-    whose function rejects its keywords (naming them, the signature and the fix: ``settings=`` / ``rng_arg=`` /
-    ``seed_arg=``); what the release raises, noted; ValueError for a wrong shape or non-finite output."""
+    whose function rejects its keywords (naming them, the signature and the fix); what the release raises, noted;
+    ValueError for a wrong shape or non-finite output."""
     rng = np.random.default_rng(0)
     bank = rng.standard_normal((_DRY_BANK, _DRY_DIM)).astype(np.float32)
     records = rng.standard_normal((_DRY_USERS * _DRY_RECORDS, _DRY_DIM)).astype(np.float32)
@@ -241,15 +232,13 @@ def dry_call(release, mechanism: MechanismConfig) -> None:
     if hasattr(release, "release_batch"):
         calls.append(("release_batch(...)", lambda: release.release_batch(
             bank, records, owner, _DRY_USERS, mechanism, rng, 2, np.arange(4)), (2, 4)))
-    for form, call, shape in calls:
-        if form == "release(...)" and not callable(release):
-            continue
+    for form, call, shape in calls[0 if callable(release) else 1:]:
         try:
             y = call()
         except TypeError as exc:
             fn = getattr(release, "histogram_fn", None)
             if fn is not None and "argument" in str(exc):
-                raise TypeError(_adapter_message(release, fn, mechanism, exc)) from exc
+                raise TypeError(_adapter_message(release, fn, exc)) from exc
             _note(exc, name, form)
             raise
         except Exception as exc:
@@ -266,10 +255,8 @@ def _note(exc: BaseException, name: str, form: str) -> None:
                  "(release_batch: (n_releases, |coords|))")
 
 
-def _adapter_message(adapter, fn, mechanism: MechanismConfig, exc: Exception) -> str:
-    import inspect
-
-    passed = [kw for kw in adapter.settings.values()]
+def _adapter_message(adapter, fn, exc: Exception) -> str:
+    passed = list(adapter.settings.values())
     passed += [adapter.rng_arg] if adapter.rng_arg is not None else [adapter.seed_arg] if adapter.seed_arg else []
     try:
         sig = str(inspect.signature(fn))

@@ -15,28 +15,11 @@ from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, battery_gamma
 from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, look_sizes, spec_statistic
 from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials
-from pe_kit.audit.release_runner import (check_audit_arguments, check_keywords, check_release_signature, dry_call,
-                                         pilot_seconds, seed_sequence)
+from pe_kit.audit.release_runner import check_audit_arguments, check_keywords, dry_call, pilot_seconds, seed_sequence
 from pe_kit.settings import MechanismConfig, MechanismSettings, closest
 from pe_kit.study.mechanism_audit import _as_config, check_study_keys
 
 __all__ = ["audit_release", "release_battery"]
-
-
-def _dry_call_at_claims(release, mechanism: MechanismConfig, designs, axes) -> None:
-    """The dry call again at each other mechanism the battery audits at (a design's ``info["claim"]``: the
-    ``sensitivity`` design's q = 1), so a release that refuses one fails before the world, naming the way out."""
-    claims = ([(getattr(d, "info", None) or {}).get("claim") for d in designs[0]] if designs is not None
-              else [SENSITIVITY_CLAIM] if "sensitivity" in (DEFAULT_AXES if axes is None else axes) else [])
-    others = {dataclasses.replace(mechanism, **{k: v for k, v in c.items() if k != "delta"}) for c in claims if c}
-    for mech in others - {mechanism}:
-        try:
-            dry_call(release, mech)
-        except Exception as exc:
-            exc.add_note(f"the battery's sensitivity design runs the release at q = {mech.sample_rate:g} "
-                         "(attack.design_battery.SENSITIVITY_CLAIM); to leave it out pass axes without 'sensitivity', "
-                         "e.g. axes={k: v for k, v in DEFAULT_AXES.items() if k != 'sensitivity'}")
-            raise
 
 
 def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
@@ -109,13 +92,22 @@ _ALIASES = {"progress": "show_progress", "verbose": "show_progress", "client": "
 
 
 def _check_release(release, mechanism: MechanismConfig, designs, axes) -> None:
-    """The release checked before the world is built: its type and signature, one dry call on a tiny design
-    (``audit.release_runner.dry_call``) and one at each other mechanism the battery audits at (``_dry_call_at_claims``)."""
-    if not callable(release) and not hasattr(release, "release_batch"):
-        check_audit_arguments(release, None, mechanism)
-    check_release_signature(release)
-    dry_call(release, mechanism)
-    _dry_call_at_claims(release, mechanism, designs, axes)
+    """The release checked before the world is built: its type and signature, and one dry call
+    (``audit.release_runner.dry_call``) at each mechanism the battery audits at (a design's ``info["claim"]``: the
+    ``sensitivity`` design's q = 1), a refusal there naming the way out."""
+    check_audit_arguments(release, None, mechanism)
+    claims = ([(getattr(d, "info", None) or {}).get("claim") for d in designs[0]] if designs is not None
+              else [SENSITIVITY_CLAIM] if "sensitivity" in (DEFAULT_AXES if axes is None else axes) else [])
+    others = [dataclasses.replace(mechanism, **{k: v for k, v in c.items() if k != "delta"}) for c in claims if c]
+    for mech in dict.fromkeys([mechanism] + others):
+        try:
+            dry_call(release, mech)
+        except Exception as exc:
+            if mech != mechanism:
+                exc.add_note(f"the battery's sensitivity design runs the release at q = {mech.sample_rate:g} "
+                             "(attack.design_battery.SENSITIVITY_CLAIM); to leave it out pass axes without "
+                             "'sensitivity', e.g. axes={k: v for k, v in DEFAULT_AXES.items() if k != 'sensitivity'}")
+            raise
 
 
 def _check_budget(trials, target, looks: int) -> bool:
