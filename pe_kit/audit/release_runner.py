@@ -1,6 +1,7 @@
-"""Running a black-box release implementation (§2.1 Steps 3–4): argument and output checks, one dry call on a tiny
-design before any world is built, a pilot's seconds per release, populations, and chunked seeds: chunk j of a stream draws from the j-th ``Generator.spawn`` child, so scores depend only on the
-seed and the chunk size, whether run serially or on a ``dask.distributed.Client`` (``scheduler=``).
+"""Running a black-box release implementation (§2.1 Steps 3–4): argument and output checks, a dry call on a tiny
+design, a pilot's seconds per release, populations, and chunked seeds: chunk j of a stream draws from the j-th
+``Generator.spawn`` child, so scores depend only on the seed and the chunk size, serially or on a
+``dask.distributed.Client`` (``scheduler=``).
 """
 from __future__ import annotations
 
@@ -26,15 +27,15 @@ _DESIGN_FIELDS = ("bank", "coords", "canary", "aux", "calibration", "test")
 
 def seed_sequence(seed) -> np.random.SeedSequence:
     """A fresh ``numpy.random.SeedSequence`` of an int / sequence of ints / SeedSequence (a copy: spawning from it
-    never moves the caller's, so the same seed always spawns the same children)."""
+    never moves the caller's)."""
     if isinstance(seed, np.random.SeedSequence):
         return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size)
     return np.random.SeedSequence(seed)
 
 
 def implementation_name(release) -> str:
-    """The label of an implementation in audit rows: its ``name`` attribute, else the function's ``__qualname__``
-    (``my_module_fn``, ``Class.method``), else its class name."""
+    """The label of an implementation in audit rows: its ``name`` attribute, else the function's ``__qualname__``,
+    else its class name."""
     name = getattr(release, "name", None)
     if isinstance(name, str) and name:
         return name
@@ -85,9 +86,8 @@ def check_audit_arguments(release, design, mechanism) -> None:
 
 
 def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
-    """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the form
-    (``release(...)`` / ``release_batch(...)``), the expected shape and what came (None, non-numeric, another shape,
-    NaN / ±inf)."""
+    """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the ``form``
+    called, the expected shape and what came (None, non-numeric, another shape, NaN / ±inf)."""
     if y is None:
         raise ValueError(f"{name}: {form} returned None; expected a float array of shape {expected} (does the "
                          "function end with `return histogram`?)")
@@ -114,8 +114,8 @@ def call_release(release, bank, records, owner, n_users: int, mechanism: Mechani
 
 
 def canary_index(design, n_users: int) -> int:
-    """The canary's H1 row among ``n_users`` + 1: ``design.canary_position`` ``"last"`` (default, row N), ``"first"`` or
-    an int in [0, N]. Raises ValueError on another value."""
+    """The canary's H1 row among ``n_users`` + 1 from ``design.canary_position``: ``"last"`` (default, row N),
+    ``"first"`` or an int in [0, N]. Raises ValueError on another value."""
     pos = getattr(design, "canary_position", "last")
     if isinstance(pos, str):
         if pos in ("last", "first"):
@@ -169,10 +169,8 @@ def _chunk(job: _Job, rng: np.random.Generator, t: int) -> np.ndarray:
 def release_scores(release, design, mechanism: MechanismConfig, stat, split: str, hypothesis: int, n_trials: int,
                    rng: np.random.Generator, *, batched: bool, chunk: int, scheduler=None,
                    show_progress: bool | None = None) -> np.ndarray:
-    """float64 (n_trials,) scores of one stream in chunks of ``chunk`` releases, chunk j from ``rng.spawn`` child j:
-    identical whatever the ``scheduler`` (None or a ``dask.distributed.Client``, chunks as ``Client.map`` tasks).
-    Other arguments as ``blackbox.implementation_scores``.
-    Raises ValueError as ``check_release_output``; implementation errors propagate."""
+    """float64 (n_trials,) scores of one stream in chunks of ``chunk`` releases (module docstring), as
+    ``blackbox.implementation_scores``; on a ``scheduler`` the chunks are ``Client.map`` tasks."""
     if int(chunk) != chunk or chunk < 1:
         raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
     records, owner, n = population(design, split, hypothesis, stat.n_users)
@@ -271,8 +269,8 @@ def _adapter_message(adapter, fn, exc: Exception) -> str:
 
 def pilot_seconds(release, design, mechanism: MechanismConfig, stat, *, releases: int = 64,
                   use_batch: bool | None = None) -> float:
-    """Seconds per release of ``release`` on ``design``, measured on ``releases`` releases of the test split under H1
-    (one chunk: ``release_batch`` when offered and ``use_batch`` is not False, else one call per release)."""
+    """Seconds per release of ``release`` on ``design``, measured on one chunk of ``releases`` H1 releases of the test
+    split (×32 through ``release_batch``)."""
     batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
     n = int(releases) * (32 if batched else 1)  # a batch's fixed cost is amortised over its releases
     t0 = time.perf_counter()

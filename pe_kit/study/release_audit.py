@@ -39,8 +39,8 @@ def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
 
 
 def _check_battery_arguments(variant, seed, design_options, axes) -> None:
-    """Refuse an unknown variant, axis or ``design_options`` key and a seed numpy cannot take, before any world is
-    built (ValueError naming the argument, the value and the fix)."""
+    """ValueError (naming the argument, the value and the fix) on an unknown variant, axis or ``design_options`` key or
+    a seed numpy cannot take."""
     from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
     from pe_kit.study.world import make_design
 
@@ -132,17 +132,15 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
 
     ``release``: a ``PERelease`` (a function ``(bank, records, owner, n_users, config, rng) -> float (p,)``, a
     ``ReleasePipeline`` or a ``HistogramAdapter``); ``world_or_data``: a corpus path, None (bundled Blogs sample) or
-    a built ``World``; ``variant``: the Table-1 canary (``nonce`` by default); ``mechanism``: the claimed settings
-    (default paper values); ``trials``: per hypothesis per split (20,000), or ``"auto"``: the fewest whose reach
-    (``audit.plan``) is ≥ ``target`` (default ε_theory), printed with a time estimate; ``alpha``: family-wise level;
-    ``delta``: δ (10⁻³); ``looks``: early stop, each design in L looks at γ/L; ``study``, ``design_options``:
-    ``StudyConfig`` / ``make_design`` keywords; ``axes``, ``large_bank``: the battery; ``scheduler``: a
-    ``dask.distributed.Client``; ``designs``: a precomputed ``(designs, check)``; ``options``: further
-    ``audit_implementation`` keywords.
+    a built ``World``; ``variant``: the Table-1 canary; ``mechanism``: the claimed settings (default paper values);
+    ``trials``: per hypothesis per split, or ``"auto"``: the fewest whose reach (``audit.plan``) is ≥ ``target``
+    (default ε_theory), printed with a time estimate; ``looks``: early stop, each design in L looks at γ/L;
+    ``study``, ``design_options``: ``StudyConfig`` / ``make_design`` keywords; ``axes``, ``large_bank``: the
+    battery; ``scheduler``: a ``dask.distributed.Client``; ``designs``: a precomputed ``(designs, check)``;
+    ``options``: further ``audit_implementation`` keywords.
 
-    Arguments and one dry call (``audit.release_runner.dry_call``) are checked before the world is built; the budget's reach is
-    printed (warning when it cannot flag a violation) before the first release. Returns
-    ``audit.battery.BatteryAudit`` (``.outcome()`` is the ``Audit`` of its worst design).
+    Arguments and the release (``_check_release``) are checked before the world is built; the budget's reach is
+    printed before the first release. Returns ``audit.battery.BatteryAudit`` (``.outcome()``: its worst design).
 
     Raises TypeError for swapped or mistyped arguments, a class for an instance or an unknown keyword (naming the
     one meant); ValueError for bad settings, variant or study key, a release returning None / a wrong shape / NaN,
