@@ -183,22 +183,19 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
     bar = progress(total=int(n_trials), desc=f"{name} {split} H{hypothesis}", unit="release") if show else None
     with bar if bar is not None else contextlib.nullcontext():
         if scheduler is None:
-            parts = []
-            for g, t in zip(gens, sizes):
-                parts.append(_chunk(job, g, t))
-                if bar is not None:
-                    bar.update(t)
-            return np.concatenate(parts)
-        from distributed import as_completed
+            done = ((i, _chunk(job, g, t)) for i, (g, t) in enumerate(zip(gens, sizes)))
+        else:
+            from distributed import as_completed
 
-        [shared] = scheduler.scatter([job], broadcast=True, hash=False)
-        futures = scheduler.map(_chunk, [shared] * len(sizes), gens, sizes, pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
+            [shared] = scheduler.scatter([job], broadcast=True, hash=False)
+            futures = scheduler.map(_chunk, [shared] * len(sizes), gens, sizes, pure=False)
+            index = {f.key: i for i, f in enumerate(futures)}
+            done = ((index[f.key], f.result()) for f in as_completed(futures))
         parts = [None] * len(sizes)
-        for fut in as_completed(futures):
-            parts[index[fut.key]] = fut.result()
+        for i, part in done:
+            parts[i] = part
             if bar is not None:
-                bar.update(sizes[index[fut.key]])
+                bar.update(sizes[i])
         return np.concatenate(parts)
 
 

@@ -193,8 +193,6 @@ class ReleasePipeline:
 class ReferenceRelease(ReleasePipeline):
     """The kit's mechanism (``pe.mechanism``, Eq. 1) behind the release protocol; the audit's control."""
 
-    name = "reference"
-
 
 def reference_release(bank, records, owner, n_users: int, config: MechanismConfig,
                       rng: np.random.Generator) -> np.ndarray:
