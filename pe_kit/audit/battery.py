@@ -103,17 +103,6 @@ def design_claim(design, mechanism: MechanismConfig, delta: float) -> tuple[Mech
     return dataclasses.replace(mechanism, **claim), delta
 
 
-def _checks(release, check, mechanism: MechanismConfig, seeds, *, gamma: float, repeat_calls: int,
-            check_calls: int, scheduler, show_progress) -> dict:
-    """The seed, repeat (seeds[-1]), batch-vs-call (seeds[-2]) and two-stage checks on the check design."""
-    checks = seed_check(release, check, mechanism)
-    checks.update(repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma, seed=seeds[-1]))
-    checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
-                                   gamma=gamma, seed=seeds[-2], scheduler=scheduler, show_progress=show_progress))
-    checks.update(stage_check(release, check, mechanism))
-    return checks
-
-
 def _check_reasons(checks: dict, gamma: float, repeat_calls: int) -> list[str]:
     """What the failed implementation checks say (a ``BatteryAudit``'s reasons after the designs')."""
     reasons = []
@@ -178,8 +167,12 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     stats = list(stats) if stats is not None else [spec_statistic(d, m) for d, (m, _) in zip(designs, claims)]
     seeds = seed_sequence(seed).spawn(len(designs) + 2)
     check = check if check is not None else min(designs, key=lambda d: (len(d.test), len(d.canary)))
-    checks = _checks(release, check, mechanism, seeds, gamma=gamma, repeat_calls=repeat_calls,
-                     check_calls=check_calls, scheduler=scheduler, show_progress=options.get("show_progress"))
+    checks = {**seed_check(release, check, mechanism),
+              **repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma, seed=seeds[-1]),
+              **batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
+                                 gamma=gamma, seed=seeds[-2], scheduler=scheduler,
+                                 show_progress=options.get("show_progress")),
+              **stage_check(release, check, mechanism)}
     rows, reasons = [], []
     verdict = partial(_battery_audit, name, mechanism, delta, stats[0], alpha, gamma, trials, checks, reach, t0)
     bar = progress(total=4 * int(trials) * len(designs), desc=name, unit="release") if show else None
