@@ -71,11 +71,7 @@ class FixedSizeSample(ReleasePipeline):
     def participation(self, n_users, config, rng, n_releases):
         m = max(1, int(round(config.sample_rate * n_users)))
         keys = rng.random((n_releases, n_users))
-        chosen = np.argpartition(keys, m - 1, axis=1)[:, :m] if m < n_users else np.tile(np.arange(n_users),
-                                                                                         (n_releases, 1))
-        mask = np.zeros((n_releases, n_users), dtype=bool)
-        np.put_along_axis(mask, chosen, True, axis=1)
-        return mask
+        return keys <= np.partition(keys, m - 1, axis=1)[:, m - 1:m]  # the users of the m smallest keys
 
     def breaks_guarantee(self, config, n_users):
         m = max(1, int(round(config.sample_rate * n_users)))
