@@ -1,7 +1,5 @@
-"""Canary designs for black-box implementation audits: geometric constructions in the embedding space.
+"""Canary designs for black-box implementation audits, built geometrically in the embedding space.
 
-A design is what the auditor controls (``audit.blackbox.audit_implementation`` reads it duck-typed): the bank,
-the probe coordinates P, and the records of the canary and of the aux / calibration / test users.
 ``concentrated``: the canary's records sit on a tight cluster of exactly k probes, far from everyone else, so
 μ_eff = 1/σ under the specification (Eq. 20) and 1/(σC√k) without clipping. ``displacement`` (for
 ``pe.mutants.FixedSizeSample``): calibration and test users vote on a second cluster B (c ⊥ v, ‖c‖ = C), aux
@@ -19,10 +17,9 @@ __all__ = ["ImplementationDesign", "concentrated_design", "displacement_design",
 
 @dataclass(frozen=True)
 class ImplementationDesign:
-    """A frozen black-box audit design: ``bank`` (p, d), probe ``coords`` P, the ``canary``'s records and one
-    (n_u, d) array per user of ``aux``, ``calibration``, ``test``; ``canary_position``: its row under H1
-    (``"last"``, ``"first"`` or an int in [0, N], ``audit.release_runner.canary_index``).
-    """
+    """What the auditor controls: ``bank`` (p, d), probe ``coords`` P, the ``canary``'s records and one (n_u, d)
+    array per user of ``aux``, ``calibration``, ``test``; ``canary_position``: its row under H1
+    (``audit.release_runner.canary_index``)."""
 
     name: str
     bank: np.ndarray
@@ -81,12 +78,9 @@ def _centre(rng, dim: int, radius: float) -> np.ndarray:
 def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
                         n_aux: int = 50, n_calibration: int | None = None, n_test: int = 50, records: int = 4,
                         canary_records: int = 8) -> ImplementationDesign:
-    """The ``concentrated`` design: k probes, all canary votes on them, nobody else there (|P| = k).
-
-    ``rng`` is the only randomness; ``records`` per background user, ``canary_records`` the canary's m; calibration
-    and test are distinct users of equal size (n_calibration None: n_test). Raises ValueError on a size < 1,
-    n_calibration ≠ n_test, or a bank too small for the cluster.
-    """
+    """The ``concentrated`` design (|P| = k); ``records`` per background user, ``canary_records`` the canary's m;
+    n_calibration None: n_test. Raises ValueError on a size < 1, n_calibration ≠ n_test, or a bank too small for
+    the cluster."""
     info = _info("concentrated", top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
                  n_test=n_test, records=records, canary_records=canary_records)
     bank, probes, background = _background(rng, dim, bank_size, top_k)
@@ -102,8 +96,7 @@ def concentrated_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 
 def displacement_design(rng: np.random.Generator, *, top_k: int = 5, dim: int = 16, bank_size: int = 128,
                         n_aux: int = 50, n_calibration: int | None = None, n_test: int = 100, records: int = 4,
                         canary_records: int = 8) -> ImplementationDesign:
-    """The ``displacement`` design for fixed-size sampling; P = A ∪ B, |P| = 2k.
-    As ``concentrated_design``; ``records`` must be even (aux users put half on each cluster)."""
+    """The ``displacement`` design (P = A ∪ B, |P| = 2k), as ``concentrated_design``; ``records`` must be even."""
     info = _info("displacement", top_k=top_k, dim=dim, bank_size=bank_size, n_aux=n_aux, n_calibration=n_calibration,
                  n_test=n_test, records=records, canary_records=canary_records)
     n_calibration = info["n_calibration"]

@@ -1,7 +1,5 @@
-"""A design battery: variants of one black-box design that vary what an implementation may treat specially.
-
-One design sees a bug only where its canary sits (a canary always last never meets "the first user always
-participates"). The battery varies one axis at a time around the base design:
+"""A design battery: variants of one black-box design, one axis at a time, that vary what an implementation may
+treat specially (one design sees a bug only where its canary sits):
 
 * ``position``: the canary's user row under H1: ``first``, ``last`` (the base) or a seeded ``random`` row;
 * ``records``: ``1`` (its record with the most top-k votes on P), the population's ``median`` (records repeated
@@ -10,14 +8,12 @@ participates"). The battery varies one axis at a time around the base design:
 * ``population``: the first N calibration and test users each, down to 1, or up to ``x4`` = 4N repeated
   cyclically (``pe.mutants`` ``NoiseShrinksWithUsers``);
 * ``bank``: padded to ``large_bank`` entries nobody routes to, probes moved to its tail (``with_large_bank``);
-* ``sensitivity``: the 1-record canary at q = 1, δ = 0.1 (``SENSITIVITY_CLAIM``, ``with_sensitivity_claim``),
-  for bugs in the sensitivity (``pe.mutants`` ``ClipAtTwiceC``): a record's h̄ has norm 1/√k, the largest
-  possible (Eq. 1), so clipping at 2C doubles it when 1/√k ≥ 2C; at the claimed q the subsampling hides it,
-  while at q = 1, δ = 0.1, σ = 1, 2,000 trials expect ε_lower 2.58 from the bug against ε_theory 1.17.
+* ``sensitivity``: the 1-record canary at q = 1, δ = 0.1 (``SENSITIVITY_CLAIM``), for bugs in the sensitivity
+  (``pe.mutants`` ``ClipAtTwiceC``): a record's h̄ has norm 1/√k, the largest possible (Eq. 1), so clipping at 2C
+  doubles it when 1/√k ≥ 2C, which the claimed q's subsampling hides.
 
-Each variant is an ``attack.bug_canaries.ImplementationDesign`` whose statistic the audit recomputes under the
-specification (Eqs. 14, 31–35), so each audit is a valid test of the same claim (ε_theory, δ) (``sensitivity``:
-at its ``info["claim"]``); ``audit.battery.audit_battery`` splits α over them.
+The audit recomputes each variant's statistic under the specification (Eqs. 14, 31–35), so each is a valid test of
+the same claim (``sensitivity``: of its ``info["claim"]``).
 """
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ __all__ = ["battery_designs", "check_design", "with_canary_records", "with_popul
 
 #: the paper's p: probes moved past 4,096 (a common power of two in buggy code) on a bank of 8,192
 LARGE_BANK = 8192
-#: the settings the ``sensitivity`` design is audited at (module docstring; ``audit.battery.design_claim``)
+#: the settings the ``sensitivity`` design is audited at (``audit.battery.design_claim``)
 SENSITIVITY_CLAIM = {"sample_rate": 1.0, "delta": 0.1}
 #: the default axes (one variant per value, the base excluded): position, records, population, bank, sensitivity
 DEFAULT_AXES = {"position": ("first", "random"), "records": (1, "median", "cap"), "population": (1, "x4"),
@@ -72,8 +68,8 @@ def with_canary_records(design, n_records, mechanism: MechanismConfig) -> Implem
 
 
 def with_population(design, n_users) -> ImplementationDesign:
-    """The design with ``n_users`` calibration and test users (``population`` axis), repeated cyclically beyond N;
-    ``"x<f>"`` is f·N. Raises ValueError unless an integer ≥ 1 or ``"x<f>"`` with an integer f ≥ 1."""
+    """The design with ``n_users`` calibration and test users, repeated cyclically beyond N; ``"x<f>"`` is f·N.
+    Raises ValueError unless an integer ≥ 1 or ``"x<f>"`` with an integer f ≥ 1."""
     n = min(len(design.test), len(design.calibration))
     label = n_users
     if isinstance(n_users, str) and n_users[:1] == "x" and n_users[1:].isdigit():
@@ -88,9 +84,8 @@ def with_population(design, n_users) -> ImplementationDesign:
 
 
 def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
-    """The design on a bank of ``max(size, p)`` entries with the probes at its tail (``bank`` axis); padding rows lie
-    at 10·R + 10 along base directions (R: the largest norm), so no record routes to them.
-    Raises ValueError on size < |P| + 1."""
+    """The design on a bank of ``max(size, p)`` entries with the probes at its tail; padding rows lie at 10·R + 10
+    along base directions (R: the largest norm), so no record routes to them. Raises ValueError on size < |P| + 1."""
     bank = np.asarray(design.bank, dtype=np.float32)
     coords = np.asarray(design.coords, dtype=np.int64)
     size = max(int(size), bank.shape[0])
@@ -108,8 +103,7 @@ def with_large_bank(design, size: int = LARGE_BANK) -> ImplementationDesign:
 
 
 def with_sensitivity_claim(design, mechanism: MechanismConfig) -> ImplementationDesign:
-    """The 1-record canary (``with_canary_records``) audited at ``SENSITIVITY_CLAIM`` (q = 1, δ = 0.1)
-    (``sensitivity`` axis): ``info["claim"]`` holds the settings ``audit.battery.audit_battery`` audits it at."""
+    """The 1-record canary audited at ``SENSITIVITY_CLAIM`` (in ``info["claim"]``)."""
     d = _renamed(design, "sensitivity", "q=1", canary=with_canary_records(design, 1, mechanism).canary)
     return dataclasses.replace(d, info={**d.info, "claim": dict(SENSITIVITY_CLAIM)})
 
@@ -152,8 +146,7 @@ def battery_designs(design, mechanism: MechanismConfig, rng: np.random.Generator
 
 
 def check_design(design, mechanism: MechanismConfig) -> ImplementationDesign:
-    """The design of the per-call checks: one canary record, one other user (cheap releases, and the canary's
-    clipping binds hardest: a single record's normalised votes have norm 1/√k, ``pe.mutants`` F3), on the
-    ``LARGE_BANK`` bank (coordinates past 4,096 for the repeat check)."""
+    """The design of the implementation checks: one canary record (its clipping binds hardest), one other user, on the
+    ``LARGE_BANK`` bank."""
     return dataclasses.replace(with_large_bank(with_population(with_canary_records(design, 1, mechanism), 1)),
                                name=f"{design.name}|check")

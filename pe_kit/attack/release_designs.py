@@ -1,7 +1,6 @@
-"""Real-text black-box designs: a study ``World`` and a frozen Table-1 ``ProbeDesign`` (App. B) → the design
-``audit.blackbox.audit_implementation`` takes: the bank with the probes at their positions (Alg. A.1 line 11),
-P = the probe positions (``ordinary``: the canary's natural top-k support), the canary's record embeddings and
-each split's users. Both arguments are duck-typed, so nothing above ``attack`` is imported.
+"""Real-text black-box designs: a study ``World`` and a frozen Table-1 ``ProbeDesign`` (App. B) → the bank with the
+probes at their positions (Alg. A.1 line 11), P = the probe positions (``ordinary``: the canary's natural top-k
+support), the canary's record embeddings and each split's users. Both arguments are duck-typed.
 """
 from __future__ import annotations
 
@@ -30,10 +29,9 @@ def world_users(world, split: str) -> list:
 
 def release_design(world, design, mechanism: MechanismConfig | None = None, *,
                    name: str | None = None) -> ImplementationDesign:
-    """The black-box ``ImplementationDesign`` of one study canary (module docstring); ``mechanism`` gives k for
-    ``ordinary``; ``name`` defaults to ``"<variant>:<canary_id>"``. Raises ValueError on probes and positions of
-    different lengths, positions outside the bank, embeddings of another dimension, or calibration and test splits of
-    different sizes."""
+    """The black-box ``ImplementationDesign`` of one study canary; ``mechanism`` gives k for ``ordinary``; ``name``
+    defaults to ``"<variant>:<canary_id>"``. Raises ValueError on probes and positions of different lengths,
+    positions outside the bank, embeddings of another dimension, or calibration and test splits of different sizes."""
     mechanism = mechanism or MechanismConfig()
     bank = np.array(world.bank, dtype=np.float32, copy=True)
     canary = np.asarray(design.canary_embeddings, dtype=np.float32)

@@ -1,10 +1,7 @@
-"""Audit one implementation on a battery of designs, with checks of the implementation itself, at family-wise α.
-
-Each of the n design audits (``blackbox.audit_implementation``) flags at level 4γ (Eq. 28), the repeat check
-and the batch-vs-call check (when both forms exist) at γ: Bonferroni γ = α / (4n + n_checks) (``battery_gamma``).
-A design's ``info["claim"]`` settings are audited at them. The seed and two-stage checks cannot fire for a
-correct implementation and spend no α. With ``looks`` = L each audit's bounds are at γ/L, so α is unchanged.
-Source: §2.1 Steps 2–5 and Eq. 28.
+"""Audit one implementation on a battery of designs, with checks of the implementation itself, at family-wise α
+(§2.1 Steps 2–5): each of the n design audits flags at level 4γ (Eq. 28), the repeat and batch-vs-call checks at γ,
+so γ = α / (4n + n_checks) (``battery_gamma``); the seed and two-stage checks cannot fire for a correct
+implementation and spend no α. A design's ``info["claim"]`` settings are audited at them.
 """
 from __future__ import annotations
 
@@ -30,19 +27,16 @@ from pe_kit.progress import progress
 
 __all__ = ["BatteryAudit", "audit_battery", "battery_gamma", "design_claim", "BATTERY_TRIALS"]
 
-#: trials per hypothesis per split of each battery audit by default (the bugs one design misses are flagged there)
+#: trials per hypothesis per split of each battery audit by default
 BATTERY_TRIALS = 20_000
 
 
 @dataclass(frozen=True)
 class BatteryAudit:
-    """The battery's verdict on one implementation: per-design ``Audit`` s at family-wise α plus the checks.
-
-    ``implementation`` (name), ``flagged`` (any row flagged or check failed), ``reasons``; ``epsilon_lower`` (the
-    largest of the designs audited at the claim), ``epsilon_theory`` (the claimed ε), ``mu_eff`` (the base design's);
-    ``alpha``, ``gamma`` (``battery_gamma``), ``delta``, ``trials`` (per audit); ``checks`` (``seed_*``, ``repeat_*``,
-    ``batch_call_*``); ``audits`` (``info`` with ``axis``, ``setting``, sizes, mechanism) and their ``rows``;
-    ``seconds``; ``reach`` (``audit.plan.Reach`` at γ)."""
+    """The battery's verdict on one implementation: ``flagged`` (any design flagged or check failed) and its
+    ``reasons``; ``epsilon_lower`` (the largest of the designs audited at the claim), ``mu_eff`` (the base design's);
+    ``checks`` (``seed_*``, ``repeat_*``, ``batch_call_*``, ``stage_*``); the per-design ``audits`` (``info`` with
+    ``axis``, ``setting``, sizes, mechanism); ``reach`` (``audit.plan.Reach`` at γ)."""
 
     implementation: str
     flagged: bool
@@ -70,9 +64,8 @@ class BatteryAudit:
         return any(a.violation for a in self.audits)
 
     def outcome(self) -> Audit:
-        """The audit of the design with the largest ε_lower among those audited at the claim (``info["at_claim"]``)
-        — or, when only a design at its own claim is flagged, of that design — with ``battery_flagged`` and
-        ``battery_reasons`` added."""
+        """The audit of the design with the largest ε_lower among those audited at the claim (or, when only a design
+        at its own claim is flagged, of that design), with ``battery_flagged`` and ``battery_reasons`` added."""
         at_claim = [a for a in self.audits if a.info.get("at_claim", True)]
         flagged_off = [a for a in self.audits if a.violation and not a.info.get("at_claim", True)]
         pool = flagged_off if flagged_off and not any(a.violation for a in at_claim) else at_claim
@@ -88,8 +81,8 @@ class BatteryAudit:
 
 
 def battery_gamma(alpha: float, designs, release) -> float:
-    """γ = α / (4·n + n_checks) for n designs; n_checks is 1, plus 1 when ``release`` has ``release_batch``.
-    Raises ValueError on α outside (0, 1) or fewer than one design."""
+    """γ = α / (4·n + n_checks) for n designs (or ``designs`` an int); n_checks is 1, plus 1 when ``release`` has
+    ``release_batch``. Raises ValueError on α outside (0, 1) or fewer than one design."""
     n = designs if isinstance(designs, (int, np.integer)) else len(designs)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must lie in (0, 1)")
@@ -108,17 +101,6 @@ def design_claim(design, mechanism: MechanismConfig, delta: float) -> tuple[Mech
         raise ValueError(f"design {design.name!r} claims {sorted(set(claim) - fields)}, which are no MechanismConfig "
                          f"fields; use delta or {', '.join(sorted(fields))}")
     return dataclasses.replace(mechanism, **claim), delta
-
-
-def _checks(release, check, mechanism: MechanismConfig, seeds, *, gamma: float, repeat_calls: int,
-            check_calls: int, scheduler, show_progress) -> dict:
-    """The seed, repeat (seeds[-1]), batch-vs-call (seeds[-2]) and two-stage checks on the check design."""
-    checks = seed_check(release, check, mechanism)
-    checks.update(repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma, seed=seeds[-1]))
-    checks.update(batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
-                                   gamma=gamma, seed=seeds[-2], scheduler=scheduler, show_progress=show_progress))
-    checks.update(stage_check(release, check, mechanism))
-    return checks
 
 
 def _check_reasons(checks: dict, gamma: float, repeat_calls: int) -> list[str]:
@@ -143,7 +125,7 @@ def _check_reasons(checks: dict, gamma: float, repeat_calls: int) -> list[str]:
 
 
 def _design_row(a: Audit, design, mech: MechanismConfig, at_claim: bool, alpha: float, checks: dict) -> Audit:
-    """``a`` with the design's axis, setting, sizes, α, ``at_claim``, the mechanism (``mech_*``) and the checks."""
+    """``a`` with the design's axis, setting, sizes, α, ``at_claim``, mechanism (``mech_*``) and the checks."""
     info = dict(getattr(design, "info", {}) or {})
     return replace(a, info={**a.info, "axis": info.get("axis", "base"), "setting": info.get("setting", "base"),
                             "n_users": len(design.test), "canary_records": len(design.canary),
@@ -165,14 +147,12 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
                   **options) -> BatteryAudit:
     """Audit ``release`` on every design (base first) and run the implementation checks (module docstring).
 
-    ``seed``: design i's audit uses spawn child i, the checks children n, n + 1; ``looks``: L looks with early stop
-    per design, bounds at γ/L; ``check``: the checks' design (default: the smallest population), with
-    ``check_calls`` / ``repeat_calls`` releases; ``stats``: precomputed ``spec_statistic`` per design; ``scheduler``:
-    a ``dask.distributed.Client`` or None; ``options``: further ``audit_implementation`` keywords (``announce=False``
-    skips printing the reach). Returns ``BatteryAudit``.
+    ``seed``: design i's audit uses spawn child i, the checks children n, n + 1; ``check``: the checks' design
+    (default: the smallest population), with ``check_calls`` / ``repeat_calls`` releases; ``stats``: precomputed
+    ``spec_statistic`` per design; ``options``: further ``audit_implementation`` keywords. Returns ``BatteryAudit``.
 
-    Raises TypeError / ValueError as ``audit_implementation``, ValueError on an empty battery; an error of the
-    release on design i propagates naming the design, with the finished designs as ``exc.partial`` (or None)."""
+    Raises as ``audit_implementation``, ValueError on an empty battery; an error of the release on design i
+    propagates naming the design, with the finished designs as ``exc.partial`` (or None)."""
     if len(designs) == 0:
         raise ValueError("designs is empty: pass attack.design_battery.battery_designs(...)")
     check_audit_arguments(release, designs[0], mechanism)
@@ -187,8 +167,12 @@ def audit_battery(release, designs: Sequence, mechanism: MechanismConfig, *, tri
     stats = list(stats) if stats is not None else [spec_statistic(d, m) for d, (m, _) in zip(designs, claims)]
     seeds = seed_sequence(seed).spawn(len(designs) + 2)
     check = check if check is not None else min(designs, key=lambda d: (len(d.test), len(d.canary)))
-    checks = _checks(release, check, mechanism, seeds, gamma=gamma, repeat_calls=repeat_calls,
-                     check_calls=check_calls, scheduler=scheduler, show_progress=options.get("show_progress"))
+    checks = {**seed_check(release, check, mechanism),
+              **repeat_check(release, check, mechanism, n_releases=repeat_calls, gamma=gamma, seed=seeds[-1]),
+              **batch_call_check(release, check, mechanism, spec_statistic(check, mechanism), n_call=check_calls,
+                                 gamma=gamma, seed=seeds[-2], scheduler=scheduler,
+                                 show_progress=options.get("show_progress")),
+              **stage_check(release, check, mechanism)}
     rows, reasons = [], []
     verdict = partial(_battery_audit, name, mechanism, delta, stats[0], alpha, gamma, trials, checks, reach, t0)
     bar = progress(total=4 * int(trials) * len(designs), desc=name, unit="release") if show else None

@@ -1,14 +1,11 @@
-"""Black-box audits of a PE release implementation (not of the specification): §2.1 Steps 2–5 (Eqs. 2–5, 14–15,
-22, 28–35) with the trials run through a given release function (``pe.release_protocol``). The auditor controls
-the bank, the users (the canary at ``design.canary_position`` under H1, default last) and the seeds.
+"""Black-box audits of a PE release implementation: §2.1 Steps 2–5 (Eqs. 2–5, 14–15, 22, 28–35) with the trials
+run through a given release function (``pe.release_protocol``); the auditor controls the bank, the users (the canary
+at ``design.canary_position`` under H1, default last) and the seeds.
 
-The statistic uses weights from aux users under the specification (Eqs. 31–35: m̂0, Σ̂_P for N = n_test,
-w = Σ̂⁻¹v) and ℓ = wᵀ(Y_P − m̂0 − v/2) (Eq. 14); a threshold calibrated on calibration trials, ε_lower (Eq. 28)
-bounded on fresh test trials at γ. ``violation = ε_lower > ε_theory`` is a level-4γ test; ``_audit_suite`` sets
-γ = α/(4·n_audits) (Bonferroni).
-
-Early stop (``looks`` = L > 1): L looks of T/2^(L−1), …, T/2, T trials (``look_sizes``), each bounded at γ/L,
-stopping at the first with ε_lower > ε_theory; the flag keeps level 4γ (Bonferroni over the looks).
+Weights come from aux users under the specification (Eqs. 31–35), ℓ = wᵀ(Y_P − m̂0 − v/2) (Eq. 14); a threshold
+calibrated on calibration trials, ε_lower (Eq. 28) bounded on fresh test trials at γ. ``violation = ε_lower >
+ε_theory`` is a level-4γ test. With ``looks`` = L > 1 the audit stops at the first of L looks (``look_sizes``) with
+ε_lower > ε_theory, each bounded at γ/L (Bonferroni over the looks).
 """
 from __future__ import annotations
 
@@ -38,8 +35,8 @@ __all__ = ["SpecStatistic", "spec_statistic", "implementation_scores", "audit_im
 #: the per-hypothesis trial budget of one black-box audit (≤ 10⁵)
 MAX_TRIALS = 100_000
 
-#: δ of every black-box audit unless given (``study.implementation_audit.SUITE_DELTA``): the claim holds at every δ
-#: of its curve, and at 10⁻³ violations show within 10⁵ trials (at 10⁻⁵ it missed 3 of 5 it flags at 10⁻³)
+#: δ of every black-box audit unless given: the claim holds at every δ of its curve, and at 10⁻³ violations show
+#: within 10⁵ trials
 DEFAULT_DELTA = 1e-3
 
 _SPLITS = ("calibration", "test")
@@ -56,9 +53,8 @@ def _users(design, split: str) -> list:
 
 @dataclass(frozen=True)
 class SpecStatistic:
-    """The specification's LLR statistic of one design (Eqs. 14, 15, 31–35): ``coords`` (|P|,), ``canary`` v,
-    ``weights`` w = Σ̂⁻¹v, ``m0`` m̂0, ``mu_eff`` √(vᵀΣ̂⁻¹v), ``n_users`` N and ``populations`` (split → CSR (N, |P|)).
-    """
+    """The specification's LLR statistic of one design (Eqs. 14, 15, 31–35): ``coords`` P, ``canary`` v, ``weights``
+    w = Σ̂⁻¹v, ``m0`` m̂0, ``mu_eff`` √(vᵀΣ̂⁻¹v), ``n_users`` N, ``populations`` (split → CSR (N, |P|))."""
 
     coords: np.ndarray
     canary: np.ndarray
@@ -73,16 +69,16 @@ class SpecStatistic:
         return (np.asarray(y_p, dtype=np.float64) - self.m0 - self.canary / 2) @ self.weights
 
     def scalar_problems(self, mechanism: MechanismConfig) -> tuple[ScalarProblem, ScalarProblem]:
-        """(calibration, test) ``ScalarProblem`` of the specified mechanism on this design (for ``engine``)."""
+        """(calibration, test) ``ScalarProblem`` of the specified mechanism on this design."""
         return tuple(scalar_problem(self.weights, self.populations[s], self.canary, self.m0, mechanism.noise_std,
                                     mechanism.sample_rate) for s in _SPLITS)
 
 
 def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1,
                    ridge: float = 1e-9) -> SpecStatistic:
-    """The specification statistic of a design (Eqs. 14, 31–35) at the claimed ``mechanism``; ``shrinkage``, ``ridge``:
-    Eqs. 33 / 35. Raises ValueError on a malformed design, empty coordinates, a canary with no vote on P, σ = 0, or
-    calibration and test splits of different sizes (naming ``n_calibration`` / ``n_test``)."""
+    """The specification statistic of a design at the claimed ``mechanism``; ``shrinkage``, ``ridge``: Eqs. 33 / 35.
+    Raises ValueError on a malformed design, empty coordinates, a canary with no vote on P, σ = 0, or calibration and
+    test splits of different sizes."""
     if mechanism.noise_multiplier <= 0:
         raise ValueError("mechanism.noise_multiplier must be > 0: a black-box audit needs a finite ε_theory")
     bank = np.asarray(design.bank, dtype=np.float32)
@@ -110,10 +106,9 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
                           hypothesis: int, n_trials: int, rng: np.random.Generator, *, batch: int = 8192,
                           use_batch: bool | None = None, scheduler=None, call_chunk: int = CALL_CHUNK,
                           show_progress: bool | None = None) -> np.ndarray:
-    """float64 (n_trials,) scores of ``release`` on one split under H0 (canary absent) or H1 (canary eligible at
-    ``design.canary_position``): through ``release_batch`` (``batch`` per call) unless ``use_batch`` is False, else
-    one call per trial in chunks of ``call_chunk`` (``release_runner.release_scores``: same scores on ``scheduler``).
-    Raises ValueError on a bad split / hypothesis / n_trials, or a bad release output (``check_release_output``)."""
+    """float64 (n_trials,) scores of ``release`` on one split under H0 or H1: through ``release_batch`` (``batch`` per
+    call) unless ``use_batch`` is False, else one call per trial in chunks of ``call_chunk``
+    (``release_runner.release_scores``). Raises ValueError on a bad split / hypothesis / n_trials or release output."""
     if split not in _SPLITS or hypothesis not in (0, 1):
         raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
     if int(n_trials) != n_trials or n_trials < 1:
@@ -128,22 +123,17 @@ def audit_implementation(release, design, mechanism: MechanismConfig, *, trials:
                          shrinkage: float = 0.1, ridge: float = 1e-9, batch: int = 8192, use_batch: bool | None = None,
                          stat: SpecStatistic | None = None, return_scores: bool = False, scheduler=None,
                          call_chunk: int = CALL_CHUNK, show_progress: bool | None = None, announce: bool = True):
-    """Audit a PE release implementation through its own function (module docstring; §2.1 Steps 2–5).
+    """Audit a PE release implementation through its own function (module docstring).
 
-    ``release``: a ``PERelease`` (optionally with ``release_batch``); ``design``: as ``spec_statistic``;
-    ``mechanism``: the claimed settings (ε_theory at ``delta``, default 10⁻³); ``trials``: per hypothesis per split;
-    ``seed``: its four spawns are calibration H0, H1, test H0, H1; ``looks``: L ≥ 1, each bound at γ/L; ``stat``: a
-    precomputed ``spec_statistic``; ``return_scores``: also return {(split, hypothesis): scores}; ``scheduler``:
-    None or a ``dask.distributed.Client`` (same scores as serial); ``announce``: print the budget's reach and warn
-    when it cannot flag a violation (``audit.plan.announce_reach``).
+    ``release``: a ``PERelease`` (optionally with ``release_batch``); ``mechanism``: the claimed settings (ε_theory
+    at ``delta``); ``trials``: per hypothesis per split; ``seed``: its four spawns are calibration H0, H1, test H0,
+    H1; ``stat``: a precomputed ``spec_statistic``; ``return_scores``: also return {(split, hypothesis): scores};
+    ``scheduler``: None or a ``dask.distributed.Client`` (same scores as serial); ``announce``: print the budget's
+    reach (``audit.plan.announce_reach``).
 
-    Returns the ``Audit`` of the last look's test trials; ``info``: ``implementation``, ``design``,
-    ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff), ``tightness``, ``violation`` (ε_lower > ε_theory),
-    ``expected_violation``, ``threshold_mix``, ``trials``, ``looks``, ``looks_run``, ``releases``, ``gamma`` (γ/L),
-    ``delta``, ``batched``, ``seconds``, the FPR shift check (a warning, not a flag), the reach and ``flagged``.
-
-    Raises TypeError on swapped or mistyped arguments (``release_runner.check_audit_arguments``); ValueError on bad
-    γ, δ, trials, looks or design, or a release returning None / another shape / NaN."""
+    Returns the ``Audit`` of the last look's test trials, its ``info`` with the columns of ``_row_info``.
+    Raises TypeError on swapped or mistyped arguments; ValueError on bad γ, δ, trials, looks or design, or a release
+    returning None / another shape / NaN."""
     check_audit_arguments(release, design, mechanism)
     if not 0 < gamma < 1:
         raise ValueError(f"gamma={gamma} must lie in (0, 1) (α / (4·n_audits))")
@@ -189,7 +179,8 @@ def look_sizes(trials: int, looks: int = 1) -> list[int]:
 
 def _row_info(release, design, mechanism: MechanismConfig, stat: SpecStatistic, cal, tst, eps_theory: float, *,
               trials: int, looks: int, run: int, delta: float, batched: bool, seconds: float, reach) -> dict:
-    """The black-box columns of ``audit_implementation``'s row (its docstring), in row order."""
+    """The black-box columns of an audit's row: ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff), ``tightness``,
+    ``violation``, ``expected_violation``, ``gamma`` (γ/L), the FPR shift check (a warning, not a flag), the reach."""
     ceiling = epsilon_ceiling(stat.mu_eff, mechanism.sample_rate, delta)
     expected = getattr(release, "breaks_guarantee", None)
     name = implementation_name(release)
@@ -212,8 +203,8 @@ def _row_info(release, design, mechanism: MechanismConfig, stat: SpecStatistic, 
 
 def _audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: int = MAX_TRIALS, alpha: float = 0.05,
                 delta: float = DEFAULT_DELTA, seed=0, **options) -> list[Audit]:
-    """Audit (release, design) ``cases`` at family-wise α (γ = α/(4·len(cases))), case i seeded by spawn child i;
-    returns one ``Audit`` per case. Raises ValueError on an empty suite or α outside (0, 1)."""
+    """Audit (release, design) ``cases`` at family-wise α (γ = α/(4·len(cases))), case i seeded by spawn child i.
+    Raises ValueError on an empty suite or α outside (0, 1)."""
     if len(cases) == 0:
         raise ValueError("cases is empty: give (release, design) pairs")
     if not 0 < alpha < 1:
@@ -230,9 +221,8 @@ def _audit_suite(cases: Sequence[tuple], mechanism: MechanismConfig, *, trials: 
 def trials_needed(release, design, mechanism: MechanismConfig, *, ladder: Sequence[int] = (1_000, 3_000, 10_000,
                   30_000, 100_000), gamma: float = 0.0025, delta: float = DEFAULT_DELTA, seed=0,
                   **options) -> tuple[int | None, list[Audit]]:
-    """The smallest budget of ``ladder`` at which ``release`` is flagged, each rung a fresh audit at γ/len(ladder)
-    (Bonferroni over rungs): (trials or None, the audits run). Raises ValueError on an empty or non-increasing ladder.
-    """
+    """(the smallest rung of ``ladder`` at which ``release`` is flagged or None, the audits run), each rung a fresh
+    audit at γ/len(ladder). Raises ValueError on an empty or non-increasing ladder."""
     ladder = [int(t) for t in ladder]
     if not ladder or any(b <= a for a, b in zip(ladder, ladder[1:])):
         raise ValueError(f"ladder={ladder} must be a non-empty increasing sequence of trial counts")

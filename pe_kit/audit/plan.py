@@ -34,8 +34,7 @@ def mu_eff_reachable(mechanism: MechanismConfig) -> float:
 
 @dataclass(frozen=True)
 class Reach:
-    """What an audit's budget can certify (module docstring): ``trials``, ``gamma``, ``delta``, ``epsilon_theory``,
-    ``reach``, ``mu_eff`` (``mu_eff_reachable``), ``reach_ceiling`` and ``clip_binds`` (1/√k > C)."""
+    """What an audit's budget can certify (module docstring); ``mu_eff``: ``mu_eff_reachable``."""
 
     trials: int
     gamma: float
@@ -52,7 +51,7 @@ class Reach:
         return self.reach > self.epsilon_theory
 
     def line(self) -> str:
-        """One line for the user: the reach beside ε_theory, and whether C binds."""
+        """The reach beside ε_theory, and whether C binds, in one line."""
         clip = ("C binds" if self.clip_binds else
                 "C never binds: no vote vector exceeds 1/√k < C, so the ceiling is below 1/σ")
         return (f"reach: {self.trials:,} trials per hypothesis (γ = {self.gamma:.3g}, δ = {self.delta:g}) certify at "
@@ -112,8 +111,7 @@ def auto_trials(mechanism: MechanismConfig, *, gamma: float, delta: float, targe
                 basis: str = "separable", max_trials: int = 100_000) -> int:
     """The smallest trials per hypothesis (≤ ``max_trials``) whose reach is ≥ ``target`` (default ε_theory at δ);
     ``basis``: ``"separable"`` (``Reach.reach``) or ``"ceiling"`` (``Reach.reach_ceiling``). Raises ValueError on an
-    unknown basis, a target that is not a finite ε > 0, or one out of reach (naming the reach, the trials that reach
-    it or that none up to 10⁹ do, and for ``ceiling`` the limit)."""
+    unknown basis, a target that is not a finite ε > 0, or one out of reach (naming the trials that would reach it)."""
     if basis not in ("separable", "ceiling"):
         raise ValueError(f"basis={basis!r} must be 'separable' or 'ceiling'")
     theory = epsilon_theory(mechanism.noise_multiplier, mechanism.sample_rate, delta)

@@ -1,5 +1,5 @@
-"""Checks of a black-box release implementation itself (not of its privacy): are its trials independent
-releases of one mechanism drawn from the auditor's generator (§2.1 Steps 3–4)?
+"""Checks of a black-box release implementation itself: are its trials independent releases of one mechanism drawn
+from the auditor's generator (§2.1 Steps 3–4)? Each runs the release on the design's test split.
 
 * ``seed_check``: the same seed gives the same release, two seeds two (deterministic; no α spent).
 * ``batch_call_check``: ``release_batch`` draws what ``release(...)`` draws on the probe coordinates: a
@@ -11,7 +11,6 @@ releases of one mechanism drawn from the auditor's generator (§2.1 Steps 3–4)
   flag (either < γ/4) has level γ.
 * ``stage_check`` (with ``snapshot`` and ``randomise``): the snapshot is deterministic and the staged releases
   equal the one-call ones seed for seed (deterministic; no α spent).
-Each check runs the release on the design's test split.
 """
 from __future__ import annotations
 
@@ -39,9 +38,8 @@ def _inputs(release, design, hypothesis: int) -> tuple:
 
 
 def seed_check(release, design, mechanism: MechanismConfig) -> dict:
-    """Same seed → same release, different seeds → different releases: three back-to-back H1 calls, seed 0 twice
-    and seed 1 once (also through ``release_batch`` when offered). Returns ``seed_same_release``,
-    ``seed_different_release`` and ``seed_flag`` (either fails).
+    """Three back-to-back H1 calls, seed 0 twice and seed 1 once (also through ``release_batch`` when offered).
+    Returns ``seed_same_release``, ``seed_different_release`` and ``seed_flag`` (either fails).
     Raises ValueError on a release of the wrong shape / None / NaN."""
     bank, records, owner, n, name = _inputs(release, design, 1)
     coords = np.asarray(design.coords, dtype=np.int64).ravel()
@@ -64,12 +62,9 @@ def seed_check(release, design, mechanism: MechanismConfig) -> dict:
 
 def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_call: int = 2_000, gamma: float = 0.0025,
                      seed=0, scheduler=None, show_progress: bool | None = None) -> dict:
-    """Does ``release_batch`` draw what ``release(...)`` draws? ``n_call`` (≥ 2) per-call and 10·``n_call`` batched
-    H1 scores compared by ``scipy.stats.ks_2samp`` at level ``gamma``.
-
+    """``n_call`` (≥ 2) per-call and 10·``n_call`` batched H1 scores compared at level ``gamma``.
     Returns ``batch_call_pvalue`` (NaN without ``release_batch``), ``batch_call_statistic`` (KS D),
-    ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2 or γ outside (0, 1); release
-    errors as in the audit."""
+    ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2 or γ outside (0, 1)."""
     if int(n_call) != n_call or n_call < 2:
         raise ValueError(f"n_call={n_call} must be an integer ≥ 2")
     if not 0 < gamma < 1:
@@ -94,10 +89,8 @@ def _same(a, b) -> bool:
 
 
 def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8) -> dict:
-    """Is the two-stage form the implementation (SnapAudit, Xia et al. 2025)? On H1 users the snapshot is computed
-    twice with NumPy's global RNG reseeded between (must be equal), then for seeds 0 … ``n_calls`` − 1 the one-call
-    release must equal ``randomise(snapshot, ...)`` exactly.
-
+    """On H1 users the snapshot twice with NumPy's global RNG reseeded between (must be equal), then for seeds
+    0 … ``n_calls`` − 1 the one-call release against ``randomise(snapshot, ...)`` (must be equal).
     Returns ``stage_deterministic``, ``stage_equal_calls``, ``stage_calls`` (0 when not ``staged``), ``stage_flag``.
     Raises ValueError on n_calls < 1, or a release of the wrong shape / None / NaN."""
     if int(n_calls) != n_calls or n_calls < 1:
@@ -126,10 +119,9 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
 
 def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int = 200, gamma: float = 0.0025,
                  seed=0) -> dict:
-    """Do releases repeat more often than their precision and support allow? ``n_releases`` (≥ 2) H0 releases read on J0
-    (module docstring). Returns ``repeat_largest`` (g), ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h),
-    ``repeat_pvalue`` (the smaller bound; NaN when J0 is empty), ``repeat_flag`` (p < γ/4), ``repeat_n``. Raises
-    ValueError on n_releases < 2 or γ outside (0, 1); release errors as ``check_release_output``."""
+    """``n_releases`` (≥ 2) H0 releases read on J0 (module docstring). Returns ``repeat_largest`` (g),
+    ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h), ``repeat_pvalue`` (the smaller bound; NaN when J0 is
+    empty), ``repeat_flag`` (p < γ/4), ``repeat_n``. Raises ValueError on n_releases < 2 or γ outside (0, 1)."""
     if int(n_releases) != n_releases or n_releases < 2:
         raise ValueError(f"n_releases={n_releases} must be an integer ≥ 2")
     if not 0 < gamma < 1:

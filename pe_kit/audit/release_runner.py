@@ -1,10 +1,12 @@
-"""Running a black-box release implementation (§2.1 Steps 3–4): argument and output checks, one dry call on a tiny
-design before any world is built, a pilot's seconds per release, populations, and chunked seeds: chunk j of a stream draws from the j-th ``Generator.spawn`` child, so scores depend only on the
-seed and the chunk size, whether run serially or on a ``dask.distributed.Client`` (``scheduler=``).
+"""Running a black-box release implementation (§2.1 Steps 3–4): argument and output checks, a dry call on a tiny
+design, a pilot's seconds per release, populations, and chunked seeds: chunk j of a stream draws from the j-th
+``Generator.spawn`` child, so scores depend only on the seed and the chunk size, serially or on a
+``dask.distributed.Client`` (``scheduler=``).
 """
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from dataclasses import dataclass
 
@@ -14,9 +16,8 @@ from pe_kit.settings import MechanismConfig, closest
 from pe_kit.pe.release_protocol import stack_users
 from pe_kit.progress import progress
 
-__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_signature",
-           "check_release_output", "call_release", "canary_index", "population", "release_scores", "CALL_CHUNK",
-           "check_keywords", "dry_call", "pilot_seconds"]
+__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_output", "call_release",
+           "canary_index", "population", "release_scores", "CALL_CHUNK", "check_keywords", "dry_call", "pilot_seconds"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
 CALL_CHUNK = 64
@@ -26,15 +27,15 @@ _DESIGN_FIELDS = ("bank", "coords", "canary", "aux", "calibration", "test")
 
 def seed_sequence(seed) -> np.random.SeedSequence:
     """A fresh ``numpy.random.SeedSequence`` of an int / sequence of ints / SeedSequence (a copy: spawning from it
-    never moves the caller's, so the same seed always spawns the same children)."""
+    never moves the caller's)."""
     if isinstance(seed, np.random.SeedSequence):
         return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size)
     return np.random.SeedSequence(seed)
 
 
 def implementation_name(release) -> str:
-    """The label of an implementation in audit rows: its ``name`` attribute, else the function's ``__qualname__``
-    (``my_module_fn``, ``Class.method``), else its class name."""
+    """The label of an implementation in audit rows: its ``name`` attribute, else the function's ``__qualname__``,
+    else its class name."""
     name = getattr(release, "name", None)
     if isinstance(name, str) and name:
         return name
@@ -48,40 +49,31 @@ def implementation_name(release) -> str:
 _RELEASE_ARGS = ("bank", "records", "owner", "n_users", "config", "rng")
 
 
-def check_release_signature(release) -> None:
-    """A plain callable release (no ``release_batch``) must accept ``(bank, records, owner, n_users, config, rng)``;
-    unreadable signatures pass. Raises TypeError naming the implementation, its signature, the expected one and the
-    fix; or for a class passed instead of an instance."""
-    import inspect
-
+def check_audit_arguments(release, design, mechanism) -> None:
+    """Check a black-box audit's positional arguments before any work (``design`` None: not checked); a plain callable
+    must accept ``(bank, records, owner, n_users, config, rng)`` (unreadable signatures pass). Raises TypeError naming
+    what was expected and what came (swapped arguments, a class for an instance, a non-callable release or wrong
+    signature, a design missing fields, a mechanism that is not a ``MechanismConfig``)."""
     if isinstance(release, type):
         raise TypeError(f"release is the class {release.__name__}, not an implementation: pass an instance, "
                         f"{release.__name__}(), or a function (bank, records, owner, n_users, config, rng) -> (p,)")
-    if not callable(release) or hasattr(release, "release_batch"):
-        return
+    if not callable(release) and not hasattr(release, "release_batch"):
+        hint = " (did you swap release and design? the release comes first)" if hasattr(release, "bank") else ""
+        raise TypeError(f"release must be a PERelease: a callable (bank, records, owner, n_users, config, rng) -> "
+                        f"(p,) histogram; got {type(release).__name__}{hint}")
     try:
-        sig = inspect.signature(release)
-    except (TypeError, ValueError):  # builtins, some C extensions: nothing to read, the call itself will tell
-        return
+        sig = None if hasattr(release, "release_batch") else inspect.signature(release)
+    except (TypeError, ValueError):  # builtins, some C extensions: the call itself will tell
+        sig = None
     try:
-        sig.bind(*_RELEASE_ARGS)
+        if sig is not None:
+            sig.bind(*_RELEASE_ARGS)
     except TypeError as exc:
         raise TypeError(f"{implementation_name(release)}{sig} cannot be called as a PERelease "
                         f"(bank, records, owner, n_users, config, rng) -> (p,) histogram ({exc}); wrap it, e.g. "
                         f"lambda bank, records, owner, n_users, config, rng: my_fn(...), or use "
                         f"pe_kit.pe.release_protocol.HistogramAdapter") from None
-
-
-def check_audit_arguments(release, design, mechanism) -> None:
-    """Check the three positional arguments of a black-box audit before any work. Raises TypeError naming what was
-    expected and what came (swapped arguments, a non-callable release or wrong signature, a design missing fields, a
-    mechanism that is not a ``MechanismConfig``)."""
-    if not callable(release) and not hasattr(release, "release_batch"):
-        hint = " (did you swap release and design? the release comes first)" if hasattr(release, "bank") else ""
-        raise TypeError(f"release must be a PERelease: a callable (bank, records, owner, n_users, config, rng) -> "
-                        f"(p,) histogram; got {type(release).__name__}{hint}")
-    check_release_signature(release)
-    missing = [f for f in _DESIGN_FIELDS if not hasattr(design, f)]
+    missing = [f for f in _DESIGN_FIELDS if not hasattr(design, f)] if design is not None else []
     if missing:
         hint = (" (did you swap release and design? the release comes first, the design second)"
                 if callable(design) else "")
@@ -94,9 +86,8 @@ def check_audit_arguments(release, design, mechanism) -> None:
 
 
 def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
-    """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the form
-    (``release(...)`` / ``release_batch(...)``), the expected shape and what came (None, non-numeric, another shape,
-    NaN / ±inf)."""
+    """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the ``form``
+    called, the expected shape and what came (None, non-numeric, another shape, NaN / ±inf)."""
     if y is None:
         raise ValueError(f"{name}: {form} returned None; expected a float array of shape {expected} (does the "
                          "function end with `return histogram`?)")
@@ -123,8 +114,8 @@ def call_release(release, bank, records, owner, n_users: int, mechanism: Mechani
 
 
 def canary_index(design, n_users: int) -> int:
-    """The canary's H1 row among ``n_users`` + 1: ``design.canary_position`` ``"last"`` (default, row N), ``"first"`` or
-    an int in [0, N]. Raises ValueError on another value."""
+    """The canary's H1 row among ``n_users`` + 1 from ``design.canary_position``: ``"last"`` (default, row N),
+    ``"first"`` or an int in [0, N]. Raises ValueError on another value."""
     pos = getattr(design, "canary_position", "last")
     if isinstance(pos, str):
         if pos in ("last", "first"):
@@ -178,10 +169,8 @@ def _chunk(job: _Job, rng: np.random.Generator, t: int) -> np.ndarray:
 def release_scores(release, design, mechanism: MechanismConfig, stat, split: str, hypothesis: int, n_trials: int,
                    rng: np.random.Generator, *, batched: bool, chunk: int, scheduler=None,
                    show_progress: bool | None = None) -> np.ndarray:
-    """float64 (n_trials,) scores of one stream in chunks of ``chunk`` releases, chunk j from ``rng.spawn`` child j:
-    identical whatever the ``scheduler`` (None or a ``dask.distributed.Client``, chunks as ``Client.map`` tasks).
-    Other arguments as ``blackbox.implementation_scores``.
-    Raises ValueError as ``check_release_output``; implementation errors propagate."""
+    """float64 (n_trials,) scores of one stream in chunks of ``chunk`` releases (module docstring), as
+    ``blackbox.implementation_scores``; on a ``scheduler`` the chunks are ``Client.map`` tasks."""
     if int(chunk) != chunk or chunk < 1:
         raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
     records, owner, n = population(design, split, hypothesis, stat.n_users)
@@ -194,22 +183,19 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
     bar = progress(total=int(n_trials), desc=f"{name} {split} H{hypothesis}", unit="release") if show else None
     with bar if bar is not None else contextlib.nullcontext():
         if scheduler is None:
-            parts = []
-            for g, t in zip(gens, sizes):
-                parts.append(_chunk(job, g, t))
-                if bar is not None:
-                    bar.update(t)
-            return np.concatenate(parts)
-        from distributed import as_completed
+            done = ((i, _chunk(job, g, t)) for i, (g, t) in enumerate(zip(gens, sizes)))
+        else:
+            from distributed import as_completed
 
-        [shared] = scheduler.scatter([job], broadcast=True, hash=False)
-        futures = scheduler.map(_chunk, [shared] * len(sizes), gens, sizes, pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
+            [shared] = scheduler.scatter([job], broadcast=True, hash=False)
+            futures = scheduler.map(_chunk, [shared] * len(sizes), gens, sizes, pure=False)
+            index = {f.key: i for i, f in enumerate(futures)}
+            done = ((index[f.key], f.result()) for f in as_completed(futures))
         parts = [None] * len(sizes)
-        for fut in as_completed(futures):
-            parts[index[fut.key]] = fut.result()
+        for i, part in done:
+            parts[i] = part
             if bar is not None:
-                bar.update(sizes[index[fut.key]])
+                bar.update(sizes[i])
         return np.concatenate(parts)
 
 
@@ -230,8 +216,8 @@ _DRY_USERS, _DRY_RECORDS, _DRY_BANK, _DRY_DIM = 3, 2, 16, 32
 def dry_call(release, mechanism: MechanismConfig) -> None:
     """Call ``release`` (and ``release_batch``) once on a tiny seeded design (3 users of 2 records, 16-entry bank,
     d = 32), so errors about the function come before any world is built. Raises TypeError for a ``HistogramAdapter``
-    whose function rejects its keywords (naming them, the signature and the fix: ``settings=`` / ``rng_arg=`` /
-    ``seed_arg=``); what the release raises, noted; ValueError for a wrong shape or non-finite output."""
+    whose function rejects its keywords (naming them, the signature and the fix); what the release raises, noted;
+    ValueError for a wrong shape or non-finite output."""
     rng = np.random.default_rng(0)
     bank = rng.standard_normal((_DRY_BANK, _DRY_DIM)).astype(np.float32)
     records = rng.standard_normal((_DRY_USERS * _DRY_RECORDS, _DRY_DIM)).astype(np.float32)
@@ -241,15 +227,13 @@ def dry_call(release, mechanism: MechanismConfig) -> None:
     if hasattr(release, "release_batch"):
         calls.append(("release_batch(...)", lambda: release.release_batch(
             bank, records, owner, _DRY_USERS, mechanism, rng, 2, np.arange(4)), (2, 4)))
-    for form, call, shape in calls:
-        if form == "release(...)" and not callable(release):
-            continue
+    for form, call, shape in calls[0 if callable(release) else 1:]:
         try:
             y = call()
         except TypeError as exc:
             fn = getattr(release, "histogram_fn", None)
             if fn is not None and "argument" in str(exc):
-                raise TypeError(_adapter_message(release, fn, mechanism, exc)) from exc
+                raise TypeError(_adapter_message(release, fn, exc)) from exc
             _note(exc, name, form)
             raise
         except Exception as exc:
@@ -266,10 +250,8 @@ def _note(exc: BaseException, name: str, form: str) -> None:
                  "(release_batch: (n_releases, |coords|))")
 
 
-def _adapter_message(adapter, fn, mechanism: MechanismConfig, exc: Exception) -> str:
-    import inspect
-
-    passed = [kw for kw in adapter.settings.values()]
+def _adapter_message(adapter, fn, exc: Exception) -> str:
+    passed = list(adapter.settings.values())
     passed += [adapter.rng_arg] if adapter.rng_arg is not None else [adapter.seed_arg] if adapter.seed_arg else []
     try:
         sig = str(inspect.signature(fn))
@@ -284,8 +266,8 @@ def _adapter_message(adapter, fn, mechanism: MechanismConfig, exc: Exception) ->
 
 def pilot_seconds(release, design, mechanism: MechanismConfig, stat, *, releases: int = 64,
                   use_batch: bool | None = None) -> float:
-    """Seconds per release of ``release`` on ``design``, measured on ``releases`` releases of the test split under H1
-    (one chunk: ``release_batch`` when offered and ``use_batch`` is not False, else one call per release)."""
+    """Seconds per release of ``release`` on ``design``, measured on one chunk of ``releases`` H1 releases of the test
+    split (×32 through ``release_batch``)."""
     batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
     n = int(releases) * (32 if batched else 1)  # a batch's fixed cost is amortised over its releases
     t0 = time.perf_counter()

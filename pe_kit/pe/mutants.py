@@ -1,8 +1,6 @@
-"""Seeded bugs: mutants of the reference PE release, one bug class seen in DP / PE code each.
-
-Each mutant overrides one step of ``release_protocol.ReleasePipeline`` (Eq. 1, Alg. A.1 lines 7–20) and derives
-whether it breaks the claimed (ε_theory, δ) of the Poisson-subsampled Gaussian (sensitivity C, noise σC, rate q,
-add/remove one user; §2, App. D); ``breaks_guarantee(config, n_users)`` is that verdict, ``bug`` one line on it.
+"""Seeded bugs: mutants of the reference PE release, each overriding one step of ``release_protocol.ReleasePipeline``
+(Eq. 1, Alg. A.1 lines 7–20). ``breaks_guarantee(config, n_users)``: whether it breaks the claimed (ε_theory, δ) of
+the Poisson-subsampled Gaussian (sensitivity C, noise σC, rate q, add/remove one user; §2, App. D).
 Facts: (F1) post-processing is free; (F2) sensitivity Δ and noise s are priced at noise multiplier s/Δ, ε rising
 as it falls or q rises; (F3) v_u depends on user u's records and the bank only, ‖v_u‖₂ ≤ C, ‖h̄_u‖₂ ≤ 1/√k.
 """
@@ -23,8 +21,7 @@ FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 
 
 class NoiseStdNotScaled(ReleasePipeline):
-    """Noise std σ instead of σ·C.
-    Noise multiplier σ/C (F2): breaks the guarantee iff **C > 1**; at C = 0.1 the noise is 10× larger (utility)."""
+    """Noise std σ instead of σ·C: noise multiplier σ/C (F2), breaks the guarantee iff **C > 1**."""
 
     name, bug = "noise_std_not_scaled", "noise std σ instead of σC"
 
@@ -36,11 +33,7 @@ class NoiseStdNotScaled(ReleasePipeline):
 
 
 class NoClipping(ReleasePipeline):
-    """No L2 clipping: v_u = h̄_u.
-
-    Sensitivity 1/√k instead of C (F3), noise multiplier σC√k: breaks the guarantee iff **C < 1/√k** (k = 5,
-    C = 0.1: μ_eff up to 4.47/σ; the ``concentrated`` canary of ``attack.bug_canaries`` finds it).
-    """
+    """No L2 clipping, v_u = h̄_u: sensitivity 1/√k instead of C (F3), breaks the guarantee iff **C < 1/√k**."""
 
     name, bug = "no_clipping", "no L2 clipping of h̄_u"
 
@@ -52,8 +45,8 @@ class NoClipping(ReleasePipeline):
 
 
 class CanaryAlwaysIncluded(ReleasePipeline):
-    """The last user row is exempt from Poisson sampling (``mask = append(rng.random(N − 1) < q, True)``).
-    That user gets the un-subsampled Gaussian (F2 at q = 1): breaks the guarantee iff **q < 1**."""
+    """The last user row exempt from Poisson sampling: it gets the un-subsampled Gaussian (F2 at q = 1), breaking the
+    guarantee iff **q < 1**."""
 
     name, bug = "canary_always_included", "last user exempt from Poisson sampling"
 
@@ -69,9 +62,8 @@ class CanaryAlwaysIncluded(ReleasePipeline):
 class FixedSizeSample(ReleasePipeline):
     """A fixed-size sample of m = max(1, round(q·N)) users without replacement, in place of Poisson.
 
-    A sampled canary displaces one of m others: with the others identical (c ⊥ v, ‖c‖ = C) the sum moves by
-    v − c, sensitivity √2·C, noise multiplier σ/√2 (F2): breaks the guarantee iff **q < 1 and m < N + 1**
-    (the ``displacement`` design of ``attack.bug_canaries``).
+    A sampled canary displaces one of m others: with the others identical (c ⊥ v, ‖c‖ = C) the sum moves by v − c,
+    sensitivity √2·C (F2): breaks the guarantee iff **q < 1 and m < N + 1** (the ``displacement`` design).
     """
 
     name, bug = "fixed_size_sample", "fixed-size sample instead of Poisson"
@@ -79,11 +71,7 @@ class FixedSizeSample(ReleasePipeline):
     def participation(self, n_users, config, rng, n_releases):
         m = max(1, int(round(config.sample_rate * n_users)))
         keys = rng.random((n_releases, n_users))
-        chosen = np.argpartition(keys, m - 1, axis=1)[:, :m] if m < n_users else np.tile(np.arange(n_users),
-                                                                                         (n_releases, 1))
-        mask = np.zeros((n_releases, n_users), dtype=bool)
-        np.put_along_axis(mask, chosen, True, axis=1)
-        return mask
+        return keys <= np.partition(keys, m - 1, axis=1)[:, m - 1:m]  # the users of the m smallest keys
 
     def breaks_guarantee(self, config, n_users):
         m = max(1, int(round(config.sample_rate * n_users)))
@@ -91,11 +79,8 @@ class FixedSizeSample(ReleasePipeline):
 
 
 class FixedNoiseSeed(ReleasePipeline):
-    """The same noise vector z* (``default_rng(0)``) in every release.
-
-    Given z* the release is a function of the participants, so a canary is seen whenever it participates: no
-    finite ε at δ < q; always breaks the guarantee.
-    """
+    """The same noise vector z* (``default_rng(0)``) in every release: a canary is seen whenever it participates, no
+    finite ε at δ < q."""
 
     name, bug = "fixed_noise_seed", "noise from a fixed seed (identical across releases)"
     seed = 0
@@ -109,11 +94,8 @@ class FixedNoiseSeed(ReleasePipeline):
 
 
 class NoiseOnNonzeroOnly(ReleasePipeline):
-    """Noise only on the coordinates whose noiseless sum is non-zero.
-
-    A coordinate only the canary votes on is exactly 0 without it and non-zero w.p. q with it: no finite ε at
-    δ < q; always breaks the guarantee.
-    """
+    """Noise only on the coordinates whose noiseless sum is non-zero: a coordinate only the canary votes on is exactly
+    0 without it and non-zero w.p. q with it, no finite ε at δ < q."""
 
     name, bug = "noise_on_nonzero_only", "noise only on non-zero coordinates"
 
@@ -126,8 +108,8 @@ class NoiseOnNonzeroOnly(ReleasePipeline):
 
 
 class RawCounts(ReleasePipeline):
-    """Votes not normalised per user (raw counts), still clipped to C.
-    Sensitivity still C (F3): the claimed mechanism; does **not** break the guarantee (utility only)."""
+    """Votes not normalised per user (raw counts), still clipped to C: sensitivity C (F3), does **not** break the
+    guarantee."""
 
     name, bug = "raw_counts", "votes not normalised per user (raw counts, clipped)"
 
@@ -149,8 +131,8 @@ class RawCounts(ReleasePipeline):
 
 
 class TiesHighestIndex(ReleasePipeline):
-    """Exact ties in top-k routing broken to the highest bank index.
-    v_u is still a function of user u's data, clipped to C (F3): does **not** break the guarantee."""
+    """Exact ties in top-k routing broken to the highest bank index: v_u is still a function of user u's data,
+    clipped to C (F3), so it does **not** break the guarantee."""
 
     name, bug = "ties_highest_index", "ties broken to the highest index"
 
@@ -221,11 +203,8 @@ class NoiseShrinksWithUsers(ReleasePipeline):
 
 
 class ClipAtTwiceC(ReleasePipeline):
-    """Clipping to 2C instead of C.
-
-    Sensitivity min(2C, 1/√k) (F3): breaks the guarantee iff **C < 1/√k** (k = 5, C = 0.1: μ_eff up to 2/σ; the
-    battery's ``sensitivity`` design).
-    """
+    """Clipping to 2C instead of C: sensitivity min(2C, 1/√k) (F3), breaks the guarantee iff **C < 1/√k** (the
+    battery's ``sensitivity`` design)."""
 
     name, bug = "clip_at_twice_c", "clipping to 2C"
 
@@ -275,7 +254,7 @@ class RecordLevelSampling(ReleasePipeline):
         return config.sample_rate < 1.0 and config.record_cap >= 2
 
 
-#: the suite's mutants (notebook 07, fixed-size design); the design battery audits the other three
+#: the suite's mutants; the design battery audits the other three
 MUTANTS = (NoiseStdNotScaled, NoClipping, CanaryAlwaysIncluded, FixedSizeSample, FixedNoiseSeed,
            NoiseOnNonzeroOnly, RawCounts, TiesHighestIndex, Float32Accumulation)
 

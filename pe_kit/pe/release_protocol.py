@@ -11,16 +11,13 @@ routes, normalises and clips votes, and returns one noisy histogram. An optional
     release.release_batch(bank, records, owner, n_users, config, rng, n_releases, coords)
         -> float64 (n_releases, |coords|)
 
-draws independent releases on the probe coordinates only (exact in distribution for the audit). An optional
-two-stage form (SnapAudit, Xia et al. 2025)
+draws independent releases on the probe coordinates only. An optional two-stage form (SnapAudit, Xia et al. 2025)
 
     release.snapshot(bank, records, owner, n_users, config) -> S
     release.randomise(S, config, rng) -> float64 (p,)
 
-composes to ``release``; ``staged_batch`` then draws only the randomness per release and
-``audit.release_checks.stage_check`` verifies it. ``ReleasePipeline`` gives both forms from overridable steps
-(``pe.mutants`` override one each); ``ReferenceRelease`` is ``pe.mechanism`` behind the protocol;
-``HistogramAdapter`` wraps a third-party histogram function.
+composes to ``release`` (``audit.release_checks.stage_check``); ``staged_batch`` then draws only the randomness per
+release.
 """
 from __future__ import annotations
 
@@ -47,7 +44,7 @@ class PERelease(Protocol):
 
 @runtime_checkable
 class BatchedPERelease(Protocol):
-    """A release that also offers ``release_batch`` (n_releases releases on ``coords`` per call)."""
+    """A release that also offers ``release_batch`` (module docstring)."""
 
     def release_batch(self, bank: np.ndarray, records: np.ndarray, owner: np.ndarray, n_users: int,
                       config: MechanismConfig, rng: np.random.Generator, n_releases: int,
@@ -92,10 +89,9 @@ def staged(release) -> bool:
 
 def staged_batch(release, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
                  n_releases: int, coords) -> np.ndarray:
-    """The batched form of a two-stage release: one ``snapshot``, then ``n_releases`` ``randomise`` calls from ``rng``
-    read on ``coords`` (float64 (n_releases, |coords|)), equal to one-call releases when the stages compose.
-    Raises ValueError on bad data arguments, n_releases < 1, coords outside [0, p), or a ``randomise`` output that is
-    not p values."""
+    """The batched form of a two-stage release: one ``snapshot``, then ``n_releases`` ``randomise`` calls read on
+    ``coords``, float64 (n_releases, |coords|). Raises ValueError on bad data arguments, n_releases < 1, coords
+    outside [0, p), or a ``randomise`` output that is not p values."""
     bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
     coords, p = _coords(coords, bank.shape[0]), bank.shape[0]
     snap = release.snapshot(bank, records, owner, n_users, config)
@@ -117,9 +113,8 @@ def user_records(records: np.ndarray, owner: np.ndarray, n_users: int) -> list[n
 
 
 class ReleasePipeline:
-    """The reference release as overridable steps (Eq. 1, Alg. A.1): ``routes`` (top-k, ties → lowest index) →
-    ``contributions`` (h̄_u = counts/(|D_u|k), clip to C) → ``participation`` (Bernoulli(q)) → ``accumulate``
-    (Σ_u I_u v_u) → ``noise`` (+ N(0, (σC)²)); callable as a ``PERelease``, with ``release_batch``."""
+    """The reference release as overridable steps (Eq. 1, Alg. A.1; ``pe.mutants`` override one each): ``routes`` →
+    ``contributions`` → ``participation`` → ``accumulate`` → ``noise``; a ``PERelease`` with both optional forms."""
 
     name = "reference"
 
@@ -134,7 +129,7 @@ class ReleasePipeline:
 
     def participation(self, n_users: int, config: MechanismConfig, rng: np.random.Generator,
                       n_releases: int) -> np.ndarray:
-        """bool (n_releases, N) participation indicators, independent Bernoulli(q) (App. E.2)."""
+        """bool (n_releases, N) independent Bernoulli(q) participation (App. E.2)."""
         return rng.random((n_releases, n_users)) < config.sample_rate
 
     def accumulate(self, mask: np.ndarray, contribs: np.ndarray) -> np.ndarray:
@@ -143,7 +138,7 @@ class ReleasePipeline:
 
     def noise(self, totals: np.ndarray, coords: np.ndarray, bank_size: int, config: MechanismConfig,
               rng: np.random.Generator) -> np.ndarray:
-        """float64 (t, |P|) totals + N(0, (σC)²) i.i.d. (noise of the other coordinates is never needed)."""
+        """float64 (t, |P|) totals + N(0, (σC)²) i.i.d."""
         return totals + rng.normal(0.0, config.noise_std, size=totals.shape)
 
     def prepare(self, bank, records, owner, n_users: int, config: MechanismConfig) -> sp.csr_matrix:
@@ -177,18 +172,18 @@ class ReleasePipeline:
 
     def release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
                       n_releases: int, coords, chunk_size: int = 8192) -> np.ndarray:
-        """``n_releases`` independent releases on ``coords`` (float64 (n_releases, |coords|)), as ``staged_batch``."""
+        """``n_releases`` independent releases on ``coords``, float64 (n_releases, |coords|)."""
         n_releases, coords = _releases(n_releases), _coords(coords, np.asarray(bank).shape[0])
         return self._randomised(self.prepare(bank, records, owner, n_users, config), config, rng, n_releases, coords,
                                 chunk_size)
 
     def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
                  rng: np.random.Generator) -> np.ndarray:
-        """One full release, float64 (p,) (``PERelease``): ``randomise(snapshot(...))``."""
+        """One full release, float64 (p,): ``randomise(snapshot(...))``."""
         return self.randomise(self.snapshot(bank, records, owner, n_users, config), config, rng)
 
     def breaks_guarantee(self, config: MechanismConfig, n_users: int) -> bool:
-        """False: the steps above are the mechanism the accountant prices (Eq. 1; sensitivity C, std σC, rate q)."""
+        """False: these steps are the mechanism the accountant prices (Eq. 1)."""
         return False
 
     def __repr__(self) -> str:
@@ -197,8 +192,6 @@ class ReleasePipeline:
 
 class ReferenceRelease(ReleasePipeline):
     """The kit's mechanism (``pe.mechanism``, Eq. 1) behind the release protocol; the audit's control."""
-
-    name = "reference"
 
 
 def reference_release(bank, records, owner, n_users: int, config: MechanismConfig,
@@ -213,13 +206,11 @@ class HistogramAdapter:
     """Wrap a third-party PE histogram ``histogram_fn(private, synthetic, **keywords)`` (``private``: per-user
     (n_u, d) arrays) as a ``PERelease``.
 
-    ``settings``: ``MechanismConfig`` field → keyword (unlisted fields not passed), default ``{"top_k": "k",
-    "clip_norm": "clip", "noise_multiplier": "noise_multiplier", "sample_rate": "sample_rate"}``; ``rng_arg``: keyword
-    for the generator (None: an int seed from it under ``seed_arg``); ``per_user``: per-user arrays, else stacked
-    records with ``owner_arg``; ``name``: label in audit rows; ``global_seed``: seed NumPy's global RNG from the
-    audit's generator before every call (run serially or on process workers, never threads); ``noise_fn``: the
-    library's randomised stage (DPSDA ``Gaussian.add_noise``), making ``histogram_fn`` the deterministic stage and
-    adding ``snapshot``, ``randomise`` and ``release_batch`` (``staged_batch``).
+    ``settings``: ``MechanismConfig`` field → keyword (unlisted fields not passed); ``rng_arg``: keyword for the
+    generator (None: an int seed from it under ``seed_arg``); ``per_user``: per-user arrays, else stacked records with
+    ``owner_arg``; ``name``: label in audit rows; ``global_seed``: seed NumPy's global RNG from the audit's generator
+    before every call (never on threads); ``noise_fn``: the library's randomised stage (DPSDA
+    ``Gaussian.add_noise``), making ``histogram_fn`` the deterministic stage and adding the two-stage form.
 
     Returns float64 (p,); raises ValueError naming the function when it returns anything else."""
 

@@ -15,28 +15,11 @@ from pe_kit.attack.release_designs import release_design
 from pe_kit.audit.battery import BATTERY_TRIALS, BatteryAudit, audit_battery, battery_gamma
 from pe_kit.audit.blackbox import DEFAULT_DELTA, MAX_TRIALS, look_sizes, spec_statistic
 from pe_kit.audit.plan import announce_reach, audit_reach, auto_trials
-from pe_kit.audit.release_runner import (check_audit_arguments, check_keywords, check_release_signature, dry_call,
-                                         pilot_seconds, seed_sequence)
+from pe_kit.audit.release_runner import check_audit_arguments, check_keywords, dry_call, pilot_seconds, seed_sequence
 from pe_kit.settings import MechanismConfig, MechanismSettings, closest
 from pe_kit.study.mechanism_audit import _as_config, check_study_keys
 
 __all__ = ["audit_release", "release_battery"]
-
-
-def _dry_call_at_claims(release, mechanism: MechanismConfig, designs, axes) -> None:
-    """The dry call again at each other mechanism the battery audits at (a design's ``info["claim"]``: the
-    ``sensitivity`` design's q = 1), so a release that refuses one fails before the world, naming the way out."""
-    claims = ([(getattr(d, "info", None) or {}).get("claim") for d in designs[0]] if designs is not None
-              else [SENSITIVITY_CLAIM] if "sensitivity" in (DEFAULT_AXES if axes is None else axes) else [])
-    others = {dataclasses.replace(mechanism, **{k: v for k, v in c.items() if k != "delta"}) for c in claims if c}
-    for mech in others - {mechanism}:
-        try:
-            dry_call(release, mech)
-        except Exception as exc:
-            exc.add_note(f"the battery's sensitivity design runs the release at q = {mech.sample_rate:g} "
-                         "(attack.design_battery.SENSITIVITY_CLAIM); to leave it out pass axes without 'sensitivity', "
-                         "e.g. axes={k: v for k, v in DEFAULT_AXES.items() if k != 'sensitivity'}")
-            raise
 
 
 def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
@@ -56,8 +39,8 @@ def _world(world_or_data, study: dict | None, mechanism: MechanismConfig):
 
 
 def _check_battery_arguments(variant, seed, design_options, axes) -> None:
-    """Refuse an unknown variant, axis or ``design_options`` key and a seed numpy cannot take, before any world is
-    built (ValueError naming the argument, the value and the fix)."""
+    """ValueError (naming the argument, the value and the fix) on an unknown variant, axis or ``design_options`` key or
+    a seed numpy cannot take."""
     from pe_kit.attack.variants import ALL_VARIANTS, unknown_variant
     from pe_kit.study.world import make_design
 
@@ -109,13 +92,22 @@ _ALIASES = {"progress": "show_progress", "verbose": "show_progress", "client": "
 
 
 def _check_release(release, mechanism: MechanismConfig, designs, axes) -> None:
-    """The release checked before the world is built: its type and signature, one dry call on a tiny design
-    (``audit.release_runner.dry_call``) and one at each other mechanism the battery audits at (``_dry_call_at_claims``)."""
-    if not callable(release) and not hasattr(release, "release_batch"):
-        check_audit_arguments(release, None, mechanism)
-    check_release_signature(release)
-    dry_call(release, mechanism)
-    _dry_call_at_claims(release, mechanism, designs, axes)
+    """The release checked before the world is built: its type and signature, and one dry call
+    (``audit.release_runner.dry_call``) at each mechanism the battery audits at (a design's ``info["claim"]``: the
+    ``sensitivity`` design's q = 1), a refusal there naming the way out."""
+    check_audit_arguments(release, None, mechanism)
+    claims = ([(getattr(d, "info", None) or {}).get("claim") for d in designs[0]] if designs is not None
+              else [SENSITIVITY_CLAIM] if "sensitivity" in (DEFAULT_AXES if axes is None else axes) else [])
+    others = [dataclasses.replace(mechanism, **{k: v for k, v in c.items() if k != "delta"}) for c in claims if c]
+    for mech in dict.fromkeys([mechanism] + others):
+        try:
+            dry_call(release, mech)
+        except Exception as exc:
+            if mech != mechanism:
+                exc.add_note(f"the battery's sensitivity design runs the release at q = {mech.sample_rate:g} "
+                             "(attack.design_battery.SENSITIVITY_CLAIM); to leave it out pass axes without "
+                             "'sensitivity', e.g. axes={k: v for k, v in DEFAULT_AXES.items() if k != 'sensitivity'}")
+            raise
 
 
 def _check_budget(trials, target, looks: int) -> bool:
@@ -140,17 +132,15 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
 
     ``release``: a ``PERelease`` (a function ``(bank, records, owner, n_users, config, rng) -> float (p,)``, a
     ``ReleasePipeline`` or a ``HistogramAdapter``); ``world_or_data``: a corpus path, None (bundled Blogs sample) or
-    a built ``World``; ``variant``: the Table-1 canary (``nonce`` by default); ``mechanism``: the claimed settings
-    (default paper values); ``trials``: per hypothesis per split (20,000), or ``"auto"``: the fewest whose reach
-    (``audit.plan``) is ≥ ``target`` (default ε_theory), printed with a time estimate; ``alpha``: family-wise level;
-    ``delta``: δ (10⁻³); ``looks``: early stop, each design in L looks at γ/L; ``study``, ``design_options``:
-    ``StudyConfig`` / ``make_design`` keywords; ``axes``, ``large_bank``: the battery; ``scheduler``: a
-    ``dask.distributed.Client``; ``designs``: a precomputed ``(designs, check)``; ``options``: further
-    ``audit_implementation`` keywords.
+    a built ``World``; ``variant``: the Table-1 canary; ``mechanism``: the claimed settings (default paper values);
+    ``trials``: per hypothesis per split, or ``"auto"``: the fewest whose reach (``audit.plan``) is ≥ ``target``
+    (default ε_theory), printed with a time estimate; ``looks``: early stop, each design in L looks at γ/L;
+    ``study``, ``design_options``: ``StudyConfig`` / ``make_design`` keywords; ``axes``, ``large_bank``: the
+    battery; ``scheduler``: a ``dask.distributed.Client``; ``designs``: a precomputed ``(designs, check)``;
+    ``options``: further ``audit_implementation`` keywords.
 
-    Arguments and one dry call (``audit.release_runner.dry_call``) are checked before the world is built; the budget's reach is
-    printed (warning when it cannot flag a violation) before the first release. Returns
-    ``audit.battery.BatteryAudit`` (``.outcome()`` is the ``Audit`` of its worst design).
+    Arguments and the release (``_check_release``) are checked before the world is built; the budget's reach is
+    printed before the first release. Returns ``audit.battery.BatteryAudit`` (``.outcome()``: its worst design).
 
     Raises TypeError for swapped or mistyped arguments, a class for an instance or an unknown keyword (naming the
     one meant); ValueError for bad settings, variant or study key, a release returning None / a wrong shape / NaN,
