@@ -26,6 +26,7 @@ from pe_kit.audit.trials import (
     simulate_scores_full,
 )
 from pe_kit.settings import AuditConfig, MechanismConfig
+from tests.oracles import ParallelTrialEngine
 
 EPS_THEORY = epsilon_theory(1.0, 0.1, 1e-5)  # 1.695 (design.md)
 
@@ -157,8 +158,9 @@ def test_results_depend_on_seed_only_not_on_workers():
     prob = _background_problem(k=64)
     grid = ThresholdGrid.for_problem(prob, 40_000, resolution=32)
     one = TrialEngine(prob, block_trials=4096).histogram(1, 40_000, grid, seed=9)
-    threads = TrialEngine(prob, block_trials=4096, n_workers=2).histogram(1, 40_000, grid, seed=9)
-    np.testing.assert_array_equal(one, threads)
+    for parallel in ("threads", "processes"):
+        pooled = ParallelTrialEngine(prob, block_trials=4096, n_workers=2, parallel=parallel)
+        np.testing.assert_array_equal(one, pooled.histogram(1, 40_000, grid, seed=9))
     assert one.sum() == 40_000
     other = TrialEngine(prob, block_trials=4096).histogram(1, 40_000, grid, seed=10)
     assert not np.array_equal(one, other)

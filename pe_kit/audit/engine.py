@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -25,7 +24,7 @@ from scipy import special
 
 from pe_kit.audit.bounds import calibrate_from_counts, threshold_audit_from_counts
 from pe_kit.audit.outcome import Audit
-from pe_kit.audit.samplers import (METHODS, _block_scores_numpy, _generator, _make_plan, _Plan, _resolve_method,
+from pe_kit.audit.samplers import (METHODS, _block_scores_numpy, _generator, _make_plan, _resolve_method,
                                    stream_seed)
 from pe_kit.audit.threshold_grid import ThresholdGrid, _check_problem, _gaussian_bin_probs, score_moments
 from pe_kit.audit.trials import ScalarProblem
@@ -36,20 +35,11 @@ __all__ = ["ThresholdGrid", "score_moments", "TrialEngine", "stream_seed", "exac
 DEFAULT_BLOCK_TRIALS = 1 << 18
 
 
-_WORKER_PLAN: _Plan | None = None
-
-
-def _set_worker_plan(plan: _Plan) -> None:
-    """Process-pool initializer: the plan every block job of this worker uses."""
-    global _WORKER_PLAN
-    _WORKER_PLAN = plan
-
-
 def _block_task(args):
     """One seeded block's scores reduced by its target: a ``ThresholdGrid`` → int64 bin histogram, a float → #scores
     above it (int), None → the float64 scores."""
     plan, hypothesis, t, ss, target = args
-    s = _block_scores_numpy(_WORKER_PLAN if plan is None else plan, hypothesis, t, ss)
+    s = _block_scores_numpy(plan, hypothesis, t, ss)
     if target is None:
         return s
     if isinstance(target, ThresholdGrid):
@@ -61,26 +51,19 @@ class TrialEngine:
     """Streams membership trials of one ``ScalarProblem`` (module docstring; Eq. 14, App. E.2).
 
     ``method``: ``"auto"``, ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial) or ``"multinomial"`` (no background);
-    ``group_size``: g of ``groups`` (1 … 12; 8); ``block_trials``: trials per seeded block (results depend on it);
-    ``n_workers``, ``parallel``: concurrent blocks, ``"threads"`` or ``"processes"`` (results do not depend on them).
-    Raises ValueError on an unknown method/parallel mode, a bad problem, or out-of-range sizes."""
+    ``group_size``: g of ``groups`` (1 … 12; 8); ``block_trials``: trials per seeded block (results depend on it).
+    Raises ValueError on an unknown method, a bad problem, or out-of-range sizes."""
 
     def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8,
-                 block_trials: int = DEFAULT_BLOCK_TRIALS, n_workers: int = 1, parallel: str = "threads") -> None:
+                 block_trials: int = DEFAULT_BLOCK_TRIALS) -> None:
         self.problem = _check_problem(problem)
         if int(group_size) != group_size or not 1 <= group_size <= 12:
             raise ValueError(f"group_size={group_size} must be an integer in 1 … 12")
         if int(block_trials) != block_trials or block_trials < 1:
             raise ValueError(f"block_trials={block_trials} must be an integer ≥ 1")
-        if int(n_workers) != n_workers or n_workers < 1:
-            raise ValueError(f"n_workers={n_workers} must be an integer ≥ 1")
-        if parallel not in ("threads", "processes"):
-            raise ValueError(f"parallel={parallel!r} must be 'threads' or 'processes'")
         self.method = _resolve_method(method, problem, int(group_size))
         self.group_size = int(group_size)
         self.block_trials = int(block_trials)
-        self.n_workers = int(n_workers)
-        self.parallel = parallel
         self._plan = _make_plan(problem, self.method, self.group_size)
 
     def _jobs(self, hypothesis, n_trials: int, seed, target) -> list[tuple]:
@@ -94,17 +77,8 @@ class TrialEngine:
                 for i in range(-(-int(n_trials) // b))]
 
     def _results(self, jobs: list[tuple]):
-        """The jobs' results in block order, lazily (a reduction holds one at a time), concurrent if n_workers > 1."""
-        if self.n_workers == 1 or len(jobs) == 1:
-            yield from map(_block_task, jobs)
-        elif self.parallel == "threads":
-            with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
-                yield from pool.map(_block_task, jobs)
-        else:
-            with ProcessPoolExecutor(max_workers=self.n_workers, initializer=_set_worker_plan,
-                                     initargs=(self._plan,)) as pool:
-                yield from pool.map(_block_task, [(None, *job[1:]) for job in jobs],
-                                    chunksize=max(1, len(jobs) // (16 * self.n_workers)))
+        """The jobs' results in block order, lazily (a reduction holds one at a time)."""
+        return map(_block_task, jobs)
 
     def histogram(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
         """int64 (grid.size + 1,) histogram of ``n_trials`` scores under ``hypothesis`` (0: H0, 1: H1) on ``grid``."""
