@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from pe_kit.audit.confusion import (  # noqa: F401 (re-exported: the Eq. 28–30 primitives live in confusion)
-    _log_ratio, best_threshold_from_counts, clopper_pearson, epsilon_lower_from_counts)
+    _epsilon_from_bounds, best_threshold_from_counts, clopper_pearson, cp_bounds, epsilon_lower_from_counts)
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.threshold_rules import CalibrationCounts, ThresholdRule, moments_from_counts, rule_named
 
@@ -75,14 +75,11 @@ def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0:
         raise ValueError(f"direction={direction!r} must be +1 (score > threshold) or -1 (score ≤ threshold)")
     if direction == -1:
         tp, fp = n1 - tp, n0 - fp
-    eps, branch = epsilon_lower_from_counts(tp, fp, n1, n0, gamma, delta)
-    return Audit(
-        threshold=float(threshold), epsilon_lower=eps, branch=branch, true_pos=tp, false_pos=fp, n_h1=n1, n_h0=n0,
-        tpr=tp / n1, fpr=fp / n0,
-        tpr_lower=clopper_pearson(tp, n1, gamma, "lower"), fpr_upper=clopper_pearson(fp, n0, gamma, "upper"),
-        tnr_lower=clopper_pearson(n0 - fp, n0, gamma, "lower"), fnr_upper=clopper_pearson(n1 - tp, n1, gamma, "upper"),
-        direction=int(direction), rule=str(rule), gamma=gamma, delta=delta,
-    )
+    tpr_l, fpr_u, tnr_l, fnr_u = bounds = cp_bounds(tp, fp, n1, n0, gamma)
+    eps, branch = _epsilon_from_bounds(bounds, delta)
+    return Audit(threshold=float(threshold), epsilon_lower=eps, branch=branch, true_pos=tp, false_pos=fp, n_h1=n1,
+                 n_h0=n0, tpr=tp / n1, fpr=fp / n0, tpr_lower=tpr_l, fpr_upper=fpr_u, tnr_lower=tnr_l, fnr_upper=fnr_u,
+                 direction=int(direction), rule=str(rule), gamma=gamma, delta=delta)
 
 
 def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int, gamma: float,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-__all__ = ["clopper_pearson", "epsilon_lower_from_counts", "best_threshold_from_counts"]
+__all__ = ["clopper_pearson", "cp_bounds", "epsilon_lower_from_counts", "best_threshold_from_counts"]
 
 
 def clopper_pearson(successes, trials, gamma: float, side: str):
@@ -37,12 +37,18 @@ def epsilon_lower_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: 
     Returns (epsilon, branch): epsilon = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} with each bound at tail
     γ, branch 1 or 2 for the attaining branch, 0 when clamped (arrays for array inputs).
     """
-    tp = np.asarray(true_pos)
-    fp = np.asarray(false_pos)
-    tpr_l = clopper_pearson(tp, n_h1, gamma, "lower")
-    fpr_u = clopper_pearson(fp, n_h0, gamma, "upper")
-    tnr_l = clopper_pearson(n_h0 - fp, n_h0, gamma, "lower")
-    fnr_u = clopper_pearson(n_h1 - tp, n_h1, gamma, "upper")
+    return _epsilon_from_bounds(cp_bounds(np.asarray(true_pos), np.asarray(false_pos), n_h1, n_h0, gamma), delta)
+
+
+def cp_bounds(tp, fp, n_h1: int, n_h0: int, gamma: float) -> tuple:
+    """Clopper–Pearson (TPR_L, FPR_U, TNR_L, FNR_U) at tail γ of the event's counts (Eqs. 29–30)."""
+    return (clopper_pearson(tp, n_h1, gamma, "lower"), clopper_pearson(fp, n_h0, gamma, "upper"),
+            clopper_pearson(n_h0 - fp, n_h0, gamma, "lower"), clopper_pearson(n_h1 - tp, n_h1, gamma, "upper"))
+
+
+def _epsilon_from_bounds(bounds: tuple, delta: float):
+    """(ε, branch) of Eq. 28 from ``cp_bounds``."""
+    tpr_l, fpr_u, tnr_l, fnr_u = bounds
     b1 = _log_ratio(np.asarray(tpr_l) - delta, np.asarray(fpr_u))
     b2 = _log_ratio(np.asarray(tnr_l) - delta, np.asarray(fnr_u))
     eps = np.maximum(0.0, np.maximum(b1, b2))
@@ -60,11 +66,9 @@ def _log_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def best_threshold_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float,
                                batch: int = 256) -> tuple[int, float]:
-    """Exact argmax of ε (Eq. 28) over candidate thresholds given only their counts, ascending thresholds.
-
-    Equal to a full scan with exact pruning (for γ < 1/2, ε > 0 needs tp/n1 > fp/n0; equal consecutive counts keep
-    the lowest threshold; Eq. 28's point estimate bounds ε, so candidates go in decreasing bound order, ``batch``
-    at a time, until it falls below the best). Returns (index, ε) of the lowest-threshold maximum, or (−1, 0.0).
+    """Exact argmax of ε (Eq. 28) over ascending candidate thresholds given only their counts: a full scan with
+    exact pruning (Eq. 28's point estimate bounds ε, so candidates go in decreasing bound order, ``batch`` at a
+    time, until it falls below the best). Returns (index, ε) of the lowest-threshold maximum, or (−1, 0.0).
     Raises ValueError on mismatched shapes, counts outside [0, n] or γ outside (0, 1).
     """
     tp = np.asarray(true_pos, dtype=np.int64).ravel()
