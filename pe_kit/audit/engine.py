@@ -1,16 +1,10 @@
-"""Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis in memory bounded
-by one block, reduced to counts above candidate thresholds.
+"""Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis (Eq. 14, App. E.2) in
+memory bounded by one block, reduced to counts above candidate thresholds (Eqs. 28–30, §2.1 Step 5).
 
-Source: Eq. 14 (ℓ linear in the release), App. E.2 (Poisson participation; H1 = canary sampled w.p. q),
-Eqs. 28–30, §2.1 Step 5. One trial is ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, I_u ~ Bernoulli(q),
-J ≡ 0 under H0 and ~ Bernoulli(q) under H1. Block b of a stream draws from
-``SFC64(SeedSequence(entropy, spawn_key=(..., b)))``, so results depend only on (seed, n_trials, block_trials,
-method). Calibration bins scores on a ``ThresholdGrid``; evaluation counts two scores above the frozen threshold.
-
-Exact samplers (``audit.samplers``): ``groups`` (cost K/g per trial), ``gaps`` (cost qK; ``auto`` below q ≈ 0.03),
-``multinomial`` (no background voters: Multinomial bin counts, Binomial test counts; ``_audit_scalar`` picks it
-under ``auto`` by :func:`exact_method`, ``TrialEngine`` does not).
-J is drawn as n_inc ~ Binomial(t, q) per block, added to the first n_inc trials (trials in a block are i.i.d.).
+One trial is ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, I_u ~ Bernoulli(q), J ≡ 0 under H0 and
+~ Bernoulli(q) under H1 (drawn as n_inc ~ Binomial(t, q) per block, added to its first n_inc trials). Block b of a
+stream draws from ``SFC64(SeedSequence(entropy, spawn_key=(..., b)))``: results depend only on (seed, n_trials,
+block_trials, method). Samplers: ``audit.samplers``; ``multinomial`` (no background voters) draws the counts.
 """
 from __future__ import annotations
 
@@ -103,8 +97,7 @@ class TrialEngine:
         return int(sum(self._results(jobs)))
 
     def scores(self, hypothesis: int, n_trials: int, seed) -> np.ndarray:
-        """float64 (n_trials,) the scores themselves, block by block — the very trials that ``histogram``
-        and ``count_above`` reduce (same seed → same values). Memory O(n_trials): for tests and small runs.
+        """float64 (n_trials,) the very trials that ``histogram`` and ``count_above`` reduce (same seed → same values).
         Raises ValueError for method='multinomial' (it never draws individual trials)."""
         jobs = self._jobs(hypothesis, n_trials, seed, None)
         if self.method == "multinomial":
@@ -112,8 +105,8 @@ class TrialEngine:
         return np.concatenate(list(self._results(jobs)))
 
     def _multinomial(self, hypothesis: int, n: int, ss, target):
-        """``histogram`` (target a grid: Multinomial bin counts) or ``count_above`` (a threshold: Binomial) exactly,
-        per Gaussian component: H0 all n trials at mean −offset; H1 n_inc ~ Binomial(n, q) of them shifted by w·v."""
+        """``histogram`` (a grid: Multinomial bin counts) or ``count_above`` (a threshold: Binomial), exactly, per
+        Gaussian component (H1: n_inc ~ Binomial(n, q) trials shifted by w·v)."""
         p = self._plan
         gen = _generator(ss)
         parts = [(n, -p.offset)]
@@ -140,14 +133,10 @@ def exact_method(method: str, *problems: ScalarProblem) -> str:
 
 def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
                   delta: float, seed, resolution: int = 256, rule=None, **engine_options) -> Audit:
-    """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on ``trials`` fresh
-    trials of ``test`` (None → ``calibration``) (§2.1 Step 5; Eqs. 28–30).
-
-    Calibration bins every trial on ``ThresholdGrid.for_problem(calibration, trials, resolution)`` and ``rule`` (a
-    ``ThresholdRule`` or its name; None → ``DEFAULT_RULE``) picks the threshold from the counts alone
-    (``bounds.calibrate_from_counts``; no positive ε → the H0 median grid point); the test split counts trials above
-    it. Streams: seed keys (0, h) for calibration, (1, h) for test. ``engine_options``: ``TrialEngine`` keywords
-    (``method="auto"`` takes exact multinomial counts where :func:`exact_method` allows).
+    """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration`` (binned on
+    ``ThresholdGrid.for_problem``, chosen by ``rule`` via ``bounds.calibrate_from_counts``), then bound ε on
+    ``trials`` fresh trials of ``test`` (None → ``calibration``) (§2.1 Step 5; Eqs. 28–30). Seed keys (0, h):
+    calibration, (1, h): test; ``engine_options``: ``TrialEngine`` keywords (``method="auto"``: see :func:`exact_method`).
 
     Returns the test ``Audit`` with its calibration record; ``info``: ``trials``, ``sampler``, ``grid``, ``seconds``.
     Raises ValueError on bad γ, δ, trials, seed or engine options."""

@@ -51,12 +51,9 @@ def scalar_problem(weights: np.ndarray, population: sp.spmatrix | np.ndarray, ca
 
 
 def nonce_problem(mu_eff: float, sample_rate: float, n_users: int = 0) -> ScalarProblem:
-    """The ``ScalarProblem`` of a canary with separation μ_eff and no background voters on P.
-
-    With Σ = (σC)²I: ℓ | H0 ~ N(−μ²/2, μ²) and ℓ | inclusion ~ N(μ²/2, μ²) exactly (Eqs. 14–17); a perfect nonce
-    canary has μ_eff = 1/σ (Eq. 20); μ = 0 is a null canary. Raises ValueError on μ < 0 or non-finite, q outside
-    (0, 1], or n_users < 0.
-    """
+    """The ``ScalarProblem`` of a canary with separation μ_eff and no background voters: ℓ | H0 ~ N(−μ²/2, μ²),
+    ℓ | inclusion ~ N(μ²/2, μ²) (Eqs. 14–17; perfect nonce: μ = 1/σ, Eq. 20). Raises ValueError on μ < 0 or
+    non-finite, q outside (0, 1], or n_users < 0."""
     if not (np.isfinite(mu_eff) and mu_eff >= 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0")
     if not 0 < sample_rate <= 1:
@@ -147,10 +144,8 @@ def simulate_scores_full(population: sp.spmatrix, canary_full: np.ndarray, coord
 
 
 def check_equal_populations(n_calibration: int, n_test: int) -> None:
-    """ValueError (naming both sizes and the fix) unless the calibration and test populations are integers ≥ 1 of
-    one size N: the threshold frozen on calibration users (§2.1 Step 5) applies to a sum over N users (Eq. 7) with
-    moments scaled by N (Eqs. 34–35); resampling calibration users to reach N would fatten the background's tails.
-    """
+    """ValueError unless the calibration and test populations are integers ≥ 1 of one size N: the threshold frozen
+    on calibration users (§2.1 Step 5) applies to a sum over N users (Eq. 7, Eqs. 34–35)."""
     for name, n in (("n_calibration", n_calibration), ("n_test", n_test)):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"{name}={n!r} must be an integer ≥ 1 (users in the split)")
