@@ -16,11 +16,8 @@ from pe_kit.settings import AuditConfig, MechanismConfig
 
 @dataclass(frozen=True)
 class BackgroundMoments:
-    """Auxiliary-user moments on the inspected coordinates P (Eqs. 31–33).
-
-    Attributes:
-        mean: float64 (|P|,) μ̂_P. second_moment: float64 (|P|, |P|) shrink(M̂_P), uncentered. n_aux: aux users.
-    """
+    """Auxiliary-user moments on P (Eqs. 31–33): ``mean`` μ̂_P (|P|,), ``second_moment`` shrink(M̂_P) (|P|, |P|),
+    uncentered, and ``n_aux``."""
 
     mean: np.ndarray
     second_moment: np.ndarray
