@@ -122,7 +122,7 @@ def rate(fn, n: int, repeats: int = 2) -> tuple[float, float]:
 
 def bench_case(name: str, prob, full_args, n: int, n_full: int, workers: int, methods) -> None:
     grid = ThresholdGrid.for_problem(prob, n)
-    thr = grid.value(grid.size * 3 // 4)
+    thr = float(grid.thresholds[grid.size * 3 // 4])
     print(f"\n[{name}] K = {prob.projections.size} background voters, μ_eff = {np.sqrt(prob.canary_shift):.3f}, "
           f"grid {grid.size} thresholds, {n:.3g} trials per measurement")
     fast1 = None

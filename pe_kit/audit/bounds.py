@@ -1,8 +1,7 @@
 """From confusion counts to a confidence-bounded empirical ε lower bound (App. E.6, Eqs. 28–30; §2.1 Step 5).
 
-A threshold and direction are frozen on calibration trials by a ``threshold_rules.ThresholdRule`` and evaluated
-on fresh test trials. Both events {score > t} and {score ≤ t} are candidates (DP bounds both orderings of a
-neighbouring pair); the test split bounds the one frozen event, so its bounds keep γ = α/(4·n_canaries).
+A threshold and direction ({score > t} or {score ≤ t}: DP bounds both orderings of a neighbouring pair) are frozen
+on calibration trials by a ``threshold_rules.ThresholdRule``; fresh test trials bound that one event at γ.
 """
 from __future__ import annotations
 
@@ -36,12 +35,10 @@ def _counts_above(sorted_scores: np.ndarray, thresholds: np.ndarray) -> np.ndarr
 
 def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: float, delta: float, *,
                         rule: ThresholdRule | None = None, sample_rate: float | None = None) -> Audit:
-    """Choose the threshold and direction on calibration trials with a threshold rule (§2.1 Step 5).
-
-    Candidates: ``candidate_thresholds``; ``rule``: a ``threshold_rules.ThresholdRule`` (None → ``DEFAULT_RULE``);
-    ``sample_rate``: q, for the Gaussian-model rule.
-    Returns ``Audit`` of the calibration trials at the chosen event, ``rule`` naming the rule; if no event has a
-    positive bound, the H0 median, direction +1, ε 0. Raises ValueError if a sample is empty or has NaN.
+    """Choose the threshold (among ``candidate_thresholds``) and direction on calibration trials with ``rule`` (a
+    ``ThresholdRule`` or its name; None → ``DEFAULT_RULE``; ``sample_rate`` q for the Gaussian model) (§2.1 Step 5).
+    Returns the calibration trials' ``Audit`` at that event (no positive bound: the H0 median, +1, ε 0).
+    Raises ValueError if a sample is empty or has NaN.
     """
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
     cand = candidate_thresholds(s0, s1)
@@ -65,11 +62,8 @@ def evaluate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, threshold: 
 
 def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0: int, gamma: float,
                                 delta: float, direction: int = 1, *, rule: str = "") -> Audit:
-    """``Audit`` from counts alone (for streaming engines that never hold the scores).
-
-    ``tp``, ``fp``: #H1 / #H0 trials with score > threshold; with ``direction=-1`` the event is {score ≤ threshold}
-    and the counts stored are n1 − tp and n0 − fp. ``rule`` is recorded on calibration records. Raises ValueError
-    for a direction other than ±1.
+    """``Audit`` from counts alone: ``tp``, ``fp``: #H1 / #H0 trials with score > threshold (``direction=-1``:
+    the event {score ≤ threshold}, stored as n1 − tp and n0 − fp). Raises ValueError for a direction other than ±1.
     """
     if direction not in (1, -1):
         raise ValueError(f"direction={direction!r} must be +1 (score > threshold) or -1 (score ≤ threshold)")

@@ -68,10 +68,6 @@ class ThresholdGrid:
         """float64 (size,) t_j."""
         return self.start + self.step * np.arange(self.size, dtype=np.float64)
 
-    def value(self, j: int) -> float:
-        """t_j as a float."""
-        return float(self.start + self.step * j)
-
     def bin_index(self, x: np.ndarray) -> np.ndarray:
         """intp (n,) bin of each score (float64 (n,)); see the class docstring."""
         return self._bin_index_inplace(np.array(x, dtype=np.float64, copy=True))

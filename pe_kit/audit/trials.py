@@ -1,8 +1,5 @@
-"""Membership trials under H0 (canary absent) and H1 (canary eligible, participates w.p. q).
-
-Two paths draw the same score distribution: ``simulate_scores`` on the scalar projection (Eq. 14: one trial
-needs each voting user's a_u = w·c_u, the canary's w·v and one Gaussian of variance (σC)²‖w‖²), and the
-reference ``simulate_scores_full``, which builds every trial's p-dimensional histogram (Alg. A.1 line 20).
+"""Membership trials under H0 (canary absent) and H1 (canary eligible, participates w.p. q): ``simulate_scores`` on
+the scalar projection (Eq. 14), and the reference ``simulate_scores_full`` on full histograms (Alg. A.1 line 20).
 """
 from __future__ import annotations
 
@@ -17,13 +14,9 @@ __all__ = ["ScalarProblem", "scalar_problem", "nonce_problem", "simulate_scores"
 
 @dataclass(frozen=True)
 class ScalarProblem:
-    """The scalar projection of one canary audit on one user population.
-
-    Attributes:
-        projections: float64 (K,) a_u = w·c_u of the users with a_u ≠ 0. canary_shift: w·v (μ_eff² for w = Σ⁻¹v).
-        noise_sd: σC‖w‖₂. offset: w·m0 + w·v/2, subtracted from every score (Eq. 14). sample_rate: q.
-        n_users: N, the population size (voting or not).
-    """
+    """The scalar projection of one canary audit on one user population (Eq. 14): ``projections`` float64 (K,)
+    a_u = w·c_u ≠ 0, ``canary_shift`` w·v, ``noise_sd`` σC‖w‖₂, ``offset`` w·m0 + w·v/2 (subtracted from every
+    score), ``sample_rate`` q, ``n_users`` N (voting or not)."""
 
     projections: np.ndarray
     canary_shift: float
