@@ -23,14 +23,8 @@ NEIGHBOURING_RELATION = ("add/remove of one user (all of that user's records), e
 
 @dataclass(frozen=True)
 class GaussianReleases:
-    """T releases of a Poisson-subsampled Gaussian histogram (the PE privacy event).
-
-    Attributes:
-        noise_multiplier: σ (> 0): noise std σC for sensitivity C.
-        sample_rate: q in (0, 1]: independent per-user participation probability.
-        releases: T ≥ 1 histogram releases (PE rounds); an integral float (3.0) becomes an int, a fractional one
-            (2.5) is refused, never rounded.
-    """
+    """T ≥ 1 releases (PE rounds) of a Poisson-subsampled Gaussian histogram, noise std σC for sensitivity C (σ > 0)
+    and per-user participation probability q in (0, 1]; an integral float T (3.0) becomes an int, 2.5 is refused."""
 
     noise_multiplier: float
     sample_rate: float
@@ -53,13 +47,9 @@ def _check_delta(delta) -> float:
 
 def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, releases: int = 1,
                    eps_error: float = 0.01) -> float:
-    """ε_theory of ``releases`` Poisson-subsampled Gaussian releases at ``delta`` (:data:`NEIGHBOURING_RELATION`).
-
-    Args: noise_multiplier σ > 0 (noise std / per-user L2 sensitivity); sample_rate q in (0, 1]; delta δ in (0, 1);
-        releases T ≥ 1; eps_error: the PRV accountant's ε discretization error (opacus default 0.01).
-    Returns: float ε (e.g. 1.695 for σ=1, q=0.1, δ=1e-5, T=1). Raises: ValueError on an out-of-range argument;
-        ImportError without Opacus (``pip install 'pe_kit[accounting]'``).
-    """
+    """ε_theory of ``releases`` Poisson-subsampled Gaussian releases at ``delta`` (:data:`NEIGHBOURING_RELATION`;
+    σ = noise std / per-user L2 sensitivity; ``eps_error``: the PRV accountant's discretization error): 1.695 for
+    σ=1, q=0.1, δ=1e-5, T=1. Raises ValueError on an out-of-range argument; ImportError without Opacus."""
     event = GaussianReleases(noise_multiplier, sample_rate, releases)
     delta = _check_delta(delta)
     return _prv_epsilon(event.noise_multiplier, event.sample_rate, delta, event.releases, float(eps_error))
@@ -97,12 +87,9 @@ ONE_RELEASE_MIN_SIGMA = 1e-8
 
 def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: float) -> float:
     """Exact ε at δ of one Poisson-subsampled Gaussian release, by ``brentq`` on the hockey-stick divergence δ(ε)
-    of the "remove" pair (1−q)·N(0, σ²) + q·N(1, σ²) vs N(0, σ²) (Zhu, Dong, Wang 2022, Prop. 30).
-
-    Exact whenever ε ≥ −log(1−q), the "add" direction's largest ε (always for σ < :data:`PRV_MIN_SIGMA`), else a
-    lower bound. Returns float ε ≥ 0 (1434.5 for σ=0.02, q=0.1, δ=1e-5). Raises ValueError on an out-of-range
-    argument or σ < :data:`ONE_RELEASE_MIN_SIGMA`.
-    """
+    of the "remove" pair (1−q)·N(0, σ²) + q·N(1, σ²) vs N(0, σ²) (Zhu, Dong, Wang 2022, Prop. 30): exact whenever
+    ε ≥ −log(1−q) (always for σ < :data:`PRV_MIN_SIGMA`), else a lower bound; 1434.5 for σ=0.02, q=0.1, δ=1e-5.
+    Raises ValueError on an out-of-range argument or σ < :data:`ONE_RELEASE_MIN_SIGMA`."""
     from scipy.optimize import brentq
 
     event = GaussianReleases(noise_multiplier, sample_rate)
@@ -153,8 +140,7 @@ def _prv_epsilon(sigma: float, q: float, delta: float, releases: int, eps_error:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         eps = float(acc.get_epsilon(delta=delta, eps_error=eps_error))
-    # ε ≥ 0 by definition; at large σ or δ the mechanism is (0, δ)-DP and the PRV grid can return a small
-    # negative value (−0.03 at σ = 5, q = 1, δ = 0.1), which would make any ε_lower ≥ 0 a "violation"
+    # ε ≥ 0: the PRV grid can return a small negative value (−0.03 at σ = 5, q = 1, δ = 0.1)
     return max(eps, 0.0)
 
 
@@ -167,13 +153,10 @@ def epsilon_theory_prefixes(noise_multiplier: float, sample_rate: float, delta: 
 
 def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: int = 1,
                     eps_error: float | None = None) -> float:
-    """The attack ceiling: ε of the Poisson-subsampled Gaussian mechanism at noise multiplier 1/μ_eff.
-
-    An LLR statistic of separation μ_eff (Eq. 15) is exactly that mechanism's pair (Eqs. 16–17, 21–23; App. E.4),
-    so no threshold test on it shows more, however many trials run; at μ_eff = 1/σ (Eq. 20) it is ε_theory.
-    ``eps_error``: PRV discretisation error, default min(0.01, 0.01·μ_eff) floored at 1e-3. Returns float ε ≥ 0
-    (0.0 for μ_eff = 0). Raises ValueError on μ_eff < 0 or non-finite, or an out-of-range q, δ, T.
-    """
+    """The attack ceiling: ε of the Poisson-subsampled Gaussian mechanism at noise multiplier 1/μ_eff, the pair an
+    LLR statistic of separation μ_eff is (Eqs. 15–17, 21–23; App. E.4); ε_theory at μ_eff = 1/σ (Eq. 20).
+    ``eps_error`` defaults to min(0.01, 0.01·μ_eff) floored at 1e-3 (bounded grid at tiny μ_eff).
+    Raises ValueError on μ_eff < 0 or non-finite, or an out-of-range q, δ, T."""
     mu = float(mu_eff)
     if not (math.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0 (√(vᵀΣ⁻¹v), Eq. 15)")
@@ -181,7 +164,6 @@ def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: i
     delta = _check_delta(delta)
     if mu == 0:
         return 0.0
-    # the PRV grid grows as eps_error shrinks: a floor of 1e-3 keeps tiny μ_eff at seconds and bounded memory
     err = float(eps_error) if eps_error is not None else max(1e-3, min(0.01, 0.01 * mu))
     return max(0.0, _prv_epsilon(1.0 / mu, float(sample_rate), delta, releases, err))
 

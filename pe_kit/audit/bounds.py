@@ -79,13 +79,9 @@ def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0:
 def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int, gamma: float,
                           delta: float, *, rule: ThresholdRule | None = None, sample_rate: float | None = None,
                           moments: tuple | None = None) -> Audit:
-    """``calibrate_threshold`` from counts alone, for streaming engines (§2.1 Step 5).
-
-    ``thresholds``: ascending candidates; ``true_pos``, ``false_pos``: calibration trials above each; ``moments``:
-    (mean0, sd0, mean1, sd1), None → ``threshold_rules.moments_from_counts``. If no candidate gives ε > 0: the
-    grid's H0 median, direction +1, ε 0. Raises ValueError on mismatched lengths, no candidate, unsorted thresholds
-    or counts outside [0, n].
-    """
+    """``calibrate_threshold`` from counts above ascending ``thresholds`` alone (streaming engines); ``moments``
+    (mean0, sd0, mean1, sd1) default to ``threshold_rules.moments_from_counts``. Raises ValueError on mismatched
+    lengths, no candidate, unsorted thresholds or counts outside [0, n]."""
     thr = np.asarray(thresholds, dtype=np.float64).ravel()
     tp = np.asarray(true_pos, dtype=np.int64).ravel()
     fp = np.asarray(false_pos, dtype=np.int64).ravel()
@@ -116,15 +112,13 @@ def _check_scores(s: np.ndarray, name: str) -> np.ndarray:
 
 
 def population_shift(calibration: Audit, test: Audit, gamma: float) -> dict:
-    """Does the frozen threshold see the same false-positive rate on the test split as on calibration?
-
-    Each split's FPR gets a two-sided Clopper–Pearson interval (Eqs. 29–30, tail γ each side); ``population_shift``
-    is True when they are disjoint. Returns ``fpr_calibration``, ``fpr_test`` and their ``_lower`` / ``_upper``.
-    Raises ValueError if the thresholds or directions differ, a split has no H0 trial, or γ ∉ (0, 1).
-    """
+    """Does the frozen threshold see the same FPR on the test split as on calibration? ``population_shift`` is True
+    when their two-sided Clopper–Pearson intervals (Eqs. 29–30, tail γ each side) are disjoint; also returns
+    ``fpr_calibration``, ``fpr_test`` and their ``_lower`` / ``_upper``. Raises ValueError if the thresholds or
+    directions differ, a split has no H0 trial, or γ ∉ (0, 1)."""
     if getattr(calibration, "direction", 1) != getattr(test, "direction", 1):
-        raise ValueError(f"population_shift needs one frozen event; got direction {calibration.direction} (calibration) "
-                         f"and {test.direction} (test)")
+        raise ValueError(f"population_shift needs one frozen event; got direction {calibration.direction} "
+                         f"(calibration) and {test.direction} (test)")
     if calibration.n_h0 < 1 or test.n_h0 < 1:
         raise ValueError("population_shift needs at least one H0 trial on each split (n_h0 ≥ 1)")
     if calibration.threshold != test.threshold:

@@ -42,13 +42,11 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
     """Audit one frozen canary/bank design: aux moments for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v (Eq. 14) → trials on
     the calibration users → threshold → fresh trials on the test users → ε_lower (Eq. 28); above
     ``STREAMING_MIN_TRIALS`` the trials stream (``engine._audit_scalar``). ``canary_full``: v_can (p,); ``coords``: P;
-    aux, calibration, test: sparse (n, p) contributions.
-
-    Returns the test ``Audit`` (calibration attached) with ε_theory, μ_eff (Eq. 15) and ``info``: ``mu_eff_ceiling``
-    (1/σ, Eq. 20), ``epsilon_ceiling``, ``tightness``, design sizes, ``threshold_mix``, ``trials``, ``seconds`` and the
-    ``bounds.population_shift`` columns. Raises ValueError on empty coordinates or splits, unequal split sizes,
-    widths other than p, coordinates outside [0, p), or a singular covariance.
-    """
+    aux, calibration, test: sparse (n, p) contributions. Returns the test ``Audit`` (calibration attached) with
+    ε_theory, μ_eff (Eq. 15) and ``info``: ``mu_eff_ceiling`` (1/σ, Eq. 20), ``epsilon_ceiling``, ``tightness``, design
+    sizes, ``threshold_mix``, ``trials``, ``seconds`` and the ``bounds.population_shift`` columns. Raises ValueError
+    on empty coordinates or splits, unequal split sizes, widths other than p, coordinates outside [0, p), or a
+    singular covariance."""
     coords = _check_design(canary_full, coords, aux, calibration, test)
     t0 = time.perf_counter()
     v = np.asarray(canary_full, dtype=np.float64).ravel()[coords]

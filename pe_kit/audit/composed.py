@@ -22,12 +22,8 @@ from pe_kit.progress import progress
 
 @dataclass(frozen=True)
 class RoundProblem:
-    """The frozen single-release audit of one round's bank (§2.1 Steps 2–3 on S^(t)).
-
-    Attributes:
-        round: t. coords: int64 (|P_t|,) inspected coordinates. mu_eff: √(v_tᵀΣ̂_t⁻¹v_t) (Eq. 15).
-        canary_norm: ‖v_{t,P}‖₂. calibration, test: ``ScalarProblem`` of both populations (N = n_test each).
-    """
+    """The frozen single-release audit of round t's bank (§2.1 Steps 2–3 on S^(t)): inspected ``coords`` P_t, μ_eff
+    (Eq. 15), ‖v_{t,P}‖₂ and the ``ScalarProblem`` of both populations (N = n_test each)."""
 
     round: int
     coords: np.ndarray

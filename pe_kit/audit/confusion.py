@@ -9,11 +9,9 @@ __all__ = ["clopper_pearson", "cp_bounds", "epsilon_lower_from_counts", "best_th
 
 
 def clopper_pearson(successes, trials, gamma: float, side: str):
-    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30), broadcast over arrays.
-
-    p_L = Beta(x, n−x+1)⁻¹(γ) for ``side="lower"`` (0 when x = 0), p_U = Beta(x+1, n−x)⁻¹(1−γ) for ``"upper"``
-    (1 when x = n). Raises ValueError on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side.
-    """
+    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30), broadcast over arrays: p_L = Beta(x,
+    n−x+1)⁻¹(γ) (``side="lower"``, 0 at x = 0), p_U = Beta(x+1, n−x)⁻¹(1−γ) (``"upper"``, 1 at x = n).
+    Raises ValueError on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side."""
     x = np.asarray(successes, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
     if not 0 < gamma < 1:
@@ -32,11 +30,8 @@ def clopper_pearson(successes, trials, gamma: float, side: str):
 
 
 def epsilon_lower_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float):
-    """ε_lower of Eq. 28 from the confusion counts of the event A = "score > threshold".
-
-    Returns (epsilon, branch): epsilon = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} with each bound at tail
-    γ, branch 1 or 2 for the attaining branch, 0 when clamped (arrays for array inputs).
-    """
+    """ε_lower of Eq. 28 from the counts of the event A = "score > threshold": (ε, branch), ε = max{0,
+    log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} with bounds at tail γ, branch 1 or 2 (0 when clamped)."""
     return _epsilon_from_bounds(cp_bounds(np.asarray(true_pos), np.asarray(false_pos), n_h1, n_h0, gamma), delta)
 
 

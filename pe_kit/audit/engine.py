@@ -42,11 +42,9 @@ def _block_task(args):
 
 
 class TrialEngine:
-    """Streams membership trials of one ``ScalarProblem`` (module docstring; Eq. 14, App. E.2).
-
-    ``method``: ``"auto"``, ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial) or ``"multinomial"`` (no background);
-    ``group_size``: g of ``groups`` (1 … 12; 8); ``block_trials``: trials per seeded block (results depend on it).
-    Raises ValueError on an unknown method, a bad problem, or out-of-range sizes."""
+    """Streams membership trials of one ``ScalarProblem`` (module docstring): ``method`` one of :data:`METHODS`,
+    ``group_size`` g of ``groups`` (1 … 12), ``block_trials`` per seeded block. Raises ValueError on an unknown
+    method, a bad problem, or out-of-range sizes."""
 
     def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8,
                  block_trials: int = DEFAULT_BLOCK_TRIALS) -> None:
@@ -136,8 +134,7 @@ def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None,
     """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration`` (binned on
     ``ThresholdGrid.for_problem``, chosen by ``rule`` via ``bounds.calibrate_from_counts``), then bound ε on
     ``trials`` fresh trials of ``test`` (None → ``calibration``) (§2.1 Step 5; Eqs. 28–30). Seed keys (0, h):
-    calibration, (1, h): test; ``engine_options``: ``TrialEngine`` keywords (``method="auto"``: see :func:`exact_method`).
-
+    calibration, (1, h): test; ``engine_options``: ``TrialEngine`` keywords (``method="auto"``: :func:`exact_method`).
     Returns the test ``Audit`` with its calibration record; ``info``: ``trials``, ``sampler``, ``grid``, ``seconds``.
     Raises ValueError on bad γ, δ, trials, seed or engine options."""
     if not 0 < gamma < 1:

@@ -47,10 +47,9 @@ def _as_count(value, name: str) -> int:
 
 
 def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> tuple[int, int]:
-    """The abstaining guesser (Steinke et al. §2): "in" for the k₊ highest ``scores``, "out" for the k₋ lowest; returns
-    (r, v), guesses and correct guesses against ``included``. Ties break by canary index (stable sort). Raises
-    ValueError on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass ``s == 1``),
-    fractional k₊ or k₋, or k₊ + k₋ > m."""
+    """The abstaining guesser (Steinke et al. §2): "in" for the k₊ highest ``scores``, "out" for the k₋ lowest (ties
+    by index); returns (r, v), guesses and correct ones. Raises ValueError on shapes that differ, NaN scores,
+    ``included`` not 0/1, fractional k₊ or k₋, or k₊ + k₋ > m."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     inc = _as_included(included)
     k_plus, k_minus = _as_count(k_plus, "k_plus"), _as_count(k_minus, "k_minus")
@@ -83,9 +82,8 @@ def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, al
                    methods=METHODS) -> dict[str, Audit]:
     """Both one-run bounds from per-canary scores (higher = "in") and truth ``included`` (S_i ~ Bernoulli(½)),
     maximised over ``pairs`` (default ``guess_pairs(m)``) at family-wise level α; ``sample_rate``: q of C_q(G_μ);
-    ``methods``: subset of ("steinke", "fdp") or one name.
-
-    Returns method → ``Audit`` (ε_lower at δ, 0 if no pair rejects); ``info``: ``mu_lower`` (NaN for ``steinke``),
+    ``methods``: subset of ("steinke", "fdp") or one name. Returns method → ``Audit`` (ε_lower at δ, 0 if no pair
+    rejects); ``info``: ``mu_lower`` (NaN for ``steinke``),
     the attaining pair's ``k_plus``, ``k_minus``, ``guesses``, ``correct``, and ``m``, ``n_included``, ``alpha``,
     ``beta``, ``n_pairs``, ``delta``, ``sample_rate``. Raises ValueError on bad shapes, empty scores, ``included``
     not 0/1 or too unbalanced for a Bernoulli(½) draw (two-sided binomial p < 10⁻⁶), levels, a sample_rate outside

@@ -115,8 +115,7 @@ def _resolve_method(method: str, problem: ScalarProblem, group_size: int) -> str
         return method
     if method == "sample":
         method = "auto"
-    # cost model measured on this machine's Xeon cores (benchmarks/bench_trials.py): ≈45 ns per gap hit
-    # (qK per trial) against ≈10 ns per group draw (K/g per trial): gaps win below q ≈ 0.03 at g = 8
+    # cost model (benchmarks/bench_trials.py): ≈45 ns per gap hit (qK per trial), ≈10 ns per group draw (K/g)
     if 45.0 * q * k < 10.0 * math.ceil(k / group_size):
         return "gaps"
     return "groups"

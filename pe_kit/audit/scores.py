@@ -33,7 +33,8 @@ def _scores(x, name: str, per: str = "trial") -> np.ndarray:
     return a
 
 
-def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def split_trials(scores: np.ndarray, calibration_fraction: float,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Split one hypothesis's n ≥ 2 trials into (calibration, test) by one seeded ``permutation(n)``.
     The calibration part has round(n · calibration_fraction) trials, clipped to [1, n − 1]."""
     n = scores.size
@@ -45,13 +46,11 @@ def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random
 def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 1,
                  calibration_fraction: float = 0.5, seed: int = 0, noise_multiplier: float | None = None,
                  sample_rate: float = 1.0) -> Audit:
-    """ε_lower from scores of trials with the canary in (H1) and out (H0), in one call.
-
-    Each hypothesis's trials (≥ 2) are split (``split_trials``, ``in_scores`` first, ``default_rng(seed)``); the
-    calibration part chooses the event (``bounds.calibrate_threshold`` at ``sample_rate``), the test part bounds ε
-    (Eqs. 28–30) at γ = α / (n_canaries · 4) (App. E.6). Returns ``Audit`` (``mu_eff`` NaN; ε_theory NaN without
-    ``noise_multiplier``) with the ``population_shift`` columns. Raises ValueError for scores not 1-D, non-finite or
-    fewer than 2, or a setting out of range.
+    """ε_lower from scores of trials with the canary in (H1) and out (H0): each hypothesis's trials (≥ 2) are split
+    (``split_trials``, ``in_scores`` first, ``default_rng(seed)``), the calibration part chooses the event
+    (``bounds.calibrate_threshold``), the test part bounds ε (Eqs. 28–30) at γ = α / (n_canaries · 4) (App. E.6).
+    Returns ``Audit`` (ε_theory NaN without ``noise_multiplier``) with the ``population_shift`` columns.
+    Raises ValueError for scores not 1-D, non-finite or fewer than 2, or a setting out of range.
     """
     s1, s0 = _scores(in_scores, "in_scores"), _scores(out_scores, "out_scores")
     for name, a in (("in_scores", s1), ("out_scores", s0)):

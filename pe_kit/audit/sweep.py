@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pe_kit.audit.engine import _audit_scalar, _check_problem, exact_method
+from pe_kit.audit.engine import _audit_scalar, _check_problem
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.trials import ScalarProblem, nonce_problem
 
@@ -22,7 +22,6 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
                     max_simulated_trials: int | None = None, method: str = "auto", progress: bool = False,
                     **engine_options):
     """ε_lower vs trials per hypothesis beside ε_theory and the expected curve from μ_eff (Fig. 1, notebook 05).
-
     ``attacks``: name → a float μ_eff (a nonce canary, needs ``sample_rate``), a ``ScalarProblem``, a (calibration,
     test) pair, or a list of these per canary (a single one is audited ``n_canaries`` times). Task (attack i,
     canary c, trials j) is seeded (seed, i, c, j); trials above ``max_simulated_trials`` get NaN ε_lower. Returns a
@@ -79,11 +78,10 @@ def _curve_tasks(attacks, trials, noise_multiplier, sample_rate, delta, gamma, n
                 row["simulated"] = simulate
                 meta.append(row)
                 if simulate:
-                    m = exact_method(method, cal, test)
                     tasks.append(AuditTask(calibration=cal, test=test, trials=n, seed=(int(seed), ai, ci, ti),
                                            gamma=gamma, delta=delta, epsilon_theory=eps_th,
                                            labels=(("_row", len(meta) - 1),),
-                                           options=tuple(sorted({"method": m, **engine_options}.items()))))
+                                           options=tuple(sorted({"method": method, **engine_options}.items()))))
     return meta, tasks
 
 
@@ -110,11 +108,8 @@ def _canary_problems(name, spec, sample_rate, n_canaries) -> list[tuple[ScalarPr
 
 @dataclass(frozen=True)
 class AuditTask:
-    """One sweep unit: calibrate on ``calibration`` and bound ε on ``test`` (``engine._audit_scalar``).
-
-    ``seed``: int or tuple of non-negative ints. ``labels``: (name, value) pairs copied into the row first.
-    ``options``: ``TrialEngine`` keywords as (name, value) pairs.
-    """
+    """One sweep unit: calibrate on ``calibration`` and bound ε on ``test`` (``engine._audit_scalar``); ``labels``:
+    (name, value) pairs copied into the row first; ``options``: ``TrialEngine`` keywords as (name, value) pairs."""
 
     calibration: ScalarProblem
     test: ScalarProblem

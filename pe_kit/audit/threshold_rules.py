@@ -56,7 +56,7 @@ class CalibrationCounts:
 @dataclass(frozen=True)
 class Choice:
     """A rule's decision: ``index`` into the thresholds (−1: no event has ε > 0), ``direction`` (+1: {score > t},
-    −1: {score ≤ t}) and ``rule``, the name of the rule that chose (``"gaussian_model>anchored_argmax"``: a fallback)."""
+    −1: {score ≤ t}) and ``rule``, the name of the rule that chose (``"gaussian_model>anchored_argmax"``: fallback)."""
 
     index: int
     direction: int

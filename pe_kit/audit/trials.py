@@ -87,11 +87,8 @@ def background_sums(projections: np.ndarray, sample_rate: float, n_trials: int,
 
 def simulate_scores(problem: ScalarProblem, hypothesis: int, n_trials: int, rng: np.random.Generator,
                     chunk_size: int = 1 << 20) -> np.ndarray:
-    """Scores ℓ of ``n_trials`` trials under H0 (hypothesis=0) or H1 (hypothesis=1) on the scalar path.
-
-    ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, J ≡ 0 under H0 and J ~ Bernoulli(q) under H1 (App. E.2,
-    E.5). Raises ValueError on a bad hypothesis or n_trials < 0.
-    """
+    """Scores ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset of ``n_trials`` trials, J ≡ 0 under H0
+    (hypothesis=0), J ~ Bernoulli(q) under H1 (App. E.2, E.5). Raises ValueError on a bad hypothesis or n_trials < 0."""
     if hypothesis not in (0, 1):
         raise ValueError(f"hypothesis={hypothesis!r} must be 0 (canary absent) or 1 (canary eligible)")
     if n_trials < 0:
@@ -111,11 +108,8 @@ def simulate_scores_full(population: sp.spmatrix, canary_full: np.ndarray, coord
                          weights: np.ndarray, m0: np.ndarray, noise_std: float, sample_rate: float,
                          hypothesis: int, n_trials: int, rng: np.random.Generator,
                          chunk_size: int = 256) -> np.ndarray:
-    """Reference path: build each trial's full histogram (N users, p coordinates), then score it.
-
-    ``population``: (N, p) contributions; ``canary_full``: v (p,); ``coords``: P; ``weights``, ``m0`` as in Eq. 14;
-    ``chunk_size``: trials per dense (chunk, p) block. Returns ℓ = wᵀ(Y_P − m0 − v/2), float64 (n_trials,).
-    """
+    """Reference path: each trial's full histogram of the (N, p) ``population`` and ``canary_full`` v, scored as
+    ℓ = wᵀ(Y_P − m0 − v/2) on ``coords`` P (Eq. 14), ``chunk_size`` trials at a time. float64 (n_trials,)."""
     if hypothesis not in (0, 1):
         raise ValueError(f"hypothesis={hypothesis!r} must be 0 or 1")
     population = sp.csr_matrix(population)
