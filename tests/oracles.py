@@ -130,3 +130,12 @@ class ParallelTrialEngine(TrialEngine):
                                      initargs=(self._plan,)) as pool:
                 yield from pool.map(_worker_block, [(None, *job[1:]) for job in jobs],
                                     chunksize=max(1, len(jobs) // (16 * self.n_workers)))
+
+
+def engine_scores(engine: TrialEngine, hypothesis: int, n_trials: int, seed) -> np.ndarray:
+    """float64 (n_trials,) the very trials that ``engine.histogram`` and ``count_above`` reduce (same seed → same
+    values). Raises ValueError for method='multinomial' (it never draws individual trials)."""
+    jobs = engine._jobs(hypothesis, n_trials, seed, None)
+    if engine.method == "multinomial":
+        raise ValueError("method='multinomial' draws counts, not individual scores; use method='sample'")
+    return np.concatenate(list(engine._results(jobs)))

@@ -94,14 +94,6 @@ class TrialEngine:
             return self._multinomial(int(hypothesis), int(n_trials), stream_seed(seed, 0), float(threshold))
         return int(sum(self._results(jobs)))
 
-    def scores(self, hypothesis: int, n_trials: int, seed) -> np.ndarray:
-        """float64 (n_trials,) the very trials that ``histogram`` and ``count_above`` reduce (same seed → same values).
-        Raises ValueError for method='multinomial' (it never draws individual trials)."""
-        jobs = self._jobs(hypothesis, n_trials, seed, None)
-        if self.method == "multinomial":
-            raise ValueError("method='multinomial' draws counts, not individual scores; use method='sample'")
-        return np.concatenate(list(self._results(jobs)))
-
     def _multinomial(self, hypothesis: int, n: int, ss, target):
         """``histogram`` (a grid: Multinomial bin counts) or ``count_above`` (a threshold: Binomial), exactly, per
         Gaussian component (H1: n_inc ~ Binomial(n, q) trials shifted by w·v)."""

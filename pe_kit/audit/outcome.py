@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
-__all__ = ["Audit", "settings_of"]
+__all__ = ["Audit"]
 
 #: How ``epsilon_lower`` was bounded: a calibrated threshold test (Eq. 28, §2.1 Step 5) or a one-run bound.
 METHODS = ("threshold", "steinke", "fdp")
@@ -25,12 +25,6 @@ _HEADLINE = ("epsilon_lower", "epsilon_theory", "mu_eff", "threshold", "tpr", "f
 _SPLIT = ("threshold", "epsilon", "branch", "true_pos", "false_pos", "n_h1", "n_h0", "tpr", "fpr", "tpr_lower",
           "fpr_upper", "tnr_lower", "fnr_upper", "direction", "rule")
 _ONE_RUN_COUNTS = ("guesses", "correct", "k_plus", "k_minus", "m", "n_included")
-
-
-def settings_of(row: Mapping[str, Any]) -> dict:
-    """The settings part of a tidy row: every ``mech_*`` / ``audit_*`` / ``study_*`` column plus γ, the variant, the
-    canary id, the split and the seed (whichever the row has)."""
-    return {k: v for k, v in row.items() if k.startswith(_SETTING_PREFIXES) or k in _SETTING_KEYS}
 
 
 @dataclass(frozen=True)
@@ -118,8 +112,9 @@ class Audit:
 
     @property
     def settings(self) -> dict:
-        """What produced the number (:func:`settings_of` of ``row``)."""
-        return settings_of(self.row)
+        """What produced the number: the row's ``mech_*`` / ``audit_*`` / ``study_*`` columns, γ, variant, canary id,
+        split and seed (whichever it has)."""
+        return {k: v for k, v in self.row.items() if k.startswith(_SETTING_PREFIXES) or k in _SETTING_KEYS}
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "Audit":
