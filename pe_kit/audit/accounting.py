@@ -63,11 +63,9 @@ def epsilon_theory_or_inf(noise_multiplier, sample_rate: float, delta: float) ->
     return epsilon_theory(sigma, sample_rate, delta) if sigma > 0 and delta > 0 else math.inf
 
 
-#: Below this σ the PRV accountant's ε saturates near 707 (exact: 1434 at σ = 0.02) and its grid needs GBs; one
-#: release then uses :func:`epsilon_one_release` (exact), several raise.
+#: Below this σ the PRV accountant fails (ε saturates near 707, GBs of grid): one release is exact, several raise.
 PRV_MIN_SIGMA = 0.05
-#: The most points the PRV accountant's grid may hold (≈ 200 bytes each, so ≈ 4 GB; it grows faster than T,
-#: Gopi et al. 2021, §5): σ = 1, q = 0.1, δ = 1e-5 reaches it near 10,000 releases.
+#: The most points the PRV accountant's grid may hold (≈ 4 GB; σ = 1, q = 0.1, δ = 1e-5 reaches it near T = 10,000).
 PRV_MAX_GRID = 20_000_000
 
 

@@ -46,11 +46,10 @@ def _bank_key(bank: FrozenBank, seen: frozenset) -> str:
 def transcript_tree(transcript: Transcript, private: Population, canary: Population, generator,
                     mechanism: MechanismConfig, config: PEConfig, *, encoder=None,
                     max_banks: int = 64) -> list[list[TreeNode]]:
-    """Every bank the adaptive process can reach under H1: T lists of ``TreeNode`` (node 0 of each round: the
-    canary-free bank) from the canary-free ``run_pe`` ``transcript``, its voting users ``private`` and the run's
-    generator, encoder, mechanism and config. Raises ValueError if the canary is not one user, the transcript is
-    empty, or more than ``max_banks`` banks are needed.
-    """
+    """Every bank the adaptive process can reach under H1: T lists of ``TreeNode`` (node 0: the canary-free bank)
+    from the canary-free ``run_pe`` ``transcript``, its voting users ``private`` and the run's generator, encoder,
+    mechanism and config. Raises ValueError if the canary is not one user, the transcript is empty, or more than
+    ``max_banks`` banks are needed."""
     if canary.n_users != 1:
         raise ValueError(f"canary must be one user; got n_users={canary.n_users}")
     if not transcript.rounds:
@@ -113,11 +112,9 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
                     test: Population, mechanism: MechanismConfig, audit: AuditConfig,
                     rng: np.random.Generator) -> list[dict]:
     """ε_lower per prefix t = 1..T of the adaptive transcript (Eq. 36): J_{i,t} ~ Bernoulli(q) under H1 picks trial
-    i's node, ℓ_t is simulated on its ``RoundProblem``, ℓ_mix,t summed, each prefix bounded by ``_prefix_audit``.
-    Returns T dicts: ``releases``, ``epsilon_theory``, ``frac_retention_changed`` and ``frac_bank_changed`` (shares
-    of H1 test trials by round t), ``n_banks``, ``mu_eff_mean``, ``trials``, ``seconds`` and the prefix audit's row.
-    Raises ValueError on an empty tree or σ = 0.
-    """
+    i's node, ℓ_mix,t on its ``RoundProblem`` summed, each prefix bounded by ``_prefix_audit``. Returns T dicts
+    (``frac_retention_changed`` / ``frac_bank_changed``: shares of H1 test trials by round t). Raises ValueError on
+    an empty tree or σ = 0."""
     if not tree or not tree[0]:
         raise ValueError("tree is empty: build it with transcript_tree")
     T, q, n = len(tree), mechanism.sample_rate, audit.trials

@@ -36,10 +36,8 @@ class RoundProblem:
 def round_problems(transcript: Transcript, canary: Population, aux: Population, calibration: Population,
                    test: Population, mechanism: MechanismConfig, audit: AuditConfig,
                    rng: np.random.Generator) -> list[RoundProblem]:
-    """Per-round ``RoundProblem`` s of a transcript (``bank_problem`` on each round's bank; a calibration split of
-    another size is resized to n_test users once, ``_resize``). Raises ValueError if the canary is not one user, a
-    split is empty, or the canary votes on no coordinate of a probe-free round.
-    """
+    """Per-round ``RoundProblem`` s of a transcript (``bank_problem``; calibration resized to n_test users once).
+    Raises ValueError if the canary is not one user, a split is empty, or it votes on no coordinate of a round."""
     if canary.n_users != 1:
         raise ValueError(f"canary must be one user; got n_users={canary.n_users}")
     if min(aux.n_users, calibration.n_users, test.n_users) == 0:
@@ -90,10 +88,7 @@ def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, t
 def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
                     rng: np.random.Generator) -> list[dict]:
     """ε_lower of every prefix t = 1..T from summed per-round mixture LLRs Σ_{s≤t} ℓ_mix,s (Eq. 36, ``_prefix_audit``),
-    with ε_theory(t). Returns T dicts (``releases``, ``epsilon_theory``, ``mu_eff_round``, ``mu_eff_composed`` =
-    √Σμ², design sizes, ``trials``, ``seconds`` and the prefix audit's row). Raises ValueError if ``problems`` is
-    empty or σ = 0.
-    """
+    with ε_theory(t): T dicts (``mu_eff_composed`` = √Σμ²). Raises ValueError if ``problems`` is empty or σ = 0."""
     if not problems:
         raise ValueError("problems is empty: audit at least one round")
     q, n = mechanism.sample_rate, audit.trials

@@ -1,10 +1,9 @@
 """Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis (Eq. 14, App. E.2) in
-memory bounded by one block, reduced to counts above candidate thresholds (Eqs. 28–30, §2.1 Step 5).
-
-One trial is ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, I_u ~ Bernoulli(q), J ≡ 0 under H0 and
-~ Bernoulli(q) under H1 (drawn as n_inc ~ Binomial(t, q) per block, added to its first n_inc trials). Block b of a
-stream draws from ``SFC64(SeedSequence(entropy, spawn_key=(..., b)))``: results depend only on (seed, n_trials,
-block_trials, method). Samplers: ``audit.samplers``; ``multinomial`` (no background voters) draws the counts.
+memory bounded by one block, reduced to counts above candidate thresholds (Eqs. 28–30, §2.1 Step 5). One trial is
+ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, I_u ~ Bernoulli(q), J ≡ 0 under H0 and ~ Bernoulli(q) under
+H1 (n_inc ~ Binomial(t, q) per block, added to its first n_inc trials). Block b of a stream draws from
+``SFC64(SeedSequence(entropy, spawn_key=(..., b)))``: results depend only on (seed, n_trials, block_trials,
+method). Samplers: ``audit.samplers``; ``multinomial`` (no background voters) draws the counts.
 """
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-#: The most trials per hypothesis :func:`expected_epsilon` takes (its Clopper–Pearson inverses slow down beyond;
-#: trials=None gives the n → ∞ limit).
+#: The most trials per hypothesis :func:`expected_epsilon` takes (trials=None: the n → ∞ limit).
 MAX_EXPECTED_TRIALS = 10**12
 
 

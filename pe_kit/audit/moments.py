@@ -1,8 +1,5 @@
-"""Aux moments, LLR weights, μ_eff and the (mixture) log-likelihood ratio.
-
-Eqs. 2–4; App. E: Eqs. 31–35 (aux moments, shrinkage, plug-in m̂0 and Σ̂), Eq. 14 (ℓ = wᵀ(Y − m0 − v/2),
-w = Σ⁻¹v), Eq. 15 (μ_eff), Eq. 22 (ℓ_mix).
-"""
+"""Aux moments and plug-in m̂0, Σ̂ (Eqs. 31–35), LLR weights w = Σ⁻¹v and ℓ = wᵀ(Y − m0 − v/2) (Eqs. 2–3, 14),
+μ_eff (Eq. 15) and the mixture LLR ℓ_mix (Eqs. 4, 22)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

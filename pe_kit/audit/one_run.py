@@ -83,11 +83,10 @@ def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, al
     """Both one-run bounds from per-canary scores (higher = "in") and truth ``included`` (S_i ~ Bernoulli(½)),
     maximised over ``pairs`` (default ``guess_pairs(m)``) at family-wise level α; ``sample_rate``: q of C_q(G_μ);
     ``methods``: subset of ("steinke", "fdp") or one name. Returns method → ``Audit`` (ε_lower at δ, 0 if no pair
-    rejects); ``info``: ``mu_lower`` (NaN for ``steinke``),
-    the attaining pair's ``k_plus``, ``k_minus``, ``guesses``, ``correct``, and ``m``, ``n_included``, ``alpha``,
-    ``beta``, ``n_pairs``, ``delta``, ``sample_rate``. Raises ValueError on bad shapes, empty scores, ``included``
-    not 0/1 or too unbalanced for a Bernoulli(½) draw (two-sided binomial p < 10⁻⁶), levels, a sample_rate outside
-    (0, 1], an unknown method, a fractional pair or an empty pair list."""
+    rejects); ``info``: ``mu_lower`` (NaN for ``steinke``), the attaining pair's ``k_plus``, ``k_minus``,
+    ``guesses``, ``correct`` and the settings. Raises ValueError on bad shapes, empty scores, ``included`` not 0/1
+    or too unbalanced for a Bernoulli(½) draw (two-sided binomial p < 10⁻⁶), levels, a sample_rate outside (0, 1],
+    an unknown method, a fractional pair or an empty pair list."""
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
     sample_rate = _check_sample_rate(sample_rate)
