@@ -42,8 +42,7 @@ def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamm
     """Expected ε_lower of the Gaussian pair at μ_eff with Clopper–Pearson at ``trials`` (module docstring):
     FPR(a) = Φ̄((a + μ²/2)/μ), TPR(a) = (1−q)FPR(a) + qΦ̄((a − μ²/2)/μ) (Eqs. 18–19, 23), maximised over a (grid,
     then Brent); ``trials=None``: the n → ∞ limit. Returns ε (and the maximizing a with ``return_threshold``).
-    Raises ValueError on μ ≤ 0, q ∉ (0, 1], trials outside [1, MAX_EXPECTED_TRIALS], γ or δ out of range.
-    """
+    Raises ValueError on μ ≤ 0, q ∉ (0, 1], trials outside [1, MAX_EXPECTED_TRIALS], γ or δ out of range."""
     _check(mu_eff, sample_rate, trials, gamma, delta)
     mu, q, n = float(mu_eff), float(sample_rate), (None if trials is None else float(trials))
     grid = np.linspace(-mu * mu / 2 - 10 * mu, mu * mu / 2 + 10 * mu, 4001)
@@ -79,8 +78,7 @@ def _check(mu_eff, sample_rate, trials, gamma, delta) -> None:
 def separable_epsilon(sample_rate: float, trials: int, gamma: float = 0.0025, delta: float = 1e-5) -> float:
     """The most an audit at ``trials`` can certify: ``expected_epsilon`` as μ_eff → ∞ (FPR = 0, TPR = q, Eq. 23),
     ε = log((p_L(qn) − δ) / (1 − γ^{1/n})) or the reverse event's, floored at 0 (2.45 at q = 0.05, n = 2,000,
-    γ = 0.05/29, δ = 10⁻⁶). Raises ValueError as ``expected_epsilon``.
-    """
+    γ = 0.05/29, δ = 10⁻⁶). Raises ValueError as ``expected_epsilon``."""
     _check(1.0, sample_rate, trials, gamma, delta)
     q, n = float(sample_rate), float(trials)
     tpr_l, fpr_u = _cp_real(q * n, n, gamma, "lower"), 1.0 - gamma ** (1.0 / n)

@@ -4,9 +4,8 @@
 * Mahloujifar, Melis, Chaudhuri (arXiv 2410.22235): the abstention recursion for a trade-off f (k = 2): τ = β,
   h_v = τ(r − v)/m, r_v = τv/m, for i = v−1 … 0
   h_i = max(h_{i+1}, f̄⁻¹(r_{i+1})),  r_i = r_{i+1} + i/(r − i)·(h_i − h_{i+1}),
-  with f̄(x) = 1 − f(x); f is rejected when r_0 + h_0 > r/m; f = C_q(G_μ) (Dong, Roth, Su 2022). The largest
-  rejected μ becomes ε at δ (``epsilon_from_mu``): a lower bound when the mechanism's trade-off lies in the family
-  (a PE nonce canary, Eqs. 14–17); otherwise only Steinke et al.'s is.
+  with f̄(x) = 1 − f(x); f = C_q(G_μ) (Dong, Roth, Su 2022) is rejected when r_0 + h_0 > r/m. The largest rejected
+  μ as ε at δ (``epsilon_from_mu``) bounds ε only for mechanisms in the family (a PE nonce canary, Eqs. 14–17).
 """
 from __future__ import annotations
 

@@ -39,8 +39,8 @@ class Audit:
             the k₊-th highest score. rule: the threshold rule that chose it (calibration records).
         tpr, fpr, true_pos, false_pos, n_h1, n_h0: A's point rates and counts, trials per hypothesis (one-run: the
             "in" guesses' rates). branch: the branch of Eq. 28 that gave ε (0: none, 1: TPR/FPR, 2: TNR/FNR).
-        tpr_lower, fpr_upper, tnr_lower, fnr_upper: one-sided Clopper–Pearson bounds at γ (Eqs. 29–30).
-        gamma, delta, method (one of :data:`METHODS`). calibration: the calibration trials' record, or None.
+        tpr_lower, fpr_upper, tnr_lower, fnr_upper: one-sided Clopper–Pearson bounds at γ (Eqs. 29–30). gamma, delta,
+            method (one of :data:`METHODS`). calibration: the calibration trials' record, or None.
         info: the row's further columns, in order (``dataclasses.replace(a, info={**a.info, …})`` changes them).
     Fields left None have no column; gamma, delta and method are columns only where ``info`` lists them.
     """

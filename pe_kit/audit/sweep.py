@@ -26,8 +26,7 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
     test) pair, or a list of these per canary (a single one is audited ``n_canaries`` times). Task (attack i,
     canary c, trials j) is seeded (seed, i, c, j); trials above ``max_simulated_trials`` get NaN ε_lower. Returns a
     ``pandas.DataFrame``, one row per (attack, canary, trials). Raises ValueError on empty or ill-typed ``attacks``,
-    bad trials, or a float attack without sample_rate.
-    """
+    bad trials, or a float attack without sample_rate."""
     import pandas as pd
 
     if not isinstance(attacks, Mapping) or not attacks:
