@@ -38,6 +38,7 @@ greedy-selection benchmarks (``bench_embedding.py``, ``bench_selection.py``) if 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import subprocess
@@ -45,6 +46,7 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -52,12 +54,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pe_kit.audit import engine  # noqa: E402
 from pe_kit.audit.engine import ThresholdGrid, TrialEngine, _audit_scalar  # noqa: E402
 from pe_kit.audit.expectations import expected_epsilon  # noqa: E402
 from pe_kit.audit.moments import aux_moments, llr_weights, null_moments, restrict  # noqa: E402
 from pe_kit.audit.trials import nonce_problem, scalar_problem, simulate_scores_full  # noqa: E402
 from pe_kit.settings import MechanismConfig  # noqa: E402
 from pe_kit.pe.mechanism import contributions  # noqa: E402
+from tests.oracles import ParallelTrialEngine  # noqa: E402 (blocks on a process pool)
 
 MECH = MechanismConfig()  # k=5, C=0.1, σ=1, q=0.1, m=64
 
@@ -118,13 +122,13 @@ def rate(fn, n: int, repeats: int = 2) -> tuple[float, float]:
 
 def bench_case(name: str, prob, full_args, n: int, n_full: int, workers: int, methods) -> None:
     grid = ThresholdGrid.for_problem(prob, n)
-    thr = grid.value(grid.size * 3 // 4)
+    thr = float(grid.thresholds[grid.size * 3 // 4])
     print(f"\n[{name}] K = {prob.projections.size} background voters, μ_eff = {np.sqrt(prob.canary_shift):.3f}, "
           f"grid {grid.size} thresholds, {n:.3g} trials per measurement")
     fast1 = None
     for method in methods:
         for nw in sorted({1, workers}):
-            eng = TrialEngine(prob, method=method, n_workers=nw, parallel="processes", block_trials=1 << 18)
+            eng = ParallelTrialEngine(prob, method=method, n_workers=nw, parallel="processes", block_trials=1 << 18)
             eng.histogram(0, min(n, 1 << 18), grid, seed=99)  # warm-up (and worker start-up)
             r_cal, c_cal = rate(lambda: eng.histogram(0, n, grid, seed=1), n)
             r_test, c_test = rate(lambda: eng.count_above(1, n, thr, seed=2), n)
@@ -255,8 +259,10 @@ def nonce_1e9(trials: int, workers: int) -> None:
     eps = []
     for canary in range(5):
         t0 = time.perf_counter()
-        res = _audit_scalar(prob, trials=trials, gamma=0.0025, delta=1e-5, seed=(2026, canary), method="sample",
-                           n_workers=workers, parallel="processes", block_trials=1 << 20)
+        with mock.patch.object(engine, "TrialEngine", functools.partial(ParallelTrialEngine, n_workers=workers,
+                                                                         parallel="processes")):
+            res = _audit_scalar(prob, trials=trials, gamma=0.0025, delta=1e-5, seed=(2026, canary), method="sample",
+                               block_trials=1 << 20)
         eps.append(res.epsilon_lower)
         print(f"  canary {canary}: ε_lower = {res.epsilon_lower:.4f} (calibration {res.calibration.epsilon_lower:.4f}), "
               f"threshold ℓ = {res.threshold:.4f}, test TP = {res.true_pos}, FP = {res.false_pos}, "

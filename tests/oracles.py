@@ -2,6 +2,7 @@
 against; none of them is reached from the public calls."""
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
@@ -9,6 +10,7 @@ import scipy.linalg as sla
 from scipy import special
 
 from pe_kit.attack.selection import TIE_RTOL, _pick, probe_votes
+from pe_kit.audit.engine import TrialEngine, _block_task
 from pe_kit.audit.one_run_bounds import _check_sample_rate, _fq
 from pe_kit.cache import content_hash
 from pe_kit.text.generators.base import _WS
@@ -91,3 +93,49 @@ def recompute_entries(entry: dict, records: Sequence[str], generator, indices: S
     prompts = [record_prompt(generator)(records[entry["sources"][j]]) for j in idx]
     outs = generator.generate_seeded(prompts, np.asarray([entry["seeds"][j] for j in idx], dtype=np.int64))
     return [_WS.sub(" ", o).strip() for o in outs]
+
+
+
+_WORKER_PLAN = None
+
+
+def _set_worker_plan(plan) -> None:
+    """Process-pool initializer: the plan every block job of this worker uses (sent once, not per job)."""
+    global _WORKER_PLAN
+    _WORKER_PLAN = plan
+
+
+def _worker_block(args):
+    return _block_task((_WORKER_PLAN, *args[1:]))
+
+
+class ParallelTrialEngine(TrialEngine):
+    """``TrialEngine`` whose seeded blocks run on ``n_workers`` threads or processes (``parallel``): the same counts
+    as the serial engine, since each block's stream depends only on (seed, block) (tests, bench_trials)."""
+
+    def __init__(self, problem, *, n_workers: int = 1, parallel: str = "threads", **options) -> None:
+        super().__init__(problem, **options)
+        if parallel not in ("threads", "processes"):
+            raise ValueError(f"parallel={parallel!r} must be 'threads' or 'processes'")
+        self.n_workers, self.parallel = int(n_workers), parallel
+
+    def _results(self, jobs):
+        if self.n_workers == 1 or len(jobs) == 1:
+            yield from map(_block_task, jobs)
+        elif self.parallel == "threads":
+            with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
+                yield from pool.map(_block_task, jobs)
+        else:
+            with ProcessPoolExecutor(max_workers=self.n_workers, initializer=_set_worker_plan,
+                                     initargs=(self._plan,)) as pool:
+                yield from pool.map(_worker_block, [(None, *job[1:]) for job in jobs],
+                                    chunksize=max(1, len(jobs) // (16 * self.n_workers)))
+
+
+def engine_scores(engine: TrialEngine, hypothesis: int, n_trials: int, seed) -> np.ndarray:
+    """float64 (n_trials,) the very trials that ``engine.histogram`` and ``count_above`` reduce (same seed → same
+    values). Raises ValueError for method='multinomial' (it never draws individual trials)."""
+    jobs = engine._jobs(hypothesis, n_trials, seed, None)
+    if engine.method == "multinomial":
+        raise ValueError("method='multinomial' draws counts, not individual scores; use method='sample'")
+    return np.concatenate(list(engine._results(jobs)))

@@ -22,6 +22,7 @@ from pe_kit.pe.release_protocol import (
 )
 from pe_kit.report.results import epsilon_interval
 from steps.implementation_audit import SUITE_DELTA, SUITE_MECHANISM, control_repeats, run_suite
+from tests.oracles import engine_scores
 
 MECH = SUITE_MECHANISM
 SMALL = {"n_aux": 20, "n_calibration": 25, "n_test": 25, "bank_size": 64}
@@ -235,7 +236,7 @@ def test_blackbox_reference_agrees_with_scalar_engine():
     cal_p, test_p = stat.scalar_problems(MECH)
     eng = TrialEngine(test_p, method="sample")
     for h in (0, 1):  # two-sample test on the scores
-        assert stats.ks_2samp(scores[("test", h)], eng.scores(h, n, seed=[9, h])).pvalue > 1e-3
+        assert stats.ks_2samp(scores[("test", h)], engine_scores(eng, h, n, seed=[9, h])).pvalue > 1e-3
     # the same frozen threshold on fresh scalar trials: counts within each other's Clopper–Pearson noise
     tp_s, fp_s = eng.count_above(1, n, bb.threshold, seed=[10, 1]), eng.count_above(0, n, bb.threshold, seed=[10, 0])
     for x_bb, x_s in ((bb.true_pos, tp_s), (bb.false_pos, fp_s)):

@@ -26,6 +26,7 @@ from pe_kit.audit.trials import (
     simulate_scores_full,
 )
 from pe_kit.settings import AuditConfig, MechanismConfig
+from tests.oracles import ParallelTrialEngine, engine_scores
 
 EPS_THEORY = epsilon_theory(1.0, 0.1, 1e-5)  # 1.695 (design.md)
 
@@ -104,7 +105,8 @@ def test_samplers_agree_with_each_other_and_with_exact_moments(hyp):
     mom = score_moments(prob)
     mean = mom["mean0"] if hyp == 0 else mom["mean1"]
     sd = mom["sd0"] if hyp == 0 else mom["sd1"]
-    draws = {m: TrialEngine(prob, method=m, block_trials=1 << 14).scores(hyp, n, seed=11) for m in ("groups", "gaps")}
+    draws = {m: engine_scores(TrialEngine(prob, method=m, block_trials=1 << 14), hyp, n, seed=11)
+             for m in ("groups", "gaps")}
     draws["legacy"] = simulate_scores(prob, hyp, n, np.random.default_rng(5))
     for name, s in draws.items():
         assert abs(s.mean() - mean) < 5 * sd / np.sqrt(s.size), name
@@ -129,7 +131,7 @@ def test_engine_matches_full_histogram_path():
     prob = scalar_problem(w, pop[:, coords], v_full[coords], m0, 0.1, 0.1)
     for hyp in (0, 1):
         full = simulate_scores_full(pop, v_full, coords, w, m0, 0.1, 0.1, hyp, 3000, np.random.default_rng(hyp))
-        fast = TrialEngine(prob, method="groups").scores(hyp, 50_000, seed=hyp)
+        fast = engine_scores(TrialEngine(prob, method="groups"), hyp, 50_000, seed=hyp)
         assert stats.ks_2samp(fast, full).pvalue > 1e-3
         assert abs(fast.mean() - full.mean()) < 5 * full.std() / np.sqrt(full.size)
 
@@ -143,7 +145,7 @@ def test_histogram_and_counts_are_the_trials_themselves():
     n = 23_456  # not a multiple of the block
     grid = ThresholdGrid.for_problem(prob, n, resolution=64)
     for hyp in (0, 1):
-        s = eng.scores(hyp, n, seed=(4, 2))
+        s = engine_scores(eng, hyp, n, seed=(4, 2))
         hist = eng.histogram(hyp, n, grid, seed=(4, 2))
         np.testing.assert_array_equal(hist, np.bincount(grid.bin_index(s), minlength=grid.size + 1))
         above = grid.counts_above(hist)
@@ -157,8 +159,9 @@ def test_results_depend_on_seed_only_not_on_workers():
     prob = _background_problem(k=64)
     grid = ThresholdGrid.for_problem(prob, 40_000, resolution=32)
     one = TrialEngine(prob, block_trials=4096).histogram(1, 40_000, grid, seed=9)
-    threads = TrialEngine(prob, block_trials=4096, n_workers=2).histogram(1, 40_000, grid, seed=9)
-    np.testing.assert_array_equal(one, threads)
+    for parallel in ("threads", "processes"):
+        pooled = ParallelTrialEngine(prob, block_trials=4096, n_workers=2, parallel=parallel)
+        np.testing.assert_array_equal(one, pooled.histogram(1, 40_000, grid, seed=9))
     assert one.sum() == 40_000
     other = TrialEngine(prob, block_trials=4096).histogram(1, 40_000, grid, seed=10)
     assert not np.array_equal(one, other)
@@ -343,8 +346,8 @@ def test_tiled_group_sampler_partial_tiles_keep_the_exact_mean():
     """Blocks that are not a multiple of the cache tile (and shorter than one) keep E[Σ I_u a_u] = qΣa."""
     prob = _background_problem(k=37)
     for t in (1, 5000, (1 << 14) + 3):
-        s = TrialEngine(prob, method="groups", block_trials=t).scores(0, 3 * t, seed=4)
+        s = engine_scores(TrialEngine(prob, method="groups", block_trials=t), 0, 3 * t, seed=4)
         assert s.shape == (3 * t,) and np.isfinite(s).all()
-    s = TrialEngine(prob, method="groups", block_trials=(1 << 14) + 3).scores(0, 200_000, seed=5)
+    s = engine_scores(TrialEngine(prob, method="groups", block_trials=(1 << 14) + 3), 0, 200_000, seed=5)
     mom = score_moments(prob)
     assert abs(s.mean() - mom["mean0"]) < 5 * mom["sd0"] / np.sqrt(s.size)

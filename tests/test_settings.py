@@ -256,7 +256,7 @@ KNOWN_GUARDS = {
     "attack/selection.py": {"top_k"},
     "attack/variants.py": {"bank_size", "pool_size"}, "audit/accounting.py": {"noise_multiplier"},
     "audit/battery.py": {"alpha"},
-    "audit/blackbox.py": {"alpha", "delta", "noise_multiplier"}, "audit/composed.py": {"noise_multiplier"},
+    "audit/blackbox.py": {"alpha", "delta", "noise_multiplier"},
     "audit/engine.py": {"delta", "trials"}, "audit/expectations.py": {"delta", "sample_rate", "trials"},
     "audit/moments.py": {"shrinkage"},
     "audit/one_run_bounds.py": {"delta"}, "audit/sweep.py": {"n_canaries"},

@@ -1,9 +1,6 @@
-"""ε_theory: the formal (ε, δ) guarantee of T Poisson-subsampled Gaussian releases (paper §2.1, App. D).
-
-Wraps ``opacus.accountants.PRVAccountant`` (Gopi et al., 2021). A PE run is described as data
-(``GaussianReleases``: what happened) and then accounted for, as in google dp_accounting's events/accountants
-split. The guarantee is user-level, for :data:`NEIGHBOURING_RELATION` (Poisson sampling, App. E.2, not a
-fixed-size sample); ``docs/your_mechanism.md`` maps another PE library's settings onto (σ, q, C, k).
+"""ε_theory: the formal (ε, δ) guarantee of T Poisson-subsampled Gaussian releases (paper §2.1, App. D), by
+``opacus.accountants.PRVAccountant`` (Gopi et al., 2021); user-level, for :data:`NEIGHBOURING_RELATION` (Poisson
+sampling, App. E.2, not a fixed-size sample). ``docs/your_mechanism.md`` maps another PE library onto (σ, q, C, k).
 """
 from __future__ import annotations
 
@@ -26,14 +23,8 @@ NEIGHBOURING_RELATION = ("add/remove of one user (all of that user's records), e
 
 @dataclass(frozen=True)
 class GaussianReleases:
-    """T releases of a Poisson-subsampled Gaussian histogram (the PE privacy event).
-
-    Attributes:
-        noise_multiplier: σ (> 0): noise std σC for sensitivity C.
-        sample_rate: q in (0, 1]: independent per-user participation probability.
-        releases: T ≥ 1 histogram releases (PE rounds); an integral float (3.0) becomes an int, a fractional one
-            (2.5) is refused, never rounded.
-    """
+    """T ≥ 1 releases (PE rounds) of a Poisson-subsampled Gaussian histogram, noise std σC for sensitivity C (σ > 0)
+    and per-user participation probability q in (0, 1]; an integral float T (3.0) becomes an int, 2.5 is refused."""
 
     noise_multiplier: float
     sample_rate: float
@@ -56,17 +47,9 @@ def _check_delta(delta) -> float:
 
 def epsilon_theory(noise_multiplier: float, sample_rate: float, delta: float, releases: int = 1,
                    eps_error: float = 0.01) -> float:
-    """ε_theory of ``releases`` Poisson-subsampled Gaussian releases at ``delta``, user-level for
-    :data:`NEIGHBOURING_RELATION` (a fixed-size sample of users is not Poisson sampling and is not covered).
-    Another library's PE maps onto it with σ = noise std / per-user L2 sensitivity and q = its per-user
-    participation probability (every user, every round: q = 1; ``docs/your_mechanism.md``).
-
-    Args: noise_multiplier σ > 0; sample_rate q in (0, 1]; delta δ in (0, 1); releases T ≥ 1; eps_error: the PRV
-        accountant's ε discretization error (opacus default 0.01).
-    Returns: float ε (e.g. 1.695 for σ=1, q=0.1, δ=1e-5, T=1). Raises: ValueError on an out-of-range argument;
-        ImportError without Opacus (``pip install 'pe_kit[accounting]'``).
-    Source: ``opacus.accountants.PRVAccountant``, stepped once per release, then ``get_epsilon``.
-    """
+    """ε_theory of ``releases`` Poisson-subsampled Gaussian releases at ``delta`` (:data:`NEIGHBOURING_RELATION`;
+    σ = noise std / per-user L2 sensitivity; ``eps_error``: the PRV accountant's discretization error): 1.695 for
+    σ=1, q=0.1, δ=1e-5, T=1. Raises ValueError on an out-of-range argument; ImportError without Opacus."""
     event = GaussianReleases(noise_multiplier, sample_rate, releases)
     delta = _check_delta(delta)
     return _prv_epsilon(event.noise_multiplier, event.sample_rate, delta, event.releases, float(eps_error))
@@ -80,13 +63,9 @@ def epsilon_theory_or_inf(noise_multiplier, sample_rate: float, delta: float) ->
     return epsilon_theory(sigma, sample_rate, delta) if sigma > 0 and delta > 0 else math.inf
 
 
-#: Below this σ the PRV accountant is unreliable (its ε saturates near 707 ≈ log of the largest float, e.g. 707
-#: for σ = 0.02 where the exact ε is 1434; below σ ≈ 0.005 its grid needs many GB); one release then uses
-#: :func:`epsilon_one_release` (exact), several raise.
+#: Below this σ the PRV accountant fails (ε saturates near 707, GBs of grid): one release is exact, several raise.
 PRV_MIN_SIGMA = 0.05
-#: The most points the PRV accountant's grid may hold (Gopi et al. 2021, §5: the domain ±L at mesh
-#: eps_error / √(T·log(12/δ_err)/2) grows faster than T): about 200 bytes each, so ≈ 4 GB; σ = 1, q = 0.1,
-#: δ = 1e-5 over 10,000 releases is 1.0·10⁷ points (2 GB), 100,000 releases 2·10⁸ (beyond memory).
+#: The most points the PRV accountant's grid may hold (≈ 4 GB; σ = 1, q = 0.1, δ = 1e-5 reaches it near T = 10,000).
 PRV_MAX_GRID = 20_000_000
 
 
@@ -100,26 +79,15 @@ def _log_delta_gap(eps: float, sigma: float, q: float, delta: float) -> float:
     return q * norm.sf((x_star - 1.0) / sigma) - math.exp(log_w + norm.logsf(x_star / sigma)) - delta
 
 
-#: The smallest σ whose one-release ε :func:`epsilon_one_release` computes (≈ 5·10¹⁵ there; float64 overflows
-#: below ≈ 2·10⁻¹⁰).
+#: The smallest σ whose one-release ε :func:`epsilon_one_release` computes (≈ 5·10¹⁵ there).
 ONE_RELEASE_MIN_SIGMA = 1e-8
 
 
 def epsilon_one_release(noise_multiplier: float, sample_rate: float, delta: float) -> float:
-    """Exact ε at δ of one Poisson-subsampled Gaussian release (add/remove), by root-finding on δ(ε).
-
-    δ(ε) is the hockey-stick divergence of the dominating pair (1−q)·N(0, σ²) + q·N(1, σ²) vs N(0, σ²) (the
-    "remove" direction). The "add" direction's ε is ≤ −log(1−q), so the result is exact whenever it is ≥ −log(1−q)
-    (always for σ < :data:`PRV_MIN_SIGMA`, where the kit uses it instead of the PRV accountant; for q = 1 both are
-    the analytic Gaussian mechanism, Balle & Wang 2018, Thm 8), else a lower bound. Works down to
-    :data:`ONE_RELEASE_MIN_SIGMA`.
-
-    Args: noise_multiplier σ > 0; sample_rate q in (0, 1]; delta δ in (0, 1).
-    Returns: float ε ≥ 0 (e.g. 1434.5 for σ=0.02, q=0.1, δ=1e-5; ≈ ``epsilon_theory`` within its eps_error at
-        σ ≥ 0.05). Raises: ValueError on an out-of-range argument (as ``GaussianReleases``).
-    Source: the tight dominating pair of the subsampled Gaussian (Zhu, Dong, Wang 2022, Prop. 30), solved by
-        ``scipy.optimize.brentq``.
-    """
+    """Exact ε at δ of one Poisson-subsampled Gaussian release, by ``brentq`` on the hockey-stick divergence δ(ε)
+    of the "remove" pair (1−q)·N(0, σ²) + q·N(1, σ²) vs N(0, σ²) (Zhu, Dong, Wang 2022, Prop. 30): exact whenever
+    ε ≥ −log(1−q) (always for σ < :data:`PRV_MIN_SIGMA`), else a lower bound; 1434.5 for σ=0.02, q=0.1, δ=1e-5.
+    Raises ValueError on an out-of-range argument or σ < :data:`ONE_RELEASE_MIN_SIGMA`."""
     from scipy.optimize import brentq
 
     event = GaussianReleases(noise_multiplier, sample_rate)
@@ -170,36 +138,23 @@ def _prv_epsilon(sigma: float, q: float, delta: float, releases: int, eps_error:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         eps = float(acc.get_epsilon(delta=delta, eps_error=eps_error))
-    # ε ≥ 0 by definition; at large σ or δ the mechanism is (0, δ)-DP and the PRV grid can return a small
-    # negative value (−0.03 at σ = 5, q = 1, δ = 0.1), which would make any ε_lower ≥ 0 a "violation"
+    # ε ≥ 0: the PRV grid can return a small negative value (−0.03 at σ = 5, q = 1, δ = 0.1)
     return max(eps, 0.0)
 
 
 def epsilon_theory_prefixes(noise_multiplier: float, sample_rate: float, delta: float, rounds: int) -> list[float]:
-    """ε_theory after each prefix t = 1..rounds of releases (App. D: a fresh accountant per prefix).
-
-    Returns a list of ``rounds`` floats; for σ=1.1088, q=0.1, δ=1e-5:
-    1.345, 1.540, 1.682, 1.800, 1.905, 2.000.
-    """
+    """ε_theory after each prefix t = 1..rounds of releases (App. D): ``rounds`` floats (1.345, 1.540, … for
+    σ=1.1088, q=0.1, δ=1e-5)."""
     rounds = check_param("rounds", rounds, COUNT)
     return [epsilon_theory(noise_multiplier, sample_rate, delta, t) for t in range(1, rounds + 1)]
 
 
 def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: int = 1,
                     eps_error: float | None = None) -> float:
-    """The attack ceiling: ε of the Poisson-subsampled Gaussian mechanism at noise multiplier 1/μ_eff.
-
-    An LLR statistic of separation μ_eff (Eq. 15) makes the audit exactly that mechanism's pair of distributions
-    (Eqs. 16–17, 21–23; App. E.4), so no threshold test on it shows more than its ε at (q, δ, T), however many
-    trials run. At μ_eff = 1/σ (a perfect canary, Eq. 20) the ceiling is ε_theory; as μ_eff → 0 it falls to 0.
-
-    Args: mu_eff μ_eff ≥ 0 (finite); sample_rate q in (0, 1]; delta δ in (0, 1); releases T ≥ 1; eps_error: PRV
-        discretisation error, default min(0.01, 0.01·μ_eff) floored at 1e-3 (a finer grid costs minutes and GBs
-        at tiny μ_eff).
-    Returns: float ε ≥ 0 (0.0 exactly for μ_eff = 0). Raises: ValueError on μ_eff < 0 or non-finite, or an
-        out-of-range q, δ, T.
-    Source: ``opacus.accountants.PRVAccountant`` (as ``epsilon_theory``) at noise multiplier 1/μ_eff.
-    """
+    """The attack ceiling: ε of the Poisson-subsampled Gaussian mechanism at noise multiplier 1/μ_eff, the pair an
+    LLR statistic of separation μ_eff is (Eqs. 15–17, 21–23; App. E.4); ε_theory at μ_eff = 1/σ (Eq. 20).
+    ``eps_error`` defaults to min(0.01, 0.01·μ_eff) floored at 1e-3 (bounded grid at tiny μ_eff).
+    Raises ValueError on μ_eff < 0 or non-finite, or an out-of-range q, δ, T."""
     mu = float(mu_eff)
     if not (math.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0 (√(vᵀΣ⁻¹v), Eq. 15)")
@@ -207,17 +162,13 @@ def epsilon_ceiling(mu_eff: float, sample_rate: float, delta: float, releases: i
     delta = _check_delta(delta)
     if mu == 0:
         return 0.0
-    # the PRV grid grows as eps_error shrinks: a floor of 1e-3 keeps tiny μ_eff at seconds and bounded memory
     err = float(eps_error) if eps_error is not None else max(1e-3, min(0.01, 0.01 * mu))
     return max(0.0, _prv_epsilon(1.0 / mu, float(sample_rate), delta, releases, err))
 
 
 def epsilon_ceiling_rounded(mu_eff: float, sample_rate: float, delta: float, releases: int = 1) -> float:
-    """``epsilon_ceiling`` at μ_eff rounded to 4 decimals (cached): for tables with many rows.
-
-    The rounding moves the ceiling by < 10⁻³ relative for μ_eff ≥ 0.05 (ε is smooth in the noise
-    multiplier), below the accountant's own eps_error.
-    """
+    """``epsilon_ceiling`` at μ_eff rounded to 4 decimals (cached across a table's rows; < 10⁻³ relative for
+    μ_eff ≥ 0.05, below the accountant's eps_error)."""
     return epsilon_ceiling(round(float(mu_eff), 4), sample_rate, delta, releases)
 
 

@@ -1,10 +1,7 @@
-"""The adaptive multi-round audit (Eq. 36): the canary's sampled votes enter Y^(t), so they can change the
-retained set and every later bank; per-round LLRs are computed on each trial's realised bank and summed.
-
-App. A (Alg. A.1), App. E.8 Eq. 36, App. D. With the run's background and noise fixed, the transcript is a
-function of the canary's participation J_1..J_T: ``transcript_tree`` builds each distinct bank once and
-``_adaptive_audit`` moves each trial down the tree, scoring ℓ_mix,t (Eqs. 14, 22) on its bank with fresh
-background and noise. H0 trials follow the canary-free transcript.
+"""The adaptive multi-round audit (Alg. A.1, App. E.8 Eq. 36): the canary's sampled votes can change the retained
+set and every later bank. With the run's background and noise fixed, the transcript is a function of the canary's
+participation J_1..J_T: ``transcript_tree`` builds each distinct bank once and ``_adaptive_audit`` moves each trial
+down the tree, scoring ℓ_mix,t (Eqs. 14, 22) on its bank. H0 trials follow the canary-free transcript.
 """
 from __future__ import annotations
 
@@ -14,7 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-from pe_kit.audit.composed import RoundProblem, _prefix_audit, _resize, _theory_prefixes, bank_problem
+from pe_kit.audit.accounting import epsilon_theory_prefixes
+from pe_kit.audit.composed import RoundProblem, _prefix_audit, _resize, bank_problem
 from pe_kit.audit.moments import mixture_llr
 from pe_kit.audit.trials import simulate_scores
 from pe_kit.cache import content_hash
@@ -27,12 +25,9 @@ __all__ = ["TreeNode", "transcript_tree", "side_by_side"]
 
 @dataclass
 class TreeNode:
-    """One distinct bank S^(t) reachable by some canary participation pattern.
-
-    ``seen``: every text of S^(0..t); ``reference``: the canary-free S^(t); ``next_absent``, ``next_present``: the
-    next round's node when the canary is not / is sampled in round t (−1 in the last round); ``changes_retention``:
-    the canary's votes, if sampled, change the retained set; ``problem``: its ``RoundProblem``.
-    """
+    """One distinct bank S^(t) reachable by some canary participation pattern: ``seen``: every text of S^(0..t);
+    ``reference``: the canary-free S^(t); ``next_absent``, ``next_present``: the next round's node when the canary is
+    not / is sampled in round t (−1 in the last); ``changes_retention``: its votes change the retained set."""
 
     round: int
     bank: FrozenBank
@@ -51,13 +46,10 @@ def _bank_key(bank: FrozenBank, seen: frozenset) -> str:
 def transcript_tree(transcript: Transcript, private: Population, canary: Population, generator,
                     mechanism: MechanismConfig, config: PEConfig, *, encoder=None,
                     max_banks: int = 64) -> list[list[TreeNode]]:
-    """Every bank the adaptive process can reach under H1, round by round: T lists of ``TreeNode``.
-
-    ``transcript`` is the canary-free ``run_pe`` result and ``private`` its voting users; generator, encoder,
-    mechanism and config are the run's. ``tree[0] == [root]``; node 0 of each round is the canary-free bank.
-    Raises ValueError if the canary is not one user, the transcript is empty, or more than ``max_banks`` banks
-    (each costs g generations) are needed.
-    """
+    """Every bank the adaptive process can reach under H1: T lists of ``TreeNode`` (node 0: the canary-free bank)
+    from the canary-free ``run_pe`` ``transcript``, its voting users ``private`` and the run's generator, encoder,
+    mechanism and config. Raises ValueError if the canary is not one user, the transcript is empty, or more than
+    ``max_banks`` banks are needed."""
     if canary.n_users != 1:
         raise ValueError(f"canary must be one user; got n_users={canary.n_users}")
     if not transcript.rounds:
@@ -119,19 +111,14 @@ def transcript_tree(transcript: Transcript, private: Population, canary: Populat
 def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Population, calibration: Population,
                     test: Population, mechanism: MechanismConfig, audit: AuditConfig,
                     rng: np.random.Generator) -> list[dict]:
-    """ε_lower per prefix t = 1..T of the adaptive transcript (Eq. 36), with ε_theory and how often the canary
-    changed the retained set.
-
-    Per split and hypothesis, ``audit.trials`` trials: J_{i,t} ~ Bernoulli(q) under H1 (≡ 0 under H0) picks trial
-    i's node; ℓ_t is simulated on the node's ``RoundProblem`` (plus the canary's shift when J_{i,t} = 1), ℓ_mix,t
-    summed; each prefix bounded by ``_prefix_audit``. Returns T dicts: ``releases``, ``epsilon_lower``,
-    ``epsilon_theory``, ``frac_retention_changed`` and ``frac_bank_changed`` (shares of H1 test trials by round t),
-    ``n_banks``, ``mu_eff_mean``, ``trials``, ``seconds`` and the counts. Raises ValueError on an empty tree or σ = 0.
-    """
+    """ε_lower per prefix t = 1..T of the adaptive transcript (Eq. 36): J_{i,t} ~ Bernoulli(q) under H1 picks trial
+    i's node, ℓ_mix,t on its ``RoundProblem`` summed, each prefix bounded by ``_prefix_audit``. Returns T dicts
+    (``frac_retention_changed`` / ``frac_bank_changed``: shares of H1 test trials by round t). Raises ValueError on
+    an empty tree or σ = 0."""
     if not tree or not tree[0]:
         raise ValueError("tree is empty: build it with transcript_tree")
     T, q, n = len(tree), mechanism.sample_rate, audit.trials
-    eps_theory = _theory_prefixes(mechanism, audit.delta, T)
+    eps_theory = epsilon_theory_prefixes(mechanism.noise_multiplier, q, audit.delta, T)
     resize = _resize(calibration, test, rng)
     for nodes in tree:
         for node in nodes:
@@ -179,11 +166,8 @@ def _adaptive_audit(tree: list[list[TreeNode]], canary: Population, aux: Populat
 
 
 def side_by_side(frozen_rows: Sequence[dict], adaptive_rows: Sequence[dict]) -> list[dict]:
-    """One row per prefix with the frozen-bank and the adaptive ε_lower next to ε_theory.
-
-    Rows: ``releases``, ``epsilon_theory``, ``epsilon_lower_frozen``, ``epsilon_lower_adaptive``,
-    ``frac_retention_changed``, ``frac_bank_changed``, ``n_banks``. Raises ValueError if the prefixes differ.
-    """
+    """One row per prefix with the frozen-bank and the adaptive ε_lower next to ε_theory. Raises ValueError if the
+    prefixes differ."""
     if len(frozen_rows) != len(adaptive_rows) or any(
             f["releases"] != a["releases"] for f, a in zip(frozen_rows, adaptive_rows)):
         raise ValueError("frozen_rows and adaptive_rows must cover the same prefixes (same transcript)")

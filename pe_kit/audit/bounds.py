@@ -1,15 +1,14 @@
 """From confusion counts to a confidence-bounded empirical ε lower bound (App. E.6, Eqs. 28–30; §2.1 Step 5).
 
-A threshold and direction are frozen on calibration trials by a ``threshold_rules.ThresholdRule`` and evaluated
-on fresh test trials. Both events {score > t} and {score ≤ t} are candidates (DP bounds both orderings of a
-neighbouring pair); the test split bounds the one frozen event, so its bounds keep γ = α/(4·n_canaries).
+A threshold and direction ({score > t} or {score ≤ t}: DP bounds both orderings of a neighbouring pair) are frozen
+on calibration trials by a ``threshold_rules.ThresholdRule``; fresh test trials bound that one event at γ.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from pe_kit.audit.confusion import (  # noqa: F401 (re-exported: the Eq. 28–30 primitives live in confusion)
-    _log_ratio, best_threshold_from_counts, clopper_pearson, epsilon_lower_from_counts)
+    _epsilon_from_bounds, best_threshold_from_counts, clopper_pearson, cp_bounds, epsilon_lower_from_counts)
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.threshold_rules import CalibrationCounts, ThresholdRule, moments_from_counts, rule_named
 
@@ -36,12 +35,10 @@ def _counts_above(sorted_scores: np.ndarray, thresholds: np.ndarray) -> np.ndarr
 
 def calibrate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, gamma: float, delta: float, *,
                         rule: ThresholdRule | None = None, sample_rate: float | None = None) -> Audit:
-    """Choose the threshold and direction on calibration trials with a threshold rule (§2.1 Step 5).
-
-    Candidates: ``candidate_thresholds``; ``rule``: a ``threshold_rules.ThresholdRule`` (None → ``DEFAULT_RULE``);
-    ``sample_rate``: q, for the Gaussian-model rule.
-    Returns ``Audit`` of the calibration trials at the chosen event, ``rule`` naming the rule; if no event has a
-    positive bound, the H0 median, direction +1, ε 0. Raises ValueError if a sample is empty or has NaN.
+    """Choose the threshold (among ``candidate_thresholds``) and direction on calibration trials with ``rule`` (a
+    ``ThresholdRule`` or its name; None → ``DEFAULT_RULE``; ``sample_rate`` q for the Gaussian model) (§2.1 Step 5).
+    Returns the calibration trials' ``Audit`` at that event (no positive bound: the H0 median, +1, ε 0).
+    Raises ValueError if a sample is empty or has NaN.
     """
     s0, s1 = _check_scores(scores_h0, "scores_h0"), _check_scores(scores_h1, "scores_h1")
     cand = candidate_thresholds(s0, s1)
@@ -65,36 +62,26 @@ def evaluate_threshold(scores_h0: np.ndarray, scores_h1: np.ndarray, threshold: 
 
 def threshold_audit_from_counts(threshold: float, tp: int, fp: int, n1: int, n0: int, gamma: float,
                                 delta: float, direction: int = 1, *, rule: str = "") -> Audit:
-    """``Audit`` from counts alone (for streaming engines that never hold the scores).
-
-    ``tp``, ``fp``: #H1 / #H0 trials with score > threshold; with ``direction=-1`` the event is {score ≤ threshold}
-    and the counts stored are n1 − tp and n0 − fp. ``rule`` is recorded on calibration records. Raises ValueError
-    for a direction other than ±1.
+    """``Audit`` from counts alone: ``tp``, ``fp``: #H1 / #H0 trials with score > threshold (``direction=-1``:
+    the event {score ≤ threshold}, stored as n1 − tp and n0 − fp). Raises ValueError for a direction other than ±1.
     """
     if direction not in (1, -1):
         raise ValueError(f"direction={direction!r} must be +1 (score > threshold) or -1 (score ≤ threshold)")
     if direction == -1:
         tp, fp = n1 - tp, n0 - fp
-    eps, branch = epsilon_lower_from_counts(tp, fp, n1, n0, gamma, delta)
-    return Audit(
-        threshold=float(threshold), epsilon_lower=eps, branch=branch, true_pos=tp, false_pos=fp, n_h1=n1, n_h0=n0,
-        tpr=tp / n1, fpr=fp / n0,
-        tpr_lower=clopper_pearson(tp, n1, gamma, "lower"), fpr_upper=clopper_pearson(fp, n0, gamma, "upper"),
-        tnr_lower=clopper_pearson(n0 - fp, n0, gamma, "lower"), fnr_upper=clopper_pearson(n1 - tp, n1, gamma, "upper"),
-        direction=int(direction), rule=str(rule), gamma=gamma, delta=delta,
-    )
+    tpr_l, fpr_u, tnr_l, fnr_u = bounds = cp_bounds(tp, fp, n1, n0, gamma)
+    eps, branch = _epsilon_from_bounds(bounds, delta)
+    return Audit(threshold=float(threshold), epsilon_lower=eps, branch=branch, true_pos=tp, false_pos=fp, n_h1=n1,
+                 n_h0=n0, tpr=tp / n1, fpr=fp / n0, tpr_lower=tpr_l, fpr_upper=fpr_u, tnr_lower=tnr_l, fnr_upper=fnr_u,
+                 direction=int(direction), rule=str(rule), gamma=gamma, delta=delta)
 
 
 def calibrate_from_counts(thresholds, true_pos, false_pos, n_h1: int, n_h0: int, gamma: float,
                           delta: float, *, rule: ThresholdRule | None = None, sample_rate: float | None = None,
                           moments: tuple | None = None) -> Audit:
-    """``calibrate_threshold`` from counts alone, for streaming engines (§2.1 Step 5).
-
-    ``thresholds``: ascending candidates; ``true_pos``, ``false_pos``: calibration trials above each; ``moments``:
-    (mean0, sd0, mean1, sd1), None → ``threshold_rules.moments_from_counts``. If no candidate gives ε > 0: the
-    grid's H0 median, direction +1, ε 0. Raises ValueError on mismatched lengths, no candidate, unsorted thresholds
-    or counts outside [0, n].
-    """
+    """``calibrate_threshold`` from counts above ascending ``thresholds`` alone (streaming engines); ``moments``
+    (mean0, sd0, mean1, sd1) default to ``threshold_rules.moments_from_counts``. Raises ValueError on mismatched
+    lengths, no candidate, unsorted thresholds or counts outside [0, n]."""
     thr = np.asarray(thresholds, dtype=np.float64).ravel()
     tp = np.asarray(true_pos, dtype=np.int64).ravel()
     fp = np.asarray(false_pos, dtype=np.int64).ravel()
@@ -125,15 +112,13 @@ def _check_scores(s: np.ndarray, name: str) -> np.ndarray:
 
 
 def population_shift(calibration: Audit, test: Audit, gamma: float) -> dict:
-    """Does the frozen threshold see the same false-positive rate on the test split as on calibration?
-
-    Each split's FPR gets a two-sided Clopper–Pearson interval (Eqs. 29–30, tail γ each side); ``population_shift``
-    is True when they are disjoint. Returns ``fpr_calibration``, ``fpr_test`` and their ``_lower`` / ``_upper``.
-    Raises ValueError if the thresholds or directions differ, a split has no H0 trial, or γ ∉ (0, 1).
-    """
+    """Does the frozen threshold see the same FPR on the test split as on calibration? ``population_shift`` is True
+    when their two-sided Clopper–Pearson intervals (Eqs. 29–30, tail γ each side) are disjoint; also returns
+    ``fpr_calibration``, ``fpr_test`` and their ``_lower`` / ``_upper``. Raises ValueError if the thresholds or
+    directions differ, a split has no H0 trial, or γ ∉ (0, 1)."""
     if getattr(calibration, "direction", 1) != getattr(test, "direction", 1):
-        raise ValueError(f"population_shift needs one frozen event; got direction {calibration.direction} (calibration) "
-                         f"and {test.direction} (test)")
+        raise ValueError(f"population_shift needs one frozen event; got direction {calibration.direction} "
+                         f"(calibration) and {test.direction} (test)")
     if calibration.n_h0 < 1 or test.n_h0 < 1:
         raise ValueError("population_shift needs at least one H0 trial on each split (n_h0 ≥ 1)")
     if calibration.threshold != test.threshold:

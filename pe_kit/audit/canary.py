@@ -39,20 +39,14 @@ def _check_design(canary_full, coords, aux, calibration, test) -> np.ndarray:
 def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix, calibration: sp.spmatrix,
                   test: sp.spmatrix, mechanism: MechanismConfig, audit: AuditConfig,
                   rng: np.random.Generator) -> Audit:
-    """Audit one frozen canary/bank design: calibrate a threshold, then bound ε on fresh test trials.
-
-    Aux moments → (m̂0, Σ̂_P) for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v (Eq. 14) → ``audit.trials`` trials per
-    hypothesis on the calibration users → threshold (``audit.threshold_rule``) → fresh trials on the test users →
-    ε_lower (Eq. 28, γ = α/(4·n_canaries)); above ``STREAMING_MIN_TRIALS`` the trials stream
-    (``engine._audit_scalar``). ``canary_full``: v_can (p,); ``coords``: P; aux, calibration, test: sparse (n, p)
-    contributions (calibration and test of equal size).
-
-    Returns the test ``Audit`` (calibration attached) with ε_theory (PRV, one release), μ_eff (Eq. 15) and ``info``:
-    ``mu_eff_ceiling`` (1/σ, Eq. 20), ``epsilon_ceiling`` (PRV ε at noise multiplier 1/μ_eff), ``tightness``,
-    ``canary_norm``, ``n_coords``, ``background_voters`` (K), ``threshold_mix``, ``trials``, ``seconds`` and the
-    ``bounds.population_shift`` columns. Raises ValueError on empty coordinates or splits, unequal split sizes,
-    widths other than p, coordinates outside [0, p), or a singular covariance.
-    """
+    """Audit one frozen canary/bank design: aux moments for N = n_test (Eqs. 31–35) → w = Σ̂⁻¹v (Eq. 14) → trials on
+    the calibration users → threshold → fresh trials on the test users → ε_lower (Eq. 28); above
+    ``STREAMING_MIN_TRIALS`` the trials stream (``engine._audit_scalar``). ``canary_full``: v_can (p,); ``coords``: P;
+    aux, calibration, test: sparse (n, p) contributions. Returns the test ``Audit`` (calibration attached) with
+    ε_theory, μ_eff (Eq. 15) and ``info``: ``mu_eff_ceiling`` (1/σ, Eq. 20), ``epsilon_ceiling``, ``tightness``, design
+    sizes, ``threshold_mix``, ``trials``, ``seconds`` and the ``bounds.population_shift`` columns. Raises ValueError
+    on empty coordinates or splits, unequal split sizes, widths other than p, coordinates outside [0, p), or a
+    singular covariance."""
     coords = _check_design(canary_full, coords, aux, calibration, test)
     t0 = time.perf_counter()
     v = np.asarray(canary_full, dtype=np.float64).ravel()[coords]

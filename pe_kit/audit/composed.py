@@ -1,9 +1,6 @@
-"""The composed audit of a multi-round PE transcript (Eq. 36): per-round LLRs on each round's frozen bank, summed.
-
-App. D, App. E.8 Eq. 36. The transcript is run once without the canary; each frozen bank gets the
-single-release audit (``ScalarProblem``) and a T-round trial scores Σ_t ℓ_mix,t (Eqs. 4, 22, 36), each prefix
-bounded as one release (Eq. 28). Approximations: every trial reuses the frozen banks (a non-adaptive instance,
-still bounded by ε_theory(T); ``audit.adaptive`` lifts this); each ℓ_t is Gaussian (Eq. 14).
+"""The composed audit of a multi-round PE transcript (App. D, App. E.8 Eq. 36): each frozen bank of the canary-free
+run gets the single-release audit and a T-round trial scores Σ_t ℓ_mix,t (Eqs. 4, 22), each prefix bounded by
+Eq. 28. Every trial reuses the frozen banks (a non-adaptive instance; ``audit.adaptive`` lifts this).
 """
 from __future__ import annotations
 
@@ -25,12 +22,8 @@ from pe_kit.progress import progress
 
 @dataclass(frozen=True)
 class RoundProblem:
-    """The frozen single-release audit of one round's bank (§2.1 Steps 2–3 on S^(t)).
-
-    Attributes:
-        round: t. coords: int64 (|P_t|,) inspected coordinates. mu_eff: √(v_tᵀΣ̂_t⁻¹v_t) (Eq. 15).
-        canary_norm: ‖v_{t,P}‖₂. calibration, test: ``ScalarProblem`` of both populations (N = n_test each).
-    """
+    """The frozen single-release audit of round t's bank (§2.1 Steps 2–3 on S^(t)): inspected ``coords`` P_t, μ_eff
+    (Eq. 15), ‖v_{t,P}‖₂ and the ``ScalarProblem`` of both populations (N = n_test each)."""
 
     round: int
     coords: np.ndarray
@@ -43,12 +36,8 @@ class RoundProblem:
 def round_problems(transcript: Transcript, canary: Population, aux: Population, calibration: Population,
                    test: Population, mechanism: MechanismConfig, audit: AuditConfig,
                    rng: np.random.Generator) -> list[RoundProblem]:
-    """Per-round ``RoundProblem`` s of a transcript (``bank_problem`` on each round's bank).
-
-    A calibration split of another size than test is resized to n_test users by one seeded draw with replacement,
-    reused in every round. Raises ValueError if the canary is not one user, a split is empty, or the canary votes
-    on no coordinate of a probe-free round.
-    """
+    """Per-round ``RoundProblem`` s of a transcript (``bank_problem``; calibration resized to n_test users once).
+    Raises ValueError if the canary is not one user, a split is empty, or it votes on no coordinate of a round."""
     if canary.n_users != 1:
         raise ValueError(f"canary must be one user; got n_users={canary.n_users}")
     if min(aux.n_users, calibration.n_users, test.n_users) == 0:
@@ -63,21 +52,12 @@ def _resize(calibration: Population, test: Population, rng: np.random.Generator)
     return rng.integers(0, calibration.n_users, size=test.n_users) if calibration.n_users != test.n_users else None
 
 
-def _theory_prefixes(mechanism: MechanismConfig, delta: float, rounds: int) -> list[float]:
-    """ε_theory after 1..``rounds`` releases (one PRV accountant per prefix). Raises ValueError if σ = 0."""
-    if mechanism.noise_multiplier <= 0:
-        raise ValueError("noise_multiplier must be > 0 for ε_theory; use σ > 0")
-    return epsilon_theory_prefixes(mechanism.noise_multiplier, mechanism.sample_rate, delta, rounds)
-
-
 def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Population, calibration: Population,
                  test: Population, mechanism: MechanismConfig, audit: AuditConfig,
                  resize: np.ndarray | None = None) -> RoundProblem:
-    """The single-release audit of one frozen bank (§2.1 Steps 2–3; Eqs. 14, 31–35) as a ``RoundProblem``.
-
-    P = the bank's probe positions, or the canary's nonzero coordinates without probes; ``resize``: optional
-    int64 (n_test,) calibration rows. Raises ValueError if the canary votes on no coordinate.
-    """
+    """The single-release audit of one frozen bank (§2.1 Steps 2–3; Eqs. 14, 31–35) on P = its probe positions (or
+    the canary's nonzero coordinates); ``resize``: int64 (n_test,) calibration rows. Raises ValueError if the canary
+    votes on no coordinate."""
     v_full = np.asarray(canary.contributions(bank, mechanism).todense()).ravel()
     coords = bank.probe_positions if bank.probe_positions.size else np.flatnonzero(v_full)
     coords = np.sort(np.asarray(coords, dtype=np.int64))
@@ -97,10 +77,8 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
 
 def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, test_h1: np.ndarray,
                   audit: AuditConfig) -> Audit:
-    """Threshold calibrated on calibration trials, ε_lower bounded on test trials (Eq. 28); ``info`` ``branch``.
-
-    The scores are summed mixture LLRs of one prefix. No sample rate reaches the rule: the one-release Gaussian
-    model (Eqs. 16–19) does not describe such sums, so ``"gaussian_model"`` takes its model-free fallback.
+    """Threshold calibrated on calibration trials, ε_lower bounded on test trials (Eq. 28); ``info`` ``branch``. No
+    sample rate reaches the rule: the one-release Gaussian model does not describe summed LLRs (its fallback decides).
     """
     cal = calibrate_threshold(cal_h0, cal_h1, audit.gamma, audit.delta, rule=audit.threshold_rule)
     test = evaluate_threshold(test_h0, test_h1, cal.threshold, audit.gamma, audit.delta, cal.direction)
@@ -109,18 +87,12 @@ def _prefix_audit(cal_h0: np.ndarray, cal_h1: np.ndarray, test_h0: np.ndarray, t
 
 def _composed_audit(problems: Sequence[RoundProblem], mechanism: MechanismConfig, audit: AuditConfig,
                     rng: np.random.Generator) -> list[dict]:
-    """ε_lower of every prefix t = 1..T from summed per-round mixture LLRs (Eq. 36), with ε_theory.
-
-    Per split and hypothesis, ``audit.trials`` T-round trials (``trials.simulate_scores`` per round) accumulate
-    Σ_{s≤t} ℓ_mix,s; each prefix is bounded by ``_prefix_audit``; ε_theory(t) from one PRV accountant per prefix.
-    Returns T dicts: ``releases``, ``epsilon_lower``, ``epsilon_theory``, ``mu_eff_round``, ``mu_eff_composed``
-    (√Σμ²), ``threshold``, ``tpr``, ``fpr``, ``branch``, ``trials``, ``seconds`` and the counts. Raises ValueError
-    if ``problems`` is empty or σ = 0.
-    """
+    """ε_lower of every prefix t = 1..T from summed per-round mixture LLRs Σ_{s≤t} ℓ_mix,s (Eq. 36, ``_prefix_audit``),
+    with ε_theory(t): T dicts (``mu_eff_composed`` = √Σμ²). Raises ValueError if ``problems`` is empty or σ = 0."""
     if not problems:
         raise ValueError("problems is empty: audit at least one round")
     q, n = mechanism.sample_rate, audit.trials
-    eps_theory = _theory_prefixes(mechanism, audit.delta, len(problems))
+    eps_theory = epsilon_theory_prefixes(mechanism.noise_multiplier, q, audit.delta, len(problems))
     scores = {(s, h): np.zeros(n) for s in ("calibration", "test") for h in (0, 1)}
     rows, mu2 = [], 0.0
     t0 = time.perf_counter()

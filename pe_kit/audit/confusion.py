@@ -5,15 +5,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-__all__ = ["clopper_pearson", "epsilon_lower_from_counts", "best_threshold_from_counts"]
+__all__ = ["clopper_pearson", "cp_bounds", "epsilon_lower_from_counts", "best_threshold_from_counts"]
 
 
 def clopper_pearson(successes, trials, gamma: float, side: str):
-    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30), broadcast over arrays.
-
-    p_L = Beta(x, n−x+1)⁻¹(γ) for ``side="lower"`` (0 when x = 0), p_U = Beta(x+1, n−x)⁻¹(1−γ) for ``"upper"``
-    (1 when x = n). Raises ValueError on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side.
-    """
+    """One-sided Clopper–Pearson bound on a binomial rate (Eqs. 29–30), broadcast over arrays: p_L = Beta(x,
+    n−x+1)⁻¹(γ) (``side="lower"``, 0 at x = 0), p_U = Beta(x+1, n−x)⁻¹(1−γ) (``"upper"``, 1 at x = n).
+    Raises ValueError on x outside [0, n], n < 1, γ outside (0, 1), or an unknown side."""
     x = np.asarray(successes, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
     if not 0 < gamma < 1:
@@ -32,17 +30,20 @@ def clopper_pearson(successes, trials, gamma: float, side: str):
 
 
 def epsilon_lower_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float):
-    """ε_lower of Eq. 28 from the confusion counts of the event A = "score > threshold".
+    """ε_lower of Eq. 28 from the counts of the event A = "score > threshold": (ε, branch), ε = max{0,
+    log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} with bounds at tail γ, branch 1 or 2 (0 when clamped)."""
+    return _epsilon_from_bounds(cp_bounds(np.asarray(true_pos), np.asarray(false_pos), n_h1, n_h0, gamma), delta)
 
-    Returns (epsilon, branch): epsilon = max{0, log((TPR_L−δ)/FPR_U), log((TNR_L−δ)/FNR_U)} with each bound at tail
-    γ, branch 1 or 2 for the attaining branch, 0 when clamped (arrays for array inputs).
-    """
-    tp = np.asarray(true_pos)
-    fp = np.asarray(false_pos)
-    tpr_l = clopper_pearson(tp, n_h1, gamma, "lower")
-    fpr_u = clopper_pearson(fp, n_h0, gamma, "upper")
-    tnr_l = clopper_pearson(n_h0 - fp, n_h0, gamma, "lower")
-    fnr_u = clopper_pearson(n_h1 - tp, n_h1, gamma, "upper")
+
+def cp_bounds(tp, fp, n_h1: int, n_h0: int, gamma: float) -> tuple:
+    """Clopper–Pearson (TPR_L, FPR_U, TNR_L, FNR_U) at tail γ of the event's counts (Eqs. 29–30)."""
+    return (clopper_pearson(tp, n_h1, gamma, "lower"), clopper_pearson(fp, n_h0, gamma, "upper"),
+            clopper_pearson(n_h0 - fp, n_h0, gamma, "lower"), clopper_pearson(n_h1 - tp, n_h1, gamma, "upper"))
+
+
+def _epsilon_from_bounds(bounds: tuple, delta: float):
+    """(ε, branch) of Eq. 28 from ``cp_bounds``."""
+    tpr_l, fpr_u, tnr_l, fnr_u = bounds
     b1 = _log_ratio(np.asarray(tpr_l) - delta, np.asarray(fpr_u))
     b2 = _log_ratio(np.asarray(tnr_l) - delta, np.asarray(fnr_u))
     eps = np.maximum(0.0, np.maximum(b1, b2))
@@ -60,11 +61,9 @@ def _log_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def best_threshold_from_counts(true_pos, false_pos, n_h1: int, n_h0: int, gamma: float, delta: float,
                                batch: int = 256) -> tuple[int, float]:
-    """Exact argmax of ε (Eq. 28) over candidate thresholds given only their counts, ascending thresholds.
-
-    Equal to a full scan with exact pruning (for γ < 1/2, ε > 0 needs tp/n1 > fp/n0; equal consecutive counts keep
-    the lowest threshold; Eq. 28's point estimate bounds ε, so candidates go in decreasing bound order, ``batch``
-    at a time, until it falls below the best). Returns (index, ε) of the lowest-threshold maximum, or (−1, 0.0).
+    """Exact argmax of ε (Eq. 28) over ascending candidate thresholds given only their counts: a full scan with
+    exact pruning (Eq. 28's point estimate bounds ε, so candidates go in decreasing bound order, ``batch`` at a
+    time, until it falls below the best). Returns (index, ε) of the lowest-threshold maximum, or (−1, 0.0).
     Raises ValueError on mismatched shapes, counts outside [0, n] or γ outside (0, 1).
     """
     tp = np.asarray(true_pos, dtype=np.int64).ravel()

@@ -1,23 +1,15 @@
-"""Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis in memory bounded
-by one block, reduced to counts above candidate thresholds.
-
-Source: Eq. 14 (ℓ linear in the release), App. E.2 (Poisson participation; H1 = canary sampled w.p. q),
-Eqs. 28–30, §2.1 Step 5. One trial is ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, I_u ~ Bernoulli(q),
-J ≡ 0 under H0 and ~ Bernoulli(q) under H1. Block b of a stream draws from
-``SFC64(SeedSequence(entropy, spawn_key=(..., b)))``, so results depend only on (seed, n_trials, block_trials,
-method). Calibration bins scores on a ``ThresholdGrid``; evaluation counts two scores above the frozen threshold.
-
-Exact samplers (``audit.samplers``): ``groups`` (cost K/g per trial), ``gaps`` (cost qK; ``auto`` below q ≈ 0.03),
-``multinomial`` (no background voters: Multinomial bin counts, Binomial test counts; ``_audit_scalar`` picks it
-under ``auto`` by :func:`exact_method`, ``TrialEngine`` does not).
-J is drawn as n_inc ~ Binomial(t, q) per block, added to the first n_inc trials (trials in a block are i.i.d.).
+"""Streaming trial engine on the scalar projection: 10⁶–10⁹ membership trials per hypothesis (Eq. 14, App. E.2) in
+memory bounded by one block, reduced to counts above candidate thresholds (Eqs. 28–30, §2.1 Step 5). One trial is
+ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, I_u ~ Bernoulli(q), J ≡ 0 under H0 and ~ Bernoulli(q) under
+H1 (n_inc ~ Binomial(t, q) per block, added to its first n_inc trials). Block b of a stream draws from
+``SFC64(SeedSequence(entropy, spawn_key=(..., b)))``: results depend only on (seed, n_trials, block_trials,
+method). Samplers: ``audit.samplers``; ``multinomial`` (no background voters) draws the counts.
 """
 from __future__ import annotations
 
 import functools
 import math
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -25,7 +17,7 @@ from scipy import special
 
 from pe_kit.audit.bounds import calibrate_from_counts, threshold_audit_from_counts
 from pe_kit.audit.outcome import Audit
-from pe_kit.audit.samplers import (METHODS, _block_scores_numpy, _generator, _make_plan, _Plan, _resolve_method,
+from pe_kit.audit.samplers import (METHODS, _block_scores_numpy, _generator, _make_plan, _resolve_method,
                                    stream_seed)
 from pe_kit.audit.threshold_grid import ThresholdGrid, _check_problem, _gaussian_bin_probs, score_moments
 from pe_kit.audit.trials import ScalarProblem
@@ -36,20 +28,11 @@ __all__ = ["ThresholdGrid", "score_moments", "TrialEngine", "stream_seed", "exac
 DEFAULT_BLOCK_TRIALS = 1 << 18
 
 
-_WORKER_PLAN: _Plan | None = None
-
-
-def _set_worker_plan(plan: _Plan) -> None:
-    """Process-pool initializer: the plan every block job of this worker uses."""
-    global _WORKER_PLAN
-    _WORKER_PLAN = plan
-
-
 def _block_task(args):
     """One seeded block's scores reduced by its target: a ``ThresholdGrid`` → int64 bin histogram, a float → #scores
     above it (int), None → the float64 scores."""
     plan, hypothesis, t, ss, target = args
-    s = _block_scores_numpy(_WORKER_PLAN if plan is None else plan, hypothesis, t, ss)
+    s = _block_scores_numpy(plan, hypothesis, t, ss)
     if target is None:
         return s
     if isinstance(target, ThresholdGrid):
@@ -58,29 +41,20 @@ def _block_task(args):
 
 
 class TrialEngine:
-    """Streams membership trials of one ``ScalarProblem`` (module docstring; Eq. 14, App. E.2).
-
-    ``method``: ``"auto"``, ``"groups"``, ``"gaps"``, ``"sample"`` (per-trial) or ``"multinomial"`` (no background);
-    ``group_size``: g of ``groups`` (1 … 12; 8); ``block_trials``: trials per seeded block (results depend on it);
-    ``n_workers``, ``parallel``: concurrent blocks, ``"threads"`` or ``"processes"`` (results do not depend on them).
-    Raises ValueError on an unknown method/parallel mode, a bad problem, or out-of-range sizes."""
+    """Streams membership trials of one ``ScalarProblem`` (module docstring): ``method`` one of :data:`METHODS`,
+    ``group_size`` g of ``groups`` (1 … 12), ``block_trials`` per seeded block. Raises ValueError on an unknown
+    method, a bad problem, or out-of-range sizes."""
 
     def __init__(self, problem: ScalarProblem, *, method: str = "auto", group_size: int = 8,
-                 block_trials: int = DEFAULT_BLOCK_TRIALS, n_workers: int = 1, parallel: str = "threads") -> None:
+                 block_trials: int = DEFAULT_BLOCK_TRIALS) -> None:
         self.problem = _check_problem(problem)
         if int(group_size) != group_size or not 1 <= group_size <= 12:
             raise ValueError(f"group_size={group_size} must be an integer in 1 … 12")
         if int(block_trials) != block_trials or block_trials < 1:
             raise ValueError(f"block_trials={block_trials} must be an integer ≥ 1")
-        if int(n_workers) != n_workers or n_workers < 1:
-            raise ValueError(f"n_workers={n_workers} must be an integer ≥ 1")
-        if parallel not in ("threads", "processes"):
-            raise ValueError(f"parallel={parallel!r} must be 'threads' or 'processes'")
         self.method = _resolve_method(method, problem, int(group_size))
         self.group_size = int(group_size)
         self.block_trials = int(block_trials)
-        self.n_workers = int(n_workers)
-        self.parallel = parallel
         self._plan = _make_plan(problem, self.method, self.group_size)
 
     def _jobs(self, hypothesis, n_trials: int, seed, target) -> list[tuple]:
@@ -94,17 +68,8 @@ class TrialEngine:
                 for i in range(-(-int(n_trials) // b))]
 
     def _results(self, jobs: list[tuple]):
-        """The jobs' results in block order, lazily (a reduction holds one at a time), concurrent if n_workers > 1."""
-        if self.n_workers == 1 or len(jobs) == 1:
-            yield from map(_block_task, jobs)
-        elif self.parallel == "threads":
-            with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
-                yield from pool.map(_block_task, jobs)
-        else:
-            with ProcessPoolExecutor(max_workers=self.n_workers, initializer=_set_worker_plan,
-                                     initargs=(self._plan,)) as pool:
-                yield from pool.map(_block_task, [(None, *job[1:]) for job in jobs],
-                                    chunksize=max(1, len(jobs) // (16 * self.n_workers)))
+        """The jobs' results in block order, lazily (a reduction holds one at a time)."""
+        return map(_block_task, jobs)
 
     def histogram(self, hypothesis: int, n_trials: int, grid: ThresholdGrid, seed) -> np.ndarray:
         """int64 (grid.size + 1,) histogram of ``n_trials`` scores under ``hypothesis`` (0: H0, 1: H1) on ``grid``."""
@@ -128,18 +93,9 @@ class TrialEngine:
             return self._multinomial(int(hypothesis), int(n_trials), stream_seed(seed, 0), float(threshold))
         return int(sum(self._results(jobs)))
 
-    def scores(self, hypothesis: int, n_trials: int, seed) -> np.ndarray:
-        """float64 (n_trials,) the scores themselves, block by block — the very trials that ``histogram``
-        and ``count_above`` reduce (same seed → same values). Memory O(n_trials): for tests and small runs.
-        Raises ValueError for method='multinomial' (it never draws individual trials)."""
-        jobs = self._jobs(hypothesis, n_trials, seed, None)
-        if self.method == "multinomial":
-            raise ValueError("method='multinomial' draws counts, not individual scores; use method='sample'")
-        return np.concatenate(list(self._results(jobs)))
-
     def _multinomial(self, hypothesis: int, n: int, ss, target):
-        """``histogram`` (target a grid: Multinomial bin counts) or ``count_above`` (a threshold: Binomial) exactly,
-        per Gaussian component: H0 all n trials at mean −offset; H1 n_inc ~ Binomial(n, q) of them shifted by w·v."""
+        """``histogram`` (a grid: Multinomial bin counts) or ``count_above`` (a threshold: Binomial), exactly, per
+        Gaussian component (H1: n_inc ~ Binomial(n, q) trials shifted by w·v)."""
         p = self._plan
         gen = _generator(ss)
         parts = [(n, -p.offset)]
@@ -166,15 +122,10 @@ def exact_method(method: str, *problems: ScalarProblem) -> str:
 
 def _audit_scalar(calibration: ScalarProblem, test: ScalarProblem | None = None, *, trials: int, gamma: float,
                   delta: float, seed, resolution: int = 256, rule=None, **engine_options) -> Audit:
-    """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration``, then bound ε on ``trials`` fresh
-    trials of ``test`` (None → ``calibration``) (§2.1 Step 5; Eqs. 28–30).
-
-    Calibration bins every trial on ``ThresholdGrid.for_problem(calibration, trials, resolution)`` and ``rule`` (a
-    ``ThresholdRule`` or its name; None → ``DEFAULT_RULE``) picks the threshold from the counts alone
-    (``bounds.calibrate_from_counts``; no positive ε → the H0 median grid point); the test split counts trials above
-    it. Streams: seed keys (0, h) for calibration, (1, h) for test. ``engine_options``: ``TrialEngine`` keywords
-    (``method="auto"`` takes exact multinomial counts where :func:`exact_method` allows).
-
+    """Calibrate a threshold on ``trials`` trials per hypothesis of ``calibration`` (binned on
+    ``ThresholdGrid.for_problem``, chosen by ``rule`` via ``bounds.calibrate_from_counts``), then bound ε on
+    ``trials`` fresh trials of ``test`` (None → ``calibration``) (§2.1 Step 5; Eqs. 28–30). Seed keys (0, h):
+    calibration, (1, h): test; ``engine_options``: ``TrialEngine`` keywords (``method="auto"``: :func:`exact_method`).
     Returns the test ``Audit`` with its calibration record; ``info``: ``trials``, ``sampler``, ``grid``, ``seconds``.
     Raises ValueError on bad γ, δ, trials, seed or engine options."""
     if not 0 < gamma < 1:

@@ -1,9 +1,5 @@
-"""Expected ε_lower of an audit with μ_eff, q and n trials per hypothesis, in closed form (App. E.4–E.6).
-
-The confusion counts are replaced by their expectations under the Gaussian scores of Eqs. 16–19 with hidden
-participation (Eq. 23), plugged into Eqs. 29–30 (real-valued counts) and Eq. 28, and maximised over the
-threshold: what a perfectly calibrated audit reports on average.
-"""
+"""Expected ε_lower of an audit with μ_eff, q and n trials per hypothesis (App. E.4–E.6): the expected counts under
+the Gaussian scores of Eqs. 16–19, 23 in Eqs. 29–30 and Eq. 28, maximised over the threshold."""
 from __future__ import annotations
 
 import math
@@ -11,8 +7,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-#: The most trials per hypothesis :func:`expected_epsilon` takes: its Clopper–Pearson inverses (Eqs. 29–30) take
-#: ≈ 3 s at 10¹², 35 s at 10¹⁵ and do not return at 10³⁰; trials=None gives the n → ∞ limit they approach.
+#: The most trials per hypothesis :func:`expected_epsilon` takes (trials=None: the n → ∞ limit).
 MAX_EXPECTED_TRIALS = 10**12
 
 
@@ -44,14 +39,10 @@ def _expected_eps_at(a, mu: float, q: float, n: float | None, gamma: float, delt
 
 def expected_epsilon(mu_eff: float, sample_rate: float, trials: int | None, gamma: float = 0.0025,
                      delta: float = 1e-5, return_threshold: bool = False):
-    """Expected ε_lower of the Gaussian pair at μ_eff with Clopper–Pearson at ``trials`` (App. E.4–E.6).
-
-    ℓ ~ N(−μ²/2, μ²) under H0 and (1−q)·N(−μ²/2, μ²) + q·N(μ²/2, μ²) under H1 (Eqs. 16–17, 21), so
-    FPR(a) = Φ̄((a + μ²/2)/μ), TPR(a) = (1−q)FPR(a) + qΦ̄((a − μ²/2)/μ) (Eqs. 18–19, 23); the counts n·rate enter
-    Eqs. 29–30 and 28, maximised over a (grid, then Brent). ``trials=None``: the n → ∞ limit. Returns ε (and the
-    maximizing a with ``return_threshold``). Raises ValueError on μ ≤ 0, q ∉ (0, 1], trials outside
-    [1, MAX_EXPECTED_TRIALS], γ or δ out of range.
-    """
+    """Expected ε_lower of the Gaussian pair at μ_eff with Clopper–Pearson at ``trials`` (module docstring):
+    FPR(a) = Φ̄((a + μ²/2)/μ), TPR(a) = (1−q)FPR(a) + qΦ̄((a − μ²/2)/μ) (Eqs. 18–19, 23), maximised over a (grid,
+    then Brent); ``trials=None``: the n → ∞ limit. Returns ε (and the maximizing a with ``return_threshold``).
+    Raises ValueError on μ ≤ 0, q ∉ (0, 1], trials outside [1, MAX_EXPECTED_TRIALS], γ or δ out of range."""
     _check(mu_eff, sample_rate, trials, gamma, delta)
     mu, q, n = float(mu_eff), float(sample_rate), (None if trials is None else float(trials))
     grid = np.linspace(-mu * mu / 2 - 10 * mu, mu * mu / 2 + 10 * mu, 4001)
@@ -85,12 +76,9 @@ def _check(mu_eff, sample_rate, trials, gamma, delta) -> None:
 
 
 def separable_epsilon(sample_rate: float, trials: int, gamma: float = 0.0025, delta: float = 1e-5) -> float:
-    """Expected ε_lower of a perfectly separable canary: the most an audit at ``trials`` can certify (App. E.4–E.6).
-
-    The μ_eff → ∞ limit of ``expected_epsilon``: FPR = 0 and TPR = q (Eq. 23), so Eq. 28 with the endpoints at the
-    expected counts gives ε = log((p_L(qn) − δ) / (1 − γ^{1/n})), or the reverse event's value if larger, floored at
-    0 (e.g. q = 0.05, n = 2,000, γ = 0.05/29, δ = 10⁻⁶: 2.45). Raises ValueError as ``expected_epsilon``.
-    """
+    """The most an audit at ``trials`` can certify: ``expected_epsilon`` as μ_eff → ∞ (FPR = 0, TPR = q, Eq. 23),
+    ε = log((p_L(qn) − δ) / (1 − γ^{1/n})) or the reverse event's, floored at 0 (2.45 at q = 0.05, n = 2,000,
+    γ = 0.05/29, δ = 10⁻⁶). Raises ValueError as ``expected_epsilon``."""
     _check(1.0, sample_rate, trials, gamma, delta)
     q, n = float(sample_rate), float(trials)
     tpr_l, fpr_u = _cp_real(q * n, n, gamma, "lower"), 1.0 - gamma ** (1.0 / n)

@@ -1,10 +1,8 @@
-"""One-run audits: ε lower bounds from the guesses about m canaries in a single release.
+"""One-run audits: ε lower bounds from the guesses about m canaries (each included w.p. ½) in a single release.
 
-m canaries, each included w.p. ½; the abstaining guesser (:func:`abstaining_guesses`) says "in" for its k₊
-top-scored canaries and "out" for its k₋ bottom ones: r = k₊ + k₋ guesses, v correct. The bounds of Steinke,
-Nasr, Jagielski (NeurIPS 2023, Thm 3.1) and Mahloujifar, Melis, Chaudhuri (arXiv 2410.22235, f-DP) live in
-``pe_kit.audit.one_run_bounds``. Each (k₊, k₋) pair of :func:`guess_pairs` is tested at β = α / (number of
-pairs) (Bonferroni), so the maximum over pairs is a valid 1 − α lower bound.
+The abstaining guesser (:func:`abstaining_guesses`) says "in" for its k₊ top-scored canaries and "out" for its k₋
+bottom ones: r = k₊ + k₋ guesses, v correct; the bounds live in ``pe_kit.audit.one_run_bounds``. Each pair of
+:func:`guess_pairs` is tested at β = α / (number of pairs) (Bonferroni): the maximum is a 1 − α lower bound.
 """
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ METHODS = ("steinke", "fdp")
 
 
 def _as_included(included) -> np.ndarray:
-    """The truth S_i as a flat bool array; 0/1 numbers are accepted, anything else (±1 labels, probabilities, NaN)
-    raises rather than being read as "included" by ``bool``."""
+    """The truth S_i as a flat bool array from bools or 0/1 numbers; anything else raises."""
     raw = np.asarray(included).ravel()
     if raw.dtype == bool:
         return raw
@@ -50,10 +47,9 @@ def _as_count(value, name: str) -> int:
 
 
 def abstaining_guesses(scores: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> tuple[int, int]:
-    """The abstaining guesser (Steinke et al. §2): "in" for the k₊ highest ``scores``, "out" for the k₋ lowest; returns
-    (r, v), guesses and correct guesses against ``included``. Ties break by canary index (stable sort). Raises
-    ValueError on shapes that differ, NaN scores, ``included`` values other than 0/1 (±1 labels: pass ``s == 1``),
-    fractional k₊ or k₋, or k₊ + k₋ > m."""
+    """The abstaining guesser (Steinke et al. §2): "in" for the k₊ highest ``scores``, "out" for the k₋ lowest (ties
+    by index); returns (r, v), guesses and correct ones. Raises ValueError on shapes that differ, NaN scores,
+    ``included`` not 0/1, fractional k₊ or k₋, or k₊ + k₋ > m."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     inc = _as_included(included)
     k_plus, k_minus = _as_count(k_plus, "k_plus"), _as_count(k_minus, "k_minus")
@@ -85,16 +81,12 @@ def _one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float, al
                    sample_rate: float = 1.0, pairs: list[tuple[int, int]] | None = None,
                    methods=METHODS) -> dict[str, Audit]:
     """Both one-run bounds from per-canary scores (higher = "in") and truth ``included`` (S_i ~ Bernoulli(½)),
-    maximised over ``pairs`` (default ``guess_pairs(m)``) at family-wise level α; ``sample_rate``: q of the f-DP
-    family C_q(G_μ); ``methods``: subset of ("steinke", "fdp") or one name.
-
-    Returns method → ``Audit`` (ε_lower at δ, 0 if no pair rejects); ``info``: ``method``, ``mu_lower`` (``fdp``;
-    NaN for ``steinke``), ``k_plus``, ``k_minus``, ``guesses``, ``correct`` (the attaining pair, the first when
-    ε_lower = 0), ``m``, ``n_included``, ``alpha``, ``beta`` (α / n_pairs), ``n_pairs``, ``delta``, ``sample_rate``.
-
-    Raises ValueError on bad shapes, empty scores, ``included`` values other than 0/1 or a count of included
-    canaries no Bernoulli(½) draw gives (two-sided binomial p < 10⁻⁶), levels, a sample_rate outside (0, 1], an
-    unknown method, a fractional pair or an empty pair list."""
+    maximised over ``pairs`` (default ``guess_pairs(m)``) at family-wise level α; ``sample_rate``: q of C_q(G_μ);
+    ``methods``: subset of ("steinke", "fdp") or one name. Returns method → ``Audit`` (ε_lower at δ, 0 if no pair
+    rejects); ``info``: ``mu_lower`` (NaN for ``steinke``), the attaining pair's ``k_plus``, ``k_minus``,
+    ``guesses``, ``correct`` and the settings. Raises ValueError on bad shapes, empty scores, ``included`` not 0/1
+    or too unbalanced for a Bernoulli(½) draw (two-sided binomial p < 10⁻⁶), levels, a sample_rate outside (0, 1],
+    an unknown method, a fractional pair or an empty pair list."""
     _check_level(alpha, "alpha")
     _check_level(delta, "delta")
     sample_rate = _check_sample_rate(sample_rate)

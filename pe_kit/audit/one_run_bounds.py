@@ -1,13 +1,11 @@
-"""The two ε lower bounds of a one-run audit from its guessing game (m canaries, r guesses, v correct), each
-tested at level β:
+"""The two ε lower bounds of a one-run audit from its guessing game (m canaries, r guesses, v correct), at level β:
 
 * Steinke, Nasr, Jagielski (NeurIPS 2023, arXiv 2305.08846), Thm 3.1 with δ > 0 (``steinke_p_value``).
 * Mahloujifar, Melis, Chaudhuri (arXiv 2410.22235): the abstention recursion for a trade-off f (k = 2): τ = β,
   h_v = τ(r − v)/m, r_v = τv/m, for i = v−1 … 0
   h_i = max(h_{i+1}, f̄⁻¹(r_{i+1})),  r_i = r_{i+1} + i/(r − i)·(h_i − h_{i+1}),
-  with f̄(x) = 1 − f(x); f is rejected when r_0 + h_0 > r/m. The family is μ-GDP (q = 1) or C_q(G_μ) (Dong, Roth,
-  Su 2022). The largest rejected μ becomes ε at δ (``epsilon_from_mu``): ε *within the family*, a lower bound on
-  (ε, δ) when the mechanism's trade-off lies in it (a PE nonce canary, Eqs. 14–17); otherwise only Steinke et al.'s is.
+  with f̄(x) = 1 − f(x); f = C_q(G_μ) (Dong, Roth, Su 2022) is rejected when r_0 + h_0 > r/m. The largest rejected
+  μ as ε at δ (``epsilon_from_mu``) bounds ε only for mechanisms in the family (a PE nonce canary, Eqs. 14–17).
 """
 from __future__ import annotations
 
@@ -95,10 +93,9 @@ def _fq(x: np.ndarray, mu: np.ndarray, q: float) -> np.ndarray:
 
 
 class _FastInverseBlowup:
-    """f̄⁻¹(y) for f = C_q(G_μ), one row per μ of a fixed vector: the x in [0, 1] with 1 − f(x) = y (Mahloujifar et
-    al.'s "inverse blow-up"). Pieces of 1 − C_q(G_μ) (Dong, Roth, Su 2022, x* = Φ(−μ/2)): x ≤ x*: qΦ(Φ⁻¹(x) + μ) +
-    (1−q)x, solved for z = Φ⁻¹(x) by a per-row table of log G(z), G(z) = qΦ(z + μ) + (1−q)Φ(z) on 1024 points of
-    [−38, −μ/2], then three Newton steps; x* ≤ x ≤ f_q(x*): the −1-slope segment; beyond: x = f_q(1 − y)."""
+    """f̄⁻¹(y) for f = C_q(G_μ), one row per μ: the x in [0, 1] with 1 − f(x) = y (the "inverse blow-up"; reference:
+    ``tests/oracles.py``). For x ≤ x* = Φ(−μ/2), z = Φ⁻¹(x) from a per-row table of log(qΦ(z + μ) + (1−q)Φ(z))
+    on [−38, −μ/2] and three Newton steps; then the −1-slope segment; beyond f_q(x*): x = f_q(1 − y)."""
 
     def __init__(self, mu: np.ndarray, q: float, n_z: int = 1024) -> None:
         self.mu, self.q = np.asarray(mu, dtype=np.float64), float(q)
@@ -145,9 +142,8 @@ class _FastInverseBlowup:
 
 def fdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float, sample_rate: float = 1.0) -> np.ndarray:
     """Bool array (shaped like ``mu``): whether ``v`` correct of ``r`` guesses about ``m`` canaries rejects
-    f = C_q(G_μ) at level β (module docstring). Monotone: a smaller μ is rejected whenever a larger one is. At q = 1
-    each μ leaves the loop once decided (``_gdp_rejects``, exact).
-    Raises ValueError on counts or levels out of range, or a sample_rate outside (0, 1]."""
+    f = C_q(G_μ) at level β (module docstring); monotone in μ. Raises ValueError on counts or levels out of range,
+    or a sample_rate outside (0, 1]."""
     _check_counts(m, r, v)
     _check_level(beta)
     sample_rate = _check_sample_rate(sample_rate)
@@ -191,10 +187,10 @@ def _gdp_rejects(m: int, r: int, v: int, mu: np.ndarray, beta: float) -> np.ndar
 
 def mu_lower_fdp(m: int, r: int, v: int, beta: float, sample_rate: float = 1.0, mu_max: float = 20.0,
                  grid: int = 128, refine: bool = True) -> float:
-    """The largest μ whose C_q(G_μ) is rejected (``fdp_rejects``): a geometric grid of ``grid`` values in [10⁻³, mu_max]
-    (≈ 8% steps), then (``refine``) a linear grid between the last rejected and first accepted value; a rejected grid
-    point is returned (0 if none, ``mu_max`` if all), so rounding only loosens the bound. Raises ValueError on counts
-    or levels out of range, a sample_rate outside (0, 1], grid < 2 or mu_max ≤ 1e-3."""
+    """The largest μ whose C_q(G_μ) is rejected (``fdp_rejects``) on a geometric grid of ``grid`` values in
+    [10⁻³, mu_max], then (``refine``) a linear grid up to the first accepted value: a rejected grid point (0 if none,
+    ``mu_max`` if all). Raises ValueError on counts or levels out of range, a sample_rate outside (0, 1], grid < 2
+    or mu_max ≤ 1e-3."""
     sample_rate = _check_sample_rate(sample_rate)
     if int(grid) != grid or grid < 2 or not mu_max > 1e-3:
         raise ValueError(f"grid={grid} must be an integer ≥ 2 and mu_max={mu_max} > 1e-3 (the grid spans "
@@ -220,10 +216,9 @@ def _gdp_delta(eps: float, mu: float) -> float:
 
 
 def epsilon_from_mu(mu: float, sample_rate: float, delta: float) -> float:
-    """ε at δ of C_q(G_μ), one Poisson-subsampled Gaussian release with noise multiplier 1/μ: q = 1 the μ-GDP closed
-    form (Dong, Roth, Su 2022, Cor. 2.13) by bisection; q < 1 ``accounting.epsilon_theory(1/μ, q, δ)`` minus its
-    discretisation error 0.01 (clamped at 0), never rounded up. μ = 0 → 0.0; μ = ∞ → ∞ when δ < q, else 0.0.
-    Raises ValueError for μ < 0, q outside (0, 1] or δ outside (0, 1)."""
+    """ε at δ of C_q(G_μ) (noise multiplier 1/μ): q = 1 the μ-GDP closed form (Dong, Roth, Su 2022, Cor. 2.13) by
+    bisection; q < 1 ``accounting.epsilon_theory(1/μ, q, δ)`` minus its discretisation error 0.01 (clamped at 0).
+    μ = 0 → 0.0; μ = ∞ → ∞ when δ < q, else 0.0. Raises ValueError for μ < 0, q outside (0, 1] or δ outside (0, 1)."""
     if not mu >= 0:
         raise ValueError(f"mu={mu} must be ≥ 0")
     _check_sample_rate(sample_rate)

@@ -1,10 +1,5 @@
-"""``Audit``: the one result type of every audit in the kit, and its results-CSV row.
-
-A threshold audit (§2.1 Step 5) freezes an event {score > t} (or {score ≤ t}) on calibration trials and bounds ε on
-fresh trials (Eq. 28, Clopper–Pearson endpoints of Eqs. 29–30): its ``Audit`` records those fresh trials and carries
-the calibration trials' record as ``calibration``. A one-run audit (Steinke et al. 2023; Mahloujifar et al. 2024)
-bounds ε from guesses on the m canaries of one release. ``pandas.DataFrame([a.row for a in audits])`` is a results
-table.
+"""``Audit``: the one result type of every audit in the kit, and its results-CSV row
+(``pandas.DataFrame([a.row for a in audits])`` is a results table).
 """
 from __future__ import annotations
 
@@ -14,10 +9,9 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
-__all__ = ["Audit", "settings_of"]
+__all__ = ["Audit"]
 
-#: How ``epsilon_lower`` was bounded: a calibrated threshold test bounded by Clopper–Pearson (Eq. 28, §2.1 Step 5), or
-#: one of the two one-run bounds of ``pe_kit.audit.one_run`` (Steinke et al. 2023; Mahloujifar et al. 2024, f-DP).
+#: How ``epsilon_lower`` was bounded: a calibrated threshold test (Eq. 28, §2.1 Step 5) or a one-run bound.
 METHODS = ("threshold", "steinke", "fdp")
 
 #: Row keys that are settings (what produced the number), not measurements.
@@ -33,34 +27,21 @@ _SPLIT = ("threshold", "epsilon", "branch", "true_pos", "false_pos", "n_h1", "n_
 _ONE_RUN_COUNTS = ("guesses", "correct", "k_plus", "k_minus", "m", "n_included")
 
 
-def settings_of(row: Mapping[str, Any]) -> dict:
-    """The settings part of a tidy row: every ``mech_*`` / ``audit_*`` / ``study_*`` column plus γ, the variant, the
-    canary id, the split and the seed (whichever the row has)."""
-    return {k: v for k, v in row.items() if k.startswith(_SETTING_PREFIXES) or k in _SETTING_KEYS}
-
-
 @dataclass(frozen=True)
 class Audit:
-    """One audit's bound and what produced it (frozen: no attribute can be rebound, ``info`` is read-only).
+    """One audit's bound and what produced it (frozen; ``info`` is a read-only copy).
 
     Attributes:
         epsilon_lower: the empirical lower bound on ε at δ (≥ 0; natural log): Eq. 28 on these trials, or a one-run
-            bound.
-        epsilon_theory: the accountant's ε for the audited mechanism (``accounting.epsilon_theory``: Poisson-subsampled
-            Gaussian releases at σ, q, δ, add/remove of one user); NaN when the call was not told the mechanism.
-            ``violation``: ε_lower > ε_theory.
-        mu_eff: the canary's effective signal μ_eff (Eq. 15; ≤ 1/σ, Eq. 20); for ``fdp`` the largest rejected μ.
-        threshold, direction: the audited event A = {score > threshold} (+1, Eq. 28 as written) or {score ≤ threshold}
-            (−1, ``audit.bounds`` module docstring), in score units; one-run: the k₊-th highest score, +1.
-        rule: the threshold rule that chose the event (``threshold_rules``; on a calibration record, "" otherwise).
-        tpr, fpr: point rates of A on these trials (one-run: of the "in" guesses among included / excluded canaries).
-        true_pos, false_pos, n_h1, n_h0: #H1 / #H0 trials in A, and trials per hypothesis.
-        branch: which branch of Eq. 28 gave ``epsilon_lower`` (0: none, 1: TPR/FPR, 2: TNR/FNR).
-        tpr_lower, fpr_upper, tnr_lower, fnr_upper: one-sided Clopper–Pearson bounds at γ (Eqs. 29–30).
-        gamma, delta: the tail of each one-sided bound and δ. method: one of :data:`METHODS`.
-        calibration: the calibration trials' record (the split that froze the event), or None.
-        info: the row's further columns, in order (settings, sizes, diagnostics, a black-box verdict …); a read-only
-            copy of the mapping given (``dataclasses.replace(a, info={**a.info, …})`` makes a changed audit).
+            bound. epsilon_theory: ``accounting.epsilon_theory`` of the audited mechanism (NaN when not told it).
+        mu_eff: μ_eff (Eq. 15; ≤ 1/σ, Eq. 20); for ``fdp`` the largest rejected μ.
+        threshold, direction: the event A = {score > threshold} (+1, Eq. 28) or {score ≤ threshold} (−1); one-run:
+            the k₊-th highest score. rule: the threshold rule that chose it (calibration records).
+        tpr, fpr, true_pos, false_pos, n_h1, n_h0: A's point rates and counts, trials per hypothesis (one-run: the
+            "in" guesses' rates). branch: the branch of Eq. 28 that gave ε (0: none, 1: TPR/FPR, 2: TNR/FNR).
+        tpr_lower, fpr_upper, tnr_lower, fnr_upper: one-sided Clopper–Pearson bounds at γ (Eqs. 29–30). gamma, delta,
+            method (one of :data:`METHODS`). calibration: the calibration trials' record, or None.
+        info: the row's further columns, in order (``dataclasses.replace(a, info={**a.info, …})`` changes them).
     Fields left None have no column; gamma, delta and method are columns only where ``info`` lists them.
     """
 
@@ -98,8 +79,7 @@ class Audit:
         object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
 
     def __reduce__(self):
-        """Pickle and deep-copy through ``__init__``, ``info`` as a plain dict (a read-only view does not pickle);
-        the fields travel as arguments, so a deep copy copies them too."""
+        """Pickle and deep-copy through ``__init__``, ``info`` as a plain dict (a read-only view does not pickle)."""
         return _rebuild, (type(self), {f.name: getattr(self, f.name) for f in fields(self)} | {"info": dict(self.info)})
 
     def columns(self, prefix: str = "") -> dict:
@@ -132,18 +112,14 @@ class Audit:
 
     @property
     def settings(self) -> dict:
-        """What produced the number (:func:`settings_of` of ``row``)."""
-        return settings_of(self.row)
+        """What produced the number: the row's ``mech_*`` / ``audit_*`` / ``study_*`` columns, γ, variant, canary id,
+        split and seed (whichever it has)."""
+        return {k: v for k, v in self.row.items() if k.startswith(_SETTING_PREFIXES) or k in _SETTING_KEYS}
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "Audit":
-        """The threshold audit whose ``row`` is ``row`` (same columns and values): headline columns, ``test_*`` /
-        ``calibration_*`` split columns, and every other column into ``info`` (γ, δ from ``gamma`` and ``delta`` or
-        ``audit_delta``).
-
-        Raises:
-            KeyError: naming the first missing column when ``row`` is not a calibrated threshold audit's row.
-        """
+        """The threshold audit whose ``row`` is ``row`` (every non-split column into ``info``; δ from ``delta`` or
+        ``audit_delta``). Raises KeyError naming the first missing column of a calibrated threshold audit's row."""
         split = {f"{s}_{k}" for s in ("calibration", "test") for k in _SPLIT}
         cal = _split_record(row, "calibration_")
         head = {k: row[k] for k in _HEADLINE[1:] if k in row}

@@ -34,12 +34,9 @@ def _seed_sequence(seed) -> np.random.SeedSequence:
 
 
 def stream_seed(seed, *key: int) -> np.random.SeedSequence:
-    """The seed of a named sub-stream: ``SeedSequence(entropy, spawn_key=seed.spawn_key + key)``.
-
-    ``seed``: int ≥ 0, a sequence of them or a ``SeedSequence``; ``key``: non-negative ints (e.g. split, hypothesis,
-    block). Distinct keys give independent streams; the same (seed, key) always the same one. Raises ValueError on
-    a malformed seed or a negative key.
-    """
+    """The seed of a named sub-stream (distinct keys: independent streams): ``SeedSequence(entropy,
+    spawn_key=seed.spawn_key + key)`` of a seed (int ≥ 0, a sequence of them or a ``SeedSequence``) and
+    non-negative int keys (e.g. split, hypothesis, block). Raises ValueError on a malformed seed or a negative key."""
     ss = _seed_sequence(seed)
     if any(int(k) < 0 for k in key):
         raise ValueError(f"stream key {key!r} must hold non-negative ints")
@@ -53,13 +50,10 @@ def _generator(ss: np.random.SeedSequence) -> np.random.Generator:
 
 @lru_cache(maxsize=64)
 def _subset_tables(group_size: int, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact inverse-CDF tables of the product-Bernoulli law on the 2^g subsets of a group.
-
-    Subsets are ordered by decreasing probability (ties by index); position r ∈ [0, 2⁶²) belongs to the i-th atom
-    iff B_{i−1} ≤ r < B_i, B_i = ⌊2⁶² Σ_{j≤i} p_j⌋ in exact rationals of the float q. Returns (boundaries uint64
-    (2^g − 1,), lut int16 (2^16,) the subset owning each top-16-bit cell or −1 if it straddles a boundary, order
-    int16 (2^g,) the subset of each ordered atom).
-    """
+    """Exact inverse-CDF tables of the product-Bernoulli law on the 2^g subsets of a group: position r ∈ [0, 2⁶²)
+    belongs to the i-th most probable subset iff B_{i−1} ≤ r < B_i, B_i = ⌊2⁶² Σ_{j≤i} p_j⌋ in exact rationals.
+    Returns (boundaries uint64 (2^g − 1,), lut int16 (2^16,) the subset owning each top-16-bit cell or −1 if it
+    straddles a boundary, order int16 (2^g,) the subset of each ordered atom)."""
     qf = Fraction(q)
     pf = 1 - qf
     n = 1 << group_size
@@ -121,8 +115,7 @@ def _resolve_method(method: str, problem: ScalarProblem, group_size: int) -> str
         return method
     if method == "sample":
         method = "auto"
-    # cost model measured on this machine's Xeon cores (benchmarks/bench_trials.py): ≈45 ns per gap hit
-    # (qK per trial) against ≈10 ns per group draw (K/g per trial): gaps win below q ≈ 0.03 at g = 8
+    # cost model (benchmarks/bench_trials.py): ≈45 ns per gap hit (qK per trial), ≈10 ns per group draw (K/g)
     if 45.0 * q * k < 10.0 * math.ceil(k / group_size):
         return "gaps"
     return "groups"
@@ -146,11 +139,8 @@ def _make_plan(problem: ScalarProblem, method: str, group_size: int) -> _Plan:
 
 def _groups_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
     """Σ_u I_u a_u for t trials by exact group-subset draws, tiled for the cache. float64 (t,).
-
-    Per sub-batch of ``_TILE_GROUPS`` groups and a tile of ``_TILE`` trials: one uniform 16-bit cell per (group,
-    trial) → subset via the lookup table; a straddling cell is completed to a 62-bit position by 46 fresh bits and
-    resolved by binary search; each group adds its subset sum.
-    """
+    One uniform 16-bit cell per (group, trial) → subset by the lookup table; a straddling cell gets 46 fresh bits
+    and a binary search."""
     out = np.empty(t)
     sums, lut16, bnd, order = plan.sums, plan.lut16, plan.boundaries, plan.order
     n_groups = sums.shape[0]
@@ -182,11 +172,8 @@ def _groups_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
 
 
 def _gaps_numpy(plan: _Plan, t: int, gen: np.random.Generator) -> np.ndarray:
-    """Σ_u I_u a_u for t trials from Geometric(q) gaps over the user-major K × t grid. float64 (t,).
-
-    Gap = ⌊E/λ⌋ + 1 with E ~ Exp(1) and λ = −log(1 − q), so P(gap > k) = (1 − q)^k: the hits are exactly the ones
-    of an i.i.d. Bernoulli(q) grid. Users are processed in slices of ≈2²⁰ expected hits.
-    """
+    """Σ_u I_u a_u for t trials from Geometric(q) gaps ⌊E/λ⌋ + 1 (E ~ Exp(1), λ = −log(1 − q)) over the
+    user-major K × t grid, in user slices of ≈2²⁰ expected hits. float64 (t,)."""
     a, q = plan.projections, plan.sample_rate
     k = a.size
     out = np.zeros(t)

@@ -1,9 +1,5 @@
-"""Audit scores a user already has: ``audit_scores`` (many trials, a calibrated threshold) and ``audit_one_run``
-(one release, m canaries); numpy and scipy only, Opacus only for ε_theory.
-
-``audit_scores`` is ``bounds.calibrate_threshold`` on one seeded split of the trials and
-``bounds.evaluate_threshold`` on the other (§2.1 Step 5; Eqs. 28–30); ``audit_one_run`` is
-``one_run._one_run_audit``. ε_theory is for add/remove of one user under Poisson sampling at rate q.
+"""Audit scores a user already has: ``audit_scores`` (many trials, a calibrated threshold, §2.1 Step 5) and
+``audit_one_run`` (one release, m canaries); numpy and scipy only, Opacus only for ε_theory.
 """
 from __future__ import annotations
 
@@ -37,7 +33,8 @@ def _scores(x, name: str, per: str = "trial") -> np.ndarray:
     return a
 
 
-def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def split_trials(scores: np.ndarray, calibration_fraction: float,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Split one hypothesis's n ≥ 2 trials into (calibration, test) by one seeded ``permutation(n)``.
     The calibration part has round(n · calibration_fraction) trials, clipped to [1, n − 1]."""
     n = scores.size
@@ -49,15 +46,11 @@ def split_trials(scores: np.ndarray, calibration_fraction: float, rng: np.random
 def audit_scores(in_scores, out_scores, *, delta: float = 1e-5, alpha: float = 0.05, n_canaries: int = 1,
                  calibration_fraction: float = 0.5, seed: int = 0, noise_multiplier: float | None = None,
                  sample_rate: float = 1.0) -> Audit:
-    """ε_lower from scores of trials with the canary in (H1) and out (H0), in one call.
-
-    Each hypothesis's trials (≥ 2, either direction) are split (``split_trials``, ``in_scores`` first,
-    ``default_rng(seed)``); the threshold and direction are chosen on the calibration part
-    (``bounds.calibrate_threshold``, default rule at ``sample_rate``) and the test part bounds ε there (Eqs. 28–30)
-    with γ = α / (n_canaries · 4), so the maximum over ``n_canaries`` audits holds at level α (App. E.6). Returns
-    ``Audit`` (``mu_eff`` NaN; ε_theory NaN without ``noise_multiplier``) with the ``calibration_*`` / ``test_*``
-    and ``population_shift`` columns. Raises ValueError for scores not 1-D, non-finite or fewer than 2, or a
-    setting out of range (naming the field, the value and the range).
+    """ε_lower from scores of trials with the canary in (H1) and out (H0): each hypothesis's trials (≥ 2) are split
+    (``split_trials``, ``in_scores`` first, ``default_rng(seed)``), the calibration part chooses the event
+    (``bounds.calibrate_threshold``), the test part bounds ε (Eqs. 28–30) at γ = α / (n_canaries · 4) (App. E.6).
+    Returns ``Audit`` (ε_theory NaN without ``noise_multiplier``) with the ``population_shift`` columns.
+    Raises ValueError for scores not 1-D, non-finite or fewer than 2, or a setting out of range.
     """
     s1, s0 = _scores(in_scores, "in_scores"), _scores(out_scores, "out_scores")
     for name, a in (("in_scores", s1), ("out_scores", s0)):
@@ -114,15 +107,11 @@ def _in_guess_rates(scores: np.ndarray, included: np.ndarray, k_plus: int) -> tu
 
 def audit_one_run(scores, included, *, delta: float = 1e-5, sample_rate: float = 1.0, alpha: float = 0.05,
                   method: str = "fdp", noise_multiplier: float | None = None) -> Audit:
-    """ε_lower from one release with m canaries, each included with probability ½ (``one_run._one_run_audit``).
-
-    The abstaining guesser says "in" for its k₊ top-scored canaries (higher = "in") and "out" for its k₋
-    bottom-scored, maximised over ``one_run.guess_pairs(m)`` at α / (number of pairs). ``method="fdp"``
-    (Mahloujifar, Melis, Chaudhuri 2024): the largest μ whose trade-off curve C_q(G_μ) the guesses reject, as ε at δ
-    (``mu_eff`` = μ); ``"steinke"`` (Steinke, Nasr, Jagielski 2023, Thm 3.1): (ε, δ) for any mechanism. Returns
-    ``Audit`` with the "in" guesses' ``tpr`` / ``fpr`` / ``threshold``. Warns (UserWarning) when ε_lower is 0 but
-    ``-scores`` would bound ε > 0. Raises ValueError as ``_one_run_audit``, or for an unknown method, NaN or
-    complex scores, or σ out of range.
+    """ε_lower from one release with m canaries, each included with probability ½ (``one_run._one_run_audit``;
+    higher score = "in"). ``method="fdp"``: the largest μ whose C_q(G_μ) the guesses reject, as ε at δ (``mu_eff``
+    = μ); ``"steinke"``: (ε, δ) for any mechanism. Returns ``Audit`` with the "in" guesses' ``tpr`` / ``fpr`` /
+    ``threshold``. Warns (UserWarning) when ε_lower is 0 but ``-scores`` would bound ε > 0. Raises ValueError as
+    ``_one_run_audit``, or for an unknown method, NaN or complex scores, or σ out of range.
     """
     from pe_kit.audit.one_run import METHODS, _as_included, _one_run_audit
 

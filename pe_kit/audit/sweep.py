@@ -1,8 +1,5 @@
-"""Audit sweeps on the scalar projection: ``AuditTask`` s run in order, and the tightness curve built on them.
-
-An ``AuditTask`` (calibration and test ``ScalarProblem``, trials, seed, γ, δ, labels) gives one calibrated
-ε_lower row (``engine._audit_scalar``) that depends only on its own fields.
-"""
+"""Audit sweeps on the scalar projection: ``AuditTask`` s (one calibrated ε_lower row each, ``engine._audit_scalar``,
+depending only on the task's fields) run in order, and the tightness curve built on them."""
 from __future__ import annotations
 
 import math
@@ -12,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pe_kit.audit.engine import _audit_scalar, _check_problem, exact_method
+from pe_kit.audit.engine import _audit_scalar, _check_problem
 from pe_kit.audit.expectations import expected_epsilon
 from pe_kit.audit.trials import ScalarProblem, nonce_problem
 
@@ -25,15 +22,11 @@ def tightness_curve(attacks: Mapping, trials: Sequence[int] = (10**4, 10**5, 10*
                     max_simulated_trials: int | None = None, method: str = "auto", progress: bool = False,
                     **engine_options):
     """ε_lower vs trials per hypothesis beside ε_theory and the expected curve from μ_eff (Fig. 1, notebook 05).
-
-    ``attacks``: name → a float μ_eff (a nonce canary without background, needs ``sample_rate``), a
-    ``ScalarProblem``, a (calibration, test) pair, or a list of these per canary (a single one is audited
-    ``n_canaries`` times). Task (attack i, canary c, trials j) is seeded ``SeedSequence([seed, i, c, j])``; trial
-    counts above ``max_simulated_trials`` get NaN ε_lower; ``method="auto"``: ``"multinomial"`` without background,
-    else the cheapest exact sampler. Returns a ``pandas.DataFrame``, one row per (attack, canary, trials): ε_lower,
-    ε_theory, ``epsilon_expected`` and its n → ∞ limit, μ_eff, the settings, threshold, test tpr/fpr. Raises
-    ValueError on empty or ill-typed ``attacks``, bad trials, or a float attack without sample_rate.
-    """
+    ``attacks``: name → a float μ_eff (a nonce canary, needs ``sample_rate``), a ``ScalarProblem``, a (calibration,
+    test) pair, or a list of these per canary (a single one is audited ``n_canaries`` times). Task (attack i,
+    canary c, trials j) is seeded (seed, i, c, j); trials above ``max_simulated_trials`` get NaN ε_lower. Returns a
+    ``pandas.DataFrame``, one row per (attack, canary, trials). Raises ValueError on empty or ill-typed ``attacks``,
+    bad trials, or a float attack without sample_rate."""
     import pandas as pd
 
     if not isinstance(attacks, Mapping) or not attacks:
@@ -84,11 +77,10 @@ def _curve_tasks(attacks, trials, noise_multiplier, sample_rate, delta, gamma, n
                 row["simulated"] = simulate
                 meta.append(row)
                 if simulate:
-                    m = exact_method(method, cal, test)
                     tasks.append(AuditTask(calibration=cal, test=test, trials=n, seed=(int(seed), ai, ci, ti),
                                            gamma=gamma, delta=delta, epsilon_theory=eps_th,
                                            labels=(("_row", len(meta) - 1),),
-                                           options=tuple(sorted({"method": m, **engine_options}.items()))))
+                                           options=tuple(sorted({"method": method, **engine_options}.items()))))
     return meta, tasks
 
 
@@ -115,11 +107,8 @@ def _canary_problems(name, spec, sample_rate, n_canaries) -> list[tuple[ScalarPr
 
 @dataclass(frozen=True)
 class AuditTask:
-    """One sweep unit: calibrate on ``calibration`` and bound ε on ``test`` (``engine._audit_scalar``).
-
-    ``seed``: int or tuple of non-negative ints. ``labels``: (name, value) pairs copied into the row first.
-    ``options``: ``TrialEngine`` keywords as (name, value) pairs.
-    """
+    """One sweep unit: calibrate on ``calibration`` and bound ε on ``test`` (``engine._audit_scalar``); ``labels``:
+    (name, value) pairs copied into the row first; ``options``: ``TrialEngine`` keywords as (name, value) pairs."""
 
     calibration: ScalarProblem
     test: ScalarProblem

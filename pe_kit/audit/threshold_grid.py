@@ -1,9 +1,6 @@
-"""The calibration grid of the trial engine (``pe_kit.audit.engine``) and the exact score moments it is fixed from.
-
-:class:`ThresholdGrid` is uniform with step sd₀/``resolution`` (sd₀: exact H0 score sd) over [min mean − z·sd₀,
-max mean + z·sd₀], z = Φ⁻¹(1 − 1/(2n)) + 2: Eq. 28's bound is attained in the tails, scores outside still land in
-the end bins, a step of sd₀/256 moves the FPR < 3% even 6 sd out (no measurable ε), and fixing it from exact
-moments keeps one streaming pass with O(grid) memory. Source: Eq. 14, App. E.2, Eq. 28.
+"""The calibration grid of the trial engine (``pe_kit.audit.engine``) and the exact score moments it is fixed from
+(Eq. 14, App. E.2, Eq. 28): uniform, step sd₀/``resolution``, over [min mean − z·sd₀, max mean + z·sd₀],
+z = Φ⁻¹(1 − 1/(2n)) + 2, so one streaming pass needs O(grid) memory.
 """
 from __future__ import annotations
 
@@ -71,10 +68,6 @@ class ThresholdGrid:
         """float64 (size,) t_j."""
         return self.start + self.step * np.arange(self.size, dtype=np.float64)
 
-    def value(self, j: int) -> float:
-        """t_j as a float."""
-        return float(self.start + self.step * j)
-
     def bin_index(self, x: np.ndarray) -> np.ndarray:
         """intp (n,) bin of each score (float64 (n,)); see the class docstring."""
         return self._bin_index_inplace(np.array(x, dtype=np.float64, copy=True))
@@ -96,10 +89,8 @@ class ThresholdGrid:
 
     @classmethod
     def for_problem(cls, problem: ScalarProblem, n_trials: int, resolution: int = 256) -> "ThresholdGrid":
-        """The default calibration grid of ``problem`` for ``n_trials`` per hypothesis (module docstring): reach
-        z = Φ⁻¹(1 − 1/(2n)) + 2, ``resolution`` steps per H0 sd, at most 2²⁰ thresholds; the range is cut to the
-        background sum's support ± the noise reach.
-        Raises ValueError on n_trials < 1 or resolution < 1."""
+        """The calibration grid of ``problem`` for ``n_trials`` per hypothesis (module docstring), at most 2²⁰
+        thresholds, cut to the score's support ± the noise reach. Raises ValueError on n_trials or resolution < 1."""
         if int(n_trials) != n_trials or n_trials < 1:
             raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
         if int(resolution) != resolution or resolution < 1:

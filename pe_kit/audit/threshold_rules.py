@@ -1,10 +1,8 @@
 """Threshold rules: how the calibration split's counts choose the one event the test split bounds.
 
-§2.1 Step 5; Eq. 28 with Eqs. 29–30; the Gaussian pair of Eqs. 16–19, 23 for ``GaussianModel``. Style after
-``jax_privacy.auditing`` (frozen dataclass strategies). Every rule sees only the calibration split, so any rule
-keeps the test bound's confidence; they differ in power (``Argmax`` favours lucky far-tail thresholds, the
-winner's curse; docs/threshold_rules.md). ``GaussianModel`` (default), ``AnchoredArgmax`` (its fallback) and
-``Argmax`` choose among both events {score > t} and {score ≤ t}.
+§2.1 Step 5; Eq. 28 with Eqs. 29–30; the Gaussian pair of Eqs. 16–19, 23 for ``GaussianModel``. Every rule sees
+only the calibration split, so any rule keeps the test bound's confidence; they differ in power
+(docs/threshold_rules.md). Each chooses among both events {score > t} and {score ≤ t}.
 """
 from __future__ import annotations
 
@@ -24,11 +22,8 @@ __all__ = ["CalibrationCounts", "Choice", "ThresholdRule", "Argmax", "AnchoredAr
 
 @dataclass(frozen=True)
 class CalibrationCounts:
-    """Everything a rule may see: calibration-split counts, never a test trial.
-
-    ``thresholds``: strictly ascending candidates; ``true_pos``, ``false_pos``: #H1 / #H0 calibration trials with
-    score > threshold; ``sample_rate``: q (``GaussianModel`` only); ``moments``: (mean0, sd0, mean1, sd1) or None.
-    """
+    """Everything a rule may see: ``thresholds`` (strictly ascending), #H1 / #H0 calibration trials above each
+    (``true_pos``, ``false_pos``), ``sample_rate`` q and ``moments`` (mean0, sd0, mean1, sd1) for ``GaussianModel``."""
 
     thresholds: np.ndarray
     true_pos: np.ndarray
@@ -60,9 +55,8 @@ class CalibrationCounts:
 
 @dataclass(frozen=True)
 class Choice:
-    """A rule's decision: ``index`` into the thresholds (−1: no event has calibrated ε > 0), ``direction`` (+1:
-    {score > t}, −1: {score ≤ t}) and ``rule``, the name of the rule that chose (``"gaussian_model>anchored_argmax"``
-    for a fallback)."""
+    """A rule's decision: ``index`` into the thresholds (−1: no event has ε > 0), ``direction`` (+1: {score > t},
+    −1: {score ≤ t}) and ``rule``, the name of the rule that chose (``"gaussian_model>anchored_argmax"``: fallback)."""
 
     index: int
     direction: int
@@ -110,10 +104,8 @@ class Argmax(ThresholdRule):
 @dataclass(frozen=True)
 class AnchoredArgmax(ThresholdRule):
     """Maximum of calibrated ε over events whose min(FP, FN) ≥ ``fraction`` × that of the choice maximizing it at
-    the stricter γ ``anchor_gamma``; that choice is stable but bulk-side of the optimum. No such choice → ``Argmax``.
-
-    Raises ValueError for anchor_gamma outside (0, 0.5) or fraction outside (0, 1].
-    """
+    the stricter γ ``anchor_gamma`` (no such choice → ``Argmax``). Raises ValueError for anchor_gamma outside
+    (0, 0.5) or fraction outside (0, 1]."""
 
     anchor_gamma: float = 1e-5
     fraction: float = 0.5
@@ -134,12 +126,10 @@ class AnchoredArgmax(ThresholdRule):
 
 @dataclass(frozen=True)
 class GaussianModel(ThresholdRule):
-    """The event the Gaussian model (Eqs. 16–19, 23) picks at the calibration split's own μ_eff.
-
-    μ̂ = (mean1 − mean0)/(q·sd0) (sign: the direction) → the model's optimal threshold (``expected_epsilon``) and
-    its expected false-positive count f* → the candidate whose calibration FP count is nearest f*; kept if the
-    model's TP count there fits the calibration TP within ``fit_sd`` sd (delta method) and its ε > 0, else
-    ``fallback`` decides. Raises ValueError for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
+    """The event the Gaussian model (Eqs. 16–19, 23) picks at the calibration split's own μ̂ = (mean1 − mean0)/(q·sd0):
+    the candidate whose FP count is nearest the model's optimum (``expected_epsilon``), kept if the model's TP count
+    there fits within ``fit_sd`` sd (delta method) and its ε > 0, else ``fallback`` decides.
+    Raises ValueError for fit_sd ≤ 0 or a fallback that is not a ``ThresholdRule``.
     """
 
     fallback: ThresholdRule = AnchoredArgmax()
@@ -208,11 +198,8 @@ def rule_named(name: str | ThresholdRule | None) -> ThresholdRule:
 
 
 def moments_from_counts(thresholds: np.ndarray, above: np.ndarray, n: int) -> tuple[float, float]:
-    """(mean, sd) of n scores known only through counts above ascending thresholds (a fine grid spanning them).
-
-    Each bin (t_{j−1}, t_j] holds above_{j−1} − above_j scores at its midpoint; the scores below t_0 and above
-    t_{m−1} sit half a step outside. Exact up to the binning.
-    """
+    """(mean, sd) of n scores known only through counts above ascending thresholds: each bin's scores at its
+    midpoint, those below t_0 / above t_{m−1} half a step outside."""
     t = np.asarray(thresholds, dtype=np.float64)
     a = np.asarray(above, dtype=np.float64)
     if t.size < 2:

@@ -1,8 +1,5 @@
-"""Membership trials under H0 (canary absent) and H1 (canary eligible, participates w.p. q).
-
-Two paths draw the same score distribution: ``simulate_scores`` on the scalar projection (Eq. 14: one trial
-needs each voting user's a_u = w·c_u, the canary's w·v and one Gaussian of variance (σC)²‖w‖²), and the
-reference ``simulate_scores_full``, which builds every trial's p-dimensional histogram (Alg. A.1 line 20).
+"""Membership trials under H0 (canary absent) and H1 (canary eligible, participates w.p. q): ``simulate_scores`` on
+the scalar projection (Eq. 14), and the reference ``simulate_scores_full`` on full histograms (Alg. A.1 line 20).
 """
 from __future__ import annotations
 
@@ -17,13 +14,9 @@ __all__ = ["ScalarProblem", "scalar_problem", "nonce_problem", "simulate_scores"
 
 @dataclass(frozen=True)
 class ScalarProblem:
-    """The scalar projection of one canary audit on one user population.
-
-    Attributes:
-        projections: float64 (K,) a_u = w·c_u of the users with a_u ≠ 0. canary_shift: w·v (μ_eff² for w = Σ⁻¹v).
-        noise_sd: σC‖w‖₂. offset: w·m0 + w·v/2, subtracted from every score (Eq. 14). sample_rate: q.
-        n_users: N, the population size (voting or not).
-    """
+    """The scalar projection of one canary audit on one user population (Eq. 14): ``projections`` float64 (K,)
+    a_u = w·c_u ≠ 0, ``canary_shift`` w·v, ``noise_sd`` σC‖w‖₂, ``offset`` w·m0 + w·v/2 (subtracted from every
+    score), ``sample_rate`` q, ``n_users`` N (voting or not)."""
 
     projections: np.ndarray
     canary_shift: float
@@ -51,12 +44,9 @@ def scalar_problem(weights: np.ndarray, population: sp.spmatrix | np.ndarray, ca
 
 
 def nonce_problem(mu_eff: float, sample_rate: float, n_users: int = 0) -> ScalarProblem:
-    """The ``ScalarProblem`` of a canary with separation μ_eff and no background voters on P.
-
-    With Σ = (σC)²I: ℓ | H0 ~ N(−μ²/2, μ²) and ℓ | inclusion ~ N(μ²/2, μ²) exactly (Eqs. 14–17); a perfect nonce
-    canary has μ_eff = 1/σ (Eq. 20); μ = 0 is a null canary. Raises ValueError on μ < 0 or non-finite, q outside
-    (0, 1], or n_users < 0.
-    """
+    """The ``ScalarProblem`` of a canary with separation μ_eff and no background voters: ℓ | H0 ~ N(−μ²/2, μ²),
+    ℓ | inclusion ~ N(μ²/2, μ²) (Eqs. 14–17; perfect nonce: μ = 1/σ, Eq. 20). Raises ValueError on μ < 0 or
+    non-finite, q outside (0, 1], or n_users < 0."""
     if not (np.isfinite(mu_eff) and mu_eff >= 0):
         raise ValueError(f"mu_eff={mu_eff} must be finite and ≥ 0")
     if not 0 < sample_rate <= 1:
@@ -97,11 +87,8 @@ def background_sums(projections: np.ndarray, sample_rate: float, n_trials: int,
 
 def simulate_scores(problem: ScalarProblem, hypothesis: int, n_trials: int, rng: np.random.Generator,
                     chunk_size: int = 1 << 20) -> np.ndarray:
-    """Scores ℓ of ``n_trials`` trials under H0 (hypothesis=0) or H1 (hypothesis=1) on the scalar path.
-
-    ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset, J ≡ 0 under H0 and J ~ Bernoulli(q) under H1 (App. E.2,
-    E.5). Raises ValueError on a bad hypothesis or n_trials < 0.
-    """
+    """Scores ℓ = Σ_u I_u a_u + J·(w·v) + N(0, noise_sd²) − offset of ``n_trials`` trials, J ≡ 0 under H0
+    (hypothesis=0), J ~ Bernoulli(q) under H1 (App. E.2, E.5). Raises ValueError on a bad hypothesis or n_trials < 0."""
     if hypothesis not in (0, 1):
         raise ValueError(f"hypothesis={hypothesis!r} must be 0 (canary absent) or 1 (canary eligible)")
     if n_trials < 0:
@@ -121,11 +108,8 @@ def simulate_scores_full(population: sp.spmatrix, canary_full: np.ndarray, coord
                          weights: np.ndarray, m0: np.ndarray, noise_std: float, sample_rate: float,
                          hypothesis: int, n_trials: int, rng: np.random.Generator,
                          chunk_size: int = 256) -> np.ndarray:
-    """Reference path: build each trial's full histogram (N users, p coordinates), then score it.
-
-    ``population``: (N, p) contributions; ``canary_full``: v (p,); ``coords``: P; ``weights``, ``m0`` as in Eq. 14;
-    ``chunk_size``: trials per dense (chunk, p) block. Returns ℓ = wᵀ(Y_P − m0 − v/2), float64 (n_trials,).
-    """
+    """Reference path: each trial's full histogram of the (N, p) ``population`` and ``canary_full`` v, scored as
+    ℓ = wᵀ(Y_P − m0 − v/2) on ``coords`` P (Eq. 14), ``chunk_size`` trials at a time. float64 (n_trials,)."""
     if hypothesis not in (0, 1):
         raise ValueError(f"hypothesis={hypothesis!r} must be 0 or 1")
     population = sp.csr_matrix(population)
@@ -147,10 +131,8 @@ def simulate_scores_full(population: sp.spmatrix, canary_full: np.ndarray, coord
 
 
 def check_equal_populations(n_calibration: int, n_test: int) -> None:
-    """ValueError (naming both sizes and the fix) unless the calibration and test populations are integers ≥ 1 of
-    one size N: the threshold frozen on calibration users (§2.1 Step 5) applies to a sum over N users (Eq. 7) with
-    moments scaled by N (Eqs. 34–35); resampling calibration users to reach N would fatten the background's tails.
-    """
+    """ValueError unless the calibration and test populations are integers ≥ 1 of one size N: the threshold frozen
+    on calibration users (§2.1 Step 5) applies to a sum over N users (Eq. 7, Eqs. 34–35)."""
     for name, n in (("n_calibration", n_calibration), ("n_test", n_test)):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"{name}={n!r} must be an integer ≥ 1 (users in the split)")
