@@ -1,6 +1,8 @@
-"""Done-markers of ``pe-kit reproduce``: ``<run>/.done/<notebook>.json`` records a finished notebook's key
-(:func:`marker_key`: its bytes, parameters, :func:`input_digests` and :func:`code_fingerprint`) and the sizes of
-its outputs (:func:`outputs_of`); :func:`marker_valid` says whether it can stand in for rerunning the notebook.
+"""Names and keys of ``pe-kit reproduce``'s files. The run folder ``results/<run-id>/`` (:func:`default_run_id`) is
+stable for the same preset, data file and settings (a rerun resumes) and differs whenever the rows would describe
+another mechanism. A done-marker ``<run>/.done/<notebook>.json`` records a finished notebook's key
+(:func:`marker_key`) and the sizes of its outputs (:func:`outputs_of`); :func:`marker_valid` says whether it can
+stand in for rerunning the notebook.
 """
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from typing import Any, Mapping
 
 from pe_kit.cache import atomic_write_bytes, content_hash
 from pe_kit.code_hash import code_hash
+from pe_kit.run.presets import PRESETS
+from pe_kit.settings import Preset
 
-__all__ = ["code_fingerprint", "outputs_of", "input_digests", "marker_key", "marker_valid", "write_file"]
+__all__ = ["code_fingerprint", "outputs_of", "input_digests", "marker_key", "marker_valid", "write_file",
+           "default_run_id", "bundled_data"]
 
 
 def write_file(path: Path, data: bytes) -> None:
@@ -21,8 +26,7 @@ def write_file(path: Path, data: bytes) -> None:
     os.chmod(path, 0o644)
 
 
-_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/execute.py", "run/markers.py", "run/preflight.py",
-                "run/run_id.py")
+_RUNNER_ONLY = ("run/cli.py", "run/reproduce.py", "run/execute.py", "run/markers.py", "run/preflight.py")
 
 
 def code_fingerprint(*folders: Path) -> str:
@@ -96,3 +100,39 @@ def marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
         return False
     return all((run_dir / rel).is_file() and (run_dir / rel).stat().st_size == size and size > 0
                for rel, size in outs.items())
+
+
+#: how a run id names a mechanism or audit setting that differs from its preset's (``quick-sigma0.8-q0.05``)
+_RUN_ID_KEYS = (("mechanism", "noise_multiplier", "sigma"), ("mechanism", "sample_rate", "q"),
+                ("mechanism", "top_k", "k"), ("mechanism", "clip_norm", "C"), ("audit", "delta", "delta"),
+                ("audit", "alpha", "alpha"), ("audit", "threshold_rule", "rule-"))
+
+
+def _mechanism_tag(preset: Preset) -> str:
+    """``-sigma0.8-q0.05`` for the settings of :data:`_RUN_ID_KEYS` that differ from the named preset's, else ``""``."""
+    base = PRESETS.get(preset.name)
+    if base is None:
+        return ""
+    tags = []
+    for sec, name, abbr in _RUN_ID_KEYS:
+        mine, theirs = getattr(preset.section(sec), name), getattr(base.section(sec), name)
+        if mine != theirs:
+            tags.append(f"{abbr}{mine:g}" if isinstance(mine, (int, float)) else f"{abbr}{mine}")
+    return "".join("-" + t for t in tags)
+
+
+def bundled_data(preset: Preset) -> bool:
+    """True when ``preset`` reads the data that ships with the kit (the default, or tiny's own sample)."""
+    return preset.data is None or preset.name == "tiny" and Path(preset.data) == Path(PRESETS["tiny"].data)
+
+
+def default_run_id(preset: Preset, fitted: bool = False) -> str:
+    """``<preset>`` for the default data, else ``<preset>-<data file stem>-<6 hex of its absolute path>``; then the
+    mechanism and audit settings that differ from the preset's (``quick-sigma0.8-q0.05``, :func:`_mechanism_tag`),
+    then ``-fit`` when ``fitted``."""
+    tail = _mechanism_tag(preset) + ("-fit" if fitted else "")
+    if bundled_data(preset):
+        return preset.name + tail
+    path = Path(preset.data).expanduser().resolve()
+    stem = path.name.split(".")[0]
+    return f"{preset.name}-{stem}-{content_hash(str(path))[:6]}" + tail

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pe_kit.run.execute import ReproduceError, environ, execute_notebook, this_python_kernel
-from pe_kit.run.markers import code_fingerprint, input_digests, marker_key, marker_valid, outputs_of, write_file
+from pe_kit.run.markers import (bundled_data, code_fingerprint, default_run_id, input_digests, marker_key, marker_valid,
+                                outputs_of, write_file)
 from pe_kit.run.run_progress import RunClock, machine_info, run_estimate
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
                                   unused_overrides)
 from pe_kit.run.presets import _REPO, PRESETS, audited_mechanism, get_preset, notebook_params
-from pe_kit.run.run_id import bundled_data, default_run_id
 from pe_kit.settings import NOTEBOOKS, Preset
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
@@ -61,6 +61,7 @@ def notebooks_dir() -> Path:
     return path
 
 
+@environ(PE_KIT_HEADLESS="1", TQDM_DISABLE="1")  # the kernels inherit them: plain progress lines, other bars off
 def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, results_dir: str | Path = "results",
                      data: str | None = None, fmt: str | None = None, seed: int = 0,
                      overrides: Mapping[str, Any] | None = None, notebooks: Sequence[str] | None = None,
@@ -83,10 +84,53 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    # inherited by the kernels: pe_kit.progress writes plain lines; other tqdm bars ("Loading weights") stay off
-    with environ(PE_KIT_HEADLESS="1", TQDM_DISABLE="1"):
-        return _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force,
-                    keep_going, kernel_name, log_output, progress, echo, fit_data)
+    import papermill  # noqa: F401  (the runner's extra: missing, the run stops before any check or fit)
+
+    p = get_preset(preset, overrides, data, fmt)
+    for check in (check_banks, check_bank_sizes, check_models):
+        check(p)
+    folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
+    todo = _select(notebooks, folder)
+    check_notebook_overrides(p, folder)
+    p, fit_note, size_warnings = _fit(p, overrides, fit_data, echo, todo)
+    unused = unused_overrides(overrides, todo, folder)
+    for w in list(size_warnings) + unused:
+        echo(f"pe-kit reproduce: WARNING: {w}")
+    run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p, fit_note is not None))
+    (run_dir / ".done").mkdir(parents=True, exist_ok=True)
+    (run_dir / "notebooks").mkdir(exist_ok=True)
+    fingerprint = code_fingerprint(folder / "steps")
+    t_run = time.perf_counter()
+    statuses: list[NotebookStatus] = []
+    failures: list[ReproduceError] = []
+    echo(f"pe-kit reproduce: preset {p.name}, seed {seed} → {run_dir}")
+    jobs = []  # (notebook, file, parameters, done-marker key, reusable)
+    for nb, src in ((nb, folder / f"{nb}.ipynb") for nb in todo):
+        params = notebook_params(nb, p, run_dir, seed, _declared(src))
+        key = marker_key(src, params, fingerprint)
+        jobs.append((nb, src, params, key, not force and marker_valid(run_dir / ".done" / f"{nb}.json", key, run_dir)))
+    to_run = [nb for nb, *_, reusable in jobs if not reusable]
+    planned, line = run_estimate(to_run, p.name) if progress and to_run else (None, None)
+    if line:
+        echo(f"pe-kit reproduce: {line}")
+    clock = RunClock(todo, p.name, planned=planned)
+    for i, (nb, src, params, key, reusable) in enumerate(jobs, start=1):
+        status, err = _notebook(nb, src, params, key, reusable, f"[{i}/{len(todo)}] {nb}", run_dir, clock,
+                                p.per_variant, kernel_name, log_output, progress, echo)
+        statuses.append(status)
+        if err is not None:
+            failures.append(err)
+            if not keep_going:
+                break
+    total = time.perf_counter() - t_run
+    warned = {"fit": fit_note, "sizes": size_warnings, "unused": unused}
+    results_csv, results_md = _results(run_dir, p, seed, statuses, failures, total, warned, echo)
+    write_file(run_dir / "run.json", json.dumps(
+        {"preset": p.as_dict(), "seed": seed, "statuses": [asdict(s) for s in statuses], "seconds": total,
+         "finished": _dt.datetime.now().isoformat(timespec="seconds"), "machine": machine_info(),
+         "estimate": {"planned": planned, "line": line, "checks": clock.reported}},
+        indent=1, default=str).encode())
+    return RunSummary(run_dir, statuses, results_csv, results_md, total, failures)
 
 
 _SIZE_SYMBOLS = {"record_cap": "m", "n_canary": "canaries", "per_variant": "per variant", "n_aux": "aux",
@@ -186,57 +230,6 @@ def _select(notebooks: Sequence[str] | None, folder: Path) -> list[str]:
     if not todo:
         raise FileNotFoundError(f"no notebooks to run in {folder}")
     return todo
-
-
-def _run(preset, run_id, results_dir, data, fmt, seed, overrides, notebooks, notebooks_folder, force, keep_going,
-         kernel_name, log_output, progress, echo, fit_data=False) -> RunSummary:
-    import papermill  # noqa: F401  (the runner's extra: missing, the run stops before any check or fit)
-
-    p = get_preset(preset, overrides, data, fmt)
-    for check in (check_banks, check_bank_sizes, check_models):
-        check(p)
-    folder = Path(notebooks_folder) if notebooks_folder is not None else notebooks_dir()
-    todo = _select(notebooks, folder)
-    check_notebook_overrides(p, folder)
-    p, fit_note, size_warnings = _fit(p, overrides, fit_data, echo, todo)
-    unused = unused_overrides(overrides, todo, folder)
-    for w in list(size_warnings) + unused:
-        echo(f"pe-kit reproduce: WARNING: {w}")
-    run_dir = Path(results_dir).expanduser().resolve() / (run_id or default_run_id(p, fit_note is not None))
-    (run_dir / ".done").mkdir(parents=True, exist_ok=True)
-    (run_dir / "notebooks").mkdir(exist_ok=True)
-    fingerprint = code_fingerprint(folder / "steps")
-    t_run = time.perf_counter()
-    statuses: list[NotebookStatus] = []
-    failures: list[ReproduceError] = []
-    echo(f"pe-kit reproduce: preset {p.name}, seed {seed} → {run_dir}")
-    jobs = []  # (notebook, file, parameters, done-marker key, reusable)
-    for nb, src in ((nb, folder / f"{nb}.ipynb") for nb in todo):
-        params = notebook_params(nb, p, run_dir, seed, _declared(src))
-        key = marker_key(src, params, fingerprint)
-        jobs.append((nb, src, params, key, not force and marker_valid(run_dir / ".done" / f"{nb}.json", key, run_dir)))
-    to_run = [nb for nb, *_, reusable in jobs if not reusable]
-    planned, line = run_estimate(to_run, p.name) if progress and to_run else (None, None)
-    if line:
-        echo(f"pe-kit reproduce: {line}")
-    clock = RunClock(todo, p.name, planned=planned)
-    for i, (nb, src, params, key, reusable) in enumerate(jobs, start=1):
-        status, err = _notebook(nb, src, params, key, reusable, f"[{i}/{len(todo)}] {nb}", run_dir, clock,
-                                p.per_variant, kernel_name, log_output, progress, echo)
-        statuses.append(status)
-        if err is not None:
-            failures.append(err)
-            if not keep_going:
-                break
-    total = time.perf_counter() - t_run
-    warned = {"fit": fit_note, "sizes": size_warnings, "unused": unused}
-    results_csv, results_md = _results(run_dir, p, seed, statuses, failures, total, warned, echo)
-    write_file(run_dir / "run.json", json.dumps(
-        {"preset": p.as_dict(), "seed": seed, "statuses": [asdict(s) for s in statuses], "seconds": total,
-         "finished": _dt.datetime.now().isoformat(timespec="seconds"), "machine": machine_info(),
-         "estimate": {"planned": planned, "line": line, "checks": clock.reported}},
-        indent=1, default=str).encode())
-    return RunSummary(run_dir, statuses, results_csv, results_md, total, failures)
 
 
 def _notebook(nb: str, src: Path, params: dict, key: str, reusable: bool, head: str, run_dir: Path, clock: RunClock,
