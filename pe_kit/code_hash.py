@@ -18,9 +18,8 @@ DISPLAY_ONLY = ("run/cli.py", "run/reproduce.py", "report/widgets.py", "steps/pl
 
 
 def code_hash(*folders: str | Path, exclude=DISPLAY_ONLY) -> str:
-    """SHA-256 (16 hex) of every ``.py`` file of pe_kit but ``exclude`` (:func:`~pe_kit.cache.source_digest`) and of
-    those directly in each of ``folders`` (the notebooks' steps) but ``exclude``'s ``<folder name>/<file>``, read on
-    every call (≈ 5 ms) so an edit counts."""
+    """SHA-256 (16 hex) of every ``.py`` file of pe_kit and directly in each of ``folders`` (the notebooks' steps),
+    but ``exclude`` (``<folder name>/<file>`` for the latter); read on every call, so an edit counts."""
     pkg = Path(__file__).resolve().parent
     rels = (p.relative_to(pkg).as_posix() for p in sorted(pkg.rglob("*.py")) if "__pycache__" not in p.parts)
     files = [p for folder in folders for p in sorted(Path(folder).resolve().glob("*.py"))

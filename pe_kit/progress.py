@@ -1,10 +1,7 @@
-"""Progress of long steps: :func:`progress` returns a ``tqdm`` bar (``update``, ``describe``, ``close``, context
-manager, iterator).
-
-Interactive: a ``tqdm.auto`` bar (a nested step's bar goes when it ends). Headless (``PE_KIT_HEADLESS=1``, the
-kernels of ``pe-kit reproduce``): plain lines on stderr, ``desc: k/n unit (p%) [elapsed, ETA, rate]`` at most every
-``PE_KIT_PROGRESS_INTERVAL`` seconds (default 10) and ``desc: k/n unit in elapsed, rate`` at the end; a nested step
-shows lines only once it has run that long. ``PE_KIT_PROGRESS=off`` hides everything.
+"""Progress of long steps: :func:`progress` returns a ``tqdm`` bar. Interactive: a ``tqdm.auto`` bar. Headless
+(``PE_KIT_HEADLESS=1``, the kernels of ``pe-kit reproduce``): plain lines on stderr at most every
+``PE_KIT_PROGRESS_INTERVAL`` seconds, a nested step's only once it has run that long. ``PE_KIT_PROGRESS=off`` hides
+everything.
 """
 from __future__ import annotations
 
@@ -63,9 +60,8 @@ class _Lines(std.tqdm):
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "",
              unit: str = "it") -> std.tqdm:
-    """A progress bar over ``iterable``, or over ``total`` units (int ≥ 0; None = unknown) counted with ``update(n)``;
-    ``desc`` says what the step does, ``unit`` names its unit; ``describe(desc)`` renames it. Raises ValueError for a
-    negative or non-integer ``total`` or a bad ``PE_KIT_PROGRESS_INTERVAL``."""
+    """A progress bar over ``iterable``, or over ``total`` units (None = unknown) counted with ``update(n)``;
+    ``describe(desc)`` renames it. Raises ValueError for a ``total`` not an integer ≥ 0 or a bad interval."""
     if total is not None and (int(total) != total or total < 0):
         raise ValueError(f"total={total!r} must be an integer ≥ 0 (or None when unknown)")
     if total is None and hasattr(iterable, "__len__"):

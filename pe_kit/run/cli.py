@@ -138,9 +138,7 @@ def _count(v) -> str:
 
 
 def presets_text() -> str:
-    """What ``pe-kit presets`` prints: per preset its purpose in one line (``Preset.description``), the expected
-    cold time (:data:`COLD_TIME`), its sizes as a small table and its data; the rationale of each size is in
-    docs/presets.md."""
+    """What ``pe-kit presets`` prints: per preset its description, cold time (:data:`COLD_TIME`), sizes and data."""
     from pe_kit.run.presets import NEEDS_DATA, PRESETS
 
     out = []
@@ -194,9 +192,8 @@ def _explore(args) -> int:
 
 
 def resolve_run_dir(name: str, results_dir: str | Path = "results") -> tuple[Path, list[Path]]:
-    """The run folder ``pe-kit results NAME`` prints, and every match newest first: ``name`` is a folder holding
-    ``results.md``, or a preset / run-id name matching folders ``name`` or ``name-…`` under ``results_dir`` that hold
-    one. Raises FileNotFoundError when nothing matches, listing the run folders there and how to make one."""
+    """The run folder ``pe-kit results NAME`` prints, and every match newest first: ``name`` itself, or the folders
+    ``name`` / ``name-…`` under ``results_dir`` holding a ``results.md``. Raises FileNotFoundError when none match."""
     path = Path(name).expanduser()
     if (path / "results.md").is_file():
         return path, [path]

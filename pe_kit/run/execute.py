@@ -41,9 +41,8 @@ class ReproduceError(RuntimeError):
 
 
 def this_python_kernel() -> str:
-    """Name of a Jupyter kernel that runs *this* Python interpreter, registered for this process only. A user-level
-    ``python3`` kernelspec could point at another interpreter; this writes a spec ``pe_kit-<hash of sys.executable>``
-    under ``cache_dir()/jupyter`` and puts that folder first on ``JUPYTER_PATH``."""
+    """Name of a Jupyter kernel that runs *this* Python interpreter (a spec under ``cache_dir()/jupyter``, put first
+    on ``JUPYTER_PATH`` for this process)."""
     name = "pe_kit-" + content_hash(sys.executable)[:12]
     root = cache_dir() / "jupyter"
     # log level ERROR: the kernel's start-up chatter stays off the terminal; cells' warnings still reach the notebook
@@ -78,10 +77,9 @@ class _EchoLines:
 
 def execute_notebook(nb: str, src: Path, out_nb: Path, params: Mapping[str, Any], run_dir: Path,
                      kernel_name: str | None, log_output: bool, echo: Callable[[str], None]) -> ReproduceError | None:
-    """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill in ``run_dir``, on headless kernels
-    (``PE_KIT_HEADLESS=1``, set by ``run_reproduction``) with ``src``'s folder first on ``PYTHONPATH``; the cells'
-    stderr (progress lines, warnings) is echoed while it runs, their stdout too with ``log_output``. Returns None, or
-    the failure as a :class:`ReproduceError`."""
+    """Execute notebook ``nb`` (file ``src``) into ``out_nb`` with papermill in ``run_dir``, ``src``'s folder first
+    on ``PYTHONPATH``, echoing the cells' stderr (their stdout too with ``log_output``). Returns None, or the
+    failure as a :class:`ReproduceError`."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 

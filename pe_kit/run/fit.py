@@ -62,9 +62,8 @@ class DataProfile:
 
 def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: str = "raise",
                  isolated: bool = False, reserved=frozenset()) -> DataProfile:
-    """Records per user of ``data`` capped at ``record_cap``, from pass 1 only (``corpus_cache.cached_scan``), in a
-    child process when ``isolated``; ``reserved`` user ids (:func:`reserved_for`) are counted apart.
-    Raises what ``pe_kit.data.loaders.load_corpus`` raises."""
+    """Records per user of ``data`` capped at ``record_cap`` (pass 1 only), in a child process when ``isolated``;
+    ``reserved`` user ids (:func:`reserved_for`) are counted apart. Raises what ``load_corpus`` raises."""
     from pe_kit.data import corpus_cache
 
     if isolated:
@@ -168,9 +167,8 @@ def _needs(p: Preset, prof: DataProfile, arms: set) -> list[tuple[str, bool]]:
 
 
 def _fit_nb06(p: Preset, fixed: set, bank_size: int, max_probes: int, pool: float, reasons: list) -> dict:
-    """Notebook 06's own values (``Preset.extra`` form) fitted to the data: its bank no larger than ``bank_size``;
-    WordNet variations (20 generator calls) when ``pool``, the public texts left after the bank, cannot feed its
-    rounds of public retrieval (1.25 × what they draw). Appends to ``reasons``."""
+    """Notebook 06's own values fitted to the data (module docstring; ``pool``: the public texts left after the
+    bank). Appends to ``reasons``."""
     nb06 = dict(p.extra.get(_NB06, {}))
     if "bank_size" not in nb06 or nb06["bank_size"] > bank_size:
         nb06["bank_size"] = min(nb06.get("bank_size", bank_size), bank_size)
@@ -260,8 +258,7 @@ def fit_preset(p: Preset, prof: DataProfile, fixed: Sequence[str] = (), notebook
 
 
 def stability_warnings(p: Preset, prof: DataProfile | None = None, notebooks: Sequence[str] | None = None) -> list[str]:
-    """Warnings (list of str) for sizes too small for stable numbers (:data:`MIN_USERS_PER_SPLIT`,
-    :data:`MIN_MAUVE_SAMPLES`); notebook 06's two only when ``06_multiround_mauve`` is in ``notebooks`` (None = all).
+    """Warnings for sizes too small for stable numbers; notebook 06's only when it runs (``notebooks`` None: all).
     ``prof`` None takes records per user as ``record_cap``."""
     out = []
     nb06 = p.view(_NB06)

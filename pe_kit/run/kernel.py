@@ -1,14 +1,8 @@
 """A Jupyter kernel and kernel manager that never drop a cell's output messages, for ``pe-kit reproduce``.
 
-ZeroMQ queues at most 1,000 messages per side of the IOPub PUB/SUB link and silently drops the rest; a
-``tqdm.auto`` bar on a loaded machine overflows it, losing printed lines and the ``idle`` message papermill waits
-for (``CellTimeoutError: Timeout waiting for IOPub output``). :class:`LosslessKernelManager` gives its clients a
-ZeroMQ context with ``RCVHWM = 0`` (no receive limit) and starts the kernel as ``python -m pe_kit.run.kernel``
-(ipykernel's, with ``SNDHWM = 0`` on its IOPub socket), so a backlog is held in memory; :data:`IOPUB_TIMEOUT_S`
-gives time to handle it.
-
-Source: zmq_setsockopt(3) ``ZMQ_RCVHWM`` / ``ZMQ_SNDHWM``; pyzmq ``Context.setsockopt``; ipykernel
-``IPKernelApp.init_iopub``; ``jupyter_client.AsyncKernelManager``; nbclient's ``kernel_manager_class``.
+ZeroMQ drops IOPub messages past 1,000 queued per side (its high-water mark), losing printed lines and the ``idle``
+message papermill waits for (``CellTimeoutError: Timeout waiting for IOPub output``). Here both sides queue without
+limit (``RCVHWM = 0`` on the client, ``SNDHWM = 0`` on the kernel started as ``python -m pe_kit.run.kernel``).
 """
 from __future__ import annotations
 
@@ -44,14 +38,12 @@ class LosslessKernelClient(AsyncKernelClient):
 
 
 class LosslessKernelManager(AsyncKernelManager):
-    """``AsyncKernelManager`` whose ``client()`` is a :class:`LosslessKernelClient` (nbclient
-    ``kernel_manager_class``)."""
+    """``AsyncKernelManager`` whose ``client()`` is a :class:`LosslessKernelClient`."""
 
     client_class = DottedObjectName("pe_kit.run.kernel.LosslessKernelClient")
 
     def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
-        """The kernel command, with ``-m ipykernel_launcher`` replaced by ``-m pe_kit.run.kernel`` (the same kernel
-        with no send limit on IOPub); another kernel's command is left as it is."""
+        """The kernel command, with ``-m ipykernel_launcher`` replaced by ``-m pe_kit.run.kernel``."""
         cmd = list(super().format_kernel_cmd(extra_arguments))
         for i in range(len(cmd) - 1):
             if cmd[i] == "-m" and cmd[i + 1] == "ipykernel_launcher":

@@ -43,8 +43,7 @@ def outputs_of(run_dir: Path, nb: str) -> dict:
 
 def input_digests(params: Mapping[str, Any]) -> dict:
     """Digests (``"<param>"`` or ``"<param>[i]"`` → str) by content of every file and model a notebook's parameters
-    name: ``data``, ``bank`` / ``banks``, ``model`` / ``encoders``, ``generator="smollm2"``, any string naming an
-    existing file, and the shipped ``paraphrase_pools`` ("absent" when none ship)."""
+    name (data, banks, encoders, SmolLM2, any existing file) and of the shipped ``paraphrase_pools``."""
     from pe_kit.cache import file_digest
     from pe_kit.data.loaders import default_bank_path, default_data_path
     from pe_kit.text.encoder import model_fingerprint
@@ -127,9 +126,8 @@ def bundled_data(preset: Preset) -> bool:
 
 
 def default_run_id(preset: Preset, fitted: bool = False) -> str:
-    """``<preset>`` for the default data, else ``<preset>-<data file stem>-<6 hex of its absolute path>``; then the
-    mechanism and audit settings that differ from the preset's (``quick-sigma0.8-q0.05``, :func:`_mechanism_tag`),
-    then ``-fit`` when ``fitted``."""
+    """``<preset>`` for the default data, else ``<preset>-<data file stem>-<6 hex of its absolute path>``; then
+    :func:`_mechanism_tag`, then ``-fit`` when ``fitted``."""
     tail = _mechanism_tag(preset) + ("-fit" if fitted else "")
     if bundled_data(preset):
         return preset.name + tail

@@ -44,9 +44,8 @@ def _takes(src: Path) -> list[str]:
 
 
 def check_notebook_overrides(preset: Preset, folder: Path) -> None:
-    """Every ``<notebook>.<parameter>`` of ``preset.extra`` must reach its notebook (``--notebooks-dir`` may hold
-    notebooks of other parameters). Raises ValueError for a parameter the notebook does not declare (listing those
-    it does)."""
+    """Raises ValueError for a ``<notebook>.<parameter>`` of ``preset.extra`` that the notebook in ``folder`` does not
+    declare, listing those it does."""
     for nb, values in preset.extra.items():
         src = folder / f"{nb}.ipynb"
         if not src.is_file():

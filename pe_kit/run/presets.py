@@ -80,14 +80,11 @@ NEEDS_DATA = ("paper",)
 def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, data: str | None = None,
                fmt: str | None = None) -> Preset:
     """A preset by name (or a ``Preset``) with ``data``/``fmt`` and ``overrides`` (``--set`` keys) applied and checked.
+    Yelp / Sentiment140 data sets the arms to long / short and the banks to public. An override of a
+    ``MECHANISM_KEYS`` setting replaces every notebook's own value unless ``<notebook>.<key>`` is given too.
 
-    User data of format ``yelp`` / ``sentiment140`` defaults the arms to ``("long",)`` / ``("short",)`` and banks to
-    ``("public",)``. An override of a ``MECHANISM_KEYS`` setting applies to every notebook, dropping a notebook's own
-    value (06's σ, 07's δ) unless ``<notebook>.<key>`` is given too.
-
-    Raises ValueError: unknown preset or key, a value of the wrong type or range, unequal calibration and test
-    sizes, more probes than bank entries, or the paper preset without ``data``; IsADirectoryError /
-    FileNotFoundError for a ``data`` that is a folder or no file."""
+    Raises ValueError for an unknown preset or key, a bad value, a world ``StudyConfig`` refuses, or the paper
+    preset without ``data``; IsADirectoryError / FileNotFoundError for a ``data`` that is a folder or no file."""
     if isinstance(name, Preset):
         p = name
     elif name not in PRESETS:
@@ -150,9 +147,8 @@ def audited_mechanism(p: Preset) -> str:
 
 
 def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str | os.PathLike | None = None) -> str:
-    """The folder a notebook writes to, created if missing: ``output_dir`` (as str), or for None
-    ``results/interactive`` at the checkout root (nearest folder at or above ``start`` holding ``pyproject.toml``
-    and ``pe_kit/__init__.py``; else ``<start>/results/interactive``). Raises OSError if it cannot be created."""
+    """The folder a notebook writes to, created if missing (OSError if it cannot be): ``output_dir``, or for None
+    ``results/interactive`` in the checkout at or above ``start`` (else under ``start``)."""
     if output_dir is not None:
         out = Path(output_dir)
     else:
@@ -165,12 +161,9 @@ def notebook_output_dir(output_dir: str | os.PathLike | None = None, start: str 
 
 
 def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) -> dict:
-    """The parameter dict a notebook works with: the preset's values for every key of ``NOTEBOOK_KEYS[notebook]``
-    (unknown stems: notebook 01's), replaced by ``given`` values that are not None, each checked by
-    ``pe_kit.settings.check_param`` (the preset's own values were checked when it was built);
-    ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0.
-
-    Raises ValueError for a value of the wrong type or range, naming the field and the accepted values."""
+    """The parameter dict a notebook works with: the preset's values for ``NOTEBOOK_KEYS[notebook]`` (unknown stems:
+    notebook 01's), replaced by the ``given`` values that are not None, each checked by ``check_param`` (ValueError).
+    ``output_dir`` defaults to :func:`notebook_output_dir`, ``seed`` to 0."""
     p = preset if isinstance(preset, Preset) else get_preset(preset, data=given.get("data"), fmt=given.get("fmt"))
     stem = notebook if notebook in NOTEBOOKS else None
     base = {**p.view(stem), "preset": p.name, "seed": 0}
@@ -186,9 +179,8 @@ def resolve_params(notebook: str, preset: str | Preset = "quick", **given: Any) 
 def notebook_setup(notebook: str, namespace: Mapping[str, Any], n_canaries: int | None = None) -> tuple:
     """``(params, mechanism, audit)`` of a notebook from its parameters cell's ``namespace`` (its ``globals()``): the
     cell's values over the preset's (:func:`resolve_params`), its ``MechanismConfig`` and ``AuditConfig``
-    (γ = α / (4·n_canaries), App. E.6; ``n_canaries`` None: ``per_variant``, else 1). Each value of the cell is
-    checked once: the mechanism's and the audit's by their configs (whose normalised values ``params`` then holds),
-    the others by :func:`resolve_params`. Raises ValueError naming the field, the value and the accepted values."""
+    (γ = α / (4·n_canaries), App. E.6; ``n_canaries`` None: ``per_variant``, else 1), each value checked once.
+    Raises ValueError naming the field, the value and the accepted values."""
     keys = NOTEBOOK_KEYS.get(notebook, NOTEBOOK_KEYS["01_mechanism"])
     configs = {**MechanismConfig.specs(), **AuditConfig.specs()}
     given = {k: namespace.get(k) for k in keys if k != "preset"}

@@ -68,18 +68,11 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
                      notebooks_folder: str | Path | None = None, force: bool = False, keep_going: bool = False,
                      kernel_name: str | None = None, log_output: bool = False, progress: bool = True,
                      echo: Callable[[str], None] = print, fit_data: bool = False) -> RunSummary:
-    """Execute the notebooks in order into ``<results_dir>/<run_id>/`` and collect the results.
-
-    ``run_id``: folder name (default :func:`default_run_id`; rerunning the same id resumes); ``notebooks``: stems to
-    run (default every ``NOTEBOOKS`` file present); ``force``: re-execute despite a valid done-marker;
-    ``kernel_name``: default ``this_python_kernel()``; ``progress``: the run's i-of-n, elapsed and ETA on each
-    notebook's lines; ``echo``: where status and progress lines go; ``fit_data``: shrink the sizes to fit ``data``
-    (``pe_kit.run.fit.fit_preset``; without it, data too small stops the run before any notebook). The other
-    arguments are the ``pe-kit reproduce`` flags.
-
-    Returns ``RunSummary`` (``ok`` False when a notebook failed; ``failures`` holds the ``ReproduceError``s). Raises
-    ValueError for a bad preset, override or notebook name, an undeclared ``<notebook>.<parameter>``, or data too
-    small (naming the ``--set`` keys, or ``--fit-data``); FileNotFoundError without a notebooks folder."""
+    """Execute the notebooks in order into ``<results_dir>/<run_id>/`` (default :func:`default_run_id`; the same id
+    resumes) and collect the results. The arguments are the ``pe-kit reproduce`` flags; ``echo`` takes the status
+    lines. Returns ``RunSummary``. Raises ValueError for a bad preset, override or notebook name, an undeclared
+    ``<notebook>.<parameter>``, or data too small (naming the ``--set`` keys, or ``--fit-data``); FileNotFoundError
+    without a notebooks folder."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -139,9 +132,8 @@ _SIZE_SYMBOLS = {"record_cap": "m", "n_canary": "canaries", "per_variant": "per 
 
 
 def run_sizes(p: Preset) -> str:
-    """One line with the sizes that shape a run's numbers, e.g. ``m=64, canaries=25 (5 per variant),
-    aux/calibration/test=200/300/300, p=8192, r=64, M=512, token cap=64, trials=10⁶``; notes when r ≠ m that the exact
-    variant inserts r = m copies, and a clause per notebook's own size (``notebook 06: p=512``)."""
+    """One line with the sizes that shape a run's numbers (``m=64, canaries=25 (5 per variant), …``), and a clause
+    per notebook's own size (``notebook 06: p=512``)."""
     cap = p.max_seq_length if p.max_seq_length is not None else "model default (256)"
     exact = f" (exact: r=m={p.record_cap} copies)" if p.max_probes != p.record_cap else ""
     line = (f"m={p.record_cap}, canaries={p.n_canary} ({p.per_variant} per variant), "
@@ -155,9 +147,8 @@ def run_sizes(p: Preset) -> str:
 
 
 def preset_changes(p: Preset) -> dict:
-    """The settings of ``p`` (every ``Preset.paths`` value) that differ from the preset of the same name, in field
-    order: a notebook's own as ``06.bank_size`` (``(as noise_multiplier)`` where a common value replaced it).
-    Empty for an unnamed or unchanged preset."""
+    """The settings of ``p`` (``Preset.paths``) that differ from the preset of the same name, a notebook's own as
+    ``06.bank_size`` (``(as noise_multiplier)`` where a common value replaced it)."""
     base = PRESETS.get(p.name)
     if base is None:
         return {}
@@ -211,9 +202,8 @@ def _fit(p: Preset, overrides: Mapping[str, Any] | None, fit_data: bool, echo: C
 
 
 def _select(notebooks: Sequence[str] | None, folder: Path) -> list[str]:
-    """The notebook stems to run: ``notebooks`` (stems, numbers or file names) or every one in ``folder``, in
-    ``NOTEBOOKS`` order. Raises ValueError for a named notebook missing (listing those present),
-    FileNotFoundError when none is left."""
+    """The notebook stems to run, in ``NOTEBOOKS`` order: ``notebooks`` (stems, numbers or file names) or every one in
+    ``folder``. Raises ValueError for a named notebook missing, FileNotFoundError when none is left."""
     if notebooks is None:
         todo = [nb for nb in NOTEBOOKS if (folder / f"{nb}.ipynb").is_file()]
     else:
@@ -273,9 +263,8 @@ def _notebook(nb: str, src: Path, params: dict, key: str, reusable: bool, head: 
 
 def _results(run_dir: Path, p: Preset, seed: int, statuses: list, failures: list, total: float, warned: dict,
              echo: Callable[[str], None]) -> tuple[Path | None, Path | None]:
-    """``results.csv`` (the rows of every notebook of ``run_dir`` that finished, now or before, in run order) and
-    ``results.md`` (the run's settings, sizes, statuses and warnings: ``warned`` holds the fit note, the size
-    warnings and the unused settings); (None, None) when no notebook wrote rows."""
+    """Write ``results.csv`` (the rows of every finished notebook of ``run_dir``) and ``results.md`` (settings,
+    sizes, statuses and the ``warned`` notes); (None, None) when no notebook wrote rows."""
     from pe_kit.report.results import collect, summary_markdown
 
     others = sorted(q.stem for q in (run_dir / ".done").glob("*.json") if q.stem not in NOTEBOOKS)

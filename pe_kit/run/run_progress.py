@@ -55,9 +55,8 @@ def format_duration(seconds: float) -> str:
 
 def load_factor(profile: str, cpus: int | None = None, load: float | None = None) -> tuple[float, str]:
     """How many times its seconds the work of warm ``profile`` is expected to take now, and what that assumes:
-    max(1, (load + 1) / cpus) / max(1, load_ref / cpus_ref), a notebook's time growing as the load over the cores
-    once it exceeds them; ``load`` the 1-minute load average now (+ 1 for this run), ``load_ref`` and ``cpus_ref``
-    the profile's (:data:`PROFILE_LOAD`). It assumes cores as fast as the profile's and a steady load."""
+    max(1, (load + 1) / cpus) / max(1, load_ref / cpus_ref) (``load``: the 1-minute load average, + 1 for this run;
+    the reference from :data:`PROFILE_LOAD`)."""
     cpus = cpus or os.cpu_count() or 1
     if load is None:
         load = _loadavg()
@@ -70,9 +69,8 @@ def load_factor(profile: str, cpus: int | None = None, load: float | None = None
 
 def run_estimate(notebooks: Sequence[str], preset: str, cpus: int | None = None,
                  load: float | None = None) -> tuple[dict, str]:
-    """The run-level estimate before the first notebook: each notebook's seconds in the preset's warm profile
-    (``<preset>-warm``, else quick's) scaled to the load now (:func:`load_factor`). Returns (notebook → planned
-    seconds, the line the runner prints); the line says what it assumes and that the pace so far corrects it."""
+    """The estimate before the first notebook: each notebook's seconds in the preset's warm profile (else quick's)
+    scaled by :func:`load_factor`. Returns (notebook → planned seconds, the line the runner prints)."""
     name = f"{preset}-warm" if f"{preset}-warm" in REFERENCE_SECONDS else "quick-warm"
     factor, assumes = load_factor(name, cpus, load)
     planned = {nb: factor * REFERENCE_SECONDS[name].get(nb, _DEFAULT_SECONDS) for nb in notebooks}
@@ -83,15 +81,9 @@ def run_estimate(notebooks: Sequence[str], preset: str, cpus: int | None = None,
 
 
 class RunClock:
-    """Notebook i of n and the run's ETA: :meth:`start` before a notebook runs, :meth:`finish` after.
-
-    Args:
-        notebooks: the stems this run will go through, in order (reused ones included).
-        preset: the preset's name, choosing the reference shares (:data:`REFERENCE_SECONDS`; quick's for others).
-        clock: a zero-argument function returning seconds (default ``time.perf_counter``).
-        planned: notebook → planned seconds (:func:`run_estimate`): the first profile, checked against the time
-            taken (:meth:`checks`); None: the preset's reference shares only.
-    """
+    """Notebook i of n and the run's ETA: :meth:`start` before a notebook runs, :meth:`finish` after. ``notebooks``:
+    every stem of the run, reused ones included; ``preset`` chooses the reference profiles; ``planned``
+    (:func:`run_estimate`) is the first profile, checked against the time taken (:meth:`checks`)."""
 
     def __init__(self, notebooks: Sequence[str], preset: str = "quick", clock=time.perf_counter,
                  planned: Mapping[str, float] | None = None):
@@ -114,9 +106,8 @@ class RunClock:
         return self.reference.get(notebook, _DEFAULT_SECONDS)
 
     def profile(self) -> str:
-        """The name of the profile nearest to the notebooks run so far: the smallest sum over them of
-        |log(observed seconds / profile seconds)| (ties and no data: the first, the estimate or the cold profile).
-        Sets the weights."""
+        """Set the weights to, and return the name of, the profile nearest to the notebooks run so far (smallest
+        sum of |log(observed / profile seconds)|; ties and no data: the first)."""
         best, best_cost = next(iter(self.profiles)), float("inf")
         for name, ref in self.profiles.items():
             cost = sum(abs(math.log(max(sec, 1e-3) / ref.get(nb, _DEFAULT_SECONDS))) for nb, sec in self.ran.items())
@@ -137,9 +128,8 @@ class RunClock:
         self.done.add(notebook)
 
     def seconds_left(self) -> float | None:
-        """Seconds until the last notebook ends: pace (seconds of the notebooks run so far / their profile seconds;
-        1 with a plan and none run yet) × profile seconds of those not finished, less the current one's time so far
-        (never below 0). None before any notebook has run without a plan."""
+        """Seconds until the last notebook ends: pace so far (1 with a plan and none run) × profile seconds of those
+        not finished, less the current one's time so far; None before any notebook has run without a plan."""
         ran_weight = sum(self.weight(nb) for nb in self.ran)
         if ran_weight <= 0 and self.plan is None:
             return None
@@ -161,9 +151,8 @@ class RunClock:
                        else ", time left estimated once a notebook has run")
 
     def checks(self) -> list[str]:
-        """The first estimate against the time taken, each once: ``halfway`` when the notebooks run so far were
-        planned at half of it or more, ``end`` when every notebook is done. Recorded in :attr:`reported` (for
-        ``run.json``); empty without a plan or with nothing new to say."""
+        """The first estimate against the time taken, once at ``halfway`` (of the plan) and once at the ``end``, also
+        recorded in :attr:`reported` (``run.json``); empty without a plan or with nothing new to say."""
         if not self.first_estimate or not self.ran:
             return []
         out = []
