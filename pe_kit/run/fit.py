@@ -53,7 +53,7 @@ class DataProfile:
 
     def canary_users(self, m: int) -> int:
         """Canary-eligible users (§3): at least m records (exactly m after the cap), reserved users not counted."""
-        return int((self.records >= m).sum() - (self.reserved >= m).sum())
+        return self.arm_users("long", m)
 
     def mean_records(self, m: int) -> float:
         """Mean records per user at record cap m."""
@@ -76,18 +76,24 @@ def data_profile(data: str, fmt: str = "auto", record_cap: int = 64, on_error: s
                        scan.reserved_records(reserved, record_cap))
 
 
-def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
-    """The banks the given notebooks build worlds on (all notebooks when None): 04 ``banks``; 07 none; every other
-    notebook its own ``bank`` (``p.view(nb)``)."""
-    stems = list(p.notebooks) if notebooks is None else list(notebooks)
-    out = {str(b) for b in (*p.banks, p.bank)} if notebooks is None else set()
-    for nb in stems:
+def _used(p: Preset, notebooks: Sequence[str] | None, key: str) -> set:
+    """The values of ``key`` (``arm`` or ``bank``) the given notebooks read (None: every notebook of ``p``): 04 the
+    plural (``arms`` / ``banks``), 05 also ``sweep_arm``, 07 none (synthetic data), every other its own value."""
+    out = set()
+    for nb in p.notebooks if notebooks is None else notebooks:
         num = nb.split("_")[0]
         if num == "04":
-            out |= {str(b) for b in p.banks}
+            out |= {str(v) for v in getattr(p, f"{key}s")}
         elif num != "07":
-            out.add(str(_notebook_value(p, nb, "bank")))
+            out.add(str(_notebook_value(p, nb, key)))
+            if num == "05" and key == "arm":
+                out.add(str(_notebook_value(p, nb, "sweep_arm")))
     return out
+
+
+def banks_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
+    """The banks the given notebooks build worlds on (:func:`_used`)."""
+    return _used(p, notebooks, "bank")
 
 
 def reserved_for(p: Preset, notebooks: Sequence[str] | None = None) -> frozenset:
@@ -122,20 +128,8 @@ def _notebook_value(p: Preset, nb: str, key: str):
 
 
 def arms_used(p: Preset, notebooks: Sequence[str] | None = None) -> set:
-    """The data arms the given notebooks read (all notebooks when None): 04 ``arms``; 01–03, 06, 08 ``arm``;
-    05 ``arm`` and ``sweep_arm``; 07 none (it audits implementations on synthetic data)."""
-    if notebooks is None:
-        return set(p.arms) | {p.arm, p.sweep_arm}
-    out: set = set()
-    for nb in notebooks:
-        num = nb.split("_")[0]
-        if num == "04":
-            out |= set(p.arms)
-        elif num == "05":
-            out |= {p.arm, p.sweep_arm}
-        elif num != "07":
-            out.add(_notebook_value(p, nb, "arm"))
-    return out
+    """The data arms the given notebooks read (:func:`_used`)."""
+    return _used(p, notebooks, "arm")
 
 
 def _uses_public(p: Preset) -> bool:

@@ -12,8 +12,7 @@ from jupyter_client import AsyncKernelManager
 from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import DottedObjectName, default
 
-__all__ = ["LosslessKernelClient", "LosslessKernelManager", "lossless_context", "IOPUB_TIMEOUT_S",
-           "KERNEL_START_TIMEOUT_S"]
+__all__ = ["LosslessKernelClient", "LosslessKernelManager", "IOPUB_TIMEOUT_S", "KERNEL_START_TIMEOUT_S"]
 
 #: Seconds papermill / nbclient wait for a cell's remaining output after the kernel replied (the default 4 s timed
 #: out on a loaded machine; ``raise_on_iopub_timeout`` stays on) and for a kernel to start; cells have no limit.
@@ -21,20 +20,15 @@ IOPUB_TIMEOUT_S = 600
 KERNEL_START_TIMEOUT_S = 300
 
 
-def lossless_context() -> zmq.asyncio.Context:
-    """A new asyncio ZeroMQ context whose sockets queue without limit on receipt (``RCVHWM = 0``)."""
-    ctx = zmq.asyncio.Context()
-    ctx.setsockopt(zmq.RCVHWM, 0)
-    return ctx
-
-
 class LosslessKernelClient(AsyncKernelClient):
-    """``AsyncKernelClient`` on a :func:`lossless_context`: its IOPub socket never drops a message."""
+    """``AsyncKernelClient`` whose sockets queue without limit on receipt (``RCVHWM = 0``)."""
 
     @default("context")
     def _context_default(self) -> zmq.asyncio.Context:
         self._created_context = True
-        return lossless_context()
+        ctx = zmq.asyncio.Context()
+        ctx.setsockopt(zmq.RCVHWM, 0)
+        return ctx
 
 
 class LosslessKernelManager(AsyncKernelManager):

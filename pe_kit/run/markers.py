@@ -92,13 +92,9 @@ def marker_valid(marker: Path, key: str, run_dir: Path) -> bool:
         info = json.loads(marker.read_text())
     except (OSError, ValueError):
         return False
-    if info.get("key") != key:
-        return False
     outs = info.get("outputs") or {}
-    if f"{marker.stem}.csv" not in outs:
-        return False
-    return all((run_dir / rel).is_file() and (run_dir / rel).stat().st_size == size and size > 0
-               for rel, size in outs.items())
+    return info.get("key") == key and f"{marker.stem}.csv" in outs and all(
+        (run_dir / rel).is_file() and (run_dir / rel).stat().st_size == size and size > 0 for rel, size in outs.items())
 
 
 #: how a run id names a mechanism or audit setting that differs from its preset's (``quick-sigma0.8-q0.05``)
