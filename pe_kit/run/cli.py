@@ -91,13 +91,9 @@ def _reproduce(args) -> int:
     from pe_kit.settings import parse_override
     from pe_kit.run.reproduce import run_reproduction
 
-    try:
-        overrides = dict(parse_override(x) for x in args.overrides)
-    except ValueError as exc:
-        print(f"pe-kit: {exc}", file=sys.stderr)
-        return 2
     notebooks = [n.strip() for n in args.notebooks.split(",") if n.strip()] if args.notebooks else None
     try:
+        overrides = dict(parse_override(x) for x in args.overrides)
         summary = run_reproduction(args.preset, run_id=args.run_id, results_dir=args.results_dir, data=args.data,
                                    fmt=args.fmt, seed=args.seed, overrides=overrides, notebooks=notebooks,
                                    notebooks_folder=args.notebooks_dir, force=args.force, keep_going=args.keep_going,

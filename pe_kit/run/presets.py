@@ -108,13 +108,10 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
     # the audited mechanism (σ, q, k, C, δ, α) given without a notebook replaces every notebook's own value
     named = {name for sec, name, canon in map(locate, overrides) if canon == name and name in MECHANISM_KEYS}
     p = p.without_shared(named)
-    try:
-        p = p.with_values({**changes, **overrides})
-    except ValueError as exc:
-        raise ValueError(f"{exc} (preset {p.name})") from None
     from pe_kit.study.world import StudyConfig
 
     try:  # every notebook's world obeys StudyConfig's rules (calibration and test of one size N, r ≤ p) before any runs
+        p = p.with_values({**changes, **overrides})
         for stem in (None, *NOTEBOOKS):
             StudyConfig.from_params(p.view(stem))
     except ValueError as exc:
