@@ -149,7 +149,7 @@ def test_done_marker_code_fingerprint_covers_the_notebooks_step_modules(tmp_path
     designs = steps / "designs.py"
     designs.write_text(designs.read_text().replace("int(purpose), int(salt)])", "int(purpose) + 1, int(salt)])"))
     assert code_fingerprint(steps) != before
-    assert 'code_fingerprint(folder / "steps")' in inspect.getsource(reproduce._run)
+    assert 'code_fingerprint(folder / "steps")' in inspect.getsource(reproduce.run_reproduction)
 
 
 def test_shipped_paraphrase_pools_key_done_markers_and_paraphrase_steps(tmp_path, monkeypatch):
