@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pe_kit.settings import MechanismConfig, closest
-from pe_kit.pe.release_protocol import stack_users
+from pe_kit.pe.release_protocol import check_release_output, stack_users
 from pe_kit.progress import progress
 
 __all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_output", "call_release",
@@ -83,28 +83,6 @@ def check_audit_arguments(release, design, mechanism) -> None:
     if not isinstance(mechanism, MechanismConfig):
         raise TypeError("mechanism must be a pe_kit.settings.MechanismConfig (the settings the implementation "
                         f"claims); got {type(mechanism).__name__}")
-
-
-def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
-    """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the ``form``
-    called, the expected shape and what came (None, non-numeric, another shape, NaN / ±inf)."""
-    if y is None:
-        raise ValueError(f"{name}: {form} returned None; expected a float array of shape {expected} (does the "
-                         "function end with `return histogram`?)")
-    try:
-        arr = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: {form} returned {type(y).__name__}, not numbers; expected a float array of shape "
-                         f"{expected}") from None
-    if arr.shape != expected:
-        raise ValueError(f"{name}: {form} returned shape {arr.shape}; expected {expected} (one noisy count per bank "
-                         "entry" + (", restricted to the probe coordinates)" if len(expected) == 2 else ")"))
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        raise ValueError(f"{name}: {form} returned {int(bad.sum())} non-finite values (NaN or ±inf) of {arr.size}; a "
-                         "PE release is finite (check the implementation's normalisation, e.g. a division by a zero "
-                         "norm or count)")
-    return arr
 
 
 def call_release(release, bank, records, owner, n_users: int, mechanism: MechanismConfig, rng, name: str,
