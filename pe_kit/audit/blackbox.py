@@ -111,10 +111,9 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
     (``release_runner.release_scores``). Raises ValueError on a bad split / hypothesis / n_trials or release output."""
     if split not in _SPLITS or hypothesis not in (0, 1):
         raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
-    if int(n_trials) != n_trials or n_trials < 1:
-        raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
+    n_trials = check_param("n_trials", n_trials, COUNT)
     batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
-    return release_scores(release, design, mechanism, stat, split, hypothesis, int(n_trials), rng, batched=batched,
+    return release_scores(release, design, mechanism, stat, split, hypothesis, n_trials, rng, batched=batched,
                           chunk=batch if batched else call_chunk, scheduler=scheduler, show_progress=show_progress)
 
 

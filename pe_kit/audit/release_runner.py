@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pe_kit.settings import MechanismConfig, closest
+from pe_kit.settings import COUNT, MechanismConfig, check_param, closest
 from pe_kit.pe.release_protocol import check_release_output, stack_users
 from pe_kit.progress import progress
 
@@ -149,13 +149,12 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
                    show_progress: bool | None = None) -> np.ndarray:
     """float64 (n_trials,) scores of one stream in chunks of ``chunk`` releases (module docstring), as
     ``blackbox.implementation_scores``; on a ``scheduler`` the chunks are ``Client.map`` tasks."""
-    if int(chunk) != chunk or chunk < 1:
-        raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
+    chunk = check_param("chunk", chunk, COUNT)
     records, owner, n = population(design, split, hypothesis, stat.n_users)
     name = implementation_name(release)
     job = _Job(release, np.asarray(design.bank, dtype=np.float32), records, owner, n, mechanism, stat, bool(batched),
                name)
-    sizes = [min(int(chunk), int(n_trials) - s) for s in range(0, int(n_trials), int(chunk))]
+    sizes = [min(chunk, int(n_trials) - s) for s in range(0, int(n_trials), chunk)]
     gens = rng.spawn(len(sizes))
     show = (not batched) if show_progress is None else bool(show_progress)
     bar = progress(total=int(n_trials), desc=f"{name} {split} H{hypothesis}", unit="release") if show else None
