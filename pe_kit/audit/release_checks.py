@@ -137,10 +137,7 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
         y = np.stack([call_release(release, bank, records, owner, n_users, mechanism, rng, name)[free]
                       for _ in range(n)])
     g = int(np.unique(y, axis=0, return_counts=True)[1].max())
-    ys = np.sort(y, axis=0)  # h: the longest run of equal values down a sorted column
-    rows = np.arange(n)[:, None]
-    starts = np.maximum.accumulate(np.where(np.vstack([np.ones((1, ys.shape[1]), bool), ys[1:] != ys[:-1]]), rows, 0))
-    h = int((rows - starts).max()) + 1
+    h = max(int(np.unique(column, return_counts=True)[1].max()) for column in y.T)
     log_f = float(np.log(clopper_pearson(int(np.unique(y, return_counts=True)[1].max()), y.size, gamma / 2, "upper")))
 
     def bound(size, log_p):  # log C(n, size)·p^(size−1), 0 (p = 1) for size < 2
