@@ -274,11 +274,9 @@ class HistogramAdapter:
                                     "histogram_fn")
 
     def _snapshot(self, bank, records, owner, n_users: int, config: MechanismConfig) -> np.ndarray:
-        """The deterministic stage: ``histogram_fn`` without generator or seed (the histogram before noise)."""
         return self._histogram(bank, records, owner, n_users, config, None)
 
     def _randomise(self, clean: np.ndarray, config: MechanismConfig, rng: np.random.Generator) -> np.ndarray:
-        """The randomised stage: ``noise_fn(clean, **settings)`` with the generator or seed, float64 (p,)."""
         clean = np.asarray(clean)
         return check_release_output(self.noise_fn(clean, **self._kwargs(config, rng)), clean.shape, self.name,
                                     f"noise_fn {getattr(self.noise_fn, '__qualname__', '')}".rstrip())
