@@ -278,7 +278,7 @@ def test_histogram_adapter_audits_third_party_code():
     with pytest.raises(ValueError, match="not MechanismConfig fields"):
         HistogramAdapter(_third_party, settings={"sigma": "noise_multiplier"})
     bad = HistogramAdapter(lambda private, synthetic, **kw: np.zeros(3), name="bad")
-    with pytest.raises(ValueError, match="bad returned shape"):
+    with pytest.raises(ValueError, match="bad: histogram_fn returned shape"):
         bad(d.bank, *stack_users(d.test), MECH, np.random.default_rng(0))
 
 

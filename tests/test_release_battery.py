@@ -103,7 +103,7 @@ def test_repeat_check_allows_post_processing_and_flags_stale_or_missing_noise():
     for impl in (B.constant_seeded, B.clock_seeded, B.empty_batch_zeros, FixedNoiseSeed(), B.noise_first_4096):
         r = repeat_check(impl, big, MECH, gamma=gamma, seed=0)
         assert r["repeat_flag"] and r["repeat_pvalue"] < 1e-30, (impl, r)
-    with pytest.raises(ValueError, match="n_releases=1 must be an integer ≥ 2"):
+    with pytest.raises(ValueError, match="n_releases=1 is out of range: use an integer ≥ 2"):
         repeat_check(B.reference_fn, d, MECH, n_releases=1)
 
 

@@ -96,7 +96,7 @@ def test_stage_check_passes_correct_stages_and_flags_a_nondeterministic_or_unequ
     assert stage_check(_Reordered(), d, MECH) == {"stage_deterministic": True, "stage_equal_calls": 0,
                                                   "stage_calls": 8, "stage_flag": True}
     assert stage_check(HistogramAdapter(client_votes, per_user=False), d, CLIENT)["stage_calls"] == 0
-    with pytest.raises(ValueError, match="n_calls=0 must be an integer ≥ 1"):
+    with pytest.raises(ValueError, match="n_calls=0 is out of range: use an integer ≥ 1"):
         stage_check(two_stage(), d, CLIENT, n_calls=0)
     with pytest.raises(ValueError, match="noise_fn must be callable or None, got int"):
         HistogramAdapter(client_votes, noise_fn=3)

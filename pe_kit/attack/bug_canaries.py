@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pe_kit.settings import COUNT, check_param
+
 __all__ = ["ImplementationDesign", "concentrated_design", "displacement_design", "DESIGNS", "DESIGN_FOR_BUG",
            "design_for"]
 
@@ -39,8 +41,7 @@ def _info(design: str, **sizes) -> dict:
     if sizes["n_calibration"] is None:
         sizes["n_calibration"] = sizes["n_test"]
     for name, v in sizes.items():
-        if int(v) != v or v < 1:
-            raise ValueError(f"{name}={v!r} must be an integer ≥ 1")
+        check_param(name, v, COUNT)
     check_equal_populations(int(sizes["n_calibration"]), int(sizes["n_test"]))  # distinct users, never resampled
     return {"design": design, **sizes}
 

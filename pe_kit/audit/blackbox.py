@@ -25,7 +25,7 @@ from pe_kit.audit.outcome import Audit
 from pe_kit.audit.plan import announce_reach, audit_reach
 from pe_kit.audit.release_runner import (CALL_CHUNK, check_audit_arguments, implementation_name,
                                          release_scores, seed_sequence)
-from pe_kit.audit.trials import ScalarProblem, check_equal_populations, scalar_problem
+from pe_kit.audit.trials import check_equal_populations
 from pe_kit.settings import COUNT, MechanismConfig, check_param
 from pe_kit.pe.release_protocol import ReferenceRelease, stack_users
 
@@ -68,10 +68,6 @@ class SpecStatistic:
         """ℓ = (Y_P − m̂0 − v/2)·w for float (t, |P|) releases restricted to P; float64 (t,)."""
         return (np.asarray(y_p, dtype=np.float64) - self.m0 - self.canary / 2) @ self.weights
 
-    def scalar_problems(self, mechanism: MechanismConfig) -> tuple[ScalarProblem, ScalarProblem]:
-        """(calibration, test) ``ScalarProblem`` of the specified mechanism on this design."""
-        return tuple(scalar_problem(self.weights, self.populations[s], self.canary, self.m0, mechanism.noise_std,
-                                    mechanism.sample_rate) for s in _SPLITS)
 
 
 def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1,
@@ -111,10 +107,9 @@ def implementation_scores(release, design, mechanism: MechanismConfig, stat: Spe
     (``release_runner.release_scores``). Raises ValueError on a bad split / hypothesis / n_trials or release output."""
     if split not in _SPLITS or hypothesis not in (0, 1):
         raise ValueError(f"split={split!r} must be one of {_SPLITS} and hypothesis={hypothesis!r} 0 or 1")
-    if int(n_trials) != n_trials or n_trials < 1:
-        raise ValueError(f"n_trials={n_trials} must be an integer ≥ 1")
+    n_trials = check_param("n_trials", n_trials, COUNT)
     batched = hasattr(release, "release_batch") if use_batch is None else bool(use_batch)
-    return release_scores(release, design, mechanism, stat, split, hypothesis, int(n_trials), rng, batched=batched,
+    return release_scores(release, design, mechanism, stat, split, hypothesis, n_trials, rng, batched=batched,
                           chunk=batch if batched else call_chunk, scheduler=scheduler, show_progress=show_progress)
 
 

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import bisect
 import math
 import sys
 import warnings
@@ -95,13 +96,7 @@ def announce_reach(reach: Reach, mechanism: MechanismConfig, *, show: bool = Tru
 
 def _smallest(f, target: float, hi: int) -> int | None:
     """The smallest n in [1, hi] with f(n) ≥ target for f non-decreasing in n; None when f(hi) < target."""
-    if f(hi) < target:
-        return None
-    lo = 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if f(mid) >= target else (mid + 1, hi)
-    return lo
+    return None if f(hi) < target else 1 + bisect.bisect_left(range(1, hi + 1), target, key=f)
 
 
 _FAR_TRIALS = 10**9  # how far an out-of-reach target is searched for the explicit trials that reach it

@@ -22,13 +22,15 @@ from scipy import stats
 from pe_kit.audit.confusion import clopper_pearson
 from pe_kit.audit.release_runner import (CALL_CHUNK, call_release, check_release_output, implementation_name,
                                          population, release_scores)
-from pe_kit.settings import MechanismConfig
+from pe_kit.settings import COUNT, MechanismConfig, ParamSpec, check_param
 from pe_kit.pe.release_protocol import ReferenceRelease, staged
 
 __all__ = ["seed_check", "batch_call_check", "repeat_check", "stage_check"]
 
 #: batched scores per per-call score in ``batch_call_check``
 _BATCH_FACTOR = 10
+_AT_LEAST_TWO = ParamSpec("int", lo=2)
+_UNIT = ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True)
 
 
 def _inputs(release, design, hypothesis: int) -> tuple:
@@ -65,21 +67,19 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
     """``n_call`` (≥ 2) per-call and 10·``n_call`` batched H1 scores compared at level ``gamma``.
     Returns ``batch_call_pvalue`` (NaN without ``release_batch``), ``batch_call_statistic`` (KS D),
     ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2 or γ outside (0, 1)."""
-    if int(n_call) != n_call or n_call < 2:
-        raise ValueError(f"n_call={n_call} must be an integer ≥ 2")
-    if not 0 < gamma < 1:
-        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
+    n_call = check_param("n_call", n_call, _AT_LEAST_TWO)
+    check_param("gamma", gamma, _UNIT)
     if not (callable(release) and hasattr(release, "release_batch")):
         return {"batch_call_pvalue": float("nan"), "batch_call_statistic": float("nan"), "batch_call_flag": False,
                 "batch_call_n": 0}
     g_call, g_batch = np.random.default_rng(seed).spawn(2)
-    per_call = release_scores(release, design, mechanism, stat, "test", 1, int(n_call), g_call, batched=False,
+    per_call = release_scores(release, design, mechanism, stat, "test", 1, n_call, g_call, batched=False,
                               chunk=CALL_CHUNK, scheduler=scheduler, show_progress=show_progress)
-    batched = release_scores(release, design, mechanism, stat, "test", 1, int(n_call) * _BATCH_FACTOR, g_batch,
+    batched = release_scores(release, design, mechanism, stat, "test", 1, n_call * _BATCH_FACTOR, g_batch,
                              batched=True, chunk=8192, scheduler=scheduler, show_progress=show_progress)
     ks = stats.ks_2samp(per_call, batched)
     return {"batch_call_pvalue": float(ks.pvalue), "batch_call_statistic": float(ks.statistic),
-            "batch_call_flag": bool(ks.pvalue < gamma), "batch_call_n": int(n_call)}
+            "batch_call_flag": bool(ks.pvalue < gamma), "batch_call_n": n_call}
 
 
 def _same(a, b) -> bool:
@@ -93,8 +93,7 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
     0 … ``n_calls`` − 1 the one-call release against ``randomise(snapshot, ...)`` (must be equal).
     Returns ``stage_deterministic``, ``stage_equal_calls``, ``stage_calls`` (0 when not ``staged``), ``stage_flag``.
     Raises ValueError on n_calls < 1, or a release of the wrong shape / None / NaN."""
-    if int(n_calls) != n_calls or n_calls < 1:
-        raise ValueError(f"n_calls={n_calls} must be an integer ≥ 1")
+    n_calls = check_param("n_calls", n_calls, COUNT)
     if not (callable(release) and staged(release)):
         return {"stage_deterministic": True, "stage_equal_calls": 0, "stage_calls": 0, "stage_flag": False}
     bank, records, owner, n, name = _inputs(release, design, 1)
@@ -105,7 +104,7 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
         np.random.seed(1)
         deterministic = _same(snap, release.snapshot(bank, records, owner, n, mechanism))
         equal = 0
-        for s in range(int(n_calls)):
+        for s in range(n_calls):
             one = call_release(release, bank, records, owner, n, mechanism, np.random.Generator(np.random.PCG64(s)),
                                name)
             two = check_release_output(release.randomise(snap, mechanism, np.random.Generator(np.random.PCG64(s))),
@@ -113,8 +112,8 @@ def stage_check(release, design, mechanism: MechanismConfig, *, n_calls: int = 8
             equal += int(np.array_equal(one, two))
     finally:
         np.random.set_state(state)
-    return {"stage_deterministic": deterministic, "stage_equal_calls": equal, "stage_calls": int(n_calls),
-            "stage_flag": not (deterministic and equal == int(n_calls))}
+    return {"stage_deterministic": deterministic, "stage_equal_calls": equal, "stage_calls": n_calls,
+            "stage_flag": not (deterministic and equal == n_calls)}
 
 
 def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int = 200, gamma: float = 0.0025,
@@ -122,11 +121,8 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
     """``n_releases`` (≥ 2) H0 releases read on J0 (module docstring). Returns ``repeat_largest`` (g),
     ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h), ``repeat_pvalue`` (the smaller bound; NaN when J0 is
     empty), ``repeat_flag`` (p < γ/4), ``repeat_n``. Raises ValueError on n_releases < 2 or γ outside (0, 1)."""
-    if int(n_releases) != n_releases or n_releases < 2:
-        raise ValueError(f"n_releases={n_releases} must be an integer ≥ 2")
-    if not 0 < gamma < 1:
-        raise ValueError(f"gamma={gamma} must lie in (0, 1)")
-    n = int(n_releases)
+    n = check_param("n_releases", n_releases, _AT_LEAST_TWO)
+    check_param("gamma", gamma, _UNIT)
     bank, records, owner, n_users, name = _inputs(release, design, 0)
     free = np.flatnonzero(ReferenceRelease().prepare(bank, records, owner, n_users, mechanism).getnnz(axis=0) == 0)
     out = {"repeat_largest": 0, "repeat_allowed": float("nan"), "repeat_value_largest": 0,
@@ -141,10 +137,7 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
         y = np.stack([call_release(release, bank, records, owner, n_users, mechanism, rng, name)[free]
                       for _ in range(n)])
     g = int(np.unique(y, axis=0, return_counts=True)[1].max())
-    ys = np.sort(y, axis=0)  # h: the longest run of equal values down a sorted column
-    rows = np.arange(n)[:, None]
-    starts = np.maximum.accumulate(np.where(np.vstack([np.ones((1, ys.shape[1]), bool), ys[1:] != ys[:-1]]), rows, 0))
-    h = int((rows - starts).max()) + 1
+    h = max(int(np.unique(column, return_counts=True)[1].max()) for column in y.T)
     log_f = float(np.log(clopper_pearson(int(np.unique(y, return_counts=True)[1].max()), y.size, gamma / 2, "upper")))
 
     def bound(size, log_p):  # log C(n, size)·p^(size−1), 0 (p = 1) for size < 2

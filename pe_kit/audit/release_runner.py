@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pe_kit.settings import MechanismConfig, closest
-from pe_kit.pe.release_protocol import stack_users
+from pe_kit.settings import COUNT, MechanismConfig, check_param, closest
+from pe_kit.pe.release_protocol import check_release_output, stack_users
 from pe_kit.progress import progress
 
 __all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_output", "call_release",
@@ -85,28 +85,6 @@ def check_audit_arguments(release, design, mechanism) -> None:
                         f"claims); got {type(mechanism).__name__}")
 
 
-def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
-    """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the ``form``
-    called, the expected shape and what came (None, non-numeric, another shape, NaN / ±inf)."""
-    if y is None:
-        raise ValueError(f"{name}: {form} returned None; expected a float array of shape {expected} (does the "
-                         "function end with `return histogram`?)")
-    try:
-        arr = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: {form} returned {type(y).__name__}, not numbers; expected a float array of shape "
-                         f"{expected}") from None
-    if arr.shape != expected:
-        raise ValueError(f"{name}: {form} returned shape {arr.shape}; expected {expected} (one noisy count per bank "
-                         "entry" + (", restricted to the probe coordinates)" if len(expected) == 2 else ")"))
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        raise ValueError(f"{name}: {form} returned {int(bad.sum())} non-finite values (NaN or ±inf) of {arr.size}; a "
-                         "PE release is finite (check the implementation's normalisation, e.g. a division by a zero "
-                         "norm or count)")
-    return arr
-
-
 def call_release(release, bank, records, owner, n_users: int, mechanism: MechanismConfig, rng, name: str,
                  form: str = "release(...)") -> np.ndarray:
     """One ``release(...)`` call, its float64 (p,) output checked (``check_release_output``)."""
@@ -171,13 +149,12 @@ def release_scores(release, design, mechanism: MechanismConfig, stat, split: str
                    show_progress: bool | None = None) -> np.ndarray:
     """float64 (n_trials,) scores of one stream in chunks of ``chunk`` releases (module docstring), as
     ``blackbox.implementation_scores``; on a ``scheduler`` the chunks are ``Client.map`` tasks."""
-    if int(chunk) != chunk or chunk < 1:
-        raise ValueError(f"chunk={chunk} must be an integer ≥ 1")
+    chunk = check_param("chunk", chunk, COUNT)
     records, owner, n = population(design, split, hypothesis, stat.n_users)
     name = implementation_name(release)
     job = _Job(release, np.asarray(design.bank, dtype=np.float32), records, owner, n, mechanism, stat, bool(batched),
                name)
-    sizes = [min(int(chunk), int(n_trials) - s) for s in range(0, int(n_trials), int(chunk))]
+    sizes = [min(chunk, int(n_trials) - s) for s in range(0, int(n_trials), chunk)]
     gens = rng.spawn(len(sizes))
     show = (not batched) if show_progress is None else bool(show_progress)
     bar = progress(total=int(n_trials), desc=f"{name} {split} H{hypothesis}", unit="release") if show else None

@@ -51,7 +51,7 @@ class CanaryAlwaysIncluded(ReleasePipeline):
     name, bug = "canary_always_included", "last user exempt from Poisson sampling"
 
     def participation(self, n_users, config, rng, n_releases):
-        mask = rng.random((n_releases, n_users)) < config.sample_rate
+        mask = super().participation(n_users, config, rng, n_releases)
         mask[:, -1] = True
         return mask
 
@@ -126,9 +126,6 @@ class RawCounts(ReleasePipeline):
         scale[big] = config.clip_norm / norms[big]
         return sp.csr_matrix(sp.diags(scale) @ h)
 
-    def breaks_guarantee(self, config, n_users):
-        return False
-
 
 class TiesHighestIndex(ReleasePipeline):
     """Exact ties in top-k routing broken to the highest bank index: v_u is still a function of user u's data,
@@ -139,9 +136,6 @@ class TiesHighestIndex(ReleasePipeline):
     def routes(self, bank, records, config):
         p = bank.shape[0]
         return (p - 1) - topk_routes(records, np.ascontiguousarray(bank[::-1]), config.top_k)
-
-    def breaks_guarantee(self, config, n_users):
-        return False
 
 
 class Float32Accumulation(ReleasePipeline):
@@ -190,8 +184,8 @@ class NoiseShrinksWithUsers(ReleasePipeline):
         std = sigma / np.sqrt(np.maximum(m, 1))
         p0 = stats.norm.pdf(x, 0, std[:-1]) @ weights
         p1 = (1 - q) * p0 + q * (stats.norm.pdf(x, 1, std[1:]) @ weights)
-        c0, c1 = stats.norm.pdf(x[:, 0], 0, sigma), (1 - q) * stats.norm.pdf(x[:, 0], 0, sigma) + q * stats.norm.pdf(
-            x[:, 0], 1, sigma)
+        c0 = stats.norm.pdf(x[:, 0], 0, sigma)
+        c1 = (1 - q) * c0 + q * stats.norm.pdf(x[:, 0], 1, sigma)
         dx = x[1, 0] - x[0, 0]
 
         def profile(a, b, eps):
@@ -211,8 +205,7 @@ class ClipAtTwiceC(ReleasePipeline):
     def contributions(self, routes, owner, n_users, bank_size, config):
         return contributions(routes, owner, n_users, bank_size, 2.0 * config.clip_norm)
 
-    def breaks_guarantee(self, config, n_users):
-        return config.clip_norm < 1.0 / np.sqrt(config.top_k)
+    breaks_guarantee = NoClipping.breaks_guarantee
 
 
 class RecordLevelSampling(ReleasePipeline):

@@ -27,11 +27,12 @@ from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 import scipy.sparse as sp
 
-from pe_kit.settings import MechanismConfig
+from pe_kit.settings import COUNT, MechanismConfig, check_param
 from pe_kit.pe.mechanism import contributions, release, routed_contributions, sample_participation, topk_routes
 
 __all__ = ["PERelease", "BatchedPERelease", "ReleasePipeline", "ReferenceRelease", "reference_release",
-           "HistogramAdapter", "staged", "staged_batch", "check_release_inputs", "user_records", "stack_users"]
+           "HistogramAdapter", "staged", "staged_batch", "check_release_inputs", "check_release_output",
+           "user_records", "stack_users"]
 
 
 @runtime_checkable
@@ -62,11 +63,32 @@ def check_release_inputs(bank, records, owner, n_users: int) -> tuple[np.ndarray
                          f"{records.shape}: embed both with the same encoder")
     if owner.shape != (records.shape[0],):
         raise ValueError(f"owner must have shape ({records.shape[0]},) (one user row per record); got {owner.shape}")
-    if int(n_users) != n_users or n_users < 1:
-        raise ValueError(f"n_users={n_users} must be an integer ≥ 1")
+    n_users = check_param("n_users", n_users, COUNT)
     if owner.size and (owner.min() < 0 or owner.max() >= n_users):
         raise ValueError(f"owner values must lie in [0, n_users={n_users})")
-    return bank, records, owner, int(n_users)
+    return bank, records, owner, n_users
+
+
+def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray:
+    """The release ``y`` as float64 of shape ``expected``. Raises ValueError naming the implementation, the ``form``
+    called, the expected shape and what came (None, non-numeric, another shape, NaN / ±inf)."""
+    if y is None:
+        raise ValueError(f"{name}: {form} returned None; expected a float array of shape {expected} (does the "
+                         "function end with `return histogram`?)")
+    try:
+        arr = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {form} returned {type(y).__name__}, not numbers; expected a float array of shape "
+                         f"{expected}") from None
+    if arr.shape != expected:
+        raise ValueError(f"{name}: {form} returned shape {arr.shape}; expected {expected} (one noisy count per bank "
+                         "entry" + (", restricted to the probe coordinates)" if len(expected) == 2 else ")"))
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"{name}: {form} returned {int(bad.sum())} non-finite values (NaN or ±inf) of {arr.size}; a "
+                         "PE release is finite (check the implementation's normalisation, e.g. a division by a zero "
+                         "norm or count)")
+    return arr
 
 
 def _coords(coords, p: int) -> np.ndarray:
@@ -74,12 +96,6 @@ def _coords(coords, p: int) -> np.ndarray:
     if coords.size == 0 or coords.min() < 0 or coords.max() >= p:
         raise ValueError(f"coords must be non-empty bank positions in [0, {p})")
     return coords
-
-
-def _releases(n_releases) -> int:
-    if int(n_releases) != n_releases or n_releases < 1:
-        raise ValueError(f"n_releases={n_releases} must be an integer ≥ 1")
-    return int(n_releases)
 
 
 def staged(release) -> bool:
@@ -95,13 +111,10 @@ def staged_batch(release, bank, records, owner, n_users: int, config: MechanismC
     bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
     coords, p = _coords(coords, bank.shape[0]), bank.shape[0]
     snap = release.snapshot(bank, records, owner, n_users, config)
-    out = np.empty((_releases(n_releases), coords.size))
+    out = np.empty((check_param("n_releases", n_releases, COUNT), coords.size))
     for i in range(out.shape[0]):
-        y = np.asarray(release.randomise(snap, config, rng), dtype=np.float64).ravel()
-        if y.shape != (p,):
-            raise ValueError(f"{type(release).__name__}.randomise returned shape {y.shape}; expected ({p},), one "
-                             "noisy count per bank entry")
-        out[i] = y[coords]
+        out[i] = check_release_output(release.randomise(snap, config, rng), (p,), type(release).__name__,
+                                      "randomise(...)")[coords]
     return out
 
 
@@ -173,7 +186,7 @@ class ReleasePipeline:
     def release_batch(self, bank, records, owner, n_users: int, config: MechanismConfig, rng: np.random.Generator,
                       n_releases: int, coords, chunk_size: int = 8192) -> np.ndarray:
         """``n_releases`` independent releases on ``coords``, float64 (n_releases, |coords|)."""
-        n_releases, coords = _releases(n_releases), _coords(coords, np.asarray(bank).shape[0])
+        n_releases, coords = check_param("n_releases", n_releases, COUNT), _coords(coords, np.asarray(bank).shape[0])
         return self._randomised(self.prepare(bank, records, owner, n_users, config), config, rng, n_releases, coords,
                                 chunk_size)
 
@@ -251,30 +264,22 @@ class HistogramAdapter:
             kwargs[self.seed_arg] = int(rng.integers(0, 2**63))
         return kwargs
 
-    def _checked(self, out, p: int, fn: str) -> np.ndarray:
-        out = np.asarray(out, dtype=np.float64).ravel()
-        if out.shape != (p,) or not np.isfinite(out).all():
-            raise ValueError(f"{fn} returned shape {out.shape} (finite={np.isfinite(out).all()}); a PE "
-                             f"histogram must be {p} finite counts, one per synthetic sample")
-        return out
-
     def _histogram(self, bank, records, owner, n_users: int, config: MechanismConfig, rng) -> np.ndarray:
         bank, records, owner, n_users = check_release_inputs(bank, records, owner, n_users)
         kwargs = self._kwargs(config, rng)
         private = user_records(records, owner, n_users) if self.per_user else records
         if not self.per_user:
             kwargs[self.owner_arg] = owner
-        return self._checked(self.histogram_fn(private, bank, **kwargs), bank.shape[0], self.name)
+        return check_release_output(self.histogram_fn(private, bank, **kwargs), (bank.shape[0],), self.name,
+                                    "histogram_fn")
 
     def _snapshot(self, bank, records, owner, n_users: int, config: MechanismConfig) -> np.ndarray:
-        """The deterministic stage: ``histogram_fn`` without generator or seed (the histogram before noise)."""
         return self._histogram(bank, records, owner, n_users, config, None)
 
     def _randomise(self, clean: np.ndarray, config: MechanismConfig, rng: np.random.Generator) -> np.ndarray:
-        """The randomised stage: ``noise_fn(clean, **settings)`` with the generator or seed, float64 (p,)."""
         clean = np.asarray(clean)
-        fn = getattr(self.noise_fn, "__qualname__", "noise_fn")
-        return self._checked(self.noise_fn(clean, **self._kwargs(config, rng)), clean.shape[0], f"{self.name} {fn}")
+        return check_release_output(self.noise_fn(clean, **self._kwargs(config, rng)), clean.shape, self.name,
+                                    f"noise_fn {getattr(self.noise_fn, '__qualname__', '')}".rstrip())
 
     def __call__(self, bank, records, owner, n_users: int, config: MechanismConfig,
                  rng: np.random.Generator) -> np.ndarray:
