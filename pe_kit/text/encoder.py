@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.cache import EmbeddingStore, cache_dir, content_hash, file_digest, text_key, tree_digest
+from pe_kit.text.onnx_encoder import _normalize
 from pe_kit.text.threads import resolve_threads, torch_threads
 
 __all__ = ["DEFAULT_MODEL", "BACKENDS", "Encoder", "resolve_model_path", "model_fingerprint", "embedding_store_key",
@@ -234,5 +235,4 @@ class Encoder:
             with torch_threads(threads):
                 arr = self._load().encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
                                           normalize_embeddings=True, show_progress_bar=False)
-        arr = np.asarray(arr, dtype=np.float32)
-        return arr / np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12)
+        return _normalize(arr)
