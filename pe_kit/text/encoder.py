@@ -13,7 +13,6 @@ from typing import Sequence
 import numpy as np
 
 from pe_kit.cache import EmbeddingStore, cache_dir, content_hash, file_digest, text_key, tree_digest
-from pe_kit.text.onnx_encoder import _normalize
 from pe_kit.text.threads import resolve_threads, torch_threads
 
 __all__ = ["DEFAULT_MODEL", "BACKENDS", "Encoder", "resolve_model_path", "model_fingerprint", "embedding_store_key",
@@ -235,4 +234,5 @@ class Encoder:
             with torch_threads(threads):
                 arr = self._load().encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
                                           normalize_embeddings=True, show_progress_bar=False)
-        return _normalize(arr)
+        arr = np.asarray(arr, dtype=np.float32)
+        return arr / np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12)
