@@ -102,10 +102,8 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
             break
         prompts = _prompts(generator, feedback, need, rng, icl_examples, icl_negatives, genre, offset)
         offset += need
-        if getattr(generator, "accepts_exclude", False):
-            texts = generator.generate(prompts, rng, exclude=feedback.seen | frozenset(out))
-        else:
-            texts = generator.generate(prompts, rng)
+        extra = {"exclude": feedback.seen | frozenset(out)} if getattr(generator, "accepts_exclude", False) else {}
+        texts = generator.generate(prompts, rng, **extra)
         if len(texts) != len(prompts):
             raise GenerationError(f"{generator.name} returned {len(texts)} texts for {len(prompts)} prompts")
         for prompt, t in zip(prompts, texts):

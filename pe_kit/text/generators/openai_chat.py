@@ -120,12 +120,14 @@ class OpenAIChatGenerator(SeededGenerator):
         try:
             payload = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise GenerationError(f"{self.name}: malformed reply from {self.url}: not JSON (starts {raw[:80]!r})") from None
+            raise GenerationError(
+                f"{self.name}: malformed reply from {self.url}: not JSON (starts {raw[:80]!r})") from None
         try:
             content = payload["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
             raise GenerationError(
-                f"{self.name}: malformed reply from {self.url}: expected choices[0].message.content, got {json.dumps(payload)[:200]}"
+                f"{self.name}: malformed reply from {self.url}: expected choices[0].message.content, got "
+                f"{json.dumps(payload)[:200]}"
             ) from None
         if content is None:
             content = ""
