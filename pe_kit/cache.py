@@ -263,16 +263,6 @@ class EmbeddingStore:
         for k in [k for k, (s, _) in self._index.items() if s == seg]:
             del self._index[k]
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._index)
-
-    def missing(self, keys: Iterable[bytes]) -> list[bytes]:
-        """The keys among ``keys`` the store holds no row for, in order (from the index; no row is read)."""
-        with self._lock:
-            self.refresh()
-            return [k for k in keys if k not in self._index]
-
     def _read_segment(self, seg: str) -> np.ndarray | None:
         data = read_verified(self.folder / f"{seg}.npy")
         arr = np.load(io.BytesIO(data), allow_pickle=False) if data is not None else None

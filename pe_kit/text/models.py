@@ -39,14 +39,10 @@ def mpnet_parts(search_path: Sequence[str] | None = None) -> list[Path]:
     found, missing = [], []
     for i, name in enumerate(MPNET_PARTS, start=1):
         dist = _find_dist(name, search_path)
-        piece = None
-        if dist is not None:
-            for f in dist.files or ():
-                if str(f).replace("\\", "/").endswith(f"input/all-mpnet-base-v2.zip.{i:03d}"):
-                    candidate = Path(str(dist.locate_file(f)))
-                    if candidate.is_file():
-                        piece = candidate
-                        break
+        listed = (dist.files or ()) if dist is not None else ()
+        pieces = (Path(str(dist.locate_file(f))) for f in listed
+                  if str(f).replace("\\", "/").endswith(f"input/all-mpnet-base-v2.zip.{i:03d}"))
+        piece = next((p for p in pieces if p.is_file()), None)
         if piece is None:
             missing.append(name)
         else:

@@ -32,15 +32,10 @@ def token_cap(model: str, max_seq_length: int | None = None) -> int:
     if max_seq_length is not None:
         return int(max_seq_length)
     folder = Path(resolve_model_path(model))
-    cfg = folder / "sentence_bert_config.json"
-    if cfg.is_file():
-        value = json.loads(cfg.read_text()).get("max_seq_length")
-        if value:
-            return int(value)
-    tok_cfg = folder / "tokenizer_config.json"
-    if tok_cfg.is_file():
-        value = json.loads(tok_cfg.read_text()).get("model_max_length")
-        if value and value < 1 << 20:
+    for name, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json", "model_max_length")):
+        cfg = folder / name
+        value = json.loads(cfg.read_text()).get(key) if cfg.is_file() else None
+        if value and value < 1 << 20:  # a tokenizer without a limit says 1e30
             return int(value)
     raise ValueError(f"cannot read the token cap of model {model!r}; pass max_seq_length")
 

@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from pe_kit.cache import content_hash
-from pe_kit.text.generators.base import SEED_IGNORED, GenerationError, normalize_text, samples
+from pe_kit.text.generators.base import SEED_IGNORED, GenerationError, _check_prompts, normalize_text, samples
 from pe_kit.text.generators.prompts import icl_prompt
 
 __all__ = ["Feedback", "build_feedback", "make_variations", "PublicRetrievalGenerator", "public_pool",
@@ -102,10 +102,8 @@ def make_variations(generator, feedback: Feedback, n: int, rng: np.random.Genera
             break
         prompts = _prompts(generator, feedback, need, rng, icl_examples, icl_negatives, genre, offset)
         offset += need
-        if getattr(generator, "accepts_exclude", False):
-            texts = generator.generate(prompts, rng, exclude=feedback.seen | frozenset(out))
-        else:
-            texts = generator.generate(prompts, rng)
+        extra = {"exclude": feedback.seen | frozenset(out)} if getattr(generator, "accepts_exclude", False) else {}
+        texts = generator.generate(prompts, rng, **extra)
         if len(texts) != len(prompts):
             raise GenerationError(f"{generator.name} returned {len(texts)} texts for {len(prompts)} prompts")
         for prompt, t in zip(prompts, texts):
@@ -201,10 +199,7 @@ class PublicRetrievalGenerator:
     def generate(self, prompts: Sequence[str], rng: np.random.Generator | None = None,
                  exclude: Iterable[str] = ()) -> list[str]:
         """One unused nearest public text per prompt; ValueError for a non-str prompt, GenerationError if exhausted."""
-        prompts = list(prompts)
-        for i, t in enumerate(prompts):
-            if not isinstance(t, str):
-                raise ValueError(f"prompts[{i}] must be a str, got {type(t).__name__}")
+        prompts = _check_prompts(prompts)
         if not prompts:
             return []
         used = np.zeros(len(self.texts), dtype=bool)

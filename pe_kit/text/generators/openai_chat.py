@@ -6,7 +6,6 @@ import concurrent.futures
 import http.client
 import ipaddress
 import json
-import socket
 import threading
 import time
 import urllib.error
@@ -92,7 +91,8 @@ class OpenAIChatGenerator(SeededGenerator):
         return body
 
     def _post_once(self, data: bytes) -> tuple[bool, str]:
-        """One HTTP attempt. Returns (ok, reply text | error message), raising _Fatal for no-retry errors."""
+        """One HTTP attempt: (True, reply text), or (False, error message) for an error worth retrying; raises
+        ``GenerationError`` for one that retrying cannot fix."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -108,31 +108,32 @@ class OpenAIChatGenerator(SeededGenerator):
             msg = f"HTTP {exc.code} {exc.reason} from {self.url}" + (f": {detail.strip()}" if detail.strip() else "")
             if exc.code == 429 or exc.code >= 500:
                 return False, msg
-            raise _Fatal(msg) from None
-        except (TimeoutError, socket.timeout):
-            return False, f"request to {self.url} timed out after {self.timeout:g} s"
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
+            raise GenerationError(f"{self.name}: {msg}") from None
+        except (TimeoutError, urllib.error.URLError) as exc:  # a URLError's reason may be the timeout
+            if isinstance(getattr(exc, "reason", exc), TimeoutError):
                 return False, f"request to {self.url} timed out after {self.timeout:g} s"
             return False, f"could not reach {self.url}: {exc.reason}"
-        except (ConnectionError, OSError) as exc:
+        except OSError as exc:
             return False, f"connection to {self.url} failed: {exc}"
         except http.client.HTTPException as exc:  # truncated body, bad status line
             return False, f"bad HTTP response from {self.url}: {type(exc).__name__}: {exc}"
         try:
             payload = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Fatal(f"malformed reply from {self.url}: not JSON (starts {raw[:80]!r})") from None
+            raise GenerationError(
+                f"{self.name}: malformed reply from {self.url}: not JSON (starts {raw[:80]!r})") from None
         try:
             content = payload["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise _Fatal(
-                f"malformed reply from {self.url}: expected choices[0].message.content, got {json.dumps(payload)[:200]}"
+            raise GenerationError(
+                f"{self.name}: malformed reply from {self.url}: expected choices[0].message.content, got "
+                f"{json.dumps(payload)[:200]}"
             ) from None
         if content is None:
             content = ""
         if not isinstance(content, str):
-            raise _Fatal(f"malformed reply from {self.url}: choices[0].message.content is {type(content).__name__}, not str")
+            raise GenerationError(f"{self.name}: malformed reply from {self.url}: choices[0].message.content is "
+                                  f"{type(content).__name__}, not str")
         return True, content
 
     def complete(self, prompt: str, seed: int) -> str:
@@ -142,10 +143,7 @@ class OpenAIChatGenerator(SeededGenerator):
         for attempt in range(self.max_retries + 1):
             if attempt:
                 time.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
-            try:
-                ok, text = self._post_once(data)
-            except _Fatal as exc:
-                raise GenerationError(f"{self.name}: {exc}") from None
+            ok, text = self._post_once(data)
             if ok:
                 return clean_reply(text) if self.clean else text.strip()
             last = text
@@ -193,7 +191,3 @@ class OpenAIChatGenerator(SeededGenerator):
         if self.temperature > 0:
             self._echo.check(self.name, items, seed_list, out, self.temperature)
         return out
-
-
-class _Fatal(Exception):
-    """Internal: an error that retrying cannot fix."""
