@@ -66,8 +66,6 @@ def _noting(fn):
 
 def cached_scan(data=None, fmt: str = "auto", label_field: str = "industry", on_error: str = "raise") -> Scan:
     """Pass 1 of ``data`` (None: the bundled Blogs sample) as ``Scan``, cached. Raises what ``load_corpus`` raises."""
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     path, fmt = resolve_format(data, fmt, label_field)
     key = scan_key(path, fmt, label_field, on_error)
     target = _folder() / f"{key[:32]}.scan.jsonl.gz"

@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 from pe_kit.data.passes import Row, Rows
 from pe_kit.data.records import DataError, fail as _fail
 
-__all__ = ["PROFILE_FIELDS", "FORMAT_TEXT", "json_lines", "format_rows", "sniff_format", "check_format"]
+__all__ = ["PROFILE_FIELDS", "FORMAT_TEXT", "json_lines", "format_rows", "sniff_format", "check_format", "known_format"]
 
 
 def _open(path: Path):
@@ -189,22 +189,30 @@ def _s140_rows(path: Path, on_error: str) -> Rows:
 
 
 def format_rows(path, fmt: str, label_field: str = "industry", on_error: str = "raise") -> Rows:
-    """The ``Rows`` reader of one format. Raises ValueError for an unknown ``fmt``."""
+    """The ``Rows`` reader of one format. Raises ValueError for an unknown ``fmt`` or ``on_error``."""
+    known_format(fmt)
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     path = Path(path)
     if fmt == "blogs":
         profile = tuple(dict.fromkeys(PROFILE_FIELDS + (label_field,)))
         return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", label_field), on_error, skipped, profile))
     if fmt == "yelp":
         return Rows(lambda skipped: _typed_rows(path, ("user_id", "text", "stars"), on_error, skipped))
-    if fmt == "sentiment140":
-        return _s140_rows(path, on_error)
-    raise ValueError(f"fmt={fmt!r} is unknown; use one of ['blogs', 'sentiment140', 'yelp'] or 'auto'")
+    return _s140_rows(path, on_error)
 
 
 #: What each format's file looks like (for the errors that name a format).
 FORMAT_TEXT = {"blogs": "Blog Authorship JSON Lines (user_id, text, industry)",
                 "yelp": "Yelp reviews JSON Lines (user_id, text, stars)",
                 "sentiment140": "Sentiment140 CSV (6 columns: polarity, id, date, query, user, text)"}
+
+
+def known_format(fmt: str) -> str:
+    """``fmt`` if :data:`FORMAT_TEXT` has it, else ValueError naming the formats."""
+    if fmt not in FORMAT_TEXT:
+        raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(FORMAT_TEXT)} or 'auto'")
+    return fmt
 
 
 def sniff_format(path) -> str | None:

@@ -9,7 +9,7 @@ from collections import Counter
 from importlib import resources
 from pathlib import Path
 
-from pe_kit.data.formats import FORMAT_TEXT, PROFILE_FIELDS, check_format, format_rows, json_lines, sniff_format
+from pe_kit.data.formats import PROFILE_FIELDS, check_format, format_rows, json_lines, known_format, sniff_format
 from pe_kit.data.passes import Scan, admitted, scan_corpus, select_corpus
 from pe_kit.data.records import Corpus, DataError, User  # noqa: F401  (re-exported)
 
@@ -97,8 +97,6 @@ def default_min_records(fmt: str, record_cap: int) -> int:
 
 def _load(path: Path, fmt: str, record_cap: int, min_records: int | None, max_records: int | None,
           on_error: str, label_field: str = "industry", max_users: int | None = None) -> Corpus:
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     min_records = default_min_records(fmt, record_cap) if min_records is None else min_records
     admitted(Scan(str(path), fmt, {}, Counter(), Counter()), record_cap, min_records, max_records)  # check caps
     rows = format_rows(path, fmt, label_field, on_error)
@@ -171,9 +169,7 @@ def resolve_format(path=None, fmt: str = "auto", label_field: str = "industry") 
     Raises ValueError (unknown ``fmt``), FileNotFoundError / IsADirectoryError, DataError (:func:`check_format`)."""
     if path is None:
         return check_path(default_data_path()), "blogs"
-    fmt = guess_format(path) if fmt == "auto" else fmt
-    if fmt not in FORMAT_TEXT:
-        raise ValueError(f"fmt={fmt!r} is unknown; use one of {sorted(FORMAT_TEXT)} or 'auto'")
+    fmt = known_format(guess_format(path) if fmt == "auto" else fmt)
     path = check_path(path)
     check_format(path, fmt, label_field)
     return path, fmt

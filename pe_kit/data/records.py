@@ -80,15 +80,13 @@ def reserved_ids(reserved) -> set[str]:
 
 def fail(on_error: str, skipped: Counter, reason: str, message: str) -> None:
     """The on-error policy for one bad line: ``"skip"`` counts it under ``reason``; ``"raise"`` raises
-    ``DataError(message)`` with the hint how to skip; ``"strict"`` without it (bank B). ValueError for another."""
+    ``DataError(message)`` with the hint how to skip; ``"strict"`` without it (bank B)."""
     if on_error == "skip":
         skipped[reason] += 1
         return
     if on_error == "strict":
         raise DataError(message.replace(" or pass on_error='skip'", "") + "; every line of this file is needed: "
                         "fix or rebuild it")
-    if on_error != "raise":
-        raise ValueError(f"on_error={on_error!r} must be 'raise' or 'skip'")
     hint = "pe-kit reproduce: --set on_error=skip"
     if "on_error=" in message:
         message += f" ({hint})"

@@ -58,9 +58,8 @@ def explorer_state(sigma: float, sample_rate: float, trials: int, mu_eff: float 
     capped = mu > ceiling
     mu = min(mu, ceiling)
     gamma = alpha / (4 * int(n_canaries))
-    _check(mu, sample_rate, trials, gamma, delta)
+    expected = expected_epsilon_lower(mu, sample_rate, trials, gamma, delta)  # checks q, trials, δ
     theory = epsilon_theory_or_inf(float(sigma), float(sample_rate), float(delta))
-    expected = expected_epsilon_lower(mu, sample_rate, int(trials), gamma, delta)
     return {"sigma": float(sigma), "sample_rate": float(sample_rate), "trials": int(trials), "delta": float(delta),
             "gamma": gamma, "mu_eff": mu, "mu_eff_ceiling": ceiling, "mu_eff_capped": bool(capped),
             "epsilon_theory": theory, "epsilon_lower_expected": expected,

@@ -40,15 +40,11 @@ NOTEBOOK_READS: dict[str, tuple] = {stem: tuple(k for k, nbs in _READERS.items()
 MECHANISM_KEYS = tuple(k for k, nbs in _READERS.items() if len(nbs) == len(NOTEBOOKS))
 
 
-def _own(stem: str) -> dict:
-    return NOTEBOOK_SECTIONS[stem].specs()
-
-
 _SHARED = {k: sec for sec, cls in SECTIONS.items() for k in cls.specs()}  # shared field → its section
 #: short name → (section or notebook stem, field); a field name that two sections declare has no short name.
 SHORT: dict[str, tuple] = {k: (sec, k) for k, sec in _SHARED.items() if k != "seed"}
 for _stem in NOTEBOOKS:
-    for _k in _own(_stem):
+    for _k in NOTEBOOK_SECTIONS[_stem].specs():
         assert _k not in SHORT, f"setting {_k!r} is declared twice (in {SHORT.get(_k)} and {_stem})"
         SHORT[_k] = (_stem, _k)
 
@@ -64,7 +60,7 @@ def notebook_stem(nb: str) -> str:
 
 def notebook_keys(stem: str) -> tuple:
     """The parameters notebook ``stem`` takes: the runner's, the shared ones it reads, its own."""
-    return RUNNER_KEYS + NOTEBOOK_READS[stem] + tuple(_own(stem))
+    return RUNNER_KEYS + NOTEBOOK_READS[stem] + tuple(NOTEBOOK_SECTIONS[stem].specs())
 
 
 def locate(key: str) -> tuple[str, str, str]:
@@ -126,7 +122,7 @@ class Preset:
         for key, value in values.items():
             sec, name, _ = locate(key)
             change = changes.setdefault(sec, {})
-            if sec not in SECTIONS and name not in _own(sec):  # one notebook's shared value: no section holds it
+            if sec not in SECTIONS and name not in NOTEBOOK_SECTIONS[sec].specs():  # one notebook's shared value
                 v = check_param(key, value, PARAM_TYPES[name])
                 change["shared"] = {**change.get("shared", self.notebooks[sec].shared),
                                     name: tuple(v) if isinstance(v, list) else v}
@@ -191,7 +187,7 @@ def parameters_cell(stem: str) -> str:
              'output_dir = None  # None: results/interactive at the repository root', 'preset = "quick"  # tiny, quick '
              'or paper', "seed = 0"]
     groups = [(sec, [k for k in NOTEBOOK_READS[stem] if _SHARED[k] == sec]) for sec in SECTIONS]
-    for title, names in groups + [(f"notebook {stem[:2]}", list(_own(stem)))]:
+    for title, names in groups + [(f"notebook {stem[:2]}", list(NOTEBOOK_SECTIONS[stem].specs()))]:
         if names:
             lines.append(f"# {title}")
             lines += [f"{k} = None  # {_FIELDS[k].metadata['doc']}: {PARAM_TYPES[k].describe()}" for k in names]
