@@ -280,6 +280,11 @@ def test_histogram_adapter_audits_third_party_code():
     bad = HistogramAdapter(lambda private, synthetic, **kw: np.zeros(3), name="bad")
     with pytest.raises(ValueError, match="bad: histogram_fn returned shape"):
         bad(d.bank, *stack_users(d.test), MECH, np.random.default_rng(0))
+    column = HistogramAdapter(lambda private, synthetic, **kw: np.ones((len(synthetic), 1)), name="column")
+    assert column(d.bank, *stack_users(d.test), MECH, np.random.default_rng(0)).shape == (32,)
+    folded = HistogramAdapter(lambda private, synthetic, **kw: np.ones((2, 16)), name="folded")
+    with pytest.raises(ValueError, match=r"folded: histogram_fn returned shape \(2, 16\)"):
+        folded(d.bank, *stack_users(d.test), MECH, np.random.default_rng(0))
 
 
 def test_plot_mutant_suite(tmp_path):

@@ -80,6 +80,8 @@ def check_release_output(y, expected: tuple, name: str, form: str) -> np.ndarray
     except (TypeError, ValueError):
         raise ValueError(f"{name}: {form} returned {type(y).__name__}, not numbers; expected a float array of shape "
                          f"{expected}") from None
+    if len(expected) == 1 and arr.squeeze().shape == expected:
+        arr = arr.reshape(expected)  # a (p, 1) or (1, p) histogram is one count per bank entry
     if arr.shape != expected:
         raise ValueError(f"{name}: {form} returned shape {arr.shape}; expected {expected} (one noisy count per bank "
                          "entry" + (", restricted to the probe coordinates)" if len(expected) == 2 else ")"))
