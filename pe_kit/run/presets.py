@@ -58,7 +58,7 @@ PRESETS: dict[str, Preset] = {
                    "08": {"idealised_ms": [100, 1000], "idealised_repeats": 3, "published_repeats": 20}}),
     "paper": preset(
         "paper",
-        ("The paper's sizes (§3, App. D: m=64, 500 aux, N=1000 test users; 1000 calibration users, the paper 500), "
+        ("The paper's sizes (§3, App. D: m=64, 500 aux, N=1000 test users; 1000 calibration users, the paper 500; "
                      "p=8192, r=64, 10⁶ trials, 5·10⁶ for the sweeps), MiniLM-L6 at its own 256-token cap, on a "
                      "corpus you pass with --data; hours on 2 CPU cores (what differs from the paper: "
                      "docs/presets.md)."),
