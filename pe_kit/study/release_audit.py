@@ -147,6 +147,8 @@ def audit_release(release, world_or_data=None, *, variant: str = "nonce", mechan
     or a ``target`` out of reach; a release error carries the finished designs as ``exc.partial``."""
     own = [k for k in inspect.signature(audit_release).parameters if k not in ("release", "options")]
     check_keywords(options, _PASSED_ON + tuple(own), "audit_release", _ALIASES)
+    if designs is None:
+        _check_battery_arguments(variant, seed, design_options, axes)
     mechanism = _as_config(mechanism, MechanismConfig, MechanismSettings, "mechanism")
     _check_release(release, mechanism, designs, axes)
     auto, show = _check_budget(trials, target, looks), options.get("show_progress") is not False
