@@ -146,6 +146,6 @@ def run_isolated(task: str, **kwargs) -> dict:
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         try:
             return pool.submit(fn, **kwargs).result()
-        except BrokenProcessPool:
-            raise RuntimeError(f"reading {kwargs.get('data')} in a child process failed (it ended without an answer, "
-                               "e.g. killed for memory); its messages are above") from None
+        except BrokenProcessPool as exc:
+            raise RuntimeError(f"reading {kwargs.get('data')} in a child process failed ({exc}; it may have been "
+                               "killed, e.g. for memory); its messages are above") from None
