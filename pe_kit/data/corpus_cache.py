@@ -6,14 +6,12 @@ a data file (a cache miss) is logged to stderr and to ``cache_dir()/corpora/pars
 """
 from __future__ import annotations
 
-import multiprocessing
+import json
 import os
 import sys
 import time
 import warnings
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
 from pathlib import Path
 
@@ -121,31 +119,59 @@ def cached_corpus(data=None, fmt: str = "auto", *, record_cap: int = 64, min_rec
     return corpus
 
 
-def _profile(data=None, fmt: str = "auto", *, record_cap: int, on_error: str = "raise",
-             label_field: str = "industry", reserved=()) -> dict:
-    scan = cached_scan(data, fmt, label_field, on_error)
-    return {"records": scan.records_per_user(int(record_cap)).tolist(),
-            "reserved": scan.reserved_records(reserved, int(record_cap)).tolist()}
+_ERRORS = {"DataError": DataError, "ValueError": ValueError, "FileNotFoundError": FileNotFoundError,
+           "IsADirectoryError": IsADirectoryError}
 
 
-def _select(data=None, fmt: str = "auto", *, record_cap: int, on_error: str = "raise",
-            label_field: str = "industry") -> dict:
-    rep = cached_corpus(data, fmt, record_cap=int(record_cap), on_error=on_error, label_field=label_field).report()
-    return {"users": rep["users"], "records": rep["records"]}
+def _task(task: str, kw: dict) -> dict:
+    if task == "profile":
+        scan = cached_scan(kw.get("data"), kw.get("fmt", "auto"), kw.get("label_field", "industry"),
+                           kw.get("on_error", "raise"))
+        cap = int(kw["record_cap"])
+        return {"records": scan.records_per_user(cap).tolist(),
+                "reserved": scan.reserved_records(kw.get("reserved", ()), cap).tolist()}
+    if task == "select":
+        c = cached_corpus(kw.get("data"), kw.get("fmt", "auto"), record_cap=int(kw["record_cap"]),
+                          on_error=kw.get("on_error", "raise"), label_field=kw.get("label_field", "industry"))
+        rep = c.report()
+        return {"users": rep["users"], "records": rep["records"]}
+    raise ValueError(f"task={task!r} must be 'profile' or 'select'")
 
 
 def run_isolated(task: str, **kwargs) -> dict:
     """Run :func:`cached_scan` (``task="profile"``: ``{"records": [...], "reserved": [...]}``, records per user capped
-    at record_cap) or :func:`cached_corpus` (``task="select"``: ``{"users", "records"}``) in a spawned child process,
-    so the caller never holds the parsed file.
+    at record_cap) or :func:`cached_corpus` (``task="select"``: ``{"users", "records"}``) in a child Python process,
+    so the caller never holds the parsed file. The child's stderr goes to this process's stderr.
 
-    Raises: what the child raised; RuntimeError when the child died without an answer."""
-    fn = {"profile": _profile, "select": _select}.get(task)
-    if fn is None:
-        raise ValueError(f"task={task!r} must be 'profile' or 'select'")
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        try:
-            return pool.submit(fn, **kwargs).result()
-        except BrokenProcessPool as exc:
-            raise RuntimeError(f"reading {kwargs.get('data')} in a child process failed ({exc}; it may have been "
-                               "killed, e.g. for memory); its messages are above") from None
+    Raises: the child's DataError / ValueError / FileNotFoundError / IsADirectoryError with its message;
+        RuntimeError naming the exit status when the child died without one."""
+    import subprocess
+
+    kw = {k: (str(v) if isinstance(v, Path) else v) for k, v in kwargs.items()}
+    proc = subprocess.run([sys.executable, "-m", "pe_kit.data.corpus_cache", task, json.dumps(kw)],
+                          stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    lines = proc.stdout.strip().splitlines()
+    try:
+        out = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        out = {}
+    if "error" in out:
+        raise _ERRORS.get(out["error"], RuntimeError)(out["message"])
+    if proc.returncode or "result" not in out:
+        raise RuntimeError(f"reading {kw.get('data')} in a child process failed (exit status {proc.returncode}; "
+                           "-9 means it was killed, e.g. for memory); its messages are above")
+    return out["result"]
+
+
+def _main(argv: list[str]) -> int:
+    task, kw = argv[0], json.loads(argv[1])
+    try:
+        out = {"result": _task(task, kw)}
+    except (DataError, ValueError, FileNotFoundError, IsADirectoryError) as exc:
+        out = {"error": type(exc).__name__ if type(exc).__name__ in _ERRORS else "ValueError", "message": str(exc)}
+    print(json.dumps(out), flush=True)
+    return 0 if "result" in out else 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
