@@ -64,10 +64,10 @@ def progress(iterable: Iterable | None = None, *, total: int | None = None, desc
     ``describe(desc)`` renames it. Raises ValueError for a ``total`` not an integer ≥ 0 or a bad interval."""
     if total is not None and (int(total) != total or total < 0):
         raise ValueError(f"total={total!r} must be an integer ≥ 0 (or None when unknown)")
-    if total is None and hasattr(iterable, "__len__"):
-        total = len(iterable)  # type: ignore[arg-type]
+    total = len(iterable) if total is None and hasattr(iterable, "__len__") else total  # type: ignore[arg-type]
+    total = None if total is None else int(total)
     off = os.environ.get("PE_KIT_PROGRESS", "").lower() in ("off", "0", "none", "false")
-    nested = bool(std.tqdm._instances)  # another bar is open: this step runs inside it
+    nested = any(getattr(b, "describe", None) for b in std.tqdm._instances)  # inside another pe_kit step's bar
     if headless():
         interval = progress_interval()
         bar = _Lines(iterable, total=total, desc=desc, unit=unit, disable=off, file=_Stderr(), position=0,

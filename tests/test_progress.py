@@ -56,6 +56,19 @@ def test_lines_are_throttled_and_short_nested_steps_silent(headless_env, monkeyp
     assert capsys.readouterr().err.splitlines()[-1].startswith("read rows: 5 row in 00:00")
 
 
+def test_a_users_own_bar_does_not_silence_the_steps_inside_it(headless_env, monkeypatch, capsys):
+    """Only a pe_kit step's open bar makes a step nested (delayed): a script's own tqdm loop does not."""
+    from tqdm import tqdm
+
+    monkeypatch.setenv("PE_KIT_PROGRESS_INTERVAL", "3600")
+    with open("/dev/null", "w") as sink:
+        for s in tqdm(range(2), file=sink):
+            with progress(total=3.0, desc=f"step {s}", unit="x") as bar:
+                bar.update(3)
+    ends = [ln for ln in capsys.readouterr().err.splitlines() if " in 00:00" in ln]
+    assert [ln.split(",")[0] for ln in ends] == ["step 0: 3/3 x in 00:00", "step 1: 3/3 x in 00:00"]
+
+
 def test_off_and_interactive_modes(headless_env, monkeypatch, capsys):
     monkeypatch.setenv("PE_KIT_PROGRESS", "off")
     assert list(progress([1, 2, 3], desc="x")) == [1, 2, 3]

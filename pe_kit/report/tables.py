@@ -240,7 +240,7 @@ PUBLISHED_TITLE = (
     "idealised Gaussian game. `within`: |published − reproduced| ≤ tolerance, the Monte-Carlo spread at this run's "
     "number of games (see `note`; the source used 100). At 100 games c, the theoretical ε and Steinke et al.'s "
     "column reproduce (σ = 0.5: 0.11 short) and the f-DP column does not (the kit is 0.1–0.9 lower; the settings "
-    "tried are in notebook 08 and `pe_kit.audit.one_run_checks`); with fewer games the tolerance is wider and an "
+    "tried are in notebook 08 and `notebooks/steps/one_run_checks.py`); with fewer games the tolerance is wider and an "
     "f-DP row can read `within` = True")
 ONE_RUN_TITLE = (
     "One-run audits of one PE release (notebook 08): ε_lower (Steinke et al.) and μ_lower / ε_lower (f-DP) per "
