@@ -73,6 +73,8 @@ def progress(iterable: Iterable | None = None, *, total: int | None = None, desc
         bar = _Lines(iterable, total=total, desc=desc, unit=unit, disable=off, file=_Stderr(), position=0,
                      leave=True, mininterval=interval, miniters=1, delay=interval if nested else 0,
                      bar_format=_LINE[total is not None])
+    elif off:
+        bar = std.tqdm(iterable, total=total, disable=True)  # no front end to load for a hidden bar
     else:
         from tqdm.auto import tqdm
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from pe_kit.cache import cache_dir, content_hash, file_digest, read_records, source_digest, write_records
 from pe_kit.data.loaders import default_min_records, format_rows, resolve_format
 from pe_kit.data.passes import Scan, file_stat, scan_corpus, select_corpus
-from pe_kit.data.records import Corpus, User
+from pe_kit.data.records import Corpus, DataError, User
 
 __all__ = ["cached_scan", "cached_corpus", "scan_key", "corpus_key", "run_isolated"]
 
