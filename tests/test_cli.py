@@ -155,6 +155,7 @@ def test_results_command_and_readme_agree(tmp_path, capsys):
     (["reproduce", "--preset", "paper"], "--data"),
     (["reproduce", "--data", "/no/such/file.jsonl"], "does not exist"),
     (["reproduce", "--set", "n_test=0"], "n_test"),
+    (["reproduce", "--preset", "tiny", "--seed", "-1"], "seed=-1 is out of range"),
 ])
 def test_reproduce_argument_errors(argv, message, capsys, tmp_path):
     assert main(argv + ["--results-dir", str(tmp_path)]) == 2
@@ -165,6 +166,14 @@ def test_results_command(tmp_path, capsys):
     assert main(["results", str(tmp_path)]) == 2
     (tmp_path / "results.md").write_text("# table\n")
     assert main(["results", str(tmp_path)]) == 0 and "# table" in capsys.readouterr().out
+
+
+def test_results_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`pe-kit results DIR | head`: the reader closing the pipe is not an error (no traceback, exit 0)."""
+    (tmp_path / "results.md").write_text("row\n" * 200_000)
+    out = subprocess.run(f"{sys.executable} -m pe_kit.run.cli results {tmp_path} | head -1", shell=True,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+    assert out.stdout == "row\n" and "Traceback" not in out.stderr
 
 
 def test_parse_override_types():

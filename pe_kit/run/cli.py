@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -229,6 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {"reproduce": _reproduce, "presets": lambda _: _presets(), "explore": _explore}
     try:
         return commands.get(args.command, _results)(args)
+    except BrokenPipeError:  # `pe-kit results DIR | head` closed the pipe: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ModuleNotFoundError as exc:  # a lighter install than the main one
         if not exc.name or exc.name.split(".")[0] == "pe_kit":
             raise

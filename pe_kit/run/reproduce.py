@@ -19,7 +19,7 @@ from pe_kit.run.run_progress import RunClock, machine_info, run_estimate
 from pe_kit.run.preflight import (_declared, check_bank_sizes, check_banks, check_models, check_notebook_overrides,
                                   unused_overrides)
 from pe_kit.run.presets import _REPO, PRESETS, audited_mechanism, get_preset, notebook_params
-from pe_kit.settings import NOTEBOOKS, Preset
+from pe_kit.settings import NOTEBOOKS, Preset, check_param
 
 __all__ = ["ReproduceError", "NotebookStatus", "RunSummary", "notebooks_dir", "default_run_id", "run_reproduction",
            "this_python_kernel", "run_sizes", "about_preset", "preset_changes", "input_digests", "marker_key"]
@@ -79,6 +79,7 @@ def run_reproduction(preset: str | Preset = "quick", run_id: str | None = None, 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     import papermill  # noqa: F401  (the runner's extra: missing, the run stops before any check or fit)
 
+    seed = check_param("seed", seed)  # the notebooks' own check, before any kernel starts
     p = get_preset(preset, overrides, data, fmt)
     for check in (check_banks, check_bank_sizes, check_models):
         check(p)
