@@ -8,6 +8,7 @@ from pe_kit.attack.bug_canaries import ImplementationDesign, concentrated_design
 from pe_kit.audit.blackbox import audit_implementation, implementation_scores, spec_statistic
 from pe_kit.audit.bounds import clopper_pearson
 from pe_kit.audit.engine import TrialEngine
+from pe_kit.audit.trials import scalar_problem
 from pe_kit.settings import MechanismConfig
 from pe_kit.pe import mutants
 from pe_kit.pe.mechanism import contributions, topk_routes
@@ -233,7 +234,8 @@ def test_blackbox_reference_agrees_with_scalar_engine():
     n, g, delta = 20_000, 0.0025, SUITE_DELTA
     bb, scores = audit_implementation(ReferenceRelease(), d, MECH, trials=n, gamma=g, delta=delta, seed=5, stat=stat,
                                       return_scores=True)
-    cal_p, test_p = stat.scalar_problems(MECH)
+    test_p = scalar_problem(stat.weights, stat.populations["test"], stat.canary, stat.m0, MECH.noise_std,
+                            MECH.sample_rate)
     eng = TrialEngine(test_p, method="sample")
     for h in (0, 1):  # two-sample test on the scores
         assert stats.ks_2samp(scores[("test", h)], engine_scores(eng, h, n, seed=[9, h])).pvalue > 1e-3

@@ -22,15 +22,13 @@ from scipy import stats
 from pe_kit.audit.confusion import clopper_pearson
 from pe_kit.audit.release_runner import (CALL_CHUNK, call_release, check_release_output, implementation_name,
                                          population, release_scores)
-from pe_kit.settings import COUNT, MechanismConfig, ParamSpec, check_param
+from pe_kit.settings import COUNT, LEVEL, REPEATS, MechanismConfig, check_param
 from pe_kit.pe.release_protocol import ReferenceRelease, staged
 
 __all__ = ["seed_check", "batch_call_check", "repeat_check", "stage_check"]
 
 #: batched scores per per-call score in ``batch_call_check``
 _BATCH_FACTOR = 10
-_AT_LEAST_TWO = ParamSpec("int", lo=2)
-_UNIT = ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True)
 
 
 def _inputs(release, design, hypothesis: int) -> tuple:
@@ -67,8 +65,8 @@ def batch_call_check(release, design, mechanism: MechanismConfig, stat, *, n_cal
     """``n_call`` (≥ 2) per-call and 10·``n_call`` batched H1 scores compared at level ``gamma``.
     Returns ``batch_call_pvalue`` (NaN without ``release_batch``), ``batch_call_statistic`` (KS D),
     ``batch_call_flag`` (p < γ), ``batch_call_n``. Raises ValueError on n_call < 2 or γ outside (0, 1)."""
-    n_call = check_param("n_call", n_call, _AT_LEAST_TWO)
-    check_param("gamma", gamma, _UNIT)
+    n_call = check_param("n_call", n_call, REPEATS)
+    check_param("gamma", gamma, LEVEL)
     if not (callable(release) and hasattr(release, "release_batch")):
         return {"batch_call_pvalue": float("nan"), "batch_call_statistic": float("nan"), "batch_call_flag": False,
                 "batch_call_n": 0}
@@ -121,8 +119,8 @@ def repeat_check(release, design, mechanism: MechanismConfig, *, n_releases: int
     """``n_releases`` (≥ 2) H0 releases read on J0 (module docstring). Returns ``repeat_largest`` (g),
     ``repeat_allowed`` (ρ_U), ``repeat_value_largest`` (h), ``repeat_pvalue`` (the smaller bound; NaN when J0 is
     empty), ``repeat_flag`` (p < γ/4), ``repeat_n``. Raises ValueError on n_releases < 2 or γ outside (0, 1)."""
-    n = check_param("n_releases", n_releases, _AT_LEAST_TWO)
-    check_param("gamma", gamma, _UNIT)
+    n = check_param("n_releases", n_releases, REPEATS)
+    check_param("gamma", gamma, LEVEL)
     bank, records, owner, n_users, name = _inputs(release, design, 0)
     free = np.flatnonzero(ReferenceRelease().prepare(bank, records, owner, n_users, mechanism).getnnz(axis=0) == 0)
     out = {"repeat_largest": 0, "repeat_allowed": float("nan"), "repeat_value_largest": 0,

@@ -9,7 +9,8 @@ from typing import Any
 
 from pe_kit.settings.fields import ParamSpec, Section, setting
 
-__all__ = ["COUNT", "RECORD_CAP", "record_cap_setting", "ARMS", "FORMATS", "VARIANT_NAMES", "THRESHOLD_RULES",
+__all__ = ["COUNT", "RECORD_CAP", "REPEATS", "LEVEL", "record_cap_setting", "ARMS", "FORMATS", "VARIANT_NAMES",
+           "THRESHOLD_RULES",
            "WorldSettings", "MechanismSettings", "MechanismConfig", "AuditSettings", "AuditConfig", "StudySettings",
            "RunnerSettings", "NotebookSection", "LLRChecks", "Ablations", "MultiRound", "ImplementationAudit", "OneRun"]
 
@@ -17,6 +18,10 @@ __all__ = ["COUNT", "RECORD_CAP", "record_cap_setting", "ARMS", "FORMATS", "VARI
 COUNT = ParamSpec("int", lo=1)
 #: m, records kept per user.
 RECORD_CAP = ParamSpec("int", lo=1)
+#: Repeats a check compares with each other (calls, releases): an integer ≥ 2.
+REPEATS = ParamSpec("int", lo=2)
+#: A probability strictly inside (0, 1): a level γ or α.
+LEVEL = ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True)
 
 
 def record_cap_setting():
