@@ -233,7 +233,7 @@ def design_mu_eff(canary_embeddings: np.ndarray, bank: np.ndarray, probe_embeddi
     aux_routes = routes_with_probes(aux.index, aux.records, probe_embeddings, pos, k)
     a = restrict(contributions(aux_routes, aux.owner, aux.n_aux_users, p, mechanism.clip_norm), coords)
     vp = v[coords]
-    mu = design_moments(vp, a, aux.n_users, mechanism, audit)[2]
+    mu = design_moments(vp, a, aux.n_users, mechanism, audit.shrinkage, audit.ridge)[2]
     return {"mu_eff": mu, "canary_votes_on_P": float(vp.sum() / max(v.sum(), 1e-300)),
             "canary_norm": float(np.linalg.norm(vp)), "record_probe_votes": np.isin(routes, coords).sum(axis=1),
             "aux_voters": int((np.asarray(abs(a).sum(axis=1)).ravel() > 0).sum())}

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from pe_kit.audit.accounting import epsilon_ceiling, epsilon_theory
 from pe_kit.audit.bounds import calibrate_threshold, evaluate_threshold, population_shift
-from pe_kit.audit.moments import aux_moments, llr_weights, mixture_llr, null_moments
+from pe_kit.audit.moments import design_moments, mixture_llr
 from pe_kit.audit.outcome import Audit
 from pe_kit.audit.plan import announce_reach, audit_reach
 from pe_kit.audit.release_runner import (CALL_CHUNK, check_audit_arguments, implementation_name,
@@ -93,9 +93,8 @@ def spec_statistic(design, mechanism: MechanismConfig, *, shrinkage: float = 0.1
     check_equal_populations(len(_users(design, "calibration")), len(_users(design, "test")))
     pops = {s: contribs(_users(design, s)) for s in ("aux",) + _SPLITS}
     n = pops["test"].shape[0]
-    m0, sigma = null_moments(aux_moments(pops["aux"], shrinkage), n, mechanism, ridge)
-    w = llr_weights(v, sigma)
-    return SpecStatistic(coords, v, w, m0, float(np.sqrt(max(0.0, w @ v))), n, {s: pops[s] for s in _SPLITS})
+    m0, w, mu = design_moments(v, pops["aux"], n, mechanism, shrinkage, ridge)
+    return SpecStatistic(coords, v, w, m0, mu, n, {s: pops[s] for s in _SPLITS})
 
 
 def implementation_scores(release, design, mechanism: MechanismConfig, stat: SpecStatistic, split: str,

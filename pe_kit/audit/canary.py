@@ -51,7 +51,7 @@ def _audit_canary(canary_full: np.ndarray, coords: np.ndarray, aux: sp.spmatrix,
     t0 = time.perf_counter()
     v = np.asarray(canary_full, dtype=np.float64).ravel()[coords]
     n_test = test.shape[0]
-    m0, w, mu = design_moments(v, restrict(aux, coords), n_test, mechanism, audit)
+    m0, w, mu = design_moments(v, restrict(aux, coords), n_test, mechanism, audit.shrinkage, audit.ridge)
     cal = restrict(calibration, coords)
     check_equal_populations(cal.shape[0], n_test)
     probs = {split: scalar_problem(w, pop, v, m0, mechanism.noise_std, mechanism.sample_rate)

@@ -65,7 +65,7 @@ def bank_problem(bank: FrozenBank, round_: int, canary: Population, aux: Populat
         raise ValueError(f"round {round_}: the canary votes on no coordinate")
     v = v_full[coords]
     aux_p = restrict(aux.contributions(bank, mechanism), coords)
-    m0, w, mu = design_moments(v, aux_p, test.n_users, mechanism, audit)
+    m0, w, mu = design_moments(v, aux_p, test.n_users, mechanism, audit.shrinkage, audit.ridge)
     cal = restrict(calibration.contributions(bank, mechanism), coords)
     if resize is not None:
         cal = cal[resize]

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from pe_kit.settings import AuditConfig, MechanismConfig
+from pe_kit.settings import MechanismConfig
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,10 @@ def mu_eff(canary: np.ndarray, sigma: np.ndarray) -> float:
 
 
 def design_moments(canary: np.ndarray, aux: sp.spmatrix, n_users: int, mechanism: MechanismConfig,
-                   audit: AuditConfig) -> tuple[np.ndarray, np.ndarray, float]:
+                   shrinkage: float, ridge: float) -> tuple[np.ndarray, np.ndarray, float]:
     """(m̂0, w = Σ̂_P⁻¹v, μ_eff) of a frozen design (Eqs. 14–15, 31–35): the canary's v_P (|P|,) and the aux users'
-    contributions restricted to P (``restrict``), for N = ``n_users``, with ``audit``'s shrinkage and ridge."""
-    m0, sigma = null_moments(aux_moments(aux, audit.shrinkage), n_users, mechanism, audit.ridge)
+    contributions restricted to P (``restrict``), for N = ``n_users``, with ``shrinkage`` (Eq. 33) and ``ridge``."""
+    m0, sigma = null_moments(aux_moments(aux, shrinkage), n_users, mechanism, ridge)
     w = llr_weights(canary, sigma)
     return m0, w, float(np.sqrt(max(0.0, w @ canary)))
 
