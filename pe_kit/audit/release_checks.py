@@ -20,10 +20,9 @@ import numpy as np
 from scipy import stats
 
 from pe_kit.audit.confusion import clopper_pearson
-from pe_kit.audit.release_runner import (CALL_CHUNK, call_release, check_release_output, implementation_name,
-                                         population, release_scores)
+from pe_kit.audit.release_runner import CALL_CHUNK, call_release, implementation_name, population, release_scores
 from pe_kit.settings import COUNT, LEVEL, REPEATS, MechanismConfig, check_param
-from pe_kit.pe.release_protocol import ReferenceRelease, staged
+from pe_kit.pe.release_protocol import ReferenceRelease, check_release_output, staged
 
 __all__ = ["seed_check", "batch_call_check", "repeat_check", "stage_check"]
 

@@ -16,8 +16,8 @@ from pe_kit.settings import COUNT, MechanismConfig, check_param, closest
 from pe_kit.pe.release_protocol import check_release_output, stack_users
 from pe_kit.progress import progress
 
-__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "check_release_output", "call_release",
-           "canary_index", "population", "release_scores", "CALL_CHUNK", "check_keywords", "dry_call", "pilot_seconds"]
+__all__ = ["seed_sequence", "implementation_name", "check_audit_arguments", "call_release", "canary_index", "population",
+           "release_scores", "CALL_CHUNK", "check_keywords", "dry_call", "pilot_seconds"]
 
 #: releases per chunk of an implementation without ``release_batch`` (one Dask task, one progress step)
 CALL_CHUNK = 64
