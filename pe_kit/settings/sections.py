@@ -98,8 +98,7 @@ class AuditSettings(Section):
 
     trials: int = setting(1_000_000, COUNT, "trials per hypothesis per split", notebooks="01 02 03 04 05 06 08",
                           slider=(1e3, 1e9))
-    alpha: float = setting(0.05, ParamSpec("float", lo=0, hi=1, lo_open=True, hi_open=True),
-                           "family-wise error over one variant's canaries")
+    alpha: float = setting(0.05, LEVEL, "family-wise error over one variant's canaries")
     delta: float = setting(1e-5, ParamSpec("float", lo=0, hi=1, hi_open=True), "δ of the (ε, δ) statement")
     shrinkage: float = setting(0.1, ParamSpec("float", lo=0, hi=1), "diagonal shrinkage of Σ̂ (Eq. 33)",
                                notebooks="01 02 03 04 05 06 08")
