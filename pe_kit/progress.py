@@ -78,6 +78,6 @@ def progress(iterable: Iterable | None = None, *, total: int | None = None, desc
     else:
         from tqdm.auto import tqdm
 
-        bar = tqdm(iterable, total=total, desc=desc, unit=unit, disable=off, leave=not nested)
+        bar = tqdm(iterable, total=total, desc=desc, unit=unit, leave=not nested)
     bar.describe = bar.set_description_str
     return bar

@@ -41,6 +41,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
         from pe_kit.progress import progress
         bar = progress(total=len(jobs), desc=f"audit {world.config.arm}/{world.config.bank}", unit="canary")
     try:
+        code = code_hash(Path(__file__).parent)  # the code key, once for every job
         for variant, j, slot in jobs:
             if variant in skipped:
                 if bar is not None:
@@ -55,7 +56,7 @@ def audit_variants(world: World, variants: Sequence[str], per_variant: int, mech
                 return {**row, "canary_slot": slot, "canary_index": j, "seed": seed, "salt": salt}
 
             key = ("audit", world.config.as_dict(), world_key(world), variant, j, slot, mechanism.as_dict(),
-                   audit.as_dict(), seed, salt, design_mechanism.as_dict(), pool_size, code_hash(Path(__file__).parent),
+                   audit.as_dict(), seed, salt, design_mechanism.as_dict(), pool_size, code,
                    *_route_key(variant, generator))
             row = cache.get_or_compute(key, compute) if cache is not None else compute()
             if "skipped" in row:

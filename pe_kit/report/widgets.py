@@ -136,11 +136,11 @@ def show_explorer(sigma: float = 1.0, sample_rate: float = 0.1, trials: int = 1_
                   **kwargs):
     """Display the explorer (``kwargs`` go to :func:`explorer`) and return it, or, with ``PE_KIT_HEADLESS`` set, a
     static :func:`explorer_state` table and None."""
-    import os
-
     from IPython.display import HTML, display
 
-    if os.environ.get("PE_KIT_HEADLESS", "") not in ("", "0"):
+    from pe_kit.progress import headless
+
+    if headless():
         keep = {k: v for k, v in kwargs.items() if k in ("delta", "alpha", "n_canaries")}
         display(HTML(_html(explorer_state(sigma, sample_rate, trials, mu_eff, **keep))))
         return None

@@ -78,11 +78,11 @@ def input_digests(params: Mapping[str, Any]) -> dict:
     return out
 
 
-def marker_key(src: Path, params: Mapping[str, Any], fingerprint: str | None = None) -> str:
+def marker_key(src: Path, params: Mapping[str, Any], fingerprint: str) -> str:
     """Done-marker key of one notebook: its file's bytes, its parameters, :func:`input_digests` of the
-    files and models they name, and the pe_kit code (:func:`code_fingerprint`). 64 hex chars."""
+    files and models they name, and the code's ``fingerprint`` (:func:`code_fingerprint`). 64 hex chars."""
     return content_hash(Path(src).read_bytes(), json.dumps(params, sort_keys=True, default=str),
-                        json.dumps(input_digests(params), sort_keys=True), fingerprint or code_fingerprint())
+                        json.dumps(input_digests(params), sort_keys=True), fingerprint)
 
 
 def marker_valid(marker: Path, key: str, run_dir: Path) -> bool:

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pe_kit.data.loaders import check_path, guess_format
 from pe_kit.settings import (MECHANISM_KEYS, NOTEBOOKS, AuditConfig, MechanismConfig, Preset, check_param, locate,
                              notebook_keys)
 
@@ -100,6 +99,8 @@ def get_preset(name: str | Preset, overrides: Mapping[str, Any] | None = None, d
         fmt = overrides.pop("fmt")
     if fmt is not None and fmt != "auto":
         changes["fmt"] = fmt
+    from pe_kit.data.loaders import check_path, guess_format
+
     if data is not None:
         changes["data"] = str(Path(data).expanduser().resolve())
         arm = {"yelp": "long", "sentiment140": "short"}.get(changes.get("fmt") or guess_format(data))
