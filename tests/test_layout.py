@@ -18,10 +18,10 @@ STAGES = ("base", "data", "text", "pe", "audit", "attack", "report", "study", "r
 MAX_LINES = 450
 MAX_FUNCTION_LINES = 80
 #: pe_kit/'s measured weight in lines (all modules); lower it when the package gets lighter
-PACKAGE_LINES = 14_791
+PACKAGE_LINES = 14_789
 #: the core's measured weight: the modules audit_scores, epsilon_theory and audit_mechanism on every variant import
 #: (scripts/core_lines.py, cold); lower it when the core gets lighter (the issue's bound is 9,000)
-CORE_LINES = 7_393
+CORE_LINES = 7_392
 
 
 def module_name(path: Path) -> str:
